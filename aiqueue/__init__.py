@@ -1,0 +1,1 @@
+"""aiqueue: a serverless, self-chaining, webhook-driven job queue on PostgreSQL."""

@@ -1,0 +1,3 @@
+from aiqueue.cli import main
+
+raise SystemExit(main())

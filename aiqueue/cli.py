@@ -1,0 +1,80 @@
+"""python -m aiqueue serve | migrate [up|down] | dev"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from aiqueue import logs
+from aiqueue.errors import AiQueueError
+from aiqueue.migrate import migrate
+from aiqueue.settings import Settings, load_settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m aiqueue")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="apply migrations and serve every route")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    mig = sub.add_parser("migrate", help="apply or roll back migrations")
+    mig.add_argument("direction", nargs="?", choices=["up", "down"], default="up")
+    dev = sub.add_parser("dev", help="embedded PostgreSQL, demo data, app, function, ticker")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8000)
+    dev.add_argument("--function-port", type=int, default=8001)
+    return parser
+
+
+def database(settings: Settings) -> tuple[Settings, Any]:
+    """Use DATABASE_URL, or start the embedded server (dev only) and point at it."""
+    if settings.database_url:
+        return settings, None
+    from aiqueue.embedded import start_embedded
+
+    dsn, handle = start_embedded()
+    return settings.with_overrides(database_url=dsn, database_direct_url=dsn), handle
+
+
+def serve(settings: Settings, host: str, port: int) -> None:
+    import uvicorn
+
+    from aiqueue.web.app import create_app
+
+    settings, _handle = database(settings)
+    assert settings.database_direct_url
+    applied = asyncio.run(migrate(settings.database_direct_url, "up"))
+    logs.event("migrate", count=len(applied))
+    if settings.secret_generated:
+        print(f"MARKING_QUEUE_SECRET (generated for this run): {settings.queue_secret}",
+              file=sys.stderr)
+    app = create_app(settings, ticker=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                loop="auto", http="auto", timeout_graceful_shutdown=5)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logs.setup()
+    try:
+        if args.command == "serve":
+            serve(load_settings(port=args.port), args.host, args.port)
+        elif args.command == "migrate":
+            settings, _handle = database(load_settings())
+            assert settings.database_direct_url
+            done = asyncio.run(migrate(settings.database_direct_url, args.direction))
+            print(f"migrate {args.direction}: {', '.join(done) or 'nothing to do'}")
+        else:
+            from aiqueue.devserver import run_dev
+
+            run_dev(args.host, args.port, args.function_port)
+    except AiQueueError as exc:
+        print(f"aiqueue: {exc.detail}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

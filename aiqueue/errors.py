@@ -1,0 +1,68 @@
+"""One exception base; the web layer maps each kind to an HTTP status once."""
+
+from __future__ import annotations
+
+
+class AiQueueError(Exception):
+    """Base of every error aiqueue raises on purpose."""
+
+    status_code = 500
+    code = "internal_error"
+
+    def __init__(self, detail: str, *, extra: dict[str, object] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra or {}
+
+
+class SettingsError(AiQueueError):
+    """A setting is missing or malformed; start-up stops with this one line."""
+
+
+class StoreError(AiQueueError):
+    """The database could not be reached or refused a statement."""
+
+    status_code = 503
+    code = "database_unavailable"
+
+
+class BadRequest(AiQueueError):
+    """The body is not JSON at all."""
+
+    status_code = 400
+    code = "bad_request"
+
+
+class Unauthorized(AiQueueError):
+    """Missing or wrong credentials."""
+
+    status_code = 401
+    code = "unauthorized"
+
+
+class NotFound(AiQueueError):
+    """No such row or route."""
+
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(AiQueueError):
+    """The row is not in a state that allows the action."""
+
+    status_code = 409
+    code = "conflict"
+
+
+class TooLarge(AiQueueError):
+    """The body exceeds its size limit."""
+
+    status_code = 413
+    code = "payload_too_large"
+
+
+class Invalid(AiQueueError):
+    """Valid JSON with wrong or missing fields."""
+
+    status_code = 422
+    code = "invalid"

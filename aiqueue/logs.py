@@ -1,0 +1,43 @@
+"""Structured JSON log lines: ids, counts, durations and codes only, never content."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+from uuid import UUID
+
+log = logging.getLogger("aiqueue")
+# The only fields a log line may carry: identifiers, numbers and short codes.
+# Results, feedback, submission text, error texts from the function and secrets
+# can never reach a log because there is no field to put them in.
+ALLOWED = frozenset({
+    "queue_id", "submission_id", "assignment_id", "attempt", "dispatch_seq", "status",
+    "outcome", "code", "http_status", "ms", "count", "enqueued", "skipped", "recovered",
+    "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
+    "delay_s", "method", "path", "mode", "instance", "version", "reason",
+})
+
+
+def event(name: str, **fields: Any) -> None:
+    """Log one event as a JSON line; unknown field names are a programming error."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    bad = set(fields) - ALLOWED
+    if bad:
+        raise ValueError(f"log fields not allowed: {sorted(bad)}")
+    record: dict[str, Any] = {"ts": round(time.time(), 3), "event": name}
+    for key, value in fields.items():
+        record[key] = str(value) if isinstance(value, UUID) else value
+    log.info(json.dumps(record, default=str))
+
+
+def setup(level: int = logging.INFO) -> None:
+    """Send aiqueue's JSON lines to stderr, bare."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False

@@ -1,0 +1,188 @@
+"""The queue's heartbeat: one process step (recover, prune, claim, dispatch, chain)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiqueue import dispatch, logs
+from aiqueue.backoff import retry_delay
+from aiqueue.errors import StoreError
+from aiqueue.models import Job
+from aiqueue.results import ResultItem, apply_item, parse_item
+from aiqueue.runtime import Runtime
+
+
+@dataclass
+class StepResult:
+    """What one process step did (the process endpoint's answer)."""
+
+    claimed: Job | None = None
+    dispatched: bool = False
+    recovered: int = 0
+    pruned: int = 0
+    chained: bool = False
+    sync_job: Job | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "claimed": str(self.claimed.queue_id) if self.claimed else None,
+            "dispatched": self.dispatched,
+            "recovered": self.recovered,
+            "pruned": self.pruned,
+            "chained": self.chained,
+        }
+
+
+async def process_step(rt: Runtime, *, chain: bool = True) -> StepResult:
+    """Recover, prune, claim one row, dispatch it, and chain if another could be claimed.
+
+    In sync mode the claimed job is left in `sync_job` for the caller to run
+    after it has answered (`run_sync`): the function may take long to reply.
+    """
+    s = rt.settings
+    step = StepResult()
+    step.recovered = await rt.store.recover_stuck(s.stuck_after_seconds, s.max_attempts)
+    step.pruned = await rt.store.prune(s.prune_after_days * 86400)
+    if step.recovered or step.pruned:
+        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
+    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
+    step.claimed = job
+    if job is not None:
+        logs.event("claim", queue_id=job.queue_id, attempt=job.attempt)
+        if s.function_mode == "sync":
+            step.dispatched = True
+            step.sync_job = job
+        else:
+            step.dispatched = await dispatch_async(rt, job)
+    if chain and job is not None and await rt.store.can_claim(s.max_in_flight, s.breaker_threshold):
+        step.chained = await dispatch.chain(rt.http, s)
+        logs.event("chain", chained=step.chained)
+    return step
+
+
+async def dispatch_async(rt: Runtime, job: Job) -> bool:
+    """Send a claimed job; on a refusal put the row back as the contract says."""
+    started = time.perf_counter()
+    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens)
+    ms = round((time.perf_counter() - started) * 1000, 2)
+    if isinstance(outcome, dispatch.Accepted):
+        await rt.store.dispatch_accepted()
+        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted", ms=ms)
+        return True
+    await refused(rt, job, outcome, ms)
+    return False
+
+
+async def refused(rt: Runtime, job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float) -> None:
+    """Busy: back to pending without using an attempt.  Failed: a failed attempt."""
+    s = rt.settings
+    if isinstance(outcome, dispatch.Busy):
+        delay = outcome.retry_after
+        if delay is None:
+            delay = retry_delay(job.attempt, s.retry_base_seconds, s.retry_max_seconds)
+        await rt.store.dispatch_busy(job.queue_id, job.dispatch_seq, delay)
+        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="busy",
+                   http_status=outcome.http_status, delay_s=round(delay, 3), ms=ms)
+        return
+    failures = await rt.store.breaker_failure(s.breaker_threshold, s.breaker_cooldown_seconds)
+    status = await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
+                                code=outcome.code, retryable=True, outcome="dispatch_error")
+    logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="failed",
+               code=outcome.code, http_status=outcome.http_status, status=status,
+               failures=failures, ms=ms)
+    if failures == s.breaker_threshold:
+        logs.event("circuit", status="open", failures=failures)
+
+
+async def fail_attempt(
+    rt: Runtime, queue_id: Any, dispatch_seq: int, attempt: int, *, code: str, retryable: bool,
+    outcome: str,
+) -> str | None:
+    """Fail one dispatch of a row: retry after the backoff or end it as failed."""
+    s = rt.settings
+    delay = retry_delay(attempt, s.retry_base_seconds, s.retry_max_seconds)
+    return await rt.store.attempt_failed(
+        queue_id, dispatch_seq, delay=delay, retryable=retryable, max_attempts=s.max_attempts,
+        error=code, outcome=outcome,
+    )
+
+
+async def run_sync(rt: Runtime, job: Job) -> None:
+    """Sync mode: the function's answer is the result item; apply it like a callback."""
+    started = time.perf_counter()
+    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens)
+    ms = round((time.perf_counter() - started) * 1000, 2)
+    if isinstance(outcome, dispatch.Accepted):
+        await rt.store.dispatch_accepted()
+        item = _sync_item(outcome.body, job, rt)
+        if item is None:
+            await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
+                               code="sync_answer_invalid", retryable=True, outcome="bad_answer")
+            logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
+                       outcome="bad_answer", mode="sync", ms=ms)
+        else:
+            applied = await apply_item(rt, item)
+            logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
+                       outcome=item.status, status="applied" if applied else "ignored",
+                       mode="sync", ms=ms)
+    else:
+        await refused(rt, job, outcome, ms)
+    # The slot is free again; the next row gets an invocation of its own so no
+    # single invocation runs into the platform's time limit.
+    if await rt.store.can_claim(rt.settings.max_in_flight, rt.settings.breaker_threshold):
+        logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
+
+
+def _sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
+    """The function answered for the job we sent it: bind the item to that dispatch."""
+    if isinstance(body, list) and len(body) == 1:
+        body = body[0]
+    if not isinstance(body, dict):
+        return None
+    body = {**body, "queue_id": str(job.queue_id),
+            "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
+    try:
+        return parse_item(body, rt.tokens)
+    except ValueError:
+        return None
+
+
+async def safe_step(rt: Runtime) -> None:
+    """A whole process step after a response was sent: errors are logged, never raised."""
+    try:
+        step = await process_step(rt)
+        if step.sync_job is not None:
+            await run_sync(rt, step.sync_job)
+    except StoreError as exc:
+        logs.event("step_error", code=exc.code)
+
+
+async def safe_run_sync(rt: Runtime, job: Job) -> None:
+    """run_sync after the process call answered: errors are logged, never raised."""
+    try:
+        await run_sync(rt, job)
+    except StoreError as exc:
+        logs.event("step_error", code=exc.code, queue_id=job.queue_id)
+
+
+async def tick_forever(rt: Runtime) -> None:
+    """The in-process safety net: run a step whenever something may be due.
+
+    Sleeps until the next due row, breaker probe or lease expiry (at most
+    `tick_seconds`), so delayed retries start on time without a cron.
+    """
+    s = rt.settings
+    while True:
+        try:
+            wait = await rt.store.next_wakeup(
+                s.max_in_flight, s.breaker_threshold, s.stuck_after_seconds
+            )
+        except StoreError as exc:
+            logs.event("tick_error", code=exc.code)
+            wait = None
+        delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
+        await asyncio.sleep(delay)
+        await safe_step(rt)

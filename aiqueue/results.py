@@ -1,0 +1,119 @@
+"""Result items from the function (webhook or sync answer): parse, verify, apply once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from aiqueue import logs
+from aiqueue.backoff import retry_delay
+from aiqueue.tokens import CallbackClaim, Tokens
+
+if TYPE_CHECKING:
+    from aiqueue.runtime import Runtime
+
+ItemStatus = Literal["completed", "failed", "progress"]
+MAX_ITEMS = 1000
+# A stored last_error is a short code, never the function's own words: those
+# may quote the student's answer.
+_SAFE_ERROR_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.:")
+
+
+@dataclass(frozen=True)
+class ResultItem:
+    """One webhook item whose token was verified against its queue_id."""
+
+    claim: CallbackClaim
+    status: ItemStatus
+    result: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    retryable: bool = True
+    error_code: str = "function_failed"
+    progress: dict[str, Any] | None = None
+
+
+def error_code(error: object) -> str:
+    """A short content-free code for a function's error text."""
+    # Only a code-like word survives (e.g. "model_timeout"); free text is dropped.
+    if isinstance(error, str):
+        code = error.strip().lower()
+        if 0 < len(code) <= 40 and set(code) <= _SAFE_ERROR_CHARS:
+            return f"function:{code}"
+    return "function_failed"
+
+
+def check_shape(raw: object) -> None:
+    """Raise ValueError unless `raw` looks like a result item (before any token check)."""
+    if not isinstance(raw, dict):
+        raise ValueError("each item must be a JSON object")
+    status = raw.get("status")
+    if status not in ("completed", "failed", "progress"):
+        raise ValueError("status must be 'completed', 'failed' or 'progress'")
+    if not isinstance(raw.get("queue_id"), str):
+        raise ValueError("queue_id must be a string")
+    if status == "completed" and not isinstance(raw.get("result"), dict):
+        raise ValueError("a completed item needs a result object")
+    if raw.get("usage") is not None and not isinstance(raw.get("usage"), dict):
+        raise ValueError("usage must be an object")
+    if raw.get("retryable") is not None and not isinstance(raw.get("retryable"), bool):
+        raise ValueError("retryable must be a boolean")
+    if status == "progress" and not isinstance(raw.get("progress", {}), dict):
+        raise ValueError("progress must be an object")
+
+
+def parse_item(raw: dict[str, Any], tokens: Tokens) -> ResultItem | None:
+    """A verified item, or None when its token is missing, forged, expired or for another row.
+
+    Raises ValueError for a malformed item.
+    """
+    check_shape(raw)
+    claim = tokens.verify_callback(raw.get("token"))
+    if claim is None or str(claim.queue_id) != raw["queue_id"].strip().lower():
+        return None
+    status: ItemStatus = raw["status"]
+    return ResultItem(
+        claim=claim,
+        status=status,
+        result=raw.get("result"),
+        usage=_usage(raw.get("usage")),
+        retryable=raw.get("retryable") is not False,
+        error_code=error_code(raw.get("error")),
+        progress=raw.get("progress") if status == "progress" else None,
+    )
+
+
+def _usage(usage: object) -> dict[str, Any] | None:
+    """Keep only the cost-tracking fields, so nothing else rides along into storage."""
+    if not isinstance(usage, dict):
+        return None
+    keep = {}
+    for key in ("model", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
+        value = usage.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            keep[key] = value
+        elif key == "model" and isinstance(value, str):
+            keep[key] = value[:100]
+    return keep or None
+
+
+async def apply_item(rt: Runtime, item: ResultItem) -> bool:
+    """Apply one verified item; True if it changed something."""
+    claim = item.claim
+    if item.status == "completed":
+        assert item.result is not None
+        done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, item.usage)
+        logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt,
+                   outcome="completed", status="applied" if done else "ignored")
+        return done
+    if item.status == "progress":
+        return await rt.store.heartbeat(claim.queue_id, claim.dispatch_seq, item.progress or {})
+    s = rt.settings
+    status = await rt.store.attempt_failed(
+        claim.queue_id, claim.dispatch_seq,
+        delay=retry_delay(claim.attempt, s.retry_base_seconds, s.retry_max_seconds),
+        retryable=item.retryable, max_attempts=s.max_attempts, error=item.error_code,
+        outcome="callback_failed",
+    )
+    logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt, outcome="failed",
+               code=item.error_code, status=status or "ignored")
+    return status is not None

@@ -1,0 +1,40 @@
+"""The shared resources of one app instance: settings, store, HTTP client, tokens."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import httpx
+
+from aiqueue.settings import Settings
+from aiqueue.store import Store, connect_pool
+from aiqueue.tokens import Tokens
+
+
+@dataclass
+class Runtime:
+    """Everything a request needs beyond itself; built once per instance."""
+
+    settings: Settings
+    store: Store
+    http: httpx.AsyncClient
+    tokens: Tokens
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @classmethod
+    async def create(cls, settings: Settings, dsn: str) -> Runtime:
+        pool = await connect_pool(dsn)
+        # One client for the whole instance: keep-alive to the function and to ourselves.
+        http = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            follow_redirects=False,
+        )
+        return cls(settings=settings, store=Store(pool), http=http, tokens=Tokens(
+            settings.queue_secret))
+
+    async def close(self) -> None:
+        if self.background:
+            await asyncio.gather(*self.background, return_exceptions=True)
+        await self.http.aclose()
+        await self.store.close()

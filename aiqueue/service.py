@@ -1,0 +1,169 @@
+"""Queue rules the routes call: enqueue, webhook batches, operator actions, reading."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from aiqueue import logs
+from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
+from aiqueue.models import STATUSES, QueueRow, Status
+from aiqueue.results import MAX_ITEMS, apply_item, check_shape, parse_item
+from aiqueue.runtime import Runtime
+
+MAX_IDS = 10_000
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class EnqueueRequest:
+    """A validated enqueue body."""
+
+    assignment_id: str
+    submission_ids: list[UUID]
+    priority: int
+    payload: dict[str, Any]
+
+    @classmethod
+    def parse(cls, body: object) -> EnqueueRequest:
+        """Validate the contract's enqueue body; raise Invalid naming the problem."""
+        if not isinstance(body, dict):
+            raise Invalid("the body must be a JSON object")
+        assignment_id = parse_assignment_id(body.get("assignment_id"))
+        ids = body.get("submission_ids")
+        if not isinstance(ids, list) or not ids:
+            raise Invalid("submission_ids must be a non-empty array of UUIDs")
+        if len(ids) > MAX_IDS:
+            raise Invalid(f"at most {MAX_IDS} submission_ids per request")
+        parsed, bad = [], []
+        for raw in ids:
+            try:
+                parsed.append(UUID(raw) if isinstance(raw, str) and len(raw) <= 64 else None)
+            except ValueError:
+                parsed.append(None)
+            if parsed[-1] is None:
+                bad.append(raw if isinstance(raw, str) and len(raw) <= 64 else "<not a string>")
+        if bad:
+            raise Invalid("submission_ids must be UUIDs", extra={"invalid_ids": bad[:50]})
+        priority = body.get("priority", 0)
+        if priority is None:
+            priority = 0
+        if not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > 1_000_000:
+            raise Invalid("priority must be an integer between -1000000 and 1000000")
+        payload = body.get("payload") or {}
+        if not isinstance(payload, dict):
+            raise Invalid("payload must be a JSON object")
+        if json_depth(payload) > MAX_DEPTH:
+            raise Invalid(f"payload is nested deeper than {MAX_DEPTH} levels")
+        if len(json.dumps(payload).encode()) > MAX_PAYLOAD_BYTES:
+            raise Invalid("payload must be at most 64 KiB")
+        return cls(assignment_id, [u for u in parsed if u is not None], priority, payload)
+
+
+def parse_assignment_id(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise Invalid("assignment_id must be a non-empty string of at most 200 characters")
+    if "\x00" in value:
+        raise Invalid("assignment_id must not contain NUL characters")
+    return value
+
+
+def parse_uuid(value: str, what: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise NotFound(f"no {what} {value[:64]!r}") from None
+
+
+def parse_status(value: str | None) -> Status | None:
+    if value is None or value == "":
+        return None
+    for status in STATUSES:
+        if value == status:
+            return status
+    raise Invalid(f"status must be one of {', '.join(STATUSES)}")
+
+
+def json_depth(value: object, depth: int = 1) -> int:
+    """How deeply a JSON value nests (iteratively bounded by MAX_DEPTH + 1)."""
+    if depth > MAX_DEPTH:
+        return depth
+    if isinstance(value, dict):
+        return max((json_depth(v, depth + 1) for v in value.values()), default=depth)
+    if isinstance(value, list):
+        return max((json_depth(v, depth + 1) for v in value), default=depth)
+    return depth
+
+
+async def enqueue(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
+    """Insert one pending row per new submission, atomically; the contract's 202 body."""
+    outcome = await rt.store.enqueue(
+        request.submission_ids, request.assignment_id, request.priority, request.payload
+    )
+    if outcome.unknown_ids:
+        raise Invalid(
+            f"{len(outcome.unknown_ids)} submission id(s) do not exist; nothing was enqueued",
+            extra={"unknown_ids": [str(u) for u in outcome.unknown_ids]},
+        )
+    skipped = len(request.submission_ids) - len(outcome.queue_ids)
+    logs.event("enqueue", assignment_id=request.assignment_id,
+               enqueued=len(outcome.queue_ids), skipped=skipped)
+    return {
+        "enqueued": len(outcome.queue_ids),
+        "skipped": skipped,
+        "queue_ids": [str(q) for q in outcome.queue_ids],
+    }
+
+
+async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], bool]:
+    """Verify and apply a webhook batch; the counts and whether a slot may have freed."""
+    items = body if isinstance(body, list) else [body]
+    if not items:
+        raise Invalid("the body must hold at least one item")
+    if len(items) > MAX_ITEMS:
+        raise Invalid(f"at most {MAX_ITEMS} items per request")
+    for raw in items:
+        try:
+            check_shape(raw)
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+    counts = {"accepted": 0, "ignored": 0, "rejected": 0}
+    freed = False
+    for raw in items:
+        item = parse_item(raw, rt.tokens)
+        if item is None:
+            counts["rejected"] += 1
+            continue
+        if await apply_item(rt, item):
+            counts["accepted"] += 1
+            freed = freed or item.status != "progress"
+        else:
+            counts["ignored"] += 1
+    logs.event("webhook", **counts)
+    if counts["rejected"] == len(items):
+        raise Unauthorized("no item carries a valid callback token")
+    return counts, freed
+
+
+async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:
+    """A failed row becomes pending with fresh attempts."""
+    if await rt.store.retry_failed(queue_id, actor):
+        logs.event("retry", queue_id=queue_id, reason="manual")
+        return {"queue_id": str(queue_id), "status": "pending"}
+    status = await rt.store.row_status(queue_id)
+    if status is None:
+        raise NotFound(f"no queue row {queue_id}")
+    raise Conflict(f"only failed rows can be retried; this row is {status}")
+
+
+async def list_rows(
+    rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int, offset: int
+) -> tuple[list[QueueRow], int]:
+    rows = await rt.store.list_rows(
+        status=status, assignment_id=assignment_id, limit=limit, offset=offset
+    )
+    total = await rt.store.count_rows(status=status, assignment_id=assignment_id)
+    return rows, total

@@ -1,0 +1,140 @@
+"""Settings read once from the environment into a frozen object."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from aiqueue.errors import SettingsError
+
+FunctionMode = Literal["async", "sync"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything aiqueue reads from its environment (see CONTRACT.md §2)."""
+
+    database_url: str | None = None
+    database_direct_url: str | None = None
+    queue_secret: str = ""
+    cron_secret: str | None = None
+    admin_password: str = ""
+    app_base_url: str = "http://127.0.0.1:8000"
+    function_url: str = "http://127.0.0.1:8001/"
+    function_token: str | None = None
+    function_mode: FunctionMode = "async"
+    callback_url: str = "http://127.0.0.1:8000/webhooks/ai-mark"
+    max_attempts: int = 3
+    max_in_flight: int = 1
+    stuck_after_seconds: float = 600.0
+    prune_after_days: float = 7.0
+    retry_base_seconds: float = 10.0
+    retry_max_seconds: float = 300.0
+    dispatch_timeout_seconds: float = 10.0
+    breaker_threshold: int = 5
+    breaker_cooldown_seconds: float = 60.0
+    tick_seconds: float = 60.0
+    chain_read_timeout_seconds: float = 1.0
+    production: bool = False
+    secret_generated: bool = False
+
+    def with_overrides(self, **changes: object) -> Settings:
+        """Return a copy with some fields replaced (tests and the dev command)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if not value >= minimum or value == float("inf"):
+        raise SettingsError(f"{name} must be a finite number >= {minimum}, got {raw}")
+    return value
+
+
+def _url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.startswith(("http://", "https://")):
+        raise SettingsError(f"{name} must be an http(s) URL, got {raw!r}")
+    return raw
+
+
+def _db_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.startswith(("postgres://", "postgresql://")):
+        raise SettingsError(f"{name} must be a postgresql:// URL")
+    return raw
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> Settings:
+    """Read and validate the environment; raise SettingsError naming the bad variable."""
+    env = os.environ if env is None else env
+    production = bool(env.get("VERCEL")) or env.get("AIQUEUE_ENV", "").lower() == "production"
+    database_url = _db_url(env, "DATABASE_URL", None)
+    if production and database_url is None:
+        raise SettingsError("DATABASE_URL is required in production")
+    secret = env.get("MARKING_QUEUE_SECRET", "").strip()
+    generated = False
+    if not secret:
+        if production:
+            raise SettingsError("MARKING_QUEUE_SECRET is required in production")
+        secret, generated = secrets.token_urlsafe(24), True
+    elif len(secret) < 16:
+        raise SettingsError("MARKING_QUEUE_SECRET must be at least 16 characters")
+    mode = env.get("AI_MARKING_FUNCTION_MODE", "async").strip().lower() or "async"
+    if mode not in ("async", "sync"):
+        raise SettingsError(f"AI_MARKING_FUNCTION_MODE must be 'async' or 'sync', got {mode!r}")
+    base = (_url(env, "APP_BASE_URL", None) or f"http://127.0.0.1:{port}").rstrip("/")
+    function_url = _url(env, "AI_MARKING_FUNCTION_URL", None)
+    if function_url is None:
+        if production:
+            raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
+        function_url = "http://127.0.0.1:8001/"
+    return Settings(
+        database_url=database_url,
+        database_direct_url=_db_url(env, "DATABASE_DIRECT_URL", database_url),
+        queue_secret=secret,
+        cron_secret=env.get("CRON_SECRET", "").strip() or None,
+        admin_password=env.get("AI_QUEUE_ADMIN_PASSWORD", "").strip() or secret,
+        app_base_url=base,
+        function_url=function_url,
+        function_token=env.get("AI_MARKING_FUNCTION_TOKEN", "").strip() or None,
+        function_mode="sync" if mode == "sync" else "async",
+        callback_url=_url(env, "AI_MARKING_CALLBACK_URL", None) or f"{base}/webhooks/ai-mark",
+        max_attempts=_int(env, "QUEUE_MAX_ATTEMPTS", 3, 1),
+        max_in_flight=_int(env, "QUEUE_MAX_IN_FLIGHT", 1, 0),
+        stuck_after_seconds=_float(env, "QUEUE_STUCK_AFTER_SECONDS", 600.0, 1.0),
+        prune_after_days=_float(env, "QUEUE_PRUNE_AFTER_DAYS", 7.0, 0.0),
+        retry_base_seconds=_float(env, "QUEUE_RETRY_BASE_SECONDS", 10.0, 0.0),
+        retry_max_seconds=_float(env, "QUEUE_RETRY_MAX_SECONDS", 300.0, 0.0),
+        dispatch_timeout_seconds=_float(env, "QUEUE_DISPATCH_TIMEOUT_SECONDS", 10.0, 0.1),
+        breaker_threshold=_int(env, "QUEUE_BREAKER_THRESHOLD", 5, 1),
+        breaker_cooldown_seconds=_float(env, "QUEUE_BREAKER_COOLDOWN_SECONDS", 60.0, 0.0),
+        tick_seconds=_float(env, "QUEUE_TICK_SECONDS", 60.0, 0.0),
+        production=production,
+        secret_generated=generated,
+    )

@@ -1,0 +1,384 @@
+-- Every statement aiqueue runs, as named blocks ("-- name --" headers).
+-- Values only ever travel as $n parameters.
+
+-- enqueue --
+-- One round trip for the whole batch, atomic: when any id is unknown the insert
+-- CTE inserts nothing and the unknown ids come back instead.  ON CONFLICT on the
+-- partial unique index skips submissions that already have a live row, also
+-- against a concurrent enqueue.  A batch joins the assignment's live run, if any.
+WITH ids AS MATERIALIZED (
+    SELECT DISTINCT ON (id) id, ord
+    FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
+    ORDER BY id, ord
+),
+unknown AS MATERIALIZED (
+    SELECT ids.id FROM ids WHERE NOT EXISTS (SELECT 1 FROM submissions s WHERE s.id = ids.id)
+),
+run AS (
+    SELECT coalesce(
+        (SELECT run_id FROM ai_marking_queue
+         WHERE assignment_id = $2 AND status IN ('pending', 'processing') LIMIT 1),
+        gen_random_uuid()) AS run_id
+),
+inserted AS (
+    INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, priority, payload)
+    SELECT ids.id, $2, run.run_id, $3, $4::jsonb
+    FROM ids CROSS JOIN run
+    WHERE NOT EXISTS (SELECT 1 FROM unknown)
+    ORDER BY ids.ord
+    ON CONFLICT (submission_id) WHERE status IN ('pending', 'processing') DO NOTHING
+    RETURNING queue_id, seq
+)
+SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq FROM unknown
+UNION ALL
+SELECT 'queued', queue_id, seq FROM inserted
+ORDER BY seq;
+
+-- claim_lock --
+-- Serialises count-and-claim across every instance for the length of one
+-- transaction, so the in-flight cap cannot be overshot by concurrent claimers.
+-- It must be its own statement: the claim below needs a snapshot taken after
+-- the previous lock holder committed.
+SELECT pg_advisory_xact_lock(7301730173017301);
+
+-- claim --
+-- Exactly one due row, in dispatch order.  The gate is a scalar subquery with no
+-- outer reference, so it runs once (an InitPlan), not once per candidate row.
+-- SKIP LOCKED steps over rows a webhook or the recovery holds right now.
+WITH next AS MATERIALIZED (
+    SELECT q.queue_id
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.run_after <= now()
+      AND (SELECT aiqueue_gate_open($1::integer, $2::integer))
+    ORDER BY q.priority DESC, q.run_after, q.seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE ai_marking_queue q
+    SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
+        started_at = now(), lease_at = now(), progress = NULL, updated_at = now()
+    FROM next
+    WHERE q.queue_id = next.queue_id
+    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq, q.payload
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
+    SELECT queue_id, dispatch_seq, attempts FROM claimed
+)
+SELECT c.queue_id, c.submission_id, c.assignment_id, c.attempts, c.dispatch_seq,
+       c.payload::text AS payload, s.content
+FROM claimed c JOIN submissions s ON s.id = c.submission_id;
+
+-- can_claim --
+-- Would a claim succeed right now?  Decides whether to chain.
+SELECT EXISTS (
+    SELECT 1 FROM ai_marking_queue
+    WHERE status = 'pending' AND run_after <= now()
+) AND (SELECT aiqueue_gate_open($1::integer, $2::integer)) AS ok;
+
+-- dispatch_accepted --
+-- A 2xx ack closes the breaker; the WHERE keeps the common case write-free.
+UPDATE ai_queue_control
+SET consecutive_failures = 0, circuit_open_until = NULL
+WHERE id = 1 AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL);
+
+-- dispatch_busy --
+-- 429/503: the function is busy.  The row goes back without using an attempt and
+-- dispatching pauses for the same delay; this is not a failure for the breaker.
+WITH row AS (
+    UPDATE ai_marking_queue
+    SET status = 'pending', attempts = attempts - 1,
+        run_after = now() + make_interval(secs => $3::float8),
+        started_at = NULL, lease_at = NULL, last_error = 'function_busy', updated_at = now()
+    WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
+    RETURNING queue_id
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'busy', error = 'function_busy'
+    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
+),
+control AS (
+    UPDATE ai_queue_control
+    SET busy_until = greatest(coalesce(busy_until, now()), now() + make_interval(secs => $3::float8))
+    WHERE id = 1
+)
+SELECT count(*) AS n FROM row;
+
+-- attempt_failed --
+-- A failed attempt (dispatch error, failed callback, bad sync answer): back to
+-- pending after the backoff, or failed when attempts are used up or the
+-- failure is final.  Only the row's current dispatch can fail it.
+WITH row AS (
+    UPDATE ai_marking_queue
+    SET status = CASE WHEN $4::boolean AND attempts < $5::integer THEN 'pending' ELSE 'failed' END,
+        run_after = now() + make_interval(secs => $3::float8),
+        finished_at = CASE WHEN $4::boolean AND attempts < $5::integer THEN NULL ELSE now() END,
+        lease_at = NULL, last_error = $6, updated_at = now()
+    WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
+    RETURNING queue_id, status
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = $7, error = $6
+    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
+)
+SELECT status FROM row;
+
+-- breaker_failure --
+-- Counts a dispatch failure; at the threshold the breaker opens for the cool-down.
+UPDATE ai_queue_control
+SET consecutive_failures = consecutive_failures + 1,
+    circuit_open_until = CASE WHEN consecutive_failures + 1 >= $1::integer
+                              THEN now() + make_interval(secs => $2::float8)
+                              ELSE circuit_open_until END
+WHERE id = 1
+RETURNING consecutive_failures, circuit_open_until;
+
+-- complete --
+-- Applies a result at most once: the row lock plus the status test mean a second
+-- (concurrent or later) delivery finds the row completed and changes nothing.
+-- A late result of an earlier dispatch still completes a row that is not done.
+WITH row AS (
+    SELECT queue_id, submission_id FROM ai_marking_queue
+    WHERE queue_id = $1 AND status IN ('pending', 'processing', 'failed')
+    FOR UPDATE
+),
+sub AS (
+    UPDATE submissions s SET ai_result = $2::jsonb, ai_marked_at = now()
+    FROM row WHERE s.id = row.submission_id
+    RETURNING s.id
+),
+done AS (
+    UPDATE ai_marking_queue q
+    SET status = 'completed', finished_at = now(), lease_at = NULL, last_error = NULL,
+        usage = $3::jsonb, updated_at = now()
+    FROM row, sub
+    WHERE q.queue_id = row.queue_id
+    RETURNING q.queue_id
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'completed', usage = $3::jsonb
+    FROM done WHERE a.queue_id = done.queue_id AND a.dispatch_seq = $4 AND a.kind = 'dispatch'
+)
+SELECT count(*) AS n FROM done;
+
+-- heartbeat --
+-- A progress item from the current dispatch extends its lease.
+UPDATE ai_marking_queue
+SET lease_at = now(), progress = $3::jsonb, updated_at = now()
+WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
+RETURNING queue_id;
+
+-- recover_stuck --
+-- Rows whose lease (last dispatch or heartbeat) ran out: retry now (the lease
+-- already waited) or fail when attempts are used up.  The old dispatch_seq can
+-- no longer fail the row; a late completed result is still welcome.
+WITH stuck AS (
+    SELECT queue_id FROM ai_marking_queue
+    WHERE status = 'processing' AND lease_at < now() - make_interval(secs => $1::float8)
+    ORDER BY lease_at
+    LIMIT 500
+    FOR UPDATE SKIP LOCKED
+),
+row AS (
+    UPDATE ai_marking_queue q
+    SET status = CASE WHEN q.attempts < $2::integer THEN 'pending' ELSE 'failed' END,
+        finished_at = CASE WHEN q.attempts < $2::integer THEN NULL ELSE now() END,
+        run_after = now(), lease_at = NULL, last_error = 'stuck_no_result', updated_at = now()
+    FROM stuck WHERE q.queue_id = stuck.queue_id
+    RETURNING q.queue_id, q.dispatch_seq
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = 'stuck_no_result'
+    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = row.dispatch_seq
+      AND a.kind = 'dispatch'
+)
+SELECT count(*) AS n FROM row;
+
+-- prune --
+-- At most once a minute across all instances (the control row is the gate), in
+-- bounded batches so one call never holds locks for long.
+WITH gate AS (
+    UPDATE ai_queue_control SET last_prune_at = now()
+    WHERE id = 1 AND last_prune_at < now() - interval '60 seconds'
+    RETURNING 1
+),
+events AS (
+    DELETE FROM ai_marking_events
+    WHERE id IN (SELECT id FROM ai_marking_events
+                 WHERE created_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM gate)
+                 LIMIT 10000)
+),
+gone AS (
+    DELETE FROM ai_marking_queue
+    WHERE queue_id IN (
+        SELECT queue_id FROM ai_marking_queue
+        WHERE status = 'completed' AND finished_at < now() - make_interval(secs => $1::float8)
+          AND EXISTS (SELECT 1 FROM gate)
+        LIMIT 5000)
+    RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- next_wakeup --
+-- Seconds until something needs the process step: a due row when a slot is
+-- free, the breaker or busy back-off ending, or a lease running out.
+SELECT extract(epoch FROM least(
+    (SELECT greatest(min(run_after), (SELECT coalesce(busy_until, now()) FROM ai_queue_control),
+                     (SELECT CASE WHEN consecutive_failures >= $2 THEN circuit_open_until END
+                      FROM ai_queue_control))
+     FROM ai_marking_queue WHERE status = 'pending'
+       AND (SELECT NOT paused FROM ai_queue_control)
+       AND ($1 = 0 OR (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') < $1)),
+    (SELECT min(lease_at) + make_interval(secs => $3::float8)
+     FROM ai_marking_queue WHERE status = 'processing')
+) - now())::float8 AS seconds;
+
+-- retry_failed --
+-- Manual retry: a failed row starts over with fresh attempts.
+WITH row AS (
+    UPDATE ai_marking_queue
+    SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
+        last_error = NULL, updated_at = now()
+    WHERE queue_id = $1 AND status = 'failed'
+    RETURNING queue_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT queue_id, 'action', 'retry', now(), $2 FROM row
+)
+SELECT queue_id FROM row;
+
+-- retry_all_failed --
+-- Retry every failed row (of one assignment when $1 is set) whose submission
+-- has no live row already.
+WITH row AS (
+    UPDATE ai_marking_queue q
+    SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
+        last_error = NULL, updated_at = now()
+    WHERE q.status = 'failed' AND ($1::text IS NULL OR q.assignment_id = $1)
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue o
+                      WHERE o.submission_id = q.submission_id
+                        AND o.status IN ('pending', 'processing'))
+      AND q.queue_id = (SELECT l.queue_id FROM ai_marking_queue l
+                        WHERE l.submission_id = q.submission_id AND l.status = 'failed'
+                        ORDER BY l.created_at DESC LIMIT 1)
+    RETURNING q.queue_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT queue_id, 'action', 'retry', now(), $2 FROM row
+)
+SELECT count(*) AS n FROM row;
+
+-- row_status --
+SELECT status FROM ai_marking_queue WHERE queue_id = $1;
+
+-- cancel_row --
+WITH row AS (
+    UPDATE ai_marking_queue
+    SET status = 'cancelled', finished_at = now(), updated_at = now()
+    WHERE queue_id = $1 AND status = 'pending'
+    RETURNING queue_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT queue_id, 'action', 'cancel', now(), $2 FROM row
+)
+SELECT queue_id FROM row;
+
+-- cancel_assignment --
+WITH row AS (
+    UPDATE ai_marking_queue
+    SET status = 'cancelled', finished_at = now(), updated_at = now()
+    WHERE assignment_id = $1 AND status = 'pending'
+    RETURNING queue_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT queue_id, 'action', 'cancel', now(), $2 FROM row
+)
+SELECT count(*) AS n FROM row;
+
+-- set_paused --
+UPDATE ai_queue_control
+SET paused = $1, paused_by = CASE WHEN $1 THEN $2 END, paused_at = CASE WHEN $1 THEN now() END
+WHERE id = 1;
+
+-- control --
+SELECT paused, paused_by, paused_at, consecutive_failures, circuit_open_until, busy_until,
+       (consecutive_failures >= $1 AND coalesce(circuit_open_until, '-infinity') > now())
+           AS circuit_open
+FROM ai_queue_control WHERE id = 1;
+
+-- stats --
+-- Each figure reads an index: counts per status from the (status, finished_at)
+-- index, "today" is the UTC day, timings over rows finished in the last 24 h.
+SELECT
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending') AS pending,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS processing,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed') AS completed,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed') AS failed,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'cancelled') AS cancelled,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
+        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AS failed_today,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'
+        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AS completed_today,
+    t.avg_seconds, t.p95_seconds,
+    (SELECT extract(epoch FROM now() - min(created_at))::float8
+     FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
+FROM (
+    SELECT avg(d)::float8 AS avg_seconds,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY d)::float8 AS p95_seconds
+    FROM (SELECT extract(epoch FROM finished_at - started_at) AS d
+          FROM ai_marking_queue
+          WHERE status = 'completed' AND finished_at >= now() - interval '24 hours'
+            AND started_at IS NOT NULL) recent
+) t;
+
+-- list_rows --
+-- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
+SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
+       created_at, updated_at, started_at, finished_at, priority
+FROM ai_marking_queue
+WHERE ($1::text IS NULL OR status = $1)
+  AND ($2::text IS NULL OR assignment_id = $2)
+  AND ($3::timestamptz IS NULL OR (created_at, queue_id) < ($3, $4::uuid))
+ORDER BY created_at DESC, queue_id DESC
+LIMIT $5 OFFSET $6;
+
+-- count_rows --
+SELECT count(*) AS n FROM ai_marking_queue
+WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR assignment_id = $2);
+
+-- attempts_of --
+SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,
+       actor
+FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
+
+-- get_row --
+SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
+       created_at, updated_at, started_at, finished_at, priority
+FROM ai_marking_queue WHERE queue_id = $1;
+
+-- ping --
+SELECT 1 AS ok;
+
+-- metrics_histogram --
+-- Processing time of rows completed in the last 24 h, as cumulative buckets.
+SELECT b.le, count(r.d) AS n
+FROM unnest($1::float8[]) AS b (le)
+LEFT JOIN (SELECT extract(epoch FROM finished_at - started_at)::float8 AS d
+           FROM ai_marking_queue
+           WHERE status = 'completed' AND finished_at >= now() - interval '24 hours'
+             AND started_at IS NOT NULL) r ON r.d <= b.le
+GROUP BY b.le ORDER BY b.le;
+
+-- metrics_attempts --
+-- Attempts used by finished rows in the last 24 h, per final status.
+SELECT status, count(*) AS rows, coalesce(sum(attempts), 0) AS attempts
+FROM ai_marking_queue
+WHERE status IN ('completed', 'failed') AND finished_at >= now() - interval '24 hours'
+GROUP BY status;

@@ -1,0 +1,249 @@
+"""The only module that talks to PostgreSQL: one method per named query."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from functools import cache
+from importlib import resources
+from typing import Any, TypeVar
+from uuid import UUID
+
+import asyncpg
+
+from aiqueue.errors import Conflict, StoreError
+from aiqueue.models import (
+    Attempt,
+    Control,
+    EnqueueOutcome,
+    Job,
+    QueueId,
+    QueueRow,
+    Stats,
+    Status,
+    SubmissionId,
+)
+
+T = TypeVar("T")
+_HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
+
+
+@cache
+def queries() -> dict[str, str]:
+    """Split sql/queries.sql into {name: statement}."""
+    text = resources.files("aiqueue.sql").joinpath("queries.sql").read_text()
+    parts = _HEADER.split(text)[1:]
+    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2], strict=True)}
+
+
+async def connect_pool(dsn: str, *, max_size: int = 10) -> asyncpg.Pool:
+    """A small pool that also works through a transaction-mode pooler."""
+    try:
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            # No prepared-statement cache and no session state: PgBouncer/Supavisor
+            # in transaction mode may hand each transaction a different backend.
+            statement_cache_size=0,
+            max_inactive_connection_lifetime=60,
+            command_timeout=30,
+        )
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
+    assert pool is not None
+    return pool
+
+
+def _wrap(exc: Exception) -> StoreError:
+    return StoreError(f"database error: {type(exc).__name__}")
+
+
+class Store:
+    """Queue persistence on an asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.sql = queries()
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            async with self.pool.acquire() as conn:
+                yield conn
+        except asyncpg.UniqueViolationError as exc:
+            raise Conflict("the submission already has a live queue row") from exc
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise _wrap(exc) from exc
+
+    async def _fetch(self, name: str, *args: Any) -> list[asyncpg.Record]:
+        async with self._conn() as conn:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            return rows
+
+    async def _fetchrow(self, name: str, *args: Any) -> asyncpg.Record | None:
+        async with self._conn() as conn:
+            row: asyncpg.Record | None = await conn.fetchrow(self.sql[name], *args)
+            return row
+
+    async def _fetchval(self, name: str, *args: Any) -> Any:
+        async with self._conn() as conn:
+            return await conn.fetchval(self.sql[name], *args)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def ping(self) -> bool:
+        return bool(await self._fetchval("ping"))
+
+    # -- the loop ---------------------------------------------------------
+
+    async def enqueue(
+        self,
+        submission_ids: Sequence[UUID],
+        assignment_id: str,
+        priority: int,
+        payload: dict[str, Any],
+    ) -> EnqueueOutcome:
+        args = (list(submission_ids), assignment_id, priority, json.dumps(payload))
+        for attempt in range(3):
+            try:
+                rows = await self._fetch("enqueue", *args)
+                break
+            except StoreError as exc:
+                # Two overlapping batches can deadlock on the unique index; the
+                # loser's whole statement rolled back, so running it again is safe.
+                if attempt == 2 or not isinstance(exc.__cause__, asyncpg.DeadlockDetectedError):
+                    raise
+        return EnqueueOutcome(
+            queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
+            unknown_ids=[SubmissionId(r["value"]) for r in rows if r["kind"] == "unknown"],
+        )
+
+    async def claim(self, cap: int, breaker_threshold: int) -> Job | None:
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self.sql["claim_lock"])
+            row = await conn.fetchrow(self.sql["claim"], cap, breaker_threshold)
+        return Job.from_row(row) if row else None
+
+    async def can_claim(self, cap: int, breaker_threshold: int) -> bool:
+        return bool(await self._fetchval("can_claim", cap, breaker_threshold))
+
+    async def dispatch_accepted(self) -> None:
+        async with self._conn() as conn:
+            await conn.execute(self.sql["dispatch_accepted"])
+
+    async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool:
+        return bool(await self._fetchval("dispatch_busy", queue_id, dispatch_seq, delay))
+
+    async def attempt_failed(
+        self,
+        queue_id: UUID,
+        dispatch_seq: int,
+        *,
+        delay: float,
+        retryable: bool,
+        max_attempts: int,
+        error: str,
+        outcome: str,
+    ) -> Status | None:
+        """Fail the current dispatch; the row's new status, or None if it was stale."""
+        status: Status | None = await self._fetchval(
+            "attempt_failed", queue_id, dispatch_seq, delay, retryable, max_attempts, error,
+            outcome,
+        )
+        return status
+
+    async def breaker_failure(self, threshold: int, cooldown: float) -> int:
+        row = await self._fetchrow("breaker_failure", threshold, cooldown)
+        return int(row["consecutive_failures"]) if row else 0
+
+    async def complete(
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
+    ) -> bool:
+        usage_json = json.dumps(usage) if usage is not None else None
+        n = await self._fetchval("complete", queue_id, json.dumps(result), usage_json, dispatch_seq)
+        return bool(n)
+
+    async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
+        row = await self._fetchrow("heartbeat", queue_id, dispatch_seq, json.dumps(progress))
+        return row is not None
+
+    async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int:
+        return int(await self._fetchval("recover_stuck", stuck_after, max_attempts))
+
+    async def prune(self, older_than_seconds: float) -> int:
+        return int(await self._fetchval("prune", older_than_seconds))
+
+    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float) -> float | None:
+        value = await self._fetchval("next_wakeup", cap, threshold, stuck_after)
+        return None if value is None else float(value)
+
+    # -- operator actions -------------------------------------------------
+
+    async def row_status(self, queue_id: UUID) -> Status | None:
+        status: Status | None = await self._fetchval("row_status", queue_id)
+        return status
+
+    async def retry_failed(self, queue_id: UUID, actor: str) -> bool:
+        return await self._fetchval("retry_failed", queue_id, actor) is not None
+
+    async def retry_all_failed(self, assignment_id: str | None, actor: str) -> int:
+        return int(await self._fetchval("retry_all_failed", assignment_id, actor))
+
+    async def cancel_row(self, queue_id: UUID, actor: str) -> bool:
+        return await self._fetchval("cancel_row", queue_id, actor) is not None
+
+    async def cancel_assignment(self, assignment_id: str, actor: str) -> int:
+        return int(await self._fetchval("cancel_assignment", assignment_id, actor))
+
+    async def set_paused(self, paused: bool, actor: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(self.sql["set_paused"], paused, actor)
+
+    # -- reading ----------------------------------------------------------
+
+    async def control(self, threshold: int) -> Control:
+        row = await self._fetchrow("control", threshold)
+        assert row is not None, "migration inserts the control row"
+        return Control.from_row(row)
+
+    async def stats(self) -> Stats:
+        row = await self._fetchrow("stats")
+        assert row is not None
+        return Stats.from_row(row)
+
+    async def list_rows(
+        self,
+        *,
+        status: Status | None,
+        assignment_id: str | None,
+        limit: int,
+        offset: int = 0,
+        after: tuple[Any, UUID] | None = None,
+    ) -> list[QueueRow]:
+        after_at, after_id = after if after else (None, None)
+        rows = await self._fetch(
+            "list_rows", status, assignment_id, after_at, after_id, limit, offset
+        )
+        return [QueueRow.from_row(r) for r in rows]
+
+    async def count_rows(self, *, status: Status | None, assignment_id: str | None) -> int:
+        return int(await self._fetchval("count_rows", status, assignment_id))
+
+    async def histogram(self, buckets: Sequence[float]) -> list[tuple[float, int]]:
+        rows = await self._fetch("metrics_histogram", list(buckets))
+        return [(float(r["le"]), int(r["n"])) for r in rows]
+
+    async def attempts_by_status(self) -> dict[str, tuple[int, int]]:
+        rows = await self._fetch("metrics_attempts")
+        return {r["status"]: (int(r["rows"]), int(r["attempts"])) for r in rows}
+
+    async def get_row(self, queue_id: UUID) -> QueueRow | None:
+        row = await self._fetchrow("get_row", queue_id)
+        return QueueRow.from_row(row) if row else None
+
+    async def attempts_of(self, queue_id: UUID) -> list[Attempt]:
+        return [Attempt.from_row(r) for r in await self._fetch("attempts_of", queue_id)]

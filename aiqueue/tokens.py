@@ -1,0 +1,86 @@
+"""Signed tokens, all in one place: callback tokens, event tokens, sessions."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from uuid import UUID
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+# A callback may come late (a slow model, a retried callback): accept it for as
+# long as the row could still exist unpruned.
+CALLBACK_MAX_AGE = 14 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class CallbackClaim:
+    """What a valid callback token proves: this dispatch of this row."""
+
+    queue_id: UUID
+    dispatch_seq: int
+    attempt: int
+
+
+class Tokens:
+    """Signs and verifies every token aiqueue hands out."""
+
+    def __init__(self, secret: str) -> None:
+        self._callback = URLSafeTimedSerializer(secret, salt="aiqueue.callback")
+        self._events = URLSafeTimedSerializer(secret, salt="aiqueue.events")
+        self._session = URLSafeTimedSerializer(secret, salt="aiqueue.session")
+
+    def callback(self, queue_id: UUID, dispatch_seq: int, attempt: int) -> str:
+        return self._callback.dumps([str(queue_id), dispatch_seq, attempt])
+
+    def verify_callback(self, token: object, *, now: float | None = None) -> CallbackClaim | None:
+        """The claim of a valid token, else None (bad signature, expired, malformed)."""
+        data = _loads(self._callback, token, CALLBACK_MAX_AGE, now)
+        try:
+            queue_id, seq, attempt = data  # type: ignore[misc]
+            return CallbackClaim(UUID(queue_id), int(seq), int(attempt))
+        except (TypeError, ValueError):
+            return None
+
+    def events(self, assignment_id: str) -> str:
+        return self._events.dumps(assignment_id)
+
+    def verify_events(
+        self, token: object, assignment_id: str, *, max_age: int = 3600, now: float | None = None
+    ) -> bool:
+        data = _loads(self._events, token, max_age, now)
+        return isinstance(data, str) and hmac.compare_digest(data, assignment_id)
+
+    def session(self, user: str, csrf: str) -> str:
+        return self._session.dumps([user, csrf])
+
+    def verify_session(
+        self, token: object, *, max_age: int, now: float | None = None
+    ) -> tuple[str, str] | None:
+        data = _loads(self._session, token, max_age, now)
+        if isinstance(data, list) and len(data) == 2 and all(isinstance(x, str) for x in data):
+            return data[0], data[1]
+        return None
+
+
+def _loads(
+    serializer: URLSafeTimedSerializer, token: object, max_age: int, now: float | None
+) -> object:
+    """The one place BadSignature is caught."""
+    if not isinstance(token, str) or not token or len(token) > 4096:
+        return None
+    try:
+        if now is None:
+            return serializer.loads(token, max_age=max_age)
+        # A frozen clock for tests: verify the signature, then the age ourselves.
+        value, signed_at = serializer.loads(token, return_timestamp=True)
+        return value if now - signed_at.timestamp() <= max_age else None
+    except BadSignature:
+        return None
+
+
+def same_secret(given: str | None, expected: str | None) -> bool:
+    """Constant-time comparison of a presented secret with the configured one."""
+    if not given or not expected:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())

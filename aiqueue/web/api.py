@@ -1,0 +1,97 @@
+"""The JSON API routes: thin handlers over the service and the loop."""
+
+from __future__ import annotations
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from aiqueue import loop, observe, service
+from aiqueue.errors import StoreError
+from aiqueue.web.http import query_int, read_json, require_bearer
+from aiqueue.web.state import runtime
+
+
+async def enqueue(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    body = service.EnqueueRequest.parse(await read_json(request))
+    answer = await service.enqueue(rt, body)
+    # Kick the chain after answering, inside this invocation: no extra hop.
+    kick = BackgroundTask(loop.safe_step, rt) if answer["enqueued"] else None
+    return JSONResponse(answer, status_code=202, background=kick)
+
+
+async def process_queue(request: Request) -> Response:
+    rt = await runtime(request)
+    if request.method == "GET":
+        require_bearer(request, rt.settings.queue_secret, rt.settings.cron_secret)
+    else:
+        require_bearer(request, rt.settings.queue_secret)
+    step = await loop.process_step(rt)
+    job = step.sync_job
+    after = BackgroundTask(loop.safe_run_sync, rt, job) if job is not None else None
+    return JSONResponse(step.to_json(), background=after)
+
+
+async def webhook(request: Request) -> Response:
+    rt = await runtime(request)
+    counts, freed = await service.receive_results(rt, await read_json(request))
+    # A slot just freed: run the next process step ourselves after answering.
+    kick = BackgroundTask(loop.safe_step, rt) if freed else None
+    return JSONResponse(counts, background=kick)
+
+
+async def queue_list(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    status = service.parse_status(request.query_params.get("status"))
+    assignment = request.query_params.get("assignment_id") or None
+    limit = query_int(request, "limit", 50, 1, 500)
+    offset = query_int(request, "offset", 0, 0, 10_000_000)
+    rows, total = await service.list_rows(
+        rt, status=status, assignment_id=assignment, limit=limit, offset=offset
+    )
+    return JSONResponse({"items": [r.to_json() for r in rows], "total": total})
+
+
+async def stats(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    return JSONResponse(await observe.stats_json(rt))
+
+
+async def retry(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    queue_id = service.parse_uuid(request.path_params["queue_id"], "queue row")
+    answer = await service.retry_row(rt, queue_id, actor="api")
+    return JSONResponse(answer, background=BackgroundTask(loop.safe_step, rt))
+
+
+async def healthz(request: Request) -> Response:
+    try:
+        rt = await runtime(request)
+        await rt.store.ping()
+    except StoreError:
+        return JSONResponse({"status": "unavailable", "database": False}, status_code=503)
+    return JSONResponse({"status": "ok", "database": True})
+
+
+async def metrics(request: Request) -> Response:
+    rt = await runtime(request)
+    text = await observe.metrics_text(rt)
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+ROUTES = [
+    Route("/api/marking/enqueue", enqueue, methods=["POST"]),
+    Route("/api/marking/process-queue", process_queue, methods=["GET", "POST"]),
+    Route("/webhooks/ai-mark", webhook, methods=["POST"]),
+    Route("/api/marking/queue", queue_list, methods=["GET"]),
+    Route("/api/marking/stats", stats, methods=["GET"]),
+    Route("/api/marking/queue/{queue_id}/retry", retry, methods=["POST"]),
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
+]

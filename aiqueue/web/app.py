@@ -1,0 +1,82 @@
+"""create_app(settings): the one ASGI app serving every route (also per Vercel function)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute
+
+from aiqueue import logs
+from aiqueue.errors import AiQueueError
+from aiqueue.loop import tick_forever
+from aiqueue.settings import Settings
+from aiqueue.web import api
+from aiqueue.web.http import error_response
+from aiqueue.web.state import AppState
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
+
+
+async def _domain_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AiQueueError)
+    if exc.status_code >= 500:
+        logs.event("error", code=exc.code, path=request.url.path)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return JSONResponse({"error": code, "detail": str(exc.detail)}, status_code=exc.status_code,
+                        headers=exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Never a traceback to the user, and no exception text in the log either:
+    # it may carry row content.
+    logs.event("error", code=type(exc).__name__, path=request.url.path)
+    return JSONResponse({"error": "internal_error", "detail": "internal error; see the server log"},
+                        status_code=500)
+
+
+def create_app(
+    settings: Settings, *, routes: Sequence[BaseRoute] | None = None, ticker: bool = False
+) -> Starlette:
+    """Build the app; `ticker` runs the in-process safety net (serve/dev)."""
+    state = AppState(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = None
+        if ticker and settings.tick_seconds > 0:
+            task = asyncio.create_task(tick_forever(await state.get()))
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await state.close()
+
+    app = Starlette(
+        routes=list(routes if routes is not None else all_routes()),
+        lifespan=lifespan,
+        exception_handlers={
+            AiQueueError: _domain_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+    )
+    app.state.aiqueue = state
+    return app
+
+
+def all_routes() -> list[BaseRoute]:
+    return [*api.ROUTES]

@@ -1,0 +1,87 @@
+"""DigitalOcean Functions entry point: `main(event, context)`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import SettingsError
+from .invoke import (
+    HttpError,
+    accepted_body,
+    check_bearer,
+    check_envelope,
+    decode_json,
+    lower_headers,
+    run_async,
+    run_sync,
+)
+from .job import safe_id
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+Response = dict[str, Any]
+_JSON = {"Content-Type": "application/json"}
+
+
+def main(event: dict[str, Any], context: object = None) -> Response:
+    """Web invocation: answer with the result item; plain invocation: post it to the callback."""
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        log.error("misconfigured: %s", exc)
+        return _error(HttpError(500, "misconfigured", str(exc)))
+    return asyncio.run(handle(event, settings))
+
+
+async def handle(event: Mapping[str, Any], settings: Settings) -> Response:
+    """The whole function, minus reading the environment and starting the event loop."""
+    try:
+        if "http" in event or "__ow_method" in event:
+            return await _web(event, settings)
+        # No web event: invoked directly (`doctl serverless functions invoke`, a trigger, the
+        # activations API), and the platform has already authenticated the caller.
+        check_envelope(event, need_callback=True)
+        item, delivered = await run_async(event, settings)
+        return {"statusCode": 202, "headers": _JSON, "body": accepted_body(item, delivered)}
+    except HttpError as exc:
+        log.warning("rejected queue_id=%s http=%d", safe_id(event.get("queue_id")), exc.status)
+        return _error(exc)
+
+
+async def _web(event: Mapping[str, Any], settings: Settings) -> Response:
+    method, headers, dispatch = _web_request(event)
+    check_bearer(headers, settings.function_token)
+    if method != "POST":
+        raise HttpError(405, "method_not_allowed", "POST a dispatch")
+    check_envelope(dispatch, need_callback=False)
+    return {"statusCode": 200, "headers": _JSON, "body": await run_sync(dispatch, settings)}
+
+
+def _web_request(event: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """(method, headers, dispatch) from the new (`http`) or the OpenWhisk (`__ow_*`) shape."""
+    http = event.get("http")
+    if isinstance(http, Mapping):
+        method, headers = str(http.get("method", "POST")), lower_headers(http.get("headers"))
+        if "body" in http:  # `web: raw`: the body arrives untouched
+            encoded = bool(http.get("isBase64Encoded"))
+            return method.upper(), headers, decode_json(http["body"], base64_encoded=encoded)
+    elif "__ow_method" in event:
+        method, headers = str(event["__ow_method"]), lower_headers(event.get("__ow_headers"))
+        if "__ow_body" in event:
+            body = event["__ow_body"]
+            # OpenWhisk base64-encodes raw bodies it does not consider text.
+            encoded = isinstance(body, str) and not body.lstrip().startswith(("{", "["))
+            return method.upper(), headers, decode_json(body, base64_encoded=encoded)
+    else:
+        raise HttpError(400, "invalid_event", "the web event has neither http nor __ow_method")
+    # `web: true`: the platform parsed the JSON body into the event's top-level keys.
+    fields = {k: v for k, v in event.items() if k != "http" and not k.startswith("__ow_")}
+    return method.upper(), headers, fields
+
+
+def _error(exc: HttpError) -> Response:
+    return {"statusCode": exc.status, "headers": _JSON, "body": exc.body()}

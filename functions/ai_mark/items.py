@@ -1,0 +1,65 @@
+"""Result items in the shape `POST /webhooks/ai-mark` expects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .job import Job, Score
+
+Item = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Marking:
+    """What a backend produced for one job."""
+
+    score: Score
+    feedback: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def completed_item(job: Job, marking: Marking) -> Item:
+    """A `completed` item carrying the result and the token usage."""
+    result: dict[str, Any] = {
+        "score": marking.score,
+        "max_score": job.max_score,
+        "feedback": marking.feedback,
+        **marking.extra,
+    }
+    return {
+        "queue_id": job.queue_id,
+        "token": job.token,
+        "status": "completed",
+        "result": result,
+        "usage": {
+            "model": marking.model,
+            "prompt_tokens": marking.prompt_tokens,
+            "completion_tokens": marking.completion_tokens,
+        },
+    }
+
+
+def failed_item(queue_id: object, token: object, error: str, *, retryable: bool) -> Item:
+    """A `failed` item; `error` is a short content-free code."""
+    return {
+        "queue_id": queue_id,
+        "token": token,
+        "status": "failed",
+        "error": error,
+        "retryable": retryable,
+    }
+
+
+def progress_item(queue_id: object, token: object, current: int, total: int, message: str) -> Item:
+    """A `progress` heartbeat that postpones the queue's stuck-row recovery."""
+    return {
+        "queue_id": queue_id,
+        "token": token,
+        "status": "progress",
+        "progress": {"current": current, "total": total, "message": message},
+    }

@@ -1,0 +1,166 @@
+"""The local ASGI app: ack at once, mark in the background, post the callback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .backends import Backend, make_backend
+from .callback import mark_and_deliver
+from .core import mark
+from .invoke import HttpError, check_bearer, check_envelope, decode_json, retry_policy
+from .items import Item
+from .job import safe_id
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1 << 20
+
+
+class Worker:
+    """Runs marking jobs as referenced background tasks and counts those in flight."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        backend: Backend | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.in_flight = 0
+        self._backend = backend
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The shared HTTP client, created on first use (ASGI test transports skip lifespan)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient()
+        return self._client
+
+    @property
+    def backend(self) -> Backend:
+        """The configured backend, created on first use."""
+        if self._backend is None:
+            self._backend = make_backend(self.settings, self.client)
+        return self._backend
+
+    def submit(self, dispatch: Mapping[str, Any]) -> None:
+        """Start marking `dispatch` in the background; the result goes to its callback."""
+        # Counted before the task starts, so the count is right as soon as the 202 is sent.
+        self.in_flight += 1
+        task = asyncio.create_task(self._run(dispatch))
+        # The event loop holds tasks weakly: without this set a running job could vanish.
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def mark_now(self, dispatch: Mapping[str, Any]) -> Item:
+        """Mark and return the item (the `/sync` route)."""
+        self.in_flight += 1
+        try:
+            return await mark(dispatch, self.backend)
+        finally:
+            self.in_flight -= 1
+
+    async def drain(self) -> None:
+        """Wait until every background job has finished."""
+        while self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Finish the running jobs, then release the client if this worker made it."""
+        await self.drain()
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _run(self, dispatch: Mapping[str, Any]) -> None:
+        try:
+            await mark_and_deliver(
+                dispatch,
+                self.backend,
+                self.client,
+                policy=retry_policy(self.settings),
+                heartbeat_seconds=self.settings.heartbeat_seconds,
+            )
+        except Exception as exc:
+            log.error(
+                "background job crashed queue_id=%s error_type=%s",
+                safe_id(dispatch.get("queue_id")),
+                type(exc).__name__,
+            )
+        finally:
+            self.in_flight -= 1
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    backend: Backend | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> Starlette:
+    """The reference function as an ASGI app; explicit arguments beat the environment."""
+    settings = Settings.from_env() if settings is None else settings
+    worker = Worker(settings, backend, client)
+
+    async def accept(request: Request) -> Response:
+        dispatch = await _dispatch(request, settings, need_callback=True)
+        worker.submit(dispatch)
+        return JSONResponse({"accepted": True, "queue_id": dispatch["queue_id"]}, status_code=202)
+
+    async def sync(request: Request) -> Response:
+        dispatch = await _dispatch(request, settings, need_callback=False)
+        return JSONResponse(await worker.mark_now(dispatch))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse(
+            {"ok": True, "backend": settings.backend, "in_flight": worker.in_flight}
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await worker.close()
+
+    app = Starlette(
+        routes=[
+            Route("/", accept, methods=["POST"]),
+            Route("/mark", accept, methods=["POST"]),
+            Route("/sync", sync, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
+        exception_handlers={HttpError: _http_error},
+        lifespan=lifespan,
+    )
+    app.state.worker = worker
+    return app
+
+
+async def _dispatch(request: Request, settings: Settings, *, need_callback: bool) -> dict[str, Any]:
+    check_bearer(request.headers, settings.function_token)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    dispatch = decode_json(body)
+    check_envelope(dispatch, need_callback=need_callback)
+    return dispatch
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HttpError)
+    return JSONResponse(exc.body(), status_code=exc.status)
