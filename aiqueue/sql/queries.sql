@@ -157,7 +157,9 @@ done AS (
     RETURNING q.queue_id
 ),
 history AS (
-    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'completed', usage = $3::jsonb
+    UPDATE ai_marking_attempts a
+    SET ended_at = now(), usage = $3::jsonb,
+        outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
     FROM done WHERE a.queue_id = done.queue_id AND a.dispatch_seq = $4 AND a.kind = 'dispatch'
 )
 SELECT count(*) AS n FROM done;

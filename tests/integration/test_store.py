@@ -1,0 +1,348 @@
+"""Every queue transition against a real PostgreSQL, through the Store."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from aiqueue.errors import Conflict
+from aiqueue.store import Store, connect_pool
+from tests.conftest import add_submissions
+
+CAP, THRESHOLD = 1, 5
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    s = Store(await connect_pool(db_url, max_size=30))
+    yield s
+    await s.close()
+
+
+async def status_of(conn: asyncpg.Connection, queue_id: uuid.UUID) -> tuple[str, int]:
+    row = await conn.fetchrow(
+        "SELECT status, attempts FROM ai_marking_queue WHERE queue_id = $1", queue_id
+    )
+    return row["status"], row["attempts"]
+
+
+async def test_enqueue_inserts_pending_rows_in_request_order(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 5)
+    out = await store.enqueue(ids, "hw-1", 0, {"rubric": "r"})
+    assert len(out.queue_ids) == 5 and out.unknown_ids == []
+    rows = await conn.fetch("SELECT submission_id, status, attempts, payload::text FROM "
+                            "ai_marking_queue ORDER BY seq")
+    assert [r["submission_id"] for r in rows] == ids
+    assert {r["status"] for r in rows} == {"pending"}
+    assert {r["attempts"] for r in rows} == {0}
+    assert rows[0]["payload"] == '{"rubric": "r"}'
+
+
+async def test_enqueue_skips_live_rows_and_repeats(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 3)
+    first = await store.enqueue(ids[:2], "hw-1", 0, {})
+    second = await store.enqueue([ids[0], ids[1], ids[2], ids[2]], "hw-1", 0, {})
+    assert len(first.queue_ids) == 2
+    assert len(second.queue_ids) == 1
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 3
+
+
+async def test_enqueue_with_unknown_id_inserts_nothing(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 2)
+    ghost = uuid.uuid4()
+    out = await store.enqueue([ids[0], ghost, ids[1]], "hw-1", 0, {})
+    assert out.unknown_ids == [ghost]
+    assert out.queue_ids == []
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
+
+
+async def test_concurrent_enqueues_of_the_same_ids_make_one_row_each(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 50)
+    outs = await asyncio.gather(*[
+        store.enqueue(ids if k % 2 else list(reversed(ids)), "hw-1", 0, {}) for k in range(8)
+    ])
+    assert sum(len(o.queue_ids) for o in outs) == 50
+    assert await conn.fetchval("SELECT count(DISTINCT submission_id) FROM ai_marking_queue") == 50
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 50
+
+
+async def test_claim_takes_one_due_row_by_priority_then_order(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids[:2], "hw-1", 0, {})
+    await store.enqueue(ids[2:], "hw-1", 5, {})
+    job = await store.claim(0, THRESHOLD)
+    assert job is not None and job.submission_id == ids[2]
+    assert job.attempt == 1 and job.dispatch_seq == 1
+    assert job.content == "answer 2"
+    job2 = await store.claim(0, THRESHOLD)
+    assert job2 is not None and job2.submission_id == ids[0]
+    assert await status_of(conn, job.queue_id) == ("processing", 1)
+    history = await store.attempts_of(job.queue_id)
+    assert [(a.kind, a.attempt, a.outcome) for a in history] == [("dispatch", 1, None)]
+
+
+async def test_claim_respects_the_cap_and_run_after(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids, "hw-1", 0, {})
+    assert await store.claim(1, THRESHOLD) is not None
+    assert await store.claim(1, THRESHOLD) is None
+    assert not await store.can_claim(1, THRESHOLD)
+    assert await store.can_claim(2, THRESHOLD)
+    await conn.execute("UPDATE ai_marking_queue SET run_after = now() + interval '1 hour' "
+                       "WHERE status = 'pending'")
+    assert await store.claim(0, THRESHOLD) is None
+
+
+@pytest.mark.parametrize("cap", [0, 1, 3])
+async def test_concurrent_claimers_never_share_a_row_or_pass_the_cap(
+    store: Store, conn: asyncpg.Connection, cap: int
+):
+    ids = await add_submissions(conn, 40)
+    await store.enqueue(ids, "hw-1", 0, {})
+    jobs = await asyncio.gather(*[store.claim(cap, THRESHOLD) for _ in range(25)])
+    won = [j.queue_id for j in jobs if j is not None]
+    assert len(won) == len(set(won))
+    assert len(won) == (25 if cap == 0 else cap)
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'") == len(won)
+
+
+async def test_complete_applies_once_even_when_delivered_concurrently(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    results = await asyncio.gather(*[
+        store.complete(job.queue_id, job.dispatch_seq, {"score": k}, {"model": "m"})
+        for k in range(10)
+    ])
+    assert sum(results) == 1
+    assert await status_of(conn, job.queue_id) == ("completed", 1)
+    row = await conn.fetchrow("SELECT ai_result, ai_marked_at FROM submissions")
+    assert row["ai_marked_at"] is not None
+    assert not await store.complete(job.queue_id, job.dispatch_seq, {"score": 99}, None)
+    assert await conn.fetchval("SELECT ai_result->>'score' FROM submissions") != "99"
+
+
+async def test_late_result_completes_a_pending_or_failed_row_but_not_cancelled(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids, "hw-1", 0, {})
+    jobs = [await store.claim(0, THRESHOLD) for _ in range(3)]
+    assert all(jobs)
+    a, b, c = jobs  # type: ignore[misc]
+    assert await store.attempt_failed(a.queue_id, a.dispatch_seq, delay=60, retryable=True,
+                                      max_attempts=3, error="x", outcome="dispatch_error") == "pending"
+    assert await store.complete(a.queue_id, a.dispatch_seq, {"score": 1}, None)
+    assert await store.attempt_failed(b.queue_id, b.dispatch_seq, delay=0, retryable=False,
+                                      max_attempts=3, error="x", outcome="callback_failed") == "failed"
+    assert await store.complete(b.queue_id, b.dispatch_seq, {"score": 2}, None)
+    await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled' WHERE queue_id = $1",
+                       c.queue_id)
+    assert not await store.complete(c.queue_id, c.dispatch_seq, {"score": 3}, None)
+    assert (await status_of(conn, a.queue_id))[0] == "completed"
+    assert (await status_of(conn, b.queue_id))[0] == "completed"
+    assert (await status_of(conn, c.queue_id))[0] == "cancelled"
+
+
+async def test_failure_retries_with_backoff_then_fails_when_attempts_are_used(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    for attempt in (1, 2, 3):
+        job = await store.claim(1, THRESHOLD)
+        assert job is not None and job.attempt == attempt
+        status = await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0,
+                                            retryable=True, max_attempts=3, error="http_500",
+                                            outcome="dispatch_error")
+        assert status == ("failed" if attempt == 3 else "pending")
+    assert await store.claim(1, THRESHOLD) is None
+    row = await conn.fetchrow("SELECT status, attempts, last_error, finished_at FROM ai_marking_queue")
+    assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 3, "http_500")
+    assert row["finished_at"] is not None
+
+
+async def test_backoff_delays_the_next_claim(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=30, retryable=True,
+                               max_attempts=3, error="e", outcome="dispatch_error")
+    assert await store.claim(1, THRESHOLD) is None
+    wait = await store.next_wakeup(1, THRESHOLD, 600)
+    assert wait is not None and 25 < wait <= 30
+
+
+async def test_only_the_current_dispatch_can_fail_a_row(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    old = await store.claim(1, THRESHOLD)
+    assert old is not None
+    await store.attempt_failed(old.queue_id, old.dispatch_seq, delay=0, retryable=True,
+                               max_attempts=3, error="e", outcome="dispatch_error")
+    new = await store.claim(1, THRESHOLD)
+    assert new is not None and new.dispatch_seq == old.dispatch_seq + 1
+    stale = await store.attempt_failed(old.queue_id, old.dispatch_seq, delay=0, retryable=False,
+                                       max_attempts=3, error="late", outcome="callback_failed")
+    assert stale is None
+    assert not await store.heartbeat(old.queue_id, old.dispatch_seq, {"current": 1})
+    assert await store.heartbeat(new.queue_id, new.dispatch_seq, {"current": 1})
+    assert await status_of(conn, new.queue_id) == ("processing", 2)
+
+
+async def test_busy_returns_the_row_without_using_an_attempt_and_pauses(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 2)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    assert await store.dispatch_busy(job.queue_id, job.dispatch_seq, 30)
+    assert await status_of(conn, job.queue_id) == ("pending", 0)
+    assert await store.claim(1, THRESHOLD) is None  # busy_until holds everyone back
+    await conn.execute("UPDATE ai_queue_control SET busy_until = now() - interval '1 second'")
+    assert await store.claim(1, THRESHOLD) is not None
+
+
+async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids, "hw-1", 0, {})
+    jobs = [await store.claim(0, THRESHOLD) for _ in range(3)]
+    a, b, c = jobs  # type: ignore[misc]
+    assert a and b and c
+    await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '20 minutes'")
+    await conn.execute("UPDATE ai_marking_queue SET attempts = 3 WHERE queue_id = $1", b.queue_id)
+    assert await store.heartbeat(c.queue_id, c.dispatch_seq, {"current": 1, "total": 2})
+    assert await store.recover_stuck(600, 3) == 2
+    assert (await status_of(conn, a.queue_id))[0] == "pending"
+    assert (await status_of(conn, b.queue_id))[0] == "failed"
+    assert (await status_of(conn, c.queue_id))[0] == "processing"
+    # The recovered dispatch can no longer fail the row; its late result still counts.
+    assert await store.attempt_failed(a.queue_id, a.dispatch_seq, delay=0, retryable=False,
+                                      max_attempts=3, error="e", outcome="x") is None
+    assert await store.complete(a.queue_id, a.dispatch_seq, {"score": 1}, None)
+    outcomes = [h.outcome for h in await store.attempts_of(a.queue_id)]
+    assert outcomes == ["completed_late"]
+
+
+async def test_prune_deletes_old_completed_rows_at_most_once_a_minute(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids, "hw-1", 0, {})
+    for _ in range(3):
+        job = await store.claim(0, THRESHOLD)
+        assert job is not None
+        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = now() - interval '8 days' "
+                       "WHERE submission_id = ANY($1::uuid[])", ids[:2])
+    assert await store.prune(7 * 86400) == 2
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = now() - interval '8 days'")
+    assert await store.prune(7 * 86400) == 0  # gated: pruned less than a minute ago
+    await conn.execute("UPDATE ai_queue_control SET last_prune_at = now() - interval '2 minutes'")
+    assert await store.prune(7 * 86400) == 1
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_attempts") == 0
+
+
+async def test_breaker_opens_after_threshold_and_half_opens_for_one_probe(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids, "hw-1", 0, {})
+    for _ in range(3):
+        await store.breaker_failure(3, 60)
+    assert (await store.control(3)).circuit_open
+    assert await store.claim(0, 3) is None
+    await conn.execute("UPDATE ai_queue_control SET circuit_open_until = now()")
+    probe = await store.claim(0, 3)
+    assert probe is not None
+    assert await store.claim(0, 3) is None  # half-open: one probe at a time
+    await store.dispatch_accepted()
+    assert await store.claim(0, 3) is not None
+    control = await store.control(3)
+    assert control.consecutive_failures == 0 and not control.circuit_open
+
+
+async def test_pause_stops_claims(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    await store.set_paused(True, "ops")
+    assert await store.claim(0, THRESHOLD) is None
+    await store.set_paused(False, "ops")
+    assert await store.claim(0, THRESHOLD) is not None
+
+
+async def test_manual_retry_restarts_attempts_and_refuses_live_rows(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    assert not await store.retry_failed(job.queue_id, "ops")
+    await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
+                               max_attempts=3, error="e", outcome="x")
+    assert await store.retry_failed(job.queue_id, "ops")
+    assert await status_of(conn, job.queue_id) == ("pending", 0)
+    again = await store.claim(1, THRESHOLD)
+    assert again is not None and again.attempt == 1 and again.dispatch_seq == 2
+
+
+async def test_retry_of_a_failed_row_conflicts_when_the_submission_was_requeued(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
+                               max_attempts=3, error="e", outcome="x")
+    await store.enqueue(ids, "hw-1", 0, {})
+    with pytest.raises(Conflict):
+        await store.retry_failed(job.queue_id, "ops")
+
+
+async def test_status_changes_are_recorded_as_events(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 2)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    await store.heartbeat(job.queue_id, job.dispatch_seq, {"current": 1})
+    await store.complete(job.queue_id, job.dispatch_seq, {"score": 4, "max_score": 5,
+                                                           "feedback": "f"}, None)
+    rows = await conn.fetch("SELECT status, summary::text FROM ai_marking_events "
+                            "WHERE queue_id = $1 ORDER BY id", job.queue_id)
+    assert [r["status"] for r in rows] == ["pending", "processing", "completed"]
+    assert rows[-1]["summary"] == '{"score": 4, "max_score": 5}'
+
+
+async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 2000)
+    await conn.execute(
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, finished_at) "
+        "SELECT id, 'hw-1', gen_random_uuid(), 'completed', now() FROM submissions"
+    )
+    await conn.execute(
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
+        "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
+    )
+    await conn.execute("ANALYZE ai_marking_queue")
+    from aiqueue.store import queries
+
+    plan = await conn.fetchval("EXPLAIN (FORMAT TEXT) " + queries()["claim"], 1, 5)
+    lines = await conn.fetch("EXPLAIN " + queries()["claim"], 1, 5)
+    text = "\n".join(r[0] for r in lines)
+    assert plan is not None
+    assert "ai_marking_queue_claim_idx" in text
+    assert "Seq Scan on ai_marking_queue" not in text
