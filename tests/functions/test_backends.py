@@ -101,7 +101,11 @@ async def test_openai_good_output(respx_mock: respx.MockRouter) -> None:
     async with httpx.AsyncClient() as client:
         item = await mark(make_dispatch(), openai(client))
     assert item["status"] == "completed"
-    assert item["result"] == {"score": 8.5, "max_score": 10, "feedback": "Clear and mostly complete."}
+    assert item["result"] == {
+        "score": 8.5,
+        "max_score": 10,
+        "feedback": "Clear and mostly complete.",
+    }
     assert item["usage"] == {
         "model": "gpt-4o-mini-2024-07-18",
         "prompt_tokens": 500,
@@ -277,8 +281,12 @@ async def test_logs_never_contain_content_or_model_text(
         assert secret not in caplog.text  # ... content, results and model text never
 
 
-def test_make_backend_picks_the_named_backend() -> None:
-    client = httpx.AsyncClient()
+async def test_make_backend_picks_the_named_backend() -> None:
+    async with httpx.AsyncClient() as client:
+        _check_factory(client)
+
+
+def _check_factory(client: httpx.AsyncClient) -> None:
     assert isinstance(make_backend(Settings(), client), SimulatorBackend)
     ollama_backend = make_backend(Settings(backend="ollama", model="qwen2.5:7b"), client)
     assert isinstance(ollama_backend, OllamaBackend)
