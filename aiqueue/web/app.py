@@ -16,7 +16,7 @@ from aiqueue import logs
 from aiqueue.errors import AiQueueError
 from aiqueue.loop import tick_forever
 from aiqueue.settings import Settings
-from aiqueue.web import api
+from aiqueue.web import api, auth
 from aiqueue.web.http import error_response
 from aiqueue.web.state import AppState
 
@@ -75,8 +75,9 @@ def create_app(
         },
     )
     app.state.aiqueue = state
+    app.state.login_throttle = auth.LoginThrottle()
     return app
 
 
 def all_routes() -> list[BaseRoute]:
-    return [*api.ROUTES]
+    return [*api.ROUTES, *auth.ROUTES]

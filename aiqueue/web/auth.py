@@ -1,0 +1,136 @@
+"""Operator login: signed session cookie, CSRF token per session, throttled failures."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass
+from urllib.parse import parse_qs, quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from aiqueue.errors import BadRequest, TooLarge, Unauthorized
+from aiqueue.tokens import same_secret
+from aiqueue.web.state import runtime
+from aiqueue.web.templating import render
+
+COOKIE = "aiqueue_session"
+SESSION_MAX_AGE = 12 * 3600
+MAX_FORM_BYTES = 64 * 1024
+# Failed logins per client address within the window before we refuse outright.
+FAILURE_LIMIT, FAILURE_WINDOW = 5, 300.0
+
+
+@dataclass(frozen=True)
+class Session:
+    """A logged-in operator and the CSRF token bound to the session."""
+
+    user: str
+    csrf: str
+
+
+class LoginThrottle:
+    """Per-address sliding window of failed logins (per instance)."""
+
+    def __init__(self, limit: int = FAILURE_LIMIT, window: float = FAILURE_WINDOW) -> None:
+        self.limit, self.window = limit, window
+        self.failures: dict[str, deque[float]] = {}
+
+    def blocked(self, key: str, now: float) -> bool:
+        recent = self.failures.get(key)
+        while recent and now - recent[0] > self.window:
+            recent.popleft()
+        return bool(recent) and len(recent) >= self.limit  # type: ignore[arg-type]
+
+    def fail(self, key: str, now: float) -> None:
+        if len(self.failures) > 10_000:
+            self.failures.clear()
+        self.failures.setdefault(key, deque()).append(now)
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """A small urlencoded form, first value per field."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise TooLarge("the form is too large")
+    try:
+        fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=100)
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest("the form could not be read") from None
+    return {key: values[0] for key, values in fields.items()}
+
+
+async def current_session(request: Request) -> Session | None:
+    rt = await runtime(request)
+    data = rt.tokens.verify_session(request.cookies.get(COOKIE), max_age=SESSION_MAX_AGE)
+    return Session(*data) if data else None
+
+
+def login_redirect(request: Request) -> RedirectResponse:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/ai-queue/login?next={quote(target)}", status_code=303)
+
+
+def check_csrf(session: Session, form: dict[str, str]) -> None:
+    """A state-changing form must carry its session's CSRF token."""
+    if not same_secret(form.get("csrf_token"), session.csrf):
+        raise Unauthorized("the form's CSRF token is missing or wrong; reload the page")
+
+
+def _safe_next(value: str | None) -> str:
+    # Only same-site paths: never redirect off to another host after login.
+    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+        return value
+    return "/ai-queue"
+
+
+async def login_page(request: Request) -> Response:
+    return render("login.html", next=_safe_next(request.query_params.get("next")), error=None)
+
+
+async def login(request: Request) -> Response:
+    rt = await runtime(request)
+    throttle: LoginThrottle = request.app.state.login_throttle
+    key = request.client.host if request.client else "unknown"
+    now = time.monotonic()
+    form = await read_form(request)
+    target = _safe_next(form.get("next"))
+    if throttle.blocked(key, now):
+        return render("login.html", status_code=429, next=target,
+                      error="Too many failed attempts. Wait a few minutes and try again.")
+    if not same_secret(form.get("password"), rt.settings.admin_password):
+        throttle.fail(key, now)
+        return render("login.html", status_code=401, next=target, error="Wrong password.")
+    token = rt.tokens.session("admin", secrets.token_urlsafe(24))
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE, token, max_age=SESSION_MAX_AGE, httponly=True, samesite="lax",
+        secure=_https(request), path="/",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    session = await current_session(request)
+    if session is not None:
+        check_csrf(session, await read_form(request))
+    response = RedirectResponse("/ai-queue/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+def _https(request: Request) -> bool:
+    forwarded = request.headers.get("x-forwarded-proto", "")
+    return request.url.scheme == "https" or forwarded.split(",")[0].strip() == "https"
+
+
+ROUTES = [
+    Route("/ai-queue/login", login_page, methods=["GET"]),
+    Route("/ai-queue/login", login, methods=["POST"]),
+    Route("/ai-queue/logout", logout, methods=["POST"]),
+]

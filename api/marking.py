@@ -1,0 +1,6 @@
+"""Vercel function: the JSON twins, status/progress/cancel and live events under /api/marking."""
+
+from aiqueue.vercel import vercel_app
+
+app = vercel_app(["/api/marking/queue", "/api/marking/stats", "/api/marking/submissions",
+                  "/api/marking/assignments", "/api/marking/events"])
