@@ -32,10 +32,19 @@ _HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
 
 @cache
 def queries() -> dict[str, str]:
-    """Split sql/queries.sql into {name: statement}."""
-    text = resources.files("aiqueue.sql").joinpath("queries.sql").read_text()
-    parts = _HEADER.split(text)[1:]
-    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2], strict=True)}
+    """Split every sql/*.sql file (queries.sql first) into {name: statement}."""
+    found: dict[str, str] = {}
+    files = sorted(
+        (f for f in resources.files("aiqueue.sql").iterdir() if f.name.endswith(".sql")),
+        key=lambda f: (f.name != "queries.sql", f.name),
+    )
+    for file in files:
+        parts = _HEADER.split(file.read_text())[1:]
+        for name, body in zip(parts[::2], parts[1::2], strict=True):
+            if name in found:
+                raise RuntimeError(f"query {name!r} is defined twice")
+            found[name] = body.strip()
+    return found
 
 
 async def connect_pool(dsn: str, *, max_size: int = 10) -> asyncpg.Pool:
