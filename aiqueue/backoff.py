@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
 
 
 def retry_delay(attempt: int, base: float, cap: float, rand: float | None = None) -> float:
@@ -13,10 +13,12 @@ def retry_delay(attempt: int, base: float, cap: float, rand: float | None = None
         return 0.0
     raw = base * 2 ** max(attempt - 1, 0)
     jitter = 0.8 + 0.4 * (random.random() if rand is None else rand)
-    return min(raw * jitter, cap)
+    return float(min(raw * jitter, cap))
 
 
-def parse_retry_after(value: str | None, *, cap: float, now: datetime | None = None) -> float | None:
+def parse_retry_after(
+    value: str | None, *, cap: float, now: datetime | None = None
+) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or HTTP date), capped; None if absent."""
     if not value:
         return None
@@ -28,7 +30,7 @@ def parse_retry_after(value: str | None, *, cap: float, now: datetime | None = N
             when = parsedate_to_datetime(value)
         except (TypeError, ValueError):
             return None
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         seconds = (when - now).total_seconds()
     if seconds != seconds:  # NaN
         return None

@@ -70,13 +70,16 @@ async def dispatch_async(rt: Runtime, job: Job) -> bool:
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted):
         await rt.store.dispatch_accepted()
-        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted", ms=ms)
+        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
+                   ms=ms)
         return True
     await refused(rt, job, outcome, ms)
     return False
 
 
-async def refused(rt: Runtime, job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float) -> None:
+async def refused(
+    rt: Runtime, job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float
+) -> None:
     """Busy: back to pending without using an attempt.  Failed: a failed attempt."""
     s = rt.settings
     if isinstance(outcome, dispatch.Busy):

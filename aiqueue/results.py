@@ -86,7 +86,7 @@ def _usage(usage: object) -> dict[str, Any] | None:
     """Keep only the cost-tracking fields, so nothing else rides along into storage."""
     if not isinstance(usage, dict):
         return None
-    keep = {}
+    keep: dict[str, Any] = {}
     for key in ("model", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
         value = usage.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):

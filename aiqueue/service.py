@@ -33,21 +33,7 @@ class EnqueueRequest:
         if not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
         assignment_id = parse_assignment_id(body.get("assignment_id"))
-        ids = body.get("submission_ids")
-        if not isinstance(ids, list) or not ids:
-            raise Invalid("submission_ids must be a non-empty array of UUIDs")
-        if len(ids) > MAX_IDS:
-            raise Invalid(f"at most {MAX_IDS} submission_ids per request")
-        parsed, bad = [], []
-        for raw in ids:
-            try:
-                parsed.append(UUID(raw) if isinstance(raw, str) and len(raw) <= 64 else None)
-            except ValueError:
-                parsed.append(None)
-            if parsed[-1] is None:
-                bad.append(raw if isinstance(raw, str) and len(raw) <= 64 else "<not a string>")
-        if bad:
-            raise Invalid("submission_ids must be UUIDs", extra={"invalid_ids": bad[:50]})
+        ids = parse_submission_ids(body.get("submission_ids"))
         priority = body.get("priority", 0)
         if priority is None:
             priority = 0
@@ -60,7 +46,26 @@ class EnqueueRequest:
             raise Invalid(f"payload is nested deeper than {MAX_DEPTH} levels")
         if len(json.dumps(payload).encode()) > MAX_PAYLOAD_BYTES:
             raise Invalid("payload must be at most 64 KiB")
-        return cls(assignment_id, [u for u in parsed if u is not None], priority, payload)
+        return cls(assignment_id, ids, priority, payload)
+
+
+def parse_submission_ids(ids: object) -> list[UUID]:
+    """1..10,000 UUID strings; a 422 lists (some of) the ones that are not."""
+    if not isinstance(ids, list) or not ids:
+        raise Invalid("submission_ids must be a non-empty array of UUIDs")
+    if len(ids) > MAX_IDS:
+        raise Invalid(f"at most {MAX_IDS} submission_ids per request")
+    parsed, bad = [], []
+    for raw in ids:
+        try:
+            if not isinstance(raw, str) or len(raw) > 64:
+                raise ValueError
+            parsed.append(UUID(raw))
+        except ValueError:
+            bad.append(raw if isinstance(raw, str) and len(raw) <= 64 else "<not a UUID string>")
+    if bad:
+        raise Invalid("submission_ids must be UUIDs", extra={"invalid_ids": bad[:50]})
+    return parsed
 
 
 def parse_assignment_id(value: object) -> str:
@@ -133,6 +138,7 @@ async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], bo
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
     freed = False
     for raw in items:
+        assert isinstance(raw, dict)  # check_shape passed
         item = parse_item(raw, rt.tokens)
         if item is None:
             counts["rejected"] += 1

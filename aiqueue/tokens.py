@@ -36,9 +36,10 @@ class Tokens:
     def verify_callback(self, token: object, *, now: float | None = None) -> CallbackClaim | None:
         """The claim of a valid token, else None (bad signature, expired, malformed)."""
         data = _loads(self._callback, token, CALLBACK_MAX_AGE, now)
+        if not isinstance(data, list) or len(data) != 3:
+            return None
         try:
-            queue_id, seq, attempt = data  # type: ignore[misc]
-            return CallbackClaim(UUID(queue_id), int(seq), int(attempt))
+            return CallbackClaim(UUID(str(data[0])), int(data[1]), int(data[2]))
         except (TypeError, ValueError):
             return None
 

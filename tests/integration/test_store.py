@@ -30,7 +30,9 @@ async def status_of(conn: asyncpg.Connection, queue_id: uuid.UUID) -> tuple[str,
     return row["status"], row["attempts"]
 
 
-async def test_enqueue_inserts_pending_rows_in_request_order(store: Store, conn: asyncpg.Connection):
+async def test_enqueue_inserts_pending_rows_in_request_order(
+    store: Store, conn: asyncpg.Connection
+):
     ids = await add_submissions(conn, 5)
     out = await store.enqueue(ids, "hw-1", 0, {"rubric": "r"})
     assert len(out.queue_ids) == 5 and out.unknown_ids == []
@@ -72,7 +74,9 @@ async def test_concurrent_enqueues_of_the_same_ids_make_one_row_each(
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 50
 
 
-async def test_claim_takes_one_due_row_by_priority_then_order(store: Store, conn: asyncpg.Connection):
+async def test_claim_takes_one_due_row_by_priority_then_order(
+    store: Store, conn: asyncpg.Connection
+):
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids[:2], "hw-1", 0, {})
     await store.enqueue(ids[2:], "hw-1", 5, {})
@@ -141,10 +145,12 @@ async def test_late_result_completes_a_pending_or_failed_row_but_not_cancelled(
     assert all(jobs)
     a, b, c = jobs  # type: ignore[misc]
     assert await store.attempt_failed(a.queue_id, a.dispatch_seq, delay=60, retryable=True,
-                                      max_attempts=3, error="x", outcome="dispatch_error") == "pending"
+                                      max_attempts=3, error="x",
+                                      outcome="dispatch_error") == "pending"
     assert await store.complete(a.queue_id, a.dispatch_seq, {"score": 1}, None)
     assert await store.attempt_failed(b.queue_id, b.dispatch_seq, delay=0, retryable=False,
-                                      max_attempts=3, error="x", outcome="callback_failed") == "failed"
+                                      max_attempts=3, error="x",
+                                      outcome="callback_failed") == "failed"
     assert await store.complete(b.queue_id, b.dispatch_seq, {"score": 2}, None)
     await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled' WHERE queue_id = $1",
                        c.queue_id)
@@ -167,7 +173,8 @@ async def test_failure_retries_with_backoff_then_fails_when_attempts_are_used(
                                             outcome="dispatch_error")
         assert status == ("failed" if attempt == 3 else "pending")
     assert await store.claim(1, THRESHOLD) is None
-    row = await conn.fetchrow("SELECT status, attempts, last_error, finished_at FROM ai_marking_queue")
+    row = await conn.fetchrow(
+        "SELECT status, attempts, last_error, finished_at FROM ai_marking_queue")
     assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 3, "http_500")
     assert row["finished_at"] is not None
 
@@ -328,7 +335,7 @@ async def test_status_changes_are_recorded_as_events(store: Store, conn: asyncpg
 
 
 async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
-    ids = await add_submissions(conn, 2000)
+    await add_submissions(conn, 2000)
     await conn.execute(
         "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, finished_at) "
         "SELECT id, 'hw-1', gen_random_uuid(), 'completed', now() FROM submissions"

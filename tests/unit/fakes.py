@@ -1,0 +1,73 @@
+"""An in-memory stand-in for the Store's loop methods (unit tests do no I/O)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiqueue.models import Job, QueueId, SubmissionId
+
+
+@dataclass
+class FakeStore:
+    """Records what the loop asked of the store; hands out prepared jobs."""
+
+    jobs: list[Job] = field(default_factory=list)
+    claimable_after: bool = False
+    calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    failures: int = 0
+
+    async def recover_stuck(self, *args: Any) -> int:
+        self.calls.append(("recover_stuck", args))
+        return 0
+
+    async def prune(self, *args: Any) -> int:
+        self.calls.append(("prune", args))
+        return 0
+
+    async def claim(self, cap: int, threshold: int) -> Job | None:
+        self.calls.append(("claim", (cap, threshold)))
+        return self.jobs.pop(0) if self.jobs else None
+
+    async def can_claim(self, cap: int, threshold: int) -> bool:
+        self.calls.append(("can_claim", (cap, threshold)))
+        return self.claimable_after
+
+    async def dispatch_accepted(self) -> None:
+        self.calls.append(("dispatch_accepted", ()))
+
+    async def dispatch_busy(self, queue_id: Any, seq: int, delay: float) -> bool:
+        self.calls.append(("dispatch_busy", (queue_id, seq, delay)))
+        return True
+
+    async def attempt_failed(self, queue_id: Any, seq: int, **kw: Any) -> str:
+        self.calls.append(("attempt_failed", (queue_id, seq, kw)))
+        return "pending"
+
+    async def breaker_failure(self, threshold: int, cooldown: float) -> int:
+        self.failures += 1
+        self.calls.append(("breaker_failure", (threshold, cooldown)))
+        return self.failures
+
+    async def complete(self, queue_id: Any, seq: int, result: Any, usage: Any) -> bool:
+        self.calls.append(("complete", (queue_id, seq, result, usage)))
+        return True
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+    def args_of(self, name: str) -> tuple[Any, ...]:
+        return next(args for n, args in self.calls if n == name)
+
+
+def make_job(attempt: int = 1) -> Job:
+    return Job(
+        queue_id=QueueId(uuid.uuid4()),
+        submission_id=SubmissionId(uuid.uuid4()),
+        assignment_id="hw-7",
+        attempt=attempt,
+        dispatch_seq=attempt,
+        payload={"rubric": "r", "max_score": 10},
+        content="the student's answer",
+    )

@@ -1,0 +1,156 @@
+"""Dispatch outcomes and chain behaviour, outgoing HTTP mocked with respx."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from aiqueue import dispatch, loop
+from aiqueue.runtime import Runtime
+from aiqueue.settings import Settings
+from aiqueue.tokens import Tokens
+from tests.unit.fakes import FakeStore, make_job
+
+FN = "http://function.test/mark"
+SELF = "http://app.test/api/marking/process-queue"
+SECRET = "unit-secret-0123456789abcdef"
+
+
+def settings(**kw: Any) -> Settings:
+    base = Settings(queue_secret=SECRET, app_base_url="http://app.test", function_url=FN,
+                    function_token="fn-token", callback_url="http://app.test/webhooks/ai-mark",
+                    retry_base_seconds=10, retry_max_seconds=300, dispatch_timeout_seconds=0.5)
+    return base.with_overrides(**kw)
+
+
+@pytest.fixture
+async def client() -> Any:
+    async with httpx.AsyncClient() as c:
+        yield c
+
+
+def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime:
+    s = settings(**kw)
+    return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))  # type: ignore[arg-type]
+
+
+@respx.mock
+async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.AsyncClient):
+    route = respx.post(FN).mock(return_value=httpx.Response(202))
+    job = make_job()
+    outcome = await dispatch.send(client, job, settings(), Tokens(SECRET))
+    assert outcome == dispatch.Accepted()
+    request = route.calls.last.request
+    assert request.headers["authorization"] == "Bearer fn-token"
+    body = json.loads(request.content)
+    assert body["queue_id"] == str(job.queue_id)
+    assert body["attempt"] == 1 and body["assignment_id"] == "hw-7"
+    assert body["callback_url"] == "http://app.test/webhooks/ai-mark"
+    assert body["payload"] == {"rubric": "r", "max_score": 10}
+    assert body["submission"] == {"id": str(job.submission_id), "assignment_id": "hw-7",
+                                  "content": "the student's answer"}
+    claim = Tokens(SECRET).verify_callback(body["callback_token"])
+    assert claim is not None and claim.queue_id == job.queue_id and claim.dispatch_seq == 1
+
+
+@respx.mock
+@pytest.mark.parametrize(("status", "headers", "expected"), [
+    (429, {"retry-after": "7"}, dispatch.Busy(7.0, 429)),
+    (503, {}, dispatch.Busy(None, 503)),
+    (500, {}, dispatch.Failed("function_http_500", 500)),
+    (404, {}, dispatch.Failed("function_http_404", 404)),
+    (200, {}, dispatch.Accepted()),
+])
+async def test_dispatch_classifies_answers(client: httpx.AsyncClient, status: int,
+                                           headers: dict[str, str], expected: Any):
+    respx.post(FN).mock(return_value=httpx.Response(status, headers=headers))
+    assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == expected
+
+
+@respx.mock
+async def test_dispatch_timeout_and_refused_connection_are_failed_attempts(
+    client: httpx.AsyncClient,
+):
+    respx.post(FN).mock(side_effect=httpx.ReadTimeout("slow"))
+    assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == \
+        dispatch.Failed("dispatch_timeout")
+    respx.post(FN).mock(side_effect=httpx.ConnectError("refused"))
+    assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == \
+        dispatch.Failed("dispatch_connect_error")
+
+
+@respx.mock
+async def test_sync_mode_reads_the_result_from_the_answer(client: httpx.AsyncClient):
+    respx.post(FN).mock(return_value=httpx.Response(200, json={"status": "completed"}))
+    outcome = await dispatch.send(client, make_job(), settings(function_mode="sync"),
+                                  Tokens(SECRET))
+    assert outcome == dispatch.Accepted({"status": "completed"})
+    respx.post(FN).mock(return_value=httpx.Response(200, text="not json"))
+    outcome = await dispatch.send(client, make_job(), settings(function_mode="sync"),
+                                  Tokens(SECRET))
+    assert outcome == dispatch.Failed("sync_answer_not_json", 200)
+
+
+@respx.mock
+async def test_busy_answer_returns_the_row_after_retry_after(client: httpx.AsyncClient):
+    respx.post(FN).mock(return_value=httpx.Response(429, headers={"retry-after": "42"}))
+    store = FakeStore(jobs=[make_job()])
+    step = await loop.process_step(runtime(store, client))
+    assert step.claimed is not None and not step.dispatched
+    assert store.args_of("dispatch_busy")[2] == 42.0
+    assert "attempt_failed" not in store.names() and "breaker_failure" not in store.names()
+
+
+@respx.mock
+async def test_failed_dispatch_uses_an_attempt_with_backoff_and_counts_for_the_breaker(
+    client: httpx.AsyncClient,
+):
+    respx.post(FN).mock(return_value=httpx.Response(500))
+    store = FakeStore(jobs=[make_job(attempt=2)])
+    await loop.process_step(runtime(store, client))
+    _qid, _seq, kw = store.args_of("attempt_failed")
+    assert kw["error"] == "function_http_500" and kw["retryable"] is True
+    assert 16 <= kw["delay"] <= 24  # base 10 · 2^(2-1), ±20 % jitter
+    assert store.names().count("breaker_failure") == 1
+
+
+@respx.mock
+async def test_chain_fires_once_when_another_row_could_be_claimed(client: httpx.AsyncClient):
+    respx.post(FN).mock(return_value=httpx.Response(202))
+    chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
+    store = FakeStore(jobs=[make_job()], claimable_after=True)
+    step = await loop.process_step(runtime(store, client))
+    assert step.dispatched and step.chained
+    assert chain.call_count == 1
+    assert chain.calls.last.request.headers["authorization"] == f"Bearer {SECRET}"
+
+
+@respx.mock
+async def test_no_chain_without_a_free_slot_or_without_a_claim(client: httpx.AsyncClient):
+    respx.post(FN).mock(return_value=httpx.Response(202))
+    chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
+    store = FakeStore(jobs=[make_job()], claimable_after=False)
+    assert not (await loop.process_step(runtime(store, client))).chained
+    empty = FakeStore(jobs=[], claimable_after=True)
+    step = await loop.process_step(runtime(empty, client))
+    assert step.claimed is None and not step.chained
+    assert chain.call_count == 0
+
+
+@respx.mock
+@pytest.mark.parametrize(("effect", "delivered"), [
+    (httpx.ReadTimeout("still working"), True),
+    (httpx.ConnectError("refused"), False),
+    (httpx.Response(401), False),
+    (httpx.Response(200), True),
+])
+async def test_chain_delivery(client: httpx.AsyncClient, effect: Any, delivered: bool):
+    if isinstance(effect, Exception):
+        respx.post(SELF).mock(side_effect=effect)
+    else:
+        respx.post(SELF).mock(return_value=effect)
+    assert await dispatch.chain(client, settings()) is delivered
