@@ -24,5 +24,6 @@ def start_embedded(directory: Path = DEFAULT_DIR) -> tuple[str, Any]:
             "DATABASE_URL is unset and the embedded PostgreSQL (pip install pgserver) is missing"
         ) from None
     directory.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(  # type: ignore[attr-defined]directory.resolve(), cleanup_mode="stop")
+    get_server = pgserver.get_server  # type: ignore[attr-defined]
+    server = get_server(directory.resolve(), cleanup_mode="stop")
     return str(server.get_uri()), server
