@@ -53,8 +53,10 @@ def serve(settings: Settings, host: str, port: int) -> None:
         print(f"MARKING_QUEUE_SECRET (generated for this run): {settings.queue_secret}",
               file=sys.stderr)
     app = create_app(settings, ticker=True)
+    # log_config=None: uvicorn's records go through logs.setup's content-free
+    # formatter instead of its own (which prints exception texts).
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                loop="auto", http="auto", timeout_graceful_shutdown=5)
+                loop="auto", http="auto", timeout_graceful_shutdown=5, log_config=None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

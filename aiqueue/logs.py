@@ -17,7 +17,7 @@ ALLOWED = frozenset({
     "queue_id", "submission_id", "assignment_id", "attempt", "dispatch_seq", "status",
     "outcome", "code", "http_status", "ms", "count", "enqueued", "skipped", "recovered",
     "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
-    "delay_s", "method", "path", "mode", "instance", "version", "reason",
+    "delay_s", "method", "path", "mode", "instance", "version", "reason", "logger", "level",
 })
 
 
@@ -34,10 +34,31 @@ def event(name: str, **fields: Any) -> None:
     log.info(json.dumps(record, default=str))
 
 
+class LibraryFormatter(logging.Formatter):
+    """Other loggers' records (uvicorn, asyncpg, …) as content-free JSON lines.
+
+    Their messages and tracebacks can quote data — an exception's text may hold
+    a row's content or a token — so only the logger, the level and the
+    exception's type are kept.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {"ts": round(record.created, 3), "event": "library",
+                                "logger": record.name, "level": record.levelname}
+        if record.exc_info and record.exc_info[0] is not None:
+            line["code"] = record.exc_info[0].__name__
+        return json.dumps(line)
+
+
 def setup(level: int = logging.INFO) -> None:
-    """Send aiqueue's JSON lines to stderr, bare."""
+    """Send aiqueue's JSON lines to stderr, bare; every other logger through LibraryFormatter."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.handlers[:] = [handler]
     log.setLevel(level)
     log.propagate = False
+    library = logging.StreamHandler(sys.stderr)
+    library.setFormatter(LibraryFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [library]
+    root.setLevel(logging.WARNING)

@@ -14,6 +14,8 @@ from aiqueue.models import Job
 from aiqueue.results import ResultItem, apply_item, parse_item
 from aiqueue.runtime import Runtime
 
+HOUSEKEEPING_EVERY = 1.0
+
 
 @dataclass
 class StepResult:
@@ -36,7 +38,7 @@ class StepResult:
         }
 
 
-async def process_step(rt: Runtime, *, chain: bool = True) -> StepResult:
+async def process_step(rt: Runtime, *, chain: bool = True, force: bool = False) -> StepResult:
     """Recover, prune, claim one row, dispatch it, and chain if another could be claimed.
 
     In sync mode the claimed job is left in `sync_job` for the caller to run
@@ -44,37 +46,48 @@ async def process_step(rt: Runtime, *, chain: bool = True) -> StepResult:
     """
     s = rt.settings
     step = StepResult()
-    step.recovered = await rt.store.recover_stuck(s.stuck_after_seconds, s.max_attempts)
-    step.pruned = await rt.store.prune(s.prune_after_days * 86400)
-    if step.recovered or step.pruned:
-        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
+    now = time.monotonic()
+    # Recovery and pruning look for rows that are minutes overdue: once a
+    # second per instance is plenty (and `force`, for the cron, always runs
+    # them) — the dispatch hot path need not pay for them on every job.
+    if force or now >= rt.housekeeping_due:
+        rt.housekeeping_due = now + HOUSEKEEPING_EVERY
+        step.recovered = await rt.store.recover_stuck(s.stuck_after_seconds, s.max_attempts)
+        step.pruned = await rt.store.prune(s.prune_after_days * 86400)
+        if step.recovered or step.pruned:
+            logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
     job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
     step.claimed = job
+    busy = False
     if job is not None:
         logs.event("claim", queue_id=job.queue_id, attempt=job.attempt)
         if s.function_mode == "sync":
             step.dispatched = True
             step.sync_job = job
         else:
-            step.dispatched = await dispatch_async(rt, job)
-    if chain and job is not None and await rt.store.can_claim(s.max_in_flight, s.breaker_threshold):
+            outcome = await dispatch_async(rt, job)
+            step.dispatched = isinstance(outcome, dispatch.Accepted)
+            busy = isinstance(outcome, dispatch.Busy)
+    # A busy function paused dispatching for everyone: nothing to chain to.
+    if chain and job is not None and job.more and not busy:
         step.chained = await dispatch.chain(rt.http, s)
         logs.event("chain", chained=step.chained)
     return step
 
 
-async def dispatch_async(rt: Runtime, job: Job) -> bool:
+async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
     """Send a claimed job; on a refusal put the row back as the contract says."""
     started = time.perf_counter()
     outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens)
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted):
-        await rt.store.dispatch_accepted()
+        if job.breaker_dirty:
+            await rt.store.dispatch_accepted()
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
                    ms=ms)
-        return True
-    await refused(rt, job, outcome, ms)
-    return False
+    else:
+        await refused(rt, job, outcome, ms)
+    return outcome
 
 
 async def refused(
@@ -119,7 +132,8 @@ async def run_sync(rt: Runtime, job: Job) -> None:
     outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens)
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted):
-        await rt.store.dispatch_accepted()
+        if job.breaker_dirty:
+            await rt.store.dispatch_accepted()
         item = _sync_item(outcome.body, job, rt)
         if item is None:
             await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
@@ -159,16 +173,40 @@ async def safe_step(rt: Runtime) -> None:
         step = await process_step(rt)
         if step.sync_job is not None:
             await run_sync(rt, step.sync_job)
-    except StoreError as exc:
-        logs.event("step_error", code=exc.code)
+    except Exception as exc:
+        # Whatever went wrong (not only the database), the ticker and the next
+        # request must live on: this runs where nobody could catch it.
+        logs.event("step_error", code=_code(exc))
 
 
 async def safe_run_sync(rt: Runtime, job: Job) -> None:
     """run_sync after the process call answered: errors are logged, never raised."""
     try:
         await run_sync(rt, job)
-    except StoreError as exc:
-        logs.event("step_error", code=exc.code, queue_id=job.queue_id)
+    except Exception as exc:
+        logs.event("step_error", code=_code(exc), queue_id=job.queue_id)
+
+
+def _code(exc: Exception) -> str:
+    """A log-safe code for an error: ours carry one; others only their type's name."""
+    return exc.code if isinstance(exc, StoreError) else type(exc).__name__
+
+
+async def kick_if_stalled(rt: Runtime) -> None:
+    """Run a step when rows are due but nothing is in flight: the chain broke.
+
+    For authenticated status reads (after answering), so a queue whose chain
+    was lost moves again as soon as anyone looks at it, even without a cron.
+    `can_claim` with a cap of 1 means exactly "a row is due, none is in
+    flight, and pause, busy back-off and breaker allow a dispatch".
+    """
+    try:
+        stalled = await rt.store.can_claim(1, rt.settings.breaker_threshold)
+    except StoreError:
+        return
+    if stalled:
+        logs.event("kick", reason="status_read")
+        await safe_step(rt)
 
 
 async def tick_forever(rt: Runtime) -> None:
@@ -183,8 +221,8 @@ async def tick_forever(rt: Runtime) -> None:
             wait = await rt.store.next_wakeup(
                 s.max_in_flight, s.breaker_threshold, s.stuck_after_seconds
             )
-        except StoreError as exc:
-            logs.event("tick_error", code=exc.code)
+        except Exception as exc:
+            logs.event("tick_error", code=_code(exc))
             wait = None
         delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
         await asyncio.sleep(delay)

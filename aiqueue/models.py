@@ -27,6 +27,10 @@ class Job:
     dispatch_seq: int
     payload: dict[str, Any]
     content: str
+    # Another row could be claimed right now (the claimer chains on it).
+    more: bool = False
+    # The breaker has failures on record: an accepted dispatch must reset them.
+    breaker_dirty: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> Job:
@@ -38,6 +42,8 @@ class Job:
             dispatch_seq=row["dispatch_seq"],
             payload=json.loads(row["payload"]),
             content=row["content"],
+            more=bool(row["more"]),
+            breaker_dirty=bool(row["breaker_dirty"]),
         )
 
 

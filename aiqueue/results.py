@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aiqueue import logs
 from aiqueue.backoff import retry_delay
+from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
 
 if TYPE_CHECKING:
@@ -59,6 +60,12 @@ def check_shape(raw: object) -> None:
         raise ValueError("retryable must be a boolean")
     if status == "progress" and not isinstance(raw.get("progress", {}), dict):
         raise ValueError("progress must be an object")
+    for key in ("result", "usage", "progress"):
+        # These are stored as jsonb: refuse what PostgreSQL would refuse (a 422,
+        # not a 503 that the function would retry forever).
+        problem = unstorable(raw.get(key))
+        if problem:
+            raise ValueError(f"{key} {problem}")
 
 
 def parse_item(raw: dict[str, Any], tokens: Tokens) -> ResultItem | None:

@@ -10,6 +10,7 @@ import httpx
 from aiqueue.settings import Settings
 from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
+from aiqueue.transport import LeanTransport
 
 
 @dataclass
@@ -21,15 +22,20 @@ class Runtime:
     http: httpx.AsyncClient
     tokens: Tokens
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # monotonic time when this instance next runs recovery and pruning
+    housekeeping_due: float = 0.0
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str) -> Runtime:
         pool = await connect_pool(dsn)
         # One client for the whole instance: keep-alive to the function and to ourselves.
-        http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-            follow_redirects=False,
-        )
+        if settings.lean_http:
+            http = httpx.AsyncClient(transport=LeanTransport(), follow_redirects=False)
+        else:
+            http = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                follow_redirects=False,
+            )
         return cls(settings=settings, store=Store(pool), http=http, tokens=Tokens(
             settings.queue_secret))
 

@@ -12,6 +12,7 @@ from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
 from aiqueue.models import STATUSES, QueueRow, Status
 from aiqueue.results import MAX_ITEMS, apply_item, check_shape, parse_item
 from aiqueue.runtime import Runtime
+from aiqueue.storable import unstorable
 
 MAX_IDS = 10_000
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -44,6 +45,9 @@ class EnqueueRequest:
             raise Invalid("payload must be a JSON object")
         if json_depth(payload) > MAX_DEPTH:
             raise Invalid(f"payload is nested deeper than {MAX_DEPTH} levels")
+        problem = unstorable(payload)
+        if problem:
+            raise Invalid(f"payload {problem}")
         if len(json.dumps(payload).encode()) > MAX_PAYLOAD_BYTES:
             raise Invalid("payload must be at most 64 KiB")
         return cls(assignment_id, ids, priority, payload)
@@ -71,8 +75,9 @@ def parse_submission_ids(ids: object) -> list[UUID]:
 def parse_assignment_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
         raise Invalid("assignment_id must be a non-empty string of at most 200 characters")
-    if "\x00" in value:
-        raise Invalid("assignment_id must not contain NUL characters")
+    problem = unstorable(value)
+    if problem:
+        raise Invalid(f"assignment_id {problem}")
     return value
 
 

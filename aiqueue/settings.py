@@ -40,6 +40,9 @@ class Settings:
     chain_read_timeout_seconds: float = 1.0
     production: bool = False
     secret_generated: bool = False
+    # The lean keep-alive transport for outgoing calls (aiqueue/transport.py);
+    # off in a bare Settings() so tests get httpx's default stack, which respx mocks.
+    lean_http: bool = False
 
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (tests and the dev command)."""
@@ -137,4 +140,5 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         tick_seconds=_float(env, "QUEUE_TICK_SECONDS", 60.0, 0.0),
         production=production,
         secret_generated=generated,
+        lean_http=env.get("AIQUEUE_HTTP_TRANSPORT", "lean").strip().lower() != "httpx",
     )

@@ -59,11 +59,19 @@ async def connect_pool(dsn: str, *, max_size: int = 10) -> asyncpg.Pool:
             statement_cache_size=0,
             max_inactive_connection_lifetime=60,
             command_timeout=30,
+            # aiqueue leaves no session state behind (no SET, LISTEN, cursors or
+            # session locks), so the default reset round trip on every release
+            # would only cost time — and through a pooler hit a random backend.
+            reset=_no_reset,
         )
     except (OSError, asyncpg.PostgresError) as exc:
         raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
     assert pool is not None
     return pool
+
+
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    return None
 
 
 def _wrap(exc: Exception) -> StoreError:
@@ -132,9 +140,7 @@ class Store:
         )
 
     async def claim(self, cap: int, breaker_threshold: int) -> Job | None:
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute(self.sql["claim_lock"])
-            row = await conn.fetchrow(self.sql["claim"], cap, breaker_threshold)
+        row = await self._fetchrow("claim", cap, breaker_threshold)
         return Job.from_row(row) if row else None
 
     async def can_claim(self, cap: int, breaker_threshold: int) -> bool:

@@ -68,7 +68,9 @@ def _loads(
     serializer: URLSafeTimedSerializer, token: object, max_age: int, now: float | None
 ) -> object:
     """The one place BadSignature is caught."""
-    if not isinstance(token, str) or not token or len(token) > 4096:
+    # Our tokens are URL-safe base64: anything else (e.g. an unpaired surrogate,
+    # which itsdangerous cannot even encode) is simply not one of them.
+    if not isinstance(token, str) or not token or len(token) > 4096 or not token.isascii():
         return None
     try:
         if now is None:

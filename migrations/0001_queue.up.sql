@@ -125,6 +125,108 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
     WHERE c.id = 1
 $$;
 
+-- The hot statements live in plpgsql functions: without a client-side
+-- prepared-statement cache (transaction poolers forbid one), plpgsql is what
+-- lets the server cache their plans per backend instead of planning each call.
+
+-- Claim exactly one due row.  The advisory lock serialises count-and-claim
+-- across every instance until this transaction ends, so the in-flight cap
+-- cannot be overshot; each statement below takes a fresh snapshot (READ
+-- COMMITTED), so it sees what the previous lock holder committed.  `more` says
+-- whether another row could be claimed right now (the caller chains on it);
+-- `breaker_dirty` whether a successful dispatch must reset the breaker.
+CREATE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer)
+RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
+               dispatch_seq integer, payload text, content text, more boolean,
+               breaker_dirty boolean)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    in_flight bigint;
+    ctl ai_queue_control%ROWTYPE;
+BEGIN
+    PERFORM pg_advisory_xact_lock(7301730173017301);
+    IF NOT aiqueue_gate_open(cap, breaker_threshold) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
+    SELECT count(*) INTO in_flight FROM ai_marking_queue p WHERE p.status = 'processing';
+    RETURN QUERY
+    WITH next AS MATERIALIZED (
+        -- Walks ai_marking_queue_claim_idx in dispatch order; SKIP LOCKED steps
+        -- over rows a webhook or the recovery holds right now.
+        SELECT q.queue_id
+        FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.run_after <= now()
+        ORDER BY q.priority DESC, q.run_after, q.seq
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE ai_marking_queue q
+        SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
+            started_at = now(), lease_at = now(), progress = NULL, updated_at = now()
+        FROM next
+        WHERE q.queue_id = next.queue_id
+        RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+                  q.payload
+    ),
+    history AS (
+        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts FROM claimed cl
+    )
+    SELECT cl.queue_id, cl.submission_id, cl.assignment_id, cl.attempts, cl.dispatch_seq,
+           cl.payload::text, s.content,
+           ctl.consecutive_failures < breaker_threshold
+               AND (cap = 0 OR in_flight + 1 < cap)
+               AND EXISTS (SELECT 1 FROM ai_marking_queue o
+                           WHERE o.status = 'pending' AND o.run_after <= now()
+                             AND o.queue_id <> cl.queue_id),
+           ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
+    FROM claimed cl JOIN submissions s ON s.id = cl.submission_id;
+END
+$$;
+
+-- Apply a result at most once: the row lock plus the status test mean a second
+-- (concurrent or later) delivery finds the row completed and changes nothing.
+-- A late result of an earlier dispatch still completes a row that is not done.
+CREATE FUNCTION aiqueue_complete(p_queue_id uuid, p_result jsonb, p_usage jsonb,
+                                 p_dispatch_seq integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH row AS (
+        SELECT q.queue_id, q.submission_id FROM ai_marking_queue q
+        WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
+        FOR UPDATE
+    ),
+    sub AS (
+        UPDATE submissions s SET ai_result = p_result, ai_marked_at = now()
+        FROM row WHERE s.id = row.submission_id
+        RETURNING s.id
+    ),
+    done AS (
+        UPDATE ai_marking_queue q
+        SET status = 'completed', finished_at = now(), lease_at = NULL, last_error = NULL,
+            usage = p_usage, updated_at = now()
+        FROM row, sub
+        WHERE q.queue_id = row.queue_id
+        RETURNING q.queue_id
+    ),
+    history AS (
+        UPDATE ai_marking_attempts a
+        SET ended_at = now(), usage = p_usage,
+            outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
+        FROM done
+        WHERE a.queue_id = done.queue_id AND a.dispatch_seq = p_dispatch_seq
+          AND a.kind = 'dispatch'
+    )
+    SELECT count(*) INTO n FROM done;
+    RETURN n > 0;
+END
+$$;
+
 -- The change feed behind live events: one row per status change, written by a
 -- statement-level trigger so no query can forget it.
 CREATE TABLE ai_marking_events (

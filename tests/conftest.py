@@ -22,6 +22,7 @@ def pg_admin() -> Iterator[str]:
     dsn, handle = pg.start_server()
     pg.run(pg.make_template(dsn))
     yield dsn
+    pg.run(pg.drop_template(dsn))
     del handle
 
 

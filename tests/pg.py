@@ -13,7 +13,8 @@ import asyncpg
 
 from aiqueue.migrate import migrate
 
-TEMPLATE = "aiqueue_template"
+# One template per test session: sessions may share a server.
+TEMPLATE = f"aiqueue_template_{os.getpid()}"
 _counter = itertools.count()
 
 
@@ -43,6 +44,14 @@ async def make_template(admin_dsn: str) -> None:
     finally:
         await conn.close()
     await migrate(with_database(admin_dsn, TEMPLATE), "up")
+
+
+async def drop_template(admin_dsn: str) -> None:
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+    finally:
+        await conn.close()
 
 
 async def create_test_db(admin_dsn: str) -> str:

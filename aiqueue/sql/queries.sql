@@ -34,41 +34,11 @@ UNION ALL
 SELECT 'queued', queue_id, seq FROM inserted
 ORDER BY seq;
 
--- claim_lock --
--- Serialises count-and-claim across every instance for the length of one
--- transaction, so the in-flight cap cannot be overshot by concurrent claimers.
--- It must be its own statement: the claim below needs a snapshot taken after
--- the previous lock holder committed.
-SELECT pg_advisory_xact_lock(7301730173017301);
-
 -- claim --
--- Exactly one due row, in dispatch order.  The gate is a scalar subquery with no
--- outer reference, so it runs once (an InitPlan), not once per candidate row.
--- SKIP LOCKED steps over rows a webhook or the recovery holds right now.
-WITH next AS MATERIALIZED (
-    SELECT q.queue_id
-    FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.run_after <= now()
-      AND (SELECT aiqueue_gate_open($1::integer, $2::integer))
-    ORDER BY q.priority DESC, q.run_after, q.seq
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-),
-claimed AS (
-    UPDATE ai_marking_queue q
-    SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
-        started_at = now(), lease_at = now(), progress = NULL, updated_at = now()
-    FROM next
-    WHERE q.queue_id = next.queue_id
-    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq, q.payload
-),
-history AS (
-    INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
-    SELECT queue_id, dispatch_seq, attempts FROM claimed
-)
-SELECT c.queue_id, c.submission_id, c.assignment_id, c.attempts, c.dispatch_seq,
-       c.payload::text AS payload, s.content
-FROM claimed c JOIN submissions s ON s.id = c.submission_id;
+-- Exactly one due row, under the in-flight cap, across every instance: see
+-- aiqueue_claim() in migrations/0001_queue.up.sql (a plpgsql function so the
+-- server caches its plan even through a transaction pooler).
+SELECT * FROM aiqueue_claim($1::integer, $2::integer);
 
 -- can_claim --
 -- Would a claim succeed right now?  Decides whether to chain.
@@ -135,34 +105,8 @@ WHERE id = 1
 RETURNING consecutive_failures, circuit_open_until;
 
 -- complete --
--- Applies a result at most once: the row lock plus the status test mean a second
--- (concurrent or later) delivery finds the row completed and changes nothing.
--- A late result of an earlier dispatch still completes a row that is not done.
-WITH row AS (
-    SELECT queue_id, submission_id FROM ai_marking_queue
-    WHERE queue_id = $1 AND status IN ('pending', 'processing', 'failed')
-    FOR UPDATE
-),
-sub AS (
-    UPDATE submissions s SET ai_result = $2::jsonb, ai_marked_at = now()
-    FROM row WHERE s.id = row.submission_id
-    RETURNING s.id
-),
-done AS (
-    UPDATE ai_marking_queue q
-    SET status = 'completed', finished_at = now(), lease_at = NULL, last_error = NULL,
-        usage = $3::jsonb, updated_at = now()
-    FROM row, sub
-    WHERE q.queue_id = row.queue_id
-    RETURNING q.queue_id
-),
-history AS (
-    UPDATE ai_marking_attempts a
-    SET ended_at = now(), usage = $3::jsonb,
-        outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
-    FROM done WHERE a.queue_id = done.queue_id AND a.dispatch_seq = $4 AND a.kind = 'dispatch'
-)
-SELECT count(*) AS n FROM done;
+-- Applies a result at most once; see aiqueue_complete() in the migration.
+SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied;
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease.

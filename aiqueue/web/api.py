@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, observe, service
+from aiqueue import logs, loop, observe, service
 from aiqueue.errors import StoreError
 from aiqueue.web.http import query_int, read_json, require_bearer
 from aiqueue.web.state import runtime
@@ -29,7 +29,10 @@ async def process_queue(request: Request) -> Response:
         require_bearer(request, rt.settings.queue_secret, rt.settings.cron_secret)
     else:
         require_bearer(request, rt.settings.queue_secret)
-    step = await loop.process_step(rt)
+    # The cron (GET) is the safety net: it always runs recovery and pruning.
+    step = await loop.process_step(rt, force=request.method == "GET")
+    logs.event("process", method=request.method, claimed=step.claimed is not None,
+               chained=step.chained, recovered=step.recovered, pruned=step.pruned)
     job = step.sync_job
     after = BackgroundTask(loop.safe_run_sync, rt, job) if job is not None else None
     return JSONResponse(step.to_json(), background=after)
@@ -48,18 +51,22 @@ async def queue_list(request: Request) -> Response:
     require_bearer(request, rt.settings.queue_secret)
     status = service.parse_status(request.query_params.get("status"))
     assignment = request.query_params.get("assignment_id") or None
+    if assignment is not None:
+        assignment = service.parse_assignment_id(assignment)  # a NUL would be a 503
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
     rows, total = await service.list_rows(
         rt, status=status, assignment_id=assignment, limit=limit, offset=offset
     )
-    return JSONResponse({"items": [r.to_json() for r in rows], "total": total})
+    return JSONResponse({"items": [r.to_json() for r in rows], "total": total},
+                        background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
 async def stats(request: Request) -> Response:
     rt = await runtime(request)
     require_bearer(request, rt.settings.queue_secret)
-    return JSONResponse(await observe.stats_json(rt))
+    return JSONResponse(await observe.stats_json(rt),
+                        background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
 async def retry(request: Request) -> Response:

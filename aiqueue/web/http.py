@@ -29,9 +29,14 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
             raise TooLarge(f"the body must be at most {limit} bytes")
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(b"".join(chunks), parse_constant=_not_json)
     except (ValueError, RecursionError):
         raise BadRequest("the body is not valid JSON") from None
+
+
+def _not_json(name: str) -> None:
+    # Python reads NaN and Infinity; JSON (and PostgreSQL's jsonb) has neither.
+    raise ValueError(f"{name} is not JSON")
 
 
 def bearer(request: Request) -> str | None:

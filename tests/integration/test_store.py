@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
 
@@ -345,11 +346,13 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
-    from aiqueue.store import queries
-
-    plan = await conn.fetchval("EXPLAIN (FORMAT TEXT) " + queries()["claim"], 1, 5)
-    lines = await conn.fetch("EXPLAIN " + queries()["claim"], 1, 5)
+    # The claim runs inside aiqueue_claim(): explain the candidate query exactly
+    # as the function holds it.
+    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'aiqueue_claim'")
+    match = re.search(r"(SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED)", source,
+                      re.DOTALL)
+    assert match, source
+    lines = await conn.fetch("EXPLAIN " + match.group(1))
     text = "\n".join(r[0] for r in lines)
-    assert plan is not None
     assert "ai_marking_queue_claim_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text

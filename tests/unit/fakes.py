@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiqueue.models import Job, QueueId, SubmissionId
@@ -14,7 +14,7 @@ class FakeStore:
     """Records what the loop asked of the store; hands out prepared jobs."""
 
     jobs: list[Job] = field(default_factory=list)
-    claimable_after: bool = False
+    claimable_after: bool = False  # what the claim reports as `more`
     calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     failures: int = 0
 
@@ -28,7 +28,9 @@ class FakeStore:
 
     async def claim(self, cap: int, threshold: int) -> Job | None:
         self.calls.append(("claim", (cap, threshold)))
-        return self.jobs.pop(0) if self.jobs else None
+        if not self.jobs:
+            return None
+        return replace(self.jobs.pop(0), more=self.claimable_after)
 
     async def can_claim(self, cap: int, threshold: int) -> bool:
         self.calls.append(("can_claim", (cap, threshold)))

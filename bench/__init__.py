@@ -1,0 +1,1 @@
+"""The benchmark suite (make bench); not part of the test run."""

@@ -1,0 +1,109 @@
+"""Shared benchmark plumbing: an embedded server, fresh databases, child processes, tables."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from aiqueue.embedded import start_embedded
+from aiqueue.migrate import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+_server: Any = None
+
+
+def admin_dsn() -> str:
+    global _server
+    url = os.environ.get("BENCH_DATABASE_URL")
+    if url:
+        return url
+    dsn, _server = start_embedded(Path(f"/tmp/aiqueue-bench-pg-{os.getuid()}"))
+    return str(dsn)
+
+
+def with_database(dsn: str, name: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+async def fresh_database(name: str) -> str:
+    admin = admin_dsn()
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    dsn = with_database(admin, name)
+    await migrate(dsn, "up")
+    return dsn
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn(args: Sequence[str], env: dict[str, str] | None = None,
+          log: Path | None = None) -> subprocess.Popen[bytes]:
+    out = log.open("wb") if log else subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summarize(samples: Sequence[float]) -> tuple[float, float, float]:
+    return statistics.median(samples), min(samples), max(samples)
+
+
+def print_table(rows: list[tuple[str, str, Sequence[float], float | None, str]]) -> None:
+    """rows: (metric, unit, samples, baseline or None, target)."""
+    header = f"{'metric':<44} {'median':>10} {'min':>10} {'max':>10} {'vs base':>9}  target"
+    print(header)
+    print("-" * len(header))
+    for name, unit, samples, base, target in rows:
+        med, lo, hi = summarize(samples)
+        ratio = f"{med / base:8.2f}x" if base else "        -"
+        print(f"{name + ' (' + unit + ')':<44} {med:>10.3f} {lo:>10.3f} {hi:>10.3f} {ratio}  {target}")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)

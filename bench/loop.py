@@ -1,0 +1,143 @@
+"""Dispatch gap, end-to-end throughput, CPU per job and invocations per job, over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from bench.common import (
+    ROOT,
+    cpu_seconds,
+    free_port,
+    fresh_database,
+    percentile,
+    spawn,
+    wait_http,
+)
+
+SECRET = "bench-secret-0123456789abcdef"
+
+
+@dataclass
+class LoopRun:
+    cap: int
+    jobs: int
+    seconds: float
+    jobs_per_s: float
+    cpu_ms_per_job: float
+    gap_p50_ms: float
+    gap_p99_ms: float
+    invocations_per_job: float
+    max_in_flight: int
+
+
+async def _seed(dsn: str, n: int) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        ids = [uuid.uuid4() for _ in range(n)]
+        await conn.copy_records_to_table(
+            "submissions", records=[(i, "bench", "answer") for i in ids],
+            columns=["id", "assignment_id", "content"])
+        return [str(i) for i in ids]
+    finally:
+        await conn.close()
+
+
+async def _wait_done(dsn: str, n: int, timeout: float) -> float:
+    conn = await asyncpg.connect(dsn)
+    try:
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            done = await conn.fetchval(
+                "SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'")
+            if done >= n:
+                return time.perf_counter()
+            await asyncio.sleep(0.02)
+        raise RuntimeError(f"only {done} of {n} jobs completed in {timeout}s")
+    finally:
+        await conn.close()
+
+
+def _count_invocations(log: Path) -> int:
+    calls = 0
+    for line in log.read_text().splitlines():
+        try:
+            event = json.loads(line).get("event")
+        except ValueError:
+            continue
+        calls += event in ("process", "webhook")
+    return calls
+
+
+async def run_loop(cap: int, jobs: int, name: str) -> LoopRun:
+    dsn = await fresh_database(name)
+    fn_port, app_port = free_port(), free_port()
+    log = ROOT / "bench" / f".serve-{name}.log"
+    fn = spawn(["-m", "bench.fnserver", str(fn_port)])
+    app = spawn(["-m", "aiqueue", "serve", "--port", str(app_port)], env={
+        "DATABASE_URL": dsn, "MARKING_QUEUE_SECRET": SECRET,
+        "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
+        "QUEUE_MAX_IN_FLIGHT": str(cap), "QUEUE_TICK_SECONDS": "0",
+    }, log=log)
+    try:
+        wait_http(f"http://127.0.0.1:{fn_port}/stats")
+        wait_http(f"http://127.0.0.1:{app_port}/healthz")
+        ids = await _seed(dsn, jobs)
+        cpu_before = cpu_seconds(app.pid)
+        async with httpx.AsyncClient(timeout=60) as client:
+            started = time.perf_counter()
+            r = await client.post(f"http://127.0.0.1:{app_port}/api/marking/enqueue",
+                                  headers={"authorization": f"Bearer {SECRET}"},
+                                  json={"assignment_id": "bench", "submission_ids": ids})
+            r.raise_for_status()
+            finished = await _wait_done(dsn, jobs, timeout=300)
+            cpu_after = cpu_seconds(app.pid)
+            await asyncio.sleep(0.3)  # let trailing log lines land
+            stats = (await client.get(f"http://127.0.0.1:{fn_port}/stats")).json()
+        seconds = finished - started
+        gaps = [g * 1000 for g in stats["gaps"]]
+        return LoopRun(
+            cap=cap, jobs=jobs, seconds=seconds, jobs_per_s=jobs / seconds,
+            cpu_ms_per_job=(cpu_after - cpu_before) * 1000 / jobs,
+            gap_p50_ms=percentile(gaps, 0.5), gap_p99_ms=percentile(gaps, 0.99),
+            invocations_per_job=_count_invocations(log) / jobs,
+            max_in_flight=stats["max_in_flight"],
+        )
+    finally:
+        for proc in (app, fn):
+            proc.terminate()
+            proc.wait(10)
+
+
+async def run_baseline(jobs: int, name: str) -> float:
+    """Jobs/s of a raw asyncpg claim-and-complete loop: the floor without HTTP."""
+    dsn = await fresh_database(name)
+    await _seed(dsn, jobs)
+    conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    try:
+        await conn.execute(
+            "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
+            "SELECT id, assignment_id, gen_random_uuid() FROM submissions")
+        started = time.perf_counter()
+        while True:
+            row = await conn.fetchrow(
+                "UPDATE ai_marking_queue SET status = 'processing', attempts = attempts + 1 "
+                "WHERE queue_id = (SELECT queue_id FROM ai_marking_queue WHERE status = 'pending' "
+                "ORDER BY priority DESC, run_after, seq LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                "RETURNING queue_id, submission_id")
+            if row is None:
+                break
+            await conn.execute("UPDATE submissions SET ai_result = '{}' WHERE id = $1",
+                               row["submission_id"])
+            await conn.execute("UPDATE ai_marking_queue SET status = 'completed' "
+                               "WHERE queue_id = $1", row["queue_id"])
+        return jobs / (time.perf_counter() - started)
+    finally:
+        await conn.close()
