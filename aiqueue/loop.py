@@ -38,8 +38,15 @@ class StepResult:
         }
 
 
-async def process_step(rt: Runtime, *, chain: bool = True, force: bool = False) -> StepResult:
+async def process_step(
+    rt: Runtime, *, chain: bool = True, force: bool = False, refill: bool = False
+) -> StepResult:
     """Recover, prune, claim one row, dispatch it, and chain if another could be claimed.
+
+    `refill` is for the step a result runs: it refills the slot that result
+    freed, and chains only when that did not work out (the dispatch failed) or
+    recovery freed more slots — every other busy slot is refilled by its own
+    result, so chaining there would only steal a slot and cost an invocation.
 
     In sync mode the claimed job is left in `sync_job` for the caller to run
     after it has answered (`run_sync`): the function may take long to reply.
@@ -69,7 +76,8 @@ async def process_step(rt: Runtime, *, chain: bool = True, force: bool = False) 
             step.dispatched = isinstance(outcome, dispatch.Accepted)
             busy = isinstance(outcome, dispatch.Busy)
     # A busy function paused dispatching for everyone: nothing to chain to.
-    if chain and job is not None and job.more and not busy:
+    wanted = not refill or not step.dispatched or step.recovered > 0
+    if chain and job is not None and job.more and not busy and wanted:
         step.chained = await dispatch.chain(rt.http, s)
         logs.event("chain", chained=step.chained)
     return step
@@ -167,10 +175,10 @@ def _sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
         return None
 
 
-async def safe_step(rt: Runtime) -> None:
+async def safe_step(rt: Runtime, *, refill: bool = False) -> None:
     """A whole process step after a response was sent: errors are logged, never raised."""
     try:
-        step = await process_step(rt)
+        step = await process_step(rt, refill=refill)
         if step.sync_job is not None:
             await run_sync(rt, step.sync_job)
     except Exception as exc:

@@ -128,8 +128,8 @@ async def enqueue(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
     }
 
 
-async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], bool]:
-    """Verify and apply a webhook batch; the counts and whether a slot may have freed."""
+async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], int]:
+    """Verify and apply a webhook batch; the counts and how many slots it freed."""
     items = body if isinstance(body, list) else [body]
     if not items:
         raise Invalid("the body must hold at least one item")
@@ -141,7 +141,7 @@ async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], bo
         except ValueError as exc:
             raise Invalid(str(exc)) from None
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
-    freed = False
+    freed = 0
     for raw in items:
         assert isinstance(raw, dict)  # check_shape passed
         item = parse_item(raw, rt.tokens)
@@ -150,7 +150,7 @@ async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], bo
             continue
         if await apply_item(rt, item):
             counts["accepted"] += 1
-            freed = freed or item.status != "progress"
+            freed += item.status != "progress"
         else:
             counts["ignored"] += 1
     logs.event("webhook", **counts)

@@ -5,7 +5,10 @@
 -- One round trip for the whole batch, atomic: when any id is unknown the insert
 -- CTE inserts nothing and the unknown ids come back instead.  ON CONFLICT on the
 -- partial unique index skips submissions that already have a live row, also
--- against a concurrent enqueue.  A batch joins the assignment's live run, if any.
+-- against a concurrent enqueue.  Rows are inserted in submission-id order so
+-- that two overlapping batches take their index locks in the same order and
+-- cannot deadlock; seq, numbered in request order first, keeps the queue in
+-- the order the teacher's list had.  A batch joins the assignment's live run.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -14,6 +17,10 @@ WITH ids AS MATERIALIZED (
 unknown AS MATERIALIZED (
     SELECT ids.id FROM ids WHERE NOT EXISTS (SELECT 1 FROM submissions s WHERE s.id = ids.id)
 ),
+numbered AS MATERIALIZED (
+    SELECT o.id, nextval('ai_marking_queue_seq_seq'::regclass) AS seq
+    FROM (SELECT id, ord FROM ids ORDER BY ord) o
+),
 run AS (
     SELECT coalesce(
         (SELECT run_id FROM ai_marking_queue
@@ -21,11 +28,12 @@ run AS (
         gen_random_uuid()) AS run_id
 ),
 inserted AS (
-    INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, priority, payload)
-    SELECT ids.id, $2, run.run_id, $3, $4::jsonb
-    FROM ids CROSS JOIN run
+    INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, run_id, priority, payload)
+    OVERRIDING SYSTEM VALUE
+    SELECT n.seq, n.id, $2, run.run_id, $3, $4::jsonb
+    FROM numbered n CROSS JOIN run
     WHERE NOT EXISTS (SELECT 1 FROM unknown)
-    ORDER BY ids.ord
+    ORDER BY n.id
     ON CONFLICT (submission_id) WHERE status IN ('pending', 'processing') DO NOTHING
     RETURNING queue_id, seq
 )
@@ -91,6 +99,12 @@ WITH row AS (
 history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = $7, error = $6
     FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
+),
+-- A late result completed the row while this dispatch was out: nothing to
+-- fail, but the slot it held is free now.
+release AS (
+    UPDATE ai_marking_queue SET lease_at = NULL
+    WHERE queue_id = $1 AND status = 'completed' AND dispatch_seq = $2 AND lease_at IS NOT NULL
 )
 SELECT status FROM row;
 
@@ -109,10 +123,12 @@ RETURNING consecutive_failures, circuit_open_until;
 SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied;
 
 -- heartbeat --
--- A progress item from the current dispatch extends its lease.
+-- A progress item from the current dispatch extends its lease (also when a late
+-- result completed the row meanwhile: the function is still working on it).
 UPDATE ai_marking_queue
 SET lease_at = now(), progress = $3::jsonb, updated_at = now()
-WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
+WHERE queue_id = $1 AND dispatch_seq = $2
+  AND (status = 'processing' OR (status = 'completed' AND lease_at IS NOT NULL))
 RETURNING queue_id;
 
 -- recover_stuck --
@@ -138,6 +154,11 @@ history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = 'stuck_no_result'
     FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = row.dispatch_seq
       AND a.kind = 'dispatch'
+),
+-- Completed rows still holding a slot for a newer dispatch that never reported.
+released AS (
+    UPDATE ai_marking_queue SET lease_at = NULL
+    WHERE status = 'completed' AND lease_at < now() - make_interval(secs => $1::float8)
 )
 SELECT count(*) AS n FROM row;
 
@@ -160,6 +181,7 @@ gone AS (
     WHERE queue_id IN (
         SELECT queue_id FROM ai_marking_queue
         WHERE status = 'completed' AND finished_at < now() - make_interval(secs => $1::float8)
+          AND lease_at IS NULL  -- not while it still holds a slot (see aiqueue_complete)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT 5000)
     RETURNING 1
@@ -175,9 +197,9 @@ SELECT extract(epoch FROM least(
                       FROM ai_queue_control))
      FROM ai_marking_queue WHERE status = 'pending'
        AND (SELECT NOT paused FROM ai_queue_control)
-       AND ($1 = 0 OR (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') < $1)),
+       AND ($1 = 0 OR (SELECT count(*) FROM ai_marking_queue WHERE lease_at IS NOT NULL) < $1)),
     (SELECT min(lease_at) + make_interval(secs => $3::float8)
-     FROM ai_marking_queue WHERE status = 'processing')
+     FROM ai_marking_queue WHERE lease_at IS NOT NULL)
 ) - now())::float8 AS seconds;
 
 -- retry_failed --
@@ -259,7 +281,9 @@ FROM ai_queue_control WHERE id = 1;
 
 -- stats --
 -- Each figure reads an index: counts per status from the (status, finished_at)
--- index, "today" is the UTC day, timings over rows finished in the last 24 h.
+-- index, "today" is the UTC day, timings over rows finished in the last 24 h (at
+-- most the latest 20,000, so the p95 sort stays bounded on a busy day; the
+-- /ai-queue page's monitor_stats computes them the same way).
 SELECT
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending') AS pending,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS processing,
@@ -276,12 +300,14 @@ SELECT
     (SELECT extract(epoch FROM now() - min(created_at))::float8
      FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
 FROM (
-    SELECT avg(d)::float8 AS avg_seconds,
-           percentile_cont(0.95) WITHIN GROUP (ORDER BY d)::float8 AS p95_seconds
-    FROM (SELECT extract(epoch FROM finished_at - started_at) AS d
+    SELECT avg(d) AS avg_seconds,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY d) AS p95_seconds
+    FROM (SELECT date_part('epoch', finished_at - started_at) AS d
           FROM ai_marking_queue
           WHERE status = 'completed' AND finished_at >= now() - interval '24 hours'
-            AND started_at IS NOT NULL) recent
+            AND started_at IS NOT NULL
+          ORDER BY finished_at DESC
+          LIMIT 20000) recent
 ) t;
 
 -- list_rows --

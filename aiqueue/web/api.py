@@ -42,7 +42,8 @@ async def webhook(request: Request) -> Response:
     rt = await runtime(request)
     counts, freed = await service.receive_results(rt, await read_json(request))
     # A slot just freed: run the next process step ourselves after answering.
-    kick = BackgroundTask(loop.safe_step, rt) if freed else None
+    # One freed slot is refilled here; several also chain to fill the others.
+    kick = BackgroundTask(loop.safe_step, rt, refill=freed == 1) if freed else None
     return JSONResponse(counts, background=kick)
 
 

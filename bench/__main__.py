@@ -1,0 +1,56 @@
+"""python -m bench: the benchmark suite; prints one table (median, min, max, ratio)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from bench import db, loop
+from bench.common import fresh_database, print_table
+
+
+async def main(repeats: int, jobs: int, big: int) -> None:
+    rows: list[tuple[str, str, list[float], float | None, str]] = []
+    base = [await loop.run_baseline(jobs, f"bench_base_{i}") for i in range(repeats)]
+    base_med = sorted(base)[len(base) // 2]
+    rows.append(("baseline: raw asyncpg claim+complete", "jobs/s", base, None, "floor"))
+    for cap in (1, 8):
+        runs = [await loop.run_loop(cap, jobs, f"bench_loop{cap}_{i}") for i in range(repeats)]
+        rows.append((f"throughput, in-flight {cap}", "jobs/s", [r.jobs_per_s for r in runs],
+                     base_med, ">= 450"))
+        rows.append((f"app CPU per job, in-flight {cap}", "ms", [r.cpu_ms_per_job for r in runs],
+                     1000 / base_med, "-"))
+        rows.append((f"invocations per job, in-flight {cap}", "calls",
+                     [r.invocations_per_job for r in runs], None, "<= 1.1"))
+        assert all(r.max_in_flight <= cap for r in runs), "the cap was exceeded"
+        if cap == 1:
+            rows.append(("dispatch gap p50, in-flight 1", "ms", [r.gap_p50_ms for r in runs],
+                         1000 / base_med, "<= 2.5"))
+            rows.append(("dispatch gap p99, in-flight 1", "ms", [r.gap_p99_ms for r in runs],
+                         1000 / base_med, "<= 10"))
+    empty = [await db.enqueue_time(0, f"bench_enq0_{i}") * 1000 for i in range(repeats)]
+    rows.append(("enqueue 10,000 ids (empty table)", "ms", empty, None, "<= 100"))
+    full = [await db.enqueue_time(100_000, f"bench_enq1_{i}") * 1000 for i in range(repeats)]
+    rows.append(("enqueue 10,000 ids (100,000 rows)", "ms", full, None, "<= 100"))
+    dsn = await fresh_database("bench_big_pending")
+    await db.seed_queue(dsn, big, "pending")
+    server, wall = await db.claim_at_scale(dsn, max(repeats, 5))
+    rows.append((f"claim at {big:,} pending (server)", "ms", server, None, "<= 0.5"))
+    rows.append((f"claim at {big:,} pending (wall)", "ms", wall, None, "-"))
+    dsn = await fresh_database("bench_big_done")
+    await db.seed_queue(dsn, big, "completed")
+    ours, plain = await db.stats_and_page_at_scale(dsn, max(repeats, 5))
+    plain_med = sorted(plain)[len(plain) // 2]
+    rows.append((f"stats + first page at {big:,} rows (server)", "ms", ours, plain_med, "<= 150"))
+    rows.append((f"plain count(*) at {big:,} rows (server)", "ms", plain, None, "reference"))
+    print()
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    asyncio.run(main(args.repeats, args.jobs, args.rows))

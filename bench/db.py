@@ -1,0 +1,142 @@
+"""Database-side figures: enqueue of 10,000 ids, claim and stats at 1,000,000 rows."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import asyncpg
+import httpx
+
+from aiqueue.store import queries
+from bench.common import free_port, fresh_database, spawn, wait_http
+
+SECRET = "bench-secret-0123456789abcdef"
+
+
+async def seed_submissions(dsn: str, n: int) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO submissions (id, assignment_id, content) "
+            "SELECT gen_random_uuid(), 'bulk', 'answer' FROM generate_series(1, $1)", n)
+    finally:
+        await conn.close()
+
+
+async def seed_queue(dsn: str, n: int, status: str) -> None:
+    """n submissions with one queue row each in `status` (finished ones spread over 7 days)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("ALTER TABLE ai_marking_queue DISABLE TRIGGER USER")
+        await conn.execute(
+            "INSERT INTO submissions (id, assignment_id, content) "
+            "SELECT gen_random_uuid(), 'a' || (g % 500), 'answer' FROM generate_series(1, $1) g",
+            n)
+        await conn.execute(
+            """
+            INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, attempts,
+                created_at, updated_at, started_at, finished_at, run_after)
+            SELECT s.id, s.assignment_id, gen_random_uuid(), $1, 1,
+                   now() - (random() * interval '7 days'), now(), now() - interval '5 seconds',
+                   CASE WHEN $1 IN ('completed', 'failed')
+                        THEN now() - (random() * interval '7 days') END,
+                   now() - interval '1 second'
+            FROM submissions s WHERE s.assignment_id <> 'bulk'
+            """, status)
+        await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
+        await conn.execute("VACUUM ANALYZE ai_marking_queue")
+        await conn.execute("VACUUM ANALYZE submissions")
+    finally:
+        await conn.close()
+
+
+async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000) -> float:
+    """Seconds from sending an enqueue of `ids` ids to its 202, over HTTP."""
+    dsn = await fresh_database(name)
+    if existing_rows:
+        await seed_queue(dsn, existing_rows, "completed")
+    await seed_submissions(dsn, ids)
+    conn = await asyncpg.connect(dsn)
+    rows = await conn.fetch("SELECT id FROM submissions WHERE assignment_id = 'bulk'")
+    await conn.close()
+    port = free_port()
+    app = spawn(["-m", "aiqueue", "serve", "--port", str(port)], env={
+        "DATABASE_URL": dsn, "MARKING_QUEUE_SECRET": SECRET, "QUEUE_TICK_SECONDS": "0",
+        "AI_MARKING_FUNCTION_URL": "http://127.0.0.1:9/unreachable",
+        "QUEUE_MAX_IN_FLIGHT": "1"})
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz")
+        body = {"assignment_id": "bulk", "submission_ids": [str(r["id"]) for r in rows]}
+        async with httpx.AsyncClient(timeout=60) as client:
+            # Warm the connection and the server's plan caches with a small batch first.
+            await client.post(f"http://127.0.0.1:{port}/api/marking/enqueue",
+                              headers={"authorization": f"Bearer {SECRET}"},
+                              json={"assignment_id": "warm", "submission_ids":
+                                    body["submission_ids"][:1]})
+            started = time.perf_counter()
+            r = await client.post(f"http://127.0.0.1:{port}/api/marking/enqueue",
+                                  headers={"authorization": f"Bearer {SECRET}"}, json=body)
+            elapsed = time.perf_counter() - started
+        assert r.status_code == 202 and r.json()["enqueued"] == ids - 1, r.text
+        return elapsed
+    finally:
+        app.terminate()
+        app.wait(10)
+
+
+def _ms(plan: list[str], label: str) -> float:
+    for line in plan:
+        m = re.search(rf"{label}: ([0-9.]+) ms", line)
+        if m:
+            return float(m.group(1))
+    raise ValueError(f"no {label} in plan")
+
+
+async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[float]]:
+    """Server time (EXPLAIN ANALYZE of the claim's candidate query) and wall time per claim."""
+    conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    try:
+        source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'aiqueue_claim'")
+        match = re.search(r"(SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED)",
+                          source, re.DOTALL)
+        assert match
+        server, wall = [], []
+        for _ in range(repeats):
+            async with conn.transaction():
+                plan = [r[0] for r in await conn.fetch("EXPLAIN (ANALYZE) " + match.group(1))]
+                server.append(_ms(plan, "Planning Time") + _ms(plan, "Execution Time"))
+            started = time.perf_counter()
+            row = await conn.fetchrow(queries()["claim"], 0, 5)
+            wall.append((time.perf_counter() - started) * 1000)
+            assert row is not None
+        return server, wall
+    finally:
+        await conn.close()
+
+
+async def stats_and_page_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[float]]:
+    """Server time of the stats query plus the first queue page; and of a plain count(*)."""
+    conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    q = queries()
+    try:
+        ours, plain = [], []
+        for _ in range(repeats):
+            total = 0.0
+            for sql, args in ((q["stats"], ()),
+                              (q["list_rows"], (None, None, None, None, 50, 0)),
+                              (q["count_rows"], (None, None))):
+                plan = [r[0] for r in await conn.fetch("EXPLAIN (ANALYZE) " + sql, *args)]
+                total += _ms(plan, "Planning Time") + _ms(plan, "Execution Time")
+            ours.append(total)
+            plan = [r[0] for r in await conn.fetch(
+                "EXPLAIN (ANALYZE) SELECT count(*) FROM ai_marking_queue")]
+            plain.append(_ms(plan, "Planning Time") + _ms(plan, "Execution Time"))
+        return ours, plain
+    finally:
+        await conn.close()
+
+
+def fresh_ids(n: int) -> list[uuid.UUID]:
+    return [uuid.uuid4() for _ in range(n)]
