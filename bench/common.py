@@ -102,7 +102,8 @@ def print_table(rows: list[tuple[str, str, Sequence[float], float | None, str]])
     for name, unit, samples, base, target in rows:
         med, lo, hi = summarize(samples)
         ratio = f"{med / base:8.2f}x" if base else "        -"
-        print(f"{name + ' (' + unit + ')':<44} {med:>10.3f} {lo:>10.3f} {hi:>10.3f} {ratio}  {target}")
+        label = f"{name} ({unit})"
+        print(f"{label:<44} {med:>10.3f} {lo:>10.3f} {hi:>10.3f} {ratio}  {target}")
 
 
 def run(coro: Any) -> Any:
