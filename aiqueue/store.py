@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import cache
 from importlib import resources
@@ -24,6 +24,15 @@ from aiqueue.models import (
     Stats,
     Status,
     SubmissionId,
+)
+from aiqueue.rows import (
+    AssignmentInfo,
+    EventBatch,
+    EventCursor,
+    MarkingEvent,
+    RunProgress,
+    SubmissionResult,
+    SubmissionStatus,
 )
 
 T = TypeVar("T")
@@ -262,3 +271,98 @@ class Store:
 
     async def attempts_of(self, queue_id: UUID) -> list[Attempt]:
         return [Attempt.from_row(r) for r in await self._fetch("attempts_of", queue_id)]
+
+    # == live events, queue position, the teacher page (sql/live.sql, sql/results.sql) ==
+
+    async def events_head(self) -> EventCursor:
+        """Where a new live-events subscriber starts reading."""
+        return EventCursor(int(await self._fetchval("live_events_head")), 0)
+
+    async def events_after(
+        self, assignment_id: str, cursor: EventCursor, limit: int
+    ) -> EventBatch:
+        """The assignment's events past `cursor` whose transactions have all ended."""
+        rows = await self._fetch(
+            "live_events_after", assignment_id, str(cursor.tx), cursor.id, limit
+        )
+        # Rows come in (tx, id) order, so the final ones are a prefix.
+        ready = [MarkingEvent.from_row(r) for r in rows if r["final"]]
+        return EventBatch(ready, held_back=len(ready) < len(rows), full=len(rows) == limit)
+
+    async def submission_status(self, submission_id: UUID) -> SubmissionStatus | None:
+        row = await self._fetchrow("live_submission_status", submission_id)
+        return SubmissionStatus.from_row(row) if row else None
+
+    async def recent_processing_seconds(self) -> float | None:
+        value = await self._fetchval("live_recent_seconds")
+        return None if value is None else float(value)
+
+    async def run_progress(self, assignment_id: str) -> RunProgress:
+        row = await self._fetchrow("live_assignment_progress", assignment_id)
+        assert row is not None, "an aggregate always answers one row"
+        return RunProgress.from_row(row)
+
+    async def assignment_info(self, assignment_id: str) -> AssignmentInfo | None:
+        row = await self._fetchrow("results_assignment", assignment_id)
+        return AssignmentInfo.from_row(row) if row else None
+
+    async def save_assignment(
+        self, assignment_id: str, title: str, payload: dict[str, Any]
+    ) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                self.sql["results_upsert_assignment"], assignment_id, title, json.dumps(payload)
+            )
+
+    async def submission_results(self, assignment_id: str, limit: int) -> list[SubmissionResult]:
+        rows = await self._fetch("results_submissions", assignment_id, limit)
+        return [SubmissionResult.from_row(r) for r in rows]
+
+    async def submission_result(
+        self, submission_id: UUID, assignment_id: str
+    ) -> SubmissionResult | None:
+        row = await self._fetchrow("results_submission", submission_id, assignment_id)
+        return SubmissionResult.from_row(row) if row else None
+
+    async def unmarked_submissions(self, assignment_id: str, limit: int) -> list[SubmissionId]:
+        rows = await self._fetch("results_unmarked", assignment_id, limit)
+        return [SubmissionId(r["id"]) for r in rows]
+
+    async def seed_submissions(self, submissions: Sequence[dict[str, Any]]) -> int:
+        """Insert submissions that are not there yet; how many were new."""
+        rows = await self._fetch("results_seed_submissions", json.dumps(list(submissions)))
+        return len(rows)
+
+
+class ChangeListener:
+    """A dedicated session connection that LISTENs for queue changes (never via a pooler)."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    @classmethod
+    async def open(
+        cls, dsn: str, channel: str, on_notify: Callable[[], None], on_lost: Callable[[], None]
+    ) -> ChangeListener:
+        """Connect and LISTEN; `on_lost` runs if the connection dies later."""
+        try:
+            conn = await asyncpg.connect(dsn, statement_cache_size=0, timeout=5)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            raise _wrap(exc) from exc
+        try:
+            await conn.add_listener(channel, lambda *_: on_notify())
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await conn.close(timeout=2)
+            raise _wrap(exc) from exc
+        conn.add_termination_listener(lambda _conn: on_lost())
+        return cls(conn)
+
+    @property
+    def alive(self) -> bool:
+        return not self._conn.is_closed()
+
+    async def close(self) -> None:
+        try:
+            await self._conn.close(timeout=2)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            self._conn.terminate()

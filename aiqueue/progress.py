@@ -1,0 +1,92 @@
+"""Queue position, ETA, run progress and cancel: what a waiting teacher wants to know."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from uuid import UUID
+
+from aiqueue import logs
+from aiqueue.errors import NotFound
+from aiqueue.rows import RunProgress, SubmissionStatus
+from aiqueue.runtime import Runtime
+
+
+def eta_seconds(rows_before: int, cap: int, avg: float | None) -> float | None:
+    """Seconds until a row has its result when `rows_before` rows hold or take slots first.
+
+    Rows go through `cap` slots (0 = unlimited) in rounds of about `avg` seconds.
+    """
+    if avg is None:
+        return None
+    slots = cap if cap > 0 else rows_before + 1
+    return round(math.ceil((rows_before + 1) / slots) * avg, 1)
+
+
+def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> dict[str, Any]:
+    """The contract's body for /api/marking/submissions/<id>/status."""
+    position: int | None = None
+    wait: float | None = None
+    if st.status == "pending":
+        position = (st.ahead or 0) + 1
+        wait = eta_seconds(position - 1 + st.in_flight, cap, avg)
+    elif st.status == "processing":
+        position = 0
+        if avg is not None:
+            wait = round(max(avg - (st.running_seconds or 0.0), 0.0), 1)
+    return {
+        "queue_id": str(st.queue_id),
+        "status": st.status,
+        "attempts": st.attempts,
+        "queue_position": position,
+        "estimated_wait_seconds": wait,
+    }
+
+
+def remaining_seconds(p: RunProgress, cap: int, avg: float | None) -> float | None:
+    """About how long until the run's last row has its result (0 when nothing is left)."""
+    if p.pending and p.last_position is not None:
+        return eta_seconds(p.last_position - 1 + p.in_flight, cap, avg)
+    if p.processing:
+        if avg is None:
+            return None
+        return round(max(avg - (p.youngest_running_seconds or 0.0), 0.0), 1)
+    return 0.0
+
+
+def progress_json(p: RunProgress, cap: int, avg: float | None) -> dict[str, Any]:
+    """The contract's body for /api/marking/assignments/<id>/progress."""
+    return {
+        "run_id": str(p.run_id) if p.run_id else None,
+        "total": p.total,
+        "pending": p.pending,
+        "processing": p.processing,
+        "completed": p.completed,
+        "failed": p.failed,
+        "cancelled": p.cancelled,
+        "estimated_remaining_seconds": remaining_seconds(p, cap, avg),
+    }
+
+
+async def submission_status(rt: Runtime, submission_id: UUID) -> dict[str, Any]:
+    """Status, queue position and ETA of a submission's latest row; NotFound if never enqueued."""
+    st = await rt.store.submission_status(submission_id)
+    if st is None:
+        raise NotFound(f"submission {submission_id} was never enqueued")
+    avg = await rt.store.recent_processing_seconds() if st.status in ("pending", "processing") \
+        else None
+    return status_json(st, rt.settings.max_in_flight, avg)
+
+
+async def assignment_progress(rt: Runtime, assignment_id: str) -> dict[str, Any]:
+    """Counts and ETA over the assignment's latest run (all zero if it never ran)."""
+    p = await rt.store.run_progress(assignment_id)
+    avg = await rt.store.recent_processing_seconds() if p.pending or p.processing else None
+    return progress_json(p, rt.settings.max_in_flight, avg)
+
+
+async def cancel_assignment(rt: Runtime, assignment_id: str, actor: str) -> dict[str, Any]:
+    """The assignment's pending rows become cancelled (rows in flight finish)."""
+    n = await rt.store.cancel_assignment(assignment_id, actor)
+    logs.event("cancel", assignment_id=assignment_id, count=n, reason=actor)
+    return {"cancelled": n}

@@ -1,0 +1,102 @@
+-- Live events, queue position and run progress (aiqueue/live.py, aiqueue/progress.py).
+
+-- live_events_head --
+-- Where a new subscriber starts: every transaction below the snapshot's xmin has
+-- finished, so its events are already reflected in anything read from now on;
+-- events of transactions at or above it may still commit and are delivered.
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS tx;
+
+-- live_events_after --
+-- The live-events cursor is (tx, id), not the identity id alone.  An id is taken
+-- when the event row is inserted but becomes visible only at commit, so ids
+-- commit out of order: a reader that has seen id 42 can later find id 41 (a
+-- transaction that inserted first and committed last) and would skip it.
+-- Instead an event is handed out only once its transaction is below the
+-- snapshot's xmin: every such transaction has ended, so no event can ever again
+-- appear at or below a (tx, id) we have passed, and ordering by (tx, id) is a
+-- total order that never grows in the middle.  Events that are visible but not
+-- yet below the horizon come back with final = false; the caller stops there and
+-- looks again shortly (an older transaction, maybe of another app, is still open).
+-- The cursor index (assignment_id, tx, id) from migration 0002 serves the scan.
+SELECT e.tx::text AS tx, e.id, e.queue_id, e.submission_id, e.status,
+       e.summary::text AS summary, e.tx < h.xmin AS final
+FROM ai_marking_events e,
+     (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) h
+WHERE e.assignment_id = $1
+  AND (e.tx, e.id) > ($2::text::xid8, $3::bigint)
+ORDER BY e.tx, e.id
+LIMIT $4;
+
+-- live_submission_status --
+-- The submission's latest row and, when it is pending, how many pending rows the
+-- claim takes before it: those ahead in claim order (priority DESC, run_after,
+-- seq) that are due no later than it is.  Both branches of the OR are range
+-- conditions on the claim index, so the count reads only the rows ahead.
+WITH latest AS (
+    SELECT queue_id, status, attempts, priority, run_after, seq, started_at
+    FROM ai_marking_queue
+    WHERE submission_id = $1
+    ORDER BY created_at DESC, seq DESC
+    LIMIT 1
+)
+SELECT l.queue_id, l.status, l.attempts,
+       CASE WHEN l.status = 'pending' THEN (
+           SELECT count(*) FROM ai_marking_queue q
+           WHERE q.status = 'pending'
+             AND (q.priority > l.priority
+                  OR (q.priority = l.priority AND (q.run_after, q.seq) < (l.run_after, l.seq)))
+             AND q.run_after <= greatest(now(), l.run_after)
+       ) END AS ahead,
+       CASE WHEN l.status = 'processing'
+            THEN extract(epoch FROM now() - l.started_at)::float8 END AS running_seconds,
+       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight
+FROM latest l;
+
+-- live_recent_seconds --
+-- Average dispatch-to-result time of the last 50 completed rows (read backwards
+-- on the (status, finished_at) index): the basis of every ETA.
+SELECT avg(d)::float8 AS seconds
+FROM (SELECT extract(epoch FROM finished_at - started_at) AS d
+      FROM ai_marking_queue
+      WHERE status = 'completed' AND started_at IS NOT NULL AND finished_at IS NOT NULL
+      ORDER BY finished_at DESC
+      LIMIT 50) recent;
+
+-- live_assignment_progress --
+-- Counts over the assignment's latest run (its newest row's run_id: an enqueue
+-- joins the live run, so "Mark All" and then one more row is still one run),
+-- plus the queue position of the run's last pending row, other runs included.
+WITH run AS (
+    SELECT run_id FROM ai_marking_queue
+    WHERE assignment_id = $1
+    ORDER BY created_at DESC, seq DESC
+    LIMIT 1
+),
+rows AS MATERIALIZED (
+    SELECT q.status, q.priority, q.run_after, q.seq, q.started_at
+    FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
+    WHERE q.assignment_id = $1
+),
+last AS (
+    SELECT priority, run_after, seq FROM rows
+    WHERE status = 'pending'
+    ORDER BY priority, run_after DESC, seq DESC
+    LIMIT 1
+)
+SELECT (SELECT run_id FROM run) AS run_id,
+       (SELECT count(*) FROM rows) AS total,
+       (SELECT count(*) FROM rows WHERE status = 'pending') AS pending,
+       (SELECT count(*) FROM rows WHERE status = 'processing') AS processing,
+       (SELECT count(*) FROM rows WHERE status = 'completed') AS completed,
+       (SELECT count(*) FROM rows WHERE status = 'failed') AS failed,
+       (SELECT count(*) FROM rows WHERE status = 'cancelled') AS cancelled,
+       CASE WHEN EXISTS (SELECT 1 FROM last) THEN (
+           SELECT count(*) FROM ai_marking_queue q, last l
+           WHERE q.status = 'pending'
+             AND (q.priority > l.priority
+                  OR (q.priority = l.priority AND (q.run_after, q.seq) <= (l.run_after, l.seq)))
+             AND q.run_after <= greatest(now(), l.run_after)
+       ) END AS last_position,
+       (SELECT extract(epoch FROM now() - max(started_at))::float8
+        FROM rows WHERE status = 'processing') AS youngest_running_seconds,
+       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight;

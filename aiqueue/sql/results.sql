@@ -1,0 +1,59 @@
+-- The teacher's results page and the demo data (aiqueue/teacher.py, aiqueue/demo.py).
+
+-- results_assignment --
+SELECT assignment_id, title, payload::text AS payload
+FROM ai_marking_assignments WHERE assignment_id = $1;
+
+-- results_submissions --
+-- The teacher's table: every submission of the assignment with its AI result and
+-- the status of its latest queue row.  student_name is read through to_jsonb so a
+-- host's submissions table without that column works too.
+SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
+       s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status
+FROM submissions s
+LEFT JOIN LATERAL (
+    SELECT status FROM ai_marking_queue
+    WHERE submission_id = s.id
+    ORDER BY created_at DESC, seq DESC
+    LIMIT 1
+) q ON true
+WHERE s.assignment_id = $1
+ORDER BY 2 NULLS LAST, s.id
+LIMIT $2;
+
+-- results_submission --
+SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
+       s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status
+FROM submissions s
+LEFT JOIN LATERAL (
+    SELECT status FROM ai_marking_queue
+    WHERE submission_id = s.id
+    ORDER BY created_at DESC, seq DESC
+    LIMIT 1
+) q ON true
+WHERE s.id = $1 AND s.assignment_id = $2;
+
+-- results_unmarked --
+-- "Mark All" marks what has no AI mark yet, in the table's order.
+SELECT s.id
+FROM submissions s
+WHERE s.assignment_id = $1 AND s.ai_result IS NULL
+ORDER BY to_jsonb(s) ->> 'student_name' NULLS LAST, s.id
+LIMIT $2;
+
+-- results_upsert_assignment --
+INSERT INTO ai_marking_assignments (assignment_id, title, payload)
+VALUES ($1, $2, $3::jsonb)
+ON CONFLICT (assignment_id) DO UPDATE
+SET title = excluded.title, payload = excluded.payload, updated_at = now()
+WHERE (ai_marking_assignments.title, ai_marking_assignments.payload)
+      IS DISTINCT FROM (excluded.title, excluded.payload);
+
+-- results_seed_submissions --
+-- Demo submissions with fixed ids; ones already there are left alone, so seeding
+-- twice changes nothing.  jsonb_populate_recordset fills only the columns the
+-- submissions table has (a host's table may lack student_name).
+INSERT INTO submissions
+SELECT * FROM jsonb_populate_recordset(NULL::submissions, $1::jsonb)
+ON CONFLICT (id) DO NOTHING
+RETURNING id;

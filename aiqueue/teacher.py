@@ -1,0 +1,76 @@
+"""The teacher's results page: what it shows and the marking actions behind its buttons.
+
+This is the worked example of a teacher-facing app on aiqueue: it calls the same
+service functions the JSON API does, with the assignment's stored payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from aiqueue import progress, service
+from aiqueue.errors import Conflict, NotFound
+from aiqueue.rows import AssignmentInfo, EventCursor, SubmissionResult
+from aiqueue.runtime import Runtime
+
+MAX_ROWS = 2000
+# One row the teacher is waiting on goes ahead of a class-wide run.
+SINGLE_ROW_PRIORITY = 10
+
+
+@dataclass(frozen=True)
+class ResultsPage:
+    """Everything the results template renders."""
+
+    assignment_id: str
+    info: AssignmentInfo | None
+    rows: list[SubmissionResult]
+    progress: dict[str, Any]
+    cursor: EventCursor
+
+
+async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
+    """The page's data; NotFound when the assignment has neither submissions nor a rubric."""
+    # The feed position first: any change committed after it is replayed to the
+    # page's event stream, so nothing between this read and the stream is missed.
+    cursor = await rt.store.events_head()
+    info = await rt.store.assignment_info(assignment_id)
+    rows = await rt.store.submission_results(assignment_id, MAX_ROWS)
+    if info is None and not rows:
+        raise NotFound(f"no assignment {assignment_id!r}")
+    run = await progress.assignment_progress(rt, assignment_id)
+    return ResultsPage(assignment_id, info, rows, run, cursor)
+
+
+async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None) -> dict[str, Any]:
+    """Enqueue one submission (re-marking it), or every one without an AI mark yet."""
+    info = await rt.store.assignment_info(assignment_id)
+    if info is None:
+        raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
+    if submission_id is not None:
+        if await rt.store.submission_result(submission_id, assignment_id) is None:
+            raise NotFound(f"no submission {submission_id} in this assignment")
+        ids, priority = [submission_id], SINGLE_ROW_PRIORITY
+    else:
+        ids, priority = list(await rt.store.unmarked_submissions(assignment_id, service.MAX_IDS)), 0
+    if not ids:
+        return {"enqueued": 0, "skipped": 0, "queue_ids": []}
+    request = service.EnqueueRequest(assignment_id, ids, priority, info.payload)
+    return await service.enqueue(rt, request)
+
+
+async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> dict[str, Any]:
+    """One row's mark and feedback, for the page to show a result as it arrives."""
+    row = await rt.store.submission_result(submission_id, assignment_id)
+    if row is None:
+        raise NotFound(f"no submission {submission_id} in this assignment")
+    result = row.ai_result or {}
+    return {
+        "submission_id": str(row.submission_id),
+        "status": row.queue_status,
+        "score": result.get("score"),
+        "max_score": result.get("max_score"),
+        "feedback": result.get("feedback"),
+    }

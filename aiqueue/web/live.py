@@ -1,0 +1,95 @@
+"""Live events (SSE) and the status, progress and cancel endpoints under /api/marking."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from aiqueue import live, progress, service
+from aiqueue.errors import Unauthorized
+from aiqueue.runtime import Runtime
+from aiqueue.settings import Settings
+from aiqueue.tokens import same_secret
+from aiqueue.web.http import bearer, require_bearer
+from aiqueue.web.state import runtime
+
+
+def hub_for(app: Starlette, settings: Settings) -> live.EventHub:
+    """The instance's event hub, made on first use (serverless instances skip the lifespan)."""
+    hub: live.EventHub | None = getattr(app.state, "live_hub", None)
+    if hub is None:
+        config = getattr(app.state, "live_config", None) or live.LiveConfig.from_env()
+        hub = live.EventHub(settings.database_direct_url, config)
+        app.state.live_hub = hub
+    return hub
+
+
+def configure(app: Starlette, config: live.LiveConfig) -> None:
+    """Use `config` for this app's streams (dev and tests); before the first stream."""
+    app.state.live_config = config
+
+
+async def close_streams(app: Starlette) -> None:
+    """End every open stream of this app (before a graceful shutdown)."""
+    hub: live.EventHub | None = getattr(app.state, "live_hub", None)
+    if hub is not None:
+        await hub.close()
+
+
+def _authorize(request: Request, rt: Runtime, assignment_id: str) -> None:
+    # The app's own pages carry a short-lived token bound to one assignment, so
+    # the queue secret never reaches a browser.
+    token = request.query_params.get("token")
+    if token is not None and not same_secret(bearer(request), rt.settings.queue_secret):
+        if not rt.tokens.verify_events(token, assignment_id, max_age=live.TOKEN_MAX_AGE):
+            raise Unauthorized("the events token is wrong, expired or for another assignment")
+        return
+    require_bearer(request, rt.settings.queue_secret)
+
+
+async def events(request: Request) -> Response:
+    rt = await runtime(request)
+    assignment_id = service.parse_assignment_id(request.query_params.get("assignment_id"))
+    _authorize(request, rt, assignment_id)
+    # The header wins: EventSource sends it on reconnect, the query is the page's start.
+    resume = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    cursor = await live.start_cursor(rt.store, resume)
+    hub = hub_for(request.app, rt.settings)
+    return StreamingResponse(
+        live.stream(rt.store, hub, assignment_id, cursor),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+    )
+
+
+async def submission_status(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
+    return JSONResponse(await progress.submission_status(rt, submission_id))
+
+
+async def assignment_progress(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
+    return JSONResponse(await progress.assignment_progress(rt, assignment_id))
+
+
+async def cancel_assignment(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
+    return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"))
+
+
+ROUTES = [
+    Route("/api/marking/events", events, methods=["GET"]),
+    Route("/api/marking/submissions/{submission_id}/status", submission_status, methods=["GET"]),
+    Route("/api/marking/assignments/{assignment_id}/progress", assignment_progress,
+          methods=["GET"]),
+    Route("/api/marking/assignments/{assignment_id}/cancel", cancel_assignment,
+          methods=["POST"]),
+]

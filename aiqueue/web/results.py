@@ -1,0 +1,203 @@
+"""The teacher's results page: the table, its buttons' handlers and the JSON the page polls.
+
+Behind the /ai-queue login. Buttons post CSRF-protected forms (or fetch with the
+CSRF token) to these handlers, which call the service layer directly; the page
+gets a short-lived, assignment-bound token for live events, never the queue secret.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import quote
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from aiqueue import loop, progress, service, teacher
+from aiqueue.errors import Unauthorized
+from aiqueue.models import Status
+from aiqueue.rows import SubmissionResult
+from aiqueue.web.auth import Session, check_csrf, current_session, login_redirect, read_form
+from aiqueue.web.state import runtime
+from aiqueue.web.templating import render
+
+STATUS_LABELS: dict[Status, str] = {
+    "pending": "queued", "processing": "marking…", "completed": "marked",
+    "failed": "failed", "cancelled": "cancelled",
+}
+
+
+# -- pure view helpers ------------------------------------------------------
+
+def fmt_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating time left"
+    if seconds < 60:
+        return "less than a minute left"
+    return f"about {round(seconds / 60)} min left"
+
+
+def fmt_number(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def mark_text(result: dict[str, Any] | None) -> str:
+    """'7 / 10' for a stored AI result, '' when there is none."""
+    if not result or result.get("score") is None:
+        return ""
+    text = fmt_number(result["score"])
+    if result.get("max_score") is not None:
+        text += f" / {fmt_number(result['max_score'])}"
+    return text
+
+
+def progress_view(p: dict[str, Any]) -> dict[str, Any]:
+    """The progress bar: percent finished and '23 of 48 marked — about 2 min left'."""
+    total = p["total"]
+    finished = p["completed"] + p["failed"] + p["cancelled"]
+    active = p["pending"] + p["processing"] > 0
+    if total == 0:
+        return {**p, "percent": 0, "active": False, "text": "Not marked yet."}
+    text = f"{p['completed']} of {total} marked"
+    extras = [f"{p[k]} {k}" for k in ("failed", "cancelled") if p[k]]
+    if extras:
+        text += f" ({', '.join(extras)})"
+    if active:
+        text += f" — {fmt_eta(p['estimated_remaining_seconds'])}"
+    return {**p, "percent": math.floor(100 * finished / total), "active": active, "text": text}
+
+
+def row_view(row: SubmissionResult) -> dict[str, Any]:
+    status = row.queue_status
+    if status == "completed" or (status is None and row.ai_result):
+        label = ""
+    else:
+        label = STATUS_LABELS[status] if status else "not marked"
+    return {
+        "id": str(row.submission_id),
+        "name": row.student_name or f"Submission {str(row.submission_id)[:8]}",
+        "content": row.content,
+        "mark": mark_text(row.ai_result),
+        "feedback": (row.ai_result or {}).get("feedback") or "",
+        "status": status or "none",
+        "label": label,
+    }
+
+
+def page_url(assignment_id: str) -> str:
+    return f"/results/assignments/{quote(assignment_id, safe='')}"
+
+
+# -- handlers ---------------------------------------------------------------
+
+async def _session(request: Request) -> Session:
+    session = await current_session(request)
+    if session is None:
+        raise Unauthorized("sign in at /ai-queue/login first")
+    return session
+
+
+def _assignment(request: Request) -> str:
+    return service.parse_assignment_id(request.path_params["assignment_id"])
+
+
+def _answer(request: Request, assignment_id: str, body: dict[str, Any],
+            background: BackgroundTask | None = None) -> Response:
+    # fetch() from the page asks for JSON; a plain form post goes back to the page.
+    if "application/json" in request.headers.get("accept", ""):
+        return JSONResponse(body, background=background)
+    return RedirectResponse(page_url(assignment_id), status_code=303, background=background)
+
+
+async def page(request: Request) -> Response:
+    session = await current_session(request)
+    if session is None:
+        return login_redirect(request)
+    rt = await runtime(request)
+    assignment_id = _assignment(request)
+    data = await teacher.load(rt, assignment_id)
+    base = page_url(assignment_id)
+    payload = data.info.payload if data.info else {}
+    live = {
+        "assignment_id": assignment_id,
+        "token": rt.tokens.events(assignment_id),
+        "cursor": str(data.cursor),
+        "urls": {"progress": f"{base}/progress", "token": f"{base}/events-token",
+                 "submission": f"{base}/submissions/"},
+    }
+    return render(
+        "results.html",
+        assignment_id=assignment_id,
+        title=data.info.title if data.info and data.info.title else assignment_id,
+        question=payload.get("question"),
+        rubric=payload.get("rubric"),
+        max_score=payload.get("max_score"),
+        can_mark=data.info is not None,
+        rows=[row_view(r) for r in data.rows],
+        progress=progress_view(data.progress),
+        csrf=session.csrf,
+        base=base,
+        live=live,
+    )
+
+
+async def mark(request: Request) -> Response:
+    session = await _session(request)
+    form = await read_form(request)
+    check_csrf(session, form)
+    rt = await runtime(request)
+    assignment_id = _assignment(request)
+    raw = form.get("submission_id")
+    submission_id = service.parse_uuid(raw, "submission") if raw else None
+    answer = await teacher.mark(rt, assignment_id, submission_id)
+    # Start the chain after answering, inside this invocation (as the enqueue API does).
+    kick = BackgroundTask(loop.safe_step, rt) if answer["enqueued"] else None
+    return _answer(request, assignment_id, answer, kick)
+
+
+async def cancel(request: Request) -> Response:
+    session = await _session(request)
+    check_csrf(session, await read_form(request))
+    rt = await runtime(request)
+    assignment_id = _assignment(request)
+    answer = await progress.cancel_assignment(rt, assignment_id, actor="teacher")
+    return _answer(request, assignment_id, answer)
+
+
+async def progress_json(request: Request) -> Response:
+    await _session(request)
+    rt = await runtime(request)
+    p = await progress.assignment_progress(rt, _assignment(request))
+    return JSONResponse(progress_view(p), headers={"cache-control": "no-store"})
+
+
+async def events_token(request: Request) -> Response:
+    await _session(request)
+    rt = await runtime(request)
+    return JSONResponse({"token": rt.tokens.events(_assignment(request))},
+                        headers={"cache-control": "no-store"})
+
+
+async def submission(request: Request) -> Response:
+    await _session(request)
+    rt = await runtime(request)
+    submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
+    body = await teacher.submission(rt, _assignment(request), submission_id)
+    body["mark"] = mark_text(body)
+    return JSONResponse(body, headers={"cache-control": "no-store"})
+
+
+ROUTES = [
+    Route("/results/assignments/{assignment_id}", page, methods=["GET"]),
+    Route("/results/assignments/{assignment_id}/mark", mark, methods=["POST"]),
+    Route("/results/assignments/{assignment_id}/cancel", cancel, methods=["POST"]),
+    Route("/results/assignments/{assignment_id}/progress", progress_json, methods=["GET"]),
+    Route("/results/assignments/{assignment_id}/events-token", events_token, methods=["GET"]),
+    Route("/results/assignments/{assignment_id}/submissions/{submission_id}", submission,
+          methods=["GET"]),
+]

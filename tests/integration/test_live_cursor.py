@@ -1,0 +1,123 @@
+"""The live-events cursor against concurrent transactions that commit out of id order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from aiqueue.rows import EventBatch, EventCursor, MarkingEvent
+from aiqueue.store import Store, connect_pool
+from tests.conftest import add_submissions
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    s = Store(await connect_pool(db_url, max_size=4))
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def other(db_url: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(db_url)
+    yield connection
+    await connection.close()
+
+
+async def drain(store: Store, cursor: EventCursor, want: int) -> list[MarkingEvent]:
+    """Read until `want` events came (other sessions on the server may hold xmin back a moment)."""
+    got: list[MarkingEvent] = []
+    deadline = time.monotonic() + 10
+    while len(got) < want and time.monotonic() < deadline:
+        batch = await store.events_after("hw-1", cursor, 100)
+        got += batch.events
+        if batch.events:
+            cursor = batch.events[-1].cursor
+        else:
+            await asyncio.sleep(0.05)
+    return got
+
+
+async def cancel(conn: asyncpg.Connection, queue_id: object) -> None:
+    await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled' WHERE queue_id = $1",
+                       queue_id)
+
+
+async def test_a_new_subscriber_starts_after_what_is_already_committed(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 2)
+    await store.enqueue(ids[:1], "hw-1", 0, {})
+    head = await store.events_head()
+    await store.enqueue(ids[1:], "hw-1", 0, {})
+    got = await drain(store, head, 1)
+    if got[-1].submission_id != ids[1]:
+        got += await drain(store, got[-1].cursor, 1)
+    # What committed before the head is normally behind it (only a transaction
+    # of another session still open then could make it come again): never lost.
+    assert got[-1].submission_id == ids[1]
+    assert (await store.events_after("hw-1", got[-1].cursor, 100)).events == []
+
+
+async def test_an_event_that_commits_after_a_newer_id_is_not_skipped(
+    store: Store, conn: asyncpg.Connection, other: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 2)
+    start = await store.events_head()
+    q1, q2 = (await store.enqueue(ids, "hw-1", 0, {})).queue_ids
+    pending = await drain(store, start, 2)
+    cursor = pending[-1].cursor
+    tx = conn.transaction()
+    await tx.start()
+    await cancel(conn, q1)  # takes the smaller event id, commits last
+    await cancel(other, q2)  # the larger id, committed first
+    visible = await other.fetch(
+        "SELECT id, queue_id FROM ai_marking_events WHERE status = 'cancelled'")
+    assert [r["queue_id"] for r in visible] == [q2]  # what a bare id cursor would pass by
+    held: EventBatch = await store.events_after("hw-1", cursor, 100)
+    assert held.events == [] and held.held_back
+    await tx.commit()
+    after = await drain(store, cursor, 2)
+    assert [(e.queue_id, e.status) for e in after] == [(q1, "cancelled"), (q2, "cancelled")]
+    ids_in_order = [e.cursor.id for e in after]
+    assert ids_in_order == sorted(ids_in_order)
+
+
+async def test_an_older_transaction_with_a_newer_id_is_ordered_by_transaction(
+    store: Store, conn: asyncpg.Connection, other: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 2)
+    start = await store.events_head()
+    q1, q2 = (await store.enqueue(ids, "hw-1", 0, {})).queue_ids
+    cursor = (await drain(store, start, 2))[-1].cursor
+    tx = conn.transaction()
+    await tx.start()
+    await conn.fetchval("SELECT pg_current_xact_id()")  # the older transaction id
+    await cancel(other, q2)  # smaller event id, newer transaction, committed
+    assert (await store.events_after("hw-1", cursor, 100)).held_back
+    await cancel(conn, q1)  # larger event id, older transaction
+    await tx.commit()
+    after = await drain(store, cursor, 2)
+    assert [e.queue_id for e in after] == [q1, q2]
+    assert after[0].cursor.id > after[1].cursor.id and after[0].cursor < after[1].cursor
+    # And nothing comes twice from the new position.
+    assert (await store.events_after("hw-1", after[-1].cursor, 100)).events == []
+
+
+async def test_events_after_reads_the_cursor_index(conn: asyncpg.Connection, store: Store):
+    await conn.execute("SET enable_seqscan = off")
+    plan = await conn.fetch("EXPLAIN " + store.sql["live_events_after"], "hw-1", "1", 0, 10)
+    text = "\n".join(r[0] for r in plan)
+    assert "ai_marking_events_cursor_idx" in text, text
+
+
+def test_cursor_round_trips_and_rejects_foreign_ids():
+    cursor = EventCursor(812, 4051)
+    assert str(cursor) == "812-4051" and EventCursor.parse(" 812-4051 ") == cursor
+    for bad in ("", "42", "a-b", "1-2-3", "-1-2", "1-" + "9" * 30):
+        assert EventCursor.parse(bad) is None
+    assert EventCursor(1, 99) < EventCursor(2, 1)

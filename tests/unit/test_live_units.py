@@ -1,0 +1,148 @@
+"""Live events, ETA and the results page's view helpers, without I/O."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+from aiqueue.errors import SettingsError, StoreError
+from aiqueue.live import EventHub, LiveConfig, format_event, stream
+from aiqueue.models import QueueId, SubmissionId
+from aiqueue.progress import eta_seconds, progress_json, status_json
+from aiqueue.rows import EventBatch, EventCursor, MarkingEvent, RunProgress, SubmissionStatus
+from aiqueue.web.results import fmt_eta, mark_text, progress_view
+
+
+def event(n: int, status: str = "pending", summary: dict[str, float] | None = None
+          ) -> MarkingEvent:
+    return MarkingEvent(EventCursor(100, n), QueueId(uuid.uuid4()), SubmissionId(uuid.uuid4()),
+                        status, summary)  # type: ignore[arg-type]
+
+
+@dataclass
+class FakeFeed:
+    """Implements the store's events_after over a list that tests append to."""
+
+    events: list[MarkingEvent] = field(default_factory=list)
+    fail: bool = False
+    reads: int = 0
+
+    async def events_after(self, assignment_id: str, cursor: EventCursor, limit: int
+                           ) -> EventBatch:
+        self.reads += 1
+        if self.fail:
+            raise StoreError("database error: ConnectionResetError")
+        after = [e for e in self.events if e.cursor > cursor][:limit]
+        return EventBatch(after, held_back=False, full=len(after) == limit)
+
+
+async def collect(feed: FakeFeed, hub: EventHub, cursor: EventCursor) -> list[str]:
+    return [chunk async for chunk in stream(feed, hub, "hw-1", cursor)]  # type: ignore[arg-type]
+
+
+def test_eta_counts_rounds_through_the_slots():
+    assert eta_seconds(0, 1, 10.0) == 10.0
+    assert eta_seconds(3, 1, 10.0) == 40.0
+    assert eta_seconds(3, 2, 10.0) == 20.0
+    assert eta_seconds(50, 0, 10.0) == 10.0  # unlimited: all at once
+    assert eta_seconds(3, 1, None) is None
+
+
+def test_status_body_by_state():
+    def st(status: str, ahead: int | None = None, running: float | None = None
+           ) -> SubmissionStatus:
+        return SubmissionStatus(QueueId(uuid.uuid4()), status, 1, ahead,  # type: ignore[arg-type]
+                                running, in_flight=1)
+
+    pending = status_json(st("pending", ahead=2), cap=1, avg=5.0)
+    assert pending["queue_position"] == 3 and pending["estimated_wait_seconds"] == 20.0
+    busy = status_json(st("processing", running=2.0), cap=1, avg=5.0)
+    assert busy["queue_position"] == 0 and busy["estimated_wait_seconds"] == 3.0
+    late = status_json(st("processing", running=9.0), cap=1, avg=5.0)
+    assert late["estimated_wait_seconds"] == 0.0
+    for final in ("completed", "failed", "cancelled"):
+        body = status_json(st(final), cap=1, avg=5.0)
+        assert body["queue_position"] is None and body["estimated_wait_seconds"] is None
+
+
+def test_progress_text_and_percent():
+    p = RunProgress(uuid.uuid4(), total=48, pending=20, processing=1, completed=23, failed=2,
+                    cancelled=2, last_position=20, youngest_running_seconds=1.0, in_flight=1)
+    body = progress_view(progress_json(p, cap=1, avg=6.0))
+    assert body["estimated_remaining_seconds"] == 126.0
+    assert body["text"] == "23 of 48 marked (2 failed, 2 cancelled) — about 2 min left"
+    assert body["percent"] == 56 and body["active"]
+    done = RunProgress(uuid.uuid4(), 48, 0, 0, 48, 0, 0, None, None, 0)
+    assert progress_view(progress_json(done, 1, 6.0)) == {
+        **progress_json(done, 1, 6.0), "percent": 100, "active": False,
+        "text": "48 of 48 marked"}
+    assert fmt_eta(None) == "estimating time left" and fmt_eta(20) == "less than a minute left"
+    assert mark_text({"score": 7.0, "max_score": 10}) == "7 / 10" and mark_text(None) == ""
+
+
+def test_an_sse_event_carries_its_cursor_and_the_score_only_when_completed():
+    done = format_event(event(7, "completed", {"score": 4, "max_score": 6}))
+    lines = done.splitlines()
+    assert lines[0] == "id: 100-7" and lines[1] == "event: marking" and done.endswith("\n\n")
+    data = json.loads(lines[2].removeprefix("data: "))
+    assert data["status"] == "completed" and data["result"] == {"score": 4, "max_score": 6}
+    assert "result" not in json.loads(format_event(event(8)).splitlines()[2][6:])
+
+
+def test_live_config_from_the_environment():
+    assert LiveConfig.from_env({}).max_seconds == 250
+    assert LiveConfig.from_env({"VERCEL": "1"}).max_seconds < 60
+    cfg = LiveConfig.from_env({"QUEUE_EVENTS_MAX_SECONDS": "5",
+                               "QUEUE_EVENTS_HEARTBEAT_SECONDS": "40"})
+    assert cfg.max_seconds == 5 and cfg.heartbeat_seconds == 15  # a heartbeat at least every 15 s
+    for bad in ("soon", "0", "-3", "1e9"):
+        with pytest.raises(SettingsError, match="QUEUE_EVENTS_POLL_SECONDS"):
+            LiveConfig.from_env({"QUEUE_EVENTS_POLL_SECONDS": bad})
+
+
+async def test_a_stream_heartbeats_and_ends_at_its_time_limit():
+    hub = EventHub(None, LiveConfig(max_seconds=0.5, heartbeat_seconds=0.1, poll_seconds=0.05))
+    feed = FakeFeed([event(1), event(2)])
+    chunks = await collect(feed, hub, EventCursor(100, 0))
+    assert chunks[0].startswith("retry: ")
+    assert [c.splitlines()[0] for c in chunks if c.startswith("id:")] == ["id: 100-1",
+                                                                          "id: 100-2"]
+    assert sum(c == ": keep-alive\n\n" for c in chunks) >= 2
+    assert feed.reads >= 5  # no LISTEN: it polled
+    assert hub.subscribers == 0
+
+
+async def test_a_stream_ends_when_the_database_fails_or_the_hub_closes():
+    hub = EventHub(None, LiveConfig(max_seconds=30, heartbeat_seconds=5, poll_seconds=5))
+    chunks = await collect(FakeFeed(fail=True), hub, EventCursor(0, 0))
+    assert len(chunks) == 1 and hub.subscribers == 0
+    task = asyncio.create_task(collect(FakeFeed(), hub, EventCursor(0, 0)))
+    await asyncio.sleep(0.05)
+    assert hub.subscribers == 1
+    await hub.close()
+    assert await asyncio.wait_for(task, 2) == [chunks[0]]
+    assert hub.subscribers == 0
+
+
+async def test_a_change_wakes_a_waiting_stream_at_once():
+    hub = EventHub(None, LiveConfig(max_seconds=30, heartbeat_seconds=10, poll_seconds=10))
+    feed = FakeFeed()
+    got: list[str] = []
+
+    async def consume() -> None:
+        async for chunk in stream(feed, hub, "hw-1", EventCursor(0, 0)):  # type: ignore[arg-type]
+            got.append(chunk)
+            if chunk.startswith("id:"):
+                return
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)
+    feed.events.append(event(1))
+    hub.wake()  # what a NOTIFY does
+    await asyncio.wait_for(task, 1)  # far below the 10 s poll
+    assert got[-1].startswith("id: 100-1")
+    assert hub.subscribers == 0
