@@ -69,8 +69,11 @@ CREATE INDEX ai_marking_queue_claim_idx
 -- At most one live row per submission; enqueue's ON CONFLICT relies on it.
 CREATE UNIQUE INDEX ai_marking_queue_active_uniq
     ON ai_marking_queue (submission_id) WHERE status IN ('pending', 'processing');
+-- The rows holding a dispatch slot (lease_at set): every processing row, and a
+-- row a late result completed while its newer dispatch is still at the
+-- function (see aiqueue_complete).  The cap counts these.
 CREATE INDEX ai_marking_queue_lease_idx
-    ON ai_marking_queue (lease_at) WHERE status = 'processing';
+    ON ai_marking_queue (lease_at) WHERE lease_at IS NOT NULL;
 CREATE INDEX ai_marking_queue_finished_idx
     ON ai_marking_queue (status, finished_at);
 CREATE INDEX ai_marking_queue_created_idx
@@ -121,7 +124,7 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
        AND (c.consecutive_failures < breaker_threshold
             OR (coalesce(c.circuit_open_until, '-infinity') <= now() AND f.n = 0))
     FROM ai_queue_control c,
-         (SELECT count(*) AS n FROM ai_marking_queue WHERE status = 'processing') f
+         (SELECT count(*) AS n FROM ai_marking_queue WHERE lease_at IS NOT NULL) f
     WHERE c.id = 1
 $$;
 
@@ -150,7 +153,7 @@ BEGIN
         RETURN;
     END IF;
     SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
-    SELECT count(*) INTO in_flight FROM ai_marking_queue p WHERE p.status = 'processing';
+    SELECT count(*) INTO in_flight FROM ai_marking_queue p WHERE p.lease_at IS NOT NULL;
     RETURN QUERY
     WITH next AS MATERIALIZED (
         -- Walks ai_marking_queue_claim_idx in dispatch order; SKIP LOCKED steps
@@ -208,8 +211,14 @@ BEGIN
     ),
     done AS (
         UPDATE ai_marking_queue q
-        SET status = 'completed', finished_at = now(), lease_at = NULL, last_error = NULL,
-            usage = p_usage, updated_at = now()
+        SET status = 'completed', finished_at = now(), last_error = NULL,
+            usage = p_usage, updated_at = now(),
+            -- A late result of an earlier dispatch: the current one is still at
+            -- the function, so the row keeps its slot until that one reports
+            -- or its lease runs out; otherwise the function would get one
+            -- job more than the cap.
+            lease_at = CASE WHEN q.status = 'processing' AND q.dispatch_seq <> p_dispatch_seq
+                            THEN q.lease_at END
         FROM row, sub
         WHERE q.queue_id = row.queue_id
         RETURNING q.queue_id
@@ -223,6 +232,12 @@ BEGIN
           AND a.kind = 'dispatch'
     )
     SELECT count(*) INTO n FROM done;
+    IF n = 0 THEN
+        -- The current dispatch of a row a late result completed: its slot is free.
+        UPDATE ai_marking_queue q SET lease_at = NULL
+        WHERE q.queue_id = p_queue_id AND q.status = 'completed'
+          AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
+    END IF;
     RETURN n > 0;
 END
 $$;
