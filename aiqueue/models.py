@@ -105,13 +105,13 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Stats:
-    """The queue's headline numbers."""
+    """The queue's headline numbers (all-time completed/cancelled None when not counted)."""
 
     pending: int
     processing: int
-    completed: int
+    completed: int | None
     failed: int
-    cancelled: int
+    cancelled: int | None
     failed_today: int
     completed_today: int
     avg_processing_seconds: float | None

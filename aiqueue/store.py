@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
@@ -271,6 +272,41 @@ class Store:
 
     async def attempts_of(self, queue_id: UUID) -> list[Attempt]:
         return [Attempt.from_row(r) for r in await self._fetch("attempts_of", queue_id)]
+
+    # -- the monitoring page (sql/monitor.sql) ------------------------------
+
+    async def live_stats(self) -> Stats:
+        """The stats without the all-time completed/cancelled totals (None there)."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self.sql["monitor_serial"])
+            row = await conn.fetchrow(self.sql["monitor_stats"])
+        assert row is not None
+        return Stats.from_row(row)
+
+    async def throughput(
+        self, window_seconds: float, bucket_seconds: float
+    ) -> list[tuple[datetime, int, int]]:
+        """(bucket start, completed, failed) for every bucket of the window, oldest first."""
+        rows = await self._fetch("monitor_throughput", window_seconds, bucket_seconds)
+        return [(r["bucket"], int(r["completed"]), int(r["failed"])) for r in rows]
+
+    async def list_rows_newer(
+        self,
+        *,
+        status: Status | None,
+        assignment_id: str | None,
+        before: tuple[datetime, UUID],
+        limit: int,
+    ) -> list[QueueRow]:
+        """Up to `limit` rows newer than the cursor, nearest it first."""
+        rows = await self._fetch(
+            "monitor_rows_newer", status, assignment_id, before[0], before[1], limit
+        )
+        return [QueueRow.from_row(r) for r in rows]
+
+    async def assignment_ids(self, limit: int) -> list[str]:
+        """Distinct assignment ids in the queue, alphabetically, at most `limit`."""
+        return [r["assignment_id"] for r in await self._fetch("monitor_assignments", limit)]
 
     # == live events, queue position, the teacher page (sql/live.sql, sql/results.sql) ==
 

@@ -13,7 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from aiqueue.errors import BadRequest, TooLarge, Unauthorized
-from aiqueue.tokens import same_secret
+from aiqueue.tokens import Tokens, same_secret
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import render
 
@@ -65,10 +65,16 @@ async def read_form(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in fields.items()}
 
 
+def session_from_cookie(tokens: Tokens, cookie: str | None, *, now: float | None = None
+                        ) -> Session | None:
+    """The session a cookie proves: signed by us and younger than SESSION_MAX_AGE."""
+    data = tokens.verify_session(cookie, max_age=SESSION_MAX_AGE, now=now)
+    return Session(*data) if data else None
+
+
 async def current_session(request: Request) -> Session | None:
     rt = await runtime(request)
-    data = rt.tokens.verify_session(request.cookies.get(COOKIE), max_age=SESSION_MAX_AGE)
-    return Session(*data) if data else None
+    return session_from_cookie(rt.tokens, request.cookies.get(COOKIE))
 
 
 def login_redirect(request: Request) -> RedirectResponse:
@@ -82,15 +88,16 @@ def check_csrf(session: Session, form: dict[str, str]) -> None:
         raise Unauthorized("the form's CSRF token is missing or wrong; reload the page")
 
 
-def _safe_next(value: str | None) -> str:
+def safe_next(value: str | None) -> str:
     # Only same-site paths: never redirect off to another host after login.
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+    if (value and value.startswith("/") and not value.startswith("//") and "\\" not in value
+            and value.isprintable() and not any(c.isspace() for c in value)):
         return value
     return "/ai-queue"
 
 
 async def login_page(request: Request) -> Response:
-    return render("login.html", next=_safe_next(request.query_params.get("next")), error=None)
+    return render("login.html", next=safe_next(request.query_params.get("next")), error=None)
 
 
 async def login(request: Request) -> Response:
@@ -99,7 +106,7 @@ async def login(request: Request) -> Response:
     key = request.client.host if request.client else "unknown"
     now = time.monotonic()
     form = await read_form(request)
-    target = _safe_next(form.get("next"))
+    target = safe_next(form.get("next"))
     if throttle.blocked(key, now):
         return render("login.html", status_code=429, next=target,
                       error="Too many failed attempts. Wait a few minutes and try again.")

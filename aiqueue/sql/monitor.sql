@@ -1,0 +1,89 @@
+-- The operator page's own statements (/ai-queue), as named blocks.
+-- Loaded with queries.sql; names must not repeat any there.
+
+-- monitor_stats --
+-- The page's live header: `stats` (queries.sql) minus the all-time completed and
+-- cancelled totals, the only figures that grow with the table (the JSON twin
+-- still counts them).  Every other figure reads an index range proportional to
+-- what it counts: the backlog, today's finished rows, and for the timings the
+-- latest (at most 20,000) completions of the last 24 h, an index-only scan of
+-- ai_marking_queue_completed_idx (migration 0002).  Timings are float8
+-- (date_part), not numeric: the p95 sort is the dearest part.  Keep the timing
+-- subquery identical to the one in `stats`: page and JSON must agree.
+SELECT
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending') AS pending,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS processing,
+    NULL::bigint AS completed,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed') AS failed,
+    NULL::bigint AS cancelled,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
+        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AS failed_today,
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'
+        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AS completed_today,
+    t.avg_seconds, t.p95_seconds,
+    (SELECT date_part('epoch', now() - min(created_at))
+     FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
+FROM (
+    SELECT avg(d) AS avg_seconds,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY d) AS p95_seconds
+    FROM (SELECT date_part('epoch', finished_at - started_at) AS d
+          FROM ai_marking_queue
+          WHERE status = 'completed' AND finished_at >= now() - interval '24 hours'
+            AND started_at IS NOT NULL
+          ORDER BY finished_at DESC
+          LIMIT 20000) recent
+) t;
+
+-- monitor_serial --
+-- For the statement after it, in the same transaction: the stats are a dozen
+-- small index scans, and starting parallel workers for them costs more than they
+-- save (measured at 1,000,000 rows, bench/monitor.py).  SET LOCAL ends with the
+-- transaction, so nothing leaks through a transaction pooler.
+SET LOCAL max_parallel_workers_per_gather = 0;
+
+-- monitor_throughput --
+-- Rows that ended completed or failed per bucket of $2 seconds over the last $1
+-- seconds: UTC-aligned buckets, oldest first, empty ones included so the chart
+-- needs no gap filling.  Counting ended rows (not attempts) keeps the chart's sums
+-- equal to the "today" figures.  Each bucket is two index-only range counts on
+-- the (status, finished_at) index: cost follows the day's throughput, never the
+-- table's size, and beats date_bin + hash aggregation over the whole day 2:1.
+SELECT s.bucket,
+       (SELECT count(*) FROM ai_marking_queue q
+        WHERE q.status = 'completed' AND q.finished_at >= s.bucket
+          AND q.finished_at < s.bucket + b.step) AS completed,
+       (SELECT count(*) FROM ai_marking_queue q
+        WHERE q.status = 'failed' AND q.finished_at >= s.bucket
+          AND q.finished_at < s.bucket + b.step) AS failed
+FROM (SELECT date_bin(make_interval(secs => $2::float8), now(), TIMESTAMPTZ 'epoch') AS last,
+             make_interval(secs => $2::float8) AS step) b
+CROSS JOIN LATERAL generate_series(
+    b.last - (ceil($1::float8 / $2::float8)::integer - 1) * b.step, b.last, b.step) AS s (bucket)
+ORDER BY s.bucket;
+
+-- monitor_rows_newer --
+-- The page just before a keyset cursor (the newer rows), nearest the cursor
+-- first; the caller reverses it.  Mirrors list_rows, walking its index upward.
+SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
+       created_at, updated_at, started_at, finished_at, priority
+FROM ai_marking_queue
+WHERE ($1::text IS NULL OR status = $1)
+  AND ($2::text IS NULL OR assignment_id = $2)
+  AND (created_at, queue_id) > ($3::timestamptz, $4::uuid)
+ORDER BY created_at, queue_id
+LIMIT $5;
+
+-- monitor_assignments --
+-- Distinct assignment ids for the filter's suggestions without reading every row:
+-- a loose index scan hopping along (assignment_id, created_at), one probe per value.
+WITH RECURSIVE a AS (
+    (SELECT assignment_id FROM ai_marking_queue ORDER BY assignment_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.assignment_id FROM ai_marking_queue q
+            WHERE q.assignment_id > a.assignment_id
+            ORDER BY q.assignment_id LIMIT 1)
+    FROM a WHERE a.assignment_id IS NOT NULL
+)
+SELECT assignment_id FROM a WHERE assignment_id IS NOT NULL LIMIT $1;

@@ -1,0 +1,313 @@
+"""The operator's /ai-queue page: stats, throughput, the queue table, row history, actions.
+
+Every route needs the login session (auth.py); every POST also its CSRF token.
+Reading goes through the same service code as the JSON twins in api.py
+(observe.stats_json, service.retry_row, service.parse_status); nothing here
+ever reads submission content, results or feedback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from markupsafe import Markup
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from aiqueue import logs, loop, observe, service
+from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
+from aiqueue.models import STATUSES, QueueRow, Status
+from aiqueue.runtime import Runtime
+from aiqueue.web import views
+from aiqueue.web.auth import (
+    Session,
+    check_csrf,
+    current_session,
+    login_redirect,
+    read_form,
+    safe_next,
+)
+from aiqueue.web.state import runtime
+from aiqueue.web.templating import environment, render
+
+PATH = "/ai-queue"
+PAGE_SIZE, MAX_PAGE_SIZE = 50, 200
+WINDOW_SECONDS, BUCKET_SECONDS = 24 * 3600, 300
+POLL_MS, CHART_POLL_MS = 4000, 60_000
+LIVE, CHART = "ai_queue_live.html", "ai_queue_chart.html"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The table's filters and page size, from the query string."""
+
+    status: Status | None
+    assignment_id: str | None
+    limit: int
+
+    @classmethod
+    def parse(cls, request: Request) -> Filters:
+        """Raise Invalid for a status, assignment or limit the page cannot show."""
+        q = request.query_params
+        raw_assignment = (q.get("assignment_id") or "").strip()
+        limit_raw = q.get("limit") or str(PAGE_SIZE)
+        if not limit_raw.isdigit() or not 1 <= int(limit_raw) <= MAX_PAGE_SIZE:
+            raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+        return cls(
+            status=service.parse_status(q.get("status")),
+            assignment_id=service.parse_assignment_id(raw_assignment) if raw_assignment else None,
+            limit=int(limit_raw),
+        )
+
+    def params(self) -> dict[str, str | None]:
+        return {"status": self.status, "assignment_id": self.assignment_id,
+                "limit": str(self.limit) if self.limit != PAGE_SIZE else None}
+
+
+async def _rows(
+    rt: Runtime, f: Filters, after: views.Cursor | None, before: views.Cursor | None
+) -> tuple[list[QueueRow], bool, bool]:
+    """One page of rows, newest first, and whether newer / older pages exist."""
+    if before is not None:
+        newer = await rt.store.list_rows_newer(
+            status=f.status, assignment_id=f.assignment_id, before=before, limit=f.limit + 1)
+        if len(newer) > f.limit:
+            return list(reversed(newer[: f.limit])), True, True
+        after = None  # less than a page above the cursor: show the first page
+    rows = await rt.store.list_rows(
+        status=f.status, assignment_id=f.assignment_id, limit=f.limit + 1, after=after)
+    return rows[: f.limit], after is not None, len(rows) > f.limit
+
+
+async def _live_context(rt: Runtime, session: Session, request: Request, f: Filters
+                        ) -> dict[str, Any]:
+    """Everything the live part (stats, table) renders; queries run concurrently."""
+    q = request.query_params
+    after, before = views.decode_cursor(q.get("after")), views.decode_cursor(q.get("before"))
+    s = rt.settings
+    stats, control, (rows, has_newer, has_older) = await asyncio.gather(
+        observe.stats_json(rt, totals=False),
+        rt.store.control(s.breaker_threshold),
+        _rows(rt, f, after, None if after else before),
+    )
+    now = datetime.now(UTC)
+    here = views.page_url(PATH, {**f.params(), "after": q.get("after"), "before": q.get("before")})
+    return {
+        "header": views.header(stats, now, paused_by=control.paused_by,
+                               paused_at=control.paused_at),
+        "rows": [views.table_row(r, now, s.max_attempts) for r in rows],
+        "paging": views.paging(PATH, f.params(), rows, has_newer=has_newer,
+                               has_older=has_older),
+        "filters": f,
+        "csrf": session.csrf,
+        "back": here,
+    }
+
+
+async def _chart_context(rt: Runtime) -> dict[str, Any]:
+    buckets = await rt.store.throughput(WINDOW_SECONDS, BUCKET_SECONDS)
+    return {"chart": views.chart(buckets, bucket_seconds=BUCKET_SECONDS)}
+
+
+def _render(template: str, context: dict[str, Any]) -> tuple[Markup, str]:
+    """A fragment as HTML and its ETag, so polls can answer 304 when unchanged."""
+    html = environment().get_template(template).render(**context)
+    return Markup(html), '"' + hashlib.sha256(html.encode()).hexdigest()[:20] + '"'
+
+
+async def page(request: Request) -> Response:
+    session = await current_session(request)
+    if session is None:
+        return login_redirect(request)
+    try:
+        f = Filters.parse(request)
+    except Invalid as exc:
+        return _error_page(400, exc.detail)
+    rt = await runtime(request)
+    live, chart, assignments = await asyncio.gather(
+        _live_context(rt, session, request, f), _chart_context(rt),
+        rt.store.assignment_ids(500))
+    live_html, etag = _render(LIVE, live)
+    chart_html, chart_etag = _render(CHART, chart)
+    q = request.query_params
+    fragment_url = views.page_url(f"{PATH}/fragment", {
+        **f.params(), "after": q.get("after"), "before": q.get("before")})
+    notice = views.notice_text(q.get("notice"), n=q.get("n"), row=q.get("row"))
+    return render("ai_queue.html", **live, live_html=live_html, etag=etag,
+                  chart_html=chart_html, chart_etag=chart_etag, user=session.user,
+                  statuses=STATUSES, assignments=assignments, fragment_url=fragment_url,
+                  poll_ms=POLL_MS, chart_poll_ms=CHART_POLL_MS, notice=notice)
+
+
+async def fragment(request: Request) -> Response:
+    """The live stats and table (or, with ?part=chart, the chart) for the page's polls.
+
+    304 when the client already has this version (If-None-Match).
+    """
+    session = await current_session(request)
+    if session is None:
+        return login_redirect(request)
+    rt = await runtime(request)
+    if request.query_params.get("part") == "chart":
+        html, etag = _render(CHART, await _chart_context(rt))
+    else:
+        try:
+            f = Filters.parse(request)
+        except Invalid as exc:
+            return _error_page(400, exc.detail)
+        html, etag = _render(LIVE, await _live_context(rt, session, request, f))
+    headers = {"etag": etag, "cache-control": "no-store"}
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers=headers)
+    return HTMLResponse(html, headers={**headers, "x-content-type-options": "nosniff"})
+
+
+async def row_detail(request: Request) -> Response:
+    session = await current_session(request)
+    if session is None:
+        return login_redirect(request)
+    rt = await runtime(request)
+    queue_id = _queue_id(request)
+    row = await rt.store.get_row(queue_id) if queue_id else None
+    if row is None or queue_id is None:
+        return _error_page(404, "There is no queue row with this id (it may have been pruned).")
+    attempts = await rt.store.attempts_of(queue_id)
+    now = datetime.now(UTC)
+    q = request.query_params
+    return render(
+        "ai_queue_row.html", user=session.user, csrf=session.csrf,
+        row=views.table_row(row, now, rt.settings.max_attempts),
+        times=views.row_times(row), priority=row.priority,
+        history=[views.history_entry(a) for a in attempts],
+        back=f"{PATH}/rows/{queue_id}",
+        notice=views.notice_text(q.get("notice"), n=q.get("n"), row=q.get("row")),
+    )
+
+
+# -- actions ------------------------------------------------------------------
+
+Action = Callable[[Runtime, str, Request, dict[str, str]], Awaitable[dict[str, str]]]
+
+
+async def _act(request: Request, action: Action) -> Response:
+    """Session, CSRF, the action, then back to the page with a notice; kicks the chain."""
+    session = await current_session(request)
+    if session is None:
+        return RedirectResponse(f"{PATH}/login?next={PATH}", status_code=303)
+    form = await read_form(request)
+    try:
+        check_csrf(session, form)
+    except Unauthorized:
+        return _error_page(403, "This form's security token is missing or out of date. "
+                                "Nothing was changed; reload the page and try again.")
+    rt = await runtime(request)
+    notice = await action(rt, session.user, request, form)
+    target = views.with_params(safe_next(form.get("back")), notice)
+    # The action may have freed work (retry, resume): run a process step after answering.
+    return RedirectResponse(target, status_code=303,
+                            background=BackgroundTask(loop.safe_step, rt))
+
+
+def _queue_id(request: Request) -> UUID | None:
+    try:
+        return service.parse_uuid(request.path_params["queue_id"], "queue row")
+    except NotFound:
+        return None
+
+
+def _form_assignment(form: dict[str, str]) -> str | None:
+    raw = form.get("assignment_id", "").strip()
+    try:
+        return service.parse_assignment_id(raw) if raw else None
+    except Invalid:
+        return None
+
+
+async def _retry_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
+                     ) -> dict[str, str]:
+    queue_id = _queue_id(request)
+    if queue_id is None:
+        return {"notice": "missing"}
+    try:
+        await service.retry_row(rt, queue_id, actor)
+    except NotFound:
+        return {"notice": "missing"}
+    except Conflict:
+        return {"notice": "not_failed", "row": str(queue_id)}
+    return {"notice": "retried", "row": str(queue_id)}
+
+
+async def _cancel_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
+                      ) -> dict[str, str]:
+    queue_id = _queue_id(request)
+    if queue_id is None or not await rt.store.cancel_row(queue_id, actor):
+        return {"notice": "not_pending", "row": str(queue_id or "")}
+    logs.event("operator", reason="cancel", queue_id=queue_id)
+    return {"notice": "cancelled", "row": str(queue_id)}
+
+
+async def _retry_all(rt: Runtime, actor: str, request: Request, form: dict[str, str]
+                     ) -> dict[str, str]:
+    assignment = _form_assignment(form)
+    n = await rt.store.retry_all_failed(assignment, actor)
+    logs.event("operator", reason="retry_all", assignment_id=assignment, count=n)
+    return {"notice": "retried_all", "n": str(n)}
+
+
+async def _cancel_pending(rt: Runtime, actor: str, request: Request, form: dict[str, str]
+                          ) -> dict[str, str]:
+    assignment = _form_assignment(form)
+    if assignment is None:
+        return {"notice": "missing_assignment"}
+    n = await rt.store.cancel_assignment(assignment, actor)
+    logs.event("operator", reason="cancel_assignment", assignment_id=assignment, count=n)
+    return {"notice": "cancelled_all", "n": str(n)}
+
+
+async def _pause(rt: Runtime, actor: str, request: Request, form: dict[str, str]
+                 ) -> dict[str, str]:
+    await rt.store.set_paused(True, actor)
+    logs.event("operator", reason="pause")
+    return {"notice": "paused"}
+
+
+async def _resume(rt: Runtime, actor: str, request: Request, form: dict[str, str]
+                  ) -> dict[str, str]:
+    await rt.store.set_paused(False, actor)
+    logs.event("operator", reason="resume")
+    return {"notice": "resumed"}
+
+
+def _route(action: Action) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        return await _act(request, action)
+
+    endpoint.__name__ = action.__name__.lstrip("_")
+    return endpoint
+
+
+def _error_page(status: int, message: str) -> Response:
+    titles = {400: "Bad request", 403: "Forbidden", 404: "Not found"}
+    return render("ai_queue_error.html", status_code=status, title=titles.get(status, "Error"),
+                  message=message)
+
+
+ROUTES = [
+    Route(PATH, page, methods=["GET"]),
+    Route(f"{PATH}/fragment", fragment, methods=["GET"]),
+    Route(f"{PATH}/rows/{{queue_id}}", row_detail, methods=["GET"]),
+    Route(f"{PATH}/rows/{{queue_id}}/retry", _route(_retry_one), methods=["POST"]),
+    Route(f"{PATH}/rows/{{queue_id}}/cancel", _route(_cancel_one), methods=["POST"]),
+    Route(f"{PATH}/retry-failed", _route(_retry_all), methods=["POST"]),
+    Route(f"{PATH}/cancel-pending", _route(_cancel_pending), methods=["POST"]),
+    Route(f"{PATH}/pause", _route(_pause), methods=["POST"]),
+    Route(f"{PATH}/resume", _route(_resume), methods=["POST"]),
+]

@@ -1,0 +1,426 @@
+"""Pure view helpers for /ai-queue: formatting, chart geometry, paging links.
+
+No I/O here: the page handlers fetch, these turn values into what the
+templates print, and the tests import them directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+from uuid import UUID
+
+from aiqueue.models import Attempt, QueueRow
+
+DASH = "—"
+Cursor = tuple[datetime, UUID]
+
+
+def fmt_age(seconds: float | None) -> str:
+    """How long ago / how old, in at most two units: '42s', '3m 4s', '2h 5m', '3d 4h'."""
+    if seconds is None:
+        return DASH
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A processing time: '850 ms', '12.3 s', '2m 05s', '1h 02m'."""
+    if seconds is None:
+        return DASH
+    s = max(0.0, seconds)
+    if round(s * 1000) < 1000:
+        return f"{round(s * 1000)} ms"
+    if s < 60:
+        return f"{s:.1f} s"
+    whole = round(s)
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def fmt_time(value: datetime | None) -> str:
+    """A timestamp in UTC, to the second."""
+    if value is None:
+        return DASH
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_in_flight(processing: int, cap: int) -> str:
+    """'1 / 1 in flight'; a cap of 0 means unlimited."""
+    return f"{processing} / {cap if cap > 0 else '∞'} in flight"
+
+
+# -- the stats header -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Header:
+    """The stats header, already formatted."""
+
+    in_flight: str
+    pending: int
+    processing: int
+    failed: int
+    failed_today: int
+    completed_today: int
+    avg: str
+    p95: str
+    oldest_pending: str
+    paused: bool
+    paused_text: str | None
+    circuit_state: str
+    circuit_text: str | None
+    busy_text: str | None
+
+
+def header(
+    stats: Mapping[str, Any], now: datetime, *, paused_by: str | None = None,
+    paused_at: datetime | None = None,
+) -> Header:
+    """Format the stats JSON (observe.stats_json) for the page."""
+    circuit = stats["circuit"]
+    paused = bool(stats["paused"])
+    paused_text = None
+    if paused:
+        who = f" by {paused_by}" if paused_by else ""
+        when = f" at {fmt_time(paused_at)}" if paused_at else ""
+        paused_text = f"Dispatch paused{who}{when}."
+    return Header(
+        in_flight=fmt_in_flight(stats["processing"], stats["max_in_flight"]),
+        pending=stats["pending"],
+        processing=stats["processing"],
+        failed=stats["failed"],
+        failed_today=stats["failed_today"],
+        completed_today=stats["completed_today"],
+        avg=fmt_duration(stats["avg_processing_seconds"]),
+        p95=fmt_duration(stats["p95_processing_seconds"]),
+        oldest_pending=fmt_age(stats["oldest_pending_seconds"]),
+        paused=paused,
+        paused_text=paused_text,
+        circuit_state=circuit["state"],
+        circuit_text=circuit_text(circuit, now),
+        busy_text=_busy_text(stats.get("busy_until"), now),
+    )
+
+
+def circuit_text(circuit: Mapping[str, Any], now: datetime) -> str | None:
+    """A sentence about the breaker when it is not closed, with the next probe time."""
+    failures = circuit["consecutive_failures"]
+    if circuit["state"] == "open":
+        probe = _parse_time(circuit.get("next_probe_at"))
+        when = (f"; next probe at {fmt_time(probe)} (in {fmt_age((probe - now).total_seconds())})"
+                if probe else "")
+        return f"Circuit open after {failures} failed dispatches in a row{when}."
+    if circuit["state"] == "half_open":
+        return f"Circuit half-open after {failures} failed dispatches: the next dispatch probes."
+    return None
+
+
+def _busy_text(busy_until: str | None, now: datetime) -> str | None:
+    until = _parse_time(busy_until)
+    if until is None or until <= now:
+        return None
+    return f"The function said it is busy; dispatch resumes at {fmt_time(until)}."
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+# -- the throughput chart ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bucket's stacked bar: completed at the bottom, failed on top."""
+
+    x: float
+    width: float
+    completed_y: float
+    completed_h: float
+    failed_y: float
+    failed_h: float
+    title: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    """SVG geometry for the throughput chart; empty buckets have no bar.
+
+    Each series is one SVG path (a rectangle per bar), so a busy day costs two
+    attributes, not a thousand; `bars` keep the geometry and the hover titles.
+    """
+
+    width: int
+    height: int
+    plot_height: int
+    top: int
+    step: float
+    bars: list[Bar]
+    ticks: list[tuple[float, str]]
+    y_max: int
+    completed: int
+    failed: int
+    completed_path: str
+    failed_path: str
+
+
+def nice_ceiling(value: int) -> int:
+    """The smallest 1, 2 or 5 × 10^k at or above `value` (at least 1)."""
+    if value <= 1:
+        return 1
+    power = int(10 ** math.floor(math.log10(value)))
+    for step in (1, 2, 5, 10):
+        if step * power >= value:
+            return step * power
+    return 10 * power
+
+
+def chart(
+    buckets: Sequence[tuple[datetime, int, int]],
+    *,
+    bucket_seconds: int = 300,
+    bar_width: float = 3.0,
+    plot_height: int = 100,
+    tick_hours: int = 3,
+) -> Chart:
+    """Scale (bucket start, completed, failed) to stacked SVG bars on a shared y axis."""
+    top = 8
+    y_max = nice_ceiling(max((c + f for _, c, f in buckets), default=0))
+    scale = plot_height / y_max
+    base = top + plot_height
+    inner = round(bar_width * 0.75, 2)
+    bars, ticks = [], []
+    for i, (start, completed, failed) in enumerate(buckets):
+        x = round(i * bar_width, 2)
+        second_of_day = int(start.timestamp()) % 86400
+        if second_of_day % (tick_hours * 3600) == 0:
+            ticks.append((x, _clock(second_of_day)))
+        if completed + failed == 0:
+            continue
+        ch = round(completed * scale, 2)
+        fh = round(failed * scale, 2)
+        title = (f"{_clock(second_of_day)}–{_clock(second_of_day + bucket_seconds)} UTC: "
+                 f"{completed} completed, {failed} failed")
+        bars.append(Bar(x=x, width=inner, completed_y=round(base - ch, 2), completed_h=ch,
+                        failed_y=round(base - ch - fh, 2), failed_h=fh, title=title))
+    return Chart(
+        width=math.ceil(len(buckets) * bar_width), height=base + 16, plot_height=plot_height,
+        top=top, step=bar_width, bars=bars, ticks=ticks, y_max=y_max,
+        completed=sum(c for _, c, _ in buckets), failed=sum(f for _, _, f in buckets),
+        completed_path=_path((b.x, b.completed_y, b.width, b.completed_h) for b in bars),
+        failed_path=_path((b.x, b.failed_y, b.width, b.failed_h) for b in bars),
+    )
+
+
+def _clock(second_of_day: int) -> str:
+    s = second_of_day % 86400
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}"
+
+
+def _path(rects: Iterable[tuple[float, float, float, float]]) -> str:
+    """SVG path data drawing each (x, y, width, height) rectangle; empty ones skipped."""
+    return " ".join(f"M{x:g} {y:g}h{w:g}v{h:g}h{-w:g}z" for x, y, w, h in rects if h > 0)
+
+
+# -- the queue table --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One queue row as the table prints it: identifiers, status, timings, error code."""
+
+    queue_id: str
+    submission_id: str
+    assignment_id: str
+    status: str
+    attempts: str
+    age: str
+    processing: str
+    last_error: str
+    can_retry: bool
+    can_cancel: bool
+
+
+def processing_seconds(row: QueueRow, now: datetime) -> float | None:
+    """Dispatch to end for finished rows, dispatch to now while processing."""
+    if row.started_at is None:
+        return None
+    if row.status == "processing":
+        return (now - row.started_at).total_seconds()
+    if row.status in ("completed", "failed") and row.finished_at is not None:
+        return (row.finished_at - row.started_at).total_seconds()
+    return None
+
+
+def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
+    return TableRow(
+        queue_id=str(row.queue_id),
+        submission_id=str(row.submission_id),
+        assignment_id=row.assignment_id,
+        status=row.status,
+        attempts=f"{row.attempts}/{max_attempts}",
+        age=fmt_age((now - row.created_at).total_seconds()),
+        processing=fmt_duration(processing_seconds(row, now)),
+        last_error=row.last_error or "",
+        can_retry=row.status == "failed",
+        can_cancel=row.status == "pending",
+    )
+
+
+def row_times(row: QueueRow) -> dict[str, str]:
+    """The row's timestamps, formatted, for the detail page."""
+    return {"created": fmt_time(row.created_at), "updated": fmt_time(row.updated_at),
+            "started": fmt_time(row.started_at), "finished": fmt_time(row.finished_at)}
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One line of a row's history: a dispatch and how it ended, or an operator action."""
+
+    kind: str
+    attempt: str
+    started: str
+    ended: str
+    outcome: str
+    duration: str
+    error: str
+    model: str
+    tokens: str
+    actor: str
+
+
+def history_entry(a: Attempt) -> HistoryEntry:
+    """Format an attempt; of its usage only the model name and token counts are shown."""
+    usage = a.usage or {}
+    model = usage.get("model")
+    counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens")]
+    tokens = " + ".join(str(c) for c in counts if isinstance(c, int)) if any(
+        isinstance(c, int) for c in counts) else ""
+    total = usage.get("total_tokens")
+    if not tokens and isinstance(total, int):
+        tokens = str(total)
+    if a.kind == "action":
+        outcome = a.outcome or ""
+    else:
+        outcome = a.outcome or ("in flight" if a.ended_at is None else "")
+    duration = (a.ended_at - a.started_at).total_seconds() if a.ended_at else None
+    return HistoryEntry(
+        kind=a.kind,
+        attempt=str(a.attempt) if a.kind == "dispatch" else "",
+        started=fmt_time(a.started_at),
+        ended=fmt_time(a.ended_at) if a.kind == "dispatch" else "",
+        outcome=outcome,
+        duration=fmt_duration(duration) if a.kind == "dispatch" else "",
+        error=a.error or "",
+        model=model[:100] if isinstance(model, str) else "",
+        tokens=tokens,
+        actor=a.actor or "",
+    )
+
+
+# -- keyset paging ----------------------------------------------------------
+
+
+def encode_cursor(row: QueueRow) -> str:
+    """A row's position in newest-first order, for ?after= / ?before=."""
+    # Exact microseconds, not the float: the cursor must compare equal to the row.
+    delta = row.created_at - datetime(1970, 1, 1, tzinfo=UTC)
+    micros = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return f"{micros}_{row.queue_id}"
+
+
+def decode_cursor(value: str | None) -> Cursor | None:
+    """The (created_at, queue_id) of a cursor, or None when absent or malformed."""
+    if not value or len(value) > 80:
+        return None
+    micros, _, queue_id = value.partition("_")
+    try:
+        at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(micros))
+        return at, UUID(queue_id)
+    except (ValueError, OverflowError):
+        return None
+
+
+@dataclass(frozen=True)
+class Paging:
+    """Links to the newest page, the newer page and the older page (None: no such page)."""
+
+    newest: str | None
+    newer: str | None
+    older: str | None
+
+
+def page_url(path: str, params: Mapping[str, str | None]) -> str:
+    """`path` with the non-empty params as a query string."""
+    kept = {k: v for k, v in params.items() if v}
+    return f"{path}?{urlencode(kept)}" if kept else path
+
+
+def with_params(url: str, params: Mapping[str, str]) -> str:
+    """`url` with `params` set (replacing any notice of an earlier action)."""
+    parts = urlsplit(url)
+    drop = {"notice", "n", "row", *params}
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in drop]
+    query = urlencode([*kept, *((k, v) for k, v in params.items() if v)])
+    return f"{parts.path}?{query}" if query else parts.path
+
+
+def paging(
+    path: str,
+    filters: Mapping[str, str | None],
+    rows: Sequence[QueueRow],
+    *,
+    has_newer: bool,
+    has_older: bool,
+) -> Paging:
+    """Keyset links around the rows shown (newest first)."""
+    if not rows:
+        return Paging(newest=page_url(path, filters) if has_newer else None, newer=None,
+                      older=None)
+    newer = page_url(path, {**filters, "before": encode_cursor(rows[0])}) if has_newer else None
+    older = page_url(path, {**filters, "after": encode_cursor(rows[-1])}) if has_older else None
+    return Paging(newest=page_url(path, filters) if has_newer else None, newer=newer,
+                  older=older)
+
+
+# -- notices after an action --------------------------------------------------
+
+_NOTICES = {
+    "retried": "Row {id} is pending again with fresh attempts.",
+    "not_failed": "Row {id} is not failed any more; nothing to retry.",
+    "retried_all": "{n} failed row(s) are pending again.",
+    "cancelled": "Row {id} is cancelled.",
+    "not_pending": "Row {id} is not pending; nothing to cancel.",
+    "cancelled_all": "{n} pending row(s) cancelled.",
+    "paused": "Dispatch paused. Rows stay pending until you resume.",
+    "resumed": "Dispatch resumed.",
+    "missing_assignment": "Name an assignment to cancel its pending rows.",
+    "missing": "That row no longer exists.",
+}
+
+
+def notice_text(code: str | None, *, n: str | None = None, row: str | None = None) -> str | None:
+    """The sentence for a notice code in the redirect after an action."""
+    template = _NOTICES.get(code or "")
+    if template is None:
+        return None
+    count = n if n and n.isdigit() else "0"
+    short = (row or "")[:8] if row and all(c in "0123456789abcdef-" for c in row) else "?"
+    return template.format(n=count, id=short)

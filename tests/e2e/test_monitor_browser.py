@@ -1,0 +1,192 @@
+"""/ai-queue in a real Chromium: login, stats, filter, Retry, Retry all, Pause/Resume, live."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from aiqueue.web.app import create_app
+from tests.conftest import SECRET, make_settings
+from tests.e2e.servers import ROOT, free_port, run_asgi
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+CHROMIUM = shutil.which("chromium")
+if CHROMIUM is None and not os.environ.get("AIQUEUE_REQUIRE_BROWSER"):
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium)",
+                allow_module_level=True)
+
+from playwright.async_api import Browser, Page, async_playwright, expect  # noqa: E402
+
+ARTIFACTS = ROOT / "test-artifacts"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    assert CHROMIUM is not None, "AIQUEUE_REQUIRE_BROWSER is set but chromium is missing"
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        yield b
+        await b.close()
+
+
+@pytest.fixture
+def server(db_url: str) -> Iterator[str]:
+    """The app on loopback; cap 1 with one row in flight, so retried rows stay pending."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    settings = make_settings(db_url, max_in_flight=1, app_base_url=base,
+                             callback_url=f"{base}/webhooks/ai-mark",
+                             function_url=f"http://127.0.0.1:{free_port()}/mark")
+    with run_asgi(create_app(settings), port):
+        yield base
+
+
+async def seed(conn: asyncpg.Connection) -> None:
+    """A realistic queue: a day of completions, failures of two assignments, a backlog."""
+    await conn.execute("""
+        INSERT INTO submissions (id, assignment_id, content)
+        SELECT gen_random_uuid(), CASE WHEN g % 3 = 0 THEN 'hw-2' ELSE 'hw-1' END,
+               'STUDENT-ESSAY-' || g
+        FROM generate_series(1, 180) g;
+        WITH s AS (SELECT id, assignment_id, row_number() OVER (ORDER BY id) AS g
+                   FROM submissions)
+        INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, attempts,
+            dispatch_seq, created_at, started_at, finished_at, lease_at, last_error)
+        SELECT id, assignment_id, gen_random_uuid(), st,
+               CASE st WHEN 'failed' THEN 3 WHEN 'pending' THEN 0 ELSE 1 END,
+               CASE st WHEN 'failed' THEN 3 WHEN 'pending' THEN 0 ELSE 1 END,
+               fin - interval '1 minute',
+               CASE WHEN st = 'pending' THEN NULL WHEN st = 'processing' THEN now()
+                    ELSE fin - (2 + g % 9) * interval '1 s' END,
+               CASE WHEN st IN ('completed', 'failed') THEN fin END,
+               CASE WHEN st = 'processing' THEN now() END,
+               CASE WHEN st = 'failed' THEN 'http_500' END
+        FROM s, LATERAL (SELECT
+            CASE WHEN g = 1 THEN 'processing' WHEN g <= 6 THEN 'failed'
+                 WHEN g <= 16 THEN 'pending' ELSE 'completed' END AS st,
+            now() - (g * 7) * interval '1 minute' AS fin) x;
+    """)
+
+
+async def status_counts(conn: asyncpg.Connection) -> dict[str, int]:
+    rows = await conn.fetch("SELECT status, count(*) AS n FROM ai_marking_queue GROUP BY 1")
+    return {r["status"]: r["n"] for r in rows}
+
+
+async def login(page: Page, base: str, target: str = "/ai-queue") -> None:
+    await page.goto(f"{base}{target}")
+    await expect(page).to_have_url(f"{base}/ai-queue/login?next={target}")
+    await page.fill("#password", SECRET)
+    await page.click("button[type=submit]")
+    await expect(page).to_have_url(f"{base}{target}")
+
+
+async def test_operator_path_through_the_page(
+    server: str, browser: Browser, conn: asyncpg.Connection
+):
+    await seed(conn)
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = await browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = await context.new_page()
+    page.set_default_timeout(15_000)
+    await login(page, server)
+
+    # The stats header.
+    await expect(page.locator('[data-stat="in_flight"]')).to_have_text("1 / 1 in flight")
+    await expect(page.locator('[data-stat="pending"]')).to_have_text("10")
+    assert await page.locator("#throughput svg path.c").get_attribute("d")
+    await expect(page.locator('[data-dispatch="running"]')).to_be_visible()
+
+    # Filter to failed.
+    await page.select_option("#f-status", "failed")
+    await page.click("#filters button[type=submit]")
+    await expect(page).to_have_url(f"{server}/ai-queue?status=failed&assignment_id=")
+    rows = page.locator("#queue tbody tr[data-queue-id]")
+    await expect(rows).to_have_count(5)
+    assert set(await page.locator("#queue tbody tr").evaluate_all(
+        "trs => trs.map(t => t.dataset.status)")) == {"failed"}
+    await page.screenshot(path=str(ARTIFACTS / "ai-queue-failed.png"), full_page=True)
+
+    # Retry one row: it leaves the failed view and shows as pending.
+    target = await rows.first.get_attribute("data-queue-id")
+    assert target is not None
+    await rows.first.get_by_role("button", name="Retry").click()
+    await expect(page.locator("#notice")).to_contain_text("is pending again")
+    await expect(rows).to_have_count(4)
+    await page.goto(f"{server}/ai-queue/rows/{target}")
+    await expect(page.locator("#row")).to_have_attribute("data-status", "pending")
+    await expect(page.locator('#history tr[data-kind="action"]')).to_contain_text("admin")
+    assert await conn.fetchval("SELECT status FROM ai_marking_queue WHERE queue_id = $1",
+                               uuid.UUID(target)) == "pending"
+
+    # Retry all failed (every assignment).
+    await page.goto(f"{server}/ai-queue?status=failed")
+    await page.click("#retry-all button[type=submit]")
+    await expect(page.locator("#notice")).to_have_text("4 failed row(s) are pending again.")
+    await expect(page.locator("#queue tbody tr[data-queue-id]")).to_have_count(0)
+    assert (await status_counts(conn)).get("failed", 0) == 0
+
+    # Pause, then resume.
+    await page.goto(f"{server}/ai-queue")
+    await page.get_by_role("button", name="Pause dispatch").click()
+    await expect(page.locator('[data-dispatch="paused"]')).to_contain_text("paused by admin")
+    assert await conn.fetchval("SELECT paused FROM ai_queue_control") is True
+    await page.get_by_role("button", name="Resume dispatch").click()
+    await expect(page.locator('[data-dispatch="running"]')).to_be_visible()
+    assert await conn.fetchval("SELECT paused FROM ai_queue_control") is False
+
+    # Live: a change behind the page appears without a reload.
+    await page.evaluate("window.__sameDocument = true")
+    fresh = await conn.fetchval(
+        "UPDATE ai_marking_queue SET status = 'failed', attempts = 3, last_error = 'timeout',"
+        " finished_at = now() WHERE queue_id = $1 RETURNING queue_id", uuid.UUID(target))
+    live_row = page.locator(f'#queue tr[data-queue-id="{fresh}"]')
+    await expect(live_row).to_have_attribute("data-status", "failed", timeout=12_000)
+    assert await page.evaluate("window.__sameDocument") is True
+    await expect(page.locator("#live-status")).to_contain_text("live")
+
+    content = await page.content()
+    assert "STUDENT-ESSAY" not in content
+    await page.screenshot(path=str(ARTIFACTS / "ai-queue.png"), full_page=True)
+    assert Path(ARTIFACTS / "ai-queue.png").stat().st_size > 10_000
+    await context.close()
+
+
+async def test_no_page_without_login_and_no_change_without_csrf(
+    server: str, browser: Browser, conn: asyncpg.Connection
+):
+    await seed(conn)
+    failed = await conn.fetchval("SELECT queue_id FROM ai_marking_queue WHERE status = 'failed'"
+                                 " LIMIT 1")
+    anonymous = await browser.new_context()
+    page = await anonymous.new_page()
+    for path in ("/ai-queue", f"/ai-queue/rows/{failed}", "/ai-queue/fragment"):
+        await page.goto(f"{server}{path}")
+        assert page.url.startswith(f"{server}/ai-queue/login?next=/ai-queue"), path
+        await expect(page.locator("#password")).to_be_visible()
+    await anonymous.close()
+
+    context = await browser.new_context()
+    page = await context.new_page()
+    await login(page, server)
+    before = await status_counts(conn)
+    statuses = await page.evaluate("""async (id) => {
+        const post = (path, body) => fetch(path, {method: "POST", body: new URLSearchParams(body),
+                                                   redirect: "manual"}).then(r => r.status);
+        return [await post(`/ai-queue/rows/${id}/retry`, {}),
+                await post("/ai-queue/retry-failed", {csrf_token: "forged"}),
+                await post("/ai-queue/pause", {csrf_token: ""})];
+    }""", str(failed))
+    assert statuses == [403, 403, 403]
+    assert await status_counts(conn) == before
+    assert await conn.fetchval("SELECT paused FROM ai_queue_control") is False
+    await context.close()
