@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -15,9 +16,18 @@ if TYPE_CHECKING:
 
 ItemStatus = Literal["completed", "failed", "progress"]
 MAX_ITEMS = 1000
-# A stored last_error is a short code, never the function's own words: those
-# may quote the student's answer.
-_SAFE_ERROR_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.:")
+# A stored (and logged) error is one of these codes, never the function's own
+# words: those may quote the student's answer.  A fixed vocabulary, not a
+# pattern — a one-word answer ("mitochondria", "binary_search",
+# "purple-elephant-42") looks just like a code.  functions/ai_mark's codes first.
+KNOWN_ERRORS = frozenset({
+    "invalid_input", "model_timeout", "model_unreachable", "model_bad_response",
+    "malformed_model_output", "simulated_failure", "internal_error",
+    "timeout", "rate_limited", "overloaded", "unavailable", "out_of_memory",
+    "context_length_exceeded", "content_filtered", "invalid_output", "bad_request",
+    "auth_failed",
+})
+_HTTP_ERROR = re.compile(r"model_http_[1-5][0-9][0-9]")
 
 
 @dataclass(frozen=True)
@@ -35,10 +45,9 @@ class ResultItem:
 
 def error_code(error: object) -> str:
     """A short content-free code for a function's error text."""
-    # Only a code-like word survives (e.g. "model_timeout"); free text is dropped.
     if isinstance(error, str):
         code = error.strip().lower()
-        if 0 < len(code) <= 40 and set(code) <= _SAFE_ERROR_CHARS:
+        if code in KNOWN_ERRORS or _HTTP_ERROR.fullmatch(code):
             return f"function:{code}"
     return "function_failed"
 

@@ -66,6 +66,10 @@ class Faults:
     # Fault name -> dispatch count after which it fires once for sure, so that a
     # small run still sees every kind.
     at_least_once: dict[str, int] = field(default_factory=dict)
+    # Every job's first n attempts end in a `failed` callback (retries are then due later).
+    fail_first_attempts: int = 0
+    # The `error` of failed callbacks, e.g. "{content}" to quote the answer verbatim.
+    error_template: str | None = None
 
 
 @dataclass
@@ -117,7 +121,9 @@ class MarkingFunction:
         rec = self.record
         rec.dispatches += 1
         if self.roll("http_500"):
-            return JSONResponse({"error": "boom"}, status_code=500)
+            error = f"cannot mark: {job['submission']['content']}" if self.faults.quote_content \
+                else "boom"
+            return JSONResponse({"error": error}, status_code=500)
         if self.roll("busy_429"):
             return JSONResponse({"error": "busy"}, status_code=429,
                                 headers={"retry-after": self.faults.busy_retry_after})
@@ -144,6 +150,7 @@ class MarkingFunction:
         if self.client is None:
             self.client = httpx.AsyncClient(timeout=10)
         token = {"queue_id": job["queue_id"], "token": job["callback_token"]}
+        content = job["submission"]["content"]
         if self.roll("long_work"):
             steps = max(1, int(f.long_work_seconds / f.heartbeat_seconds))
             for k in range(steps):
@@ -151,13 +158,14 @@ class MarkingFunction:
                 self.record.heartbeats += 1
                 await self.post(job["callback_url"], [{
                     **token, "status": "progress",
-                    "progress": {"current": k + 1, "total": steps, "message": "working"}}])
+                    "progress": {"current": k + 1, "total": steps, "message":
+                                 f"reading {content[:40]}" if f.quote_content else "working"}}])
         else:
             await asyncio.sleep(self.rng.uniform(*f.work_seconds))
-        content = job["submission"]["content"]
         item: dict[str, Any] = dict(token)
-        if self.roll("failed_callback"):
-            error = f"model choked on: {content}" if f.quote_content else "model_timeout"
+        if job["attempt"] <= f.fail_first_attempts or self.roll("failed_callback"):
+            error = f.error_template.format(content=content) if f.error_template else \
+                f"model choked on: {content}" if f.quote_content else "model_timeout"
             item |= {"status": "failed", "error": error}
         else:
             feedback = f"You wrote '{content}'. Good effort." if f.quote_content else "ok"
