@@ -80,6 +80,12 @@ control AS (
     UPDATE ai_queue_control
     SET busy_until = greatest(coalesce(busy_until, now()), now() + make_interval(secs => $3::float8))
     WHERE id = 1
+),
+-- A late result completed the row while this dispatch was being refused: the
+-- slot it held is free now (see aiqueue_complete).
+release AS (
+    UPDATE ai_marking_queue SET lease_at = NULL
+    WHERE queue_id = $1 AND status = 'completed' AND dispatch_seq = $2 AND lease_at IS NOT NULL
 )
 SELECT count(*) AS n FROM row;
 

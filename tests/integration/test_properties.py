@@ -363,7 +363,7 @@ def test_queue_transitions_keep_every_invariant(harness: Harness, cap: int) -> N
 # -- found by reasoning about the function-side cap, kept as regressions ---------------
 
 
-@pytest.mark.parametrize("newer_reports", ["completed", "failed", "lease_expires"])
+@pytest.mark.parametrize("newer_reports", ["completed", "failed", "busy", "lease_expires"])
 async def test_a_late_result_does_not_free_the_slot_a_newer_dispatch_still_holds(
     db_url: str, conn: asyncpg.Connection, newer_reports: str
 ) -> None:
@@ -393,6 +393,8 @@ async def test_a_late_result_does_not_free_the_slot_a_newer_dispatch_still_holds
             assert await store.attempt_failed(
                 second.queue_id, second.dispatch_seq, delay=0, retryable=True, max_attempts=3,
                 error="e", outcome="callback_failed") is None
+        elif newer_reports == "busy":  # its dispatch answered 429 after all
+            assert not await store.dispatch_busy(second.queue_id, second.dispatch_seq, 0)
         else:
             await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'"
                                " WHERE queue_id = $1", second.queue_id)
