@@ -105,13 +105,13 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Stats:
-    """The queue's headline numbers (all-time completed/cancelled None when not counted)."""
+    """The queue's headline numbers."""
 
     pending: int
     processing: int
-    completed: int | None
+    completed: int
     failed: int
-    cancelled: int | None
+    cancelled: int
     failed_today: int
     completed_today: int
     avg_processing_seconds: float | None

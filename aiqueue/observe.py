@@ -9,14 +9,9 @@ from aiqueue.runtime import Runtime
 BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
 
 
-async def stats_json(rt: Runtime, *, totals: bool = True) -> dict[str, Any]:
-    """The contract's /api/marking/stats body, plus the dispatch state.
-
-    `totals=False` (the /ai-queue page, polled every few seconds) leaves out the
-    all-time completed and cancelled counts (null): the only figures whose cost
-    grows with the table.
-    """
-    stats = await (rt.store.stats() if totals else rt.store.live_stats())
+async def stats_json(rt: Runtime) -> dict[str, Any]:
+    """The contract's /api/marking/stats body, plus the dispatch state."""
+    stats = await rt.store.stats()
     control = await rt.store.control(rt.settings.breaker_threshold)
     return {
         "pending": stats.pending,

@@ -236,7 +236,9 @@ class Store:
         return Control.from_row(row)
 
     async def stats(self) -> Stats:
-        row = await self._fetchrow("stats")
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self.sql["serial_plans"])
+            row = await conn.fetchrow(self.sql["stats"])
         assert row is not None
         return Stats.from_row(row)
 
@@ -274,14 +276,6 @@ class Store:
         return [Attempt.from_row(r) for r in await self._fetch("attempts_of", queue_id)]
 
     # -- the monitoring page (sql/monitor.sql) ------------------------------
-
-    async def live_stats(self) -> Stats:
-        """The stats without the all-time completed/cancelled totals (None there)."""
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute(self.sql["monitor_serial"])
-            row = await conn.fetchrow(self.sql["monitor_stats"])
-        assert row is not None
-        return Stats.from_row(row)
 
     async def throughput(
         self, window_seconds: float, bucket_seconds: float

@@ -159,9 +159,7 @@ async def run(dsn: str, repeats: int) -> None:
             cases: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
                 ("SELECT count(*) FROM ai_marking_queue",
                  lambda: conn.fetchval("SELECT count(*) FROM ai_marking_queue")),
-                ("page stats (stats_json, totals=False)",
-                 lambda: observe.stats_json(rt, totals=False)),
-                ("JSON stats (stats_json, with totals)", lambda: observe.stats_json(rt)),
+                ("stats (stats_json)", lambda: observe.stats_json(rt)),
                 ("throughput, 24 h in 5-min buckets", lambda: rt.store.throughput(86400, 300)),
                 ("table: newest 51 rows", lambda: rt.store.list_rows(
                     status=None, assignment_id=None, limit=51)),
@@ -183,7 +181,7 @@ async def run(dsn: str, repeats: int) -> None:
             results = [(name, await timed(fn, repeats)) for name, fn in cases]
 
             print_table(results, repeats)
-            for name in ("monitor_stats", "monitor_throughput"):
+            for name in ("stats", "monitor_throughput"):
                 sql = rt.store.sql[name]
                 args = (86400.0, 300.0) if name == "monitor_throughput" else ()
                 plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args))

@@ -182,6 +182,14 @@ events AS (
                  WHERE created_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM gate)
                  LIMIT 10000)
 ),
+-- Fold the count deltas into one row per status (the sum stays the same).
+folded AS (
+    DELETE FROM ai_marking_counts WHERE EXISTS (SELECT 1 FROM gate) RETURNING status, n
+),
+refolded AS (
+    INSERT INTO ai_marking_counts (status, n)
+    SELECT status, sum(n) FROM folded GROUP BY status
+),
 gone AS (
     DELETE FROM ai_marking_queue
     WHERE queue_id IN (
@@ -286,16 +294,21 @@ SELECT paused, paused_by, paused_at, consecutive_failures, circuit_open_until, b
 FROM ai_queue_control WHERE id = 1;
 
 -- stats --
--- Each figure reads an index: counts per status from the (status, finished_at)
--- index, "today" is the UTC day, timings over rows finished in the last 24 h (at
--- most the latest 20,000, so the p95 sort stays bounded on a busy day; the
--- /ai-queue page's monitor_stats computes them the same way).
+-- Totals per status sum the deltas in ai_marking_counts (migration 0004): no
+-- figure here counts the table.  "today" is the UTC day, an index range on
+-- (status, finished_at); timings cover the last 24 h but at most the latest
+-- 20,000 completions, an index-only scan of ai_marking_queue_completed_idx
+-- (migration 0002), so the p95 sort stays bounded on a busy day.  Timings are
+-- float8 (date_part), not numeric: the p95 sort is the dearest part.
+WITH totals AS (
+    SELECT status, sum(n)::bigint AS n FROM ai_marking_counts GROUP BY status
+)
 SELECT
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending') AS pending,
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS processing,
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed') AS completed,
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed') AS failed,
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'cancelled') AS cancelled,
+    coalesce((SELECT n FROM totals WHERE status = 'pending'), 0) AS pending,
+    coalesce((SELECT n FROM totals WHERE status = 'processing'), 0) AS processing,
+    coalesce((SELECT n FROM totals WHERE status = 'completed'), 0) AS completed,
+    coalesce((SELECT n FROM totals WHERE status = 'failed'), 0) AS failed,
+    coalesce((SELECT n FROM totals WHERE status = 'cancelled'), 0) AS cancelled,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
         AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
         AS failed_today,
@@ -303,7 +316,7 @@ SELECT
         AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
-    (SELECT extract(epoch FROM now() - min(created_at))::float8
+    (SELECT date_part('epoch', now() - min(created_at))
      FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
 FROM (
     SELECT avg(d) AS avg_seconds,
@@ -328,8 +341,15 @@ ORDER BY created_at DESC, queue_id DESC
 LIMIT $5 OFFSET $6;
 
 -- count_rows --
-SELECT count(*) AS n FROM ai_marking_queue
-WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR assignment_id = $2);
+-- Without an assignment filter the total comes from the count deltas; with
+-- one it counts that assignment's rows through its index.
+SELECT CASE WHEN $2::text IS NULL THEN
+           (SELECT coalesce(sum(n), 0) FROM ai_marking_counts
+            WHERE $1::text IS NULL OR status = $1)
+       ELSE
+           (SELECT count(*) FROM ai_marking_queue
+            WHERE assignment_id = $2 AND ($1::text IS NULL OR status = $1))
+       END::bigint AS n;
 
 -- attempts_of --
 SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,

@@ -94,7 +94,7 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
     after, before = views.decode_cursor(q.get("after")), views.decode_cursor(q.get("before"))
     s = rt.settings
     stats, control, (rows, has_newer, has_older) = await asyncio.gather(
-        observe.stats_json(rt, totals=False),
+        observe.stats_json(rt),
         rt.store.control(s.breaker_threshold),
         _rows(rt, f, after, None if after else before),
     )
