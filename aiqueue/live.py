@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from aiqueue import logs
-from aiqueue.errors import Invalid, SettingsError, StoreError
+from aiqueue.errors import Invalid, StoreError
 from aiqueue.rows import EventCursor, MarkingEvent
+from aiqueue.settings import Settings
 from aiqueue.store import ChangeListener, Store
 
 CHANNEL = "ai_marking"  # the trigger in migration 0001 notifies it on every status change
@@ -32,29 +32,13 @@ class LiveConfig:
     batch: int = 500
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> LiveConfig:
-        """Read QUEUE_EVENTS_* once; raise SettingsError naming a bad variable."""
-        env = os.environ if env is None else env
-        # vercel.json gives each function 60 s: end the stream before the platform cuts it.
-        default_max = 55.0 if env.get("VERCEL") else cls.max_seconds
+    def from_settings(cls, settings: Settings) -> LiveConfig:
+        """The streams' timing from the settings (QUEUE_EVENTS_*), read at start-up."""
         return cls(
-            max_seconds=_seconds(env, "QUEUE_EVENTS_MAX_SECONDS", default_max),
-            heartbeat_seconds=min(_seconds(env, "QUEUE_EVENTS_HEARTBEAT_SECONDS", 10.0), 15.0),
-            poll_seconds=_seconds(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0),
+            max_seconds=settings.events_max_seconds,
+            heartbeat_seconds=settings.events_heartbeat_seconds,
+            poll_seconds=settings.events_poll_seconds,
         )
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if not 0.05 <= value <= 3600:
-        raise SettingsError(f"{name} must be between 0.05 and 3600 seconds, got {raw}")
-    return value
 
 
 class EventHub:

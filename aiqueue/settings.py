@@ -43,6 +43,10 @@ class Settings:
     # The lean keep-alive transport for outgoing calls (aiqueue/transport.py);
     # off in a bare Settings() so tests get httpx's default stack, which respx mocks.
     lean_http: bool = False
+    # Live event streams (QUEUE_EVENTS_*): lifetime, heartbeat and polling period.
+    events_max_seconds: float = 250.0
+    events_heartbeat_seconds: float = 10.0
+    events_poll_seconds: float = 1.0
 
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (tests and the dev command)."""
@@ -62,7 +66,10 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
     return value
 
 
-def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+def _float(
+    env: Mapping[str, str], name: str, default: float, minimum: float,
+    maximum: float = float("inf"),
+) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -70,8 +77,9 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float) ->
         value = float(raw)
     except ValueError:
         raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if not value >= minimum or value == float("inf"):
-        raise SettingsError(f"{name} must be a finite number >= {minimum}, got {raw}")
+    if not minimum <= value <= maximum or value == float("inf"):
+        bound = f"between {minimum} and {maximum}" if maximum < float("inf") else f">= {minimum}"
+        raise SettingsError(f"{name} must be a finite number {bound}, got {raw}")
     return value
 
 
@@ -141,4 +149,11 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         production=production,
         secret_generated=generated,
         lean_http=env.get("AIQUEUE_HTTP_TRANSPORT", "lean").strip().lower() != "httpx",
+        # vercel.json gives each function 60 s: end a stream before the platform cuts it.
+        events_max_seconds=_float(env, "QUEUE_EVENTS_MAX_SECONDS",
+                                  55.0 if env.get("VERCEL") else 250.0, 0.05, 3600),
+        # The contract asks for a heartbeat at least every 15 s.
+        events_heartbeat_seconds=min(
+            _float(env, "QUEUE_EVENTS_HEARTBEAT_SECONDS", 10.0, 0.05, 3600), 15.0),
+        events_poll_seconds=_float(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600),
     )

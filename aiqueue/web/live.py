@@ -20,7 +20,7 @@ def hub_for(app: Starlette, settings: Settings) -> live.EventHub:
     """The instance's event hub, made on first use (serverless instances skip the lifespan)."""
     hub: live.EventHub | None = getattr(app.state, "live_hub", None)
     if hub is None:
-        config = getattr(app.state, "live_config", None) or live.LiveConfig.from_env()
+        config = getattr(app.state, "live_config", None) or live.LiveConfig.from_settings(settings)
         hub = live.EventHub(settings.database_direct_url, config)
         app.state.live_hub = hub
     return hub

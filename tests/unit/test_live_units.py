@@ -14,6 +14,7 @@ from aiqueue.live import EventHub, LiveConfig, format_event, stream
 from aiqueue.models import QueueId, SubmissionId
 from aiqueue.progress import eta_seconds, progress_json, status_json
 from aiqueue.rows import EventBatch, EventCursor, MarkingEvent, RunProgress, SubmissionStatus
+from aiqueue.settings import load_settings
 from aiqueue.web.results import fmt_eta, mark_text, progress_view
 
 
@@ -93,15 +94,19 @@ def test_an_sse_event_carries_its_cursor_and_the_score_only_when_completed():
     assert "result" not in json.loads(format_event(event(8)).splitlines()[2][6:])
 
 
+def live_config(env: dict[str, str]) -> LiveConfig:
+    return LiveConfig.from_settings(load_settings({"MARKING_QUEUE_SECRET": "s" * 20, **env}))
+
+
 def test_live_config_from_the_environment():
-    assert LiveConfig.from_env({}).max_seconds == 250
-    assert LiveConfig.from_env({"VERCEL": "1"}).max_seconds < 60
-    cfg = LiveConfig.from_env({"QUEUE_EVENTS_MAX_SECONDS": "5",
-                               "QUEUE_EVENTS_HEARTBEAT_SECONDS": "40"})
+    assert live_config({}).max_seconds == 250
+    assert live_config({"VERCEL": "1", "DATABASE_URL": "postgresql://x/y",
+                        "AI_MARKING_FUNCTION_URL": "https://fn"}).max_seconds < 60
+    cfg = live_config({"QUEUE_EVENTS_MAX_SECONDS": "5", "QUEUE_EVENTS_HEARTBEAT_SECONDS": "40"})
     assert cfg.max_seconds == 5 and cfg.heartbeat_seconds == 15  # a heartbeat at least every 15 s
     for bad in ("soon", "0", "-3", "1e9"):
         with pytest.raises(SettingsError, match="QUEUE_EVENTS_POLL_SECONDS"):
-            LiveConfig.from_env({"QUEUE_EVENTS_POLL_SECONDS": bad})
+            live_config({"QUEUE_EVENTS_POLL_SECONDS": bad})
 
 
 async def test_a_stream_heartbeats_and_ends_at_its_time_limit():
