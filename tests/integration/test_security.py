@@ -205,6 +205,12 @@ def expired_token(job: Job, days: float = 15) -> str:
         return Tokens(SECRET).callback(job.queue_id, job.dispatch_seq, job.attempt)
 
 
+def expired_events_token(assignment_id: str, days: float = 30) -> str:
+    with mock.patch("itsdangerous.timed.time") as clock:
+        clock.time.return_value = time.time() - days * 86400
+        return Tokens(SECRET).events(assignment_id)
+
+
 def nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 
@@ -482,6 +488,9 @@ async def test_other_api_routes_refuse_hostile_parameters(world: World) -> None:
          "/api/marking/events?assignment_id=hw-sec&token=forged", (401,)),
         ("events with another assignment's token", "GET",
          f"/api/marking/events?assignment_id=hw-sec&token={w.tokens.events('hw-other')}",
+         (401,)),
+        ("events with an expired token", "GET",
+         f"/api/marking/events?assignment_id=hw-sec&token={expired_events_token('hw-sec')}",
          (401,)),
     ]
     served = {t for _, t in routes(w)}
