@@ -165,9 +165,10 @@ class Chaos:
         self.tally.note("PostgreSQL back")
 
     def function_outage(self) -> None:
+        # Longer than the lease, so slots free up and dispatches meet the closed port.
         self.tally.note("function down (connections refused)")
-        self.host.outage(2.0)
-        self.tally.injected["function_outage_2s"] += 1
+        self.host.outage(4.0)
+        self.tally.injected["function_outage_4s"] += 1
         self.tally.note("function back")
 
     def fix_chain(self) -> None:
@@ -435,6 +436,8 @@ def _summary(chaos: Chaos, fn: MarkingFunction, events: list[dict[str, Any]], ot
     kinds["chain_request_lost"] = chain_lost
     kinds["enqueue_batch_repeated"] = t.repeated_batches
     dispatch = Counter(str(e.get("outcome")) for e in events if e.get("event") == "dispatch")
+    refusals = Counter(str(e.get("code")) for e in events
+                       if e.get("event") == "dispatch" and e.get("outcome") == "failed")
     circuit = sum(1 for e in events if e.get("event") == "circuit")
     recovered = sum(int(e.get("recovered") or 0) for e in events
                     if e.get("event") == "housekeeping")
@@ -455,7 +458,8 @@ def _summary(chaos: Chaos, fn: MarkingFunction, events: list[dict[str, Any]], ot
         f"function: {fn.record.dispatches} dispatches received, max in flight"
         f" {fn.record.max_in_flight}, {fn.record.heartbeats} heartbeats, callback answers"
         f" {dict(sorted(fn.record.callback_status.items()))}",
-        f"app: dispatch outcomes {dict(dispatch)}, circuit opened {circuit}x,"
+        f"app: dispatch outcomes {dict(dispatch)} (failed: {dict(refusals)}),"
+        f" circuit opened {circuit}x,"
         f" stuck rows recovered {recovered}, webhook items {dict(webhook)},"
         f" enqueue retries {t.enqueue_retries}",
         f"app errors by code: {dict(errors)}; non-JSON output lines: {len(other)}",
