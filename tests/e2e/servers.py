@@ -99,6 +99,10 @@ class MarkingFunction:
         self.tasks: set[asyncio.Task[None]] = set()
         self.client: httpx.AsyncClient | None = None
         self.forced: set[str] = set()
+        # Webhook URLs of every instance: like a load balancer, a callback whose
+        # instance refuses the connection is retried on another one.
+        self.failover: list[str] = []
+        self.lb = random.Random(seed + 1)
         self.app = Starlette(routes=[Route("/mark", self.mark, methods=["POST"])])
 
     def roll(self, name: str) -> bool:
@@ -156,7 +160,7 @@ class MarkingFunction:
             for k in range(steps):
                 await asyncio.sleep(f.heartbeat_seconds)
                 self.record.heartbeats += 1
-                await self.post(job["callback_url"], [{
+                await self.post(job["callback_url"], quick=True, items=[{
                     **token, "status": "progress",
                     "progress": {"current": k + 1, "total": steps, "message":
                                  f"reading {content[:40]}" if f.quote_content else "working"}}])
@@ -191,20 +195,25 @@ class MarkingFunction:
         if self.roll("duplicate_callback"):
             await self.post(job["callback_url"], [item])
 
-    async def post(self, url: str, items: list[dict[str, Any]]) -> None:
-        """Deliver like a real function: retry network errors, 429 and 5xx with backoff."""
+    async def post(self, url: str, items: list[dict[str, Any]], quick: bool = False) -> None:
+        """Deliver like a real function: retry network errors, 429 and 5xx with backoff.
+
+        `quick`: a heartbeat, worth little once late, so its retries come fast.
+        """
         assert self.client is not None
         for k in range(self.faults.callback_tries):
             try:
                 response = await self.client.post(url, json=items)
             except httpx.HTTPError:
                 response = None
+                if self.failover:
+                    url = self.lb.choice(self.failover)
             if response is not None:
                 self.record.callback_status[response.status_code] += 1
                 if response.status_code < 500 and response.status_code != 429:
                     self.record.callbacks += 1
                     return
-            await asyncio.sleep(min(0.2 * 2 ** k, 2.0))
+            await asyncio.sleep(min(0.05 * 2 ** k, 0.3) if quick else min(0.2 * 2 ** k, 2.0))
 
 
 class FunctionHost:

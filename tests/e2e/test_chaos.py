@@ -9,6 +9,8 @@ late, dropped, forged and wrong-row callbacks, heartbeating long jobs, lost
 chain requests (one instance's APP_BASE_URL points at a dead port for most of
 the run), `kill -9` of instances mid-run, a crash-restart of PostgreSQL, an
 assignment cancelled mid-run and enqueues repeated across instances.
+Callbacks go to the dispatching instance; when it refuses the connection the
+function retries on another one, as behind the load balancer of a deployment.
 
 Invariants at the end: every row `completed`, `failed` or `cancelled`; none
 `processing`; every submission has one row; no result applied twice (a
@@ -365,15 +367,16 @@ async def test_chaos_nothing_lost_nothing_twice_never_over_the_cap(
         await conn.close()
 
         host.up()
-        chaos = Chaos(cluster, dsn, host)
-        await asyncio.gather(*(asyncio.to_thread(a.start) for a in chaos.apps))
-        chaos.tally.note("3 instances up")
+        chaos = c = Chaos(cluster, dsn, host)
+        fn.failover = [f"{a.url}/webhooks/ai-mark" for a in c.apps]
+        await asyncio.gather(*(asyncio.to_thread(a.start) for a in c.apps))
+        c.tally.note("3 instances up")
         schedule: list[tuple[float, Callable[[], None]]] = [
-            (0.15, lambda: chaos.kill9(0)),  # type: ignore[union-attr]
-            (0.35, chaos.restart_postgres),
-            (0.50, chaos.function_outage),
-            (0.65, lambda: chaos.kill9(2)),  # type: ignore[union-attr]
-            (0.80, chaos.fix_chain),
+            (0.15, lambda: c.kill9(0)),
+            (0.35, c.restart_postgres),
+            (0.50, c.function_outage),
+            (0.65, lambda: c.kill9(2)),
+            (0.80, c.fix_chain),
         ]
         async with httpx.AsyncClient(timeout=30) as client:
             half = len(ids) // 2
@@ -382,8 +385,8 @@ async def test_chaos_nothing_lost_nothing_twice_never_over_the_cap(
             cancelled = await chaos.cancel(client, "hw-cancel")
             chaos.tally.injected["cancelled_rows"] = cancelled
             # The rest arrives while the faults are already under way.
-            late_enqueue = asyncio.ensure_future(_later(0.2, chaos, ids, lambda: chaos.enqueue(
-                client, ids[half:], "hw-chaos")))  # type: ignore[union-attr]
+            late_enqueue = asyncio.ensure_future(_later(0.2, c, ids, lambda: c.enqueue(
+                client, ids[half:], "hw-chaos")))
             drained = await drive(chaos, schedule, len(ids), timeout=90 + JOBS * 0.6)
             await late_enqueue
         chaos.tally.note(f"drained={drained}")
