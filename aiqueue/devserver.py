@@ -137,8 +137,10 @@ def _function_app(settings: Settings) -> tuple[_Draining, Any]:
 
 
 def _server(app: ASGIApp, host: str, port: int) -> _Server:
+    # log_config=None: uvicorn's records go through logs.setup's content-free formatter.
     return _Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                  access_log=False, lifespan="on", timeout_graceful_shutdown=3))
+                                  access_log=False, lifespan="on", timeout_graceful_shutdown=3,
+                                  log_config=None))
 
 
 async def _prepare(settings: Settings) -> int:

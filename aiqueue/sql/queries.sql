@@ -204,14 +204,19 @@ SELECT count(*) AS n FROM gone;
 
 -- next_wakeup --
 -- Seconds until something needs the process step: a due row when a slot is
--- free, the breaker or busy back-off ending, or a lease running out.
+-- free, the breaker or busy back-off ending, or a lease running out.  While a
+-- half-open breaker's probe is out, only its result (or its lease) matters.
 SELECT extract(epoch FROM least(
-    (SELECT greatest(min(run_after), (SELECT coalesce(busy_until, now()) FROM ai_queue_control),
-                     (SELECT CASE WHEN consecutive_failures >= $2 THEN circuit_open_until END
-                      FROM ai_queue_control))
+    -- greatest() skips NULLs: without a due row the whole term must be NULL.
+    (SELECT CASE WHEN min(run_after) IS NOT NULL THEN greatest(
+                min(run_after), (SELECT coalesce(busy_until, now()) FROM ai_queue_control),
+                (SELECT CASE WHEN consecutive_failures >= $2 THEN circuit_open_until END
+                 FROM ai_queue_control)) END
      FROM ai_marking_queue WHERE status = 'pending'
        AND (SELECT NOT paused FROM ai_queue_control)
-       AND ($1 = 0 OR (SELECT count(*) FROM ai_marking_queue WHERE lease_at IS NOT NULL) < $1)),
+       AND ($1 = 0 OR (SELECT count(*) FROM ai_marking_queue WHERE lease_at IS NOT NULL) < $1)
+       AND NOT ((SELECT consecutive_failures >= $2 FROM ai_queue_control)
+                AND EXISTS (SELECT 1 FROM ai_marking_queue WHERE lease_at IS NOT NULL))),
     (SELECT min(lease_at) + make_interval(secs => $3::float8)
      FROM ai_marking_queue WHERE lease_at IS NOT NULL)
 ) - now())::float8 AS seconds;

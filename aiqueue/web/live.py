@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import live, progress, service
+from aiqueue import live, loop, progress, service
 from aiqueue.errors import Unauthorized
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
@@ -68,14 +69,17 @@ async def submission_status(request: Request) -> Response:
     rt = await runtime(request)
     require_bearer(request, rt.settings.queue_secret)
     submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
-    return JSONResponse(await progress.submission_status(rt, submission_id))
+    # Someone is waiting on this queue: if its chain broke, restart it.
+    return JSONResponse(await progress.submission_status(rt, submission_id),
+                        background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
 async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
     require_bearer(request, rt.settings.queue_secret)
     assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await progress.assignment_progress(rt, assignment_id))
+    return JSONResponse(await progress.assignment_progress(rt, assignment_id),
+                        background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
 async def cancel_assignment(request: Request) -> Response:

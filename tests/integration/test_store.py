@@ -356,3 +356,25 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
     text = "\n".join(r[0] for r in lines)
     assert "ai_marking_queue_claim_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
+
+
+async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids, "hw-1", 0, {})
+    for _ in range(3):
+        await store.breaker_failure(3, 60)
+    await conn.execute("UPDATE ai_queue_control SET circuit_open_until = now()")
+    assert await store.claim(2, 3) is not None  # the probe
+    wait = await store.next_wakeup(2, 3, 600)
+    # Nothing to do until the probe reports or its lease runs out (600 s).
+    assert wait is not None and wait > 500
+
+
+async def test_an_idle_queue_has_nothing_to_wake_for(store: Store, conn: asyncpg.Connection):
+    assert await store.next_wakeup(1, 5, 600) is None
+    ids = await add_submissions(conn, 1)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(1, 5)
+    assert job is not None
+    await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+    assert await store.next_wakeup(1, 5, 600) is None
