@@ -83,14 +83,20 @@ async def process_step(
     return step
 
 
-async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
-    """Send a claimed job; on a refusal put the row back as the contract says."""
+async def _send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
+    """Dispatch a job and time it; an accepted dispatch closes the breaker."""
     started = time.perf_counter()
     outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens)
     ms = round((time.perf_counter() - started) * 1000, 2)
+    if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
+        await rt.store.dispatch_accepted()
+    return outcome, ms
+
+
+async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
+    """Send a claimed job; on a refusal put the row back as the contract says."""
+    outcome, ms = await _send(rt, job)
     if isinstance(outcome, dispatch.Accepted):
-        if job.breaker_dirty:
-            await rt.store.dispatch_accepted()
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
                    ms=ms)
     else:
@@ -136,12 +142,8 @@ async def fail_attempt(
 
 async def run_sync(rt: Runtime, job: Job) -> None:
     """Sync mode: the function's answer is the result item; apply it like a callback."""
-    started = time.perf_counter()
-    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens)
-    ms = round((time.perf_counter() - started) * 1000, 2)
+    outcome, ms = await _send(rt, job)
     if isinstance(outcome, dispatch.Accepted):
-        if job.breaker_dirty:
-            await rt.store.dispatch_accepted()
         item = _sync_item(outcome.body, job, rt)
         if item is None:
             await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,

@@ -345,13 +345,13 @@ class Store:
             )
 
     async def submission_results(self, assignment_id: str, limit: int) -> list[SubmissionResult]:
-        rows = await self._fetch("results_submissions", assignment_id, limit)
+        rows = await self._fetch("results_submissions", assignment_id, limit, None)
         return [SubmissionResult.from_row(r) for r in rows]
 
     async def submission_result(
         self, submission_id: UUID, assignment_id: str
     ) -> SubmissionResult | None:
-        row = await self._fetchrow("results_submission", submission_id, assignment_id)
+        row = await self._fetchrow("results_submissions", assignment_id, 1, submission_id)
         return SubmissionResult.from_row(row) if row else None
 
     async def unmarked_submissions(self, assignment_id: str, limit: int) -> list[SubmissionId]:

@@ -1,7 +1,8 @@
 DROP TABLE IF EXISTS ai_marking_events;
 DROP TABLE IF EXISTS ai_marking_attempts;
 DROP TABLE IF EXISTS ai_marking_queue;
-DROP FUNCTION IF EXISTS aiqueue_record_events();
+DROP FUNCTION IF EXISTS aiqueue_record_inserts();
+DROP FUNCTION IF EXISTS aiqueue_record_move();
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer);
 DROP FUNCTION IF EXISTS aiqueue_gate_open(integer, integer);

@@ -257,35 +257,37 @@ CREATE TABLE ai_marking_events (
 CREATE INDEX ai_marking_events_assignment_idx ON ai_marking_events (assignment_id, id);
 CREATE INDEX ai_marking_events_created_idx ON ai_marking_events (created_at);
 
-CREATE FUNCTION aiqueue_record_events() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    n integer;
+-- An enqueue inserts thousands of rows at once: one statement-level insert.
+CREATE FUNCTION aiqueue_record_inserts() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status)
-        SELECT assignment_id, queue_id, submission_id, status FROM new_rows ORDER BY seq;
-    ELSE
-        INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
-        SELECT n.assignment_id, n.queue_id, n.submission_id, n.status,
-               CASE WHEN n.status = 'completed' THEN (
-                   SELECT jsonb_strip_nulls(jsonb_build_object(
-                       'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
-                   FROM submissions s WHERE s.id = n.submission_id) END
-        FROM new_rows n JOIN old_rows o USING (queue_id)
-        WHERE n.status IS DISTINCT FROM o.status
-        ORDER BY n.seq;
-    END IF;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM pg_notify('ai_marking', '');
-    END IF;
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status)
+    SELECT assignment_id, queue_id, submission_id, status FROM new_rows ORDER BY seq;
+    PERFORM pg_notify('ai_marking', '');
+    RETURN NULL;
+END
+$$;
+
+-- A status change is one row on the hot path: a row-level trigger, filtered by
+-- WHEN before any function call, with plans plpgsql caches (a statement-level
+-- trigger joining transition tables was re-planned on every claim and result).
+CREATE FUNCTION aiqueue_record_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
+    VALUES (NEW.assignment_id, NEW.queue_id, NEW.submission_id, NEW.status,
+            CASE WHEN NEW.status = 'completed' THEN (
+                SELECT jsonb_strip_nulls(jsonb_build_object(
+                    'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
+                FROM submissions s WHERE s.id = NEW.submission_id) END);
+    -- NOTIFY folds identical notifications of one transaction into one.
+    PERFORM pg_notify('ai_marking', '');
     RETURN NULL;
 END
 $$;
 
 CREATE TRIGGER ai_marking_queue_events_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_events();
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_inserts();
 CREATE TRIGGER ai_marking_queue_events_upd
-    AFTER UPDATE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_events();
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION aiqueue_record_move();

@@ -15,25 +15,25 @@ CREATE TABLE ai_marking_counts (
 INSERT INTO ai_marking_counts (status, n)
 SELECT status, count(*) FROM ai_marking_queue GROUP BY status;
 
+-- Bulk statements (an enqueue, a prune, a cascade from submissions) add one
+-- grouped delta per status; a single status change (the hot path) is a
+-- row-level trigger, filtered by WHEN, whose plan plpgsql caches.
 CREATE FUNCTION aiqueue_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO ai_marking_counts (status, n)
         SELECT status, count(*) FROM new_rows GROUP BY status;
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO ai_marking_counts (status, n)
-        SELECT status, -count(*) FROM old_rows GROUP BY status;
     ELSE
         INSERT INTO ai_marking_counts (status, n)
-        SELECT status, sum(d) FROM (
-            SELECT n.status, 1 AS d FROM new_rows n JOIN old_rows o USING (queue_id)
-            WHERE n.status IS DISTINCT FROM o.status
-            UNION ALL
-            SELECT o.status, -1 FROM new_rows n JOIN old_rows o USING (queue_id)
-            WHERE n.status IS DISTINCT FROM o.status
-        ) moved
-        GROUP BY status;
+        SELECT status, -count(*) FROM old_rows GROUP BY status;
     END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION aiqueue_count_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_counts (status, n) VALUES (OLD.status, -1), (NEW.status, 1);
     RETURN NULL;
 END
 $$;
@@ -42,8 +42,9 @@ CREATE TRIGGER ai_marking_queue_counts_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_count_changes();
 CREATE TRIGGER ai_marking_queue_counts_upd
-    AFTER UPDATE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_count_changes();
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION aiqueue_count_move();
 CREATE TRIGGER ai_marking_queue_counts_del
     AFTER DELETE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_count_changes();

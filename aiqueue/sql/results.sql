@@ -5,9 +5,9 @@ SELECT assignment_id, title, payload::text AS payload
 FROM ai_marking_assignments WHERE assignment_id = $1;
 
 -- results_submissions --
--- The teacher's table: every submission of the assignment with its AI result and
--- the status of its latest queue row.  student_name is read through to_jsonb so a
--- host's submissions table without that column works too.
+-- The teacher's table: every submission of the assignment (or the one $3 names)
+-- with its AI result and the status of its latest queue row.  student_name is
+-- read through to_jsonb so a host's submissions table without that column works.
 SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
        s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status
 FROM submissions s
@@ -17,21 +17,9 @@ LEFT JOIN LATERAL (
     ORDER BY created_at DESC, seq DESC
     LIMIT 1
 ) q ON true
-WHERE s.assignment_id = $1
+WHERE s.assignment_id = $1 AND ($3::uuid IS NULL OR s.id = $3)
 ORDER BY 2 NULLS LAST, s.id
 LIMIT $2;
-
--- results_submission --
-SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
-       s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status
-FROM submissions s
-LEFT JOIN LATERAL (
-    SELECT status FROM ai_marking_queue
-    WHERE submission_id = s.id
-    ORDER BY created_at DESC, seq DESC
-    LIMIT 1
-) q ON true
-WHERE s.id = $1 AND s.assignment_id = $2;
 
 -- results_unmarked --
 -- "Mark All" marks what has no AI mark yet, in the table's order.
