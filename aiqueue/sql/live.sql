@@ -17,7 +17,7 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS tx;
 -- total order that never grows in the middle.  Events that are visible but not
 -- yet below the horizon come back with final = false; the caller stops there and
 -- looks again shortly (an older transaction, maybe of another app, is still open).
--- The cursor index (assignment_id, tx, id) from migration 0002 serves the scan.
+-- The cursor index (assignment_id, tx, id) from migration 0003 serves the scan.
 SELECT e.tx::text AS tx, e.id, e.queue_id, e.submission_id, e.status,
        e.summary::text AS summary, e.tx < h.xmin AS final
 FROM ai_marking_events e,
