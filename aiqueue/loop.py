@@ -11,7 +11,7 @@ from aiqueue import dispatch, logs
 from aiqueue.backoff import retry_delay
 from aiqueue.errors import StoreError
 from aiqueue.models import Job
-from aiqueue.results import ResultItem, apply_item, parse_item
+from aiqueue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 
 HOUSEKEEPING_EVERY = 1.0
@@ -125,19 +125,6 @@ async def refused(
                failures=failures, ms=ms)
     if failures == s.breaker_threshold:
         logs.event("circuit", status="open", failures=failures)
-
-
-async def fail_attempt(
-    rt: Runtime, queue_id: Any, dispatch_seq: int, attempt: int, *, code: str, retryable: bool,
-    outcome: str,
-) -> str | None:
-    """Fail one dispatch of a row: retry after the backoff or end it as failed."""
-    s = rt.settings
-    delay = retry_delay(attempt, s.retry_base_seconds, s.retry_max_seconds)
-    return await rt.store.attempt_failed(
-        queue_id, dispatch_seq, delay=delay, retryable=retryable, max_attempts=s.max_attempts,
-        error=code, outcome=outcome,
-    )
 
 
 async def run_sync(rt: Runtime, job: Job) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+from uuid import UUID
 
 from aiqueue import logs
 from aiqueue.backoff import retry_delay
@@ -123,13 +124,25 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
         return done
     if item.status == "progress":
         return await rt.store.heartbeat(claim.queue_id, claim.dispatch_seq, item.progress or {})
-    s = rt.settings
-    status = await rt.store.attempt_failed(
-        claim.queue_id, claim.dispatch_seq,
-        delay=retry_delay(claim.attempt, s.retry_base_seconds, s.retry_max_seconds),
-        retryable=item.retryable, max_attempts=s.max_attempts, error=item.error_code,
-        outcome="callback_failed",
-    )
+    status = await fail_attempt(rt, claim.queue_id, claim.dispatch_seq, claim.attempt,
+                                code=item.error_code, retryable=item.retryable,
+                                outcome="callback_failed")
     logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt, outcome="failed",
                code=item.error_code, status=status or "ignored")
     return status is not None
+
+
+async def fail_attempt(
+    rt: Runtime, queue_id: UUID, dispatch_seq: int, attempt: int, *, code: str, retryable: bool,
+    outcome: str,
+) -> str | None:
+    """Fail one dispatch of a row: retry after the backoff or end it as failed.
+
+    The row's new status, or None when that dispatch is no longer the current one.
+    """
+    s = rt.settings
+    delay = retry_delay(attempt, s.retry_base_seconds, s.retry_max_seconds)
+    return await rt.store.attempt_failed(
+        queue_id, dispatch_seq, delay=delay, retryable=retryable, max_attempts=s.max_attempts,
+        error=code, outcome=outcome,
+    )
