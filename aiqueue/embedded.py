@@ -6,6 +6,7 @@ import os
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from aiqueue.errors import SettingsError
 
@@ -27,3 +28,27 @@ def start_embedded(directory: Path = DEFAULT_DIR) -> tuple[str, Any]:
     get_server = pgserver.get_server  # type: ignore[attr-defined]
     server = get_server(directory.resolve(), cleanup_mode="stop")
     return str(server.get_uri()), server
+
+
+def with_database(dsn: str, name: str) -> str:
+    """The same server, another database."""
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+async def recreate_database(admin_dsn: str, name: str, *, template: str | None = None,
+                            create: bool = True) -> str:
+    """Drop `name` (forcing sessions off) and, unless `create` is False, create it anew.
+
+    For tests and benchmarks: `name` and `template` are our own identifiers.
+    """
+    import asyncpg
+
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if create:
+            copy = f" TEMPLATE {template}" if template else ""
+            await conn.execute(f"CREATE DATABASE {name}{copy}")
+    finally:
+        await conn.close()
+    return with_database(admin_dsn, name)

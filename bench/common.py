@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 
-from aiqueue.embedded import start_embedded
+from aiqueue.embedded import recreate_database, start_embedded
 from aiqueue.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,21 +31,8 @@ def admin_dsn() -> str:
     return str(dsn)
 
 
-def with_database(dsn: str, name: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
-
-
 async def fresh_database(name: str) -> str:
-    admin = admin_dsn()
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await conn.execute(f"CREATE DATABASE {name}")
-    finally:
-        await conn.close()
-    dsn = with_database(admin, name)
+    dsn = await recreate_database(admin_dsn(), name)
     await migrate(dsn, "up")
     return dsn
 
