@@ -139,10 +139,16 @@ async def test_a_change_wakes_a_waiting_stream_at_once():
     got: list[str] = []
 
     async def consume() -> None:
-        async for chunk in stream(feed, hub, "hw-1", EventCursor(0, 0)):  # type: ignore[arg-type]
-            got.append(chunk)
-            if chunk.startswith("id:"):
-                return
+        chunks = stream(feed, hub, "hw-1", EventCursor(0, 0))  # type: ignore[arg-type]
+        try:
+            async for chunk in chunks:
+                got.append(chunk)
+                if chunk.startswith("id:"):
+                    return
+        finally:
+            # As the server does when the client goes: close the stream now, not
+            # whenever the event loop gets round to finalizing the generator.
+            await chunks.aclose()
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0.05)
