@@ -25,14 +25,22 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
 @pytest.fixture
 async def server() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
     servers: list[asyncio.Server] = []
+    writers: list[asyncio.StreamWriter] = []
 
     async def start(handler: Handler) -> str:
-        srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+        async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writers.append(writer)
+            await handler(reader, writer)
+
+        srv = await asyncio.start_server(tracked, "127.0.0.1", 0)
         servers.append(srv)
         port = srv.sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
 
     yield start
+    # Since Python 3.12 wait_closed() also waits for every open connection.
+    for writer in writers:
+        writer.close()
     for srv in servers:
         srv.close()
         await srv.wait_closed()
