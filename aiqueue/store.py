@@ -219,10 +219,10 @@ class Store:
         return int(await self._fetchval("retry_all_failed", assignment_id, actor))
 
     async def cancel_row(self, queue_id: UUID, actor: str) -> bool:
-        return await self._fetchval("cancel_row", queue_id, actor) is not None
+        return int(await self._fetchval("cancel_pending", queue_id, None, actor)) == 1
 
     async def cancel_assignment(self, assignment_id: str, actor: str) -> int:
-        return int(await self._fetchval("cancel_assignment", assignment_id, actor))
+        return int(await self._fetchval("cancel_pending", None, assignment_id, actor))
 
     async def set_paused(self, paused: bool, actor: str) -> None:
         async with self._conn() as conn:

@@ -261,29 +261,19 @@ SELECT count(*) AS n FROM row;
 -- row_status --
 SELECT status FROM ai_marking_queue WHERE queue_id = $1;
 
--- cancel_row --
+-- cancel_pending --
+-- Pending rows become cancelled: the one row $1 names, or the rest of
+-- assignment $2 (the caller passes exactly one of them; with both NULL no row
+-- matches).
 WITH row AS (
     UPDATE ai_marking_queue
     SET status = 'cancelled', finished_at = now(), updated_at = now()
-    WHERE queue_id = $1 AND status = 'pending'
+    WHERE status = 'pending' AND (queue_id = $1::uuid OR assignment_id = $2::text)
     RETURNING queue_id
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
-    SELECT queue_id, 'action', 'cancel', now(), $2 FROM row
-)
-SELECT queue_id FROM row;
-
--- cancel_assignment --
-WITH row AS (
-    UPDATE ai_marking_queue
-    SET status = 'cancelled', finished_at = now(), updated_at = now()
-    WHERE assignment_id = $1 AND status = 'pending'
-    RETURNING queue_id
-),
-history AS (
-    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
-    SELECT queue_id, 'action', 'cancel', now(), $2 FROM row
+    SELECT queue_id, 'action', 'cancel', now(), $3 FROM row
 )
 SELECT count(*) AS n FROM row;
 
