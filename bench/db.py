@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 
 import asyncpg
 import httpx
@@ -136,7 +135,3 @@ async def stats_and_page_at_scale(dsn: str, repeats: int) -> tuple[list[float], 
         return ours, plain
     finally:
         await conn.close()
-
-
-def fresh_ids(n: int) -> list[uuid.UUID]:
-    return [uuid.uuid4() for _ in range(n)]

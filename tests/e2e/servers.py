@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import uvicorn
 from starlette.applications import Starlette
@@ -358,3 +359,15 @@ class AppProcess:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+async def drain(conn: asyncpg.Connection, timeout: float = 90) -> None:
+    """Wait until no row is pending or processing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        live = await conn.fetchval(
+            "SELECT count(*) FROM ai_marking_queue WHERE status IN ('pending', 'processing')")
+        if live == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("queue did not drain in time")

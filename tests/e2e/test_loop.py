@@ -2,42 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import asyncpg
 import httpx
 import pytest
 
 from tests.conftest import SECRET, add_submissions
-from tests.e2e.servers import AppProcess, Faults, MarkingFunction, free_port, run_asgi
+from tests.e2e.servers import AppProcess, Faults, MarkingFunction, drain, free_port, run_asgi
 
 pytestmark = pytest.mark.e2e
-
-
-def wait_until_done(dsn_rows: callable, timeout: float = 60) -> None:  # type: ignore[valid-type]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if dsn_rows():
-            return
-        time.sleep(0.1)
-    raise AssertionError("queue did not drain in time")
-
-
-async def finished(conn: asyncpg.Connection) -> bool:
-    live = await conn.fetchval(
-        "SELECT count(*) FROM ai_marking_queue WHERE status IN ('pending', 'processing')")
-    return live == 0
-
-
-async def drain(conn: asyncpg.Connection, timeout: float = 90) -> None:
-    import asyncio
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if await finished(conn):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("queue did not drain in time")
 
 
 @pytest.mark.parametrize("cap", [1, 4])

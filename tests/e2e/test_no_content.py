@@ -13,7 +13,6 @@ while it is, of course, in the stored result the teacher reads.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import asyncpg
@@ -21,7 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import SECRET
-from tests.e2e.servers import AppProcess, Faults, FunctionHost, MarkingFunction, free_port
+from tests.e2e.servers import AppProcess, Faults, FunctionHost, MarkingFunction, drain, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -34,17 +33,6 @@ JOBS = 24
 
 def leaks(text: str) -> list[str]:
     return [n for n in NEEDLES if n.lower() in text.lower()]
-
-
-async def drain(conn: asyncpg.Connection, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        live = await conn.fetchval(
-            "SELECT count(*) FROM ai_marking_queue WHERE status IN ('pending', 'processing')")
-        if live == 0:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("queue did not drain")
 
 
 async def test_student_text_reaches_no_log_page_metric_api_answer_or_stored_error(
