@@ -78,12 +78,13 @@ def check_shape(raw: object) -> None:
             raise ValueError(f"{key} {problem}")
 
 
-def parse_item(raw: dict[str, Any], tokens: Tokens) -> ResultItem | None:
+def parse_item(raw: object, tokens: Tokens) -> ResultItem | None:
     """A verified item, or None when its token is missing, forged, expired or for another row.
 
     Raises ValueError for a malformed item.
     """
     check_shape(raw)
+    assert isinstance(raw, dict)  # check_shape proved it
     claim = tokens.verify_callback(raw.get("token"))
     if claim is None or str(claim.queue_id) != raw["queue_id"].strip().lower():
         return None

@@ -10,7 +10,7 @@ from uuid import UUID
 from aiqueue import logs
 from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
 from aiqueue.models import STATUSES, QueueRow, Status
-from aiqueue.results import MAX_ITEMS, apply_item, check_shape, parse_item
+from aiqueue.results import MAX_ITEMS, apply_item, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.storable import unstorable
 
@@ -135,20 +135,18 @@ async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], in
         raise Invalid("the body must hold at least one item")
     if len(items) > MAX_ITEMS:
         raise Invalid(f"at most {MAX_ITEMS} items per request")
-    for raw in items:
-        try:
-            check_shape(raw)
-        except ValueError as exc:
-            raise Invalid(str(exc)) from None
+    # Every item is checked before any is applied: a malformed one fails the
+    # whole batch (422) with nothing changed.
+    try:
+        parsed = [parse_item(raw, rt.tokens) for raw in items]
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
     freed = 0
-    for raw in items:
-        assert isinstance(raw, dict)  # check_shape passed
-        item = parse_item(raw, rt.tokens)
+    for item in parsed:
         if item is None:
             counts["rejected"] += 1
-            continue
-        if await apply_item(rt, item):
+        elif await apply_item(rt, item):
             counts["accepted"] += 1
             freed += item.status != "progress"
         else:
