@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiqueue import dispatch, logs
 from aiqueue.backoff import retry_delay
@@ -13,6 +13,9 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Job
 from aiqueue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
+
+if TYPE_CHECKING:
+    from aiqueue.service import Receipt
 
 HOUSEKEEPING_EVERY = 1.0
 
@@ -39,7 +42,8 @@ class StepResult:
 
 
 async def process_step(
-    rt: Runtime, *, chain: bool = True, force: bool = False, refill: bool = False
+    rt: Runtime, *, chain: bool = True, force: bool = False, refill: bool = False,
+    settled: Receipt | None = None,
 ) -> StepResult:
     """Recover, prune, claim one row, dispatch it, and chain if another could be claimed.
 
@@ -47,6 +51,8 @@ async def process_step(
     freed, and chains only when that did not work out (the dispatch failed) or
     recovery freed more slots — every other busy slot is refilled by its own
     result, so chaining there would only steal a slot and cost an invocation.
+    `settled` is a webhook batch whose last result's transaction already ran
+    the claim: its job is dispatched without claiming again.
 
     In sync mode the claimed job is left in `sync_job` for the caller to run
     after it has answered (`run_sync`): the function may take long to reply.
@@ -63,7 +69,10 @@ async def process_step(
         step.pruned = await rt.store.prune(s.prune_after_days * 86400)
         if step.recovered or step.pruned:
             logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
-    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
+    if settled is not None and (settled.next_job is not None or not step.recovered):
+        job = settled.next_job
+    else:
+        job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
     step.claimed = job
     busy = False
     if job is not None:
@@ -164,10 +173,10 @@ def _sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
         return None
 
 
-async def safe_step(rt: Runtime, *, refill: bool = False) -> None:
+async def safe_step(rt: Runtime, *, refill: bool = False, settled: Receipt | None = None) -> None:
     """A whole process step after a response was sent: errors are logged, never raised."""
     try:
-        step = await process_step(rt, refill=refill)
+        step = await process_step(rt, refill=refill, settled=settled)
         if step.sync_job is not None:
             await run_sync(rt, step.sync_job)
     except Exception as exc:

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from aiqueue import logs
 from aiqueue.backoff import retry_delay
+from aiqueue.models import Job
 from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
 
@@ -120,8 +121,7 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
     if item.status == "completed":
         assert item.result is not None
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, item.usage)
-        logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt,
-                   outcome="completed", status="applied" if done else "ignored")
+        _completed(claim, done)
         return done
     if item.status == "progress":
         return await rt.store.heartbeat(claim.queue_id, claim.dispatch_seq, item.progress or {})
@@ -131,6 +131,25 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
     logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt, outcome="failed",
                code=item.error_code, status=status or "ignored")
     return status is not None
+
+
+async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
+    """Apply a completed item and claim the next row in the same transaction.
+
+    Whether the item changed something, and the job claimed (None when the gate
+    is closed or nothing is due).
+    """
+    claim, s = item.claim, rt.settings
+    assert item.status == "completed" and item.result is not None
+    done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
+                                      item.usage, s.max_in_flight, s.breaker_threshold)
+    _completed(claim, done)
+    return done, job
+
+
+def _completed(claim: CallbackClaim, done: bool) -> None:
+    logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt,
+               outcome="completed", status="applied" if done else "ignored")
 
 
 async def fail_attempt(

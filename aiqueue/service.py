@@ -9,8 +9,8 @@ from uuid import UUID
 
 from aiqueue import logs
 from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
-from aiqueue.models import STATUSES, QueueRow, Status
-from aiqueue.results import MAX_ITEMS, apply_item, parse_item
+from aiqueue.models import STATUSES, Job, QueueRow, Status
+from aiqueue.results import MAX_ITEMS, apply_item, parse_item, settle_item
 from aiqueue.runtime import Runtime
 from aiqueue.storable import unstorable
 
@@ -128,8 +128,21 @@ async def enqueue(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
     }
 
 
-async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], int]:
-    """Verify and apply a webhook batch; the counts and how many slots it freed."""
+@dataclass(frozen=True)
+class Receipt:
+    """What a webhook batch did: the answer's counts and what to run after answering."""
+
+    counts: dict[str, int]
+    # Slots the batch's results freed.
+    freed: int
+    # The batch ended with a completed item, whose transaction also claimed the
+    # next row (`next_job`, None when nothing was claimable): no claim is left to do.
+    settled: bool = False
+    next_job: Job | None = None
+
+
+async def receive_results(rt: Runtime, body: object) -> Receipt:
+    """Verify and apply a webhook batch."""
     items = body if isinstance(body, list) else [body]
     if not items:
         raise Invalid("the body must hold at least one item")
@@ -143,18 +156,24 @@ async def receive_results(rt: Runtime, body: object) -> tuple[dict[str, int], in
         raise Invalid(str(exc)) from None
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
     freed = 0
-    for item in parsed:
+    settled, next_job = False, None
+    for n, item in enumerate(parsed, 1):
         if item is None:
             counts["rejected"] += 1
-        elif await apply_item(rt, item):
-            counts["accepted"] += 1
-            freed += item.status != "progress"
+            continue
+        if n == len(parsed) and item.status == "completed":
+            # The usual callback (one completed item): apply it and claim the
+            # next row in one round trip; every other item has been applied.
+            applied, next_job = await settle_item(rt, item)
+            settled = True
         else:
-            counts["ignored"] += 1
+            applied = await apply_item(rt, item)
+        counts["accepted" if applied else "ignored"] += 1
+        freed += applied and item.status != "progress"
     logs.event("webhook", **counts)
     if counts["rejected"] == len(items):
         raise Unauthorized("no item carries a valid callback token")
-    return counts, freed
+    return Receipt(counts, freed, settled, next_job)
 
 
 async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:

@@ -192,6 +192,17 @@ class Store:
         n = await self._fetchval("complete", queue_id, json.dumps(result), usage_json, dispatch_seq)
         return bool(n)
 
+    async def settle(
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
+        breaker_threshold: int,
+    ) -> tuple[bool, Job | None]:
+        """complete, then claim: whether the result was applied, and the job claimed next."""
+        usage_json = json.dumps(usage) if usage is not None else None
+        row = await self._fetchrow("settle", queue_id, json.dumps(result), usage_json,
+                                   dispatch_seq, cap, breaker_threshold)
+        assert row is not None  # aiqueue_settle always answers one row
+        return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
+
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
         row = await self._fetchrow("heartbeat", queue_id, dispatch_seq, json.dumps(progress))
         return row is not None

@@ -128,6 +128,12 @@ RETURNING consecutive_failures, circuit_open_until;
 -- Applies a result at most once; see aiqueue_complete() in the migration.
 SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied;
 
+-- settle --
+-- A completed result and the next claim in one round trip and one commit: see
+-- aiqueue_settle() in migrations/0005_hot_path.up.sql.
+SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
+                             $6::integer);
+
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
 -- result completed the row meanwhile: the function is still working on it).

@@ -40,11 +40,15 @@ async def process_queue(request: Request) -> Response:
 
 async def webhook(request: Request) -> Response:
     rt = await runtime(request)
-    counts, freed = await service.receive_results(rt, await read_json(request))
-    # A slot just freed: run the next process step ourselves after answering.
+    receipt = await service.receive_results(rt, await read_json(request))
+    # A slot just freed: run the next process step ourselves after answering
+    # (its claim may already have run with the last result, see Receipt).
     # One freed slot is refilled here; several also chain to fill the others.
-    kick = BackgroundTask(loop.safe_step, rt, refill=freed == 1) if freed else None
-    return JSONResponse(counts, background=kick)
+    kick = None
+    if receipt.freed or (receipt.settled and receipt.next_job is not None):
+        settled = receipt if receipt.settled else None
+        kick = BackgroundTask(loop.safe_step, rt, refill=receipt.freed == 1, settled=settled)
+    return JSONResponse(receipt.counts, background=kick)
 
 
 async def queue_list(request: Request) -> Response:

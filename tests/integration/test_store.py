@@ -137,6 +137,52 @@ async def test_complete_applies_once_even_when_delivered_concurrently(
     assert await conn.fetchval("SELECT ai_result->>'score' FROM submissions") != "99"
 
 
+async def test_settle_applies_a_result_and_claims_the_next_row_in_one_call(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 3)
+    await store.enqueue(ids, "hw-1", 0, {})
+    first = await store.claim(CAP, THRESHOLD)
+    assert first is not None
+    applied, second = await store.settle(first.queue_id, first.dispatch_seq, {"score": 1}, None,
+                                         CAP, THRESHOLD)
+    assert applied and second is not None and second.submission_id == ids[1]
+    assert await status_of(conn, first.queue_id) == ("completed", 1)
+    assert await status_of(conn, second.queue_id) == ("processing", 1)
+    # A repeated callback changes nothing, and the slot is taken: no claim.
+    assert await store.settle(first.queue_id, first.dispatch_seq, {"score": 9}, None,
+                              CAP, THRESHOLD) == (False, None)
+    assert await conn.fetchval(
+        "SELECT ai_result->>'score' FROM submissions WHERE id = $1", ids[0]) == "1"
+    applied, third = await store.settle(second.queue_id, second.dispatch_seq, {"score": 2},
+                                        None, CAP, THRESHOLD)
+    assert applied and third is not None
+    # The last result: nothing is left to claim.
+    assert await store.settle(third.queue_id, third.dispatch_seq, {"score": 3}, None,
+                              CAP, THRESHOLD) == (True, None)
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'") == 3
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+async def test_concurrent_settles_and_claims_never_pass_the_cap(
+    store: Store, conn: asyncpg.Connection, cap: int
+):
+    ids = await add_submissions(conn, 30)
+    await store.enqueue(ids, "hw-1", 0, {})
+    held = [await store.claim(cap, THRESHOLD) for _ in range(cap)]
+    settles = [store.settle(j.queue_id, j.dispatch_seq, {"score": 1}, None, cap, THRESHOLD)
+               for j in held if j is not None]
+    claims = [store.claim(cap, THRESHOLD) for _ in range(8)]
+    answers = await asyncio.gather(*settles, *claims)
+    settled, claimed = answers[:cap], answers[cap:]
+    assert all(applied for applied, _ in settled)  # type: ignore[misc]
+    won = [j.queue_id for _, j in settled if j] + [j.queue_id for j in claimed if j]  # type: ignore[misc,union-attr]
+    assert len(won) == len(set(won)) == cap
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'") == cap
+
+
 async def test_late_result_completes_a_pending_or_failed_row_but_not_cancelled(
     store: Store, conn: asyncpg.Connection
 ):
@@ -356,6 +402,27 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
     text = "\n".join(r[0] for r in lines)
     assert "ai_marking_queue_claim_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
+
+
+async def test_the_more_probe_walks_the_claim_index_even_when_most_rows_are_pending(
+    conn: asyncpg.Connection,
+):
+    # With statistics that say most rows are pending, an unordered EXISTS probe
+    # is planned as a sequential scan, which reads the whole table once the
+    # pending rows are gone; the probe in claim order must keep to the index.
+    await add_submissions(conn, 2000)
+    await conn.execute(
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
+        "SELECT id, 'hw-1', gen_random_uuid() FROM submissions")
+    await conn.execute("ANALYZE ai_marking_queue")
+    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'aiqueue_claim'")
+    match = re.search(r"(SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2)", source,
+                      re.DOTALL)
+    assert match, source
+    lines = await conn.fetch("EXPLAIN " + match.group(1))
+    text = "\n".join(r[0] for r in lines)
+    assert "ai_marking_queue_claim_idx" in text
+    assert "Seq Scan" not in text
 
 
 async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.Connection):
