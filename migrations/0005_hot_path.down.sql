@@ -79,3 +79,7 @@ END
 $$;
 
 DROP FUNCTION IF EXISTS aiqueue_gate(ai_queue_control, bigint, integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_in_flight(integer);
+ALTER TABLE ai_marking_queue RESET (
+    autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,
+    autovacuum_analyze_scale_factor, autovacuum_analyze_threshold);
