@@ -83,3 +83,5 @@ DROP FUNCTION IF EXISTS aiqueue_in_flight(integer);
 ALTER TABLE ai_marking_queue RESET (
     autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,
     autovacuum_analyze_scale_factor, autovacuum_analyze_threshold);
+DROP INDEX ai_marking_queue_finished_idx;
+CREATE INDEX ai_marking_queue_finished_idx ON ai_marking_queue (status, finished_at);

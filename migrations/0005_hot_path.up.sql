@@ -7,7 +7,10 @@
 -- 2. The in-flight count and the claim's "could another row be claimed?" probe
 --    walk their indexes in order: with stale statistics (a fresh table, a big
 --    enqueue not yet analysed) both were planned as scans of the whole table.
--- 3. aiqueue_settle applies a completed result and claims the next row in one
+-- 3. The (status, finished_at) index holds finished rows only: every query on
+--    it asks for a finished_at range, and a pending or processing row (an
+--    enqueue, a claim) no longer writes an entry into it.
+-- 4. aiqueue_settle applies a completed result and claims the next row in one
 --    call: one round trip and one commit per job on the webhook path.
 
 CREATE FUNCTION aiqueue_gate(ctl ai_queue_control, in_flight bigint, cap integer,
@@ -143,3 +146,7 @@ $$;
 ALTER TABLE ai_marking_queue SET (
     autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 2000,
     autovacuum_analyze_scale_factor = 0.02, autovacuum_analyze_threshold = 2000);
+
+DROP INDEX ai_marking_queue_finished_idx;
+CREATE INDEX ai_marking_queue_finished_idx
+    ON ai_marking_queue (status, finished_at) WHERE finished_at IS NOT NULL;
