@@ -80,16 +80,16 @@ def summarize(samples: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(samples), min(samples), max(samples)
 
 
-def print_table(rows: list[tuple[str, str, Sequence[float], float | None, str]]) -> None:
+def print_table(rows: Sequence[tuple[str, str, Sequence[float], float | None, str]]) -> None:
     """rows: (metric, unit, samples, baseline or None, target)."""
-    header = f"{'metric':<44} {'median':>10} {'min':>10} {'max':>10} {'vs base':>9}  target"
+    header = f"{'metric':<52} {'median':>10} {'min':>10} {'max':>10} {'vs base':>9}  target"
     print(header)
     print("-" * len(header))
     for name, unit, samples, base, target in rows:
         med, lo, hi = summarize(samples)
         ratio = f"{med / base:8.2f}x" if base else "        -"
         label = f"{name} ({unit})"
-        print(f"{label:<44} {med:>10.3f} {lo:>10.3f} {hi:>10.3f} {ratio}  {target}")
+        print(f"{label:<52} {med:>10.3f} {lo:>10.3f} {hi:>10.3f} {ratio}  {target}")
 
 
 def run(coro: Any) -> Any:

@@ -141,3 +141,40 @@ async def run_baseline(jobs: int, name: str) -> float:
         return jobs / (time.perf_counter() - started)
     finally:
         await conn.close()
+
+
+async def run_minimal(cap: int, jobs: int, name: str) -> LoopRun:
+    """The same hops without the product (bench/minimal.py): the floor for the chain."""
+    dsn = await fresh_database(name)
+    fn_port, app_port = free_port(), free_port()
+    fn = spawn(["-m", "bench.fnserver", str(fn_port)])
+    app = spawn(["-m", "bench.minimal", str(app_port)], env={
+        "DATABASE_URL": dsn, "FN_URL": f"http://127.0.0.1:{fn_port}/mark", "CAP": str(cap)})
+    try:
+        wait_http(f"http://127.0.0.1:{fn_port}/stats")
+        wait_http(f"http://127.0.0.1:{app_port}/done")
+        cpu_before = cpu_seconds(app.pid)
+        async with httpx.AsyncClient(timeout=60) as client:
+            started = time.perf_counter()
+            r = await client.post(f"http://127.0.0.1:{app_port}/enqueue", json={"n": jobs})
+            r.raise_for_status()
+            deadline = started + 300
+            while (await client.get(f"http://127.0.0.1:{app_port}/done")).json()["done"] < jobs:
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("the minimal loop did not finish")
+                await asyncio.sleep(0.02)
+            finished = time.perf_counter()
+            cpu_after = cpu_seconds(app.pid)
+            stats = (await client.get(f"http://127.0.0.1:{fn_port}/stats")).json()
+        gaps = [g * 1000 for g in stats["gaps"]]
+        seconds = finished - started
+        return LoopRun(
+            cap=cap, jobs=jobs, seconds=seconds, jobs_per_s=jobs / seconds,
+            cpu_ms_per_job=(cpu_after - cpu_before) * 1000 / jobs,
+            gap_p50_ms=percentile(gaps, 0.5), gap_p99_ms=percentile(gaps, 0.99),
+            invocations_per_job=float("nan"), max_in_flight=stats["max_in_flight"],
+        )
+    finally:
+        for proc in (app, fn):
+            proc.terminate()
+            proc.wait(10)
