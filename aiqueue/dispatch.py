@@ -12,6 +12,7 @@ from aiqueue.backoff import parse_retry_after
 from aiqueue.models import Job
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
+from aiqueue.transport import Poster
 
 
 @dataclass(frozen=True)
@@ -58,20 +59,18 @@ def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any
     }
 
 
-async def send(
-    client: httpx.AsyncClient, job: Job, settings: Settings, tokens: Tokens
-) -> Outcome:
+async def send(http: Poster, job: Job, settings: Settings, tokens: Tokens) -> Outcome:
     """POST the job to the function and classify the answer."""
     headers = {"content-type": "application/json"}
     if settings.function_token:
         headers["authorization"] = f"Bearer {settings.function_token}"
     body = json.dumps(dispatch_body(job, settings, tokens)).encode()
     try:
-        response = await client.post(
+        response = await http.post(
             settings.function_url,
             content=body,
             headers=headers,
-            timeout=settings.dispatch_timeout_seconds,
+            timeout=httpx.Timeout(settings.dispatch_timeout_seconds),
         )
     except httpx.TimeoutException:
         return Failed("dispatch_timeout")
@@ -98,10 +97,10 @@ def classify(response: httpx.Response, settings: Settings) -> Outcome:
     return Failed(f"function_http_{status}", status)
 
 
-async def chain(client: httpx.AsyncClient, settings: Settings) -> bool:
+async def chain(http: Poster, settings: Settings) -> bool:
     """Ask this app, authenticated, to run one more process step; True if delivered."""
     try:
-        response = await client.post(
+        response = await http.post(
             f"{settings.app_base_url}/api/marking/process-queue",
             headers={"authorization": f"Bearer {settings.queue_secret}"},
             timeout=httpx.Timeout(5.0, read=settings.chain_read_timeout_seconds),

@@ -1,4 +1,4 @@
-"""The shared resources of one app instance: settings, store, HTTP client, tokens."""
+"""The shared resources of one app instance: settings, store, outgoing HTTP, tokens."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import httpx
 from aiqueue.settings import Settings
 from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
-from aiqueue.transport import LeanTransport
+from aiqueue.transport import LeanTransport, Poster
 
 
 @dataclass
@@ -19,7 +19,7 @@ class Runtime:
 
     settings: Settings
     store: Store
-    http: httpx.AsyncClient
+    http: Poster
     tokens: Tokens
     background: set[asyncio.Task[None]] = field(default_factory=set)
     # monotonic time when this instance next runs recovery and pruning
@@ -28,16 +28,12 @@ class Runtime:
     @classmethod
     async def create(cls, settings: Settings, dsn: str) -> Runtime:
         pool = await connect_pool(dsn)
-        # One client for the whole instance: keep-alive to the function and to ourselves.
-        if settings.lean_http:
-            http = httpx.AsyncClient(transport=LeanTransport(), follow_redirects=False)
-        else:
-            http = httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-                follow_redirects=False,
-            )
-        return cls(settings=settings, store=Store(pool), http=http, tokens=Tokens(
-            settings.queue_secret))
+        # One transport for the whole instance: keep-alive to the function and to ourselves.
+        transport: httpx.AsyncBaseTransport = LeanTransport() if settings.lean_http else (
+            httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20)))
+        return cls(settings=settings, store=Store(pool), http=Poster(transport),
+                   tokens=Tokens(settings.queue_secret))
 
     async def close(self) -> None:
         if self.background:

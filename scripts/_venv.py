@@ -17,7 +17,7 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
 def ensure_venv(requirements: str = "requirements-dev.txt") -> Path:
     """A venv with the requirements installed; re-installs only when they change."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - run by any python3, before the venv exists
         sys.exit("aiqueue needs Python 3.11 or newer")
     if not PYTHON.exists():
         print("creating .venv ...", flush=True)

@@ -13,6 +13,7 @@ from aiqueue import dispatch, loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
+from aiqueue.transport import Poster
 from tests.unit.fakes import FakeStore, make_job
 
 FN = "http://function.test/mark"
@@ -29,17 +30,19 @@ def settings(**kw: Any) -> Settings:
 
 @pytest.fixture
 async def client() -> Any:
-    async with httpx.AsyncClient() as c:
-        yield c
+    # httpx's own transport, the one respx intercepts (tests run without lean_http).
+    poster = Poster(httpx.AsyncHTTPTransport())
+    yield poster
+    await poster.aclose()
 
 
-def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime:
+def runtime(store: FakeStore, client: Poster, **kw: Any) -> Runtime:
     s = settings(**kw)
     return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))  # type: ignore[arg-type]
 
 
 @respx.mock
-async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.AsyncClient):
+async def test_dispatch_sends_the_contract_payload_with_bearer(client: Poster):
     route = respx.post(FN).mock(return_value=httpx.Response(202))
     job = make_job()
     outcome = await dispatch.send(client, job, settings(), Tokens(SECRET))
@@ -65,7 +68,7 @@ async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.Asy
     (404, {}, dispatch.Failed("function_http_404", 404)),
     (200, {}, dispatch.Accepted()),
 ])
-async def test_dispatch_classifies_answers(client: httpx.AsyncClient, status: int,
+async def test_dispatch_classifies_answers(client: Poster, status: int,
                                            headers: dict[str, str], expected: Any):
     respx.post(FN).mock(return_value=httpx.Response(status, headers=headers))
     assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == expected
@@ -73,7 +76,7 @@ async def test_dispatch_classifies_answers(client: httpx.AsyncClient, status: in
 
 @respx.mock
 async def test_dispatch_timeout_and_refused_connection_are_failed_attempts(
-    client: httpx.AsyncClient,
+    client: Poster,
 ):
     respx.post(FN).mock(side_effect=httpx.ReadTimeout("slow"))
     assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == \
@@ -84,7 +87,7 @@ async def test_dispatch_timeout_and_refused_connection_are_failed_attempts(
 
 
 @respx.mock
-async def test_sync_mode_reads_the_result_from_the_answer(client: httpx.AsyncClient):
+async def test_sync_mode_reads_the_result_from_the_answer(client: Poster):
     respx.post(FN).mock(return_value=httpx.Response(200, json={"status": "completed"}))
     outcome = await dispatch.send(client, make_job(), settings(function_mode="sync"),
                                   Tokens(SECRET))
@@ -96,7 +99,7 @@ async def test_sync_mode_reads_the_result_from_the_answer(client: httpx.AsyncCli
 
 
 @respx.mock
-async def test_busy_answer_returns_the_row_after_retry_after(client: httpx.AsyncClient):
+async def test_busy_answer_returns_the_row_after_retry_after(client: Poster):
     respx.post(FN).mock(return_value=httpx.Response(429, headers={"retry-after": "42"}))
     store = FakeStore(jobs=[make_job()])
     step = await loop.process_step(runtime(store, client))
@@ -107,7 +110,7 @@ async def test_busy_answer_returns_the_row_after_retry_after(client: httpx.Async
 
 @respx.mock
 async def test_failed_dispatch_uses_an_attempt_with_backoff_and_counts_for_the_breaker(
-    client: httpx.AsyncClient,
+    client: Poster,
 ):
     respx.post(FN).mock(return_value=httpx.Response(500))
     store = FakeStore(jobs=[make_job(attempt=2)])
@@ -119,7 +122,7 @@ async def test_failed_dispatch_uses_an_attempt_with_backoff_and_counts_for_the_b
 
 
 @respx.mock
-async def test_chain_fires_once_when_another_row_could_be_claimed(client: httpx.AsyncClient):
+async def test_chain_fires_once_when_another_row_could_be_claimed(client: Poster):
     respx.post(FN).mock(return_value=httpx.Response(202))
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
     store = FakeStore(jobs=[make_job()], claimable_after=True)
@@ -130,7 +133,7 @@ async def test_chain_fires_once_when_another_row_could_be_claimed(client: httpx.
 
 
 @respx.mock
-async def test_no_chain_without_a_free_slot_or_without_a_claim(client: httpx.AsyncClient):
+async def test_no_chain_without_a_free_slot_or_without_a_claim(client: Poster):
     respx.post(FN).mock(return_value=httpx.Response(202))
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
     store = FakeStore(jobs=[make_job()], claimable_after=False)
@@ -148,7 +151,7 @@ async def test_no_chain_without_a_free_slot_or_without_a_claim(client: httpx.Asy
     (httpx.Response(401), False),
     (httpx.Response(200), True),
 ])
-async def test_chain_delivery(client: httpx.AsyncClient, effect: Any, delivered: bool):
+async def test_chain_delivery(client: Poster, effect: Any, delivered: bool):
     if isinstance(effect, Exception):
         respx.post(SELF).mock(side_effect=effect)
     else:
