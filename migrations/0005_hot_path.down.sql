@@ -85,3 +85,30 @@ ALTER TABLE ai_marking_queue RESET (
     autovacuum_analyze_scale_factor, autovacuum_analyze_threshold);
 DROP INDEX ai_marking_queue_finished_idx;
 CREATE INDEX ai_marking_queue_finished_idx ON ai_marking_queue (status, finished_at);
+
+-- Back to separate event (0001) and count (0004) triggers.
+CREATE OR REPLACE FUNCTION aiqueue_record_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
+    VALUES (NEW.assignment_id, NEW.queue_id, NEW.submission_id, NEW.status,
+            CASE WHEN NEW.status = 'completed' THEN (
+                SELECT jsonb_strip_nulls(jsonb_build_object(
+                    'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
+                FROM submissions s WHERE s.id = NEW.submission_id) END);
+    -- NOTIFY folds identical notifications of one transaction into one.
+    PERFORM pg_notify('ai_marking', '');
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION aiqueue_count_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_counts (status, n) VALUES (OLD.status, -1), (NEW.status, 1);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER ai_marking_queue_counts_upd
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION aiqueue_count_move();

@@ -10,7 +10,9 @@
 -- 3. The (status, finished_at) index holds finished rows only: every query on
 --    it asks for a finished_at range, and a pending or processing row (an
 --    enqueue, a claim) no longer writes an entry into it.
--- 4. aiqueue_settle applies a completed result and claims the next row in one
+-- 4. One row trigger per status change instead of two: the event and the count
+--    deltas are written by the same function call.
+-- 5. aiqueue_settle applies a completed result and claims the next row in one
 --    call: one round trip and one commit per job on the webhook path.
 
 CREATE FUNCTION aiqueue_gate(ctl ai_queue_control, in_flight bigint, cap integer,
@@ -150,3 +152,22 @@ ALTER TABLE ai_marking_queue SET (
 DROP INDEX ai_marking_queue_finished_idx;
 CREATE INDEX ai_marking_queue_finished_idx
     ON ai_marking_queue (status, finished_at) WHERE finished_at IS NOT NULL;
+
+-- A status change is one row on the hot path: its event (live UIs), its count
+-- deltas (stats) and the wake-up of listeners, in one trigger call.
+CREATE OR REPLACE FUNCTION aiqueue_record_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
+    VALUES (NEW.assignment_id, NEW.queue_id, NEW.submission_id, NEW.status,
+            CASE WHEN NEW.status = 'completed' THEN (
+                SELECT jsonb_strip_nulls(jsonb_build_object(
+                    'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
+                FROM submissions s WHERE s.id = NEW.submission_id) END);
+    INSERT INTO ai_marking_counts (status, n) VALUES (OLD.status, -1), (NEW.status, 1);
+    -- NOTIFY folds identical notifications of one transaction into one.
+    PERFORM pg_notify('ai_marking', '');
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER ai_marking_queue_counts_upd ON ai_marking_queue;
+DROP FUNCTION aiqueue_count_move();
