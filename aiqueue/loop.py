@@ -52,27 +52,18 @@ async def process_step(
     recovery freed more slots — every other busy slot is refilled by its own
     result, so chaining there would only steal a slot and cost an invocation.
     `settled` is a webhook batch whose last result's transaction already ran
-    the claim: its job is dispatched without claiming again.
+    the claim: its job is dispatched without claiming again, before housekeeping.
 
     In sync mode the claimed job is left in `sync_job` for the caller to run
     after it has answered (`run_sync`): the function may take long to reply.
     """
     s = rt.settings
     step = StepResult()
-    now = time.monotonic()
-    # Recovery and pruning look for rows that are minutes overdue: once a
-    # second per instance is plenty (and `force`, for the cron, always runs
-    # them) — the dispatch hot path need not pay for them on every job.
-    if force or now >= rt.housekeeping_due:
-        rt.housekeeping_due = now + HOUSEKEEPING_EVERY
-        step.recovered = await rt.store.recover_stuck(s.stuck_after_seconds, s.max_attempts)
-        step.pruned = await rt.store.prune(s.prune_after_days * 86400)
-        if step.recovered or step.pruned:
-            logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
-    if settled is not None and (settled.next_job is not None or not step.recovered):
-        job = settled.next_job
-    else:
+    if settled is None:
+        await _housekeeping(rt, step, force)
         job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
+    else:
+        job = settled.next_job
     step.claimed = job
     busy = False
     if job is not None:
@@ -89,7 +80,30 @@ async def process_step(
     if chain and job is not None and job.more and not busy and wanted:
         step.chained = await dispatch.chain(rt.http, s)
         logs.event("chain", chained=step.chained)
+    if settled is not None:
+        # The claim ran before housekeeping could: the job went out first (the
+        # function is idle meanwhile), tidying up comes after, and slots that
+        # recovery freed get a chained step of their own.
+        await _housekeeping(rt, step, force)
+        if step.recovered and chain and not step.chained and not busy:
+            step.chained = await dispatch.chain(rt.http, s)
+            logs.event("chain", chained=step.chained)
     return step
+
+
+async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
+    """Recover stuck rows and prune old ones: at most once a second, unless forced."""
+    # Both look for rows that are minutes overdue: once a second per instance
+    # is plenty (the cron's `force` always runs them), so the hot path rarely pays.
+    now = time.monotonic()
+    if not force and now < rt.housekeeping_due:
+        return
+    s = rt.settings
+    rt.housekeeping_due = now + HOUSEKEEPING_EVERY
+    step.recovered = await rt.store.recover_stuck(s.stuck_after_seconds, s.max_attempts)
+    step.pruned = await rt.store.prune(s.prune_after_days * 86400)
+    if step.recovered or step.pruned:
+        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
 
 
 async def _send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:

@@ -17,10 +17,11 @@ class FakeStore:
     claimable_after: bool = False  # what the claim reports as `more`
     calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     failures: int = 0
+    recovered: int = 0  # what recovery reports
 
     async def recover_stuck(self, *args: Any) -> int:
         self.calls.append(("recover_stuck", args))
-        return 0
+        return self.recovered
 
     async def prune(self, *args: Any) -> int:
         self.calls.append(("prune", args))

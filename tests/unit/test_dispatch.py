@@ -11,6 +11,7 @@ import respx
 
 from aiqueue import dispatch, loop
 from aiqueue.runtime import Runtime
+from aiqueue.service import Receipt
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 from aiqueue.transport import Poster
@@ -142,6 +143,28 @@ async def test_no_chain_without_a_free_slot_or_without_a_claim(client: Poster):
     step = await loop.process_step(runtime(empty, client))
     assert step.claimed is None and not step.chained
     assert chain.call_count == 0
+
+
+@respx.mock
+@pytest.mark.parametrize("recovered", [0, 2])
+async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: Poster,
+                                                                   recovered: int):
+    store = FakeStore(recovered=recovered)
+
+    def accept(request: httpx.Request) -> httpx.Response:
+        store.calls.append(("dispatch", ()))
+        return httpx.Response(202)
+
+    respx.post(FN).mock(side_effect=accept)
+    chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
+    settled = Receipt({"accepted": 1, "ignored": 0, "rejected": 0}, 1, True, make_job())
+    step = await loop.process_step(runtime(store, client), refill=True, settled=settled)
+    # The result's transaction claimed already: no claim here, and housekeeping
+    # (due on an instance's first step) waits until the job has gone out.
+    assert store.names() == ["dispatch", "recover_stuck", "prune"]
+    assert step.dispatched
+    # Slots that recovery freed get a chained step; otherwise nothing chains.
+    assert step.chained is bool(recovered) and chain.call_count == int(bool(recovered))
 
 
 @respx.mock
