@@ -392,36 +392,44 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
-    # The claim runs inside aiqueue_claim(): explain the candidate query exactly
-    # as the function holds it.
-    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'aiqueue_claim'")
-    match = re.search(r"(SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED)", source,
-                      re.DOTALL)
-    assert match, source
-    lines = await conn.fetch("EXPLAIN " + match.group(1))
-    text = "\n".join(r[0] for r in lines)
+    text = await plan_in_function(conn, "aiqueue_claim",
+                                  r"SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED")
     assert "ai_marking_queue_claim_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
 
 
-async def test_the_more_probe_walks_the_claim_index_even_when_most_rows_are_pending(
-    conn: asyncpg.Connection,
+async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,
+                           **values: str) -> str:
+    """EXPLAIN of a query exactly as a plpgsql function holds it (`values` fill its variables)."""
+    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = $1", function)
+    match = re.search(f"({pattern})", source, re.DOTALL)
+    assert match, source
+    query = match.group(1)
+    for name, value in values.items():
+        query = re.sub(rf"\b{name}\b", value, query)
+    return "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + query))
+
+
+@pytest.mark.parametrize(("row", "function", "pattern", "index"), [
+    # The claim's "another row due?" probe, with most rows pending.
+    ("'pending', NULL", "aiqueue_claim",
+     r"SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2", "ai_marking_queue_claim_idx"),
+    # The in-flight count, with most rows in flight.
+    ("'processing', now()", "aiqueue_in_flight",
+     r"SELECT 1 FROM ai_marking_queue p .*?greatest\(cap, 1\)", "ai_marking_queue_lease_idx"),
+])
+async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
+    conn: asyncpg.Connection, row: str, function: str, pattern: str, index: str
 ):
-    # With statistics that say most rows are pending, an unordered EXISTS probe
-    # is planned as a sequential scan, which reads the whole table once the
-    # pending rows are gone; the probe in claim order must keep to the index.
+    # Statistics taken while most rows matched plan an unordered probe or a
+    # plain count(*) as a scan of the whole table, on every claim.
     await add_submissions(conn, 2000)
     await conn.execute(
-        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
-        "SELECT id, 'hw-1', gen_random_uuid() FROM submissions")
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, lease_at) "
+        f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
-    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'aiqueue_claim'")
-    match = re.search(r"(SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2)", source,
-                      re.DOTALL)
-    assert match, source
-    lines = await conn.fetch("EXPLAIN " + match.group(1))
-    text = "\n".join(r[0] for r in lines)
-    assert "ai_marking_queue_claim_idx" in text
+    text = await plan_in_function(conn, function, pattern, cap="1")
+    assert index in text
     assert "Seq Scan" not in text
 
 
