@@ -26,7 +26,7 @@ from aiqueue import logs, loop, observe, service
 from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
 from aiqueue.models import STATUSES, QueueRow, Status
 from aiqueue.runtime import Runtime
-from aiqueue.web import views
+from aiqueue.web import chart, views
 from aiqueue.web.auth import (
     Session,
     check_csrf,
@@ -114,7 +114,7 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
 
 async def _chart_context(rt: Runtime) -> dict[str, Any]:
     buckets = await rt.store.throughput(WINDOW_SECONDS, BUCKET_SECONDS)
-    return {"chart": views.chart(buckets, bucket_seconds=BUCKET_SECONDS)}
+    return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS)}
 
 
 def _render(template: str, context: dict[str, Any]) -> tuple[Markup, str]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from aiqueue.errors import Unauthorized
 from aiqueue.models import Attempt, QueueId, QueueRow, Status, SubmissionId
 from aiqueue.tokens import Tokens
-from aiqueue.web import views
+from aiqueue.web import chart, views
 from aiqueue.web.auth import SESSION_MAX_AGE, Session, check_csrf, safe_next, session_from_cookie
 
 NOW = datetime(2026, 11, 22, 10, 30, 0, tzinfo=UTC)
@@ -113,17 +113,17 @@ def day(counts: dict[int, tuple[int, int]]) -> list[tuple[datetime, int, int]]:
     (999, 1000), (1000, 1000), (1001, 2000),
 ])
 def test_nice_ceiling(value: int, ceiling: int):
-    assert views.nice_ceiling(value) == ceiling
+    assert chart.nice_ceiling(value) == ceiling
 
 
 def test_chart_of_an_empty_day_has_no_bars():
-    c = views.chart(day({}))
+    c = chart.chart(day({}))
     assert c.bars == [] and c.completed_path == "" and c.failed_path == ""
     assert (c.y_max, c.completed, c.failed, c.width) == (1, 0, 0, 864)
 
 
 def test_chart_stacks_failed_on_completed_on_one_scale():
-    c = views.chart(day({10: (3, 1), 287: (1, 0)}), plot_height=100)
+    c = chart.chart(day({10: (3, 1), 287: (1, 0)}), plot_height=100)
     assert c.y_max == 5 and (c.completed, c.failed) == (4, 1)
     first, last = c.bars
     base = c.top + c.plot_height
@@ -136,7 +136,7 @@ def test_chart_stacks_failed_on_completed_on_one_scale():
 
 
 def test_chart_ticks_mark_every_third_utc_hour():
-    c = views.chart(day({}))
+    c = chart.chart(day({}))
     assert [label for _, label in c.ticks] == [
         "12:00", "15:00", "18:00", "21:00", "00:00", "03:00", "06:00", "09:00"]
     assert c.ticks[0][0] == 17 * 3  # 10:35 + 17 buckets = 12:00
@@ -147,19 +147,19 @@ def test_chart_ticks_mark_every_third_utc_hour():
 def test_chart_bars_stay_inside_the_plot_and_keep_proportions(counts: list[tuple[int, int]]):
     start = datetime(2026, 1, 1, tzinfo=UTC)
     buckets = [(start + timedelta(minutes=5 * i), c, f) for i, (c, f) in enumerate(counts)]
-    chart = views.chart(buckets)
-    top, bottom = chart.top, chart.top + chart.plot_height
-    assert max(c + f for c, f in counts) <= chart.y_max
-    assert len(chart.bars) == sum(1 for c, f in counts if c + f)
-    for bar in chart.bars:
+    drawn = chart.chart(buckets)
+    top, bottom = drawn.top, drawn.top + drawn.plot_height
+    assert max(c + f for c, f in counts) <= drawn.y_max
+    assert len(drawn.bars) == sum(1 for c, f in counts if c + f)
+    for bar in drawn.bars:
         assert top - 0.02 <= bar.failed_y <= bar.completed_y <= bottom
         assert bar.completed_y + bar.completed_h == pytest.approx(bottom, abs=0.02)
-        assert bar.completed_h + bar.failed_h <= chart.plot_height + 0.02
-    tallest = max(chart.bars, key=lambda b: b.completed_h + b.failed_h, default=None)
+        assert bar.completed_h + bar.failed_h <= drawn.plot_height + 0.02
+    tallest = max(drawn.bars, key=lambda b: b.completed_h + b.failed_h, default=None)
     if tallest is not None:
         biggest = max(c + f for c, f in counts)
         assert tallest.completed_h + tallest.failed_h == pytest.approx(
-            biggest / chart.y_max * chart.plot_height, abs=0.03)
+            biggest / drawn.y_max * drawn.plot_height, abs=0.03)
 
 
 # -- the table ------------------------------------------------------------------------
