@@ -207,7 +207,7 @@ class Poster:
     """POST straight to an httpx transport, without the client layer.
 
     The dispatch and the chain need no cookies, redirects, auth flows or event
-    hooks; skipping httpx.AsyncClient saves a tenth of the app's CPU per job.
+    hooks; skipping httpx.AsyncClient saves about 0.15 ms of CPU per job here.
     Errors are httpx's own (TimeoutException, HTTPError), as from a client.
     """
 
