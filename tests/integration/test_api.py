@@ -184,6 +184,35 @@ async def test_non_retryable_failure_fails_at_once(
     assert (row["status"], row["last_error"]) == ("failed", "function:invalid_input")
 
 
+async def test_a_batch_of_results_refills_every_slot_it_frees(
+    db_url: str, conn: asyncpg.Connection
+):
+    app = create_app(make_settings(db_url, max_in_flight=2))
+    ids = await add_submissions(conn, 4)
+    with respx.mock() as mock:
+        chain = mock.post("http://app.test/api/marking/process-queue").mock(
+            return_value=httpx.Response(200, json={}))
+        function = mock.post(FN).mock(return_value=httpx.Response(202))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://app.test") as client:
+            await enqueue(client, ids)  # claims one and chains (mocked here) for the other
+            await client.post("/api/marking/process-queue", headers=AUTH)  # what it would do
+            assert function.call_count == 2 and chain.call_count == 1
+            sent = [json.loads(c.request.content) for c in function.calls]
+            batch = [{"queue_id": j["queue_id"], "token": j["callback_token"],
+                      "status": "completed", "result": {"score": 1}} for j in sent]
+            r = await client.post("/webhooks/ai-mark", json=batch)
+            assert r.json() == {"accepted": 2, "ignored": 0, "rejected": 0}
+    await app.state.aiqueue.close()
+    # The last result's transaction claimed the third row; two slots were freed,
+    # so the step also chained once for the other one.
+    assert function.call_count == 3 and chain.call_count == 2
+    statuses = await conn.fetch("SELECT status, count(*) AS n FROM ai_marking_queue "
+                                "GROUP BY status")
+    assert {r["status"]: r["n"] for r in statuses} == {"completed": 2, "processing": 1,
+                                                       "pending": 1}
+
+
 async def test_sync_mode_applies_the_answer_after_responding(db_url: str, conn: asyncpg.Connection):
     app = create_app(make_settings(db_url, function_mode="sync"))
     ids = await add_submissions(conn, 1)
