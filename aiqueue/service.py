@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
-from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
+from aiqueue.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
 from aiqueue.models import STATUSES, Job, QueueRow, Status
 from aiqueue.results import MAX_ITEMS, apply_item, parse_item, settle_item
 from aiqueue.runtime import Runtime
@@ -161,12 +161,19 @@ async def receive_results(rt: Runtime, body: object) -> Receipt:
         if item is None:
             counts["rejected"] += 1
             continue
+        applied = None
         if n == len(parsed) and item.status == "completed":
             # The usual callback (one completed item): apply it and claim the
             # next row in one round trip; every other item has been applied.
-            applied, next_job = await settle_item(rt, item)
-            settled = True
-        else:
+            try:
+                applied, next_job = await settle_item(rt, item)
+                settled = True
+            except StoreError as exc:
+                # The claim shares the result's transaction: whatever failed
+                # there must not hold the result back.  Apply it alone; the
+                # step after answering claims for itself.
+                logs.event("settle_failed", code=exc.code, queue_id=item.claim.queue_id)
+        if applied is None:
             applied = await apply_item(rt, item)
         counts["accepted" if applied else "ignored"] += 1
         freed += applied and item.status != "progress"

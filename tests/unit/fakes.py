@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from aiqueue.errors import StoreError
 from aiqueue.models import Job, QueueId, SubmissionId
 
 
@@ -18,6 +19,7 @@ class FakeStore:
     calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     failures: int = 0
     recovered: int = 0  # what recovery reports
+    settle_fails: bool = False
 
     async def recover_stuck(self, *args: Any) -> int:
         self.calls.append(("recover_stuck", args))
@@ -56,6 +58,13 @@ class FakeStore:
     async def complete(self, queue_id: Any, seq: int, result: Any, usage: Any) -> bool:
         self.calls.append(("complete", (queue_id, seq, result, usage)))
         return True
+
+    async def settle(self, queue_id: Any, seq: int, result: Any, usage: Any, cap: int,
+                     threshold: int) -> tuple[bool, Job | None]:
+        self.calls.append(("settle", (queue_id, seq, result, usage)))
+        if self.settle_fails:
+            raise StoreError("database error: DeadlockDetectedError")
+        return True, await self.claim(cap, threshold)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import respx
 
-from aiqueue import dispatch, loop
+from aiqueue import dispatch, loop, service
 from aiqueue.runtime import Runtime
 from aiqueue.service import Receipt
 from aiqueue.settings import Settings
@@ -143,6 +143,27 @@ async def test_no_chain_without_a_free_slot_or_without_a_claim(client: Poster):
     step = await loop.process_step(runtime(empty, client))
     assert step.claimed is None and not step.chained
     assert chain.call_count == 0
+
+
+@pytest.mark.parametrize("settle_fails", [False, True])
+async def test_a_completed_callback_settles_or_at_least_applies_its_result(
+    client: Poster, settle_fails: bool
+):
+    job = make_job()
+    store = FakeStore(jobs=[make_job()], settle_fails=settle_fails)
+    rt = runtime(store, client)
+    item = {"queue_id": str(job.queue_id), "status": "completed", "result": {"score": 1},
+            "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
+    receipt = await service.receive_results(rt, [item])
+    assert receipt.counts == {"accepted": 1, "ignored": 0, "rejected": 0}
+    assert receipt.freed == 1
+    if settle_fails:
+        # The result did not wait on the claim; the step after answering claims.
+        assert store.names() == ["settle", "complete"]
+        assert not receipt.settled and receipt.next_job is None
+    else:
+        assert store.names() == ["settle", "claim"]
+        assert receipt.settled and receipt.next_job is not None
 
 
 @respx.mock
