@@ -112,3 +112,15 @@ CREATE TRIGGER ai_marking_queue_counts_upd
     AFTER UPDATE OF status ON ai_marking_queue
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
     EXECUTE FUNCTION aiqueue_count_move();
+
+CREATE OR REPLACE FUNCTION aiqueue_record_inserts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status)
+    SELECT assignment_id, queue_id, submission_id, status FROM new_rows ORDER BY seq;
+    PERFORM pg_notify('ai_marking', '');
+    RETURN NULL;
+END
+$$;
+
+DROP FUNCTION IF EXISTS aiqueue_notify();
+ALTER TABLE ai_queue_control DROP COLUMN IF EXISTS listened_until;

@@ -100,3 +100,10 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight;
+
+-- listening --
+-- An instance LISTENs: triggers send NOTIFY for the next $1 seconds (the
+-- listener says so again before then); without listeners they skip it.
+UPDATE ai_queue_control
+SET listened_until = greatest(listened_until, now() + make_interval(secs => $1::float8))
+WHERE id = 1;

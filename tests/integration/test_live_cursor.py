@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from aiqueue.rows import EventBatch, EventCursor, MarkingEvent
-from aiqueue.store import Store, connect_pool
+from aiqueue.store import ChangeListener, Store, connect_pool
 from tests.conftest import add_submissions
 
 
@@ -121,3 +121,31 @@ def test_cursor_round_trips_and_rejects_foreign_ids():
     for bad in ("", "42", "a-b", "1-2-3", "-1-2", "1-" + "9" * 30):
         assert EventCursor.parse(bad) is None
     assert EventCursor(1, 99) < EventCursor(2, 1)
+
+
+async def test_changes_notify_only_while_a_listener_announces_itself(
+    db_url: str, store: Store, other: asyncpg.Connection
+):
+    heard: list[str] = []
+    await other.add_listener("ai_marking", lambda *args: heard.append(args[2]))
+    ids = await add_submissions(other, 2)
+    # Nobody announced a listener: the event row is written, no NOTIFY is sent.
+    await store.enqueue(ids[:1], "hw-1", 0, {})
+    await asyncio.sleep(0.3)
+    assert heard == []
+    assert await other.fetchval("SELECT count(*) FROM ai_marking_events") == 1
+    woken = asyncio.Event()
+    listener = await ChangeListener.open(db_url, "ai_marking", woken.set, lambda: None)
+    try:
+        await store.enqueue(ids[1:], "hw-1", 0, {})
+        await asyncio.wait_for(woken.wait(), 5)
+        deadline = time.monotonic() + 5
+        while not heard and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert heard == ["ai_marking"]
+    finally:
+        await listener.close()
+    # The announcement lapses unless renewed: 3 × the renewal period.
+    left = await other.fetchval(
+        "SELECT extract(epoch FROM listened_until - now()) FROM ai_queue_control")
+    assert 0 < left <= 3 * ChangeListener.ANNOUNCE_EVERY
