@@ -1,11 +1,10 @@
-"""The only module that talks to PostgreSQL: one method per named query."""
+"""The queue's PostgreSQL gateway: one method per named query (LISTEN: listener.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import cache
@@ -85,7 +84,8 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
     return None
 
 
-def _wrap(exc: Exception) -> StoreError:
+def wrap_error(exc: Exception) -> StoreError:
+    """A database failure as a StoreError naming only the exception's type."""
     return StoreError(f"database error: {type(exc).__name__}")
 
 
@@ -104,7 +104,7 @@ class Store:
         except asyncpg.UniqueViolationError as exc:
             raise Conflict("the submission already has a live queue row") from exc
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise _wrap(exc) from exc
+            raise wrap_error(exc) from exc
 
     async def _fetch(self, name: str, *args: Any) -> list[asyncpg.Record]:
         async with self._conn() as conn:
@@ -374,63 +374,3 @@ class Store:
         """Insert submissions that are not there yet; how many were new."""
         rows = await self._fetch("results_seed_submissions", json.dumps(list(submissions)))
         return len(rows)
-
-
-class ChangeListener:
-    """A dedicated session connection that LISTENs for queue changes (never via a pooler).
-
-    While it lives it tells the database so every ANNOUNCE_EVERY seconds: the
-    triggers send NOTIFY only while some instance listens (migration 0005).
-    """
-
-    ANNOUNCE_EVERY = 20.0
-
-    def __init__(self, conn: asyncpg.Connection) -> None:
-        self._conn = conn
-        self._announcer: asyncio.Task[None] | None = None
-
-    @classmethod
-    async def open(
-        cls, dsn: str, channel: str, on_notify: Callable[[], None], on_lost: Callable[[], None]
-    ) -> ChangeListener:
-        """Connect, LISTEN and announce; `on_lost` runs if the connection dies later."""
-        try:
-            conn = await asyncpg.connect(dsn, statement_cache_size=0, timeout=5)
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            raise _wrap(exc) from exc
-        listener = cls(conn)
-        try:
-            await conn.add_listener(channel, lambda *_: on_notify())
-            await listener._announce()
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            await conn.close(timeout=2)
-            raise _wrap(exc) from exc
-        conn.add_termination_listener(lambda _conn: on_lost())
-        listener._announcer = asyncio.get_running_loop().create_task(listener._keep_announcing())
-        return listener
-
-    async def _announce(self) -> None:
-        await self._conn.execute(queries()["listening"], 3 * self.ANNOUNCE_EVERY)
-
-    async def _keep_announcing(self) -> None:
-        while True:
-            await asyncio.sleep(self.ANNOUNCE_EVERY)
-            try:
-                await self._announce()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                # A dead connection reports itself through on_lost; a failed
-                # update only costs streams the wake-ups until the next try.
-                if self._conn.is_closed():
-                    return
-
-    @property
-    def alive(self) -> bool:
-        return not self._conn.is_closed()
-
-    async def close(self) -> None:
-        if self._announcer is not None:
-            self._announcer.cancel()
-        try:
-            await self._conn.close(timeout=2)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-            self._conn.terminate()
