@@ -8,6 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -50,13 +51,13 @@ async def _seed(dsn: str, n: int) -> list[str]:
         await conn.close()
 
 
-async def _wait_done(dsn: str, n: int, timeout: float) -> float:
+async def _wait_done(dsn: str, done_sql: str, n: int, timeout: float) -> float:
+    """The moment `done_sql` (a count of completed jobs) reaches n."""
     conn = await asyncpg.connect(dsn)
     try:
         deadline = time.perf_counter() + timeout
         while time.perf_counter() < deadline:
-            done = await conn.fetchval(
-                "SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'")
+            done = await conn.fetchval(done_sql)
             if done >= n:
                 return time.perf_counter()
             await asyncio.sleep(0.02)
@@ -76,28 +77,25 @@ def _count_invocations(log: Path) -> int:
     return calls
 
 
-async def run_loop(cap: int, jobs: int, name: str) -> LoopRun:
-    dsn = await fresh_database(name)
-    fn_port, app_port = free_port(), free_port()
-    log = ROOT / "bench" / f".serve-{name}.log"
+async def _timed_run(
+    cap: int, jobs: int, dsn: str, fn_port: int, *, app_args: list[str], app_env: dict[str, str],
+    health: str, enqueue: str, body: dict[str, Any], headers: dict[str, str], done_sql: str,
+    log: Path | None = None,
+) -> LoopRun:
+    """Start an app and the instant function, enqueue, time it until every job is done."""
+    app_port = free_port()
     fn = spawn(["-m", "bench.fnserver", str(fn_port)])
-    app = spawn(["-m", "aiqueue", "serve", "--port", str(app_port)], env={
-        "DATABASE_URL": dsn, "MARKING_QUEUE_SECRET": SECRET,
-        "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
-        "QUEUE_MAX_IN_FLIGHT": str(cap), "QUEUE_TICK_SECONDS": "0",
-    }, log=log)
+    app = spawn([*app_args, str(app_port)], env=app_env, log=log)
     try:
         wait_http(f"http://127.0.0.1:{fn_port}/stats")
-        wait_http(f"http://127.0.0.1:{app_port}/healthz")
-        ids = await _seed(dsn, jobs)
+        wait_http(f"http://127.0.0.1:{app_port}{health}")
         cpu_before = cpu_seconds(app.pid)
         async with httpx.AsyncClient(timeout=60) as client:
             started = time.perf_counter()
-            r = await client.post(f"http://127.0.0.1:{app_port}/api/marking/enqueue",
-                                  headers={"authorization": f"Bearer {SECRET}"},
-                                  json={"assignment_id": "bench", "submission_ids": ids})
+            r = await client.post(f"http://127.0.0.1:{app_port}{enqueue}", headers=headers,
+                                  json=body)
             r.raise_for_status()
-            finished = await _wait_done(dsn, jobs, timeout=300)
+            finished = await _wait_done(dsn, done_sql, jobs, timeout=300)
             cpu_after = cpu_seconds(app.pid)
             await asyncio.sleep(0.3)  # let trailing log lines land
             stats = (await client.get(f"http://127.0.0.1:{fn_port}/stats")).json()
@@ -107,13 +105,30 @@ async def run_loop(cap: int, jobs: int, name: str) -> LoopRun:
             cap=cap, jobs=jobs, seconds=seconds, jobs_per_s=jobs / seconds,
             cpu_ms_per_job=(cpu_after - cpu_before) * 1000 / jobs,
             gap_p50_ms=percentile(gaps, 0.5), gap_p99_ms=percentile(gaps, 0.99),
-            invocations_per_job=_count_invocations(log) / jobs,
+            invocations_per_job=_count_invocations(log) / jobs if log else float("nan"),
             max_in_flight=stats["max_in_flight"],
         )
     finally:
         for proc in (app, fn):
             proc.terminate()
             proc.wait(10)
+
+
+async def run_loop(cap: int, jobs: int, name: str) -> LoopRun:
+    """The product: `python -m aiqueue serve` dispatching to the instant function."""
+    dsn = await fresh_database(name)
+    ids = await _seed(dsn, jobs)
+    fn_port = free_port()
+    return await _timed_run(
+        cap, jobs, dsn, fn_port, app_args=["-m", "aiqueue", "serve", "--port"], app_env={
+            "DATABASE_URL": dsn, "MARKING_QUEUE_SECRET": SECRET,
+            "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
+            "QUEUE_MAX_IN_FLIGHT": str(cap), "QUEUE_TICK_SECONDS": "0",
+        }, health="/healthz", enqueue="/api/marking/enqueue",
+        body={"assignment_id": "bench", "submission_ids": ids},
+        headers={"authorization": f"Bearer {SECRET}"},
+        done_sql="SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'",
+        log=ROOT / "bench" / f".serve-{name}.log")
 
 
 async def run_baseline(jobs: int, name: str) -> float:
@@ -146,35 +161,9 @@ async def run_baseline(jobs: int, name: str) -> float:
 async def run_minimal(cap: int, jobs: int, name: str) -> LoopRun:
     """The same hops without the product (bench/minimal.py): the floor for the chain."""
     dsn = await fresh_database(name)
-    fn_port, app_port = free_port(), free_port()
-    fn = spawn(["-m", "bench.fnserver", str(fn_port)])
-    app = spawn(["-m", "bench.minimal", str(app_port)], env={
-        "DATABASE_URL": dsn, "FN_URL": f"http://127.0.0.1:{fn_port}/mark", "CAP": str(cap)})
-    try:
-        wait_http(f"http://127.0.0.1:{fn_port}/stats")
-        wait_http(f"http://127.0.0.1:{app_port}/done")
-        cpu_before = cpu_seconds(app.pid)
-        async with httpx.AsyncClient(timeout=60) as client:
-            started = time.perf_counter()
-            r = await client.post(f"http://127.0.0.1:{app_port}/enqueue", json={"n": jobs})
-            r.raise_for_status()
-            deadline = started + 300
-            while (await client.get(f"http://127.0.0.1:{app_port}/done")).json()["done"] < jobs:
-                if time.perf_counter() > deadline:
-                    raise RuntimeError("the minimal loop did not finish")
-                await asyncio.sleep(0.02)
-            finished = time.perf_counter()
-            cpu_after = cpu_seconds(app.pid)
-            stats = (await client.get(f"http://127.0.0.1:{fn_port}/stats")).json()
-        gaps = [g * 1000 for g in stats["gaps"]]
-        seconds = finished - started
-        return LoopRun(
-            cap=cap, jobs=jobs, seconds=seconds, jobs_per_s=jobs / seconds,
-            cpu_ms_per_job=(cpu_after - cpu_before) * 1000 / jobs,
-            gap_p50_ms=percentile(gaps, 0.5), gap_p99_ms=percentile(gaps, 0.99),
-            invocations_per_job=float("nan"), max_in_flight=stats["max_in_flight"],
-        )
-    finally:
-        for proc in (app, fn):
-            proc.terminate()
-            proc.wait(10)
+    fn_port = free_port()
+    return await _timed_run(
+        cap, jobs, dsn, fn_port, app_args=["-m", "bench.minimal"], app_env={
+            "DATABASE_URL": dsn, "FN_URL": f"http://127.0.0.1:{fn_port}/mark", "CAP": str(cap),
+        }, health="/done", enqueue="/enqueue", body={"n": jobs}, headers={},
+        done_sql="SELECT count(*) FROM minimal_jobs WHERE status = 'completed'")
