@@ -75,19 +75,17 @@ async def process_step(
             outcome = await dispatch_async(rt, job)
             step.dispatched = isinstance(outcome, dispatch.Accepted)
             busy = isinstance(outcome, dispatch.Busy)
-    # A busy function paused dispatching for everyone: nothing to chain to.
-    wanted = not refill or not step.dispatched or step.recovered > 0
-    if chain and job is not None and job.more and not busy and wanted:
-        step.chained = await dispatch.chain(rt.http, s)
-        logs.event("chain", chained=step.chained)
     if settled is not None:
         # The claim ran before housekeeping could: the job went out first (the
-        # function is idle meanwhile), tidying up comes after, and slots that
-        # recovery freed get a chained step of their own.
+        # function is idle meanwhile), tidying up comes after; slots that
+        # recovery freed then are not in the claim's `more`.
         await _housekeeping(rt, step, force)
-        if step.recovered and chain and not step.chained and not busy:
-            step.chained = await dispatch.chain(rt.http, s)
-            logs.event("chain", chained=step.chained)
+    more = (job is not None and job.more) or (settled is not None and step.recovered > 0)
+    # A busy function paused dispatching for everyone: nothing to chain to.
+    wanted = not refill or not step.dispatched or step.recovered > 0
+    if chain and more and not busy and wanted:
+        step.chained = await dispatch.chain(rt.http, s)
+        logs.event("chain", chained=step.chained)
     return step
 
 
