@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiqueue import logs
+from aiqueue.db.migrate import migrate
 from aiqueue.errors import AiQueueError
-from aiqueue.migrate import migrate
 from aiqueue.settings import Settings, load_settings
 
 
@@ -34,7 +34,7 @@ def database(settings: Settings) -> tuple[Settings, Any]:
     """Use DATABASE_URL, or start the embedded server (dev only) and point at it."""
     if settings.database_url:
         return settings, None
-    from aiqueue.embedded import start_embedded
+    from aiqueue.db.embedded import start_embedded
 
     dsn, handle = start_embedded()
     return settings.with_overrides(database_url=dsn, database_direct_url=dsn), handle
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             done = asyncio.run(migrate(settings.database_direct_url, args.direction))
             print(f"migrate {args.direction}: {', '.join(done) or 'nothing to do'}")
         else:
-            from aiqueue.devserver import run_dev
+            from aiqueue.dev.server import run_dev
 
             run_dev(args.host, args.port, args.function_port)
     except AiQueueError as exc:

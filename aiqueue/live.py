@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiqueue import logs
+from aiqueue.db.listener import ChangeListener
+from aiqueue.db.store import Store
 from aiqueue.errors import Invalid, StoreError
-from aiqueue.listener import ChangeListener
-from aiqueue.rows import EventCursor, MarkingEvent
+from aiqueue.models import EventCursor, MarkingEvent
 from aiqueue.settings import Settings
-from aiqueue.store import Store
 
 CHANNEL = "ai_marking"  # the trigger in migration 0001 notifies it on every status change
 TOKEN_MAX_AGE = 600  # a page's events token; the page asks for a fresh one when it lapses

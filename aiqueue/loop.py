@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiqueue import dispatch, logs
 from aiqueue.backoff import retry_delay
+from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.errors import StoreError
 from aiqueue.models import Job
-from aiqueue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.settings import Settings
-from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
 from aiqueue.transport import LeanTransport, Poster
 

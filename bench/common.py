@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from aiqueue.embedded import recreate_database, start_embedded
-from aiqueue.migrate import migrate
+from aiqueue.db.embedded import recreate_database, start_embedded
+from aiqueue.db.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 _server: Any = None

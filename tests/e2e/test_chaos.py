@@ -36,7 +36,7 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue.migrate import migrate
+from aiqueue.db.migrate import migrate
 from tests.conftest import SECRET, add_submissions
 from tests.e2e.cluster import PgCluster
 from tests.e2e.servers import ROOT, AppProcess, Faults, FunctionHost, MarkingFunction, free_port
@@ -224,7 +224,7 @@ class Chaos:
             await asyncio.sleep(0.5)
         conn = await asyncpg.connect(self.dsn)
         try:
-            from aiqueue.store import queries
+            from aiqueue.db.store import queries
 
             return int(await conn.fetchval(queries()["cancel_assignment"], assignment, "chaos"))
         finally:

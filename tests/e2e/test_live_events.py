@@ -13,7 +13,7 @@ import pytest
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from aiqueue.live import LiveConfig
-from aiqueue.rows import EventCursor
+from aiqueue.models import EventCursor
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from aiqueue.web.live import configure

@@ -12,8 +12,8 @@ import pytest
 
 from aiqueue import logs
 from aiqueue.backoff import parse_retry_after, retry_delay
+from aiqueue.callbacks import error_code
 from aiqueue.errors import SettingsError
-from aiqueue.results import error_code
 from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens, same_secret
 

@@ -27,12 +27,13 @@ import uvicorn
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aiqueue import demo, logs
+from aiqueue import logs
 from aiqueue.cli import database
+from aiqueue.db.migrate import migrate
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.dev import demo
 from aiqueue.errors import SettingsError
-from aiqueue.migrate import migrate
 from aiqueue.settings import Settings, load_settings
-from aiqueue.store import Store, connect_pool
 from aiqueue.web.app import create_app
 from aiqueue.web.live import close_streams
 from aiqueue.web.results import page_url
