@@ -66,3 +66,16 @@ class Invalid(AiQueueError):
 
     status_code = 422
     code = "invalid"
+
+
+class BadHeader(AiQueueError):
+    """A request header is malformed."""
+
+    status_code = 400
+    code = "invalid_header"
+
+
+class KeyReused(Invalid):
+    """An Idempotency-Key came back with a different body."""
+
+    code = "idempotency_key_reused"

@@ -66,6 +66,7 @@ class QueueRow:
     started_at: datetime | None
     finished_at: datetime | None
     priority: int
+    group_key: str
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
@@ -77,6 +78,7 @@ class QueueRow:
             "queue_id": str(self.queue_id),
             "submission_id": str(self.submission_id),
             "assignment_id": self.assignment_id,
+            "group": self.group_key,
             "status": self.status,
             "attempts": self.attempts,
             "last_error": self.last_error,
@@ -162,10 +164,23 @@ class Control:
 
 @dataclass(frozen=True)
 class EnqueueOutcome:
-    """What one enqueue statement did."""
+    """What one enqueue did; `replayed` is the remembered answer to a repeated key."""
 
     queue_ids: list[QueueId]
     unknown_ids: list[SubmissionId]
+    already_marked: int = 0
+    replayed: dict[str, Any] | None = None
+    # The Idempotency-Key was first used with a different body.
+    key_reused: bool = False
+
+    def answer(self, requested: int) -> dict[str, Any]:
+        """The contract's 202 body for a request of `requested` ids."""
+        return {
+            "enqueued": len(self.queue_ids),
+            "skipped": requested - len(self.queue_ids) - self.already_marked,
+            "already_marked": self.already_marked,
+            "queue_ids": [str(q) for q in self.queue_ids],
+        }
 
 _CURSOR = re.compile(r"^(\d{1,20})-(\d{1,20})$")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -9,7 +10,15 @@ from uuid import UUID
 
 from aiqueue import logs
 from aiqueue.callbacks import MAX_ITEMS, apply_item, parse_item, settle_item
-from aiqueue.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
+from aiqueue.errors import (
+    BadHeader,
+    Conflict,
+    Invalid,
+    KeyReused,
+    NotFound,
+    StoreError,
+    Unauthorized,
+)
 from aiqueue.models import STATUSES, Job, QueueRow, Status
 from aiqueue.runtime import Runtime
 from aiqueue.storable import unstorable
@@ -27,6 +36,10 @@ class EnqueueRequest:
     submission_ids: list[UUID]
     priority: int
     payload: dict[str, Any]
+    group: str | None = None
+    remark: bool = False
+    # What an Idempotency-Key's repeat must match: a hash of the body as parsed.
+    fingerprint: str = ""
 
     @classmethod
     def parse(cls, body: object) -> EnqueueRequest:
@@ -34,6 +47,10 @@ class EnqueueRequest:
         if not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
         assignment_id = parse_assignment_id(body.get("assignment_id"))
+        group = parse_group(body.get("group"))
+        remark = body.get("remark", False)
+        if not isinstance(remark, bool):
+            raise Invalid("remark must be true or false")
         ids = parse_submission_ids(body.get("submission_ids"))
         priority = body.get("priority", 0)
         if priority is None:
@@ -50,7 +67,30 @@ class EnqueueRequest:
             raise Invalid(f"payload {problem}")
         if len(json.dumps(payload).encode()) > MAX_PAYLOAD_BYTES:
             raise Invalid("payload must be at most 64 KiB")
-        return cls(assignment_id, ids, priority, payload)
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return cls(assignment_id, ids, priority, payload, group, remark,
+                   hashlib.sha256(canonical.encode()).hexdigest())
+
+
+def parse_group(value: object) -> str | None:
+    """The optional `group`: 1-200 characters (absent or null: the assignment)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise Invalid("group must be a non-empty string of at most 200 characters")
+    problem = unstorable(value)
+    if problem:
+        raise Invalid(f"group {problem}")
+    return value
+
+
+def parse_idempotency_key(value: str | None) -> str | None:
+    """The Idempotency-Key header: 1-255 printable ASCII characters, or absent."""
+    if value is None:
+        return None
+    if not 1 <= len(value) <= 255 or not all(" " <= c <= "~" for c in value):
+        raise BadHeader("Idempotency-Key must be 1-255 printable ASCII characters")
+    return value
 
 
 def parse_submission_ids(ids: object) -> list[UUID]:
@@ -108,24 +148,30 @@ def json_depth(value: object, depth: int = 1) -> int:
     return depth
 
 
-async def enqueue(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
-    """Insert one pending row per new submission, atomically; the contract's 202 body."""
+async def enqueue(
+    rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None
+) -> tuple[dict[str, Any], bool]:
+    """Insert one pending row per new submission, atomically: the 202 body, and
+    whether it is the replayed answer to an earlier request with the same key."""
+    key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
     outcome = await rt.store.enqueue(
-        request.submission_ids, request.assignment_id, request.priority, request.payload
+        request.submission_ids, request.assignment_id, request.priority, request.payload,
+        group=request.group, remark=request.remark, key=key,
     )
+    if outcome.key_reused:
+        raise KeyReused("this Idempotency-Key was used with a different body")
+    if outcome.replayed is not None:
+        logs.event("enqueue_replayed", assignment_id=request.assignment_id)
+        return outcome.replayed, True
     if outcome.unknown_ids:
         raise Invalid(
             f"{len(outcome.unknown_ids)} submission id(s) do not exist; nothing was enqueued",
             extra={"unknown_ids": [str(u) for u in outcome.unknown_ids]},
         )
-    skipped = len(request.submission_ids) - len(outcome.queue_ids)
-    logs.event("enqueue", assignment_id=request.assignment_id,
-               enqueued=len(outcome.queue_ids), skipped=skipped)
-    return {
-        "enqueued": len(outcome.queue_ids),
-        "skipped": skipped,
-        "queue_ids": [str(q) for q in outcome.queue_ids],
-    }
+    answer = outcome.answer(len(request.submission_ids))
+    logs.event("enqueue", assignment_id=request.assignment_id, enqueued=answer["enqueued"],
+               skipped=answer["skipped"], already_marked=answer["already_marked"])
+    return answer, False
 
 
 @dataclass(frozen=True)
@@ -195,10 +241,11 @@ async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:
 
 
 async def list_rows(
-    rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int, offset: int
+    rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int, offset: int,
+    group: str | None = None,
 ) -> tuple[list[QueueRow], int]:
     rows = await rt.store.list_rows(
-        status=status, assignment_id=assignment_id, limit=limit, offset=offset
+        status=status, assignment_id=assignment_id, limit=limit, offset=offset, group=group
     )
-    total = await rt.store.count_rows(status=status, assignment_id=assignment_id)
+    total = await rt.store.count_rows(status=status, assignment_id=assignment_id, group=group)
     return rows, total

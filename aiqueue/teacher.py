@@ -58,7 +58,8 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None) -> d
     if not ids:
         return {"enqueued": 0, "skipped": 0, "queue_ids": []}
     request = service.EnqueueRequest(assignment_id, ids, priority, info.payload)
-    return await service.enqueue(rt, request)
+    answer, _ = await service.enqueue(rt, request)
+    return answer
 
 
 async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> dict[str, Any]:

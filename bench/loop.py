@@ -145,7 +145,7 @@ async def run_baseline(jobs: int, name: str) -> float:
             row = await conn.fetchrow(
                 "UPDATE ai_marking_queue SET status = 'processing', attempts = attempts + 1 "
                 "WHERE queue_id = (SELECT queue_id FROM ai_marking_queue WHERE status = 'pending' "
-                "ORDER BY priority DESC, run_after, seq LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                "ORDER BY priority DESC, turn, seq LIMIT 1 FOR UPDATE SKIP LOCKED) "
                 "RETURNING queue_id, submission_id")
             if row is None:
                 break

@@ -87,6 +87,14 @@ def wrap_error(exc: Exception) -> StoreError:
     return StoreError(f"database error: {type(exc).__name__}")
 
 
+class _Rollback(Exception):  # noqa: N818 - control flow, not an error
+    """Leaves a transaction by rolling it back, with the outcome to return."""
+
+    def __init__(self, outcome: EnqueueOutcome) -> None:
+        super().__init__("rollback")
+        self.outcome = outcome
+
+
 class Store:
     """Queue persistence on an asyncpg pool."""
 
@@ -132,21 +140,52 @@ class Store:
         assignment_id: str,
         priority: int,
         payload: dict[str, Any],
+        *,
+        group: str | None = None,
+        remark: bool = False,
+        key: tuple[str, str] | None = None,
     ) -> EnqueueOutcome:
-        args = (list(submission_ids), assignment_id, priority, json.dumps(payload))
+        """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key."""
+        args = (list(submission_ids), assignment_id, priority, json.dumps(payload),
+                group or assignment_id, remark)
         for attempt in range(3):
             try:
-                rows = await self._fetch("enqueue", *args)
-                break
+                async with self._conn() as conn:
+                    return await self._enqueue_in(conn, args, key, len(submission_ids))
             except StoreError as exc:
                 # Two overlapping batches can deadlock on the unique index; the
-                # loser's whole statement rolled back, so running it again is safe.
+                # loser's transaction rolled back, so running it again is safe.
                 if attempt == 2 or not isinstance(exc.__cause__, asyncpg.DeadlockDetectedError):
                     raise
-        return EnqueueOutcome(
-            queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
-            unknown_ids=[SubmissionId(r["value"]) for r in rows if r["kind"] == "unknown"],
-        )
+        raise AssertionError("unreachable")
+
+    async def _enqueue_in(self, conn: asyncpg.Connection, args: tuple[Any, ...],
+                          key: tuple[str, str] | None, requested: int) -> EnqueueOutcome:
+        try:
+            async with conn.transaction():
+                if key is not None and not await conn.fetchval(
+                        self.sql["idempotency_claim"], *key):
+                    # The key's first request committed: replay its answer.
+                    row = await conn.fetchrow(self.sql["idempotency_answer"], key[0])
+                    if row is None or row["body_hash"] != key[1]:
+                        raise _Rollback(EnqueueOutcome([], [], key_reused=True))
+                    raise _Rollback(EnqueueOutcome([], [], replayed=json.loads(row["answer"])))
+                rows = await conn.fetch(self.sql["enqueue"], *args)
+                outcome = EnqueueOutcome(
+                    queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
+                    unknown_ids=[SubmissionId(r["value"]) for r in rows
+                                 if r["kind"] == "unknown"],
+                    already_marked=sum(r["kind"] == "marked" for r in rows),
+                )
+                if outcome.unknown_ids:
+                    # Nothing was enqueued; the key stays free for a corrected request.
+                    raise _Rollback(outcome)
+                if key is not None:
+                    answer = json.dumps(outcome.answer(requested))
+                    await conn.execute(self.sql["idempotency_save"], key[0], answer)
+                return outcome
+        except _Rollback as rollback:
+            return rollback.outcome
 
     async def claim(self, cap: int, breaker_threshold: int) -> Job | None:
         row = await self._fetchrow("claim", cap, breaker_threshold)
@@ -260,15 +299,17 @@ class Store:
         limit: int,
         offset: int = 0,
         after: tuple[Any, UUID] | None = None,
+        group: str | None = None,
     ) -> list[QueueRow]:
         after_at, after_id = after if after else (None, None)
         rows = await self._fetch(
-            "list_rows", status, assignment_id, after_at, after_id, limit, offset
+            "list_rows", status, assignment_id, after_at, after_id, limit, offset, group
         )
         return [QueueRow.from_row(r) for r in rows]
 
-    async def count_rows(self, *, status: Status | None, assignment_id: str | None) -> int:
-        return int(await self._fetchval("count_rows", status, assignment_id))
+    async def count_rows(self, *, status: Status | None, assignment_id: str | None,
+                         group: str | None = None) -> int:
+        return int(await self._fetchval("count_rows", status, assignment_id, group))
 
     async def histogram(self, buckets: Sequence[float]) -> list[tuple[float, int]]:
         rows = await self._fetch("metrics_histogram", list(buckets))
@@ -301,10 +342,11 @@ class Store:
         assignment_id: str | None,
         before: tuple[datetime, UUID],
         limit: int,
+        group: str | None = None,
     ) -> list[QueueRow]:
         """Up to `limit` rows newer than the cursor, nearest it first."""
         rows = await self._fetch(
-            "monitor_rows_newer", status, assignment_id, before[0], before[1], limit
+            "monitor_rows_newer", status, assignment_id, before[0], before[1], limit, group
         )
         return [QueueRow.from_row(r) for r in rows]
 

@@ -16,8 +16,11 @@ from aiqueue.web.state import runtime
 async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
     require_bearer(request, rt.settings.queue_secret)
+    key = service.parse_idempotency_key(request.headers.get("idempotency-key"))
     body = service.EnqueueRequest.parse(await read_json(request))
-    answer = await service.enqueue(rt, body)
+    answer, replayed = await service.enqueue(rt, body, key)
+    if replayed:
+        return JSONResponse(answer, status_code=202, headers={"Idempotent-Replayed": "true"})
     # Kick the chain after answering, inside this invocation: no extra hop.
     kick = BackgroundTask(loop.safe_step, rt) if answer["enqueued"] else None
     return JSONResponse(answer, status_code=202, background=kick)
@@ -58,10 +61,11 @@ async def queue_list(request: Request) -> Response:
     assignment = request.query_params.get("assignment_id") or None
     if assignment is not None:
         assignment = service.parse_assignment_id(assignment)  # a NUL would be a 503
+    group = service.parse_group(request.query_params.get("group") or None)
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
     rows, total = await service.list_rows(
-        rt, status=status, assignment_id=assignment, limit=limit, offset=offset
+        rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group
     )
     return JSONResponse({"items": [r.to_json() for r in rows], "total": total},
                         background=BackgroundTask(loop.kick_if_stalled, rt))

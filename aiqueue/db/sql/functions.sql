@@ -100,12 +100,14 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH next AS MATERIALIZED (
-        -- Walks ai_marking_queue_claim_idx in dispatch order; SKIP LOCKED steps
-        -- over rows a webhook or the recovery holds right now.
+        -- Walks ai_marking_queue_claim_idx in dispatch order: priority, then
+        -- turns between groups (aiqueue 0007), then enqueue order; rows waiting
+        -- out a backoff are stepped over, not waited for.  SKIP LOCKED steps over
+        -- rows a webhook or the recovery holds right now.
         SELECT q.queue_id
         FROM ai_marking_queue q
         WHERE q.status = 'pending' AND q.run_after <= now()
-        ORDER BY q.priority DESC, q.run_after, q.seq
+        ORDER BY q.priority DESC, q.turn, q.seq
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ),
@@ -131,7 +133,7 @@ BEGIN
                AND EXISTS (SELECT 1 FROM (
                        SELECT o.queue_id FROM ai_marking_queue o
                        WHERE o.status = 'pending' AND o.run_after <= now()
-                       ORDER BY o.priority DESC, o.run_after, o.seq
+                       ORDER BY o.priority DESC, o.turn, o.seq
                        LIMIT 2) due
                    WHERE due.queue_id <> cl.queue_id),
            ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL

@@ -29,11 +29,11 @@ LIMIT $4;
 
 -- live_submission_status --
 -- The submission's latest row and, when it is pending, how many pending rows the
--- claim takes before it: those ahead in claim order (priority DESC, run_after,
--- seq) that are due no later than it is.  Both branches of the OR are range
+-- claim takes before it: those ahead in claim order (priority DESC, turn, seq)
+-- that are due no later than it is.  Both branches of the OR are range
 -- conditions on the claim index, so the count reads only the rows ahead.
 WITH latest AS (
-    SELECT queue_id, status, attempts, priority, run_after, seq, started_at
+    SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -44,7 +44,7 @@ SELECT l.queue_id, l.status, l.attempts,
            SELECT count(*) FROM ai_marking_queue q
            WHERE q.status = 'pending'
              AND (q.priority > l.priority
-                  OR (q.priority = l.priority AND (q.run_after, q.seq) < (l.run_after, l.seq)))
+                  OR (q.priority = l.priority AND (q.turn, q.seq) < (l.turn, l.seq)))
              AND q.run_after <= greatest(now(), l.run_after)
        ) END AS ahead,
        CASE WHEN l.status = 'processing'
@@ -73,14 +73,14 @@ WITH run AS (
     LIMIT 1
 ),
 rows AS MATERIALIZED (
-    SELECT q.status, q.priority, q.run_after, q.seq, q.started_at
+    SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at
     FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
     WHERE q.assignment_id = $1
 ),
 last AS (
-    SELECT priority, run_after, seq FROM rows
+    SELECT priority, turn, run_after, seq FROM rows
     WHERE status = 'pending'
-    ORDER BY priority, run_after DESC, seq DESC
+    ORDER BY priority, turn DESC, seq DESC
     LIMIT 1
 )
 SELECT (SELECT run_id FROM run) AS run_id,
@@ -94,7 +94,7 @@ SELECT (SELECT run_id FROM run) AS run_id,
            SELECT count(*) FROM ai_marking_queue q, last l
            WHERE q.status = 'pending'
              AND (q.priority > l.priority
-                  OR (q.priority = l.priority AND (q.run_after, q.seq) <= (l.run_after, l.seq)))
+                  OR (q.priority = l.priority AND (q.turn, q.seq) <= (l.turn, l.seq)))
              AND q.run_after <= greatest(now(), l.run_after)
        ) END AS last_position,
        (SELECT extract(epoch FROM now() - max(started_at))::float8

@@ -2,24 +2,59 @@
 -- Values only ever travel as $n parameters.
 
 -- enqueue --
--- One round trip for the whole batch, atomic: when any id is unknown the insert
--- CTE inserts nothing and the unknown ids come back instead.  ON CONFLICT on the
+-- One round trip for the whole batch, atomic: when any id is unknown nothing is
+-- inserted and the unknown ids come back instead.  Submissions with an AI mark
+-- are left out unless $6 (remark) and come back as 'marked'.  ON CONFLICT on the
 -- partial unique index skips submissions that already have a live row, also
 -- against a concurrent enqueue.  Rows are inserted in submission-id order so
 -- that two overlapping batches take their index locks in the same order and
 -- cannot deadlock; seq, numbered in request order first, keeps the queue in
 -- the order the teacher's list had.  A batch joins the assignment's live run.
+--
+-- Turns (migration 0007): the group's k-th new row gets turn start + k, where
+-- start is the turn after the group's last one, or the turn at the head of
+-- this priority's due rows when the group has emptied (it rejoins at the back
+-- of the round being served); with no due row at all, the turn after every
+-- group's last, so turns never run backwards.  The upsert of the group's row
+-- computes start under that row's lock: concurrent enqueues of one group get
+-- consecutive turns.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
     ORDER BY id, ord
 ),
-unknown AS MATERIALIZED (
-    SELECT ids.id FROM ids WHERE NOT EXISTS (SELECT 1 FROM submissions s WHERE s.id = ids.id)
+subs AS MATERIALIZED (
+    SELECT ids.id, ids.ord, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked
+    FROM ids LEFT JOIN submissions s ON s.id = ids.id
 ),
-numbered AS MATERIALIZED (
-    SELECT o.id, nextval('ai_marking_queue_seq_seq'::regclass) AS seq
-    FROM (SELECT id, ord FROM ids ORDER BY ord) o
+todo AS MATERIALIZED (
+    SELECT o.id, o.k, nextval('ai_marking_queue_seq_seq'::regclass) AS seq
+    FROM (SELECT x.id, row_number() OVER (ORDER BY x.ord) - 1 AS k
+          FROM subs x
+          WHERE (NOT x.marked OR $6::boolean)
+            AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
+                            WHERE q.submission_id = x.id AND q.status IN ('pending', 'processing'))
+            AND NOT EXISTS (SELECT 1 FROM subs u WHERE NOT u.known)
+          ORDER BY x.ord) o
+),
+total AS (
+    SELECT count(*) AS n FROM todo
+),
+head AS (
+    SELECT coalesce(
+        (SELECT q.turn FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.priority = $3 AND q.run_after <= now()
+         ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
+        (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g WHERE g.priority = $3),
+        0) AS turn
+),
+grp AS (
+    INSERT INTO ai_marking_groups AS g (priority, group_key, last_turn)
+    SELECT $3, $5, head.turn + total.n - 1 FROM head, total WHERE total.n > 0
+    ON CONFLICT (priority, group_key) DO UPDATE
+    SET last_turn = greatest(g.last_turn + (SELECT n FROM total), EXCLUDED.last_turn),
+        updated_at = now()
+    RETURNING last_turn
 ),
 run AS (
     SELECT coalesce(
@@ -28,16 +63,19 @@ run AS (
         gen_random_uuid()) AS run_id
 ),
 inserted AS (
-    INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, run_id, priority, payload)
+    INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
+                                  priority, payload)
     OVERRIDING SYSTEM VALUE
-    SELECT n.seq, n.id, $2, run.run_id, $3, $4::jsonb
-    FROM numbered n CROSS JOIN run
-    WHERE NOT EXISTS (SELECT 1 FROM unknown)
-    ORDER BY n.id
+    SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
+           $4::jsonb
+    FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
+    ORDER BY t.id
     ON CONFLICT (submission_id) WHERE status IN ('pending', 'processing') DO NOTHING
     RETURNING queue_id, seq
 )
-SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq FROM unknown
+SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq FROM subs WHERE NOT known
+UNION ALL
+SELECT 'marked', id, 0 FROM subs WHERE known AND marked AND NOT $6::boolean
 UNION ALL
 SELECT 'queued', queue_id, seq FROM inserted
 ORDER BY seq;
@@ -188,6 +226,13 @@ events AS (
                  WHERE created_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM gate)
                  LIMIT 10000)
 ),
+-- Idempotency keys answer repeats for 24 h.
+keys AS (
+    DELETE FROM ai_marking_idempotency
+    WHERE key IN (SELECT key FROM ai_marking_idempotency
+                  WHERE created_at < now() - interval '24 hours' AND EXISTS (SELECT 1 FROM gate)
+                  LIMIT 10000)
+),
 -- Fold the count deltas into one row per status (the sum stays the same).
 folded AS (
     DELETE FROM ai_marking_counts WHERE EXISTS (SELECT 1 FROM gate) RETURNING status, n
@@ -275,11 +320,20 @@ WITH row AS (
     UPDATE ai_marking_queue
     SET status = 'cancelled', finished_at = now(), updated_at = now()
     WHERE status = 'pending' AND (queue_id = $1::uuid OR assignment_id = $2::text)
-    RETURNING queue_id
+    RETURNING queue_id, priority, coalesce(group_key, assignment_id) AS group_key, turn
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
     SELECT queue_id, 'action', 'cancel', now(), $3 FROM row
+),
+-- A group whose last turns were cancelled continues where its live rows end,
+-- not behind turns nobody will take (see enqueue).
+regroup AS (
+    UPDATE ai_marking_groups g SET last_turn = c.first_turn - 1, updated_at = now()
+    FROM (SELECT priority, group_key, min(turn) AS first_turn, max(turn) AS last_turn
+          FROM row GROUP BY priority, group_key) c
+    WHERE g.priority = c.priority AND g.group_key = c.group_key
+      AND c.last_turn >= g.last_turn
 )
 SELECT count(*) AS n FROM row;
 
@@ -332,23 +386,27 @@ FROM (
 -- list_rows --
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
-       created_at, updated_at, started_at, finished_at, priority
+       created_at, updated_at, started_at, finished_at, priority,
+       coalesce(group_key, assignment_id) AS group_key
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
   AND ($3::timestamptz IS NULL OR (created_at, queue_id) < ($3, $4::uuid))
+  AND ($7::text IS NULL OR coalesce(group_key, assignment_id) = $7)
 ORDER BY created_at DESC, queue_id DESC
 LIMIT $5 OFFSET $6;
 
 -- count_rows --
--- Without an assignment filter the total comes from the count deltas; with
--- one it counts that assignment's rows through its index.
-SELECT CASE WHEN $2::text IS NULL THEN
+-- Without an assignment or group filter the total comes from the count deltas;
+-- with one it counts those rows (an assignment's through its index).
+SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
            (SELECT coalesce(sum(n), 0) FROM ai_marking_counts
             WHERE $1::text IS NULL OR status = $1)
        ELSE
            (SELECT count(*) FROM ai_marking_queue
-            WHERE assignment_id = $2 AND ($1::text IS NULL OR status = $1))
+            WHERE ($2::text IS NULL OR assignment_id = $2)
+              AND ($3::text IS NULL OR coalesce(group_key, assignment_id) = $3)
+              AND ($1::text IS NULL OR status = $1))
        END::bigint AS n;
 
 -- attempts_of --
@@ -358,7 +416,8 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
-       created_at, updated_at, started_at, finished_at, priority
+       created_at, updated_at, started_at, finished_at, priority,
+       coalesce(group_key, assignment_id) AS group_key
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --
@@ -380,3 +439,19 @@ SELECT status, count(*) AS rows, coalesce(sum(attempts), 0) AS attempts
 FROM ai_marking_queue
 WHERE status IN ('completed', 'failed') AND finished_at >= now() - interval '24 hours'
 GROUP BY status;
+
+-- idempotency_claim --
+-- Takes an Idempotency-Key for this transaction (or one expired after 24 h).
+-- A concurrent request with the same key waits here on the unique index until
+-- the first commits (then it finds the answer) or rolls back (then it takes it).
+INSERT INTO ai_marking_idempotency AS i (key, body_hash) VALUES ($1, $2)
+ON CONFLICT (key) DO UPDATE
+SET body_hash = EXCLUDED.body_hash, answer = NULL, created_at = now()
+WHERE i.created_at < now() - interval '24 hours'
+RETURNING true AS fresh;
+
+-- idempotency_answer --
+SELECT body_hash, answer::text AS answer FROM ai_marking_idempotency WHERE key = $1;
+
+-- idempotency_save --
+UPDATE ai_marking_idempotency SET answer = $2::jsonb WHERE key = $1;
