@@ -31,7 +31,7 @@ CREATE TABLE ai_marking_groups (
 CREATE TABLE ai_marking_idempotency (
     key text PRIMARY KEY,
     body_hash text NOT NULL,
-    answer jsonb,
+    answer text,  -- the 202 body as first sent (jsonb would reorder its keys)
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX ai_marking_idempotency_created_idx ON ai_marking_idempotency (created_at);

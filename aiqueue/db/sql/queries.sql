@@ -451,7 +451,7 @@ WHERE i.created_at < now() - interval '24 hours'
 RETURNING true AS fresh;
 
 -- idempotency_answer --
-SELECT body_hash, answer::text AS answer FROM ai_marking_idempotency WHERE key = $1;
+SELECT body_hash, answer FROM ai_marking_idempotency WHERE key = $1;
 
 -- idempotency_save --
-UPDATE ai_marking_idempotency SET answer = $2::jsonb WHERE key = $1;
+UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
