@@ -44,8 +44,9 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
     return ResultsPage(assignment_id, info, rows, run, cursor)
 
 
-async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None) -> dict[str, Any]:
-    """Enqueue one submission (re-marking it), or every one without an AI mark yet."""
+async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
+               remark: bool = False) -> dict[str, Any]:
+    """Enqueue one submission, or the class: without `remark` only what has no AI mark yet."""
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
         raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
@@ -53,11 +54,14 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None) -> d
         if await rt.store.submission_result(submission_id, assignment_id) is None:
             raise NotFound(f"no submission {submission_id} in this assignment")
         ids, priority = [submission_id], SINGLE_ROW_PRIORITY
+    elif remark:
+        rows = await rt.store.submission_results(assignment_id, service.MAX_IDS)
+        ids, priority = [r.submission_id for r in rows], 0
     else:
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, service.MAX_IDS)), 0
     if not ids:
-        return {"enqueued": 0, "skipped": 0, "queue_ids": []}
-    request = service.EnqueueRequest(assignment_id, ids, priority, info.payload)
+        return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
+    request = service.EnqueueRequest(assignment_id, ids, priority, info.payload, remark=remark)
     answer, _ = await service.enqueue(rt, request)
     return answer
 

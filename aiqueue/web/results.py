@@ -85,7 +85,12 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
         "feedback": (row.ai_result or {}).get("feedback") or "",
         "status": status or "none",
         "label": label,
+        "marked": row.ai_marked_at is not None or row.ai_result is not None,
     }
+
+
+MARK_TITLE = "Mark this submission with AI"
+REMARK_TITLE = "This submission already has an AI mark: mark it again, replacing that mark"
 
 
 def page_url(assignment_id: str) -> str:
@@ -122,7 +127,9 @@ async def page(request: Request) -> Response:
     data = await teacher.load(rt, assignment_id)
     base = page_url(assignment_id)
     payload = data.info.payload if data.info else {}
+    rows = [row_view(r) for r in data.rows]
     live = {
+        "remark_title": REMARK_TITLE,
         "assignment_id": assignment_id,
         "token": rt.tokens.events(assignment_id),
         "cursor": str(data.cursor),
@@ -137,7 +144,10 @@ async def page(request: Request) -> Response:
         rubric=payload.get("rubric"),
         max_score=payload.get("max_score"),
         can_mark=data.info is not None,
-        rows=[row_view(r) for r in data.rows],
+        rows=rows,
+        marked_count=sum(r["marked"] for r in rows),
+        MARK_TITLE=MARK_TITLE,
+        REMARK_TITLE=REMARK_TITLE,
         progress=progress_view(data.progress),
         csrf=session.csrf,
         base=base,
@@ -153,7 +163,8 @@ async def mark(request: Request) -> Response:
     assignment_id = _assignment(request)
     raw = form.get("submission_id")
     submission_id = service.parse_uuid(raw, "submission") if raw else None
-    answer = await teacher.mark(rt, assignment_id, submission_id)
+    remark = form.get("remark") == "true"
+    answer = await teacher.mark(rt, assignment_id, submission_id, remark)
     # Start the chain after answering, inside this invocation (as the enqueue API does).
     kick = BackgroundTask(loop.safe_step, rt) if answer["enqueued"] else None
     return _answer(request, assignment_id, answer, kick)

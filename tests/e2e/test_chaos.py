@@ -184,22 +184,28 @@ class Chaos:
     # -- driving ------------------------------------------------------------
 
     async def enqueue(self, client: httpx.AsyncClient, ids: list[Any], assignment: str) -> None:
-        """Enqueue in batches to random instances, some batches twice; retry 5xx like a client."""
-        batches = [ids[i:i + 50] for i in range(0, len(ids), 50)]
+        """Enqueue in batches to random instances, some batches twice; retry 5xx like a client.
+
+        Every batch carries its Idempotency-Key, on its retries and its repeat
+        alike, as a real client's would: a repeat that arrives after the
+        batch's rows finished must not enqueue them again.
+        """
+        batches = list(enumerate(ids[i:i + 50] for i in range(0, len(ids), 50)))
         repeats = self.rng.sample(batches, k=max(1, len(batches) // 4))
         batches += repeats
         self.tally.repeated_batches += len(repeats)
-        for batch in batches:
+        for n, batch in batches:
+            headers = {**AUTH, "idempotency-key": f"chaos-{assignment}-{n}"}
             for _ in range(60):
                 app = self.rng.choice(self.apps)
                 try:
-                    r = await client.post(f"{app.url}/api/marking/enqueue", headers=AUTH, json={
+                    r = await client.post(f"{app.url}/api/marking/enqueue", headers=headers, json={
                         "assignment_id": assignment, "submission_ids": [str(i) for i in batch],
                         "payload": {"rubric": "chaos", "max_score": 10}})
                 except httpx.HTTPError:
                     r = None
                 if r is not None and r.status_code == 202:
-                    if assignment == "hw-chaos":
+                    if assignment == "hw-chaos" and "idempotent-replayed" not in r.headers:
                         self.tally.enqueued += r.json()["enqueued"]
                         self.tally.skipped += r.json()["skipped"]
                     break

@@ -155,3 +155,52 @@ async def test_an_assignment_without_a_rubric_shows_but_cannot_be_marked(
                               headers=JSON)
     assert r.status_code == 409
     assert (await app_client.get("/results/assignments/nothing-here")).status_code == 404
+
+
+async def mark_rows(conn: asyncpg.Connection, *indexes: int) -> list[uuid.UUID]:
+    ids = [demo.submission_id(i) for i in indexes]
+    await conn.execute("UPDATE submissions SET ai_result = '{\"score\": 3, \"max_score\": 10}', "
+                       "ai_marked_at = now() WHERE id = ANY($1)", ids)
+    return ids
+
+
+async def test_marked_rows_offer_a_re_mark_that_says_so(
+    app_client: httpx.AsyncClient, conn: asyncpg.Connection
+):
+    await mark_rows(conn, 0, 1)
+    await login(app_client)
+    page = (await app_client.get(PAGE)).text
+    assert page.count(">Re-mark with AI</button>") == 2
+    assert page.count(">Mark with AI</button>") == len(demo.ANSWERS) - 2
+    assert page.count('name="remark" value="true"') == 3  # two rows and "Re-mark all"
+    assert "Re-mark all" in page and "including the 2 already marked" in page
+
+
+async def test_mark_all_leaves_marked_rows_and_re_mark_all_sends_them(
+    app_client: httpx.AsyncClient, conn: asyncpg.Connection
+):
+    marked = await mark_rows(conn, 0, 1, 2)
+    csrf = await login(app_client)
+    r = await app_client.post(f"{PAGE}/mark", data={"csrf_token": csrf}, headers=JSON)
+    assert r.json()["enqueued"] == len(demo.ANSWERS) - 3
+    queued = {r["submission_id"] for r in await conn.fetch(
+        "SELECT submission_id FROM ai_marking_queue")}
+    assert not queued & set(marked)
+    await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled'")
+    again = await app_client.post(f"{PAGE}/mark", data={"csrf_token": csrf, "remark": "true"},
+                                  headers=JSON)
+    assert again.json()["enqueued"] == len(demo.ANSWERS)
+    assert again.json()["already_marked"] == 0
+
+
+async def test_one_marked_row_is_re_marked_only_when_asked(
+    app_client: httpx.AsyncClient, conn: asyncpg.Connection
+):
+    (one,) = await mark_rows(conn, 4)
+    csrf = await login(app_client)
+    form = {"csrf_token": csrf, "submission_id": str(one)}
+    r = await app_client.post(f"{PAGE}/mark", data=form, headers=JSON)
+    assert (r.json()["enqueued"], r.json()["already_marked"]) == (0, 1)
+    r = await app_client.post(f"{PAGE}/mark", data={**form, "remark": "true"}, headers=JSON)
+    assert (r.json()["enqueued"], r.json()["already_marked"]) == (1, 0)
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 1
