@@ -89,3 +89,64 @@ async def test_mark_all_fills_every_row_live_and_the_bar_reaches_100(
     assert shot.stat().st_size > 10_000
     marked = await conn.fetchval("SELECT count(*) FROM submissions WHERE ai_result IS NOT NULL")
     assert marked == len(demo.ANSWERS)
+
+
+async def test_marked_rows_are_re_marked_only_when_the_teacher_says_so(
+    db_url: str, conn: asyncpg.Connection
+):
+    from playwright.async_api import async_playwright, expect
+
+    store = Store(await connect_pool(db_url, max_size=2))
+    await demo.seed(store)
+    await store.close()
+    # Paused: the rows this test enqueues stay pending, so the counts are exact.
+    await conn.execute("UPDATE ai_queue_control SET paused = true")
+    marked = [demo.submission_id(i) for i in (0, 1)]
+    await conn.execute("UPDATE submissions SET ai_result = '{\"score\": 3, \"max_score\": 10}', "
+                       "ai_marked_at = now() WHERE id = ANY($1)", marked)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    app = create_app(make_settings(db_url, app_base_url=base,
+                                   function_url="http://127.0.0.1:9/unreachable"))
+    with serve(app, port):
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            try:
+                page = await browser.new_page()
+                await page.goto(f"{base}/results/assignments/{demo.ASSIGNMENT_ID}")
+                await page.fill("#password", SECRET)
+                await page.click("button[type=submit]")
+                first = page.locator(f"tr[data-submission='{marked[0]}'] form.mark-one button")
+                await expect(first).to_have_text("Re-mark with AI")
+                await expect(first).to_have_attribute("title", re.compile("already has an AI"))
+                unmarked = page.locator(
+                    f"tr[data-submission='{demo.submission_id(2)}'] form.mark-one button")
+                await expect(unmarked).to_have_text("Mark with AI")
+
+                await page.click("#mark-all")
+                await expect(page.locator("#notice")).to_have_text(
+                    f"{len(demo.ANSWERS) - 2} submission(s) sent for marking.")
+                assert await conn.fetchval(
+                    "SELECT count(*) FROM ai_marking_queue WHERE submission_id = ANY($1)",
+                    marked) == 0
+
+                await first.click()
+                await expect(page.locator("#notice")).to_have_text(
+                    "1 submission(s) sent for re-marking.")
+
+                await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled'")
+                dialogs: list[str] = []
+
+                async def answer(dialog: object) -> None:
+                    dialogs.append(dialog.message)  # type: ignore[attr-defined]
+                    await dialog.accept()  # type: ignore[attr-defined]
+
+                page.once("dialog", answer)
+                await page.click("#remark-all")
+                await expect(page.locator("#notice")).to_have_text(
+                    f"{len(demo.ANSWERS)} submission(s) sent for re-marking.")
+                assert dialogs and "including the 2 already marked" in dialogs[0]
+            finally:
+                await browser.close()
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE status = 'pending'") == len(demo.ANSWERS)
