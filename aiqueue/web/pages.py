@@ -52,12 +52,14 @@ class Filters:
     status: Status | None
     assignment_id: str | None
     limit: int
+    group: str | None = None
 
     @classmethod
     def parse(cls, request: Request) -> Filters:
         """Raise Invalid for a status, assignment or limit the page cannot show."""
         q = request.query_params
         raw_assignment = (q.get("assignment_id") or "").strip()
+        raw_group = (q.get("group") or "").strip()
         limit_raw = q.get("limit") or str(PAGE_SIZE)
         if not limit_raw.isdigit() or not 1 <= int(limit_raw) <= MAX_PAGE_SIZE:
             raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}")
@@ -65,10 +67,12 @@ class Filters:
             status=service.parse_status(q.get("status")),
             assignment_id=service.parse_assignment_id(raw_assignment) if raw_assignment else None,
             limit=int(limit_raw),
+            group=service.parse_group(raw_group) if raw_group else None,
         )
 
     def params(self) -> dict[str, str | None]:
         return {"status": self.status, "assignment_id": self.assignment_id,
+                "group": self.group,
                 "limit": str(self.limit) if self.limit != PAGE_SIZE else None}
 
 
@@ -78,12 +82,14 @@ async def _rows(
     """One page of rows, newest first, and whether newer / older pages exist."""
     if before is not None:
         newer = await rt.store.list_rows_newer(
-            status=f.status, assignment_id=f.assignment_id, before=before, limit=f.limit + 1)
+            status=f.status, assignment_id=f.assignment_id, before=before, limit=f.limit + 1,
+            group=f.group)
         if len(newer) > f.limit:
             return list(reversed(newer[: f.limit])), True, True
         after = None  # less than a page above the cursor: show the first page
     rows = await rt.store.list_rows(
-        status=f.status, assignment_id=f.assignment_id, limit=f.limit + 1, after=after)
+        status=f.status, assignment_id=f.assignment_id, limit=f.limit + 1, after=after,
+        group=f.group)
     return rows[: f.limit], after is not None, len(rows) > f.limit
 
 

@@ -152,6 +152,7 @@ class TableRow:
     queue_id: str
     submission_id: str
     assignment_id: str
+    group: str
     status: str
     attempts: str
     age: str
@@ -177,6 +178,7 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         queue_id=str(row.queue_id),
         submission_id=str(row.submission_id),
         assignment_id=row.assignment_id,
+        group=row.group_key,
         status=row.status,
         attempts=f"{row.attempts}/{max_attempts}",
         age=fmt_age((now - row.created_at).total_seconds()),

@@ -202,8 +202,10 @@ class Chaos:
                     r = await client.post(f"{app.url}/api/marking/enqueue", headers=headers, json={
                         "assignment_id": assignment, "submission_ids": [str(i) for i in batch],
                         "payload": {"rubric": "chaos", "max_score": 10}})
-                except httpx.HTTPError:
-                    r = None
+                except httpx.HTTPError as exc:
+                    r, last = None, type(exc).__name__
+                else:
+                    last = f"{r.status_code} {r.text[:200]}"
                 if r is not None and r.status_code == 202:
                     if assignment == "hw-chaos" and "idempotent-replayed" not in r.headers:
                         self.tally.enqueued += r.json()["enqueued"]
@@ -212,7 +214,7 @@ class Chaos:
                 self.tally.enqueue_retries += 1
                 await asyncio.sleep(0.5)
             else:
-                raise AssertionError("enqueue kept failing")
+                raise AssertionError(f"enqueue kept failing, last answer: {last}")
 
     async def cancel(self, client: httpx.AsyncClient, assignment: str) -> int:
         """Cancel the assignment's pending rows (the route, or the store while it is missing)."""

@@ -497,6 +497,23 @@ async def test_filters_and_keyset_paging_newest_first(
     assert len(queue_ids((await client.get("/ai-queue?status=failed")).text)) == 11
 
 
+async def test_the_table_shows_and_filters_by_group(
+    client: httpx.AsyncClient, conn: asyncpg.Connection
+):
+    await block_dispatch(conn)
+    await seed(conn, 3, "failed", assignment="hw-g", attempts=3)
+    await conn.execute("UPDATE ai_marking_queue SET group_key = 'teacher-x' WHERE queue_id IN "
+                       "(SELECT queue_id FROM ai_marking_queue WHERE assignment_id = 'hw-g' "
+                       "LIMIT 2)")
+    await login(client)
+    html = (await client.get("/ai-queue?group=teacher-x")).text
+    assert len(queue_ids(html)) == 2 and "<td>teacher-x</td>" in html
+    html = (await client.get("/ai-queue?group=hw-g")).text
+    assert len(queue_ids(html)) == 1 and "<td>hw-g</td>" in html
+    assert 'id="f-group"' in html
+    assert (await client.get("/ai-queue?group=" + "x" * 201)).status_code == 400
+
+
 async def test_row_detail_shows_the_attempt_history(
     client: httpx.AsyncClient, conn: asyncpg.Connection
 ):
@@ -623,9 +640,9 @@ async def test_page_queries_use_indexes_on_a_large_table(db_url: str, conn: asyn
     cursor = (await conn.fetchval("SELECT now() - interval '3 days'"), uuid.uuid4())
     plans = {
         "monitor_throughput": (sql["monitor_throughput"], 86400.0, 300.0),
-        "list_rows(failed, deep)": (sql["list_rows"], "failed", None, *cursor, 51, 0),
-        "list_rows(all, deep)": (sql["list_rows"], None, None, *cursor, 51, 0),
-        "monitor_rows_newer": (sql["monitor_rows_newer"], "failed", None, *cursor, 51),
+        "list_rows(failed, deep)": (sql["list_rows"], "failed", None, *cursor, 51, 0, None),
+        "list_rows(all, deep)": (sql["list_rows"], None, None, *cursor, 51, 0, None),
+        "monitor_rows_newer": (sql["monitor_rows_newer"], "failed", None, *cursor, 51, None),
         "monitor_assignments": (sql["monitor_assignments"], 500),
     }
     for name, (statement, *args) in plans.items():

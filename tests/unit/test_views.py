@@ -26,7 +26,7 @@ def row(status: Status = "pending", **changes: Any) -> QueueRow:
         "queue_id": QueueId(uuid.UUID(int=7)), "submission_id": SubmissionId(uuid.UUID(int=9)),
         "assignment_id": "hw-1", "status": status, "attempts": 1, "last_error": None,
         "created_at": NOW - timedelta(minutes=3), "updated_at": NOW, "started_at": None,
-        "finished_at": None, "priority": 0,
+        "finished_at": None, "priority": 0, "group_key": "hw-1",
     }
     return QueueRow(**{**base, **changes})
 
