@@ -24,26 +24,31 @@ async def seed_submissions(dsn: str, n: int) -> None:
         await conn.close()
 
 
-async def seed_queue(dsn: str, n: int, status: str) -> None:
-    """n submissions with one queue row each in `status` (finished ones spread over 7 days)."""
+async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
+    """n submissions with one queue row each in `status` (finished ones spread over 7 days),
+    spread over `groups` assignments, each row with its turn in its group."""
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute("ALTER TABLE ai_marking_queue DISABLE TRIGGER USER")
         await conn.execute(
             "INSERT INTO submissions (id, assignment_id, content) "
-            "SELECT gen_random_uuid(), 'a' || (g % 500), 'answer' FROM generate_series(1, $1) g",
-            n)
+            "SELECT gen_random_uuid(), 'a' || (g % $2), 'answer' FROM generate_series(1, $1) g",
+            n, groups)
         await conn.execute(
             """
             INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, attempts,
-                created_at, updated_at, started_at, finished_at, run_after)
+                created_at, updated_at, started_at, finished_at, run_after, turn)
             SELECT s.id, s.assignment_id, gen_random_uuid(), $1, 1,
                    now() - (random() * interval '7 days'), now(), now() - interval '5 seconds',
                    CASE WHEN $1 IN ('completed', 'failed')
                         THEN now() - (random() * interval '7 days') END,
-                   now() - interval '1 second'
+                   now() - interval '1 second',
+                   row_number() OVER (PARTITION BY s.assignment_id)
             FROM submissions s WHERE s.assignment_id <> 'bulk'
             """, status)
+        await conn.execute(
+            "INSERT INTO ai_marking_groups (priority, group_key, last_turn) "
+            "SELECT 0, assignment_id, max(turn) FROM ai_marking_queue GROUP BY assignment_id")
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE submissions")

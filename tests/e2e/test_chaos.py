@@ -190,12 +190,13 @@ class Chaos:
         alike, as a real client's would: a repeat that arrives after the
         batch's rows finished must not enqueue them again.
         """
-        batches = list(enumerate(ids[i:i + 50] for i in range(0, len(ids), 50)))
+        batches = [ids[i:i + 50] for i in range(0, len(ids), 50)]
         repeats = self.rng.sample(batches, k=max(1, len(batches) // 4))
         batches += repeats
         self.tally.repeated_batches += len(repeats)
-        for n, batch in batches:
-            headers = {**AUTH, "idempotency-key": f"chaos-{assignment}-{n}"}
+        for batch in batches:
+            # The key names the batch (its first submission), not its place in this call.
+            headers = {**AUTH, "idempotency-key": f"chaos-{assignment}-{batch[0]}"}
             for _ in range(60):
                 app = self.rng.choice(self.apps)
                 try:
