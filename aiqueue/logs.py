@@ -15,8 +15,8 @@ log = logging.getLogger("aiqueue")
 # can never reach a log because there is no field to put them in.
 ALLOWED = frozenset({
     "queue_id", "submission_id", "assignment_id", "attempt", "dispatch_seq", "status",
-    "outcome", "code", "http_status", "ms", "count", "enqueued", "skipped", "recovered",
-    "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
+    "outcome", "code", "http_status", "ms", "count", "enqueued", "skipped", "already_marked",
+    "recovered", "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
     "delay_s", "method", "path", "mode", "instance", "version", "reason", "logger", "level",
 })
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -176,3 +178,16 @@ async def test_concurrent_duplicates_with_one_key_enqueue_once(
     assert answers[0].json()["enqueued"] == 200
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 200
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_attempts") == 0
+
+
+async def test_enqueue_and_its_replay_log_allowed_fields_only(
+    client: httpx.AsyncClient, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+):
+    ids = await add_submissions(conn, 2)
+    await mark(conn, ids[:1])
+    with caplog.at_level(logging.INFO, logger="aiqueue"):
+        assert (await enqueue(client, ids, key="logged")).status_code == 202
+        assert (await enqueue(client, ids, key="logged")).status_code == 202
+    events = [json.loads(r.getMessage())["event"] for r in caplog.records
+              if r.name == "aiqueue"]
+    assert "enqueue" in events and "enqueue_replayed" in events
