@@ -151,8 +151,7 @@ def json_depth(value: object, depth: int = 1) -> int:
 async def enqueue(
     rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None
 ) -> tuple[dict[str, Any], bool]:
-    """Insert one pending row per new submission, atomically: the 202 body, and
-    whether it is the replayed answer to an earlier request with the same key."""
+    """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer."""
     key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,

@@ -11,9 +11,12 @@ ALTER TABLE ai_marking_queue
     ADD COLUMN turn bigint NOT NULL DEFAULT 0;
 
 -- The claim walks this index in dispatch order and stops at the first due row.
+-- run_after rides along so next_wakeup's min(run_after) of the pending rows
+-- stays an index-only scan, as it was on the old (priority, run_after, seq).
 DROP INDEX ai_marking_queue_claim_idx;
 CREATE INDEX ai_marking_queue_claim_idx
-    ON ai_marking_queue (priority DESC, turn, seq) WHERE status = 'pending';
+    ON ai_marking_queue (priority DESC, turn, seq) INCLUDE (run_after)
+    WHERE status = 'pending';
 
 -- The last turn handed to each group at each priority: the next enqueue of the
 -- group continues after it (or at the head, when the group has emptied).  Its
