@@ -136,12 +136,16 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- the queue's side ------------------------------------------------------------
 
-    @rule(picks=st.lists(st.integers(0, SUBMISSIONS - 1), min_size=1, max_size=4))
-    def enqueue(self, picks: list[int]) -> None:
+    @rule(picks=st.lists(st.integers(0, SUBMISSIONS - 1), min_size=1, max_size=4),
+          remark=st.booleans())
+    def enqueue(self, picks: list[int], remark: bool) -> None:
         ids = [self.subs[i] for i in picks]
-        expected = [s for s in dict.fromkeys(ids) if not self.m.live(s)]
-        out = self.h.run(self.h.store.enqueue(ids, "hw", 0, {}))
+        # A submission with a result is marked again only on request (CONTRACT §7b).
+        marked = [s for s in dict.fromkeys(ids) if self.m.applied[s] and not remark]
+        expected = [s for s in dict.fromkeys(ids) if not self.m.live(s) and s not in marked]
+        out = self.h.run(self.h.store.enqueue(ids, "hw", 0, {}, remark=remark))
         assert len(out.queue_ids) == len(expected)
+        assert out.already_marked == len(marked)
         for queue_id, submission in zip(out.queue_ids, expected, strict=True):
             self.m.rows[queue_id] = Row(submission)
 

@@ -30,8 +30,9 @@ LIMIT $4;
 -- live_submission_status --
 -- The submission's latest row and, when it is pending, how many pending rows the
 -- claim takes before it: those ahead in claim order (priority DESC, turn, seq)
--- that are due no later than it is.  Both branches of the OR are range
--- conditions on the claim index, so the count reads only the rows ahead.
+-- that are due no later than it is; while it waits out a backoff, every row of
+-- its priority due before it as well, whatever its turn.  The priority range
+-- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at
     FROM ai_marking_queue
@@ -44,7 +45,9 @@ SELECT l.queue_id, l.status, l.attempts,
            SELECT count(*) FROM ai_marking_queue q
            WHERE q.status = 'pending'
              AND (q.priority > l.priority
-                  OR (q.priority = l.priority AND (q.turn, q.seq) < (l.turn, l.seq)))
+                  OR (q.priority = l.priority
+                      AND ((q.turn, q.seq) < (l.turn, l.seq)
+                           OR (l.run_after > now() AND q.queue_id <> l.queue_id))))
              AND q.run_after <= greatest(now(), l.run_after)
        ) END AS ahead,
        CASE WHEN l.status = 'processing'
@@ -94,7 +97,8 @@ SELECT (SELECT run_id FROM run) AS run_id,
            SELECT count(*) FROM ai_marking_queue q, last l
            WHERE q.status = 'pending'
              AND (q.priority > l.priority
-                  OR (q.priority = l.priority AND (q.turn, q.seq) <= (l.turn, l.seq)))
+                  OR (q.priority = l.priority
+                      AND ((q.turn, q.seq) <= (l.turn, l.seq) OR l.run_after > now())))
              AND q.run_after <= greatest(now(), l.run_after)
        ) END AS last_position,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
