@@ -213,3 +213,16 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
         text = await plan_in_function(conn, "aiqueue_claim", pattern)
         assert "ai_marking_queue_claim_idx" in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text
+
+
+async def test_queue_positions_count_turns(groups: Groups, store: Store):
+    await groups.enqueue("A", 50)
+    await groups.enqueue("B", 3)
+    b = [s for s, g in groups.of.items() if g == "B"]
+    positions = []
+    for s in b:
+        status = await store.submission_status(s)
+        assert status is not None
+        positions.append(status.ahead)
+    # A's row of each round goes first: B's rows have 1, 3 and 5 rows ahead.
+    assert positions == [1, 3, 5]
