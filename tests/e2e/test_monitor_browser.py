@@ -109,7 +109,7 @@ async def test_operator_path_through_the_page(
     # Filter to failed.
     await page.select_option("#f-status", "failed")
     await page.click("#filters button[type=submit]")
-    await expect(page).to_have_url(f"{server}/ai-queue?status=failed&assignment_id=")
+    await expect(page).to_have_url(f"{server}/ai-queue?status=failed&assignment_id=&group=")
     rows = page.locator("#queue tbody tr[data-queue-id]")
     await expect(rows).to_have_count(5)
     assert set(await page.locator("#queue tbody tr").evaluate_all(
