@@ -27,6 +27,7 @@ from tests.deploy.vercel_build import (
     functions,
     materialize,
     python312,
+    uv_python312,
 )
 from tests.e2e.servers import Faults, MarkingFunction, drain, free_port, run_asgi
 
@@ -37,23 +38,29 @@ PASSWORD = "operator-password-0123456789"
 RUNTIME_DEPS = ("starlette", "asyncpg", "httpx", "itsdangerous", "jinja2", "sniffio")
 
 
-def _missing() -> str | None:
-    if not (shutil.which("node") and shutil.which("npm")):
-        return "node/npm"
-    if python312() is None:
-        return "an installed Python 3.12"
-    return None
+REQUIRED = bool(os.environ.get("AIQUEUE_REQUIRE_VERCEL"))
+
+
+def _python() -> str:
+    """Python 3.12 for the build and the functions; skip (or fail in CI) without one."""
+    python = python312() or (uv_python312() if REQUIRED else None)
+    if python is None:
+        _unavailable("an installed Python 3.12")
+    return str(python)
+
+
+def _unavailable(what: str) -> None:
+    if REQUIRED:
+        pytest.fail(f"AIQUEUE_REQUIRE_VERCEL is set but {what} is missing")
+    pytest.skip(f"{what} not found: the Vercel build check needs it")
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    missing = _missing()
-    if missing and os.environ.get("AIQUEUE_REQUIRE_VERCEL"):
-        pytest.fail(f"AIQUEUE_REQUIRE_VERCEL is set but {missing} is missing")
-    if missing:
-        pytest.skip(f"{missing} not found: the Vercel build check needs it")
+    if not (shutil.which("node") and shutil.which("npm")):
+        _unavailable("node/npm")
     project = tmp_path_factory.mktemp("vercel-project")
-    return project, build(project, str(python312()))
+    return project, build(project, _python())
 
 
 @dataclass
@@ -82,7 +89,7 @@ def deployment(built: tuple[Path, Path], pg_admin: str,
            "QUEUE_MAX_IN_FLIGHT": "2", "QUEUE_RETRY_BASE_SECONDS": "0"}
     work = tmp_path_factory.mktemp("functions")
     servers = {
-        entry: FunctionServer(str(python312()), materialize(func, project, work / entry),
+        entry: FunctionServer(_python(), materialize(func, project, work / entry),
                               entry, ports[entry], env, work / f"{entry.replace('/', '_')}.log")
         for entry, func in built_functions.items()
     }
@@ -113,6 +120,10 @@ def test_each_function_ships_the_runtime_dependencies_and_not_the_tests(built):
         assert not {n for n in files if n.split("/")[0] in ("tests", "bench", "functions")}
         assert vc["runtime"] == "python3.12"
         assert vc["maxDuration"] == config.max_duration(entry)
+    # Static assets come from public/ only: the source tree is not published.
+    static = {str(p.relative_to(output / "static")) for p in (output / "static").rglob("*")
+              if p.is_file()}
+    assert static == {str(p.relative_to(ROOT / "public")) for p in (ROOT / "public").rglob("*")}
 
 
 @pytest.mark.parametrize("mode", ["destination", "public"])
@@ -187,7 +198,7 @@ async def test_the_operator_logs_in(deployment: Deployment, mode: str):
 
 
 def test_the_functions_load_only_their_bundle(deployment: Deployment):
-    python = Path(str(python312())).resolve()
+    python = Path(_python()).resolve()
     prefix = python.parent.parent
     for entry, server in deployment.servers.items():
         pids = server.pids()
@@ -212,7 +223,7 @@ def test_a_bundle_missing_a_dependency_does_not_start(built, tmp_path: Path):
     func = materialize(functions(output)["api/enqueue.py"], project, tmp_path / "fn")
     for path in (func / "_vendor").glob("starlette*"):
         shutil.rmtree(path)
-    server = FunctionServer(str(python312()), func, "api/enqueue.py", free_port(),
+    server = FunctionServer(_python(), func, "api/enqueue.py", free_port(),
                             {"DATABASE_URL": "postgresql://u@127.0.0.1:1/x"},
                             tmp_path / "fn.log")
     server.start()

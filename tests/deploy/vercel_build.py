@@ -47,16 +47,29 @@ def python312() -> str | None:
     candidates = [*sorted(glob.glob(str(home / ".pyenv/versions/3.12*/bin/python3.12"))),
                   "/usr/bin/python3.12", "/usr/local/bin/python3.12", shutil.which("python3.12")]
     for path in candidates:
-        if not path or not os.access(path, os.X_OK):
-            continue
-        # The interpreter itself, not a shim that picks one by configuration.
-        code = "import sys; print(sys.version_info[:2] == (3, 12), sys.executable)"
-        probe = subprocess.run([path, "-I", "-c", code], capture_output=True, text=True,
-                               timeout=60)
-        ok, _, executable = probe.stdout.strip().partition(" ")
-        if probe.returncode == 0 and ok == "True":
-            return executable
+        found = _is_python312(path)
+        if found:
+            return found
     return None
+
+
+def uv_python312() -> str | None:
+    """A 3.12 from uv (where it may download one: CI elsewhere), or None."""
+    uv = str(uv_bin() / "uv")
+    subprocess.run([uv, "python", "install", "3.12"], capture_output=True, timeout=600)
+    probe = subprocess.run([uv, "python", "find", "--system", "3.12"], capture_output=True,
+                           text=True, timeout=60)
+    return _is_python312(probe.stdout.strip()) if probe.returncode == 0 else None
+
+
+def _is_python312(path: str | None) -> str | None:
+    """The interpreter behind `path` (not a shim that picks one by configuration) if 3.12."""
+    if not path or not os.access(path, os.X_OK):
+        return None
+    code = "import sys; print(sys.version_info[:2] == (3, 12), sys.executable)"
+    probe = subprocess.run([path, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    ok, _, executable = probe.stdout.strip().partition(" ")
+    return executable if probe.returncode == 0 and ok == "True" else None
 
 
 @contextmanager
