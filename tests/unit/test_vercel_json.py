@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,10 @@ def test_durations_cover_what_each_function_waits_for():
     assert CONF.max_duration("api/process_queue.py") == 60
     assert CONF.function_of("/api/marking/queue") == "api/marking.py"
     assert CONF.function_of("/nowhere") is None
+
+
+def test_the_cron_calls_the_process_endpoint_every_minute():
+    # Per minute needs Vercel Pro; the README says to switch to a daily schedule on Hobby.
+    crons = json.loads((ROOT / "vercel.json").read_text())["crons"]
+    assert crons == [{"path": "/api/marking/process-queue", "schedule": "* * * * *"}]
+    assert CONF.function_of(crons[0]["path"]) == "api/process_queue.py"
