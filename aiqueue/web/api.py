@@ -43,11 +43,11 @@ async def webhook(request: Request) -> Response:
     receipt = await service.receive_results(rt, await read_json(request))
     # A slot just freed: run the next process step ourselves after answering
     # (its claim may already have run with the last result, see Receipt).
-    # One freed slot is refilled here; several also chain to fill the others.
     kick = None
-    if receipt.freed or (receipt.settled and receipt.next_job is not None):
-        settled = receipt if receipt.settled else None
-        kick = BackgroundTask(loop.safe_step, rt, refill=receipt.freed == 1, settled=settled)
+    if receipt.settled and (receipt.freed or receipt.next_job is not None):
+        kick = BackgroundTask(loop.safe_settled_step, rt, receipt)
+    elif receipt.freed:
+        kick = BackgroundTask(loop.safe_step, rt, freed=receipt.freed)
     return JSONResponse(receipt.counts, background=kick)
 
 
