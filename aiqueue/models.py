@@ -16,6 +16,8 @@ from uuid import UUID
 QueueId = NewType("QueueId", UUID)
 SubmissionId = NewType("SubmissionId", UUID)
 Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+# (created_at, queue_id) of a row: where a page of the operator's table starts or ends.
+PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = ("pending", "processing", "completed", "failed", "cancelled")
 Row = Mapping[str, Any]
 

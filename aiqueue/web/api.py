@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, observe, service
+from aiqueue import logs, loop, monitor, observe, service
 from aiqueue.errors import StoreError
 from aiqueue.web.http import query_int, read_json, require_bearer
 from aiqueue.web.state import runtime
@@ -85,7 +85,7 @@ async def retry(request: Request) -> Response:
 async def healthz(request: Request) -> Response:
     try:
         rt = await runtime(request)
-        await rt.store.ping()
+        await monitor.health(rt)
     except StoreError:
         return JSONResponse({"status": "unavailable", "database": False}, status_code=503)
     return JSONResponse({"status": "ok", "database": True})
