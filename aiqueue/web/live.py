@@ -43,9 +43,9 @@ async def events(request: Request) -> Response:
     _authorize(request, rt, assignment_id)
     # The header wins: EventSource sends it on reconnect, the query is the page's start.
     resume = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
-    cursor = await live.start_cursor(rt.store, resume)
+    body = await live.open_stream(rt, app_state(request).event_hub(), assignment_id, resume)
     return StreamingResponse(
-        live.stream(rt.store, app_state(request).event_hub(), assignment_id, cursor),
+        body,
         media_type="text/event-stream",
         headers={"cache-control": "no-store", "x-accel-buffering": "no"},
     )
