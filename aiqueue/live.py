@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiqueue import logs
+from aiqueue.db.listener import ChangeListener
+from aiqueue.db.store import Store
 from aiqueue.errors import Invalid, StoreError
-from aiqueue.listener import ChangeListener
-from aiqueue.rows import EventCursor, MarkingEvent
+from aiqueue.models import EventCursor, MarkingEvent
+from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.store import Store
 
 CHANNEL = "ai_marking"  # the trigger in migration 0001 notifies it on every status change
 TOKEN_MAX_AGE = 600  # a page's events token; the page asks for a fresh one when it lapses
@@ -147,6 +148,14 @@ async def start_cursor(store: Store, last_event_id: str | None) -> EventCursor:
             raise Invalid("Last-Event-ID is not an event id this server sent")
         return cursor
     return await store.events_head()
+
+
+async def open_stream(
+    rt: Runtime, hub: EventHub, assignment_id: str, last_event_id: str | None
+) -> AsyncIterator[str]:
+    """A stream of an assignment's events, from `last_event_id` or from now."""
+    cursor = await start_cursor(rt.store, last_event_id)
+    return stream(rt.store, hub, assignment_id, cursor)
 
 
 def format_event(event: MarkingEvent) -> str:

@@ -1,8 +1,12 @@
-"""Typed rows that leave the store; nothing above it sees a driver record."""
+"""Typed rows that leave the store (queue, events, status, progress, teacher page).
+
+Nothing above the store sees a driver record.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,6 +16,8 @@ from uuid import UUID
 QueueId = NewType("QueueId", UUID)
 SubmissionId = NewType("SubmissionId", UUID)
 Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+# (created_at, queue_id) of a row: where a page of the operator's table starts or ends.
+PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = ("pending", "processing", "completed", "failed", "cancelled")
 Row = Mapping[str, Any]
 
@@ -144,7 +150,12 @@ class Control:
     consecutive_failures: int
     circuit_open_until: datetime | None
     busy_until: datetime | None
-    circuit_open: bool
+    # "open" (cooling down), "half_open" (a probe may go) or "closed": aiqueue_circuit_state()
+    circuit_state: str
+
+    @property
+    def circuit_open(self) -> bool:
+        return self.circuit_state == "open"
 
     @classmethod
     def from_row(cls, row: Row) -> Control:
@@ -157,3 +168,140 @@ class EnqueueOutcome:
 
     queue_ids: list[QueueId]
     unknown_ids: list[SubmissionId]
+
+_CURSOR = re.compile(r"^(\d{1,20})-(\d{1,20})$")
+
+
+@dataclass(frozen=True, order=True)
+class EventCursor:
+    """A position in the change feed: (transaction id, event id), see sql/live.sql."""
+
+    tx: int
+    id: int
+
+    @classmethod
+    def parse(cls, text: str) -> EventCursor | None:
+        """The cursor an SSE `id:` line carried, or None if it is not one of ours."""
+        match = _CURSOR.match(text.strip())
+        return cls(int(match[1]), int(match[2])) if match else None
+
+    def __str__(self) -> str:
+        return f"{self.tx}-{self.id}"
+
+
+@dataclass(frozen=True)
+class MarkingEvent:
+    """One status change of one queue row."""
+
+    cursor: EventCursor
+    queue_id: QueueId
+    submission_id: SubmissionId
+    status: Status
+    summary: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> MarkingEvent:
+        return cls(
+            cursor=EventCursor(int(row["tx"]), int(row["id"])),
+            queue_id=QueueId(row["queue_id"]),
+            submission_id=SubmissionId(row["submission_id"]),
+            status=row["status"],
+            summary=json.loads(row["summary"]) if row["summary"] else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The `data:` of one SSE `marking` event."""
+        data: dict[str, Any] = {
+            "queue_id": str(self.queue_id),
+            "submission_id": str(self.submission_id),
+            "status": self.status,
+        }
+        if self.status == "completed" and self.summary is not None:
+            data["result"] = self.summary
+        return data
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """Events safe to hand out, and whether newer ones are waiting on older transactions."""
+
+    events: list[MarkingEvent]
+    held_back: bool
+    full: bool
+
+
+@dataclass(frozen=True)
+class SubmissionStatus:
+    """A submission's latest queue row, with what its queue position needs."""
+
+    queue_id: QueueId
+    status: Status
+    attempts: int
+    ahead: int | None
+    running_seconds: float | None
+    in_flight: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> SubmissionStatus:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """Counts over the rows of an assignment's latest marking run."""
+
+    run_id: Any
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    failed: int
+    cancelled: int
+    # Queue position of the run's last pending row (rows of other runs included).
+    last_position: int | None
+    youngest_running_seconds: float | None
+    in_flight: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> RunProgress:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    @property
+    def finished(self) -> int:
+        return self.completed + self.failed + self.cancelled
+
+
+@dataclass(frozen=True)
+class AssignmentInfo:
+    """What the teacher page knows of an assignment: a title and the marking payload."""
+
+    assignment_id: str
+    title: str
+    payload: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Row) -> AssignmentInfo:
+        return cls(row["assignment_id"], row["title"], json.loads(row["payload"]))
+
+
+@dataclass(frozen=True)
+class SubmissionResult:
+    """One row of the teacher's table: the answer, its AI mark and its queue state."""
+
+    submission_id: SubmissionId
+    student_name: str | None
+    content: str
+    ai_result: dict[str, Any] | None
+    ai_marked_at: datetime | None
+    queue_status: Status | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> SubmissionResult:
+        return cls(
+            submission_id=SubmissionId(row["id"]),
+            student_name=row["student_name"],
+            content=row["content"],
+            ai_result=json.loads(row["ai_result"]) if row["ai_result"] else None,
+            ai_marked_at=row["ai_marked_at"],
+            queue_status=row["queue_status"],
+        )

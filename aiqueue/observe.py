@@ -27,9 +27,7 @@ async def stats_json(rt: Runtime) -> dict[str, Any]:
         "max_in_flight": rt.settings.max_in_flight,
         "paused": control.paused,
         "circuit": {
-            "state": "open" if control.circuit_open else (
-                "half_open" if control.consecutive_failures >= rt.settings.breaker_threshold
-                else "closed"),
+            "state": control.circuit_state,
             "consecutive_failures": control.consecutive_failures,
             "next_probe_at": control.circuit_open_until.isoformat()
             if control.circuit_open and control.circuit_open_until else None,

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from aiqueue import logs
 from aiqueue.errors import NotFound
-from aiqueue.rows import RunProgress, SubmissionStatus
+from aiqueue.models import RunProgress, SubmissionStatus
 from aiqueue.runtime import Runtime
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.settings import Settings
-from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
 from aiqueue.transport import LeanTransport, Poster
 
@@ -21,7 +20,6 @@ class Runtime:
     store: Store
     http: Poster
     tokens: Tokens
-    background: set[asyncio.Task[None]] = field(default_factory=set)
     # monotonic time when this instance next runs recovery and pruning
     housekeeping_due: float = 0.0
 
@@ -36,7 +34,5 @@ class Runtime:
                    tokens=Tokens(settings.queue_secret))
 
     async def close(self) -> None:
-        if self.background:
-            await asyncio.gather(*self.background, return_exceptions=True)
         await self.http.aclose()
         await self.store.close()

@@ -8,9 +8,9 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
+from aiqueue.callbacks import MAX_ITEMS, apply_item, parse_item, settle_item
 from aiqueue.errors import Conflict, Invalid, NotFound, StoreError, Unauthorized
 from aiqueue.models import STATUSES, Job, QueueRow, Status
-from aiqueue.results import MAX_ITEMS, apply_item, parse_item, settle_item
 from aiqueue.runtime import Runtime
 from aiqueue.storable import unstorable
 

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from aiqueue import progress, service
 from aiqueue.errors import Conflict, NotFound
-from aiqueue.rows import AssignmentInfo, EventCursor, SubmissionResult
+from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.runtime import Runtime
 
 MAX_ROWS = 2000

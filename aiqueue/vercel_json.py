@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote_plus
 
-VERCEL_JSON = Path(__file__).resolve().parent.parent / "vercel.json"
+from aiqueue.paths import VERCEL_JSON
+
 # `:name` is one path segment, `:name*` the rest of the path (zero or more segments):
 # the subset of path-to-regexp our rewrites use; anything else is refused at load.
 _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)(\*?)")

@@ -8,7 +8,7 @@ import time
 import asyncpg
 import httpx
 
-from aiqueue.store import queries
+from aiqueue.db.store import queries
 from bench.common import free_port, fresh_database, spawn, wait_http
 
 SECRET = "bench-secret-0123456789abcdef"

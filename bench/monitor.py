@@ -25,7 +25,7 @@ import asyncpg
 import httpx
 
 from aiqueue import observe
-from aiqueue.migrate import migrate
+from aiqueue.db.migrate import migrate
 from aiqueue.settings import Settings
 from aiqueue.web.app import create_app
 
@@ -216,7 +216,7 @@ def main() -> None:
     admin = os.environ.get("BENCH_DATABASE_URL")
     handle = None
     if not admin:
-        from aiqueue.embedded import start_embedded
+        from aiqueue.db.embedded import start_embedded
 
         # Its own server, so seeding a million rows never slows a test run.
         admin, handle = start_embedded(Path(f"/tmp/aiqueue-bench-pg-{os.getuid()}"))

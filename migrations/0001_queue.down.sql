@@ -1,11 +1,7 @@
+-- Functions and triggers are dropped by `migrate` before this runs (db/migrate.py).
 DROP TABLE IF EXISTS ai_marking_events;
 DROP TABLE IF EXISTS ai_marking_attempts;
 DROP TABLE IF EXISTS ai_marking_queue;
-DROP FUNCTION IF EXISTS aiqueue_record_inserts();
-DROP FUNCTION IF EXISTS aiqueue_record_move();
-DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
-DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer);
-DROP FUNCTION IF EXISTS aiqueue_gate_open(integer, integer);
 DROP TABLE IF EXISTS ai_queue_control;
 
 DO $$

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from aiqueue.embedded import recreate_database
-from aiqueue.migrate import migrate
+from aiqueue.db.embedded import recreate_database
+from aiqueue.db.migrate import migrate
 
 # One template per test session: sessions may share a server.
 TEMPLATE = f"aiqueue_template_{os.getpid()}"
@@ -22,7 +22,7 @@ def start_server() -> tuple[str, Any]:
     url = os.environ.get("TEST_DATABASE_URL")
     if url:
         return url, None
-    from aiqueue.embedded import start_embedded
+    from aiqueue.db.embedded import start_embedded
 
     # A short path: the server's unix socket lives in it.
     return start_embedded(Path(f"/tmp/aiqueue-test-pg-{os.getuid()}"))

@@ -18,8 +18,7 @@ from starlette.routing import Route
 
 from aiqueue import loop, progress, service, teacher
 from aiqueue.errors import Unauthorized
-from aiqueue.models import Status
-from aiqueue.rows import SubmissionResult
+from aiqueue.models import Status, SubmissionResult
 from aiqueue.web.auth import Session, check_csrf, current_session, login_redirect, read_form
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import render

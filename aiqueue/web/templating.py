@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.responses import HTMLResponse
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+from aiqueue.paths import TEMPLATES_DIR
 
 
 @cache

@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from uuid import UUID
 
-from aiqueue.models import Attempt, QueueRow
+from aiqueue.models import Attempt, PageCursor, QueueRow
 
 DASH = "—"
-Cursor = tuple[datetime, UUID]
+Cursor = PageCursor
 
 
 def fmt_age(seconds: float | None) -> str:

@@ -14,7 +14,7 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue import demo
+from aiqueue.dev import demo
 from tests.conftest import SECRET
 from tests.e2e.servers import ROOT, free_port
 

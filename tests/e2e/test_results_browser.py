@@ -9,9 +9,9 @@ import shutil
 import asyncpg
 import pytest
 
-from aiqueue import demo
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.dev import demo
 from aiqueue.live import LiveConfig
-from aiqueue.store import Store, connect_pool
 from aiqueue.web.app import create_app
 from aiqueue.web.live import configure
 from functions.ai_mark.server import create_app as function_app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from aiqueue.store import Store, connect_pool
+from aiqueue.db.store import Store, connect_pool
 from tests.conftest import add_submissions
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from aiqueue import demo
-from aiqueue.devserver import DEV_STUCK_AFTER_SECONDS, dev_secret, dev_settings
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.dev import demo
+from aiqueue.dev.server import DEV_STUCK_AFTER_SECONDS, dev_secret, dev_settings
 from aiqueue.settings import load_settings
-from aiqueue.store import Store, connect_pool
 
 
 @pytest.fixture

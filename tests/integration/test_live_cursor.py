@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from aiqueue.listener import ChangeListener
-from aiqueue.rows import EventBatch, EventCursor, MarkingEvent
-from aiqueue.store import Store, connect_pool
+from aiqueue.db.listener import ChangeListener
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import EventBatch, EventCursor, MarkingEvent
 from tests.conftest import add_submissions
 
 

@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue.store import Store, connect_pool
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from aiqueue.migrate import discover, migrate
+from aiqueue.db.migrate import discover, migrate
 
 OBJECTS = """
 SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE 'aiqueue\\_%')
@@ -31,16 +31,36 @@ async def test_every_migration_rolls_back_and_reapplies(db_url: str, conn: async
     assert row is not None and row["submission_id"] == ids[0]["id"]
 
 
-async def test_rolling_back_the_hot_path_restores_the_first_claim(
+async def test_stepping_back_and_up_again_leaves_working_functions(
     db_url: str, conn: asyncpg.Connection
 ):
     assert await migrate(db_url, "down") == ["0005_hot_path"]
-    assert await conn.fetchval(
-        "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
-        "WHERE p.proname = 'aiqueue_gate_open'") == "sql"
-    assert await conn.fetchval("SELECT count(*) FROM pg_proc WHERE proname IN "
-                               "('aiqueue_settle', 'aiqueue_gate', 'aiqueue_in_flight')") == 0
+    assert await migrate(db_url, "up") == ["0005_hot_path"]
     ids = await conn.fetch("INSERT INTO submissions (assignment_id) VALUES ('hw') RETURNING id")
     await conn.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
                        "VALUES ($1, 'hw', gen_random_uuid())", ids[0]["id"])
     assert await conn.fetchrow("SELECT * FROM aiqueue_claim(1, 5)") is not None
+
+
+async def test_functions_are_reapplied_only_when_their_text_changes(
+    db_url: str, conn: asyncpg.Connection
+):
+    def created() -> object:
+        return conn.fetchval("SELECT max(xmin::text::bigint) FROM pg_proc "
+                             "WHERE proname = 'aiqueue_claim'")
+
+    before = await created()
+    assert await migrate(db_url, "up") == []
+    assert await created() == before  # unchanged text: nothing re-created
+    await conn.execute("UPDATE aiqueue_meta SET value = 'stale' WHERE key = 'functions_sha256'")
+    assert await migrate(db_url, "up") == []
+    assert await created() != before
+
+
+def test_migrations_hold_schema_only():
+    # The current text of every function lives in db/sql/functions.sql.
+    for m in discover():
+        for path in (m.up, m.down):
+            text = path.read_text().upper()
+            assert "CREATE FUNCTION" not in text and "REPLACE FUNCTION" not in text, path.name
+            assert "CREATE TRIGGER" not in text and "REPLACE TRIGGER" not in text, path.name

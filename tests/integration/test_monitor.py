@@ -15,7 +15,7 @@ import httpx
 import pytest
 import respx
 
-from aiqueue.store import Store, connect_pool
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.web.app import create_app
 from aiqueue.web.views import fmt_duration
 from tests.conftest import SECRET, add_submissions, make_settings

@@ -33,9 +33,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import Conflict
 from aiqueue.models import STATUSES
-from aiqueue.store import Store, connect_pool
 from tests import pg
 from tests.conftest import add_submissions
 

@@ -13,8 +13,8 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue import demo
-from aiqueue.store import Store, connect_pool
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.dev import demo
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings

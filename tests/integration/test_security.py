@@ -28,8 +28,8 @@ import respx
 from starlette.routing import Route
 
 from aiqueue import tokens as tokens_module
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Job
-from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
 from aiqueue.web import http as http_module
 from aiqueue.web.app import create_app

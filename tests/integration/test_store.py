@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import Conflict
-from aiqueue.store import Store, connect_pool
 from tests.conftest import add_submissions
 
 CAP, THRESHOLD = 1, 5

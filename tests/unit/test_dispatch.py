@@ -179,7 +179,7 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: Poste
     respx.post(FN).mock(side_effect=accept)
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
     settled = Receipt({"accepted": 1, "ignored": 0, "rejected": 0}, 1, True, make_job())
-    step = await loop.process_step(runtime(store, client), refill=True, settled=settled)
+    step = await loop.settled_step(runtime(store, client), settled)
     # The result's transaction claimed already: no claim here, and housekeeping
     # (due on an instance's first step) waits until the job has gone out.
     assert store.names() == ["dispatch", "recover_stuck", "prune"]
@@ -201,3 +201,30 @@ async def test_chain_delivery(client: Poster, effect: Any, delivered: bool):
     else:
         respx.post(SELF).mock(return_value=effect)
     assert await dispatch.chain(client, settings()) is delivered
+
+
+@pytest.mark.parametrize(
+    ("more", "busy", "freed", "dispatched", "recovered", "chains"),
+    [
+        # The process endpoint, the cron, an enqueue: chain whenever a row is claimable.
+        (True, False, 0, True, 0, True),
+        (True, False, 0, False, 0, True),
+        (False, False, 0, True, 0, False),
+        # A busy function paused dispatching for everyone: nothing to chain to.
+        (True, True, 0, False, 0, False),
+        (True, True, 2, False, 3, False),
+        # One result freed one slot and refilled it: its own result refills the rest.
+        (True, False, 1, True, 0, False),
+        # ... unless the refill failed, or recovery freed more slots.
+        (True, False, 1, False, 0, True),
+        (True, False, 1, True, 2, True),
+        (False, False, 1, False, 2, False),
+        # A batch that freed several slots refills one and chains for the others.
+        (True, False, 2, True, 0, True),
+        (False, False, 2, True, 0, False),
+    ],
+)
+def test_should_chain(more: bool, busy: bool, freed: int, dispatched: bool, recovered: int,
+                      chains: bool):
+    assert loop.should_chain(more=more, busy=busy, freed=freed, dispatched=dispatched,
+                             recovered=recovered) is chains

@@ -11,9 +11,16 @@ import pytest
 
 from aiqueue.errors import SettingsError, StoreError
 from aiqueue.live import EventHub, LiveConfig, format_event, stream
-from aiqueue.models import QueueId, SubmissionId
+from aiqueue.models import (
+    EventBatch,
+    EventCursor,
+    MarkingEvent,
+    QueueId,
+    RunProgress,
+    SubmissionId,
+    SubmissionStatus,
+)
 from aiqueue.progress import eta_seconds, progress_json, status_json
-from aiqueue.rows import EventBatch, EventCursor, MarkingEvent, RunProgress, SubmissionStatus
 from aiqueue.settings import load_settings
 from aiqueue.web.results import fmt_eta, mark_text, progress_view
 

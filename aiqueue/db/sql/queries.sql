@@ -44,8 +44,8 @@ ORDER BY seq;
 
 -- claim --
 -- Exactly one due row, under the in-flight cap, across every instance: see
--- aiqueue_claim() in migrations/0001_queue.up.sql (a plpgsql function so the
--- server caches its plan even through a transaction pooler).
+-- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
+-- its plan even through a transaction pooler).
 SELECT * FROM aiqueue_claim($1::integer, $2::integer);
 
 -- can_claim --
@@ -130,7 +130,7 @@ SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied;
 
 -- settle --
 -- A completed result and the next claim in one round trip and one commit: see
--- aiqueue_settle() in migrations/0005_hot_path.up.sql.
+-- aiqueue_settle() in functions.sql.
 SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
                              $6::integer);
 
@@ -209,20 +209,20 @@ gone AS (
 SELECT count(*) AS n FROM gone;
 
 -- next_wakeup --
--- Seconds until something needs the process step: a due row when a slot is
--- free, the breaker or busy back-off ending, or a lease running out.  While a
--- half-open breaker's probe is out, only its result (or its lease) matters.
+-- Seconds until something needs the process step: a due row once the gate
+-- opens (aiqueue_gate_opens_at: busy back-off or breaker cool-down ending; NULL
+-- while paused, full, or a half-open probe is out), or a lease running out.
+WITH ctl AS (SELECT * FROM ai_queue_control WHERE id = 1),
+opens AS (
+    SELECT aiqueue_gate_opens_at(ctl, aiqueue_in_flight($1::integer), $1::integer,
+                                 $2::integer) AS at
+    FROM ctl
+)
 SELECT extract(epoch FROM least(
-    -- greatest() skips NULLs: without a due row the whole term must be NULL.
-    (SELECT CASE WHEN min(run_after) IS NOT NULL THEN greatest(
-                min(run_after), (SELECT coalesce(busy_until, now()) FROM ai_queue_control),
-                (SELECT CASE WHEN consecutive_failures >= $2 THEN circuit_open_until END
-                 FROM ai_queue_control)) END
-     FROM ai_marking_queue WHERE status = 'pending'
-       AND (SELECT NOT paused FROM ai_queue_control)
-       AND ($1 = 0 OR (SELECT count(*) FROM ai_marking_queue WHERE lease_at IS NOT NULL) < $1)
-       AND NOT ((SELECT consecutive_failures >= $2 FROM ai_queue_control)
-                AND EXISTS (SELECT 1 FROM ai_marking_queue WHERE lease_at IS NOT NULL))),
+    -- greatest() skips NULLs: a closed gate or no due row makes the term NULL.
+    (SELECT CASE WHEN opens.at IS NOT NULL THEN greatest(min(q.run_after), opens.at) END
+     FROM ai_marking_queue q, opens WHERE q.status = 'pending'
+     GROUP BY opens.at HAVING min(q.run_after) IS NOT NULL),
     (SELECT min(lease_at) + make_interval(secs => $3::float8)
      FROM ai_marking_queue WHERE lease_at IS NOT NULL)
 ) - now())::float8 AS seconds;
@@ -289,10 +289,9 @@ SET paused = $1, paused_by = CASE WHEN $1 THEN $2 END, paused_at = CASE WHEN $1 
 WHERE id = 1;
 
 -- control --
-SELECT paused, paused_by, paused_at, consecutive_failures, circuit_open_until, busy_until,
-       (consecutive_failures >= $1 AND coalesce(circuit_open_until, '-infinity') > now())
-           AS circuit_open
-FROM ai_queue_control WHERE id = 1;
+SELECT c.paused, c.paused_by, c.paused_at, c.consecutive_failures, c.circuit_open_until,
+       c.busy_until, aiqueue_circuit_state(c, $1::integer) AS circuit_state
+FROM ai_queue_control c WHERE c.id = 1;
 
 -- stats --
 -- Totals per status sum the deltas in ai_marking_counts (migration 0004): no

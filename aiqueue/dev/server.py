@@ -27,12 +27,13 @@ import uvicorn
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aiqueue import demo, logs
-from aiqueue.cli import database
+from aiqueue import logs
+from aiqueue.db.embedded import database_for
+from aiqueue.db.migrate import migrate
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.dev import demo
 from aiqueue.errors import SettingsError
-from aiqueue.migrate import migrate
 from aiqueue.settings import Settings, load_settings
-from aiqueue.store import Store, connect_pool
 from aiqueue.web.app import create_app
 from aiqueue.web.live import close_streams
 from aiqueue.web.results import page_url
@@ -46,7 +47,7 @@ def run_dev(host: str, port: int, function_port: int) -> None:
     """Run everything until Ctrl-C (or SIGTERM), then stop cleanly."""
     env = os.environ
     settings = dev_settings(load_settings(port=port), env, function_port)
-    settings, handle = database(settings)
+    settings, handle = database_for(settings)
     try:
         asyncio.run(_main(settings, host, port, function_port,
                           bundled_function=not _given(env, "AI_MARKING_FUNCTION_URL")))

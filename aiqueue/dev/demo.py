@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from aiqueue.store import Store
+from aiqueue.db.store import Store
 
 ASSIGNMENT_ID = "demo-photosynthesis"
 TITLE = "Year 9 Biology: Photosynthesis (short answer)"

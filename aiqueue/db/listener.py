@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from aiqueue.store import queries, wrap_error
+from aiqueue.db.store import queries, wrap_error
 
 
 class ChangeListener:

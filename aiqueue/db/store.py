@@ -16,22 +16,20 @@ import asyncpg
 
 from aiqueue.errors import Conflict, StoreError
 from aiqueue.models import (
+    AssignmentInfo,
     Attempt,
     Control,
     EnqueueOutcome,
+    EventBatch,
+    EventCursor,
     Job,
+    MarkingEvent,
     QueueId,
     QueueRow,
+    RunProgress,
     Stats,
     Status,
     SubmissionId,
-)
-from aiqueue.rows import (
-    AssignmentInfo,
-    EventBatch,
-    EventCursor,
-    MarkingEvent,
-    RunProgress,
     SubmissionResult,
     SubmissionStatus,
 )
@@ -45,7 +43,7 @@ def queries() -> dict[str, str]:
     """Split every sql/*.sql file (queries.sql first) into {name: statement}."""
     found: dict[str, str] = {}
     files = sorted(
-        (f for f in resources.files("aiqueue.sql").iterdir() if f.name.endswith(".sql")),
+        (f for f in resources.files("aiqueue.db.sql").iterdir() if f.name.endswith(".sql")),
         key=lambda f: (f.name != "queries.sql", f.name),
     )
     for file in files:

@@ -1,0 +1,1 @@
+"""The database wing: the only package that imports asyncpg."""

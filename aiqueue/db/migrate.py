@@ -1,0 +1,131 @@
+"""Apply and roll back the schema (migrations/) and the SQL functions (db/sql/functions.sql).
+
+Migrations are numbered up/down pairs that change the schema only.  Every SQL
+function and trigger lives, in its current text, in one file that `up`
+re-applies after the migrations whenever its text changed; rolling back the
+last migration drops them first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import asyncpg
+
+from aiqueue.errors import StoreError
+from aiqueue.paths import MIGRATIONS_DIR
+
+# Several instances may start at once; one applies, the others wait and see it done.
+_LOCK_KEY = 7301730173017302
+_FORGET_FUNCTIONS = "DELETE FROM aiqueue_meta WHERE key = 'functions_sha256'"
+log = logging.getLogger("aiqueue.db.migrate")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One numbered migration with its up and down SQL."""
+
+    version: str
+    up: Path
+    down: Path
+
+
+def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    """Every migration in version order; each must have both halves."""
+    found = []
+    for up in sorted(directory.glob("*.up.sql")):
+        version = up.name.removesuffix(".up.sql")
+        down = up.with_name(f"{version}.down.sql")
+        if not down.exists():
+            raise StoreError(f"migration {version} has no down migration")
+        found.append(Migration(version, up, down))
+    return found
+
+
+async def _applied(conn: asyncpg.Connection) -> list[str]:
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS aiqueue_migrations ("
+        " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    rows = await conn.fetch("SELECT version FROM aiqueue_migrations ORDER BY version")
+    return [r["version"] for r in rows]
+
+
+@cache
+def functions_sql() -> str:
+    """The current text of every function and trigger."""
+    return resources.files("aiqueue.db.sql").joinpath("functions.sql").read_text()
+
+
+async def _apply_functions(conn: asyncpg.Connection, *, force: bool) -> bool:
+    """(Re-)create every function and trigger when their text changed; True if it ran."""
+    text = functions_sql()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    stored = await conn.fetchval("SELECT value FROM aiqueue_meta WHERE key = 'functions_sha256'")
+    if stored == digest and not force:
+        return False
+    await conn.execute(text)
+    await conn.execute(
+        "INSERT INTO aiqueue_meta (key, value) VALUES ('functions_sha256', $1)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value", digest)
+    return True
+
+
+async def _drop_functions(conn: asyncpg.Connection) -> None:
+    """Drop every aiqueue_* function of this schema (their triggers go with them)."""
+    names = await conn.fetch(
+        "SELECT p.oid::regprocedure::text AS sig FROM pg_proc p"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = current_schema() AND p.proname LIKE 'aiqueue\\_%'")
+    for row in names:
+        await conn.execute(f"DROP FUNCTION IF EXISTS {row['sig']} CASCADE")
+
+
+async def _up(conn: asyncpg.Connection, applied: list[str], steps: int | None) -> list[str]:
+    known = discover()
+    todo = [m for m in known if m.version not in applied][:steps]
+    for m in todo:
+        await conn.execute(m.up.read_text())
+        await conn.execute("INSERT INTO aiqueue_migrations (version) VALUES ($1)", m.version)
+    # Functions need the whole schema: after a partial `--steps` run they wait
+    # for the run that completes it.
+    if known and len(applied) + len(todo) == len(known):
+        await _apply_functions(conn, force=bool(todo))
+    return [m.version for m in todo]
+
+
+async def _down(conn: asyncpg.Connection, applied: list[str], steps: int | None) -> list[str]:
+    todo = [m for m in reversed(discover()) if m.version in applied][: steps or 1]
+    for m in todo:
+        if m.version == applied[0]:
+            await _drop_functions(conn)
+        else:
+            # The next `up` re-creates them, whatever their text.
+            await conn.execute(_FORGET_FUNCTIONS)
+        await conn.execute(m.down.read_text())
+        await conn.execute("DELETE FROM aiqueue_migrations WHERE version = $1", m.version)
+    return [m.version for m in todo]
+
+
+async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None) -> list[str]:
+    """Apply pending migrations (or roll back the newest); return the versions touched."""
+    try:
+        conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+            applied = await _applied(conn)
+            if direction == "up":
+                return await _up(conn, applied, steps)
+            return await _down(conn, applied, steps)
+    except asyncpg.PostgresError as exc:
+        raise StoreError(f"migration failed: {exc.__class__.__name__}: {exc}") from exc
+    finally:
+        await conn.close()

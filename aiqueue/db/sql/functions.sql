@@ -1,0 +1,283 @@
+-- Every SQL function and trigger of aiqueue, in its current text.
+--
+-- `migrate up` applies this file after the schema migrations, in the same
+-- transaction, whenever its text changed (or a migration ran): migrations hold
+-- schema only, and a function's history is this file's git log.  Everything
+-- here must be idempotent: CREATE OR REPLACE, and a DROP ... IF EXISTS first
+-- where a signature or a trigger's shape changes.
+--
+-- The hot statements live in plpgsql functions: without a client-side
+-- prepared-statement cache (transaction poolers forbid one), plpgsql is what
+-- lets the server cache their plans per backend instead of planning each call.
+
+-- The gate, "may a row be dispatched now?", written once.  Pause, busy
+-- back-off, the in-flight cap and the circuit breaker; when the breaker is
+-- open, one probe may run after the cool-down (half-open) and only while
+-- nothing else is in flight.  aiqueue_gate_opens_at says *when* the gate opens
+-- by time alone (NULL: not by waiting; an operator, a result or a lease must
+-- act first); aiqueue_gate is "that moment has come".  Both are plain SQL
+-- expressions, which the planner inlines into their callers.
+CREATE OR REPLACE FUNCTION aiqueue_gate_opens_at(ctl ai_queue_control, in_flight bigint,
+                                                 cap integer, breaker_threshold integer)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN ctl.paused OR (cap <> 0 AND in_flight >= cap)
+             OR (ctl.consecutive_failures >= breaker_threshold AND in_flight > 0) THEN NULL
+        ELSE greatest(coalesce(ctl.busy_until, '-infinity'),
+                      CASE WHEN ctl.consecutive_failures >= breaker_threshold
+                           THEN coalesce(ctl.circuit_open_until, '-infinity')
+                           ELSE '-infinity' END)
+    END
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_gate(ctl ai_queue_control, in_flight bigint, cap integer,
+                                        breaker_threshold integer)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT coalesce(aiqueue_gate_opens_at(ctl, in_flight, cap, breaker_threshold) <= now(),
+                    false)
+$$;
+
+-- The breaker as the operator sees it: open (cooling down), half_open (a probe
+-- may go, or is out), closed.
+CREATE OR REPLACE FUNCTION aiqueue_circuit_state(ctl ai_queue_control, breaker_threshold integer)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN ctl.consecutive_failures < breaker_threshold THEN 'closed'
+        WHEN coalesce(ctl.circuit_open_until, '-infinity') > now() THEN 'open'
+        ELSE 'half_open'
+    END
+$$;
+
+-- Rows holding a slot, counted only as far as the gate needs (up to the cap;
+-- up to 1 when unlimited, for the half-open breaker).  The ORDER BY keeps the
+-- count on ai_marking_queue_lease_idx even when the statistics are stale: a
+-- plain count(*) is planned as a scan of the whole table whenever they say many
+-- rows hold a lease (e.g. before the first ANALYZE of a big enqueue).
+CREATE OR REPLACE FUNCTION aiqueue_in_flight(cap integer) RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT count(*) INTO n FROM (
+        SELECT 1 FROM ai_marking_queue p WHERE p.lease_at IS NOT NULL
+        ORDER BY p.lease_at LIMIT greatest(cap, 1)) leased;
+    RETURN n;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_gate_open(cap integer, breaker_threshold integer)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    ctl ai_queue_control%ROWTYPE;
+    in_flight bigint;
+BEGIN
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
+    in_flight := aiqueue_in_flight(cap);
+    RETURN aiqueue_gate(ctl, in_flight, cap, breaker_threshold);
+END
+$$;
+
+-- Claim exactly one due row.  The advisory lock serialises count-and-claim
+-- across every instance until this transaction ends, so the in-flight cap
+-- cannot be overshot; each statement below takes a fresh snapshot (READ
+-- COMMITTED), so it sees what the previous lock holder committed.  `more` says
+-- whether another row could be claimed right now (the caller chains on it);
+-- `breaker_dirty` whether a successful dispatch must reset the breaker.
+CREATE OR REPLACE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer)
+RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
+               dispatch_seq integer, payload text, content text, more boolean,
+               breaker_dirty boolean)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    in_flight bigint;
+    ctl ai_queue_control%ROWTYPE;
+BEGIN
+    PERFORM pg_advisory_xact_lock(7301730173017301);
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
+    in_flight := aiqueue_in_flight(cap);
+    IF NOT aiqueue_gate(ctl, in_flight, cap, breaker_threshold) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH next AS MATERIALIZED (
+        -- Walks ai_marking_queue_claim_idx in dispatch order; SKIP LOCKED steps
+        -- over rows a webhook or the recovery holds right now.
+        SELECT q.queue_id
+        FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.run_after <= now()
+        ORDER BY q.priority DESC, q.run_after, q.seq
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE ai_marking_queue q
+        SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
+            started_at = now(), lease_at = now(), progress = NULL, updated_at = now()
+        FROM next
+        WHERE q.queue_id = next.queue_id
+        RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+                  q.payload
+    ),
+    history AS (
+        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts FROM claimed cl
+    )
+    SELECT cl.queue_id, cl.submission_id, cl.assignment_id, cl.attempts, cl.dispatch_seq,
+           cl.payload::text, s.content,
+           ctl.consecutive_failures < breaker_threshold
+               AND (cap = 0 OR in_flight + 1 < cap)
+               -- The first two due rows in dispatch order (this statement's
+               -- snapshot still sees the claimed one as pending).
+               AND EXISTS (SELECT 1 FROM (
+                       SELECT o.queue_id FROM ai_marking_queue o
+                       WHERE o.status = 'pending' AND o.run_after <= now()
+                       ORDER BY o.priority DESC, o.run_after, o.seq
+                       LIMIT 2) due
+                   WHERE due.queue_id <> cl.queue_id),
+           ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
+    FROM claimed cl JOIN submissions s ON s.id = cl.submission_id;
+END
+$$;
+
+-- Apply a result at most once: the row lock plus the status test mean a second
+-- (concurrent or later) delivery finds the row completed and changes nothing.
+-- A late result of an earlier dispatch still completes a row that is not done.
+CREATE OR REPLACE FUNCTION aiqueue_complete(p_queue_id uuid, p_result jsonb, p_usage jsonb,
+                                 p_dispatch_seq integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH row AS (
+        SELECT q.queue_id, q.submission_id FROM ai_marking_queue q
+        WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
+        FOR UPDATE
+    ),
+    sub AS (
+        UPDATE submissions s SET ai_result = p_result, ai_marked_at = now()
+        FROM row WHERE s.id = row.submission_id
+        RETURNING s.id
+    ),
+    done AS (
+        UPDATE ai_marking_queue q
+        SET status = 'completed', finished_at = now(), last_error = NULL,
+            usage = p_usage, updated_at = now(),
+            -- A late result of an earlier dispatch: the current one is still at
+            -- the function, so the row keeps its slot until that one reports
+            -- or its lease runs out; otherwise the function would get one
+            -- job more than the cap.
+            lease_at = CASE WHEN q.status = 'processing' AND q.dispatch_seq <> p_dispatch_seq
+                            THEN q.lease_at END
+        FROM row, sub
+        WHERE q.queue_id = row.queue_id
+        RETURNING q.queue_id
+    ),
+    history AS (
+        UPDATE ai_marking_attempts a
+        SET ended_at = now(), usage = p_usage,
+            outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
+        FROM done
+        WHERE a.queue_id = done.queue_id AND a.dispatch_seq = p_dispatch_seq
+          AND a.kind = 'dispatch'
+    )
+    SELECT count(*) INTO n FROM done;
+    IF n = 0 THEN
+        -- The current dispatch of a row a late result completed: its slot is free.
+        UPDATE ai_marking_queue q SET lease_at = NULL
+        WHERE q.queue_id = p_queue_id AND q.status = 'completed'
+          AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
+    END IF;
+    RETURN n > 0;
+END
+$$;
+
+-- A completed result, then the next claim, in one transaction.  The claim runs
+-- whether or not the result was new: the gate decides whether a slot is free
+-- (a late result's duplicate may find one).  Always exactly one row: `applied`,
+-- and the claimed job's columns (NULL when nothing was claimed).  Locks: the
+-- completion holds its row while the claim waits for the advisory lock, whose
+-- holder never waits for a row lock (SKIP LOCKED), so this cannot deadlock.
+CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
+                               p_dispatch_seq integer, cap integer,
+                               breaker_threshold integer)
+RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id text,
+               attempts integer, dispatch_seq integer, payload text, content text,
+               more boolean, breaker_dirty boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq);
+    RETURN QUERY SELECT applied, c.* FROM aiqueue_claim(cap, breaker_threshold) c;
+    IF NOT FOUND THEN
+        RETURN NEXT;
+    END IF;
+END
+$$;
+
+-- Wake live-event listeners, if any instance has one.  NOTIFY folds identical
+-- notifications of one transaction into one.
+CREATE OR REPLACE FUNCTION aiqueue_notify() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM ai_queue_control c WHERE c.id = 1 AND c.listened_until > now()) THEN
+        PERFORM pg_notify('ai_marking', '');
+    END IF;
+END
+$$;
+
+-- A status change is one row on the hot path: its event (live UIs), its count
+-- deltas (stats) and the wake-up of listeners, in one trigger call.
+CREATE OR REPLACE FUNCTION aiqueue_record_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
+    VALUES (NEW.assignment_id, NEW.queue_id, NEW.submission_id, NEW.status,
+            CASE WHEN NEW.status = 'completed' THEN (
+                SELECT jsonb_strip_nulls(jsonb_build_object(
+                    'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
+                FROM submissions s WHERE s.id = NEW.submission_id) END);
+    INSERT INTO ai_marking_counts (status, n) VALUES (OLD.status, -1), (NEW.status, 1);
+    PERFORM aiqueue_notify();
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_record_inserts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status)
+    SELECT assignment_id, queue_id, submission_id, status FROM new_rows ORDER BY seq;
+    PERFORM aiqueue_notify();
+    RETURN NULL;
+END
+$$;
+
+-- Bulk statements (an enqueue, a prune, a cascade from submissions) add one
+-- grouped delta per status; a single status change (the hot path) is a
+-- row-level trigger, filtered by WHEN, whose plan plpgsql caches.
+CREATE OR REPLACE FUNCTION aiqueue_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO ai_marking_counts (status, n)
+        SELECT status, count(*) FROM new_rows GROUP BY status;
+    ELSE
+        INSERT INTO ai_marking_counts (status, n)
+        SELECT status, -count(*) FROM old_rows GROUP BY status;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- The change feed and the per-status count deltas, bound to the queue table.
+-- An enqueue inserts thousands of rows at once: statement-level triggers with
+-- transition tables.  A status change is one row on the hot path: a row-level
+-- trigger, filtered by WHEN before any function call.
+CREATE OR REPLACE TRIGGER ai_marking_queue_events_ins
+    AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_inserts();
+CREATE OR REPLACE TRIGGER ai_marking_queue_events_upd
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION aiqueue_record_move();
+CREATE OR REPLACE TRIGGER ai_marking_queue_counts_ins
+    AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_count_changes();
+CREATE OR REPLACE TRIGGER ai_marking_queue_counts_del
+    AFTER DELETE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_count_changes();

@@ -1,0 +1,1 @@
+"""The one-command local run: dev server and demo data (nothing imports this)."""
