@@ -75,7 +75,8 @@ def route(rewrites: list[Rewrite], path: str, query: str = "") -> tuple[str, str
 def restore(rewrites: list[Rewrite], path: str, query: str = "") -> tuple[str, str]:
     """A request that arrived on a rewrite's destination, back on its public path and query.
 
-    A public path is returned unchanged: it equals no destination, except `/api/marking`,
+    `path` is percent-decoded (as in an ASGI scope), `query` raw. A public path is returned
+    unchanged: it equals no destination, except `/api/marking`,
     which maps onto itself.
     """
     pieces = [p for p in query.split("&") if p]
@@ -105,9 +106,11 @@ def _public(rw: Rewrite, pieces: list[str]) -> tuple[str, str] | None:
         value = values[name]
         if not value and not star:
             return None
+        if not star and "/" in value:
+            return None
+        # ASGI paths are percent-decoded, and so are query values: no quoting here.
         token = f"/:{name}*" if star else f":{name}"
-        text = quote(value, safe="/") if star else quote(value, safe="")
-        path = path.replace(token, f"/{text}" if star and value else text)
+        path = path.replace(token, f"/{value}" if star and value else value)
     return path or "/", "&".join(rest)
 
 

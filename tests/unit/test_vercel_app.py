@@ -32,6 +32,7 @@ def echo_app() -> Starlette:
     app = Starlette(routes=[
         Route("/api/marking/queue/{queue_id}/retry", echo, methods=["POST"]),
         Route("/api/marking/enqueue", echo, methods=["POST"]),
+        Route("/api/marking/assignments/{assignment_id}/progress", echo),
         Route("/ai-queue", echo), Route("/metrics", echo), Route("/healthz", echo),
     ])
     app.add_middleware(PublicPaths, rewrites=CONF.rewrites)
@@ -50,6 +51,10 @@ async def call(app: Starlette, method: str, url: str) -> httpx.Response:
     ("POST", "/api/marking?path=queue/q1/retry&x=1", "/api/marking/queue/q1/retry", "x=1"),
     ("POST", "/api/marking/queue/q1/retry?x=1", "/api/marking/queue/q1/retry", "x=1"),
     ("GET", "/api/ai_queue?path=", "/ai-queue", ""),
+    ("GET", "/api/marking?path=assignments/hw%207/progress",
+     "/api/marking/assignments/hw 7/progress", ""),
+    ("GET", "/api/marking/assignments/hw%207/progress", "/api/marking/assignments/hw 7/progress",
+     ""),
     ("GET", "/api/health?route=metrics", "/metrics", ""),
     ("GET", "/api/health?route=healthz", "/healthz", ""),
 ])
@@ -57,6 +62,8 @@ async def test_either_form_reaches_the_public_route(method, url, path, query):
     answer = await call(echo_app(), method, url)
     assert answer.status_code == 200
     assert answer.json()["path"] == path and answer.json()["query"] == query
+    if "assignments" in path:
+        assert answer.json()["params"] == {"assignment_id": "hw 7"}
 
 
 def test_default_settings_fit_every_function():

@@ -24,6 +24,8 @@ CASES = [
      "path=queue&status=failed&limit=5"),
     ("/api/marking/events", "assignment_id=hw%207", "/api/marking",
      "path=events&assignment_id=hw%207"),
+    ("/api/marking/assignments/hw 7/progress", "", "/api/marking",
+     "path=assignments/hw%207/progress"),
     ("/ai-queue", "", "/api/ai_queue", "path="),
     ("/ai-queue/login", "", "/api/ai_queue", "path=login"),
     ("/results/assignments/hw-1", "", "/api/results", "path=assignments/hw-1"),
@@ -68,6 +70,7 @@ def test_a_single_segment_parameter():
     assert route(rw, "/things/7/edit") == ("/api/things", "id=7")
     assert restore(rw, "/api/things", "id=7") == ("/things/7/edit", "")
     assert restore(rw, "/api/things", "") == ("/api/things", "")
+    assert restore(rw, "/api/things", "id=a%2Fb") == ("/api/things", "id=a%2Fb")
 
 
 @pytest.mark.parametrize("source", ["/a/(.*)", "/a/:rest*/b", "/a/:id+", "/a/:id?"])
