@@ -235,3 +235,25 @@ def test_a_bundle_missing_a_dependency_does_not_start(built, tmp_path: Path):
         server.stop()
     assert "No module named 'starlette'" in server.output()
 
+
+
+def test_a_sync_timeout_beyond_max_duration_stops_the_function(built, tmp_path: Path):
+    project, output = built
+    entry = "api/process_queue.py"
+    func = materialize(functions(output)[entry], project, tmp_path / "fn")
+    server = FunctionServer(_python(), func, entry, free_port(), {
+        "VERCEL": "1", "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
+        "MARKING_QUEUE_SECRET": SECRET, "AI_MARKING_FUNCTION_URL": "https://fn.test/mark",
+        "AI_MARKING_FUNCTION_MODE": "sync", "QUEUE_DISPATCH_TIMEOUT_SECONDS": "150"},
+        tmp_path / "fn.log")
+    server.start()
+    try:
+        server.wait_listening()
+        answer = httpx.post(f"http://127.0.0.1:{server.port}/api/process_queue",
+                            headers={"authorization": f"Bearer {SECRET}"}, timeout=30)
+    finally:
+        server.stop()
+    assert answer.status_code == 503 and answer.json()["error"] == "misconfigured"
+    assert answer.json()["detail"].startswith("QUEUE_DISPATCH_TIMEOUT_SECONDS=150 does not fit")
+    lines = [line for line in server.output().splitlines() if line.startswith("aiqueue: ")]
+    assert lines and all("QUEUE_DISPATCH_TIMEOUT_SECONDS=150" in line for line in lines)
