@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import functools
 import glob
@@ -155,6 +156,11 @@ def materialize(func: Path, project: Path, dest: Path) -> Path:
     return dest
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, even killed before its teardown."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG (Linux)
+
+
 class FunctionServer:
     """One built function served by its bundled `vercel_runtime.dev`, as `vercel dev` does."""
 
@@ -173,7 +179,7 @@ class FunctionServer:
         self.proc = subprocess.Popen(
             [self.python, "-I", "-S", "-c", BOOT, str(self.func_dir)], cwd=self.func_dir,
             env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=_die_with_parent)
 
     def wait_listening(self, timeout: float = 90) -> None:
         """Until the port answers HTTP (any status), or the process has died."""
