@@ -10,7 +10,7 @@ import httpx
 from aiqueue.settings import Settings
 from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
-from aiqueue.transport import LeanTransport, Poster
+from aiqueue.transport import LeanTransport
 
 
 @dataclass
@@ -19,7 +19,7 @@ class Runtime:
 
     settings: Settings
     store: Store
-    http: Poster
+    http: httpx.AsyncClient
     tokens: Tokens
     background: set[asyncio.Task[None]] = field(default_factory=set)
     # monotonic time when this instance next runs recovery and pruning
@@ -28,11 +28,11 @@ class Runtime:
     @classmethod
     async def create(cls, settings: Settings, dsn: str) -> Runtime:
         pool = await connect_pool(dsn)
-        # One transport for the whole instance: keep-alive to the function and to ourselves.
-        transport: httpx.AsyncBaseTransport = LeanTransport() if settings.lean_http else (
-            httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20)))
-        return cls(settings=settings, store=Store(pool), http=Poster(transport),
+        # One pooled keep-alive client for the whole instance: the function and ourselves.
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        http = httpx.AsyncClient(transport=LeanTransport()) if settings.lean_http else (
+            httpx.AsyncClient(limits=limits, follow_redirects=False))
+        return cls(settings=settings, store=Store(pool), http=http,
                    tokens=Tokens(settings.queue_secret))
 
     async def close(self) -> None:
