@@ -10,7 +10,6 @@ import httpx
 from aiqueue.settings import Settings
 from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
-from aiqueue.transport import LeanTransport
 
 
 @dataclass
@@ -30,8 +29,8 @@ class Runtime:
         pool = await connect_pool(dsn)
         # One pooled keep-alive client for the whole instance: the function and ourselves.
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        http = httpx.AsyncClient(transport=LeanTransport()) if settings.lean_http else (
-            httpx.AsyncClient(limits=limits, follow_redirects=False))
+        # Redirects are not followed: a 3xx is a refusal, never a second POST elsewhere.
+        http = httpx.AsyncClient(limits=limits, follow_redirects=False)
         return cls(settings=settings, store=Store(pool), http=http,
                    tokens=Tokens(settings.queue_secret))
 

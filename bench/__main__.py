@@ -61,32 +61,10 @@ async def main(repeats: int, jobs: int, big: int) -> None:
     print_table(rows)
 
 
-async def compare_http(repeats: int, jobs: int) -> None:
-    """The old hand-written transport against httpx's AsyncClient, interleaved."""
-    rows: list[tuple[str, str, list[float], float | None, str]] = []
-    for cap in (1, 8):
-        runs: dict[str, list[loop.LoopRun]] = {"lean": [], "httpx": []}
-        for i in range(repeats):
-            for kind, got in runs.items():
-                got.append(await loop.run_loop(cap, jobs, f"bench_http_{kind}{cap}_{i}",
-                                               {"AIQUEUE_HTTP_TRANSPORT": kind}))
-        for kind, got in runs.items():
-            rows.append((f"{kind}: throughput, in-flight {cap}", "jobs/s",
-                         [r.jobs_per_s for r in got], None, "-"))
-            rows.append((f"{kind}: app CPU per job, in-flight {cap}", "ms",
-                         [r.cpu_ms_per_job for r in got], None, "-"))
-    print_table(rows)
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--compare-http", action="store_true",
-                        help="only compare the lean transport with httpx's AsyncClient")
     args = parser.parse_args()
-    if args.compare_http:
-        asyncio.run(compare_http(args.repeats, args.jobs))
-    else:
-        asyncio.run(main(args.repeats, args.jobs, args.rows))
+    asyncio.run(main(args.repeats, args.jobs, args.rows))

@@ -34,6 +34,7 @@ async def test_every_migration_rolls_back_and_reapplies(db_url: str, conn: async
 async def test_rolling_back_the_hot_path_restores_the_first_claim(
     db_url: str, conn: asyncpg.Connection
 ):
+    assert await migrate(db_url, "down") == ["0006_dispatch_ref"]
     assert await migrate(db_url, "down") == ["0005_hot_path"]
     assert await conn.fetchval(
         "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "

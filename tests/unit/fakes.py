@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
+from uuid import UUID
 
 from aiqueue.errors import StoreError
 from aiqueue.models import Job, QueueId, SubmissionId
@@ -49,6 +50,9 @@ class FakeStore:
     async def attempt_failed(self, queue_id: Any, seq: int, **kw: Any) -> str:
         self.calls.append(("attempt_failed", (queue_id, seq, kw)))
         return "pending"
+
+    async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
+        self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
 
     async def breaker_failure(self, threshold: int, cooldown: float) -> int:
         self.failures += 1
