@@ -12,6 +12,13 @@ from aiqueue.store import Store, connect_pool
 from aiqueue.tokens import Tokens
 
 
+def http_client() -> httpx.AsyncClient:
+    """The instance's one pooled keep-alive client: dispatch to the function and the chain."""
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+    # Redirects are not followed: a 3xx is a refusal, never a second POST elsewhere.
+    return httpx.AsyncClient(limits=limits, follow_redirects=False)
+
+
 @dataclass
 class Runtime:
     """Everything a request needs beyond itself; built once per instance."""
@@ -27,11 +34,7 @@ class Runtime:
     @classmethod
     async def create(cls, settings: Settings, dsn: str) -> Runtime:
         pool = await connect_pool(dsn)
-        # One pooled keep-alive client for the whole instance: the function and ourselves.
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        # Redirects are not followed: a 3xx is a refusal, never a second POST elsewhere.
-        http = httpx.AsyncClient(limits=limits, follow_redirects=False)
-        return cls(settings=settings, store=Store(pool), http=http,
+        return cls(settings=settings, store=Store(pool), http=http_client(),
                    tokens=Tokens(settings.queue_secret))
 
     async def close(self) -> None:

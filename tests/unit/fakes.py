@@ -77,13 +77,13 @@ class FakeStore:
         return next(args for n, args in self.calls if n == name)
 
 
-def make_job(attempt: int = 1) -> Job:
+def make_job(attempt: int = 1, payload: dict[str, Any] | None = None) -> Job:
     return Job(
         queue_id=QueueId(uuid.uuid4()),
         submission_id=SubmissionId(uuid.uuid4()),
         assignment_id="hw-7",
         attempt=attempt,
         dispatch_seq=attempt,
-        payload={"rubric": "r", "max_score": 10},
+        payload={"rubric": "r", "max_score": 10} if payload is None else payload,
         content="the student's answer",
     )
