@@ -119,12 +119,20 @@ async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
     outcome, ms = await _send(rt, job)
     if isinstance(outcome, dispatch.Accepted):
         if outcome.ref is not None:
-            await rt.store.set_dispatch_ref(job.queue_id, job.dispatch_seq, outcome.ref)
+            await _keep_ref(rt, job, outcome.ref)
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
                    ms=ms)
     else:
         await refused(rt, job, outcome, ms)
     return outcome
+
+
+async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
+    """Note the platform's invocation id; the job is out either way, so a lost id is logged."""
+    try:
+        await rt.store.set_dispatch_ref(job.queue_id, job.dispatch_seq, ref)
+    except StoreError as exc:
+        logs.event("dispatch_ref_lost", queue_id=job.queue_id, code=exc.code)
 
 
 async def refused(

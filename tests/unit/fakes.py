@@ -21,6 +21,7 @@ class FakeStore:
     failures: int = 0
     recovered: int = 0  # what recovery reports
     settle_fails: bool = False
+    ref_fails: bool = False  # set_dispatch_ref raises StoreError
 
     async def recover_stuck(self, *args: Any) -> int:
         self.calls.append(("recover_stuck", args))
@@ -53,6 +54,8 @@ class FakeStore:
 
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
+        if self.ref_fails:
+            raise StoreError("the database went away")
 
     async def breaker_failure(self, threshold: int, cooldown: float) -> int:
         self.failures += 1

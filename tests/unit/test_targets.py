@@ -181,6 +181,16 @@ async def test_the_invocation_id_goes_into_the_attempt_history(
 
 
 @respx.mock
+async def test_a_lost_invocation_id_does_not_fail_the_accepted_dispatch(
+    client: httpx.AsyncClient,
+):
+    respx.post(LAMBDA_URL).mock(return_value=accepted("lambda"))
+    store = FakeStore(jobs=[make_job()], ref_fails=True)
+    step = await loop.process_step(runtime(store, client, "lambda"), chain=False)
+    assert step.dispatched and "attempt_failed" not in store.names()
+
+
+@respx.mock
 async def test_a_payload_too_large_fails_the_row_at_once_outside_the_breaker(
     client: httpx.AsyncClient,
 ):
