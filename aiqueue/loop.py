@@ -144,11 +144,21 @@ async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
     """Send a claimed job; on a refusal put the row back as the contract says."""
     outcome, ms = await _send(rt, job)
     if isinstance(outcome, dispatch.Accepted):
+        if outcome.ref is not None:
+            await _keep_ref(rt, job, outcome.ref)
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
                    ms=ms)
     else:
         await refused(rt, job, outcome, ms)
     return outcome
+
+
+async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
+    """Note the platform's invocation id; the job is out either way, so a lost id is logged."""
+    try:
+        await rt.store.set_dispatch_ref(job.queue_id, job.dispatch_seq, ref)
+    except StoreError as exc:
+        logs.event("dispatch_ref_lost", queue_id=job.queue_id, code=exc.code)
 
 
 async def refused(
@@ -164,9 +174,12 @@ async def refused(
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="busy",
                    http_status=outcome.http_status, delay_s=round(delay, 3), ms=ms)
         return
-    failures = await rt.store.breaker_failure(s.breaker_threshold, s.breaker_cooldown_seconds)
+    # A payload no platform will take says nothing about the function's health.
+    failures = await rt.store.breaker_failure(
+        s.breaker_threshold, s.breaker_cooldown_seconds) if outcome.retryable else 0
     status = await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
-                                code=outcome.code, retryable=True, outcome="dispatch_error")
+                                code=outcome.code, retryable=outcome.retryable,
+                                outcome="dispatch_error")
     logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="failed",
                code=outcome.code, http_status=outcome.http_status, status=status,
                failures=failures, ms=ms)

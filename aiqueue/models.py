@@ -101,6 +101,8 @@ class Attempt:
     error: str | None
     usage: dict[str, Any] | None
     actor: str | None
+    # The platform's id for the invocation (DigitalOcean activation, Lambda request).
+    dispatch_ref: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Attempt:

@@ -207,6 +207,7 @@ class HistoryEntry:
     model: str
     tokens: str
     actor: str
+    ref: str
 
 
 def history_entry(a: Attempt) -> HistoryEntry:
@@ -235,6 +236,7 @@ def history_entry(a: Attempt) -> HistoryEntry:
         model=model[:100] if isinstance(model, str) else "",
         tokens=tokens,
         actor=a.actor or "",
+        ref=a.dispatch_ref or "",
     )
 
 

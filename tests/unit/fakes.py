@@ -27,6 +27,7 @@ class FakeStore:
     failures: int = 0
     recovered: int = 0  # what recovery reports
     settle_fails: bool = False
+    ref_fails: bool = False  # set_dispatch_ref raises StoreError
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int:
         self.calls.append(("recover_stuck", (stuck_after, max_attempts)))
@@ -62,6 +63,11 @@ class FakeStore:
         self.calls.append(("attempt_failed", (queue_id, dispatch_seq, kw)))
         return "pending"
 
+    async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
+        self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
+        if self.ref_fails:
+            raise StoreError("the database went away")
+
     async def breaker_failure(self, threshold: int, cooldown: float) -> int:
         self.failures += 1
         self.calls.append(("breaker_failure", (threshold, cooldown)))
@@ -94,13 +100,13 @@ def _both_satisfy_the_protocol(real: Store, fake: FakeStore) -> list[LoopStore]:
     return [real, fake]
 
 
-def make_job(attempt: int = 1) -> Job:
+def make_job(attempt: int = 1, payload: dict[str, Any] | None = None) -> Job:
     return Job(
         queue_id=QueueId(uuid.uuid4()),
         submission_id=SubmissionId(uuid.uuid4()),
         assignment_id="hw-7",
         attempt=attempt,
         dispatch_seq=attempt,
-        payload={"rubric": "r", "max_score": 10},
+        payload={"rubric": "r", "max_score": 10} if payload is None else payload,
         content="the student's answer",
     )

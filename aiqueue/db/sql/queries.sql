@@ -353,7 +353,7 @@ SELECT CASE WHEN $2::text IS NULL THEN
 
 -- attempts_of --
 SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,
-       actor
+       actor, dispatch_ref
 FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --
@@ -380,3 +380,10 @@ SELECT status, count(*) AS rows, coalesce(sum(attempts), 0) AS attempts
 FROM ai_marking_queue
 WHERE status IN ('completed', 'failed') AND finished_at >= now() - interval '24 hours'
 GROUP BY status;
+
+-- set_dispatch_ref --
+-- The platform's id for an accepted dispatch (activation id, request id), on
+-- the history line the claim opened for it.  A plain statement after the
+-- accept: only the digitalocean and lambda targets pay this round trip.
+UPDATE ai_marking_attempts SET dispatch_ref = $3
+WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
