@@ -7,6 +7,6 @@ dev:
 test:
 	$(PY) scripts/test.py -q
 lint:
-	.venv/bin/ruff check . && .venv/bin/mypy
+	$(PY) scripts/lint.py
 bench:
 	.venv/bin/python -m bench

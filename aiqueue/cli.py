@@ -7,9 +7,9 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from aiqueue import logs
+from aiqueue.db.embedded import database_for
 from aiqueue.db.migrate import migrate
 from aiqueue.errors import AiQueueError
 from aiqueue.settings import Settings, load_settings
@@ -30,22 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def database(settings: Settings) -> tuple[Settings, Any]:
-    """Use DATABASE_URL, or start the embedded server (dev only) and point at it."""
-    if settings.database_url:
-        return settings, None
-    from aiqueue.db.embedded import start_embedded
-
-    dsn, handle = start_embedded()
-    return settings.with_overrides(database_url=dsn, database_direct_url=dsn), handle
-
-
 def serve(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
     from aiqueue.web.app import create_app
 
-    settings, _handle = database(settings)
+    settings, _handle = database_for(settings)
     assert settings.database_direct_url
     applied = asyncio.run(migrate(settings.database_direct_url, "up"))
     logs.event("migrate", count=len(applied))
@@ -66,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             serve(load_settings(port=args.port), args.host, args.port)
         elif args.command == "migrate":
-            settings, _handle = database(load_settings())
+            settings, _handle = database_for(load_settings())
             assert settings.database_direct_url
             done = asyncio.run(migrate(settings.database_direct_url, args.direction))
             print(f"migrate {args.direction}: {', '.join(done) or 'nothing to do'}")

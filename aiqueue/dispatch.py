@@ -1,25 +1,32 @@
-"""Outgoing HTTP: dispatching a job to the marking function, and the self-chain."""
+"""Outgoing HTTP: dispatching a job to its target, classifying the answer, and the self-chain."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from aiqueue import targets
 from aiqueue.backoff import parse_retry_after
 from aiqueue.models import Job
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
-from aiqueue.transport import Poster
 
 
 @dataclass(frozen=True)
 class Accepted:
-    """2xx: the function took the job (sync mode: `body` is its result item)."""
+    """The function took the job (sync mode: `body` is its result item).
+
+    `ref` is the platform's id for the invocation (DigitalOcean's activation
+    id, Lambda's request id), kept in the attempt history.
+    """
 
     body: Any = None
+    ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,9 +43,16 @@ class Failed:
 
     code: str
     http_status: int | None = None
+    # False when another attempt cannot succeed (the payload is too large).
+    retryable: bool = True
 
 
 Outcome = Accepted | Busy | Failed
+
+# The prefix of a refusal's code, per target: function_http_500, do_http_401, lambda_http_403.
+_PREFIX = {"http": "function", "digitalocean": "do", "lambda": "lambda"}
+# Platform ids are opaque but short: keep what looks like one, nothing else.
+_REF = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 
 
 def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any]:
@@ -59,45 +73,72 @@ def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any
     }
 
 
-async def send(http: Poster, job: Job, settings: Settings, tokens: Tokens) -> Outcome:
-    """POST the job to the function and classify the answer."""
-    headers = {"content-type": "application/json"}
-    if settings.function_token:
-        headers["authorization"] = f"Bearer {settings.function_token}"
-    body = json.dumps(dispatch_body(job, settings, tokens)).encode()
+def too_large(http_status: int | None = None) -> Failed:
+    """A dispatch the platform can never take: fail the row, do not retry."""
+    return Failed("payload_too_large", http_status, retryable=False)
+
+
+async def send(http: httpx.AsyncClient, job: Job, settings: Settings, tokens: Tokens) -> Outcome:
+    """Send the job to the configured target and classify the answer; never raises."""
     try:
+        body = json.dumps(dispatch_body(job, settings, tokens)).encode()
+        limit = targets.body_limit(settings)
+        if limit is not None and len(body) > limit:
+            return too_large()
+        request = targets.build_request(settings, body, datetime.now(UTC))
         response = await http.post(
-            settings.function_url,
-            content=body,
-            headers=headers,
-            timeout=httpx.Timeout(settings.dispatch_timeout_seconds),
-        )
+            request.url, content=body, headers=request.headers,
+            timeout=httpx.Timeout(settings.dispatch_timeout_seconds))
     except httpx.TimeoutException:
         return Failed("dispatch_timeout")
-    except httpx.HTTPError:
+    except httpx.ConnectError:
         return Failed("dispatch_connect_error")
+    except httpx.HTTPError:
+        # Reset after the request was written, truncated or malformed answer:
+        # the function may or may not have the job; a retry is the contract's answer.
+        return Failed("dispatch_transport_error")
+    except Exception:
+        # Anything else must still end this attempt now, not in stuck recovery.
+        return Failed("dispatch_error")
     return classify(response, settings)
 
 
 def classify(response: httpx.Response, settings: Settings) -> Outcome:
-    """Map a function response to accepted / busy / failed."""
+    """Map the target's answer to accepted / busy / failed: the one place that decides."""
     status = response.status_code
+    target = settings.dispatch_target
     if status in (429, 503):
         retry_after = parse_retry_after(
             response.headers.get("retry-after"), cap=settings.retry_max_seconds
         )
         return Busy(retry_after, status)
-    if 200 <= status < 300:
+    if target == "http" and 200 <= status < 300:
         if settings.function_mode == "sync":
             try:
                 return Accepted(response.json())
             except ValueError:
                 return Failed("sync_answer_not_json", status)
         return Accepted()
-    return Failed(f"function_http_{status}", status)
+    if target != "http" and status == 202:
+        return Accepted(ref=_ref(response, target))
+    if target != "http" and status == 413:
+        return too_large(status)
+    return Failed(f"{_PREFIX[target]}_http_{status}", status)
 
 
-async def chain(http: Poster, settings: Settings) -> bool:
+def _ref(response: httpx.Response, target: str) -> str | None:
+    """DigitalOcean's activationId (body) or Lambda's x-amzn-RequestId (header)."""
+    if target == "lambda":
+        ref: object = response.headers.get("x-amzn-requestid")
+    else:
+        try:
+            ref = response.json().get("activationId")
+        except (ValueError, AttributeError):
+            ref = None
+    return ref if isinstance(ref, str) and _REF.fullmatch(ref) else None
+
+
+async def chain(http: httpx.AsyncClient, settings: Settings) -> bool:
     """Ask this app, authenticated, to run one more process step; True if delivered."""
     try:
         response = await http.post(

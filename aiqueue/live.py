@@ -15,6 +15,7 @@ from aiqueue.db.listener import ChangeListener
 from aiqueue.db.store import Store
 from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import EventCursor, MarkingEvent
+from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 
 CHANNEL = "ai_marking"  # the trigger in migration 0001 notifies it on every status change
@@ -147,6 +148,14 @@ async def start_cursor(store: Store, last_event_id: str | None) -> EventCursor:
             raise Invalid("Last-Event-ID is not an event id this server sent")
         return cursor
     return await store.events_head()
+
+
+async def open_stream(
+    rt: Runtime, hub: EventHub, assignment_id: str, last_event_id: str | None
+) -> AsyncIterator[str]:
+    """A stream of an assignment's events, from `last_event_id` or from now."""
+    cursor = await start_cursor(rt.store, last_event_id)
+    return stream(rt.store, hub, assignment_id, cursor)
 
 
 def format_event(event: MarkingEvent) -> str:

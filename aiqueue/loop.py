@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,52 +42,77 @@ class StepResult:
         }
 
 
-async def process_step(
-    rt: Runtime, *, chain: bool = True, force: bool = False, refill: bool = False,
-    settled: Receipt | None = None,
-) -> StepResult:
-    """Recover, prune, claim one row, dispatch it, and chain if another could be claimed.
+def should_chain(*, more: bool, busy: bool, freed: int = 0, dispatched: bool = False,
+                 recovered: int = 0) -> bool:
+    """Whether a step fires one more step: the chain's only rule.
 
-    `refill` is for the step a result runs: it refills the slot that result
-    freed, and chains only when that did not work out (the dispatch failed) or
-    recovery freed more slots — every other busy slot is refilled by its own
-    result, so chaining there would only steal a slot and cost an invocation.
-    `settled` is a webhook batch whose last result's transaction already ran
-    the claim: its job is dispatched without claiming again, before housekeeping.
+    `more`: another row could be claimed right now.  `busy`: the function said
+    429/503, which pauses dispatching for everyone.  `freed`: slots the results
+    behind this step freed (0 for the process endpoint, the cron and an
+    enqueue).  A step that refills the one slot its result freed chains only
+    when that did not work out (the dispatch failed) or recovery freed more:
+    every other busy slot is refilled by its own result, so chaining there
+    would only steal a slot and cost an invocation.
+    """
+    if busy or not more:
+        return False
+    if freed == 1:
+        return not dispatched or recovered > 0
+    return True
+
+
+async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> StepResult:
+    """The process endpoint's step: recover, prune, claim one row, dispatch it, chain.
 
     In sync mode the claimed job is left in `sync_job` for the caller to run
     after it has answered (`run_sync`): the function may take long to reply.
     """
     s = rt.settings
     step = StepResult()
-    if settled is None:
-        await _housekeeping(rt, step, force)
-        job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
-    else:
-        job = settled.next_job
-    step.claimed = job
-    busy = False
-    if job is not None:
-        logs.event("claim", queue_id=job.queue_id, attempt=job.attempt)
-        if s.function_mode == "sync":
-            step.dispatched = True
-            step.sync_job = job
-        else:
-            outcome = await dispatch_async(rt, job)
-            step.dispatched = isinstance(outcome, dispatch.Accepted)
-            busy = isinstance(outcome, dispatch.Busy)
-    if settled is not None:
-        # The claim ran before housekeeping could: the job went out first (the
-        # function is idle meanwhile), tidying up comes after; slots that
-        # recovery freed then are not in the claim's `more`.
-        await _housekeeping(rt, step, force)
-    more = (job is not None and job.more) or (settled is not None and step.recovered > 0)
-    # A busy function paused dispatching for everyone: nothing to chain to.
-    wanted = not refill or not step.dispatched or step.recovered > 0
-    if chain and more and not busy and wanted:
-        step.chained = await dispatch.chain(rt.http, s)
-        logs.event("chain", chained=step.chained)
+    await _housekeeping(rt, step, force)
+    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
+    busy = await _hand_out(rt, step, job)
+    if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
+                    dispatched=step.dispatched, recovered=step.recovered):
+        await _chain(rt, step)
     return step
+
+
+async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
+    """After a webhook batch whose last result's transaction already claimed.
+
+    The claimed job goes out first (the function is idle meanwhile), tidying
+    up comes after; slots that recovery frees then are not in the claim's `more`.
+    """
+    step = StepResult()
+    job = receipt.next_job
+    busy = await _hand_out(rt, step, job)
+    await _housekeeping(rt, step, force=False)
+    more = (job is not None and job.more) or step.recovered > 0
+    if should_chain(more=more, busy=busy, freed=receipt.freed, dispatched=step.dispatched,
+                    recovered=step.recovered):
+        await _chain(rt, step)
+    return step
+
+
+async def _hand_out(rt: Runtime, step: StepResult, job: Job | None) -> bool:
+    """Dispatch a claimed job (sync mode: leave it for run_sync); True if the function is busy."""
+    step.claimed = job
+    if job is None:
+        return False
+    logs.event("claim", queue_id=job.queue_id, attempt=job.attempt)
+    if rt.settings.function_mode == "sync":
+        step.dispatched = True
+        step.sync_job = job
+        return False
+    outcome = await dispatch_async(rt, job)
+    step.dispatched = isinstance(outcome, dispatch.Accepted)
+    return isinstance(outcome, dispatch.Busy)
+
+
+async def _chain(rt: Runtime, step: StepResult) -> None:
+    step.chained = await dispatch.chain(rt.http, rt.settings)
+    logs.event("chain", chained=step.chained)
 
 
 async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
@@ -118,11 +144,21 @@ async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
     """Send a claimed job; on a refusal put the row back as the contract says."""
     outcome, ms = await _send(rt, job)
     if isinstance(outcome, dispatch.Accepted):
+        if outcome.ref is not None:
+            await _keep_ref(rt, job, outcome.ref)
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
                    ms=ms)
     else:
         await refused(rt, job, outcome, ms)
     return outcome
+
+
+async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
+    """Note the platform's invocation id; the job is out either way, so a lost id is logged."""
+    try:
+        await rt.store.set_dispatch_ref(job.queue_id, job.dispatch_seq, ref)
+    except StoreError as exc:
+        logs.event("dispatch_ref_lost", queue_id=job.queue_id, code=exc.code)
 
 
 async def refused(
@@ -138,9 +174,12 @@ async def refused(
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="busy",
                    http_status=outcome.http_status, delay_s=round(delay, 3), ms=ms)
         return
-    failures = await rt.store.breaker_failure(s.breaker_threshold, s.breaker_cooldown_seconds)
+    # A payload no platform will take says nothing about the function's health.
+    failures = await rt.store.breaker_failure(
+        s.breaker_threshold, s.breaker_cooldown_seconds) if outcome.retryable else 0
     status = await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
-                                code=outcome.code, retryable=True, outcome="dispatch_error")
+                                code=outcome.code, retryable=outcome.retryable,
+                                outcome="dispatch_error")
     logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="failed",
                code=outcome.code, http_status=outcome.http_status, status=status,
                failures=failures, ms=ms)
@@ -167,7 +206,8 @@ async def run_sync(rt: Runtime, job: Job) -> None:
         await refused(rt, job, outcome, ms)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    if await rt.store.can_claim(rt.settings.max_in_flight, rt.settings.breaker_threshold):
+    more = await rt.store.can_claim(rt.settings.max_in_flight, rt.settings.breaker_threshold)
+    if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
 
@@ -185,10 +225,19 @@ def _sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
         return None
 
 
-async def safe_step(rt: Runtime, *, refill: bool = False, settled: Receipt | None = None) -> None:
+async def safe_step(rt: Runtime, *, freed: int = 0) -> None:
     """A whole process step after a response was sent: errors are logged, never raised."""
+    await _safely(rt, process_step(rt, freed=freed))
+
+
+async def safe_settled_step(rt: Runtime, receipt: Receipt) -> None:
+    """settled_step after the webhook answered: errors are logged, never raised."""
+    await _safely(rt, settled_step(rt, receipt))
+
+
+async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult]) -> None:
     try:
-        step = await process_step(rt, refill=refill, settled=settled)
+        step = await running
         if step.sync_job is not None:
             await run_sync(rt, step.sync_job)
     except Exception as exc:

@@ -16,6 +16,8 @@ from uuid import UUID
 QueueId = NewType("QueueId", UUID)
 SubmissionId = NewType("SubmissionId", UUID)
 Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+# (created_at, queue_id) of a row: where a page of the operator's table starts or ends.
+PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = ("pending", "processing", "completed", "failed", "cancelled")
 Row = Mapping[str, Any]
 
@@ -101,6 +103,8 @@ class Attempt:
     error: str | None
     usage: dict[str, Any] | None
     actor: str | None
+    # The platform's id for the invocation (DigitalOcean activation, Lambda request).
+    dispatch_ref: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Attempt:

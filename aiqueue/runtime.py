@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
-from aiqueue.transport import LeanTransport, Poster
+
+
+def http_client() -> httpx.AsyncClient:
+    """The instance's one pooled keep-alive client: dispatch to the function and the chain."""
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+    # Redirects are not followed: a 3xx is a refusal, never a second POST elsewhere.
+    return httpx.AsyncClient(limits=limits, follow_redirects=False)
 
 
 @dataclass
@@ -19,24 +24,17 @@ class Runtime:
 
     settings: Settings
     store: Store
-    http: Poster
+    http: httpx.AsyncClient
     tokens: Tokens
-    background: set[asyncio.Task[None]] = field(default_factory=set)
     # monotonic time when this instance next runs recovery and pruning
     housekeeping_due: float = 0.0
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str) -> Runtime:
         pool = await connect_pool(dsn)
-        # One transport for the whole instance: keep-alive to the function and to ourselves.
-        transport: httpx.AsyncBaseTransport = LeanTransport() if settings.lean_http else (
-            httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20)))
-        return cls(settings=settings, store=Store(pool), http=Poster(transport),
+        return cls(settings=settings, store=Store(pool), http=http_client(),
                    tokens=Tokens(settings.queue_secret))
 
     async def close(self) -> None:
-        if self.background:
-            await asyncio.gather(*self.background, return_exceptions=True)
         await self.http.aclose()
         await self.store.close()

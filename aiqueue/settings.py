@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from aiqueue.errors import SettingsError
+from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
 
 FunctionMode = Literal["async", "sync"]
 
@@ -26,6 +27,10 @@ class Settings:
     function_url: str = "http://127.0.0.1:8001/"
     function_token: str | None = None
     function_mode: FunctionMode = "async"
+    # AI_MARKING_DISPATCH and its target's settings (aiqueue/target_settings.py).
+    dispatch_target: DispatchTarget = "http"
+    digitalocean: DoTarget | None = None
+    aws_lambda: LambdaTarget | None = None
     callback_url: str = "http://127.0.0.1:8000/webhooks/ai-mark"
     max_attempts: int = 3
     max_in_flight: int = 1
@@ -40,9 +45,6 @@ class Settings:
     chain_read_timeout_seconds: float = 1.0
     production: bool = False
     secret_generated: bool = False
-    # The lean keep-alive transport for outgoing calls (aiqueue/transport.py);
-    # off in a bare Settings() so tests get httpx's default stack, which respx mocks.
-    lean_http: bool = False
     # Live event streams (QUEUE_EVENTS_*): lifetime, heartbeat and polling period.
     events_max_seconds: float = 250.0
     events_heartbeat_seconds: float = 10.0
@@ -120,9 +122,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
     if mode not in ("async", "sync"):
         raise SettingsError(f"AI_MARKING_FUNCTION_MODE must be 'async' or 'sync', got {mode!r}")
     base = (_url(env, "APP_BASE_URL", None) or f"http://127.0.0.1:{port}").rstrip("/")
+    target, digitalocean, aws_lambda = load_target(env, mode)
     function_url = _url(env, "AI_MARKING_FUNCTION_URL", None)
     if function_url is None:
-        if production:
+        if production and target == "http":
             raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
         function_url = "http://127.0.0.1:8001/"
     return Settings(
@@ -135,6 +138,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         function_url=function_url,
         function_token=env.get("AI_MARKING_FUNCTION_TOKEN", "").strip() or None,
         function_mode="sync" if mode == "sync" else "async",
+        dispatch_target=target,
+        digitalocean=digitalocean,
+        aws_lambda=aws_lambda,
         callback_url=_url(env, "AI_MARKING_CALLBACK_URL", None) or f"{base}/webhooks/ai-mark",
         max_attempts=_int(env, "QUEUE_MAX_ATTEMPTS", 3, 1),
         max_in_flight=_int(env, "QUEUE_MAX_IN_FLIGHT", 1, 0),
@@ -148,7 +154,6 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         tick_seconds=_float(env, "QUEUE_TICK_SECONDS", 60.0, 0.0),
         production=production,
         secret_generated=generated,
-        lean_http=env.get("AIQUEUE_HTTP_TRANSPORT", "lean").strip().lower() != "httpx",
         # vercel.json gives each function 60 s: end a stream before the platform cuts it.
         events_max_seconds=_float(env, "QUEUE_EVENTS_MAX_SECONDS",
                                   55.0 if env.get("VERCEL") else 250.0, 0.05, 3600),

@@ -2,32 +2,95 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aiqueue import logs
 from aiqueue.errors import SettingsError
-from aiqueue.settings import load_settings
+from aiqueue.settings import Settings, load_settings
+from aiqueue.vercel_json import Rewrite, VercelConfig, load, restore
 from aiqueue.web.app import all_routes, create_app
 
+# What a process step does around its wait for the function (database round trips, the
+# chain request), and what a live event stream does after its last event (closing).
+STEP_HEADROOM_SECONDS = 10.0
+STREAM_HEADROOM_SECONDS = 5.0
 
-def vercel_app(prefixes: Sequence[str]) -> Starlette:
+
+def vercel_app(
+    prefixes: Sequence[str], *, dispatches: bool = True, streams: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> Starlette:
     """An app with only the routes whose path starts with one of `prefixes`."""
     logs.setup()
+    env = os.environ if env is None else env
+    config = load()
     try:
-        settings = load_settings()
+        settings = load_settings(env)
+        if env.get("VERCEL"):
+            check_durations(settings, config, prefixes[0], dispatches=dispatches, streams=streams)
     except SettingsError as exc:
         print(f"aiqueue: {exc.detail}", file=sys.stderr)
         return _misconfigured(exc.detail)
     routes: list[BaseRoute] = [
         r for r in all_routes() if isinstance(r, Route) and r.path.startswith(tuple(prefixes))
     ]
-    return create_app(settings, routes=routes)
+    app = create_app(settings, routes=routes)
+    app.add_middleware(PublicPaths, rewrites=config.rewrites)
+    return app
+
+
+def check_durations(
+    settings: Settings, config: VercelConfig, public_path: str, *, dispatches: bool, streams: bool
+) -> None:
+    """Refuse settings whose waits do not fit this function's maxDuration in vercel.json."""
+    entry = config.function_of(public_path) or public_path
+    limit = config.max_duration(entry)
+    if limit is None:
+        raise SettingsError(f"vercel.json gives {entry} no maxDuration")
+    # A process step waits up to the dispatch timeout for the function's ack, or in
+    # `sync` mode for its whole answer, inside this invocation.
+    waits = [
+        ("QUEUE_DISPATCH_TIMEOUT_SECONDS", settings.dispatch_timeout_seconds,
+         STEP_HEADROOM_SECONDS, dispatches),
+        ("QUEUE_EVENTS_MAX_SECONDS", settings.events_max_seconds, STREAM_HEADROOM_SECONDS, streams),
+    ]
+    for name, seconds, headroom, applies in waits:
+        if applies and seconds + headroom > limit:
+            raise SettingsError(
+                f"{name}={seconds:g} does not fit {entry}'s maxDuration of {limit:g} s in "
+                f"vercel.json (it needs {headroom:g} s more): lower it or raise maxDuration"
+            )
+
+
+class PublicPaths:
+    """Put a request that arrived on a rewrite's destination back on its public path.
+
+    Vercel's Python runtime hands the app whatever path the platform invokes it with: the
+    public one (`/api/marking/enqueue`), or, since the platform applies rewrites as request
+    path transforms, the destination (`/api/enqueue`, `/api/marking?path=queue/…/retry`).
+    """
+
+    def __init__(self, app: ASGIApp, rewrites: list[Rewrite]) -> None:
+        self.app = app
+        self.rewrites = rewrites
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            query = scope.get("query_string", b"").decode("latin-1")
+            path, new_query = restore(self.rewrites, scope["path"], query)
+            if path != scope["path"]:
+                scope = {**scope, "path": path, "raw_path": quote(path).encode("ascii"),
+                         "query_string": new_query.encode("latin-1")}
+        await self.app(scope, receive, send)
 
 
 def _misconfigured(line: str) -> Starlette:

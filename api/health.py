@@ -2,4 +2,4 @@
 
 from aiqueue.vercel import vercel_app
 
-app = vercel_app(["/healthz", "/metrics"])
+app = vercel_app(["/healthz", "/metrics"], dispatches=False)

@@ -1,4 +1,4 @@
-"""python -m bench: the benchmark suite; prints one table (median, min, max, ratio)."""
+"""python -m bench: the benchmark suite; prints each row as it is measured, then the table."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import asyncio
 
 from bench import db, loop
-from bench.common import fresh_database, print_table
+from bench.common import Table, fresh_database, print_table
 
 
 async def main(repeats: int, jobs: int, big: int) -> None:
-    rows: list[tuple[str, str, list[float], float | None, str]] = []
+    rows = Table()
     base = [await loop.run_baseline(jobs, f"bench_base_{i}") for i in range(repeats)]
     base_med = sorted(base)[len(base) // 2]
     rows.append(("baseline: raw asyncpg claim+complete", "jobs/s", base, None, "floor"))
@@ -58,7 +58,7 @@ async def main(repeats: int, jobs: int, big: int) -> None:
     plain_med = sorted(plain)[len(plain) // 2]
     rows.append((f"stats + first page at {big:,} rows (server)", "ms", ours, plain_med, "<= 150"))
     rows.append((f"plain count(*) at {big:,} rows (server)", "ms", plain, None, "reference"))
-    print()
+    print("\nall figures:", flush=True)
     print_table(rows)
 
 

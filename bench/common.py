@@ -80,16 +80,35 @@ def summarize(samples: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(samples), min(samples), max(samples)
 
 
-def print_table(rows: Sequence[tuple[str, str, Sequence[float], float | None, str]]) -> None:
-    """rows: (metric, unit, samples, baseline or None, target)."""
-    header = f"{'metric':<52} {'median':>10} {'min':>10} {'max':>10} {'vs base':>9}  target"
-    print(header)
-    print("-" * len(header))
-    for name, unit, samples, base, target in rows:
-        med, lo, hi = summarize(samples)
-        ratio = f"{med / base:8.2f}x" if base else "        -"
-        label = f"{name} ({unit})"
-        print(f"{label:<52} {med:>10.3f} {lo:>10.3f} {hi:>10.3f} {ratio}  {target}")
+Row = tuple[str, str, Sequence[float], float | None, str]
+_HEADER = f"{'metric':<52} {'median':>10} {'min':>10} {'max':>10} {'vs base':>9}  target"
+
+
+def _line(row: Row) -> str:
+    name, unit, samples, base, target = row
+    med, lo, hi = summarize(samples)
+    ratio = f"{med / base:8.2f}x" if base else "        -"
+    label = f"{name} ({unit})"
+    return f"{label:<52} {med:>10.3f} {lo:>10.3f} {hi:>10.3f} {ratio}  {target}"
+
+
+class Table(list[Row]):
+    """Rows of (metric, unit, samples, baseline or None, target), each printed as it arrives."""
+
+    def append(self, row: Row) -> None:
+        if not self:
+            print(_HEADER, flush=True)
+            print("-" * len(_HEADER), flush=True)
+        print(_line(row), flush=True)
+        super().append(row)
+
+
+def print_table(rows: Sequence[Row]) -> None:
+    """The whole table again, once everything is measured."""
+    print(_HEADER)
+    print("-" * len(_HEADER))
+    for row in rows:
+        print(_line(row))
 
 
 def run(coro: Any) -> Any:

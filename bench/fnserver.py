@@ -19,8 +19,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aiqueue.transport import lean_client
-
 
 class Recorder:
     def __init__(self) -> None:
@@ -49,7 +47,7 @@ class Recorder:
 
     async def callback(self, job: dict[str, Any]) -> None:
         if self.client is None:
-            self.client = lean_client(timeout=30)
+            self.client = httpx.AsyncClient(timeout=30)
         item = {"queue_id": job["queue_id"], "token": job["callback_token"],
                 "status": "completed", "result": {"score": 1, "max_score": 1, "feedback": "ok"}}
         self.in_flight -= 1

@@ -114,7 +114,7 @@ async def _timed_run(
             proc.wait(10)
 
 
-async def run_loop(cap: int, jobs: int, name: str) -> LoopRun:
+async def run_loop(cap: int, jobs: int, name: str, env: dict[str, str] | None = None) -> LoopRun:
     """The product: `python -m aiqueue serve` dispatching to the instant function."""
     dsn = await fresh_database(name)
     ids = await _seed(dsn, jobs)
@@ -123,7 +123,7 @@ async def run_loop(cap: int, jobs: int, name: str) -> LoopRun:
         cap, jobs, dsn, fn_port, app_args=["-m", "aiqueue", "serve", "--port"], app_env={
             "DATABASE_URL": dsn, "MARKING_QUEUE_SECRET": SECRET,
             "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
-            "QUEUE_MAX_IN_FLIGHT": str(cap), "QUEUE_TICK_SECONDS": "0",
+            "QUEUE_MAX_IN_FLIGHT": str(cap), "QUEUE_TICK_SECONDS": "0", **(env or {}),
         }, health="/healthz", enqueue="/api/marking/enqueue",
         body={"assignment_id": "bench", "submission_ids": ids},
         headers={"authorization": f"Bearer {SECRET}"},

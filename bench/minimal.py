@@ -18,14 +18,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-
-from aiqueue.transport import lean_client
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS minimal_jobs (
@@ -80,7 +79,7 @@ def main() -> None:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state["pool"] = await asyncpg.create_pool(dsn, min_size=2, max_size=10)
         await state["pool"].execute(TABLE)
-        state["http"] = lean_client(timeout=30)
+        state["http"] = httpx.AsyncClient(timeout=30)
         yield
         await state["http"].aclose()
         await state["pool"].close()

@@ -9,8 +9,17 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from aiqueue.errors import SettingsError
+from aiqueue.settings import Settings
 
 DEFAULT_DIR = Path(".data") / "pg"
+
+
+def database_for(settings: Settings) -> tuple[Settings, Any]:
+    """Use DATABASE_URL, or start the embedded server (dev only) and point at it."""
+    if settings.database_url:
+        return settings, None
+    dsn, handle = start_embedded()
+    return settings.with_overrides(database_url=dsn, database_direct_url=dsn), handle
 
 
 def start_embedded(directory: Path = DEFAULT_DIR) -> tuple[str, Any]:

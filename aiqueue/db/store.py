@@ -219,6 +219,10 @@ class Store:
         )
         return status
 
+    async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(self.sql["set_dispatch_ref"], queue_id, dispatch_seq, ref)
+
     async def breaker_failure(self, threshold: int, cooldown: float) -> int:
         row = await self._fetchrow("breaker_failure", threshold, cooldown)
         return int(row["consecutive_failures"]) if row else 0

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aiqueue import logs
-from aiqueue.cli import database
+from aiqueue.db.embedded import database_for
 from aiqueue.db.migrate import migrate
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
@@ -47,7 +47,7 @@ def run_dev(host: str, port: int, function_port: int) -> None:
     """Run everything until Ctrl-C (or SIGTERM), then stop cleanly."""
     env = os.environ
     settings = dev_settings(load_settings(port=port), env, function_port)
-    settings, handle = database(settings)
+    settings, handle = database_for(settings)
     try:
         asyncio.run(_main(settings, host, port, function_port,
                           bundled_function=not _given(env, "AI_MARKING_FUNCTION_URL")))

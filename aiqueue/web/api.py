@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, observe, service
+from aiqueue import logs, loop, monitor, observe, service
 from aiqueue.errors import StoreError
 from aiqueue.web.http import query_int, read_json, require_bearer
 from aiqueue.web.state import runtime
@@ -46,11 +46,11 @@ async def webhook(request: Request) -> Response:
     receipt = await service.receive_results(rt, await read_json(request))
     # A slot just freed: run the next process step ourselves after answering
     # (its claim may already have run with the last result, see Receipt).
-    # One freed slot is refilled here; several also chain to fill the others.
     kick = None
-    if receipt.freed or (receipt.settled and receipt.next_job is not None):
-        settled = receipt if receipt.settled else None
-        kick = BackgroundTask(loop.safe_step, rt, refill=receipt.freed == 1, settled=settled)
+    if receipt.settled and (receipt.freed or receipt.next_job is not None):
+        kick = BackgroundTask(loop.safe_settled_step, rt, receipt)
+    elif receipt.freed:
+        kick = BackgroundTask(loop.safe_step, rt, freed=receipt.freed)
     return JSONResponse(receipt.counts, background=kick)
 
 
@@ -89,7 +89,7 @@ async def retry(request: Request) -> Response:
 async def healthz(request: Request) -> Response:
     try:
         rt = await runtime(request)
-        await rt.store.ping()
+        await monitor.health(rt)
     except StoreError:
         return JSONResponse({"status": "unavailable", "database": False}, status_code=503)
     return JSONResponse({"status": "ok", "database": True})

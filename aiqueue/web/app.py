@@ -75,7 +75,6 @@ def create_app(
         },
     )
     app.state.aiqueue = state
-    app.state.login_throttle = auth.LoginThrottle()
     return app
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections import deque
 from dataclasses import dataclass
 from urllib.parse import parse_qs, quote
 
@@ -14,14 +13,13 @@ from starlette.routing import Route
 
 from aiqueue.errors import BadRequest, TooLarge, Unauthorized
 from aiqueue.tokens import Tokens, same_secret
-from aiqueue.web.state import runtime
+from aiqueue.web.state import app_state, runtime
 from aiqueue.web.templating import render
 
 COOKIE = "aiqueue_session"
 SESSION_MAX_AGE = 12 * 3600
 MAX_FORM_BYTES = 64 * 1024
 # Failed logins per client address within the window before we refuse outright.
-FAILURE_LIMIT, FAILURE_WINDOW = 5, 300.0
 
 
 @dataclass(frozen=True)
@@ -30,25 +28,6 @@ class Session:
 
     user: str
     csrf: str
-
-
-class LoginThrottle:
-    """Per-address sliding window of failed logins (per instance)."""
-
-    def __init__(self, limit: int = FAILURE_LIMIT, window: float = FAILURE_WINDOW) -> None:
-        self.limit, self.window = limit, window
-        self.failures: dict[str, deque[float]] = {}
-
-    def blocked(self, key: str, now: float) -> bool:
-        recent = self.failures.get(key)
-        while recent and now - recent[0] > self.window:
-            recent.popleft()
-        return bool(recent) and len(recent) >= self.limit  # type: ignore[arg-type]
-
-    def fail(self, key: str, now: float) -> None:
-        if len(self.failures) > 10_000:
-            self.failures.clear()
-        self.failures.setdefault(key, deque()).append(now)
 
 
 async def read_form(request: Request) -> dict[str, str]:
@@ -102,7 +81,7 @@ async def login_page(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     rt = await runtime(request)
-    throttle: LoginThrottle = request.app.state.login_throttle
+    throttle = app_state(request).login_throttle
     key = request.client.host if request.client else "unknown"
     now = time.monotonic()
     form = await read_form(request)

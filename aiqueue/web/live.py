@@ -11,32 +11,19 @@ from starlette.routing import Route
 from aiqueue import live, loop, progress, service
 from aiqueue.errors import Unauthorized
 from aiqueue.runtime import Runtime
-from aiqueue.settings import Settings
 from aiqueue.tokens import same_secret
 from aiqueue.web.http import bearer, require_bearer
-from aiqueue.web.state import runtime
-
-
-def hub_for(app: Starlette, settings: Settings) -> live.EventHub:
-    """The instance's event hub, made on first use (serverless instances skip the lifespan)."""
-    hub: live.EventHub | None = getattr(app.state, "live_hub", None)
-    if hub is None:
-        config = getattr(app.state, "live_config", None) or live.LiveConfig.from_settings(settings)
-        hub = live.EventHub(settings.database_direct_url, config)
-        app.state.live_hub = hub
-    return hub
+from aiqueue.web.state import app_state, runtime
 
 
 def configure(app: Starlette, config: live.LiveConfig) -> None:
     """Use `config` for this app's streams (dev and tests); before the first stream."""
-    app.state.live_config = config
+    app.state.aiqueue.live_config = config
 
 
 async def close_streams(app: Starlette) -> None:
     """End every open stream of this app (before a graceful shutdown)."""
-    hub: live.EventHub | None = getattr(app.state, "live_hub", None)
-    if hub is not None:
-        await hub.close()
+    await app.state.aiqueue.close_streams()
 
 
 def _authorize(request: Request, rt: Runtime, assignment_id: str) -> None:
@@ -56,10 +43,9 @@ async def events(request: Request) -> Response:
     _authorize(request, rt, assignment_id)
     # The header wins: EventSource sends it on reconnect, the query is the page's start.
     resume = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
-    cursor = await live.start_cursor(rt.store, resume)
-    hub = hub_for(request.app, rt.settings)
+    body = await live.open_stream(rt, app_state(request).event_hub(), assignment_id, resume)
     return StreamingResponse(
-        live.stream(rt.store, hub, assignment_id, cursor),
+        body,
         media_type="text/event-stream",
         headers={"cache-control": "no-store", "x-accel-buffering": "no"},
     )

@@ -1,9 +1,8 @@
 """The operator's /ai-queue page: stats, throughput, the queue table, row history, actions.
 
 Every route needs the login session (auth.py); every POST also its CSRF token.
-Reading goes through the same service code as the JSON twins in api.py
-(observe.stats_json, service.retry_row, service.parse_status); nothing here
-ever reads submission content, results or feedback.
+Reading and acting go through the core (monitor, observe, service), never the
+store; nothing here ever reads submission content, results or feedback.
 """
 
 from __future__ import annotations
@@ -22,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, observe, service
+from aiqueue import loop, monitor, observe, service
 from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
-from aiqueue.models import STATUSES, QueueRow, Status
+from aiqueue.models import STATUSES, Status
 from aiqueue.runtime import Runtime
 from aiqueue.web import chart, views
 from aiqueue.web.auth import (
@@ -76,23 +75,6 @@ class Filters:
                 "limit": str(self.limit) if self.limit != PAGE_SIZE else None}
 
 
-async def _rows(
-    rt: Runtime, f: Filters, after: views.Cursor | None, before: views.Cursor | None
-) -> tuple[list[QueueRow], bool, bool]:
-    """One page of rows, newest first, and whether newer / older pages exist."""
-    if before is not None:
-        newer = await rt.store.list_rows_newer(
-            status=f.status, assignment_id=f.assignment_id, before=before, limit=f.limit + 1,
-            group=f.group)
-        if len(newer) > f.limit:
-            return list(reversed(newer[: f.limit])), True, True
-        after = None  # less than a page above the cursor: show the first page
-    rows = await rt.store.list_rows(
-        status=f.status, assignment_id=f.assignment_id, limit=f.limit + 1, after=after,
-        group=f.group)
-    return rows[: f.limit], after is not None, len(rows) > f.limit
-
-
 async def _live_context(rt: Runtime, session: Session, request: Request, f: Filters
                         ) -> dict[str, Any]:
     """Everything the live part (stats, table) renders; queries run concurrently."""
@@ -101,8 +83,9 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
     s = rt.settings
     stats, control, (rows, has_newer, has_older) = await asyncio.gather(
         observe.stats_json(rt),
-        rt.store.control(s.breaker_threshold),
-        _rows(rt, f, after, None if after else before),
+        monitor.control(rt),
+        monitor.page_rows(rt, status=f.status, assignment_id=f.assignment_id, limit=f.limit,
+                          after=after, before=None if after else before, group=f.group),
     )
     now = datetime.now(UTC)
     here = views.page_url(PATH, {**f.params(), "after": q.get("after"), "before": q.get("before")})
@@ -119,7 +102,7 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
 
 
 async def _chart_context(rt: Runtime) -> dict[str, Any]:
-    buckets = await rt.store.throughput(WINDOW_SECONDS, BUCKET_SECONDS)
+    buckets = await monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS)
     return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS)}
 
 
@@ -140,7 +123,7 @@ async def page(request: Request) -> Response:
     rt = await runtime(request)
     live, chart, assignments = await asyncio.gather(
         _live_context(rt, session, request, f), _chart_context(rt),
-        rt.store.assignment_ids(500))
+        monitor.assignment_ids(rt, 500))
     live_html, etag = _render(LIVE, live)
     chart_html, chart_etag = _render(CHART, chart)
     q = request.query_params
@@ -182,10 +165,10 @@ async def row_detail(request: Request) -> Response:
         return login_redirect(request)
     rt = await runtime(request)
     queue_id = _queue_id(request)
-    row = await rt.store.get_row(queue_id) if queue_id else None
-    if row is None or queue_id is None:
+    found = await monitor.row_with_history(rt, queue_id) if queue_id else None
+    if found is None:
         return _error_page(404, "There is no queue row with this id (it may have been pruned).")
-    attempts = await rt.store.attempts_of(queue_id)
+    row, attempts = found
     now = datetime.now(UTC)
     q = request.query_params
     return render(
@@ -254,17 +237,15 @@ async def _retry_one(rt: Runtime, actor: str, request: Request, form: dict[str, 
 async def _cancel_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                       ) -> dict[str, str]:
     queue_id = _queue_id(request)
-    if queue_id is None or not await rt.store.cancel_row(queue_id, actor):
+    if queue_id is None or not await monitor.cancel_row(rt, queue_id, actor):
         return {"notice": "not_pending", "row": str(queue_id or "")}
-    logs.event("operator", reason="cancel", queue_id=queue_id)
     return {"notice": "cancelled", "row": str(queue_id)}
 
 
 async def _retry_all(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                      ) -> dict[str, str]:
     assignment = _form_assignment(form)
-    n = await rt.store.retry_all_failed(assignment, actor)
-    logs.event("operator", reason="retry_all", assignment_id=assignment, count=n)
+    n = await monitor.retry_all(rt, assignment, actor)
     return {"notice": "retried_all", "n": str(n)}
 
 
@@ -273,22 +254,19 @@ async def _cancel_pending(rt: Runtime, actor: str, request: Request, form: dict[
     assignment = _form_assignment(form)
     if assignment is None:
         return {"notice": "missing_assignment"}
-    n = await rt.store.cancel_assignment(assignment, actor)
-    logs.event("operator", reason="cancel_assignment", assignment_id=assignment, count=n)
+    n = await monitor.cancel_pending(rt, assignment, actor)
     return {"notice": "cancelled_all", "n": str(n)}
 
 
 async def _pause(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                  ) -> dict[str, str]:
-    await rt.store.set_paused(True, actor)
-    logs.event("operator", reason="pause")
+    await monitor.set_paused(rt, True, actor)
     return {"notice": "paused"}
 
 
 async def _resume(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                   ) -> dict[str, str]:
-    await rt.store.set_paused(False, actor)
-    logs.event("operator", reason="resume")
+    await monitor.set_paused(rt, False, actor)
     return {"notice": "resumed"}
 
 

@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from uuid import UUID
 
-from aiqueue.models import Attempt, QueueRow
+from aiqueue.models import Attempt, PageCursor, QueueRow
 
 DASH = "—"
-Cursor = tuple[datetime, UUID]
+Cursor = PageCursor
 
 
 def fmt_age(seconds: float | None) -> str:
@@ -209,6 +209,7 @@ class HistoryEntry:
     model: str
     tokens: str
     actor: str
+    ref: str
 
 
 def history_entry(a: Attempt) -> HistoryEntry:
@@ -237,6 +238,7 @@ def history_entry(a: Attempt) -> HistoryEntry:
         model=model[:100] if isinstance(model, str) else "",
         tokens=tokens,
         actor=a.actor or "",
+        ref=a.dispatch_ref or "",
     )
 
 

@@ -79,7 +79,7 @@ async def test_a_change_through_one_instance_reaches_a_client_of_the_other_in_or
             events_url(b.url, "hw-a"), headers=AUTH, opened=opened,
             until=lambda s: len(s.events) >= 8))
         await asyncio.wait_for(opened.wait(), 10)
-        assert b.app.state.live_hub.listening, "instance B is woken by LISTEN on the direct URL"
+        assert b.app.state.aiqueue.hub.listening, "instance B is woken by LISTEN on the direct URL"
         await enqueue(a.url, "hw-a", ours)
         await enqueue(a.url, "hw-b", theirs)
         async with httpx.AsyncClient(base_url=a.url, headers=AUTH) as client:
@@ -180,7 +180,7 @@ async def test_polling_serves_when_there_is_no_direct_url(db_url: str, conn: asy
         await asyncio.wait_for(opened.wait(), 10)
         await enqueue(a.url, "hw-p", ids)
         stream = await reader
-        assert not a.app.state.live_hub.listening
+        assert not a.app.state.aiqueue.hub.listening
     assert [e["data"]["status"] for e in stream.events] == ["pending"] * 3
 
 
@@ -231,7 +231,7 @@ async def test_a_client_that_goes_away_releases_the_listener(db_url: str, conn: 
         reader = asyncio.create_task(read_sse(events_url(a.url, "hw-x"), headers=AUTH,
                                               opened=opened))
         await asyncio.wait_for(opened.wait(), 10)
-        hub = a.app.state.live_hub
+        hub = a.app.state.aiqueue.hub
         assert hub.subscribers == 1 and hub.listening
         reader.cancel()
         deadline = time.time() + 10

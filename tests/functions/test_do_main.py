@@ -139,6 +139,21 @@ def test_main_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert do_main.main(web_event(make_dispatch(), token="nope"), None)["statusCode"] == 401
 
 
+def test_main_takes_a_non_blocking_rest_invocation_and_calls_back(
+    monkeypatch: pytest.MonkeyPatch, respx_mock: respx.MockRouter
+) -> None:
+    """`POST …/actions/ai-mark/mark?blocking=false`: the params are the dispatch itself."""
+    monkeypatch.setenv("AI_MARK_SIMULATE_LATENCY", "0")
+    monkeypatch.setenv("AI_MARKING_FUNCTION_TOKEN", TOKEN)  # guards the web URL only
+    route = respx_mock.post(CALLBACK_URL).mock(return_value=httpx.Response(200))
+    params = json.loads(json.dumps(make_dispatch()))  # as OpenWhisk parses the body
+    response = do_main.main(params, None)
+    assert response["statusCode"] == 202 and response["body"]["delivered"] is True
+    (item,) = json.loads(route.calls.last.request.content)
+    assert item["queue_id"] == params["queue_id"] and item["token"] == params["callback_token"]
+    assert item["status"] == "completed"
+
+
 def test_main_reports_a_bad_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AI_MARK_BACKEND", "magic")
     response = do_main.main(web_event(make_dispatch()), None)

@@ -543,6 +543,33 @@ async def test_row_detail_shows_the_attempt_history(
     assert (await client.get("/ai-queue/rows/not-a-uuid")).status_code == 404
 
 
+async def test_row_detail_shows_the_platforms_invocation_id(
+    client: httpx.AsyncClient, conn: asyncpg.Connection, db_url: str
+):
+    (qid,) = await seed(conn, 1, "processing", attempts=2)
+    await conn.execute(
+        """INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, started_at, ended_at,
+               outcome, error) VALUES
+           ($1, 1, 1, now() - interval '60 s', now() - interval '59 s', 'dispatch_error',
+            'lambda_http_403'),
+           ($1, 2, 2, now() - interval '5 s', NULL, NULL, NULL)""", qid)
+    pool = await connect_pool(db_url)
+    try:
+        await Store(pool).set_dispatch_ref(qid, 2, "3f2a9c1e-0b7d-4c55-9e61-7a1b2c3d4e5f")
+    finally:
+        await pool.close()
+    # Only the dispatch it belongs to carries it.
+    assert [r["dispatch_ref"] for r in await conn.fetch(
+        "SELECT dispatch_ref FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id", qid)
+    ] == [None, "3f2a9c1e-0b7d-4c55-9e61-7a1b2c3d4e5f"]
+    await login(client)
+    r = await client.get(f"/ai-queue/rows/{qid}")
+    assert "Invocation id" in r.text
+    first, second = re.findall(r'<tr data-kind="dispatch">(.*?)</tr>', r.text, re.S)
+    assert "3f2a9c1e-0b7d-4c55-9e61-7a1b2c3d4e5f" in second
+    assert "lambda_http_403" in first and '<code class="ref"></code>' in first
+
+
 async def test_the_page_never_shows_submission_content_results_or_feedback(
     client: httpx.AsyncClient, conn: asyncpg.Connection
 ):

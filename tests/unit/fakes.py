@@ -1,13 +1,20 @@
-"""An in-memory stand-in for the Store's loop methods (unit tests do no I/O)."""
+"""An in-memory stand-in for the Store's loop methods (unit tests do no I/O).
+
+FakeStore implements aiqueue.ports.LoopStore, as the real Store does; mypy
+checks both (see `_both_satisfy_the_protocol`).
+"""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
+from uuid import UUID
 
+from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
-from aiqueue.models import Job, QueueId, SubmissionId
+from aiqueue.models import Job, QueueId, Status, SubmissionId
+from aiqueue.ports import LoopStore
 
 
 @dataclass
@@ -20,51 +27,66 @@ class FakeStore:
     failures: int = 0
     recovered: int = 0  # what recovery reports
     settle_fails: bool = False
+    ref_fails: bool = False  # set_dispatch_ref raises StoreError
 
-    async def recover_stuck(self, *args: Any) -> int:
-        self.calls.append(("recover_stuck", args))
+    async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int:
+        self.calls.append(("recover_stuck", (stuck_after, max_attempts)))
         return self.recovered
 
-    async def prune(self, *args: Any) -> int:
-        self.calls.append(("prune", args))
+    async def prune(self, older_than_seconds: float) -> int:
+        self.calls.append(("prune", (older_than_seconds,)))
         return 0
 
-    async def claim(self, cap: int, threshold: int) -> Job | None:
-        self.calls.append(("claim", (cap, threshold)))
+    async def claim(self, cap: int, breaker_threshold: int) -> Job | None:
+        self.calls.append(("claim", (cap, breaker_threshold)))
         if not self.jobs:
             return None
         return replace(self.jobs.pop(0), more=self.claimable_after)
 
-    async def can_claim(self, cap: int, threshold: int) -> bool:
-        self.calls.append(("can_claim", (cap, threshold)))
+    async def can_claim(self, cap: int, breaker_threshold: int) -> bool:
+        self.calls.append(("can_claim", (cap, breaker_threshold)))
         return self.claimable_after
 
     async def dispatch_accepted(self) -> None:
         self.calls.append(("dispatch_accepted", ()))
 
-    async def dispatch_busy(self, queue_id: Any, seq: int, delay: float) -> bool:
-        self.calls.append(("dispatch_busy", (queue_id, seq, delay)))
+    async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool:
+        self.calls.append(("dispatch_busy", (queue_id, dispatch_seq, delay)))
         return True
 
-    async def attempt_failed(self, queue_id: Any, seq: int, **kw: Any) -> str:
-        self.calls.append(("attempt_failed", (queue_id, seq, kw)))
+    async def attempt_failed(
+        self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
+        max_attempts: int, error: str, outcome: str,
+    ) -> Status | None:
+        kw = {"delay": delay, "retryable": retryable, "max_attempts": max_attempts,
+              "error": error, "outcome": outcome}
+        self.calls.append(("attempt_failed", (queue_id, dispatch_seq, kw)))
         return "pending"
+
+    async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
+        self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
+        if self.ref_fails:
+            raise StoreError("the database went away")
 
     async def breaker_failure(self, threshold: int, cooldown: float) -> int:
         self.failures += 1
         self.calls.append(("breaker_failure", (threshold, cooldown)))
         return self.failures
 
-    async def complete(self, queue_id: Any, seq: int, result: Any, usage: Any) -> bool:
-        self.calls.append(("complete", (queue_id, seq, result, usage)))
+    async def complete(
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
+    ) -> bool:
+        self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
         return True
 
-    async def settle(self, queue_id: Any, seq: int, result: Any, usage: Any, cap: int,
-                     threshold: int) -> tuple[bool, Job | None]:
-        self.calls.append(("settle", (queue_id, seq, result, usage)))
+    async def settle(
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
+        breaker_threshold: int,
+    ) -> tuple[bool, Job | None]:
+        self.calls.append(("settle", (queue_id, dispatch_seq, result, usage)))
         if self.settle_fails:
             raise StoreError("database error: DeadlockDetectedError")
-        return True, await self.claim(cap, threshold)
+        return True, await self.claim(cap, breaker_threshold)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -73,13 +95,18 @@ class FakeStore:
         return next(args for n, args in self.calls if n == name)
 
 
-def make_job(attempt: int = 1) -> Job:
+def _both_satisfy_the_protocol(real: Store, fake: FakeStore) -> list[LoopStore]:
+    """Never called: mypy checks that both stores implement what the loop needs."""
+    return [real, fake]
+
+
+def make_job(attempt: int = 1, payload: dict[str, Any] | None = None) -> Job:
     return Job(
         queue_id=QueueId(uuid.uuid4()),
         submission_id=SubmissionId(uuid.uuid4()),
         assignment_id="hw-7",
         attempt=attempt,
         dispatch_seq=attempt,
-        payload={"rubric": "r", "max_score": 10},
+        payload={"rubric": "r", "max_score": 10} if payload is None else payload,
         content="the student's answer",
     )

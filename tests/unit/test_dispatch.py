@@ -14,7 +14,6 @@ from aiqueue.runtime import Runtime
 from aiqueue.service import Receipt
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
-from aiqueue.transport import Poster
 from tests.unit.fakes import FakeStore, make_job
 
 FN = "http://function.test/mark"
@@ -31,19 +30,17 @@ def settings(**kw: Any) -> Settings:
 
 @pytest.fixture
 async def client() -> Any:
-    # httpx's own transport, the one respx intercepts (tests run without lean_http).
-    poster = Poster(httpx.AsyncHTTPTransport())
-    yield poster
-    await poster.aclose()
+    async with httpx.AsyncClient(follow_redirects=False) as http:
+        yield http
 
 
-def runtime(store: FakeStore, client: Poster, **kw: Any) -> Runtime:
+def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime:
     s = settings(**kw)
     return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))  # type: ignore[arg-type]
 
 
 @respx.mock
-async def test_dispatch_sends_the_contract_payload_with_bearer(client: Poster):
+async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.AsyncClient):
     route = respx.post(FN).mock(return_value=httpx.Response(202))
     job = make_job()
     outcome = await dispatch.send(client, job, settings(), Tokens(SECRET))
@@ -69,7 +66,7 @@ async def test_dispatch_sends_the_contract_payload_with_bearer(client: Poster):
     (404, {}, dispatch.Failed("function_http_404", 404)),
     (200, {}, dispatch.Accepted()),
 ])
-async def test_dispatch_classifies_answers(client: Poster, status: int,
+async def test_dispatch_classifies_answers(client: httpx.AsyncClient, status: int,
                                            headers: dict[str, str], expected: Any):
     respx.post(FN).mock(return_value=httpx.Response(status, headers=headers))
     assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == expected
@@ -77,7 +74,7 @@ async def test_dispatch_classifies_answers(client: Poster, status: int,
 
 @respx.mock
 async def test_dispatch_timeout_and_refused_connection_are_failed_attempts(
-    client: Poster,
+    client: httpx.AsyncClient,
 ):
     respx.post(FN).mock(side_effect=httpx.ReadTimeout("slow"))
     assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == \
@@ -88,7 +85,7 @@ async def test_dispatch_timeout_and_refused_connection_are_failed_attempts(
 
 
 @respx.mock
-async def test_sync_mode_reads_the_result_from_the_answer(client: Poster):
+async def test_sync_mode_reads_the_result_from_the_answer(client: httpx.AsyncClient):
     respx.post(FN).mock(return_value=httpx.Response(200, json={"status": "completed"}))
     outcome = await dispatch.send(client, make_job(), settings(function_mode="sync"),
                                   Tokens(SECRET))
@@ -100,7 +97,7 @@ async def test_sync_mode_reads_the_result_from_the_answer(client: Poster):
 
 
 @respx.mock
-async def test_busy_answer_returns_the_row_after_retry_after(client: Poster):
+async def test_busy_answer_returns_the_row_after_retry_after(client: httpx.AsyncClient):
     respx.post(FN).mock(return_value=httpx.Response(429, headers={"retry-after": "42"}))
     store = FakeStore(jobs=[make_job()])
     step = await loop.process_step(runtime(store, client))
@@ -111,7 +108,7 @@ async def test_busy_answer_returns_the_row_after_retry_after(client: Poster):
 
 @respx.mock
 async def test_failed_dispatch_uses_an_attempt_with_backoff_and_counts_for_the_breaker(
-    client: Poster,
+    client: httpx.AsyncClient,
 ):
     respx.post(FN).mock(return_value=httpx.Response(500))
     store = FakeStore(jobs=[make_job(attempt=2)])
@@ -123,7 +120,7 @@ async def test_failed_dispatch_uses_an_attempt_with_backoff_and_counts_for_the_b
 
 
 @respx.mock
-async def test_chain_fires_once_when_another_row_could_be_claimed(client: Poster):
+async def test_chain_fires_once_when_another_row_could_be_claimed(client: httpx.AsyncClient):
     respx.post(FN).mock(return_value=httpx.Response(202))
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
     store = FakeStore(jobs=[make_job()], claimable_after=True)
@@ -134,7 +131,7 @@ async def test_chain_fires_once_when_another_row_could_be_claimed(client: Poster
 
 
 @respx.mock
-async def test_no_chain_without_a_free_slot_or_without_a_claim(client: Poster):
+async def test_no_chain_without_a_free_slot_or_without_a_claim(client: httpx.AsyncClient):
     respx.post(FN).mock(return_value=httpx.Response(202))
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
     store = FakeStore(jobs=[make_job()], claimable_after=False)
@@ -147,7 +144,7 @@ async def test_no_chain_without_a_free_slot_or_without_a_claim(client: Poster):
 
 @pytest.mark.parametrize("settle_fails", [False, True])
 async def test_a_completed_callback_settles_or_at_least_applies_its_result(
-    client: Poster, settle_fails: bool
+    client: httpx.AsyncClient, settle_fails: bool
 ):
     job = make_job()
     store = FakeStore(jobs=[make_job()], settle_fails=settle_fails)
@@ -168,7 +165,7 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
 
 @respx.mock
 @pytest.mark.parametrize("recovered", [0, 2])
-async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: Poster,
+async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: httpx.AsyncClient,
                                                                    recovered: int):
     store = FakeStore(recovered=recovered)
 
@@ -179,7 +176,7 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: Poste
     respx.post(FN).mock(side_effect=accept)
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
     settled = Receipt({"accepted": 1, "ignored": 0, "rejected": 0}, 1, True, make_job())
-    step = await loop.process_step(runtime(store, client), refill=True, settled=settled)
+    step = await loop.settled_step(runtime(store, client), settled)
     # The result's transaction claimed already: no claim here, and housekeeping
     # (due on an instance's first step) waits until the job has gone out.
     assert store.names() == ["dispatch", "recover_stuck", "prune"]
@@ -195,9 +192,36 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: Poste
     (httpx.Response(401), False),
     (httpx.Response(200), True),
 ])
-async def test_chain_delivery(client: Poster, effect: Any, delivered: bool):
+async def test_chain_delivery(client: httpx.AsyncClient, effect: Any, delivered: bool):
     if isinstance(effect, Exception):
         respx.post(SELF).mock(side_effect=effect)
     else:
         respx.post(SELF).mock(return_value=effect)
     assert await dispatch.chain(client, settings()) is delivered
+
+
+@pytest.mark.parametrize(
+    ("more", "busy", "freed", "dispatched", "recovered", "chains"),
+    [
+        # The process endpoint, the cron, an enqueue: chain whenever a row is claimable.
+        (True, False, 0, True, 0, True),
+        (True, False, 0, False, 0, True),
+        (False, False, 0, True, 0, False),
+        # A busy function paused dispatching for everyone: nothing to chain to.
+        (True, True, 0, False, 0, False),
+        (True, True, 2, False, 3, False),
+        # One result freed one slot and refilled it: its own result refills the rest.
+        (True, False, 1, True, 0, False),
+        # ... unless the refill failed, or recovery freed more slots.
+        (True, False, 1, False, 0, True),
+        (True, False, 1, True, 2, True),
+        (False, False, 1, False, 2, False),
+        # A batch that freed several slots refills one and chains for the others.
+        (True, False, 2, True, 0, True),
+        (False, False, 2, True, 0, False),
+    ],
+)
+def test_should_chain(more: bool, busy: bool, freed: int, dispatched: bool, recovered: int,
+                      chains: bool):
+    assert loop.should_chain(more=more, busy=busy, freed=freed, dispatched=dispatched,
+                             recovered=recovered) is chains

@@ -193,6 +193,11 @@ def test_history_entry_keeps_model_and_tokens_only():
         id=2, dispatch_seq=3, attempt=3, kind="dispatch", started_at=NOW, ended_at=None,
         outcome=None, error=None, usage=None, actor=None))
     assert open_attempt.outcome == "in flight" and open_attempt.duration == "—"
+    assert open_attempt.ref == ""
+    accepted = views.history_entry(Attempt(
+        id=4, dispatch_seq=4, attempt=1, kind="dispatch", started_at=NOW, ended_at=None,
+        outcome=None, error=None, usage=None, actor=None, dispatch_ref="2f9f0e4c8b6d4c3a"))
+    assert accepted.ref == "2f9f0e4c8b6d4c3a"
     action = views.history_entry(Attempt(
         id=3, dispatch_seq=0, attempt=0, kind="action", started_at=NOW, ended_at=NOW,
         outcome="retry", error=None, usage=None, actor="admin"))

@@ -411,7 +411,7 @@ SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
 
 -- attempts_of --
 SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,
-       actor
+       actor, dispatch_ref
 FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --
@@ -455,3 +455,10 @@ SELECT body_hash, answer FROM ai_marking_idempotency WHERE key = $1;
 
 -- idempotency_save --
 UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
+
+-- set_dispatch_ref --
+-- The platform's id for an accepted dispatch (activation id, request id), on
+-- the history line the claim opened for it.  A plain statement after the
+-- accept: only the digitalocean and lambda targets pay this round trip.
+UPDATE ai_marking_attempts SET dispatch_ref = $3
+WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';

@@ -1,0 +1,89 @@
+"""What the operator's /ai-queue page reads and does, over the store.
+
+The page's handlers (web/pages.py) call these and never the store: the
+queries behind the table, chart and row history, and the operator's actions,
+each logged with its reason and never with content.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from aiqueue import logs
+from aiqueue.models import Attempt, Control, PageCursor, QueueRow, Status
+from aiqueue.runtime import Runtime
+
+
+async def page_rows(
+    rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int,
+    after: PageCursor | None, before: PageCursor | None, group: str | None = None,
+) -> tuple[list[QueueRow], bool, bool]:
+    """One page of rows, newest first, and whether newer / older pages exist."""
+    if before is not None:
+        newer = await rt.store.list_rows_newer(
+            status=status, assignment_id=assignment_id, before=before, limit=limit + 1,
+            group=group)
+        if len(newer) > limit:
+            return list(reversed(newer[:limit])), True, True
+        after = None  # less than a page above the cursor: show the first page
+    rows = await rt.store.list_rows(
+        status=status, assignment_id=assignment_id, limit=limit + 1, after=after, group=group)
+    return rows[:limit], after is not None, len(rows) > limit
+
+
+async def control(rt: Runtime) -> Control:
+    """Pause switch, breaker and busy back-off as they stand."""
+    return await rt.store.control(rt.settings.breaker_threshold)
+
+
+async def throughput(rt: Runtime, window_seconds: float, bucket_seconds: float
+                     ) -> list[tuple[datetime, int, int]]:
+    """(bucket start, completed, failed) over the window."""
+    return await rt.store.throughput(window_seconds, bucket_seconds)
+
+
+async def assignment_ids(rt: Runtime, limit: int) -> list[str]:
+    """Assignments with rows, for the filter's list."""
+    return await rt.store.assignment_ids(limit)
+
+
+async def row_with_history(rt: Runtime, queue_id: UUID) -> tuple[QueueRow, list[Attempt]] | None:
+    """A row and its attempt history; None when there is no such row."""
+    row = await rt.store.get_row(queue_id)
+    if row is None:
+        return None
+    return row, await rt.store.attempts_of(queue_id)
+
+
+async def cancel_row(rt: Runtime, queue_id: UUID, actor: str) -> bool:
+    """A pending row becomes cancelled; False when it was not pending."""
+    done = await rt.store.cancel_row(queue_id, actor)
+    if done:
+        logs.event("operator", reason="cancel", queue_id=queue_id)
+    return done
+
+
+async def retry_all(rt: Runtime, assignment_id: str | None, actor: str) -> int:
+    """Every failed row (of one assignment, or all) starts over; how many."""
+    n = await rt.store.retry_all_failed(assignment_id, actor)
+    logs.event("operator", reason="retry_all", assignment_id=assignment_id, count=n)
+    return n
+
+
+async def cancel_pending(rt: Runtime, assignment_id: str, actor: str) -> int:
+    """An assignment's pending rows become cancelled; how many."""
+    n = await rt.store.cancel_assignment(assignment_id, actor)
+    logs.event("operator", reason="cancel_assignment", assignment_id=assignment_id, count=n)
+    return n
+
+
+async def set_paused(rt: Runtime, paused: bool, actor: str) -> None:
+    """Pause or resume dispatching for every instance."""
+    await rt.store.set_paused(paused, actor)
+    logs.event("operator", reason="pause" if paused else "resume")
+
+
+async def health(rt: Runtime) -> bool:
+    """Whether the database answers."""
+    return await rt.store.ping()

@@ -1,0 +1,46 @@
+"""What the queue's loop needs of its store, as a Protocol.
+
+The real store (aiqueue/db/store.py) satisfies it, and so does the unit
+tests' in-memory fake (tests/unit/fakes.py); mypy checks both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+from uuid import UUID
+
+from aiqueue.models import Job, Status
+
+
+class LoopStore(Protocol):
+    """Claim, settle and fail rows; keep the breaker; recover and prune."""
+
+    async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int: ...
+
+    async def prune(self, older_than_seconds: float) -> int: ...
+
+    async def claim(self, cap: int, breaker_threshold: int) -> Job | None: ...
+
+    async def can_claim(self, cap: int, breaker_threshold: int) -> bool: ...
+
+    async def dispatch_accepted(self) -> None: ...
+
+    async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool: ...
+
+    async def attempt_failed(
+        self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
+        max_attempts: int, error: str, outcome: str,
+    ) -> Status | None: ...
+
+    async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None: ...
+
+    async def breaker_failure(self, threshold: int, cooldown: float) -> int: ...
+
+    async def complete(
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
+    ) -> bool: ...
+
+    async def settle(
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
+        breaker_threshold: int,
+    ) -> tuple[bool, Job | None]: ...

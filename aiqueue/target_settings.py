@@ -1,0 +1,137 @@
+"""The dispatch target's settings (AI_MARKING_DISPATCH, DO_FUNCTIONS_*, AWS_*), validated once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from aiqueue.errors import SettingsError
+
+DispatchTarget = Literal["http", "digitalocean", "lambda"]
+TARGETS: tuple[DispatchTarget, ...] = ("http", "digitalocean", "lambda")
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+_FUNCTION = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_QUALIFIER = re.compile(r"[A-Za-z0-9$_-]{1,128}")
+_ACCOUNT = re.compile(r"\d{12}")
+
+
+@dataclass(frozen=True)
+class DoTarget:
+    """A DigitalOcean Functions action, invoked through the OpenWhisk REST API."""
+
+    api_host: str
+    namespace: str
+    package: str
+    action: str
+    user: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class LambdaTarget:
+    """An AWS Lambda function, invoked asynchronously and signed with SigV4."""
+
+    region: str
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None
+    function: str
+    qualifier: str | None
+    endpoint: str
+
+
+def _required(env: Mapping[str, str], name: str, target: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise SettingsError(f"{name} is required with AI_MARKING_DISPATCH={target}")
+    return value
+
+
+def _base_url(env: Mapping[str, str], name: str, default: str | None, target: str) -> str:
+    raw = env.get(name, "").strip() or default or _required(env, name, target)
+    if not re.fullmatch(r"https?://[^/?#\s]+/?", raw):
+        raise SettingsError(f"{name} must be an http(s) URL without a path, got {raw!r}")
+    return raw.rstrip("/")
+
+
+def load_digitalocean(env: Mapping[str, str]) -> DoTarget:
+    """DO_FUNCTIONS_API_HOST, _NAMESPACE, _ACTION (package/action) and _AUTH (uuid:secret)."""
+    host = _base_url(env, "DO_FUNCTIONS_API_HOST", None, "digitalocean")
+    namespace = _required(env, "DO_FUNCTIONS_NAMESPACE", "digitalocean")
+    if not _NAME.fullmatch(namespace):
+        raise SettingsError("DO_FUNCTIONS_NAMESPACE must be a namespace id like fn-1234abcd-…")
+    package, _, action = _required(env, "DO_FUNCTIONS_ACTION", "digitalocean").partition("/")
+    if not (_NAME.fullmatch(package) and _NAME.fullmatch(action)):
+        raise SettingsError("DO_FUNCTIONS_ACTION must be package/action, e.g. ai-mark/mark")
+    user, sep, secret = _required(env, "DO_FUNCTIONS_AUTH", "digitalocean").partition(":")
+    if not (sep and user and secret):
+        raise SettingsError("DO_FUNCTIONS_AUTH must be the namespace's access key <uuid>:<secret>")
+    return DoTarget(host, namespace, package, action, user, secret)
+
+
+def split_function(raw: str, region: str) -> tuple[str, str | None]:
+    """(function name or ARN, qualifier) from `name[:qualifier]` or an ARN; raise if malformed."""
+    bad = SettingsError(
+        "AI_MARKING_LAMBDA_FUNCTION must be a function name or ARN, optionally :qualifier")
+    parts = raw.split(":")
+    # arn:aws:lambda:<region>:<account>:function:<name>[:q], or <account>:function:<name>[:q]
+    if "function" in parts:
+        at = parts.index("function")
+        head, rest = parts[:at], parts[at + 1:]
+        if head and head[0] == "arn":
+            if len(head) != 5 or head[2] != "lambda" or not _ACCOUNT.fullmatch(head[4]):
+                raise bad
+            if head[3] != region:
+                raise SettingsError(f"AI_MARKING_LAMBDA_FUNCTION is in region {head[3]!r}, "
+                                    f"AWS_REGION is {region!r}")
+        elif len(head) != 1 or not _ACCOUNT.fullmatch(head[0]):
+            raise bad
+        name = ":".join(parts[:at + 2])
+    else:
+        rest, name = parts, parts[0]
+    if not 1 <= len(rest) <= 2 or not _FUNCTION.fullmatch(rest[0]):
+        raise bad
+    qualifier = rest[1] if len(rest) == 2 else None
+    if qualifier is not None and not _QUALIFIER.fullmatch(qualifier):
+        raise bad
+    return name, qualifier
+
+
+def load_lambda(env: Mapping[str, str]) -> LambdaTarget:
+    """AWS_REGION, credentials, AI_MARKING_LAMBDA_FUNCTION and AWS_ENDPOINT_URL_LAMBDA."""
+    region = _required(env, "AWS_REGION", "lambda")
+    if not _REGION.fullmatch(region):
+        raise SettingsError(f"AWS_REGION must be a region like eu-west-1, got {region!r}")
+    key_id = _required(env, "AWS_ACCESS_KEY_ID", "lambda")
+    secret = _required(env, "AWS_SECRET_ACCESS_KEY", "lambda")
+    function, qualifier = split_function(
+        _required(env, "AI_MARKING_LAMBDA_FUNCTION", "lambda"), region)
+    suffix = ".cn" if region.startswith("cn-") else ""
+    endpoint = _base_url(env, "AWS_ENDPOINT_URL_LAMBDA",
+                         f"https://lambda.{region}.amazonaws.com{suffix}", "lambda")
+    return LambdaTarget(region, key_id, secret, env.get("AWS_SESSION_TOKEN", "").strip() or None,
+                        function, qualifier, endpoint)
+
+
+def load_target(
+    env: Mapping[str, str], mode: str
+) -> tuple[DispatchTarget, DoTarget | None, LambdaTarget | None]:
+    """AI_MARKING_DISPATCH and the chosen target's settings; sync mode only for http."""
+    raw = env.get("AI_MARKING_DISPATCH", "").strip().lower() or "http"
+    target = next((t for t in TARGETS if t == raw), None)
+    if target is None:
+        raise SettingsError(
+            f"AI_MARKING_DISPATCH must be http, digitalocean or lambda, got {raw!r}")
+    if target != "http" and mode == "sync":
+        raise SettingsError(
+            f"AI_MARKING_FUNCTION_MODE=sync works only with AI_MARKING_DISPATCH=http "
+            f"({target} always calls back)")
+    if target == "digitalocean":
+        return target, load_digitalocean(env), None
+    if target == "lambda":
+        return target, None, load_lambda(env)
+    return target, None, None

@@ -1,0 +1,76 @@
+"""The dispatch request for each target (http, digitalocean, lambda): pure, no I/O."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import quote
+
+from aiqueue.settings import Settings
+from aiqueue.sigv4 import Credentials, sign
+from aiqueue.target_settings import DoTarget, LambdaTarget
+
+# DigitalOcean Functions takes input parameters up to 1 MB; Lambda's Event
+# invokes were limited to 256 KB until AWS raised them to 1 MB in October 2025.
+# A larger dispatch can never be accepted, so it fails the row at once.
+PLATFORM_BODY_LIMIT = 1024 * 1024
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One dispatch request: where it goes and the headers it carries."""
+
+    url: str
+    headers: dict[str, str]
+
+
+def http_request(settings: Settings) -> Outgoing:
+    """§4: POST to AI_MARKING_FUNCTION_URL, with the bearer token when one is set."""
+    headers = {"content-type": JSON}
+    if settings.function_token:
+        headers["authorization"] = f"Bearer {settings.function_token}"
+    return Outgoing(settings.function_url, headers)
+
+
+def do_request(target: DoTarget) -> Outgoing:
+    """§7a: a non-blocking invoke of the action through the OpenWhisk REST API."""
+    ns, package, action = (
+        quote(p, safe="") for p in (target.namespace, target.package, target.action))
+    url = f"{target.api_host}/api/v1/namespaces/{ns}/actions/{package}/{action}?blocking=false"
+    basic = base64.b64encode(f"{target.user}:{target.secret}".encode()).decode()
+    return Outgoing(url, {"content-type": JSON, "authorization": f"Basic {basic}"})
+
+
+def lambda_url(target: LambdaTarget) -> str:
+    """The Invoke API's URL, the function name or ARN percent-encoded as the SDKs do."""
+    url = f"{target.endpoint}/2015-03-31/functions/{quote(target.function, safe='')}/invocations"
+    if target.qualifier:
+        url += f"?Qualifier={quote(target.qualifier, safe='-_.~')}"
+    return url
+
+
+def lambda_request(target: LambdaTarget, body: bytes, now: datetime) -> Outgoing:
+    """§7a: an asynchronous (`Event`) Invoke, signed with SigV4 for service `lambda`."""
+    url = lambda_url(target)
+    creds = Credentials(target.access_key_id, target.secret_access_key, target.session_token)
+    headers = sign("POST", url, {"content-type": JSON, "x-amz-invocation-type": "Event"}, body,
+                   credentials=creds, region=target.region, service="lambda", now=now)
+    return Outgoing(url, headers)
+
+
+def build_request(settings: Settings, body: bytes, now: datetime) -> Outgoing:
+    """The request for the configured target."""
+    if settings.dispatch_target == "http":
+        return http_request(settings)
+    if settings.dispatch_target == "digitalocean" and settings.digitalocean is not None:
+        return do_request(settings.digitalocean)
+    if settings.dispatch_target == "lambda" and settings.aws_lambda is not None:
+        return lambda_request(settings.aws_lambda, body, now)
+    raise ValueError(f"no settings for the {settings.dispatch_target} target")
+
+
+def body_limit(settings: Settings) -> int | None:
+    """The largest dispatch body the target accepts (None: the http target sets its own)."""
+    return None if settings.dispatch_target == "http" else PLATFORM_BODY_LIMIT

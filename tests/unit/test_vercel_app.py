@@ -1,0 +1,107 @@
+"""The per-function app: public paths restored from rewrite destinations, durations checked."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from aiqueue.errors import SettingsError
+from aiqueue.settings import load_settings
+from aiqueue.vercel import PublicPaths, check_durations, vercel_app
+from aiqueue.vercel_json import load
+
+CONF = load()
+ENV = {
+    "VERCEL": "1",
+    "DATABASE_URL": "postgresql://u@127.0.0.1:1/db",
+    "MARKING_QUEUE_SECRET": "unit-secret-0123456789abcdef",
+    "AI_MARKING_FUNCTION_URL": "https://function.test/mark",
+}
+
+
+async def echo(request: Request) -> JSONResponse:
+    return JSONResponse({"path": request.url.path, "query": request.url.query,
+                         "params": dict(request.path_params)})
+
+
+def echo_app() -> Starlette:
+    app = Starlette(routes=[
+        Route("/api/marking/queue/{queue_id}/retry", echo, methods=["POST"]),
+        Route("/api/marking/enqueue", echo, methods=["POST"]),
+        Route("/api/marking/assignments/{assignment_id}/progress", echo),
+        Route("/ai-queue", echo), Route("/metrics", echo), Route("/healthz", echo),
+    ])
+    app.add_middleware(PublicPaths, rewrites=CONF.rewrites)
+    return app
+
+
+async def call(app: Starlette, method: str, url: str) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://fn.test") as client:
+        return await client.request(method, url)
+
+
+@pytest.mark.parametrize(("method", "url", "path", "query"), [
+    ("POST", "/api/enqueue", "/api/marking/enqueue", ""),
+    ("POST", "/api/marking/enqueue", "/api/marking/enqueue", ""),
+    ("POST", "/api/marking?path=queue/q1/retry&x=1", "/api/marking/queue/q1/retry", "x=1"),
+    ("POST", "/api/marking/queue/q1/retry?x=1", "/api/marking/queue/q1/retry", "x=1"),
+    ("GET", "/api/ai_queue?path=", "/ai-queue", ""),
+    ("GET", "/api/marking?path=assignments/hw%207/progress",
+     "/api/marking/assignments/hw 7/progress", ""),
+    ("GET", "/api/marking/assignments/hw%207/progress", "/api/marking/assignments/hw 7/progress",
+     ""),
+    ("GET", "/api/health?route=metrics", "/metrics", ""),
+    ("GET", "/api/health?route=healthz", "/healthz", ""),
+])
+async def test_either_form_reaches_the_public_route(method, url, path, query):
+    answer = await call(echo_app(), method, url)
+    assert answer.status_code == 200
+    assert answer.json()["path"] == path and answer.json()["query"] == query
+    if "assignments" in path:
+        assert answer.json()["params"] == {"assignment_id": "hw 7"}
+
+
+def test_default_settings_fit_every_function():
+    settings = load_settings(ENV)
+    for public in ("/api/marking/process-queue", "/api/marking/enqueue", "/webhooks/ai-mark",
+                   "/results", "/ai-queue", "/api/marking/queue"):
+        check_durations(settings, CONF, public, dispatches=True, streams=True)
+
+
+def test_a_sync_timeout_beyond_max_duration_is_refused_naming_the_variable():
+    settings = load_settings({**ENV, "AI_MARKING_FUNCTION_MODE": "sync",
+                              "QUEUE_DISPATCH_TIMEOUT_SECONDS": "150"})
+    with pytest.raises(SettingsError) as err:
+        check_durations(settings, CONF, "/api/marking/process-queue", dispatches=True,
+                        streams=False)
+    assert err.value.detail.startswith("QUEUE_DISPATCH_TIMEOUT_SECONDS=150 does not fit")
+    assert "api/process_queue.py" in err.value.detail and "\n" not in err.value.detail
+    # The health function never dispatches, so the same settings are fine there.
+    check_durations(settings, CONF, "/healthz", dispatches=False, streams=False)
+
+
+def test_an_event_stream_longer_than_max_duration_is_refused():
+    settings = load_settings({**ENV, "QUEUE_EVENTS_MAX_SECONDS": "250"})
+    with pytest.raises(SettingsError, match="^QUEUE_EVENTS_MAX_SECONDS=250 does not fit"):
+        check_durations(settings, CONF, "/api/marking/events", dispatches=True, streams=True)
+
+
+async def test_on_vercel_the_function_answers_503_with_the_one_line(capsys):
+    env = {**ENV, "AI_MARKING_FUNCTION_MODE": "sync", "QUEUE_DISPATCH_TIMEOUT_SECONDS": "55"}
+    app = vercel_app(["/api/marking/process-queue"], env=env)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "QUEUE_DISPATCH_TIMEOUT_SECONDS=55" in err[0]
+    answer = await call(app, "POST", "/api/marking/process-queue")
+    assert answer.status_code == 503 and answer.json()["error"] == "misconfigured"
+
+
+def test_off_vercel_the_durations_are_not_checked():
+    env = {k: v for k, v in ENV.items() if k != "VERCEL"}
+    env.update({"AIQUEUE_ENV": "production", "QUEUE_DISPATCH_TIMEOUT_SECONDS": "150"})
+    app = vercel_app(["/api/marking/process-queue"], env=env)
+    assert any(getattr(r, "path", "") == "/api/marking/process-queue" for r in app.routes)
