@@ -48,7 +48,9 @@ class EnqueueRequest:
             raise Invalid("the body must be a JSON object")
         assignment_id = parse_assignment_id(body.get("assignment_id"))
         group = parse_group(body.get("group"))
-        remark = body.get("remark", False)
+        remark = body.get("remark")
+        if remark is None:
+            remark = False
         if not isinstance(remark, bool):
             raise Invalid("remark must be true or false")
         ids = parse_submission_ids(body.get("submission_ids"))
