@@ -87,7 +87,7 @@ def wrap_error(exc: Exception) -> StoreError:
     return StoreError(f"database error: {type(exc).__name__}")
 
 
-class _Rollback(Exception):  # noqa: N818 - control flow, not an error
+class _Rollback(Exception):
     """Leaves a transaction by rolling it back, with the outcome to return."""
 
     def __init__(self, outcome: EnqueueOutcome) -> None:
