@@ -27,7 +27,7 @@ class Runtime:
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str) -> Runtime:
-        pool = await connect_pool(dsn)
+        pool = await connect_pool(dsn, max_size=settings.database_pool_max)
         # One transport for the whole instance: keep-alive to the function and to ourselves.
         transport: httpx.AsyncBaseTransport = LeanTransport() if settings.lean_http else (
             httpx.AsyncHTTPTransport(
