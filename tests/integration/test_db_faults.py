@@ -139,7 +139,7 @@ async def test_an_instance_never_opens_more_than_database_pool_max(
     db_url: str, conn: asyncpg.Connection
 ) -> None:
     app = f"aiqueue-pooltest-{uuid.uuid4().hex[:8]}"
-    dsn = f"{db_url}&application_name={app}" if "?" in db_url else f"{db_url}?application_name={app}"
+    dsn = f"{db_url}{'&' if '?' in db_url else '?'}application_name={app}"
     rt = await Runtime.create(make_settings(dsn, database_pool_max=2), dsn)
     count = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
     try:
