@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from aiqueue.db.pool import wrap_error
+from aiqueue.db.pool import app_name, wrap_error
 from aiqueue.db.store import queries
 
 
@@ -33,7 +33,8 @@ class ChangeListener:
     ) -> ChangeListener:
         """Connect, LISTEN and announce; `on_lost` runs if the connection dies later."""
         try:
-            conn = await asyncpg.connect(dsn, statement_cache_size=0, timeout=5)
+            conn = await asyncpg.connect(dsn, statement_cache_size=0, timeout=5,
+                                         server_settings=app_name(dsn, "aiqueue-listen"))
         except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
             raise wrap_error(exc) from exc
         listener = cls(conn)

@@ -63,9 +63,7 @@ class ConnPool:
         # (connection, monotonic and wall-clock time it went idle)
         self._idle: list[tuple[asyncpg.Connection, float, float]] = []
         self._closed = False
-        query = parse_qs(urlsplit(dsn).query)
-        # Named so operators (and a test) can count our backends in pg_stat_activity.
-        self._settings = {} if "application_name" in query else {"application_name": "aiqueue"}
+        self._settings = app_name(dsn, "aiqueue")
 
     async def connect(self) -> asyncpg.Connection:
         # No prepared-statement cache and no session state: PgBouncer/Supavisor in
@@ -195,6 +193,12 @@ class Database:
         finally:
             if conn is not None:
                 self.pool.release(conn, reusable=healthy)
+
+
+def app_name(dsn: str, name: str) -> dict[str, str]:
+    """Server settings naming our sessions in pg_stat_activity, unless the URL names them."""
+    return {} if "application_name" in parse_qs(urlsplit(dsn).query) else {
+        "application_name": name}
 
 
 def _unavailable(exc: BaseException) -> StoreError:
