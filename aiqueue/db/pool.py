@@ -1,8 +1,9 @@
 """Bounded database calls: a small pool that never reuses a connection it cannot trust.
 
-Every call has a deadline (the client's) and, when it writes, runs in one
-transaction whose server-side limits are set with SET LOCAL just under that
-deadline, so the server gives up first and nothing half-done is left behind.
+Every call has a deadline (the client's).  Writes run in one transaction whose
+server-side limits are set with SET LOCAL just under that deadline, so the
+server gives up first and nothing half-done is left behind; only the per-job
+idempotent statements run alone (see `Database.write_one`).
 A connection that failed or timed out is thrown away with its idle siblings,
 and the call runs once more on a fresh one where that is safe.
 """
@@ -147,6 +148,16 @@ class Database:
         """A transaction; retried when it broke before COMMIT was sent, or if `idempotent`."""
         budget = self.limits.page if page else self.limits.hot
         return await self._call(work, budget, write=True, idempotent=idempotent)
+
+    async def write_one(self, work: Work[T]) -> T:
+        """One idempotent statement on its own (autocommit), for the per-job path.
+
+        BEGIN/SET LOCAL/COMMIT would double its round trips.  A single statement
+        never leaves a transaction open to hold locks between round trips, and
+        being idempotent, one the server finishes after the client gave up
+        changes nothing the retry would not.
+        """
+        return await self._call(work, self.limits.hot, write=False, idempotent=True)
 
     async def _call(self, work: Work[T], budget: float, *, write: bool, idempotent: bool) -> T:
         for attempt in (1, 2):

@@ -98,6 +98,13 @@ class Store:
         rows = await self._write(name, *args, page=page, idempotent=idempotent)
         return rows[0][0] if rows else None
 
+    async def _write_one(self, name: str, *args: Any) -> list[asyncpg.Record]:
+        """An idempotent statement of the per-job path, alone (db/pool.py `write_one`)."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            return rows
+        return await self.db.write_one(work)
+
     async def close(self) -> None:
         await self.db.pool.close()
 
@@ -137,7 +144,7 @@ class Store:
         return bool(await self._fetchval("can_claim", cap, breaker_threshold))
 
     async def dispatch_accepted(self) -> None:
-        await self._write("dispatch_accepted", idempotent=True)
+        await self._write_one("dispatch_accepted")
 
     async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool:
         return bool(await self._write_val("dispatch_busy", queue_id, dispatch_seq, delay,
@@ -170,9 +177,9 @@ class Store:
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
     ) -> bool:
         usage_json = json.dumps(usage) if usage is not None else None
-        n = await self._write_val("complete", queue_id, json.dumps(result), usage_json,
-                                  dispatch_seq, idempotent=True)
-        return bool(n)
+        rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
+                                     dispatch_seq)
+        return bool(rows and rows[0][0])
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
@@ -181,14 +188,13 @@ class Store:
         """complete, then claim: whether the result was applied, and the job claimed next."""
         usage_json = json.dumps(usage) if usage is not None else None
         # A repeat applies nothing twice (the status check) and claims under the cap.
-        rows = await self._write("settle", queue_id, json.dumps(result), usage_json,
-                                 dispatch_seq, cap, breaker_threshold, idempotent=True)
+        rows = await self._write_one("settle", queue_id, json.dumps(result), usage_json,
+                                     dispatch_seq, cap, breaker_threshold)
         row = rows[0]  # aiqueue_settle always answers one row
         return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
 
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
-        rows = await self._write("heartbeat", queue_id, dispatch_seq, json.dumps(progress),
-                                 idempotent=True)
+        rows = await self._write_one("heartbeat", queue_id, dispatch_seq, json.dumps(progress))
         return bool(rows)
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int:
