@@ -21,6 +21,7 @@ from aiqueue.db.listener import ChangeListener
 from aiqueue.db.pool import Limits
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import DatabaseTimeout, StoreError
+from aiqueue.live import EventHub, LiveConfig
 from aiqueue.runtime import Runtime
 from aiqueue.web.http import error_response
 from tests.conftest import add_submissions, make_settings
@@ -173,3 +174,25 @@ async def test_a_silently_dropped_listener_is_noticed_and_reported(
         assert not listener.alive
     finally:
         await listener.close()
+
+
+async def test_the_hub_polls_while_its_listener_is_dead_then_listens_again(
+    proxy: FaultProxy, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ChangeListener, "ANNOUNCE_EVERY", 0.3)
+    monkeypatch.setattr(ChangeListener, "ANNOUNCE_TIMEOUT", 0.5)
+    hub = EventHub(proxy.dsn(_name(db_url)), LiveConfig(reconnect_seconds=0.5))
+    await hub.join()
+    try:
+        assert hub.listening
+        proxy.silent_drop()
+        deadline = time.monotonic() + 5
+        while hub.listening:  # a stream polls whenever the hub is not listening
+            assert time.monotonic() < deadline, "the dead listener was not noticed"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.6)  # the hub's pause before it tries again
+        await hub.ensure_listening()  # what a stream's loop calls each round
+        assert hub.listening
+    finally:
+        hub.leave()
+        await hub.close()
