@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -54,29 +55,37 @@ async def _enqueue(store: Store, ids: list[uuid.UUID]) -> int:
 
 
 async def test_a_silent_drop_costs_one_deadline_then_a_fresh_connection_answers(
-    store: Store, proxy: FaultProxy, conn: asyncpg.Connection
+    store: Store, proxy: FaultProxy, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     ids = await add_submissions(conn, 2)
     assert await _enqueue(store, ids[:1]) == 1
     assert proxy.silent_drop() >= 1
+    caplog.set_level(logging.INFO, logger="aiqueue")
     started = time.monotonic()
     # The connection is reused at once (not idle long enough for a ping): its
     # deadline passes, it is dropped, and the retry runs on a new connection.
     assert await _enqueue(store, ids[1:]) == 1
     assert LIMITS.hot * 0.9 <= time.monotonic() - started < LIMITS.hot + 2.0
+    retries = [json.loads(r.getMessage()) for r in caplog.records if r.name == "aiqueue"]
+    assert [(e["outcome"], e["code"]) for e in retries] == [("retry", "TimeoutError")]
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 2
 
 
 async def test_after_a_thaw_an_idle_dead_connection_is_noticed_by_a_short_ping(
-    store: Store, proxy: FaultProxy, conn: asyncpg.Connection
+    store: Store, proxy: FaultProxy, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert await store.ping()
     proxy.silent_drop()
     await asyncio.sleep(LIMITS.check_idle_after + 0.2)  # "frozen" while the network forgot us
+    caplog.set_level(logging.INFO, logger="aiqueue")
     started = time.monotonic()
     assert await store.ping()
-    # The ping's short limit, not the call's deadline, found the dead connection.
-    assert time.monotonic() - started < LIMITS.hot
+    # The ping's short limit, not the call's deadline, found the dead connection:
+    # the call itself ran once, on a fresh connection.
+    events = [json.loads(r.getMessage())["outcome"] for r in caplog.records
+              if r.name == "aiqueue"]
+    assert events == ["stale_connection"]
+    assert time.monotonic() - started < LIMITS.hot + 1.0
     ids = await add_submissions(conn, 1)
     assert await _enqueue(store, ids) == 1
 
@@ -131,7 +140,8 @@ async def test_the_server_stops_waiting_on_a_lock_with_the_client(
         assert time.monotonic() - started < LIMITS.page + 0.5
     # lock_timeout (SET LOCAL) ended the waiting statement on the server too.
     waiting = await conn.fetchval(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database()")
     assert waiting == 0
     assert await conn.fetchval("SELECT paused FROM ai_queue_control") is False
 
