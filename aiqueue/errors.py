@@ -8,6 +8,8 @@ class AiQueueError(Exception):
 
     status_code = 500
     code = "internal_error"
+    # Seconds for a Retry-After header, for errors that pass if the client waits.
+    retry_after: int | None = None
 
     def __init__(self, detail: str, *, extra: dict[str, object] | None = None) -> None:
         super().__init__(detail)
@@ -24,6 +26,13 @@ class StoreError(AiQueueError):
 
     status_code = 503
     code = "database_unavailable"
+    retry_after = 2
+
+
+class DatabaseTimeout(StoreError):
+    """The database did not answer within the call's limit; nothing was half-applied."""
+
+    code = "database_timeout"
 
 
 class BadRequest(AiQueueError):

@@ -31,7 +31,7 @@ class Runtime:
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str) -> Runtime:
-        pool = await connect_pool(dsn)
+        pool = await connect_pool(dsn, max_size=settings.database_pool_max)
         return cls(settings=settings, store=Store(pool), http=http_client(),
                    tokens=Tokens(settings.queue_secret))
 

@@ -20,6 +20,8 @@ class Settings:
 
     database_url: str | None = None
     database_direct_url: str | None = None
+    # The most connections one instance opens (DATABASE_POOL_MAX).
+    database_pool_max: int = 4
     queue_secret: str = ""
     cron_secret: str | None = None
     admin_password: str = ""
@@ -131,6 +133,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
     return Settings(
         database_url=database_url,
         database_direct_url=_db_url(env, "DATABASE_DIRECT_URL", database_url),
+        database_pool_max=_int(env, "DATABASE_POOL_MAX", 4, 1),
         queue_secret=secret,
         cron_secret=env.get("CRON_SECRET", "").strip() or None,
         admin_password=env.get("AI_QUEUE_ADMIN_PASSWORD", "").strip() or secret,

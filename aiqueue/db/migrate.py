@@ -115,11 +115,14 @@ async def _down(conn: asyncpg.Connection, applied: list[str], steps: int | None)
 async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None) -> list[str]:
     """Apply pending migrations (or roll back the newest); return the versions touched."""
     try:
-        conn = await asyncpg.connect(dsn, statement_cache_size=0)
+        conn = await asyncpg.connect(dsn, statement_cache_size=0, timeout=10)
     except (OSError, asyncpg.PostgresError) as exc:
         raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
     try:
         async with conn.transaction():
+            # Migrations keep their own, longer limits than the app's calls (db/pool.py).
+            await conn.execute("SET LOCAL statement_timeout = '15min'; "
+                               "SET LOCAL lock_timeout = '2min'")
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
             applied = await _applied(conn)
             if direction == "up":

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -14,7 +13,8 @@ from uuid import UUID
 
 import asyncpg
 
-from aiqueue.errors import Conflict, StoreError
+from aiqueue.db.pool import Database, Limits, Rollback, open_database
+from aiqueue.errors import StoreError
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
@@ -55,79 +55,58 @@ def queries() -> dict[str, str]:
     return found
 
 
-async def connect_pool(dsn: str, *, max_size: int = 10) -> asyncpg.Pool:
-    """A small pool that also works through a transaction-mode pooler."""
-    try:
-        pool = await asyncpg.create_pool(
-            dsn,
-            min_size=1,
-            max_size=max_size,
-            # No prepared-statement cache and no session state: PgBouncer/Supavisor
-            # in transaction mode may hand each transaction a different backend.
-            statement_cache_size=0,
-            max_inactive_connection_lifetime=60,
-            command_timeout=30,
-            # aiqueue leaves no session state behind (no SET, LISTEN, cursors or
-            # session locks), so the default reset round trip on every release
-            # would only cost time — and through a pooler hit a random backend.
-            reset=_no_reset,
-        )
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
-    assert pool is not None
-    return pool
-
-
-async def _no_reset(conn: asyncpg.Connection) -> None:
-    return None
-
-
-def wrap_error(exc: Exception) -> StoreError:
-    """A database failure as a StoreError naming only the exception's type."""
-    return StoreError(f"database error: {type(exc).__name__}")
-
-
-class _Rollback(Exception):
-    """Leaves a transaction by rolling it back, with the outcome to return."""
-
-    def __init__(self, outcome: EnqueueOutcome) -> None:
-        super().__init__("rollback")
-        self.outcome = outcome
+async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = None) -> Database:
+    """The instance's bounded connection pool (also works through a transaction pooler)."""
+    return await open_database(dsn, max_size=max_size, limits=limits)
 
 
 class Store:
-    """Queue persistence on an asyncpg pool."""
+    """Queue persistence: each method one named query, bounded by db/pool.py."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
+    def __init__(self, db: Database) -> None:
+        self.db = db
         self.sql = queries()
 
-    @asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        try:
-            async with self.pool.acquire() as conn:
-                yield conn
-        except asyncpg.UniqueViolationError as exc:
-            raise Conflict("the submission already has a live queue row") from exc
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise wrap_error(exc) from exc
-
-    async def _fetch(self, name: str, *args: Any) -> list[asyncpg.Record]:
-        async with self._conn() as conn:
+    async def _fetch(self, name: str, *args: Any, page: bool = False) -> list[asyncpg.Record]:
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
             rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
             return rows
+        return await self.db.read(work, page=page)
 
-    async def _fetchrow(self, name: str, *args: Any) -> asyncpg.Record | None:
-        async with self._conn() as conn:
+    async def _fetchrow(self, name: str, *args: Any, page: bool = False) -> asyncpg.Record | None:
+        async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
             row: asyncpg.Record | None = await conn.fetchrow(self.sql[name], *args)
             return row
+        return await self.db.read(work, page=page)
 
-    async def _fetchval(self, name: str, *args: Any) -> Any:
-        async with self._conn() as conn:
+    async def _fetchval(self, name: str, *args: Any, page: bool = False) -> Any:
+        async def work(conn: asyncpg.Connection) -> Any:
             return await conn.fetchval(self.sql[name], *args)
+        return await self.db.read(work, page=page)
+
+    async def _write(
+        self, name: str, *args: Any, page: bool = False, idempotent: bool = False
+    ) -> list[asyncpg.Record]:
+        """A statement that changes rows, in a transaction with server-side limits."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            return rows
+        return await self.db.write(work, page=page, idempotent=idempotent)
+
+    async def _write_val(self, name: str, *args: Any, page: bool = False,
+                         idempotent: bool = False) -> Any:
+        rows = await self._write(name, *args, page=page, idempotent=idempotent)
+        return rows[0][0] if rows else None
+
+    async def _write_one(self, name: str, *args: Any) -> list[asyncpg.Record]:
+        """An idempotent statement of the per-job path, alone (db/pool.py `write_one`)."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            return rows
+        return await self.db.write_one(work)
 
     async def close(self) -> None:
-        await self.pool.close()
+        await self.db.pool.close()
 
     async def ping(self) -> bool:
         return bool(await self._fetchval("ping"))
@@ -150,8 +129,11 @@ class Store:
                 group or assignment_id, remark)
         for attempt in range(3):
             try:
-                async with self._conn() as conn:
-                    return await self._enqueue_in(conn, args, key, len(submission_ids))
+                # Idempotent by design: a repeat skips what the first run inserted,
+                # and a key's repeat replays the answer the first run saved.
+                return await self.db.write(
+                    lambda conn: self._enqueue_in(conn, args, key, len(submission_ids)),
+                    idempotent=True)
             except StoreError as exc:
                 # Two overlapping batches can deadlock on the unique index; the
                 # loser's transaction rolled back, so running it again is safe.
@@ -161,45 +143,40 @@ class Store:
 
     async def _enqueue_in(self, conn: asyncpg.Connection, args: tuple[Any, ...],
                           key: tuple[str, str] | None, requested: int) -> EnqueueOutcome:
-        try:
-            async with conn.transaction():
-                if key is not None and not await conn.fetchval(
-                        self.sql["idempotency_claim"], *key):
-                    # The key's first request committed: replay its answer.
-                    row = await conn.fetchrow(self.sql["idempotency_answer"], key[0])
-                    if row is None or row["body_hash"] != key[1]:
-                        raise _Rollback(EnqueueOutcome([], [], key_reused=True))
-                    raise _Rollback(EnqueueOutcome([], [], replayed=json.loads(row["answer"])))
-                rows = await conn.fetch(self.sql["enqueue"], *args)
-                outcome = EnqueueOutcome(
-                    queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
-                    unknown_ids=[SubmissionId(r["value"]) for r in rows
-                                 if r["kind"] == "unknown"],
-                    already_marked=sum(r["kind"] == "marked" for r in rows),
-                )
-                if outcome.unknown_ids:
-                    # Nothing was enqueued; the key stays free for a corrected request.
-                    raise _Rollback(outcome)
-                if key is not None:
-                    answer = json.dumps(outcome.answer(requested))
-                    await conn.execute(self.sql["idempotency_save"], key[0], answer)
-                return outcome
-        except _Rollback as rollback:
-            return rollback.outcome
+        """The enqueue's transaction (db.write runs it; Rollback undoes it)."""
+        if key is not None and not await conn.fetchval(self.sql["idempotency_claim"], *key):
+            # The key's first request committed: replay its answer.
+            row = await conn.fetchrow(self.sql["idempotency_answer"], key[0])
+            if row is None or row["body_hash"] != key[1]:
+                raise Rollback(EnqueueOutcome([], [], key_reused=True))
+            raise Rollback(EnqueueOutcome([], [], replayed=json.loads(row["answer"])))
+        rows = await conn.fetch(self.sql["enqueue"], *args)
+        outcome = EnqueueOutcome(
+            queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
+            unknown_ids=[SubmissionId(r["value"]) for r in rows if r["kind"] == "unknown"],
+            already_marked=sum(r["kind"] == "marked" for r in rows),
+        )
+        if outcome.unknown_ids:
+            # Nothing was enqueued; the key stays free for a corrected request.
+            raise Rollback(outcome)
+        if key is not None:
+            answer = json.dumps(outcome.answer(requested))
+            await conn.execute(self.sql["idempotency_save"], key[0], answer)
+        return outcome
 
     async def claim(self, cap: int, breaker_threshold: int) -> Job | None:
-        row = await self._fetchrow("claim", cap, breaker_threshold)
-        return Job.from_row(row) if row else None
+        rows = await self._write("claim", cap, breaker_threshold)
+        return Job.from_row(rows[0]) if rows else None
 
     async def can_claim(self, cap: int, breaker_threshold: int) -> bool:
         return bool(await self._fetchval("can_claim", cap, breaker_threshold))
 
     async def dispatch_accepted(self) -> None:
-        async with self._conn() as conn:
-            await conn.execute(self.sql["dispatch_accepted"])
+        await self._write_one("dispatch_accepted")
 
     async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool:
-        return bool(await self._fetchval("dispatch_busy", queue_id, dispatch_seq, delay))
+        return bool(await self._write_val("dispatch_busy", queue_id, dispatch_seq, delay,
+                                          idempotent=True))
 
     async def attempt_failed(
         self,
@@ -213,26 +190,28 @@ class Store:
         outcome: str,
     ) -> Status | None:
         """Fail the current dispatch; the row's new status, or None if it was stale."""
-        status: Status | None = await self._fetchval(
+        # Only the row's current dispatch can fail it, so a repeat changes nothing.
+        status: Status | None = await self._write_val(
             "attempt_failed", queue_id, dispatch_seq, delay, retryable, max_attempts, error,
-            outcome,
+            outcome, idempotent=True,
         )
         return status
 
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
-        async with self._conn() as conn:
-            await conn.execute(self.sql["set_dispatch_ref"], queue_id, dispatch_seq, ref)
+        # Idempotent: the same id written again changes nothing.
+        await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
 
     async def breaker_failure(self, threshold: int, cooldown: float) -> int:
-        row = await self._fetchrow("breaker_failure", threshold, cooldown)
-        return int(row["consecutive_failures"]) if row else 0
+        rows = await self._write("breaker_failure", threshold, cooldown)
+        return int(rows[0]["consecutive_failures"]) if rows else 0
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
     ) -> bool:
         usage_json = json.dumps(usage) if usage is not None else None
-        n = await self._fetchval("complete", queue_id, json.dumps(result), usage_json, dispatch_seq)
-        return bool(n)
+        rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
+                                     dispatch_seq)
+        return bool(rows and rows[0][0])
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
@@ -240,20 +219,22 @@ class Store:
     ) -> tuple[bool, Job | None]:
         """complete, then claim: whether the result was applied, and the job claimed next."""
         usage_json = json.dumps(usage) if usage is not None else None
-        row = await self._fetchrow("settle", queue_id, json.dumps(result), usage_json,
-                                   dispatch_seq, cap, breaker_threshold)
-        assert row is not None  # aiqueue_settle always answers one row
+        # A repeat applies nothing twice (the status check) and claims under the cap.
+        rows = await self._write_one("settle", queue_id, json.dumps(result), usage_json,
+                                     dispatch_seq, cap, breaker_threshold)
+        row = rows[0]  # aiqueue_settle always answers one row
         return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
 
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
-        row = await self._fetchrow("heartbeat", queue_id, dispatch_seq, json.dumps(progress))
-        return row is not None
+        rows = await self._write_one("heartbeat", queue_id, dispatch_seq, json.dumps(progress))
+        return bool(rows)
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int:
-        return int(await self._fetchval("recover_stuck", stuck_after, max_attempts))
+        return int(await self._write_val("recover_stuck", stuck_after, max_attempts,
+                                        idempotent=True))
 
     async def prune(self, older_than_seconds: float) -> int:
-        return int(await self._fetchval("prune", older_than_seconds))
+        return int(await self._write_val("prune", older_than_seconds, idempotent=True))
 
     async def next_wakeup(self, cap: int, threshold: int, stuck_after: float) -> float | None:
         value = await self._fetchval("next_wakeup", cap, threshold, stuck_after)
@@ -266,20 +247,19 @@ class Store:
         return status
 
     async def retry_failed(self, queue_id: UUID, actor: str) -> bool:
-        return await self._fetchval("retry_failed", queue_id, actor) is not None
+        return await self._write_val("retry_failed", queue_id, actor, page=True) is not None
 
     async def retry_all_failed(self, assignment_id: str | None, actor: str) -> int:
-        return int(await self._fetchval("retry_all_failed", assignment_id, actor))
+        return int(await self._write_val("retry_all_failed", assignment_id, actor, page=True))
 
     async def cancel_row(self, queue_id: UUID, actor: str) -> bool:
-        return int(await self._fetchval("cancel_pending", queue_id, None, actor)) == 1
+        return int(await self._write_val("cancel_pending", queue_id, None, actor, page=True)) == 1
 
     async def cancel_assignment(self, assignment_id: str, actor: str) -> int:
-        return int(await self._fetchval("cancel_pending", None, assignment_id, actor))
+        return int(await self._write_val("cancel_pending", None, assignment_id, actor, page=True))
 
     async def set_paused(self, paused: bool, actor: str) -> None:
-        async with self._conn() as conn:
-            await conn.execute(self.sql["set_paused"], paused, actor)
+        await self._write("set_paused", paused, actor, page=True, idempotent=True)
 
     # -- reading ----------------------------------------------------------
 
@@ -289,9 +269,12 @@ class Store:
         return Control.from_row(row)
 
     async def stats(self) -> Stats:
-        async with self._conn() as conn, conn.transaction():
+        async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
             await conn.execute(self.sql["serial_plans"])
-            row = await conn.fetchrow(self.sql["stats"])
+            row: asyncpg.Record | None = await conn.fetchrow(self.sql["stats"])
+            return row
+        # A transaction for SET LOCAL; it writes nothing, so a repeat is harmless.
+        row = await self.db.write(work, page=True, idempotent=True)
         assert row is not None
         return Stats.from_row(row)
 
@@ -307,28 +290,29 @@ class Store:
     ) -> list[QueueRow]:
         after_at, after_id = after if after else (None, None)
         rows = await self._fetch(
-            "list_rows", status, assignment_id, after_at, after_id, limit, offset, group
+            "list_rows", status, assignment_id, after_at, after_id, limit, offset, group,
+            page=True,
         )
         return [QueueRow.from_row(r) for r in rows]
 
     async def count_rows(self, *, status: Status | None, assignment_id: str | None,
                          group: str | None = None) -> int:
-        return int(await self._fetchval("count_rows", status, assignment_id, group))
+        return int(await self._fetchval("count_rows", status, assignment_id, group, page=True))
 
     async def histogram(self, buckets: Sequence[float]) -> list[tuple[float, int]]:
-        rows = await self._fetch("metrics_histogram", list(buckets))
+        rows = await self._fetch("metrics_histogram", list(buckets), page=True)
         return [(float(r["le"]), int(r["n"])) for r in rows]
 
     async def attempts_by_status(self) -> dict[str, tuple[int, int]]:
-        rows = await self._fetch("metrics_attempts")
+        rows = await self._fetch("metrics_attempts", page=True)
         return {r["status"]: (int(r["rows"]), int(r["attempts"])) for r in rows}
 
     async def get_row(self, queue_id: UUID) -> QueueRow | None:
-        row = await self._fetchrow("get_row", queue_id)
+        row = await self._fetchrow("get_row", queue_id, page=True)
         return QueueRow.from_row(row) if row else None
 
     async def attempts_of(self, queue_id: UUID) -> list[Attempt]:
-        return [Attempt.from_row(r) for r in await self._fetch("attempts_of", queue_id)]
+        return [Attempt.from_row(r) for r in await self._fetch("attempts_of", queue_id, page=True)]
 
     # -- the monitoring page (sql/monitor.sql) ------------------------------
 
@@ -336,7 +320,8 @@ class Store:
         self, window_seconds: float, bucket_seconds: float
     ) -> list[tuple[datetime, int, int]]:
         """(bucket start, completed, failed) for every bucket of the window, oldest first."""
-        rows = await self._fetch("monitor_throughput", window_seconds, bucket_seconds)
+        rows = await self._fetch("monitor_throughput", window_seconds, bucket_seconds,
+                                page=True)
         return [(r["bucket"], int(r["completed"]), int(r["failed"])) for r in rows]
 
     async def list_rows_newer(
@@ -350,13 +335,15 @@ class Store:
     ) -> list[QueueRow]:
         """Up to `limit` rows newer than the cursor, nearest it first."""
         rows = await self._fetch(
-            "monitor_rows_newer", status, assignment_id, before[0], before[1], limit, group
+            "monitor_rows_newer", status, assignment_id, before[0], before[1], limit, group,
+            page=True,
         )
         return [QueueRow.from_row(r) for r in rows]
 
     async def assignment_ids(self, limit: int) -> list[str]:
         """Distinct assignment ids in the queue, alphabetically, at most `limit`."""
-        return [r["assignment_id"] for r in await self._fetch("monitor_assignments", limit)]
+        rows = await self._fetch("monitor_assignments", limit, page=True)
+        return [r["assignment_id"] for r in rows]
 
     # == live events, queue position, the teacher page (sql/live.sql, sql/results.sql) ==
 
@@ -395,13 +382,11 @@ class Store:
     async def save_assignment(
         self, assignment_id: str, title: str, payload: dict[str, Any]
     ) -> None:
-        async with self._conn() as conn:
-            await conn.execute(
-                self.sql["results_upsert_assignment"], assignment_id, title, json.dumps(payload)
-            )
+        await self._write("results_upsert_assignment", assignment_id, title, json.dumps(payload),
+                          page=True, idempotent=True)
 
     async def submission_results(self, assignment_id: str, limit: int) -> list[SubmissionResult]:
-        rows = await self._fetch("results_submissions", assignment_id, limit, None)
+        rows = await self._fetch("results_submissions", assignment_id, limit, None, page=True)
         return [SubmissionResult.from_row(r) for r in rows]
 
     async def submission_result(
@@ -416,5 +401,6 @@ class Store:
 
     async def seed_submissions(self, submissions: Sequence[dict[str, Any]]) -> int:
         """Insert submissions that are not there yet; how many were new."""
-        rows = await self._fetch("results_seed_submissions", json.dumps(list(submissions)))
+        rows = await self._write("results_seed_submissions", json.dumps(list(submissions)),
+                                 page=True)
         return len(rows)

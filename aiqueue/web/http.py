@@ -56,7 +56,9 @@ def require_bearer(request: Request, *accepted: str | None) -> None:
 
 def error_response(exc: AiQueueError) -> JSONResponse:
     body: dict[str, Any] = {"error": exc.code, "detail": exc.detail, **exc.extra}
-    headers = {"www-authenticate": "Bearer"} if exc.status_code == 401 else None
+    headers = {"www-authenticate": "Bearer"} if exc.status_code == 401 else {}
+    if exc.retry_after is not None:
+        headers["retry-after"] = str(exc.retry_after)
     return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
 

@@ -553,11 +553,11 @@ async def test_row_detail_shows_the_platforms_invocation_id(
            ($1, 1, 1, now() - interval '60 s', now() - interval '59 s', 'dispatch_error',
             'lambda_http_403'),
            ($1, 2, 2, now() - interval '5 s', NULL, NULL, NULL)""", qid)
-    pool = await connect_pool(db_url)
+    store = Store(await connect_pool(db_url))
     try:
-        await Store(pool).set_dispatch_ref(qid, 2, "3f2a9c1e-0b7d-4c55-9e61-7a1b2c3d4e5f")
+        await store.set_dispatch_ref(qid, 2, "3f2a9c1e-0b7d-4c55-9e61-7a1b2c3d4e5f")
     finally:
-        await pool.close()
+        await store.close()
     # Only the dispatch it belongs to carries it.
     assert [r["dispatch_ref"] for r in await conn.fetch(
         "SELECT dispatch_ref FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id", qid)

@@ -1,0 +1,246 @@
+"""Bounded database calls: a small pool that never reuses a connection it cannot trust.
+
+Every call has a deadline (the client's).  Writes run in one transaction whose
+server-side limits are set with SET LOCAL just under that deadline, so the
+server gives up first and nothing half-done is left behind; only the per-job
+idempotent statements run alone (see `Database.write_one`).
+A connection that failed or timed out is thrown away with its idle siblings,
+and the call runs once more on a fresh one where that is safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+
+from aiqueue import logs
+from aiqueue.errors import Conflict, DatabaseTimeout, StoreError
+
+T = TypeVar("T")
+Work = Callable[[asyncpg.Connection], Awaitable[T]]
+
+# Errors after which the connection itself is suspect (as opposed to a statement
+# the server refused on a healthy connection).
+_BROKEN = (
+    TimeoutError, OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError, asyncpg.CrashShutdownError, asyncpg.CannotConnectNowError,
+)
+# The server's own limits (statement_timeout, lock_timeout) fired: a clean refusal.
+_SERVER_TIMEOUT = (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError)
+
+
+class Rollback(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a write's work: undo the transaction and return `value` from the call."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__("rollback")
+        self.value = value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long each kind of call may take (seconds, per attempt)."""
+
+    hot: float = 3.0  # claim, settle, enqueue, status reads: the chain and the teacher's click
+    page: float = 4.5  # the operator's pages; two attempts still answer within 10 s
+    connect: float = 3.0  # a new connection, part of the call's deadline as well
+    check_idle_after: float = 5.0  # a connection idle this long is pinged before use
+    ping: float = 1.0
+    max_idle: float = 60.0  # idle longer than this: closed rather than kept
+
+    def begin(self, budget: float) -> str:
+        """BEGIN with server-side limits a little inside the client's deadline (one round trip)."""
+        ms = int(budget * 1000)
+        return (f"BEGIN; SET LOCAL statement_timeout = {int(ms * 0.8)}; "
+                f"SET LOCAL lock_timeout = {int(ms * 0.6)}; "
+                # A transaction whose client vanished must not hold its locks long.
+                f"SET LOCAL idle_in_transaction_session_timeout = {ms}")
+
+
+class ConnPool:
+    """At most `max_size` connections; the idle ones are reused newest first."""
+
+    def __init__(self, dsn: str, max_size: int, limits: Limits) -> None:
+        self.dsn, self.max_size, self.limits = dsn, max_size, limits
+        self._slots = asyncio.Semaphore(max_size)
+        # (connection, monotonic and wall-clock time it went idle)
+        self._idle: list[tuple[asyncpg.Connection, float, float]] = []
+        self._closed = False
+        self._settings = app_name(dsn, "aiqueue")
+
+    async def connect(self) -> asyncpg.Connection:
+        # No prepared-statement cache and no session state: PgBouncer/Supavisor in
+        # transaction mode may hand each transaction a different backend.
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.dsn, statement_cache_size=0, timeout=self.limits.connect,
+            server_settings=self._settings)
+        return conn
+
+    async def acquire(self) -> asyncpg.Connection:
+        await self._slots.acquire()
+        try:
+            return await self._take_idle() or await self.connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def release(self, conn: asyncpg.Connection, *, reusable: bool) -> None:
+        self._slots.release()
+        if reusable and not self._closed and not conn.is_closed() \
+                and not conn.is_in_transaction():
+            self._idle.append((conn, time.monotonic(), time.time()))
+        else:
+            conn.terminate()
+
+    def discard_idle(self) -> None:
+        """Drop every idle connection: one died, the rest may have died with it."""
+        idle, self._idle = self._idle, []
+        for conn, _, _ in idle:
+            conn.terminate()
+
+    async def _take_idle(self) -> asyncpg.Connection | None:
+        while self._idle:
+            conn, mono, wall = self._idle.pop()
+            # The wall clock also counts time the process or its VM was frozen,
+            # which the monotonic clock may not.
+            idle = max(time.monotonic() - mono, time.time() - wall)
+            if conn.is_closed():
+                continue
+            if idle > self.limits.max_idle:
+                conn.terminate()
+            elif idle <= self.limits.check_idle_after or await self._answers(conn):
+                return conn
+        return None
+
+    async def _answers(self, conn: asyncpg.Connection) -> bool:
+        """One cheap round trip under a short limit (after a thaw it may be dead)."""
+        try:
+            async with asyncio.timeout(self.limits.ping):
+                await conn.execute("SELECT 1")
+            return True
+        except (*_BROKEN, asyncpg.PostgresError):
+            conn.terminate()
+            self.discard_idle()
+            logs.event("database", outcome="stale_connection")
+            return False
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn, _, _ in idle:
+            try:
+                await conn.close(timeout=2)
+            except (*_BROKEN, asyncpg.PostgresError):
+                conn.terminate()
+
+
+class Database:
+    """Runs work on a pooled connection with a deadline, a transaction and one safe retry."""
+
+    def __init__(self, pool: ConnPool) -> None:
+        self.pool = pool
+        self.limits = pool.limits
+
+    async def read(self, work: Work[T], *, page: bool = False) -> T:
+        """A read: one round trip, retried once on a fresh connection if the first broke."""
+        budget = self.limits.page if page else self.limits.hot
+        return await self._call(work, budget, write=False, idempotent=True)
+
+    async def write(self, work: Work[T], *, page: bool = False, idempotent: bool = False) -> T:
+        """A transaction; retried when it broke before COMMIT was sent, or if `idempotent`."""
+        budget = self.limits.page if page else self.limits.hot
+        return await self._call(work, budget, write=True, idempotent=idempotent)
+
+    async def write_one(self, work: Work[T]) -> T:
+        """One idempotent statement on its own (autocommit), for the per-job path.
+
+        BEGIN/SET LOCAL/COMMIT would double its round trips.  A single statement
+        never leaves a transaction open to hold locks between round trips, and
+        being idempotent, one the server finishes after the client gave up
+        changes nothing the retry would not.
+        """
+        return await self._call(work, self.limits.hot, write=False, idempotent=True)
+
+    async def _call(self, work: Work[T], budget: float, *, write: bool, idempotent: bool) -> T:
+        for attempt in (1, 2):
+            sent_commit: list[bool] = [False]
+            try:
+                return await self._once(work, budget, write, sent_commit)
+            except _BROKEN as exc:
+                self.pool.discard_idle()
+                if attempt == 2 or (sent_commit[0] and not idempotent):
+                    raise _unavailable(exc) from exc
+                logs.event("database", outcome="retry", code=type(exc).__name__)
+            except _SERVER_TIMEOUT as exc:
+                raise DatabaseTimeout("the database did not answer in time") from exc
+            except asyncpg.UniqueViolationError as exc:
+                raise Conflict("the submission already has a live queue row") from exc
+            except asyncpg.PostgresError as exc:
+                raise wrap_error(exc) from exc
+        raise AssertionError("unreachable")
+
+    async def _once(self, work: Work[T], budget: float, write: bool,
+                    sent_commit: list[bool]) -> T:
+        conn: asyncpg.Connection | None = None
+        healthy = False
+        try:
+            async with asyncio.timeout(budget):
+                conn = await self.pool.acquire()
+                if not write:
+                    result = await work(conn)
+                else:
+                    await conn.execute(self.limits.begin(budget))
+                    try:
+                        result = await work(conn)
+                    except Rollback as rollback:
+                        await conn.execute("ROLLBACK")
+                        healthy = True
+                        return rollback.value  # type: ignore[return-value]
+                    except asyncpg.PostgresError as exc:
+                        if not isinstance(exc, _BROKEN):
+                            await conn.execute("ROLLBACK")
+                        raise
+                    sent_commit[0] = True
+                    await conn.execute("COMMIT")
+            healthy = True
+            return result
+        except asyncpg.PostgresError as exc:
+            healthy = not isinstance(exc, _BROKEN)
+            raise
+        finally:
+            if conn is not None:
+                self.pool.release(conn, reusable=healthy)
+
+
+def app_name(dsn: str, name: str) -> dict[str, str]:
+    """Server settings naming our sessions in pg_stat_activity, unless the URL names them."""
+    return {} if "application_name" in parse_qs(urlsplit(dsn).query) else {
+        "application_name": name}
+
+
+def _unavailable(exc: BaseException) -> StoreError:
+    if isinstance(exc, TimeoutError):
+        return DatabaseTimeout("the database did not answer in time")
+    return wrap_error(exc)
+
+
+def wrap_error(exc: BaseException) -> StoreError:
+    """A database failure as a StoreError naming only the exception's type."""
+    return StoreError(f"database error: {type(exc).__name__}")
+
+
+async def open_database(dsn: str, *, max_size: int, limits: Limits | None = None) -> Database:
+    """A pool with one connection opened now, so a wrong DATABASE_URL shows at start-up."""
+    pool = ConnPool(dsn, max_size, limits or Limits())
+    try:
+        conn = await pool.acquire()
+    except (*_BROKEN, asyncpg.PostgresError) as exc:
+        raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
+    pool.release(conn, reusable=True)
+    return Database(pool)

@@ -1,0 +1,128 @@
+"""Through a real transaction pooler (issue 10 part 5): PgBouncer in transaction mode.
+
+`serve` with DATABASE_URL on PgBouncer and DATABASE_DIRECT_URL on the server
+runs the chain, takes the function's webhooks, serves the /ai-queue pages and
+streams live events (LISTEN on the direct URL); an app without a direct URL
+streams them by polling, also through the pooler.  Needs the `pgbouncer`
+binary: skipped without it, required in CI (AIQUEUE_REQUIRE_PGBOUNCER=1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import asyncpg
+import httpx
+import pytest
+
+from aiqueue.live import LiveConfig
+from aiqueue.web.app import create_app
+from aiqueue.web.live import configure
+from tests.conftest import SECRET, add_submissions, make_settings
+from tests.e2e.live_servers import Stream, read_sse, serve
+from tests.e2e.pgbouncer import PgBouncer
+from tests.e2e.servers import AppProcess, Faults, MarkingFunction, drain, free_port, run_asgi
+
+pytestmark = pytest.mark.e2e
+AUTH = {"authorization": f"Bearer {SECRET}"}
+JOBS = 30
+
+
+@pytest.fixture
+def pooler(db_url: str) -> Iterator[PgBouncer]:
+    bouncer = PgBouncer(db_url)
+    bouncer.start()
+    yield bouncer
+    bouncer.stop()
+
+
+def _events_url(base: str, assignment_id: str) -> str:
+    return f"{base}/api/marking/events?assignment_id={assignment_id}"
+
+
+def _completed(stream: Stream) -> set[str]:
+    return {e["data"]["queue_id"] for e in stream.events if e["data"]["status"] == "completed"}
+
+
+async def _watch_and_enqueue(base: str, assignment_id: str, ids: list[str]) -> Stream:
+    """Open a live stream, enqueue, and read until every row was reported completed."""
+    opened = asyncio.Event()
+    reader = asyncio.create_task(read_sse(
+        _events_url(base, assignment_id), headers=AUTH, opened=opened, timeout=60,
+        until=lambda s: len(_completed(s)) >= len(ids)))
+    await asyncio.wait_for(opened.wait(), 15)
+    async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=30) as client:
+        r = await client.post("/api/marking/enqueue", json={
+            "assignment_id": assignment_id, "submission_ids": ids})
+        assert r.status_code == 202, r.text
+        assert r.json()["enqueued"] == len(ids)
+    return await reader
+
+
+async def _pages(base: str) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        r = await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
+        assert r.status_code == 303, r.text
+        page = await client.get("/ai-queue")
+        assert page.status_code == 200 and "csrf_token" in page.text
+        rows = await client.get("/ai-queue", params={"status": "completed"})
+        assert rows.status_code == 200
+
+
+async def test_the_chain_pages_and_live_events_through_pgbouncer_transaction_mode(
+    db_url: str, conn: asyncpg.Connection, pooler: PgBouncer
+) -> None:
+    database = urlsplit(db_url).path.lstrip("/")
+    fn = MarkingFunction(Faults(work_seconds=(0.01, 0.03)), cap=2)
+    fn_port = free_port()
+    env = {
+        "DATABASE_URL": pooler.dsn(database),
+        "DATABASE_DIRECT_URL": db_url,
+        "MARKING_QUEUE_SECRET": SECRET,
+        "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
+        "QUEUE_MAX_IN_FLIGHT": "2",
+        "QUEUE_RETRY_BASE_SECONDS": "0",
+        "DATABASE_POOL_MAX": "3",
+    }
+    listened = [str(i) for i in await add_submissions(conn, JOBS, "hw-listen")]
+    polled = [str(i) for i in await add_submissions(conn, 10, "hw-poll")]
+    app = AppProcess(env, free_port())
+    with run_asgi(fn.app, fn_port):
+        app.start()
+        try:
+            stream = await _watch_and_enqueue(app.url, "hw-listen", listened)
+            await drain(conn)
+            await _pages(app.url)
+        finally:
+            app.stop()
+        # The polling fallback: no direct URL, so no LISTEN; everything via the pooler.
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        settings = make_settings(
+            pooler.dsn(database), database_direct_url=None, app_base_url=base,
+            callback_url=f"{base}/webhooks/ai-mark", function_url=f"http://127.0.0.1:{fn_port}/mark",
+            max_in_flight=2)
+        polling_app = create_app(settings)
+        configure(polling_app, LiveConfig(max_seconds=60, heartbeat_seconds=5, poll_seconds=0.3))
+        with serve(polling_app, port):
+            polled_stream = await _watch_and_enqueue(base, "hw-poll", polled)
+            assert not polling_app.state.aiqueue.hub.listening
+            await drain(conn)
+    assert _completed(stream) == set(await _queue_ids(conn, "hw-listen"))
+    assert _completed(polled_stream) == set(await _queue_ids(conn, "hw-poll"))
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE status <> 'completed'") == 0
+    # Each result applied once, within the cap.
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_attempts WHERE outcome = 'completed'") == JOBS + 10
+    assert fn.record.max_in_flight <= 2 and not fn.record.over_cap
+    # The pooled traffic really went through PgBouncer.
+    assert f"login attempt: db={database}" in pooler.log_text()
+
+
+async def _queue_ids(conn: asyncpg.Connection, assignment_id: str) -> list[str]:
+    rows = await conn.fetch("SELECT queue_id FROM ai_marking_queue WHERE assignment_id = $1",
+                            assignment_id)
+    return [str(r["queue_id"]) for r in rows]
