@@ -66,3 +66,15 @@ class Invalid(AiQueueError):
 
     status_code = 422
     code = "invalid"
+
+
+class NotCompleted(Conflict):
+    """A review needs an applied result that has not been reverted."""
+
+    code = "not_completed"
+
+
+class Superseded(Conflict):
+    """A later result has been applied to the submission since."""
+
+    code = "superseded"

@@ -16,6 +16,7 @@ import asyncpg
 
 from aiqueue.errors import Conflict, StoreError
 from aiqueue.models import (
+    AppliedResult,
     AssignmentInfo,
     Attempt,
     Control,
@@ -26,12 +27,15 @@ from aiqueue.models import (
     MarkingEvent,
     QueueId,
     QueueRow,
+    ReviewOutcome,
     RunProgress,
     Stats,
     Status,
     SubmissionId,
     SubmissionResult,
     SubmissionStatus,
+    TallyRow,
+    UsageRow,
 )
 
 T = TypeVar("T")
@@ -270,14 +274,6 @@ class Store:
     async def count_rows(self, *, status: Status | None, assignment_id: str | None) -> int:
         return int(await self._fetchval("count_rows", status, assignment_id))
 
-    async def histogram(self, buckets: Sequence[float]) -> list[tuple[float, int]]:
-        rows = await self._fetch("metrics_histogram", list(buckets))
-        return [(float(r["le"]), int(r["n"])) for r in rows]
-
-    async def attempts_by_status(self) -> dict[str, tuple[int, int]]:
-        rows = await self._fetch("metrics_attempts")
-        return {r["status"]: (int(r["rows"]), int(r["attempts"])) for r in rows}
-
     async def get_row(self, queue_id: UUID) -> QueueRow | None:
         row = await self._fetchrow("get_row", queue_id)
         return QueueRow.from_row(row) if row else None
@@ -372,3 +368,41 @@ class Store:
         """Insert submissions that are not there yet; how many were new."""
         rows = await self._fetch("results_seed_submissions", json.dumps(list(submissions)))
         return len(rows)
+
+    # == review, usage and counters (sql/review.sql) ==
+
+    async def accept(self, queue_id: UUID, actor: str | None,
+                     adjusted: dict[str, Any] | None) -> ReviewOutcome:
+        adjusted_json = json.dumps(adjusted) if adjusted is not None else None
+        row = await self._fetchrow("review_accept", queue_id, actor, adjusted_json)
+        assert row is not None  # the function always answers one row
+        return ReviewOutcome.from_row(row)
+
+    async def revert(self, queue_id: UUID, actor: str | None) -> ReviewOutcome:
+        row = await self._fetchrow("review_revert", queue_id, actor)
+        assert row is not None
+        return ReviewOutcome.from_row(row)
+
+    async def review_run(self, assignment_id: str, action: str,
+                         actor: str | None) -> tuple[int, int]:
+        """(done, superseded) over the assignment's latest run's unreviewed results."""
+        row = await self._fetchrow("review_run", assignment_id, action, actor)
+        assert row is not None
+        return int(row["done"]), int(row["superseded"])
+
+    async def result_history(self, submission_id: UUID, limit: int) -> list[AppliedResult]:
+        rows = await self._fetch("review_history", submission_id, limit)
+        return [AppliedResult.from_row(r) for r in rows]
+
+    async def submission_exists(self, submission_id: UUID) -> bool:
+        return bool(await self._fetchval("review_submission_exists", submission_id))
+
+    async def usage(self, since: datetime, until: datetime, by: str) -> list[UsageRow]:
+        """One row per key, then the total (key None)."""
+        return [UsageRow.from_row(r) for r in await self._fetch("usage_report", since, until, by)]
+
+    async def counters(self) -> list[TallyRow]:
+        return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters")]
+
+    async def buckets(self) -> list[float]:
+        return [float(r["le"]) for r in await self._fetch("metrics_buckets")]

@@ -33,7 +33,7 @@ LIMIT $4;
 -- seq) that are due no later than it is.  Both branches of the OR are range
 -- conditions on the claim index, so the count reads only the rows ahead.
 WITH latest AS (
-    SELECT queue_id, status, attempts, priority, run_after, seq, started_at
+    SELECT queue_id, status, attempts, priority, run_after, seq, started_at, progress
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -49,7 +49,9 @@ SELECT l.queue_id, l.status, l.attempts,
        ) END AS ahead,
        CASE WHEN l.status = 'processing'
             THEN extract(epoch FROM now() - l.started_at)::float8 END AS running_seconds,
-       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight
+       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
+       CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress
 FROM latest l;
 
 -- live_recent_seconds --
@@ -99,7 +101,13 @@ SELECT (SELECT run_id FROM run) AS run_id,
        ) END AS last_position,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
-       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight;
+       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       u.prompt_tokens, u.completion_tokens, u.cost_usd, u.unpriced_jobs
+FROM (SELECT coalesce(sum(m.prompt_tokens), 0)::bigint AS prompt_tokens,
+             coalesce(sum(m.completion_tokens), 0)::bigint AS completion_tokens,
+             sum(m.cost_usd)::float8 AS cost_usd,
+             count(*) FILTER (WHERE m.cost_usd IS NULL) AS unpriced_jobs
+      FROM ai_marking_results m WHERE m.run_id = (SELECT run_id FROM run)) u;
 
 -- listening --
 -- An instance LISTENs: triggers send NOTIFY for the next $1 seconds (the
