@@ -72,7 +72,7 @@ async def test_student_text_reaches_no_log_page_metric_api_answer_or_stored_erro
             await asyncio.to_thread(host.wait_idle, 15)
             texts.update(await api_answers(client, ids))
             texts.update(await monitor_pages(client, conn))
-            texts["/metrics"] = (await client.get("/metrics")).text
+            texts["/metrics"] = (await client.get("/metrics", headers=AUTH)).text
     finally:
         await asyncio.to_thread(app.stop)
         await asyncio.to_thread(host.close)
