@@ -274,6 +274,10 @@ class RunProgress:
     completion_tokens: int = 0
     cost_usd: float | None = None
     unpriced_jobs: int = 0
+    # Review states of the run's applied results.
+    accepted: int = 0
+    reverted: int = 0
+    unreviewed: int = 0
 
     @classmethod
     def from_row(cls, row: Row) -> RunProgress:
@@ -307,16 +311,28 @@ class SubmissionResult:
     ai_result: dict[str, Any] | None
     ai_marked_at: datetime | None
     queue_status: Status | None
+    # The last progress item while the latest row is processing.
+    progress: dict[str, Any] | None = None
+    # The applied result the mark shows, and its review.
+    result_queue_id: QueueId | None = None
+    review: str | None = None
+    adjusted_result: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
+        def loads(name: str) -> Any:
+            return json.loads(row[name]) if row[name] else None
         return cls(
             submission_id=SubmissionId(row["id"]),
             student_name=row["student_name"],
             content=row["content"],
-            ai_result=json.loads(row["ai_result"]) if row["ai_result"] else None,
+            ai_result=loads("ai_result"),
             ai_marked_at=row["ai_marked_at"],
             queue_status=row["queue_status"],
+            progress=loads("progress"),
+            result_queue_id=row["result_queue_id"],
+            review=row["review"],
+            adjusted_result=loads("adjusted_result"),
         )
 
 

@@ -79,6 +79,7 @@ def progress_json(p: RunProgress, cap: int, avg: float | None) -> dict[str, Any]
         "completion_tokens": p.completion_tokens,
         "cost_usd": None if p.cost_usd is None else round(p.cost_usd, 6),
         "unpriced_jobs": p.unpriced_jobs,
+        "review": {"accepted": p.accepted, "reverted": p.reverted, "unreviewed": p.unreviewed},
     }
 
 

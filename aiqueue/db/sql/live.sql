@@ -102,11 +102,15 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
-       u.prompt_tokens, u.completion_tokens, u.cost_usd, u.unpriced_jobs
+       u.prompt_tokens, u.completion_tokens, u.cost_usd, u.unpriced_jobs, u.accepted,
+       u.reverted, u.unreviewed
 FROM (SELECT coalesce(sum(m.prompt_tokens), 0)::bigint AS prompt_tokens,
              coalesce(sum(m.completion_tokens), 0)::bigint AS completion_tokens,
              sum(m.cost_usd)::float8 AS cost_usd,
-             count(*) FILTER (WHERE m.cost_usd IS NULL) AS unpriced_jobs
+             count(*) FILTER (WHERE m.cost_usd IS NULL) AS unpriced_jobs,
+             count(*) FILTER (WHERE m.review = 'accepted') AS accepted,
+             count(*) FILTER (WHERE m.review = 'reverted') AS reverted,
+             count(*) FILTER (WHERE m.review = 'unreviewed') AS unreviewed
       FROM ai_marking_results m WHERE m.run_id = (SELECT run_id FROM run)) u;
 
 -- listening --
