@@ -80,6 +80,18 @@ async def review_run(rt: Runtime, assignment_id: str, action: str,
     return {"reverted": done, "superseded": superseded}
 
 
+async def row_review(rt: Runtime, queue_id: UUID) -> str | None:
+    """'accepted by admin at 2026-11-22 10:00:00 UTC' for the operator's row page."""
+    found = await rt.store.review_of(queue_id)
+    if found is None:
+        return None
+    at = found["accepted_at"] if found["review"] == "accepted" else found["reverted_at"]
+    if at is None:
+        return str(found["review"])
+    by = f" by {found['actor']}" if found["actor"] else ""
+    return f"{found['review']}{by} at {at.strftime('%Y-%m-%d %H:%M:%S UTC')}"
+
+
 async def history(rt: Runtime, submission_id: UUID) -> dict[str, Any]:
     """A submission's applied results, newest first; NotFound for an unknown submission."""
     items = await rt.store.result_history(submission_id, MAX_HISTORY)

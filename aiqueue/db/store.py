@@ -394,6 +394,11 @@ class Store:
         rows = await self._fetch("review_history", submission_id, limit)
         return [AppliedResult.from_row(r) for r in rows]
 
+    async def review_of(self, queue_id: UUID) -> dict[str, Any] | None:
+        """The review fields of a row's applied result (no result), or None."""
+        row = await self._fetchrow("review_of_row", queue_id)
+        return dict(row) if row else None
+
     async def submission_exists(self, submission_id: UUID) -> bool:
         return bool(await self._fetchval("review_submission_exists", submission_id))
 

@@ -173,3 +173,35 @@ async def test_review_run_accepts_or_reverts_the_latest_run_only(
                                old) == "unreviewed"
     # Accepted results are not "unreviewed": a run revert leaves them.
     assert await store.review_run("hw-r", "revert", "t") == (0, 0)
+
+
+async def test_live_feed_carries_progress_messages_only_while_processing(
+    store: Store, conn: asyncpg.Connection
+):
+    from aiqueue.models import EventCursor
+
+    async def feed() -> list[dict[str, Any]]:
+        for _ in range(200):  # other sessions' open transactions may hold events back
+            batch = await store.events_after("hw-r", EventCursor(0, 0), 100)
+            if not batch.held_back:
+                return [e.to_json() for e in batch.events]
+            await asyncio.sleep(0.05)
+        raise AssertionError("events held back for 10 s")
+
+    [sub] = await add_submissions(conn, 1)
+    queue_id, seq = await claimed(store, sub)
+    assert await store.heartbeat(queue_id, seq, {"current": 2, "total": 5, "message": "crit 2"})
+    beats = [e for e in await feed() if "progress" in e]
+    assert beats == [{"queue_id": str(queue_id), "submission_id": str(sub),
+                      "status": "processing",
+                      "progress": {"current": 2, "total": 5, "message": "crit 2"}}]
+    # The feed table itself never stores the message (it may quote the answer).
+    stored = await conn.fetchval("SELECT summary::text FROM ai_marking_events "
+                                 "WHERE summary ? 'progress'")
+    assert stored == '{"progress": {"total": 5, "current": 2}}'
+    assert await store.complete(queue_id, seq, {"score": 1}, None)
+    replay = [e for e in await feed() if "progress" in e]
+    assert replay[0]["progress"] == {"current": 2, "total": 5, "message": None}
+    assert (await store.accept(queue_id, "t", None)).outcome == "accepted"
+    last = (await feed())[-1]
+    assert last["status"] == "completed" and last["review"] == "accept"

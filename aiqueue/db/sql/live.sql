@@ -18,8 +18,16 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS tx;
 -- yet below the horizon come back with final = false; the caller stops there and
 -- looks again shortly (an older transaction, maybe of another app, is still open).
 -- The cursor index (assignment_id, tx, id) from migration 0003 serves the scan.
+-- A progress event gets its message from the row, only while the row is
+-- still processing (the feed itself stores no message: see `heartbeat`).
 SELECT e.tx::text AS tx, e.id, e.queue_id, e.submission_id, e.status,
-       e.summary::text AS summary, e.tx < h.xmin AS final
+       CASE WHEN e.summary ? 'progress' THEN
+           jsonb_set(e.summary, '{progress,message}', coalesce((
+               SELECT q.progress -> 'message' FROM ai_marking_queue q
+               WHERE q.queue_id = e.queue_id AND q.status = 'processing'
+                 AND jsonb_typeof(q.progress -> 'message') = 'string'), 'null'))
+       ELSE e.summary END::text AS summary,
+       e.tx < h.xmin AS final
 FROM ai_marking_events e,
      (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) h
 WHERE e.assignment_id = $1

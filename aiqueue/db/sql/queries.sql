@@ -146,7 +146,9 @@ SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::in
 -- A progress item from the current dispatch extends its lease (also when a late
 -- result completed the row meanwhile: the function is still working on it).
 -- While the row is processing, the item also goes to the live feed (a
--- `processing` event carrying it), so a teacher's page shows the message.
+-- `processing` event), so a teacher's page shows it.  The feed keeps only the
+-- counts: the message may quote the answer, and the feed is kept for a day;
+-- live_events_after reads the message from the row while it is processing.
 WITH row AS (
     UPDATE ai_marking_queue
     SET lease_at = now(), progress = $3::jsonb, updated_at = now()
@@ -157,7 +159,8 @@ WITH row AS (
 event AS (
     INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
     SELECT assignment_id, queue_id, submission_id, status,
-           jsonb_build_object('progress', $3::jsonb)
+           jsonb_build_object('progress', jsonb_strip_nulls(jsonb_build_object(
+               'current', $3::jsonb -> 'current', 'total', $3::jsonb -> 'total')))
     FROM row WHERE status = 'processing'
     RETURNING 1
 )

@@ -21,6 +21,11 @@ WHERE submission_id = $1
 ORDER BY seq DESC
 LIMIT $2;
 
+-- review_of_row --
+-- The review of one row's applied result (the /ai-queue row page: no result).
+SELECT review, accepted_at, reverted_at, actor, applied_at
+FROM ai_marking_results WHERE queue_id = $1;
+
 -- review_submission_exists --
 SELECT EXISTS (SELECT 1 FROM submissions WHERE id = $1) AS found;
 
