@@ -58,7 +58,7 @@ class Settings:
     events_heartbeat_seconds: float = 10.0
     events_poll_seconds: float = 1.0
     # QUEUE_MODEL_PRICES and METRICS_TOKEN (CONTRACT §7d).
-    model_prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    model_prices: Mapping[str, ModelPrice] = field(default_factory=dict, hash=False)
     metrics_token: str | None = None
 
     def with_overrides(self, **changes: object) -> Settings:
