@@ -204,4 +204,4 @@ async def test_live_feed_carries_progress_messages_only_while_processing(
     assert replay[0]["progress"] == {"current": 2, "total": 5, "message": None}
     assert (await store.accept(queue_id, "t", None)).outcome == "accepted"
     last = (await feed())[-1]
-    assert last["status"] == "completed" and last["review"] == "accept"
+    assert last["status"] == "completed" and last["review"] == "accepted"

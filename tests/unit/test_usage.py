@@ -90,5 +90,5 @@ def test_sse_events_carry_progress_and_review():
 
     beat = event("processing", {"progress": {"current": 1, "total": 2, "message": "m"}})
     assert beat["progress"] == {"current": 1, "total": 2, "message": "m"}
-    reviewed = event("completed", {"score": 3, "review": "revert"})
-    assert reviewed["review"] == "revert" and reviewed["result"] == {"score": 3}
+    reviewed = event("completed", {"score": 3, "review": "reverted"})
+    assert reviewed["review"] == "reverted" and reviewed["result"] == {"score": 3}

@@ -354,7 +354,7 @@ BEGIN
     SELECT r.assignment_id, r.queue_id, r.submission_id, 'completed',
            jsonb_strip_nulls(jsonb_build_object(
                'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score',
-               'review', action))
+               'review', CASE action WHEN 'accept' THEN 'accepted' ELSE 'reverted' END))
     FROM submissions s WHERE s.id = r.submission_id;
     PERFORM aiqueue_notify();
 END
