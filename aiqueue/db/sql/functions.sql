@@ -382,7 +382,9 @@ BEGIN
     END IF;
     PERFORM 1 FROM submissions s WHERE s.id = r.submission_id FOR UPDATE;
     SELECT * INTO r FROM ai_marking_results m WHERE m.queue_id = p_queue_id FOR UPDATE;
-    IF r.review = 'reverted' THEN
+    IF NOT FOUND THEN
+        outcome := 'not_found';  -- its submission was deleted meanwhile
+    ELSIF r.review = 'reverted' THEN
         outcome := 'not_completed';
     ELSIF EXISTS (SELECT 1 FROM ai_marking_results l
                   WHERE l.submission_id = r.submission_id AND l.seq > r.seq
