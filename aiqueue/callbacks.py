@@ -12,6 +12,7 @@ from aiqueue.backoff import retry_delay
 from aiqueue.models import Job
 from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
+from aiqueue.usage import priced
 
 if TYPE_CHECKING:
     from aiqueue.runtime import Runtime
@@ -112,6 +113,8 @@ def _usage(usage: object) -> dict[str, Any] | None:
             keep[key] = value
         elif key == "model" and isinstance(value, str):
             keep[key] = value[:100]
+    if usage.get("simulated") is True:
+        keep["simulated"] = True  # the reference function's simulator: plausible, not real
     return keep or None
 
 
@@ -120,7 +123,8 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, item.usage)
+        usage = priced(item.usage, rt.settings.model_prices)
+        done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage)
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -142,7 +146,8 @@ async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
     claim, s = item.claim, rt.settings
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
-                                      item.usage, s.max_in_flight, s.breaker_threshold)
+                                      priced(item.usage, s.model_prices), s.max_in_flight,
+                                      s.breaker_threshold)
     _completed(claim, done)
     return done, job
 

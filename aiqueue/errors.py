@@ -88,3 +88,13 @@ class KeyReused(Invalid):
     """An Idempotency-Key came back with a different body."""
 
     code = "idempotency_key_reused"
+class NotCompleted(Conflict):
+    """A review needs an applied result that has not been reverted."""
+
+    code = "not_completed"
+
+
+class Superseded(Conflict):
+    """A later result has been applied to the submission since."""
+
+    code = "superseded"

@@ -233,8 +233,13 @@ class MarkingEvent:
             "submission_id": str(self.submission_id),
             "status": self.status,
         }
-        if self.status == "completed" and self.summary is not None:
-            data["result"] = self.summary
+        summary = dict(self.summary or {})
+        if self.status == "processing" and "progress" in summary:
+            data["progress"] = summary["progress"]  # a progress item (heartbeat)
+        elif self.status == "completed" and self.summary is not None:
+            if "review" in summary:
+                data["review"] = summary.pop("review")  # an accept or revert
+            data["result"] = summary
         return data
 
 
@@ -257,10 +262,15 @@ class SubmissionStatus:
     ahead: int | None
     running_seconds: float | None
     in_flight: int
+    review: str | None = None
+    # The last progress item of a processing row.
+    progress: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["progress"] = json.loads(row["progress"]) if row["progress"] else None
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -278,6 +288,15 @@ class RunProgress:
     last_position: int | None
     youngest_running_seconds: float | None
     in_flight: int
+    # Usage of the run's applied results.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    unpriced_jobs: int = 0
+    # Review states of the run's applied results.
+    accepted: int = 0
+    reverted: int = 0
+    unreviewed: int = 0
 
     @classmethod
     def from_row(cls, row: Row) -> RunProgress:
@@ -311,14 +330,114 @@ class SubmissionResult:
     ai_result: dict[str, Any] | None
     ai_marked_at: datetime | None
     queue_status: Status | None
+    # The last progress item while the latest row is processing.
+    progress: dict[str, Any] | None = None
+    # The applied result the mark shows, and its review.
+    result_queue_id: QueueId | None = None
+    review: str | None = None
+    adjusted_result: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
+        def loads(name: str) -> Any:
+            return json.loads(row[name]) if row[name] else None
         return cls(
             submission_id=SubmissionId(row["id"]),
             student_name=row["student_name"],
             content=row["content"],
-            ai_result=json.loads(row["ai_result"]) if row["ai_result"] else None,
+            ai_result=loads("ai_result"),
             ai_marked_at=row["ai_marked_at"],
             queue_status=row["queue_status"],
+            progress=loads("progress"),
+            result_queue_id=row["result_queue_id"],
+            review=row["review"],
+            adjusted_result=loads("adjusted_result"),
         )
+
+
+Review = Literal["unreviewed", "accepted", "reverted"]
+
+
+@dataclass(frozen=True)
+class ReviewOutcome:
+    """What one accept or revert did: accepted/reverted/superseded/not_completed/not_found."""
+
+    outcome: str
+    at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> ReviewOutcome:
+        return cls(row["outcome"], row["at"])
+
+
+@dataclass(frozen=True)
+class AppliedResult:
+    """One applied result of a submission and its review."""
+
+    queue_id: QueueId
+    applied_at: datetime
+    result: dict[str, Any]
+    review: Review
+    accepted_at: datetime | None
+    reverted_at: datetime | None
+    actor: str | None
+    adjusted_result: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> AppliedResult:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["result"] = json.loads(row["result"])
+        fields["adjusted_result"] = (json.loads(row["adjusted_result"])
+                                     if row["adjusted_result"] else None)
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        """One item of /api/marking/submissions/<id>/results."""
+        def iso(value: datetime | None) -> str | None:
+            return value.isoformat() if value else None
+        return {
+            "queue_id": str(self.queue_id), "applied_at": iso(self.applied_at),
+            "result": self.result, "review": self.review,
+            "accepted_at": iso(self.accepted_at), "reverted_at": iso(self.reverted_at),
+            "actor": self.actor, "adjusted_result": self.adjusted_result,
+        }
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """Usage of applied results under one key (None: the total)."""
+
+    key: str | None
+    jobs: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    unpriced_jobs: int
+    avg_seconds: float | None
+    p95_seconds: float | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> UsageRow:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["key"] = None if row["is_total"] else row["key"]
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class TallyRow:
+    """Summed counter deltas for one (outcome, job, error, model, bucket)."""
+
+    outcome: str
+    job: str | None
+    error: str | None
+    model: str | None
+    le: float | None
+    n: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    seconds: float
+
+    @classmethod
+    def from_row(cls, row: Row) -> TallyRow:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})

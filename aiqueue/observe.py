@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiqueue import usage
 from aiqueue.runtime import Runtime
-
-BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
 
 
 async def stats_json(rt: Runtime) -> dict[str, Any]:
@@ -63,24 +62,9 @@ async def metrics_text(rt: Runtime) -> str:
         "# HELP aiqueue_paused 1 while an operator paused dispatching.",
         "# TYPE aiqueue_paused gauge",
         f"aiqueue_paused {int(control.paused)}",
-        "# HELP aiqueue_finished_attempts_total Attempts used by rows finished in the last 24 h.",
-        "# TYPE aiqueue_finished_attempts_total gauge",
     ]
-    for status, (_rows, attempts) in sorted((await rt.store.attempts_by_status()).items()):
-        lines.append(f'aiqueue_finished_attempts_total{{status="{status}"}} {attempts}')
-    hist = await rt.store.histogram(BUCKETS)
-    total = await rt.store.histogram([float("inf")])
-    lines += [
-        "# HELP aiqueue_processing_seconds Dispatch-to-result time, rows completed in 24 h.",
-        "# TYPE aiqueue_processing_seconds histogram",
-    ]
-    for le, n in hist:
-        lines.append(f'aiqueue_processing_seconds_bucket{{le="{le:g}"}} {n}')
-    count = total[0][1] if total else 0
-    avg = stats.avg_processing_seconds or 0.0
-    lines += [
-        f'aiqueue_processing_seconds_bucket{{le="+Inf"}} {count}',
-        f"aiqueue_processing_seconds_count {count}",
-        f"aiqueue_processing_seconds_sum {round(avg * count, 3)}",
-    ]
+    # Counters from the deltas of ai_marking_tally: pruning rows never lowers them
+    # (the old 24 h histogram did, which Prometheus reads as a counter reset).
+    counters, buckets = await rt.store.counters(), await rt.store.buckets()
+    lines += usage.counter_lines(counters, buckets)
     return "\n".join(lines) + "\n"

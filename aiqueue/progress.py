@@ -40,7 +40,16 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> dict[str, 
         "attempts": st.attempts,
         "queue_position": position,
         "estimated_wait_seconds": wait,
+        "review": st.review,
+        **({"progress": progress_item(st.progress)} if st.status == "processing" else {}),
     }
+
+
+def progress_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The contract's fields of a progress item (current, total, message), or None."""
+    if not item:
+        return None
+    return {key: item.get(key) for key in ("current", "total", "message")}
 
 
 def remaining_seconds(p: RunProgress, cap: int, avg: float | None) -> float | None:
@@ -65,6 +74,12 @@ def progress_json(p: RunProgress, cap: int, avg: float | None) -> dict[str, Any]
         "failed": p.failed,
         "cancelled": p.cancelled,
         "estimated_remaining_seconds": remaining_seconds(p, cap, avg),
+        "tokens": p.prompt_tokens + p.completion_tokens,
+        "prompt_tokens": p.prompt_tokens,
+        "completion_tokens": p.completion_tokens,
+        "cost_usd": None if p.cost_usd is None else round(p.cost_usd, 6),
+        "unpriced_jobs": p.unpriced_jobs,
+        "review": {"accepted": p.accepted, "reverted": p.reverted, "unreviewed": p.unreviewed},
     }
 
 

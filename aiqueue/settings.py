@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from aiqueue.errors import SettingsError
 from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
 
 FunctionMode = Literal["async", "sync"]
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """USD per 1,000,000 tokens of a model (QUEUE_MODEL_PRICES)."""
+
+    input: float
+    output: float
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,9 @@ class Settings:
     events_max_seconds: float = 250.0
     events_heartbeat_seconds: float = 10.0
     events_poll_seconds: float = 1.0
+    # QUEUE_MODEL_PRICES and METRICS_TOKEN (CONTRACT §7d).
+    model_prices: Mapping[str, ModelPrice] = field(default_factory=dict, hash=False)
+    metrics_token: str | None = None
 
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (tests and the dev command)."""
@@ -103,6 +116,30 @@ def _db_url(env: Mapping[str, str], name: str, default: str | None) -> str | Non
     if not raw.startswith(("postgres://", "postgresql://")):
         raise SettingsError(f"{name} must be a postgresql:// URL")
     return raw
+
+
+def _prices(env: Mapping[str, str]) -> dict[str, ModelPrice]:
+    """QUEUE_MODEL_PRICES: {"<model>": {"input": usd_per_1m, "output": usd_per_1m}}."""
+    raw = env.get("QUEUE_MODEL_PRICES", "").strip()
+    if not raw:
+        return {}
+    problem = "must be a JSON object {\"<model>\": {\"input\": <USD per 1M tokens>, " \
+              "\"output\": <USD per 1M tokens>}}"
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise SettingsError(f"QUEUE_MODEL_PRICES is not valid JSON; it {problem}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"QUEUE_MODEL_PRICES {problem}")
+    prices = {}
+    for model, price in data.items():
+        ok = isinstance(price, dict) and set(price) == {"input", "output"} and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and v >= 0 for v in price.values())
+        if not ok or not model:
+            raise SettingsError(f"QUEUE_MODEL_PRICES[{model[:60]!r}] {problem}")
+        prices[model] = ModelPrice(float(price["input"]), float(price["output"]))
+    return prices
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> Settings:
@@ -164,4 +201,6 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         events_heartbeat_seconds=min(
             _float(env, "QUEUE_EVENTS_HEARTBEAT_SECONDS", 10.0, 0.05, 3600), 15.0),
         events_poll_seconds=_float(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600),
+        model_prices=_prices(env),
+        metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
     )

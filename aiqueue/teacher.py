@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from aiqueue import progress, service
-from aiqueue.errors import Conflict, NotFound
+from aiqueue import progress, review, service
+from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.runtime import Runtime
 
@@ -72,10 +72,45 @@ async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> di
     if row is None:
         raise NotFound(f"no submission {submission_id} in this assignment")
     result = row.ai_result or {}
+    adjusted = row.adjusted_result or {}
     return {
         "submission_id": str(row.submission_id),
         "status": row.queue_status,
         "score": result.get("score"),
         "max_score": result.get("max_score"),
         "feedback": result.get("feedback"),
+        "review": row.review,
+        "adjusted_score": adjusted.get("score"),
+        "progress": progress.progress_item(row.progress),
     }
+
+
+def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The teacher's score from the Adjust field as a result beside the AI's (None: none)."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        score = float(raw)
+    except ValueError:
+        raise Invalid("the adjusted score must be a number") from None
+    top = (ai_result or {}).get("max_score")
+    if not 0 <= score <= (top if isinstance(top, (int, float)) else float("inf")):
+        raise Invalid(f"the adjusted score must be between 0 and {top}")
+    adjusted: dict[str, Any] = {"score": int(score) if score.is_integer() else score}
+    if isinstance(top, (int, float)):
+        adjusted["max_score"] = top
+    return adjusted
+
+
+async def review_row(rt: Runtime, assignment_id: str, submission_id: UUID, action: str,
+                     actor: str, score: str | None = None) -> dict[str, Any]:
+    """Accept (or adjust) or revert the result a submission's mark shows."""
+    row = await rt.store.submission_result(submission_id, assignment_id)
+    if row is None:
+        raise NotFound(f"no submission {submission_id} in this assignment")
+    if row.result_queue_id is None:
+        raise NotCompleted("this submission has no AI mark to review")
+    if action == "revert":
+        return await review.revert(rt, row.result_queue_id, actor)
+    adjusted = adjusted_result(score, row.ai_result)
+    return await review.accept(rt, row.result_queue_id, actor, adjusted)

@@ -3,4 +3,5 @@
 from aiqueue.vercel import vercel_app
 
 app = vercel_app(["/api/marking/queue", "/api/marking/stats", "/api/marking/submissions",
-                  "/api/marking/assignments", "/api/marking/events"], streams=True)
+                  "/api/marking/assignments", "/api/marking/events",
+                  "/api/marking/usage"], streams=True)

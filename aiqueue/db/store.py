@@ -16,6 +16,7 @@ import asyncpg
 from aiqueue.db.pool import Database, Limits, Rollback, open_database
 from aiqueue.errors import StoreError
 from aiqueue.models import (
+    AppliedResult,
     AssignmentInfo,
     Attempt,
     Control,
@@ -26,12 +27,15 @@ from aiqueue.models import (
     MarkingEvent,
     QueueId,
     QueueRow,
+    ReviewOutcome,
     RunProgress,
     Stats,
     Status,
     SubmissionId,
     SubmissionResult,
     SubmissionStatus,
+    TallyRow,
+    UsageRow,
 )
 
 T = TypeVar("T")
@@ -299,14 +303,6 @@ class Store:
                          group: str | None = None) -> int:
         return int(await self._fetchval("count_rows", status, assignment_id, group, page=True))
 
-    async def histogram(self, buckets: Sequence[float]) -> list[tuple[float, int]]:
-        rows = await self._fetch("metrics_histogram", list(buckets), page=True)
-        return [(float(r["le"]), int(r["n"])) for r in rows]
-
-    async def attempts_by_status(self) -> dict[str, tuple[int, int]]:
-        rows = await self._fetch("metrics_attempts", page=True)
-        return {r["status"]: (int(r["rows"]), int(r["attempts"])) for r in rows}
-
     async def get_row(self, queue_id: UUID) -> QueueRow | None:
         row = await self._fetchrow("get_row", queue_id, page=True)
         return QueueRow.from_row(row) if row else None
@@ -404,3 +400,44 @@ class Store:
         rows = await self._write("results_seed_submissions", json.dumps(list(submissions)),
                                  page=True)
         return len(rows)
+
+    # == review, usage and counters (sql/review.sql) ==
+
+    async def accept(self, queue_id: UUID, actor: str | None,
+                     adjusted: dict[str, Any] | None) -> ReviewOutcome:
+        adjusted_json = json.dumps(adjusted) if adjusted is not None else None
+        rows = await self._write("review_accept", queue_id, actor, adjusted_json)
+        return ReviewOutcome.from_row(rows[0])  # the function always answers one row
+
+    async def revert(self, queue_id: UUID, actor: str | None) -> ReviewOutcome:
+        rows = await self._write("review_revert", queue_id, actor)
+        return ReviewOutcome.from_row(rows[0])
+
+    async def review_run(self, assignment_id: str, action: str,
+                         actor: str | None) -> tuple[int, int]:
+        """(done, superseded) over the assignment's latest run's unreviewed results."""
+        rows = await self._write("review_run", assignment_id, action, actor, page=True)
+        return int(rows[0]["done"]), int(rows[0]["superseded"])
+
+    async def result_history(self, submission_id: UUID, limit: int) -> list[AppliedResult]:
+        rows = await self._fetch("review_history", submission_id, limit, page=True)
+        return [AppliedResult.from_row(r) for r in rows]
+
+    async def review_of(self, queue_id: UUID) -> dict[str, Any] | None:
+        """The review fields of a row's applied result (no result), or None."""
+        row = await self._fetchrow("review_of_row", queue_id)
+        return dict(row) if row else None
+
+    async def submission_exists(self, submission_id: UUID) -> bool:
+        return bool(await self._fetchval("review_submission_exists", submission_id))
+
+    async def usage(self, since: datetime, until: datetime, by: str) -> list[UsageRow]:
+        """One row per key, then the total (key None)."""
+        rows = await self._fetch("usage_report", since, until, by, page=True)
+        return [UsageRow.from_row(r) for r in rows]
+
+    async def counters(self) -> list[TallyRow]:
+        return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters", page=True)]
+
+    async def buckets(self) -> list[float]:
+        return [float(r["le"]) for r in await self._fetch("metrics_buckets", page=True)]

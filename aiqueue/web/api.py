@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, monitor, observe, service
+from aiqueue import logs, loop, monitor, observe, review, service, usage
 from aiqueue.errors import StoreError
 from aiqueue.web.http import query_int, read_json, require_bearer
 from aiqueue.web.state import runtime
@@ -97,8 +99,59 @@ async def healthz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret, rt.settings.metrics_token)
     text = await observe.metrics_text(rt)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+def _queue_id(request: Request) -> UUID:
+    return service.parse_uuid(request.path_params["queue_id"], "queue row")
+
+
+def _actor(request: Request) -> str | None:
+    return review.parse_actor(request.headers.get("x-actor"))
+
+
+async def accept(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    adjusted = review.parse_adjusted(await read_json(request, 64 * 1024, optional=True))
+    return JSONResponse(await review.accept(rt, _queue_id(request), _actor(request), adjusted))
+
+
+async def revert(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    return JSONResponse(await review.revert(rt, _queue_id(request), _actor(request)))
+
+
+async def _review_run(request: Request, action: str) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
+    return JSONResponse(await review.review_run(rt, assignment_id, action, _actor(request)))
+
+
+async def accept_run(request: Request) -> Response:
+    return await _review_run(request, "accept")
+
+
+async def revert_run(request: Request) -> Response:
+    return await _review_run(request, "revert")
+
+
+async def results_history(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
+    return JSONResponse(await review.history(rt, submission_id))
+
+
+async def usage_report(request: Request) -> Response:
+    rt = await runtime(request)
+    require_bearer(request, rt.settings.queue_secret)
+    q = request.query_params
+    return JSONResponse(await usage.report(rt, q.get("since"), q.get("until"), q.get("by")))
 
 
 ROUTES = [
@@ -108,6 +161,12 @@ ROUTES = [
     Route("/api/marking/queue", queue_list, methods=["GET"]),
     Route("/api/marking/stats", stats, methods=["GET"]),
     Route("/api/marking/queue/{queue_id}/retry", retry, methods=["POST"]),
+    Route("/api/marking/queue/{queue_id}/accept", accept, methods=["POST"]),
+    Route("/api/marking/queue/{queue_id}/revert", revert, methods=["POST"]),
+    Route("/api/marking/assignments/{assignment_id}/accept", accept_run, methods=["POST"]),
+    Route("/api/marking/assignments/{assignment_id}/revert", revert_run, methods=["POST"]),
+    Route("/api/marking/submissions/{submission_id}/results", results_history, methods=["GET"]),
+    Route("/api/marking/usage", usage_report, methods=["GET"]),
     Route("/healthz", healthz, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
 ]

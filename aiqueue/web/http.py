@@ -14,8 +14,12 @@ from aiqueue.tokens import same_secret
 MAX_BODY_BYTES = 1024 * 1024
 
 
-async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
-    """The body as JSON, refusing oversize (413) and non-JSON (400) bodies."""
+async def read_json(request: Request, limit: int = MAX_BODY_BYTES, *,
+                    optional: bool = False) -> Any:
+    """The body as JSON, refusing oversize (413) and non-JSON (400) bodies.
+
+    With `optional`, an empty body is None.
+    """
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -28,6 +32,8 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
         if size > limit:
             raise TooLarge(f"the body must be at most {limit} bytes")
         chunks.append(chunk)
+    if optional and not b"".join(chunks).strip():
+        return None
     try:
         return json.loads(b"".join(chunks), parse_constant=_not_json)
     except (ValueError, RecursionError):

@@ -21,11 +21,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, monitor, observe, service
-from aiqueue.errors import Conflict, Invalid, NotFound, Unauthorized
+from aiqueue import loop, monitor, observe, review, service, usage
+from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
 from aiqueue.models import STATUSES, Status
 from aiqueue.runtime import Runtime
-from aiqueue.web import chart, views
+from aiqueue.web import chart, costs, views
 from aiqueue.web.auth import (
     Session,
     check_csrf,
@@ -103,7 +103,9 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
 
 async def _chart_context(rt: Runtime) -> dict[str, Any]:
     buckets = await monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS)
-    return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS)}
+    summary = await usage.cost_summary(rt)
+    return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
+            "costs": costs.cost_card(summary)}
 
 
 def _render(template: str, context: dict[str, Any]) -> tuple[Markup, str]:
@@ -166,16 +168,17 @@ async def row_detail(request: Request) -> Response:
     rt = await runtime(request)
     queue_id = _queue_id(request)
     found = await monitor.row_with_history(rt, queue_id) if queue_id else None
-    if found is None:
+    if found is None or queue_id is None:
         return _error_page(404, "There is no queue row with this id (it may have been pruned).")
     row, attempts = found
+    review_state = await review.row_review(rt, queue_id)
     now = datetime.now(UTC)
     q = request.query_params
     return render(
         "ai_queue_row.html", user=session.user, csrf=session.csrf,
         row=views.table_row(row, now, rt.settings.max_attempts),
         times=views.row_times(row), priority=row.priority,
-        history=[views.history_entry(a) for a in attempts],
+        history=[views.history_entry(a) for a in attempts], review=review_state,
         back=f"{PATH}/rows/{queue_id}",
         notice=views.notice_text(q.get("notice"), n=q.get("n"), row=q.get("row")),
     )
@@ -242,6 +245,26 @@ async def _cancel_one(rt: Runtime, actor: str, request: Request, form: dict[str,
     return {"notice": "cancelled", "row": str(queue_id)}
 
 
+async def _review_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
+                      ) -> dict[str, str]:
+    queue_id = _queue_id(request)
+    if queue_id is None:
+        return {"notice": "missing"}
+    row = {"row": str(queue_id)}
+    try:
+        if form.get("review_action") == "revert":
+            await review.revert(rt, queue_id, actor)
+            return {"notice": "reverted", **row}
+        await review.accept(rt, queue_id, actor)
+        return {"notice": "accepted", **row}
+    except NotFound:
+        return {"notice": "missing"}
+    except Superseded:
+        return {"notice": "superseded", **row}
+    except NotCompleted:
+        return {"notice": "not_completed", **row}
+
+
 async def _retry_all(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                      ) -> dict[str, str]:
     assignment = _form_assignment(form)
@@ -290,6 +313,7 @@ ROUTES = [
     Route(f"{PATH}/rows/{{queue_id}}", row_detail, methods=["GET"]),
     Route(f"{PATH}/rows/{{queue_id}}/retry", _route(_retry_one), methods=["POST"]),
     Route(f"{PATH}/rows/{{queue_id}}/cancel", _route(_cancel_one), methods=["POST"]),
+    Route(f"{PATH}/rows/{{queue_id}}/review", _route(_review_one), methods=["POST"]),
     Route(f"{PATH}/retry-failed", _route(_retry_all), methods=["POST"]),
     Route(f"{PATH}/cancel-pending", _route(_cancel_pending), methods=["POST"]),
     Route(f"{PATH}/pause", _route(_pause), methods=["POST"]),

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, progress, service, teacher
+from aiqueue import loop, progress, review, service, teacher
 from aiqueue.errors import Unauthorized
 from aiqueue.models import Status, SubmissionResult
 from aiqueue.web.auth import Session, check_csrf, current_session, login_redirect, read_form
@@ -55,20 +55,42 @@ def mark_text(result: dict[str, Any] | None) -> str:
     return text
 
 
+def usage_text(p: dict[str, Any]) -> str:
+    """'2,431 tokens · $0.0123' for the run ('' before any result; cost unknown: said so)."""
+    if not p.get("tokens") and not p.get("cost_usd") and not p.get("unpriced_jobs"):
+        return ""
+    text = f"{p['tokens']:,} tokens"
+    if p.get("cost_usd") is not None:
+        text += f" · ${p['cost_usd']:.4f}"
+    if p.get("unpriced_jobs"):
+        text += f" ({p['unpriced_jobs']} without a known price)"
+    return text
+
+
+def review_text(p: dict[str, Any]) -> str:
+    """'2 accepted, 1 reverted, 5 to review' over the run's applied results."""
+    r = p.get("review") or {}
+    parts = [f"{r[k]} {label}" for k, label in (("accepted", "accepted"),
+             ("reverted", "reverted"), ("unreviewed", "to review")) if r.get(k)]
+    return ", ".join(parts)
+
+
 def progress_view(p: dict[str, Any]) -> dict[str, Any]:
     """The progress bar: percent finished and '23 of 48 marked — about 2 min left'."""
     total = p["total"]
     finished = p["completed"] + p["failed"] + p["cancelled"]
     active = p["pending"] + p["processing"] > 0
+    extra = {"usage_text": usage_text(p), "review_text": review_text(p)}
     if total == 0:
-        return {**p, "percent": 0, "active": False, "text": "Not marked yet."}
+        return {**p, **extra, "percent": 0, "active": False, "text": "Not marked yet."}
     text = f"{p['completed']} of {total} marked"
     extras = [f"{p[k]} {k}" for k in ("failed", "cancelled") if p[k]]
     if extras:
         text += f" ({', '.join(extras)})"
     if active:
         text += f" — {fmt_eta(p['estimated_remaining_seconds'])}"
-    return {**p, "percent": math.floor(100 * finished / total), "active": active, "text": text}
+    return {**p, **extra, "percent": math.floor(100 * finished / total), "active": active,
+            "text": text}
 
 
 def row_view(row: SubmissionResult) -> dict[str, Any]:
@@ -77,11 +99,16 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
         label = ""
     else:
         label = STATUS_LABELS[status] if status else "not marked"
+    adjusted = mark_text(row.adjusted_result)
     return {
         "id": str(row.submission_id),
         "name": row.student_name or f"Submission {str(row.submission_id)[:8]}",
         "content": row.content,
         "mark": mark_text(row.ai_result),
+        "adjusted": adjusted,
+        "review": row.review or "",
+        "reviewable": row.result_queue_id is not None,
+        "progress": progress_message(row.progress) if status == "processing" else "",
         "feedback": (row.ai_result or {}).get("feedback") or "",
         "status": status or "none",
         "label": label,
@@ -91,6 +118,15 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
 
 MARK_TITLE = "Mark this submission with AI"
 REMARK_TITLE = "This submission already has an AI mark: mark it again, replacing that mark"
+def progress_message(item: dict[str, Any] | None) -> str:
+    """'criterion 2 of 5 (2/5)' from a progress item; '' without one."""
+    if not item:
+        return ""
+    message = str(item.get("message") or "")[:200]
+    current, total = item.get("current"), item.get("total")
+    if isinstance(current, int) and isinstance(total, int) and total > 0:
+        return f"{message} ({current}/{total})" if message else f"{current}/{total}"
+    return message
 
 
 def page_url(assignment_id: str) -> str:
@@ -179,6 +215,29 @@ async def cancel(request: Request) -> Response:
     return _answer(request, assignment_id, answer)
 
 
+async def review_row(request: Request) -> Response:
+    session = await _session(request)
+    form = await read_form(request)
+    check_csrf(session, form)
+    rt = await runtime(request)
+    assignment_id = _assignment(request)
+    submission_id = service.parse_uuid(form.get("submission_id", ""), "submission")
+    action = "revert" if form.get("review_action") == "revert" else "accept"
+    # The operator's login is the actor: the page is behind the /ai-queue sign-in.
+    answer = await teacher.review_row(rt, assignment_id, submission_id, action, session.user,
+                                      form.get("score"))
+    return _answer(request, assignment_id, answer)
+
+
+async def accept_all(request: Request) -> Response:
+    session = await _session(request)
+    check_csrf(session, await read_form(request))
+    rt = await runtime(request)
+    assignment_id = _assignment(request)
+    answer = await review.review_run(rt, assignment_id, "accept", session.user)
+    return _answer(request, assignment_id, answer)
+
+
 async def progress_json(request: Request) -> Response:
     await _session(request)
     rt = await runtime(request)
@@ -199,6 +258,7 @@ async def submission(request: Request) -> Response:
     submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
     body = await teacher.submission(rt, _assignment(request), submission_id)
     body["mark"] = mark_text(body)
+    body["progress_text"] = progress_message(body["progress"])
     return JSONResponse(body, headers={"cache-control": "no-store"})
 
 
@@ -206,6 +266,8 @@ ROUTES = [
     Route("/results/assignments/{assignment_id}", page, methods=["GET"]),
     Route("/results/assignments/{assignment_id}/mark", mark, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/cancel", cancel, methods=["POST"]),
+    Route("/results/assignments/{assignment_id}/review", review_row, methods=["POST"]),
+    Route("/results/assignments/{assignment_id}/accept-all", accept_all, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/progress", progress_json, methods=["GET"]),
     Route("/results/assignments/{assignment_id}/events-token", events_token, methods=["GET"]),
     Route("/results/assignments/{assignment_id}/submissions/{submission_id}", submission,

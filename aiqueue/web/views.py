@@ -320,6 +320,10 @@ _NOTICES = {
     "resumed": "Dispatch resumed.",
     "missing_assignment": "Name an assignment to cancel its pending rows.",
     "missing": "That row no longer exists.",
+    "accepted": "Row {id}'s result is accepted.",
+    "reverted": "Row {id}'s result is reverted: the submission has its earlier mark again.",
+    "superseded": "Row {id} was not reverted: a later result has been applied since.",
+    "not_completed": "Row {id} has no applied result to review (or it was reverted).",
 }
 
 

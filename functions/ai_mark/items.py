@@ -31,16 +31,19 @@ def completed_item(job: Job, marking: Marking) -> Item:
         "feedback": marking.feedback,
         **marking.extra,
     }
+    usage: dict[str, Any] = {
+        "model": marking.model,
+        "prompt_tokens": marking.prompt_tokens,
+        "completion_tokens": marking.completion_tokens,
+    }
+    if marking.extra.get("simulated"):
+        usage["simulated"] = True  # counts estimated by the simulator, not a model's
     return {
         "queue_id": job.queue_id,
         "token": job.token,
         "status": "completed",
         "result": result,
-        "usage": {
-            "model": marking.model,
-            "prompt_tokens": marking.prompt_tokens,
-            "completion_tokens": marking.completion_tokens,
-        },
+        "usage": usage,
     }
 
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from .errors import MarkingError
 from .items import Marking
 from .job import Criterion, Job, Score
+from .prompt import build_messages
 
 _WORD = re.compile(r"\w+")
 # Rubric verbs and filler say how to judge, not what to find in the answer.
@@ -67,10 +68,17 @@ def score_answer(job: Job) -> Marking:
         score=score,
         feedback=feedback,
         model="simulator",
-        prompt_tokens=len(job.content.split()) + len(job.rubric_text.split()),
-        completion_tokens=len(feedback.split()),
+        # What a model would have been sent and answered: the real prompt, at
+        # about four characters per token (labelled simulated in the usage).
+        prompt_tokens=estimate_tokens(" ".join(m["content"] for m in build_messages(job))),
+        completion_tokens=estimate_tokens(feedback) + 12,  # + the JSON around it
         extra={"simulated": True, "criteria_met": sum(met), "criteria_total": len(met)},
     )
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many tokens a BPE tokenizer makes of `text` (4 characters each)."""
+    return max(1, math.ceil(len(text) / 4))
 
 
 def keywords(criterion: Criterion) -> tuple[str, ...]:

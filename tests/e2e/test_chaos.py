@@ -332,6 +332,14 @@ async def check(conn: asyncpg.Connection, chaos: Chaos, fn: MarkingFunction,
         "SELECT count(*) FROM ai_marking_attempts WHERE outcome = 'completed_late'")
     out["one completion in each row's history"] = (
         history == 0, f"rows with a wrong count: {history}; completed_late={late}")
+    # Review records and the never-decreasing counters: once per applied result.
+    completed, records, counted = await conn.fetchrow(
+        "SELECT (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'),"
+        " (SELECT count(*) FROM ai_marking_results),"
+        " (SELECT coalesce(sum(n), 0) FROM ai_marking_tally WHERE job = 'completed')")
+    out["one review record and one counted completion per completed row"] = (
+        completed == records == counted,
+        f"completed={completed} records={records} counted={counted}")
     max_attempts = await conn.fetchval("SELECT max(attempts) FROM ai_marking_queue")
     out[f"attempts <= QUEUE_MAX_ATTEMPTS ({MAX_ATTEMPTS})"] = (
         max_attempts <= MAX_ATTEMPTS, f"max attempts={max_attempts}")

@@ -41,6 +41,8 @@ async def test_200_submissions_are_each_marked_once_within_the_cap(
                 assert r.json()["enqueued"] == 200
                 await drain(conn)
                 stats = (await client.get("/api/marking/stats", headers=auth)).json()
+                usage = (await client.get("/api/marking/usage?by=model", headers=auth)).json()
+                metrics = (await client.get("/metrics", headers=auth)).text
         finally:
             app.stop()
     assert stats["completed"] == 200 and stats["failed"] == 0
@@ -54,3 +56,11 @@ async def test_200_submissions_are_each_marked_once_within_the_cap(
     assert fn.record.max_in_flight <= cap
     assert fn.record.max_in_flight == cap  # and the slots were actually used
     assert len(fn.record.seen_queue_ids) == 200
+    # The function reported 10 prompt and 5 completion tokens per result (model
+    # "test"): the webhook's usage reached the database, summed once per job.
+    assert usage["items"] == [{**usage["total"], "key": "test"}]
+    assert (usage["total"]["jobs"], usage["total"]["prompt_tokens"],
+            usage["total"]["completion_tokens"]) == (200, 2000, 1000)
+    assert usage["total"]["unpriced_jobs"] == 200 and usage["total"]["cost_usd"] is None
+    assert 'aiqueue_tokens_total{model="test",kind="prompt"} 2000' in metrics
+    assert "aiqueue_jobs_completed_total 200" in metrics

@@ -70,9 +70,10 @@ async def test_student_text_reaches_no_log_page_metric_api_answer_or_stored_erro
             assert r.status_code == 202, r.text
             await drain(conn)
             await asyncio.to_thread(host.wait_idle, 15)
+            texts.update(await review_some(client, conn))
             texts.update(await api_answers(client, ids))
             texts.update(await monitor_pages(client, conn))
-            texts["/metrics"] = (await client.get("/metrics")).text
+            texts["/metrics"] = (await client.get("/metrics", headers=AUTH)).text
     finally:
         await asyncio.to_thread(app.stop)
         await asyncio.to_thread(host.close)
@@ -82,6 +83,8 @@ async def test_student_text_reaches_no_log_page_metric_api_answer_or_stored_erro
         "ai_marking_attempts.error": "SELECT error FROM ai_marking_attempts",
         "ai_marking_attempts.outcome": "SELECT outcome FROM ai_marking_attempts",
         "ai_marking_events.summary": "SELECT summary::text FROM ai_marking_events",
+        "ai_marking_tally": "SELECT concat_ws(' ', outcome, error, model) FROM ai_marking_tally",
+        "ai_marking_results.actor": "SELECT actor FROM ai_marking_results",
     }.items():
         texts[column] = "\n".join(str(v) for (v,) in await conn.fetch(sql))
 
@@ -103,7 +106,8 @@ async def api_answers(client: httpx.AsyncClient, ids: list[uuid.UUID]) -> dict[s
     out = {}
     paths = ["/api/marking/stats", "/api/marking/queue?limit=500",
              "/api/marking/queue?status=failed&limit=500",
-             "/api/marking/assignments/hw-nc/progress"]
+             "/api/marking/assignments/hw-nc/progress", "/api/marking/usage?by=model",
+             "/api/marking/usage?by=assignment", "/api/marking/usage?by=group"]
     paths += [f"/api/marking/submissions/{i}/status" for i in ids]
     for path in paths:
         r = await client.get(path, headers=AUTH)
@@ -114,6 +118,24 @@ async def api_answers(client: httpx.AsyncClient, ids: list[uuid.UUID]) -> dict[s
     out["/api/marking/process-queue"] = r.text
     out["/api/marking/events"] = events = await sse_prefix(client)
     assert not events or "event: marking" in events, "the stream replayed the run"
+    return out
+
+
+async def review_some(client: httpx.AsyncClient, conn: asyncpg.Connection) -> dict[str, str]:
+    """Accept one result, adjust one, revert one: their answers and the pages show review
+    states (the adjusted result itself is the host's to show, like the AI's)."""
+    done = [q for (q,) in await conn.fetch(
+        "SELECT queue_id FROM ai_marking_queue WHERE status = 'completed' ORDER BY seq LIMIT 3")]
+    assert len(done) == 3
+    out = {}
+    for q, (action, body) in zip(done, [("accept", None), ("accept", {"result": {"score": 1}}),
+                                        ("revert", None)], strict=True):
+        r = await client.post(f"/api/marking/queue/{q}/{action}", json=body,
+                              headers={**AUTH, "x-actor": "teacher-1"})
+        assert r.status_code == 200, r.text
+        out[f"{action} {q}"] = r.text
+    r = await client.post("/api/marking/assignments/hw-nc/accept", headers=AUTH)
+    out["accept run"] = r.text
     return out
 
 
@@ -140,7 +162,7 @@ async def monitor_pages(client: httpx.AsyncClient, conn: asyncpg.Connection) -> 
         return {}
     out = {}
     paths = ["/ai-queue", "/ai-queue?status=failed", "/ai-queue?status=completed",
-             "/ai-queue/fragment"]
+             "/ai-queue/fragment", "/ai-queue/fragment?part=chart"]
     paths += [f"/ai-queue/rows/{q}" for (q,) in await conn.fetch(
         "SELECT queue_id FROM ai_marking_queue")]
     for path in paths:

@@ -25,8 +25,19 @@ async def test_result_is_labelled_as_simulated() -> None:
     item = await mark(make_dispatch(), SimulatorBackend(latency=0))
     assert item["status"] == "completed"
     assert item["usage"]["model"] == "simulator"
-    assert item["result"]["simulated"] is True
+    assert item["result"]["simulated"] is True and item["usage"]["simulated"] is True
     assert item["usage"]["prompt_tokens"] > 0 and item["usage"]["completion_tokens"] > 0
+
+
+async def test_simulated_token_counts_are_plausible() -> None:
+    """About four characters per token of the prompt a model would be sent."""
+    short = await mark(with_answer("Light."), SimulatorBackend(latency=0))
+    long = await mark(with_answer("Light and water and carbon dioxide. " * 40),
+                      SimulatorBackend(latency=0))
+    grown = long["usage"]["prompt_tokens"] - short["usage"]["prompt_tokens"]
+    added = len("Light and water and carbon dioxide. " * 40) - len("Light.")
+    assert added / 5 < grown < added / 3
+    assert 5 < long["usage"]["completion_tokens"] < 500
 
 
 async def test_scores_by_weighted_criteria_covered() -> None:

@@ -245,6 +245,8 @@ async def test_tokens_from_another_secret_are_rejected(
 
 async def test_healthz_and_metrics(client: httpx.AsyncClient):
     assert (await client.get("/healthz")).json()["database"] is True
-    text = (await client.get("/metrics")).text
+    assert (await client.get("/metrics")).status_code == 401
+    text = (await client.get("/metrics", headers=AUTH)).text
     assert 'aiqueue_queue_rows{status="pending"} 0' in text
+    assert "aiqueue_jobs_completed_total 0" in text
     assert "aiqueue_processing_seconds_bucket" in text

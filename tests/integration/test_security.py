@@ -41,7 +41,7 @@ CHAIN = "http://app.test/api/marking/process-queue"
 AUTH = {"authorization": f"Bearer {SECRET}"}
 CONTENT = "Photosynthesis-essay-by-Zephyrine-Quill"
 SQLISH = "x'); DROP TABLE ai_marking_queue; --"
-PUBLIC = {("GET", "/healthz"), ("GET", "/metrics"), ("GET", "/ai-queue/login")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/ai-queue/login")}
 
 
 class LogSink(logging.Handler):
@@ -276,7 +276,7 @@ async def test_the_cron_secret_works_only_on_get_process_queue(world: World) -> 
 async def test_public_routes_show_no_secret_and_no_content(world: World) -> None:
     w = world
     for path in ("/healthz", "/metrics"):
-        r = await w.client.get(path)
+        r = await w.client.get(path, headers=AUTH if path == "/metrics" else {})
         assert r.status_code == 200
         for needle in (SECRET, CRON, CONTENT, "fine"):
             assert needle not in r.text, f"{needle!r} in {path}"

@@ -377,7 +377,9 @@ async def test_status_changes_are_recorded_as_events(store: Store, conn: asyncpg
                                                            "feedback": "f"}, None)
     rows = await conn.fetch("SELECT status, summary::text FROM ai_marking_events "
                             "WHERE queue_id = $1 ORDER BY id", job.queue_id)
-    assert [r["status"] for r in rows] == ["pending", "processing", "completed"]
+    # The progress item is a second `processing` event carrying it (live pages show it).
+    assert [r["status"] for r in rows] == ["pending", "processing", "processing", "completed"]
+    assert rows[2]["summary"] == '{"progress": {"current": 1}}'  # never a message
     assert rows[-1]["summary"] == '{"score": 4, "max_score": 5}'
 
 

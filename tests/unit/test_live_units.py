@@ -22,7 +22,7 @@ from aiqueue.models import (
 )
 from aiqueue.progress import eta_seconds, progress_json, status_json
 from aiqueue.settings import load_settings
-from aiqueue.web.results import fmt_eta, mark_text, progress_view
+from aiqueue.web.results import fmt_eta, mark_text, progress_message, progress_view
 
 
 def event(n: int, status: str = "pending", summary: dict[str, float] | None = None
@@ -87,9 +87,23 @@ def test_progress_text_and_percent():
     done = RunProgress(uuid.uuid4(), 48, 0, 0, 48, 0, 0, None, None, 0)
     assert progress_view(progress_json(done, 1, 6.0)) == {
         **progress_json(done, 1, 6.0), "percent": 100, "active": False,
-        "text": "48 of 48 marked"}
+        "text": "48 of 48 marked", "usage_text": "", "review_text": ""}
     assert fmt_eta(None) == "estimating time left" and fmt_eta(20) == "less than a minute left"
     assert mark_text({"score": 7.0, "max_score": 10}) == "7 / 10" and mark_text(None) == ""
+
+
+def test_run_usage_review_and_progress_texts():
+    p = RunProgress(uuid.uuid4(), 4, 0, 0, 4, 0, 0, None, None, 0, prompt_tokens=2000,
+                    completion_tokens=431, cost_usd=0.01234, unpriced_jobs=1, accepted=2,
+                    reverted=1, unreviewed=1)
+    body = progress_view(progress_json(p, 1, None))
+    assert body["tokens"] == 2431 and body["cost_usd"] == 0.01234
+    assert body["usage_text"] == "2,431 tokens · $0.0123 (1 without a known price)"
+    assert body["review_text"] == "2 accepted, 1 reverted, 1 to review"
+    assert progress_message({"current": 2, "total": 5, "message": "criterion 2"}) == \
+        "criterion 2 (2/5)"
+    assert progress_message({"message": "thinking"}) == "thinking"
+    assert progress_message(None) == ""
 
 
 def test_an_sse_event_carries_its_cursor_and_the_score_only_when_completed():

@@ -141,9 +141,16 @@ BEGIN
 END
 $$;
 
+-- The processing-time buckets of the /metrics histogram (upper bounds, seconds).
+CREATE OR REPLACE FUNCTION aiqueue_buckets() RETURNS float8[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY[0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600]::float8[]
+$$;
+
 -- Apply a result at most once: the row lock plus the status test mean a second
 -- (concurrent or later) delivery finds the row completed and changes nothing.
 -- A late result of an earlier dispatch still completes a row that is not done.
+-- In the same statement: the review record of what the result replaced
+-- (ai_marking_results) and one counter delta (ai_marking_tally).
 CREATE OR REPLACE FUNCTION aiqueue_complete(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                  p_dispatch_seq integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -151,13 +158,23 @@ DECLARE
     n integer;
 BEGIN
     WITH row AS (
-        SELECT q.queue_id, q.submission_id FROM ai_marking_queue q
+        SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key,
+               date_part('epoch', now() - q.started_at) AS seconds
+        FROM ai_marking_queue q
         WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
         FOR UPDATE
     ),
+    -- What the result replaces.  The lock makes this read the newest committed
+    -- mark (a revert that committed while we waited), not this statement's
+    -- snapshot: the record then says exactly what a revert must restore.
+    prev AS (
+        SELECT s.id, s.ai_result, s.ai_marked_at
+        FROM submissions s JOIN row ON s.id = row.submission_id
+        FOR UPDATE OF s
+    ),
     sub AS (
         UPDATE submissions s SET ai_result = p_result, ai_marked_at = now()
-        FROM row WHERE s.id = row.submission_id
+        FROM prev WHERE s.id = prev.id
         RETURNING s.id
     ),
     done AS (
@@ -181,6 +198,38 @@ BEGIN
         FROM done
         WHERE a.queue_id = done.queue_id AND a.dispatch_seq = p_dispatch_seq
           AND a.kind = 'dispatch'
+        RETURNING a.outcome
+    ),
+    usage AS (
+        SELECT p_usage ->> 'model' AS model,
+               coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0) AS prompt_tokens,
+               coalesce(aiqueue_usage_int(p_usage -> 'completion_tokens'), 0)
+                   AS completion_tokens,
+               CASE WHEN jsonb_typeof(p_usage -> 'cost_usd') = 'number'
+                    THEN (p_usage ->> 'cost_usd')::numeric END AS cost_usd
+    ),
+    record AS (
+        INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
+                                        result, previous_result, previous_marked_at, model,
+                                        prompt_tokens, completion_tokens, cost_usd,
+                                        processing_seconds)
+        SELECT row.queue_id, row.submission_id, row.assignment_id, row.run_id, row.group_key,
+               p_result, prev.ai_result, prev.ai_marked_at, u.model,
+               aiqueue_usage_int(p_usage -> 'prompt_tokens'),
+               aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds
+        FROM row JOIN prev ON prev.id = row.submission_id JOIN done ON true, usage u
+        -- A backfilled record (migration 0008) of a row completed before: keep it.
+        ON CONFLICT (queue_id) DO NOTHING
+    ),
+    tally AS (
+        INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
+                                      cost_usd, seconds)
+        SELECT coalesce((SELECT h.outcome FROM history h LIMIT 1), 'completed'), 'completed',
+               u.model,
+               (SELECT min(b) FROM unnest(aiqueue_buckets()) b WHERE b >= row.seconds),
+               u.prompt_tokens, u.completion_tokens, coalesce(u.cost_usd, 0),
+               coalesce(row.seconds, 0)
+        FROM done, row, usage u
     )
     SELECT count(*) INTO n FROM done;
     IF n = 0 THEN
@@ -191,6 +240,13 @@ BEGIN
     END IF;
     RETURN n > 0;
 END
+$$;
+
+-- A token count from a usage object: a non-negative whole number, else NULL.
+CREATE OR REPLACE FUNCTION aiqueue_usage_int(v jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN jsonb_typeof(v) = 'number' AND (v::text)::numeric >= 0
+                     AND (v::text)::numeric < 1e15
+                THEN round((v::text)::numeric)::bigint END
 $$;
 
 -- A completed result, then the next claim, in one transaction.  The claim runs
@@ -283,3 +339,139 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_counts_ins
 CREATE OR REPLACE TRIGGER ai_marking_queue_counts_del
     AFTER DELETE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_count_changes();
+
+-- A review action on one applied result, in the row's history (while the queue
+-- still has the row) and in the live feed (the page updates its mark).
+CREATE OR REPLACE FUNCTION aiqueue_review_recorded(p_queue_id uuid, action text,
+                                                   p_actor text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r ai_marking_results%ROWTYPE;
+BEGIN
+    SELECT * INTO r FROM ai_marking_results m WHERE m.queue_id = p_queue_id;
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT q.queue_id, 'action', action, now(), p_actor
+    FROM ai_marking_queue q WHERE q.queue_id = r.queue_id;
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
+    SELECT r.assignment_id, r.queue_id, r.submission_id, 'completed',
+           jsonb_strip_nulls(jsonb_build_object(
+               'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score',
+               'review', CASE action WHEN 'accept' THEN 'accepted' ELSE 'reverted' END))
+    FROM submissions s WHERE s.id = r.submission_id;
+    PERFORM aiqueue_notify();
+END
+$$;
+
+-- Revert one applied result: the submission's mark goes back to what it was
+-- before it.  Locks the submission first, as aiqueue_complete does (after the
+-- queue row, which a revert never locks), so a revert and a result for the same
+-- submission serialise; every statement after the lock reads what the other
+-- committed.  outcome: reverted, superseded (a later result is still applied),
+-- not_completed (no applied result, or reverted already) or not_found.
+CREATE OR REPLACE FUNCTION aiqueue_revert(p_queue_id uuid, p_actor text)
+RETURNS TABLE (outcome text, reverted_at timestamptz) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    r ai_marking_results%ROWTYPE;
+BEGIN
+    SELECT * INTO r FROM ai_marking_results m WHERE m.queue_id = p_queue_id;
+    IF NOT FOUND THEN
+        outcome := CASE WHEN EXISTS (SELECT 1 FROM ai_marking_queue q
+                                     WHERE q.queue_id = p_queue_id)
+                        THEN 'not_completed' ELSE 'not_found' END;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    PERFORM 1 FROM submissions s WHERE s.id = r.submission_id FOR UPDATE;
+    SELECT * INTO r FROM ai_marking_results m WHERE m.queue_id = p_queue_id FOR UPDATE;
+    IF NOT FOUND THEN
+        outcome := 'not_found';  -- its submission was deleted meanwhile
+    ELSIF r.review = 'reverted' THEN
+        outcome := 'not_completed';
+    ELSIF EXISTS (SELECT 1 FROM ai_marking_results l
+                  WHERE l.submission_id = r.submission_id AND l.seq > r.seq
+                    AND l.review <> 'reverted') THEN
+        outcome := 'superseded';
+    ELSE
+        UPDATE submissions s SET ai_result = r.previous_result,
+                                 ai_marked_at = r.previous_marked_at
+        WHERE s.id = r.submission_id;
+        UPDATE ai_marking_results m SET review = 'reverted', reverted_at = now(),
+                                        actor = p_actor
+        WHERE m.queue_id = p_queue_id
+        RETURNING * INTO r;
+        PERFORM aiqueue_review_recorded(p_queue_id, 'revert', p_actor);
+        outcome := 'reverted';
+        reverted_at := r.reverted_at;
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+-- Accept one applied result (again: a newer adjustment replaces the older one).
+CREATE OR REPLACE FUNCTION aiqueue_accept(p_queue_id uuid, p_actor text, p_adjusted jsonb)
+RETURNS TABLE (outcome text, accepted_at timestamptz) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    r ai_marking_results%ROWTYPE;
+BEGIN
+    UPDATE ai_marking_results m
+    SET review = 'accepted', accepted_at = now(), actor = p_actor,
+        adjusted_result = coalesce(p_adjusted, m.adjusted_result)
+    WHERE m.queue_id = p_queue_id AND m.review <> 'reverted'
+    RETURNING * INTO r;
+    IF FOUND THEN
+        PERFORM aiqueue_review_recorded(p_queue_id, 'accept', p_actor);
+        outcome := 'accepted';
+        accepted_at := r.accepted_at;
+    ELSIF EXISTS (SELECT 1 FROM ai_marking_results m WHERE m.queue_id = p_queue_id)
+          OR EXISTS (SELECT 1 FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) THEN
+        outcome := 'not_completed';
+    ELSE
+        outcome := 'not_found';
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+-- The run a review of "the assignment" means: its newest queue row's run, or
+-- (queue rows pruned) its newest result's.
+CREATE OR REPLACE FUNCTION aiqueue_latest_run(p_assignment_id text) RETURNS uuid
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(
+        (SELECT q.run_id FROM ai_marking_queue q WHERE q.assignment_id = p_assignment_id
+         ORDER BY q.created_at DESC, q.seq DESC LIMIT 1),
+        (SELECT m.run_id FROM ai_marking_results m WHERE m.assignment_id = p_assignment_id
+         ORDER BY m.seq DESC LIMIT 1))
+$$;
+
+-- Accept or revert every unreviewed result of the assignment's latest run, in
+-- one transaction.  Submission order keeps two concurrent run reverts from
+-- locking the same submissions in opposite orders.
+CREATE OR REPLACE FUNCTION aiqueue_review_run(p_assignment_id text, p_action text,
+                                              p_actor text)
+RETURNS TABLE (done integer, superseded integer) LANGUAGE plpgsql AS $$
+DECLARE
+    q uuid;
+    o text;
+BEGIN
+    done := 0;
+    superseded := 0;
+    FOR q IN SELECT m.queue_id FROM ai_marking_results m
+             WHERE m.run_id = aiqueue_latest_run(p_assignment_id)
+               AND m.assignment_id = p_assignment_id AND m.review = 'unreviewed'
+             ORDER BY m.submission_id, m.seq DESC LOOP
+        IF p_action = 'accept' THEN
+            SELECT a.outcome INTO o FROM aiqueue_accept(q, p_actor, NULL) a;
+        ELSE
+            SELECT r.outcome INTO o FROM aiqueue_revert(q, p_actor) r;
+        END IF;
+        IF o IN ('accepted', 'reverted') THEN
+            done := done + 1;
+        ELSIF o = 'superseded' THEN
+            superseded := superseded + 1;
+        END IF;
+    END LOOP;
+    RETURN NEXT;
+END
+$$;

@@ -18,8 +18,16 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS tx;
 -- yet below the horizon come back with final = false; the caller stops there and
 -- looks again shortly (an older transaction, maybe of another app, is still open).
 -- The cursor index (assignment_id, tx, id) from migration 0003 serves the scan.
+-- A progress event gets its message from the row, only while the row is
+-- still processing (the feed itself stores no message: see `heartbeat`).
 SELECT e.tx::text AS tx, e.id, e.queue_id, e.submission_id, e.status,
-       e.summary::text AS summary, e.tx < h.xmin AS final
+       CASE WHEN e.summary ? 'progress' THEN
+           jsonb_set(e.summary, '{progress,message}', coalesce((
+               SELECT q.progress -> 'message' FROM ai_marking_queue q
+               WHERE q.queue_id = e.queue_id AND q.status = 'processing'
+                 AND jsonb_typeof(q.progress -> 'message') = 'string'), 'null'))
+       ELSE e.summary END::text AS summary,
+       e.tx < h.xmin AS final
 FROM ai_marking_events e,
      (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) h
 WHERE e.assignment_id = $1
@@ -34,7 +42,7 @@ LIMIT $4;
 -- its priority due before it as well, whatever its turn.  The priority range
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
-    SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at
+    SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -52,7 +60,9 @@ SELECT l.queue_id, l.status, l.attempts,
        ) END AS ahead,
        CASE WHEN l.status = 'processing'
             THEN extract(epoch FROM now() - l.started_at)::float8 END AS running_seconds,
-       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight
+       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
+       CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress
 FROM latest l;
 
 -- live_recent_seconds --
@@ -103,7 +113,17 @@ SELECT (SELECT run_id FROM run) AS run_id,
        ) END AS last_position,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
-       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight;
+       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       u.prompt_tokens, u.completion_tokens, u.cost_usd, u.unpriced_jobs, u.accepted,
+       u.reverted, u.unreviewed
+FROM (SELECT coalesce(sum(m.prompt_tokens), 0)::bigint AS prompt_tokens,
+             coalesce(sum(m.completion_tokens), 0)::bigint AS completion_tokens,
+             sum(m.cost_usd)::float8 AS cost_usd,
+             count(*) FILTER (WHERE m.cost_usd IS NULL) AS unpriced_jobs,
+             count(*) FILTER (WHERE m.review = 'accepted') AS accepted,
+             count(*) FILTER (WHERE m.review = 'reverted') AS reverted,
+             count(*) FILTER (WHERE m.review = 'unreviewed') AS unreviewed
+      FROM ai_marking_results m WHERE m.run_id = (SELECT run_id FROM run)) u;
 
 -- listening --
 -- An instance LISTENs: triggers send NOTIFY for the next $1 seconds (the

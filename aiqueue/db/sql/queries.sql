@@ -124,6 +124,9 @@ control AS (
 release AS (
     UPDATE ai_marking_queue SET lease_at = NULL
     WHERE queue_id = $1 AND status = 'completed' AND dispatch_seq = $2 AND lease_at IS NOT NULL
+),
+tally AS (
+    INSERT INTO ai_marking_tally (outcome, error) SELECT 'busy', 'function_busy' FROM row
 )
 SELECT count(*) AS n FROM row;
 
@@ -149,6 +152,11 @@ history AS (
 release AS (
     UPDATE ai_marking_queue SET lease_at = NULL
     WHERE queue_id = $1 AND status = 'completed' AND dispatch_seq = $2 AND lease_at IS NOT NULL
+),
+-- The /metrics counters (migration 0008): one delta per ended attempt.
+tally AS (
+    INSERT INTO ai_marking_tally (outcome, job, error)
+    SELECT $7, CASE WHEN row.status = 'failed' THEN 'failed' END, $6 FROM row
 )
 SELECT status FROM row;
 
@@ -175,11 +183,28 @@ SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::in
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
 -- result completed the row meanwhile: the function is still working on it).
-UPDATE ai_marking_queue
-SET lease_at = now(), progress = $3::jsonb, updated_at = now()
-WHERE queue_id = $1 AND dispatch_seq = $2
-  AND (status = 'processing' OR (status = 'completed' AND lease_at IS NOT NULL))
-RETURNING queue_id;
+-- While the row is processing, the item also goes to the live feed (a
+-- `processing` event), so a teacher's page shows it.  The feed keeps only the
+-- counts: the message may quote the answer, and the feed is kept for a day;
+-- live_events_after reads the message from the row while it is processing.
+WITH row AS (
+    UPDATE ai_marking_queue
+    SET lease_at = now(), progress = $3::jsonb, updated_at = now()
+    WHERE queue_id = $1 AND dispatch_seq = $2
+      AND (status = 'processing' OR (status = 'completed' AND lease_at IS NOT NULL))
+    RETURNING queue_id, submission_id, assignment_id, status
+),
+event AS (
+    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
+    SELECT assignment_id, queue_id, submission_id, status,
+           jsonb_build_object('progress', jsonb_strip_nulls(jsonb_build_object(
+               'current', $3::jsonb -> 'current', 'total', $3::jsonb -> 'total')))
+    FROM row WHERE status = 'processing'
+    RETURNING 1
+)
+-- The scalar subquery wakes listeners once when an event was written.
+SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS quiet
+FROM row;
 
 -- recover_stuck --
 -- Rows whose lease (last dispatch or heartbeat) ran out: retry now (the lease
@@ -198,7 +223,7 @@ row AS (
         finished_at = CASE WHEN q.attempts < $2::integer THEN NULL ELSE now() END,
         run_after = now(), lease_at = NULL, last_error = 'stuck_no_result', updated_at = now()
     FROM stuck WHERE q.queue_id = stuck.queue_id
-    RETURNING q.queue_id, q.dispatch_seq
+    RETURNING q.queue_id, q.dispatch_seq, q.status
 ),
 history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = 'stuck_no_result'
@@ -209,6 +234,11 @@ history AS (
 released AS (
     UPDATE ai_marking_queue SET lease_at = NULL
     WHERE status = 'completed' AND lease_at < now() - make_interval(secs => $1::float8)
+),
+tally AS (
+    INSERT INTO ai_marking_tally (outcome, job, error, n)
+    SELECT 'stuck', CASE WHEN row.status = 'failed' THEN 'failed' END, 'stuck_no_result', count(*)
+    FROM row GROUP BY 2
 )
 SELECT count(*) AS n FROM row;
 
@@ -240,6 +270,17 @@ folded AS (
 refolded AS (
     INSERT INTO ai_marking_counts (status, n)
     SELECT status, sum(n) FROM folded GROUP BY status
+),
+-- The same for the counters' deltas (migration 0008).
+tally_folded AS (
+    DELETE FROM ai_marking_tally WHERE EXISTS (SELECT 1 FROM gate) RETURNING *
+),
+tally_refolded AS (
+    INSERT INTO ai_marking_tally (outcome, job, error, model, le, n, prompt_tokens,
+                                  completion_tokens, cost_usd, seconds)
+    SELECT outcome, job, error, model, le, sum(n), sum(prompt_tokens), sum(completion_tokens),
+           sum(cost_usd), sum(seconds)
+    FROM tally_folded GROUP BY outcome, job, error, model, le
 ),
 gone AS (
     DELETE FROM ai_marking_queue
@@ -422,23 +463,6 @@ FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --
 SELECT 1 AS ok;
-
--- metrics_histogram --
--- Processing time of rows completed in the last 24 h, as cumulative buckets.
-SELECT b.le, count(r.d) AS n
-FROM unnest($1::float8[]) AS b (le)
-LEFT JOIN (SELECT extract(epoch FROM finished_at - started_at)::float8 AS d
-           FROM ai_marking_queue
-           WHERE status = 'completed' AND finished_at >= now() - interval '24 hours'
-             AND started_at IS NOT NULL) r ON r.d <= b.le
-GROUP BY b.le ORDER BY b.le;
-
--- metrics_attempts --
--- Attempts used by finished rows in the last 24 h, per final status.
-SELECT status, count(*) AS rows, coalesce(sum(attempts), 0) AS attempts
-FROM ai_marking_queue
-WHERE status IN ('completed', 'failed') AND finished_at >= now() - interval '24 hours'
-GROUP BY status;
 
 -- idempotency_claim --
 -- Takes an Idempotency-Key for this transaction (or one expired after 24 h).

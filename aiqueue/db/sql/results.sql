@@ -6,17 +6,27 @@ FROM ai_marking_assignments WHERE assignment_id = $1;
 
 -- results_submissions --
 -- The teacher's table: every submission of the assignment (or the one $3 names)
--- with its AI result and the status of its latest queue row.  student_name is
--- read through to_jsonb so a host's submissions table without that column works.
+-- with its AI result, the status (and last progress item) of its latest queue
+-- row, and the review of the newest result still applied (none reverted after
+-- it: that is the one the mark shows).  student_name is read through to_jsonb
+-- so a host's submissions table without that column works.
 SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
-       s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status
+       s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status,
+       CASE WHEN q.status = 'processing' THEN q.progress::text END AS progress,
+       m.queue_id AS result_queue_id, m.review, m.adjusted_result::text AS adjusted_result
 FROM submissions s
 LEFT JOIN LATERAL (
-    SELECT status FROM ai_marking_queue
+    SELECT status, progress FROM ai_marking_queue
     WHERE submission_id = s.id
     ORDER BY created_at DESC, seq DESC
     LIMIT 1
 ) q ON true
+LEFT JOIN LATERAL (
+    SELECT queue_id, review, adjusted_result FROM ai_marking_results
+    WHERE submission_id = s.id AND review <> 'reverted'
+    ORDER BY seq DESC
+    LIMIT 1
+) m ON true
 WHERE s.assignment_id = $1 AND ($3::uuid IS NULL OR s.id = $3)
 ORDER BY 2 NULLS LAST, s.id
 LIMIT $2;

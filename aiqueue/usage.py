@@ -1,0 +1,171 @@
+"""Usage and cost: pricing a result's usage, the usage report, the /metrics counters."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from aiqueue.errors import Invalid
+from aiqueue.models import TallyRow, UsageRow
+from aiqueue.runtime import Runtime
+from aiqueue.settings import ModelPrice
+
+GROUPINGS = ("day", "assignment", "group", "model")
+MAX_DAYS = 366
+
+
+def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:
+    """The function's own cost_usd, else priced from QUEUE_MODEL_PRICES, else unknown."""
+    if not usage:
+        return None
+    sent = usage.get("cost_usd")
+    if isinstance(sent, (int, float)) and not isinstance(sent, bool) and sent >= 0:
+        return float(sent)
+    price = prices.get(str(usage.get("model", "")))
+    if price is None:
+        return None
+    counts = [usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)]
+    if not all(isinstance(v, (int, float)) and v >= 0 for v in counts):
+        return None
+    prompt, completion = float(counts[0]), float(counts[1])
+    return round((prompt * price.input + completion * price.output) / 1_000_000, 9)
+
+
+def priced(usage: dict[str, Any] | None, prices: Mapping[str, ModelPrice]
+           ) -> dict[str, Any] | None:
+    """The usage as stored: with its cost_usd when known (the function's or priced)."""
+    cost = cost_usd(usage, prices)
+    if usage is None or cost is None:
+        return usage
+    return {**usage, "cost_usd": cost}
+
+
+def parse_day(value: str | None, name: str, default: date) -> date:
+    if value is None or value == "":
+        return default
+    try:
+        if len(value) != 10:
+            raise ValueError
+        return date.fromisoformat(value)
+    except ValueError:
+        raise Invalid(f"{name} must be a date (YYYY-MM-DD)") from None
+
+
+def usage_range(since: str | None, until: str | None, today: date) -> tuple[datetime, datetime]:
+    """[since 00:00 UTC, the day after until) — both days included; default: the last 30 days."""
+    end = parse_day(until, "until", today)
+    start = parse_day(since, "since", end - timedelta(days=29))
+    if start > end:
+        raise Invalid("since must not be after until")
+    if (end - start).days >= MAX_DAYS:
+        raise Invalid(f"the range may span at most {MAX_DAYS} days")
+    return (datetime.combine(start, time(), UTC),
+            datetime.combine(end + timedelta(days=1), time(), UTC))
+
+
+def parse_by(value: str | None) -> str:
+    by = value or "day"
+    if by not in GROUPINGS:
+        raise Invalid(f"by must be one of {', '.join(GROUPINGS)}")
+    return by
+
+
+def _r(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def usage_json(row: UsageRow) -> dict[str, Any]:
+    """One item (or the total, without key) of /api/marking/usage."""
+    body: dict[str, Any] = {} if row.key is None else {"key": row.key}
+    cost = row.cost_usd if row.cost_usd is not None or row.jobs > row.unpriced_jobs else None
+    if cost is None and row.jobs == 0:
+        cost = 0.0
+    return {**body, "jobs": row.jobs, "prompt_tokens": row.prompt_tokens,
+            "completion_tokens": row.completion_tokens, "cost_usd": _r(cost, 6),
+            "unpriced_jobs": row.unpriced_jobs,
+            "avg_processing_seconds": _r(row.avg_seconds, 3),
+            "p95_processing_seconds": _r(row.p95_seconds, 3)}
+
+
+async def report(rt: Runtime, since: str | None, until: str | None, by: str | None
+                 ) -> dict[str, Any]:
+    """The body of GET /api/marking/usage."""
+    start, end = usage_range(since, until, datetime.now(UTC).date())
+    rows = await rt.store.usage(start, end, parse_by(by))
+    items = [usage_json(r) for r in rows if r.key is not None]
+    total = next(usage_json(r) for r in rows if r.key is None)
+    last = (end - timedelta(days=1)).date()
+    return {"since": start.date().isoformat(), "until": last.isoformat(),
+            "by": parse_by(by), "items": items, "total": total}
+
+
+async def cost_summary(rt: Runtime) -> dict[str, Any]:
+    """What /ai-queue shows: cost and tokens today, over 30 days, and by model (30 days)."""
+    today = datetime.now(UTC).date()
+    day = await rt.store.usage(*usage_range(today.isoformat(), None, today), "model")
+    month = await rt.store.usage(*usage_range(None, None, today), "model")
+    return {
+        "today": usage_json(day[-1]),
+        "month": usage_json(month[-1]),
+        "by_model": [usage_json(r) for r in month if r.key is not None],
+    }
+
+
+# -- /metrics ---------------------------------------------------------------
+
+def _label(value: str | None) -> str:
+    text = (value or "unknown")[:100]
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def counter_lines(rows: list[TallyRow], buckets: list[float]) -> list[str]:
+    """Prometheus counters from the summed deltas: they only ever grow."""
+    failed: dict[str, int] = defaultdict(int)
+    attempts: dict[str, int] = defaultdict(int)
+    tokens: dict[tuple[str, str], int] = defaultdict(int)
+    cost: dict[str, float] = defaultdict(float)
+    by_le: dict[float | None, int] = defaultdict(int)
+    completed, seconds = 0, 0.0
+    for r in rows:
+        attempts[_label(r.outcome)] += r.n
+        if r.job == "failed":
+            failed[_label(r.error)] += r.n
+        if r.job != "completed":
+            continue
+        completed += r.n
+        seconds += r.seconds
+        by_le[r.le] += r.n
+        model = _label(r.model)
+        tokens[(model, "prompt")] += r.prompt_tokens
+        tokens[(model, "completion")] += r.completion_tokens
+        cost[model] += r.cost_usd
+    out = [
+        "# HELP aiqueue_jobs_completed_total Jobs whose result was applied.",
+        "# TYPE aiqueue_jobs_completed_total counter",
+        f"aiqueue_jobs_completed_total {completed}",
+        "# HELP aiqueue_jobs_failed_total Jobs that ended failed, by error code.",
+        "# TYPE aiqueue_jobs_failed_total counter",
+        *(f'aiqueue_jobs_failed_total{{error="{e}"}} {n}' for e, n in sorted(failed.items())),
+        "# HELP aiqueue_attempts_total Ended dispatch attempts, by outcome.",
+        "# TYPE aiqueue_attempts_total counter",
+        *(f'aiqueue_attempts_total{{outcome="{o}"}} {n}' for o, n in sorted(attempts.items())),
+        "# HELP aiqueue_tokens_total Tokens the function reported, by model and kind.",
+        "# TYPE aiqueue_tokens_total counter",
+        *(f'aiqueue_tokens_total{{model="{m}",kind="{k}"}} {n}'
+          for (m, k), n in sorted(tokens.items())),
+        "# HELP aiqueue_cost_usd_total Known cost of applied results in USD, by model.",
+        "# TYPE aiqueue_cost_usd_total counter",
+        *(f'aiqueue_cost_usd_total{{model="{m}"}} {round(c, 9)}' for m, c in sorted(cost.items())),
+        "# HELP aiqueue_processing_seconds Dispatch-to-result time of completed jobs.",
+        "# TYPE aiqueue_processing_seconds histogram",
+    ]
+    running = 0
+    for le in buckets:
+        running += sum(n for b, n in by_le.items() if b is not None and b == le)
+        out.append(f'aiqueue_processing_seconds_bucket{{le="{le:g}"}} {running}')
+    out += [f'aiqueue_processing_seconds_bucket{{le="+Inf"}} {completed}',
+            f"aiqueue_processing_seconds_count {completed}",
+            f"aiqueue_processing_seconds_sum {round(seconds, 3)}"]
+    return out

@@ -1,0 +1,94 @@
+"""Pricing, usage ranges, counters and QUEUE_MODEL_PRICES: pure functions, no I/O."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, date, datetime
+
+import pytest
+
+from aiqueue.errors import Invalid, SettingsError
+from aiqueue.models import EventCursor, MarkingEvent, QueueId, SubmissionId, TallyRow
+from aiqueue.review import parse_actor, parse_adjusted
+from aiqueue.settings import ModelPrice, load_settings
+from aiqueue.usage import cost_usd, counter_lines, priced, usage_range
+
+PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
+
+
+def test_cost_is_the_functions_own_else_priced_else_unknown():
+    assert cost_usd({"model": "gpt-x", "prompt_tokens": 1000, "completion_tokens": 250,
+                     "cost_usd": 0.5}, PRICES) == 0.5
+    assert cost_usd({"model": "gpt-x", "prompt_tokens": 1000, "completion_tokens": 250},
+                    PRICES) == pytest.approx(0.004)
+    assert cost_usd({"model": "other", "prompt_tokens": 10}, PRICES) is None
+    assert cost_usd(None, PRICES) is None
+    assert priced({"model": "gpt-x", "prompt_tokens": 500000}, PRICES) == {
+        "model": "gpt-x", "prompt_tokens": 500000, "cost_usd": 1.0}
+    assert priced({"model": "other"}, PRICES) == {"model": "other"}
+
+
+def test_model_prices_setting_is_validated_with_one_line_naming_it():
+    env = {"QUEUE_MODEL_PRICES": '{"gpt-x": {"input": 2, "output": 8}}'}
+    assert load_settings(env).model_prices == PRICES
+    assert load_settings({}).model_prices == {}
+    for bad in ("{", "[]", '{"m": {"input": 1}}', '{"m": {"input": -1, "output": 1}}',
+                '{"m": {"input": "1", "output": 1}}', '{"m": 3}'):
+        with pytest.raises(SettingsError) as exc:
+            load_settings({"QUEUE_MODEL_PRICES": bad})
+        assert str(exc.value).startswith("QUEUE_MODEL_PRICES") and "\n" not in str(exc.value)
+    assert load_settings({"METRICS_TOKEN": " t0k "}).metrics_token == "t0k"
+
+
+def test_usage_range_is_whole_utc_days():
+    today = date(2026, 11, 22)
+    assert usage_range(None, None, today) == (datetime(2026, 10, 24, tzinfo=UTC),
+                                              datetime(2026, 11, 23, tzinfo=UTC))
+    assert usage_range("2026-11-01", "2026-11-01", today) == (
+        datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+    for since, until in (("2026-11-02", "2026-11-01"), ("11/01/2026", None),
+                         ("2024-01-01", "2026-01-01")):
+        with pytest.raises(Invalid):
+            usage_range(since, until, today)
+
+
+def test_counters_and_the_histogram_are_cumulative():
+    rows = [
+        TallyRow("completed", "completed", None, "gpt-x", 0.5, 2, 100, 50, 0.25, 0.6),
+        TallyRow("completed_late", "completed", None, "gpt-x", None, 1, 10, 5, 0.0, 900.0),
+        TallyRow("callback_failed", "failed", "function:model_timeout", None, None, 1, 0, 0, 0, 0),
+        TallyRow("busy", None, "function_busy", None, None, 4, 0, 0, 0, 0),
+    ]
+    text = "\n".join(counter_lines(rows, [0.5, 1.0]))
+    assert "aiqueue_jobs_completed_total 3" in text
+    assert 'aiqueue_jobs_failed_total{error="function:model_timeout"} 1' in text
+    assert 'aiqueue_attempts_total{outcome="busy"} 4' in text
+    assert 'aiqueue_tokens_total{model="gpt-x",kind="prompt"} 110' in text
+    assert 'aiqueue_cost_usd_total{model="gpt-x"} 0.25' in text
+    assert 'aiqueue_processing_seconds_bucket{le="0.5"} 2' in text
+    assert 'aiqueue_processing_seconds_bucket{le="1"} 2' in text
+    assert 'aiqueue_processing_seconds_bucket{le="+Inf"} 3' in text
+    assert "aiqueue_processing_seconds_sum 900.6" in text
+
+
+def test_actor_and_adjusted_result_parsing():
+    assert parse_actor(None) is None and parse_actor(" t-1 ") == "t-1"
+    for bad in ("x" * 201, "a\nb"):
+        with pytest.raises(Invalid):
+            parse_actor(bad)
+    assert parse_adjusted(None) is None and parse_adjusted({}) is None
+    assert parse_adjusted({"result": {"score": 3}}) == {"score": 3}
+    for bad in ([], {"result": 3}, {"other": 1}, {"result": {"x": "\u0000"}}):
+        with pytest.raises(Invalid):
+            parse_adjusted(bad)
+
+
+def test_sse_events_carry_progress_and_review():
+    def event(status: str, summary: dict[str, object]) -> dict[str, object]:
+        return MarkingEvent(EventCursor(1, 1), QueueId(uuid.uuid4()),
+                            SubmissionId(uuid.uuid4()), status, summary).to_json()  # type: ignore[arg-type]
+
+    beat = event("processing", {"progress": {"current": 1, "total": 2, "message": "m"}})
+    assert beat["progress"] == {"current": 1, "total": 2, "message": "m"}
+    reviewed = event("completed", {"score": 3, "review": "reverted"})
+    assert reviewed["review"] == "reverted" and reviewed["result"] == {"score": 3}
