@@ -5,16 +5,24 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
+import respx
+from starlette.applications import Starlette
 
 from aiqueue.settings import Settings
 from tests import pg
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 SECRET = "test-secret-0123456789abcdef"
+AUTH = {"authorization": f"Bearer {SECRET}"}
+# Where make_settings sends dispatches and chains (mocked with respx, never reached).
+FN = "http://function.test/mark"
+SELF_CHAIN = "http://app.test/api/marking/process-queue"
 
 
 @pytest.fixture(scope="session")
@@ -64,3 +72,20 @@ async def add_submissions(
         [(i, assignment_id, f"{content} {k}") for k, i in enumerate(ids)],
     )
     return ids
+
+
+@asynccontextmanager
+async def app_client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client on the app in-process; the app's resources closed afterwards."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://app.test") as c:
+        yield c
+    await app.state.aiqueue.close()
+
+
+@contextmanager
+def mocked_function() -> Iterator[respx.Route]:
+    """The marking function acknowledging every dispatch (202); the chain answered too."""
+    with respx.mock(assert_all_called=False) as mock:
+        mock.post(SELF_CHAIN).mock(return_value=httpx.Response(200, json={}))
+        yield mock.post(FN).mock(return_value=httpx.Response(202))

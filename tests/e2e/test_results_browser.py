@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 
 import asyncpg
-import pytest
 
-from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
 from aiqueue.live import LiveConfig
-from aiqueue.web.app import create_app
-from aiqueue.web.live import configure
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
-from tests.conftest import SECRET, make_settings
+from tests.conftest import SECRET
+from tests.e2e.browser import BROWSER_MARKS, MARK, launch, seed_demo, teacher_app
 from tests.e2e.live_servers import serve
 from tests.e2e.servers import ROOT, free_port
 
-CHROMIUM = shutil.which("chromium")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.browser,
-    pytest.mark.skipif(CHROMIUM is None and not os.environ.get("AIQUEUE_REQUIRE_BROWSER"),
-                       reason="Debian's chromium is not installed"),
-]
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync"]
-MARK = re.compile(r"^\d+(\.\d+)? / 10$")
+pytestmark = BROWSER_MARKS
 
 
 async def test_mark_all_fills_every_row_live_and_the_bar_reaches_100(
@@ -37,22 +23,18 @@ async def test_mark_all_fills_every_row_live_and_the_bar_reaches_100(
 ):
     from playwright.async_api import async_playwright, expect
 
-    store = Store(await connect_pool(db_url, max_size=2))
-    await demo.seed(store)
-    await store.close()
+    await seed_demo(db_url)
     fn_port, port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
-    app = create_app(make_settings(
-        db_url, app_base_url=base, callback_url=f"{base}/webhooks/ai-mark",
-        function_url=f"http://127.0.0.1:{fn_port}/", max_in_flight=2))
     # Short streams: the page also has to survive its EventSource reconnecting.
-    configure(app, LiveConfig(max_seconds=3, heartbeat_seconds=1, poll_seconds=0.5))
+    app = teacher_app(db_url, port, fn_port=fn_port, max_in_flight=2,
+                      live=LiveConfig(max_seconds=3, heartbeat_seconds=1, poll_seconds=0.5))
     marker = function_app(FunctionSettings(simulate_latency=0.05, callback_backoff=0.05))
     shot = ROOT / "test-artifacts" / "teacher-page.png"
     shot.parent.mkdir(exist_ok=True)
     with serve(marker, fn_port), serve(app, port):
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            browser = await launch(pw)
             try:
                 page = await browser.new_page(viewport={"width": 1280, "height": 900})
                 errors: list[str] = []
@@ -96,9 +78,7 @@ async def test_marked_rows_are_re_marked_only_when_the_teacher_says_so(
 ):
     from playwright.async_api import async_playwright, expect
 
-    store = Store(await connect_pool(db_url, max_size=2))
-    await demo.seed(store)
-    await store.close()
+    await seed_demo(db_url)
     # Paused: the rows this test enqueues stay pending, so the counts are exact.
     await conn.execute("UPDATE ai_queue_control SET paused = true")
     marked = [demo.submission_id(i) for i in (0, 1)]
@@ -106,11 +86,10 @@ async def test_marked_rows_are_re_marked_only_when_the_teacher_says_so(
                        "ai_marked_at = now() WHERE id = ANY($1)", marked)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    app = create_app(make_settings(db_url, app_base_url=base,
-                                   function_url="http://127.0.0.1:9/unreachable"))
+    app = teacher_app(db_url, port)
     with serve(app, port):
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            browser = await launch(pw)
             try:
                 page = await browser.new_page()
                 await page.goto(f"{base}/results/assignments/{demo.ASSIGNMENT_ID}")

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import asyncpg
 
-from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
 from aiqueue.live import LiveConfig
-from aiqueue.web.app import create_app
-from aiqueue.web.live import configure
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
-from tests.conftest import SECRET, make_settings
+from tests.conftest import SECRET
+from tests.e2e.browser import BROWSER_MARKS, MARK, launch, seed_demo, teacher_app
 from tests.e2e.live_servers import serve
 from tests.e2e.servers import free_port
-from tests.e2e.test_results_browser import ARGS, CHROMIUM, MARK, pytestmark  # noqa: F401
+
+pytestmark = BROWSER_MARKS
 
 N = len(demo.ANSWERS)
 
@@ -24,21 +23,17 @@ async def test_review_actions_update_the_page_and_the_database(
 ):
     from playwright.async_api import async_playwright, expect
 
-    store = Store(await connect_pool(db_url, max_size=2))
-    await demo.seed(store)
-    await store.close()
+    await seed_demo(db_url)
     fn_port, port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
-    app = create_app(make_settings(
-        db_url, app_base_url=base, callback_url=f"{base}/webhooks/ai-mark",
-        function_url=f"http://127.0.0.1:{fn_port}/", max_in_flight=10))
-    configure(app, LiveConfig(max_seconds=5, heartbeat_seconds=1, poll_seconds=0.3))
+    app = teacher_app(db_url, port, fn_port=fn_port, max_in_flight=10,
+                      live=LiveConfig(max_seconds=5, heartbeat_seconds=1, poll_seconds=0.3))
     # Slow marks with frequent heartbeats: each row shows its progress message meanwhile.
     marker = function_app(FunctionSettings(simulate_latency=2.5, heartbeat_seconds=0.2,
                                            callback_backoff=0.05))
     with serve(marker, fn_port), serve(app, port):
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            browser = await launch(pw)
             try:
                 page = await browser.new_page(viewport={"width": 1400, "height": 900})
                 errors: list[str] = []

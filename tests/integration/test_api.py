@@ -14,27 +14,27 @@ import respx
 
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
-from tests.conftest import SECRET, add_submissions, make_settings
-
-AUTH = {"authorization": f"Bearer {SECRET}"}
-FN = "http://function.test/mark"
+from tests.conftest import (
+    AUTH,
+    FN,
+    add_submissions,
+    app_client,
+    make_settings,
+    mocked_function,
+)
 
 
 @pytest.fixture
 async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(make_settings(db_url, cron_secret="cron-secret-0123456789"))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://app.test") as c:
+    async with app_client(app) as c:
         yield c
-    await app.state.aiqueue.close()
 
 
 @pytest.fixture
 def function() -> Any:
-    with respx.mock(assert_all_called=False) as mock:
-        mock.post("http://app.test/api/marking/process-queue").mock(
-            return_value=httpx.Response(200, json={}))
-        yield mock.post(FN).mock(return_value=httpx.Response(202))
+    with mocked_function() as route:
+        yield route
 
 
 async def enqueue(client: httpx.AsyncClient, ids: list[uuid.UUID], **extra: Any) -> httpx.Response:

@@ -14,19 +14,20 @@ import httpx
 import pytest
 
 from aiqueue.web.app import create_app
-from tests.conftest import SECRET, add_submissions, make_settings
-
-AUTH = {"authorization": f"Bearer {SECRET}"}
+from tests.conftest import (
+    AUTH,
+    add_submissions,
+    app_client,
+    make_settings,
+)
 
 
 @pytest.fixture
 async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
     # Paused: nothing is dispatched, the rows stay pending for the assertions.
     app = create_app(make_settings(db_url, function_url="http://127.0.0.1:9/unreachable"))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://app.test") as c:
+    async with app_client(app) as c:
         yield c
-    await app.state.aiqueue.close()
 
 
 @pytest.fixture(autouse=True)

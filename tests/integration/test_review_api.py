@@ -11,14 +11,18 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-import respx
 
 from aiqueue.settings import ModelPrice
 from aiqueue.web.app import create_app
-from tests.conftest import SECRET, add_submissions, make_settings
+from tests.conftest import (
+    AUTH,
+    SECRET,
+    add_submissions,
+    app_client,
+    make_settings,
+    mocked_function,
+)
 
-AUTH = {"authorization": f"Bearer {SECRET}"}
-FN = "http://function.test/mark"
 PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
 
 
@@ -26,18 +30,14 @@ PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
 async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(make_settings(db_url, max_in_flight=0, model_prices=PRICES,
                                    metrics_token="metrics-token-0123456789"))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://app.test") as c:
+    async with app_client(app) as c:
         yield c
-    await app.state.aiqueue.close()
 
 
 @pytest.fixture
 def function() -> Any:
-    with respx.mock(assert_all_called=False) as mock:
-        mock.post("http://app.test/api/marking/process-queue").mock(
-            return_value=httpx.Response(200, json={}))
-        yield mock.post(FN).mock(return_value=httpx.Response(202))
+    with mocked_function() as route:
+        yield route
 
 
 async def dispatch(client: httpx.AsyncClient, function: Any, sub: uuid.UUID,
