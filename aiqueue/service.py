@@ -76,14 +76,7 @@ class EnqueueRequest:
 
 def parse_group(value: object) -> str | None:
     """The optional `group`: 1-200 characters (absent or null: the assignment)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip() or len(value) > 200:
-        raise Invalid("group must be a non-empty string of at most 200 characters")
-    problem = unstorable(value)
-    if problem:
-        raise Invalid(f"group {problem}")
-    return value
+    return None if value is None else _short_text(value, "group")
 
 
 def parse_idempotency_key(value: str | None) -> str | None:
@@ -115,11 +108,16 @@ def parse_submission_ids(ids: object) -> list[UUID]:
 
 
 def parse_assignment_id(value: object) -> str:
+    return _short_text(value, "assignment_id")
+
+
+def _short_text(value: object, name: str) -> str:
+    """A non-empty, storable string of at most 200 characters, or Invalid naming the field."""
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
-        raise Invalid("assignment_id must be a non-empty string of at most 200 characters")
+        raise Invalid(f"{name} must be a non-empty string of at most 200 characters")
     problem = unstorable(value)
     if problem:
-        raise Invalid(f"assignment_id {problem}")
+        raise Invalid(f"{name} {problem}")
     return value
 
 
