@@ -129,8 +129,8 @@ async def stats_and_page_at_scale(dsn: str, repeats: int) -> tuple[list[float], 
         for _ in range(repeats):
             total = 0.0
             for sql, args in ((q["stats"], ()),
-                              (q["list_rows"], (None, None, None, None, 50, 0)),
-                              (q["count_rows"], (None, None))):
+                              (q["list_rows"], (None, None, None, None, 50, 0, None)),
+                              (q["count_rows"], (None, None, None))):
                 plan = [r[0] for r in await conn.fetch("EXPLAIN (ANALYZE) " + sql, *args)]
                 total += _ms(plan, "Planning Time") + _ms(plan, "Execution Time")
             ours.append(total)

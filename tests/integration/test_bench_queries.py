@@ -1,0 +1,17 @@
+"""The bench's database measurements still run against the current schema (tiny scale)."""
+
+from __future__ import annotations
+
+from bench import db
+
+
+async def test_claim_and_page_measurements_run_on_a_small_queue(db_url: str):
+    await db.seed_queue(db_url, 200, "pending", groups=5)
+    server, wall = await db.claim_at_scale(db_url, 1)
+    assert len(server) == len(wall) == 1 and server[0] > 0
+
+
+async def test_stats_and_page_measurements_run_on_a_small_queue(db_url: str):
+    await db.seed_queue(db_url, 200, "completed", groups=5)
+    ours, plain = await db.stats_and_page_at_scale(db_url, 1)
+    assert len(ours) == len(plain) == 1 and ours[0] > 0
