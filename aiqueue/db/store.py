@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import datetime
-from functools import cache
-from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from aiqueue.db.pool import Database, Limits, Rollback, open_database
+from aiqueue.db.gateway import connect_pool, queries
+from aiqueue.db.pool import Rollback
+from aiqueue.db.review import ReviewQueries
 from aiqueue.errors import StoreError
 from aiqueue.models import (
-    AppliedResult,
     AssignmentInfo,
     Attempt,
     Control,
@@ -27,93 +25,19 @@ from aiqueue.models import (
     MarkingEvent,
     QueueId,
     QueueRow,
-    ReviewOutcome,
     RunProgress,
     Stats,
     Status,
     SubmissionId,
     SubmissionResult,
     SubmissionStatus,
-    TallyRow,
-    UsageRow,
 )
 
-T = TypeVar("T")
-_HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
+__all__ = ["Store", "connect_pool", "queries"]
 
 
-@cache
-def queries() -> dict[str, str]:
-    """Split every sql/*.sql file (queries.sql first) into {name: statement}."""
-    found: dict[str, str] = {}
-    files = sorted(
-        (f for f in resources.files("aiqueue.db.sql").iterdir() if f.name.endswith(".sql")),
-        key=lambda f: (f.name != "queries.sql", f.name),
-    )
-    for file in files:
-        parts = _HEADER.split(file.read_text())[1:]
-        for name, body in zip(parts[::2], parts[1::2], strict=True):
-            if name in found:
-                raise RuntimeError(f"query {name!r} is defined twice")
-            found[name] = body.strip()
-    return found
-
-
-async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = None) -> Database:
-    """The instance's bounded connection pool (also works through a transaction pooler)."""
-    return await open_database(dsn, max_size=max_size, limits=limits)
-
-
-class Store:
+class Store(ReviewQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.sql = queries()
-
-    async def _fetch(self, name: str, *args: Any, page: bool = False) -> list[asyncpg.Record]:
-        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
-            return rows
-        return await self.db.read(work, page=page)
-
-    async def _fetchrow(self, name: str, *args: Any, page: bool = False) -> asyncpg.Record | None:
-        async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
-            row: asyncpg.Record | None = await conn.fetchrow(self.sql[name], *args)
-            return row
-        return await self.db.read(work, page=page)
-
-    async def _fetchval(self, name: str, *args: Any, page: bool = False) -> Any:
-        async def work(conn: asyncpg.Connection) -> Any:
-            return await conn.fetchval(self.sql[name], *args)
-        return await self.db.read(work, page=page)
-
-    async def _write(
-        self, name: str, *args: Any, page: bool = False, idempotent: bool = False
-    ) -> list[asyncpg.Record]:
-        """A statement that changes rows, in a transaction with server-side limits."""
-        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
-            return rows
-        return await self.db.write(work, page=page, idempotent=idempotent)
-
-    async def _write_val(self, name: str, *args: Any, page: bool = False,
-                         idempotent: bool = False) -> Any:
-        rows = await self._write(name, *args, page=page, idempotent=idempotent)
-        return rows[0][0] if rows else None
-
-    async def _write_one(self, name: str, *args: Any) -> list[asyncpg.Record]:
-        """An idempotent statement of the per-job path, alone (db/pool.py `write_one`)."""
-        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
-            return rows
-        return await self.db.write_one(work)
-
-    async def close(self) -> None:
-        await self.db.pool.close()
-
-    async def ping(self) -> bool:
-        return bool(await self._fetchval("ping"))
 
     # -- the loop ---------------------------------------------------------
 
@@ -400,44 +324,3 @@ class Store:
         rows = await self._write("results_seed_submissions", json.dumps(list(submissions)),
                                  page=True)
         return len(rows)
-
-    # == review, usage and counters (sql/review.sql) ==
-
-    async def accept(self, queue_id: UUID, actor: str | None,
-                     adjusted: dict[str, Any] | None) -> ReviewOutcome:
-        adjusted_json = json.dumps(adjusted) if adjusted is not None else None
-        rows = await self._write("review_accept", queue_id, actor, adjusted_json)
-        return ReviewOutcome.from_row(rows[0])  # the function always answers one row
-
-    async def revert(self, queue_id: UUID, actor: str | None) -> ReviewOutcome:
-        rows = await self._write("review_revert", queue_id, actor)
-        return ReviewOutcome.from_row(rows[0])
-
-    async def review_run(self, assignment_id: str, action: str,
-                         actor: str | None) -> tuple[int, int]:
-        """(done, superseded) over the assignment's latest run's unreviewed results."""
-        rows = await self._write("review_run", assignment_id, action, actor, page=True)
-        return int(rows[0]["done"]), int(rows[0]["superseded"])
-
-    async def result_history(self, submission_id: UUID, limit: int) -> list[AppliedResult]:
-        rows = await self._fetch("review_history", submission_id, limit, page=True)
-        return [AppliedResult.from_row(r) for r in rows]
-
-    async def review_of(self, queue_id: UUID) -> dict[str, Any] | None:
-        """The review fields of a row's applied result (no result), or None."""
-        row = await self._fetchrow("review_of_row", queue_id)
-        return dict(row) if row else None
-
-    async def submission_exists(self, submission_id: UUID) -> bool:
-        return bool(await self._fetchval("review_submission_exists", submission_id))
-
-    async def usage(self, since: datetime, until: datetime, by: str) -> list[UsageRow]:
-        """One row per key, then the total (key None)."""
-        rows = await self._fetch("usage_report", since, until, by, page=True)
-        return [UsageRow.from_row(r) for r in rows]
-
-    async def counters(self) -> list[TallyRow]:
-        return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters", page=True)]
-
-    async def buckets(self) -> list[float]:
-        return [float(r["le"]) for r in await self._fetch("metrics_buckets", page=True)]

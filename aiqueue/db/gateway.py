@@ -1,0 +1,89 @@
+"""What every query gateway shares: the named SQL blocks, the pool, bounded calls."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Any, TypeVar
+
+import asyncpg
+
+from aiqueue.db.pool import Database, Limits, open_database
+
+T = TypeVar("T")
+_HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
+
+
+@cache
+def queries() -> dict[str, str]:
+    """Split every sql/*.sql file (queries.sql first) into {name: statement}."""
+    found: dict[str, str] = {}
+    files = sorted(
+        (f for f in resources.files("aiqueue.db.sql").iterdir() if f.name.endswith(".sql")),
+        key=lambda f: (f.name != "queries.sql", f.name),
+    )
+    for file in files:
+        parts = _HEADER.split(file.read_text())[1:]
+        for name, body in zip(parts[::2], parts[1::2], strict=True):
+            if name in found:
+                raise RuntimeError(f"query {name!r} is defined twice")
+            found[name] = body.strip()
+    return found
+
+
+async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = None) -> Database:
+    """The instance's bounded connection pool (also works through a transaction pooler)."""
+    return await open_database(dsn, max_size=max_size, limits=limits)
+
+
+class Gateway:
+    """Runs named queries on the bounded pool (db/pool.py): reads, writes, per-job writes."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.sql = queries()
+
+    async def _fetch(self, name: str, *args: Any, page: bool = False) -> list[asyncpg.Record]:
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            return rows
+        return await self.db.read(work, page=page)
+
+    async def _fetchrow(self, name: str, *args: Any, page: bool = False) -> asyncpg.Record | None:
+        async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
+            row: asyncpg.Record | None = await conn.fetchrow(self.sql[name], *args)
+            return row
+        return await self.db.read(work, page=page)
+
+    async def _fetchval(self, name: str, *args: Any, page: bool = False) -> Any:
+        async def work(conn: asyncpg.Connection) -> Any:
+            return await conn.fetchval(self.sql[name], *args)
+        return await self.db.read(work, page=page)
+
+    async def _write(
+        self, name: str, *args: Any, page: bool = False, idempotent: bool = False
+    ) -> list[asyncpg.Record]:
+        """A statement that changes rows, in a transaction with server-side limits."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            return rows
+        return await self.db.write(work, page=page, idempotent=idempotent)
+
+    async def _write_val(self, name: str, *args: Any, page: bool = False,
+                         idempotent: bool = False) -> Any:
+        rows = await self._write(name, *args, page=page, idempotent=idempotent)
+        return rows[0][0] if rows else None
+
+    async def _write_one(self, name: str, *args: Any) -> list[asyncpg.Record]:
+        """An idempotent statement of the per-job path, alone (db/pool.py `write_one`)."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            return rows
+        return await self.db.write_one(work)
+
+    async def close(self) -> None:
+        await self.db.pool.close()
+
+    async def ping(self) -> bool:
+        return bool(await self._fetchval("ping"))

@@ -1,0 +1,37 @@
+"""Typed rows that leave the store; nothing above it sees a driver record.
+
+queue.py: the queue's own rows; reads.py: what pages and streams read;
+review.py: applied results, usage and counters.  Import them from here.
+"""
+
+from aiqueue.models.queue import (
+    STATUSES,
+    Attempt,
+    Control,
+    EnqueueOutcome,
+    Job,
+    PageCursor,
+    QueueId,
+    QueueRow,
+    Row,
+    Stats,
+    Status,
+    SubmissionId,
+)
+from aiqueue.models.reads import (
+    AssignmentInfo,
+    EventBatch,
+    EventCursor,
+    MarkingEvent,
+    RunProgress,
+    SubmissionResult,
+    SubmissionStatus,
+)
+from aiqueue.models.review import AppliedResult, Review, ReviewOutcome, TallyRow, UsageRow
+
+__all__ = [
+    "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control", "EnqueueOutcome",
+    "EventBatch", "EventCursor", "Job", "MarkingEvent", "PageCursor", "QueueId", "QueueRow",
+    "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
+    "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",
+]

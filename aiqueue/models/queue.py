@@ -1,0 +1,183 @@
+"""The queue's own rows: ids, statuses, jobs, attempts, stats, the control row."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, NewType
+from uuid import UUID
+
+QueueId = NewType("QueueId", UUID)
+SubmissionId = NewType("SubmissionId", UUID)
+Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+# (created_at, queue_id) of a row: where a page of the operator's table starts or ends.
+PageCursor = tuple[datetime, UUID]
+STATUSES: tuple[Status, ...] = ("pending", "processing", "completed", "failed", "cancelled")
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A row just claimed for dispatch, with what the function needs."""
+
+    queue_id: QueueId
+    submission_id: SubmissionId
+    assignment_id: str
+    attempt: int
+    dispatch_seq: int
+    payload: dict[str, Any]
+    content: str
+    # Another row could be claimed right now (the claimer chains on it).
+    more: bool = False
+    # The breaker has failures on record: an accepted dispatch must reset them.
+    breaker_dirty: bool = False
+
+    @classmethod
+    def from_row(cls, row: Row) -> Job:
+        return cls(
+            queue_id=QueueId(row["queue_id"]),
+            submission_id=SubmissionId(row["submission_id"]),
+            assignment_id=row["assignment_id"],
+            attempt=row["attempts"],
+            dispatch_seq=row["dispatch_seq"],
+            payload=json.loads(row["payload"]),
+            content=row["content"],
+            more=bool(row["more"]),
+            breaker_dirty=bool(row["breaker_dirty"]),
+        )
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One row of ai_marking_queue as the API and the page show it."""
+
+    queue_id: QueueId
+    submission_id: SubmissionId
+    assignment_id: str
+    status: Status
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    priority: int
+    group_key: str
+
+    @classmethod
+    def from_row(cls, row: Row) -> QueueRow:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's item shape for /api/marking/queue."""
+        return {
+            "queue_id": str(self.queue_id),
+            "submission_id": str(self.submission_id),
+            "assignment_id": self.assignment_id,
+            "group": self.group_key,
+            "status": self.status,
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One entry of a row's history: a dispatch or an operator action."""
+
+    id: int
+    dispatch_seq: int
+    attempt: int
+    kind: Literal["dispatch", "action"]
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    error: str | None
+    usage: dict[str, Any] | None
+    actor: str | None
+    # The platform's id for the invocation (DigitalOcean activation, Lambda request).
+    dispatch_ref: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Attempt:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["usage"] = json.loads(row["usage"]) if row["usage"] else None
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The queue's headline numbers."""
+
+    pending: int
+    processing: int
+    completed: int
+    failed: int
+    cancelled: int
+    failed_today: int
+    completed_today: int
+    avg_processing_seconds: float | None
+    p95_processing_seconds: float | None
+    oldest_pending_seconds: float | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Stats:
+        return cls(
+            pending=row["pending"],
+            processing=row["processing"],
+            completed=row["completed"],
+            failed=row["failed"],
+            cancelled=row["cancelled"],
+            failed_today=row["failed_today"],
+            completed_today=row["completed_today"],
+            avg_processing_seconds=row["avg_seconds"],
+            p95_processing_seconds=row["p95_seconds"],
+            oldest_pending_seconds=row["oldest_pending_seconds"],
+        )
+
+
+@dataclass(frozen=True)
+class Control:
+    """Shared dispatch state: pause switch, circuit breaker, busy back-off."""
+
+    paused: bool
+    paused_by: str | None
+    paused_at: datetime | None
+    consecutive_failures: int
+    circuit_open_until: datetime | None
+    busy_until: datetime | None
+    # "open" (cooling down), "half_open" (a probe may go) or "closed": aiqueue_circuit_state()
+    circuit_state: str
+
+    @property
+    def circuit_open(self) -> bool:
+        return self.circuit_state == "open"
+
+    @classmethod
+    def from_row(cls, row: Row) -> Control:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class EnqueueOutcome:
+    """What one enqueue did; `replayed` is the remembered answer to a repeated key."""
+
+    queue_ids: list[QueueId]
+    unknown_ids: list[SubmissionId]
+    already_marked: int = 0
+    replayed: dict[str, Any] | None = None
+    # The Idempotency-Key was first used with a different body.
+    key_reused: bool = False
+
+    def answer(self, requested: int) -> dict[str, Any]:
+        """The contract's 202 body for a request of `requested` ids."""
+        return {
+            "enqueued": len(self.queue_ids),
+            "skipped": requested - len(self.queue_ids) - self.already_marked,
+            "already_marked": self.already_marked,
+            "queue_ids": [str(q) for q in self.queue_ids],
+        }

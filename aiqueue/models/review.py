@@ -1,0 +1,97 @@
+"""Applied results and their review, usage and the never-decreasing counters."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from aiqueue.models.queue import QueueId, Row
+
+Review = Literal["unreviewed", "accepted", "reverted"]
+
+
+@dataclass(frozen=True)
+class ReviewOutcome:
+    """What one accept or revert did: accepted/reverted/superseded/not_completed/not_found."""
+
+    outcome: str
+    at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> ReviewOutcome:
+        return cls(row["outcome"], row["at"])
+
+
+@dataclass(frozen=True)
+class AppliedResult:
+    """One applied result of a submission and its review."""
+
+    queue_id: QueueId
+    applied_at: datetime
+    result: dict[str, Any]
+    review: Review
+    accepted_at: datetime | None
+    reverted_at: datetime | None
+    actor: str | None
+    adjusted_result: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> AppliedResult:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["result"] = json.loads(row["result"])
+        fields["adjusted_result"] = (json.loads(row["adjusted_result"])
+                                     if row["adjusted_result"] else None)
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        """One item of /api/marking/submissions/<id>/results."""
+        def iso(value: datetime | None) -> str | None:
+            return value.isoformat() if value else None
+        return {
+            "queue_id": str(self.queue_id), "applied_at": iso(self.applied_at),
+            "result": self.result, "review": self.review,
+            "accepted_at": iso(self.accepted_at), "reverted_at": iso(self.reverted_at),
+            "actor": self.actor, "adjusted_result": self.adjusted_result,
+        }
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """Usage of applied results under one key (None: the total)."""
+
+    key: str | None
+    jobs: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    unpriced_jobs: int
+    avg_seconds: float | None
+    p95_seconds: float | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> UsageRow:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["key"] = None if row["is_total"] else row["key"]
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class TallyRow:
+    """Summed counter deltas for one (outcome, job, error, model, bucket)."""
+
+    outcome: str
+    job: str | None
+    error: str | None
+    model: str | None
+    le: float | None
+    n: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    seconds: float
+
+    @classmethod
+    def from_row(cls, row: Row) -> TallyRow:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
