@@ -89,3 +89,10 @@ def mocked_function() -> Iterator[respx.Route]:
     with respx.mock(assert_all_called=False) as mock:
         mock.post(SELF_CHAIN).mock(return_value=httpx.Response(200, json={}))
         yield mock.post(FN).mock(return_value=httpx.Response(202))
+
+
+@pytest.fixture
+def function() -> Iterator[respx.Route]:
+    """The marking function as a respx route (see mocked_function)."""
+    with mocked_function() as route:
+        yield route

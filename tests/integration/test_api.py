@@ -20,7 +20,6 @@ from tests.conftest import (
     add_submissions,
     app_client,
     make_settings,
-    mocked_function,
 )
 
 
@@ -29,12 +28,6 @@ async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(make_settings(db_url, cron_secret="cron-secret-0123456789"))
     async with app_client(app) as c:
         yield c
-
-
-@pytest.fixture
-def function() -> Any:
-    with mocked_function() as route:
-        yield route
 
 
 async def enqueue(client: httpx.AsyncClient, ids: list[uuid.UUID], **extra: Any) -> httpx.Response:

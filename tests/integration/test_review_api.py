@@ -20,7 +20,6 @@ from tests.conftest import (
     add_submissions,
     app_client,
     make_settings,
-    mocked_function,
 )
 
 PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
@@ -32,12 +31,6 @@ async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
                                    metrics_token="metrics-token-0123456789"))
     async with app_client(app) as c:
         yield c
-
-
-@pytest.fixture
-def function() -> Any:
-    with mocked_function() as route:
-        yield route
 
 
 async def dispatch(client: httpx.AsyncClient, function: Any, sub: uuid.UUID,
