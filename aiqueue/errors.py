@@ -88,6 +88,8 @@ class KeyReused(Invalid):
     """An Idempotency-Key came back with a different body."""
 
     code = "idempotency_key_reused"
+
+
 class NotCompleted(Conflict):
     """A review needs an applied result that has not been reverted."""
 

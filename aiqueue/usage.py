@@ -93,12 +93,13 @@ async def report(rt: Runtime, since: str | None, until: str | None, by: str | No
                  ) -> dict[str, Any]:
     """The body of GET /api/marking/usage."""
     start, end = usage_range(since, until, datetime.now(UTC).date())
-    rows = await rt.store.usage(start, end, parse_by(by))
+    grouping = parse_by(by)
+    rows = await rt.store.usage(start, end, grouping)
     items = [usage_json(r) for r in rows if r.key is not None]
     total = next(usage_json(r) for r in rows if r.key is None)
     last = (end - timedelta(days=1)).date()
     return {"since": start.date().isoformat(), "until": last.isoformat(),
-            "by": parse_by(by), "items": items, "total": total}
+            "by": grouping, "items": items, "total": total}
 
 
 async def cost_summary(rt: Runtime) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def counter_lines(rows: list[TallyRow], buckets: list[float]) -> list[str]:
     ]
     running = 0
     for le in buckets:
-        running += sum(n for b, n in by_le.items() if b is not None and b == le)
+        running += by_le.get(le, 0)
         out.append(f'aiqueue_processing_seconds_bucket{{le="{le:g}"}} {running}')
     out += [f'aiqueue_processing_seconds_bucket{{le="+Inf"}} {completed}',
             f"aiqueue_processing_seconds_count {completed}",

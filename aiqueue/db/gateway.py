@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 
-from aiqueue.db.pool import Database, Limits, open_database
+from aiqueue.db.pool import Database, Limits, Work, open_database
 
-T = TypeVar("T")
 _HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
 
 
@@ -44,11 +43,15 @@ class Gateway:
         self.db = db
         self.sql = queries()
 
-    async def _fetch(self, name: str, *args: Any, page: bool = False) -> list[asyncpg.Record]:
+    def _rows_of(self, name: str, args: tuple[Any, ...]) -> Work[list[asyncpg.Record]]:
+        """The work of running a named statement and returning all its rows."""
         async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
             rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
             return rows
-        return await self.db.read(work, page=page)
+        return work
+
+    async def _fetch(self, name: str, *args: Any, page: bool = False) -> list[asyncpg.Record]:
+        return await self.db.read(self._rows_of(name, args), page=page)
 
     async def _fetchrow(self, name: str, *args: Any, page: bool = False) -> asyncpg.Record | None:
         async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
@@ -65,10 +68,7 @@ class Gateway:
         self, name: str, *args: Any, page: bool = False, idempotent: bool = False
     ) -> list[asyncpg.Record]:
         """A statement that changes rows, in a transaction with server-side limits."""
-        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
-            return rows
-        return await self.db.write(work, page=page, idempotent=idempotent)
+        return await self.db.write(self._rows_of(name, args), page=page, idempotent=idempotent)
 
     async def _write_val(self, name: str, *args: Any, page: bool = False,
                          idempotent: bool = False) -> Any:
@@ -77,10 +77,7 @@ class Gateway:
 
     async def _write_one(self, name: str, *args: Any) -> list[asyncpg.Record]:
         """An idempotent statement of the per-job path, alone (db/pool.py `write_one`)."""
-        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-            rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
-            return rows
-        return await self.db.write_one(work)
+        return await self.db.write_one(self._rows_of(name, args))
 
     async def close(self) -> None:
         await self.db.pool.close()

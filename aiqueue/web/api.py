@@ -83,8 +83,7 @@ async def stats(request: Request) -> Response:
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
     require_bearer(request, rt.settings.queue_secret)
-    queue_id = service.parse_uuid(request.path_params["queue_id"], "queue row")
-    answer = await service.retry_row(rt, queue_id, actor="api")
+    answer = await service.retry_row(rt, _queue_id(request), actor="api")
     return JSONResponse(answer, background=BackgroundTask(loop.safe_step, rt))
 
 

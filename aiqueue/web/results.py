@@ -118,6 +118,8 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
 
 MARK_TITLE = "Mark this submission with AI"
 REMARK_TITLE = "This submission already has an AI mark: mark it again, replacing that mark"
+
+
 def progress_message(item: dict[str, Any] | None) -> str:
     """'criterion 2 of 5 (2/5)' from a progress item; '' without one."""
     if not item:

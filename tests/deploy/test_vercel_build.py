@@ -236,7 +236,6 @@ def test_a_bundle_missing_a_dependency_does_not_start(built, tmp_path: Path):
     assert "No module named 'starlette'" in server.output()
 
 
-
 def test_a_sync_timeout_beyond_max_duration_stops_the_function(built, tmp_path: Path):
     project, output = built
     entry = "api/process_queue.py"
