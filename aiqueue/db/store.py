@@ -43,7 +43,7 @@ class Store(ReviewQueries):
 
     async def enqueue(
         self,
-        submission_ids: Sequence[UUID],
+        submission_ids: Sequence[UUID | str],
         assignment_id: str,
         priority: int,
         payload: dict[str, Any],
@@ -276,7 +276,7 @@ class Store(ReviewQueries):
     ) -> EventBatch:
         """The assignment's events past `cursor` whose transactions have all ended."""
         rows = await self._fetch(
-            "live_events_after", assignment_id, str(cursor.tx), cursor.id, limit
+            "live_events_after", assignment_id, str(cursor.tx), cursor.id, cursor.k, limit
         )
         # Rows come in (tx, id) order, so the final ones are a prefix.
         ready = [MarkingEvent.from_row(r) for r in rows if r["final"]]

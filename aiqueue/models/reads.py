@@ -10,24 +10,29 @@ from typing import Any
 
 from aiqueue.models.queue import QueueId, Row, Status, SubmissionId
 
-_CURSOR = re.compile(r"^(\d{1,20})-(\d{1,20})$")
+_CURSOR = re.compile(r"^(\d{1,20})-(\d{1,20})(?:-(\d{1,9}))?$")
 
 
 @dataclass(frozen=True, order=True)
 class EventCursor:
-    """A position in the change feed: (transaction id, event id), see sql/live.sql."""
+    """A position in the change feed: (transaction id, event id, place in a
+    batch event), see sql/live.sql."""
 
     tx: int
     id: int
+    # 1-based place of a row in an enqueue's batch event; 0 for a single-row event.
+    k: int = 0
 
     @classmethod
     def parse(cls, text: str) -> EventCursor | None:
         """The cursor an SSE `id:` line carried, or None if it is not one of ours."""
         match = _CURSOR.match(text.strip())
-        return cls(int(match[1]), int(match[2])) if match else None
+        if not match:
+            return None
+        return cls(int(match[1]), int(match[2]), int(match[3] or 0))
 
     def __str__(self) -> str:
-        return f"{self.tx}-{self.id}"
+        return f"{self.tx}-{self.id}" if self.k == 0 else f"{self.tx}-{self.id}-{self.k}"
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class MarkingEvent:
     @classmethod
     def from_row(cls, row: Row) -> MarkingEvent:
         return cls(
-            cursor=EventCursor(int(row["tx"]), int(row["id"])),
+            cursor=EventCursor(int(row["tx"]), int(row["id"]), int(row["k"])),
             queue_id=QueueId(row["queue_id"]),
             submission_id=SubmissionId(row["submission_id"]),
             status=row["status"],

@@ -57,9 +57,10 @@ async def enqueue(base: str, assignment_id: str, ids: list[uuid.UUID], **extra: 
 async def feed(conn: asyncpg.Connection, assignment_id: str) -> list[tuple[str, str, str]]:
     """(cursor, queue_id, status) of every event of the assignment, in feed order."""
     rows = await conn.fetch(
-        "SELECT tx::text AS tx, id, queue_id, status FROM ai_marking_events "
-        "WHERE assignment_id = $1 ORDER BY tx, id", assignment_id)
-    return [(f"{r['tx']}-{r['id']}", str(r["queue_id"]), r["status"]) for r in rows]
+        "SELECT tx::text AS tx, id, k, queue_id, status FROM ai_marking_event_feed "
+        "WHERE assignment_id = $1 ORDER BY tx, id, k", assignment_id)
+    return [(f"{r['tx']}-{r['id']}" + (f"-{r['k']}" if r["k"] else ""), str(r["queue_id"]),
+             r["status"]) for r in rows]
 
 
 def triples(stream: Stream) -> list[tuple[str, str, str]]:

@@ -111,7 +111,7 @@ async def test_an_older_transaction_with_a_newer_id_is_ordered_by_transaction(
 
 async def test_events_after_reads_the_cursor_index(conn: asyncpg.Connection, store: Store):
     await conn.execute("SET enable_seqscan = off")
-    plan = await conn.fetch("EXPLAIN " + store.sql["live_events_after"], "hw-1", "1", 0, 10)
+    plan = await conn.fetch("EXPLAIN " + store.sql["live_events_after"], "hw-1", "1", 0, 0, 10)
     text = "\n".join(r[0] for r in plan)
     assert "ai_marking_events_cursor_idx" in text, text
 
@@ -119,9 +119,12 @@ async def test_events_after_reads_the_cursor_index(conn: asyncpg.Connection, sto
 def test_cursor_round_trips_and_rejects_foreign_ids():
     cursor = EventCursor(812, 4051)
     assert str(cursor) == "812-4051" and EventCursor.parse(" 812-4051 ") == cursor
-    for bad in ("", "42", "a-b", "1-2-3", "-1-2", "1-" + "9" * 30):
+    in_batch = EventCursor(812, 4051, 7)
+    assert str(in_batch) == "812-4051-7" and EventCursor.parse("812-4051-7") == in_batch
+    for bad in ("", "42", "a-b", "1-2-x", "1-2-3-4", "-1-2", "1-" + "9" * 30, "1-2-" + "9" * 10):
         assert EventCursor.parse(bad) is None
     assert EventCursor(1, 99) < EventCursor(2, 1)
+    assert EventCursor(2, 1) < EventCursor(2, 1, 1) < EventCursor(2, 1, 2) < EventCursor(2, 2)
 
 
 async def test_changes_notify_only_while_a_listener_announces_itself(
@@ -150,3 +153,32 @@ async def test_changes_notify_only_while_a_listener_announces_itself(
     left = await other.fetchval(
         "SELECT extract(epoch FROM listened_until - now()) FROM ai_queue_control")
     assert 0 < left <= 3 * ChangeListener.ANNOUNCE_EVERY
+
+
+async def test_an_enqueue_is_one_feed_row_read_back_as_one_event_per_row(
+    store: Store, conn: asyncpg.Connection
+):
+    ids = await add_submissions(conn, 5)
+    head = await store.events_head()
+    outcome = await store.enqueue(ids, "hw-1", 0, {})
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_events") == 1
+    # Read in pages of two: each page resumes inside the batch from the last cursor.
+    seen: list[MarkingEvent] = []
+    cursor = head
+    deadline = time.monotonic() + 10
+    while len(seen) < 5 and time.monotonic() < deadline:
+        batch = await store.events_after("hw-1", cursor, 2)
+        assert len(batch.events) <= 2
+        seen += batch.events
+        if batch.events:
+            cursor = batch.events[-1].cursor
+    assert sorted(e.queue_id for e in seen) == sorted(outcome.queue_ids)
+    assert {e.status for e in seen} == {"pending"}
+    assert [e.cursor.k for e in seen] == [1, 2, 3, 4, 5]
+    assert len({e.cursor.id for e in seen}) == 1
+    # A row's later change comes after the whole batch, and nothing comes twice.
+    await cancel(conn, seen[2].queue_id)
+    after = await drain(store, cursor, 1)
+    assert [(e.queue_id, e.status, e.cursor.k) for e in after] == [
+        (seen[2].queue_id, "cancelled", 0)]
+    assert (await store.events_after("hw-1", after[-1].cursor, 100)).events == []

@@ -375,8 +375,8 @@ async def test_status_changes_are_recorded_as_events(store: Store, conn: asyncpg
     await store.heartbeat(job.queue_id, job.dispatch_seq, {"current": 1})
     await store.complete(job.queue_id, job.dispatch_seq, {"score": 4, "max_score": 5,
                                                            "feedback": "f"}, None)
-    rows = await conn.fetch("SELECT status, summary::text FROM ai_marking_events "
-                            "WHERE queue_id = $1 ORDER BY id", job.queue_id)
+    rows = await conn.fetch("SELECT status, summary::text FROM ai_marking_event_feed "
+                            "WHERE queue_id = $1 ORDER BY id, k", job.queue_id)
     # The progress item is a second `processing` event carrying it (live pages show it).
     assert [r["status"] for r in rows] == ["pending", "processing", "processing", "completed"]
     assert rows[2]["summary"] == '{"progress": {"current": 1}}'  # never a message

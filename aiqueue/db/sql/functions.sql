@@ -297,10 +297,14 @@ BEGIN
 END
 $$;
 
+-- An enqueue's rows: one batch row per assignment and status (migration 0009),
+-- in enqueue order (seq).
 CREATE OR REPLACE FUNCTION aiqueue_record_inserts() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status)
-    SELECT assignment_id, queue_id, submission_id, status FROM new_rows ORDER BY seq;
+    INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids)
+    SELECT assignment_id, status, array_agg(queue_id ORDER BY seq),
+           array_agg(submission_id ORDER BY seq)
+    FROM new_rows GROUP BY assignment_id, status;
     PERFORM aiqueue_notify();
     RETURN NULL;
 END

@@ -18,9 +18,13 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS tx;
 -- yet below the horizon come back with final = false; the caller stops there and
 -- looks again shortly (an older transaction, maybe of another app, is still open).
 -- The cursor index (assignment_id, tx, id) from migration 0003 serves the scan.
+-- An enqueue's rows share one feed row (migration 0009): the view spreads it out
+-- and k, the row's place in it, is the cursor's third part ($4; 0 for a
+-- single-row event).  (tx, id) >= ... is what the index scan can use; the
+-- incremental sort on k then orders one feed row's events at a time.
 -- A progress event gets its message from the row, only while the row is
 -- still processing (the feed itself stores no message: see `heartbeat`).
-SELECT e.tx::text AS tx, e.id, e.queue_id, e.submission_id, e.status,
+SELECT e.tx::text AS tx, e.id, e.k, e.queue_id, e.submission_id, e.status,
        CASE WHEN e.summary ? 'progress' THEN
            jsonb_set(e.summary, '{progress,message}', coalesce((
                SELECT q.progress -> 'message' FROM ai_marking_queue q
@@ -28,12 +32,13 @@ SELECT e.tx::text AS tx, e.id, e.queue_id, e.submission_id, e.status,
                  AND jsonb_typeof(q.progress -> 'message') = 'string'), 'null'))
        ELSE e.summary END::text AS summary,
        e.tx < h.xmin AS final
-FROM ai_marking_events e,
+FROM ai_marking_event_feed e,
      (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) h
 WHERE e.assignment_id = $1
-  AND (e.tx, e.id) > ($2::text::xid8, $3::bigint)
-ORDER BY e.tx, e.id
-LIMIT $4;
+  AND (e.tx, e.id) >= ($2::text::xid8, $3::bigint)
+  AND (e.tx, e.id, e.k) > ($2::text::xid8, $3::bigint, $4::bigint)
+ORDER BY e.tx, e.id, e.k
+LIMIT $5;
 
 -- live_submission_status --
 -- The submission's latest row and, when it is pending, how many pending rows the
