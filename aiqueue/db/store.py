@@ -13,7 +13,7 @@ import asyncpg
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.pool import Rollback
 from aiqueue.db.review import ReviewQueries
-from aiqueue.errors import StoreError
+from aiqueue.errors import Conflict, StoreError
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
@@ -36,6 +36,17 @@ from aiqueue.models import (
 __all__ = ["Store", "connect_pool", "queries"]
 
 
+# How often an enqueue runs when it keeps losing a race for a live row.
+_ENQUEUE_RUNS = 5
+
+
+def _lost_live_row_race(exc: BaseException | None) -> bool:
+    if isinstance(exc, asyncpg.DeadlockDetectedError):
+        return True
+    return (isinstance(exc, asyncpg.UniqueViolationError)
+            and exc.constraint_name == "ai_marking_queue_active_uniq")
+
+
 class Store(ReviewQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
@@ -55,17 +66,18 @@ class Store(ReviewQueries):
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key."""
         args = (list(submission_ids), assignment_id, priority, json.dumps(payload),
                 group or assignment_id, remark)
-        for attempt in range(3):
+        for attempt in range(_ENQUEUE_RUNS):
             try:
                 # Idempotent by design: a repeat skips what the first run inserted,
                 # and a key's repeat replays the answer the first run saved.
                 return await self.db.write(
                     lambda conn: self._enqueue_in(conn, args, key, len(submission_ids)),
                     idempotent=True)
-            except StoreError as exc:
-                # Two overlapping batches can deadlock on the unique index; the
-                # loser's transaction rolled back, so running it again is safe.
-                if attempt == 2 or not isinstance(exc.__cause__, asyncpg.DeadlockDetectedError):
+            except (StoreError, Conflict) as exc:
+                # A concurrent enqueue or retry gave one of the submissions a live
+                # row first (or two overlapping batches deadlocked): this run rolled
+                # back, and the next one skips that submission.
+                if attempt == _ENQUEUE_RUNS - 1 or not _lost_live_row_race(exc.__cause__):
                     raise
         raise AssertionError("unreachable")
 

@@ -75,6 +75,21 @@ async def test_concurrent_enqueues_of_the_same_ids_make_one_row_each(
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 50
 
 
+async def test_overlapping_concurrent_enqueues_skip_what_another_one_queued_first(
+    store: Store, conn: asyncpg.Connection
+):
+    # Windows of 40 ids overlapping by 20: whichever batch commits first queues a
+    # shared id; the other's insert fails on the live-row index and runs again.
+    ids = await add_submissions(conn, 200)
+    windows = [ids[k:k + 40] for k in range(0, 180, 20)]
+    outs = await asyncio.gather(*[store.enqueue(w, "hw-1", 0, {}) for w in windows * 2])
+    assert sum(len(o.queue_ids) for o in outs) == 200
+    assert await conn.fetchval("SELECT count(DISTINCT submission_id) FROM ai_marking_queue") == 200
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 200
+    feed = await conn.fetchval("SELECT count(*) FROM ai_marking_event_feed")
+    assert feed == 200  # one pending event per row, none for a rolled-back run
+
+
 async def test_claim_takes_one_due_row_by_priority_then_order(
     store: Store, conn: asyncpg.Connection
 ):

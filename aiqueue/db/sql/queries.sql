@@ -4,12 +4,16 @@
 -- enqueue --
 -- One round trip for the whole batch, atomic: when any id is unknown nothing is
 -- inserted and the unknown ids come back instead.  Submissions with an AI mark
--- are left out unless $6 (remark) and come back as 'marked'.  ON CONFLICT on the
--- partial unique index skips submissions that already have a live row, also
--- against a concurrent enqueue.  Rows are inserted in submission-id order so
--- that two overlapping batches take their index locks in the same order and
--- cannot deadlock; seq, numbered in request order first, keeps the queue in
--- the order the teacher's list had.  A batch joins the assignment's live run.
+-- are left out unless $6 (remark) and come back as 'marked', and so are those
+-- that already have a live row.  A concurrent enqueue (or retry) that gives one
+-- of them a live row after this statement's snapshot makes the insert fail on
+-- the partial unique index: Store.enqueue runs the statement again, and the
+-- second run skips it.  (ON CONFLICT DO NOTHING would skip it in place, but its
+-- speculative insertion costs 16 ms of 10,000 rows for a race that is rare.)
+-- Rows are inserted in submission-id order so that two overlapping batches
+-- take their index locks in the same order; seq, numbered in request order
+-- first, keeps the queue in the order the teacher's list had.  A batch joins
+-- the assignment's live run.
 --
 -- Turns (migration 0007): the group's k-th new row gets turn start + k, where
 -- start is the turn after the group's last one, or the turn at the head of
@@ -70,7 +74,6 @@ inserted AS (
            $4::jsonb
     FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
-    ON CONFLICT (submission_id) WHERE status IN ('pending', 'processing') DO NOTHING
     RETURNING queue_id, seq
 )
 SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq FROM subs WHERE NOT known
