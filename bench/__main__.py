@@ -9,8 +9,30 @@ from bench import db, loop
 from bench.common import Table, fresh_database, print_table
 
 
-async def main(repeats: int, jobs: int, big: int) -> None:
+async def enqueue_rows(rows: Table, repeats: int) -> None:
+    empty = [await db.enqueue_time(0, f"bench_enq0_{i}") * 1000 for i in range(repeats)]
+    rows.append(("enqueue 10,000 ids (empty table)", "ms", empty, None, "<= 100"))
+    full = [await db.enqueue_time(100_000, f"bench_enq1_{i}") * 1000 for i in range(repeats)]
+    rows.append(("enqueue 10,000 ids (100,000 rows)", "ms", full, None, "<= 100"))
+    parts = [await db.enqueue_breakdown(await fresh_database(f"bench_enq_parts_{i}"))
+             for i in range(repeats)]
+    rows.append(("enqueue statement, empty table (server)", "ms",
+                 [p["statement"] for p in parts], None, "-"))
+    rows.append(("  of which the foreign-key row trigger", "ms", [p["fk"] for p in parts],
+                 None, "-"))
+    rows.append(("  of which the change-feed trigger", "ms", [p["feed"] for p in parts],
+                 None, "-"))
+    rows.append(("bare insert of 10,000 rows, one index", "ms", [p["bare"] for p in parts],
+                 None, "reference"))
+
+
+async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
     rows = Table()
+    if only == "enqueue":
+        await enqueue_rows(rows, repeats)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
     base = [await loop.run_baseline(jobs, f"bench_base_{i}") for i in range(repeats)]
     base_med = sorted(base)[len(base) // 2]
     rows.append(("baseline: raw asyncpg claim+complete", "jobs/s", base, None, "floor"))
@@ -42,10 +64,7 @@ async def main(repeats: int, jobs: int, big: int) -> None:
                          [r.gap_p50_ms for r in floor], None, "reference"))
             rows.append(("minimal loop gap p99, in-flight 1", "ms",
                          [r.gap_p99_ms for r in floor], None, "reference"))
-    empty = [await db.enqueue_time(0, f"bench_enq0_{i}") * 1000 for i in range(repeats)]
-    rows.append(("enqueue 10,000 ids (empty table)", "ms", empty, None, "<= 100"))
-    full = [await db.enqueue_time(100_000, f"bench_enq1_{i}") * 1000 for i in range(repeats)]
-    rows.append(("enqueue 10,000 ids (100,000 rows)", "ms", full, None, "<= 100"))
+    await enqueue_rows(rows, repeats)
     dsn = await fresh_database("bench_big_pending")
     await db.seed_queue(dsn, big, "pending", groups=1000)
     server, wall = await db.claim_at_scale(dsn, max(repeats, 5))
@@ -67,5 +86,6 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--only", choices=["enqueue"], help="run only these rows")
     args = parser.parse_args()
-    asyncio.run(main(args.repeats, args.jobs, args.rows))
+    asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

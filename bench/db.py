@@ -90,6 +90,42 @@ async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000) -> floa
         app.wait(10)
 
 
+async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
+    """Where an enqueue's database time goes: EXPLAIN ANALYZE of the statement on an
+    empty queue (after one warm-up run), and the floor of a bare insert of as many
+    rows into a table with only a uuid primary key."""
+    await seed_submissions(dsn, ids)
+    conn = await asyncpg.connect(dsn)
+    try:
+        subs = [r["id"] for r in await conn.fetch("SELECT id FROM submissions")]
+        args = (subs, "bulk", 0, "{}", "bulk", False)
+        await conn.fetch(queries()["enqueue"], *args)
+        await conn.execute("TRUNCATE ai_marking_queue, ai_marking_events, ai_marking_groups "
+                           "CASCADE")
+        plan = [r[0] for r in await conn.fetch(
+            "EXPLAIN (ANALYZE) " + queries()["enqueue"], *args)]
+        await conn.execute("CREATE TABLE bench_bare (id uuid PRIMARY KEY DEFAULT "
+                           "gen_random_uuid(), submission_id uuid, assignment_id text)")
+        started = time.perf_counter()
+        await conn.execute("INSERT INTO bench_bare (submission_id, assignment_id) "
+                           "SELECT id, 'bulk' FROM unnest($1::uuid[]) id", subs)
+        bare = (time.perf_counter() - started) * 1000
+    finally:
+        await conn.close()
+
+    def trigger(name: str) -> float:
+        for line in plan:
+            m = re.search(rf"Trigger (?:for constraint )?{name}.*time=([0-9.]+)", line)
+            if m:
+                return float(m.group(1))
+        raise ValueError(f"no trigger {name} in plan")
+
+    return {"statement": _ms(plan, "Execution Time"),
+            "fk": trigger("ai_marking_queue_submission_id_fkey"),
+            "feed": trigger("ai_marking_queue_events_ins"),
+            "bare": bare}
+
+
 def _ms(plan: list[str], label: str) -> float:
     for line in plan:
         m = re.search(rf"{label}: ([0-9.]+) ms", line)

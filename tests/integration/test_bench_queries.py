@@ -15,3 +15,10 @@ async def test_stats_and_page_measurements_run_on_a_small_queue(db_url: str):
     await db.seed_queue(db_url, 200, "completed", groups=5)
     ours, plain = await db.stats_and_page_at_scale(db_url, 1)
     assert len(ours) == len(plain) == 1 and ours[0] > 0
+
+
+async def test_enqueue_breakdown_finds_its_triggers_in_the_plan(db_url: str):
+    parts = await db.enqueue_breakdown(db_url, 50)
+    assert set(parts) == {"statement", "fk", "feed", "bare"}
+    assert all(v > 0 for v in parts.values()), parts
+    assert parts["fk"] < parts["statement"]
