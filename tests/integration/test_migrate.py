@@ -65,3 +65,23 @@ def test_migrations_hold_schema_only():
             text = path.read_text().upper()
             assert "CREATE FUNCTION" not in text and "REPLACE FUNCTION" not in text, path.name
             assert "CREATE TRIGGER" not in text and "REPLACE TRIGGER" not in text, path.name
+
+
+async def test_rolling_back_the_batch_feed_spreads_its_rows_out(
+    db_url: str, conn: asyncpg.Connection
+):
+    since_0009 = [m.version for m in discover() if m.version >= "0009"]
+    subs = await conn.fetch("INSERT INTO submissions (assignment_id) "
+                            "SELECT 'hw' FROM generate_series(1, 3) RETURNING id")
+    await conn.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
+                       "SELECT unnest($1::uuid[]), 'hw', gen_random_uuid()",
+                       [r["id"] for r in subs])
+    before = await conn.fetch("SELECT queue_id, submission_id, status "
+                              "FROM ai_marking_event_feed ORDER BY k")
+    assert len(before) == 3 and await conn.fetchval("SELECT count(*) FROM ai_marking_events") == 1
+    await migrate(db_url, "down", steps=len(since_0009))
+    after = await conn.fetch("SELECT queue_id, submission_id, status FROM ai_marking_events "
+                             "ORDER BY id")
+    assert [tuple(r) for r in after] == [tuple(r) for r in before]
+    await migrate(db_url, "up")
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_event_feed") == 3
