@@ -112,26 +112,24 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
         bare = (time.perf_counter() - started) * 1000
     finally:
         await conn.close()
-
-    def trigger(name: str) -> float:
-        for line in plan:
-            m = re.search(rf"Trigger (?:for constraint )?{name}.*time=([0-9.]+)", line)
-            if m:
-                return float(m.group(1))
-        raise ValueError(f"no trigger {name} in plan")
-
+    trigger = r"Trigger (?:for constraint )?{}.*time=([0-9.]+)"
     return {"statement": _ms(plan, "Execution Time"),
-            "fk": trigger("ai_marking_queue_submission_id_fkey"),
-            "feed": trigger("ai_marking_queue_events_ins"),
+            "fk": _plan_number(plan, trigger.format("ai_marking_queue_submission_id_fkey")),
+            "feed": _plan_number(plan, trigger.format("ai_marking_queue_events_ins")),
             "bare": bare}
 
 
-def _ms(plan: list[str], label: str) -> float:
+def _plan_number(plan: list[str], pattern: str) -> float:
+    """The number the first plan line matching `pattern` captures."""
     for line in plan:
-        m = re.search(rf"{label}: ([0-9.]+) ms", line)
+        m = re.search(pattern, line)
         if m:
             return float(m.group(1))
-    raise ValueError(f"no {label} in plan")
+    raise ValueError(f"nothing in the plan matches {pattern!r}")
+
+
+def _ms(plan: list[str], label: str) -> float:
+    return _plan_number(plan, rf"{label}: ([0-9.]+) ms")
 
 
 async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[float]]:
