@@ -30,10 +30,10 @@ class Runtime:
     housekeeping_due: float = 0.0
 
     @classmethod
-    async def create(cls, settings: Settings, dsn: str) -> Runtime:
+    async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None) -> Runtime:
         pool = await connect_pool(dsn, max_size=settings.database_pool_max)
         return cls(settings=settings, store=Store(pool), http=http_client(),
-                   tokens=Tokens(settings.queue_secret))
+                   tokens=tokens or Tokens(settings.queue_secrets))
 
     async def close(self) -> None:
         await self.http.aclose()

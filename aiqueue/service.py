@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
-from aiqueue.callbacks import MAX_ITEMS, apply_item, parse_item, settle_item
+from aiqueue.callbacks import MAX_ITEMS, ResultItem, apply_item, parse_item, settle_item
 from aiqueue.errors import (
     BadHeader,
     Conflict,
@@ -24,6 +24,7 @@ from aiqueue.errors import (
 from aiqueue.models import STATUSES, Job, QueueRow, Status
 from aiqueue.runtime import Runtime
 from aiqueue.storable import unstorable
+from aiqueue.tokens import Tokens
 
 MAX_IDS = 10_000
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -201,19 +202,29 @@ class Receipt:
     next_job: Job | None = None
 
 
-async def receive_results(rt: Runtime, body: object) -> Receipt:
-    """Verify and apply a webhook batch."""
+def verify_results(tokens: Tokens, body: object) -> list[ResultItem | None]:
+    """Parse a webhook batch and verify each item's token (None: rejected), without I/O.
+
+    Every item is checked before any is applied: a malformed one fails the
+    whole batch (422) with nothing changed; a batch with no valid token is 401.
+    """
     items = body if isinstance(body, list) else [body]
     if not items:
         raise Invalid("the body must hold at least one item")
     if len(items) > MAX_ITEMS:
         raise Invalid(f"at most {MAX_ITEMS} items per request")
-    # Every item is checked before any is applied: a malformed one fails the
-    # whole batch (422) with nothing changed.
     try:
-        parsed = [parse_item(raw, rt.tokens) for raw in items]
+        parsed = [parse_item(raw, tokens) for raw in items]
     except ValueError as exc:
         raise Invalid(str(exc)) from None
+    if not any(parsed):
+        logs.event("webhook", accepted=0, ignored=0, rejected=len(parsed))
+        raise Unauthorized("no item carries a valid callback token")
+    return parsed
+
+
+async def receive_results(rt: Runtime, parsed: list[ResultItem | None]) -> Receipt:
+    """Apply a verified webhook batch (from verify_results)."""
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
     freed = 0
     settled, next_job = False, None
@@ -238,8 +249,6 @@ async def receive_results(rt: Runtime, body: object) -> Receipt:
         counts["accepted" if applied else "ignored"] += 1
         freed += applied and item.status != "progress"
     logs.event("webhook", **counts)
-    if counts["rejected"] == len(items):
-        raise Unauthorized("no item carries a valid callback token")
     return Receipt(counts, freed, settled, next_job)
 
 

@@ -32,8 +32,9 @@ class Settings:
     database_direct_url: str | None = None
     # The most connections one instance opens (DATABASE_POOL_MAX).
     database_pool_max: int = 4
-    queue_secret: str = ""
-    cron_secret: str | None = None
+    # MARKING_QUEUE_SECRET and CRON_SECRET: several values, newest first (rotation).
+    queue_secrets: tuple[str, ...] = ()
+    cron_secrets: tuple[str, ...] = ()
     admin_password: str = ""
     app_base_url: str = "http://127.0.0.1:8000"
     function_url: str = "http://127.0.0.1:8001/"
@@ -64,6 +65,11 @@ class Settings:
     # QUEUE_MODEL_PRICES and METRICS_TOKEN (CONTRACT §7d).
     model_prices: Mapping[str, ModelPrice] = field(default_factory=dict, hash=False)
     metrics_token: str | None = None
+
+    @property
+    def queue_secret(self) -> str:
+        """The newest MARKING_QUEUE_SECRET: it signs and is sent on the chain."""
+        return self.queue_secrets[0] if self.queue_secrets else ""
 
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (tests and the dev command)."""
@@ -118,6 +124,14 @@ def _db_url(env: Mapping[str, str], name: str, default: str | None) -> str | Non
     return raw
 
 
+def _secrets(env: Mapping[str, str], name: str, minimum: int = 16) -> tuple[str, ...]:
+    """Space-separated values, newest first; each at least `minimum` characters."""
+    values = tuple(env.get(name, "").split())
+    if any(len(v) < minimum for v in values):
+        raise SettingsError(f"{name}: each value must be at least {minimum} characters")
+    return values
+
+
 def _prices(env: Mapping[str, str]) -> dict[str, ModelPrice]:
     """QUEUE_MODEL_PRICES: {"<model>": {"input": usd_per_1m, "output": usd_per_1m}}."""
     raw = env.get("QUEUE_MODEL_PRICES", "").strip()
@@ -149,14 +163,12 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
     database_url = _db_url(env, "DATABASE_URL", None)
     if production and database_url is None:
         raise SettingsError("DATABASE_URL is required in production")
-    secret = env.get("MARKING_QUEUE_SECRET", "").strip()
+    queue_secrets = _secrets(env, "MARKING_QUEUE_SECRET")
     generated = False
-    if not secret:
+    if not queue_secrets:
         if production:
             raise SettingsError("MARKING_QUEUE_SECRET is required in production")
-        secret, generated = secrets.token_urlsafe(24), True
-    elif len(secret) < 16:
-        raise SettingsError("MARKING_QUEUE_SECRET must be at least 16 characters")
+        queue_secrets, generated = (secrets.token_urlsafe(24),), True
     mode = env.get("AI_MARKING_FUNCTION_MODE", "async").strip().lower() or "async"
     if mode not in ("async", "sync"):
         raise SettingsError(f"AI_MARKING_FUNCTION_MODE must be 'async' or 'sync', got {mode!r}")
@@ -171,9 +183,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         database_url=database_url,
         database_direct_url=_db_url(env, "DATABASE_DIRECT_URL", database_url),
         database_pool_max=_int(env, "DATABASE_POOL_MAX", 4, 1),
-        queue_secret=secret,
-        cron_secret=env.get("CRON_SECRET", "").strip() or None,
-        admin_password=env.get("AI_QUEUE_ADMIN_PASSWORD", "").strip() or secret,
+        queue_secrets=queue_secrets,
+        cron_secrets=_secrets(env, "CRON_SECRET", minimum=1),
+        admin_password=env.get("AI_QUEUE_ADMIN_PASSWORD", "").strip() or queue_secrets[0],
         app_base_url=base,
         function_url=function_url,
         function_token=env.get("AI_MARKING_FUNCTION_TOKEN", "").strip() or None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -25,10 +26,12 @@ class CallbackClaim:
 class Tokens:
     """Signs and verifies every token aiqueue hands out."""
 
-    def __init__(self, secret: str) -> None:
-        self._callback = URLSafeTimedSerializer(secret, salt="aiqueue.callback")
-        self._events = URLSafeTimedSerializer(secret, salt="aiqueue.events")
-        self._session = URLSafeTimedSerializer(secret, salt="aiqueue.session")
+    def __init__(self, secrets: str | Sequence[str]) -> None:
+        """`secrets` newest first: the newest signs, any of them verifies (rotation)."""
+        keys = [secrets] if isinstance(secrets, str) else list(secrets)[::-1]  # oldest first
+        self._callback = URLSafeTimedSerializer(keys, salt="aiqueue.callback")
+        self._events = URLSafeTimedSerializer(keys, salt="aiqueue.events")
+        self._session = URLSafeTimedSerializer(keys, salt="aiqueue.session")
 
     def callback(self, queue_id: UUID, dispatch_seq: int, attempt: int) -> str:
         return self._callback.dumps([str(queue_id), dispatch_seq, attempt])

@@ -134,7 +134,7 @@ def scans(plan: dict[str, Any]) -> list[str]:
 
 
 async def run(dsn: str, repeats: int) -> None:
-    settings = Settings(database_url=dsn, database_direct_url=dsn, queue_secret=SECRET,
+    settings = Settings(database_url=dsn, database_direct_url=dsn, queue_secrets=(SECRET,),
                         admin_password=SECRET, app_base_url="http://bench.test",
                         function_url="http://function.test/", tick_seconds=0)
     app = create_app(settings)

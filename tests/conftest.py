@@ -52,7 +52,7 @@ def make_settings(db_url: str, **overrides: Any) -> Settings:
     base = Settings(
         database_url=db_url,
         database_direct_url=db_url,
-        queue_secret=SECRET,
+        queue_secrets=(SECRET,),
         admin_password=SECRET,
         app_base_url="http://app.test",
         function_url="http://function.test/mark",

@@ -36,7 +36,7 @@ from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
 from aiqueue.web.app import create_app
 from aiqueue.web.live import close_streams
-from aiqueue.web.results import page_url
+from aiqueue.web.teacher import page_url
 
 SECRET_FILE = Path(".data") / "dev-secret"
 DEV_STUCK_AFTER_SECONDS = 60.0
@@ -68,7 +68,7 @@ def dev_settings(
     if settings.secret_generated:
         # Kept across runs, so sessions and callback tokens outlive a restart.
         secret = dev_secret(secret_file)
-        changes["queue_secret"] = secret
+        changes["queue_secrets"] = (secret,)
         if not _given(env, "AI_QUEUE_ADMIN_PASSWORD"):
             changes["admin_password"] = secret
     return settings.with_overrides(**changes)

@@ -11,13 +11,14 @@ from starlette.routing import Route
 
 from aiqueue import logs, loop, monitor, observe, review, service, usage
 from aiqueue.errors import StoreError
-from aiqueue.web.http import query_int, read_json, require_bearer
-from aiqueue.web.state import runtime
+from aiqueue.web import gate
+from aiqueue.web.http import query_int, read_json
+from aiqueue.web.state import app_state, runtime
 
 
+@gate.bearer()
 async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     key = service.parse_idempotency_key(request.headers.get("idempotency-key"))
     body = service.EnqueueRequest.parse(await read_json(request))
     answer, replayed = await service.enqueue(rt, body, key)
@@ -28,12 +29,9 @@ async def enqueue(request: Request) -> Response:
     return JSONResponse(answer, status_code=202, background=kick)
 
 
+@gate.bearer("cron")
 async def process_queue(request: Request) -> Response:
     rt = await runtime(request)
-    if request.method == "GET":
-        require_bearer(request, rt.settings.queue_secret, rt.settings.cron_secret)
-    else:
-        require_bearer(request, rt.settings.queue_secret)
     # The cron (GET) is the safety net: it always runs recovery and pruning.
     step = await loop.process_step(rt, force=request.method == "GET")
     logs.event("process", method=request.method, claimed=step.claimed is not None,
@@ -44,8 +42,10 @@ async def process_queue(request: Request) -> Response:
 
 
 async def webhook(request: Request) -> Response:
+    # Each item carries its own signed token: verify them all before the database.
+    items = service.verify_results(app_state(request).tokens, await read_json(request))
     rt = await runtime(request)
-    receipt = await service.receive_results(rt, await read_json(request))
+    receipt = await service.receive_results(rt, items)
     # A slot just freed: run the next process step ourselves after answering
     # (its claim may already have run with the last result, see Receipt).
     kick = None
@@ -56,9 +56,9 @@ async def webhook(request: Request) -> Response:
     return JSONResponse(receipt.counts, background=kick)
 
 
+@gate.bearer()
 async def queue_list(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     status = service.parse_status(request.query_params.get("status"))
     assignment = request.query_params.get("assignment_id") or None
     if assignment is not None:
@@ -73,16 +73,16 @@ async def queue_list(request: Request) -> Response:
                         background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
+@gate.bearer()
 async def stats(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     return JSONResponse(await observe.stats_json(rt),
                         background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
+@gate.bearer()
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     answer = await service.retry_row(rt, _queue_id(request), actor="api")
     return JSONResponse(answer, background=BackgroundTask(loop.safe_step, rt))
 
@@ -96,9 +96,9 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok", "database": True})
 
 
+@gate.bearer("metrics")
 async def metrics(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret, rt.settings.metrics_token)
     text = await observe.metrics_text(rt)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
@@ -111,44 +111,45 @@ def _actor(request: Request) -> str | None:
     return review.parse_actor(request.headers.get("x-actor"))
 
 
+@gate.bearer()
 async def accept(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     adjusted = review.parse_adjusted(await read_json(request, 64 * 1024, optional=True))
     return JSONResponse(await review.accept(rt, _queue_id(request), _actor(request), adjusted))
 
 
+@gate.bearer()
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     return JSONResponse(await review.revert(rt, _queue_id(request), _actor(request)))
 
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await review.review_run(rt, assignment_id, action, _actor(request)))
 
 
+@gate.bearer()
 async def accept_run(request: Request) -> Response:
     return await _review_run(request, "accept")
 
 
+@gate.bearer()
 async def revert_run(request: Request) -> Response:
     return await _review_run(request, "revert")
 
 
+@gate.bearer()
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
     return JSONResponse(await review.history(rt, submission_id))
 
 
+@gate.bearer()
 async def usage_report(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     q = request.query_params
     return JSONResponse(await usage.report(rt, q.get("since"), q.get("until"), q.get("by")))
 

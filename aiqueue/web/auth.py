@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from aiqueue.errors import BadRequest, TooLarge, Unauthorized
 from aiqueue.tokens import Tokens, same_secret
-from aiqueue.web.state import app_state, runtime
+from aiqueue.web.state import app_state
 from aiqueue.web.templating import render
 
 COOKIE = "aiqueue_session"
@@ -51,9 +51,9 @@ def session_from_cookie(tokens: Tokens, cookie: str | None, *, now: float | None
     return Session(*data) if data else None
 
 
-async def current_session(request: Request) -> Session | None:
-    rt = await runtime(request)
-    return session_from_cookie(rt.tokens, request.cookies.get(COOKIE))
+def current_session(request: Request) -> Session | None:
+    """The operator session the request's cookie proves, if any (no database)."""
+    return session_from_cookie(app_state(request).tokens, request.cookies.get(COOKIE))
 
 
 def login_redirect(request: Request) -> RedirectResponse:
@@ -80,8 +80,8 @@ async def login_page(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
-    rt = await runtime(request)
-    throttle = app_state(request).login_throttle
+    state = app_state(request)
+    throttle = state.login_throttle
     key = request.client.host if request.client else "unknown"
     now = time.monotonic()
     form = await read_form(request)
@@ -89,10 +89,10 @@ async def login(request: Request) -> Response:
     if throttle.blocked(key, now):
         return render("login.html", status_code=429, next=target,
                       error="Too many failed attempts. Wait a few minutes and try again.")
-    if not same_secret(form.get("password"), rt.settings.admin_password):
+    if not same_secret(form.get("password"), state.settings.admin_password):
         throttle.fail(key, now)
         return render("login.html", status_code=401, next=target, error="Wrong password.")
-    token = rt.tokens.session("admin", secrets.token_urlsafe(24))
+    token = state.tokens.session("admin", secrets.token_urlsafe(24))
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         COOKIE, token, max_age=SESSION_MAX_AGE, httponly=True, samesite="lax",
@@ -102,7 +102,7 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
-    session = await current_session(request)
+    session = current_session(request)
     if session is not None:
         check_csrf(session, await read_form(request))
     response = RedirectResponse("/ai-queue/login", status_code=303)

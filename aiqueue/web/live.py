@@ -10,8 +10,8 @@ from starlette.routing import Route
 
 from aiqueue import live, loop, progress, service
 from aiqueue.errors import Unauthorized
-from aiqueue.runtime import Runtime
 from aiqueue.tokens import same_secret
+from aiqueue.web import gate
 from aiqueue.web.http import bearer, require_bearer
 from aiqueue.web.state import app_state, runtime
 
@@ -26,21 +26,23 @@ async def close_streams(app: Starlette) -> None:
     await app.state.aiqueue.close_streams()
 
 
-def _authorize(request: Request, rt: Runtime, assignment_id: str) -> None:
+def _authorize(request: Request, assignment_id: str) -> None:
     # The app's own pages carry a short-lived token bound to one assignment, so
     # the queue secret never reaches a browser.
+    state = app_state(request)
     token = request.query_params.get("token")
-    if token is not None and not same_secret(bearer(request), rt.settings.queue_secret):
-        if not rt.tokens.verify_events(token, assignment_id, max_age=live.TOKEN_MAX_AGE):
+    given = bearer(request)
+    if token is not None and not any(same_secret(given, s) for s in state.settings.queue_secrets):
+        if not state.tokens.verify_events(token, assignment_id, max_age=live.TOKEN_MAX_AGE):
             raise Unauthorized("the events token is wrong, expired or for another assignment")
         return
-    require_bearer(request, rt.settings.queue_secret)
+    require_bearer(request, *state.settings.queue_secrets)
 
 
 async def events(request: Request) -> Response:
-    rt = await runtime(request)
     assignment_id = service.parse_assignment_id(request.query_params.get("assignment_id"))
-    _authorize(request, rt, assignment_id)
+    _authorize(request, assignment_id)
+    rt = await runtime(request)
     # The header wins: EventSource sends it on reconnect, the query is the page's start.
     resume = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     body = await live.open_stream(rt, app_state(request).event_hub(), assignment_id, resume)
@@ -51,26 +53,26 @@ async def events(request: Request) -> Response:
     )
 
 
+@gate.bearer()
 async def submission_status(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
     # Someone is waiting on this queue: if its chain broke, restart it.
     return JSONResponse(await progress.submission_status(rt, submission_id),
                         background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
+@gate.bearer()
 async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await progress.assignment_progress(rt, assignment_id),
                         background=BackgroundTask(loop.kick_if_stalled, rt))
 
 
+@gate.bearer()
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
-    require_bearer(request, rt.settings.queue_secret)
     assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"))
 

@@ -15,6 +15,7 @@ from aiqueue.errors import SettingsError
 from aiqueue.live import EventHub, LiveConfig
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
+from aiqueue.tokens import Tokens
 
 FAILURE_LIMIT, FAILURE_WINDOW = 5, 300.0
 
@@ -43,6 +44,8 @@ class AppState:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # Signed tokens need only the settings: the gate checks sessions without the database.
+        self.tokens = Tokens(settings.queue_secrets)
         self.runtime: Runtime | None = None
         self.hub: EventHub | None = None
         # Streams' lifetime, heartbeat and polling (dev and tests shorten them).
@@ -56,7 +59,8 @@ class AppState:
                 if self.runtime is None:
                     if not self.settings.database_url:
                         raise SettingsError("DATABASE_URL is not set")
-                    self.runtime = await Runtime.create(self.settings, self.settings.database_url)
+                    self.runtime = await Runtime.create(
+                        self.settings, self.settings.database_url, self.tokens)
         return self.runtime
 
     def event_hub(self) -> EventHub:

@@ -8,7 +8,7 @@ import httpx
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from aiqueue.vercel_json import Rewrite, route
+from aiqueue.vercel.vercel_json import Rewrite, route
 
 # Hop-by-hop or recomputed headers, never copied across the proxy.
 _DROP = {b"host", b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}

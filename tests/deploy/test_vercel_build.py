@@ -17,7 +17,7 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue.vercel_json import load
+from aiqueue.vercel.vercel_json import load
 from tests import pg
 from tests.conftest import SECRET, add_submissions
 from tests.deploy.edge import Edge

@@ -25,7 +25,7 @@ from tests.conftest import (
 
 @pytest.fixture
 async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(make_settings(db_url, cron_secret="cron-secret-0123456789"))
+    app = create_app(make_settings(db_url, cron_secrets=("cron-secret-0123456789",)))
     async with app_client(app) as c:
         yield c
 

@@ -106,7 +106,7 @@ async def world(db_url: str, conn: asyncpg.Connection, sink: LogSink) -> AsyncIt
                              {"score": 5, "max_score": 10, "feedback": "fine"}, None)
     finally:
         await store.close()
-    app = create_app(make_settings(db_url, cron_secret=CRON, max_in_flight=1))
+    app = create_app(make_settings(db_url, cron_secrets=(CRON,), max_in_flight=1))
     with respx.mock(assert_all_called=False) as mocked:
         chain = mocked.post(CHAIN).mock(return_value=httpx.Response(200, json={}))
         function = mocked.post(FN).mock(return_value=httpx.Response(202))

@@ -22,7 +22,7 @@ SECRET = "unit-secret-0123456789abcdef"
 
 
 def settings(**kw: Any) -> Settings:
-    base = Settings(queue_secret=SECRET, app_base_url="http://app.test", function_url=FN,
+    base = Settings(queue_secrets=(SECRET,), app_base_url="http://app.test", function_url=FN,
                     function_token="fn-token", callback_url="http://app.test/webhooks/ai-mark",
                     retry_base_seconds=10, retry_max_seconds=300, dispatch_timeout_seconds=0.5)
     return base.with_overrides(**kw)
@@ -151,7 +151,7 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
     rt = runtime(store, client)
     item = {"queue_id": str(job.queue_id), "status": "completed", "result": {"score": 1},
             "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
-    receipt = await service.receive_results(rt, [item])
+    receipt = await service.receive_results(rt, service.verify_results(rt.tokens, [item]))
     assert receipt.counts == {"accepted": 1, "ignored": 0, "rejected": 0}
     assert receipt.freed == 1
     if settle_fails:

@@ -10,9 +10,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 
-from aiqueue.sigv4 import Credentials, sign
+from aiqueue.dispatch.sigv4 import Credentials, sign
+from aiqueue.dispatch.targets import lambda_request, lambda_url
 from aiqueue.target_settings import LambdaTarget
-from aiqueue.targets import lambda_request, lambda_url
 
 EVENT = {"content-type": "application/json", "x-amz-invocation-type": "Event"}
 

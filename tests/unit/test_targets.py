@@ -33,7 +33,7 @@ ACTIVATION_ID = "2f9f0e4c8b6d4c3aa2a1f0e4c8b6d4c3"
 
 def settings(target: str, **kw: Any) -> Settings:
     base = Settings(
-        queue_secret=SECRET, app_base_url="http://app.test",
+        queue_secrets=(SECRET,), app_base_url="http://app.test",
         callback_url="http://app.test/webhooks/ai-mark", dispatch_timeout_seconds=0.5,
         retry_max_seconds=300, dispatch_target=target,  # type: ignore[arg-type]
         digitalocean=DoTarget(DO_HOST, "fn-ns", "ai-mark", "mark", "uuid-1", "key-2"),

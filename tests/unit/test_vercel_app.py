@@ -12,7 +12,7 @@ from starlette.routing import Route
 from aiqueue.errors import SettingsError
 from aiqueue.settings import load_settings
 from aiqueue.vercel import PublicPaths, check_durations, vercel_app
-from aiqueue.vercel_json import load
+from aiqueue.vercel.vercel_json import load
 
 CONF = load()
 ENV = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aiqueue.vercel_json import Rewrite, load, restore, route
+from aiqueue.vercel.vercel_json import Rewrite, load, restore, route
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = load()

@@ -25,15 +25,8 @@ from aiqueue import loop, monitor, observe, review, service, usage
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
 from aiqueue.models import STATUSES, Status
 from aiqueue.runtime import Runtime
-from aiqueue.web import chart, costs, views
-from aiqueue.web.auth import (
-    Session,
-    check_csrf,
-    current_session,
-    login_redirect,
-    read_form,
-    safe_next,
-)
+from aiqueue.web import chart, costs, gate, views
+from aiqueue.web.auth import Session, check_csrf, read_form, safe_next
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import environment, render
 
@@ -114,10 +107,8 @@ def _render(template: str, context: dict[str, Any]) -> tuple[Markup, str]:
     return Markup(html), '"' + hashlib.sha256(html.encode()).hexdigest()[:20] + '"'
 
 
-async def page(request: Request) -> Response:
-    session = await current_session(request)
-    if session is None:
-        return login_redirect(request)
+@gate.session()
+async def page(request: Request, session: Session) -> Response:
     try:
         f = Filters.parse(request)
     except Invalid as exc:
@@ -138,14 +129,12 @@ async def page(request: Request) -> Response:
                   poll_ms=POLL_MS, chart_poll_ms=CHART_POLL_MS, notice=notice)
 
 
-async def fragment(request: Request) -> Response:
+@gate.session()
+async def fragment(request: Request, session: Session) -> Response:
     """The live stats and table (or, with ?part=chart, the chart) for the page's polls.
 
     304 when the client already has this version (If-None-Match).
     """
-    session = await current_session(request)
-    if session is None:
-        return login_redirect(request)
     rt = await runtime(request)
     if request.query_params.get("part") == "chart":
         html, etag = _render(CHART, await _chart_context(rt))
@@ -161,10 +150,8 @@ async def fragment(request: Request) -> Response:
     return HTMLResponse(html, headers={**headers, "x-content-type-options": "nosniff"})
 
 
-async def row_detail(request: Request) -> Response:
-    session = await current_session(request)
-    if session is None:
-        return login_redirect(request)
+@gate.session()
+async def row_detail(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     queue_id = _queue_id(request)
     found = await monitor.row_with_history(rt, queue_id) if queue_id else None
@@ -189,11 +176,13 @@ async def row_detail(request: Request) -> Response:
 Action = Callable[[Runtime, str, Request, dict[str, str]], Awaitable[dict[str, str]]]
 
 
-async def _act(request: Request, action: Action) -> Response:
-    """Session, CSRF, the action, then back to the page with a notice; kicks the chain."""
-    session = await current_session(request)
-    if session is None:
-        return RedirectResponse(f"{PATH}/login?next={PATH}", status_code=303)
+async def _to_page_login(request: Request) -> Response:
+    # A form post can't be repeated after signing in: back to the page afterwards.
+    return RedirectResponse(f"{PATH}/login?next={PATH}", status_code=303)
+
+
+async def _act(request: Request, session: Session, action: Action) -> Response:
+    """CSRF, the action, then back to the page with a notice; kicks the chain."""
     form = await read_form(request)
     try:
         check_csrf(session, form)
@@ -294,8 +283,9 @@ async def _resume(rt: Runtime, actor: str, request: Request, form: dict[str, str
 
 
 def _route(action: Action) -> Callable[[Request], Awaitable[Response]]:
-    async def endpoint(request: Request) -> Response:
-        return await _act(request, action)
+    @gate.session(_to_page_login)
+    async def endpoint(request: Request, session: Session) -> Response:
+        return await _act(request, session, action)
 
     endpoint.__name__ = action.__name__.lstrip("_")
     return endpoint

@@ -17,9 +17,9 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from aiqueue import loop, progress, review, service, teacher
-from aiqueue.errors import Unauthorized
 from aiqueue.models import Status, SubmissionResult
-from aiqueue.web.auth import Session, check_csrf, current_session, login_redirect, read_form
+from aiqueue.web import gate
+from aiqueue.web.auth import Session, check_csrf, read_form
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import render
 
@@ -137,13 +137,6 @@ def page_url(assignment_id: str) -> str:
 
 # -- handlers ---------------------------------------------------------------
 
-async def _session(request: Request) -> Session:
-    session = await current_session(request)
-    if session is None:
-        raise Unauthorized("sign in at /ai-queue/login first")
-    return session
-
-
 def _assignment(request: Request) -> str:
     return service.parse_assignment_id(request.path_params["assignment_id"])
 
@@ -156,10 +149,8 @@ def _answer(request: Request, assignment_id: str, body: dict[str, Any],
     return RedirectResponse(page_url(assignment_id), status_code=303, background=background)
 
 
-async def page(request: Request) -> Response:
-    session = await current_session(request)
-    if session is None:
-        return login_redirect(request)
+@gate.session()
+async def page(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     data = await teacher.load(rt, assignment_id)
@@ -193,8 +184,8 @@ async def page(request: Request) -> Response:
     )
 
 
-async def mark(request: Request) -> Response:
-    session = await _session(request)
+@gate.session(gate.unauthorized)
+async def mark(request: Request, session: Session) -> Response:
     form = await read_form(request)
     check_csrf(session, form)
     rt = await runtime(request)
@@ -208,8 +199,8 @@ async def mark(request: Request) -> Response:
     return _answer(request, assignment_id, answer, kick)
 
 
-async def cancel(request: Request) -> Response:
-    session = await _session(request)
+@gate.session(gate.unauthorized)
+async def cancel(request: Request, session: Session) -> Response:
     check_csrf(session, await read_form(request))
     rt = await runtime(request)
     assignment_id = _assignment(request)
@@ -217,8 +208,8 @@ async def cancel(request: Request) -> Response:
     return _answer(request, assignment_id, answer)
 
 
-async def review_row(request: Request) -> Response:
-    session = await _session(request)
+@gate.session(gate.unauthorized)
+async def review_row(request: Request, session: Session) -> Response:
     form = await read_form(request)
     check_csrf(session, form)
     rt = await runtime(request)
@@ -231,8 +222,8 @@ async def review_row(request: Request) -> Response:
     return _answer(request, assignment_id, answer)
 
 
-async def accept_all(request: Request) -> Response:
-    session = await _session(request)
+@gate.session(gate.unauthorized)
+async def accept_all(request: Request, session: Session) -> Response:
     check_csrf(session, await read_form(request))
     rt = await runtime(request)
     assignment_id = _assignment(request)
@@ -240,22 +231,22 @@ async def accept_all(request: Request) -> Response:
     return _answer(request, assignment_id, answer)
 
 
-async def progress_json(request: Request) -> Response:
-    await _session(request)
+@gate.session(gate.unauthorized)
+async def progress_json(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     p = await progress.assignment_progress(rt, _assignment(request))
     return JSONResponse(progress_view(p), headers={"cache-control": "no-store"})
 
 
-async def events_token(request: Request) -> Response:
-    await _session(request)
+@gate.session(gate.unauthorized)
+async def events_token(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     return JSONResponse({"token": rt.tokens.events(_assignment(request))},
                         headers={"cache-control": "no-store"})
 
 
-async def submission(request: Request) -> Response:
-    await _session(request)
+@gate.session(gate.unauthorized)
+async def submission(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
     body = await teacher.submission(rt, _assignment(request), submission_id)

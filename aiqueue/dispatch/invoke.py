@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from aiqueue import targets
 from aiqueue.backoff import parse_retry_after
+from aiqueue.dispatch import targets
 from aiqueue.models import Job
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens

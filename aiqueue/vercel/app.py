@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from aiqueue import logs
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
-from aiqueue.vercel_json import Rewrite, VercelConfig, load, restore
+from aiqueue.vercel.vercel_json import Rewrite, VercelConfig, load, restore
 from aiqueue.web.app import all_routes, create_app
 
 # What a process step does around its wait for the function (database round trips, the

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote
 
+from aiqueue.dispatch.sigv4 import Credentials, sign
 from aiqueue.settings import Settings
-from aiqueue.sigv4 import Credentials, sign
 from aiqueue.target_settings import DoTarget, LambdaTarget
 
 # DigitalOcean Functions takes input parameters up to 1 MB; Lambda's Event

@@ -1,0 +1,66 @@
+"""The one gate in front of every protected route: a bearer secret or an operator session.
+
+It reads only the settings and the signed cookie, and runs before a handler
+builds the Runtime, so a request without credentials opens no database
+connection.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from aiqueue.errors import Unauthorized
+from aiqueue.web.auth import Session, current_session, login_redirect
+from aiqueue.web.http import require_bearer
+from aiqueue.web.state import app_state
+
+Handler = Callable[[Request], Awaitable[Response]]
+SessionHandler = Callable[[Request, Session], Awaitable[Response]]
+Also = Literal["cron", "metrics"]
+
+
+def bearer(*also: Also) -> Callable[[Handler], Handler]:
+    """Require `Authorization: Bearer <MARKING_QUEUE_SECRET>`.
+
+    `"cron"` also accepts CRON_SECRET on GET, `"metrics"` also METRICS_TOKEN.
+    """
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def gated(request: Request) -> Response:
+            settings = app_state(request).settings
+            accepted = list(settings.queue_secrets)
+            if "cron" in also and request.method == "GET":
+                accepted += settings.cron_secrets
+            if "metrics" in also and settings.metrics_token:
+                accepted.append(settings.metrics_token)
+            require_bearer(request, *accepted)
+            return await handler(request)
+        return gated
+    return decorate
+
+
+def session(missing: Handler | None = None) -> Callable[[SessionHandler], Handler]:
+    """Require the operator's session; without one answer `missing` (default: to the login)."""
+    def decorate(handler: SessionHandler) -> Handler:
+        @functools.wraps(handler)
+        async def gated(request: Request) -> Response:
+            found = current_session(request)
+            if found is None:
+                return await (missing or _to_login)(request)
+            return await handler(request, found)
+        return gated
+    return decorate
+
+
+async def _to_login(request: Request) -> Response:
+    return login_redirect(request)
+
+
+async def unauthorized(request: Request) -> Response:
+    """For routes a page calls with fetch(): a JSON 401 instead of a redirect."""
+    raise Unauthorized("sign in at /ai-queue/login first")
