@@ -62,10 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             serve(load_settings(port=args.port), args.host, args.port)
         elif args.command == "migrate":
-            settings, _handle = database_for(load_settings())
-            assert settings.database_direct_url
             if args.runtime_role is not None and args.direction != "up":
                 raise SettingsError("--runtime-role goes with `migrate up`")
+            settings, _handle = database_for(load_settings())
+            assert settings.database_direct_url
             done = asyncio.run(migrate(settings.database_direct_url, args.direction,
                                        runtime_role=args.runtime_role))
             print(f"migrate {args.direction}: {', '.join(done) or 'nothing to do'}")

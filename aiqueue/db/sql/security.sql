@@ -98,10 +98,11 @@ BEGIN
             END IF;
             EXECUTE format('REVOKE ALL ON %s %s FROM %s CASCADE', obj.noun, obj.name, who.role);
         END LOOP;
+        -- Read the ACL again: the revokes above may have just changed it.
         IF runtime IS NOT NULL AND NOT EXISTS (
-                SELECT 1 FROM aclexplode(coalesce((SELECT relacl FROM pg_class WHERE oid = obj.oid),
-                                                  '{}')) a
-                WHERE a.grantee = runtime_oid) THEN
+                SELECT 1 FROM pg_class c,
+                              aclexplode(coalesce(c.relacl, acldefault('r'::"char", c.relowner))) a
+                WHERE c.oid = obj.oid AND a.grantee = runtime_oid) THEN
             EXECUTE format('GRANT %s ON %s %s TO %I', array_to_string(needs, ', '), obj.noun,
                            obj.name, runtime);
         END IF;
