@@ -240,9 +240,9 @@ async def test_lockdown_twice_changes_nothing(supabase: RuntimeDb,
                                     || relrowsecurity || ' ' || xmin::text, '; ' ORDER BY relname)
                   FROM pg_class WHERE relname LIKE 'ai%'"""
     before = await owner.fetchval(snapshot)
-    policies = await owner.fetchval("SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_policy")
+    policy_rows = "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_policy"
+    policies = await owner.fetchval(policy_rows)
     assert await migrate(supabase.owner_dsn, "up") == []
     assert await owner.fetchval(snapshot) == before  # no catalog row rewritten
-    assert await owner.fetchval(
-        "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_policy") == policies
+    assert await owner.fetchval(policy_rows) == policies
 
