@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from aiqueue import logs
 from aiqueue.db.embedded import database_for
-from aiqueue.db.migrate import migrate
-from aiqueue.errors import AiQueueError
+from aiqueue.db.migrate import may_migrate, migrate
+from aiqueue.errors import AiQueueError, SettingsError
 from aiqueue.settings import Settings, load_settings
 
 
@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     mig = sub.add_parser("migrate", help="apply or roll back migrations")
     mig.add_argument("direction", nargs="?", choices=["up", "down"], default="up")
+    mig.add_argument("--runtime-role", metavar="ROLE",
+                     help="up: grant ROLE exactly what the running app needs (CONTRACT §8b)")
     dev = sub.add_parser("dev", help="embedded PostgreSQL, demo data, app, function, ticker")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
@@ -37,8 +39,12 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
     settings, _handle = database_for(settings)
     assert settings.database_direct_url
-    applied = asyncio.run(migrate(settings.database_direct_url, "up"))
-    logs.event("migrate", count=len(applied))
+    if asyncio.run(may_migrate(settings.database_direct_url)):
+        applied = asyncio.run(migrate(settings.database_direct_url, "up"))
+        logs.event("migrate", count=len(applied))
+    else:
+        # The runtime role owns nothing and may create nothing: the owner migrates.
+        logs.event("migrate_skipped", reason="not_owner")
     if settings.secret_generated:
         print(f"MARKING_QUEUE_SECRET (generated for this run): {settings.queue_secret}",
               file=sys.stderr)
@@ -56,9 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             serve(load_settings(port=args.port), args.host, args.port)
         elif args.command == "migrate":
+            if args.runtime_role is not None and args.direction != "up":
+                raise SettingsError("--runtime-role goes with `migrate up`")
             settings, _handle = database_for(load_settings())
             assert settings.database_direct_url
-            done = asyncio.run(migrate(settings.database_direct_url, args.direction))
+            done = asyncio.run(migrate(settings.database_direct_url, args.direction,
+                                       runtime_role=args.runtime_role))
             print(f"migrate {args.direction}: {', '.join(done) or 'nothing to do'}")
         else:
             from aiqueue.dev.server import run_dev

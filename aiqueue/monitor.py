@@ -87,3 +87,21 @@ async def set_paused(rt: Runtime, paused: bool, actor: str) -> None:
 async def health(rt: Runtime) -> bool:
     """Whether the database answers."""
     return await rt.store.ping()
+
+
+# The /ai-queue login throttle: failed logins per client address within the
+# window before every attempt is refused.  Counted in the database, so every
+# instance (serverless ones too) sees the same failures.
+LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_SECONDS = 5, 300.0
+
+
+async def login_blocked(rt: Runtime, client: str) -> bool:
+    """Whether `client` used up its failed logins for now."""
+    return await rt.store.login_blocked(client, LOGIN_FAILURE_WINDOW_SECONDS,
+                                        LOGIN_FAILURE_LIMIT)
+
+
+async def login_failed(rt: Runtime, client: str) -> None:
+    """Count a failed login of `client`."""
+    await rt.store.login_failed(client, LOGIN_FAILURE_WINDOW_SECONDS)
+    logs.event("login_failed", reason="wrong_password")

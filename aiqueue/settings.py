@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import os
@@ -65,6 +67,9 @@ class Settings:
     # QUEUE_MODEL_PRICES and METRICS_TOKEN (CONTRACT §7d).
     model_prices: Mapping[str, ModelPrice] = field(default_factory=dict, hash=False)
     metrics_token: str | None = None
+    # -- safe on a shared database (CONTRACT §8b) --
+    # AI_MARKING_SIGNING_SECRET: Standard Webhooks signing of `http` dispatches.
+    signing_secret: str | None = None
 
     @property
     def queue_secret(self) -> str:
@@ -130,6 +135,23 @@ def _secrets(env: Mapping[str, str], name: str, minimum: int = 16) -> tuple[str,
     if any(len(v) < minimum for v in values):
         raise SettingsError(f"{name}: each value must be at least {minimum} characters")
     return values
+
+
+def _signing_secret(env: Mapping[str, str]) -> str | None:
+    """AI_MARKING_SIGNING_SECRET: `whsec_` + base64 of at least 24 random bytes."""
+    raw = env.get("AI_MARKING_SIGNING_SECRET", "").strip()
+    if not raw:
+        return None
+    problem = "AI_MARKING_SIGNING_SECRET must be whsec_ followed by base64 of 24 to 64 bytes"
+    if not raw.startswith("whsec_"):
+        raise SettingsError(problem)
+    try:
+        key = base64.b64decode(raw.removeprefix("whsec_"), validate=True)
+    except binascii.Error:
+        raise SettingsError(problem) from None
+    if not 24 <= len(key) <= 64:
+        raise SettingsError(problem)
+    return raw
 
 
 def _prices(env: Mapping[str, str]) -> dict[str, ModelPrice]:
@@ -215,4 +237,5 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         events_poll_seconds=_float(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600),
         model_prices=_prices(env),
         metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
+        signing_secret=_signing_secret(env),
     )

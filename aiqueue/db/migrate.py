@@ -3,7 +3,8 @@
 Migrations are numbered up/down pairs that change the schema only.  Every SQL
 function and trigger lives, in its current text, in one file that `up`
 re-applies after the migrations whenever its text changed; rolling back the
-last migration drops them first.
+last migration drops them first.  Every `up` ends with the lockdown
+(db/sql/security.sql): only the owner and the runtime role reach the queue.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import asyncpg
 
+from aiqueue.db.gateway import queries
 from aiqueue.errors import StoreError
 from aiqueue.paths import MIGRATIONS_DIR
 
@@ -86,6 +88,35 @@ async def _drop_functions(conn: asyncpg.Connection) -> None:
         await conn.execute(f"DROP FUNCTION IF EXISTS {row['sig']} CASCADE")
 
 
+async def _lockdown(conn: asyncpg.Connection, runtime_role: str | None) -> None:
+    """Re-apply who may reach the queue; `runtime_role` replaces the recorded one."""
+    await conn.execute("SELECT set_config('aiqueue.runtime_role', $1, true)", runtime_role or "")
+    await conn.execute(queries()["lockdown"])
+
+
+async def may_migrate(dsn: str) -> bool:
+    """Whether the role `dsn` logs in as can migrate: it owns the schema's bookkeeping
+    (or, on a fresh database, may create in the schema).  The runtime role cannot."""
+    conn = await _connect(dsn)
+    try:
+        return bool(await conn.fetchval(
+            "SELECT CASE WHEN to_regclass('aiqueue_migrations') IS NULL"
+            " THEN has_schema_privilege(current_schema(), 'CREATE')"
+            " ELSE pg_has_role((SELECT relowner FROM pg_class"
+            "                   WHERE oid = to_regclass('aiqueue_migrations')), 'USAGE') END"))
+    except asyncpg.PostgresError as exc:
+        raise StoreError(f"cannot read the schema: {exc.__class__.__name__}") from exc
+    finally:
+        await conn.close()
+
+
+async def _connect(dsn: str) -> asyncpg.Connection:
+    try:
+        return await asyncpg.connect(dsn, statement_cache_size=0, timeout=10)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
+
+
 async def _up(conn: asyncpg.Connection, applied: list[str], steps: int | None) -> list[str]:
     known = discover()
     todo = [m for m in known if m.version not in applied][:steps]
@@ -112,12 +143,14 @@ async def _down(conn: asyncpg.Connection, applied: list[str], steps: int | None)
     return [m.version for m in todo]
 
 
-async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None) -> list[str]:
-    """Apply pending migrations (or roll back the newest); return the versions touched."""
-    try:
-        conn = await asyncpg.connect(dsn, statement_cache_size=0, timeout=10)
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
+async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None,
+                  runtime_role: str | None = None) -> list[str]:
+    """Apply pending migrations (or roll back the newest); return the versions touched.
+
+    `up` always ends with the lockdown; `runtime_role` (up only) is granted
+    what the app needs and recorded, so later runs keep it.
+    """
+    conn = await _connect(dsn)
     try:
         async with conn.transaction():
             # Migrations keep their own, longer limits than the app's calls (db/pool.py).
@@ -126,7 +159,9 @@ async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None) 
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
             applied = await _applied(conn)
             if direction == "up":
-                return await _up(conn, applied, steps)
+                done = await _up(conn, applied, steps)
+                await _lockdown(conn, runtime_role)
+                return done
             return await _down(conn, applied, steps)
     except asyncpg.PostgresError as exc:
         raise StoreError(f"migration failed: {exc.__class__.__name__}: {exc}") from exc

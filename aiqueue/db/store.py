@@ -13,6 +13,7 @@ import asyncpg
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.pool import Rollback
 from aiqueue.db.review import ReviewQueries
+from aiqueue.db.security import SecurityQueries
 from aiqueue.errors import Conflict, StoreError
 from aiqueue.models import (
     AssignmentInfo,
@@ -47,7 +48,7 @@ def _lost_live_row_race(exc: BaseException | None) -> bool:
             and exc.constraint_name == "ai_marking_queue_active_uniq")
 
 
-class Store(ReviewQueries):
+class Store(ReviewQueries, SecurityQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------

@@ -73,6 +73,11 @@ def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any
     }
 
 
+def message_id(job: Job) -> str:
+    """The dispatch's `webhook-id` (§8b): `<queue_id>.<attempt>`."""
+    return f"{job.queue_id}.{job.attempt}"
+
+
 def too_large(http_status: int | None = None) -> Failed:
     """A dispatch the platform can never take: fail the row, do not retry."""
     return Failed("payload_too_large", http_status, retryable=False)
@@ -85,7 +90,7 @@ async def send(http: httpx.AsyncClient, job: Job, settings: Settings, tokens: To
         limit = targets.body_limit(settings)
         if limit is not None and len(body) > limit:
             return too_large()
-        request = targets.build_request(settings, body, datetime.now(UTC))
+        request = targets.build_request(settings, body, datetime.now(UTC), message_id(job))
         response = await http.post(
             request.url, content=body, headers=request.headers,
             timeout=httpx.Timeout(settings.dispatch_timeout_seconds))

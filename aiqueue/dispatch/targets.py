@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote
 
+from standardwebhooks.webhooks import Webhook
+
 from aiqueue.dispatch.sigv4 import Credentials, sign
 from aiqueue.settings import Settings
 from aiqueue.target_settings import DoTarget, LambdaTarget
@@ -26,12 +28,28 @@ class Outgoing:
     headers: dict[str, str]
 
 
-def http_request(settings: Settings) -> Outgoing:
-    """§4: POST to AI_MARKING_FUNCTION_URL, with the bearer token when one is set."""
+def http_request(settings: Settings, body: bytes = b"", now: datetime | None = None,
+                 message_id: str | None = None) -> Outgoing:
+    """§4: POST to AI_MARKING_FUNCTION_URL, with the bearer token when one is set.
+
+    With AI_MARKING_SIGNING_SECRET (§8b) the request is signed per Standard
+    Webhooks v1: the signature covers the id, the timestamp and the body, so a
+    captured dispatch can be neither altered nor replayed after the tolerance.
+    """
     headers = {"content-type": JSON}
     if settings.function_token:
         headers["authorization"] = f"Bearer {settings.function_token}"
+    if settings.signing_secret and message_id and now is not None:
+        headers |= signature_headers(settings.signing_secret, message_id, now, body)
     return Outgoing(settings.function_url, headers)
+
+
+def signature_headers(secret: str, message_id: str, now: datetime, body: bytes
+                      ) -> dict[str, str]:
+    """`webhook-id`, `webhook-timestamp` and `webhook-signature` (v1) of one message."""
+    signature = Webhook(secret).sign(message_id, now, body.decode())
+    return {"webhook-id": message_id, "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": signature}
 
 
 def do_request(target: DoTarget) -> Outgoing:
@@ -60,10 +78,15 @@ def lambda_request(target: LambdaTarget, body: bytes, now: datetime) -> Outgoing
     return Outgoing(url, headers)
 
 
-def build_request(settings: Settings, body: bytes, now: datetime) -> Outgoing:
-    """The request for the configured target."""
+def build_request(settings: Settings, body: bytes, now: datetime,
+                  message_id: str | None = None) -> Outgoing:
+    """The request for the configured target (`message_id`: the signed dispatch's id).
+
+    DigitalOcean and Lambda authenticate the caller themselves (Basic auth,
+    SigV4) and pass no request header on to the function: only `http` is signed.
+    """
     if settings.dispatch_target == "http":
-        return http_request(settings)
+        return http_request(settings, body, now, message_id)
     if settings.dispatch_target == "digitalocean" and settings.digitalocean is not None:
         return do_request(settings.digitalocean)
     if settings.dispatch_target == "lambda" and settings.aws_lambda is not None:

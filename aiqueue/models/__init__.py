@@ -1,7 +1,8 @@
 """Typed rows that leave the store; nothing above it sees a driver record.
 
 queue.py: the queue's own rows; reads.py: what pages and streams read;
-review.py: applied results, usage and counters.  Import them from here.
+review.py: applied results, usage and counters; security.py: the lockdown
+check's rows.  Import them from here.
 """
 
 from aiqueue.models.queue import (
@@ -28,10 +29,12 @@ from aiqueue.models.reads import (
     SubmissionStatus,
 )
 from aiqueue.models.review import AppliedResult, Review, ReviewOutcome, TallyRow, UsageRow
+from aiqueue.models.security import ANY_ROLE, Exposure, ObjectKind
 
 __all__ = [
-    "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control", "EnqueueOutcome",
-    "EventBatch", "EventCursor", "Job", "MarkingEvent", "PageCursor", "QueueId", "QueueRow",
+    "ANY_ROLE", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
+    "EnqueueOutcome", "EventBatch", "EventCursor", "Exposure", "Job", "MarkingEvent",
+    "ObjectKind", "PageCursor", "QueueId", "QueueRow",
     "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
     "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",
 ]

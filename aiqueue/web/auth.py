@@ -1,9 +1,12 @@
-"""Operator login: signed session cookie, CSRF token per session, throttled failures."""
+"""Operator login: signed session cookie, CSRF token per session, throttled failures.
+
+The throttle lives in the database (every instance counts the same failures);
+only a login attempt touches it, never a request that merely carries a cookie.
+"""
 
 from __future__ import annotations
 
 import secrets
-import time
 from dataclasses import dataclass
 from urllib.parse import parse_qs, quote
 
@@ -11,15 +14,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from aiqueue import monitor
 from aiqueue.errors import BadRequest, TooLarge, Unauthorized
 from aiqueue.tokens import Tokens, same_secret
-from aiqueue.web.state import app_state
+from aiqueue.web.state import app_state, runtime
 from aiqueue.web.templating import render
 
 COOKIE = "aiqueue_session"
 SESSION_MAX_AGE = 12 * 3600
 MAX_FORM_BYTES = 64 * 1024
-# Failed logins per client address within the window before we refuse outright.
 
 
 @dataclass(frozen=True)
@@ -81,16 +84,15 @@ async def login_page(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     state = app_state(request)
-    throttle = state.login_throttle
     key = request.client.host if request.client else "unknown"
-    now = time.monotonic()
     form = await read_form(request)
     target = safe_next(form.get("next"))
-    if throttle.blocked(key, now):
+    rt = await runtime(request)
+    if await monitor.login_blocked(rt, key):
         return render("login.html", status_code=429, next=target,
                       error="Too many failed attempts. Wait a few minutes and try again.")
     if not same_secret(form.get("password"), state.settings.admin_password):
-        throttle.fail(key, now)
+        await monitor.login_failed(rt, key)
         return render("login.html", status_code=401, next=target, error="Wrong password.")
     token = state.tokens.session("admin", secrets.token_urlsafe(24))
     response = RedirectResponse(target, status_code=303)

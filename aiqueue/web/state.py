@@ -1,4 +1,4 @@
-"""Per-app resources in one place: the Runtime, the live-event hub, the login throttle.
+"""Per-app resources in one place: the Runtime and the live-event hub.
 
 The lifespan closes them; each is also made on first use, because serverless
 platforms may skip the lifespan.
@@ -7,7 +7,6 @@ platforms may skip the lifespan.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
 from starlette.requests import Request
 
@@ -16,27 +15,6 @@ from aiqueue.live import EventHub, LiveConfig
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
-
-FAILURE_LIMIT, FAILURE_WINDOW = 5, 300.0
-
-
-class LoginThrottle:
-    """Per-address sliding window of failed logins (per instance)."""
-
-    def __init__(self, limit: int = FAILURE_LIMIT, window: float = FAILURE_WINDOW) -> None:
-        self.limit, self.window = limit, window
-        self.failures: dict[str, deque[float]] = {}
-
-    def blocked(self, key: str, now: float) -> bool:
-        recent = self.failures.get(key)
-        while recent and now - recent[0] > self.window:
-            recent.popleft()
-        return bool(recent) and len(recent) >= self.limit  # type: ignore[arg-type]
-
-    def fail(self, key: str, now: float) -> None:
-        if len(self.failures) > 10_000:
-            self.failures.clear()
-        self.failures.setdefault(key, deque()).append(now)
 
 
 class AppState:
@@ -50,7 +28,6 @@ class AppState:
         self.hub: EventHub | None = None
         # Streams' lifetime, heartbeat and polling (dev and tests shorten them).
         self.live_config = LiveConfig.from_settings(settings)
-        self.login_throttle = LoginThrottle()
         self._lock = asyncio.Lock()
 
     async def get(self) -> Runtime:

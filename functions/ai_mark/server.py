@@ -21,6 +21,7 @@ from .invoke import HttpError, check_bearer, check_envelope, decode_json, retry_
 from .items import Item
 from .job import safe_id
 from .settings import Settings
+from .signing import DispatchVerifier
 
 log = logging.getLogger(__name__)
 
@@ -114,14 +115,15 @@ def create_app(
     """The reference function as an ASGI app; explicit arguments beat the environment."""
     settings = Settings.from_env() if settings is None else settings
     worker = Worker(settings, backend, client)
+    verifier = DispatchVerifier(settings.signing_secret) if settings.signing_secret else None
 
     async def accept(request: Request) -> Response:
-        dispatch = await _dispatch(request, settings, need_callback=True)
+        dispatch = await _dispatch(request, settings, verifier, need_callback=True)
         worker.submit(dispatch)
         return JSONResponse({"accepted": True, "queue_id": dispatch["queue_id"]}, status_code=202)
 
     async def sync(request: Request) -> Response:
-        dispatch = await _dispatch(request, settings, need_callback=False)
+        dispatch = await _dispatch(request, settings, verifier, need_callback=False)
         return JSONResponse(await worker.mark_now(dispatch))
 
     async def healthz(request: Request) -> Response:
@@ -148,7 +150,8 @@ def create_app(
     return app
 
 
-async def _dispatch(request: Request, settings: Settings, *, need_callback: bool) -> dict[str, Any]:
+async def _dispatch(request: Request, settings: Settings, verifier: DispatchVerifier | None, *,
+                    need_callback: bool) -> dict[str, Any]:
     check_bearer(request.headers, settings.function_token)
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -156,8 +159,12 @@ async def _dispatch(request: Request, settings: Settings, *, need_callback: bool
     body = await request.body()
     if len(body) > MAX_BODY_BYTES:
         raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    message = verifier.verify(body, request.headers) if verifier is not None else None
     dispatch = decode_json(body)
     check_envelope(dispatch, need_callback=need_callback)
+    if verifier is not None and message is not None:
+        # Only a dispatch that is about to be worked on counts as accepted.
+        verifier.accept_once(message)
     return dispatch
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import os
 from collections.abc import Mapping
@@ -35,6 +37,8 @@ class Settings:
     callback_tries: int = 5
     callback_backoff: float = 0.5
     function_token: str | None = None
+    # AI_MARKING_SIGNING_SECRET (the app's, `whsec_…`): dispatches must be signed with it.
+    signing_secret: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -63,7 +67,23 @@ class Settings:
             callback_tries=int(tries),
             callback_backoff=_number(env, "AI_MARK_CALLBACK_BACKOFF_SECONDS", 0.5),
             function_token=_text(env, "AI_MARKING_FUNCTION_TOKEN"),
+            signing_secret=_signing_secret(env),
         )
+
+
+def _signing_secret(env: Mapping[str, str]) -> str | None:
+    """`whsec_` + base64 of 24 to 64 bytes, as the app requires."""
+    raw = _text(env, "AI_MARKING_SIGNING_SECRET")
+    if raw is None:
+        return None
+    try:
+        key = base64.b64decode(raw.removeprefix("whsec_"), validate=True)
+    except binascii.Error:
+        key = b""
+    if not raw.startswith("whsec_") or not 24 <= len(key) <= 64:
+        raise SettingsError(
+            "AI_MARKING_SIGNING_SECRET must be whsec_ followed by base64 of 24 to 64 bytes")
+    return raw
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:

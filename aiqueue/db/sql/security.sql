@@ -1,0 +1,249 @@
+-- Who may reach the queue (CONTRACT §8b), and the shared login throttle.
+--
+-- The queue's objects are taken from the catalog, never from a list kept by
+-- hand, so a table a later migration adds is locked like the rest:
+--   every table, partitioned table, foreign table, view, materialized view,
+--   sequence and routine in the schema the migrations run in
+--   (current_schema(), where aiqueue_migrations lives) whose name starts with
+--   `ai_` or `aiqueue_`.
+-- Those two prefixes are reserved for aiqueue in that schema.  The host's
+-- `submissions` table is not a queue object: it keeps the privileges its owner
+-- gave it, and the runtime role only gains SELECT and UPDATE (ai_result,
+-- ai_marked_at) on it.
+
+-- lockdown --
+-- Run by `migrate up` after the migrations and functions, every time, in the
+-- same transaction.  Idempotent, and it changes only what differs (a policy or
+-- RLS switch would otherwise take an ACCESS EXCLUSIVE lock on every start).
+-- The runtime role comes from the transaction setting aiqueue.runtime_role
+-- (`--runtime-role`; empty: keep the one recorded in aiqueue_meta).
+--   * Row-level security on every queue table.  The one policy is
+--     aiqueue_runtime, for the runtime role only: every other role has no
+--     policy, so even a privilege granted by mistake reads no row.
+--   * Every privilege of every role but the owner and the runtime role is
+--     revoked (PUBLIC included, and the roles that default privileges such as
+--     Supabase's anon, authenticated and service_role were handed); the runtime
+--     role holds exactly what the app needs.
+--   * Views run with their caller's rights (security_invoker, PostgreSQL 15+).
+--   * No routine is executable by PUBLIC; a SECURITY DEFINER one pins its search_path.
+DO $lockdown$
+DECLARE
+    wanted text := nullif(current_setting('aiqueue.runtime_role', true), '');
+    runtime text;
+    runtime_oid oid;
+    previous text;
+    obj record;
+    who record;
+    needs text[];
+    has text[];
+BEGIN
+    IF to_regclass('aiqueue_meta') IS NULL THEN
+        RETURN;  -- nothing migrated yet
+    END IF;
+    previous := (SELECT value FROM aiqueue_meta WHERE key = 'runtime_role');
+    runtime := coalesce(wanted, previous);
+    IF runtime IS NOT NULL THEN
+        runtime_oid := (SELECT oid FROM pg_roles WHERE rolname = runtime);
+        IF runtime_oid IS NULL THEN
+            RAISE EXCEPTION 'the runtime role "%" does not exist (CREATE ROLE it first)', runtime;
+        END IF;
+    END IF;
+    IF wanted IS NOT NULL AND wanted IS DISTINCT FROM previous THEN
+        INSERT INTO aiqueue_meta (key, value) VALUES ('runtime_role', wanted)
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        -- Take back from the role this replaces what we gave it on the host's table.
+        IF previous IS NOT NULL AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = previous)
+                AND to_regclass('submissions') IS NOT NULL THEN
+            EXECUTE format('REVOKE SELECT, UPDATE (ai_result, ai_marked_at) ON submissions'
+                           ' FROM %I', previous);
+        END IF;
+    END IF;
+
+    FOR obj IN
+        SELECT c.oid, c.relkind, c.relowner, c.relrowsecurity, c.reloptions,
+               format('%I.%I', n.nspname, c.relname) AS name, c.relname::text AS relname,
+               CASE WHEN c.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS noun,
+               coalesce(c.relacl, acldefault(CASE WHEN c.relkind = 'S' THEN 's' ELSE 'r' END::"char",
+                                             c.relowner)) AS acl
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S')
+          AND (c.relname LIKE 'ai\_%' OR c.relname LIKE 'aiqueue\_%')
+    LOOP
+        needs := CASE
+            WHEN runtime IS NULL THEN '{}'
+            WHEN obj.relkind = 'S' THEN '{SELECT,USAGE}'
+            WHEN obj.relkind IN ('v', 'm') THEN '{SELECT}'
+            -- Bookkeeping of `migrate`: the app reads it, only the owner writes it.
+            WHEN obj.relname IN ('aiqueue_migrations', 'aiqueue_meta') THEN '{SELECT}'
+            ELSE '{DELETE,INSERT,SELECT,UPDATE}' END;
+        -- Every grantee but the owner loses everything, the runtime role too when
+        -- what it holds is not exactly `needs` (column grants count as a difference).
+        FOR who IN
+            SELECT g.grantee,
+                   CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS role
+            FROM (SELECT a.grantee FROM aclexplode(obj.acl) a
+                  UNION
+                  SELECT a.grantee FROM pg_attribute t, aclexplode(t.attacl) a
+                  WHERE t.attrelid = obj.oid AND t.attacl IS NOT NULL) g
+            LEFT JOIN pg_roles r ON r.oid = g.grantee
+            WHERE g.grantee <> obj.relowner AND (g.grantee = 0 OR r.oid IS NOT NULL)
+        LOOP
+            IF who.grantee = runtime_oid THEN
+                has := ARRAY(SELECT DISTINCT a.privilege_type FROM aclexplode(obj.acl) a
+                             WHERE a.grantee = runtime_oid ORDER BY 1);
+                CONTINUE WHEN has = needs AND NOT EXISTS (
+                    SELECT 1 FROM pg_attribute t, aclexplode(t.attacl) a
+                    WHERE t.attrelid = obj.oid AND t.attacl IS NOT NULL
+                      AND a.grantee = runtime_oid);
+            END IF;
+            EXECUTE format('REVOKE ALL ON %s %s FROM %s CASCADE', obj.noun, obj.name, who.role);
+        END LOOP;
+        -- Read the ACL again: the revokes above may have just changed it.
+        IF runtime IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM pg_class c,
+                              aclexplode(coalesce(c.relacl, acldefault('r'::"char", c.relowner))) a
+                WHERE c.oid = obj.oid AND a.grantee = runtime_oid) THEN
+            EXECUTE format('GRANT %s ON %s %s TO %I', array_to_string(needs, ', '), obj.noun,
+                           obj.name, runtime);
+        END IF;
+
+        IF obj.relkind IN ('r', 'p') THEN
+            IF NOT obj.relrowsecurity THEN
+                EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', obj.name);
+            END IF;
+            -- The runtime role's policy, re-created only when it names another role.
+            IF EXISTS (SELECT 1 FROM pg_policy p
+                       WHERE p.polrelid = obj.oid AND p.polname = 'aiqueue_runtime'
+                         AND p.polroles IS DISTINCT FROM ARRAY[runtime_oid]) THEN
+                EXECUTE format('DROP POLICY aiqueue_runtime ON %s', obj.name);
+            END IF;
+            IF runtime IS NOT NULL AND NOT EXISTS (
+                    SELECT 1 FROM pg_policy p
+                    WHERE p.polrelid = obj.oid AND p.polname = 'aiqueue_runtime') THEN
+                EXECUTE format('CREATE POLICY aiqueue_runtime ON %s TO %I'
+                               ' USING (true) WITH CHECK (true)', obj.name, runtime);
+            END IF;
+        ELSIF obj.relkind = 'v' AND current_setting('server_version_num')::int >= 150000
+                AND NOT coalesce('security_invoker=true' = ANY (obj.reloptions), false) THEN
+            EXECUTE format('ALTER VIEW %s SET (security_invoker = true)', obj.name);
+        END IF;
+    END LOOP;
+
+    FOR obj IN
+        SELECT p.oid, p.proowner, p.prosecdef, p.proconfig, p.oid::regprocedure::text AS name,
+               coalesce(p.proacl, acldefault('f'::"char", p.proowner)) AS acl
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = current_schema()
+          AND (p.proname LIKE 'ai\_%' OR p.proname LIKE 'aiqueue\_%')
+    LOOP
+        FOR who IN
+            SELECT a.grantee,
+                   CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS role
+            FROM aclexplode(obj.acl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+            WHERE a.grantee <> obj.proowner AND a.grantee IS DISTINCT FROM runtime_oid
+              AND (a.grantee = 0 OR r.oid IS NOT NULL)
+        LOOP
+            EXECUTE format('REVOKE ALL ON ROUTINE %s FROM %s CASCADE', obj.name, who.role);
+        END LOOP;
+        IF runtime IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM aclexplode(obj.acl) a WHERE a.grantee = runtime_oid) THEN
+            EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO %I', obj.name, runtime);
+        END IF;
+        -- A definer's rights with the caller's search_path run the caller's objects.
+        IF obj.prosecdef AND NOT EXISTS (SELECT 1 FROM unnest(obj.proconfig) c
+                                         WHERE c LIKE 'search\_path=%') THEN
+            EXECUTE format('ALTER ROUTINE %s SET search_path = pg_catalog, %I, pg_temp',
+                           obj.name, current_schema());
+        END IF;
+    END LOOP;
+
+    IF runtime IS NOT NULL AND to_regclass('submissions') IS NOT NULL THEN
+        IF NOT has_table_privilege(runtime_oid, 'submissions', 'SELECT') THEN
+            EXECUTE format('GRANT SELECT ON submissions TO %I', runtime);
+        END IF;
+        IF NOT (has_column_privilege(runtime_oid, 'submissions', 'ai_result', 'UPDATE')
+                AND has_column_privilege(runtime_oid, 'submissions', 'ai_marked_at', 'UPDATE')) THEN
+            EXECUTE format('GRANT UPDATE (ai_result, ai_marked_at) ON submissions TO %I', runtime);
+        END IF;
+    END IF;
+END
+$lockdown$;
+
+-- queue_exposures --
+-- Every way a role other than the owner and the runtime role reaches a queue
+-- object: (role, object, kind, privilege).  PUBLIC counts as a role.
+-- Superusers and the predefined pg_* roles are left out: they reach
+-- everything by design.  A member of the owner or the runtime role is listed
+-- (it reaches what they reach).  Three rows name no role ('*'): a table
+-- without row-level security, a view that runs with its owner's rights, and a
+-- SECURITY DEFINER routine without a pinned search_path.  Empty = locked down.
+WITH runtime AS (
+    SELECT (SELECT oid FROM pg_roles
+            WHERE rolname = (SELECT value FROM aiqueue_meta WHERE key = 'runtime_role')) AS oid
+),
+objects AS (
+    SELECT c.oid, c.relowner AS owner, c.relname::text AS object,
+           CASE WHEN c.relkind = 'S' THEN 'sequence'
+                WHEN c.relkind IN ('v', 'm') THEN 'view' ELSE 'table' END AS kind,
+           c.relkind, c.relrowsecurity, c.reloptions, false AS secdef, NULL::text[] AS config
+    FROM pg_class c
+    WHERE c.relnamespace = current_schema()::regnamespace
+      AND c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S')
+      AND (c.relname LIKE 'ai\_%' OR c.relname LIKE 'aiqueue\_%')
+    UNION ALL
+    SELECT p.oid, p.proowner, p.oid::regprocedure::text, 'function', NULL, NULL, NULL,
+           p.prosecdef, p.proconfig
+    FROM pg_proc p
+    WHERE p.pronamespace = current_schema()::regnamespace
+      AND (p.proname LIKE 'ai\_%' OR p.proname LIKE 'aiqueue\_%')
+),
+roles AS (
+    SELECT r.oid, r.rolname::text AS role FROM pg_roles r
+    WHERE NOT r.rolsuper AND r.rolname NOT LIKE 'pg\_%'
+    UNION ALL
+    SELECT 0, 'PUBLIC'
+),
+privileges (kind, privilege) AS (
+    VALUES ('table', 'SELECT'), ('table', 'INSERT'), ('table', 'UPDATE'), ('table', 'DELETE'),
+           ('table', 'TRUNCATE'), ('table', 'REFERENCES'), ('table', 'TRIGGER'),
+           ('view', 'SELECT'), ('view', 'INSERT'), ('view', 'UPDATE'), ('view', 'DELETE'),
+           ('sequence', 'USAGE'), ('sequence', 'SELECT'), ('sequence', 'UPDATE'),
+           ('function', 'EXECUTE')
+)
+SELECT r.role, o.object, o.kind, p.privilege
+FROM objects o
+JOIN privileges p ON p.kind = o.kind
+CROSS JOIN roles r
+WHERE r.oid <> o.owner AND r.oid IS DISTINCT FROM (SELECT oid FROM runtime)
+  AND CASE
+      WHEN o.kind = 'function' THEN has_function_privilege(r.oid, o.oid, p.privilege)
+      WHEN o.kind = 'sequence' THEN has_sequence_privilege(r.oid, o.oid, p.privilege)
+      WHEN p.privilege IN ('SELECT', 'INSERT', 'UPDATE', 'REFERENCES')
+          THEN has_any_column_privilege(r.oid, o.oid, p.privilege)
+      ELSE has_table_privilege(r.oid, o.oid, p.privilege) END
+UNION ALL
+SELECT '*', o.object, o.kind,
+       CASE WHEN o.kind = 'table' THEN 'ROW LEVEL SECURITY OFF'
+            WHEN o.kind = 'view' THEN 'RUNS WITH OWNER RIGHTS'
+            ELSE 'SEARCH_PATH NOT PINNED' END
+FROM objects o
+WHERE (o.relkind IN ('r', 'p') AND NOT o.relrowsecurity)
+   OR (o.relkind = 'v' AND current_setting('server_version_num')::int >= 150000
+       AND NOT coalesce('security_invoker=true' = ANY (o.reloptions), false))
+   OR (o.secdef AND NOT EXISTS (SELECT 1 FROM unnest(o.config) c WHERE c LIKE 'search\_path=%'))
+ORDER BY 1, 2, 4;
+
+-- login_blocked --
+-- The /ai-queue login throttle (migration 0011), shared by every instance:
+-- $1 the client's address, $2 the window in seconds, $3 the failures allowed.
+SELECT count(*) >= $3 AS blocked
+FROM ai_queue_login_failures
+WHERE client = $1 AND failed_at > now() - make_interval(secs => $2);
+
+-- login_failed --
+-- Record one failed login; every failure older than the window is pruned on
+-- the way, so the table never holds more than one window's failures.
+WITH pruned AS (
+    DELETE FROM ai_queue_login_failures WHERE failed_at <= now() - make_interval(secs => $2)
+)
+INSERT INTO ai_queue_login_failures (client) VALUES ($1);

@@ -1,0 +1,56 @@
+"""Verifying a signed dispatch (Standard Webhooks v1) and refusing its replay.
+
+With AI_MARKING_SIGNING_SECRET set, a dispatch must carry `webhook-id`,
+`webhook-timestamp` and a `webhook-signature` that the secret verifies; a
+timestamp more than 5 minutes off is refused (the `standardwebhooks` package's
+tolerance), and so is a message accepted once already.  The signature binds
+the id, the timestamp and the body, so a replay is the same id *and*
+timestamp: both are remembered for as long as the timestamp is within the
+tolerance, after which the signature check refuses the message anyway.  (The
+queue signs a new timestamp whenever it dispatches, so the one id it may
+reuse — `<queue_id>.<attempt>` after an operator's retry — is not a replay.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from standardwebhooks.webhooks import Webhook
+
+from .invoke import HttpError
+
+TOLERANCE_SECONDS = 5 * 60
+
+
+class DispatchVerifier:
+    """Checks each dispatch's signature and remembers what it accepted (per process)."""
+
+    def __init__(self, secret: str) -> None:
+        self.webhook = Webhook(secret)
+        # (webhook-id, webhook-timestamp) -> when it may be forgotten (monotonic).
+        self.seen: dict[tuple[str, str], float] = {}
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> tuple[str, str]:
+        """The message's (id, timestamp) when its signature and timestamp hold; else 401."""
+        wanted = ("webhook-id", "webhook-timestamp", "webhook-signature")
+        given = {name: headers.get(name, "") for name in wanted}
+        try:
+            self.webhook.verify(body, given, json_parse=False)
+        except Exception:
+            # Bad signature, stale or future timestamp, missing or garbled header,
+            # a body that is not UTF-8: all the same refusal, without detail.
+            raise HttpError(401, "bad_signature",
+                            "the dispatch's webhook signature is missing, wrong or too old"
+                            ) from None
+        return given["webhook-id"], given["webhook-timestamp"]
+
+    def accept_once(self, message: tuple[str, str], *, now: float | None = None) -> None:
+        """Remember `message`; 409 if it was accepted before (a replay)."""
+        now = time.monotonic() if now is None else now
+        for key in [k for k, until in self.seen.items() if until <= now]:
+            del self.seen[key]
+        if message in self.seen:
+            raise HttpError(409, "replayed", "this signed dispatch was accepted already")
+        # Twice the tolerance: the timestamp may have been up to 5 minutes ahead.
+        self.seen[message] = now + 2 * TOLERANCE_SECONDS

@@ -1,0 +1,248 @@
+"""§8b on a database prepared as Supabase prepares one: after `migrate up`, anon,
+authenticated and service_role read, write and execute nothing of the queue.
+
+The queue's relations and routines are listed from the catalog (the same rule
+the lockdown uses: `ai_`/`aiqueue_` names in the migrations' schema), and every
+refusal is a real statement run after SET ROLE, not a catalog lookup alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+import pytest
+
+from aiqueue.db.migrate import migrate
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Exposure
+from tests.roles import SUPABASE_ROLES, RuntimeDb, runtime_database
+
+QUEUE_RELATIONS = r"""
+SELECT c.oid, c.relkind::text AS relkind, format('%I', c.relname) AS name,
+       (SELECT format('%I', a.attname) FROM pg_attribute a
+        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+          AND a.attidentity = '' AND a.attgenerated = ''
+        ORDER BY a.attnum LIMIT 1) AS first_column
+FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace
+  AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+  AND (c.relname LIKE 'ai\_%' OR c.relname LIKE 'aiqueue\_%')
+ORDER BY c.relname
+"""
+QUEUE_ROUTINES = r"""
+SELECT p.oid, p.oid::regprocedure::text AS signature, p.prorettype = 'trigger'::regtype AS trigger,
+       format('%s(%s)', p.oid::regproc,
+              (SELECT string_agg('NULL::' || format_type(t, NULL), ', ')
+               FROM unnest(p.proargtypes) t)) AS call
+FROM pg_proc p
+WHERE p.pronamespace = current_schema()::regnamespace
+  AND (p.proname LIKE 'ai\_%' OR p.proname LIKE 'aiqueue\_%')
+ORDER BY 2
+"""
+
+
+@dataclass
+class Probe:
+    """What one role could do to the queue: every statement that was not refused."""
+
+    role: str
+    allowed: list[str]
+
+
+async def _refused(conn: asyncpg.Connection, role: str, statement: str) -> bool:
+    """Run `statement` as `role` (rolled back whatever happens); True if privileges refused it.
+
+    Any other error (a constraint, a NULL argument) came after the privilege
+    check had let the statement through, so it counts as allowed.
+    """
+    try:
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL ROLE {role}")
+            await conn.execute(statement)
+            raise _RolledBack
+    except asyncpg.InsufficientPrivilegeError:
+        return True
+    except (_RolledBack, asyncpg.PostgresError):
+        return False
+
+
+class _RolledBack(Exception):
+    """Undo a statement that went through."""
+
+
+async def probe(conn: asyncpg.Connection, role: str) -> Probe:
+    """Read, write, truncate every queue relation and call every queue routine as `role`."""
+    found = Probe(role, [])
+    relations = await conn.fetch(QUEUE_RELATIONS)
+    routines = await conn.fetch(QUEUE_ROUTINES)
+    for rel in relations:
+        name, col = rel["name"], rel["first_column"]
+        if rel["relkind"] == "S":
+            statements = [f"SELECT nextval('{name}')", f"SELECT * FROM {name}",
+                          f"SELECT setval('{name}', 1)"]
+        elif rel["relkind"] in ("v", "m"):
+            # A view that can't be written fails in the rewriter, before any
+            # privilege check: ask the catalog about writes, read it for real.
+            statements = [f"SELECT * FROM {name} LIMIT 1"]
+            for privilege in ("INSERT", "UPDATE", "DELETE"):
+                if await conn.fetchval("SELECT has_table_privilege($1, $2::oid, $3)",
+                                       role, rel["oid"], privilege):
+                    found.allowed.append(f"{privilege} {name}")
+        else:
+            statements = [f"SELECT * FROM {name} LIMIT 1",
+                          f"INSERT INTO {name} DEFAULT VALUES",
+                          f"UPDATE {name} SET {col} = {col}", f"DELETE FROM {name}"]
+            if rel["relkind"] in ("r", "p"):
+                statements.append(f"TRUNCATE {name}")
+        for statement in statements:
+            if not await _refused(conn, role, statement):
+                found.allowed.append(statement)
+    for fn in routines:
+        if await conn.fetchval("SELECT has_function_privilege($1, $2::oid, 'EXECUTE')",
+                               role, fn["oid"]):
+            found.allowed.append(f"EXECUTE {fn['signature']}")
+        # A trigger function can't be called directly; the catalog check above covers it.
+        if not fn["trigger"] and not await _refused(conn, role, f"SELECT {fn['call']}"):
+            found.allowed.append(f"SELECT {fn['call']}")
+    return found
+
+
+@pytest.fixture
+async def supabase(pg_admin: str) -> AsyncIterator[RuntimeDb]:
+    """A database with Supabase's roles and default privileges, then `migrate up`."""
+    async with runtime_database(pg_admin, supabase=True) as db:
+        yield db
+
+
+@pytest.fixture
+async def owner(supabase: RuntimeDb) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(supabase.owner_dsn)
+    yield conn
+    await conn.close()
+
+
+async def exposures(dsn: str) -> list[Exposure]:
+    store = Store(await connect_pool(dsn, max_size=1))
+    try:
+        return await store.queue_exposures()
+    finally:
+        await store.close()
+
+
+async def test_the_catalog_lists_the_whole_queue(owner: asyncpg.Connection) -> None:
+    relations = {r["name"] for r in await owner.fetch(QUEUE_RELATIONS)}
+    routines = [r["signature"] for r in await owner.fetch(QUEUE_ROUTINES)]
+    assert {"ai_marking_queue", "ai_marking_results", "ai_marking_attempts",
+            "ai_marking_events", "ai_marking_event_feed", "ai_queue_control",
+            "ai_queue_login_failures", "aiqueue_meta", "aiqueue_migrations",
+            "ai_marking_queue_seq_seq"} <= relations
+    assert len(routines) >= 19 and "aiqueue_claim(integer,integer)" in routines
+
+
+async def test_supabase_roles_read_write_and_execute_nothing(
+    supabase: RuntimeDb, owner: asyncpg.Connection
+) -> None:
+    # Rows worth stealing: a result with its feedback, an attempt, an event.
+    sub = await owner.fetchval("INSERT INTO submissions (assignment_id, content)"
+                               " VALUES ('hw', 'essay') RETURNING id")
+    await owner.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id)"
+                        " VALUES ($1, 'hw', gen_random_uuid())", sub)
+    await owner.fetchrow("SELECT * FROM aiqueue_claim(1, 5)")
+    for role in SUPABASE_ROLES:
+        found = await probe(owner, role)
+        assert found.allowed == [], f"{role} may: {found.allowed}"
+    assert await exposures(supabase.owner_dsn) == []
+
+
+async def test_a_mistaken_grant_shows_as_an_exposure_reads_no_row_and_goes_next_migrate(
+    supabase: RuntimeDb, owner: asyncpg.Connection
+) -> None:
+    sub = await owner.fetchval("INSERT INTO submissions (assignment_id) VALUES ('hw') RETURNING id")
+    await owner.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id)"
+                        " VALUES ($1, 'hw', gen_random_uuid())", sub)
+    await owner.execute("GRANT SELECT ON ai_marking_queue TO anon")
+    await owner.execute("GRANT EXECUTE ON FUNCTION aiqueue_claim(integer, integer) TO PUBLIC")
+    found = await probe(owner, "anon")
+    # The probe can fail: the grant lets the statement through...
+    assert "SELECT * FROM ai_marking_queue LIMIT 1" in found.allowed
+    assert any("aiqueue_claim" in s for s in found.allowed)
+    # ...but row-level security (no policy for anon) is the second wall.
+    async with owner.transaction():
+        await owner.execute("SET LOCAL ROLE anon")
+        assert await owner.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
+    listed = await exposures(supabase.owner_dsn)
+    assert Exposure("anon", "ai_marking_queue", "table", "SELECT") in listed
+    assert Exposure("PUBLIC", "aiqueue_claim(integer,integer)", "function", "EXECUTE") in listed
+    assert await migrate(supabase.owner_dsn, "up") == []
+    for role in SUPABASE_ROLES:
+        assert (await probe(owner, role)).allowed == []
+    assert await exposures(supabase.owner_dsn) == []
+
+
+async def test_a_new_queue_table_view_and_function_are_locked_on_the_next_migrate(
+    supabase: RuntimeDb, owner: asyncpg.Connection
+) -> None:
+    # Default privileges hand the new objects to anon & co, as they would a migration's.
+    await owner.execute("CREATE TABLE ai_marking_extra (id int PRIMARY KEY, note text)")
+    await owner.execute("INSERT INTO ai_marking_extra VALUES (1, 'secret')")
+    await owner.execute("CREATE VIEW ai_marking_extra_view AS SELECT * FROM ai_marking_extra")
+    await owner.execute("CREATE FUNCTION aiqueue_extra() RETURNS int LANGUAGE sql"
+                        " SECURITY DEFINER AS 'SELECT 1'")
+    before = await probe(owner, "anon")
+    assert "SELECT * FROM ai_marking_extra LIMIT 1" in before.allowed
+    assert "SELECT aiqueue_extra()" in before.allowed
+    listed = await exposures(supabase.owner_dsn)
+    assert Exposure("*", "ai_marking_extra", "table", "ROW LEVEL SECURITY OFF") in listed
+    assert Exposure("*", "ai_marking_extra_view", "view", "RUNS WITH OWNER RIGHTS") in listed
+    assert Exposure("*", "aiqueue_extra()", "function", "SEARCH_PATH NOT PINNED") in listed
+
+    assert await migrate(supabase.owner_dsn, "up") == []
+    for role in SUPABASE_ROLES:
+        assert (await probe(owner, role)).allowed == [], role
+    assert await owner.fetchval("SELECT relrowsecurity FROM pg_class"
+                                " WHERE relname = 'ai_marking_extra'")
+    config = await owner.fetchval("SELECT proconfig FROM pg_proc WHERE proname = 'aiqueue_extra'")
+    assert config == ["search_path=pg_catalog, public, pg_temp"]
+    # The runtime role got the new table like the others.
+    runtime = await asyncpg.connect(supabase.runtime_dsn)
+    try:
+        assert await runtime.fetchval("SELECT note FROM ai_marking_extra") == "secret"
+        assert await runtime.fetchval("SELECT count(*) FROM ai_marking_extra_view") == 1
+    finally:
+        await runtime.close()
+    assert await exposures(supabase.owner_dsn) == []
+
+
+async def test_the_hosts_submissions_keep_the_privileges_their_owner_gave(
+    pg_admin: str
+) -> None:
+    async with runtime_database(pg_admin, supabase=True) as db:
+        owner = await asyncpg.connect(db.owner_dsn)
+        try:
+            await owner.execute("GRANT SELECT ON submissions TO authenticated")
+            await owner.execute("REVOKE ALL ON submissions FROM anon")
+            acl = await owner.fetchval("SELECT relacl::text FROM pg_class"
+                                       " WHERE relname = 'submissions'")
+            await migrate(db.owner_dsn, "up")
+            assert await owner.fetchval("SELECT relacl::text FROM pg_class"
+                                        " WHERE relname = 'submissions'") == acl
+            assert await owner.fetchval(
+                "SELECT has_table_privilege('authenticated', 'submissions', 'SELECT')")
+        finally:
+            await owner.close()
+
+
+async def test_lockdown_twice_changes_nothing(supabase: RuntimeDb,
+                                              owner: asyncpg.Connection) -> None:
+    snapshot = """SELECT string_agg(relname || ' ' || coalesce(relacl::text, '') || ' '
+                                    || relrowsecurity || ' ' || xmin::text, '; ' ORDER BY relname)
+                  FROM pg_class WHERE relname LIKE 'ai%'"""
+    before = await owner.fetchval(snapshot)
+    policy_rows = "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_policy"
+    policies = await owner.fetchval(policy_rows)
+    assert await migrate(supabase.owner_dsn, "up") == []
+    assert await owner.fetchval(snapshot) == before  # no catalog row rewritten
+    assert await owner.fetchval(policy_rows) == policies
+
