@@ -1,9 +1,11 @@
 """Typed rows that leave the store; nothing above it sees a driver record.
 
 queue.py: the queue's own rows; reads.py: what pages and streams read;
-review.py: applied results, usage and counters.  Import them from here.
+review.py: applied results, usage and counters; outbox.py: notifications.
+Import them from here.
 """
 
+from aiqueue.models.outbox import Delivery, DeliveryState, EventId, EventType, OutboxEntry
 from aiqueue.models.queue import (
     STATUSES,
     Attempt,
@@ -34,4 +36,5 @@ __all__ = [
     "EventBatch", "EventCursor", "Job", "MarkingEvent", "PageCursor", "QueueId", "QueueRow",
     "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
     "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",
+    "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
 ]
