@@ -517,13 +517,32 @@ $$;
 -- second, per-run lock could deadlock against a settle.
 CREATE OR REPLACE FUNCTION aiqueue_outbox_run_finished(p_run uuid, p_assignment text)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    -- run id -> a row of that run this transaction found live (transaction-local,
+    -- so also right through a transaction pooler).
+    seen jsonb := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
+    witness uuid;
 BEGIN
     PERFORM pg_advisory_xact_lock(7301730173017301);
+    -- A statement that ends many rows (a cancel of 10,000) calls this once per
+    -- row, and until it commits every old row version still sits in the
+    -- live-run index: looking the run up each time would cost O(n^2).  So the
+    -- row found live last time is asked first (by its key), then whether the
+    -- event is written already; the index is searched only when both say no.
     IF EXISTS (SELECT 1 FROM ai_marking_queue q
-               WHERE q.run_id = p_run AND q.status IN ('pending', 'processing'))
+               WHERE q.queue_id = (seen ->> p_run::text)::uuid
+                 AND q.status IN ('pending', 'processing'))
        OR EXISTS (SELECT 1 FROM ai_marking_outbox o
                   WHERE o.type = 'marking.run_finished' AND o.run_id = p_run
                     AND o.tx = pg_current_xact_id()) THEN
+        RETURN;
+    END IF;
+    SELECT q.queue_id INTO witness FROM ai_marking_queue q
+    WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM set_config('aiqueue.live_witness',
+                           jsonb_set(seen, ARRAY[p_run::text], to_jsonb(witness))::text, true);
         RETURN;
     END IF;
     INSERT INTO ai_marking_outbox (type, assignment_id, run_id, body)
