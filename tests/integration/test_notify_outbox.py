@@ -184,3 +184,41 @@ async def test_no_event_carries_the_submissions_content(store: Store, conn: asyn
     bodies = await conn.fetch("SELECT body::text AS body FROM ai_marking_outbox")
     assert len(bodies) == 2
     assert all(secret_text not in r["body"] for r in bodies)
+
+
+async def test_a_later_statement_of_the_same_transaction_that_ends_the_run_writes_it(
+    store: Store, db_url: str, conn: asyncpg.Connection
+):
+    """The first statement remembers a live row of the run; the second ends that row."""
+    ids = await add_submissions(conn, 20, "hw-t")
+    await store.enqueue(ids, "hw-t", 0, {})
+    [job] = await claim_all(store, 1)
+    other = await asyncpg.connect(db_url)
+    try:
+        async with other.transaction():
+            await other.execute("UPDATE ai_marking_queue SET status = 'cancelled' "
+                                "WHERE status = 'pending'")
+            assert await other.fetchval("SELECT count(*) FROM ai_marking_outbox") == 0
+            await other.execute("UPDATE ai_marking_queue SET status = 'failed', "
+                                "last_error = 'bad_request' WHERE queue_id = $1", job.queue_id)
+    finally:
+        await other.close()
+    [run] = await events(conn, "marking.run_finished")
+    assert (run["completed"], run["failed"], run["cancelled"]) == (0, 1, 19)
+
+
+async def test_recovery_across_runs_writes_one_event_per_finished_run(
+    store: Store, conn: asyncpg.Connection
+):
+    for name, n in (("hw-a", 2), ("hw-b", 3), ("hw-c", 2)):
+        await store.enqueue(await add_submissions(conn, n, name), name, 0, {})
+    await claim_all(store, 7)
+    # hw-c keeps one row in flight; every other row is stuck.
+    await conn.execute("""UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'
+                          WHERE queue_id <> (SELECT queue_id FROM ai_marking_queue
+                                             WHERE assignment_id = 'hw-c' LIMIT 1)""")
+    assert await store.recover_stuck(60, 1) == 6
+    runs = {e["assignment_id"]: e for e in await events(conn, "marking.run_finished")}
+    assert sorted(runs) == ["hw-a", "hw-b"]
+    assert runs["hw-b"]["failed"] == 3
+    assert len(await events(conn, "marking.row_failed")) == 6
