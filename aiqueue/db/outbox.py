@@ -12,20 +12,22 @@ class OutboxQueries(Gateway):
     """Claim due events, record each attempt's outcome, prune, list for the panel."""
 
     async def claim_deliveries(self, limit: int, lease_seconds: float) -> list[Delivery]:
-        # Not idempotent: a repeat after a lost answer would claim again (the
-        # events stay leased until the lease runs out, then are due again).
-        rows = await self._write("notify_claim", limit, lease_seconds)
+        # One autocommit statement (one round trip: this runs after most steps).
+        # Repeated after a lost answer it claims again; what the lost claim took
+        # stays leased until its lease runs out and is then due again: late, not lost.
+        rows = await self._write_one("notify_claim", limit, lease_seconds)
         return [Delivery.from_row(r) for r in rows]
 
     async def delivery_succeeded(self, event_id: UUID, outcome: str) -> bool:
-        return await self._write_val("notify_delivered", event_id, outcome,
-                                     idempotent=True) is not None
+        return bool(await self._write_one("notify_delivered", event_id, outcome))
 
     async def delivery_failed(self, event_id: UUID, attempt: int, outcome: str, *,
                               delay: float, window: float, stop: bool) -> DeliveryState | None:
         """Reschedule or give up; the new state, or None if a newer claim owns the event."""
-        state: DeliveryState | None = await self._write_val(
-            "notify_failed", event_id, attempt, outcome, delay, window, stop, idempotent=True)
+        # Idempotent: a repeat finds the same claim and sets the same outcome.
+        rows = await self._write_one("notify_failed", event_id, attempt, outcome, delay, window,
+                                     stop)
+        state: DeliveryState | None = rows[0]["state"] if rows else None
         return state
 
     async def prune_outbox(self, keep_seconds: float, window: float) -> int:
