@@ -18,6 +18,7 @@ ALLOWED = frozenset({
     "outcome", "code", "http_status", "ms", "count", "enqueued", "skipped", "already_marked",
     "recovered", "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
     "delay_s", "method", "path", "mode", "instance", "version", "reason", "logger", "level",
+    "event_id", "event_type",
 })
 
 

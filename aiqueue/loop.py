@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiqueue import dispatch, logs
+from aiqueue import dispatch, logs, notify
 from aiqueue.backoff import retry_delay
 from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.errors import StoreError
@@ -244,6 +244,15 @@ async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult]) -> None
         # Whatever went wrong (not only the database), the ticker and the next
         # request must live on: this runs where nobody could catch it.
         logs.event("step_error", code=_code(exc))
+    # Notifications go after the step, never before it: the queue comes first.
+    await notify.deliver_safely(rt)
+
+
+async def after_process(rt: Runtime, job: Job | None) -> None:
+    """After the process endpoint (chain, cron) answered: a sync job, then notifications."""
+    if job is not None:
+        await safe_run_sync(rt, job)
+    await notify.deliver_safely(rt)
 
 
 async def safe_run_sync(rt: Runtime, job: Job) -> None:
@@ -288,9 +297,15 @@ async def tick_forever(rt: Runtime) -> None:
             wait = await rt.store.next_wakeup(
                 s.max_in_flight, s.breaker_threshold, s.stuck_after_seconds
             )
+            # Notification retries are due on time too, without a cron.
+            wait = _sooner(wait, await notify.next_due(rt))
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None
         delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
         await asyncio.sleep(delay)
         await safe_step(rt)
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)

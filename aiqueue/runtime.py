@@ -28,6 +28,8 @@ class Runtime:
     tokens: Tokens
     # monotonic time when this instance next runs recovery and pruning
     housekeeping_due: float = 0.0
+    # event-loop time when this instance next prunes the notification outbox
+    notify_prune_due: float = 0.0
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None) -> Runtime:

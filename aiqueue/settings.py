@@ -10,7 +10,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypedDict
 
 from aiqueue.errors import SettingsError
 from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
@@ -70,6 +70,14 @@ class Settings:
     # -- safe on a shared database (CONTRACT §8b) --
     # AI_MARKING_SIGNING_SECRET: Standard Webhooks signing of `http` dispatches.
     signing_secret: str | None = None
+    # Notifications to the host app (CONTRACT §8d; aiqueue/notify.py): where events
+    # go, the Standard Webhooks secret that signs them, each attempt's HTTP
+    # timeout, the first retry's delay and how long retries go on.
+    notify_url: str | None = None
+    notify_secret: str | None = None
+    notify_timeout_seconds: float = 5.0
+    notify_retry_base_seconds: float = 5.0
+    notify_give_up_seconds: float = 86400.0
 
     @property
     def queue_secret(self) -> str:
@@ -137,17 +145,18 @@ def _secrets(env: Mapping[str, str], name: str, minimum: int = 16) -> tuple[str,
     return values
 
 
-def _signing_secret(env: Mapping[str, str]) -> str | None:
-    """AI_MARKING_SIGNING_SECRET: `whsec_` + base64 of at least 24 random bytes."""
-    raw = env.get("AI_MARKING_SIGNING_SECRET", "").strip()
+def _whsec(env: Mapping[str, str], name: str) -> str | None:
+    """A Standard Webhooks secret: `whsec_` + base64 of 24 to 64 random bytes (padding optional)."""
+    raw = env.get(name, "").strip()
     if not raw:
         return None
-    problem = "AI_MARKING_SIGNING_SECRET must be whsec_ followed by base64 of 24 to 64 bytes"
+    problem = f"{name} must be 'whsec_' followed by base64 of 24 to 64 random bytes"
     if not raw.startswith("whsec_"):
         raise SettingsError(problem)
+    encoded = raw.removeprefix("whsec_")
     try:
-        key = base64.b64decode(raw.removeprefix("whsec_"), validate=True)
-    except binascii.Error:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except (binascii.Error, ValueError):
         raise SettingsError(problem) from None
     if not 24 <= len(key) <= 64:
         raise SettingsError(problem)
@@ -176,6 +185,17 @@ def _prices(env: Mapping[str, str]) -> dict[str, ModelPrice]:
             raise SettingsError(f"QUEUE_MODEL_PRICES[{model[:60]!r}] {problem}")
         prices[model] = ModelPrice(float(price["input"]), float(price["output"]))
     return prices
+
+
+def _notify_secret(env: Mapping[str, str], url: str | None) -> str | None:
+    """QUEUE_NOTIFY_SECRET: a Standard Webhooks secret, required with QUEUE_NOTIFY_URL."""
+    secret = _whsec(env, "QUEUE_NOTIFY_SECRET")
+    if secret is None and url is not None:
+        raise SettingsError("QUEUE_NOTIFY_SECRET is required with QUEUE_NOTIFY_URL "
+                            "(a Standard Webhooks secret, whsec_...)")
+    if secret is not None and url is None:
+        raise SettingsError("QUEUE_NOTIFY_SECRET is set but QUEUE_NOTIFY_URL is not")
+    return secret
 
 
 def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> Settings:
@@ -237,5 +257,28 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         events_poll_seconds=_float(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600),
         model_prices=_prices(env),
         metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
-        signing_secret=_signing_secret(env),
+        signing_secret=_whsec(env, "AI_MARKING_SIGNING_SECRET"),
+        **_notify_fields(env),
     )
+
+
+class _NotifyFields(TypedDict):
+    notify_url: str | None
+    notify_secret: str | None
+    notify_timeout_seconds: float
+    notify_retry_base_seconds: float
+    notify_give_up_seconds: float
+
+
+def _notify_fields(env: Mapping[str, str]) -> _NotifyFields:
+    """The notification settings (QUEUE_NOTIFY_*), validated together."""
+    url = _url(env, "QUEUE_NOTIFY_URL", None)
+    return {
+        "notify_url": url,
+        "notify_secret": _notify_secret(env, url),
+        "notify_timeout_seconds": _float(env, "QUEUE_NOTIFY_TIMEOUT_SECONDS", 5.0, 0.05, 60),
+        "notify_retry_base_seconds": _float(env, "QUEUE_NOTIFY_RETRY_BASE_SECONDS", 5.0, 0.0,
+                                            3600),
+        "notify_give_up_seconds": _float(env, "QUEUE_NOTIFY_GIVE_UP_SECONDS", 86400.0, 1.0,
+                                         7 * 86400),
+    }

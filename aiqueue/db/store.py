@@ -11,6 +11,7 @@ from uuid import UUID
 import asyncpg
 
 from aiqueue.db.gateway import connect_pool, queries
+from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.pool import Rollback
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
@@ -48,7 +49,7 @@ def _lost_live_row_race(exc: BaseException | None) -> bool:
             and exc.constraint_name == "ai_marking_queue_active_uniq")
 
 
-class Store(ReviewQueries, SecurityQueries):
+class Store(ReviewQueries, SecurityQueries, OutboxQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------

@@ -2,9 +2,10 @@
 
 queue.py: the queue's own rows; reads.py: what pages and streams read;
 review.py: applied results, usage and counters; security.py: the lockdown
-check's rows.  Import them from here.
+check's rows; outbox.py: notifications.  Import them from here.
 """
 
+from aiqueue.models.outbox import Delivery, DeliveryState, EventId, EventType, OutboxEntry
 from aiqueue.models.queue import (
     STATUSES,
     Attempt,
@@ -37,4 +38,5 @@ __all__ = [
     "ObjectKind", "PageCursor", "QueueId", "QueueRow",
     "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
     "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",
+    "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
 ]

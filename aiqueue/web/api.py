@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, monitor, observe, review, service, usage
+from aiqueue import logs, loop, monitor, notify, observe, review, service, usage
 from aiqueue.errors import StoreError
 from aiqueue.web import gate
 from aiqueue.web.http import query_int, read_json
@@ -36,8 +36,7 @@ async def process_queue(request: Request) -> Response:
     step = await loop.process_step(rt, force=request.method == "GET")
     logs.event("process", method=request.method, claimed=step.claimed is not None,
                chained=step.chained, recovered=step.recovered, pruned=step.pruned)
-    job = step.sync_job
-    after = BackgroundTask(loop.safe_run_sync, rt, job) if job is not None else None
+    after = BackgroundTask(loop.after_process, rt, step.sync_job)
     return JSONResponse(step.to_json(), background=after)
 
 
@@ -53,6 +52,9 @@ async def webhook(request: Request) -> Response:
         kick = BackgroundTask(loop.safe_settled_step, rt, receipt)
     elif receipt.freed:
         kick = BackgroundTask(loop.safe_step, rt, freed=receipt.freed)
+    else:
+        # No step to run, but a result may still have ended a row or a run.
+        kick = BackgroundTask(notify.deliver_safely, rt)
     return JSONResponse(receipt.counts, background=kick)
 
 

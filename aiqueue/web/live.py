@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import live, loop, progress, service
+from aiqueue import live, loop, notify, progress, service
 from aiqueue.errors import Unauthorized
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
@@ -74,7 +74,9 @@ async def assignment_progress(request: Request) -> Response:
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"))
+    # A cancel may end a run: its notification goes out after the answer.
+    return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"),
+                        background=BackgroundTask(notify.deliver_safely, rt))
 
 
 ROUTES = [

@@ -21,11 +21,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, monitor, observe, review, service, usage
+from aiqueue import loop, monitor, notify, observe, review, service, usage
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
 from aiqueue.models import STATUSES, Status
 from aiqueue.runtime import Runtime
-from aiqueue.web import chart, costs, gate, views
+from aiqueue.web import chart, costs, deliveries, gate, views
 from aiqueue.web.auth import Session, check_csrf, read_form, safe_next
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import environment, render
@@ -97,8 +97,11 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
 async def _chart_context(rt: Runtime) -> dict[str, Any]:
     buckets = await monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS)
     summary = await usage.cost_summary(rt)
+    outbox = await notify.panel(rt)
     return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
-            "costs": costs.cost_card(summary)}
+            "costs": costs.cost_card(summary),
+            "notify": deliveries.panel(outbox, datetime.now(UTC),
+                                       enabled=notify.enabled(rt.settings))}
 
 
 def _render(template: str, context: dict[str, Any]) -> tuple[Markup, str]:

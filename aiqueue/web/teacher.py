@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, progress, review, service, teacher
+from aiqueue import loop, notify, progress, review, service, teacher
 from aiqueue.models import Status, SubmissionResult
 from aiqueue.web import gate
 from aiqueue.web.auth import Session, check_csrf, read_form
@@ -205,7 +205,8 @@ async def cancel(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     answer = await progress.cancel_assignment(rt, assignment_id, actor="teacher")
-    return _answer(request, assignment_id, answer)
+    # A cancel may end a run: its notification goes out after the answer.
+    return _answer(request, assignment_id, answer, BackgroundTask(notify.deliver_safely, rt))
 
 
 @gate.session(gate.unauthorized)

@@ -85,6 +85,7 @@ async def test_student_text_reaches_no_log_page_metric_api_answer_or_stored_erro
         "ai_marking_events.summary": "SELECT summary::text FROM ai_marking_events",
         "ai_marking_tally": "SELECT concat_ws(' ', outcome, error, model) FROM ai_marking_tally",
         "ai_marking_results.actor": "SELECT actor FROM ai_marking_results",
+        "ai_marking_outbox.body": "SELECT body::text FROM ai_marking_outbox",
     }.items():
         texts[column] = "\n".join(str(v) for (v,) in await conn.fetch(sql))
 

@@ -480,3 +480,113 @@ BEGIN
     RETURN NEXT;
 END
 $$;
+
+-- == Notifications (CONTRACT §8d, migration 0013) ==============================
+-- An event for the host app goes to ai_marking_outbox in the transaction of the
+-- status change that causes it; aiqueue/notify.py delivers it later.
+--
+-- Why triggers: every path to `failed` (a failed attempt, stuck recovery, and
+-- any path added later, such as a refusal given up) and every path that ends a
+-- run (a result, a failure, a cancel of one row or of an assignment's rest, an
+-- operator's action) is an UPDATE of ai_marking_queue.status.  A trigger on that
+-- column can't be forgotten by the next statement that adds such a path, and
+-- it runs inside that statement's transaction, so an event exists exactly when
+-- its change committed.  The WHEN clause keeps every other update (claims,
+-- heartbeats, retries back to pending) free of any call.
+--
+-- Always written, whether or not QUEUE_NOTIFY_URL is set: a flag in the
+-- database set at start-up would let one instance started without the
+-- variable (an old deployment still serving, a one-off command) switch events
+-- off for every other one, and lose them.  The outbox is small (one row per
+-- failed row and per finished run, against one change-feed row per status
+-- change) and the delivery step prunes it: events nobody could deliver go
+-- after the 24 h retry window, delivered and given-up ones after
+-- QUEUE_PRUNE_AFTER_DAYS.
+
+-- A run has ended when none of its rows is pending or processing: write its
+-- marking.run_finished once per transaction (a cancel ends many rows at once).
+-- Counts, tokens and cost over the run as GET .../progress reports them.
+--
+-- Two transactions ending a run's last two rows at once would each still see
+-- the other's row live (READ COMMITTED) and neither would write the event, so
+-- the test runs under the claim's advisory lock: the second waits until the
+-- first commits, and its next statement (a fresh snapshot) sees that commit.
+-- The claim lock, not one per run, because it is already taken after row locks
+-- (aiqueue_settle completes, then claims) and its holder never waits for a row
+-- (SKIP LOCKED): a row-ending update inside the claim re-enters it, where a
+-- second, per-run lock could deadlock against a settle.
+CREATE OR REPLACE FUNCTION aiqueue_outbox_run_finished(p_run uuid, p_assignment text)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    -- run id -> a row of that run this transaction found live (transaction-local,
+    -- so also right through a transaction pooler).
+    seen jsonb := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
+    witness uuid;
+BEGIN
+    PERFORM pg_advisory_xact_lock(7301730173017301);
+    -- A statement that ends many rows (a cancel of 10,000) calls this once per
+    -- row, and until it commits every old row version still sits in the
+    -- live-run index: looking the run up each time would cost O(n^2).  So the
+    -- row found live last time is asked first (by its key), then whether the
+    -- event is written already; the index is searched only when both say no.
+    IF EXISTS (SELECT 1 FROM ai_marking_queue q
+               WHERE q.queue_id = (seen ->> p_run::text)::uuid
+                 AND q.status IN ('pending', 'processing'))
+       OR EXISTS (SELECT 1 FROM ai_marking_outbox o
+                  WHERE o.type = 'marking.run_finished' AND o.run_id = p_run
+                    AND o.tx = pg_current_xact_id()) THEN
+        RETURN;
+    END IF;
+    SELECT q.queue_id INTO witness FROM ai_marking_queue q
+    WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM set_config('aiqueue.live_witness',
+                           jsonb_set(seen, ARRAY[p_run::text], to_jsonb(witness))::text, true);
+        RETURN;
+    END IF;
+    INSERT INTO ai_marking_outbox (type, assignment_id, run_id, body)
+    SELECT 'marking.run_finished', p_assignment, p_run, jsonb_build_object(
+               'type', 'marking.run_finished', 'assignment_id', p_assignment,
+               'run_id', p_run, 'completed', c.completed, 'failed', c.failed,
+               'cancelled', c.cancelled, 'tokens', u.tokens, 'cost_usd', u.cost_usd,
+               'started_at', c.started_at, 'finished_at', now())
+    FROM (SELECT count(*) FILTER (WHERE q.status = 'completed') AS completed,
+                 count(*) FILTER (WHERE q.status = 'failed') AS failed,
+                 count(*) FILTER (WHERE q.status = 'cancelled') AS cancelled,
+                 min(q.created_at) AS started_at
+          FROM ai_marking_queue q
+          WHERE q.assignment_id = p_assignment AND q.run_id = p_run) c,
+         (SELECT coalesce(sum(coalesce(m.prompt_tokens, 0) + coalesce(m.completion_tokens, 0)),
+                          0)::bigint AS tokens,
+                 sum(m.cost_usd) AS cost_usd
+          FROM ai_marking_results m WHERE m.run_id = p_run) u;
+END
+$$;
+
+-- A row that ended: marking.row_failed when it failed (the error is the row's
+-- content-free last_error code), then the run's end test.
+CREATE OR REPLACE FUNCTION aiqueue_outbox_on_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status = 'failed' THEN
+        INSERT INTO ai_marking_outbox (type, assignment_id, run_id, queue_id, body)
+        VALUES ('marking.row_failed', NEW.assignment_id, NEW.run_id, NEW.queue_id,
+                jsonb_build_object('type', 'marking.row_failed', 'queue_id', NEW.queue_id,
+                                   'submission_id', NEW.submission_id,
+                                   'assignment_id', NEW.assignment_id,
+                                   'error', NEW.last_error));
+    END IF;
+    IF OLD.status IN ('pending', 'processing') THEN
+        PERFORM aiqueue_outbox_run_finished(NEW.run_id, NEW.assignment_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_outbox
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       AND (NEW.status = 'failed'
+                            OR (OLD.status IN ('pending', 'processing')
+                                AND NEW.status NOT IN ('pending', 'processing'))))
+    EXECUTE FUNCTION aiqueue_outbox_on_end();
