@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.dispatch.platform import LambdaTimeout
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 
@@ -28,6 +29,8 @@ class Runtime:
     tokens: Tokens
     # monotonic time when this instance next runs recovery and pruning
     housekeeping_due: float = 0.0
+    # The Lambda function's timeout (CONTRACT §8e), read once per instance.
+    lambda_timeout: LambdaTimeout = field(default_factory=LambdaTimeout)
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None) -> Runtime:

@@ -65,6 +65,11 @@ class Settings:
     # QUEUE_MODEL_PRICES and METRICS_TOKEN (CONTRACT §7d).
     model_prices: Mapping[str, ModelPrice] = field(default_factory=dict, hash=False)
     metrics_token: str | None = None
+    # A dead invocation gives its slot back fast (CONTRACT §8e): a row that sent a
+    # heartbeat is recovered this long after its last one; a platform's time limit
+    # bounds the wait, plus this grace (QUEUE_PLATFORM_GRACE_SECONDS, default 30).
+    heartbeat_timeout_seconds: float = 90.0
+    platform_grace_seconds: float = 30.0
 
     @property
     def queue_secret(self) -> str:
@@ -215,4 +220,6 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         events_poll_seconds=_float(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600),
         model_prices=_prices(env),
         metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
+        heartbeat_timeout_seconds=_float(env, "QUEUE_HEARTBEAT_TIMEOUT_SECONDS", 90.0, 0.05),
+        platform_grace_seconds=_float(env, "QUEUE_PLATFORM_GRACE_SECONDS", 30.0, 0.0, 3600),
     )

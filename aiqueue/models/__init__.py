@@ -10,6 +10,7 @@ from aiqueue.models.queue import (
     Control,
     EnqueueOutcome,
     Job,
+    Lookup,
     PageCursor,
     QueueId,
     QueueRow,
@@ -31,7 +32,7 @@ from aiqueue.models.review import AppliedResult, Review, ReviewOutcome, TallyRow
 
 __all__ = [
     "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control", "EnqueueOutcome",
-    "EventBatch", "EventCursor", "Job", "MarkingEvent", "PageCursor", "QueueId", "QueueRow",
-    "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
+    "EventBatch", "EventCursor", "Job", "Lookup", "MarkingEvent", "PageCursor", "QueueId",
+    "QueueRow", "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
     "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",
 ]

@@ -480,3 +480,20 @@ BEGIN
     RETURN NEXT;
 END
 $$;
+
+-- When a dispatched row is due for recovery (CONTRACT §8e) — or, on a platform
+-- the queue asks first (digitalocean), for a look at its invocation: its lease
+-- (the dispatch or the last heartbeat) plus the heartbeat timeout once the
+-- function has sent a heartbeat, else plus QUEUE_STUCK_AFTER_SECONDS; never
+-- later than the dispatch plus the platform's bound (its time limit and a
+-- grace; NULL: none); never before `look_after`, when the platform said "not
+-- finished yet" or another instance is asking it right now.  greatest() and
+-- least() skip NULLs, so each missing term simply drops out.
+CREATE OR REPLACE FUNCTION aiqueue_recover_at(lease_at timestamptz, started_at timestamptz,
+                                              beat boolean, look_after timestamptz,
+                                              stuck float8, heartbeat float8, bound float8)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT greatest(look_after, least(
+        lease_at + make_interval(secs => CASE WHEN beat THEN heartbeat ELSE stuck END),
+        started_at + make_interval(secs => bound)))
+$$;
