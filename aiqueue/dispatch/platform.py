@@ -9,9 +9,10 @@ tokens the caller checks.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
@@ -134,10 +135,15 @@ class LambdaTimeout:
 
     value: float | None = None
     retry_at: float = 0.0  # monotonic
+    # Steps run concurrently (the ticker, requests): one of them reads, the rest wait.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     async def get(self, http: httpx.AsyncClient, target: LambdaTarget) -> float | None:
-        if self.value is None and time.monotonic() >= self.retry_at:
-            self.value = await lambda_timeout(http, target, datetime.now(UTC))
-            if self.value is None:
-                self.retry_at = time.monotonic() + CONFIG_RETRY_SECONDS
+        if self.value is not None:
+            return self.value
+        async with self.lock:
+            if self.value is None and time.monotonic() >= self.retry_at:
+                self.value = await lambda_timeout(http, target, datetime.now(UTC))
+                if self.value is None:
+                    self.retry_at = time.monotonic() + CONFIG_RETRY_SECONDS
         return self.value
