@@ -274,7 +274,9 @@ class LambdaProxy:
                 return JSONResponse({"message": "SignatureDoesNotMatch"}, status_code=403)
             return JSONResponse(self.moto.configuration)
         answer = await self.client.request(request.method, url, content=body, headers=headers)
-        if answer.status_code == 202 \
+        if request.method == "GET":
+            self.configuration_reads.append(answer.status_code)
+        elif answer.status_code == 202 \
                 and request.headers.get("x-amz-invocation-type") == "Event":
             self.request_ids.append(answer.headers["x-amzn-requestid"])
             if len(self.request_ids) > self.dead:
