@@ -22,7 +22,8 @@ from aiqueue.callbacks import apply_item, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.target_settings import DoTarget, LambdaTarget
-from tests.conftest import SELF_CHAIN, add_submissions, make_settings
+from aiqueue.web.app import create_app
+from tests.conftest import SECRET, SELF_CHAIN, add_submissions, make_settings
 
 DO_HOST = "https://faas-test.doserverless.co"
 NS = "fn-test"
@@ -339,3 +340,26 @@ async def test_a_late_callback_after_recovery_is_applied_at_most_once(
     r = await row(conn, queue_id)
     assert (r["status"], r["applied"], json.loads(r["result"])["score"]) == ("completed", 1, 3)
     assert function.call_count == 2
+
+
+async def test_the_row_page_says_what_the_platform_said(
+    do_rt: Runtime, db_url: str, conn: asyncpg.Connection, mock: respx.MockRouter
+):
+    platform = Platform(mock)
+    queue_id = await start_one(do_rt, conn)
+    platform.finish(1, success=True, result={"callback": [completed_item(platform.dispatches[0])]})
+    await age(conn, HEARTBEAT + 1)
+    await step(do_rt)
+    running = await start_one(do_rt, conn)
+    await age(conn, HEARTBEAT + 1)
+    await step(do_rt)
+    app = create_app(make_settings(db_url))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://app.test") as client:
+        r = await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
+        assert r.status_code == 303
+        done = (await client.get(f"/ai-queue/rows/{queue_id}")).text
+        waiting = (await client.get(f"/ai-queue/rows/{running}")).text
+    await app.state.aiqueue.close()
+    assert "platform: applied from the activation" in done and "act1" in done
+    assert "platform: still running (no activation record yet)" in waiting
