@@ -19,6 +19,7 @@ import respx
 
 from aiqueue import loop
 from aiqueue.callbacks import apply_item, parse_item
+from aiqueue.db.gateway import queries
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.target_settings import DoTarget, LambdaTarget
@@ -363,3 +364,20 @@ async def test_the_row_page_says_what_the_platform_said(
     await app.state.aiqueue.close()
     assert "platform: applied from the activation" in done and "act1" in done
     assert "platform: still running (no activation record yet)" in waiting
+
+
+async def test_recovery_keeps_to_the_lease_index_with_many_rows_in_flight(
+    conn: asyncpg.Connection
+):
+    # QUEUE_MAX_IN_FLIGHT=0 lets thousands of rows hold a lease; recovery runs
+    # once a second per instance and must only touch the ones whose time came.
+    await add_submissions(conn, 3000)
+    await conn.execute(
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status,"
+        " started_at, lease_at) SELECT id, 'hw-1', gen_random_uuid(), 'processing', now(),"
+        " now() FROM submissions")
+    await conn.execute("ANALYZE ai_marking_queue")
+    sql = queries()["recover_stuck"]
+    plan = "\n".join(r[0] for r in await conn.fetch(
+        "EXPLAIN " + sql, STUCK, 3, HEARTBEAT, ACTION_LIMIT + GRACE, False))
+    assert "ai_marking_queue_lease_idx" in plan and "Seq Scan on ai_marking_queue" not in plan

@@ -226,7 +226,12 @@ WITH stuck AS (
                 WHEN q.progress IS NOT NULL THEN 'heartbeat_timeout'
                 ELSE 'stuck_no_result' END AS why
     FROM ai_marking_queue q
-    WHERE q.status = 'processing' AND q.lease_at IS NOT NULL
+    -- A range of ai_marking_queue_lease_idx first (with QUEUE_MAX_IN_FLIGHT=0 many
+    -- rows may hold a lease): no term is due before the shortest threshold has
+    -- passed since the lease (an invocation cannot outlive its platform's limit,
+    -- so it has stopped heartbeating by then).
+    WHERE q.status = 'processing'
+      AND q.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
       AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
                              $1::float8, $3::float8, $4::float8) <= now()
       AND NOT ($5::boolean AND EXISTS (
