@@ -49,7 +49,7 @@ class Thresholds:
         """How long an asked-about dispatch stays quiet before the platform is asked."""
         # The dispatch counts as the first sign of life: a short job sends no
         # heartbeat, and its lost callback should not hold the slot for long.
-        return min(self.stuck, self.heartbeat)
+        return self.heartbeat
 
 
 async def thresholds(rt: Runtime) -> Thresholds:
@@ -62,7 +62,10 @@ async def thresholds(rt: Runtime) -> Thresholds:
         timeout = await rt.lambda_timeout.get(rt.http, s.aws_lambda)
         bound = None if timeout is None else timeout + s.platform_grace_seconds
     ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
-    return Thresholds(s.stuck_after_seconds, s.heartbeat_timeout_seconds, bound, ask)
+    # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"
+    # (CONTRACT §2): the heartbeat timeout can shorten the wait, never lengthen it.
+    heartbeat = min(s.heartbeat_timeout_seconds, s.stuck_after_seconds)
+    return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask)
 
 
 async def recover(rt: Runtime) -> int:
