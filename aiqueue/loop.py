@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiqueue import dispatch, logs, notify
+from aiqueue import dispatch, logs, notify, recovery
 from aiqueue.backoff import retry_delay
 from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.errors import StoreError
@@ -124,7 +124,7 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
         return
     s = rt.settings
     rt.housekeeping_due = now + HOUSEKEEPING_EVERY
-    step.recovered = await rt.store.recover_stuck(s.stuck_after_seconds, s.max_attempts)
+    step.recovered = await recovery.recover(rt)
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
     if step.recovered or step.pruned:
         logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
@@ -294,9 +294,7 @@ async def tick_forever(rt: Runtime) -> None:
     s = rt.settings
     while True:
         try:
-            wait = await rt.store.next_wakeup(
-                s.max_in_flight, s.breaker_threshold, s.stuck_after_seconds
-            )
+            wait = await recovery.next_wakeup(rt)
             # Notification retries are due on time too, without a cron.
             wait = _sooner(wait, await notify.next_due(rt))
         except Exception as exc:

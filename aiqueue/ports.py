@@ -15,7 +15,9 @@ from aiqueue.models import Job, Status
 class LoopStore(Protocol):
     """Claim, settle and fail rows; keep the breaker; recover and prune."""
 
-    async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int: ...
+    async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
+                            heartbeat: float | None = None, bound: float | None = None,
+                            ask: bool = False) -> int: ...
 
     async def prune(self, older_than_seconds: float) -> int: ...
 

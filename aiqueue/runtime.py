@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.dispatch.platform import LambdaTimeout
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 
@@ -30,6 +31,8 @@ class Runtime:
     housekeeping_due: float = 0.0
     # event-loop time when this instance next prunes the notification outbox
     notify_prune_due: float = 0.0
+    # The Lambda function's timeout (CONTRACT §8e), read once per instance.
+    lambda_timeout: LambdaTimeout = field(default_factory=LambdaTimeout)
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None) -> Runtime:

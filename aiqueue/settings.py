@@ -78,6 +78,11 @@ class Settings:
     notify_timeout_seconds: float = 5.0
     notify_retry_base_seconds: float = 5.0
     notify_give_up_seconds: float = 86400.0
+    # A dead invocation gives its slot back fast (CONTRACT §8e): a row that sent a
+    # heartbeat is recovered this long after its last one; a platform's time limit
+    # bounds the wait, plus this grace (QUEUE_PLATFORM_GRACE_SECONDS, default 30).
+    heartbeat_timeout_seconds: float = 90.0
+    platform_grace_seconds: float = 30.0
 
     @property
     def queue_secret(self) -> str:
@@ -259,6 +264,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
         signing_secret=_whsec(env, "AI_MARKING_SIGNING_SECRET"),
         **_notify_fields(env),
+        heartbeat_timeout_seconds=_float(env, "QUEUE_HEARTBEAT_TIMEOUT_SECONDS", 90.0, 0.05),
+        platform_grace_seconds=_float(env, "QUEUE_PLATFORM_GRACE_SECONDS", 30.0, 0.0, 3600),
     )
 
 

@@ -29,6 +29,9 @@ class DoTarget:
     action: str
     user: str
     secret: str
+    # DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS: the action's time limit (CONTRACT §8e); an
+    # activation still not found this long (plus a grace) after its dispatch is gone.
+    action_timeout_seconds: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,22 @@ def load_digitalocean(env: Mapping[str, str]) -> DoTarget:
     user, sep, secret = _required(env, "DO_FUNCTIONS_AUTH", "digitalocean").partition(":")
     if not (sep and user and secret):
         raise SettingsError("DO_FUNCTIONS_AUTH must be the namespace's access key <uuid>:<secret>")
-    return DoTarget(host, namespace, package, action, user, secret)
+    return DoTarget(host, namespace, package, action, user, secret, _action_timeout(env))
+
+
+def _action_timeout(env: Mapping[str, str]) -> float:
+    """DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS: seconds, default 600 (DigitalOcean's limit is 900)."""
+    raw = env.get("DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS", "").strip()
+    if not raw:
+        return 600.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0.1 <= value <= 86400:
+        raise SettingsError("DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS must be a number of seconds "
+                            f"between 0.1 and 86400, got {raw!r}")
+    return value
 
 
 def split_function(raw: str, region: str) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ import asyncpg
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.pool import Rollback
+from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.errors import Conflict, StoreError
@@ -49,7 +50,7 @@ def _lost_live_row_race(exc: BaseException | None) -> bool:
             and exc.constraint_name == "ai_marking_queue_active_uniq")
 
 
-class Store(ReviewQueries, SecurityQueries, OutboxQueries):
+class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------
@@ -171,15 +172,15 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries):
         rows = await self._write_one("heartbeat", queue_id, dispatch_seq, json.dumps(progress))
         return bool(rows)
 
-    async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int:
-        return int(await self._write_val("recover_stuck", stuck_after, max_attempts,
-                                        idempotent=True))
-
     async def prune(self, older_than_seconds: float) -> int:
         return int(await self._write_val("prune", older_than_seconds, idempotent=True))
 
-    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float) -> float | None:
-        value = await self._fetchval("next_wakeup", cap, threshold, stuck_after)
+    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+                          heartbeat: float | None = None, bound: float | None = None,
+                          ask: bool = False) -> float | None:
+        heartbeat = stuck_after if heartbeat is None else heartbeat
+        value = await self._fetchval("next_wakeup", cap, threshold, stuck_after, heartbeat,
+                                     bound, ask)
         return None if value is None else float(value)
 
     # -- operator actions -------------------------------------------------

@@ -12,6 +12,7 @@ from aiqueue.models.queue import (
     Control,
     EnqueueOutcome,
     Job,
+    Lookup,
     PageCursor,
     QueueId,
     QueueRow,
@@ -34,7 +35,7 @@ from aiqueue.models.security import ANY_ROLE, Exposure, ObjectKind
 
 __all__ = [
     "ANY_ROLE", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
-    "EnqueueOutcome", "EventBatch", "EventCursor", "Exposure", "Job", "MarkingEvent",
+    "EnqueueOutcome", "EventBatch", "EventCursor", "Exposure", "Job", "Lookup", "MarkingEvent",
     "ObjectKind", "PageCursor", "QueueId", "QueueRow",
     "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
     "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",

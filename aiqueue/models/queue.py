@@ -101,6 +101,9 @@ class Attempt:
     actor: str | None
     # The platform's id for the invocation (DigitalOcean activation, Lambda request).
     dispatch_ref: str | None = None
+    # What the platform said about it (CONTRACT §8e): still_running,
+    # applied_from_activation, activation_failed, timed_out, lookup_failed.
+    platform: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Attempt:
@@ -181,3 +184,20 @@ class EnqueueOutcome:
             "already_marked": self.already_marked,
             "queue_ids": [str(q) for q in self.queue_ids],
         }
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A dispatch whose platform is to be asked how its invocation ended (CONTRACT §8e)."""
+
+    queue_id: QueueId
+    dispatch_seq: int
+    attempt: int
+    ref: str
+    # The platform's time limit and grace have run out: "not found" now means gone.
+    past_bound: bool
+
+    @classmethod
+    def from_row(cls, row: Row) -> Lookup:
+        return cls(QueueId(row["queue_id"]), row["dispatch_seq"], row["attempt"],
+                   row["dispatch_ref"], bool(row["past_bound"]))

@@ -210,6 +210,18 @@ class HistoryEntry:
     tokens: str
     actor: str
     ref: str
+    # What the platform said about the invocation (CONTRACT §8e), or "".
+    platform: str = ""
+
+
+# The attempt's `platform` note, as the history shows it.
+PLATFORM_SAID = {
+    "still_running": "still running (no activation record yet)",
+    "applied_from_activation": "applied from the activation",
+    "activation_failed": "activation failed",
+    "timed_out": "timed out",
+    "lookup_failed": "platform not reachable; asking again",
+}
 
 
 def history_entry(a: Attempt) -> HistoryEntry:
@@ -239,6 +251,7 @@ def history_entry(a: Attempt) -> HistoryEntry:
         tokens=tokens,
         actor=a.actor or "",
         ref=a.dispatch_ref or "",
+        platform=PLATFORM_SAID.get(a.platform or "", ""),
     )
 
 

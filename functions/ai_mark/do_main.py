@@ -46,7 +46,11 @@ async def handle(event: Mapping[str, Any], settings: Settings) -> Response:
         # activations API), and the platform has already authenticated the caller.
         check_envelope(event, need_callback=True)
         item, delivered = await run_async(event, settings)
-        return {"statusCode": 202, "headers": _JSON, "body": accepted_body(item, delivered)}
+        # The activation record keeps what the action returns: `callback` carries the
+        # item it posted (or tried to), so the queue can apply a result whose callback
+        # was lost without calling the model again (CONTRACT §8e).
+        return {"statusCode": 202, "headers": _JSON, "body": accepted_body(item, delivered),
+                "callback": [item]}
     except HttpError as exc:
         log.warning("rejected queue_id=%s http=%d", safe_id(event.get("queue_id")), exc.status)
         return _error(exc)

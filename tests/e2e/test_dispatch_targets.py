@@ -127,7 +127,7 @@ def lambda_target(endpoint: str, key_id: str, secret: str, function: str) -> dic
 async def test_lambda_marks_every_row_through_signed_event_invokes(
     db_url: str, conn: asyncpg.Connection, moto: MotoLambda
 ):
-    proxy = LambdaProxy(moto.url)
+    proxy = LambdaProxy(moto.url, moto=moto)
     port = free_port()
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:ai-mark"
     with run_asgi(proxy.app, port):
@@ -140,7 +140,7 @@ async def test_lambda_marks_every_row_through_signed_event_invokes(
 async def test_lambda_refuses_a_wrong_secret_and_the_rows_fail(
     db_url: str, conn: asyncpg.Connection, moto: MotoLambda
 ):
-    proxy = LambdaProxy(moto.url)
+    proxy = LambdaProxy(moto.url, moto=moto)
     port = free_port()
     with run_asgi(proxy.app, port):
         env = lambda_target(f"http://127.0.0.1:{port}", moto.key_id, "not-" + moto.secret,

@@ -125,6 +125,19 @@ async def test_async_invocation_posts_to_the_callback(
     }
     (item,) = json.loads(route.calls.last.request.content)
     assert item["status"] == "completed" and item["token"] == "signed-token"
+    # The activation keeps the posted items: the queue applies them if the POST was lost.
+    assert response["callback"] == [item]
+
+
+async def test_async_invocation_returns_the_items_even_when_the_callback_is_lost(
+    settings: Settings, respx_mock: respx.MockRouter
+) -> None:
+    respx_mock.post(CALLBACK_URL).mock(side_effect=httpx.ConnectError("gone"))
+    response = await do_main.handle(make_dispatch(), settings)
+    assert response["body"]["delivered"] is False
+    (item,) = response["callback"]
+    assert item["status"] == "completed" and item["token"] == "signed-token"
+    assert item["result"]["score"] is not None
 
 
 async def test_async_invocation_without_callback_url_is_422(settings: Settings) -> None:

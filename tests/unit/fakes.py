@@ -13,7 +13,7 @@ from uuid import UUID
 
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
-from aiqueue.models import Job, QueueId, Status, SubmissionId
+from aiqueue.models import Job, Lookup, QueueId, Status, SubmissionId
 from aiqueue.ports import LoopStore
 
 
@@ -26,12 +26,30 @@ class FakeStore:
     calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
     failures: int = 0
     recovered: int = 0  # what recovery reports
+    recovery: dict[str, Any] = field(default_factory=dict)  # its last thresholds
+    lookups: list[Lookup] = field(default_factory=list)  # dispatches to ask the platform about
     settle_fails: bool = False
     ref_fails: bool = False  # set_dispatch_ref raises StoreError
 
-    async def recover_stuck(self, stuck_after: float, max_attempts: int) -> int:
+    async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
+                            heartbeat: float | None = None, bound: float | None = None,
+                            ask: bool = False) -> int:
         self.calls.append(("recover_stuck", (stuck_after, max_attempts)))
+        self.recovery = {"heartbeat": heartbeat, "bound": bound, "ask": ask}
         return self.recovered
+
+    async def take_lookups(self, quiet: float, bound: float, limit: int,
+                           hold: float) -> list[Lookup]:
+        self.calls.append(("take_lookups", (quiet, bound, limit, hold)))
+        taken, self.lookups = self.lookups[:limit], self.lookups[limit:]
+        return taken
+
+    async def platform_waits(self, queue_id: UUID, dispatch_seq: int, said: str,
+                             again_in: float, bound: float) -> None:
+        self.calls.append(("platform_waits", (queue_id, dispatch_seq, said, again_in, bound)))
+
+    async def platform_said(self, queue_id: UUID, dispatch_seq: int, said: str) -> None:
+        self.calls.append(("platform_said", (queue_id, dispatch_seq, said)))
 
     async def prune(self, older_than_seconds: float) -> int:
         self.calls.append(("prune", (older_than_seconds,)))

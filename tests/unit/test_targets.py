@@ -16,6 +16,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from aiqueue import dispatch, loop
+from aiqueue.dispatch.platform import LambdaTimeout
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.target_settings import DoTarget, LambdaTarget
@@ -163,7 +164,9 @@ async def test_oversized_payload_fails_without_a_request(client: httpx.AsyncClie
 
 def runtime(store: FakeStore, client: httpx.AsyncClient, target: str) -> Runtime:
     s = settings(target, retry_base_seconds=10)
-    return Runtime(settings=s, store=store, http=client, tokens=Tokens(SECRET))  # type: ignore[arg-type]
+    # Lambda's timeout as if read already (tests/unit/test_recovery.py reads it).
+    return Runtime(settings=s, store=store, http=client, tokens=Tokens(SECRET),  # type: ignore[arg-type]
+                   lambda_timeout=LambdaTimeout(value=60.0))
 
 
 @respx.mock

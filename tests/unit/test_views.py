@@ -197,12 +197,27 @@ def test_history_entry_keeps_model_and_tokens_only():
     accepted = views.history_entry(Attempt(
         id=4, dispatch_seq=4, attempt=1, kind="dispatch", started_at=NOW, ended_at=None,
         outcome=None, error=None, usage=None, actor=None, dispatch_ref="2f9f0e4c8b6d4c3a"))
-    assert accepted.ref == "2f9f0e4c8b6d4c3a"
+    assert accepted.ref == "2f9f0e4c8b6d4c3a" and accepted.platform == ""
     action = views.history_entry(Attempt(
         id=3, dispatch_seq=0, attempt=0, kind="action", started_at=NOW, ended_at=NOW,
         outcome="retry", error=None, usage=None, actor="admin"))
     assert (action.outcome, action.actor, action.attempt, action.duration) == (
         "retry", "admin", "", "")
+
+
+def test_history_says_what_the_platform_said():
+    said = {}
+    for note in ("still_running", "applied_from_activation", "activation_failed", "timed_out",
+                 "lookup_failed", "something_new"):
+        said[note] = views.history_entry(Attempt(
+            id=5, dispatch_seq=1, attempt=1, kind="dispatch", started_at=NOW, ended_at=None,
+            outcome=None, error=None, usage=None, actor=None, dispatch_ref="a1",
+            platform=note)).platform
+    assert said == {
+        "still_running": "still running (no activation record yet)",
+        "applied_from_activation": "applied from the activation",
+        "activation_failed": "activation failed", "timed_out": "timed out",
+        "lookup_failed": "platform not reachable; asking again", "something_new": ""}
 
 
 # -- keyset paging ----------------------------------------------------------------------

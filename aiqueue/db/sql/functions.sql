@@ -481,7 +481,7 @@ BEGIN
 END
 $$;
 
--- == Notifications (CONTRACT §8d, migration 0013) ==============================
+-- == Notifications (CONTRACT §8d, migration 0013) =======================
 -- An event for the host app goes to ai_marking_outbox in the transaction of the
 -- status change that causes it; aiqueue/notify.py delivers it later.
 --
@@ -590,3 +590,20 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_outbox
                             OR (OLD.status IN ('pending', 'processing')
                                 AND NEW.status NOT IN ('pending', 'processing'))))
     EXECUTE FUNCTION aiqueue_outbox_on_end();
+=======
+-- When a dispatched row is due for recovery (CONTRACT §8e) — or, on a platform
+-- the queue asks first (digitalocean), for a look at its invocation: its lease
+-- (the dispatch or the last heartbeat) plus the heartbeat timeout once the
+-- function has sent a heartbeat, else plus QUEUE_STUCK_AFTER_SECONDS; never
+-- later than the dispatch plus the platform's bound (its time limit and a
+-- grace; NULL: none); never before `look_after`, when the platform said "not
+-- finished yet" or another instance is asking it right now.  greatest() and
+-- least() skip NULLs, so each missing term simply drops out.
+CREATE OR REPLACE FUNCTION aiqueue_recover_at(lease_at timestamptz, started_at timestamptz,
+                                              beat boolean, look_after timestamptz,
+                                              stuck float8, heartbeat float8, bound float8)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT greatest(look_after, least(
+        lease_at + make_interval(secs => CASE WHEN beat THEN heartbeat ELSE stuck END),
+        started_at + make_interval(secs => bound)))
+$$;

@@ -210,38 +210,63 @@ SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS qui
 FROM row;
 
 -- recover_stuck --
--- Rows whose lease (last dispatch or heartbeat) ran out: retry now (the lease
--- already waited) or fail when attempts are used up.  The old dispatch_seq can
--- no longer fail the row; a late completed result is still welcome.
+-- Rows whose function went quiet: no result and no heartbeat for
+-- QUEUE_STUCK_AFTER_SECONDS ($1) after the dispatch, or for the heartbeat
+-- timeout ($3) after the last heartbeat, or past the platform's bound ($4:
+-- dispatch + the function's time limit + a grace; NULL: none); see
+-- aiqueue_recover_at().  Retry now (the lease already waited) or fail when
+-- attempts are used up.  With $5 the platform is asked before a row with an
+-- invocation id is recovered (digitalocean: aiqueue/recovery.py), so those are
+-- left to it.  The old dispatch_seq can no longer fail the row; a late
+-- completed result is still welcome.
 WITH stuck AS (
-    SELECT queue_id FROM ai_marking_queue
-    WHERE status = 'processing' AND lease_at < now() - make_interval(secs => $1::float8)
-    ORDER BY lease_at
+    SELECT q.queue_id,
+           CASE WHEN q.started_at + make_interval(secs => $4::float8) <= now()
+                THEN 'platform_timeout'
+                WHEN q.progress IS NOT NULL THEN 'heartbeat_timeout'
+                ELSE 'stuck_no_result' END AS why
+    FROM ai_marking_queue q
+    -- A range of ai_marking_queue_lease_idx first (with QUEUE_MAX_IN_FLIGHT=0 many
+    -- rows may hold a lease): no term is due before the shortest threshold has
+    -- passed since the lease (an invocation cannot outlive its platform's limit,
+    -- so it has stopped heartbeating by then).
+    WHERE q.status = 'processing'
+      AND q.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
+      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+                             $1::float8, $3::float8, $4::float8) <= now()
+      AND NOT ($5::boolean AND EXISTS (
+          SELECT 1 FROM ai_marking_attempts a
+          WHERE a.queue_id = q.queue_id AND a.dispatch_seq = q.dispatch_seq
+            AND a.kind = 'dispatch' AND a.dispatch_ref IS NOT NULL))
+    ORDER BY q.lease_at
     LIMIT 500
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF q SKIP LOCKED
 ),
 row AS (
     UPDATE ai_marking_queue q
     SET status = CASE WHEN q.attempts < $2::integer THEN 'pending' ELSE 'failed' END,
         finished_at = CASE WHEN q.attempts < $2::integer THEN NULL ELSE now() END,
-        run_after = now(), lease_at = NULL, last_error = 'stuck_no_result', updated_at = now()
+        run_after = now(), lease_at = NULL, last_error = stuck.why, updated_at = now()
     FROM stuck WHERE q.queue_id = stuck.queue_id
-    RETURNING q.queue_id, q.dispatch_seq, q.status
+    RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why
 ),
 history AS (
-    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = 'stuck_no_result'
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = row.why,
+        platform = CASE WHEN row.why = 'platform_timeout' THEN 'timed_out' ELSE a.platform END
     FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = row.dispatch_seq
       AND a.kind = 'dispatch'
 ),
 -- Completed rows still holding a slot for a newer dispatch that never reported.
 released AS (
-    UPDATE ai_marking_queue SET lease_at = NULL
-    WHERE status = 'completed' AND lease_at < now() - make_interval(secs => $1::float8)
+    UPDATE ai_marking_queue q SET lease_at = NULL
+    WHERE q.status = 'completed' AND q.lease_at IS NOT NULL
+      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+                             $1::float8, $3::float8, $4::float8) <= now()
 ),
 tally AS (
     INSERT INTO ai_marking_tally (outcome, job, error, n)
-    SELECT 'stuck', CASE WHEN row.status = 'failed' THEN 'failed' END, 'stuck_no_result', count(*)
-    FROM row GROUP BY 2
+    SELECT 'stuck', CASE WHEN row.status = 'failed' THEN 'failed' END, row.why, count(*)
+    FROM row GROUP BY 2, 3
 )
 SELECT count(*) AS n FROM row;
 
@@ -312,8 +337,20 @@ SELECT extract(epoch FROM least(
     (SELECT CASE WHEN opens.at IS NOT NULL THEN greatest(min(q.run_after), opens.at) END
      FROM ai_marking_queue q, opens WHERE q.status = 'pending'
      GROUP BY opens.at HAVING min(q.run_after) IS NOT NULL),
-    (SELECT min(lease_at) + make_interval(secs => $3::float8)
-     FROM ai_marking_queue WHERE lease_at IS NOT NULL)
+    -- A lease running out (aiqueue_recover_at; $4 heartbeat timeout, $5 the
+    -- platform's bound), not before a look the platform asked us to wait for.
+    -- With $6 (the platform is asked first), a dispatch with an invocation id is
+    -- looked at once quiet for the lesser of $3 and $4 (aiqueue/recovery.py).
+    (SELECT min(aiqueue_recover_at(
+                q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
+                $3::float8, CASE WHEN asked THEN least($3::float8, $4::float8) ELSE $4 END,
+                $5::float8))
+     FROM ai_marking_queue q
+     LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
+          AND a.dispatch_seq = q.dispatch_seq AND a.kind = 'dispatch',
+     LATERAL (SELECT $6::boolean AND a.dispatch_ref IS NOT NULL
+                     AND q.status = 'processing' AS asked) l
+     WHERE q.lease_at IS NOT NULL)
 ) - now())::float8 AS seconds;
 
 -- retry_failed --
@@ -455,7 +492,7 @@ SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
 
 -- attempts_of --
 SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,
-       actor, dispatch_ref
+       actor, dispatch_ref, platform
 FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --

@@ -1,0 +1,37 @@
+"""Recovering rows whose function went quiet: one method per named query of sql/recovery.sql."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from aiqueue.db.gateway import Gateway
+from aiqueue.models import Lookup
+
+
+class RecoveryQueries(Gateway):
+    """Stuck-row recovery and the platform looks that come before it (CONTRACT §8e)."""
+
+    async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
+                            heartbeat: float | None = None, bound: float | None = None,
+                            ask: bool = False) -> int:
+        """Recover quiet rows; `ask`: leave rows with an invocation id to the platform looks."""
+        heartbeat = stuck_after if heartbeat is None else heartbeat
+        return int(await self._write_val("recover_stuck", stuck_after, max_attempts, heartbeat,
+                                        bound, ask, idempotent=True))
+
+    async def take_lookups(self, quiet: float, bound: float, limit: int,
+                           hold: float) -> list[Lookup]:
+        """Dispatches quiet for `quiet` seconds (or past `bound`), each taken for `hold` s."""
+        # A repeat only takes what the first run left: at worst a look waits `hold`.
+        rows = await self._write("recovery_lookups", quiet, quiet, bound, limit, hold,
+                                 idempotent=True)
+        return [Lookup.from_row(r) for r in rows]
+
+    async def platform_waits(self, queue_id: UUID, dispatch_seq: int, said: str,
+                             again_in: float, bound: float) -> None:
+        """Note "not finished yet" (or "could not tell") and when to ask again."""
+        await self._write_one("recovery_note", queue_id, dispatch_seq, said, again_in, bound)
+
+    async def platform_said(self, queue_id: UUID, dispatch_seq: int, said: str) -> None:
+        """Note the platform's word on a dispatch that has just ended."""
+        await self._write_one("recovery_said", queue_id, dispatch_seq, said)

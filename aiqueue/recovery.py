@@ -1,0 +1,164 @@
+"""A dead invocation gives its slot back fast, and nothing is paid twice (CONTRACT §8e).
+
+A row whose function went quiet is recovered: after the heartbeat timeout once
+it sent a heartbeat, after QUEUE_STUCK_AFTER_SECONDS otherwise, and never later
+than the platform's time limit plus a grace (Lambda's configured timeout,
+DigitalOcean's action limit).  On DigitalOcean the platform is asked first: a
+finished activation's result is applied as if it had been called back (no
+second model call), a failed one fails the attempt now, and one not found yet
+waits until the action's limit has passed.
+
+The platform is asked outside any transaction: a short statement takes a few
+quiet dispatches (SKIP LOCKED, then `look_after` keeps other instances off
+them), the HTTP calls follow, and each decision is applied by statements that
+only act while that dispatch is still the row's current one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from aiqueue import logs
+from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
+from aiqueue.dispatch.platform import Activation, activation
+from aiqueue.models import Lookup
+from aiqueue.runtime import Runtime
+from aiqueue.target_settings import DoTarget
+
+# Looks per process step and instance: a step stays short, the rest wait a second.
+LOOKS_PER_STEP = 3
+# How long a look taken by one instance is left alone by the others.
+LOOK_HOLD_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When quiet rows are recovered, for the configured target."""
+
+    stuck: float
+    heartbeat: float
+    # Seconds after the dispatch by which the platform has ended the invocation
+    # for sure (its time limit plus the grace); None when unknown.
+    bound: float | None
+    # The platform is asked before a row with an invocation id is recovered.
+    ask: bool
+
+    @property
+    def quiet(self) -> float:
+        """How long an asked-about dispatch stays quiet before the platform is asked."""
+        # The dispatch counts as the first sign of life: a short job sends no
+        # heartbeat, and its lost callback should not hold the slot for long.
+        return self.heartbeat
+
+
+async def thresholds(rt: Runtime) -> Thresholds:
+    """The recovery thresholds of this deployment (Lambda's timeout read once)."""
+    s = rt.settings
+    bound: float | None = None
+    if s.dispatch_target == "digitalocean" and s.digitalocean is not None:
+        bound = s.digitalocean.action_timeout_seconds + s.platform_grace_seconds
+    elif s.dispatch_target == "lambda" and s.aws_lambda is not None:
+        timeout = await rt.lambda_timeout.get(rt.http, s.aws_lambda)
+        bound = None if timeout is None else timeout + s.platform_grace_seconds
+    ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
+    # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"
+    # (CONTRACT §2): the heartbeat timeout can shorten the wait, never lengthen it.
+    heartbeat = min(s.heartbeat_timeout_seconds, s.stuck_after_seconds)
+    return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask)
+
+
+async def recover(rt: Runtime) -> int:
+    """Recover quiet rows (asking the platform first where it can tell); how many were freed."""
+    t = await thresholds(rt)
+    freed = await rt.store.recover_stuck(t.stuck, rt.settings.max_attempts,
+                                         heartbeat=t.heartbeat, bound=t.bound, ask=t.ask)
+    target = rt.settings.digitalocean
+    if t.ask and t.bound is not None and target is not None:
+        freed += await ask_digitalocean(rt, target, t.quiet, t.bound)
+    return freed
+
+
+async def next_wakeup(rt: Runtime) -> float | None:
+    """Seconds until the process step has something to do (the ticker's sleep)."""
+    s, t = rt.settings, await thresholds(rt)
+    return await rt.store.next_wakeup(s.max_in_flight, s.breaker_threshold, t.stuck,
+                                      heartbeat=t.heartbeat, bound=t.bound, ask=t.ask)
+
+
+async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: float) -> int:
+    """Look at the activations of a few quiet dispatches and act on each; how many ended."""
+    looks = await rt.store.take_lookups(quiet, bound, LOOKS_PER_STEP, LOOK_HOLD_SECONDS)
+    if not looks:
+        return 0
+    answers = await asyncio.gather(*(activation(rt.http, target, look.ref) for look in looks))
+    ended = 0
+    for look, answer in zip(looks, answers, strict=True):
+        ended += await decide(rt, look, answer, quiet, bound)
+    return ended
+
+
+async def decide(rt: Runtime, look: Lookup, answer: Activation, quiet: float,
+                 bound: float) -> int:
+    """Act on what DigitalOcean said about one dispatch; 1 if it ended the dispatch."""
+    if answer.state == "finished":
+        ended = await _apply_activation(rt, look, answer)
+    elif answer.state == "failed":
+        code = answer.code or "activation_failed"
+        said = "timed_out" if code == "activation_timeout" else "activation_failed"
+        ended = await _end(rt, look, code, said, outcome="activation_failed", retry_now=False)
+    elif look.past_bound:
+        # Still no record after the action's limit and the grace: the invocation is gone.
+        ended = await _end(rt, look, "platform_timeout", "timed_out", outcome="stuck",
+                           retry_now=True)
+    else:
+        said = "still_running" if answer.state == "not_found" else "lookup_failed"
+        await rt.store.platform_waits(look.queue_id, look.dispatch_seq, said, quiet, bound)
+        ended = False
+    logs.event("activation", queue_id=look.queue_id, attempt=look.attempt,
+               outcome=answer.state, code=answer.code, status="ended" if ended else "waiting")
+    return int(ended)
+
+
+async def _apply_activation(rt: Runtime, look: Lookup, answer: Activation) -> bool:
+    """Apply the action's callback items of this very dispatch, as the webhook would."""
+    items = [item for item in (_verified(rt, raw, look) for raw in answer.items)
+             if item is not None and item.status != "progress"]
+    if not items:
+        # It ended without a result this queue can trust: a failed attempt.
+        return await _end(rt, look, "activation_no_result", "activation_failed",
+                          outcome="activation_failed", retry_now=False)
+    applied = False
+    for item in items:
+        applied = await apply_item(rt, item) or applied
+    if applied:
+        await rt.store.platform_said(look.queue_id, look.dispatch_seq, "applied_from_activation")
+    return applied
+
+
+def _verified(rt: Runtime, raw: object, look: Lookup) -> ResultItem | None:
+    """An item whose token is valid for this row and this dispatch, else None."""
+    try:
+        item = parse_item(raw, rt.tokens)
+    except ValueError:
+        return None
+    if item is None or item.claim.queue_id != look.queue_id \
+            or item.claim.dispatch_seq != look.dispatch_seq:
+        return None
+    return item
+
+
+async def _end(rt: Runtime, look: Lookup, code: str, said: str, *, outcome: str,
+               retry_now: bool) -> bool:
+    """Fail the dispatch (retry by the normal rules, or at once after a long wait)."""
+    status: str | None
+    if retry_now:
+        status = await rt.store.attempt_failed(
+            look.queue_id, look.dispatch_seq, delay=0, retryable=True,
+            max_attempts=rt.settings.max_attempts, error=code, outcome=outcome)
+    else:
+        status = await fail_attempt(rt, look.queue_id, look.dispatch_seq, look.attempt,
+                                    code=code, retryable=True, outcome=outcome)
+    if status is not None:
+        await rt.store.platform_said(look.queue_id, look.dispatch_seq, said)
+    return status is not None
