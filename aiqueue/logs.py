@@ -18,6 +18,8 @@ ALLOWED = frozenset({
     "outcome", "code", "http_status", "ms", "count", "enqueued", "skipped", "already_marked",
     "recovered", "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
     "delay_s", "method", "path", "mode", "instance", "version", "reason", "logger", "level",
+    # the schema check and the doctor (CONTRACT §8c)
+    "expected", "found", "probe_id", "answer", "check",
 })
 
 

@@ -10,6 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
+from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.pool import Rollback
 from aiqueue.db.review import ReviewQueries
@@ -47,7 +48,7 @@ def _lost_live_row_race(exc: BaseException | None) -> bool:
             and exc.constraint_name == "ai_marking_queue_active_uniq")
 
 
-class Store(ReviewQueries):
+class Store(ReviewQueries, DoctorQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------

@@ -55,7 +55,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         task = None
         if ticker and settings.tick_seconds > 0:
-            task = asyncio.create_task(tick_forever(await state.get()))
+            # The safety net starts whatever the schema (a step behind it fails and logs).
+            task = asyncio.create_task(tick_forever(await state.get(check_schema=False)))
         try:
             yield
         finally:
