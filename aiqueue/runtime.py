@@ -9,7 +9,6 @@ import httpx
 
 from aiqueue import logs
 from aiqueue.db.doctor import code_schema_version
-
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dispatch.aws import AwsCredentials, OidcToken
 from aiqueue.errors import SchemaBehind
