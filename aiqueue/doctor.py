@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aiqueue import dispatch, probes
+from aiqueue import probes
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
 from aiqueue.doctor_text import function_finding, probe_finding
 from aiqueue.errors import SettingsError, StoreError
@@ -74,7 +74,7 @@ class Doctor:
     rt: Runtime | None
     probe_timeout: float = probes.PROBE_TIMEOUT_SECONDS
     report: Report = field(default_factory=Report)
-    sent: dispatch.Outcome | None = None
+    schema_current: bool = False
 
     def add(self, name: str, status: CheckStatus, detail: str, fix: str | None = None) -> None:
         self.report.checks.append(Check(name, status, detail, fix))
@@ -96,8 +96,12 @@ async def run_doctor(settings: Settings, rt: Runtime | None = None, *,
                     "check DATABASE_URL (host, port, user, password, database name) and "
                     "that the server accepts connections from here")
     try:
-        for check in CHECKS:
-            await check(doc)
+        for name, check in CHECKS:
+            try:
+                await check(doc)
+            except StoreError as exc:
+                doc.add(name, "fail", f"the database failed during this check: {exc.detail}",
+                        "run the doctor again; if it persists, check the database")
     finally:
         if own and doc.rt is not None:
             await doc.rt.close()
@@ -126,6 +130,7 @@ async def check_schema(doc: Doctor) -> None:
                                   "deploy the newer code")
     else:
         doc.add("schema", "pass", f"current (migration {found})")
+    doc.schema_current = found >= expected
 
 
 async def check_pooler(doc: Doctor) -> None:
@@ -197,8 +202,11 @@ async def check_function(doc: Doctor) -> None:
         doc.add("function", "skip", "not checked: the database is unreachable (the probe "
                                     "needs it for the answer)")
         return
+    if not doc.schema_current:
+        doc.add("function", "skip", "not checked until the schema is current (the probe's "
+                                    "answer is recorded in it)")
+        return
     result = await probes.run_probe(doc.rt, doc.probe_timeout)
-    doc.sent = result.sent
     status, detail, fix = function_finding(doc.settings, result.sent)
     doc.add("function", status, detail, fix)
     if status == "pass":
@@ -228,5 +236,9 @@ async def check_vercel(doc: Doctor) -> None:
 
 
 Step = Callable[[Doctor], Awaitable[None]]
-# The checks in the order they print.  check_lockdown is the §8b slot.
-CHECKS: list[Step] = [check_schema, check_pooler, check_lockdown, check_function, check_vercel]
+# The checks in the order they print (a name for the line when one breaks down).
+# ("lockdown", check_lockdown) is the slot of §8b's check.
+CHECKS: list[tuple[str, Step]] = [
+    ("schema", check_schema), ("pooler", check_pooler), ("lockdown", check_lockdown),
+    ("function", check_function), ("vercel", check_vercel),
+]

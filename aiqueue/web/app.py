@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
 from aiqueue import logs
-from aiqueue.errors import AiQueueError
+from aiqueue.errors import AiQueueError, SchemaBehind
 from aiqueue.loop import tick_forever
 from aiqueue.settings import Settings
 from aiqueue.web import api, auth, live, monitor, setup, teacher
@@ -25,7 +25,8 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, AiQueueError)
-    if exc.status_code >= 500:
+    # schema_behind is logged once per instance where it is found (runtime.py), not per request.
+    if exc.status_code >= 500 and not isinstance(exc, SchemaBehind):
         logs.event("error", code=exc.code, path=request.url.path)
     return error_response(exc)
 
