@@ -95,7 +95,10 @@ class DoFunctions:
 class MotoLambda:
     """`python -m moto.server` on loopback, with an IAM user allowed to invoke one function."""
 
-    def __init__(self) -> None:
+    def __init__(self, auth: bool = True) -> None:
+        # auth=False: moto checks no signature, so its STS can take an unsigned
+        # AssumeRoleWithWebIdentity (the call AWS_ROLE_ARN makes) whose keys then invoke.
+        self.auth = auth
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = ROOT / "test-artifacts" / f"moto-{self.port}.log"
@@ -122,8 +125,9 @@ class MotoLambda:
         httpx.post(f"{self.url}/moto-api/config",
                    json={"lambda": {"use_docker": False}}).raise_for_status()
         self._provision()
-        # From now on every request must be signed by a known key with the right policy.
-        httpx.post(f"{self.url}/moto-api/reset-auth", content=b"0").raise_for_status()
+        if self.auth:
+            # From now on every request must be signed by a known key with the right policy.
+            httpx.post(f"{self.url}/moto-api/reset-auth", content=b"0").raise_for_status()
 
     def _client(self, service: str) -> Any:
         return boto3.client(service, region_name=REGION, endpoint_url=self.url,
@@ -164,6 +168,10 @@ class LambdaProxy:
         self.moto_url = moto_url
         self.request_ids: list[str] = []
         self.refused: list[int] = []
+        # STS calls passed through (AWS_ENDPOINT_URL_STS pointed here), and the access
+        # key each accepted invoke was signed with.
+        self.sts_calls = 0
+        self.signed_with: list[str] = []
         self.background = Background()
         self.client: httpx.AsyncClient | None = None
         self.app = Starlette(routes=[Route("/{path:path}", self.forward, methods=["POST"])])
@@ -179,8 +187,12 @@ class LambdaProxy:
         if request.url.query:
             url += f"?{request.url.query}"
         answer = await self.client.post(url, content=body, headers=headers)
-        if answer.status_code == 202 and request.headers.get("x-amz-invocation-type") == "Event":
+        if body.startswith(b"Action="):
+            self.sts_calls += 1
+        elif answer.status_code == 202 and request.headers.get("x-amz-invocation-type") == "Event":
             self.request_ids.append(answer.headers["x-amzn-requestid"])
+            credential = request.headers.get("authorization", "").partition("Credential=")[2]
+            self.signed_with.append(credential.split("/")[0])
             self.background.start(lambda_handler.handler, json.loads(body))
         else:
             self.refused.append(answer.status_code)
