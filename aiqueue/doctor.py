@@ -121,6 +121,12 @@ async def check_schema(doc: Doctor) -> None:
         return
     doc.add("database", "pass", "reachable through DATABASE_URL")
     expected = code_schema_version()
+    if found is None:
+        doc.add("schema", "fail", "DATABASE_URL's role may not read aiqueue_migrations: "
+                                  "the schema cannot be checked",
+                "run `python -m aiqueue migrate up --runtime-role ROLE` as the owner, "
+                "naming this role")
+        return
     if found < expected:
         doc.add("schema", "fail", f"the database has schema {found}, this code needs {expected}",
                 "run `python -m aiqueue migrate up --runtime-role ROLE` as the database owner "

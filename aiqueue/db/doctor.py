@@ -28,13 +28,16 @@ _POOLER_HOST_PART = "-pooler"
 class DoctorQueries(Gateway):
     """The schema version and the probe answers, on the instance's bounded pool."""
 
-    async def schema_version(self) -> int:
-        """The newest migration number applied (0: never migrated)."""
-        async def work(conn: asyncpg.Connection) -> int:
+    async def schema_version(self) -> int | None:
+        """The newest migration number applied (0: never migrated; None: this role may not
+        read the migrations table, so the version is unknown)."""
+        async def work(conn: asyncpg.Connection) -> int | None:
             try:
                 return int(await conn.fetchval(self.sql["schema_version"]))
             except asyncpg.UndefinedTableError:
                 return 0
+            except asyncpg.InsufficientPrivilegeError:
+                return None
         return await self.db.read(work)
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,

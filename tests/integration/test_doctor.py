@@ -18,6 +18,7 @@ import respx
 from aiqueue import runtime as runtime_module
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.db.migrate import discover, migrate
+from aiqueue.doctor import Doctor, check_schema
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SECRET, add_submissions, app_client, make_settings
@@ -181,3 +182,30 @@ async def test_the_doctor_endpoint(db_url: str, answer: Any, status: int, expect
         assert "nothing was marked" in got["probe"][1]
     if status == 401:
         assert "AI_MARKING_FUNCTION_TOKEN" in got["function"][1]
+
+
+async def test_a_role_that_may_not_read_the_migrations_is_served_and_reported(
+    db_url: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.INFO, logger="aiqueue")
+    role = f"aiqueue_limited_{uuid4().hex[:8]}"
+    await conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        await conn.execute(f"GRANT SELECT ON ai_marking_queue TO {role}")
+        limited = db_url.replace("postgres:@", f"{role}:@", 1)
+        assert limited != db_url
+        settings = make_settings(limited)
+        rt = await runtime_module.Runtime.create(settings, limited)
+        try:
+            assert await rt.store.schema_version() is None
+            await rt.require_schema()  # no check rather than no service
+            assert rt.schema_ok
+            doc = Doctor(settings, rt)
+            await check_schema(doc)
+        finally:
+            await rt.close()
+        schema = next(c for c in doc.report.checks if c.name == "schema")
+        assert schema.status == "fail" and "aiqueue_migrations" in schema.detail
+        assert any('"schema_unchecked"' in r.getMessage() for r in caplog.records)
+    finally:
+        await conn.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
