@@ -7,7 +7,7 @@ from uuid import uuid4
 import pytest
 
 from aiqueue import dispatch
-from aiqueue.doctor import Check, Report, settings_failed
+from aiqueue.doctor import Check, Doctor, Report, check_vercel, settings_failed
 from aiqueue.doctor_text import function_finding, probe_finding
 from aiqueue.errors import SettingsError
 from aiqueue.probes import ProbeResult, parse_probe
@@ -89,3 +89,23 @@ def test_the_report_prints_one_line_per_check_and_a_fix_under_a_failure():
     assert not report.ok and report.to_json()["checks"][1]["fix"] == "set the token"
     bad = settings_failed(SettingsError("MARKING_QUEUE_SECRET: too short"))
     assert [c.status for c in bad.checks] == ["fail"] and not bad.ok
+
+
+VERCEL = {**BASE, "VERCEL": "1", "DATABASE_URL": "postgresql://u@db.example.org/x",
+          "VERCEL_PROJECT_PRODUCTION_URL": "marking.vercel.app"}
+
+
+@pytest.mark.parametrize(("env", "status", "says"), [
+    (BASE, "skip", "not on Vercel"),
+    ({**VERCEL, "CRON_SECRET": "cron-secret-0123456789"}, "pass",
+     "APP_BASE_URL https://marking.vercel.app, CRON_SECRET set"),
+    (VERCEL, "fail", "CRON_SECRET is not set"),
+    ({**VERCEL, "VERCEL_ENV": "development", "APP_BASE_URL": "http://127.0.0.1:3000",
+      "CRON_SECRET": "c"}, "pass", "vercel dev"),
+])
+async def test_the_vercel_check(env, status, says):
+    doc = Doctor(load_settings(env), None)
+    await check_vercel(doc)
+    (check,) = doc.report.checks
+    assert check.status == status and says in check.detail
+    assert (check.fix is not None) is (status == "fail")
