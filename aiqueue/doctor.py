@@ -87,14 +87,7 @@ async def run_doctor(settings: Settings, rt: Runtime | None = None, *,
     doc = Doctor(settings, rt, probe_timeout)
     doc.add("settings", "pass", f"valid (dispatch: {settings.dispatch_target})")
     if own:
-        try:
-            assert settings.database_url
-            doc.rt = await Runtime.create(settings, settings.database_url)
-        except (StoreError, AssertionError) as exc:
-            detail = exc.detail if isinstance(exc, StoreError) else "DATABASE_URL is not set"
-            doc.add("database", "fail", f"DATABASE_URL: {detail}",
-                    "check DATABASE_URL (host, port, user, password, database name) and "
-                    "that the server accepts connections from here")
+        doc.rt = await _connect(doc)
     try:
         for name, check in CHECKS:
             try:
@@ -106,6 +99,21 @@ async def run_doctor(settings: Settings, rt: Runtime | None = None, *,
         if own and doc.rt is not None:
             await doc.rt.close()
     return doc.report
+
+
+async def _connect(doc: Doctor) -> Runtime | None:
+    """The doctor's own Runtime, or None with the database line saying why."""
+    url = doc.settings.database_url
+    detail = "DATABASE_URL is not set"
+    if url:
+        try:
+            return await Runtime.create(doc.settings, url)
+        except StoreError as exc:
+            detail = f"DATABASE_URL: {exc.detail}"
+    doc.add("database", "fail", detail,
+            "check DATABASE_URL (host, port, user, password, database name) and that the "
+            "server accepts connections from here")
+    return None
 
 
 async def check_schema(doc: Doctor) -> None:
