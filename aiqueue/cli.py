@@ -1,9 +1,10 @@
-"""python -m aiqueue serve | migrate [up|down] | dev"""
+"""python -m aiqueue serve | migrate [up|down] | dev | doctor [--json]"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -29,7 +30,26 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
     dev.add_argument("--function-port", type=int, default=8001)
+    doctor = sub.add_parser("doctor", help="check the deployment the environment points at")
+    doctor.add_argument("--json", action="store_true", help="the report as JSON")
+    doctor.add_argument("--probe-timeout", type=float, default=30.0, help=argparse.SUPPRESS)
     return parser
+
+
+def run_doctor(as_json: bool, probe_timeout: float) -> int:
+    """Print the doctor's report; 0 only when every check passed."""
+    from aiqueue.doctor import run_doctor as run
+    from aiqueue.doctor import settings_failed
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        report = settings_failed(exc)
+    else:
+        settings, _handle = database_for(settings)
+        report = asyncio.run(run(settings, probe_timeout=probe_timeout))
+    print(json.dumps(report.to_json(), indent=2) if as_json else report.text())
+    return 0 if report.ok else 1
 
 
 def serve(settings: Settings, host: str, port: int) -> None:
@@ -61,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             serve(load_settings(port=args.port), args.host, args.port)
+        elif args.command == "doctor":
+            return run_doctor(args.json, args.probe_timeout)
         elif args.command == "migrate":
             if args.runtime_role is not None and args.direction != "up":
                 raise SettingsError("--runtime-role goes with `migrate up`")

@@ -35,6 +35,20 @@ class DatabaseTimeout(StoreError):
     code = "database_timeout"
 
 
+class SchemaBehind(StoreError):
+    """The database's schema is older than this code needs (CONTRACT §8c)."""
+
+    code = "schema_behind"
+    retry_after = 30
+
+    def __init__(self, expected: int, found: int) -> None:
+        super().__init__(
+            f"this code needs database schema {expected}, the database has {found}: "
+            "run `python -m aiqueue migrate up` as the database owner",
+            extra={"expected": expected, "found": found})
+        self.expected, self.found = expected, found
+
+
 class BadRequest(AiQueueError):
     """The body is not JSON at all."""
 

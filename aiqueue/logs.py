@@ -19,6 +19,8 @@ ALLOWED = frozenset({
     "recovered", "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
     "delay_s", "method", "path", "mode", "instance", "version", "reason", "logger", "level",
     "event_id", "event_type",
+    # the schema check and the doctor (CONTRACT §8c)
+    "expected", "found", "probe_id", "answer", "check",
 })
 
 

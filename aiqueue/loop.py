@@ -133,7 +133,7 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
 async def _send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
     """Dispatch a job and time it; an accepted dispatch closes the breaker."""
     started = time.perf_counter()
-    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens)
+    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens, rt.aws)
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
         await rt.store.dispatch_accepted()

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import httpx
 
+from aiqueue import logs
+from aiqueue.db.doctor import code_schema_version
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.dispatch.aws import AwsCredentials, OidcToken
 from aiqueue.dispatch.platform import LambdaTimeout
+from aiqueue.errors import SchemaBehind
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
+
+# While the schema is behind, look again this often (a migration may have run since).
+SCHEMA_RECHECK_SECONDS = 10.0
 
 
 def http_client() -> httpx.AsyncClient:
@@ -33,12 +41,50 @@ class Runtime:
     notify_prune_due: float = 0.0
     # The Lambda function's timeout (CONTRACT §8e), read once per instance.
     lambda_timeout: LambdaTimeout = field(default_factory=LambdaTimeout)
+    # The Lambda target's credentials when it assumes a role (AWS_ROLE_ARN), else None.
+    aws: AwsCredentials | None = None
+    # The schema check (require_schema): passed once, it is never run again.
+    schema_ok: bool = False
+    schema_behind: SchemaBehind | None = None
+    schema_checked: float = float("-inf")
 
     @classmethod
-    async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None) -> Runtime:
+    async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None,
+                     oidc: OidcToken | None = None) -> Runtime:
         pool = await connect_pool(dsn, max_size=settings.database_pool_max)
+        target = settings.aws_lambda
+        aws = None
+        if settings.dispatch_target == "lambda" and target is not None and target.role_arn:
+            aws = AwsCredentials(target, oidc or OidcToken(settings.vercel_oidc_token))
         return cls(settings=settings, store=Store(pool), http=http_client(),
-                   tokens=tokens or Tokens(settings.queue_secrets))
+                   tokens=tokens or Tokens(settings.queue_secrets), aws=aws)
+
+    async def require_schema(self) -> None:
+        """Raise SchemaBehind while the database's schema is older than this code's.
+
+        One query per instance once it passes; while behind, at most one every
+        SCHEMA_RECHECK_SECONDS, and the log line is written once.
+        """
+        if self.schema_ok:
+            return
+        now = time.monotonic()
+        if self.schema_behind is None or now - self.schema_checked >= SCHEMA_RECHECK_SECONDS:
+            self.schema_checked = now
+            expected, found = code_schema_version(), await self.store.schema_version()
+            if found is None:
+                # A role that may not read aiqueue_migrations: no check rather than no
+                # service (the doctor reports it).
+                logs.event("schema_unchecked", expected=expected)
+                self.schema_ok = True
+                return
+            if found >= expected:
+                self.schema_ok, self.schema_behind = True, None
+                return
+            if self.schema_behind is None:
+                logs.event("schema_behind", expected=expected, found=found)
+            self.schema_behind = SchemaBehind(expected, found)
+        assert self.schema_behind is not None
+        raise self.schema_behind
 
     async def close(self) -> None:
         await self.http.aclose()

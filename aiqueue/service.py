@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from aiqueue import logs
+from aiqueue import logs, probes
 from aiqueue.callbacks import MAX_ITEMS, ResultItem, apply_item, parse_item, settle_item
 from aiqueue.errors import (
     BadHeader,
@@ -202,7 +202,20 @@ class Receipt:
     next_job: Job | None = None
 
 
-def verify_results(tokens: Tokens, body: object) -> list[ResultItem | None]:
+WebhookItem = ResultItem | probes.ProbeAnswer | None
+
+
+def _parse_webhook_item(raw: object, tokens: Tokens) -> WebhookItem:
+    """A probe's answer (its token is a probe token), else a result item; None: rejected."""
+    answer = probes.parse_probe(raw, tokens)
+    if answer is not None:
+        return answer
+    if probes.is_probe_item(raw):
+        return None  # a probe item without a valid probe token
+    return parse_item(raw, tokens)
+
+
+def verify_results(tokens: Tokens, body: object) -> list[WebhookItem]:
     """Parse a webhook batch and verify each item's token (None: rejected), without I/O.
 
     Every item is checked before any is applied: a malformed one fails the
@@ -214,7 +227,7 @@ def verify_results(tokens: Tokens, body: object) -> list[ResultItem | None]:
     if len(items) > MAX_ITEMS:
         raise Invalid(f"at most {MAX_ITEMS} items per request")
     try:
-        parsed = [parse_item(raw, tokens) for raw in items]
+        parsed = [_parse_webhook_item(raw, tokens) for raw in items]
     except ValueError as exc:
         raise Invalid(str(exc)) from None
     if not any(parsed):
@@ -223,7 +236,7 @@ def verify_results(tokens: Tokens, body: object) -> list[ResultItem | None]:
     return parsed
 
 
-async def receive_results(rt: Runtime, parsed: list[ResultItem | None]) -> Receipt:
+async def receive_results(rt: Runtime, parsed: list[WebhookItem]) -> Receipt:
     """Apply a verified webhook batch (from verify_results)."""
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
     freed = 0
@@ -231,6 +244,10 @@ async def receive_results(rt: Runtime, parsed: list[ResultItem | None]) -> Recei
     for n, item in enumerate(parsed, 1):
         if item is None:
             counts["rejected"] += 1
+            continue
+        if isinstance(item, probes.ProbeAnswer):
+            # No row, no submission: only the waiting doctor hears of it.
+            counts["accepted" if await probes.record(rt, item) else "ignored"] += 1
             continue
         applied = None
         if n == len(parsed) and item.status == "completed":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
 import math
 import os
@@ -11,6 +12,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypedDict
+from urllib.parse import urlsplit
 
 from aiqueue.errors import SettingsError
 from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
@@ -83,6 +85,15 @@ class Settings:
     # bounds the wait, plus this grace (QUEUE_PLATFORM_GRACE_SECONDS, default 30).
     heartbeat_timeout_seconds: float = 90.0
     platform_grace_seconds: float = 30.0
+    # -- set-up (CONTRACT §8c, aiqueue/doctor.py) --
+    # VERCEL is set; `vercel dev` (VERCEL_ENV=development) may run on a local address.
+    on_vercel: bool = False
+    vercel_dev: bool = False
+    # VERCEL_OIDC_TOKEN, exchanged for AWS credentials when AWS_ROLE_ARN is set.
+    vercel_oidc_token: str | None = field(default=None, repr=False)
+    # The AWS_* variables present (names only): on Vercel they may be the
+    # platform's placeholders, which the doctor names when Lambda refuses.
+    aws_env_names: tuple[str, ...] = ()
 
     @property
     def queue_secret(self) -> str:
@@ -219,7 +230,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
     mode = env.get("AI_MARKING_FUNCTION_MODE", "async").strip().lower() or "async"
     if mode not in ("async", "sync"):
         raise SettingsError(f"AI_MARKING_FUNCTION_MODE must be 'async' or 'sync', got {mode!r}")
-    base = (_url(env, "APP_BASE_URL", None) or f"http://127.0.0.1:{port}").rstrip("/")
+    base = _app_base_url(env, port)
     target, digitalocean, aws_lambda = load_target(env, mode)
     function_url = _url(env, "AI_MARKING_FUNCTION_URL", None)
     if function_url is None:
@@ -266,6 +277,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         **_notify_fields(env),
         heartbeat_timeout_seconds=_float(env, "QUEUE_HEARTBEAT_TIMEOUT_SECONDS", 90.0, 0.05),
         platform_grace_seconds=_float(env, "QUEUE_PLATFORM_GRACE_SECONDS", 30.0, 0.0, 3600),
+        on_vercel=bool(env.get("VERCEL")),
+        vercel_dev=_vercel_dev(env),
+        vercel_oidc_token=env.get("VERCEL_OIDC_TOKEN", "").strip() or None,
+        aws_env_names=tuple(n for n in AWS_ENV_NAMES if env.get(n, "").strip()),
     )
 
 
@@ -289,3 +304,41 @@ def _notify_fields(env: Mapping[str, str]) -> _NotifyFields:
         "notify_give_up_seconds": _float(env, "QUEUE_NOTIFY_GIVE_UP_SECONDS", 86400.0, 1.0,
                                          7 * 86400),
     }
+
+
+# -- set-up without surprises (CONTRACT §8c) ------------------------------------
+
+# What Vercel may put in a function's environment by itself (they grant nothing).
+AWS_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_REGION", "AWS_DEFAULT_REGION")
+_LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def _vercel_dev(env: Mapping[str, str]) -> bool:
+    return bool(env.get("VERCEL")) and env.get("VERCEL_ENV", "").strip() == "development"
+
+
+def is_local_url(url: str) -> bool:
+    """Whether a URL's host is this machine (loopback, unspecified, localhost)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host in _LOCAL_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+def _app_base_url(env: Mapping[str, str], port: int) -> str:
+    """APP_BASE_URL; on Vercel https://$VERCEL_PROJECT_PRODUCTION_URL, never a local address."""
+    production_host = env.get("VERCEL_PROJECT_PRODUCTION_URL", "").strip().strip("/")
+    default = f"http://127.0.0.1:{port}"
+    if env.get("VERCEL") and production_host:
+        default = f"https://{production_host.removeprefix('https://')}"
+    base = (_url(env, "APP_BASE_URL", None) or default).rstrip("/")
+    if env.get("VERCEL") and not _vercel_dev(env) and is_local_url(base):
+        raise SettingsError(
+            f"APP_BASE_URL is a local address ({base}) on Vercel: set APP_BASE_URL to the "
+            "deployment's public URL (the chain and the function's callbacks use it)")
+    return base

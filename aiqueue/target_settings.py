@@ -17,6 +17,7 @@ _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 _FUNCTION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _QUALIFIER = re.compile(r"[A-Za-z0-9$_-]{1,128}")
 _ACCOUNT = re.compile(r"\d{12}")
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class LambdaTarget:
     function: str
     qualifier: str | None
     endpoint: str
+    # AWS_ROLE_ARN: assume this role with Vercel's OIDC token (no static keys then).
+    role_arn: str | None = None
+    sts_endpoint: str = "https://sts.amazonaws.com"
 
 
 def _required(env: Mapping[str, str], name: str, target: str) -> str:
@@ -124,15 +128,28 @@ def load_lambda(env: Mapping[str, str]) -> LambdaTarget:
     region = _required(env, "AWS_REGION", "lambda")
     if not _REGION.fullmatch(region):
         raise SettingsError(f"AWS_REGION must be a region like eu-west-1, got {region!r}")
-    key_id = _required(env, "AWS_ACCESS_KEY_ID", "lambda")
-    secret = _required(env, "AWS_SECRET_ACCESS_KEY", "lambda")
+    role_arn = env.get("AWS_ROLE_ARN", "").strip() or None
+    if role_arn is not None and not _ROLE_ARN.fullmatch(role_arn):
+        raise SettingsError("AWS_ROLE_ARN must be an IAM role ARN like "
+                            "arn:aws:iam::123456789012:role/aiqueue-dispatch")
+    if role_arn is None:
+        key_id = _required(env, "AWS_ACCESS_KEY_ID", "lambda")
+        secret = _required(env, "AWS_SECRET_ACCESS_KEY", "lambda")
+        session = env.get("AWS_SESSION_TOKEN", "").strip() or None
+    else:
+        # The role replaces static keys: on Vercel the AWS_* keys present are the
+        # platform's own placeholders and must not be used.
+        key_id = secret = ""
+        session = None
     function, qualifier = split_function(
         _required(env, "AI_MARKING_LAMBDA_FUNCTION", "lambda"), region)
     suffix = ".cn" if region.startswith("cn-") else ""
     endpoint = _base_url(env, "AWS_ENDPOINT_URL_LAMBDA",
                          f"https://lambda.{region}.amazonaws.com{suffix}", "lambda")
-    return LambdaTarget(region, key_id, secret, env.get("AWS_SESSION_TOKEN", "").strip() or None,
-                        function, qualifier, endpoint)
+    sts = _base_url(env, "AWS_ENDPOINT_URL_STS",
+                    f"https://sts.{region}.amazonaws.com{suffix}", "lambda")
+    return LambdaTarget(region, key_id, secret, session, function, qualifier, endpoint,
+                        role_arn, sts)
 
 
 def load_target(

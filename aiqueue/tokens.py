@@ -12,6 +12,8 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 # A callback may come late (a slow model, a retried callback): accept it for as
 # long as the row could still exist unpruned.
 CALLBACK_MAX_AGE = 14 * 24 * 3600
+# A probe (the doctor's dispatch, CONTRACT §8c) is answered within seconds.
+PROBE_MAX_AGE = 600
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Tokens:
         self._callback = URLSafeTimedSerializer(keys, salt="aiqueue.callback")
         self._events = URLSafeTimedSerializer(keys, salt="aiqueue.events")
         self._session = URLSafeTimedSerializer(keys, salt="aiqueue.session")
+        self._probe = URLSafeTimedSerializer(keys, salt="aiqueue.probe")
 
     def callback(self, queue_id: UUID, dispatch_seq: int, attempt: int) -> str:
         return self._callback.dumps([str(queue_id), dispatch_seq, attempt])
@@ -44,6 +47,18 @@ class Tokens:
         try:
             return CallbackClaim(UUID(str(data[0])), int(data[1]), int(data[2]))
         except (TypeError, ValueError):
+            return None
+
+    def probe(self, probe_id: UUID) -> str:
+        """The callback token of a probe dispatch: it names no queue row."""
+        return self._probe.dumps(str(probe_id))
+
+    def verify_probe(self, token: object, *, now: float | None = None) -> UUID | None:
+        """The probe id of a valid probe token, else None."""
+        data = _loads(self._probe, token, PROBE_MAX_AGE, now)
+        try:
+            return UUID(data) if isinstance(data, str) else None
+        except ValueError:
             return None
 
     def events(self, assignment_id: str) -> str:

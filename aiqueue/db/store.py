@@ -10,6 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
+from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.pool import Rollback
@@ -50,7 +51,7 @@ def _lost_live_row_race(exc: BaseException | None) -> bool:
             and exc.constraint_name == "ai_marking_queue_active_uniq")
 
 
-class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries):
+class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, DoctorQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------

@@ -12,11 +12,13 @@ from aiqueue.dispatch.invoke import (
     chain,
     classify,
     dispatch_body,
+    post,
+    probe_body,
     send,
     too_large,
 )
 
 __all__ = [
-    "Accepted", "Busy", "Failed", "Outcome", "chain", "classify", "dispatch_body", "send",
-    "too_large",
+    "Accepted", "Busy", "Failed", "Outcome", "chain", "classify", "dispatch_body", "post",
+    "probe_body", "send", "too_large",
 ]

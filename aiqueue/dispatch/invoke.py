@@ -7,11 +7,13 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import httpx
 
 from aiqueue.backoff import parse_retry_after
 from aiqueue.dispatch import targets
+from aiqueue.dispatch.aws import AwsCredentials, CredentialsError
 from aiqueue.models import Job
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
@@ -73,9 +75,9 @@ def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any
     }
 
 
-def message_id(job: Job) -> str:
-    """The dispatch's `webhook-id` (§8b): `<queue_id>.<attempt>`."""
-    return f"{job.queue_id}.{job.attempt}"
+def message_id(body: dict[str, Any]) -> str:
+    """The dispatch's `webhook-id` (§8b): `<queue_id>.<attempt>` (a probe's: `<probe_id>.1`)."""
+    return f"{body['queue_id']}.{body['attempt']}"
 
 
 def too_large(http_status: int | None = None) -> Failed:
@@ -83,17 +85,48 @@ def too_large(http_status: int | None = None) -> Failed:
     return Failed("payload_too_large", http_status, retryable=False)
 
 
-async def send(http: httpx.AsyncClient, job: Job, settings: Settings, tokens: Tokens) -> Outcome:
+async def send(http: httpx.AsyncClient, job: Job, settings: Settings, tokens: Tokens,
+               aws: AwsCredentials | None = None) -> Outcome:
     """Send the job to the configured target and classify the answer; never raises."""
     try:
-        body = json.dumps(dispatch_body(job, settings, tokens)).encode()
+        body = dispatch_body(job, settings, tokens)
+    except Exception:
+        return Failed("dispatch_error")
+    return await post(http, body, settings, aws)
+
+
+def probe_body(probe_id: UUID, settings: Settings, tokens: Tokens) -> dict[str, Any]:
+    """The doctor's probe (CONTRACT §8c): no row, no submission, nothing to mark.
+
+    A function that knows probes calls back a `probe` item without calling a
+    model; one too old to know them finds no submission and answers as for a
+    broken job, which the webhook records and the doctor reports.
+    """
+    return {
+        "probe": True,
+        "queue_id": str(probe_id),
+        "attempt": 1,
+        "callback_url": settings.callback_url,
+        "callback_token": tokens.probe(probe_id),
+    }
+
+
+async def post(http: httpx.AsyncClient, body: dict[str, Any], settings: Settings,
+               aws: AwsCredentials | None = None) -> Outcome:
+    """POST one dispatch body to the target and classify the answer; never raises."""
+    try:
+        data = json.dumps(body).encode()
         limit = targets.body_limit(settings)
-        if limit is not None and len(body) > limit:
+        if limit is not None and len(data) > limit:
             return too_large()
-        request = targets.build_request(settings, body, datetime.now(UTC), message_id(job))
+        credentials = await aws.get(http) if aws is not None else None
+        request = targets.build_request(settings, data, datetime.now(UTC), credentials,
+                                        message_id(body))
         response = await http.post(
-            request.url, content=body, headers=request.headers,
+            request.url, content=data, headers=request.headers,
             timeout=httpx.Timeout(settings.dispatch_timeout_seconds))
+    except CredentialsError as exc:
+        return Failed(exc.code)
     except httpx.TimeoutException:
         return Failed("dispatch_timeout")
     except httpx.ConnectError:

@@ -69,16 +69,22 @@ def lambda_url(target: LambdaTarget) -> str:
     return url
 
 
-def lambda_request(target: LambdaTarget, body: bytes, now: datetime) -> Outgoing:
-    """§7a: an asynchronous (`Event`) Invoke, signed with SigV4 for service `lambda`."""
+def lambda_request(target: LambdaTarget, body: bytes, now: datetime,
+                   credentials: Credentials | None = None) -> Outgoing:
+    """§7a: an asynchronous (`Event`) Invoke, signed with SigV4 for service `lambda`.
+
+    `credentials`: assumed ones (AWS_ROLE_ARN); else the target's static keys.
+    """
     url = lambda_url(target)
-    creds = Credentials(target.access_key_id, target.secret_access_key, target.session_token)
+    creds = credentials or Credentials(
+        target.access_key_id, target.secret_access_key, target.session_token)
     headers = sign("POST", url, {"content-type": JSON, "x-amz-invocation-type": "Event"}, body,
                    credentials=creds, region=target.region, service="lambda", now=now)
     return Outgoing(url, headers)
 
 
 def build_request(settings: Settings, body: bytes, now: datetime,
+                  credentials: Credentials | None = None,
                   message_id: str | None = None) -> Outgoing:
     """The request for the configured target (`message_id`: the signed dispatch's id).
 
@@ -90,7 +96,7 @@ def build_request(settings: Settings, body: bytes, now: datetime,
     if settings.dispatch_target == "digitalocean" and settings.digitalocean is not None:
         return do_request(settings.digitalocean)
     if settings.dispatch_target == "lambda" and settings.aws_lambda is not None:
-        return lambda_request(settings.aws_lambda, body, now)
+        return lambda_request(settings.aws_lambda, body, now, credentials)
     raise ValueError(f"no settings for the {settings.dispatch_target} target")
 
 

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from aiqueue import logs, loop, monitor, notify, observe, review, service, usage
-from aiqueue.errors import StoreError
+from aiqueue.errors import SchemaBehind, StoreError
 from aiqueue.web import gate
 from aiqueue.web.http import query_int, read_json
 from aiqueue.web.state import app_state, runtime
@@ -93,6 +93,8 @@ async def healthz(request: Request) -> Response:
     try:
         rt = await runtime(request)
         await monitor.health(rt)
+    except SchemaBehind:
+        raise  # its own 503: the operator must migrate, not wait
     except StoreError:
         return JSONResponse({"status": "unavailable", "database": False}, status_code=503)
     return JSONResponse({"status": "ok", "database": True})

@@ -13,10 +13,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
 from aiqueue import logs
-from aiqueue.errors import AiQueueError
+from aiqueue.errors import AiQueueError, SchemaBehind
 from aiqueue.loop import tick_forever
 from aiqueue.settings import Settings
-from aiqueue.web import api, auth, live, monitor, teacher
+from aiqueue.web import api, auth, live, monitor, setup, teacher
 from aiqueue.web.http import error_response
 from aiqueue.web.state import AppState
 
@@ -25,7 +25,8 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, AiQueueError)
-    if exc.status_code >= 500:
+    # schema_behind is logged once per instance where it is found (runtime.py), not per request.
+    if exc.status_code >= 500 and not isinstance(exc, SchemaBehind):
         logs.event("error", code=exc.code, path=request.url.path)
     return error_response(exc)
 
@@ -55,7 +56,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         task = None
         if ticker and settings.tick_seconds > 0:
-            task = asyncio.create_task(tick_forever(await state.get()))
+            # The safety net starts whatever the schema (a step behind it fails and logs).
+            task = asyncio.create_task(tick_forever(await state.get(check_schema=False)))
         try:
             yield
         finally:
@@ -75,8 +77,10 @@ def create_app(
         },
     )
     app.state.aiqueue = state
+    app.add_middleware(setup.OidcHeader, state=state)
     return app
 
 
 def all_routes() -> list[BaseRoute]:
-    return [*api.ROUTES, *auth.ROUTES, *monitor.ROUTES, *live.ROUTES, *teacher.ROUTES]
+    return [*api.ROUTES, *auth.ROUTES, *monitor.ROUTES, *live.ROUTES, *teacher.ROUTES,
+            *setup.ROUTES]

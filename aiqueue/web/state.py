@@ -10,6 +10,7 @@ import asyncio
 
 from starlette.requests import Request
 
+from aiqueue.dispatch.aws import OidcToken
 from aiqueue.errors import SettingsError
 from aiqueue.live import EventHub, LiveConfig
 from aiqueue.runtime import Runtime
@@ -28,16 +29,22 @@ class AppState:
         self.hub: EventHub | None = None
         # Streams' lifetime, heartbeat and polling (dev and tests shorten them).
         self.live_config = LiveConfig.from_settings(settings)
+        # Vercel's OIDC token, as the newest request carried it (dispatch/aws.py).
+        self.oidc = OidcToken(settings.vercel_oidc_token)
         self._lock = asyncio.Lock()
 
-    async def get(self) -> Runtime:
+    async def get(self, *, check_schema: bool = True) -> Runtime:
+        """The instance's Runtime; unless told otherwise, 503 schema_behind while the
+        database's schema is older than the code (checked once per instance)."""
         if self.runtime is None:
             async with self._lock:
                 if self.runtime is None:
                     if not self.settings.database_url:
                         raise SettingsError("DATABASE_URL is not set")
                     self.runtime = await Runtime.create(
-                        self.settings, self.settings.database_url, self.tokens)
+                        self.settings, self.settings.database_url, self.tokens, self.oidc)
+        if check_schema:
+            await self.runtime.require_schema()
         return self.runtime
 
     def event_hub(self) -> EventHub:

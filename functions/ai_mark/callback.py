@@ -15,6 +15,7 @@ from .backends import Backend
 from .core import mark
 from .items import Item, progress_item
 from .job import safe_id
+from .probe import is_probe, probe_item
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,15 @@ async def mark_and_deliver(
     heartbeat_seconds: float = 30.0,
     sleep: Sleep = asyncio.sleep,
 ) -> tuple[Item, bool]:
-    """Mark, sending progress heartbeats meanwhile, then post the result; (item, delivered)."""
+    """Mark, sending progress heartbeats meanwhile, then post the result; (item, delivered).
+
+    A probe is answered at once, without the backend.
+    """
     url = str(dispatch["callback_url"])
+    if is_probe(dispatch):
+        item = probe_item(dispatch)
+        log.info("probe queue_id=%s", safe_id(item["queue_id"]))
+        return item, await post_items(client, url, [item], policy, sleep)
     queue_id, token = dispatch.get("queue_id"), dispatch.get("callback_token")
     work = asyncio.create_task(mark(dispatch, backend))
     started = time.monotonic()

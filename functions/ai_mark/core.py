@@ -10,12 +10,15 @@ from .backends import Backend
 from .errors import InvalidDispatch, MarkingError
 from .items import Item, completed_item, failed_item
 from .job import parse_dispatch, safe_id
+from .probe import is_probe, probe_item
 
 log = logging.getLogger(__name__)
 
 
 async def mark(dispatch: Mapping[str, Any], backend: Backend) -> Item:
     """Mark `dispatch` with `backend`; the item is `completed` or `failed` (with `retryable`)."""
+    if is_probe(dispatch):
+        return probe_item(dispatch)  # never a model call
     queue_id = dispatch.get("queue_id") if isinstance(dispatch, Mapping) else None
     token = dispatch.get("callback_token") if isinstance(dispatch, Mapping) else None
     try:

@@ -16,6 +16,7 @@ from .callback import RetryPolicy, mark_and_deliver
 from .core import mark
 from .errors import AiMarkError
 from .items import Item
+from .probe import is_probe
 from .settings import Settings
 
 
@@ -73,8 +74,7 @@ def check_envelope(dispatch: Mapping[str, Any], *, need_callback: bool) -> None:
     for field in ("queue_id", "callback_token"):
         if not isinstance(dispatch.get(field), str) or not dispatch[field]:
             raise HttpError(422, "invalid_dispatch", f"{field} must be a non-empty string")
-    url = dispatch.get("callback_url")
-    if need_callback and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+    if need_callback and not has_callback(dispatch):
         raise HttpError(422, "invalid_dispatch", "callback_url must be an http(s) URL")
 
 
@@ -84,10 +84,18 @@ def retry_policy(settings: Settings) -> RetryPolicy:
 
 
 async def run_sync(dispatch: Mapping[str, Any], settings: Settings) -> Item:
-    """Mark and return the item (the app's `sync` mode)."""
+    """Mark and return the item (the app's `sync` mode); a probe is also called back."""
+    if is_probe(dispatch) and has_callback(dispatch):
+        item, _ = await run_async(dispatch, settings)
+        return item
     # A client per invocation: serverless runtimes start a fresh event loop for each one.
     async with httpx.AsyncClient() as client:
         return await mark(dispatch, make_backend(settings, client))
+
+
+def has_callback(dispatch: Mapping[str, Any]) -> bool:
+    url = dispatch.get("callback_url")
+    return isinstance(url, str) and url.startswith(("http://", "https://"))
 
 
 async def run_async(dispatch: Mapping[str, Any], settings: Settings) -> tuple[Item, bool]:

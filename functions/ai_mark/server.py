@@ -17,9 +17,17 @@ from starlette.routing import Route
 from .backends import Backend, make_backend
 from .callback import mark_and_deliver
 from .core import mark
-from .invoke import HttpError, check_bearer, check_envelope, decode_json, retry_policy
+from .invoke import (
+    HttpError,
+    check_bearer,
+    check_envelope,
+    decode_json,
+    has_callback,
+    retry_policy,
+)
 from .items import Item
 from .job import safe_id
+from .probe import is_probe
 from .settings import Settings
 from .signing import DispatchVerifier
 
@@ -68,9 +76,13 @@ class Worker:
         task.add_done_callback(self.tasks.discard)
 
     async def mark_now(self, dispatch: Mapping[str, Any]) -> Item:
-        """Mark and return the item (the `/sync` route)."""
+        """Mark and return the item (the `/sync` route); a probe is also called back."""
         self.in_flight += 1
         try:
+            if is_probe(dispatch) and has_callback(dispatch):
+                item, _ = await mark_and_deliver(dispatch, self.backend, self.client,
+                                                 policy=retry_policy(self.settings))
+                return item
             return await mark(dispatch, self.backend)
         finally:
             self.in_flight -= 1
@@ -120,7 +132,10 @@ def create_app(
     async def accept(request: Request) -> Response:
         dispatch = await _dispatch(request, settings, verifier, need_callback=True)
         worker.submit(dispatch)
-        return JSONResponse({"accepted": True, "queue_id": dispatch["queue_id"]}, status_code=202)
+        answer = {"accepted": True, "queue_id": dispatch["queue_id"]}
+        if is_probe(dispatch):
+            answer["probe"] = True
+        return JSONResponse(answer, status_code=202)
 
     async def sync(request: Request) -> Response:
         dispatch = await _dispatch(request, settings, verifier, need_callback=False)

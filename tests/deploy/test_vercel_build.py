@@ -83,7 +83,10 @@ def deployment(built: tuple[Path, Path], pg_admin: str,
     ports = {entry: free_port() for entry in built_functions}
     edge = Edge(load().rewrites, ports)
     url = f"http://127.0.0.1:{edge_port}"
-    env = {"VERCEL": "1", "DATABASE_URL": db, "MARKING_QUEUE_SECRET": SECRET,
+    # VERCEL_ENV=development: what `vercel dev` (whose runtime serves these) runs as, so a
+    # local APP_BASE_URL is allowed (in production it stops start-up).
+    env = {"VERCEL": "1", "VERCEL_ENV": "development", "DATABASE_URL": db,
+           "MARKING_QUEUE_SECRET": SECRET,
            "CRON_SECRET": CRON, "AI_QUEUE_ADMIN_PASSWORD": PASSWORD, "APP_BASE_URL": url,
            "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
            "QUEUE_MAX_IN_FLIGHT": "2", "QUEUE_RETRY_BASE_SECONDS": "0"}
@@ -118,6 +121,8 @@ def test_each_function_ships_the_runtime_dependencies_and_not_the_tests(built):
         assert set(RUNTIME_DEPS) <= tops, (entry, sorted(tops))
         assert {"vercel.json", "templates/ai_queue.html", "aiqueue/db/sql/queries.sql",
                 "aiqueue/db/sql/functions.sql"} <= files
+        # The schema check (503 schema_behind) reads the newest migration's number.
+        assert {f"migrations/{p.name}" for p in (ROOT / "migrations").glob("*.sql")} <= files
         assert not {n for n in files if n.split("/")[0] in ("tests", "bench", "functions")}
         assert vc["runtime"] == "python3.12"
         assert vc["maxDuration"] == config.max_duration(entry)
@@ -198,6 +203,26 @@ async def test_the_operator_logs_in(deployment: Deployment, mode: str):
     assert page.status_code == 200 and "csrf_token" in page.text
 
 
+@pytest.mark.parametrize("mode", ["destination", "public"])
+async def test_the_doctor_through_the_built_functions(deployment: Deployment, mode: str):
+    deployment.edge.mode = mode
+    deployment.edge.seen.clear()
+    async with httpx.AsyncClient(base_url=deployment.url, timeout=60) as client:
+        anonymous = await client.get("/api/marking/doctor")
+        r = await client.get("/api/marking/doctor",
+                             headers={"authorization": f"Bearer {SECRET}"})
+    assert anonymous.status_code == 401
+    assert r.status_code == 200, r.text
+    checks = {c["name"]: c for c in r.json()["checks"]}
+    assert r.json()["ok"] is True, checks
+    assert checks["schema"]["detail"].startswith("current")
+    assert checks["probe"]["status"] == "pass" and "called back" in checks["probe"]["detail"]
+    assert checks["vercel"]["status"] == "pass" and "vercel dev" in checks["vercel"]["detail"]
+    hit = {entry for entry, _ in deployment.edge.seen}
+    # The report came from the marking function; the probe's callback went to the webhook's.
+    assert {"api/marking.py", "api/webhooks/ai_mark.py"} <= hit
+
+
 def test_the_functions_load_only_their_bundle(deployment: Deployment):
     python = Path(_python()).resolve()
     prefix = python.parent.parent
@@ -241,7 +266,8 @@ def test_a_sync_timeout_beyond_max_duration_stops_the_function(built, tmp_path: 
     entry = "api/process_queue.py"
     func = materialize(functions(output)[entry], project, tmp_path / "fn")
     server = FunctionServer(_python(), func, entry, free_port(), {
-        "VERCEL": "1", "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
+        "VERCEL": "1", "VERCEL_PROJECT_PRODUCTION_URL": "marking.vercel.app",
+        "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
         "MARKING_QUEUE_SECRET": SECRET, "AI_MARKING_FUNCTION_URL": "https://fn.test/mark",
         "AI_MARKING_FUNCTION_MODE": "sync", "QUEUE_DISPATCH_TIMEOUT_SECONDS": "150"},
         tmp_path / "fn.log")
@@ -256,3 +282,25 @@ def test_a_sync_timeout_beyond_max_duration_stops_the_function(built, tmp_path: 
     assert answer.json()["detail"].startswith("QUEUE_DISPATCH_TIMEOUT_SECONDS=150 does not fit")
     lines = [line for line in server.output().splitlines() if line.startswith("aiqueue: ")]
     assert lines and all("QUEUE_DISPATCH_TIMEOUT_SECONDS=150" in line for line in lines)
+
+
+def test_a_local_app_base_url_stops_the_function_on_vercel(built, tmp_path: Path):
+    project, output = built
+    entry = "api/enqueue.py"
+    func = materialize(functions(output)[entry], project, tmp_path / "fn")
+    # No APP_BASE_URL and no VERCEL_PROJECT_PRODUCTION_URL: it would be 127.0.0.1.
+    server = FunctionServer(_python(), func, entry, free_port(), {
+        "VERCEL": "1", "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
+        "MARKING_QUEUE_SECRET": SECRET, "AI_MARKING_FUNCTION_URL": "https://fn.test/mark"},
+        tmp_path / "fn.log")
+    server.start()
+    try:
+        server.wait_listening()
+        answer = httpx.post(f"http://127.0.0.1:{server.port}/api/enqueue",
+                            headers={"authorization": f"Bearer {SECRET}"}, timeout=30)
+    finally:
+        server.stop()
+    assert answer.status_code == 503 and answer.json()["error"] == "misconfigured"
+    assert answer.json()["detail"].startswith("APP_BASE_URL is a local address")
+    lines = [line for line in server.output().splitlines() if line.startswith("aiqueue: ")]
+    assert lines and all("APP_BASE_URL" in line for line in lines)

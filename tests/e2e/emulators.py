@@ -166,7 +166,10 @@ class DoFunctions:
 class MotoLambda:
     """`python -m moto.server` on loopback, with an IAM user allowed to invoke one function."""
 
-    def __init__(self, timeout: int = 3) -> None:
+    def __init__(self, timeout: int = 3, auth: bool = True) -> None:
+        # auth=False: moto checks no signature, so its STS can take an unsigned
+        # AssumeRoleWithWebIdentity (the call AWS_ROLE_ARN makes) whose keys then invoke.
+        self.auth = auth
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.timeout = timeout  # the function's configured timeout, seconds
@@ -195,8 +198,9 @@ class MotoLambda:
         httpx.post(f"{self.url}/moto-api/config",
                    json={"lambda": {"use_docker": False}}).raise_for_status()
         self._provision()
-        # From now on every request must be signed by a known key with the right policy.
-        httpx.post(f"{self.url}/moto-api/reset-auth", content=b"0").raise_for_status()
+        if self.auth:
+            # From now on every request must be signed by a known key with the right policy.
+            httpx.post(f"{self.url}/moto-api/reset-auth", content=b"0").raise_for_status()
 
     def _client(self, service: str) -> Any:
         return boto3.client(service, region_name=REGION, endpoint_url=self.url,
@@ -250,6 +254,10 @@ class LambdaProxy:
         self.moto = moto
         self.request_ids: list[str] = []
         self.refused: list[int] = []
+        # STS calls passed through (AWS_ENDPOINT_URL_STS pointed here), and the access
+        # key each accepted invoke was signed with.
+        self.sts_calls = 0
+        self.signed_with: list[str] = []
         self.background = Background()
         self.client: httpx.AsyncClient | None = None
         self.dead = dead
@@ -276,9 +284,13 @@ class LambdaProxy:
         answer = await self.client.request(request.method, url, content=body, headers=headers)
         if request.method == "GET":
             self.configuration_reads.append(answer.status_code)
+        elif body.startswith(b"Action="):
+            self.sts_calls += 1
         elif answer.status_code == 202 \
                 and request.headers.get("x-amz-invocation-type") == "Event":
             self.request_ids.append(answer.headers["x-amzn-requestid"])
+            credential = request.headers.get("authorization", "").partition("Credential=")[2]
+            self.signed_with.append(credential.split("/")[0])
             if len(self.request_ids) > self.dead:
                 self.background.start(lambda_handler.handler, json.loads(body))
         else:

@@ -123,6 +123,8 @@ class MarkingFunction:
 
     async def mark(self, request: Request) -> Response:
         job = await request.json()
+        if job.get("probe") is True:
+            return self.probe(job)
         rec = self.record
         rec.dispatches += 1
         if self.roll("http_500"):
@@ -149,6 +151,16 @@ class MarkingFunction:
         if self.roll("slow_ack"):
             await asyncio.sleep(self.rng.uniform(*self.faults.slow_ack_seconds))
         return JSONResponse({"accepted": True}, status_code=202)
+
+    def probe(self, job: dict[str, Any]) -> Response:
+        """The doctor's probe: call back a `probe` item, mark nothing (CONTRACT §8c)."""
+        if self.client is None:
+            self.client = httpx.AsyncClient(timeout=10)
+        item = {"queue_id": job["queue_id"], "token": job["callback_token"], "status": "probe"}
+        task = asyncio.create_task(self.post(job["callback_url"], [item]))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return JSONResponse({"accepted": True, "probe": True}, status_code=202)
 
     async def work(self, job: dict[str, Any]) -> None:
         f = self.faults

@@ -121,7 +121,8 @@ def live_config(env: dict[str, str]) -> LiveConfig:
 
 def test_live_config_from_the_environment():
     assert live_config({}).max_seconds == 250
-    assert live_config({"VERCEL": "1", "DATABASE_URL": "postgresql://x/y",
+    assert live_config({"VERCEL": "1", "VERCEL_PROJECT_PRODUCTION_URL": "q.vercel.app",
+                        "DATABASE_URL": "postgresql://x/y",
                         "AI_MARKING_FUNCTION_URL": "https://fn"}).max_seconds < 60
     cfg = live_config({"QUEUE_EVENTS_MAX_SECONDS": "5", "QUEUE_EVENTS_HEARTBEAT_SECONDS": "40"})
     assert cfg.max_seconds == 5 and cfg.heartbeat_seconds == 15  # a heartbeat at least every 15 s

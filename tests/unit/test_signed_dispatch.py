@@ -62,7 +62,8 @@ def test_platform_targets_are_not_signed() -> None:
     # DigitalOcean and Lambda authenticate the call themselves; headers don't reach the action.
     do = settings(dispatch_target="digitalocean",
                   digitalocean=DoTarget("https://do.test", "ns", "pkg", "act", "u", "k"))
-    request = targets.build_request(do, json.dumps({}).encode(), datetime.now(UTC), "q.1")
+    request = targets.build_request(do, json.dumps({}).encode(), datetime.now(UTC),
+                                    message_id="q.1")
     assert "webhook-signature" not in request.headers
 
 

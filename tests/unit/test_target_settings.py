@@ -41,14 +41,16 @@ def test_lambda_settings_load_with_the_default_endpoint_and_a_session_token():
     s = load_settings({**LAMBDA, "AWS_SESSION_TOKEN": "tok",
                        "AI_MARKING_LAMBDA_FUNCTION": "ai-mark:live"})
     assert s.aws_lambda == LambdaTarget("eu-west-1", "AKIDEXAMPLE", "secret", "tok", "ai-mark",
-                                        "live", "https://lambda.eu-west-1.amazonaws.com")
+                                        "live", "https://lambda.eu-west-1.amazonaws.com",
+                                        None, "https://sts.eu-west-1.amazonaws.com")
     s = load_settings({**LAMBDA, "AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:5000"})
     assert s.aws_lambda is not None and s.aws_lambda.endpoint == "http://127.0.0.1:5000"
     assert s.aws_lambda.session_token is None
 
 
 def test_production_needs_no_function_url_with_a_native_target():
-    env = {"VERCEL": "1", "DATABASE_URL": "postgresql://db/x",
+    env = {"VERCEL": "1", "VERCEL_PROJECT_PRODUCTION_URL": "q.vercel.app",
+           "DATABASE_URL": "postgresql://db/x",
            "MARKING_QUEUE_SECRET": "s" * 20}
     with pytest.raises(SettingsError, match="AI_MARKING_FUNCTION_URL"):
         load_settings(env)
@@ -100,3 +102,29 @@ def test_bad_target_settings_stop_start_up_naming_the_variable(env: dict[str, st
         load_settings(env)
     message = str(info.value)
     assert message.startswith(names) and "\n" not in message
+
+
+ROLE = "arn:aws:iam::123456789012:role/aiqueue-dispatch"
+
+
+def test_a_role_replaces_static_keys_and_ignores_placeholders():
+    # Vercel may inject AWS_ACCESS_KEY_ID & co. that grant nothing: with a role they are unused.
+    s = load_settings({**LAMBDA, "AWS_ROLE_ARN": ROLE, "AWS_SESSION_TOKEN": "placeholder",
+                       "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:5001"})
+    assert s.aws_lambda is not None and s.aws_lambda.role_arn == ROLE
+    assert (s.aws_lambda.access_key_id, s.aws_lambda.secret_access_key) == ("", "")
+    assert s.aws_lambda.session_token is None
+    assert s.aws_lambda.sts_endpoint == "http://127.0.0.1:5001"
+    assert s.aws_env_names == ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                               "AWS_SESSION_TOKEN", "AWS_REGION")
+    keyless = {k: v for k, v in LAMBDA.items() if not k.startswith("AWS_") or k == "AWS_REGION"}
+    assert load_settings({**keyless, "AWS_ROLE_ARN": ROLE}).aws_lambda is not None
+    with pytest.raises(SettingsError, match="AWS_ACCESS_KEY_ID is required"):
+        load_settings(keyless)
+
+
+@pytest.mark.parametrize("bad", ["aiqueue-dispatch", "arn:aws:iam::12:role/x",
+                                 "arn:aws:lambda:eu-west-1:123456789012:function:x"])
+def test_a_malformed_role_arn_is_named(bad):
+    with pytest.raises(SettingsError, match="AWS_ROLE_ARN"):
+        load_settings({**LAMBDA, "AWS_ROLE_ARN": bad})

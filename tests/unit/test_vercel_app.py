@@ -17,6 +17,7 @@ from aiqueue.vercel.vercel_json import load
 CONF = load()
 ENV = {
     "VERCEL": "1",
+    "VERCEL_PROJECT_PRODUCTION_URL": "marking.vercel.app",
     "DATABASE_URL": "postgresql://u@127.0.0.1:1/db",
     "MARKING_QUEUE_SECRET": "unit-secret-0123456789abcdef",
     "AI_MARKING_FUNCTION_URL": "https://function.test/mark",

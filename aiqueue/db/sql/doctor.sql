@@ -1,0 +1,35 @@
+-- The doctor's statements (CONTRACT §8c) and the schema check of every instance.
+
+-- schema_version --
+-- The newest migration applied (its number), 0 on a database never migrated.
+-- Read once per instance (web/state.py), not per request.
+SELECT coalesce(max(split_part(version, '_', 1)::int), 0) AS found
+FROM aiqueue_migrations
+WHERE version ~ '^[0-9]+_'
+
+-- probe_answer_record --
+-- The first answer wins: a repeated callback of the same probe changes nothing.
+INSERT INTO ai_marking_probes (probe_id, answer, detail)
+VALUES ($1, $2, $3::jsonb)
+ON CONFLICT (probe_id) DO NOTHING
+
+-- probe_answer_read --
+SELECT answer, detail::text AS detail FROM ai_marking_probes WHERE probe_id = $1
+
+-- probe_answers_prune --
+-- Probes are answered within seconds; an hour keeps a late answer visible.
+DELETE FROM ai_marking_probes WHERE answered_at < now() - interval '1 hour'
+
+-- doctor_backend_pid --
+SELECT pg_backend_pid() AS pid, inet_server_port() AS port
+
+-- doctor_mark_session --
+-- A session-level setting: a session connection keeps it for itself; behind a
+-- transaction pooler the next transaction of another client may see it.
+SELECT set_config('aiqueue.doctor_mark', $1, false)
+
+-- doctor_read_mark --
+SELECT current_setting('aiqueue.doctor_mark', true) AS mark
+
+-- doctor_notify --
+SELECT pg_notify($1, $2)

@@ -1,0 +1,121 @@
+"""AWS credentials for the Lambda target: static keys, or a role assumed with Vercel's OIDC token.
+
+With AWS_ROLE_ARN set, no long-lived key is used: Vercel's OIDC token (the
+`x-vercel-oidc-token` request header, else VERCEL_OIDC_TOKEN) is exchanged for
+short-lived credentials through STS AssumeRoleWithWebIdentity — a call that
+needs no signature, made over httpx with STS's query API — and they are kept
+until shortly before they expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from xml.etree import ElementTree
+
+import httpx
+
+from aiqueue.dispatch.sigv4 import Credentials
+from aiqueue.target_settings import LambdaTarget
+
+# Renew this long before STS's expiry: a dispatch signed just before expiry
+# may still be in flight when it passes.
+REFRESH_BEFORE = timedelta(minutes=5)
+SESSION_SECONDS = 3600
+_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+class CredentialsError(Exception):
+    """No usable credentials; `code` is short and content-free (e.g. sts_http_403)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class OidcToken:
+    """The newest Vercel OIDC token this instance has seen (a request header), else the env's."""
+
+    def __init__(self, from_env: str | None = None) -> None:
+        self.from_env = from_env
+        self.from_request: str | None = None
+
+    def seen(self, token: str | None) -> None:
+        if token:
+            self.from_request = token
+
+    @property
+    def value(self) -> str | None:
+        return self.from_request or self.from_env
+
+
+@dataclass(frozen=True)
+class Temporary:
+    credentials: Credentials
+    expires: datetime
+
+
+class AwsCredentials:
+    """The Lambda target's credentials: static, or assumed and cached per instance."""
+
+    def __init__(self, target: LambdaTarget, oidc: OidcToken) -> None:
+        self.target, self.oidc = target, oidc
+        self._cached: Temporary | None = None
+        self._lock = asyncio.Lock()
+        self.exchanges = 0
+
+    async def get(self, http: httpx.AsyncClient, now: datetime | None = None) -> Credentials:
+        """Credentials to sign with now; raise CredentialsError when none can be had."""
+        t = self.target
+        if t.role_arn is None:
+            return Credentials(t.access_key_id, t.secret_access_key, t.session_token)
+        now = now or datetime.now(UTC)
+        async with self._lock:
+            if self._cached is None or now >= self._cached.expires - REFRESH_BEFORE:
+                self._cached = await self._assume(http)
+            return self._cached.credentials
+
+    async def _assume(self, http: httpx.AsyncClient) -> Temporary:
+        token = self.oidc.value
+        if not token:
+            raise CredentialsError("oidc_token_missing")
+        t = self.target
+        form = {"Action": "AssumeRoleWithWebIdentity", "Version": "2011-06-15",
+                "RoleArn": t.role_arn or "", "RoleSessionName": "aiqueue",
+                "WebIdentityToken": token, "DurationSeconds": str(SESSION_SECONDS)}
+        try:
+            response = await http.post(t.sts_endpoint + "/", data=form,
+                                       timeout=httpx.Timeout(10.0))
+        except httpx.HTTPError:
+            raise CredentialsError("sts_unreachable") from None
+        self.exchanges += 1
+        if response.status_code != 200:
+            raise CredentialsError(f"sts_http_{response.status_code}")
+        return parse_assumed(response.text)
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def parse_assumed(xml: str) -> Temporary:
+    """The Credentials element of an AssumeRoleWithWebIdentity answer."""
+    try:
+        root = ElementTree.fromstring(xml)
+    except ElementTree.ParseError:
+        raise CredentialsError("sts_bad_answer") from None
+    fields = {_local(e.tag): (e.text or "").strip() for e in root.iter()
+              if _local(e.tag) in ("AccessKeyId", "SecretAccessKey", "SessionToken",
+                                   "Expiration")}
+    if len(fields) != 4 or not all(fields.values()):
+        raise CredentialsError("sts_bad_answer")
+    try:
+        expires = datetime.fromisoformat(fields["Expiration"].replace("Z", "+00:00"))
+    except ValueError:
+        raise CredentialsError("sts_bad_answer") from None
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=UTC)
+    return Temporary(Credentials(fields["AccessKeyId"], fields["SecretAccessKey"],
+                                 fields["SessionToken"]), expires)

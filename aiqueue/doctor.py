@@ -1,0 +1,269 @@
+"""`aiqueue doctor` (CONTRACT §8c): checks the deployment the settings point at.
+
+One line per check, each failure with its fix.  The same report is the CLI's,
+`GET /api/marking/doctor`'s and the Setup panel's on /ai-queue.  The wording of
+each finding lives in doctor_text.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiqueue import probes
+from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
+from aiqueue.doctor_text import function_finding, probe_finding
+from aiqueue.errors import SettingsError, StoreError
+from aiqueue.runtime import Runtime
+from aiqueue.settings import Settings, is_local_url
+
+CheckStatus = Literal["pass", "fail", "skip"]
+LISTEN_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report; a failure says how to fix it."""
+
+    name: str
+    status: CheckStatus
+    detail: str
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail,
+                "fix": self.fix}
+
+
+@dataclass
+class Report:
+    """Every check, in order; `ok` only when none failed."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [c.to_json() for c in self.checks]}
+
+    def text(self) -> str:
+        """One line per check (and an indented fix under a failure)."""
+        out = []
+        for c in self.checks:
+            out.append(f"{c.status.upper():4}  {c.name:9} {c.detail}")
+            if c.fix:
+                out.append(f"{'':16}fix: {c.fix}")
+        out.append("all checks passed" if self.ok else "some checks failed")
+        return "\n".join(out)
+
+
+def settings_failed(exc: SettingsError) -> Report:
+    """The report when the settings themselves are invalid: nothing else can be checked."""
+    return Report([Check("settings", "fail", exc.detail,
+                         "correct the variable named above (CONTRACT §2, README's Deploy)")])
+
+
+@dataclass
+class Doctor:
+    """One run: the settings, the instance's Runtime (None: unreachable), the probe's wait."""
+
+    settings: Settings
+    rt: Runtime | None
+    probe_timeout: float = probes.PROBE_TIMEOUT_SECONDS
+    report: Report = field(default_factory=Report)
+    schema_current: bool = False
+
+    def add(self, name: str, status: CheckStatus, detail: str, fix: str | None = None) -> None:
+        self.report.checks.append(Check(name, status, detail, fix))
+
+
+async def run_doctor(settings: Settings, rt: Runtime | None = None, *,
+                     probe_timeout: float = probes.PROBE_TIMEOUT_SECONDS) -> Report:
+    """Every check in order; a Runtime is made (and closed) here when none is given."""
+    own = rt is None
+    doc = Doctor(settings, rt, probe_timeout)
+    doc.add("settings", "pass", f"valid (dispatch: {settings.dispatch_target})")
+    if own:
+        doc.rt = await _connect(doc)
+    try:
+        for name, check in CHECKS:
+            try:
+                await check(doc)
+            except StoreError as exc:
+                doc.add(name, "fail", f"the database failed during this check: {exc.detail}",
+                        "run the doctor again; if it persists, check the database")
+    finally:
+        if own and doc.rt is not None:
+            await doc.rt.close()
+    return doc.report
+
+
+async def _connect(doc: Doctor) -> Runtime | None:
+    """The doctor's own Runtime, or None with the database line saying why."""
+    url = doc.settings.database_url
+    detail = "DATABASE_URL is not set"
+    if url:
+        try:
+            return await Runtime.create(doc.settings, url)
+        except StoreError as exc:
+            detail = f"DATABASE_URL: {exc.detail}"
+    doc.add("database", "fail", detail,
+            "check DATABASE_URL (host, port, user, password, database name) and that the "
+            "server accepts connections from here")
+    return None
+
+
+async def check_schema(doc: Doctor) -> None:
+    rt = doc.rt
+    if rt is None:
+        doc.add("schema", "skip", "not checked: the database is unreachable")
+        return
+    try:
+        found = await rt.store.schema_version()
+    except StoreError as exc:
+        doc.add("database", "fail", f"DATABASE_URL answered with an error: {exc.detail}",
+                "check the database user's rights (README's Deploy, step 2)")
+        return
+    doc.add("database", "pass", "reachable through DATABASE_URL")
+    expected = code_schema_version()
+    if found is None:
+        doc.add("schema", "fail", "DATABASE_URL's role may not read aiqueue_migrations: "
+                                  "the schema cannot be checked",
+                "run `python -m aiqueue migrate up --runtime-role ROLE` as the owner, "
+                "naming this role")
+        return
+    if found < expected:
+        doc.add("schema", "fail", f"the database has schema {found}, this code needs {expected}",
+                "run `python -m aiqueue migrate up --runtime-role ROLE` as the database owner "
+                "(README's Deploy, step 2)")
+    elif found > expected:
+        doc.add("schema", "pass", f"schema {found}, newer than this code's {expected}: "
+                                  "deploy the newer code")
+    else:
+        doc.add("schema", "pass", f"current (migration {found})")
+    doc.schema_current = found >= expected
+
+
+async def check_pooler(doc: Doctor) -> None:
+    """Is a transaction pooler in the way?  Then a session URL must carry LISTEN."""
+    s = doc.settings
+    if doc.rt is None or not s.database_url:
+        doc.add("pooler", "skip", "not checked: the database is unreachable")
+        return
+    direct = s.database_direct_url or s.database_url
+    direct_set = direct != s.database_url
+    try:
+        found = await detect_pooler(s.database_url)
+    except StoreError as exc:
+        doc.add("pooler", "fail", f"could not look behind DATABASE_URL: {exc.detail}")
+        return
+    if not found.pooled:
+        doc.add("pooler", "pass", f"no transaction pooler in the way ({found.evidence})")
+    elif not direct_set:
+        doc.add("pooler", "fail",
+                f"DATABASE_URL goes through a transaction pooler ({found.evidence}) and "
+                "DATABASE_DIRECT_URL is not set: live events fall back to polling",
+                "set DATABASE_DIRECT_URL to a session connection (Supabase: the session "
+                "pooler on port 5432 or db.<ref>.supabase.co; Neon: the host without -pooler)")
+        return
+    else:
+        doc.add("pooler", "pass", f"DATABASE_URL goes through a transaction pooler "
+                                  f"({found.evidence}); DATABASE_DIRECT_URL is set")
+    await _check_listen(doc, direct, direct_set)
+
+
+async def _check_listen(doc: Doctor, direct: str, direct_set: bool) -> None:
+    s = doc.settings
+    name = "DATABASE_DIRECT_URL" if direct_set else "DATABASE_URL"
+    assert s.database_url
+    try:
+        if direct_set and (await detect_pooler(direct)).pooled:
+            doc.add("listen", "fail", "DATABASE_DIRECT_URL also goes through a transaction "
+                                      "pooler: LISTEN cannot work there",
+                    "point DATABASE_DIRECT_URL at a session connection, not the pooler")
+            return
+        heard = await listen_works(direct, s.database_url, LISTEN_TIMEOUT_SECONDS)
+    except StoreError as exc:
+        doc.add("listen", "fail", f"cannot connect through {name}: {exc.detail}",
+                f"check {name}")
+        return
+    if heard:
+        doc.add("listen", "pass", f"LISTEN through {name} hears a NOTIFY sent through "
+                                  "DATABASE_URL: live events are pushed")
+    else:
+        doc.add("listen", "fail", f"LISTEN through {name} heard no NOTIFY within "
+                                  f"{LISTEN_TIMEOUT_SECONDS:g} s: live events fall back to polling",
+                "set DATABASE_DIRECT_URL to a session connection to the same database")
+
+
+async def check_lockdown(doc: Doctor) -> None:
+    """§8b: no role but the owner and the runtime role reaches the queue."""
+    if doc.rt is None or not doc.schema_current:
+        doc.add("lockdown", "skip", "not checked until the database answers with a current schema")
+        return
+    try:
+        found = await doc.rt.store.queue_exposures()
+    except StoreError as exc:
+        doc.add("lockdown", "fail", f"could not read the privileges ({exc.code})",
+                "run the doctor with a role that may read the catalog (the owner or the "
+                "runtime role)")
+        return
+    if not found:
+        doc.add("lockdown", "pass", "only the owner and the runtime role reach the queue")
+        return
+    shown = "; ".join(f"{e.role}: {e.privilege} on {e.kind} {e.object}" for e in found[:5])
+    more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
+    doc.add("lockdown", "fail", f"other roles reach the queue: {shown}{more}",
+            "run `python -m aiqueue migrate up` as the owner: every `up` re-applies the "
+            "lockdown (see the README, Deploying on Supabase or Neon)")
+
+
+async def check_function(doc: Doctor) -> None:
+    """The function is reachable with its credentials: the probe's dispatch answers 2xx."""
+    if doc.rt is None:
+        doc.add("function", "skip", "not checked: the database is unreachable (the probe "
+                                    "needs it for the answer)")
+        return
+    if not doc.schema_current:
+        doc.add("function", "skip", "not checked until the schema is current (the probe's "
+                                    "answer is recorded in it)")
+        return
+    result = await probes.run_probe(doc.rt, doc.probe_timeout)
+    status, detail, fix = function_finding(doc.settings, result.sent)
+    doc.add("function", status, detail, fix)
+    if status == "pass":
+        status, detail, fix = probe_finding(doc.settings, result)
+        doc.add("probe", status, detail, fix)
+    else:
+        doc.add("probe", "skip", "not run: the function did not take the probe")
+
+
+async def check_vercel(doc: Doctor) -> None:
+    s = doc.settings
+    if not s.on_vercel:
+        doc.add("vercel", "skip", "not on Vercel (VERCEL is unset)")
+        return
+    problems, fixes = [], []
+    if is_local_url(s.app_base_url) and not s.vercel_dev:
+        problems.append(f"APP_BASE_URL is a local address ({s.app_base_url})")
+        fixes.append("set APP_BASE_URL to the production URL")
+    if not s.cron_secrets:
+        problems.append("CRON_SECRET is not set: Vercel Cron's safety net is refused")
+        fixes.append("set CRON_SECRET (16+ random characters) and redeploy")
+    if problems:
+        doc.add("vercel", "fail", "; ".join(problems), "; ".join(fixes))
+    else:
+        where = "vercel dev" if s.vercel_dev else s.app_base_url
+        doc.add("vercel", "pass", f"APP_BASE_URL {where}, CRON_SECRET set")
+
+
+Step = Callable[[Doctor], Awaitable[None]]
+# The checks in the order they print (a name for the line when one breaks down).
+# ("lockdown", check_lockdown) is the slot of §8b's check.
+CHECKS: list[tuple[str, Step]] = [
+    ("schema", check_schema), ("pooler", check_pooler), ("lockdown", check_lockdown),
+    ("function", check_function), ("vercel", check_vercel),
+]

@@ -1,0 +1,68 @@
+"""The doctor's report over HTTP (CONTRACT §8c): `GET /api/marking/doctor` (bearer) and
+the Setup panel of /ai-queue, which loads it on demand (never on the page's polls)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from aiqueue.doctor import Report, run_doctor
+from aiqueue.errors import StoreError
+from aiqueue.runtime import Runtime
+from aiqueue.web import gate
+from aiqueue.web.auth import Session
+from aiqueue.web.state import AppState, app_state
+from aiqueue.web.templating import render
+
+_OIDC_HEADER = b"x-vercel-oidc-token"
+
+
+async def _report(request: Request) -> Report:
+    state = app_state(request)
+    rt: Runtime | None
+    try:
+        # The doctor reports a schema behind the code; it must not be refused for it.
+        rt = await state.get(check_schema=False)
+    except StoreError:
+        rt = None  # the report's database line says why
+    return await run_doctor(state.settings, rt)
+
+
+@gate.bearer()
+async def doctor_json(request: Request) -> Response:
+    report = await _report(request)
+    return JSONResponse(report.to_json(), headers={"cache-control": "no-store"})
+
+
+@gate.session(gate.unauthorized)
+async def doctor_panel(request: Request, session: Session) -> Response:
+    """The Setup panel's body, fetched when the operator asks for it."""
+    report = await _report(request)
+    return render("ai_queue_doctor.html", report=report)
+
+
+class OidcHeader:
+    """Keep the newest `x-vercel-oidc-token` a request carried (AWS_ROLE_ARN, dispatch/aws.py).
+
+    Vercel hands each invocation its OIDC token in this header; the dispatches
+    that a request's process step sends sign with credentials assumed with it.
+    """
+
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == _OIDC_HEADER:
+                    self.state.oidc.seen(value.decode("latin-1").strip())
+                    break
+        await self.app(scope, receive, send)
+
+
+ROUTES = [
+    Route("/api/marking/doctor", doctor_json, methods=["GET"]),
+    Route("/ai-queue/doctor", doctor_panel, methods=["GET"]),
+]

@@ -1,0 +1,85 @@
+"""The Setup panel of /ai-queue in a real Chromium: the doctor runs only when asked, and its
+report shows each check, a failure with its fix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.async_api import Page, async_playwright, expect
+
+from aiqueue.web.app import create_app
+from functions.ai_mark.server import create_app as function_app
+from functions.ai_mark.settings import Settings as FunctionSettings
+from tests.conftest import SECRET, make_settings
+from tests.e2e.browser import BROWSER_MARKS, launch
+from tests.e2e.servers import ROOT, free_port, run_asgi
+
+pytestmark = BROWSER_MARKS
+TOKEN = "function-token-0123456789"
+
+
+@pytest.fixture
+def function_port() -> Iterator[int]:
+    port = free_port()
+    settings = FunctionSettings(simulate_latency=0, callback_backoff=0, function_token=TOKEN)
+    with run_asgi(function_app(settings), port):
+        yield port
+
+
+def serve(db_url: str, function_port: int, token: str) -> tuple[object, str, int]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    app = create_app(make_settings(
+        db_url, app_base_url=base, callback_url=f"{base}/webhooks/ai-mark",
+        function_url=f"http://127.0.0.1:{function_port}/mark", function_token=token))
+    return app, base, port
+
+
+async def open_page(page: Page, base: str) -> None:
+    await page.goto(f"{base}/ai-queue")
+    await page.fill("#password", SECRET)
+    await page.click("button[type=submit]")
+    await expect(page).to_have_url(f"{base}/ai-queue")
+
+
+@pytest.mark.parametrize("token", [TOKEN, "a-wrong-token-from-the-docs"])
+async def test_the_setup_panel_runs_the_doctor_on_demand(
+    db_url: str, function_port: int, token: str
+):
+    app, base, port = serve(db_url, function_port, token)
+    asked: list[str] = []
+    with run_asgi(app, port):
+        async with async_playwright() as pw:
+            browser = await launch(pw)
+            page = await browser.new_page(viewport={"width": 1280, "height": 1400})
+            page.set_default_timeout(30_000)
+            page.on("request", lambda r: asked.append(r.url) if "/doctor" in r.url else None)
+            await open_page(page, base)
+            # Polls come and go (every 4 s); the doctor is not among them.
+            await page.wait_for_timeout(4500)
+            assert asked == []
+            await expect(page.locator("#setup-report")).to_be_empty()
+            await page.click("#setup-run")
+            report = page.locator("#setup-checks")
+            await expect(report).to_be_visible()
+            function = page.locator('#setup-checks tr[data-check="function"]')
+            probe = page.locator('#setup-checks tr[data-check="probe"]')
+            if token == TOKEN:
+                await expect(page.locator("#setup-summary")).to_have_text("Every check passed.")
+                await expect(function).to_have_class("check-pass")
+                await expect(probe).to_contain_text("called back through")
+            else:
+                await expect(page.locator("#setup-summary")).to_contain_text("Some checks failed")
+                await expect(function).to_have_class("check-fail")
+                await expect(function).to_contain_text("refused AI_MARKING_FUNCTION_TOKEN")
+                await expect(function).to_contain_text("Fix: set AI_MARKING_FUNCTION_TOKEN")
+                await expect(probe).to_have_class("check-skip")
+            await expect(page.locator('#setup-checks tr[data-check="lockdown"]')).to_have_class(
+                "check-pass")
+            (ROOT / "test-artifacts").mkdir(exist_ok=True)
+            shot = ROOT / "test-artifacts" / f"setup-{'ok' if token == TOKEN else 'bad'}.png"
+            await page.locator("#setup").screenshot(path=str(shot))
+            await expect(page.locator("#setup-run")).to_have_text("Run checks again")
+            await browser.close()
+    assert len(asked) == 1 and asked[0].endswith("/ai-queue/doctor")

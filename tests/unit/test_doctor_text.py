@@ -1,0 +1,111 @@
+"""What the doctor says for each refusal and each probe outcome: the mistake and its fix."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import pytest
+
+from aiqueue import dispatch
+from aiqueue.doctor import Check, Doctor, Report, check_vercel, settings_failed
+from aiqueue.doctor_text import function_finding, probe_finding
+from aiqueue.errors import SettingsError
+from aiqueue.probes import ProbeResult, parse_probe
+from aiqueue.settings import load_settings
+from aiqueue.tokens import Tokens
+
+SECRET = "unit-secret-0123456789abcdef"
+BASE = {"MARKING_QUEUE_SECRET": SECRET, "AI_MARKING_FUNCTION_URL": "https://fn.example.org/m"}
+DO = {**BASE, "AI_MARKING_DISPATCH": "digitalocean",
+      "DO_FUNCTIONS_API_HOST": "https://faas-nyc1-2ef2e6cc.doserverless.co",
+      "DO_FUNCTIONS_NAMESPACE": "fn-1", "DO_FUNCTIONS_ACTION": "ai-mark/mark",
+      "DO_FUNCTIONS_AUTH": "u:s"}
+LAMBDA = {**BASE, "AI_MARKING_DISPATCH": "lambda", "AWS_REGION": "us-east-1",
+          "AWS_ACCESS_KEY_ID": "ASIAPLACEHOLDER", "AWS_SECRET_ACCESS_KEY": "x",
+          "AWS_SESSION_TOKEN": "y", "AI_MARKING_LAMBDA_FUNCTION": "ai-mark"}
+
+
+@pytest.mark.parametrize(("env", "failed", "says", "fix"), [
+    (BASE, dispatch.Failed("function_http_401", 401), "refused AI_MARKING_FUNCTION_TOKEN",
+     "AI_MARKING_FUNCTION_TOKEN"),
+    (BASE, dispatch.Failed("dispatch_connect_error"), "cannot connect to AI_MARKING_FUNCTION_URL",
+     "deployed"),
+    (BASE, dispatch.Failed("function_http_422", 422), "too old to know probes",
+     "functions/ai_mark"),
+    (DO, dispatch.Failed("do_http_401", 401), "DO_FUNCTIONS_AUTH", "access key"),
+    (DO, dispatch.Failed("do_http_404", 404), "no such action", "DO_FUNCTIONS_ACTION"),
+    (LAMBDA, dispatch.Failed("lambda_http_404", 404), "AWS_REGION=us-east-1", "AWS_REGION"),
+    (LAMBDA, dispatch.Failed("lambda_http_403", 403),
+     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION", "AWS_ROLE_ARN"),
+    ({**LAMBDA, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"},
+     dispatch.Failed("sts_http_403"), "STS refused", "trust policy"),
+    ({**LAMBDA, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"},
+     dispatch.Failed("oidc_token_missing"), "no Vercel OIDC token", "OIDC Federation"),
+])
+def test_each_refusal_names_the_mistake_and_the_fix(env, failed, says, fix):
+    status, detail, how = function_finding(load_settings(env), failed)
+    assert status == "fail" and says in detail and how is not None and fix in how
+
+
+def test_an_accepted_or_busy_function_is_reachable():
+    s = load_settings(DO)
+    assert function_finding(s, dispatch.Accepted(ref="act-1"))[:2] == (
+        "pass", "DigitalOcean action ai-mark/mark at "
+                "https://faas-nyc1-2ef2e6cc.doserverless.co took the probe (act-1)")
+    assert function_finding(s, dispatch.Busy(None, 429))[0] == "pass"
+
+
+def test_probe_outcomes():
+    s = load_settings(BASE)
+    sent = dispatch.Accepted()
+    ok = probe_finding(s, ProbeResult(sent, "probe", {"function": "ai_mark"}, 0.25))
+    assert ok[0] == "pass" and "0.25 s (function ai_mark)" in ok[1]
+    old = probe_finding(s, ProbeResult(sent, "failed", {"error": "function:invalid_input"}, 1))
+    assert old[0] == "fail" and "too old" in old[1] and "function:invalid_input" in old[1]
+    lost = probe_finding(s, ProbeResult(sent, None, {}, 30))
+    assert lost[0] == "fail" and "no callback reached http://127.0.0.1:8000/webhooks/ai-mark" \
+        in lost[1] and lost[2] is not None and "APP_BASE_URL" in lost[2]
+
+
+def test_probe_answers_keep_no_content():
+    tokens, probe_id = Tokens(SECRET), uuid4()
+    item = {"queue_id": str(probe_id), "token": tokens.probe(probe_id), "status": "probe",
+            "probe": {"function": "ai_mark", "version": "has spaces: student text",
+                      "other": "x"}}
+    answer = parse_probe(item, tokens)
+    assert answer is not None and answer.detail == {"function": "ai_mark"}
+    assert parse_probe({**item, "queue_id": str(uuid4())}, tokens) is None
+    assert parse_probe({**item, "token": tokens.callback(probe_id, 1, 1)}, tokens) is None
+    done = parse_probe({**item, "status": "completed", "result": {"feedback": "quote"}}, tokens)
+    assert done is not None and (done.answer, done.detail) == ("completed", {})
+
+
+def test_the_report_prints_one_line_per_check_and_a_fix_under_a_failure():
+    report = Report([Check("settings", "pass", "valid"), Check("function", "fail", "refused",
+                                                                "set the token")])
+    assert report.text().splitlines() == [
+        "PASS  settings  valid", "FAIL  function  refused", f"{'':16}fix: set the token",
+        "some checks failed"]
+    assert not report.ok and report.to_json()["checks"][1]["fix"] == "set the token"
+    bad = settings_failed(SettingsError("MARKING_QUEUE_SECRET: too short"))
+    assert [c.status for c in bad.checks] == ["fail"] and not bad.ok
+
+
+VERCEL = {**BASE, "VERCEL": "1", "DATABASE_URL": "postgresql://u@db.example.org/x",
+          "VERCEL_PROJECT_PRODUCTION_URL": "marking.vercel.app"}
+
+
+@pytest.mark.parametrize(("env", "status", "says"), [
+    (BASE, "skip", "not on Vercel"),
+    ({**VERCEL, "CRON_SECRET": "cron-secret-0123456789"}, "pass",
+     "APP_BASE_URL https://marking.vercel.app, CRON_SECRET set"),
+    (VERCEL, "fail", "CRON_SECRET is not set"),
+    ({**VERCEL, "VERCEL_ENV": "development", "APP_BASE_URL": "http://127.0.0.1:3000",
+      "CRON_SECRET": "c"}, "pass", "vercel dev"),
+])
+async def test_the_vercel_check(env, status, says):
+    doc = Doctor(load_settings(env), None)
+    await check_vercel(doc)
+    (check,) = doc.report.checks
+    assert check.status == status and says in check.detail
+    assert (check.fix is not None) is (status == "fail")
