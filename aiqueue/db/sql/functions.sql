@@ -481,7 +481,7 @@ BEGIN
 END
 $$;
 
--- == Notifications (CONTRACT §8d, migration 0013) =======================
+-- == Notifications (CONTRACT §8d, migration 0013) ==============================
 -- An event for the host app goes to ai_marking_outbox in the transaction of the
 -- status change that causes it; aiqueue/notify.py delivers it later.
 --
@@ -590,7 +590,7 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_outbox
                             OR (OLD.status IN ('pending', 'processing')
                                 AND NEW.status NOT IN ('pending', 'processing'))))
     EXECUTE FUNCTION aiqueue_outbox_on_end();
-=======
+
 -- When a dispatched row is due for recovery (CONTRACT §8e) — or, on a platform
 -- the queue asks first (digitalocean), for a look at its invocation: its lease
 -- (the dispatch or the last heartbeat) plus the heartbeat timeout once the
