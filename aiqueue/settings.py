@@ -65,6 +65,13 @@ class Settings:
     # QUEUE_MODEL_PRICES and METRICS_TOKEN (CONTRACT §7d).
     model_prices: Mapping[str, ModelPrice] = field(default_factory=dict, hash=False)
     metrics_token: str | None = None
+    # Flow control for a shared paid model (CONTRACT §8a, aiqueue/flow.py): the
+    # declared budgets (0 = none) over a window of budget_window_seconds, and
+    # how long a row may keep being refused before it fails as rate_limited.
+    tokens_per_minute: int = 0
+    requests_per_minute: int = 0
+    budget_window_seconds: float = 60.0
+    refused_give_up_seconds: float = 86400.0
 
     @property
     def queue_secret(self) -> str:
@@ -215,4 +222,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         events_poll_seconds=_float(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600),
         model_prices=_prices(env),
         metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
+        # Flow control (CONTRACT §8a).
+        tokens_per_minute=_int(env, "QUEUE_TOKENS_PER_MINUTE", 0, 0),
+        requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
+        budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
+        refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
     )
