@@ -703,8 +703,9 @@ $$;
 -- and a fresh turn, exactly as an enqueue hands them out (queries.sql:
 -- enqueue): a group's k-th retried row gets start + k, start being the turn
 -- after the group's last one or the turn at the head of its priority's due
--- rows.  Without it a retried row kept the turn it had when first enqueued
--- and went ahead of every group that enqueued since (issue 23).
+-- rows, and a fresh seq.  Without them a retried row kept the turn it had
+-- when first enqueued and went ahead of every group that enqueued since
+-- (issue 23).
 CREATE OR REPLACE FUNCTION aiqueue_retry(p_ids uuid[], p_actor text)
 RETURNS TABLE (queue_id uuid) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -749,7 +750,10 @@ BEGIN
         UPDATE ai_marking_queue q
         SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
             last_error = NULL, refused_since = NULL, updated_at = now(),
-            turn = t.last_turn - gr.n + 1 + p.k
+            turn = t.last_turn - gr.n + 1 + p.k,
+            -- Inside a round groups go in the order they joined (seq): a fresh
+            -- seq puts the retried row behind the groups already waiting.
+            seq = DEFAULT
         FROM picked p
         JOIN groups gr ON gr.priority = p.priority AND gr.grp = p.grp
         JOIN turns t ON t.priority = p.priority AND t.group_key = p.grp
