@@ -148,7 +148,7 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
         assert item.result is not None
         usage = priced(item.usage, rt.settings.model_prices)
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
-                                       rt.settings.max_in_flight)
+                                       rt.settings.max_in_flight, Budget.of(rt.settings))
         _completed(claim, done)
         return done
     if item.status == "progress":

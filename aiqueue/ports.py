@@ -41,7 +41,7 @@ class LoopStore(Protocol):
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0,
+        cap: int = 0, budget: Budget = NO_BUDGET,
     ) -> bool: ...
 
     async def settle(

@@ -153,12 +153,12 @@ class Store(ReviewQueries):
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0,
+        cap: int = 0, budget: Budget = NO_BUDGET,
     ) -> bool:
-        """Apply a result at most once; `cap` bounds the learned limit it raises."""
+        """Apply a result at most once; it raises L (up to `cap`) and corrects the budget."""
         usage_json = json.dumps(usage) if usage is not None else None
         rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap)
+                                     dispatch_seq, cap, budget.declared)
         return bool(rows and rows[0][0])
 
     async def settle(

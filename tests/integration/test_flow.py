@@ -176,7 +176,7 @@ async def test_the_budget_window_holds_dispatches_and_learns_from_usage(
     job = jobs[0]
     assert job is not None
     assert await store.complete(job.queue_id, job.dispatch_seq, {"score": 1},
-                                {"prompt_tokens": 300, "completion_tokens": 100}, 0)
+                                {"prompt_tokens": 300, "completion_tokens": 100}, 0, budget)
     assert (await store.flow_state(0, 10)).tokens_in_window == 2400
     fourth = await store.claim(0, THRESHOLD, budget)
     assert fourth is not None

@@ -79,7 +79,7 @@ class FakeStore:
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0,
+        cap: int = 0, budget: Budget = NO_BUDGET,
     ) -> bool:
         self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
         return True

@@ -55,19 +55,27 @@ LANGUAGE sql IMMUTABLE AS $$
            CASE WHEN lim IS NULL OR clean + 1 >= lim THEN 0 ELSE clean + 1 END
 $$;
 
--- A result arrived (no refusal): raise L, and put the result's reported usage
--- in place of the claim's estimate in the budget window.  Both statements
--- touch nothing in the common case (L at the ceiling, no budget declared).
+-- A result arrived (no refusal): raise L, and (`budgeted`: a budget is
+-- declared) put the result's reported usage in place of the claim's estimate
+-- in the budget window.  The common case (L at the ceiling, no budget) costs
+-- one index read and writes nothing: this runs once per job.
 CREATE OR REPLACE FUNCTION aiqueue_flow_result(p_queue_id uuid, p_dispatch_seq integer,
-                                               p_usage jsonb, cap integer)
+                                               p_usage jsonb, cap integer, budgeted boolean)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
+    IF NOT budgeted AND NOT EXISTS (SELECT 1 FROM ai_queue_control c
+                                    WHERE c.id = 1 AND c.in_flight_limit IS NOT NULL) THEN
+        RETURN true;
+    END IF;
     UPDATE ai_queue_control c
     SET (in_flight_limit, limit_clean) = (
         SELECT r.new_limit, r.new_clean
         FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(cap)),
                                        c.limit_clean, aiqueue_flow_ceiling(cap)) r)
     WHERE c.id = 1 AND c.in_flight_limit IS NOT NULL;
+    IF NOT budgeted THEN
+        RETURN true;
+    END IF;
     UPDATE ai_marking_budget b
     SET tokens = aiqueue_usage_int(p_usage -> 'prompt_tokens')
                  + aiqueue_usage_int(p_usage -> 'completion_tokens'),
@@ -479,7 +487,8 @@ LANGUAGE plpgsql AS $$
 BEGIN
     applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq);
     IF applied THEN
-        PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap);
+        PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
+                                    tpm > 0 OR rpm > 0);
     END IF;
     RETURN QUERY SELECT applied, c.* FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm,
                                                         budget_window) c;

@@ -153,14 +153,14 @@ RETURNING consecutive_failures, circuit_open_until;
 
 -- complete --
 -- Applies a result at most once; see aiqueue_complete() in functions.sql.  A new
--- result also raises the learned limit and corrects the budget window
--- (aiqueue_flow_result, aiqueue 0010).
+-- result also raises the learned limit and ($6: a budget is declared) corrects
+-- the budget window (aiqueue_flow_result, aiqueue 0010).
 WITH done AS MATERIALIZED (
     SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied
 )
 SELECT done.applied,
        CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
-                                                       $5::integer) END AS flowed
+                                                       $5::integer, $6::boolean) END AS flowed
 FROM done;
 
 -- settle --
