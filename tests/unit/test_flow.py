@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from aiqueue import flow
-from aiqueue.settings import Settings
+from aiqueue.errors import SettingsError
+from aiqueue.settings import Settings, load_settings
 
 # (L before, ceiling, rows in flight, refused dispatch sent before the last cut) -> L after
 REFUSAL_CASES: list[tuple[int | None, int, int, bool, int | None]] = [
@@ -79,3 +80,19 @@ def test_a_budget_is_declared_by_either_rate() -> None:
     settings = Settings(tokens_per_minute=6000, requests_per_minute=0,
                         budget_window_seconds=10)
     assert flow.Budget.of(settings).args() == (6000, 0, 10)
+
+
+def test_the_flow_variables_are_read_and_checked() -> None:
+    s = load_settings({"QUEUE_TOKENS_PER_MINUTE": "90000", "QUEUE_REQUESTS_PER_MINUTE": "500",
+                       "QUEUE_BUDGET_WINDOW_SECONDS": "10", "QUEUE_REFUSED_GIVE_UP_SECONDS": "60"})
+    assert (s.tokens_per_minute, s.requests_per_minute) == (90000, 500)
+    assert (s.budget_window_seconds, s.refused_give_up_seconds) == (10.0, 60.0)
+    defaults = load_settings({})
+    assert flow.Budget.of(defaults) == flow.NO_BUDGET
+    assert defaults.refused_give_up_seconds == 86400
+    for name, value in (("QUEUE_TOKENS_PER_MINUTE", "-1"), ("QUEUE_REQUESTS_PER_MINUTE", "x"),
+                        ("QUEUE_BUDGET_WINDOW_SECONDS", "0"),
+                        ("QUEUE_BUDGET_WINDOW_SECONDS", "7200"),
+                        ("QUEUE_REFUSED_GIVE_UP_SECONDS", "-5")):
+        with pytest.raises(SettingsError, match=name):
+            load_settings({name: value})
