@@ -3,7 +3,7 @@
 This module is the documented spec; the database runs the same rule in
 functions.sql (aiqueue_flow_after_refusal, aiqueue_flow_after_result), where
 it must live so that every instance moves the one L under a row lock.
-tests/integration/test_flow_rule.py runs one table of cases through both.
+tests/integration/test_flow.py runs the unit test's table of cases through both.
 
 L is kept as `None` while it sits at the ceiling: nothing was refused since it
 last climbed back, and the hot path then writes nothing.  The ceiling is

@@ -15,7 +15,7 @@
 -- The learned in-flight limit L lives on the control row (NULL: at the
 -- ceiling).  Its rule is written here once, as two pure functions, and
 -- aiqueue/flow.py holds the same rule in Python as the documented spec;
--- tests/integration/test_flow_rule.py runs one table through both.
+-- tests/integration/test_flow.py runs one table of cases through both.
 --
 -- The ceiling: QUEUE_MAX_IN_FLIGHT, or 64 when that is 0 (unlimited).  With
 -- the cap at 0 the queue stays unlimited until the model first refuses; L then
