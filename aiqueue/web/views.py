@@ -83,7 +83,8 @@ class Header:
     busy_text: str | None
     # Flow control (CONTRACT §8a): the learned limit L and the budget window.
     limit: str = "-"
-    budget: str | None = None
+    # (label, value) per declared budget: ("Tokens, last 60 s", "1,200 / 10,000").
+    budget: tuple[tuple[str, str], ...] = ()
 
 
 def header(
@@ -127,18 +128,16 @@ def fmt_limit(limit: int | None, cap: int) -> str:
     return f"{limit} of {cap}" if cap > 0 else f"{limit} (cap ∞)"
 
 
-def fmt_budget(stats: Mapping[str, Any]) -> str | None:
-    """The budget window's use against the declared budgets; None when none is declared."""
+def fmt_budget(stats: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The budget window's use against each declared budget, as (label, value)."""
     window = stats.get("budget_window_seconds") or 60
     parts = []
-    for used, rate, unit in (("tokens_in_window", "tokens_per_minute", "tokens"),
-                             ("requests_in_window", "requests_per_minute", "requests")):
+    for used, rate, unit in (("tokens_in_window", "tokens_per_minute", "Tokens"),
+                             ("requests_in_window", "requests_per_minute", "Requests")):
         if stats.get(rate):
             allowed = int(stats[rate] * window // 60)
-            parts.append(f"{stats.get(used) or 0:,} / {allowed:,} {unit}")
-    if not parts:
-        return None
-    return f"{', '.join(parts)} in the last {window:g} s"
+            parts.append((f"{unit}, last {window:g} s", f"{stats.get(used) or 0:,} / {allowed:,}"))
+    return tuple(parts)
 
 
 

@@ -333,7 +333,8 @@ def test_header_shows_the_learned_limit_the_hold_and_the_budget_window():
     assert h.limit == "3 of 8"
     assert h.busy_text == ("The model asked to slow down: every dispatch is held until "
                            "2026-11-22 10:31:30 UTC (in 1m 30s).")
-    assert h.budget == "12,345 / 10,000 tokens, 7 / 20 requests in the last 10 s"
+    assert h.budget == (("Tokens, last 10 s", "12,345 / 10,000"),
+                        ("Requests, last 10 s", "7 / 20"))
     plain = views.header(stats_json(in_flight_limit=0, max_in_flight=0), NOW)
-    assert (plain.limit, plain.budget, plain.busy_text) == ("∞", None, None)
+    assert (plain.limit, plain.budget, plain.busy_text) == ("∞", (), None)
     assert views.fmt_limit(5, 0) == "5 (cap ∞)" and views.fmt_limit(None, 4) == "-"
