@@ -9,6 +9,7 @@ from uuid import UUID
 
 from aiqueue import logs
 from aiqueue.backoff import retry_delay
+from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
 from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 ItemStatus = Literal["completed", "failed", "progress"]
 MAX_ITEMS = 1000
+# The longest hold one refusal may ask for (CONTRACT §8a), in seconds.
+MAX_RETRY_AFTER = 3600
 # A stored (and logged) error is one of these codes, never the function's own
 # words: those may quote the student's answer.  A fixed vocabulary, not a
 # pattern — a one-word answer ("mitochondria", "binary_search",
@@ -44,6 +47,10 @@ class ResultItem:
     retryable: bool = True
     error_code: str = "function_failed"
     progress: dict[str, Any] | None = None
+    # A failed item that says the model refused (CONTRACT §8a): "rate_limited"
+    # or "overloaded", with the model's retry_after in seconds when it gave one.
+    refusal: str | None = None
+    retry_after: float | None = None
 
 
 def error_code(error: object) -> str:
@@ -72,6 +79,11 @@ def check_shape(raw: object) -> None:
         raise ValueError("retryable must be a boolean")
     if status == "progress" and not isinstance(raw.get("progress", {}), dict):
         raise ValueError("progress must be an object")
+    retry_after = raw.get("retry_after")
+    if retry_after is not None and not (
+            isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool)
+            and 0 <= retry_after <= MAX_RETRY_AFTER):
+        raise ValueError(f"retry_after must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
     for key in ("result", "usage", "progress"):
         # These are stored as jsonb: refuse what PostgreSQL would refuse (a 422,
         # not a 503 that the function would retry forever).
@@ -91,6 +103,7 @@ def parse_item(raw: object, tokens: Tokens) -> ResultItem | None:
     if claim is None or str(claim.queue_id) != raw["queue_id"].strip().lower():
         return None
     status: ItemStatus = raw["status"]
+    refusal = _refusal(raw) if status == "failed" else None
     return ResultItem(
         claim=claim,
         status=status,
@@ -99,7 +112,17 @@ def parse_item(raw: object, tokens: Tokens) -> ResultItem | None:
         retryable=raw.get("retryable") is not False,
         error_code=error_code(raw.get("error")),
         progress=raw.get("progress") if status == "progress" else None,
+        refusal=refusal,
+        retry_after=float(raw["retry_after"]) if refusal and raw.get("retry_after") is not None
+        else None,
     )
+
+
+def _refusal(raw: dict[str, Any]) -> str | None:
+    """The refusal code a failed item carries, if it is one."""
+    error = raw.get("error")
+    code = error.strip().lower() if isinstance(error, str) else None
+    return code if code in REFUSALS else None
 
 
 def _usage(usage: object) -> dict[str, Any] | None:
@@ -124,17 +147,42 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
     if item.status == "completed":
         assert item.result is not None
         usage = priced(item.usage, rt.settings.model_prices)
-        done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage)
+        done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
+                                       rt.settings.max_in_flight, Budget.of(rt.settings))
         _completed(claim, done)
         return done
     if item.status == "progress":
         return await rt.store.heartbeat(claim.queue_id, claim.dispatch_seq, item.progress or {})
+    if item.refusal is not None:
+        status, delay = await refuse(rt, claim.queue_id, claim.dispatch_seq, claim.attempt,
+                                     kind=item.refusal, retry_after=item.retry_after)
+        logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt,
+                   outcome="refused", code=item.refusal, status=status or "ignored",
+                   delay_s=round(delay, 3))
+        return status is not None
     status = await fail_attempt(rt, claim.queue_id, claim.dispatch_seq, claim.attempt,
                                 code=item.error_code, retryable=item.retryable,
                                 outcome="callback_failed")
     logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt, outcome="failed",
                code=item.error_code, status=status or "ignored")
     return status is not None
+
+
+async def refuse(
+    rt: Runtime, queue_id: UUID, dispatch_seq: int, attempt: int, *, kind: str,
+    retry_after: float | None,
+) -> tuple[str | None, float]:
+    """The model refused (CONTRACT §8a): no attempt used, the whole queue held, L cut.
+
+    The row's new status (None: a stale dispatch) and the hold in seconds: the
+    model's retry_after, else the backoff.
+    """
+    s = rt.settings
+    delay = retry_after if retry_after is not None else retry_delay(
+        attempt, s.retry_base_seconds, s.retry_max_seconds)
+    status = await rt.store.refused(queue_id, dispatch_seq, kind=kind, delay=delay,
+                                    give_up=s.refused_give_up_seconds, cap=s.max_in_flight)
+    return status, delay
 
 
 async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
@@ -147,7 +195,7 @@ async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
                                       priced(item.usage, s.model_prices), s.max_in_flight,
-                                      s.breaker_threshold)
+                                      s.breaker_threshold, Budget.of(s))
     _completed(claim, done)
     return done, job
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiqueue import dispatch, logs, notify, recovery
-from aiqueue.backoff import retry_delay
-from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
+from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item, refuse
 from aiqueue.errors import StoreError
+from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.runtime import Runtime
 
@@ -70,7 +70,7 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
-    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold)
+    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -164,13 +164,13 @@ async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
 async def refused(
     rt: Runtime, job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float
 ) -> None:
-    """Busy: back to pending without using an attempt.  Failed: a failed attempt."""
+    """Busy: a refusal (CONTRACT §8a), no attempt used.  Failed: a failed attempt."""
     s = rt.settings
     if isinstance(outcome, dispatch.Busy):
-        delay = outcome.retry_after
-        if delay is None:
-            delay = retry_delay(job.attempt, s.retry_base_seconds, s.retry_max_seconds)
-        await rt.store.dispatch_busy(job.queue_id, job.dispatch_seq, delay)
+        # 429 is the model's budget; 503 a model (or platform) that is overloaded.
+        kind = "rate_limited" if outcome.http_status == 429 else "overloaded"
+        _, delay = await refuse(rt, job.queue_id, job.dispatch_seq, job.attempt, kind=kind,
+                                retry_after=outcome.retry_after)
         logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="busy",
                    http_status=outcome.http_status, delay_s=round(delay, 3), ms=ms)
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiqueue import usage
+from aiqueue.flow import FlowState
 from aiqueue.runtime import Runtime
 
 
@@ -32,7 +33,45 @@ async def stats_json(rt: Runtime) -> dict[str, Any]:
             if control.circuit_open and control.circuit_open_until else None,
         },
         "busy_until": control.busy_until.isoformat() if control.busy_until else None,
+        **flow_json(rt, await flow_state(rt)),
     }
+
+
+async def flow_state(rt: Runtime) -> FlowState:
+    """The flow control's figures (CONTRACT §8a), read once for stats, page and metrics."""
+    s = rt.settings
+    return await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
+
+
+def flow_json(rt: Runtime, flow: FlowState) -> dict[str, Any]:
+    """The stats' flow fields: L (0 = unlimited), the hold, the window's use, the budgets.
+
+    The window's use is null while no budget is declared (nothing is counted then).
+    """
+    s = rt.settings
+    declared = s.tokens_per_minute > 0 or s.requests_per_minute > 0
+    return {
+        "in_flight_limit": flow.in_flight_limit,
+        "hold_until": flow.hold_until.isoformat() if flow.hold_until else None,
+        "tokens_in_window": flow.tokens_in_window if declared else None,
+        "requests_in_window": flow.requests_in_window if declared else None,
+        "tokens_per_minute": s.tokens_per_minute or None,
+        "requests_per_minute": s.requests_per_minute or None,
+        "budget_window_seconds": s.budget_window_seconds,
+    }
+
+
+def flow_metric_lines(flow: FlowState) -> list[str]:
+    """aiqueue_in_flight_limit and aiqueue_refusals_total{kind} (counters never go down)."""
+    return [
+        "# HELP aiqueue_in_flight_limit The learned in-flight limit L (0 = unlimited).",
+        "# TYPE aiqueue_in_flight_limit gauge",
+        f"aiqueue_in_flight_limit {flow.in_flight_limit}",
+        "# HELP aiqueue_refusals_total Calls the model refused (rate_limited, overloaded).",
+        "# TYPE aiqueue_refusals_total counter",
+        f'aiqueue_refusals_total{{kind="rate_limited"}} {flow.refusals_rate_limited}',
+        f'aiqueue_refusals_total{{kind="overloaded"}} {flow.refusals_overloaded}',
+    ]
 
 
 def _round(value: float | None) -> float | None:
@@ -67,4 +106,5 @@ async def metrics_text(rt: Runtime) -> str:
     # (the old 24 h histogram did, which Prometheus reads as a counter reset).
     counters, buckets = await rt.store.counters(), await rt.store.buckets()
     lines += usage.counter_lines(counters, buckets)
+    lines += flow_metric_lines(await flow_state(rt))
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from uuid import UUID
 
+from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Status
 
 
@@ -21,13 +22,15 @@ class LoopStore(Protocol):
 
     async def prune(self, older_than_seconds: float) -> int: ...
 
-    async def claim(self, cap: int, breaker_threshold: int) -> Job | None: ...
+    async def claim(self, cap: int, breaker_threshold: int,
+                    budget: Budget = NO_BUDGET) -> Job | None: ...
 
     async def can_claim(self, cap: int, breaker_threshold: int) -> bool: ...
 
     async def dispatch_accepted(self) -> None: ...
 
-    async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool: ...
+    async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
+                      give_up: float, cap: int) -> Status | None: ...
 
     async def attempt_failed(
         self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
@@ -39,10 +42,11 @@ class LoopStore(Protocol):
     async def breaker_failure(self, threshold: int, cooldown: float) -> int: ...
 
     async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
+        cap: int = 0, budget: Budget = NO_BUDGET,
     ) -> bool: ...
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int,
+        breaker_threshold: int, budget: Budget = NO_BUDGET,
     ) -> tuple[bool, Job | None]: ...

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from aiqueue import logs
 from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.dispatch.platform import Activation, activation
+from aiqueue.flow import Budget
 from aiqueue.models import Lookup
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import DoTarget
@@ -83,7 +84,8 @@ async def next_wakeup(rt: Runtime) -> float | None:
     """Seconds until the process step has something to do (the ticker's sleep)."""
     s, t = rt.settings, await thresholds(rt)
     return await rt.store.next_wakeup(s.max_in_flight, s.breaker_threshold, t.stuck,
-                                      heartbeat=t.heartbeat, bound=t.bound, ask=t.ask)
+                                      heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
+                                      budget=Budget.of(s))
 
 
 async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: float) -> int:

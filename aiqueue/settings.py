@@ -94,6 +94,13 @@ class Settings:
     # The AWS_* variables present (names only): on Vercel they may be the
     # platform's placeholders, which the doctor names when Lambda refuses.
     aws_env_names: tuple[str, ...] = ()
+    # Flow control for a shared paid model (CONTRACT §8a, aiqueue/flow.py): the
+    # declared budgets (0 = none) over a window of budget_window_seconds, and
+    # how long a row may keep being refused before it fails as rate_limited.
+    tokens_per_minute: int = 0
+    requests_per_minute: int = 0
+    budget_window_seconds: float = 60.0
+    refused_give_up_seconds: float = 86400.0
 
     @property
     def queue_secret(self) -> str:
@@ -281,6 +288,11 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         vercel_dev=_vercel_dev(env),
         vercel_oidc_token=env.get("VERCEL_OIDC_TOKEN", "").strip() or None,
         aws_env_names=tuple(n for n in AWS_ENV_NAMES if env.get(n, "").strip()),
+        # Flow control (CONTRACT §8a).
+        tokens_per_minute=_int(env, "QUEUE_TOKENS_PER_MINUTE", 0, 0),
+        requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
+        budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
+        refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
     )
 
 

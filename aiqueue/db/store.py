@@ -18,6 +18,7 @@ from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.errors import Conflict, StoreError
+from aiqueue.flow import NO_BUDGET, Budget, FlowState
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
@@ -108,8 +109,9 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
             await conn.execute(self.sql["idempotency_save"], key[0], answer)
         return outcome
 
-    async def claim(self, cap: int, breaker_threshold: int) -> Job | None:
-        rows = await self._write("claim", cap, breaker_threshold)
+    async def claim(self, cap: int, breaker_threshold: int,
+                    budget: Budget = NO_BUDGET) -> Job | None:
+        rows = await self._write("claim", cap, breaker_threshold, *budget.args())
         return Job.from_row(rows[0]) if rows else None
 
     async def can_claim(self, cap: int, breaker_threshold: int) -> bool:
@@ -118,9 +120,13 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
     async def dispatch_accepted(self) -> None:
         await self._write_one("dispatch_accepted")
 
-    async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool:
-        return bool(await self._write_val("dispatch_busy", queue_id, dispatch_seq, delay,
-                                          idempotent=True))
+    async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
+                      give_up: float, cap: int) -> Status | None:
+        """A refusal of the current dispatch (CONTRACT §8a); the row's new status, or None."""
+        # Only the current dispatch can be refused, so a repeat changes nothing.
+        status: Status | None = await self._write_val(
+            "flow_refused", queue_id, dispatch_seq, kind, delay, give_up, cap, idempotent=True)
+        return status
 
     async def attempt_failed(
         self,
@@ -150,22 +156,24 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         return int(rows[0]["consecutive_failures"]) if rows else 0
 
     async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
+        cap: int = 0, budget: Budget = NO_BUDGET,
     ) -> bool:
+        """Apply a result at most once; it raises L (up to `cap`) and corrects the budget."""
         usage_json = json.dumps(usage) if usage is not None else None
         rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq)
+                                     dispatch_seq, cap, budget.declared)
         return bool(rows and rows[0][0])
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int,
+        breaker_threshold: int, budget: Budget = NO_BUDGET,
     ) -> tuple[bool, Job | None]:
         """complete, then claim: whether the result was applied, and the job claimed next."""
         usage_json = json.dumps(usage) if usage is not None else None
         # A repeat applies nothing twice (the status check) and claims under the cap.
         rows = await self._write_one("settle", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap, breaker_threshold)
+                                     dispatch_seq, cap, breaker_threshold, *budget.args())
         row = rows[0]  # aiqueue_settle always answers one row
         return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
 
@@ -178,10 +186,10 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
 
     async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False) -> float | None:
+                          ask: bool = False, budget: Budget = NO_BUDGET) -> float | None:
         heartbeat = stuck_after if heartbeat is None else heartbeat
         value = await self._fetchval("next_wakeup", cap, threshold, stuck_after, heartbeat,
-                                     bound, ask)
+                                     bound, ask, *budget.args())
         return None if value is None else float(value)
 
     # -- operator actions -------------------------------------------------
@@ -211,6 +219,12 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         row = await self._fetchrow("control", threshold)
         assert row is not None, "migration inserts the control row"
         return Control.from_row(row)
+
+    async def flow_state(self, cap: int, window_seconds: float) -> FlowState:
+        """L, the hold, the refusal counters and the budget window's use (CONTRACT §8a)."""
+        row = await self._fetchrow("flow_state", cap, window_seconds)
+        assert row is not None, "migration inserts the control row"
+        return FlowState.from_row(row)
 
     async def stats(self) -> Stats:
         async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:

@@ -81,6 +81,10 @@ class Header:
     circuit_state: str
     circuit_text: str | None
     busy_text: str | None
+    # Flow control (CONTRACT §8a): the learned limit L and the budget window.
+    limit: str = "-"
+    # (label, value) per declared budget: ("Tokens, last 60 s", "1,200 / 10,000").
+    budget: tuple[tuple[str, str], ...] = ()
 
 
 def header(
@@ -109,8 +113,32 @@ def header(
         paused_text=paused_text,
         circuit_state=circuit["state"],
         circuit_text=circuit_text(circuit, now),
-        busy_text=_busy_text(stats.get("busy_until"), now),
+        busy_text=_busy_text(stats.get("hold_until") or stats.get("busy_until"), now),
+        limit=fmt_limit(stats.get("in_flight_limit"), stats["max_in_flight"]),
+        budget=fmt_budget(stats),
     )
+
+
+def fmt_limit(limit: int | None, cap: int) -> str:
+    """The learned in-flight limit L against the cap: `3 of 8`, `8 of 8`, `∞`."""
+    if limit is None:
+        return "-"
+    if limit == 0:
+        return "∞"
+    return f"{limit} of {cap}" if cap > 0 else f"{limit} (cap ∞)"
+
+
+def fmt_budget(stats: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The budget window's use against each declared budget, as (label, value)."""
+    window = stats.get("budget_window_seconds") or 60
+    parts = []
+    for used, rate, unit in (("tokens_in_window", "tokens_per_minute", "Tokens"),
+                             ("requests_in_window", "requests_per_minute", "Requests")):
+        if stats.get(rate):
+            allowed = int(stats[rate] * window // 60)
+            parts.append((f"{unit}, last {window:g} s", f"{stats.get(used) or 0:,} / {allowed:,}"))
+    return tuple(parts)
+
 
 
 def circuit_text(circuit: Mapping[str, Any], now: datetime) -> str | None:
@@ -130,7 +158,8 @@ def _busy_text(busy_until: str | None, now: datetime) -> str | None:
     until = _parse_time(busy_until)
     if until is None or until <= now:
         return None
-    return f"The function said it is busy; dispatch resumes at {fmt_time(until)}."
+    return (f"The model asked to slow down: every dispatch is held until {fmt_time(until)}"
+            f" (in {fmt_age((until - now).total_seconds())}).")
 
 
 def _parse_time(value: object) -> datetime | None:

@@ -13,6 +13,7 @@ from .errors import MalformedOutput, MarkingError
 from .items import Marking
 from .job import Job, safe_id
 from .prompt import Message, build_messages, parse_marking, repair_messages
+from .ratelimit import retry_after
 from .settings import Settings
 from .simulate import SimulatorBackend
 
@@ -21,6 +22,9 @@ log = logging.getLogger(__name__)
 # 400/413/422 mean "this request can never succeed" (e.g. the answer overflows the context);
 # anything else (rate limits, 5xx, a model still loading, a bad key the operator fixes) may.
 _PERMANENT_STATUSES = frozenset({400, 413, 422})
+# A model's refusals: its budget ran out (429), or it is overloaded (503, and
+# Anthropic's 529).
+_REFUSALS = {429: "rate_limited", 503: "overloaded", 529: "overloaded"}
 
 
 class Backend(Protocol):
@@ -89,6 +93,12 @@ class ChatBackend:
             raise MarkingError("model_timeout", retryable=True) from None
         except httpx.HTTPError:
             raise MarkingError("model_unreachable", retryable=True) from None
+        refusal = _REFUSALS.get(response.status_code)
+        if refusal is not None:
+            # "Slow down", not a failure: the queue uses no attempt for it and
+            # holds every dispatch for retry_after (CONTRACT §8a).
+            raise MarkingError(refusal, retryable=True,
+                               retry_after=retry_after(response.headers))
         if response.status_code >= 300:
             retryable = response.status_code not in _PERMANENT_STATUSES
             raise MarkingError(f"model_http_{response.status_code}", retryable=retryable)

@@ -23,10 +23,12 @@ class InvalidDispatch(AiMarkError):
 class MarkingError(AiMarkError):
     """Marking failed; `code` is short and content-free, `retryable` says if trying again helps."""
 
-    def __init__(self, code: str, *, retryable: bool) -> None:
+    def __init__(self, code: str, *, retryable: bool, retry_after: float | None = None) -> None:
         super().__init__(code)
         self.code = code
         self.retryable = retryable
+        # For a refusal (rate_limited, overloaded): the seconds the model asked us to wait.
+        self.retry_after = retry_after
 
 
 class MalformedOutput(AiMarkError):

@@ -47,15 +47,25 @@ def completed_item(job: Job, marking: Marking) -> Item:
     }
 
 
-def failed_item(queue_id: object, token: object, error: str, *, retryable: bool) -> Item:
-    """A `failed` item; `error` is a short content-free code."""
-    return {
+def failed_item(
+    queue_id: object, token: object, error: str, *, retryable: bool,
+    retry_after: float | None = None,
+) -> Item:
+    """A `failed` item; `error` is a short content-free code.
+
+    `retry_after` (seconds) rides along with a refusal (`rate_limited`,
+    `overloaded`): the queue holds every dispatch that long.
+    """
+    item: Item = {
         "queue_id": queue_id,
         "token": token,
         "status": "failed",
         "error": error,
         "retryable": retryable,
     }
+    if retry_after is not None:
+        item["retry_after"] = retry_after
+    return item
 
 
 def progress_item(queue_id: object, token: object, current: int, total: int, message: str) -> Item:

@@ -190,3 +190,45 @@ async def test_no_page_without_login_and_no_change_without_csrf(
     assert await status_counts(conn) == before
     assert await conn.fetchval("SELECT paused FROM ai_queue_control") is False
     await context.close()
+
+
+@pytest.fixture
+def flow_server(db_url: str) -> Iterator[str]:
+    """The app with cap 8 and a declared token budget of 10,000 per 10 s (CONTRACT §8a)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    settings = make_settings(db_url, max_in_flight=8, app_base_url=base,
+                             callback_url=f"{base}/webhooks/ai-mark",
+                             function_url=f"http://127.0.0.1:{free_port()}/mark",
+                             tokens_per_minute=60_000, budget_window_seconds=10)
+    with run_asgi(create_app(settings), port):
+        yield base
+
+
+async def test_the_page_shows_the_learned_limit_the_hold_and_the_budget(
+    flow_server: str, browser: Browser, conn: asyncpg.Connection
+):
+    await seed(conn)
+    # The model refused lately: L was cut to 3 and every dispatch is held.
+    await conn.execute("UPDATE ai_queue_control SET in_flight_limit = 3,"
+                       " busy_until = now() + interval '5 minutes'")
+    await conn.execute("INSERT INTO ai_marking_budget (queue_id, dispatch_seq, assignment_id,"
+                       " tokens, actual) VALUES (gen_random_uuid(), 1, 'hw-1', 1200, true)")
+    context = await browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = await context.new_page()
+    page.set_default_timeout(15_000)
+    await login(page, flow_server)
+    await expect(page.locator('[data-stat="in_flight_limit"]')).to_have_text("3 of 8")
+    await expect(page.locator('[data-dispatch="held"]')).to_contain_text(
+        "every dispatch is held until")
+    budget = page.locator('[data-stat="budget"]')
+    await expect(budget).to_have_text("1,200 / 10,000")
+    await expect(page.locator(".stat", has=budget)).to_contain_text("Tokens, last 10 s")
+    await page.screenshot(path=str(ARTIFACTS / "ai-queue-flow.png"), full_page=True)
+    # L back at the cap and the hold over: the page says so.
+    await conn.execute("UPDATE ai_queue_control SET in_flight_limit = NULL, busy_until = NULL")
+    await page.reload()
+    await expect(page.locator('[data-stat="in_flight_limit"]')).to_have_text("8 of 8")
+    await expect(page.locator('[data-dispatch="held"]')).to_have_count(0)
+    assert "STUDENT-ESSAY" not in await page.content()
+    await context.close()

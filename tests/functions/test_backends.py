@@ -194,8 +194,8 @@ async def test_openai_null_content_counts_as_malformed(respx_mock: respx.MockRou
         (httpx.ReadTimeout("timed out"), "model_timeout"),
         (httpx.ConnectTimeout("timed out"), "model_timeout"),
         (httpx.ConnectError("refused"), "model_unreachable"),
-        (httpx.Response(503, text="overloaded"), "model_http_503"),
-        (httpx.Response(429, json={"error": "rate"}), "model_http_429"),
+        (httpx.Response(502, text="bad gateway"), "model_http_502"),
+        (httpx.Response(500, json={"error": "oops"}), "model_http_500"),
         (httpx.Response(200, text="<html>proxy error</html>"), "model_bad_response"),
     ],
 )

@@ -165,7 +165,12 @@ class QueueMachine(RuleBasedStateMachine):
         if answer == "accepted":
             self.m.working[(job.queue_id, row.seq)] = None
         elif answer == "busy":  # 429/503: back without using an attempt
-            assert self.h.run(self.h.store.dispatch_busy(job.queue_id, row.seq, 0))
+            assert self.h.run(self.h.store.refused(job.queue_id, row.seq, kind="overloaded",
+                                                   delay=0, give_up=86400, cap=self.cap))
+            # The refusal also cuts the learned limit L, which this model of the
+            # cap leaves out (tests/integration/test_flow.py covers L): undo it.
+            self.h.run(self.h.conn.execute(
+                "UPDATE ai_queue_control SET in_flight_limit = NULL, limit_cut_at = NULL"))
             row.status, row.attempts, row.slot = "pending", row.attempts - 1, False
         else:  # 5xx, timeout, refused connection: a failed attempt
             self.fail(Delivery(job.queue_id, row.seq, "failed"), outcome="dispatch_error")
@@ -398,7 +403,8 @@ async def test_a_late_result_does_not_free_the_slot_a_newer_dispatch_still_holds
                 second.queue_id, second.dispatch_seq, delay=0, retryable=True, max_attempts=3,
                 error="e", outcome="callback_failed") is None
         elif newer_reports == "busy":  # its dispatch answered 429 after all
-            assert not await store.dispatch_busy(second.queue_id, second.dispatch_seq, 0)
+            assert await store.refused(second.queue_id, second.dispatch_seq, kind="overloaded",
+                                       delay=0, give_up=86400, cap=1) is None
         else:
             await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'"
                                " WHERE queue_id = $1", second.queue_id)

@@ -277,7 +277,8 @@ async def test_busy_returns_the_row_without_using_an_attempt_and_pauses(
     await store.enqueue(ids, "hw-1", 0, {})
     job = await store.claim(1, THRESHOLD)
     assert job is not None
-    assert await store.dispatch_busy(job.queue_id, job.dispatch_seq, 30)
+    assert await store.refused(job.queue_id, job.dispatch_seq, kind="overloaded", delay=30,
+                               give_up=86400, cap=1) == "pending"
     assert await status_of(conn, job.queue_id) == ("pending", 0)
     assert await store.claim(1, THRESHOLD) is None  # busy_until holds everyone back
     await conn.execute("UPDATE ai_queue_control SET busy_until = now() - interval '1 second'")

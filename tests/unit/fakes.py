@@ -13,6 +13,7 @@ from uuid import UUID
 
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
+from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Lookup, QueueId, Status, SubmissionId
 from aiqueue.ports import LoopStore
 
@@ -55,8 +56,9 @@ class FakeStore:
         self.calls.append(("prune", (older_than_seconds,)))
         return 0
 
-    async def claim(self, cap: int, breaker_threshold: int) -> Job | None:
-        self.calls.append(("claim", (cap, breaker_threshold)))
+    async def claim(self, cap: int, breaker_threshold: int,
+                    budget: Budget = NO_BUDGET) -> Job | None:
+        self.calls.append(("claim", (cap, breaker_threshold, budget)))
         if not self.jobs:
             return None
         return replace(self.jobs.pop(0), more=self.claimable_after)
@@ -68,9 +70,11 @@ class FakeStore:
     async def dispatch_accepted(self) -> None:
         self.calls.append(("dispatch_accepted", ()))
 
-    async def dispatch_busy(self, queue_id: UUID, dispatch_seq: int, delay: float) -> bool:
-        self.calls.append(("dispatch_busy", (queue_id, dispatch_seq, delay)))
-        return True
+    async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
+                      give_up: float, cap: int) -> Status | None:
+        kw = {"kind": kind, "delay": delay, "give_up": give_up, "cap": cap}
+        self.calls.append(("refused", (queue_id, dispatch_seq, kw)))
+        return "pending"
 
     async def attempt_failed(
         self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
@@ -92,14 +96,15 @@ class FakeStore:
         return self.failures
 
     async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any
+        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
+        cap: int = 0, budget: Budget = NO_BUDGET,
     ) -> bool:
         self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
         return True
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int,
+        breaker_threshold: int, budget: Budget = NO_BUDGET,
     ) -> tuple[bool, Job | None]:
         self.calls.append(("settle", (queue_id, dispatch_seq, result, usage)))
         if self.settle_fails:

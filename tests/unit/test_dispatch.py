@@ -102,7 +102,8 @@ async def test_busy_answer_returns_the_row_after_retry_after(client: httpx.Async
     store = FakeStore(jobs=[make_job()])
     step = await loop.process_step(runtime(store, client))
     assert step.claimed is not None and not step.dispatched
-    assert store.args_of("dispatch_busy")[2] == 42.0
+    _qid, _seq, kw = store.args_of("refused")
+    assert kw["delay"] == 42.0 and kw["kind"] == "rate_limited"
     assert "attempt_failed" not in store.names() and "breaker_failure" not in store.names()
 
 

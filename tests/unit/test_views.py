@@ -338,3 +338,18 @@ def test_templates_escape_everything_they_print():
         title="<b>x</b>", message="<script>alert(1)</script>")
     assert "<script>alert" not in html and "&lt;script&gt;" in html
     assert re.search(r"<h1[^>]*>&lt;b&gt;x&lt;/b&gt;</h1>", html)
+
+
+def test_header_shows_the_learned_limit_the_hold_and_the_budget_window():
+    h = views.header(stats_json(
+        max_in_flight=8, in_flight_limit=3, hold_until=(NOW + timedelta(seconds=90)).isoformat(),
+        tokens_in_window=12_345, requests_in_window=7, tokens_per_minute=60_000,
+        requests_per_minute=120, budget_window_seconds=10), NOW)
+    assert h.limit == "3 of 8"
+    assert h.busy_text == ("The model asked to slow down: every dispatch is held until "
+                           "2026-11-22 10:31:30 UTC (in 1m 30s).")
+    assert h.budget == (("Tokens, last 10 s", "12,345 / 10,000"),
+                        ("Requests, last 10 s", "7 / 20"))
+    plain = views.header(stats_json(in_flight_limit=0, max_in_flight=0), NOW)
+    assert (plain.limit, plain.budget, plain.busy_text) == ("∞", (), None)
+    assert views.fmt_limit(5, 0) == "5 (cap ∞)" and views.fmt_limit(None, 4) == "-"

@@ -10,6 +10,196 @@
 -- prepared-statement cache (transaction poolers forbid one), plpgsql is what
 -- lets the server cache their plans per backend instead of planning each call.
 
+-- == Flow control for a shared paid model (aiqueue 0010, CONTRACT §8a) ==
+--
+-- The learned in-flight limit L lives on the control row (NULL: at the
+-- ceiling).  Its rule is written here once, as two pure functions, and
+-- aiqueue/flow.py holds the same rule in Python as the documented spec;
+-- tests/integration/test_flow.py runs one table of cases through both.
+--
+-- The ceiling: QUEUE_MAX_IN_FLIGHT, or 64 when that is 0 (unlimited).  With
+-- the cap at 0 the queue stays unlimited until the model first refuses; L then
+-- lives in 1..64 and becomes unlimited again once it climbs back to 64.
+CREATE OR REPLACE FUNCTION aiqueue_flow_ceiling(cap integer) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN cap > 0 THEN cap ELSE 64 END
+$$;
+
+-- The cap the claim enforces: the configured one, or L while L is set.
+CREATE OR REPLACE FUNCTION aiqueue_flow_cap(ctl ai_queue_control, cap integer) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN ctl.in_flight_limit IS NULL THEN cap
+                ELSE least(ctl.in_flight_limit, aiqueue_flow_ceiling(cap)) END
+$$;
+
+-- Multiplicative decrease: a refusal halves L, counted from what was really in
+-- flight (L may be far above it), never below 1.  A refusal of a dispatch sent
+-- before the last cut (same_burst) was already answered by that cut.
+CREATE OR REPLACE FUNCTION aiqueue_flow_after_refusal(lim integer, ceiling integer,
+                                                      in_flight bigint, same_burst boolean)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN same_burst THEN lim
+                ELSE greatest(1, least(coalesce(lim, ceiling), ceiling,
+                                       greatest(in_flight, 1)::integer) / 2) END
+$$;
+
+-- Additive increase: after L results without a refusal, L + 1; back at the
+-- ceiling L is cleared (NULL), which keeps the hot path write-free.
+CREATE OR REPLACE FUNCTION aiqueue_flow_after_result(lim integer, clean integer,
+                                                     ceiling integer,
+                                                     OUT new_limit integer, OUT new_clean integer)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN lim IS NULL OR lim + 1 >= ceiling AND clean + 1 >= lim THEN NULL
+                WHEN clean + 1 >= lim THEN lim + 1
+                ELSE lim END,
+           CASE WHEN lim IS NULL OR clean + 1 >= lim THEN 0 ELSE clean + 1 END
+$$;
+
+-- A result arrived (no refusal): raise L, and (`budgeted`: a budget is
+-- declared) put the result's reported usage in place of the claim's estimate
+-- in the budget window.  The common case (L at the ceiling, no budget) costs
+-- one index read and writes nothing: this runs once per job.
+CREATE OR REPLACE FUNCTION aiqueue_flow_result(p_queue_id uuid, p_dispatch_seq integer,
+                                               p_usage jsonb, cap integer, budgeted boolean)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT budgeted AND NOT EXISTS (SELECT 1 FROM ai_queue_control c
+                                    WHERE c.id = 1 AND c.in_flight_limit IS NOT NULL) THEN
+        RETURN true;
+    END IF;
+    UPDATE ai_queue_control c
+    SET (in_flight_limit, limit_clean) = (
+        SELECT r.new_limit, r.new_clean
+        FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(cap)),
+                                       c.limit_clean, aiqueue_flow_ceiling(cap)) r)
+    WHERE c.id = 1 AND c.in_flight_limit IS NOT NULL;
+    IF NOT budgeted THEN
+        RETURN true;
+    END IF;
+    UPDATE ai_marking_budget b
+    SET tokens = aiqueue_usage_int(p_usage -> 'prompt_tokens')
+                 + aiqueue_usage_int(p_usage -> 'completion_tokens'),
+        actual = true
+    WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq
+      AND aiqueue_usage_int(p_usage -> 'prompt_tokens') IS NOT NULL
+      AND aiqueue_usage_int(p_usage -> 'completion_tokens') IS NOT NULL;
+    RETURN true;
+END
+$$;
+
+-- A row's estimated tokens: what the latest rows of its assignment used (the
+-- mean of the last 20 reported), else of any assignment, else 1000.
+CREATE OR REPLACE FUNCTION aiqueue_budget_estimate(p_assignment_id text) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(
+        (SELECT round(avg(x.tokens))::bigint FROM (
+             SELECT b.tokens FROM ai_marking_budget b
+             WHERE b.actual AND b.assignment_id = p_assignment_id
+             ORDER BY b.at DESC LIMIT 20) x),
+        (SELECT round(avg(x.tokens))::bigint FROM (
+             SELECT b.tokens FROM ai_marking_budget b
+             WHERE b.actual ORDER BY b.at DESC LIMIT 20) x),
+        1000)
+$$;
+
+-- When the budget window has room for `est` more tokens and one more request:
+-- now() or earlier when it has, else the moment enough of its entries age out.
+-- The window holds at most rate × W / 60 over any W seconds (CONTRACT §8a).  A
+-- row larger than the whole budget waits for an empty window, not forever.
+-- Entries are walked newest first: the first one whose running sum (with est)
+-- no longer fits is the newest that must leave, at its time + W.
+CREATE OR REPLACE FUNCTION aiqueue_budget_opens_at(tpm integer, rpm integer, budget_window float8,
+                                                   est bigint)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    WITH w AS (
+        SELECT b.at,
+               sum(b.tokens) OVER newest AS tokens,
+               count(*) OVER newest AS requests
+        FROM ai_marking_budget b
+        WHERE b.at > now() - make_interval(secs => budget_window)
+        WINDOW newest AS (ORDER BY b.at DESC, b.queue_id, b.dispatch_seq)
+    )
+    SELECT coalesce(max(w.at), '-infinity') + make_interval(secs => budget_window)
+    FROM w
+    WHERE (tpm > 0 AND w.tokens + least(est, floor(tpm * budget_window / 60))
+                       > floor(tpm * budget_window / 60))
+       OR (rpm > 0 AND w.requests + 1 > greatest(floor(rpm * budget_window / 60), 1))
+$$;
+
+-- What the budget window holds now (stats, /ai-queue).
+CREATE OR REPLACE FUNCTION aiqueue_budget_use(budget_window float8,
+                                              OUT tokens bigint, OUT requests bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(b.tokens), 0)::bigint, count(*)
+    FROM ai_marking_budget b WHERE b.at > now() - make_interval(secs => budget_window)
+$$;
+
+-- A refusal (a `rate_limited`/`overloaded` item, or a dispatch answered
+-- 429/503) of a row's current dispatch: the row goes back to pending without
+-- using an attempt, due after `delay`; every dispatch of the queue is held as
+-- long (busy_until); L is cut once per burst; the refused call used none of the
+-- budget's tokens (it still counts as a request).  A row first refused more
+-- than `give_up` seconds ago ends failed with last_error = rate_limited.  The
+-- row's new status, or NULL when that dispatch is no longer its current one.
+CREATE OR REPLACE FUNCTION aiqueue_flow_refused(p_queue_id uuid, p_dispatch_seq integer,
+                                                p_kind text, delay float8, give_up float8,
+                                                cap integer)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    r ai_marking_queue%ROWTYPE;
+    ctl ai_queue_control%ROWTYPE;
+    same_burst boolean;
+    gone boolean;
+    outcome text;
+BEGIN
+    SELECT * INTO r FROM ai_marking_queue q
+    WHERE q.queue_id = p_queue_id AND q.status = 'processing' AND q.dispatch_seq = p_dispatch_seq
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A late result completed the row while this dispatch was refused: the
+        -- slot it held is free now (see aiqueue_complete).
+        UPDATE ai_marking_queue q SET lease_at = NULL
+        WHERE q.queue_id = p_queue_id AND q.status = 'completed'
+          AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
+        RETURN NULL;
+    END IF;
+    -- The control row's lock orders concurrent refusals: the second of a burst
+    -- sees the first one's cut.
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1 FOR UPDATE;
+    same_burst := ctl.limit_cut_at IS NOT NULL AND r.started_at < ctl.limit_cut_at;
+    UPDATE ai_queue_control c
+    SET in_flight_limit = aiqueue_flow_after_refusal(
+            c.in_flight_limit, aiqueue_flow_ceiling(cap),
+            aiqueue_in_flight(aiqueue_flow_ceiling(cap)), same_burst),
+        limit_clean = CASE WHEN same_burst THEN c.limit_clean ELSE 0 END,
+        limit_cut_at = CASE WHEN same_burst THEN c.limit_cut_at ELSE now() END,
+        busy_until = greatest(coalesce(c.busy_until, now()),
+                              now() + make_interval(secs => delay)),
+        refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,
+        refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int
+    WHERE c.id = 1;
+    gone := r.refused_since IS NOT NULL
+            AND r.refused_since < now() - make_interval(secs => give_up);
+    outcome := CASE WHEN gone THEN 'failed' ELSE 'pending' END;
+    UPDATE ai_marking_queue q
+    SET status = outcome, attempts = q.attempts - 1,
+        run_after = now() + make_interval(secs => delay),
+        started_at = NULL, lease_at = NULL, updated_at = now(),
+        finished_at = CASE WHEN gone THEN now() END,
+        last_error = CASE WHEN gone THEN 'rate_limited' ELSE p_kind END,
+        refused_since = coalesce(q.refused_since, now())
+    WHERE q.queue_id = p_queue_id;
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'refused', error = p_kind
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';
+    UPDATE ai_marking_budget b SET tokens = 0
+    WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq;
+    INSERT INTO ai_marking_tally (outcome, job, error)
+    VALUES ('refused', CASE WHEN gone THEN 'failed' END, CASE WHEN gone THEN 'rate_limited'
+                                                              ELSE p_kind END);
+    RETURN outcome;
+END
+$$;
+
 -- The gate, "may a row be dispatched now?", written once.  Pause, busy
 -- back-off, the in-flight cap and the circuit breaker; when the breaker is
 -- open, one probe may run after the cool-down (half-open) and only while
@@ -71,6 +261,7 @@ DECLARE
     in_flight bigint;
 BEGIN
     SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
+    cap := aiqueue_flow_cap(ctl, cap);  -- the learned limit L (aiqueue 0010)
     in_flight := aiqueue_in_flight(cap);
     RETURN aiqueue_gate(ctl, in_flight, cap, breaker_threshold);
 END
@@ -82,7 +273,17 @@ $$;
 -- COMMITTED), so it sees what the previous lock holder committed.  `more` says
 -- whether another row could be claimed right now (the caller chains on it);
 -- `breaker_dirty` whether a successful dispatch must reset the breaker.
-CREATE OR REPLACE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer)
+--
+-- Flow control (aiqueue 0010, CONTRACT §8a), in the same lock: the cap is the
+-- learned limit L when one is set (aiqueue_flow_cap), and with a declared
+-- budget (tpm/rpm > 0 over budget_window seconds) the first due row goes only
+-- when the window has room for its estimated tokens; its window entry is
+-- written in the same statement as the claim.
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer);
+CREATE OR REPLACE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer,
+                                         tpm integer DEFAULT 0, rpm integer DEFAULT 0,
+                                         budget_window float8 DEFAULT 60)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
                breaker_dirty boolean)
@@ -91,12 +292,24 @@ LANGUAGE plpgsql AS $$
 DECLARE
     in_flight bigint;
     ctl ai_queue_control%ROWTYPE;
+    est bigint;  -- the row's estimated tokens; NULL: no budget declared
 BEGIN
     PERFORM pg_advisory_xact_lock(7301730173017301);
     SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
+    cap := aiqueue_flow_cap(ctl, cap);
     in_flight := aiqueue_in_flight(cap);
     IF NOT aiqueue_gate(ctl, in_flight, cap, breaker_threshold) THEN
         RETURN;
+    END IF;
+    IF tpm > 0 OR rpm > 0 THEN
+        est := aiqueue_budget_estimate((
+            SELECT o.assignment_id FROM ai_marking_queue o
+            WHERE o.status = 'pending' AND o.run_after <= now()
+            ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1));
+        IF aiqueue_budget_opens_at(tpm, rpm, budget_window, est) > now() THEN
+            RETURN;
+        END IF;
+        DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
     RETURN QUERY
     WITH next AS MATERIALIZED (
@@ -123,6 +336,12 @@ BEGIN
     history AS (
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
         SELECT cl.queue_id, cl.dispatch_seq, cl.attempts FROM claimed cl
+    ),
+    -- The budget window's entry (only while a budget is declared: est set).
+    budget AS (
+        INSERT INTO ai_marking_budget (queue_id, dispatch_seq, assignment_id, tokens)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.assignment_id, est FROM claimed cl
+        WHERE est IS NOT NULL
     )
     SELECT cl.queue_id, cl.submission_id, cl.assignment_id, cl.attempts, cl.dispatch_seq,
            cl.payload::text, s.content,
@@ -255,16 +474,24 @@ $$;
 -- and the claimed job's columns (NULL when nothing was claimed).  Locks: the
 -- completion holds its row while the claim waits for the advisory lock, whose
 -- holder never waits for a row lock (SKIP LOCKED), so this cannot deadlock.
+-- A new result also raises the learned limit L (aiqueue_flow_result) before
+-- the claim reads it.
 CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                p_dispatch_seq integer, cap integer,
-                               breaker_threshold integer)
+                               breaker_threshold integer, tpm integer DEFAULT 0,
+                               rpm integer DEFAULT 0, budget_window float8 DEFAULT 60)
 RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id text,
                attempts integer, dispatch_seq integer, payload text, content text,
                more boolean, breaker_dirty boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
     applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq);
-    RETURN QUERY SELECT applied, c.* FROM aiqueue_claim(cap, breaker_threshold) c;
+    IF applied THEN
+        PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
+                                    tpm > 0 OR rpm > 0);
+    END IF;
+    RETURN QUERY SELECT applied, c.* FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm,
+                                                        budget_window) c;
     IF NOT FOUND THEN
         RETURN NEXT;
     END IF;
@@ -606,4 +833,73 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $$
     SELECT greatest(look_after, least(
         lease_at + make_interval(secs => CASE WHEN beat THEN heartbeat ELSE stuck END),
         started_at + make_interval(secs => bound)))
+$$;
+
+-- Manual retry (one row or all): failed rows start over with fresh attempts
+-- and a fresh turn, exactly as an enqueue hands them out (queries.sql:
+-- enqueue): a group's k-th retried row gets start + k, start being the turn
+-- after the group's last one or the turn at the head of its priority's due
+-- rows, and a fresh seq.  Without them a retried row kept the turn it had
+-- when first enqueued and went ahead of every group that enqueued since
+-- (issue 23).
+CREATE OR REPLACE FUNCTION aiqueue_retry(p_ids uuid[], p_actor text)
+RETURNS TABLE (queue_id uuid) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH locked AS MATERIALIZED (
+        SELECT q.queue_id, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.seq
+        FROM ai_marking_queue q
+        WHERE q.queue_id = ANY (p_ids) AND q.status = 'failed'
+        ORDER BY q.seq
+        FOR UPDATE
+    ),
+    picked AS (
+        SELECT l.*, row_number() OVER (PARTITION BY l.priority, l.grp ORDER BY l.seq) - 1 AS k
+        FROM locked l
+    ),
+    groups AS (
+        SELECT p.priority, p.grp, count(*) AS n FROM picked p GROUP BY p.priority, p.grp
+    ),
+    head AS (
+        SELECT pr.priority, coalesce(
+            (SELECT q.turn FROM ai_marking_queue q
+             WHERE q.status = 'pending' AND q.priority = pr.priority AND q.run_after <= now()
+             ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
+            (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g WHERE g.priority = pr.priority),
+            0) AS turn
+        FROM (SELECT DISTINCT gr.priority FROM groups gr) pr
+    ),
+    turns AS (
+        INSERT INTO ai_marking_groups AS g (priority, group_key, last_turn)
+        SELECT gr.priority, gr.grp, h.turn + gr.n - 1
+        FROM groups gr JOIN head h ON h.priority = gr.priority
+        ON CONFLICT (priority, group_key) DO UPDATE
+        SET last_turn = greatest(g.last_turn + (SELECT gr.n FROM groups gr
+                                                WHERE gr.priority = g.priority
+                                                  AND gr.grp = g.group_key),
+                                 EXCLUDED.last_turn),
+            updated_at = now()
+        RETURNING g.priority, g.group_key, g.last_turn
+    ),
+    updated AS (
+        UPDATE ai_marking_queue q
+        SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
+            last_error = NULL, refused_since = NULL, updated_at = now(),
+            turn = t.last_turn - gr.n + 1 + p.k,
+            -- Inside a round groups go in the order they joined (seq): a fresh
+            -- seq puts the retried row behind the groups already waiting.
+            seq = DEFAULT
+        FROM picked p
+        JOIN groups gr ON gr.priority = p.priority AND gr.grp = p.grp
+        JOIN turns t ON t.priority = p.priority AND t.group_key = p.grp
+        WHERE q.queue_id = p.queue_id
+        RETURNING q.queue_id
+    ),
+    history AS (
+        INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+        SELECT u.queue_id, 'action', 'retry', now(), p_actor FROM updated u
+    )
+    SELECT u.queue_id FROM updated u;
+END
 $$;

@@ -87,7 +87,8 @@ ORDER BY seq;
 -- Exactly one due row, under the in-flight cap, across every instance: see
 -- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
 -- its plan even through a transaction pooler).
-SELECT * FROM aiqueue_claim($1::integer, $2::integer);
+-- $3..$5: the declared budget (aiqueue 0010; 0 = none).
+SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8);
 
 -- can_claim --
 -- Would a claim succeed right now?  Decides whether to chain.
@@ -102,36 +103,13 @@ UPDATE ai_queue_control
 SET consecutive_failures = 0, circuit_open_until = NULL
 WHERE id = 1 AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL);
 
--- dispatch_busy --
--- 429/503: the function is busy.  The row goes back without using an attempt and
--- dispatching pauses for the same delay; this is not a failure for the breaker.
-WITH row AS (
-    UPDATE ai_marking_queue
-    SET status = 'pending', attempts = attempts - 1,
-        run_after = now() + make_interval(secs => $3::float8),
-        started_at = NULL, lease_at = NULL, last_error = 'function_busy', updated_at = now()
-    WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
-    RETURNING queue_id
-),
-history AS (
-    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'busy', error = 'function_busy'
-    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
-),
-control AS (
-    UPDATE ai_queue_control
-    SET busy_until = greatest(coalesce(busy_until, now()), now() + make_interval(secs => $3::float8))
-    WHERE id = 1
-),
--- A late result completed the row while this dispatch was being refused: the
--- slot it held is free now (see aiqueue_complete).
-release AS (
-    UPDATE ai_marking_queue SET lease_at = NULL
-    WHERE queue_id = $1 AND status = 'completed' AND dispatch_seq = $2 AND lease_at IS NOT NULL
-),
-tally AS (
-    INSERT INTO ai_marking_tally (outcome, error) SELECT 'busy', 'function_busy' FROM row
-)
-SELECT count(*) AS n FROM row;
+-- flow_refused --
+-- A refusal of the row's current dispatch (a 429/503 answer, or a
+-- rate_limited/overloaded item): back to pending without using an attempt, the
+-- whole queue held for the delay, L cut once per burst.  See
+-- aiqueue_flow_refused() in functions.sql.
+SELECT aiqueue_flow_refused($1::uuid, $2::integer, $3::text, $4::float8, $5::float8,
+                            $6::integer) AS status;
 
 -- attempt_failed --
 -- A failed attempt (dispatch error, failed callback, bad sync answer): back to
@@ -174,14 +152,22 @@ WHERE id = 1
 RETURNING consecutive_failures, circuit_open_until;
 
 -- complete --
--- Applies a result at most once; see aiqueue_complete() in the migration.
-SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied;
+-- Applies a result at most once; see aiqueue_complete() in functions.sql.  A new
+-- result also raises the learned limit and ($6: a budget is declared) corrects
+-- the budget window (aiqueue_flow_result, aiqueue 0010).
+WITH done AS MATERIALIZED (
+    SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied
+)
+SELECT done.applied,
+       CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
+                                                       $5::integer, $6::boolean) END AS flowed
+FROM done;
 
 -- settle --
 -- A completed result and the next claim in one round trip and one commit: see
 -- aiqueue_settle() in functions.sql.
 SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
-                             $6::integer);
+                             $6::integer, $7::integer, $8::integer, $9::float8);
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
@@ -326,10 +312,21 @@ SELECT count(*) AS n FROM gone;
 -- Seconds until something needs the process step: a due row once the gate
 -- opens (aiqueue_gate_opens_at: busy back-off or breaker cool-down ending; NULL
 -- while paused, full, or a half-open probe is out), or a lease running out.
+-- With a declared budget ($7/$8 > 0, window $9) also when the window has room
+-- for the first due row (aiqueue 0010).
 WITH ctl AS (SELECT * FROM ai_queue_control WHERE id = 1),
 opens AS (
-    SELECT aiqueue_gate_opens_at(ctl, aiqueue_in_flight($1::integer), $1::integer,
-                                 $2::integer) AS at
+    SELECT CASE WHEN $7::integer > 0 OR $8::integer > 0 THEN greatest(
+               aiqueue_gate_opens_at(ctl, aiqueue_in_flight(aiqueue_flow_cap(ctl, $1::integer)),
+                                     aiqueue_flow_cap(ctl, $1::integer), $2::integer),
+               aiqueue_budget_opens_at($7::integer, $8::integer, $9::float8,
+                   aiqueue_budget_estimate((
+                       SELECT o.assignment_id FROM ai_marking_queue o
+                       WHERE o.status = 'pending' AND o.run_after <= now()
+                       ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1))))
+           ELSE aiqueue_gate_opens_at(ctl, aiqueue_in_flight(aiqueue_flow_cap(ctl, $1::integer)),
+                                      aiqueue_flow_cap(ctl, $1::integer), $2::integer)
+           END AS at
     FROM ctl
 )
 SELECT extract(epoch FROM least(
@@ -354,27 +351,15 @@ SELECT extract(epoch FROM least(
 ) - now())::float8 AS seconds;
 
 -- retry_failed --
--- Manual retry: a failed row starts over with fresh attempts.
-WITH row AS (
-    UPDATE ai_marking_queue
-    SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
-        last_error = NULL, updated_at = now()
-    WHERE queue_id = $1 AND status = 'failed'
-    RETURNING queue_id
-),
-history AS (
-    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
-    SELECT queue_id, 'action', 'retry', now(), $2 FROM row
-)
-SELECT queue_id FROM row;
+-- Manual retry: a failed row starts over with fresh attempts and a fresh turn,
+-- as an enqueue gives one (aiqueue_retry in functions.sql).
+SELECT r.queue_id FROM aiqueue_retry(ARRAY[$1::uuid], $2::text) r;
 
 -- retry_all_failed --
 -- Retry every failed row (of one assignment when $1 is set) whose submission
--- has no live row already.
-WITH row AS (
-    UPDATE ai_marking_queue q
-    SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
-        last_error = NULL, updated_at = now()
+-- has no live row already: the newest failed row of each submission.
+SELECT count(*) AS n FROM aiqueue_retry(ARRAY(
+    SELECT q.queue_id FROM ai_marking_queue q
     WHERE q.status = 'failed' AND ($1::text IS NULL OR q.assignment_id = $1)
       AND NOT EXISTS (SELECT 1 FROM ai_marking_queue o
                       WHERE o.submission_id = q.submission_id
@@ -382,13 +367,7 @@ WITH row AS (
       AND q.queue_id = (SELECT l.queue_id FROM ai_marking_queue l
                         WHERE l.submission_id = q.submission_id AND l.status = 'failed'
                         ORDER BY l.created_at DESC LIMIT 1)
-    RETURNING q.queue_id
-),
-history AS (
-    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
-    SELECT queue_id, 'action', 'retry', now(), $2 FROM row
-)
-SELECT count(*) AS n FROM row;
+    ORDER BY q.seq), $2::text);
 
 -- row_status --
 SELECT status FROM ai_marking_queue WHERE queue_id = $1;
@@ -427,6 +406,16 @@ WHERE id = 1;
 SELECT c.paused, c.paused_by, c.paused_at, c.consecutive_failures, c.circuit_open_until,
        c.busy_until, aiqueue_circuit_state(c, $1::integer) AS circuit_state
 FROM ai_queue_control c WHERE c.id = 1;
+
+-- flow_state --
+-- The flow control as it stands (aiqueue 0010): the limit the claim enforces
+-- for cap $1 (0 = unlimited, before any refusal), the hold, the refusal
+-- counters, and the budget window's use over $2 seconds.
+SELECT aiqueue_flow_cap(c, $1::integer) AS in_flight_limit,
+       CASE WHEN c.busy_until > now() THEN c.busy_until END AS hold_until,
+       c.refusals_rate_limited, c.refusals_overloaded, u.tokens AS tokens_in_window,
+       u.requests AS requests_in_window
+FROM ai_queue_control c, aiqueue_budget_use($2::float8) u WHERE c.id = 1;
 
 -- stats --
 -- Totals per status sum the deltas in ai_marking_counts (migration 0004): no

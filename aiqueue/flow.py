@@ -1,0 +1,97 @@
+"""Flow control for a shared paid model (CONTRACT §8a): the rule for the learned limit L.
+
+This module is the documented spec; the database runs the same rule in
+functions.sql (aiqueue_flow_after_refusal, aiqueue_flow_after_result), where
+it must live so that every instance moves the one L under a row lock.
+tests/integration/test_flow.py runs the unit test's table of cases through both.
+
+L is kept as `None` while it sits at the ceiling: nothing was refused since it
+last climbed back, and the hot path then writes nothing.  The ceiling is
+QUEUE_MAX_IN_FLIGHT, or UNLIMITED_CEILING when that is 0 (unlimited); with the
+cap at 0 the queue stays unlimited until the model first refuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aiqueue.settings import Settings
+
+# The ceiling of L when QUEUE_MAX_IN_FLIGHT is 0: after a refusal, the queue
+# learns a limit between 1 and this many jobs at once.
+UNLIMITED_CEILING = 64
+# The refusal codes a result item may carry; they use no attempt.
+REFUSALS = ("rate_limited", "overloaded")
+
+
+def ceiling(cap: int) -> int:
+    """The most L can be: the configured cap, or UNLIMITED_CEILING when it is 0."""
+    return cap if cap > 0 else UNLIMITED_CEILING
+
+
+def after_refusal(limit: int | None, top: int, in_flight: int, same_burst: bool) -> int | None:
+    """Multiplicative decrease: halve L, from what was really in flight, never below 1.
+
+    `same_burst`: the refused dispatch was sent before the last cut, which
+    already answered its burst, so L stays (at most one cut per burst).
+    """
+    if same_burst:
+        return limit
+    base = min(top if limit is None else limit, top, max(in_flight, 1))
+    return max(1, base // 2)
+
+
+def after_result(limit: int | None, clean: int, top: int) -> tuple[int | None, int]:
+    """Additive increase: L + 1 after L results without a refusal; None back at the ceiling.
+
+    Returns the new (L, results counted towards the next step).
+    """
+    if limit is None:
+        return None, 0
+    if clean + 1 < limit:
+        return limit, clean + 1
+    return (None if limit + 1 >= top else limit + 1), 0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The declared budgets (0 = none): per minute, held over any `window_seconds`."""
+
+    tokens_per_minute: int = 0
+    requests_per_minute: int = 0
+    window_seconds: float = 60.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Budget:
+        return cls(settings.tokens_per_minute, settings.requests_per_minute,
+                   settings.budget_window_seconds)
+
+    @property
+    def declared(self) -> bool:
+        return self.tokens_per_minute > 0 or self.requests_per_minute > 0
+
+    def args(self) -> tuple[int, int, float]:
+        """The claim's SQL parameters."""
+        return self.tokens_per_minute, self.requests_per_minute, self.window_seconds
+
+
+NO_BUDGET = Budget()
+
+
+@dataclass(frozen=True)
+class FlowState:
+    """The flow control as it stands: L, the hold, the refusals, the window's use."""
+
+    in_flight_limit: int
+    hold_until: datetime | None
+    refusals_rate_limited: int
+    refusals_overloaded: int
+    tokens_in_window: int
+    requests_in_window: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> FlowState:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})

@@ -1,0 +1,32 @@
+"""End to end against a model with a budget (CONTRACT §8a): the product, the
+reference function (backend openai) and the model emulator (bench/model.py),
+each its own process; small windows keep it to a few seconds."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.flow import FlowSetup, run_flow
+from tests.e2e.servers import ROOT
+
+pytestmark = pytest.mark.e2e
+
+# 40 jobs against a budget of 6 jobs' tokens per second (jobs of 40-60 ms), cap 8:
+# even a loaded machine dispatches faster than that.
+SMALL = FlowSetup(jobs=40, cap=8, window=1.0, jobs_per_window=6, latency=(0.04, 0.06),
+                  timeout=60)
+
+
+@pytest.mark.parametrize(("declare", "most_refused"), [(False, 0.35), (True, 0.1)])
+async def test_a_model_that_says_slow_down_fails_no_row(
+    db_url: str, declare: bool, most_refused: float
+) -> None:
+    (ROOT / "test-artifacts").mkdir(exist_ok=True)
+    run = await run_flow(FlowSetup(**{**SMALL.__dict__, "declare": declare}), db_url,
+                         logs=ROOT / "test-artifacts")
+    assert (run.failed, run.completed) == (0, 40)
+    assert run.refused > 0 or declare  # the model did refuse: the test tests something
+    assert run.refused_share <= most_refused, run
+    assert run.most_busy <= 8
+    # The model's tokens were the ones the queue was told about: nothing was lost.
+    assert run.tokens_used == 40 * SMALL.call_tokens

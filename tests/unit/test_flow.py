@@ -1,0 +1,98 @@
+"""The rule for the learned in-flight limit L (aiqueue/flow.py), as a table.
+
+The same tables run through the database's copy of the rule in
+tests/integration/test_flow.py: the two must agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aiqueue import flow
+from aiqueue.errors import SettingsError
+from aiqueue.settings import Settings, load_settings
+
+# (L before, ceiling, rows in flight, refused dispatch sent before the last cut) -> L after
+REFUSAL_CASES: list[tuple[int | None, int, int, bool, int | None]] = [
+    (None, 8, 8, False, 4),    # at the ceiling, full: halve
+    (None, 8, 3, False, 1),    # only 3 were out: halve what was really in flight
+    (8, 8, 8, False, 4),
+    (5, 8, 5, False, 2),       # floor
+    (2, 8, 2, False, 1),
+    (1, 8, 1, False, 1),       # never below 1
+    (1, 8, 0, False, 1),       # the refused row already left
+    (4, 8, 4, True, 4),        # same burst: the last cut answered it already
+    (None, 8, 8, True, None),
+    (6, 4, 6, False, 2),       # the cap was lowered since: the ceiling bounds L
+    (None, 64, 40, False, 20), # cap 0: the unlimited ceiling
+    (None, 64, 200, False, 32),
+]
+
+# (L before, clean results counted, ceiling) -> (L after, clean after)
+RESULT_CASES: list[tuple[int | None, int, int, tuple[int | None, int]]] = [
+    (None, 0, 8, (None, 0)),   # at the ceiling: nothing to do (and nothing written)
+    (1, 0, 8, (2, 0)),         # L results without a refusal: L + 1
+    (2, 0, 8, (2, 1)),
+    (2, 1, 8, (3, 0)),
+    (4, 2, 8, (4, 3)),
+    (4, 3, 8, (5, 0)),
+    (7, 6, 8, (None, 0)),      # back at the ceiling: cleared
+    (1, 0, 2, (None, 0)),
+    (1, 0, 1, (None, 0)),
+]
+
+
+@pytest.mark.parametrize(("limit", "top", "in_flight", "same_burst", "expected"),
+                         REFUSAL_CASES)
+def test_a_refusal_halves_the_limit_once_per_burst(
+    limit: int | None, top: int, in_flight: int, same_burst: bool, expected: int | None
+) -> None:
+    assert flow.after_refusal(limit, top, in_flight, same_burst) == expected
+
+
+@pytest.mark.parametrize(("limit", "clean", "top", "expected"), RESULT_CASES)
+def test_results_without_refusals_raise_the_limit_by_one_per_round(
+    limit: int | None, clean: int, top: int, expected: tuple[int | None, int]
+) -> None:
+    assert flow.after_result(limit, clean, top) == expected
+
+
+def test_the_limit_climbs_back_additively_and_falls_multiplicatively() -> None:
+    limit: int | None = None
+    limit = flow.after_refusal(limit, 8, 8, False)
+    assert limit == 4
+    clean, seen = 0, []
+    for _ in range(4 + 5 + 6 + 7):
+        limit, clean = flow.after_result(limit, clean, 8)
+        seen.append(limit)
+    # One step per L results: 4 results at 4, 5 at 5, 6 at 6, 7 at 7, then the ceiling.
+    assert seen[3] == 5 and seen[8] == 6 and seen[14] == 7 and seen[-1] is None
+
+
+def test_the_ceiling_is_the_cap_or_a_sane_bound_when_unlimited() -> None:
+    assert flow.ceiling(8) == 8 and flow.ceiling(1) == 1
+    assert flow.ceiling(0) == flow.UNLIMITED_CEILING == 64
+
+
+def test_a_budget_is_declared_by_either_rate() -> None:
+    assert not flow.NO_BUDGET.declared
+    assert flow.Budget(1000, 0, 10).declared and flow.Budget(0, 60, 10).declared
+    settings = Settings(tokens_per_minute=6000, requests_per_minute=0,
+                        budget_window_seconds=10)
+    assert flow.Budget.of(settings).args() == (6000, 0, 10)
+
+
+def test_the_flow_variables_are_read_and_checked() -> None:
+    s = load_settings({"QUEUE_TOKENS_PER_MINUTE": "90000", "QUEUE_REQUESTS_PER_MINUTE": "500",
+                       "QUEUE_BUDGET_WINDOW_SECONDS": "10", "QUEUE_REFUSED_GIVE_UP_SECONDS": "60"})
+    assert (s.tokens_per_minute, s.requests_per_minute) == (90000, 500)
+    assert (s.budget_window_seconds, s.refused_give_up_seconds) == (10.0, 60.0)
+    defaults = load_settings({})
+    assert flow.Budget.of(defaults) == flow.NO_BUDGET
+    assert defaults.refused_give_up_seconds == 86400
+    for name, value in (("QUEUE_TOKENS_PER_MINUTE", "-1"), ("QUEUE_REQUESTS_PER_MINUTE", "x"),
+                        ("QUEUE_BUDGET_WINDOW_SECONDS", "0"),
+                        ("QUEUE_BUDGET_WINDOW_SECONDS", "7200"),
+                        ("QUEUE_REFUSED_GIVE_UP_SECONDS", "-5")):
+        with pytest.raises(SettingsError, match=name):
+            load_settings({name: value})
