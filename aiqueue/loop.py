@@ -235,7 +235,8 @@ async def safe_settled_step(rt: Runtime, receipt: Receipt) -> None:
     await _safely(rt, settled_step(rt, receipt))
 
 
-async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult]) -> None:
+async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult], *,
+                  wait: bool = True) -> None:
     try:
         step = await running
         if step.sync_job is not None:
@@ -244,15 +245,52 @@ async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult]) -> None
         # Whatever went wrong (not only the database), the ticker and the next
         # request must live on: this runs where nobody could catch it.
         logs.event("step_error", code=_code(exc))
+        step = StepResult(chained=True)  # nothing to wait out: the error is logged
     # Notifications go after the step, never before it: the queue comes first.
     await notify.deliver_safely(rt)
+    if wait:
+        await wait_out_hold(rt, step)
 
 
-async def after_process(rt: Runtime, job: Job | None) -> None:
-    """After the process endpoint (chain, cron) answered: a sync job, then notifications."""
-    if job is not None:
-        await safe_run_sync(rt, job)
+async def after_process(rt: Runtime, step: StepResult) -> None:
+    """After the process endpoint (chain, cron) answered: a sync job, notifications, a hold."""
+    if step.sync_job is not None:
+        await safe_run_sync(rt, step.sync_job)
     await notify.deliver_safely(rt)
+    await wait_out_hold(rt, step)
+
+
+# The longest hold a step waits out inside its own invocation: well within a
+# serverless function's time limit (vercel.json gives each 60 s).
+HOLD_WAIT_MAX_SECONDS = 20.0
+
+
+async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
+    """A step that ended the chain while work is held back only briefly (a refusal's
+    retry_after, a budget window refilling) waits that out and steps again.
+
+    On a serverless deployment nothing else would wake the queue before the
+    cron, a minute later, and the model would idle meanwhile.  One waiter per
+    instance: the others' steps would only find the gate closed again.
+    """
+    s = rt.settings
+    if step.claimed is not None or step.chained:
+        return
+    try:
+        flow = await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
+        if flow.hold_until is None and not Budget.of(s).declared:
+            return  # not held back by the model's limits: the cron's business
+        wait = await recovery.next_wakeup(rt)
+    except Exception as exc:
+        logs.event("step_error", code=_code(exc))
+        return
+    now = asyncio.get_running_loop().time()
+    if wait is None or wait > HOLD_WAIT_MAX_SECONDS or rt.hold_waiter_until > now:
+        return
+    rt.hold_waiter_until = now + max(wait, 0.0)
+    await asyncio.sleep(max(wait, 0.0) + 0.01)
+    # Once per invocation: a second wait could outlast the platform's time limit.
+    await _safely(rt, process_step(rt), wait=False)
 
 
 async def safe_run_sync(rt: Runtime, job: Job) -> None:

@@ -36,7 +36,7 @@ async def process_queue(request: Request) -> Response:
     step = await loop.process_step(rt, force=request.method == "GET")
     logs.event("process", method=request.method, claimed=step.claimed is not None,
                chained=step.chained, recovered=step.recovered, pruned=step.pruned)
-    after = BackgroundTask(loop.after_process, rt, step.sync_job)
+    after = BackgroundTask(loop.after_process, rt, step)
     return JSONResponse(step.to_json(), background=after)
 
 

@@ -170,7 +170,7 @@ async def test_the_budget_window_holds_dispatches_and_learns_from_usage(
     assert all(jobs[:3]) and jobs[3] is None
     state = await store.flow_state(0, 10)
     assert (state.tokens_in_window, state.requests_in_window) == (3000, 3)
-    wait = await store.next_wakeup(0, THRESHOLD, 600, budget)
+    wait = await store.next_wakeup(0, THRESHOLD, 600, budget=budget)
     assert wait is not None and 9 < wait <= 10  # when the first entry leaves the window
     # The reported usage replaces the estimate: room for the fourth row now.
     job = jobs[0]
