@@ -43,8 +43,11 @@ async def drain(store: Store, cursor: EventCursor, want: int) -> list[MarkingEve
     return got
 
 
-async def cancel(conn: asyncpg.Connection, queue_id: object) -> None:
-    await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled' WHERE queue_id = $1",
+async def take(conn: asyncpg.Connection, queue_id: object) -> None:
+    # A claim's status change: it writes a feed event but ends no row, so two
+    # sessions can commit it in either order (a row's end also takes the claim
+    # lock for the run-finished notification, which would serialise them).
+    await conn.execute("UPDATE ai_marking_queue SET status = 'processing' WHERE queue_id = $1",
                        queue_id)
 
 
@@ -74,16 +77,16 @@ async def test_an_event_that_commits_after_a_newer_id_is_not_skipped(
     cursor = pending[-1].cursor
     tx = conn.transaction()
     await tx.start()
-    await cancel(conn, q1)  # takes the smaller event id, commits last
-    await cancel(other, q2)  # the larger id, committed first
+    await take(conn, q1)  # takes the smaller event id, commits last
+    await take(other, q2)  # the larger id, committed first
     visible = await other.fetch(
-        "SELECT id, queue_id FROM ai_marking_events WHERE status = 'cancelled'")
+        "SELECT id, queue_id FROM ai_marking_events WHERE status = 'processing'")
     assert [r["queue_id"] for r in visible] == [q2]  # what a bare id cursor would pass by
     held: EventBatch = await store.events_after("hw-1", cursor, 100)
     assert held.events == [] and held.held_back
     await tx.commit()
     after = await drain(store, cursor, 2)
-    assert [(e.queue_id, e.status) for e in after] == [(q1, "cancelled"), (q2, "cancelled")]
+    assert [(e.queue_id, e.status) for e in after] == [(q1, "processing"), (q2, "processing")]
     ids_in_order = [e.cursor.id for e in after]
     assert ids_in_order == sorted(ids_in_order)
 
@@ -98,9 +101,9 @@ async def test_an_older_transaction_with_a_newer_id_is_ordered_by_transaction(
     tx = conn.transaction()
     await tx.start()
     await conn.fetchval("SELECT pg_current_xact_id()")  # the older transaction id
-    await cancel(other, q2)  # smaller event id, newer transaction, committed
+    await take(other, q2)  # smaller event id, newer transaction, committed
     assert (await store.events_after("hw-1", cursor, 100)).held_back
-    await cancel(conn, q1)  # larger event id, older transaction
+    await take(conn, q1)  # larger event id, older transaction
     await tx.commit()
     after = await drain(store, cursor, 2)
     assert [e.queue_id for e in after] == [q1, q2]
@@ -177,8 +180,8 @@ async def test_an_enqueue_is_one_feed_row_read_back_as_one_event_per_row(
     assert [e.cursor.k for e in seen] == [1, 2, 3, 4, 5]
     assert len({e.cursor.id for e in seen}) == 1
     # A row's later change comes after the whole batch, and nothing comes twice.
-    await cancel(conn, seen[2].queue_id)
+    await take(conn, seen[2].queue_id)
     after = await drain(store, cursor, 1)
     assert [(e.queue_id, e.status, e.cursor.k) for e in after] == [
-        (seen[2].queue_id, "cancelled", 0)]
+        (seen[2].queue_id, "processing", 0)]
     assert (await store.events_after("hw-1", after[-1].cursor, 100)).events == []
