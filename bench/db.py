@@ -56,8 +56,15 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
         await conn.close()
 
 
-async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000) -> float:
-    """Seconds from sending an enqueue of `ids` ids to its 202, over HTTP."""
+# A rubric-sized enqueue payload: 2 KB of JSON (question, rubric, max_score).
+PAYLOAD_2KB = {"question": "Explain why the sky is blue. " * 8,
+               "rubric": "One point for each named idea, explained in the student's words. " * 27,
+               "max_score": 10}
+
+
+async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000,
+                       payload: dict[str, object] | None = None) -> float:
+    """Seconds from sending an enqueue of `ids` ids (with `payload`) to its 202, over HTTP."""
     dsn = await fresh_database(name)
     if existing_rows:
         await seed_queue(dsn, existing_rows, "completed")
@@ -72,13 +79,16 @@ async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000) -> floa
         "QUEUE_MAX_IN_FLIGHT": "1"})
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
-        body = {"assignment_id": "bulk", "submission_ids": [str(r["id"]) for r in rows]}
+        body: dict[str, object] = {"assignment_id": "bulk",
+                                   "submission_ids": [str(r["id"]) for r in rows]}
+        if payload is not None:
+            body["payload"] = payload
         async with httpx.AsyncClient(timeout=60) as client:
             # Warm the connection and the server's plan caches with a small batch first.
             await client.post(f"http://127.0.0.1:{port}/api/marking/enqueue",
                               headers={"authorization": f"Bearer {SECRET}"},
                               json={"assignment_id": "warm", "submission_ids":
-                                    body["submission_ids"][:1]})
+                                    [str(rows[0]["id"])]})
             started = time.perf_counter()
             r = await client.post(f"http://127.0.0.1:{port}/api/marking/enqueue",
                                   headers={"authorization": f"Bearer {SECRET}"}, json=body)
