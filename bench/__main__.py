@@ -14,7 +14,7 @@ async def enqueue_rows(rows: Table, repeats: int) -> None:
     rows.append(("enqueue 10,000 ids (empty table)", "ms", empty, None, "<= 100"))
     full = [await db.enqueue_time(100_000, f"bench_enq1_{i}") * 1000 for i in range(repeats)]
     rows.append(("enqueue 10,000 ids (100,000 rows)", "ms", full, None, "<= 100"))
-    rubric = [await db.enqueue_time(0, f"bench_enq2_{i}", payload=db.PAYLOAD_2KB) * 1000
+    rubric = [await db.enqueue_time(0, f"bench_enq2_{i}", payload=loop.PAYLOAD_2KB) * 1000
               for i in range(repeats)]
     rows.append(("enqueue 10,000 ids, 2 KB payload (empty table)", "ms", rubric, None, "-"))
     parts = [await db.enqueue_breakdown(await fresh_database(f"bench_enq_parts_{i}"))

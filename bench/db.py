@@ -56,12 +56,6 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
         await conn.close()
 
 
-# A rubric-sized enqueue payload: 2 KB of JSON (question, rubric, max_score).
-PAYLOAD_2KB = {"question": "Explain why the sky is blue. " * 8,
-               "rubric": "One point for each named idea, explained in the student's words. " * 27,
-               "max_score": 10}
-
-
 async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000,
                        payload: dict[str, object] | None = None) -> float:
     """Seconds from sending an enqueue of `ids` ids (with `payload`) to its 202, over HTTP."""
