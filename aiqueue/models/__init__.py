@@ -8,15 +8,19 @@ from aiqueue.models.queue import (
     STATUSES,
     Attempt,
     Control,
+    Enqueued,
     EnqueueOutcome,
     Job,
+    KeyMismatch,
     PageCursor,
     QueueId,
     QueueRow,
+    Replayed,
     Row,
     Stats,
     Status,
     SubmissionId,
+    UnknownIds,
 )
 from aiqueue.models.reads import (
     AssignmentInfo,
@@ -31,7 +35,8 @@ from aiqueue.models.review import AppliedResult, Review, ReviewOutcome, TallyRow
 
 __all__ = [
     "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control", "EnqueueOutcome",
-    "EventBatch", "EventCursor", "Job", "MarkingEvent", "PageCursor", "QueueId", "QueueRow",
-    "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
-    "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",
+    "Enqueued", "EventBatch", "EventCursor", "Job", "KeyMismatch", "MarkingEvent", "PageCursor",
+    "QueueId", "QueueRow", "Replayed", "Review", "ReviewOutcome", "Row", "RunProgress", "Stats",
+    "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
+    "UsageRow",
 ]

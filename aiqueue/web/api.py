@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, monitor, observe, review, service, usage
+from aiqueue import logs, loop, monitor, observe, parse, review, service, usage
 from aiqueue.errors import StoreError
 from aiqueue.web import gate
 from aiqueue.web.http import query_int, read_json
@@ -19,8 +19,8 @@ from aiqueue.web.state import app_state, runtime
 @gate.bearer()
 async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
-    key = service.parse_idempotency_key(request.headers.get("idempotency-key"))
-    body = service.EnqueueRequest.parse(await read_json(request))
+    key = parse.parse_idempotency_key(request.headers.get("idempotency-key"))
+    body = parse.EnqueueRequest.parse(await read_json(request))
     answer, replayed = await service.enqueue(rt, body, key)
     if replayed:
         return JSONResponse(answer, status_code=202, headers={"Idempotent-Replayed": "true"})
@@ -59,11 +59,11 @@ async def webhook(request: Request) -> Response:
 @gate.bearer()
 async def queue_list(request: Request) -> Response:
     rt = await runtime(request)
-    status = service.parse_status(request.query_params.get("status"))
+    status = parse.parse_status(request.query_params.get("status"))
     assignment = request.query_params.get("assignment_id") or None
     if assignment is not None:
-        assignment = service.parse_assignment_id(assignment)  # a NUL would be a 503
-    group = service.parse_group(request.query_params.get("group") or None)
+        assignment = parse.parse_assignment_id(assignment)  # a NUL would be a 503
+    group = parse.parse_group(request.query_params.get("group") or None)
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
     rows, total = await service.list_rows(
@@ -104,7 +104,7 @@ async def metrics(request: Request) -> Response:
 
 
 def _queue_id(request: Request) -> UUID:
-    return service.parse_uuid(request.path_params["queue_id"], "queue row")
+    return parse.parse_uuid(request.path_params["queue_id"], "queue row")
 
 
 def _actor(request: Request) -> str | None:
@@ -126,7 +126,7 @@ async def revert(request: Request) -> Response:
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
-    assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
+    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await review.review_run(rt, assignment_id, action, _actor(request)))
 
 
@@ -143,7 +143,7 @@ async def revert_run(request: Request) -> Response:
 @gate.bearer()
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
-    submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
     return JSONResponse(await review.history(rt, submission_id))
 
 

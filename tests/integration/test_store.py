@@ -12,6 +12,7 @@ import pytest
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import Conflict
+from aiqueue.models import Enqueued, UnknownIds
 from tests.conftest import add_submissions
 
 CAP, THRESHOLD = 1, 5
@@ -36,7 +37,7 @@ async def test_enqueue_inserts_pending_rows_in_request_order(
 ):
     ids = await add_submissions(conn, 5)
     out = await store.enqueue(ids, "hw-1", 0, {"rubric": "r"})
-    assert len(out.queue_ids) == 5 and out.unknown_ids == []
+    assert isinstance(out, Enqueued) and len(out.queue_ids) == 5
     rows = await conn.fetch("SELECT submission_id, status, attempts, payload::text FROM "
                             "ai_marking_queue ORDER BY seq")
     assert [r["submission_id"] for r in rows] == ids
@@ -58,8 +59,7 @@ async def test_enqueue_with_unknown_id_inserts_nothing(store: Store, conn: async
     ids = await add_submissions(conn, 2)
     ghost = uuid.uuid4()
     out = await store.enqueue([ids[0], ghost, ids[1]], "hw-1", 0, {})
-    assert out.unknown_ids == [ghost]
-    assert out.queue_ids == []
+    assert out == UnknownIds([ghost])
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
 
 
