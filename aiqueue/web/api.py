@@ -6,11 +6,12 @@ from uuid import UUID
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aiqueue import logs, loop, monitor, observe, parse, review, service, usage
 from aiqueue.errors import StoreError
+from aiqueue.metrics import CONTENT_TYPE, exposition
 from aiqueue.web import gate
 from aiqueue.web.http import query_int, read_json
 from aiqueue.web.state import app_state, runtime
@@ -99,8 +100,7 @@ async def healthz(request: Request) -> Response:
 @gate.bearer("metrics")
 async def metrics(request: Request) -> Response:
     rt = await runtime(request)
-    text = await observe.metrics_text(rt)
-    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+    return Response(await exposition(rt), media_type=CONTENT_TYPE)
 
 
 def _queue_id(request: Request) -> UUID:
