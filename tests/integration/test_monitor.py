@@ -582,7 +582,9 @@ async def test_the_page_never_shows_submission_content_results_or_feedback(
                           if status != "pending" else None)
     await conn.execute(
         """UPDATE submissions SET ai_result = '{"score": 7, "feedback": "FEEDBACK-MARKER-5512"}';
-           UPDATE ai_marking_queue SET payload = '{"rubric": "RUBRIC-MARKER-9034"}',
+           INSERT INTO ai_marking_payloads (sha256, payload)
+           VALUES (sha256('marker'), '{"rubric": "RUBRIC-MARKER-9034"}');
+           UPDATE ai_marking_queue SET payload_id = (SELECT id FROM ai_marking_payloads),
                progress = '{"message": "PROGRESS-MARKER-1188"}',
                usage = '{"model": "m", "note": "USAGE-MARKER-2210"}'""")
     await conn.execute(

@@ -38,12 +38,15 @@ async def test_enqueue_inserts_pending_rows_in_request_order(
     ids = await add_submissions(conn, 5)
     out = await store.enqueue(ids, "hw-1", 0, {"rubric": "r"})
     assert isinstance(out, Enqueued) and len(out.queue_ids) == 5
-    rows = await conn.fetch("SELECT submission_id, status, attempts, payload::text FROM "
+    rows = await conn.fetch("SELECT submission_id, status, attempts, payload_id FROM "
                             "ai_marking_queue ORDER BY seq")
     assert [r["submission_id"] for r in rows] == ids
     assert {r["status"] for r in rows} == {"pending"}
     assert {r["attempts"] for r in rows} == {0}
-    assert rows[0]["payload"] == '{"rubric": "r"}'
+    # The payload is stored once, and every row names it.
+    stored = await conn.fetch("SELECT id, payload::text FROM ai_marking_payloads")
+    assert [r["payload"] for r in stored] == ['{"rubric": "r"}']
+    assert {r["payload_id"] for r in rows} == {stored[0]["id"]}
 
 
 async def test_enqueue_skips_live_rows_and_repeats(store: Store, conn: asyncpg.Connection):

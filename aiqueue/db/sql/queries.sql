@@ -22,6 +22,11 @@
 -- group's last, so turns never run backwards.  The upsert of the group's row
 -- computes start under that row's lock: concurrent enqueues of one group get
 -- consecutive turns.
+--
+-- The payload ($4, JSON text) is stored once per distinct content (migration
+-- 0014), not in every row: the upsert finds the row of an equal payload (and
+-- marks it used, under its row lock, which prune's delete re-checks) or adds
+-- one.  '{}' and a batch that inserts nothing store none.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -66,12 +71,20 @@ run AS (
          WHERE assignment_id = $2 AND status IN ('pending', 'processing') LIMIT 1),
         gen_random_uuid()) AS run_id
 ),
+payload AS (
+    INSERT INTO ai_marking_payloads AS p (sha256, payload)
+    SELECT sha256(convert_to(x.doc::text, 'UTF8')), x.doc
+    FROM (SELECT $4::jsonb AS doc) x, total
+    WHERE x.doc <> '{}'::jsonb AND total.n > 0
+    ON CONFLICT (sha256) DO UPDATE SET used_at = now()
+    RETURNING p.id
+),
 inserted AS (
     INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
-                                  priority, payload)
+                                  priority, payload_id)
     OVERRIDING SYSTEM VALUE
     SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
-           $4::jsonb
+           (SELECT id FROM payload)
     FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
     RETURNING queue_id, seq
@@ -284,6 +297,19 @@ tally_refolded AS (
     SELECT outcome, job, error, model, le, sum(n), sum(prompt_tokens), sum(completion_tokens),
            sum(cost_usd), sum(seconds)
     FROM tally_folded GROUP BY outcome, job, error, model, le
+),
+-- Payloads no row names any more (their rows were pruned, or deleted with their
+-- submissions; this statement's own deletions count from the next run on),
+-- unused for an hour.  The used_at test is on the deleted row itself, so an
+-- enqueue that reuses the payload meanwhile (its upsert sets used_at under the
+-- row lock) makes this delete skip it on the re-check.
+payloads AS (
+    DELETE FROM ai_marking_payloads p
+    WHERE p.used_at < now() - interval '1 hour'
+      AND p.id IN (SELECT x.id FROM ai_marking_payloads x
+                   WHERE x.used_at < now() - interval '1 hour' AND EXISTS (SELECT 1 FROM gate)
+                     AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q WHERE q.payload_id = x.id)
+                   LIMIT 1000)
 ),
 gone AS (
     DELETE FROM ai_marking_queue
