@@ -47,7 +47,7 @@ class Snapshot:
 async def snapshot(rt: Runtime) -> Snapshot:
     """Read the queue's state and counters for one scrape."""
     return Snapshot(
-        stats=await rt.store.stats(),
+        stats=await rt.store.stats(rt.clock()),
         control=await rt.store.control(rt.settings.breaker_threshold),
         max_in_flight=rt.settings.max_in_flight,
         # Counters from the deltas of ai_marking_tally: pruning rows never lowers them.

@@ -9,7 +9,7 @@ from aiqueue.runtime import Runtime
 
 async def stats_json(rt: Runtime) -> dict[str, Any]:
     """The contract's /api/marking/stats body, plus the dispatch state."""
-    stats = await rt.store.stats()
+    stats = await rt.store.stats(rt.clock())
     control = await rt.store.control(rt.settings.breaker_threshold)
     return {
         "pending": stats.pending,

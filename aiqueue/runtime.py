@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 import httpx
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
+
+# The moment time-of-day figures ("today", the last 24 h) are for; None is the
+# database's own now().  Tests inject a fixed one instead of waiting out midnight.
+Clock = Callable[[], datetime | None]
+
+
+def database_clock() -> datetime | None:
+    return None
 
 
 def http_client() -> httpx.AsyncClient:
@@ -28,12 +38,14 @@ class Runtime:
     tokens: Tokens
     # monotonic time when this instance next runs recovery and pruning
     housekeeping_due: float = 0.0
+    clock: Clock = database_clock
 
     @classmethod
-    async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None) -> Runtime:
+    async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None,
+                     clock: Clock = database_clock) -> Runtime:
         pool = await connect_pool(dsn, max_size=settings.database_pool_max)
         return cls(settings=settings, store=Store(pool), http=http_client(),
-                   tokens=tokens or Tokens(settings.queue_secrets))
+                   tokens=tokens or Tokens(settings.queue_secrets), clock=clock)
 
     async def close(self) -> None:
         await self.http.aclose()

@@ -243,10 +243,11 @@ class Store(ReviewQueries):
         assert row is not None, "migration inserts the control row"
         return Control.from_row(row)
 
-    async def stats(self) -> Stats:
+    async def stats(self, at: datetime | None = None) -> Stats:
+        """The headline figures as of `at` (None: the database's now())."""
         async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
             await conn.execute(self.sql["serial_plans"])
-            row: asyncpg.Record | None = await conn.fetchrow(self.sql["stats"])
+            row: asyncpg.Record | None = await conn.fetchrow(self.sql["stats"], at)
             return row
         # A transaction for SET LOCAL; it writes nothing, so a repeat is harmless.
         row = await self.db.write(work, page=True, idempotent=True)

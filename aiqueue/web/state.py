@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from aiqueue.errors import SettingsError
 from aiqueue.live import EventHub, LiveConfig
-from aiqueue.runtime import Runtime
+from aiqueue.runtime import Clock, Runtime, database_clock
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 
@@ -42,8 +42,9 @@ class LoginThrottle:
 class AppState:
     """Everything one app instance holds beyond a request."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Clock = database_clock) -> None:
         self.settings = settings
+        self.clock = clock
         # Signed tokens need only the settings: the gate checks sessions without the database.
         self.tokens = Tokens(settings.queue_secrets)
         self.runtime: Runtime | None = None
@@ -60,7 +61,7 @@ class AppState:
                     if not self.settings.database_url:
                         raise SettingsError("DATABASE_URL is not set")
                     self.runtime = await Runtime.create(
-                        self.settings, self.settings.database_url, self.tokens)
+                        self.settings, self.settings.database_url, self.tokens, self.clock)
         return self.runtime
 
     def event_hub(self) -> EventHub:

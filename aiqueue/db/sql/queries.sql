@@ -424,6 +424,7 @@ FROM ai_queue_control c WHERE c.id = 1;
 -- 20,000 completions, an index-only scan of ai_marking_queue_completed_idx
 -- (migration 0002), so the p95 sort stays bounded on a busy day.  Timings are
 -- float8 (date_part), not numeric: the p95 sort is the dearest part.
+-- $1: the moment the figures are for (NULL: now(); tests inject a clock).
 WITH totals AS (
     SELECT status, sum(n)::bigint AS n FROM ai_marking_counts GROUP BY status
 )
@@ -434,20 +435,23 @@ SELECT
     coalesce((SELECT n FROM totals WHERE status = 'failed'), 0) AS failed,
     coalesce((SELECT n FROM totals WHERE status = 'cancelled'), 0) AS cancelled,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
-        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
+                           AT TIME ZONE 'UTC')
         AS failed_today,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'
-        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
+                           AT TIME ZONE 'UTC')
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
-    (SELECT date_part('epoch', now() - min(created_at))
+    (SELECT date_part('epoch', coalesce($1::timestamptz, now()) - min(created_at))
      FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
 FROM (
     SELECT avg(d) AS avg_seconds,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY d) AS p95_seconds
     FROM (SELECT date_part('epoch', finished_at - started_at) AS d
           FROM ai_marking_queue
-          WHERE status = 'completed' AND finished_at >= now() - interval '24 hours'
+          WHERE status = 'completed'
+            AND finished_at >= coalesce($1::timestamptz, now()) - interval '24 hours'
             AND started_at IS NOT NULL
           ORDER BY finished_at DESC
           LIMIT 20000) recent
