@@ -30,6 +30,22 @@ async def payload_rows(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT count(*) FROM ai_marking_payloads"))
 
 
+async def age(conn: asyncpg.Connection, interval: str) -> None:
+    """Move the queue's rows and the payloads' windows of use into the past."""
+    back = f"- interval '{interval}'"
+    await conn.execute(f"UPDATE ai_marking_queue SET created_at = created_at {back}")
+    await conn.execute(f"UPDATE ai_marking_payloads SET first_used_at = first_used_at {back}, "
+                       f"last_used_at = last_used_at {back}")
+
+
+async def outside_their_window(conn: asyncpg.Connection) -> int:
+    """Rows created outside their payload's window of use (prune would miss them)."""
+    return int(await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue q JOIN ai_marking_payloads p "
+        "ON p.id = q.payload_id WHERE q.created_at NOT BETWEEN p.first_used_at "
+        "AND p.last_used_at"))
+
+
 async def prune(conn: asyncpg.Connection) -> int:
     """One prune run, the once-a-minute gate opened first."""
     await conn.execute("UPDATE ai_queue_control SET last_prune_at = '-infinity'")
@@ -84,7 +100,7 @@ async def test_prune_removes_payloads_no_row_names_and_keeps_the_rest(
     await store.enqueue(ids[:1], "hw-old", 0, {"rubric": "pruned"})
     await store.enqueue(ids[1:2], "hw-gone", 0, {"rubric": "deleted with its submission"})
     await store.enqueue(ids[2:], "hw-live", 0, {"rubric": "still queued"})
-    await conn.execute("UPDATE ai_marking_payloads SET used_at = now() - interval '2 hours'")
+    await age(conn, "2 hours")
     await conn.execute("UPDATE ai_marking_queue SET status = 'completed', "
                        "finished_at = now() - interval '30 days' WHERE assignment_id = 'hw-old'")
     await conn.execute("DELETE FROM submissions WHERE id = $1", ids[1])
@@ -103,7 +119,7 @@ async def test_prune_leaves_a_payload_used_within_the_hour(
     await conn.execute("DELETE FROM ai_marking_queue")
     await prune(conn)
     assert await payload_rows(conn) == 1  # a teacher may click Mark All again
-    await conn.execute("UPDATE ai_marking_payloads SET used_at = now() - interval '61 minutes'")
+    await age(conn, "61 minutes")
     await prune(conn)
     assert await payload_rows(conn) == 0
 
@@ -115,7 +131,7 @@ async def test_an_enqueue_racing_prune_never_names_a_deleted_payload(
     for k in range(10):
         # An unused, old payload equal to the one being enqueued: prune wants it gone.
         await conn.execute("DELETE FROM ai_marking_queue")
-        await conn.execute("UPDATE ai_marking_payloads SET used_at = now() - interval '2 hours'")
+        await age(conn, "2 hours")
         pruner = await asyncpg.connect(db_url)
         try:
             await asyncio.gather(store.enqueue(ids[k * 3:k * 3 + 3], "hw-1", 0, RUBRIC),
@@ -127,6 +143,30 @@ async def test_an_enqueue_racing_prune_never_names_a_deleted_payload(
             "EXISTS (SELECT 1 FROM ai_marking_payloads p WHERE p.id = q.payload_id)")
         assert dangling == 0
         assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 3
+
+
+async def test_rows_lie_in_their_payloads_window_even_when_an_older_transaction_reuses_it(
+    store: Store, conn: asyncpg.Connection, db_url: str
+):
+    ids = await add_submissions(conn, 3)
+    older = await asyncpg.connect(db_url)
+    try:
+        tx = older.transaction()
+        await tx.start()
+        await older.execute("SELECT now()")  # its now() is fixed from here on
+        await store.enqueue(ids[:1], "hw-1", 0, RUBRIC)  # a later transaction, committed first
+        await older.fetch(queries()["enqueue"], ids[1:2], "hw-2", 0, payload_json(RUBRIC),
+                          "hw-2", False)
+        await tx.commit()
+    finally:
+        await older.close()
+    await store.enqueue(ids[2:], "hw-3", 0, RUBRIC)
+    assert await payload_rows(conn) == 1
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 3
+    assert await outside_their_window(conn) == 0
+    await age(conn, "2 hours")
+    await prune(conn)
+    assert await payload_rows(conn) == 1  # every row still names it
 
 
 async def test_rolling_0014_back_copies_the_payload_into_every_row_again(

@@ -24,9 +24,11 @@
 -- consecutive turns.
 --
 -- The payload ($4, JSON text) is stored once per distinct content (migration
--- 0014), not in every row: the upsert finds the row of an equal payload (and
--- marks it used, under its row lock, which prune's delete re-checks) or adds
--- one.  '{}' and a batch that inserts nothing store none.
+-- 0014), not in every row: the upsert finds the row of an equal payload or
+-- adds one, and widens its window of use to this transaction's now(), which
+-- is also the new rows' created_at (prune relies on it; the row lock it takes
+-- makes a concurrent prune re-check and keep the payload).  '{}' and a batch
+-- that inserts nothing store none.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -76,7 +78,9 @@ payload AS (
     SELECT sha256(convert_to(x.doc::text, 'UTF8')), x.doc
     FROM (SELECT $4::jsonb AS doc) x, total
     WHERE x.doc <> '{}'::jsonb AND total.n > 0
-    ON CONFLICT (sha256) DO UPDATE SET used_at = now()
+    ON CONFLICT (sha256) DO UPDATE
+    SET first_used_at = least(p.first_used_at, now()),
+        last_used_at = greatest(p.last_used_at, now())
     RETURNING p.id
 ),
 inserted AS (
@@ -300,16 +304,21 @@ tally_refolded AS (
 ),
 -- Payloads no row names any more (their rows were pruned, or deleted with their
 -- submissions; this statement's own deletions count from the next run on),
--- unused for an hour.  The used_at test is on the deleted row itself, so an
--- enqueue that reuses the payload meanwhile (its upsert sets used_at under the
--- row lock) makes this delete skip it on the re-check.
+-- unused for an hour.  A payload's rows were all created within its window of
+-- use (migration 0014): a range of ai_marking_queue_created_idx, newest first,
+-- finds one at once while any is left.  The last_used_at test is on the
+-- deleted row itself, so an enqueue that reuses the payload meanwhile (its
+-- upsert moves last_used_at under the row lock) makes this delete skip it.
 payloads AS (
     DELETE FROM ai_marking_payloads p
-    WHERE p.used_at < now() - interval '1 hour'
-      AND p.id IN (SELECT x.id FROM ai_marking_payloads x
-                   WHERE x.used_at < now() - interval '1 hour' AND EXISTS (SELECT 1 FROM gate)
-                     AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q WHERE q.payload_id = x.id)
-                   LIMIT 1000)
+    WHERE p.last_used_at < now() - interval '1 hour'
+      AND p.id IN (
+          SELECT x.id FROM ai_marking_payloads x
+          WHERE x.last_used_at < now() - interval '1 hour' AND EXISTS (SELECT 1 FROM gate)
+            AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
+                            WHERE q.created_at BETWEEN x.first_used_at AND x.last_used_at
+                              AND q.payload_id = x.id)
+          LIMIT 1000)
 ),
 gone AS (
     DELETE FROM ai_marking_queue
