@@ -102,7 +102,8 @@ def test_families_are_plain_functions_of_the_snapshot():
 class ReadOnlyStore:
     """The four reads a scrape makes, answering the snapshot above."""
 
-    async def stats(self) -> Stats:
+    async def stats(self, at: object) -> Stats:
+        assert at is None  # the database's own clock
         return snap().stats
 
     async def control(self, threshold: int) -> Control:
@@ -117,7 +118,7 @@ class ReadOnlyStore:
 
 
 async def test_a_scrape_reads_the_store_then_writes_fresh_text():
-    rt = SimpleNamespace(store=ReadOnlyStore(),
+    rt = SimpleNamespace(store=ReadOnlyStore(), clock=lambda: None,
                          settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8))
     first, second = await exposition(rt), await exposition(rt)  # type: ignore[arg-type]
     assert first == second  # a fresh registry per scrape: nothing accumulates
