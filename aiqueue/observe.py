@@ -1,17 +1,16 @@
-"""Read-only views of the queue: stats JSON and Prometheus metrics."""
+"""Read-only views of the queue: the stats JSON (the Prometheus metrics: metrics.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aiqueue import usage
 from aiqueue.flow import FlowState
 from aiqueue.runtime import Runtime
 
 
 async def stats_json(rt: Runtime) -> dict[str, Any]:
     """The contract's /api/marking/stats body, plus the dispatch state."""
-    stats = await rt.store.stats()
+    stats = await rt.store.stats(rt.clock())
     control = await rt.store.control(rt.settings.breaker_threshold)
     return {
         "pending": stats.pending,
@@ -61,50 +60,5 @@ def flow_json(rt: Runtime, flow: FlowState) -> dict[str, Any]:
     }
 
 
-def flow_metric_lines(flow: FlowState) -> list[str]:
-    """aiqueue_in_flight_limit and aiqueue_refusals_total{kind} (counters never go down)."""
-    return [
-        "# HELP aiqueue_in_flight_limit The learned in-flight limit L (0 = unlimited).",
-        "# TYPE aiqueue_in_flight_limit gauge",
-        f"aiqueue_in_flight_limit {flow.in_flight_limit}",
-        "# HELP aiqueue_refusals_total Calls the model refused (rate_limited, overloaded).",
-        "# TYPE aiqueue_refusals_total counter",
-        f'aiqueue_refusals_total{{kind="rate_limited"}} {flow.refusals_rate_limited}',
-        f'aiqueue_refusals_total{{kind="overloaded"}} {flow.refusals_overloaded}',
-    ]
-
-
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
-
-
-async def metrics_text(rt: Runtime) -> str:
-    """Prometheus text exposition computed from the database at scrape time."""
-    stats = await rt.store.stats()
-    control = await rt.store.control(rt.settings.breaker_threshold)
-    lines = [
-        "# HELP aiqueue_queue_rows Rows in ai_marking_queue by status.",
-        "# TYPE aiqueue_queue_rows gauge",
-    ]
-    for status in ("pending", "processing", "completed", "failed", "cancelled"):
-        lines.append(f'aiqueue_queue_rows{{status="{status}"}} {getattr(stats, status)}')
-    lines += [
-        "# HELP aiqueue_oldest_pending_seconds Age of the oldest pending row.",
-        "# TYPE aiqueue_oldest_pending_seconds gauge",
-        f"aiqueue_oldest_pending_seconds {stats.oldest_pending_seconds or 0}",
-        "# HELP aiqueue_max_in_flight The configured in-flight cap (0 = unlimited).",
-        "# TYPE aiqueue_max_in_flight gauge",
-        f"aiqueue_max_in_flight {rt.settings.max_in_flight}",
-        "# HELP aiqueue_circuit_open 1 while dispatching is paused by the circuit breaker.",
-        "# TYPE aiqueue_circuit_open gauge",
-        f"aiqueue_circuit_open {int(control.circuit_open)}",
-        "# HELP aiqueue_paused 1 while an operator paused dispatching.",
-        "# TYPE aiqueue_paused gauge",
-        f"aiqueue_paused {int(control.paused)}",
-    ]
-    # Counters from the deltas of ai_marking_tally: pruning rows never lowers them
-    # (the old 24 h histogram did, which Prometheus reads as a counter reset).
-    counters, buckets = await rt.store.counters(), await rt.store.buckets()
-    lines += usage.counter_lines(counters, buckets)
-    lines += flow_metric_lines(await flow_state(rt))
-    return "\n".join(lines) + "\n"

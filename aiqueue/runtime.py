@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import httpx
 
@@ -18,6 +20,14 @@ from aiqueue.tokens import Tokens
 
 # While the schema is behind, look again this often (a migration may have run since).
 SCHEMA_RECHECK_SECONDS = 10.0
+
+# The moment time-of-day figures ("today", the last 24 h) are for; None is the
+# database's own now().  Tests inject a fixed one instead of waiting out midnight.
+Clock = Callable[[], datetime | None]
+
+
+def database_clock() -> datetime | None:
+    return None
 
 
 def http_client() -> httpx.AsyncClient:
@@ -49,17 +59,20 @@ class Runtime:
     schema_ok: bool = False
     schema_behind: SchemaBehind | None = None
     schema_checked: float = float("-inf")
+    # "now" of the time-of-day figures (tests inject a fixed moment)
+    clock: Clock = database_clock
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None,
-                     oidc: OidcToken | None = None) -> Runtime:
+                     oidc: OidcToken | None = None,
+                     clock: Clock = database_clock) -> Runtime:
         pool = await connect_pool(dsn, max_size=settings.database_pool_max)
         target = settings.aws_lambda
         aws = None
         if settings.dispatch_target == "lambda" and target is not None and target.role_arn:
             aws = AwsCredentials(target, oidc or OidcToken(settings.vercel_oidc_token))
         return cls(settings=settings, store=Store(pool), http=http_client(),
-                   tokens=tokens or Tokens(settings.queue_secrets), aws=aws)
+                   tokens=tokens or Tokens(settings.queue_secrets), aws=aws, clock=clock)
 
     async def require_schema(self) -> None:
         """Raise SchemaBehind while the database's schema is older than this code's.

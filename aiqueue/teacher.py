@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from aiqueue import progress, review, service
+from aiqueue import parse, progress, review, service
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.runtime import Runtime
@@ -55,13 +55,14 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
             raise NotFound(f"no submission {submission_id} in this assignment")
         ids, priority = [submission_id], SINGLE_ROW_PRIORITY
     elif remark:
-        rows = await rt.store.submission_results(assignment_id, service.MAX_IDS)
+        rows = await rt.store.submission_results(assignment_id, parse.MAX_IDS)
         ids, priority = [r.submission_id for r in rows], 0
     else:
-        ids, priority = list(await rt.store.unmarked_submissions(assignment_id, service.MAX_IDS)), 0
+        ids, priority = list(await rt.store.unmarked_submissions(assignment_id, parse.MAX_IDS)), 0
     if not ids:
         return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
-    request = service.EnqueueRequest(assignment_id, ids, priority, info.payload, remark=remark)
+    request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
+                                   remark=remark)
     answer, _ = await service.enqueue(rt, request)
     return answer
 

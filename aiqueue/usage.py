@@ -1,14 +1,13 @@
-"""Usage and cost: pricing a result's usage, the usage report, the /metrics counters."""
+"""Usage and cost: pricing a result's usage and the usage report (counters: metrics.py)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from aiqueue.errors import Invalid
-from aiqueue.models import TallyRow, UsageRow
+from aiqueue.models import UsageRow
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
 
@@ -112,61 +111,3 @@ async def cost_summary(rt: Runtime) -> dict[str, Any]:
         "month": usage_json(month[-1]),
         "by_model": [usage_json(r) for r in month if r.key is not None],
     }
-
-
-# -- /metrics ---------------------------------------------------------------
-
-def _label(value: str | None) -> str:
-    text = (value or "unknown")[:100]
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
-
-
-def counter_lines(rows: list[TallyRow], buckets: list[float]) -> list[str]:
-    """Prometheus counters from the summed deltas: they only ever grow."""
-    failed: dict[str, int] = defaultdict(int)
-    attempts: dict[str, int] = defaultdict(int)
-    tokens: dict[tuple[str, str], int] = defaultdict(int)
-    cost: dict[str, float] = defaultdict(float)
-    by_le: dict[float | None, int] = defaultdict(int)
-    completed, seconds = 0, 0.0
-    for r in rows:
-        attempts[_label(r.outcome)] += r.n
-        if r.job == "failed":
-            failed[_label(r.error)] += r.n
-        if r.job != "completed":
-            continue
-        completed += r.n
-        seconds += r.seconds
-        by_le[r.le] += r.n
-        model = _label(r.model)
-        tokens[(model, "prompt")] += r.prompt_tokens
-        tokens[(model, "completion")] += r.completion_tokens
-        cost[model] += r.cost_usd
-    out = [
-        "# HELP aiqueue_jobs_completed_total Jobs whose result was applied.",
-        "# TYPE aiqueue_jobs_completed_total counter",
-        f"aiqueue_jobs_completed_total {completed}",
-        "# HELP aiqueue_jobs_failed_total Jobs that ended failed, by error code.",
-        "# TYPE aiqueue_jobs_failed_total counter",
-        *(f'aiqueue_jobs_failed_total{{error="{e}"}} {n}' for e, n in sorted(failed.items())),
-        "# HELP aiqueue_attempts_total Ended dispatch attempts, by outcome.",
-        "# TYPE aiqueue_attempts_total counter",
-        *(f'aiqueue_attempts_total{{outcome="{o}"}} {n}' for o, n in sorted(attempts.items())),
-        "# HELP aiqueue_tokens_total Tokens the function reported, by model and kind.",
-        "# TYPE aiqueue_tokens_total counter",
-        *(f'aiqueue_tokens_total{{model="{m}",kind="{k}"}} {n}'
-          for (m, k), n in sorted(tokens.items())),
-        "# HELP aiqueue_cost_usd_total Known cost of applied results in USD, by model.",
-        "# TYPE aiqueue_cost_usd_total counter",
-        *(f'aiqueue_cost_usd_total{{model="{m}"}} {round(c, 9)}' for m, c in sorted(cost.items())),
-        "# HELP aiqueue_processing_seconds Dispatch-to-result time of completed jobs.",
-        "# TYPE aiqueue_processing_seconds histogram",
-    ]
-    running = 0
-    for le in buckets:
-        running += by_le.get(le, 0)
-        out.append(f'aiqueue_processing_seconds_bucket{{le="{le:g}"}} {running}')
-    out += [f'aiqueue_processing_seconds_bucket{{le="+Inf"}} {completed}',
-            f"aiqueue_processing_seconds_count {completed}",
-            f"aiqueue_processing_seconds_sum {round(seconds, 3)}"]
-    return out

@@ -14,6 +14,9 @@ async def enqueue_rows(rows: Table, repeats: int) -> None:
     rows.append(("enqueue 10,000 ids (empty table)", "ms", empty, None, "<= 100"))
     full = [await db.enqueue_time(100_000, f"bench_enq1_{i}") * 1000 for i in range(repeats)]
     rows.append(("enqueue 10,000 ids (100,000 rows)", "ms", full, None, "<= 100"))
+    rubric = [await db.enqueue_time(0, f"bench_enq2_{i}", payload=loop.PAYLOAD_2KB) * 1000
+              for i in range(repeats)]
+    rows.append(("enqueue 10,000 ids, 2 KB payload (empty table)", "ms", rubric, None, "-"))
     parts = [await db.enqueue_breakdown(await fresh_database(f"bench_enq_parts_{i}"))
              for i in range(repeats)]
     rows.append(("enqueue statement, empty table (server)", "ms",
@@ -26,30 +29,7 @@ async def enqueue_rows(rows: Table, repeats: int) -> None:
                  None, "reference"))
 
 
-async def flow_rows(rows: Table, repeats: int) -> None:
-    """Issue 23's targets: 300 jobs against a model with a budget of 30 jobs per 10 s."""
-    for name, declare, used, refused in (("no budget declared", False, ">= 85", "<= 10"),
-                                         ("budget declared", True, ">= 90", "<= 2")):
-        runs = [await flow.run_flow(flow.FlowSetup(declare=declare),
-                                    await fresh_database(f"bench_flow_{declare:d}_{i}"))
-                for i in range(repeats)]
-        rows.append((f"flow, {name}: rows failed", "rows", [r.failed for r in runs], None,
-                     "0"))
-        rows.append((f"flow, {name}: budget used while work remains", "%",
-                     [r.used_share * 100 for r in runs], None, used))
-        rows.append((f"flow, {name}: model calls refused", "%",
-                     [r.refused_share * 100 for r in runs], None, refused))
-        rows.append((f"flow, {name}: time for 300 jobs", "s", [r.seconds for r in runs], None,
-                     "-"))
-
-
-async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
-    rows = Table()
-    if only in ("enqueue", "flow"):
-        await (enqueue_rows if only == "enqueue" else flow_rows)(rows, repeats)
-        print("\nall figures:", flush=True)
-        print_table(rows)
-        return
+async def loop_rows(rows: Table, repeats: int, jobs: int) -> None:
     base = [await loop.run_baseline(jobs, f"bench_base_{i}") for i in range(repeats)]
     base_med = sorted(base)[len(base) // 2]
     rows.append(("baseline: raw asyncpg claim+complete", "jobs/s", base, None, "floor"))
@@ -81,8 +61,38 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
                          [r.gap_p50_ms for r in floor], None, "reference"))
             rows.append(("minimal loop gap p99, in-flight 1", "ms",
                          [r.gap_p99_ms for r in floor], None, "reference"))
+
+
+async def flow_rows(rows: Table, repeats: int) -> None:
+    """Issue 23's targets: 300 jobs against a model with a budget of 30 jobs per 10 s."""
+    for name, declare, used, refused in (("no budget declared", False, ">= 85", "<= 10"),
+                                         ("budget declared", True, ">= 90", "<= 2")):
+        runs = [await flow.run_flow(flow.FlowSetup(declare=declare),
+                                    await fresh_database(f"bench_flow_{declare:d}_{i}"))
+                for i in range(repeats)]
+        rows.append((f"flow, {name}: rows failed", "rows", [r.failed for r in runs], None,
+                     "0"))
+        rows.append((f"flow, {name}: budget used while work remains", "%",
+                     [r.used_share * 100 for r in runs], None, used))
+        rows.append((f"flow, {name}: model calls refused", "%",
+                     [r.refused_share * 100 for r in runs], None, refused))
+        rows.append((f"flow, {name}: time for 300 jobs", "s", [r.seconds for r in runs], None,
+                     "-"))
+
+
+async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
+    rows = Table()
+    if only in ("enqueue", "flow"):
+        await (enqueue_rows if only == "enqueue" else flow_rows)(rows, repeats)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
+    await loop_rows(rows, repeats, jobs)
+    if only == "loop":
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
     await enqueue_rows(rows, repeats)
-    await flow_rows(rows, repeats)
     dsn = await fresh_database("bench_big_pending")
     await db.seed_queue(dsn, big, "pending", groups=1000)
     server, wall = await db.claim_at_scale(dsn, max(repeats, 5))
@@ -104,6 +114,6 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["enqueue", "flow"], help="run only these rows")
+    parser.add_argument("--only", choices=["enqueue", "loop", "flow"], help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

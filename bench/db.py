@@ -56,8 +56,9 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
         await conn.close()
 
 
-async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000) -> float:
-    """Seconds from sending an enqueue of `ids` ids to its 202, over HTTP."""
+async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000,
+                       payload: dict[str, object] | None = None) -> float:
+    """Seconds from sending an enqueue of `ids` ids (with `payload`) to its 202, over HTTP."""
     dsn = await fresh_database(name)
     if existing_rows:
         await seed_queue(dsn, existing_rows, "completed")
@@ -72,13 +73,16 @@ async def enqueue_time(existing_rows: int, name: str, ids: int = 10_000) -> floa
         "QUEUE_MAX_IN_FLIGHT": "1"})
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
-        body = {"assignment_id": "bulk", "submission_ids": [str(r["id"]) for r in rows]}
+        body: dict[str, object] = {"assignment_id": "bulk",
+                                   "submission_ids": [str(r["id"]) for r in rows]}
+        if payload is not None:
+            body["payload"] = payload
         async with httpx.AsyncClient(timeout=60) as client:
             # Warm the connection and the server's plan caches with a small batch first.
             await client.post(f"http://127.0.0.1:{port}/api/marking/enqueue",
                               headers={"authorization": f"Bearer {SECRET}"},
                               json={"assignment_id": "warm", "submission_ids":
-                                    body["submission_ids"][:1]})
+                                    [str(rows[0]["id"])]})
             started = time.perf_counter()
             r = await client.post(f"http://127.0.0.1:{port}/api/marking/enqueue",
                                   headers={"authorization": f"Bearer {SECRET}"}, json=body)
@@ -162,7 +166,7 @@ async def stats_and_page_at_scale(dsn: str, repeats: int) -> tuple[list[float], 
         ours, plain = [], []
         for _ in range(repeats):
             total = 0.0
-            for sql, args in ((q["stats"], ()),
+            for sql, args in ((q["stats"], (None,)),
                               (q["list_rows"], (None, None, None, None, 50, 0, None)),
                               (q["count_rows"], (None, None, None))):
                 plan = [r[0] for r in await conn.fetch("EXPLAIN (ANALYZE) " + sql, *args)]

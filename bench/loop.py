@@ -24,6 +24,10 @@ from bench.common import (
 )
 
 SECRET = "bench-secret-0123456789abcdef"
+# A rubric-sized enqueue payload: 2 KB of JSON (question, rubric, max_score).
+PAYLOAD_2KB = {"question": "Explain why the sky is blue. " * 8,
+               "rubric": "One point for each named idea, explained in the student's words. " * 27,
+               "max_score": 10}
 
 
 @dataclass
@@ -125,7 +129,8 @@ async def run_loop(cap: int, jobs: int, name: str, env: dict[str, str] | None = 
             "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
             "QUEUE_MAX_IN_FLIGHT": str(cap), "QUEUE_TICK_SECONDS": "0", **(env or {}),
         }, health="/healthz", enqueue="/api/marking/enqueue",
-        body={"assignment_id": "bench", "submission_ids": ids},
+        # Every dispatch carries a rubric-sized payload, as a marking job does.
+        body={"assignment_id": "bench", "submission_ids": ids, "payload": PAYLOAD_2KB},
         headers={"authorization": f"Bearer {SECRET}"},
         done_sql="SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'",
         log=ROOT / "bench" / f".serve-{name}.log")

@@ -24,6 +24,8 @@ from aiqueue.paths import MIGRATIONS_DIR
 
 # Several instances may start at once; one applies, the others wait and see it done.
 _LOCK_KEY = 7301730173017302
+# A migration's connection that stalls after its work must not hold the start-up.
+_CLOSE_SECONDS = 5
 _FORGET_FUNCTIONS = "DELETE FROM aiqueue_meta WHERE key = 'functions_sha256'"
 log = logging.getLogger("aiqueue.db.migrate")
 
@@ -166,4 +168,12 @@ async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None,
     except asyncpg.PostgresError as exc:
         raise StoreError(f"migration failed: {exc.__class__.__name__}: {exc}") from exc
     finally:
-        await conn.close()
+        await _close(conn)
+
+
+async def _close(conn: asyncpg.Connection) -> None:
+    """Close politely within a few seconds; a connection that does not answer is cut."""
+    try:
+        await conn.close(timeout=_CLOSE_SECONDS)
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        conn.terminate()

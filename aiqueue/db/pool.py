@@ -6,6 +6,19 @@ server gives up first and nothing half-done is left behind; only the per-job
 idempotent statements run alone (see `Database.write_one`).
 A connection that failed or timed out is thrown away with its idle siblings,
 and the call runs once more on a fresh one where that is safe.
+
+Why not asyncpg.Pool: three of its waits have no bound, and each is a way a
+dead connection (a NAT that forgot it, a hung pooler, a thawed instance) holds
+a request or the whole queue forever:
+- releasing a connection whose query was cancelled waits for the cancellation
+  without a time limit (asyncpg#431, "infinite hang on release");
+- when a `setup` callback fails, the pool closes the connection gracefully
+  (`await con.close()`, no timeout), which waits on the dead socket;
+- its idle check (`max_inactive_connection_lifetime`) runs on the event loop's
+  monotonic clock, which may not advance while the process or its VM is
+  frozen, so after a thaw it hands out connections that died meanwhile.
+Here every wait sits inside the call's deadline, a broken connection is
+terminated (never closed politely), and idleness counts the wall clock too.
 """
 
 from __future__ import annotations
@@ -20,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 import asyncpg
 
 from aiqueue import logs
-from aiqueue.errors import Conflict, DatabaseTimeout, StoreError
+from aiqueue.errors import DatabaseTimeout, StoreError
 
 T = TypeVar("T")
 Work = Callable[[asyncpg.Connection], Awaitable[T]]
@@ -179,8 +192,6 @@ class Database:
                 logs.event("database", outcome="retry", code=type(exc).__name__)
             except _SERVER_TIMEOUT as exc:
                 raise DatabaseTimeout("the database did not answer in time") from exc
-            except asyncpg.UniqueViolationError as exc:
-                raise Conflict("the submission already has a live queue row") from exc
             except asyncpg.PostgresError as exc:
                 raise wrap_error(exc) from exc
         raise AssertionError("unreachable")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -17,25 +17,29 @@ from aiqueue.db.pool import Rollback
 from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
-from aiqueue.errors import Conflict, StoreError
+from aiqueue.errors import Conflict
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
     Control,
+    Enqueued,
     EnqueueOutcome,
     EventBatch,
     EventCursor,
     Job,
+    KeyMismatch,
     MarkingEvent,
     QueueId,
     QueueRow,
+    Replayed,
     RunProgress,
     Stats,
     Status,
     SubmissionId,
     SubmissionResult,
     SubmissionStatus,
+    UnknownIds,
 )
 
 __all__ = ["Store", "connect_pool", "queries"]
@@ -43,13 +47,21 @@ __all__ = ["Store", "connect_pool", "queries"]
 
 # How often an enqueue runs when it keeps losing a race for a live row.
 _ENQUEUE_RUNS = 5
+# The partial unique index that allows one live (pending/processing) row per submission.
+_LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
 
 
-def _lost_live_row_race(exc: BaseException | None) -> bool:
+class _LostRace:
+    """A run of the enqueue that rolled back: another transaction took a live row first."""
+
+
+def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
+    """Did a statement fail because another transaction gave a submission a live row?"""
     if isinstance(exc, asyncpg.DeadlockDetectedError):
+        # Two overlapping batches waiting on each other's index entries.
         return True
     return (isinstance(exc, asyncpg.UniqueViolationError)
-            and exc.constraint_name == "ai_marking_queue_active_uniq")
+            and exc.constraint_name == _LIVE_ROW_INDEX)
 
 
 class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, DoctorQueries):
@@ -62,52 +74,75 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         submission_ids: Sequence[UUID | str],
         assignment_id: str,
         priority: int,
-        payload: dict[str, Any],
+        payload: str | Mapping[str, Any],
         *,
         group: str | None = None,
         remark: bool = False,
         key: tuple[str, str] | None = None,
     ) -> EnqueueOutcome:
-        """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key."""
-        args = (list(submission_ids), assignment_id, priority, json.dumps(payload),
-                group or assignment_id, remark)
-        for attempt in range(_ENQUEUE_RUNS):
-            try:
-                # Idempotent by design: a repeat skips what the first run inserted,
-                # and a key's repeat replays the answer the first run saved.
-                return await self.db.write(
-                    lambda conn: self._enqueue_in(conn, args, key, len(submission_ids)),
-                    idempotent=True)
-            except (StoreError, Conflict) as exc:
-                # A concurrent enqueue or retry gave one of the submissions a live
-                # row first (or two overlapping batches deadlocked): this run rolled
-                # back, and the next one skips that submission.
-                if attempt == _ENQUEUE_RUNS - 1 or not _lost_live_row_race(exc.__cause__):
-                    raise
-        raise AssertionError("unreachable")
+        """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
+
+        `payload` is the JSON text the request's parser made (or an object, serialised here).
+        """
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
+                remark)
+        for _ in range(_ENQUEUE_RUNS):
+            # Idempotent by design: a repeat skips what the first run inserted,
+            # and a key's repeat replays the answer the first run saved.
+            outcome = await self.db.write(
+                lambda conn: self._enqueue_in(conn, args, key, len(submission_ids)),
+                idempotent=True)
+            if not isinstance(outcome, _LostRace):
+                return outcome
+            # The run rolled back; the next one skips the submission that got a live row.
+        raise Conflict("the submissions' live rows kept changing; try again")
 
     async def _enqueue_in(self, conn: asyncpg.Connection, args: tuple[Any, ...],
-                          key: tuple[str, str] | None, requested: int) -> EnqueueOutcome:
+                          key: tuple[str, str] | None, requested: int
+                          ) -> EnqueueOutcome | _LostRace:
         """The enqueue's transaction (db.write runs it; Rollback undoes it)."""
         if key is not None and not await conn.fetchval(self.sql["idempotency_claim"], *key):
             # The key's first request committed: replay its answer.
             row = await conn.fetchrow(self.sql["idempotency_answer"], key[0])
             if row is None or row["body_hash"] != key[1]:
-                raise Rollback(EnqueueOutcome([], [], key_reused=True))
-            raise Rollback(EnqueueOutcome([], [], replayed=json.loads(row["answer"])))
-        rows = await conn.fetch(self.sql["enqueue"], *args)
-        outcome = EnqueueOutcome(
+                raise Rollback(KeyMismatch())
+            raise Rollback(Replayed(json.loads(row["answer"])))
+        try:
+            rows = await conn.fetch(self.sql["enqueue"], *args)
+        except asyncpg.PostgresError as exc:
+            # A concurrent enqueue or retry gave one of the submissions a live row
+            # after this statement's snapshot (see the enqueue query).
+            if _takes_a_live_row(exc):
+                raise Rollback(_LostRace()) from None
+            raise
+        unknown = [SubmissionId(r["value"]) for r in rows if r["kind"] == "unknown"]
+        if unknown:
+            # Nothing was enqueued; the key stays free for a corrected request.
+            raise Rollback(UnknownIds(unknown))
+        outcome = Enqueued(
             queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
-            unknown_ids=[SubmissionId(r["value"]) for r in rows if r["kind"] == "unknown"],
             already_marked=sum(r["kind"] == "marked" for r in rows),
         )
-        if outcome.unknown_ids:
-            # Nothing was enqueued; the key stays free for a corrected request.
-            raise Rollback(outcome)
         if key is not None:
             answer = json.dumps(outcome.answer(requested))
             await conn.execute(self.sql["idempotency_save"], key[0], answer)
         return outcome
+
+    async def _retry(self, name: str, *args: Any) -> Any:
+        """A manual retry (failed -> pending): 409 if the submission has a live row meanwhile."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
+            try:
+                rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name != _LIVE_ROW_INDEX:
+                    raise
+                raise Rollback(None) from None
+            return rows
+        rows = await self.db.write(work, page=True)
+        if rows is None:
+            raise Conflict("the submission already has a live queue row")
+        return rows[0][0] if rows else None
 
     async def claim(self, cap: int, breaker_threshold: int,
                     budget: Budget = NO_BUDGET) -> Job | None:
@@ -199,10 +234,10 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         return status
 
     async def retry_failed(self, queue_id: UUID, actor: str) -> bool:
-        return await self._write_val("retry_failed", queue_id, actor, page=True) is not None
+        return await self._retry("retry_failed", queue_id, actor) is not None
 
     async def retry_all_failed(self, assignment_id: str | None, actor: str) -> int:
-        return int(await self._write_val("retry_all_failed", assignment_id, actor, page=True))
+        return int(await self._retry("retry_all_failed", assignment_id, actor))
 
     async def cancel_row(self, queue_id: UUID, actor: str) -> bool:
         return int(await self._write_val("cancel_pending", queue_id, None, actor, page=True)) == 1
@@ -226,10 +261,11 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         assert row is not None, "migration inserts the control row"
         return FlowState.from_row(row)
 
-    async def stats(self) -> Stats:
+    async def stats(self, at: datetime | None = None) -> Stats:
+        """The headline figures as of `at` (None: the database's now())."""
         async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
             await conn.execute(self.sql["serial_plans"])
-            row: asyncpg.Record | None = await conn.fetchrow(self.sql["stats"])
+            row: asyncpg.Record | None = await conn.fetchrow(self.sql["stats"], at)
             return row
         # A transaction for SET LOCAL; it writes nothing, so a repeat is harmless.
         row = await self.db.write(work, page=True, idempotent=True)

@@ -10,16 +10,20 @@ from aiqueue.models.queue import (
     STATUSES,
     Attempt,
     Control,
+    Enqueued,
     EnqueueOutcome,
     Job,
+    KeyMismatch,
     Lookup,
     PageCursor,
     QueueId,
     QueueRow,
+    Replayed,
     Row,
     Stats,
     Status,
     SubmissionId,
+    UnknownIds,
 )
 from aiqueue.models.reads import (
     AssignmentInfo,
@@ -35,9 +39,9 @@ from aiqueue.models.security import ANY_ROLE, Exposure, ObjectKind
 
 __all__ = [
     "ANY_ROLE", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
-    "EnqueueOutcome", "EventBatch", "EventCursor", "Exposure", "Job", "Lookup", "MarkingEvent",
-    "ObjectKind", "PageCursor", "QueueId", "QueueRow",
+    "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job", "KeyMismatch",
+    "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow", "Replayed",
     "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
-    "SubmissionResult", "SubmissionStatus", "TallyRow", "UsageRow",
+    "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds", "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
 ]

@@ -166,15 +166,11 @@ class Control:
 
 
 @dataclass(frozen=True)
-class EnqueueOutcome:
-    """What one enqueue did; `replayed` is the remembered answer to a repeated key."""
+class Enqueued:
+    """An enqueue that went in: the new rows, and how many were left out as marked."""
 
     queue_ids: list[QueueId]
-    unknown_ids: list[SubmissionId]
     already_marked: int = 0
-    replayed: dict[str, Any] | None = None
-    # The Idempotency-Key was first used with a different body.
-    key_reused: bool = False
 
     def answer(self, requested: int) -> dict[str, Any]:
         """The contract's 202 body for a request of `requested` ids."""
@@ -184,6 +180,29 @@ class EnqueueOutcome:
             "already_marked": self.already_marked,
             "queue_ids": [str(q) for q in self.queue_ids],
         }
+
+
+@dataclass(frozen=True)
+class UnknownIds:
+    """Some ids name no submission: nothing was enqueued."""
+
+    ids: list[SubmissionId]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The Idempotency-Key's first request committed: its remembered answer."""
+
+    answer: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KeyMismatch:
+    """The Idempotency-Key was first used with a different body."""
+
+
+# What one enqueue did (as dispatch answers Accepted | Busy | Failed).
+EnqueueOutcome = Enqueued | UnknownIds | Replayed | KeyMismatch
 
 
 @dataclass(frozen=True)

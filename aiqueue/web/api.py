@@ -6,11 +6,12 @@ from uuid import UUID
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, monitor, notify, observe, review, service, usage
+from aiqueue import logs, loop, monitor, notify, observe, parse, review, service, usage
 from aiqueue.errors import SchemaBehind, StoreError
+from aiqueue.metrics import CONTENT_TYPE, exposition
 from aiqueue.web import gate
 from aiqueue.web.http import query_int, read_json
 from aiqueue.web.state import app_state, runtime
@@ -19,8 +20,8 @@ from aiqueue.web.state import app_state, runtime
 @gate.bearer()
 async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
-    key = service.parse_idempotency_key(request.headers.get("idempotency-key"))
-    body = service.EnqueueRequest.parse(await read_json(request))
+    key = parse.parse_idempotency_key(request.headers.get("idempotency-key"))
+    body = parse.EnqueueRequest.parse(await read_json(request))
     answer, replayed = await service.enqueue(rt, body, key)
     if replayed:
         return JSONResponse(answer, status_code=202, headers={"Idempotent-Replayed": "true"})
@@ -61,11 +62,11 @@ async def webhook(request: Request) -> Response:
 @gate.bearer()
 async def queue_list(request: Request) -> Response:
     rt = await runtime(request)
-    status = service.parse_status(request.query_params.get("status"))
+    status = parse.parse_status(request.query_params.get("status"))
     assignment = request.query_params.get("assignment_id") or None
     if assignment is not None:
-        assignment = service.parse_assignment_id(assignment)  # a NUL would be a 503
-    group = service.parse_group(request.query_params.get("group") or None)
+        assignment = parse.parse_assignment_id(assignment)  # a NUL would be a 503
+    group = parse.parse_group(request.query_params.get("group") or None)
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
     rows, total = await service.list_rows(
@@ -103,12 +104,11 @@ async def healthz(request: Request) -> Response:
 @gate.bearer("metrics")
 async def metrics(request: Request) -> Response:
     rt = await runtime(request)
-    text = await observe.metrics_text(rt)
-    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+    return Response(await exposition(rt), media_type=CONTENT_TYPE)
 
 
 def _queue_id(request: Request) -> UUID:
-    return service.parse_uuid(request.path_params["queue_id"], "queue row")
+    return parse.parse_uuid(request.path_params["queue_id"], "queue row")
 
 
 def _actor(request: Request) -> str | None:
@@ -130,7 +130,7 @@ async def revert(request: Request) -> Response:
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
-    assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
+    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await review.review_run(rt, assignment_id, action, _actor(request)))
 
 
@@ -147,7 +147,7 @@ async def revert_run(request: Request) -> Response:
 @gate.bearer()
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
-    submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
     return JSONResponse(await review.history(rt, submission_id))
 
 

@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute
 from aiqueue import logs
 from aiqueue.errors import AiQueueError, SchemaBehind
 from aiqueue.loop import tick_forever
+from aiqueue.runtime import Clock, database_clock
 from aiqueue.settings import Settings
 from aiqueue.web import api, auth, live, monitor, setup, teacher
 from aiqueue.web.http import error_response
@@ -47,10 +48,11 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    settings: Settings, *, routes: Sequence[BaseRoute] | None = None, ticker: bool = False
+    settings: Settings, *, routes: Sequence[BaseRoute] | None = None, ticker: bool = False,
+    clock: Clock = database_clock,
 ) -> Starlette:
     """Build the app; `ticker` runs the in-process safety net (serve/dev)."""
-    state = AppState(settings)
+    state = AppState(settings, clock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

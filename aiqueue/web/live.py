@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import live, loop, notify, progress, service
+from aiqueue import live, loop, notify, parse, progress
 from aiqueue.errors import Unauthorized
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
@@ -40,7 +40,7 @@ def _authorize(request: Request, assignment_id: str) -> None:
 
 
 async def events(request: Request) -> Response:
-    assignment_id = service.parse_assignment_id(request.query_params.get("assignment_id"))
+    assignment_id = parse.parse_assignment_id(request.query_params.get("assignment_id"))
     _authorize(request, assignment_id)
     rt = await runtime(request)
     # The header wins: EventSource sends it on reconnect, the query is the page's start.
@@ -56,7 +56,7 @@ async def events(request: Request) -> Response:
 @gate.bearer()
 async def submission_status(request: Request) -> Response:
     rt = await runtime(request)
-    submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
     # Someone is waiting on this queue: if its chain broke, restart it.
     return JSONResponse(await progress.submission_status(rt, submission_id),
                         background=BackgroundTask(loop.kick_if_stalled, rt))
@@ -65,7 +65,7 @@ async def submission_status(request: Request) -> Response:
 @gate.bearer()
 async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
-    assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
+    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await progress.assignment_progress(rt, assignment_id),
                         background=BackgroundTask(loop.kick_if_stalled, rt))
 
@@ -73,7 +73,7 @@ async def assignment_progress(request: Request) -> Response:
 @gate.bearer()
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
-    assignment_id = service.parse_assignment_id(request.path_params["assignment_id"])
+    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
     # A cancel may end a run: its notification goes out after the answer.
     return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"),
                         background=BackgroundTask(notify.deliver_safely, rt))

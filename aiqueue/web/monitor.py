@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, monitor, notify, observe, review, service, usage
+from aiqueue import loop, monitor, notify, observe, parse, review, service, usage
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
 from aiqueue.models import STATUSES, Status
 from aiqueue.runtime import Runtime
@@ -56,10 +56,10 @@ class Filters:
         if not limit_raw.isdigit() or not 1 <= int(limit_raw) <= MAX_PAGE_SIZE:
             raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         return cls(
-            status=service.parse_status(q.get("status")),
-            assignment_id=service.parse_assignment_id(raw_assignment) if raw_assignment else None,
+            status=parse.parse_status(q.get("status")),
+            assignment_id=parse.parse_assignment_id(raw_assignment) if raw_assignment else None,
             limit=int(limit_raw),
-            group=service.parse_group(raw_group) if raw_group else None,
+            group=parse.parse_group(raw_group) if raw_group else None,
         )
 
     def params(self) -> dict[str, str | None]:
@@ -202,7 +202,7 @@ async def _act(request: Request, session: Session, action: Action) -> Response:
 
 def _queue_id(request: Request) -> UUID | None:
     try:
-        return service.parse_uuid(request.path_params["queue_id"], "queue row")
+        return parse.parse_uuid(request.path_params["queue_id"], "queue row")
     except NotFound:
         return None
 
@@ -210,7 +210,7 @@ def _queue_id(request: Request) -> UUID | None:
 def _form_assignment(form: dict[str, str]) -> str | None:
     raw = form.get("assignment_id", "").strip()
     try:
-        return service.parse_assignment_id(raw) if raw else None
+        return parse.parse_assignment_id(raw) if raw else None
     except Invalid:
         return None
 

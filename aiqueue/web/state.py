@@ -13,7 +13,7 @@ from starlette.requests import Request
 from aiqueue.dispatch.aws import OidcToken
 from aiqueue.errors import SettingsError
 from aiqueue.live import EventHub, LiveConfig
-from aiqueue.runtime import Runtime
+from aiqueue.runtime import Clock, Runtime, database_clock
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 
@@ -21,8 +21,9 @@ from aiqueue.tokens import Tokens
 class AppState:
     """Everything one app instance holds beyond a request."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Clock = database_clock) -> None:
         self.settings = settings
+        self.clock = clock
         # Signed tokens need only the settings: the gate checks sessions without the database.
         self.tokens = Tokens(settings.queue_secrets)
         self.runtime: Runtime | None = None
@@ -42,7 +43,8 @@ class AppState:
                     if not self.settings.database_url:
                         raise SettingsError("DATABASE_URL is not set")
                     self.runtime = await Runtime.create(
-                        self.settings, self.settings.database_url, self.tokens, self.oidc)
+                        self.settings, self.settings.database_url, self.tokens, self.oidc,
+                        clock=self.clock)
         if check_schema:
             await self.runtime.require_schema()
         return self.runtime

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, notify, progress, review, service, teacher
+from aiqueue import loop, notify, parse, progress, review, teacher
 from aiqueue.models import Status, SubmissionResult
 from aiqueue.web import gate
 from aiqueue.web.auth import Session, check_csrf, read_form
@@ -138,7 +138,7 @@ def page_url(assignment_id: str) -> str:
 # -- handlers ---------------------------------------------------------------
 
 def _assignment(request: Request) -> str:
-    return service.parse_assignment_id(request.path_params["assignment_id"])
+    return parse.parse_assignment_id(request.path_params["assignment_id"])
 
 
 def _answer(request: Request, assignment_id: str, body: dict[str, Any],
@@ -191,7 +191,7 @@ async def mark(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     raw = form.get("submission_id")
-    submission_id = service.parse_uuid(raw, "submission") if raw else None
+    submission_id = parse.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
     answer = await teacher.mark(rt, assignment_id, submission_id, remark)
     # Start the chain after answering, inside this invocation (as the enqueue API does).
@@ -215,7 +215,7 @@ async def review_row(request: Request, session: Session) -> Response:
     check_csrf(session, form)
     rt = await runtime(request)
     assignment_id = _assignment(request)
-    submission_id = service.parse_uuid(form.get("submission_id", ""), "submission")
+    submission_id = parse.parse_uuid(form.get("submission_id", ""), "submission")
     action = "revert" if form.get("review_action") == "revert" else "accept"
     # The operator's login is the actor: the page is behind the /ai-queue sign-in.
     answer = await teacher.review_row(rt, assignment_id, submission_id, action, session.user,
@@ -249,7 +249,7 @@ async def events_token(request: Request, session: Session) -> Response:
 @gate.session(gate.unauthorized)
 async def submission(request: Request, session: Session) -> Response:
     rt = await runtime(request)
-    submission_id = service.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
     body = await teacher.submission(rt, _assignment(request), submission_id)
     body["mark"] = mark_text(body)
     body["progress_text"] = progress_message(body["progress"])

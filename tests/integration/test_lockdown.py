@@ -138,7 +138,7 @@ async def test_the_catalog_lists_the_whole_queue(owner: asyncpg.Connection) -> N
             "ai_marking_events", "ai_marking_event_feed", "ai_queue_control",
             "ai_queue_login_failures", "aiqueue_meta", "aiqueue_migrations",
             "ai_marking_queue_seq_seq"} <= relations
-    assert len(routines) >= 19 and "aiqueue_claim(integer,integer)" in routines
+    assert len(routines) >= 19 and "aiqueue_buckets()" in routines
 
 
 async def test_supabase_roles_read_write_and_execute_nothing(
@@ -163,18 +163,18 @@ async def test_a_mistaken_grant_shows_as_an_exposure_reads_no_row_and_goes_next_
     await owner.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id)"
                         " VALUES ($1, 'hw', gen_random_uuid())", sub)
     await owner.execute("GRANT SELECT ON ai_marking_queue TO anon")
-    await owner.execute("GRANT EXECUTE ON FUNCTION aiqueue_claim(integer, integer) TO PUBLIC")
+    await owner.execute("GRANT EXECUTE ON FUNCTION aiqueue_buckets() TO PUBLIC")
     found = await probe(owner, "anon")
     # The probe can fail: the grant lets the statement through...
     assert "SELECT * FROM ai_marking_queue LIMIT 1" in found.allowed
-    assert any("aiqueue_claim" in s for s in found.allowed)
+    assert any("aiqueue_buckets" in s for s in found.allowed)
     # ...but row-level security (no policy for anon) is the second wall.
     async with owner.transaction():
         await owner.execute("SET LOCAL ROLE anon")
         assert await owner.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
     listed = await exposures(supabase.owner_dsn)
     assert Exposure("anon", "ai_marking_queue", "table", "SELECT") in listed
-    assert Exposure("PUBLIC", "aiqueue_claim(integer,integer)", "function", "EXECUTE") in listed
+    assert Exposure("PUBLIC", "aiqueue_buckets()", "function", "EXECUTE") in listed
     assert await migrate(supabase.owner_dsn, "up") == []
     for role in SUPABASE_ROLES:
         assert (await probe(owner, role)).allowed == []

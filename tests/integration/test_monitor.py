@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
@@ -311,18 +310,34 @@ def percentile_cont(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+@pytest.fixture
+async def clocked(db_url: str, fn: respx.MockRouter) -> AsyncIterator[
+        tuple[httpx.AsyncClient, list[datetime]]]:
+    """A client of an app whose stats are for the moment the test puts in the list."""
+    at: list[datetime] = []
+    app = create_app(make_settings(db_url, max_in_flight=1), clock=lambda: at[0])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as c:
+        yield c, at
+    await app.state.aiqueue.close()
+
+
+@pytest.mark.parametrize("moment", ["now", "the UTC day's last second"])
 async def test_stats_match_sql_on_a_seeded_table_today_in_utc(
-    db_url: str, client: httpx.AsyncClient, conn: asyncpg.Connection
+    db_url: str, clocked: tuple[httpx.AsyncClient, list[datetime]], conn: asyncpg.Connection,
+    moment: str,
 ):
     # The database's own zone is far from UTC (+14): "today" must still be the UTC day.
     name = await conn.fetchval("SELECT current_database()")
     await conn.execute(f"ALTER DATABASE {name} SET timezone TO 'Pacific/Kiritimati'")
+    # The stats are for an injected moment, however long the test takes: right
+    # now, or the last second before UTC midnight (when a clock that moved on
+    # would count "today" as yesterday).
+    client, at = clocked
     now = await conn.fetchval("SELECT now()")
     utc_midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    if (now - utc_midnight) > timedelta(hours=23, minutes=58):
-        await asyncio.sleep((utc_midnight + timedelta(days=1) - now).total_seconds() + 1)
-        now = await conn.fetchval("SELECT now()")
-        utc_midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if moment != "now":
+        now = utc_midnight + timedelta(days=1, seconds=-1)
+    at.append(now)
     # Kiritimati's midnight, the one a local-time "today" would use.
     local_midnight = utc_midnight - timedelta(hours=14)
     if local_midnight + timedelta(days=1) <= now:
@@ -348,7 +363,11 @@ async def test_stats_match_sql_on_a_seeded_table_today_in_utc(
     await seed(conn, 1, "processing", attempts=1, started=now - timedelta(seconds=5))
     await seed(conn, 2, "cancelled")
 
-    in_window = [*durations, 40.0, 100.0, 100.0]  # finished within the last 24 h
+    # Timings cover completions that finished within the 24 h before the moment.
+    finished = [*((today, d) for d in durations), (between, 40.0), (yesterday, 100.0),
+                (yesterday, 100.0), (now - timedelta(days=2), 500.0)]
+    in_window = [d for f, d in finished if f >= now - timedelta(hours=24)]
+    assert len(in_window) == (20 + 1 + 2 if moment == "now" else 20 + 1)
     between_today = between >= utc_midnight
     expected = {
         "pending": 5, "processing": 1, "completed": 26, "failed": 7, "cancelled": 2,
@@ -582,7 +601,9 @@ async def test_the_page_never_shows_submission_content_results_or_feedback(
                           if status != "pending" else None)
     await conn.execute(
         """UPDATE submissions SET ai_result = '{"score": 7, "feedback": "FEEDBACK-MARKER-5512"}';
-           UPDATE ai_marking_queue SET payload = '{"rubric": "RUBRIC-MARKER-9034"}',
+           INSERT INTO ai_marking_payloads (sha256, payload)
+           VALUES (sha256('marker'), '{"rubric": "RUBRIC-MARKER-9034"}');
+           UPDATE ai_marking_queue SET payload_id = (SELECT id FROM ai_marking_payloads),
                progress = '{"message": "PROGRESS-MARKER-1188"}',
                usage = '{"model": "m", "note": "USAGE-MARKER-2210"}'""")
     await conn.execute(

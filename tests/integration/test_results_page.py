@@ -86,7 +86,8 @@ async def test_mark_all_enqueues_the_unmarked_rows_with_the_rubric(
     r = await app_client.post(f"{PAGE}/mark", data={"csrf_token": csrf}, headers=JSON)
     assert r.status_code == 200, r.text
     assert r.json()["enqueued"] == len(demo.ANSWERS) - 1
-    payloads = await conn.fetch("SELECT DISTINCT payload::text AS p FROM ai_marking_queue")
+    payloads = await conn.fetch("SELECT DISTINCT p.payload::text AS p FROM ai_marking_queue q"
+                                " JOIN ai_marking_payloads p ON p.id = q.payload_id")
     assert [json.loads(p["p"]) for p in payloads] == [demo.payload()]
     again = await app_client.post(f"{PAGE}/mark", data={"csrf_token": csrf}, headers=JSON)
     assert again.json()["enqueued"] == 0

@@ -21,6 +21,7 @@ from tests.conftest import (
     app_client,
     make_settings,
 )
+from tests.prom import value
 
 PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
 
@@ -242,14 +243,14 @@ async def test_metrics_needs_a_token_and_its_counters_survive_pruning(
         return r.text
 
     before = await scrape("metrics-token-0123456789")
-    assert "aiqueue_jobs_completed_total 1" in before
-    assert 'aiqueue_jobs_failed_total{error="function:model_timeout"} 1' in before
-    assert 'aiqueue_attempts_total{outcome="completed"} 1' in before
-    assert 'aiqueue_attempts_total{outcome="callback_failed"} 1' in before
-    assert 'aiqueue_tokens_total{model="gpt-x",kind="prompt"} 1000' in before
-    assert 'aiqueue_tokens_total{model="gpt-x",kind="completion"} 500' in before
-    assert 'aiqueue_cost_usd_total{model="gpt-x"} 0.006' in before
-    assert 'aiqueue_processing_seconds_bucket{le="+Inf"} 1' in before
+    assert value(before, "aiqueue_jobs_completed_total") == 1
+    assert value(before, "aiqueue_jobs_failed_total", error="function:model_timeout") == 1
+    assert value(before, "aiqueue_attempts_total", outcome="completed") == 1
+    assert value(before, "aiqueue_attempts_total", outcome="callback_failed") == 1
+    assert value(before, "aiqueue_tokens_total", model="gpt-x", kind="prompt") == 1000
+    assert value(before, "aiqueue_tokens_total", model="gpt-x", kind="completion") == 500
+    assert value(before, "aiqueue_cost_usd_total", model="gpt-x") == 0.006
+    assert value(before, "aiqueue_processing_seconds_bucket", le="+Inf") == 1
     # Prune every finished row (and fold the deltas): the counters stay.
     await conn.execute("UPDATE ai_marking_queue SET finished_at = now() - interval '30 days'")
     await conn.execute("UPDATE ai_queue_control SET last_prune_at = '-infinity'")

@@ -101,33 +101,49 @@ async def test_late_result_then_revert(store: Store, conn: asyncpg.Connection):
     await consistent(conn, sub)
 
 
+async def lock_waits(conn: asyncpg.Connection, n: int, *tasks: asyncio.Task[Any]) -> None:
+    """Until `n` sessions of this database wait on a lock (the tasks must still be running)."""
+    for _ in range(1000):
+        assert not any(t.done() for t in tasks), "a task finished instead of waiting"
+        waiting = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'")
+        if waiting >= n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{n} lock waits never showed in pg_stat_activity")
+
+
+@pytest.mark.parametrize(("first", "expected"), [("revert", "reverted"),
+                                                 ("result", "superseded")])
 async def test_concurrent_revert_and_result_serialise_on_the_submission(
-    store: Store, conn: asyncpg.Connection, db_url: str
+    store: Store, conn: asyncpg.Connection, db_url: str, first: str, expected: str
 ):
-    """Both start while a third transaction holds the submission: whichever wins, the
-    submission and its history agree."""
-    outcomes = set()
-    for _ in range(6):
-        [sub] = await add_submissions(conn, 1)
-        first = await applied(store, sub, 3)
-        queue_id, seq = await claimed(store, sub)
-        blocker = await asyncpg.connect(db_url)
+    """Both wait while a third transaction holds the submission; the first to wait
+    takes it first (row locks queue in order).  Either way the result is applied,
+    and the submission and its history agree."""
+    [sub] = await add_submissions(conn, 1)
+    prior = await applied(store, sub, 3)
+    queue_id, seq = await claimed(store, sub)
+    blocker = await asyncpg.connect(db_url)
+    try:
         tx = blocker.transaction()
         await tx.start()
         await blocker.execute("SELECT 1 FROM submissions WHERE id = $1 FOR UPDATE", sub)
-        revert = asyncio.create_task(store.revert(first, "t"))
-        result = asyncio.create_task(store.complete(queue_id, seq, {"score": 9}, None))
-        await asyncio.sleep(0.05)
-        assert not revert.done() and not result.done()  # both wait on the submission
+        calls = {"revert": lambda: store.revert(prior, "t"),
+                 "result": lambda: store.complete(queue_id, seq, {"score": 9}, None)}
+        tasks = {}
+        for name in (first, *(n for n in calls if n != first)):
+            tasks[name] = asyncio.create_task(calls[name]())
+            await lock_waits(conn, len(tasks), *tasks.values())
         await tx.rollback()
+    finally:
         await blocker.close()
-        outcome, done = await revert, await result
-        assert done  # the result is applied either way
-        outcomes.add(outcome.outcome)
-        assert outcome.outcome in ("reverted", "superseded")
-        await consistent(conn, sub)
-    # Not asserted: which order the server picked (machine timing).
-    assert outcomes <= {"reverted", "superseded"}
+    revert, done = await tasks["revert"], await tasks["result"]
+    assert done  # the result is applied either way
+    assert revert.outcome == expected
+    assert await mark_of(conn, sub) == {"score": 9}
+    await consistent(conn, sub)
 
 
 async def test_concurrent_reverts_and_accepts_of_one_result(

@@ -12,6 +12,7 @@ import pytest
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import Conflict
+from aiqueue.models import Enqueued, UnknownIds
 from tests.conftest import add_submissions
 
 CAP, THRESHOLD = 1, 5
@@ -36,13 +37,16 @@ async def test_enqueue_inserts_pending_rows_in_request_order(
 ):
     ids = await add_submissions(conn, 5)
     out = await store.enqueue(ids, "hw-1", 0, {"rubric": "r"})
-    assert len(out.queue_ids) == 5 and out.unknown_ids == []
-    rows = await conn.fetch("SELECT submission_id, status, attempts, payload::text FROM "
+    assert isinstance(out, Enqueued) and len(out.queue_ids) == 5
+    rows = await conn.fetch("SELECT submission_id, status, attempts, payload_id FROM "
                             "ai_marking_queue ORDER BY seq")
     assert [r["submission_id"] for r in rows] == ids
     assert {r["status"] for r in rows} == {"pending"}
     assert {r["attempts"] for r in rows} == {0}
-    assert rows[0]["payload"] == '{"rubric": "r"}'
+    # The payload is stored once, and every row names it.
+    stored = await conn.fetch("SELECT id, payload::text FROM ai_marking_payloads")
+    assert [r["payload"] for r in stored] == ['{"rubric": "r"}']
+    assert {r["payload_id"] for r in rows} == {stored[0]["id"]}
 
 
 async def test_enqueue_skips_live_rows_and_repeats(store: Store, conn: asyncpg.Connection):
@@ -58,8 +62,7 @@ async def test_enqueue_with_unknown_id_inserts_nothing(store: Store, conn: async
     ids = await add_submissions(conn, 2)
     ghost = uuid.uuid4()
     out = await store.enqueue([ids[0], ghost, ids[1]], "hw-1", 0, {})
-    assert out.unknown_ids == [ghost]
-    assert out.queue_ids == []
+    assert out == UnknownIds([ghost])
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
 
 

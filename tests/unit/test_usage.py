@@ -8,10 +8,10 @@ from datetime import UTC, date, datetime
 import pytest
 
 from aiqueue.errors import Invalid, SettingsError
-from aiqueue.models import EventCursor, MarkingEvent, QueueId, SubmissionId, TallyRow
+from aiqueue.models import EventCursor, MarkingEvent, QueueId, SubmissionId
 from aiqueue.review import parse_actor, parse_adjusted
 from aiqueue.settings import ModelPrice, load_settings
-from aiqueue.usage import cost_usd, counter_lines, priced, usage_range
+from aiqueue.usage import cost_usd, priced, usage_range
 
 PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
 
@@ -50,25 +50,6 @@ def test_usage_range_is_whole_utc_days():
                          ("2024-01-01", "2026-01-01")):
         with pytest.raises(Invalid):
             usage_range(since, until, today)
-
-
-def test_counters_and_the_histogram_are_cumulative():
-    rows = [
-        TallyRow("completed", "completed", None, "gpt-x", 0.5, 2, 100, 50, 0.25, 0.6),
-        TallyRow("completed_late", "completed", None, "gpt-x", None, 1, 10, 5, 0.0, 900.0),
-        TallyRow("callback_failed", "failed", "function:model_timeout", None, None, 1, 0, 0, 0, 0),
-        TallyRow("busy", None, "function_busy", None, None, 4, 0, 0, 0, 0),
-    ]
-    text = "\n".join(counter_lines(rows, [0.5, 1.0]))
-    assert "aiqueue_jobs_completed_total 3" in text
-    assert 'aiqueue_jobs_failed_total{error="function:model_timeout"} 1' in text
-    assert 'aiqueue_attempts_total{outcome="busy"} 4' in text
-    assert 'aiqueue_tokens_total{model="gpt-x",kind="prompt"} 110' in text
-    assert 'aiqueue_cost_usd_total{model="gpt-x"} 0.25' in text
-    assert 'aiqueue_processing_seconds_bucket{le="0.5"} 2' in text
-    assert 'aiqueue_processing_seconds_bucket{le="1"} 2' in text
-    assert 'aiqueue_processing_seconds_bucket{le="+Inf"} 3' in text
-    assert "aiqueue_processing_seconds_sum 900.6" in text
 
 
 def test_actor_and_adjusted_result_parsing():

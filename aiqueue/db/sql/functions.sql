@@ -331,7 +331,7 @@ BEGIN
         FROM next
         WHERE q.queue_id = next.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-                  q.payload
+                  q.payload_id
     ),
     history AS (
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
@@ -344,7 +344,8 @@ BEGIN
         WHERE est IS NOT NULL
     )
     SELECT cl.queue_id, cl.submission_id, cl.assignment_id, cl.attempts, cl.dispatch_seq,
-           cl.payload::text, s.content,
+           -- The enqueue's payload, stored once (migration 0014); none is '{}'.
+           coalesce(pl.payload, '{}'::jsonb)::text, s.content,
            ctl.consecutive_failures < breaker_threshold
                AND (cap = 0 OR in_flight + 1 < cap)
                -- The first two due rows in dispatch order (this statement's
@@ -356,7 +357,8 @@ BEGIN
                        LIMIT 2) due
                    WHERE due.queue_id <> cl.queue_id),
            ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
-    FROM claimed cl JOIN submissions s ON s.id = cl.submission_id;
+    FROM claimed cl JOIN submissions s ON s.id = cl.submission_id
+    LEFT JOIN ai_marking_payloads pl ON pl.id = cl.payload_id;
 END
 $$;
 

@@ -22,6 +22,13 @@
 -- group's last, so turns never run backwards.  The upsert of the group's row
 -- computes start under that row's lock: concurrent enqueues of one group get
 -- consecutive turns.
+--
+-- The payload ($4, JSON text) is stored once per distinct content (migration
+-- 0014), not in every row: the upsert finds the row of an equal payload or
+-- adds one, and widens its window of use to this transaction's now(), which
+-- is also the new rows' created_at (prune relies on it; the row lock it takes
+-- makes a concurrent prune re-check and keep the payload).  '{}' and a batch
+-- that inserts nothing store none.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -66,12 +73,22 @@ run AS (
          WHERE assignment_id = $2 AND status IN ('pending', 'processing') LIMIT 1),
         gen_random_uuid()) AS run_id
 ),
+payload AS (
+    INSERT INTO ai_marking_payloads AS p (sha256, payload)
+    SELECT sha256(convert_to(x.doc::text, 'UTF8')), x.doc
+    FROM (SELECT $4::jsonb AS doc) x, total
+    WHERE x.doc <> '{}'::jsonb AND total.n > 0
+    ON CONFLICT (sha256) DO UPDATE
+    SET first_used_at = least(p.first_used_at, now()),
+        last_used_at = greatest(p.last_used_at, now())
+    RETURNING p.id
+),
 inserted AS (
     INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
-                                  priority, payload)
+                                  priority, payload_id)
     OVERRIDING SYSTEM VALUE
     SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
-           $4::jsonb
+           (SELECT id FROM payload)
     FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
     RETURNING queue_id, seq
@@ -296,6 +313,28 @@ tally_refolded AS (
            sum(cost_usd), sum(seconds)
     FROM tally_folded GROUP BY outcome, job, error, model, le
 ),
+-- Payloads no row names any more (their rows were pruned, or deleted with their
+-- submissions; this statement's own deletions count from the next run on),
+-- unused for an hour.  A payload's rows were all created within its window of
+-- use (migration 0014), the newest at last_used_at: one probe per payload of
+-- ai_marking_queue_created_idx, newest first, finds one at once while any is
+-- left.  (A correlated LIMIT 1, not NOT EXISTS: the planner turns that into
+-- an anti-join over the whole queue, 0.4 s at 600,000 rows.)  The
+-- last_used_at test is on the deleted row itself, so an enqueue that reuses
+-- the payload meanwhile (its upsert moves last_used_at under the row lock)
+-- makes this delete skip it.
+payloads AS (
+    DELETE FROM ai_marking_payloads p
+    WHERE p.last_used_at < now() - interval '1 hour'
+      AND p.id IN (
+          SELECT x.id FROM ai_marking_payloads x
+          WHERE x.last_used_at < now() - interval '1 hour' AND EXISTS (SELECT 1 FROM gate)
+            AND (SELECT q.payload_id FROM ai_marking_queue q
+                 WHERE q.created_at BETWEEN x.first_used_at AND x.last_used_at
+                   AND q.payload_id = x.id
+                 ORDER BY q.created_at DESC LIMIT 1) IS NULL
+          LIMIT 100)
+),
 gone AS (
     DELETE FROM ai_marking_queue
     WHERE queue_id IN (
@@ -424,6 +463,7 @@ FROM ai_queue_control c, aiqueue_budget_use($2::float8) u WHERE c.id = 1;
 -- 20,000 completions, an index-only scan of ai_marking_queue_completed_idx
 -- (migration 0002), so the p95 sort stays bounded on a busy day.  Timings are
 -- float8 (date_part), not numeric: the p95 sort is the dearest part.
+-- $1: the moment the figures are for (NULL: now(); tests inject a clock).
 WITH totals AS (
     SELECT status, sum(n)::bigint AS n FROM ai_marking_counts GROUP BY status
 )
@@ -434,20 +474,23 @@ SELECT
     coalesce((SELECT n FROM totals WHERE status = 'failed'), 0) AS failed,
     coalesce((SELECT n FROM totals WHERE status = 'cancelled'), 0) AS cancelled,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
-        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
+                           AT TIME ZONE 'UTC')
         AS failed_today,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'
-        AND finished_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
+                           AT TIME ZONE 'UTC')
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
-    (SELECT date_part('epoch', now() - min(created_at))
+    (SELECT date_part('epoch', coalesce($1::timestamptz, now()) - min(created_at))
      FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
 FROM (
     SELECT avg(d) AS avg_seconds,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY d) AS p95_seconds
     FROM (SELECT date_part('epoch', finished_at - started_at) AS d
           FROM ai_marking_queue
-          WHERE status = 'completed' AND finished_at >= now() - interval '24 hours'
+          WHERE status = 'completed'
+            AND finished_at >= coalesce($1::timestamptz, now()) - interval '24 hours'
             AND started_at IS NOT NULL
           ORDER BY finished_at DESC
           LIMIT 20000) recent

@@ -1,0 +1,193 @@
+"""/metrics: Prometheus exposition, computed from the database at scrape time.
+
+A scrape first reads everything it reports (`snapshot`, async), then hands
+that to a collector on a fresh CollectorRegistry and lets prometheus_client
+write the text.  The collector API is synchronous, so collect() only turns
+the snapshot into metric families; nothing is kept between scrapes.
+
+Adding a metric: read its data in `snapshot` (a field of Snapshot), write a
+function Snapshot -> metric families, and list it in FAMILIES.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from aiqueue import observe
+from aiqueue.flow import FlowState
+from aiqueue.models import STATUSES, Control, Stats, TallyRow
+from aiqueue.runtime import Runtime
+
+# What generate_latest writes: the text format, version 0.0.4.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Label values come from the function (error codes, model names): bounded here,
+# escaped by prometheus_client.
+_LABEL_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one scrape reports, read from the database before any family is built."""
+
+    stats: Stats
+    control: Control
+    max_in_flight: int
+    tally: list[TallyRow]
+    buckets: list[float]
+    flow: FlowState
+
+
+async def snapshot(rt: Runtime) -> Snapshot:
+    """Read the queue's state and counters for one scrape."""
+    return Snapshot(
+        stats=await rt.store.stats(rt.clock()),
+        control=await rt.store.control(rt.settings.breaker_threshold),
+        max_in_flight=rt.settings.max_in_flight,
+        # Counters from the deltas of ai_marking_tally: pruning rows never lowers them.
+        tally=await rt.store.counters(),
+        buckets=await rt.store.buckets(),
+        flow=await observe.flow_state(rt),
+    )
+
+
+async def exposition(rt: Runtime) -> bytes:
+    """The /metrics body: this scrape's snapshot, written by prometheus_client."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(await snapshot(rt)))
+    return generate_latest(registry)
+
+
+class SnapshotCollector:
+    """A prometheus_client collector of one snapshot's families (no I/O in collect)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+
+    def collect(self) -> Iterator[Metric]:
+        for family in FAMILIES:
+            yield from family(self.snap)
+
+
+# -- the queue's state ------------------------------------------------------
+
+def queue_gauges(snap: Snapshot) -> Iterable[Metric]:
+    rows = GaugeMetricFamily("aiqueue_queue_rows", "Rows in ai_marking_queue by status.",
+                             labels=["status"])
+    for status in STATUSES:
+        rows.add_metric([status], getattr(snap.stats, status))
+    yield rows
+    yield GaugeMetricFamily("aiqueue_oldest_pending_seconds", "Age of the oldest pending row.",
+                            value=snap.stats.oldest_pending_seconds or 0)
+
+
+def dispatch_gauges(snap: Snapshot) -> Iterable[Metric]:
+    yield GaugeMetricFamily("aiqueue_max_in_flight",
+                            "The configured in-flight cap (0 = unlimited).",
+                            value=snap.max_in_flight)
+    yield GaugeMetricFamily("aiqueue_circuit_open",
+                            "1 while dispatching is paused by the circuit breaker.",
+                            value=int(snap.control.circuit_open))
+    yield GaugeMetricFamily("aiqueue_paused", "1 while an operator paused dispatching.",
+                            value=int(snap.control.paused))
+
+
+def flow_families(snap: Snapshot) -> Iterable[Metric]:
+    """The learned limit L and the model's refusals (CONTRACT §8a)."""
+    yield GaugeMetricFamily("aiqueue_in_flight_limit",
+                            "The learned in-flight limit L (0 = unlimited).",
+                            value=snap.flow.in_flight_limit)
+    yield _counter("aiqueue_refusals", "Calls the model refused (rate_limited, overloaded).",
+                   ["kind"], {"rate_limited": snap.flow.refusals_rate_limited,
+                              "overloaded": snap.flow.refusals_overloaded})
+
+
+# -- counters that only grow (ai_marking_tally) ---------------------------------
+
+@dataclass
+class Totals:
+    """The tally's deltas summed per label set."""
+
+    completed: int = 0
+    seconds: float = 0.0
+    failed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    attempts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    tokens: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    cost: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    by_le: dict[float | None, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def label(value: str | None) -> str:
+    return (value or "unknown")[:_LABEL_CHARS]
+
+
+def totals(rows: Iterable[TallyRow]) -> Totals:
+    t = Totals()
+    for r in rows:
+        t.attempts[label(r.outcome)] += r.n
+        if r.job == "failed":
+            t.failed[label(r.error)] += r.n
+        if r.job != "completed":
+            continue
+        t.completed += r.n
+        t.seconds += r.seconds
+        t.by_le[r.le] += r.n
+        model = label(r.model)
+        t.tokens[(model, "prompt")] += r.prompt_tokens
+        t.tokens[(model, "completion")] += r.completion_tokens
+        t.cost[model] += r.cost_usd
+    return t
+
+
+def job_counters(snap: Snapshot) -> Iterable[Metric]:
+    t = totals(snap.tally)
+    yield CounterMetricFamily("aiqueue_jobs_completed", "Jobs whose result was applied.",
+                              value=t.completed)
+    yield _counter("aiqueue_jobs_failed",
+                    "Jobs that ended failed, by error code.", ["error"], t.failed)
+    yield _counter("aiqueue_attempts", "Ended dispatch attempts, by outcome.",
+                    ["outcome"], t.attempts)
+    yield _counter("aiqueue_tokens",
+                    "Tokens the function reported, by model and kind.", ["model", "kind"],
+                    t.tokens)
+    cost = {model: round(usd, 9) for model, usd in t.cost.items()}
+    yield _counter("aiqueue_cost_usd",
+                    "Known cost of applied results in USD, by model.", ["model"], cost)
+    yield processing_histogram(t, snap.buckets)
+
+
+def processing_histogram(t: Totals, bounds: list[float]) -> Metric:
+    """Cumulative buckets; `le` keeps its short form ("1", not "1.0"): the series' names."""
+    running, buckets = 0, []
+    for le in bounds:
+        running += t.by_le.get(le, 0)
+        buckets.append((f"{le:g}", running))
+    buckets.append(("+Inf", t.completed))
+    return HistogramMetricFamily("aiqueue_processing_seconds",
+                                 "Dispatch-to-result time of completed jobs.",
+                                 buckets=buckets, sum_value=round(t.seconds, 3))
+
+
+def _counter(name: str, doc: str, labels: list[str],
+             values: Mapping[str, float] | Mapping[tuple[str, str], float]) -> Metric:
+    """A counter with one sample per label value (or tuple of them), in sorted order."""
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key, value in sorted(values.items()):
+        names: tuple[str, ...] = key if isinstance(key, tuple) else (key,)
+        family.add_metric(list(names), value)
+    return family
+
+
+# Every family a scrape reports, in order.
+FAMILIES: tuple[Callable[[Snapshot], Iterable[Metric]], ...] = (
+    queue_gauges, dispatch_gauges, flow_families, job_counters,
+)
