@@ -16,7 +16,7 @@ from aiqueue import logs
 from aiqueue.errors import AiQueueError
 from aiqueue.loop import tick_forever
 from aiqueue.settings import Settings
-from aiqueue.web import api, auth, live, monitor, teacher
+from aiqueue.web import api, auth, live, monitor, openapi, teacher
 from aiqueue.web.http import error_response
 from aiqueue.web.state import AppState
 
@@ -79,4 +79,5 @@ def create_app(
 
 
 def all_routes() -> list[BaseRoute]:
-    return [*api.ROUTES, *auth.ROUTES, *monitor.ROUTES, *live.ROUTES, *teacher.ROUTES]
+    return [*api.ROUTES, *auth.ROUTES, *monitor.ROUTES, *live.ROUTES, *teacher.ROUTES,
+            *openapi.ROUTES]
