@@ -87,9 +87,28 @@ ASSIGNMENT_ID = _param("assignment_id", "path", {"type": "string", "minLength": 
                                                   "maxLength": 200, "pattern": r"\S"})
 ACTOR = _param("X-Actor", "header", {"type": "string", "maxLength": 200},
                "who reviews (the host app's user id); recorded with the action")
-RETRY_AFTER = {"schema": {"type": "string"}}
+# Only an `id:` this server sent (a cursor into the change feed), else 422; empty = absent.
+EVENT_ID = {"type": "string", "pattern": r"^\s*([0-9]{1,20}-[0-9]{1,20}(-[0-9]{1,9})?\s*)?$"}
+# YYYY-MM-DD; empty means the default, as if absent.
+DAY = {"type": "string", "anyOf": [{"format": "date"}, {"maxLength": 0}]}
 
 _REVIEW_ERRORS = (401, 404, 409, 422, 503)
+
+
+def _enqueue_links() -> dict[str, Schema]:
+    """What a client does next with an enqueue's answer (also schemathesis's stateful phase)."""
+    row = {"queue_id": "$response.body#/queue_ids/0"}
+    submission = {"submission_id": "$request.body#/submission_ids/0"}
+    run = {"assignment_id": "$request.body#/assignment_id"}
+    return {
+        "SubmissionStatus": {"operationId": "submissionStatus", "parameters": submission},
+        "ResultHistory": {"operationId": "resultHistory", "parameters": submission},
+        "AssignmentProgress": {"operationId": "assignmentProgress", "parameters": run},
+        "CancelAssignment": {"operationId": "cancelAssignment", "parameters": run},
+        "AcceptRow": {"operationId": "acceptRow", "parameters": row},
+        "RevertRow": {"operationId": "revertRow", "parameters": row},
+        "RetryRow": {"operationId": "retryRow", "parameters": row},
+    }
 
 
 def _paths() -> dict[str, dict[str, Schema]]:
@@ -104,6 +123,7 @@ def _paths() -> dict[str, dict[str, Schema]]:
                         "pattern": "^[ -~]+$"},
                        "24 h: the same key and body replay the answer; another body is 422 "
                        "idempotency_key_reused"),))
+    enqueue["responses"]["202"]["links"] = _enqueue_links()
     step = _json("ProcessStep")
     process_get = _op("processQueueCron", "One process step (the cron; CRON_SECRET accepted)",
                       {200: step}, (401, 503), tag="process")
@@ -119,9 +139,9 @@ def _paths() -> dict[str, dict[str, Schema]]:
         (401, 422, 503), security=[{"bearer": []}, {"eventsToken": []}],
         params=(_param("assignment_id", "query", {"type": "string", "minLength": 1,
                                                   "maxLength": 200}, required=True),
-                _param("Last-Event-ID", "header", {"type": "string"},
+                _param("Last-Event-ID", "header", EVENT_ID,
                        "resume after this event id (sent by EventSource on reconnect)"),
-                _param("last_event_id", "query", {"type": "string"},
+                _param("last_event_id", "query", EVENT_ID,
                        "as Last-Event-ID, for the first connection; the header wins")))
     return {
         "/api/marking/enqueue": {"post": enqueue},
@@ -137,7 +157,8 @@ def _paths() -> dict[str, dict[str, Schema]]:
                     _param("assignment_id", "query", {"type": "string", "maxLength": 200}),
                     _param("group", "query", {"type": "string", "maxLength": 200}),
                     _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500}),
-                    _param("offset", "query", {"type": "integer", "minimum": 0})))},
+                    _param("offset", "query", {"type": "integer", "minimum": 0,
+                                                "maximum": 10_000_000})))},
         "/api/marking/stats": {"get": _op("stats", "Queue stats and flow control",
                                           {200: _json("Stats")}, (401, 503))},
         "/api/marking/queue/{queue_id}/retry": {"post": _op(
@@ -165,8 +186,8 @@ def _paths() -> dict[str, dict[str, Schema]]:
         "/api/marking/usage": {"get": _op(
             "usage", "Tokens and cost by day, assignment, group or model",
             {200: _json("UsageReport")}, (401, 422, 503),
-            params=(_param("since", "query", {"type": "string", "format": "date"}),
-                    _param("until", "query", {"type": "string", "format": "date"}),
+            params=(_param("since", "query", DAY, "default: 29 days before `until`"),
+                    _param("until", "query", DAY, "default: today (UTC); at most 366 days"),
                     _param("by", "query", {"type": "string", "enum": [
                         "day", "assignment", "group", "model"]})))},
         "/api/marking/events": {"get": events},

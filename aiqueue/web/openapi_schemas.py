@@ -83,6 +83,9 @@ WEBHOOK_ITEM = obj(
     },
     description="One result item from the marking function, with its callback token.",
 )
+# A completed item carries its result.
+WEBHOOK_ITEM["if"] = {"properties": {"status": {"const": "completed"}}}
+WEBHOOK_ITEM["then"] = {"required": ["result"]}
 
 SCHEMAS: dict[str, Schema] = {
     "Error": obj({"error": {"type": "string"}, "detail": {"type": "string"}},
