@@ -76,6 +76,8 @@ def _param(name: str, where: str, schema: Schema, description: str = "",
            required: bool = False) -> Schema:
     param: Schema = {"name": name, "in": where, "required": required or where == "path",
                      "schema": schema}
+    if where == "query" and not required:
+        param["allowEmptyValue"] = True  # an empty value means the default, as if absent
     if description:
         param["description"] = description
     return param
@@ -89,8 +91,7 @@ ACTOR = _param("X-Actor", "header", {"type": "string", "maxLength": 200},
                "who reviews (the host app's user id); recorded with the action")
 # Only an `id:` this server sent (a cursor into the change feed), else 422; empty = absent.
 EVENT_ID = {"type": "string", "pattern": r"^\s*([0-9]{1,20}-[0-9]{1,20}(-[0-9]{1,9})?\s*)?$"}
-# YYYY-MM-DD; empty means the default, as if absent.
-DAY = {"type": "string", "anyOf": [{"format": "date"}, {"maxLength": 0}]}
+DAY = {"type": "string", "format": "date"}
 
 _REVIEW_ERRORS = (401, 404, 409, 422, 503)
 
@@ -134,8 +135,7 @@ def _paths() -> dict[str, dict[str, Schema]]:
         {200: {"description": "`event: marking` per status change, `data:` a MarkingEvent, "
                "`id:` its cursor; heartbeat comments; the stream ends before the platform's "
                "limit (reconnect with Last-Event-ID)",
-               "content": {"text/event-stream": {"schema": {"type": "string"},
-                                                 "x-event-data": ref("MarkingEvent")}}}},
+               "content": {"text/event-stream": {"schema": ref("SseEvent")}}}},
         (401, 422, 503), security=[{"bearer": []}, {"eventsToken": []}],
         params=(_param("assignment_id", "query", {"type": "string", "minLength": 1,
                                                   "maxLength": 200}, required=True),

@@ -163,6 +163,14 @@ SCHEMAS: dict[str, Schema] = {
         description="The `data:` of one `event: marking` on the live stream; its `id:` is "
                     "the cursor to resume from (Last-Event-ID).",
     ),
+    # One event of the stream (in OpenAPI 3.1 an event stream's schema describes each event).
+    "SseEvent": obj({}, {
+        "event": {"const": "marking"},
+        "id": {"type": "string", "description": "the cursor to resume from (Last-Event-ID)"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": ref("MarkingEvent")},
+        "retry": {"type": "integer", "minimum": 0},
+    }),
     "Health": obj({"status": {"type": "string", "enum": ["ok", "unavailable"]},
                    "database": {"type": "boolean"}}),
     "DoctorCheck": obj({"name": {"type": "string"}, "ok": {"type": "boolean"}},
