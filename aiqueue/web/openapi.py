@@ -21,7 +21,7 @@ from starlette.routing import Route
 from aiqueue.web.openapi_schemas import SCHEMAS, Schema, ref
 
 PATH = "/api/marking/openapi.json"
-BEARER = [{"bearer": []}]
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 PUBLIC: list[dict[str, list[str]]] = []
 
 _ERRORS = {
