@@ -40,7 +40,8 @@ SECONDS: Schema = nullable({"type": "number", "minimum": 0})
 UUID_: Schema = {"type": "string", "format": "uuid"}
 TIME: Schema = {"type": "string", "format": "date-time"}
 SHORT_TEXT: Schema = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
-ANY_OBJECT: Schema = {"type": "object"}
+# A JSON object of any fields (said out loud, so generated types let them through).
+ANY_OBJECT: Schema = {"type": "object", "additionalProperties": True}
 STATUS: Schema = {"type": "string", "enum": list(STATUSES)}
 REVIEW: Schema = {"type": "string", "enum": ["unreviewed", "accepted", "reverted"]}
 PROGRESS_ITEM: Schema = obj({}, {"current": nullable({"type": "number"}),
@@ -69,7 +70,7 @@ WEBHOOK_ITEM = obj(
     {"queue_id": {"type": "string"}, "token": {"type": "string"},
      "status": {"type": "string", "enum": ["completed", "failed", "progress"]}},
     {
-        "result": {"type": "object", "description": "completed: the mark, stored as sent"},
+        "result": {**ANY_OBJECT, "description": "completed: the mark, stored as sent"},
         "usage": obj({}, {"model": {"type": "string"}, "prompt_tokens": COUNT,
                           "completion_tokens": COUNT, "total_tokens": COUNT,
                           "cost_usd": {"type": "number", "minimum": 0}}),
@@ -88,14 +89,14 @@ WEBHOOK_ITEM["if"] = {"properties": {"status": {"const": "completed"}}}
 WEBHOOK_ITEM["then"] = {"required": ["result"]}
 
 SCHEMAS: dict[str, Schema] = {
-    "Error": obj({"error": {"type": "string"}, "detail": {"type": "string"}},
-                 description="Every JSON error; some add fields (invalid_ids, unknown_ids, "
-                             "expected, found)."),
+    "Error": {**obj({"error": {"type": "string"}, "detail": {"type": "string"}},
+                    description="Every JSON error; some add fields (invalid_ids, unknown_ids, "
+                                "expected, found)."), "additionalProperties": True},
     "EnqueueRequest": obj(
         {"assignment_id": SHORT_TEXT,
          "submission_ids": {"type": "array", "items": UUID_, "minItems": 1, "maxItems": MAX_IDS}},
         {"priority": nullable({"type": "integer", "minimum": -1_000_000, "maximum": 1_000_000}),
-         "payload": nullable({"type": "object", "description": "up to 64 KiB, given to the "
+         "payload": nullable({**ANY_OBJECT, "description": "up to 64 KiB, given to the "
                               "function unchanged"}),
          "group": nullable(SHORT_TEXT),
          "remark": nullable({"type": "boolean"})},
@@ -138,7 +139,7 @@ SCHEMAS: dict[str, Schema] = {
          "review": obj({"accepted": COUNT, "reverted": COUNT, "unreviewed": COUNT})},
     ),
     "CancelAnswer": obj({"cancelled": COUNT}),
-    "AcceptBody": obj({}, {"result": nullable({"type": "object", "description":
+    "AcceptBody": obj({}, {"result": nullable({**ANY_OBJECT, "description":
                                                "the teacher's adjusted result"})}, closed=True),
     "Accepted": obj({"queue_id": UUID_, "review": {"const": "accepted"}, "accepted_at": TIME}),
     "Reverted": obj({"queue_id": UUID_, "review": {"const": "reverted"}, "reverted_at": TIME}),
@@ -158,7 +159,7 @@ SCHEMAS: dict[str, Schema] = {
                         "by": {"type": "string", "enum": ["day", "assignment", "group", "model"]}}),
     "MarkingEvent": obj(
         {"queue_id": UUID_, "submission_id": UUID_, "status": STATUS},
-        {"result": {"type": "object", "description": "completed: the result's summary fields"},
+        {"result": {**ANY_OBJECT, "description": "completed: the result's summary fields"},
          "review": {"type": "string"}, "progress": PROGRESS_ITEM},
         description="The `data:` of one `event: marking` on the live stream; its `id:` is "
                     "the cursor to resume from (Last-Event-ID).",
