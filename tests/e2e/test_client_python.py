@@ -4,6 +4,7 @@ live-event stream that is cut, silently dropped and ended by the server, and los
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import uuid
 from typing import Any
 
@@ -14,6 +15,7 @@ from aiqueue_client import AsyncMarkingClient, MarkingError, MarkingEvent
 from tests.conftest import add_submissions
 from tests.e2e.api_server import api_server
 from tests.e2e.faultproxy import FaultProxy
+from tests.e2e.servers import ROOT
 from tests.e2e.test_live_events import feed
 
 pytestmark = pytest.mark.e2e
@@ -128,3 +130,32 @@ async def wait_for(condition: Any, timeout: float = 30.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.05)
+
+
+async def test_the_readme_happy_path_marks_every_submission(db_url: str,
+                                                            conn: asyncpg.Connection):
+    ids = [str(i) for i in await add_submissions(conn, 3, "hw-happy", ANSWER)]
+    example = load_example("happy_path.py")
+    with api_server(db_url) as app:
+        progress = await asyncio.wait_for(
+            example.mark_all(app.url, app.secret, "hw-happy", ids, PAYLOAD), 60)
+        again = await asyncio.wait_for(
+            example.mark_all(app.url, app.secret, "hw-happy", ids, PAYLOAD), 30)
+    assert (progress["total"], progress["completed"]) == (3, 3)
+    assert (again["total"], again["completed"]) == (3, 3)
+    # The same key: the second call enqueued nothing; the first run's marks were accepted.
+    rows = await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE assignment_id = 'hw-happy'")
+    accepted = await conn.fetchval("SELECT count(*) FROM ai_marking_results r JOIN "
+                                   "ai_marking_queue q USING (queue_id) WHERE "
+                                   "q.assignment_id = 'hw-happy' AND r.review = 'accepted'")
+    assert (rows, accepted) == (3, 3)
+
+
+def load_example(name: str) -> Any:
+    path = ROOT / "clients" / "python" / "examples" / name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

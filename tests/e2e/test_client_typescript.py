@@ -27,7 +27,7 @@ from tests.e2e.servers import ROOT
 pytestmark = pytest.mark.e2e
 KIT = ROOT / "clients" / "typescript"
 BIN = KIT / "node_modules" / ".bin"
-SEED = {"ts-client": 3, "ts-drop": 4, "ts-hook": 3, "ts-next": 2}
+SEED = {"ts-client": 3, "ts-drop": 4, "ts-hook": 3, "ts-next": 2, "ts-happy": 2}
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +81,9 @@ async def test_the_node_tests_pass_against_a_running_app(
     shutil.rmtree(KIT / "build", ignore_errors=True)
     run([node, str(BIN / "tsc"), "-p", "tsconfig.test.json"])
     tests = sorted(str(p.relative_to(KIT)) for p in (KIT / "build" / "test").glob("*.test.js"))
-    assert len(tests) >= 5
+    assert len(tests) >= 6
     with api_server(db_url, stream_seconds=2.0) as app:
-        done = run([node, "--test", "--test-concurrency=1", *tests], env={
+        done = run([node, "--test", "--test-concurrency=1", "--test-timeout=60000", *tests], env={
             "AIQUEUE_URL": app.url, "MARKING_QUEUE_SECRET": app.secret,
             "AIQUEUE_SEED": json.dumps(seeded)}, timeout=240)
     assert "# fail 0" in done.stdout and "# pass 0" not in done.stdout, done.stdout[-3000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
@@ -153,6 +154,34 @@ class AsyncMarkingClient:
         """Live events of the assignment; reconnects and resumes by itself (see `follow`)."""
         return follow(self.http, assignment_id, last_event_id=last_event_id,
                       read_timeout=read_timeout)
+
+    @contextlib.asynccontextmanager
+    async def watch(self, assignment_id: str) -> AsyncIterator[AsyncIterator[MarkingEvent]]:
+        """Live events from the moment the block starts: enqueue inside it, miss nothing.
+
+        `async with client.watch("hw-7") as events:` returns once the stream is open.
+        """
+        opened = asyncio.Event()
+        stream = follow(self.http, assignment_id, on_open=opened.set)
+        first = asyncio.ensure_future(anext(stream))
+        is_open = asyncio.ensure_future(opened.wait())
+        try:
+            await asyncio.wait({first, is_open}, return_when=asyncio.FIRST_COMPLETED)
+            if first.done():
+                first.result()  # a refusal (401, 422) surfaces here
+            yield _chain(first, stream)
+        finally:
+            for task in (first, is_open):
+                task.cancel()
+            await asyncio.gather(first, is_open, return_exceptions=True)
+            await stream.aclose()
+
+
+async def _chain(first: asyncio.Future[MarkingEvent],
+                 rest: AsyncIterator[MarkingEvent]) -> AsyncIterator[MarkingEvent]:
+    yield await first
+    async for event in rest:
+        yield event
 
 
 def _seg(value: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import httpx
@@ -31,8 +31,8 @@ def parse_event(event_id: str, data: str) -> MarkingEvent:
 
 async def follow(
     http: httpx.AsyncClient, assignment_id: str, *, last_event_id: str | None = None,
-    read_timeout: float = READ_TIMEOUT_SECONDS,
-) -> AsyncIterator[MarkingEvent]:
+    read_timeout: float = READ_TIMEOUT_SECONDS, on_open: Callable[[], None] | None = None,
+) -> AsyncGenerator[MarkingEvent, None]:
     """Every event of the assignment after `last_event_id` (or from now), until the caller stops.
 
     The server ends each stream before its platform's time limit and a network may
@@ -54,6 +54,8 @@ async def follow(
                     if response.status_code < 500:
                         raise error
                     raise _Retry(error.retry_after)
+                if on_open is not None:
+                    on_open()  # the server fixed the stream's start before answering
                 async for sse in source.aiter_sse():
                     if sse.retry is not None:
                         retry_ms = sse.retry

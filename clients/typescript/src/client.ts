@@ -154,6 +154,23 @@ export class MarkingClient {
       headers: { authorization: `Bearer ${this.options.secret}` }, ...options,
     });
   }
+
+  /** Live events from now on, resolved once the stream is open: enqueue after this
+   *  and miss nothing. Stop it with `signal` or by leaving the `for await` loop. */
+  async watch(assignmentId: string, options: { signal?: AbortSignal } = {}):
+    Promise<AsyncGenerator<MarkingEvent>> {
+    let opened!: () => void;
+    const open = new Promise<void>((resolve) => { opened = resolve; });
+    const stream = this.events(assignmentId, { ...options, onOpen: () => opened() });
+    const first = stream.next();
+    await Promise.race([open, first]); // a refusal (401, 422) rejects here
+    return (async function* () {
+      const head = await first;
+      if (head.done) return;
+      yield head.value;
+      yield* stream;
+    })();
+  }
 }
 
 function seg(value: string): string {

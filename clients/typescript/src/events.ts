@@ -41,9 +41,14 @@ export async function* markingEvents(options: EventsOptions): AsyncGenerator<Mar
   while (!options.signal?.aborted) {
     let delay: number;
     const link = new AbortController();
-    const stop = () => link.abort();
-    options.signal?.addEventListener("abort", stop);
     let idle: ReturnType<typeof setTimeout> | undefined;
+    // Aborting ends the connection and its idle timer even while the caller holds the
+    // generator suspended (it may never resume it): nothing keeps a process alive.
+    const stop = () => {
+      clearTimeout(idle);
+      link.abort();
+    };
+    options.signal?.addEventListener("abort", stop);
     const watch = () => {
       clearTimeout(idle);
       idle = setTimeout(() => link.abort(), options.idleMs ?? 45_000);
