@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiqueue_client import AsyncMarkingClient, MarkingError, MarkingEvent
+from aiqueue_client import AsyncMarkingClient, MarkingError, MarkingEvent, call
 
 from tests.conftest import add_submissions
 from tests.e2e.api_server import api_server
@@ -82,6 +82,10 @@ async def test_enqueue_watch_review_and_read_usage(db_url: str, conn: asyncpg.Co
             with pytest.raises(MarkingError) as conflict:
                 await client.revert(q1)
             assert conflict.value.status == 409
+        # From synchronous code (here in a thread: this test's loop is running).
+        sync = await asyncio.to_thread(call, app.url, app.secret,
+                                       lambda queue: queue.progress("hw-py"))
+        assert sync["completed"] == 3
         async with AsyncMarkingClient(app.url, "wrong-secret") as stranger:
             with pytest.raises(MarkingError) as denied:
                 await stranger.progress("hw-py")

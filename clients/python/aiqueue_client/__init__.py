@@ -2,6 +2,7 @@
 
 from aiqueue_client.client import AsyncMarkingClient
 from aiqueue_client.errors import MarkingError
+from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
     EnqueueAccepted,
@@ -19,5 +20,5 @@ from aiqueue_client.types import (
 __all__ = [
     "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "MarkingError",
     "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
-    "SubmissionStatus", "UsageReport",
+    "SubmissionStatus", "UsageReport", "call",
 ]
