@@ -171,7 +171,10 @@ async def stream(
     started = time.monotonic()
     await hub.join()
     try:
-        yield f"retry: {RETRY_MS}\n\n"
+        # The start's cursor as an id without data: a client whose stream ends before
+        # any event still resumes from here (EventSource sends it as Last-Event-ID),
+        # not from a later "now" that would skip what happened while it reconnected.
+        yield f"retry: {RETRY_MS}\nid: {cursor}\n\n"
         last_sent = time.monotonic()
         while not hub.closed:
             changed = hub.changed()

@@ -4,4 +4,5 @@ from aiqueue.vercel import vercel_app
 
 app = vercel_app(["/api/marking/queue", "/api/marking/stats", "/api/marking/submissions",
                   "/api/marking/assignments", "/api/marking/events",
-                  "/api/marking/usage", "/api/marking/doctor"], streams=True)
+                  "/api/marking/usage", "/api/marking/doctor", "/api/marking/openapi.json"],
+                 streams=True)

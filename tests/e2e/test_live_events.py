@@ -132,9 +132,10 @@ async def test_resuming_from_last_event_id_loses_and_repeats_nothing(
 ):
     await pause(conn)
     ids = await add_submissions(conn, 12, "hw-r")
-    # Streams end after 1 s, as they do before the platform's limit: the client
-    # reconnects with Last-Event-ID like EventSource does.
-    short = LiveConfig(max_seconds=1.0, heartbeat_seconds=0.3, poll_seconds=0.2)
+    # Streams end after 2 s, as they do before the platform's limit: the client
+    # reconnects with Last-Event-ID like EventSource does.  (1 s was too short for the
+    # starter's enqueue through the other instance on a loaded machine.)
+    short = LiveConfig(max_seconds=2.0, heartbeat_seconds=0.3, poll_seconds=0.2)
     pa, pb = free_port(), free_port()
     with serve(app_for(db_url, pa, short), pa) as a, serve(app_for(db_url, pb, short), pb) as b:
         first = await read_sse(events_url(a.url, "hw-r"), headers=AUTH)

@@ -135,7 +135,8 @@ async def test_a_stream_heartbeats_and_ends_at_its_time_limit():
     hub = EventHub(None, LiveConfig(max_seconds=0.5, heartbeat_seconds=0.1, poll_seconds=0.05))
     feed = FakeFeed([event(1), event(2)])
     chunks = await collect(feed, hub, EventCursor(100, 0))
-    assert chunks[0].startswith("retry: ")
+    # The opening names its cursor, so a reconnect before any event resumes from it.
+    assert chunks[0] == "retry: 1500\nid: 100-0\n\n"
     assert [c.splitlines()[0] for c in chunks if c.startswith("id:")] == ["id: 100-1",
                                                                           "id: 100-2"]
     assert sum(c == ": keep-alive\n\n" for c in chunks) >= 2

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from aiqueue.flow import FlowState
 from aiqueue.metrics import FAMILIES, Snapshot, SnapshotCollector, exposition
 from aiqueue.models import Control, Stats, TallyRow
 
@@ -26,7 +27,9 @@ def snap(tally: list[TallyRow] = TALLY) -> Snapshot:
                   oldest_pending_seconds=12.5)
     control = Control(paused=False, paused_by=None, paused_at=None, consecutive_failures=0,
                       circuit_open_until=None, busy_until=None, circuit_state="open")
-    return Snapshot(stats, control, max_in_flight=8, tally=tally, buckets=[0.5, 1.0])
+    flow = FlowState(in_flight_limit=3, hold_until=None, refusals_rate_limited=7,
+                     refusals_overloaded=2, tokens_in_window=0, requests_in_window=0)
+    return Snapshot(stats, control, max_in_flight=8, tally=tally, buckets=[0.5, 1.0], flow=flow)
 
 
 def parsed(text: str) -> dict[str, tuple[str, dict[tuple[tuple[str, str], ...], float]]]:
@@ -53,8 +56,13 @@ def test_every_contract_metric_keeps_its_name_type_and_labels():
         "aiqueue_paused": "gauge", "aiqueue_jobs_completed": "counter",
         "aiqueue_jobs_failed": "counter", "aiqueue_attempts": "counter",
         "aiqueue_tokens": "counter", "aiqueue_cost_usd": "counter",
-        "aiqueue_processing_seconds": "histogram",
+        "aiqueue_processing_seconds": "histogram", "aiqueue_in_flight_limit": "gauge",
+        "aiqueue_refusals": "counter",
     }
+    assert families["aiqueue_in_flight_limit"][1] == {(("__name__", "aiqueue_in_flight_limit"),): 3}
+    assert families["aiqueue_refusals"][1] == {
+        (("__name__", "aiqueue_refusals_total"), ("kind", "overloaded")): 2,
+        (("__name__", "aiqueue_refusals_total"), ("kind", "rate_limited")): 7}
     rows = families["aiqueue_queue_rows"][1]
     assert rows[(("__name__", "aiqueue_queue_rows"), ("status", "pending"))] == 4
     assert len(rows) == 5
@@ -100,7 +108,7 @@ def test_families_are_plain_functions_of_the_snapshot():
 
 
 class ReadOnlyStore:
-    """The four reads a scrape makes, answering the snapshot above."""
+    """The five reads a scrape makes, answering the snapshot above."""
 
     async def stats(self, at: object) -> Stats:
         assert at is None  # the database's own clock
@@ -116,10 +124,15 @@ class ReadOnlyStore:
     async def buckets(self) -> list[float]:
         return [0.5, 1.0]
 
+    async def flow_state(self, cap: int, window_seconds: float) -> FlowState:
+        assert (cap, window_seconds) == (8, 60.0)
+        return snap().flow
+
 
 async def test_a_scrape_reads_the_store_then_writes_fresh_text():
     rt = SimpleNamespace(store=ReadOnlyStore(), clock=lambda: None,
-                         settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8))
+                         settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8,
+                                                  budget_window_seconds=60.0))
     first, second = await exposition(rt), await exposition(rt)  # type: ignore[arg-type]
     assert first == second  # a fresh registry per scrape: nothing accumulates
     assert first.decode() == scrape(snap())

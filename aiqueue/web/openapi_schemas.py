@@ -1,0 +1,199 @@
+"""The OpenAPI description's components: bodies and answers as JSON Schema 2020-12.
+
+Plain data, built once by aiqueue.web.openapi; the names here are the
+`#/components/schemas/...` names the client kit's generated types use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiqueue.callbacks import MAX_ITEMS
+from aiqueue.models import STATUSES
+from aiqueue.parse import MAX_IDS
+
+Schema = dict[str, Any]
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None,
+        *, closed: bool = False, description: str | None = None) -> Schema:
+    """An object with these required (and optional) properties."""
+    schema: Schema = {"type": "object", "required": list(required),
+                      "properties": {**required, **(optional or {})}}
+    if closed:
+        schema["additionalProperties"] = False
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+COUNT: Schema = {"type": "integer", "minimum": 0}
+SECONDS: Schema = nullable({"type": "number", "minimum": 0})
+UUID_: Schema = {"type": "string", "format": "uuid"}
+TIME: Schema = {"type": "string", "format": "date-time"}
+SHORT_TEXT: Schema = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+# A JSON object of any fields (said out loud, so generated types let them through).
+ANY_OBJECT: Schema = {"type": "object", "additionalProperties": True}
+STATUS: Schema = {"type": "string", "enum": list(STATUSES)}
+REVIEW: Schema = {"type": "string", "enum": ["unreviewed", "accepted", "reverted"]}
+PROGRESS_ITEM: Schema = obj({}, {"current": nullable({"type": "number"}),
+                                 "total": nullable({"type": "number"}),
+                                 "message": nullable({"type": "string"})})
+
+_STATS_FLOW = {
+    # §8a flow control: the learned in-flight limit, the hold after a refusal,
+    # and the declared budgets with what the current window has used.
+    "in_flight_limit": {"type": "integer", "minimum": 0},
+    "hold_until": nullable(TIME),
+    # null while no budget is declared (nothing is counted then)
+    "tokens_in_window": nullable(COUNT),
+    "requests_in_window": nullable(COUNT),
+    "tokens_per_minute": nullable(COUNT),
+    "requests_per_minute": nullable(COUNT),
+    "budget_window_seconds": {"type": "number", "minimum": 0},
+}
+
+USAGE_FIELDS: dict[str, Schema] = {
+    "jobs": COUNT, "prompt_tokens": COUNT, "completion_tokens": COUNT,
+    "cost_usd": nullable({"type": "number", "minimum": 0}), "unpriced_jobs": COUNT,
+    "avg_processing_seconds": SECONDS, "p95_processing_seconds": SECONDS,
+}
+
+WEBHOOK_ITEM = obj(
+    {"queue_id": {"type": "string"}, "token": {"type": "string"},
+     "status": {"type": "string", "enum": ["completed", "failed", "progress"]}},
+    {
+        "result": {**ANY_OBJECT, "description": "completed: the mark, stored as sent"},
+        "usage": obj({}, {"model": {"type": "string"}, "prompt_tokens": COUNT,
+                          "completion_tokens": COUNT, "total_tokens": COUNT,
+                          "cost_usd": {"type": "number", "minimum": 0}}),
+        "error": {"type": "string", "description":
+                  "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) "
+                  "that use no attempt"},
+        "retry_after": {"type": "number", "minimum": 0, "maximum": 3600, "description":
+                        "with a refusal: seconds to hold every dispatch"},
+        "retryable": {"type": "boolean"},
+        "progress": PROGRESS_ITEM,
+    },
+    description="One result item from the marking function, with its callback token.",
+)
+# A completed item carries its result.
+WEBHOOK_ITEM["if"] = {"properties": {"status": {"const": "completed"}}}
+WEBHOOK_ITEM["then"] = {"required": ["result"]}
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": {**obj({"error": {"type": "string"}, "detail": {"type": "string"}},
+                    description="Every JSON error; some add fields (invalid_ids, unknown_ids, "
+                                "expected, found)."), "additionalProperties": True},
+    "EnqueueRequest": obj(
+        {"assignment_id": SHORT_TEXT,
+         "submission_ids": {"type": "array", "items": UUID_, "minItems": 1, "maxItems": MAX_IDS}},
+        {"priority": nullable({"type": "integer", "minimum": -1_000_000, "maximum": 1_000_000}),
+         "payload": nullable({**ANY_OBJECT, "description": "up to 64 KiB, given to the "
+                              "function unchanged"}),
+         "group": nullable(SHORT_TEXT),
+         "remark": nullable({"type": "boolean"})},
+    ),
+    "EnqueueAccepted": obj({"enqueued": COUNT, "skipped": COUNT, "already_marked": COUNT,
+                            "queue_ids": {"type": "array", "items": UUID_}}),
+    "ProcessStep": obj({"claimed": nullable(UUID_), "dispatched": {"type": "boolean"},
+                        "recovered": COUNT, "pruned": COUNT, "chained": {"type": "boolean"}}),
+    "WebhookItem": WEBHOOK_ITEM,
+    "WebhookBody": {"oneOf": [ref("WebhookItem"), {"type": "array", "items": ref("WebhookItem"),
+                                                   "minItems": 1, "maxItems": MAX_ITEMS}]},
+    "WebhookReceipt": obj({"accepted": COUNT, "ignored": COUNT, "rejected": COUNT}),
+    "QueueRow": obj({"queue_id": UUID_, "submission_id": UUID_, "assignment_id": {"type": "string"},
+                     "group": {"type": "string"}, "status": STATUS, "attempts": COUNT,
+                     "last_error": nullable({"type": "string"}), "created_at": TIME,
+                     "updated_at": TIME}),
+    "QueuePage": obj({"items": {"type": "array", "items": ref("QueueRow")}, "total": COUNT}),
+    "Stats": obj(
+        {"pending": COUNT, "processing": COUNT, "completed": COUNT, "failed": COUNT,
+         "failed_today": COUNT, "completed_today": COUNT,
+         "avg_processing_seconds": SECONDS, "p95_processing_seconds": SECONDS,
+         "oldest_pending_seconds": SECONDS, **_STATS_FLOW},
+        {"cancelled": COUNT, "max_in_flight": COUNT, "paused": {"type": "boolean"},
+         "circuit": obj({}, {"state": {"type": "string", "enum": ["open", "half_open", "closed"]},
+                             "consecutive_failures": COUNT, "next_probe_at": nullable(TIME)}),
+         "busy_until": nullable(TIME)},
+    ),
+    "RetryAnswer": obj({"queue_id": UUID_, "status": {"const": "pending"}}),
+    "SubmissionStatus": obj(
+        {"status": STATUS, "attempts": COUNT, "queue_position": nullable(COUNT),
+         "estimated_wait_seconds": SECONDS},
+        {"queue_id": UUID_, "review": nullable(REVIEW), "progress": nullable(PROGRESS_ITEM)},
+    ),
+    "RunProgress": obj(
+        {"total": COUNT, "pending": COUNT, "processing": COUNT, "completed": COUNT,
+         "failed": COUNT, "cancelled": COUNT, "estimated_remaining_seconds": SECONDS,
+         "tokens": COUNT, "cost_usd": nullable({"type": "number", "minimum": 0})},
+        {"run_id": nullable(UUID_), "prompt_tokens": COUNT, "completion_tokens": COUNT,
+         "unpriced_jobs": COUNT,
+         "review": obj({"accepted": COUNT, "reverted": COUNT, "unreviewed": COUNT})},
+    ),
+    "CancelAnswer": obj({"cancelled": COUNT}),
+    "AcceptBody": obj({}, {"result": nullable({**ANY_OBJECT, "description":
+                                               "the teacher's adjusted result"})}, closed=True),
+    "Accepted": obj({"queue_id": UUID_, "review": {"const": "accepted"}, "accepted_at": TIME}),
+    "Reverted": obj({"queue_id": UUID_, "review": {"const": "reverted"}, "reverted_at": TIME}),
+    "RunAccepted": obj({"accepted": COUNT}),
+    "RunReverted": obj({"reverted": COUNT, "superseded": COUNT}),
+    "AppliedResult": obj({"queue_id": UUID_, "applied_at": TIME, "result": ANY_OBJECT,
+                          "review": REVIEW, "accepted_at": nullable(TIME),
+                          "reverted_at": nullable(TIME), "actor": nullable({"type": "string"})},
+                         {"adjusted_result": nullable(ANY_OBJECT)}),
+    "ResultHistory": obj({"items": {"type": "array", "items": ref("AppliedResult")}}),
+    "UsageLine": obj({"key": {"type": "string"}, **USAGE_FIELDS}),
+    "UsageTotal": obj(USAGE_FIELDS),
+    "UsageReport": obj({"items": {"type": "array", "items": ref("UsageLine")},
+                        "total": ref("UsageTotal")},
+                       {"since": {"type": "string", "format": "date"},
+                        "until": {"type": "string", "format": "date"},
+                        "by": {"type": "string", "enum": ["day", "assignment", "group", "model"]}}),
+    "MarkingEvent": obj(
+        {"queue_id": UUID_, "submission_id": UUID_, "status": STATUS},
+        {"result": {**ANY_OBJECT, "description": "completed: the result's summary fields"},
+         "review": {"type": "string"}, "progress": PROGRESS_ITEM},
+        description="The `data:` of one `event: marking` on the live stream; its `id:` is "
+                    "the cursor to resume from (Last-Event-ID).",
+    ),
+    # One event of the stream (in OpenAPI 3.1 an event stream's schema describes each event).
+    "SseEvent": obj({}, {
+        "event": {"const": "marking"},
+        "id": {"type": "string", "description": "the cursor to resume from (Last-Event-ID)"},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": ref("MarkingEvent")},
+        "retry": {"type": "integer", "minimum": 0},
+    }),
+    "Health": obj({"status": {"type": "string", "enum": ["ok", "unavailable"]},
+                   "database": {"type": "boolean"}}),
+    "DoctorCheck": obj({"name": {"type": "string"},
+                        "status": {"type": "string", "enum": ["pass", "fail", "skip"]},
+                        "detail": {"type": "string"},
+                        "fix": nullable({"type": "string"})},
+                       description="One check; a failure's `fix` says what to do."),
+    "DoctorReport": obj({"ok": {"type": "boolean"},
+                         "checks": {"type": "array", "items": ref("DoctorCheck")}},
+                        description="The report of `python -m aiqueue doctor --json` (§8c)."),
+    "RunFinished": obj(
+        {"type": {"const": "marking.run_finished"}, "assignment_id": {"type": "string"},
+         "completed": COUNT, "failed": COUNT, "cancelled": COUNT, "tokens": COUNT,
+         "cost_usd": nullable({"type": "number", "minimum": 0}), "started_at": TIME,
+         "finished_at": TIME},
+        {"run_id": {**UUID_, "description": "the run (an assignment may be marked again)"}},
+        description="An assignment's run has no pending or processing rows left.",
+    ),
+    "RowFailed": obj(
+        {"type": {"const": "marking.row_failed"}, "queue_id": UUID_, "submission_id": UUID_,
+         "assignment_id": {"type": "string"}, "error": nullable({"type": "string"})},
+        description="A row ended failed; `error` is a content-free code.",
+    ),
+}

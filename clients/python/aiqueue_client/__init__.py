@@ -1,0 +1,24 @@
+"""A typed async client for aiqueue's marking API (httpx), with resumable live events."""
+
+from aiqueue_client.client import AsyncMarkingClient
+from aiqueue_client.errors import MarkingError
+from aiqueue_client.sync import call
+from aiqueue_client.types import (
+    Accepted,
+    EnqueueAccepted,
+    Enqueued,
+    MarkingEvent,
+    ResultHistory,
+    Reverted,
+    RunAccepted,
+    RunProgress,
+    RunReverted,
+    SubmissionStatus,
+    UsageReport,
+)
+
+__all__ = [
+    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "MarkingError",
+    "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
+    "SubmissionStatus", "UsageReport", "call",
+]

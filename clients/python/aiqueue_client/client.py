@@ -1,0 +1,196 @@
+"""AsyncMarkingClient: the marking API over httpx, with safe retries and live events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from aiqueue_client.errors import MarkingError, error_from
+from aiqueue_client.events import follow
+from aiqueue_client.types import (
+    Accepted,
+    CancelAnswer,
+    EnqueueAccepted,
+    Enqueued,
+    MarkingEvent,
+    ResultHistory,
+    Reverted,
+    RunAccepted,
+    RunProgress,
+    RunReverted,
+    SubmissionStatus,
+    UsageReport,
+)
+
+RETRIES = 3
+MAX_RETRY_WAIT = 10.0
+
+
+class AsyncMarkingClient:
+    """One app's marking API: `AsyncMarkingClient("https://app.example", secret)`.
+
+    Use it as an async context manager, or pass your own `httpx.AsyncClient`
+    (its base URL and auth header are then yours to set).
+    """
+
+    def __init__(self, base_url: str = "", secret: str = "", *,
+                 http: httpx.AsyncClient | None = None, timeout: float = 30.0) -> None:
+        self._own = http is None
+        self.http = http or httpx.AsyncClient(
+            base_url=base_url, timeout=timeout,
+            headers={"authorization": f"Bearer {secret}"} if secret else {})
+
+    async def __aenter__(self) -> AsyncMarkingClient:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self.http.aclose()
+
+    async def _call(self, method: str, path: str, *, json: object = None,
+                    params: dict[str, str] | None = None, headers: dict[str, str] | None = None,
+                    retry: bool = False) -> httpx.Response:
+        """One request; with `retry`, network errors and 503s are tried again (it is safe)."""
+        for attempt in range(RETRIES if retry else 1):
+            last = attempt == (RETRIES if retry else 1) - 1
+            try:
+                response = await self.http.request(method, path, json=json, params=params,
+                                                   headers=headers)
+            except httpx.TransportError:
+                if last:
+                    raise
+                await asyncio.sleep(0.5 * 2 ** attempt)
+                continue
+            if response.status_code < 400:
+                return response
+            error = error_from(response)
+            if response.status_code != 503 or last:
+                raise error
+            await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** attempt, MAX_RETRY_WAIT))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def enqueue(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
+                      idempotency_key: str | None = None, priority: int | None = None,
+                      payload: dict[str, Any] | None = None, group: str | None = None,
+                      remark: bool | None = None) -> Enqueued:
+        """Enqueue submissions for marking; retried safely under one Idempotency-Key.
+
+        Without a key one is made, so a retry after a lost answer enqueues nothing twice.
+        """
+        key = idempotency_key or str(uuid.uuid4())
+        body: dict[str, Any] = {"assignment_id": assignment_id,
+                                "submission_ids": [str(s) for s in submission_ids]}
+        for name, value in (("priority", priority), ("payload", payload), ("group", group),
+                            ("remark", remark)):
+            if value is not None:
+                body[name] = value
+        response = await self._call("POST", "/api/marking/enqueue", json=body,
+                                    headers={"Idempotency-Key": key}, retry=True)
+        return Enqueued(cast(EnqueueAccepted, response.json()), key,
+                        response.headers.get("idempotent-replayed") == "true")
+
+    async def status(self, submission_id: str | uuid.UUID) -> SubmissionStatus:
+        """Status, queue position and ETA of the submission's latest row."""
+        path = f"/api/marking/submissions/{_seg(submission_id)}/status"
+        return cast(SubmissionStatus, (await self._call("GET", path, retry=True)).json())
+
+    async def progress(self, assignment_id: str) -> RunProgress:
+        """Counts, ETA, tokens and cost of the assignment's latest run."""
+        path = f"/api/marking/assignments/{_seg(assignment_id)}/progress"
+        return cast(RunProgress, (await self._call("GET", path, retry=True)).json())
+
+    async def results(self, submission_id: str | uuid.UUID) -> ResultHistory:
+        """The submission's applied results, newest first."""
+        path = f"/api/marking/submissions/{_seg(submission_id)}/results"
+        return cast(ResultHistory, (await self._call("GET", path, retry=True)).json())
+
+    async def accept(self, queue_id: str | uuid.UUID, *, result: dict[str, Any] | None = None,
+                     actor: str | None = None) -> Accepted:
+        """Accept a row's result, optionally with the teacher's adjusted result."""
+        path = f"/api/marking/queue/{_seg(queue_id)}/accept"
+        body = {"result": result} if result is not None else None
+        answer = await self._call("POST", path, json=body, headers=_actor(actor))
+        return cast(Accepted, answer.json())
+
+    async def revert(self, queue_id: str | uuid.UUID, *, actor: str | None = None) -> Reverted:
+        """Put the submission's mark back to what it was before this row's result."""
+        path = f"/api/marking/queue/{_seg(queue_id)}/revert"
+        return cast(Reverted, (await self._call("POST", path, headers=_actor(actor))).json())
+
+    async def accept_run(self, assignment_id: str, *, actor: str | None = None) -> RunAccepted:
+        path = f"/api/marking/assignments/{_seg(assignment_id)}/accept"
+        return cast(RunAccepted, (await self._call("POST", path, headers=_actor(actor))).json())
+
+    async def revert_run(self, assignment_id: str, *, actor: str | None = None) -> RunReverted:
+        path = f"/api/marking/assignments/{_seg(assignment_id)}/revert"
+        return cast(RunReverted, (await self._call("POST", path, headers=_actor(actor))).json())
+
+    async def cancel(self, assignment_id: str) -> CancelAnswer:
+        """The assignment's pending rows become cancelled."""
+        path = f"/api/marking/assignments/{_seg(assignment_id)}/cancel"
+        return cast(CancelAnswer, (await self._call("POST", path, retry=True)).json())
+
+    async def usage(self, *, since: str | None = None, until: str | None = None,
+                    by: str = "day") -> UsageReport:
+        """Tokens and cost by day, assignment, group or model (dates YYYY-MM-DD)."""
+        params = {"by": by, **({"since": since} if since else {}),
+                  **({"until": until} if until else {})}
+        answer = await self._call("GET", "/api/marking/usage", params=params, retry=True)
+        return cast(UsageReport, answer.json())
+
+    def events(self, assignment_id: str, *, last_event_id: str | None = None,
+               read_timeout: float = 45.0) -> AsyncIterator[MarkingEvent]:
+        """Live events of the assignment; reconnects and resumes by itself (see `follow`)."""
+        return follow(self.http, assignment_id, last_event_id=last_event_id,
+                      read_timeout=read_timeout)
+
+    @contextlib.asynccontextmanager
+    async def watch(self, assignment_id: str) -> AsyncIterator[AsyncIterator[MarkingEvent]]:
+        """Live events from the moment the block starts: enqueue inside it, miss nothing.
+
+        `async with client.watch("hw-7") as events:` returns once the stream is open.
+        """
+        opened = asyncio.Event()
+        stream = follow(self.http, assignment_id, on_open=opened.set)
+        first = asyncio.ensure_future(anext(stream))
+        is_open = asyncio.ensure_future(opened.wait())
+        try:
+            await asyncio.wait({first, is_open}, return_when=asyncio.FIRST_COMPLETED)
+            if first.done():
+                first.result()  # a refusal (401, 422) surfaces here
+            yield _chain(first, stream)
+        finally:
+            for task in (first, is_open):
+                task.cancel()
+            await asyncio.gather(first, is_open, return_exceptions=True)
+            await stream.aclose()
+
+
+async def _chain(first: asyncio.Future[MarkingEvent],
+                 rest: AsyncIterator[MarkingEvent]) -> AsyncIterator[MarkingEvent]:
+    yield await first
+    async for event in rest:
+        yield event
+
+
+def _seg(value: object) -> str:
+    """A path segment, escaped (an assignment id may hold any character)."""
+    return quote(str(value), safe="")
+
+
+def _actor(actor: str | None) -> dict[str, str] | None:
+    return {"X-Actor": actor} if actor else None
+
+
+__all__ = ["AsyncMarkingClient", "MarkingError"]

@@ -1,0 +1,128 @@
+"""The API's answers as typed dicts, named as in the OpenAPI description's components.
+
+Only the fields a host app reads are spelled out; tests/unit/test_client_types.py
+checks every one against /api/marking/openapi.json, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+Review = Literal["unreviewed", "accepted", "reverted"]
+
+
+class EnqueueAccepted(TypedDict):
+    enqueued: int
+    skipped: int
+    already_marked: int
+    queue_ids: list[str]
+
+
+class ProgressItem(TypedDict, total=False):
+    current: float | None
+    total: float | None
+    message: str | None
+
+
+class SubmissionStatus(TypedDict):
+    status: Status
+    attempts: int
+    queue_position: int | None
+    estimated_wait_seconds: float | None
+    queue_id: NotRequired[str]
+    review: NotRequired[Review | None]
+    progress: NotRequired[ProgressItem | None]
+
+
+class RunProgress(TypedDict):
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    failed: int
+    cancelled: int
+    estimated_remaining_seconds: float | None
+    tokens: int
+    cost_usd: float | None
+
+
+class Accepted(TypedDict):
+    queue_id: str
+    review: Literal["accepted"]
+    accepted_at: str
+
+
+class Reverted(TypedDict):
+    queue_id: str
+    review: Literal["reverted"]
+    reverted_at: str
+
+
+class RunAccepted(TypedDict):
+    accepted: int
+
+
+class RunReverted(TypedDict):
+    reverted: int
+    superseded: int
+
+
+class CancelAnswer(TypedDict):
+    cancelled: int
+
+
+class UsageTotal(TypedDict):
+    jobs: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    unpriced_jobs: int
+    avg_processing_seconds: float | None
+    p95_processing_seconds: float | None
+
+
+class UsageLine(UsageTotal):
+    key: str
+
+
+class UsageReport(TypedDict):
+    items: list[UsageLine]
+    total: UsageTotal
+
+
+class AppliedResult(TypedDict):
+    queue_id: str
+    applied_at: str
+    result: dict[str, Any]
+    review: Review
+    accepted_at: str | None
+    reverted_at: str | None
+    actor: str | None
+
+
+class ResultHistory(TypedDict):
+    items: list[AppliedResult]
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """An enqueue's answer, the key it was sent with, and whether the server replayed it."""
+
+    answer: EnqueueAccepted
+    idempotency_key: str
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class MarkingEvent:
+    """One live event: a row's status change; `id` is where a stream resumes after it."""
+
+    id: str
+    queue_id: str
+    submission_id: str
+    status: Status
+    result: dict[str, Any] | None = None
+    review: str | None = None
+    progress: ProgressItem | None = None

@@ -1,0 +1,21 @@
+import { Webhook } from "standardwebhooks";
+import type { components } from "../src/schema.js"; // in your app: from "aiqueue-client"
+
+export type Notification = components["schemas"]["RunFinished"] | components["schemas"]["RowFailed"];
+
+export function notifications(secret: string,
+  handle: (webhookId: string, event: Notification) => Promise<void>) {
+  const webhook = new Webhook(secret); // QUEUE_NOTIFY_SECRET, whsec_…
+  return async function POST(request: Request): Promise<Response> {
+    const body = await request.text();
+    let event: Notification;
+    try {
+      event = webhook.verify(body, Object.fromEntries(request.headers)) as Notification;
+    } catch {
+      return new Response(null, { status: 401 });
+    }
+    // marking.run_finished or marking.row_failed; a retry repeats its webhook-id.
+    await handle(request.headers.get("webhook-id") ?? "", event);
+    return new Response(null, { status: 204 });
+  };
+}

@@ -1,0 +1,188 @@
+// A small fetch client for aiqueue's marking API. Every path and answer type comes
+// from schema.d.ts, generated from the app's /api/marking/openapi.json: a route
+// that changes there stops this file from compiling.
+
+import type { components, paths } from "./schema.js";
+import { MarkingError, errorFrom } from "./errors.js";
+import { type MarkingEvent, markingEvents } from "./events.js";
+
+type Schemas = components["schemas"];
+type Method = "get" | "post";
+type Operation<P extends keyof paths, M extends Method> = NonNullable<paths[P][M]>;
+/** The JSON body of an operation's success (200 or 202). */
+export type Answer<P extends keyof paths, M extends Method> =
+  Operation<P, M> extends { responses: infer R }
+    ? R extends { 200: { content: { "application/json": infer T } } } ? T
+    : R extends { 202: { content: { "application/json": infer T } } } ? T
+    : never
+    : never;
+
+export type EnqueueRequest = Schemas["EnqueueRequest"];
+export type EnqueueAccepted = Answer<"/api/marking/enqueue", "post">;
+export type SubmissionStatus = Answer<"/api/marking/submissions/{submission_id}/status", "get">;
+export type RunProgress = Answer<"/api/marking/assignments/{assignment_id}/progress", "get">;
+export type Accepted = Answer<"/api/marking/queue/{queue_id}/accept", "post">;
+export type Reverted = Answer<"/api/marking/queue/{queue_id}/revert", "post">;
+export type UsageReport = Answer<"/api/marking/usage", "get">;
+export type ResultHistory = Answer<"/api/marking/submissions/{submission_id}/results", "get">;
+export type Stats = Answer<"/api/marking/stats", "get">;
+export type { MarkingEvent };
+
+export interface Enqueued {
+  answer: EnqueueAccepted;
+  idempotencyKey: string;
+  /** The server replayed the first answer to this key: nothing new was enqueued. */
+  replayed: boolean;
+}
+
+export interface ClientOptions {
+  /** The app's base URL, e.g. "https://marking.example.edu". */
+  baseUrl: string;
+  /** MARKING_QUEUE_SECRET: server-side only, never in a browser. */
+  secret: string;
+  fetch?: typeof fetch;
+}
+
+const RETRIES = 3;
+
+export class MarkingClient {
+  private readonly baseUrl: string;
+  private readonly fetch: typeof fetch;
+
+  constructor(private readonly options: ClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.fetch = options.fetch ?? fetch;
+  }
+
+  private async call<T>(method: "GET" | "POST", path: string, init: {
+    body?: unknown; headers?: Record<string, string>; retry?: boolean;
+  } = {}): Promise<{ data: T; response: Response }> {
+    const tries = init.retry ? RETRIES : 1;
+    for (let attempt = 0; ; attempt++) {
+      const last = attempt === tries - 1;
+      let response: Response;
+      try {
+        response = await this.fetch(this.baseUrl + path, {
+          method,
+          headers: {
+            authorization: `Bearer ${this.options.secret}`,
+            ...(init.body !== undefined ? { "content-type": "application/json" } : {}),
+            ...init.headers,
+          },
+          body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
+        });
+      } catch (error) {
+        if (last) throw error; // a network error: safe to try again only with `retry`
+        await sleep(500 * 2 ** attempt);
+        continue;
+      }
+      if (response.ok) return { data: (await response.json()) as T, response };
+      const error = await errorFrom(response);
+      if (response.status !== 503 || last) throw error;
+      await sleep(Math.min((error.retryAfter ?? 0.5 * 2 ** attempt) * 1000, 10_000));
+    }
+  }
+
+  /** Enqueue submissions; retried safely under one Idempotency-Key (made when not given). */
+  async enqueue(request: EnqueueRequest, options: { idempotencyKey?: string } = {}):
+    Promise<Enqueued> {
+    const key = options.idempotencyKey ?? crypto.randomUUID();
+    const { data, response } = await this.call<EnqueueAccepted>("POST", "/api/marking/enqueue",
+      { body: request, headers: { "idempotency-key": key }, retry: true });
+    return { answer: data, idempotencyKey: key,
+      replayed: response.headers.get("idempotent-replayed") === "true" };
+  }
+
+  async status(submissionId: string): Promise<SubmissionStatus> {
+    return (await this.call<SubmissionStatus>("GET",
+      `/api/marking/submissions/${seg(submissionId)}/status`, { retry: true })).data;
+  }
+
+  async progress(assignmentId: string): Promise<RunProgress> {
+    return (await this.call<RunProgress>("GET",
+      `/api/marking/assignments/${seg(assignmentId)}/progress`, { retry: true })).data;
+  }
+
+  async results(submissionId: string): Promise<ResultHistory> {
+    return (await this.call<ResultHistory>("GET",
+      `/api/marking/submissions/${seg(submissionId)}/results`, { retry: true })).data;
+  }
+
+  async accept(queueId: string, options: { result?: Record<string, unknown>; actor?: string } = {}):
+    Promise<Accepted> {
+    return (await this.call<Accepted>("POST", `/api/marking/queue/${seg(queueId)}/accept`, {
+      body: options.result ? { result: options.result } : undefined,
+      headers: actor(options.actor),
+    })).data;
+  }
+
+  async revert(queueId: string, options: { actor?: string } = {}): Promise<Reverted> {
+    return (await this.call<Reverted>("POST", `/api/marking/queue/${seg(queueId)}/revert`,
+      { headers: actor(options.actor) })).data;
+  }
+
+  async acceptRun(assignmentId: string, options: { actor?: string } = {}):
+    Promise<Answer<"/api/marking/assignments/{assignment_id}/accept", "post">> {
+    return (await this.call<Answer<"/api/marking/assignments/{assignment_id}/accept", "post">>(
+      "POST", `/api/marking/assignments/${seg(assignmentId)}/accept`,
+      { headers: actor(options.actor) })).data;
+  }
+
+  async cancel(assignmentId: string):
+    Promise<Answer<"/api/marking/assignments/{assignment_id}/cancel", "post">> {
+    return (await this.call<Answer<"/api/marking/assignments/{assignment_id}/cancel", "post">>(
+      "POST", `/api/marking/assignments/${seg(assignmentId)}/cancel`, { retry: true })).data;
+  }
+
+  async usage(query: { since?: string; until?: string;
+    by?: "day" | "assignment" | "group" | "model" } = {}): Promise<UsageReport> {
+    const params = new URLSearchParams(Object.entries(query)
+      .filter((entry): entry is [string, string] => entry[1] !== undefined));
+    return (await this.call<UsageReport>("GET", `/api/marking/usage?${params}`,
+      { retry: true })).data;
+  }
+
+  async stats(): Promise<Stats> {
+    return (await this.call<Stats>("GET", "/api/marking/stats", { retry: true })).data;
+  }
+
+  /** Live events of an assignment, resuming by themselves after a dropped connection. */
+  events(assignmentId: string, options: { lastEventId?: string; signal?: AbortSignal;
+    idleMs?: number; onOpen?: () => void } = {}): AsyncGenerator<MarkingEvent> {
+    return markingEvents({
+      url: `${this.baseUrl}/api/marking/events`, assignmentId, fetch: this.fetch,
+      headers: { authorization: `Bearer ${this.options.secret}` }, ...options,
+    });
+  }
+
+  /** Live events from now on, resolved once the stream is open: enqueue after this
+   *  and miss nothing. Stop it with `signal` or by leaving the `for await` loop. */
+  async watch(assignmentId: string, options: { signal?: AbortSignal } = {}):
+    Promise<AsyncGenerator<MarkingEvent>> {
+    let opened!: () => void;
+    const open = new Promise<void>((resolve) => { opened = resolve; });
+    const stream = this.events(assignmentId, { ...options, onOpen: () => opened() });
+    const first = stream.next();
+    await Promise.race([open, first]); // a refusal (401, 422) rejects here
+    return (async function* () {
+      const head = await first;
+      if (head.done) return;
+      yield head.value;
+      yield* stream;
+    })();
+  }
+}
+
+function seg(value: string): string {
+  return encodeURIComponent(value);
+}
+
+function actor(name: string | undefined): Record<string, string> | undefined {
+  return name ? { "x-actor": name } : undefined;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export { MarkingError };

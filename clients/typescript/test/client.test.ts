@@ -1,0 +1,64 @@
+// The fetch client against the running app: enqueue (and its replay), live events,
+// status, progress, review, usage, and the API's errors.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { MarkingClient, MarkingError, type MarkingEvent } from "../src/client.js";
+import { FROM_START, baseUrl, client, ids, payload } from "./env.js";
+
+test("enqueue, watch every row complete, review and read the usage", async () => {
+  const api = client();
+  const submissions = ids("ts-client");
+  const first = await api.enqueue({ assignment_id: "ts-client", submission_ids: submissions,
+    payload }, { idempotencyKey: "ts-client-mark-all-1" });
+  const again = await api.enqueue({ assignment_id: "ts-client", submission_ids: submissions,
+    payload }, { idempotencyKey: "ts-client-mark-all-1" });
+  assert.equal(first.answer.enqueued, submissions.length);
+  assert.equal(first.replayed, false);
+  assert.equal(again.replayed, true);
+  assert.deepEqual(again.answer, first.answer);
+
+  const seen: MarkingEvent[] = [];
+  const stop = new AbortController();
+  for await (const event of api.events("ts-client", { lastEventId: FROM_START,
+    signal: stop.signal })) {
+    seen.push(event);
+    if (seen.filter((e) => e.status === "completed").length === submissions.length) break;
+  }
+  stop.abort();
+  const queueIds = new Set(first.answer.queue_ids);
+  assert.ok(seen.every((e) => queueIds.has(e.queue_id)));
+  assert.ok(seen.filter((e) => e.status === "completed").every((e) => e.result !== undefined));
+
+  const status = await api.status(submissions[0]!);
+  assert.equal(status.status, "completed");
+  assert.equal(status.queue_position, null);
+  const progress = await api.progress("ts-client");
+  assert.deepEqual([progress.total, progress.completed], [submissions.length, submissions.length]);
+  const [q0, q1] = first.answer.queue_ids;
+  const accepted = await api.accept(q0!, { result: { score: 4, max_score: 4 }, actor: "t-1" });
+  assert.equal(accepted.review, "accepted");
+  assert.equal((await api.revert(q1!, { actor: "t-1" })).review, "reverted");
+  assert.equal((await api.results(submissions[0]!)).items[0]?.actor, "t-1");
+  const usage = await api.usage({ by: "assignment" });
+  assert.ok(usage.items.some((line) => line.key === "ts-client" && line.jobs >= 2));
+  assert.equal(typeof (await api.stats()).pending, "number");
+});
+
+test("the API's errors arrive as MarkingError with their code", async () => {
+  const api = client();
+  await assert.rejects(api.enqueue({ assignment_id: "ts-client",
+    submission_ids: [crypto.randomUUID()] }), (error: unknown) => {
+    assert.ok(error instanceof MarkingError);
+    assert.deepEqual([error.status, error.code], [422, "invalid"]);
+    assert.ok(Array.isArray(error.body["unknown_ids"]));
+    return true;
+  });
+  await assert.rejects(api.status(crypto.randomUUID()),
+    (error: unknown) => error instanceof MarkingError && error.status === 404);
+  const stranger = new MarkingClient({ baseUrl, secret: "wrong" });
+  await assert.rejects(stranger.progress("ts-client"),
+    (error: unknown) => error instanceof MarkingError && error.code === "unauthorized");
+  const events = stranger.events("ts-client");
+  await assert.rejects(events.next(),
+    (error: unknown) => error instanceof MarkingError && error.status === 401);
+});

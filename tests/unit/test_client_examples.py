@@ -1,0 +1,64 @@
+"""The README's notification receivers (clients/*/examples) work, and the README shows them
+(and the happy paths) exactly as they are tested."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks.webhooks import Webhook
+from starlette.applications import Starlette
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = [ROOT / "clients/python/examples/happy_path.py",
+            ROOT / "clients/python/examples/receiver.py",
+            ROOT / "clients/typescript/examples/happy-path.ts",
+            ROOT / "clients/typescript/examples/receiver.ts"]
+SECRET = "whsec_" + "dGhpcyBpcyBhIHRlc3Qgc2VjcmV0IG9mIDMyIGJ5dGVz"
+
+
+def load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_the_readme_shows_the_tested_example(path: Path):
+    assert path.read_text() in (ROOT / "README.md").read_text(), f"README lacks {path}"
+
+
+async def test_the_receiver_takes_signed_notifications_and_refuses_forged_ones():
+    got: list[tuple[str, dict[str, Any]]] = []
+    route = load(ROOT / "clients/python/examples/receiver.py").notifications(
+        SECRET, lambda webhook_id, event: got.append((webhook_id, event)))
+    event = {"type": "marking.run_finished", "assignment_id": "hw-7", "completed": 30,
+             "failed": 1, "cancelled": 0, "tokens": 12000, "cost_usd": 0.012,
+             "started_at": "2026-11-23T10:00:00+00:00", "finished_at": "2026-11-23T10:05:00+00:00"}
+    body = json.dumps(event)
+
+    def headers(secret: str, msg_id: str) -> dict[str, str]:
+        now = datetime.now(UTC)
+        return {"webhook-id": msg_id, "webhook-timestamp": str(int(now.timestamp())),
+                "webhook-signature": Webhook(secret).sign(msg_id, now, body),
+                "content-type": "application/json"}
+
+    transport = httpx.ASGITransport(app=Starlette(routes=[route]))
+    async with httpx.AsyncClient(transport=transport, base_url="http://host.test") as client:
+        msg_id = f"evt_{uuid.uuid4().hex}"
+        ok = await client.post("/aiqueue/notifications", content=body,
+                               headers=headers(SECRET, msg_id))
+        other = "whsec_" + "YW5vdGhlciBzZWNyZXQsIGFsc28gMzIgYnl0ZXMhIQ=="
+        forged = await client.post("/aiqueue/notifications", content=body,
+                                   headers=headers(other, msg_id))
+    assert (ok.status_code, forged.status_code) == (204, 401)
+    assert got == [(msg_id, event)]

@@ -1,0 +1,28 @@
+"""The Python client's typed answers name exactly what the OpenAPI description says."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import aiqueue_client.types as types
+import pytest
+
+from aiqueue.web.openapi import document
+
+SCHEMAS = document()["components"]["schemas"]
+TYPED = ["EnqueueAccepted", "SubmissionStatus", "RunProgress", "Accepted", "Reverted",
+         "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal", "UsageReport",
+         "AppliedResult", "ResultHistory"]
+
+
+@pytest.mark.parametrize("name", TYPED)
+def test_a_typed_answer_has_every_required_field_and_no_unknown_one(name: str):
+    typed = getattr(types, name)
+    schema = SCHEMAS[name]
+    assert set(schema["required"]) <= set(typed.__required_keys__), name
+    assert set(typed.__annotations__) <= set(schema["properties"]), name
+
+
+def test_a_live_event_carries_the_described_fields():
+    fields = {f.name for f in dataclasses.fields(types.MarkingEvent)} - {"id"}
+    assert fields == set(SCHEMAS["MarkingEvent"]["properties"])
