@@ -22,8 +22,10 @@ from aiqueue.web.app import create_app
 from tests.conftest import AUTH, make_settings, mocked_function
 
 # The public ones: the health check reads the database by design, and the login
-# form's POST counts failures there (the throttle); its GET renders no data.
-PUBLIC = {("GET", "/healthz"), ("POST", "/ai-queue/login"), ("GET", "/ai-queue/login")}
+# form's POST counts failures there (the throttle); its GET renders no data, nor
+# does the API's description (built once, public by design).
+PUBLIC = {("GET", "/healthz"), ("POST", "/ai-queue/login"), ("GET", "/ai-queue/login"),
+          ("GET", "/api/marking/openapi.json")}
 FORGED = Tokens(("forged-secret-0123456789abcdef",))
 QID, SID = uuid.uuid4(), uuid.uuid4()
 

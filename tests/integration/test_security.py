@@ -41,7 +41,8 @@ CHAIN = "http://app.test/api/marking/process-queue"
 AUTH = {"authorization": f"Bearer {SECRET}"}
 CONTENT = "Photosynthesis-essay-by-Zephyrine-Quill"
 SQLISH = "x'); DROP TABLE ai_marking_queue; --"
-PUBLIC = {("GET", "/healthz"), ("GET", "/ai-queue/login")}
+# The API's description is public by design (README, Integrating): no secret, no data.
+PUBLIC = {("GET", "/healthz"), ("GET", "/ai-queue/login"), ("GET", "/api/marking/openapi.json")}
 
 
 class LogSink(logging.Handler):

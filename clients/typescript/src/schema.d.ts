@@ -478,6 +478,13 @@ export interface components {
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
             oldest_pending_seconds: number | null;
+            in_flight_limit: number;
+            hold_until: string | null;
+            tokens_in_window: number | null;
+            requests_in_window: number | null;
+            tokens_per_minute: number | null;
+            requests_per_minute: number | null;
+            budget_window_seconds: number;
             cancelled?: number;
             max_in_flight?: number;
             paused?: boolean;
@@ -488,13 +495,6 @@ export interface components {
                 next_probe_at?: string | null;
             };
             busy_until?: string | null;
-            in_flight_limit?: number;
-            hold_until?: string | null;
-            tokens_in_window?: number;
-            requests_in_window?: number;
-            tokens_per_minute?: number | null;
-            requests_per_minute?: number | null;
-            budget_window_seconds?: number;
         };
         RetryAnswer: {
             /** Format: uuid */
@@ -649,11 +649,13 @@ export interface components {
             status: "ok" | "unavailable";
             database: boolean;
         };
+        /** @description One check; a failure's `fix` says what to do. */
         DoctorCheck: {
             name: string;
-            ok: boolean;
-            detail?: string | null;
-            fix?: string | null;
+            /** @enum {string} */
+            status: "pass" | "fail" | "skip";
+            detail: string;
+            fix: string | null;
         };
         /** @description The report of `python -m aiqueue doctor --json` (§8c). */
         DoctorReport: {
@@ -674,6 +676,11 @@ export interface components {
             started_at: string;
             /** Format: date-time */
             finished_at: string;
+            /**
+             * Format: uuid
+             * @description the run (an assignment may be marked again)
+             */
+            run_id?: string;
         };
         /** @description A row ended failed; `error` is a content-free code. */
         RowFailed: {
