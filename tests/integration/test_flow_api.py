@@ -55,22 +55,31 @@ async def test_a_refused_mark_uses_no_attempt_and_the_page_data_say_so(
     assert 'aiqueue_refusals_total{kind="overloaded"} 0' in metrics
 
 
-async def test_a_short_hold_is_waited_out_in_the_same_invocation(
-    db_url: str, conn: asyncpg.Connection, function: Any
-) -> None:
-    # No ticker and no cron here, as on a serverless deployment: the webhook's
-    # step after answering waits out the refusal's 1 s hold and dispatches again.
+async def refuse_the_only_row(db_url: str, conn: asyncpg.Connection, function: Any,
+                              error: str, retry_after: float) -> dict[str, Any]:
+    """Enqueue one row at in-flight 1 and refuse its dispatch; the dispatch's body.
+
+    No ticker and no cron here, as on a serverless deployment.
+    """
     app = create_app(make_settings(db_url, max_in_flight=1))
     ids = await add_submissions(conn, 1)
     async with app_client(app) as client:
         await client.post("/api/marking/enqueue", headers=AUTH, json={
             "assignment_id": "hw-7", "submission_ids": [str(ids[0])]})
         assert function.call_count == 1
-        sent = json.loads(function.calls.last.request.content)
+        sent: dict[str, Any] = json.loads(function.calls.last.request.content)
         refused = {"queue_id": sent["queue_id"], "token": sent["callback_token"],
-                   "status": "failed", "error": "overloaded", "retry_after": 1}
+                   "status": "failed", "error": error, "retry_after": retry_after}
         r = await client.post("/webhooks/ai-mark", json=[refused])  # returns after its tasks
         assert r.json()["accepted"] == 1
+    return sent
+
+
+async def test_a_short_hold_is_waited_out_in_the_same_invocation(
+    db_url: str, conn: asyncpg.Connection, function: Any
+) -> None:
+    # The webhook's step after answering waits out the 1 s hold and dispatches again.
+    sent = await refuse_the_only_row(db_url, conn, function, "overloaded", 1)
     assert function.call_count == 2
     again = json.loads(function.calls.last.request.content)
     assert (again["queue_id"], again["attempt"]) == (sent["queue_id"], 1)
@@ -79,13 +88,5 @@ async def test_a_short_hold_is_waited_out_in_the_same_invocation(
 async def test_a_hold_longer_than_an_invocation_may_wait_is_left_to_the_cron(
     db_url: str, conn: asyncpg.Connection, function: Any
 ) -> None:
-    app = create_app(make_settings(db_url, max_in_flight=1))
-    ids = await add_submissions(conn, 1)
-    async with app_client(app) as client:
-        await client.post("/api/marking/enqueue", headers=AUTH, json={
-            "assignment_id": "hw-7", "submission_ids": [str(ids[0])]})
-        sent = json.loads(function.calls.last.request.content)
-        refused = {"queue_id": sent["queue_id"], "token": sent["callback_token"],
-                   "status": "failed", "error": "rate_limited", "retry_after": 60}
-        await client.post("/webhooks/ai-mark", json=[refused])
+    await refuse_the_only_row(db_url, conn, function, "rate_limited", 60)
     assert function.call_count == 1
