@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -261,46 +262,41 @@ def test_a_bundle_missing_a_dependency_does_not_start(built, tmp_path: Path):
     assert "No module named 'starlette'" in server.output()
 
 
-def test_a_sync_timeout_beyond_max_duration_stops_the_function(built, tmp_path: Path):
+def misconfigured(built: Any, tmp_path: Path, entry: str, env: dict[str, str]
+                  ) -> tuple[dict[str, Any], list[str]]:
+    """Serve one built function with a bad setting and POST to it: its 503 and its log lines.
+
+    The function must answer `misconfigured` (never a traceback) and log why.
+    """
     project, output = built
-    entry = "api/process_queue.py"
     func = materialize(functions(output)[entry], project, tmp_path / "fn")
+    path = "/" + entry.removesuffix(".py")
     server = FunctionServer(_python(), func, entry, free_port(), {
-        "VERCEL": "1", "VERCEL_PROJECT_PRODUCTION_URL": "marking.vercel.app",
-        "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
+        "VERCEL": "1", "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
         "MARKING_QUEUE_SECRET": SECRET, "AI_MARKING_FUNCTION_URL": "https://fn.test/mark",
-        "AI_MARKING_FUNCTION_MODE": "sync", "QUEUE_DISPATCH_TIMEOUT_SECONDS": "150"},
-        tmp_path / "fn.log")
+        **env}, tmp_path / "fn.log")
     server.start()
     try:
         server.wait_listening()
-        answer = httpx.post(f"http://127.0.0.1:{server.port}/api/process_queue",
+        answer = httpx.post(f"http://127.0.0.1:{server.port}{path}",
                             headers={"authorization": f"Bearer {SECRET}"}, timeout=30)
     finally:
         server.stop()
     assert answer.status_code == 503 and answer.json()["error"] == "misconfigured"
-    assert answer.json()["detail"].startswith("QUEUE_DISPATCH_TIMEOUT_SECONDS=150 does not fit")
     lines = [line for line in server.output().splitlines() if line.startswith("aiqueue: ")]
+    return answer.json(), lines
+
+
+def test_a_sync_timeout_beyond_max_duration_stops_the_function(built, tmp_path: Path):
+    body, lines = misconfigured(built, tmp_path, "api/process_queue.py", {
+        "VERCEL_PROJECT_PRODUCTION_URL": "marking.vercel.app",
+        "AI_MARKING_FUNCTION_MODE": "sync", "QUEUE_DISPATCH_TIMEOUT_SECONDS": "150"})
+    assert body["detail"].startswith("QUEUE_DISPATCH_TIMEOUT_SECONDS=150 does not fit")
     assert lines and all("QUEUE_DISPATCH_TIMEOUT_SECONDS=150" in line for line in lines)
 
 
 def test_a_local_app_base_url_stops_the_function_on_vercel(built, tmp_path: Path):
-    project, output = built
-    entry = "api/enqueue.py"
-    func = materialize(functions(output)[entry], project, tmp_path / "fn")
     # No APP_BASE_URL and no VERCEL_PROJECT_PRODUCTION_URL: it would be 127.0.0.1.
-    server = FunctionServer(_python(), func, entry, free_port(), {
-        "VERCEL": "1", "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
-        "MARKING_QUEUE_SECRET": SECRET, "AI_MARKING_FUNCTION_URL": "https://fn.test/mark"},
-        tmp_path / "fn.log")
-    server.start()
-    try:
-        server.wait_listening()
-        answer = httpx.post(f"http://127.0.0.1:{server.port}/api/enqueue",
-                            headers={"authorization": f"Bearer {SECRET}"}, timeout=30)
-    finally:
-        server.stop()
-    assert answer.status_code == 503 and answer.json()["error"] == "misconfigured"
-    assert answer.json()["detail"].startswith("APP_BASE_URL is a local address")
-    lines = [line for line in server.output().splitlines() if line.startswith("aiqueue: ")]
+    body, lines = misconfigured(built, tmp_path, "api/enqueue.py", {})
+    assert body["detail"].startswith("APP_BASE_URL is a local address")
     assert lines and all("APP_BASE_URL" in line for line in lines)
