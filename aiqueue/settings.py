@@ -101,6 +101,13 @@ class Settings:
     requests_per_minute: int = 0
     budget_window_seconds: float = 60.0
     refused_give_up_seconds: float = 86400.0
+    # Spend caps of the default pool in USD (CONTRACT §9c, aiqueue/money.py;
+    # None: no cap), over UTC clock windows of these lengths (tests shorten them).
+    group_usd_per_hour: float | None = None
+    group_usd_per_day: float | None = None
+    usd_per_day: float | None = None
+    spend_hour_seconds: float = 3600.0
+    spend_day_seconds: float = 86400.0
 
     @property
     def queue_secret(self) -> str:
@@ -293,7 +300,27 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
+        # Spend caps (CONTRACT §9c).
+        **_spend_caps(env),
     )
+
+
+def _usd(env: Mapping[str, str], name: str) -> float | None:
+    """A spend cap in USD (unset: none)."""
+    return _float(env, name, -1.0, 0.0) if env.get(name, "").strip() else None
+
+
+def _spend_caps(env: Mapping[str, str]) -> dict[str, float | None]:
+    """The default pool's caps; one set with no price known refuses start-up."""
+    caps = {"group_usd_per_hour": _usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
+            "group_usd_per_day": _usd(env, "QUEUE_GROUP_USD_PER_DAY"),
+            "usd_per_day": _usd(env, "QUEUE_USD_PER_DAY")}
+    if any(v is not None for v in caps.values()) and not _prices(env):
+        raise SettingsError(
+            "QUEUE_MODEL_PRICES names no price, but a spend cap is set "
+            "(QUEUE_GROUP_USD_PER_HOUR, QUEUE_GROUP_USD_PER_DAY or QUEUE_USD_PER_DAY): "
+            "a cap needs a price to charge dispatches against")
+    return caps
 
 
 class _NotifyFields(TypedDict):

@@ -19,6 +19,7 @@ from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.errors import Conflict
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.money import NO_MONEY, Money
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
@@ -145,8 +146,8 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         return rows[0][0] if rows else None
 
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET) -> Job | None:
-        rows = await self._write("claim", cap, breaker_threshold, *budget.args())
+                    budget: Budget = NO_BUDGET, money: Money = NO_MONEY) -> Job | None:
+        rows = await self._write("claim", cap, breaker_threshold, *budget.args(), money.json())
         return Job.from_row(rows[0]) if rows else None
 
     async def can_claim(self, cap: int, breaker_threshold: int) -> bool:
@@ -192,23 +193,25 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET,
+        cap: int = 0, budget: Budget = NO_BUDGET, money: Money = NO_MONEY,
     ) -> bool:
-        """Apply a result at most once; it raises L (up to `cap`) and corrects the budget."""
+        """Apply a result at most once; it raises L (up to `cap`) and corrects the budget
+        and the dispatch's charge (turns by tokens, spend)."""
         usage_json = json.dumps(usage) if usage is not None else None
         rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap, budget.declared)
+                                     dispatch_seq, cap, budget.declared, money.json())
         return bool(rows and rows[0][0])
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET,
+        breaker_threshold: int, budget: Budget = NO_BUDGET, money: Money = NO_MONEY,
     ) -> tuple[bool, Job | None]:
         """complete, then claim: whether the result was applied, and the job claimed next."""
         usage_json = json.dumps(usage) if usage is not None else None
         # A repeat applies nothing twice (the status check) and claims under the cap.
         rows = await self._write_one("settle", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap, breaker_threshold, *budget.args())
+                                     dispatch_seq, cap, breaker_threshold, *budget.args(),
+                                     money.json())
         row = rows[0]  # aiqueue_settle always answers one row
         return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
 

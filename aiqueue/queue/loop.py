@@ -16,6 +16,7 @@ from typing import Any
 from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
+from aiqueue.money import Money
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.queue import recovery
@@ -104,7 +105,8 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
-    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
+    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
+                               Money.of(s))
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):

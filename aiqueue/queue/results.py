@@ -11,6 +11,7 @@ from aiqueue import logs
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
+from aiqueue.money import Money
 from aiqueue.queue.spend import priced
 from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
@@ -148,7 +149,8 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
         assert item.result is not None
         usage = priced(item.usage, rt.settings.model_prices)
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
-                                       rt.settings.max_in_flight, Budget.of(rt.settings))
+                                       rt.settings.max_in_flight, Budget.of(rt.settings),
+                                       Money.of(rt.settings))
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -195,7 +197,7 @@ async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
                                       priced(item.usage, s.model_prices), s.max_in_flight,
-                                      s.breaker_threshold, Budget.of(s))
+                                      s.breaker_threshold, Budget.of(s), Money.of(s))
     _completed(claim, done)
     return done, job
 

@@ -105,7 +105,9 @@ ORDER BY seq;
 -- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
 -- its plan even through a transaction pooler).
 -- $3..$5: the declared budget (aiqueue 0010; 0 = none).
-SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8);
+-- $6: the pools' caps and prices (aiqueue 0017, MoneyPlan.doc; NULL: none).
+SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8,
+                            $6::jsonb);
 
 -- can_claim --
 -- Would a claim succeed right now?  Decides whether to chain.
@@ -175,16 +177,20 @@ RETURNING consecutive_failures, circuit_open_until;
 WITH done AS MATERIALIZED (
     SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied
 )
+-- The result's usage also corrects its dispatch's charge ($7: the money plan,
+-- aiqueue_money_result, aiqueue 0017).
 SELECT done.applied,
        CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
-                                                       $5::integer, $6::boolean) END AS flowed
+                                                       $5::integer, $6::boolean) END AS flowed,
+       CASE WHEN done.applied THEN aiqueue_money_result($1::uuid, $4::integer, $3::jsonb,
+                                                        $7::jsonb) END AS charged
 FROM done;
 
 -- settle --
 -- A completed result and the next claim in one round trip and one commit: see
 -- aiqueue_settle() in functions.sql.
 SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
-                             $6::integer, $7::integer, $8::integer, $9::float8);
+                             $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb);
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late

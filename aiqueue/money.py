@@ -1,0 +1,101 @@
+"""A shared model's money (CONTRACT §9c): each pool's spend caps and prices, as the claim reads them.
+
+The rules themselves live in SQL (functions.sql, "A shared model's money"):
+turns by tokens, the spend windows, the estimate.  This leaf gathers what
+they need of the settings into one JSON document sent with each claim and
+result (`Money.doc`), the way flow.Budget carries the declared budgets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiqueue.errors import SettingsError
+from aiqueue.settings import ModelPrice, Settings
+
+DEFAULT_POOL = "default"
+# The caps' names, as the TOML file, the dry run's `capped` and the pages say them.
+CAP_NAMES = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
+# The default pool's caps come from these variables.
+CAP_ENV = {"group_usd_per_hour": "QUEUE_GROUP_USD_PER_HOUR",
+           "group_usd_per_day": "QUEUE_GROUP_USD_PER_DAY",
+           "pool_usd_per_day": "QUEUE_USD_PER_DAY"}
+
+
+@dataclass(frozen=True)
+class PoolMoney:
+    """One pool's caps (USD; None: no cap) and its prices per model."""
+
+    caps: Mapping[str, float | None] = field(default_factory=dict)
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+
+    @property
+    def capped(self) -> bool:
+        return any(v is not None for v in self.caps.values())
+
+    @property
+    def top(self) -> ModelPrice | None:
+        """The most expensive known price: what a row of an unknown model is charged."""
+        if not self.prices:
+            return None
+        return ModelPrice(max(p.input for p in self.prices.values()),
+                          max(p.output for p in self.prices.values()))
+
+    def doc(self, hour_seconds: float, day_seconds: float) -> dict[str, Any]:
+        top = self.top
+        return {
+            **{name: self.caps.get(name) for name in CAP_NAMES},
+            "prices": {m: [p.input, p.output] for m, p in self.prices.items()},
+            "top": [top.input, top.output] if top else None,
+            "hour_seconds": hour_seconds,
+            "day_seconds": day_seconds,
+        }
+
+
+@dataclass(frozen=True)
+class Money:
+    """Every pool's money settings, and the length of the spend windows (UTC hour, day)."""
+
+    pools: Mapping[str, PoolMoney] = field(default_factory=dict)
+    hour_seconds: float = 3600.0
+    day_seconds: float = 86400.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Money:
+        """The default pool's caps (QUEUE_*_USD_*) and prices (QUEUE_MODEL_PRICES)."""
+        default = PoolMoney(
+            caps={"group_usd_per_hour": settings.group_usd_per_hour,
+                  "group_usd_per_day": settings.group_usd_per_day,
+                  "pool_usd_per_day": settings.usd_per_day},
+            prices=settings.model_prices)
+        return cls({DEFAULT_POOL: default}, settings.spend_hour_seconds,
+                   settings.spend_day_seconds)
+
+    def pool(self, name: str) -> PoolMoney:
+        return self.pools.get(name) or PoolMoney()
+
+    def doc(self) -> dict[str, Any] | None:
+        """The claim's `money` parameter; None when no pool has a cap or a price."""
+        if not any(p.capped or p.prices for p in self.pools.values()):
+            return None
+        return {name: p.doc(self.hour_seconds, self.day_seconds)
+                for name, p in self.pools.items()}
+
+    def json(self) -> str | None:
+        doc = self.doc()
+        return None if doc is None else json.dumps(doc)
+
+
+NO_MONEY = Money()
+
+
+def check_priced(pool: str, money: PoolMoney, price_setting: str) -> None:
+    """A cap needs a price to charge against: refuse start-up naming the price setting."""
+    if money.capped and not money.prices:
+        caps = ", ".join(n for n in CAP_NAMES if money.caps.get(n) is not None)
+        raise SettingsError(
+            f"{price_setting} names no price for pool {pool!r}, which has a spend cap "
+            f"({caps}): a cap needs a price to charge dispatches against")
