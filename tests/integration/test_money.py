@@ -1,0 +1,122 @@
+"""Turns by tokens (VTC) and spend caps that pause (CONTRACT §9c), against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.money import Money, PoolMoney
+from aiqueue.settings import ModelPrice
+from tests.integration.money_kit import THRESHOLD, Model
+
+CAP = 4
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    s = Store(await connect_pool(db_url, max_size=4))
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def model(store: Store, conn: asyncpg.Connection) -> Model:
+    return Model(store, conn)
+
+
+async def _two_backlogged(model: Model) -> None:
+    """Essays of 4,000 tokens and short answers of 400, both backlogged, CAP in flight."""
+    await model.enqueue("essays", 60, 4000)
+    await model.enqueue("short", 600, 400)
+    # Counted once both have waited and the first estimates were corrected.
+    await model.run_while_both_wait("essays", "short", {"essays": 60, "short": 600}, CAP)
+
+
+async def test_two_backlogged_groups_get_half_the_tokens_each(model: Model):
+    await _two_backlogged(model)
+    assert model.share("essays") == pytest.approx(0.5, abs=0.05), model.tokens
+    assert model.share("short") == pytest.approx(0.5, abs=0.05), model.tokens
+
+
+async def test_without_usage_every_row_costs_alike_and_turns_go_by_rows(model: Model):
+    # No usage reported: nothing corrects the estimates, every row is charged the
+    # same, and the turns are the rows' (CONTRACT §7b): about 91/9 of the tokens.
+    model.report_usage = False
+    await _two_backlogged(model)
+    assert model.share("essays") == pytest.approx(4000 / 4400, abs=0.03), model.tokens
+
+
+async def test_a_group_back_from_idleness_banks_no_credit(model: Model, store: Store):
+    await model.enqueue("a", 40, 1000)
+    await model.enqueue("b", 5, 1000)
+    for _ in range(45):  # both drain: b empties early and goes idle
+        await model.fill(1)
+        await model.finish_one()
+    await model.enqueue("a", 40, 1000, assignment="a2")
+    await model.fill(1)
+    await model.finish_one()
+    # b comes back after a long idle stretch: it is lifted to a's counter and
+    # takes turns with it, instead of catching up on the service it missed.
+    await model.enqueue("b", 20, 1000, assignment="b2")
+    model.rows.clear()
+    for _ in range(20):
+        await model.fill(1)
+        await model.finish_one()
+    assert abs(model.rows["a"] - model.rows["b"]) <= 2, model.rows
+
+
+async def test_a_refused_dispatch_gives_its_charge_back(model: Model, store: Store,
+                                                        conn: asyncpg.Connection):
+    await model.enqueue("a", 2, 1000)
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    before = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'a'")
+    assert before > 0
+    assert await store.refused(job.queue_id, job.dispatch_seq, kind="rate_limited", delay=0,
+                               give_up=3600, cap=1) == "pending"
+    after = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'a'")
+    assert after == 0
+
+
+def _capped(usd_per_hour: float, hour_seconds: float) -> Money:
+    pool = PoolMoney(caps={"group_usd_per_hour": usd_per_hour},
+                     prices={"m": ModelPrice(1.0, 1.0)})
+    return Money({"default": pool}, hour_seconds=hour_seconds, day_seconds=86400)
+
+
+async def test_a_capped_group_pauses_until_its_window_rolls_over(model: Model, store: Store,
+                                                                  conn: asyncpg.Connection):
+    # Windows of 3 s stand in for hours; the teacher's rows cost $1 each, the
+    # other group's $0.01; the cap of every group is $5.
+    window = 3.0
+    model.money = _capped(5.0, window)
+    model.usd_per_token = 1 / 1000
+    await model.enqueue("teacher", 40, 1000)
+    await model.enqueue("other", 2000, 10)
+    served: dict[str, int] = {"teacher": 0, "other": 0}
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while loop.time() - start < 3 * window:
+        await model.fill(CAP)
+        if not model.in_flight:
+            await asyncio.sleep(0.05)
+            continue
+        group = await model.finish_one()
+        served[group] += 1
+    # Spend per window: never above the cap plus what CAP rows in flight cost.
+    spend = await conn.fetch(
+        "SELECT starts_at, usd FROM ai_marking_spend "
+        "WHERE group_key = 'teacher' AND span = 'hour' ORDER BY starts_at")
+    assert len(spend) >= 2, spend  # it went on in the next window
+    assert all(r["usd"] <= 5.0 + CAP * 1.0 + 1e-9 for r in spend), spend
+    # Nothing failed; the other group marked all the while.
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'") == 0
+    assert served["other"] > served["teacher"] > 0
+    # While paused, its rows say why and until when.
+    paused = await conn.fetchrow(
+        "SELECT capped_until, capped_by FROM ai_marking_fair WHERE group_key = 'teacher'")
+    assert paused["capped_by"] in (None, "group_usd_per_hour")
