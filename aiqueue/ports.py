@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from aiqueue.flow import NO_BUDGET, Budget
+from aiqueue.money import NO_MONEY, Money
 from aiqueue.models import Job, Status
 
 
@@ -23,7 +24,7 @@ class LoopStore(Protocol):
     async def prune(self, older_than_seconds: float) -> int: ...
 
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET) -> Job | None: ...
+                    budget: Budget = NO_BUDGET, money: Money = NO_MONEY) -> Job | None: ...
 
     async def can_claim(self, cap: int, breaker_threshold: int) -> bool: ...
 
@@ -43,10 +44,10 @@ class LoopStore(Protocol):
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET,
+        cap: int = 0, budget: Budget = NO_BUDGET, money: Money = NO_MONEY,
     ) -> bool: ...
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET,
+        breaker_threshold: int, budget: Budget = NO_BUDGET, money: Money = NO_MONEY,
     ) -> tuple[bool, Job | None]: ...

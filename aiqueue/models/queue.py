@@ -65,10 +65,17 @@ class QueueRow:
     finished_at: datetime | None
     priority: int
     group_key: str
+    # A pending row of a group at a spend cap (CONTRACT §9c): when it goes on.
+    resumes_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    @property
+    def waiting_for(self) -> str | None:
+        """Why a pending row is not dispatched yet: "spend_cap", or None."""
+        return "spend_cap" if self.resumes_at is not None else None
 
     def to_json(self) -> dict[str, Any]:
         """The contract's item shape for /api/marking/queue."""
@@ -82,6 +89,8 @@ class QueueRow:
             "last_error": self.last_error,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            "waiting_for": self.waiting_for,
+            "resumes_at": self.resumes_at.isoformat() if self.resumes_at else None,
         }
 
 

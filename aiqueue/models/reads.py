@@ -94,6 +94,9 @@ class SubmissionStatus:
     review: str | None = None
     # The last progress item of a processing row.
     progress: dict[str, Any] | None = None
+    # A pending row paused at a spend cap (CONTRACT §9c): until when, and which cap.
+    resumes_at: datetime | None = None
+    paused_by: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:
@@ -126,6 +129,9 @@ class RunProgress:
     accepted: int = 0
     reverted: int = 0
     unreviewed: int = 0
+    # The run's pending rows are paused at a spend cap until then (CONTRACT §9c).
+    resumes_at: datetime | None = None
+    paused_by: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> RunProgress:

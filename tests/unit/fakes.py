@@ -14,6 +14,7 @@ from uuid import UUID
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
 from aiqueue.flow import NO_BUDGET, Budget
+from aiqueue.money import NO_MONEY, Money
 from aiqueue.models import Job, Lookup, QueueId, Status, SubmissionId
 from aiqueue.ports import LoopStore
 
@@ -57,7 +58,7 @@ class FakeStore:
         return 0
 
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET) -> Job | None:
+                    budget: Budget = NO_BUDGET, money: Money = NO_MONEY) -> Job | None:
         self.calls.append(("claim", (cap, breaker_threshold, budget)))
         if not self.jobs:
             return None
@@ -97,14 +98,14 @@ class FakeStore:
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET,
+        cap: int = 0, budget: Budget = NO_BUDGET, money: Money = NO_MONEY,
     ) -> bool:
         self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
         return True
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET,
+        breaker_threshold: int, budget: Budget = NO_BUDGET, money: Money = NO_MONEY,
     ) -> tuple[bool, Job | None]:
         self.calls.append(("settle", (queue_id, dispatch_seq, result, usage)))
         if self.settle_fails:

@@ -862,6 +862,25 @@ BEGIN
 END
 $$;
 
+-- When a pending row of a group at a spend cap goes on (NULL: it is not paused).
+CREATE OR REPLACE FUNCTION aiqueue_spend_resumes_at(p_status text, p_pool text,
+                                                    p_priority integer, p_group text)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT f.capped_until FROM ai_marking_fair f
+    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
+      AND f.group_key = p_group AND f.capped_until > now()
+$$;
+
+-- The same, with the cap that paused it (the pages say which window).
+CREATE OR REPLACE FUNCTION aiqueue_spend_pause(p_status text, p_pool text, p_priority integer,
+                                               p_group text, OUT until timestamptz,
+                                               OUT cap text)
+LANGUAGE sql STABLE AS $$
+    SELECT f.capped_until, f.capped_by FROM ai_marking_fair f
+    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
+      AND f.group_key = p_group AND f.capped_until > now()
+$$;
+
 -- When a group at a spend cap may go again: the earliest window end among
 -- the waiting groups that are paused (NULL: none), for the ticker's sleep.
 CREATE OR REPLACE FUNCTION aiqueue_spend_resumes_at() RETURNS timestamptz

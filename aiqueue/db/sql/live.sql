@@ -47,7 +47,8 @@ LIMIT $5;
 -- its priority due before it as well, whatever its turn.  The priority range
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
-    SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress
+    SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
+           pool, coalesce(group_key, assignment_id) AS grp
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -67,8 +68,11 @@ SELECT l.queue_id, l.status, l.attempts,
             THEN extract(epoch FROM now() - l.started_at)::float8 END AS running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
        (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
-       CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress
-FROM latest l;
+       CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress,
+       -- Paused at a spend cap (aiqueue 0017): until when, and by which cap.
+       p.until AS resumes_at, p.cap AS paused_by
+FROM latest l
+LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 
 -- live_recent_seconds --
 -- Average dispatch-to-result time of the last 50 completed rows (read backwards
@@ -91,12 +95,13 @@ WITH run AS (
     LIMIT 1
 ),
 rows AS MATERIALIZED (
-    SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at
+    SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at, q.pool,
+           coalesce(q.group_key, q.assignment_id) AS grp
     FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
     WHERE q.assignment_id = $1
 ),
 last AS (
-    SELECT priority, turn, run_after, seq FROM rows
+    SELECT priority, turn, run_after, seq, pool, grp FROM rows
     WHERE status = 'pending'
     ORDER BY priority, turn DESC, seq DESC
     LIMIT 1
@@ -119,6 +124,11 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       -- The run's pending rows paused at a spend cap (aiqueue 0017).
+       (SELECT p.until FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)
+           AS resumes_at,
+       (SELECT p.cap FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)
+           AS paused_by,
        u.prompt_tokens, u.completion_tokens, u.cost_usd, u.unpriced_jobs, u.accepted,
        u.reverted, u.unreviewed
 FROM (SELECT coalesce(sum(m.prompt_tokens), 0)::bigint AS prompt_tokens,

@@ -506,7 +506,10 @@ FROM (
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key
+       coalesce(group_key, assignment_id) AS group_key,
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0017).
+       aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
+           AS resumes_at
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
@@ -536,7 +539,10 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 -- get_row --
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key
+       coalesce(group_key, assignment_id) AS group_key,
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0017).
+       aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
+           AS resumes_at
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --
