@@ -74,6 +74,11 @@ class Money:
         return cls({DEFAULT_POOL: default}, settings.spend_hour_seconds,
                    settings.spend_day_seconds)
 
+    @property
+    def capped(self) -> bool:
+        """Whether any pool has a spend cap (a paused row then comes due by itself)."""
+        return any(p.capped for p in self.pools.values())
+
     def pool(self, name: str) -> PoolMoney:
         return self.pools.get(name) or PoolMoney()
 

@@ -277,8 +277,9 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
         return
     try:
         flow = await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
-        if flow.hold_until is None and not Budget.of(s).declared:
-            return  # not held back by the model's limits: the cron's business
+        if flow.hold_until is None and not Budget.of(s).declared and not Money.of(s).capped:
+            # Not held back by the model's limits or a spend cap: the cron's business.
+            return
         wait = await recovery.next_wakeup(rt)
     except Exception as exc:
         logs.event("step_error", code=_code(exc))

@@ -120,3 +120,25 @@ async def test_a_capped_group_pauses_until_its_window_rolls_over(model: Model, s
     paused = await conn.fetchrow(
         "SELECT capped_until, capped_by FROM ai_marking_fair WHERE group_key = 'teacher'")
     assert paused["capped_by"] in (None, "group_usd_per_hour")
+
+
+async def test_a_paused_group_wakes_the_ticker_when_its_window_rolls_over(
+        model: Model, store: Store, conn: asyncpg.Connection):
+    window = 600.0  # a test that straddles a window's end is one in 6,000
+    model.money = _capped(1.0, window)
+    model.usd_per_token = 1 / 1000
+    await model.enqueue("teacher", 5, 1000)
+    await model.fill(1)
+    await model.finish_one()  # $1: the cap is reached
+    assert await store.claim(1, THRESHOLD, money=model.money) is None
+    row = await conn.fetchrow(
+        "SELECT capped_until, capped_by, extract(epoch FROM capped_until - now()) AS left "
+        "FROM ai_marking_fair WHERE group_key = 'teacher'")
+    assert row["capped_by"] == "group_usd_per_hour"
+    # Due rows, all paused: the ticker sleeps until the window ends, not 0 s.
+    wait = await store.next_wakeup(1, THRESHOLD, 600)
+    assert wait is not None and wait == pytest.approx(float(row["left"]), abs=1.0)
+    assert 0 < wait <= window
+    # The queue list says why the rows wait, and until when.
+    [listed] = await store.list_rows(status="pending", assignment_id=None, limit=1)
+    assert listed.waiting_for == "spend_cap" and listed.resumes_at == row["capped_until"]

@@ -881,12 +881,30 @@ LANGUAGE sql STABLE AS $$
       AND f.group_key = p_group AND f.capped_until > now()
 $$;
 
--- When a group at a spend cap may go again: the earliest window end among
--- the waiting groups that are paused (NULL: none), for the ticker's sleep.
-CREATE OR REPLACE FUNCTION aiqueue_spend_resumes_at() RETURNS timestamptz
-LANGUAGE sql STABLE AS $$
-    SELECT min(f.capped_until) FROM ai_marking_fair f
-    WHERE f.waiting AND f.capped_until > now()
+-- When the first pending row comes due (the ticker's sleep): its run_after,
+-- unless its group is paused at a spend cap, whose rows come due when its
+-- window rolls over.  With no group paused (the common case) this is the
+-- index-only min(run_after) it always was.
+CREATE OR REPLACE FUNCTION aiqueue_due_at() RETURNS timestamptz
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    resumes timestamptz;
+    due timestamptz;
+BEGIN
+    SELECT min(f.capped_until) INTO resumes FROM ai_marking_fair f
+    WHERE f.waiting AND f.capped_until > now();
+    IF resumes IS NULL THEN
+        SELECT min(q.run_after) INTO due FROM ai_marking_queue q WHERE q.status = 'pending';
+        RETURN due;
+    END IF;
+    SELECT min(q.run_after) INTO due FROM ai_marking_queue q
+    WHERE q.status = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_fair f
+                      WHERE f.pool = q.pool AND f.priority = q.priority
+                        AND f.group_key = coalesce(q.group_key, q.assignment_id)
+                        AND f.capped_until > now());
+    RETURN least(due, resumes);
+END
 $$;
 
 -- A completed result, then the next claim, in one transaction.  The claim runs

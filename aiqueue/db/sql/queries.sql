@@ -376,9 +376,10 @@ opens AS (
 )
 SELECT extract(epoch FROM least(
     -- greatest() skips NULLs: a closed gate or no due row makes the term NULL.
-    (SELECT CASE WHEN opens.at IS NOT NULL THEN greatest(min(q.run_after), opens.at) END
-     FROM ai_marking_queue q, opens WHERE q.status = 'pending'
-     GROUP BY opens.at HAVING min(q.run_after) IS NOT NULL),
+    -- A row is due once its run_after passed and its group is at no spend cap
+    -- (aiqueue_due_at, aiqueue 0017).
+    (SELECT CASE WHEN opens.at IS NOT NULL THEN greatest(d.at, opens.at) END
+     FROM opens, (SELECT aiqueue_due_at() AS at) d WHERE d.at IS NOT NULL),
     -- A lease running out (aiqueue_recover_at; $4 heartbeat timeout, $5 the
     -- platform's bound), not before a look the platform asked us to wait for.
     -- With $6 (the platform is asked first), a dispatch with an invocation id is
