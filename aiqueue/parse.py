@@ -39,6 +39,8 @@ class EnqueueRequest:
     remark: bool = False
     # What an Idempotency-Key's repeat must match: a hash of the body as parsed.
     fingerprint: str = ""
+    # An estimate only (CONTRACT §9c): nothing is written.
+    dry_run: bool = False
 
     @classmethod
     def parse(cls, body: object) -> EnqueueRequest:
@@ -53,7 +55,7 @@ class EnqueueRequest:
         raw = body.get("payload")
         payload = EMPTY_PAYLOAD if raw is None else payload_json(raw)
         return cls(assignment_id, ids, priority, payload, group, remark,
-                   fingerprint(body, payload))
+                   fingerprint(body, payload), _flag(body.get("dry_run"), "dry_run"))
 
 
 def payload_json(value: object) -> str:

@@ -24,6 +24,7 @@ from aiqueue.models import (
     AssignmentInfo,
     Attempt,
     Control,
+    DryRun,
     Enqueued,
     EnqueueOutcome,
     EventBatch,
@@ -129,6 +130,14 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
             answer = json.dumps(outcome.answer(requested))
             await conn.execute(self.sql["idempotency_save"], key[0], answer)
         return outcome
+
+    async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
+                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
+        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
+        row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
+                                   group, pool, money.json())
+        assert row is not None, "an aggregate always answers one row"
+        return DryRun.from_row(row)
 
     async def _retry(self, name: str, *args: Any) -> Any:
         """A manual retry (failed -> pending): 409 if the submission has a live row meanwhile."""

@@ -229,3 +229,30 @@ class Lookup:
     def from_row(cls, row: Row) -> Lookup:
         return cls(QueueId(row["queue_id"]), row["dispatch_seq"], row["attempt"],
                    row["dispatch_ref"], bool(row["past_bound"]))
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What an enqueue would do and use, from the dry_run query (CONTRACT §9c)."""
+
+    rows: int
+    already_marked: int
+    unknown_ids: list[SubmissionId]
+    # What one row of the assignment is expected to use, and where that came
+    # from: "assignment", "pool" or "default".
+    prompt_tokens: float
+    completion_tokens: float
+    source: str
+    row_cost_usd: float | None
+    # The group's and the pool's spend in the windows that hold now.
+    group_hour: float
+    group_day: float
+    pool_day: float
+    # Rows pending or in flight in the queue before these.
+    ahead: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> DryRun:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["unknown_ids"] = [SubmissionId(u) for u in row["unknown_ids"]]
+        return cls(**fields)

@@ -571,3 +571,36 @@ UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 -- accept: only the digitalocean and lambda targets pay this round trip.
 UPDATE ai_marking_attempts SET dispatch_ref = $3
 WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
+
+-- dry_run --
+-- What an enqueue of these ids would do, writing nothing (CONTRACT §9c): how
+-- many rows it would add (known, without a live row, not marked unless $3
+-- remark) and how many are marked already; the unknown ids; what a row of the
+-- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,
+-- $6: the money plan); the group's and pool's spend in the windows that hold
+-- now; and what runs ahead of it in the pool.
+WITH ids AS MATERIALIZED (
+    SELECT DISTINCT t.id FROM unnest($1::uuid[]) AS t (id)
+),
+subs AS MATERIALIZED (
+    SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
+           EXISTS (SELECT 1 FROM ai_marking_queue q
+                   WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing'))
+               AS live
+    FROM ids LEFT JOIN submissions s ON s.id = ids.id
+),
+est AS (
+    SELECT * FROM aiqueue_estimate($5::text, $2::text)
+)
+SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3::boolean))
+           AS rows,
+       (SELECT count(*) FROM subs WHERE known AND marked AND NOT $3::boolean) AS already_marked,
+       (SELECT coalesce(array_agg(id), '{}') FROM subs WHERE NOT known) AS unknown_ids,
+       est.prompt_tokens, est.completion_tokens, est.source,
+       coalesce(est.cost_usd, aiqueue_price_usd($6::jsonb, $5::text, est.model,
+                                                est.prompt_tokens, est.completion_tokens))
+           AS row_cost_usd,
+       sp.group_hour, sp.group_day, sp.pool_day,
+       (SELECT coalesce(sum(c.n), 0) FROM ai_marking_counts c
+        WHERE c.status IN ('pending', 'processing'))::bigint AS ahead
+FROM est, aiqueue_spend_now($6::jsonb -> $5::text, $5::text, $4::text) sp;
