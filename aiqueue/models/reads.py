@@ -65,6 +65,9 @@ class MarkingEvent:
         summary = dict(self.summary or {})
         if self.status == "processing" and "progress" in summary:
             data["progress"] = summary["progress"]  # a progress item (heartbeat)
+        elif self.status == "pending" and "waiting_for" in summary:
+            # Paused at a spend cap (CONTRACT §9c): why, and until when.
+            data.update({k: summary.get(k) for k in ("waiting_for", "resumes_at", "paused_by")})
         elif self.status == "completed" and self.summary is not None:
             if "review" in summary:
                 data["review"] = summary.pop("review")  # an accept or revert

@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import EventCursor
 from aiqueue.money import Money, PoolMoney
 from aiqueue.settings import ModelPrice
 from tests.integration.money_kit import THRESHOLD, Model
@@ -142,3 +143,20 @@ async def test_a_paused_group_wakes_the_ticker_when_its_window_rolls_over(
     # The queue list says why the rows wait, and until when.
     [listed] = await store.list_rows(status="pending", assignment_id=None, limit=1)
     assert listed.waiting_for == "spend_cap" and listed.resumes_at == row["capped_until"]
+
+
+async def test_a_pause_is_one_live_event_per_assignment(model: Model, store: Store,
+                                                       conn: asyncpg.Connection):
+    model.money = _capped(1.0, 600.0)
+    model.usd_per_token = 1 / 1000
+    await model.enqueue("teacher", 4, 1000)
+    await model.fill(1)
+    await model.finish_one()
+    for _ in range(2):  # a second look at the paused group tells nobody again
+        assert await store.claim(1, THRESHOLD, money=model.money) is None
+    head = await conn.fetchval("SELECT min(id) - 1 FROM ai_marking_events")
+    batch = await store.events_after("teacher", EventCursor(0, head), 100)
+    paused = [e.to_json() for e in batch.events if e.to_json().get("waiting_for")]
+    assert len(paused) == 3  # the three rows still pending, in one feed row
+    assert {e["waiting_for"] for e in paused} == {"spend_cap"}
+    assert all(e["resumes_at"] and e["paused_by"] == "group_usd_per_hour" for e in paused)

@@ -699,6 +699,31 @@ LANGUAGE sql AS $$
       AND (w.group_key = p_group OR w.span = 'day')
 $$;
 
+-- A group reached a spend cap: its rows wait until `until`.  The live pages
+-- hear of it once per pause: one `pending` event per assignment, listing the
+-- group's pending rows, with why and until when.
+CREATE OR REPLACE FUNCTION aiqueue_spend_pause_group(p_pool text, p_group text,
+                                                     until timestamptz, cap text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET capped_until = until, capped_by = cap
+    WHERE f.pool = p_pool AND f.group_key = p_group
+      AND f.capped_until IS DISTINCT FROM until;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids, summary)
+    SELECT q.assignment_id, 'pending', array_agg(q.queue_id), array_agg(q.submission_id),
+           jsonb_build_object('waiting_for', 'spend_cap', 'resumes_at', until,
+                              'paused_by', cap)
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.pool = p_pool
+      AND coalesce(q.group_key, q.assignment_id) = p_group
+    GROUP BY q.assignment_id;
+    PERFORM aiqueue_notify();
+END
+$$;
+
 -- The claim's choice (inside its advisory lock): the first due row of the
 -- waiting group with the smallest counter, priority first, turns by rows
 -- breaking ties; groups at a spend cap are stepped over.  It charges the
@@ -727,8 +752,7 @@ BEGIN
         IF aiqueue_spend_capped(spec) THEN
             SELECT * INTO stop FROM aiqueue_spend_stop(spec, g.pool, g.group_key);
             IF stop.until IS NOT NULL THEN
-                UPDATE ai_marking_fair f SET capped_until = stop.until, capped_by = stop.cap
-                WHERE f.pool = g.pool AND f.group_key = g.group_key;
+                PERFORM aiqueue_spend_pause_group(g.pool, g.group_key, stop.until, stop.cap);
                 CONTINUE;
             END IF;
         END IF;
