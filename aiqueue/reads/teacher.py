@@ -13,7 +13,7 @@ from uuid import UUID
 from aiqueue import parse
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
-from aiqueue.queue import enqueue, progress, review
+from aiqueue.queue import enqueue, progress, review, spend
 from aiqueue.runtime import Runtime
 
 MAX_ROWS = 2000
@@ -46,8 +46,10 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False) -> dict[str, Any]:
-    """Enqueue one submission, or the class: without `remark` only what has no AI mark yet."""
+               remark: bool = False, dry_run: bool = False) -> dict[str, Any]:
+    """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
+
+    With `dry_run`, the estimate of what that would use instead (CONTRACT §9c)."""
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
         raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
@@ -60,10 +62,12 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
         ids, priority = [r.submission_id for r in rows], 0
     else:
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, parse.MAX_IDS)), 0
+    request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
+                                   remark=remark, dry_run=dry_run)
+    if dry_run:
+        return await spend.dry_run(rt, request)
     if not ids:
         return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
-    request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
-                                   remark=remark)
     answer, _ = await enqueue.enqueue(rt, request)
     return answer
 

@@ -22,6 +22,7 @@ from aiqueue.queue import loop, progress, review
 from aiqueue.reads import teacher
 from aiqueue.web import gate
 from aiqueue.web.auth import Session, check_csrf, read_form
+from aiqueue.web.estimate import capped_text, estimate_text, paused_text
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import render
 
@@ -82,14 +83,17 @@ def progress_view(p: dict[str, Any]) -> dict[str, Any]:
     total = p["total"]
     finished = p["completed"] + p["failed"] + p["cancelled"]
     active = p["pending"] + p["processing"] > 0
-    extra = {"usage_text": usage_text(p), "review_text": review_text(p)}
+    paused = paused_text(p.get("resumes_at"), p.get("paused_by"))
+    extra = {"usage_text": usage_text(p), "review_text": review_text(p), "paused": bool(paused)}
     if total == 0:
         return {**p, **extra, "percent": 0, "active": False, "text": "Not marked yet."}
     text = f"{p['completed']} of {total} marked"
     extras = [f"{p[k]} {k}" for k in ("failed", "cancelled") if p[k]]
     if extras:
         text += f" ({', '.join(extras)})"
-    if active:
+    if paused:
+        text += f" — {paused}"
+    elif active:
         text += f" — {fmt_eta(p['estimated_remaining_seconds'])}"
     return {**p, **extra, "percent": math.floor(100 * finished / total), "active": active,
             "text": text}
@@ -195,6 +199,10 @@ async def mark(request: Request, session: Session) -> Response:
     raw = form.get("submission_id")
     submission_id = parse.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
+    if form.get("dry_run") == "true":
+        # The estimate Mark All shows before it sends (CONTRACT §9c).
+        d = await teacher.mark(rt, assignment_id, submission_id, remark, dry_run=True)
+        return JSONResponse({**d, "text": estimate_text(d), "capped_text": capped_text(d)})
     answer = await teacher.mark(rt, assignment_id, submission_id, remark)
     return _answer(request, assignment_id, answer,
                    BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
