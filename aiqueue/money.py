@@ -1,4 +1,4 @@
-"""A shared model's money (CONTRACT §9c): each pool's spend caps and prices, as the claim reads them.
+"""A shared model's money (CONTRACT §9c): each pool's spend caps and prices for the claim.
 
 The rules themselves live in SQL (functions.sql, "A shared model's money"):
 turns by tokens, the spend windows, the estimate.  This leaf gathers what

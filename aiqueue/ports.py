@@ -10,8 +10,8 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from aiqueue.flow import NO_BUDGET, Budget
-from aiqueue.money import NO_MONEY, Money
 from aiqueue.models import Job, Status
+from aiqueue.money import NO_MONEY, Money
 
 
 class LoopStore(Protocol):

@@ -310,15 +310,22 @@ def _usd(env: Mapping[str, str], name: str) -> float | None:
     return _float(env, name, -1.0, 0.0) if env.get(name, "").strip() else None
 
 
-def _spend_caps(env: Mapping[str, str]) -> dict[str, float | None]:
+class _SpendCaps(TypedDict):
+    group_usd_per_hour: float | None
+    group_usd_per_day: float | None
+    usd_per_day: float | None
+
+
+def _spend_caps(env: Mapping[str, str]) -> _SpendCaps:
     """The default pool's caps; one set with no price known refuses start-up."""
-    caps = {"group_usd_per_hour": _usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
-            "group_usd_per_day": _usd(env, "QUEUE_GROUP_USD_PER_DAY"),
-            "usd_per_day": _usd(env, "QUEUE_USD_PER_DAY")}
-    if any(v is not None for v in caps.values()) and not _prices(env):
+    caps: _SpendCaps = {"group_usd_per_hour": _usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
+                        "group_usd_per_day": _usd(env, "QUEUE_GROUP_USD_PER_DAY"),
+                        "usd_per_day": _usd(env, "QUEUE_USD_PER_DAY")}
+    named = [name for name in ("QUEUE_GROUP_USD_PER_HOUR", "QUEUE_GROUP_USD_PER_DAY",
+                               "QUEUE_USD_PER_DAY") if env.get(name, "").strip()]
+    if named and not _prices(env):
         raise SettingsError(
-            "QUEUE_MODEL_PRICES names no price, but a spend cap is set "
-            "(QUEUE_GROUP_USD_PER_HOUR, QUEUE_GROUP_USD_PER_DAY or QUEUE_USD_PER_DAY): "
+            f"QUEUE_MODEL_PRICES names no price, but {' and '.join(named)} sets a spend cap: "
             "a cap needs a price to charge dispatches against")
     return caps
 

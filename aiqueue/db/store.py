@@ -19,7 +19,6 @@ from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.errors import Conflict
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
-from aiqueue.money import NO_MONEY, Money
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
@@ -43,6 +42,7 @@ from aiqueue.models import (
     SubmissionStatus,
     UnknownIds,
 )
+from aiqueue.money import NO_MONEY, Money
 
 __all__ = ["Store", "connect_pool", "queries"]
 

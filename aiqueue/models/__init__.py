@@ -40,7 +40,8 @@ from aiqueue.models.security import ANY_ROLE, Exposure, ObjectKind
 
 __all__ = [
     "ANY_ROLE", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
-    "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job", "KeyMismatch",
+    "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job",
+    "KeyMismatch",
     "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow", "Replayed",
     "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
     "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds", "UsageRow",

@@ -16,8 +16,8 @@ from typing import Any
 from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
-from aiqueue.money import Money
 from aiqueue.models import Job
+from aiqueue.money import Money
 from aiqueue.notify import delivery
 from aiqueue.queue import recovery
 from aiqueue.queue.handout import dispatch_async, refused, send, sync_item

@@ -17,7 +17,6 @@ from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
 
 
-
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[Store]:
     s = Store(await connect_pool(db_url, max_size=2))

@@ -14,8 +14,8 @@ from uuid import UUID
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
 from aiqueue.flow import NO_BUDGET, Budget
-from aiqueue.money import NO_MONEY, Money
 from aiqueue.models import Job, Lookup, QueueId, Status, SubmissionId
+from aiqueue.money import NO_MONEY, Money
 from aiqueue.ports import LoopStore
 
 
