@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import db, flow, loop
+from bench import db, flow, loop, money
 from bench.common import Table, fresh_database, print_table
 
 
@@ -80,8 +80,42 @@ async def flow_rows(rows: Table, repeats: int) -> None:
                      "-"))
 
 
+async def money_rows(rows: Table, repeats: int, big: int) -> None:
+    """Issue 30: token shares under row turns and VTC, a capped window's spend, the claim
+    with turns by tokens at `big` pending rows over 1,000 groups."""
+    for vtc, label, target in ((False, "row turns", "~91 (reference)"),
+                               (True, "turns by tokens (VTC)", "50 +- 5")):
+        shares = [await money.token_share(vtc, f"bench_share_{vtc:d}_{i}") * 100
+                  for i in range(repeats)]
+        rows.append((f"4,000- vs 400-token rows, essays' token share, {label}", "%", shares,
+                     None, target))
+    runs = [await money.capped_spend(f"bench_capped_{i}") for i in range(repeats)]
+    rows.append(("capped group: most spent in one window (cap $5, L=4, $1 rows)", "USD",
+                 [max(r.spent) for r in runs], None, f"<= {runs[0].bound:g}"))
+    rows.append(("capped group: windows it marked in (of 4)", "windows",
+                 [len(r.spent) for r in runs], None, ">= 2"))
+    rows.append(("capped run: rows failed", "rows", [r.failed for r in runs], None, "0"))
+    rows.append(("capped run: the other group's rows marked meanwhile", "rows",
+                 [r.other_rows for r in runs], None, "> 0"))
+    await claim_rows(rows, repeats, big)
+
+
+async def claim_rows(rows: Table, repeats: int, big: int) -> None:
+    dsn = await fresh_database("bench_big_pending")
+    await db.seed_queue(dsn, big, "pending", groups=1000)
+    server, wall = await db.claim_at_scale(dsn, max(repeats, 5))
+    rows.append((f"claim at {big:,} pending, 1,000 groups, VTC (server)", "ms", server, None,
+                 "<= 0.5"))
+    rows.append((f"claim at {big:,} pending, 1,000 groups, VTC (wall)", "ms", wall, None, "-"))
+
+
 async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
     rows = Table()
+    if only == "money":
+        await money_rows(rows, repeats, big)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
     if only in ("enqueue", "flow"):
         await (enqueue_rows if only == "enqueue" else flow_rows)(rows, repeats)
         print("\nall figures:", flush=True)
@@ -93,12 +127,7 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print_table(rows)
         return
     await enqueue_rows(rows, repeats)
-    dsn = await fresh_database("bench_big_pending")
-    await db.seed_queue(dsn, big, "pending", groups=1000)
-    server, wall = await db.claim_at_scale(dsn, max(repeats, 5))
-    rows.append((f"claim at {big:,} pending, 1,000 groups (server)", "ms", server, None,
-                 "<= 0.5"))
-    rows.append((f"claim at {big:,} pending, 1,000 groups (wall)", "ms", wall, None, "-"))
+    await claim_rows(rows, repeats, big)
     dsn = await fresh_database("bench_big_done")
     await db.seed_queue(dsn, big, "completed")
     ours, plain = await db.stats_and_page_at_scale(dsn, max(repeats, 5))
@@ -114,6 +143,7 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["enqueue", "loop", "flow"], help="run only these rows")
+    parser.add_argument("--only", choices=["enqueue", "loop", "flow", "money"],
+                        help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

@@ -26,8 +26,8 @@ class Model:
     of: dict[uuid.UUID, str] = field(default_factory=dict)
     tokens: Counter[str] = field(default_factory=Counter)
     rows: Counter[str] = field(default_factory=Counter)
-    # Each row's cost in USD at a flat price (0: the usage names no cost).
-    usd_per_token: float = 0.0
+    # What a token of each group's rows costs in USD (absent: the usage names no cost).
+    usd_per_token: dict[str, float] = field(default_factory=dict)
     report_usage: bool = True
     money: Money = NO_MONEY
     in_flight: list[Job] = field(default_factory=list)
@@ -46,8 +46,8 @@ class Model:
         size = self.size[group]
         usage: dict[str, object] = {"model": "m", "prompt_tokens": size * 4 // 5,
                                     "completion_tokens": size - size * 4 // 5}
-        if self.usd_per_token:
-            usage["cost_usd"] = size * self.usd_per_token
+        if group in self.usd_per_token:
+            usage["cost_usd"] = size * self.usd_per_token[group]
         return usage
 
     async def fill(self, cap: int) -> None:

@@ -743,11 +743,16 @@ DECLARE
     stop record;
     spec jsonb;
     nxt record;
+    -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
+    -- the walk index in order, where a plain FOR query would sort every
+    -- waiting group first.
+    walk CURSOR (p_pools text[]) FOR
+        SELECT f.pool, f.priority, f.group_key, f.joins FROM ai_marking_fair f
+        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (p_pools IS NULL OR f.pool = ANY (p_pools))
+        ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
 BEGIN
-    FOR g IN SELECT f.pool, f.priority, f.group_key, f.joins FROM ai_marking_fair f
-             WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
-               AND (pools IS NULL OR f.pool = ANY (pools))
-             ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq LOOP
+    FOR g IN walk(pools) LOOP
         spec := money -> g.pool;
         IF aiqueue_spend_capped(spec) THEN
             SELECT * INTO stop FROM aiqueue_spend_stop(spec, g.pool, g.group_key);
