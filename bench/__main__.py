@@ -92,7 +92,7 @@ async def money_rows(rows: Table, repeats: int, big: int) -> None:
     runs = [await money.capped_spend(f"bench_capped_{i}") for i in range(repeats)]
     rows.append(("capped group: most spent in one window (cap $5, L=4, $1 rows)", "USD",
                  [max(r.spent) for r in runs], None, f"<= {runs[0].bound:g}"))
-    rows.append(("capped group: windows it marked in (of 4)", "windows",
+    rows.append(("capped group: windows it marked in (a run of 4 windows)", "windows",
                  [len(r.spent) for r in runs], None, ">= 2"))
     rows.append(("capped run: rows failed", "rows", [r.failed for r in runs], None, "0"))
     rows.append(("capped run: the other group's rows marked meanwhile", "rows",

@@ -67,6 +67,15 @@ USAGE_FIELDS: dict[str, Schema] = {
     "avg_processing_seconds": SECONDS, "p95_processing_seconds": SECONDS,
 }
 
+# The spend caps (§9c), by their names in aiqueue.toml.
+SPEND_CAPS = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
+# A pending row paused at a spend cap (§9c): why, until when, and which cap.
+PAUSED: dict[str, Schema] = {
+    "waiting_for": nullable({"type": "string", "enum": ["spend_cap"]}),
+    "resumes_at": nullable(TIME),
+    "paused_by": nullable({"type": "string", "enum": list(SPEND_CAPS)}),
+}
+
 WEBHOOK_ITEM = obj(
     {"queue_id": {"type": "string"}, "token": {"type": "string"},
      "status": {"type": "string", "enum": ["completed", "failed", "progress"]}},
@@ -99,8 +108,23 @@ SCHEMAS: dict[str, Schema] = {
         {"priority": nullable({"type": "integer", "minimum": -1_000_000, "maximum": 1_000_000}),
          "payload": nullable({**ANY_OBJECT, "description": "up to 64 KiB, given to the "
                               "function unchanged"}),
-         "group": nullable(SHORT_TEXT),
-         "remark": nullable({"type": "boolean"})},
+         "group": nullable({**SHORT_TEXT, "description": "whose turn and spend cap it is "
+                            "(default: the assignment); a host wanting turns and caps per "
+                            "teacher sends the teacher's id"}),
+         "remark": nullable({"type": "boolean"}),
+         "dry_run": nullable({"type": "boolean", "description": "§9c: write nothing and "
+                              "answer 200 with an EnqueueEstimate"})},
+    ),
+    "EnqueueEstimate": obj(
+        {"rows": COUNT, "already_marked": COUNT, "estimated_tokens": COUNT,
+         "estimated_cost_usd": nullable({"type": "number", "minimum": 0}),
+         "eta_seconds": SECONDS,
+         "capped": nullable({**obj({}, {name: {"type": "number", "minimum": 0}
+                                        for name in SPEND_CAPS}),
+                             "description": "the spend caps this run would reach, with their "
+                                            "values; null when none would"})},
+        description="A dry run of the enqueue (§9c): what it would add and use; nothing was "
+                    "written.",
     ),
     "EnqueueAccepted": obj({"enqueued": COUNT, "skipped": COUNT, "already_marked": COUNT,
                             "queue_ids": {"type": "array", "items": UUID_}}),
@@ -113,7 +137,8 @@ SCHEMAS: dict[str, Schema] = {
     "QueueRow": obj({"queue_id": UUID_, "submission_id": UUID_, "assignment_id": {"type": "string"},
                      "group": {"type": "string"}, "status": STATUS, "attempts": COUNT,
                      "last_error": nullable({"type": "string"}), "created_at": TIME,
-                     "updated_at": TIME}),
+                     "updated_at": TIME},
+                    PAUSED),
     "QueuePage": obj({"items": {"type": "array", "items": ref("QueueRow")}, "total": COUNT}),
     "Stats": obj(
         {"pending": COUNT, "processing": COUNT, "completed": COUNT, "failed": COUNT,
@@ -129,7 +154,8 @@ SCHEMAS: dict[str, Schema] = {
     "SubmissionStatus": obj(
         {"status": STATUS, "attempts": COUNT, "queue_position": nullable(COUNT),
          "estimated_wait_seconds": SECONDS},
-        {"queue_id": UUID_, "review": nullable(REVIEW), "progress": nullable(PROGRESS_ITEM)},
+        {"queue_id": UUID_, "review": nullable(REVIEW), "progress": nullable(PROGRESS_ITEM),
+         **PAUSED},
     ),
     "RunProgress": obj(
         {"total": COUNT, "pending": COUNT, "processing": COUNT, "completed": COUNT,
@@ -137,7 +163,8 @@ SCHEMAS: dict[str, Schema] = {
          "tokens": COUNT, "cost_usd": nullable({"type": "number", "minimum": 0})},
         {"run_id": nullable(UUID_), "prompt_tokens": COUNT, "completion_tokens": COUNT,
          "unpriced_jobs": COUNT,
-         "review": obj({"accepted": COUNT, "reverted": COUNT, "unreviewed": COUNT})},
+         "review": obj({"accepted": COUNT, "reverted": COUNT, "unreviewed": COUNT}),
+         **PAUSED},
     ),
     "CancelAnswer": obj({"cancelled": COUNT}),
     "AcceptBody": obj({}, {"result": nullable({**ANY_OBJECT, "description":
@@ -161,7 +188,9 @@ SCHEMAS: dict[str, Schema] = {
     "MarkingEvent": obj(
         {"queue_id": UUID_, "submission_id": UUID_, "status": STATUS},
         {"result": {**ANY_OBJECT, "description": "completed: the result's summary fields"},
-         "review": {"type": "string"}, "progress": PROGRESS_ITEM},
+         "review": {"type": "string"}, "progress": PROGRESS_ITEM,
+         # pending: the row's group reached a spend cap (§9c).
+         **PAUSED},
         description="The `data:` of one `event: marking` on the live stream; its `id:` is "
                     "the cursor to resume from (Last-Event-ID).",
     ),

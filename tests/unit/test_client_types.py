@@ -10,7 +10,7 @@ import pytest
 from aiqueue.web.openapi import document
 
 SCHEMAS = document()["components"]["schemas"]
-TYPED = ["EnqueueAccepted", "SubmissionStatus", "RunProgress", "Accepted", "Reverted",
+TYPED = ["EnqueueAccepted", "EnqueueEstimate", "SubmissionStatus", "RunProgress", "Accepted", "Reverted",
          "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal", "UsageReport",
          "AppliedResult", "ResultHistory"]
 

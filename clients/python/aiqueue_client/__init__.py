@@ -6,6 +6,7 @@ from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
     EnqueueAccepted,
+    EnqueueEstimate,
     Enqueued,
     MarkingEvent,
     ResultHistory,
@@ -18,7 +19,8 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "MarkingError",
+    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "EnqueueEstimate", "Enqueued",
+    "MarkingError",
     "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
     "SubmissionStatus", "UsageReport", "call",
 ]

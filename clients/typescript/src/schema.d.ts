@@ -400,6 +400,20 @@ export interface components {
             } | null;
             group?: string | null;
             remark?: boolean | null;
+            dry_run?: boolean | null;
+        };
+        /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
+        EnqueueEstimate: {
+            rows: number;
+            already_marked: number;
+            estimated_tokens: number;
+            estimated_cost_usd: number | null;
+            eta_seconds: number | null;
+            capped: {
+                group_usd_per_hour?: number;
+                group_usd_per_day?: number;
+                pool_usd_per_day?: number;
+            } | null;
         };
         EnqueueAccepted: {
             enqueued: number;
@@ -463,6 +477,9 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
         QueuePage: {
             items: components["schemas"]["QueueRow"][];
@@ -516,6 +533,9 @@ export interface components {
                 total?: number | null;
                 message?: string | null;
             } | null;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
         RunProgress: {
             total: number;
@@ -536,6 +556,9 @@ export interface components {
                 reverted: number;
                 unreviewed: number;
             };
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
         CancelAnswer: {
             cancelled: number;
@@ -635,6 +658,9 @@ export interface components {
                 total?: number | null;
                 message?: string | null;
             };
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
         SseEvent: {
             /** @constant */
@@ -784,6 +810,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description A dry run (`dry_run: true`): nothing was written */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnqueueEstimate"];
+                };
+            };
             /** @description Enqueued; a repeated Idempotency-Key replays the first answer */
             202: {
                 headers: {
