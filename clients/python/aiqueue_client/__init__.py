@@ -6,8 +6,8 @@ from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
     EnqueueAccepted,
-    EnqueueEstimate,
     Enqueued,
+    EnqueueEstimate,
     MarkingEvent,
     ResultHistory,
     Reverted,
