@@ -36,6 +36,7 @@ CREATE INDEX ai_marking_fair_counter_idx ON ai_marking_fair (pool, priority, cou
 -- Rows' pools come with pools and kinds (CONTRACT §9b); until that branch
 -- lands every row is the 'default' pool's.
 ALTER TABLE ai_marking_queue ADD COLUMN IF NOT EXISTS pool text NOT NULL DEFAULT 'default';
+ALTER TABLE ai_marking_queue ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT 'mark';
 
 -- A group's first pending row, in its turn order.
 CREATE INDEX ai_marking_queue_group_idx

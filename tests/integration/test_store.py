@@ -422,7 +422,8 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
 
 
 # plan_in_function's values for aiqueue_fair_pick's group variables.
-GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'"}
+GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'",
+                "kinds": "NULL::text[]"}
 
 
 async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,

@@ -724,14 +724,23 @@ BEGIN
 END
 $$;
 
+-- The pools that hold some of these kinds (NULL: any pool).  Until pools and
+-- kinds land (CONTRACT §9b) every kind is the default pool's.
+CREATE OR REPLACE FUNCTION aiqueue_kinds_pools(kinds text[], money jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN kinds IS NOT NULL THEN ARRAY['default'] END
+$$;
+
 -- The claim's choice (inside its advisory lock): the first due row of the
 -- waiting group with the smallest counter, priority first, turns by rows
 -- breaking ties; groups at a spend cap are stepped over.  It charges the
 -- group (counter; spend while the pool has a cap) and returns the charge,
 -- which the claim writes on the row.  One walk of ai_marking_fair_walk_idx;
 -- one probe of ai_marking_queue_group_idx per group it looks at.
--- `pools`: the pools with room (NULL: any).
-CREATE OR REPLACE FUNCTION aiqueue_fair_pick(pools text[], money jsonb,
+-- `kinds`: the kinds with room (NULL: any); a group is walked only in a pool
+-- that has one, and its first due row of one of them is taken.
+DROP FUNCTION IF EXISTS aiqueue_fair_pick(text[], jsonb);
+CREATE OR REPLACE FUNCTION aiqueue_fair_pick(kinds text[], money jsonb,
                                              OUT queue_id uuid, OUT tokens float8,
                                              OUT usd float8)
 LANGUAGE plpgsql AS $$
@@ -752,7 +761,7 @@ DECLARE
           AND (p_pools IS NULL OR f.pool = ANY (p_pools))
         ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
 BEGIN
-    FOR g IN walk(pools) LOOP
+    FOR g IN walk(aiqueue_kinds_pools(kinds, money)) LOOP
         spec := money -> g.pool;
         IF aiqueue_spend_capped(spec) THEN
             SELECT * INTO stop FROM aiqueue_spend_stop(spec, g.pool, g.group_key);
@@ -765,6 +774,7 @@ BEGIN
         SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
         WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
           AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.run_after <= now()
+          AND (kinds IS NULL OR q.kind = ANY (kinds))
         ORDER BY q.turn, q.seq LIMIT 1
         FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
