@@ -70,7 +70,8 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
-    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
+    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
+                               plan=s.queue.plan)
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -89,7 +90,10 @@ async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
     busy = await _hand_out(rt, step, job)
     await _housekeeping(rt, step, force=False)
     more = (job is not None and job.more) or step.recovered > 0
-    if should_chain(more=more, busy=busy, freed=receipt.freed, dispatched=step.dispatched,
+    # With several pools the claim may have filled another pool's slot than the
+    # one the result freed: that one is then refilled only by a chain.
+    freed = receipt.freed if rt.settings.queue.single else 0
+    if should_chain(more=more, busy=busy, freed=freed, dispatched=step.dispatched,
                     recovered=step.recovered):
         await _chain(rt, step)
     return step
@@ -100,7 +104,8 @@ async def _hand_out(rt: Runtime, step: StepResult, job: Job | None) -> bool:
     step.claimed = job
     if job is None:
         return False
-    logs.event("claim", queue_id=job.queue_id, attempt=job.attempt)
+    logs.event("claim", queue_id=job.queue_id, attempt=job.attempt, kind=job.kind,
+               pool=job.pool)
     if rt.settings.function_mode == "sync":
         step.dispatched = True
         step.sync_job = job
@@ -131,12 +136,14 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
 
 
 async def _send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
-    """Dispatch a job and time it; an accepted dispatch closes the breaker."""
+    """Dispatch a job to its kind's function and time it; an accepted dispatch closes
+    its pool's breaker."""
     started = time.perf_counter()
-    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens, rt.aws)
+    outcome = await dispatch.send(rt.http, job, rt.settings.for_kind(job.kind), rt.tokens,
+                                  rt.aws)
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
-        await rt.store.dispatch_accepted()
+        await rt.store.dispatch_accepted(job.pool)
     return outcome, ms
 
 
@@ -176,7 +183,7 @@ async def refused(
         return
     # A payload no platform will take says nothing about the function's health.
     failures = await rt.store.breaker_failure(
-        s.breaker_threshold, s.breaker_cooldown_seconds) if outcome.retryable else 0
+        s.breaker_threshold, s.breaker_cooldown_seconds, job.pool) if outcome.retryable else 0
     status = await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
                                 code=outcome.code, retryable=outcome.retryable,
                                 outcome="dispatch_error")
@@ -206,7 +213,8 @@ async def run_sync(rt: Runtime, job: Job) -> None:
         await refused(rt, job, outcome, ms)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    more = await rt.store.can_claim(rt.settings.max_in_flight, rt.settings.breaker_threshold)
+    s = rt.settings
+    more = await rt.store.can_claim(s.max_in_flight, s.breaker_threshold, s.queue.plan)
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
@@ -273,12 +281,10 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     cron, a minute later, and the model would idle meanwhile.  One waiter per
     instance: the others' steps would only find the gate closed again.
     """
-    s = rt.settings
     if step.claimed is not None or step.chained:
         return
     try:
-        flow = await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
-        if flow.hold_until is None and not Budget.of(s).declared:
+        if not await _held_back(rt):
             return  # not held back by the model's limits: the cron's business
         wait = await recovery.next_wakeup(rt)
     except Exception as exc:
@@ -291,6 +297,18 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     await asyncio.sleep(max(wait, 0.0) + 0.01)
     # Once per invocation: a second wait could outlast the platform's time limit.
     await _safely(rt, process_step(rt), wait=False)
+
+
+async def _held_back(rt: Runtime) -> bool:
+    """Whether some pool is held by a refusal or declares a budget (CONTRACT §8a, §9b)."""
+    s = rt.settings
+    for pool in s.queue.pools.values():
+        if pool.budget_declared:
+            return True
+        flow = await rt.store.flow_state(pool.max_in_flight, s.budget_window_seconds, pool.name)
+        if flow.hold_until is not None:
+            return True
+    return False
 
 
 async def safe_run_sync(rt: Runtime, job: Job) -> None:
@@ -311,11 +329,12 @@ async def kick_if_stalled(rt: Runtime) -> None:
 
     For authenticated status reads (after answering), so a queue whose chain
     was lost moves again as soon as anyone looks at it, even without a cron.
-    `can_claim` with a cap of 1 means exactly "a row is due, none is in
-    flight, and pause, busy back-off and breaker allow a dispatch".
+    `can_claim` with every pool's cap at 1 means exactly "a row is due, none of
+    its pool is in flight, and pause, busy back-off and breaker allow a dispatch".
     """
     try:
-        stalled = await rt.store.can_claim(1, rt.settings.breaker_threshold)
+        stalled = await rt.store.can_claim(1, rt.settings.breaker_threshold,
+                                           rt.settings.queue.stalled_plan)
     except StoreError:
         return
     if stalled:

@@ -11,9 +11,11 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
+from aiqueue import config
 from aiqueue.errors import SettingsError
 from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
 
@@ -101,6 +103,40 @@ class Settings:
     requests_per_minute: int = 0
     budget_window_seconds: float = 60.0
     refused_give_up_seconds: float = 86400.0
+    # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
+    queue_file: config.QueueConfig | None = field(default=None, hash=False, compare=False)
+
+    @cached_property
+    def queue(self) -> config.QueueConfig:
+        """Every kind and pool: the default ones from the fields above, and the file's."""
+        default_pool = config.Pool(
+            name=config.DEFAULT_POOL, max_in_flight=self.max_in_flight,
+            tokens_per_minute=self.tokens_per_minute,
+            requests_per_minute=self.requests_per_minute,
+            prices={m: (p.input, p.output) for m, p in self.model_prices.items()})
+        default_kind = config.Kind(
+            name=config.DEFAULT_KIND, pool=config.DEFAULT_POOL, dispatch=self.dispatch_target,
+            function_url=self.function_url, function_token=self.function_token,
+            digitalocean=self.digitalocean, aws_lambda=self.aws_lambda)
+        return config.merged(self.queue_file, default_pool, default_kind)
+
+    def for_kind(self, name: str) -> Settings:
+        """These settings with the kind's function: target, URL, token, attempts.
+
+        The default kind's are the settings themselves; unknown kinds raise KeyError.
+        """
+        kind = self.queue.kind(name)
+        if name == config.DEFAULT_KIND and self.queue_file is None:
+            return self
+        cache: dict[str, Settings] = self.__dict__.setdefault("_kind_settings", {})
+        if name not in cache:
+            cache[name] = replace(
+                self, dispatch_target=kind.dispatch,
+                function_url=kind.function_url or self.function_url,
+                function_token=kind.function_token, digitalocean=kind.digitalocean,
+                aws_lambda=kind.aws_lambda,
+                max_attempts=kind.max_attempts or self.max_attempts)
+        return cache[name]
 
     @property
     def queue_secret(self) -> str:
@@ -293,7 +329,19 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
+        queue_file=_queue_file(env, mode),
     )
+
+
+def _queue_file(env: Mapping[str, str], mode: str) -> config.QueueConfig | None:
+    """aiqueue.toml (AIQUEUE_CONFIG), validated; sync mode reaches only http kinds."""
+    file = config.load_file(env, config.config_path(env))
+    if file is not None and mode == "sync":
+        for kind in file.kinds.values():
+            if kind.dispatch != "http":
+                raise SettingsError(f"kinds.{kind.name}.dispatch = \"{kind.dispatch}\" does not "
+                                    "work with AI_MARKING_FUNCTION_MODE=sync")
+    return file
 
 
 class _NotifyFields(TypedDict):
