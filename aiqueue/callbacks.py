@@ -146,7 +146,7 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        usage = priced(item.usage, rt.settings.model_prices)
+        usage = priced(item.usage, rt.settings.all_model_prices)
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
                                        rt.settings.max_in_flight, Budget.of(rt.settings),
                                        plan=rt.settings.queue.plan)
@@ -196,7 +196,7 @@ async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
     claim, s = item.claim, rt.settings
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
-                                      priced(item.usage, s.model_prices), s.max_in_flight,
+                                      priced(item.usage, s.all_model_prices), s.max_in_flight,
                                       s.breaker_threshold, Budget.of(s), plan=s.queue.plan)
     _completed(claim, done)
     return done, job

@@ -126,6 +126,17 @@ class QueueConfig:
         return len(self.kinds) == 1 and len(self.pools) == 1
 
     @cached_property
+    def prices(self) -> dict[str, tuple[float, float]]:
+        """Every pool's prices in one table: a result is priced before its pool is read.
+
+        A model priced differently by two pools is refused at start-up (merged()).
+        """
+        table: dict[str, tuple[float, float]] = {}
+        for pool in self.pools.values():
+            table |= pool.prices
+        return table
+
+    @cached_property
     def plan(self) -> str:
         """What the claim needs, as the jsonb of functions.sql (aiqueue_room)."""
         return json.dumps({
@@ -157,6 +168,13 @@ def merged(file: QueueConfig | None, default_pool: Pool, default_kind: Kind) -> 
     if file is not None:
         pools |= dict(file.pools)
         kinds |= dict(file.kinds)
+    seen: dict[str, tuple[str, tuple[float, float]]] = {}
+    for pool in pools.values():
+        for model, price in pool.prices.items():
+            other = seen.setdefault(model, (pool.name, price))
+            if other[1] != price:
+                raise SettingsError(f"pools.{pool.name}.prices.{model}: the model is priced "
+                                    f"differently in pool {other[0]}")
     return QueueConfig(pools, kinds, file.source if file else None)
 
 

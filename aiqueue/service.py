@@ -146,10 +146,12 @@ async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:
 
 async def list_rows(
     rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int, offset: int,
-    group: str | None = None,
+    group: str | None = None, kind: str | None = None,
 ) -> tuple[list[QueueRow], int]:
     rows = await rt.store.list_rows(
-        status=status, assignment_id=assignment_id, limit=limit, offset=offset, group=group
+        status=status, assignment_id=assignment_id, limit=limit, offset=offset, group=group,
+        kind=kind,
     )
-    total = await rt.store.count_rows(status=status, assignment_id=assignment_id, group=group)
+    total = await rt.store.count_rows(status=status, assignment_id=assignment_id, group=group,
+                                      kind=kind)
     return rows, total

@@ -120,6 +120,11 @@ class Settings:
             digitalocean=self.digitalocean, aws_lambda=self.aws_lambda)
         return config.merged(self.queue_file, default_pool, default_kind)
 
+    @cached_property
+    def all_model_prices(self) -> Mapping[str, ModelPrice]:
+        """QUEUE_MODEL_PRICES and every pool's prices (CONTRACT §7d, §9b)."""
+        return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
+
     def for_kind(self, name: str) -> Settings:
         """These settings with the kind's function: target, URL, token, attempts.
 
@@ -336,6 +341,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
 def _queue_file(env: Mapping[str, str], mode: str) -> config.QueueConfig | None:
     """aiqueue.toml (AIQUEUE_CONFIG), validated; sync mode reaches only http kinds."""
     file = config.load_file(env, config.config_path(env))
+    if file is not None:
+        config.merged(file, config.Pool(config.DEFAULT_POOL, 0, prices={
+            m: (p.input, p.output) for m, p in _prices(env).items()}),
+            config.Kind(config.DEFAULT_KIND, config.DEFAULT_POOL))  # prices agree
     if file is not None and mode == "sync":
         for kind in file.kinds.values():
             if kind.dispatch != "http":

@@ -11,7 +11,7 @@ from aiqueue.models import UsageRow
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
 
-GROUPINGS = ("day", "assignment", "group", "model")
+GROUPINGS = ("day", "assignment", "group", "model", "kind", "pool")
 MAX_DAYS = 366
 
 

@@ -18,7 +18,7 @@ from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.errors import Conflict
-from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.flow import NO_BUDGET, Budget, FlowState, KindCount, PoolState
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
@@ -289,6 +289,16 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         row = await self._fetchrow("flow_state", cap, window_seconds, pool)
         assert row is not None, "migration inserts the control row"
         return FlowState.from_row(row)
+
+    async def pool_states(self, plan: str, threshold: int,
+                          window_seconds: float) -> list[PoolState]:
+        """Each pool's L, hold, breaker, refusals, window use and slots (CONTRACT §9b)."""
+        rows = await self._fetch("pool_states", plan, threshold, window_seconds)
+        return [PoolState.from_row(r) for r in rows]
+
+    async def kind_counts(self) -> list[KindCount]:
+        """Rows per kind, pool and status (from the count deltas)."""
+        return [KindCount.from_row(r) for r in await self._fetch("kind_counts")]
 
     async def stats(self, at: datetime | None = None) -> Stats:
         """The headline figures as of `at` (None: the database's now())."""

@@ -576,3 +576,27 @@ UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 -- accept: only the digitalocean and lambda targets pay this round trip.
 UPDATE ai_marking_attempts SET dispatch_ref = $3
 WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
+
+-- pool_states --
+-- Each pool of the plan $1 as the stats show it (aiqueue 0016): its limit L,
+-- its hold, its breaker ($2: the threshold), its refusals and its budget
+-- window's use over $3 seconds, and its rows in flight.
+SELECT x.name AS pool, aiqueue_flow_cap(c, x.cap) AS in_flight_limit,
+       CASE WHEN c.busy_until > now() THEN c.busy_until END AS hold_until,
+       aiqueue_circuit_state(c, $2::integer) AS circuit_state,
+       c.consecutive_failures, c.refusals_rate_limited, c.refusals_overloaded,
+       u.tokens AS tokens_in_window, u.requests AS requests_in_window,
+       (SELECT count(*) FROM ai_marking_queue q
+        WHERE q.pool = x.name AND q.lease_at IS NOT NULL) AS in_flight
+FROM jsonb_to_recordset($1::jsonb -> 'pools') AS x (name text, cap integer)
+     CROSS JOIN LATERAL aiqueue_pool_control(x.name) c
+     CROSS JOIN LATERAL aiqueue_budget_use($3::float8, x.name) u
+ORDER BY x.name;
+
+-- kind_counts --
+-- Rows per kind, pool and status, from the count deltas (aiqueue 0016).
+SELECT kind, pool, status, sum(n)::bigint AS n
+FROM ai_marking_counts
+GROUP BY kind, pool, status
+HAVING sum(n) <> 0
+ORDER BY kind, pool, status;
