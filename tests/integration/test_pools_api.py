@@ -127,3 +127,27 @@ async def test_the_page_filters_and_shows_kinds(
     assert "<td>code</td>" in page and "<td>essay</td>" not in page
     assert (await client.get("/ai-queue?kind=Bad%20Kind")).status_code == 400
 
+
+
+async def test_a_webhook_refusal_holds_its_pool_only(
+    client: httpx.AsyncClient, conn: asyncpg.Connection, functions: dict[str, respx.Route]
+) -> None:
+    await enqueue(client, conn, "essay", 3)
+    sent = json.loads(functions["essay"].calls.last.request.content)
+    item = {"queue_id": sent["queue_id"], "token": sent["callback_token"], "status": "failed",
+            "error": "rate_limited", "retry_after": 30}
+    assert (await client.post("/webhooks/ai-mark", json=[item])).json()["accepted"] == 1
+    essays = functions["essay"].call_count
+    # Pool alpha is held for 30 s; code's rows (pool beta) go at once, up to code's cap.
+    await enqueue(client, conn, "code", 3)
+    for _ in range(3):
+        await client.post("/api/marking/process-queue", headers=AUTH)
+    assert functions["code"].call_count == 2 and functions["essay"].call_count == essays
+    stats = (await client.get("/api/marking/stats", headers=AUTH)).json()
+    alpha, beta = stats["pools"]["alpha"], stats["pools"]["beta"]
+    assert alpha["hold_until"] is not None and alpha["refusals"]["rate_limited"] == 1
+    assert alpha["in_flight_limit"] == 1
+    assert beta["hold_until"] is None and beta["in_flight_limit"] == 4  # unchanged
+    assert beta["refusals"] == {"rate_limited": 0, "overloaded": 0}
+    # The default pool, whose fields the top level shows, is not held either.
+    assert stats["hold_until"] is None
