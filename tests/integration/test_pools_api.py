@@ -12,7 +12,8 @@ import pytest
 import respx
 
 from aiqueue.web.app import create_app
-from tests.conftest import AUTH, SELF_CHAIN, add_submissions, app_client
+from tests.conftest import AUTH, FN, SELF_CHAIN, add_submissions, app_client
+from tests.integration.test_doctor import checks, fake_function, knows_probes
 from tests.integration.pools_kit import ENV, URLS, pools_settings
 
 
@@ -151,3 +152,27 @@ async def test_a_webhook_refusal_holds_its_pool_only(
     assert beta["refusals"] == {"rate_limited": 0, "overloaded": 0}
     # The default pool, whose fields the top level shows, is not held either.
     assert stats["hold_until"] is None
+
+
+async def test_the_doctor_probes_every_kinds_function(db_url: str, tmp_path: Path) -> None:
+    app = create_app(pools_settings(db_url, tmp_path, function_token="fn-token"))
+    async with app_client(app) as client:
+        with respx.mock(assert_all_called=False) as mock:
+            mock.route(host="app.test").pass_through()
+            mock.post(FN).mock(side_effect=fake_function(client, knows_probes))
+            # The code runner refuses the credentials it is sent.
+            routes = {kind: mock.post(url).mock(side_effect=fake_function(
+                client, knows_probes, 401 if kind == "code" else 202))
+                for kind, url in URLS.items()}
+            r = await client.get("/api/marking/doctor", headers=AUTH)
+    calls = {kind: route.calls for kind, route in routes.items()}
+    got = checks(r.json())
+    assert {k: got[k][0] for k in ("function", "probe", "function:essay", "probe:essay",
+                                   "function:short", "probe:short", "function:code",
+                                   "probe:code")} == {
+        "function": "pass", "probe": "pass", "function:essay": "pass", "probe:essay": "pass",
+        "function:short": "pass", "probe:short": "pass", "function:code": "fail",
+        "probe:code": "skip"}
+    # Each probe went to its own kind's function with that kind's token (or none).
+    assert calls["essay"].last.request.headers["authorization"] == f"Bearer {ENV['ESSAY_TOKEN']}"
+    assert "authorization" not in calls["short"].last.request.headers
