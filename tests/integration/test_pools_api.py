@@ -13,8 +13,8 @@ import respx
 
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SELF_CHAIN, add_submissions, app_client
-from tests.integration.test_doctor import checks, fake_function, knows_probes
 from tests.integration.pools_kit import ENV, URLS, pools_settings
+from tests.integration.test_doctor import checks, fake_function, knows_probes
 
 
 @pytest.fixture
