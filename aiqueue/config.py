@@ -29,6 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from aiqueue import paths
 from aiqueue.errors import SettingsError
 from aiqueue.target_settings import (
     TARGETS,
@@ -182,14 +183,18 @@ def merged(file: QueueConfig | None, default_pool: Pool, default_kind: Kind) -> 
 
 
 def config_path(env: Mapping[str, str], root: Path | None = None) -> Path | None:
-    """AIQUEUE_CONFIG (it must exist), else aiqueue.toml at the app's root if it exists."""
+    """AIQUEUE_CONFIG (it must exist), else aiqueue.toml at the app's root if it exists.
+
+    The app's root is the checkout's top (paths.ROOT, beside templates/ and
+    migrations/), which Vercel bundles with every function.
+    """
     raw = env.get("AIQUEUE_CONFIG", "").strip()
     if raw:
         path = Path(raw)
         if not path.is_file():
             raise SettingsError(f"AIQUEUE_CONFIG: no such file: {raw}")
         return path
-    default = (root or Path.cwd()) / "aiqueue.toml"
+    default = (root or paths.ROOT) / "aiqueue.toml"
     return default if default.is_file() else None
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aiqueue import config
+from aiqueue import config, paths
 from aiqueue.errors import SettingsError
 from aiqueue.settings import load_settings
 
@@ -84,7 +84,7 @@ def test_each_kind_dispatches_with_its_own_function(tmp_path: Path) -> None:
 
 
 def test_no_file_is_todays_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     s = load_settings({"QUEUE_MAX_IN_FLIGHT": "3"})
     assert s.queue_file is None and s.queue.single
     assert s.for_kind("mark") is s
@@ -97,8 +97,9 @@ def test_aiqueue_toml_at_the_apps_root_is_read_without_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write(tmp_path, GOOD)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     assert "essay" in load_settings(ENV).queue.kinds
+    assert config.config_path({}, tmp_path / "elsewhere") is None
 
 
 @pytest.mark.parametrize(("text", "env", "named"), [
