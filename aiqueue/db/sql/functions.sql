@@ -30,22 +30,32 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
                                                       'cap', 0)))
 $$;
 
--- One pool of the plan (a row of NULLs when the plan does not name it).
+-- Why the plan's readers below are plpgsql, not SQL functions: an SQL function
+-- that can't be inlined (a set-returning call in FROM) is planned again on every
+-- call (before PostgreSQL 18), 50-100 us each, several times per claim;
+-- plpgsql caches its statements' plans per backend.
+
+-- One pool of the plan (NULLs when the plan does not name it).
 CREATE OR REPLACE FUNCTION aiqueue_plan_pool(plan jsonb, p_pool text,
                                              OUT name text, OUT cap integer,
                                              OUT tpm integer, OUT rpm integer)
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT x.name, x.cap, coalesce(x.tpm, 0), coalesce(x.rpm, 0)
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    SELECT x.name, x.cap, coalesce(x.tpm, 0), coalesce(x.rpm, 0) INTO name, cap, tpm, rpm
     FROM jsonb_to_recordset(plan -> 'pools') AS x (name text, cap integer, tpm integer,
                                                    rpm integer)
-    WHERE x.name = p_pool
+    WHERE x.name = p_pool;
+END
 $$;
 
 -- Whether any pool of the plan declares a budget.
 CREATE OR REPLACE FUNCTION aiqueue_plan_budgeted(plan jsonb) RETURNS boolean
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(bool_or(coalesce(x.tpm, 0) > 0 OR coalesce(x.rpm, 0) > 0), false)
-    FROM jsonb_to_recordset(plan -> 'pools') AS x (tpm integer, rpm integer)
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT bool_or(coalesce(x.tpm, 0) > 0 OR coalesce(x.rpm, 0) > 0)
+                     FROM jsonb_to_recordset(plan -> 'pools') AS x (tpm integer, rpm integer)),
+                    false);
+END
 $$;
 
 -- A pool's control row.  `make`: add it when missing; only the claim does, under
@@ -113,11 +123,14 @@ $$;
 
 -- The kinds of one pool that are under their own cap (0: none of their own).
 CREATE OR REPLACE FUNCTION aiqueue_pool_kinds_with_room(plan jsonb, p_pool text)
-RETURNS text[] LANGUAGE sql STABLE AS $$
-    SELECT array_agg(k.name)
-    FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, pool text, cap integer)
-    WHERE k.pool = p_pool
-      AND (coalesce(k.cap, 0) = 0 OR aiqueue_kind_in_flight(p_pool, k.name, k.cap) < k.cap)
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT array_agg(k.name)
+            FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, pool text, cap integer)
+            WHERE k.pool = p_pool
+              AND (coalesce(k.cap, 0) = 0
+                   OR aiqueue_kind_in_flight(p_pool, k.name, k.cap) < k.cap));
+END
 $$;
 
 -- == Flow control for a shared paid model (aiqueue 0010, CONTRACT §8a) ==
@@ -508,6 +521,8 @@ DECLARE
     claimable text[];
     got record;
     ctl ai_queue_control%ROWTYPE;
+    pcap integer;
+    kcap integer;
 BEGIN
     PERFORM pg_advisory_xact_lock(7301730173017301);
     plan := coalesce(plan, aiqueue_default_plan(cap, tpm, rpm));
@@ -563,9 +578,22 @@ BEGIN
         RETURN;
     END IF;
     -- After the claim (this transaction sees its own row as processing): which
-    -- kinds still have room, and whether one of them has a due row.
-    claimable := (aiqueue_room(plan, breaker_threshold, budget_window, false, false)).kinds;
+    -- kinds still have room, and whether one of them has a due row.  Only the
+    -- claimed row's pool and kind changed (the lock keeps every other pool as
+    -- aiqueue_room found it): its pool's gate, then its kind's cap.
     ctl := aiqueue_pool_control(got.pool);
+    pcap := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, got.pool)).cap);
+    kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
+             WHERE k.name = got.kind);
+    IF NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(got.pool, pcap), pcap, breaker_threshold)
+    THEN
+        claimable := ARRAY(SELECT c FROM unnest(claimable) c
+                           WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
+                                                AS k (name text, pool text)
+                                           WHERE k.pool = got.pool));
+    ELSIF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(got.pool, got.kind, kcap) >= kcap THEN
+        claimable := array_remove(claimable, got.kind);
+    END IF;
     RETURN QUERY SELECT
         got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
         got.payload, got.content,
