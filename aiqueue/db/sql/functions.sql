@@ -594,17 +594,21 @@ BEGIN
     ELSIF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(got.pool, got.kind, kcap) >= kcap THEN
         claimable := array_remove(claimable, got.kind);
     END IF;
+    -- No kind with room: no walk (it would step over every pending row).
+    more := cardinality(claimable) > 0;
+    IF more THEN
+        -- The first two due rows in dispatch order, one of them not the claimed one.
+        more := EXISTS (SELECT 1 FROM (
+                            SELECT o.queue_id FROM ai_marking_queue o
+                            WHERE o.status = 'pending' AND o.run_after <= now()
+                              AND o.kind = ANY (claimable)
+                            ORDER BY o.priority DESC, o.turn, o.seq
+                            LIMIT 2) due
+                        WHERE due.queue_id <> got.queue_id);
+    END IF;
     RETURN QUERY SELECT
         got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
-        got.payload, got.content,
-        -- The first two due rows in dispatch order, one of them not the claimed one.
-        EXISTS (SELECT 1 FROM (
-                    SELECT o.queue_id FROM ai_marking_queue o
-                    WHERE o.status = 'pending' AND o.run_after <= now()
-                      AND o.kind = ANY (claimable)
-                    ORDER BY o.priority DESC, o.turn, o.seq
-                    LIMIT 2) due
-                WHERE due.queue_id <> got.queue_id),
+        got.payload, got.content, more,
         ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL,
         got.kind, got.pool;
 END
