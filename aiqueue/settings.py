@@ -103,6 +103,12 @@ class Settings:
     requests_per_minute: int = 0
     budget_window_seconds: float = 60.0
     refused_give_up_seconds: float = 86400.0
+    # The default pool's spend caps in USD (CONTRACT §9c: QUEUE_GROUP_USD_PER_HOUR,
+    # QUEUE_GROUP_USD_PER_DAY, QUEUE_USD_PER_DAY); None: none.  Read here, kept on
+    # the default Pool (Settings.queue); enforced by the spend caps' own code.
+    group_usd_per_hour: float | None = None
+    group_usd_per_day: float | None = None
+    pool_usd_per_day: float | None = None
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
     queue_file: config.QueueConfig | None = field(default=None, hash=False, compare=False)
 
@@ -113,7 +119,9 @@ class Settings:
             name=config.DEFAULT_POOL, max_in_flight=self.max_in_flight,
             tokens_per_minute=self.tokens_per_minute,
             requests_per_minute=self.requests_per_minute,
-            prices={m: (p.input, p.output) for m, p in self.model_prices.items()})
+            prices={m: (p.input, p.output) for m, p in self.model_prices.items()},
+            group_usd_per_hour=self.group_usd_per_hour,
+            group_usd_per_day=self.group_usd_per_day, pool_usd_per_day=self.pool_usd_per_day)
         default_kind = config.Kind(
             name=config.DEFAULT_KIND, pool=config.DEFAULT_POOL, dispatch=self.dispatch_target,
             function_url=self.function_url, function_token=self.function_token,
@@ -334,8 +342,18 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
+        group_usd_per_hour=_usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
+        group_usd_per_day=_usd(env, "QUEUE_GROUP_USD_PER_DAY"),
+        pool_usd_per_day=_usd(env, "QUEUE_USD_PER_DAY"),
         queue_file=_queue_file(env, mode),
     )
+
+
+def _usd(env: Mapping[str, str], name: str) -> float | None:
+    """An optional amount of USD (a spend cap); unset: None."""
+    if not env.get(name, "").strip():
+        return None
+    return _float(env, name, 0.0, 0.0)
 
 
 def _queue_file(env: Mapping[str, str], mode: str) -> config.QueueConfig | None:

@@ -158,3 +158,12 @@ def test_a_model_priced_differently_by_two_pools_is_refused(tmp_path: Path) -> N
     s = load_settings({"AIQUEUE_CONFIG": str(write(tmp_path, same)),
                        "QUEUE_MODEL_PRICES": '{"n": {"input": 1, "output": 1}}'})
     assert s.all_model_prices["m"].output == 2 and s.all_model_prices["n"].input == 1
+
+
+def test_the_default_pool_takes_its_spend_caps_from_the_environment() -> None:
+    s = load_settings({"QUEUE_GROUP_USD_PER_HOUR": "1.5", "QUEUE_USD_PER_DAY": "20"})
+    default = s.queue.pools["default"]
+    assert (default.group_usd_per_hour, default.group_usd_per_day,
+            default.pool_usd_per_day) == (1.5, None, 20.0)
+    with pytest.raises(SettingsError, match="QUEUE_GROUP_USD_PER_DAY"):
+        load_settings({"QUEUE_GROUP_USD_PER_DAY": "lots"})
