@@ -21,6 +21,8 @@ ALLOWED = frozenset({
     "event_id", "event_type",
     # the schema check and the doctor (CONTRACT §8c)
     "expected", "found", "probe_id", "answer", "check",
+    # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
+    "kind", "pool",
 })
 
 

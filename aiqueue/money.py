@@ -13,16 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiqueue.errors import SettingsError
 from aiqueue.settings import ModelPrice, Settings
 
 DEFAULT_POOL = "default"
 # The caps' names, as the TOML file, the dry run's `capped` and the pages say them.
 CAP_NAMES = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
-# The default pool's caps come from these variables.
-CAP_ENV = {"group_usd_per_hour": "QUEUE_GROUP_USD_PER_HOUR",
-           "group_usd_per_day": "QUEUE_GROUP_USD_PER_DAY",
-           "pool_usd_per_day": "QUEUE_USD_PER_DAY"}
 
 
 @dataclass(frozen=True)
@@ -65,14 +60,14 @@ class Money:
 
     @classmethod
     def of(cls, settings: Settings) -> Money:
-        """The default pool's caps (QUEUE_*_USD_*) and prices (QUEUE_MODEL_PRICES)."""
-        default = PoolMoney(
-            caps={"group_usd_per_hour": settings.group_usd_per_hour,
-                  "group_usd_per_day": settings.group_usd_per_day,
-                  "pool_usd_per_day": settings.usd_per_day},
-            prices=settings.model_prices)
-        return cls({DEFAULT_POOL: default}, settings.spend_hour_seconds,
-                   settings.spend_day_seconds)
+        """Every pool's caps and prices: the default pool's from QUEUE_*_USD_* and
+        QUEUE_MODEL_PRICES, the others' from aiqueue.toml (Settings.queue)."""
+        pools = {
+            name: PoolMoney(
+                caps={cap: getattr(pool, cap) for cap in CAP_NAMES},
+                prices={m: ModelPrice(*p) for m, p in pool.prices.items()})
+            for name, pool in settings.queue.pools.items()}
+        return cls(pools, settings.spend_hour_seconds, settings.spend_day_seconds)
 
     @property
     def capped(self) -> bool:
@@ -95,12 +90,3 @@ class Money:
 
 
 NO_MONEY = Money()
-
-
-def check_priced(pool: str, money: PoolMoney, price_setting: str) -> None:
-    """A cap needs a price to charge against: refuse start-up naming the price setting."""
-    if money.capped and not money.prices:
-        caps = ", ".join(n for n in CAP_NAMES if money.caps.get(n) is not None)
-        raise SettingsError(
-            f"{price_setting} names no price for pool {pool!r}, which has a spend cap "
-            f"({caps}): a cap needs a price to charge dispatches against")

@@ -11,9 +11,11 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
+from aiqueue import config
 from aiqueue.errors import SettingsError
 from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
 
@@ -101,13 +103,56 @@ class Settings:
     requests_per_minute: int = 0
     budget_window_seconds: float = 60.0
     refused_give_up_seconds: float = 86400.0
-    # Spend caps of the default pool in USD (CONTRACT §9c, aiqueue/money.py;
-    # None: no cap), over UTC clock windows of these lengths (tests shorten them).
+    # The default pool's spend caps in USD (CONTRACT §9c: QUEUE_GROUP_USD_PER_HOUR,
+    # QUEUE_GROUP_USD_PER_DAY, QUEUE_USD_PER_DAY); None: none.  Read here, kept on
+    # the default Pool (Settings.queue); enforced by the spend caps' own code.
     group_usd_per_hour: float | None = None
     group_usd_per_day: float | None = None
-    usd_per_day: float | None = None
+    pool_usd_per_day: float | None = None
+    # The spend windows' lengths: a UTC hour and day (tests shorten them).
     spend_hour_seconds: float = 3600.0
     spend_day_seconds: float = 86400.0
+    # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
+    queue_file: config.QueueConfig | None = field(default=None, hash=False, compare=False)
+
+    @cached_property
+    def queue(self) -> config.QueueConfig:
+        """Every kind and pool: the default ones from the fields above, and the file's."""
+        default_pool = config.Pool(
+            name=config.DEFAULT_POOL, max_in_flight=self.max_in_flight,
+            tokens_per_minute=self.tokens_per_minute,
+            requests_per_minute=self.requests_per_minute,
+            prices={m: (p.input, p.output) for m, p in self.model_prices.items()},
+            group_usd_per_hour=self.group_usd_per_hour,
+            group_usd_per_day=self.group_usd_per_day, pool_usd_per_day=self.pool_usd_per_day)
+        default_kind = config.Kind(
+            name=config.DEFAULT_KIND, pool=config.DEFAULT_POOL, dispatch=self.dispatch_target,
+            function_url=self.function_url, function_token=self.function_token,
+            digitalocean=self.digitalocean, aws_lambda=self.aws_lambda)
+        return config.merged(self.queue_file, default_pool, default_kind)
+
+    @cached_property
+    def all_model_prices(self) -> Mapping[str, ModelPrice]:
+        """QUEUE_MODEL_PRICES and every pool's prices (CONTRACT §7d, §9b)."""
+        return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
+
+    def for_kind(self, name: str) -> Settings:
+        """These settings with the kind's function: target, URL, token, attempts.
+
+        The default kind's are the settings themselves; unknown kinds raise KeyError.
+        """
+        kind = self.queue.kind(name)
+        if name == config.DEFAULT_KIND and self.queue_file is None:
+            return self
+        cache: dict[str, Settings] = self.__dict__.setdefault("_kind_settings", {})
+        if name not in cache:
+            cache[name] = replace(
+                self, dispatch_target=kind.dispatch,
+                function_url=kind.function_url or self.function_url,
+                function_token=kind.function_token, digitalocean=kind.digitalocean,
+                aws_lambda=kind.aws_lambda,
+                max_attempts=kind.max_attempts or self.max_attempts)
+        return cache[name]
 
     @property
     def queue_secret(self) -> str:
@@ -251,7 +296,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         if production and target == "http":
             raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
         function_url = "http://127.0.0.1:8001/"
-    return Settings(
+    return _caps_priced(Settings(
         database_url=database_url,
         database_direct_url=_db_url(env, "DATABASE_DIRECT_URL", database_url),
         database_pool_max=_int(env, "DATABASE_POOL_MAX", 4, 1),
@@ -300,34 +345,52 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
-        # Spend caps (CONTRACT §9c).
-        **_spend_caps(env),
-    )
+        group_usd_per_hour=_usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
+        group_usd_per_day=_usd(env, "QUEUE_GROUP_USD_PER_DAY"),
+        pool_usd_per_day=_usd(env, "QUEUE_USD_PER_DAY"),
+        queue_file=_queue_file(env, mode),
+    ))
+
+
+def _caps_priced(settings: Settings) -> Settings:
+    """A spend cap (CONTRACT §9c) charges each dispatch at its pool's prices: a pool with a
+    cap and no price known at all refuses start-up, naming the price setting."""
+    caps = {"group_usd_per_hour": "QUEUE_GROUP_USD_PER_HOUR",
+            "group_usd_per_day": "QUEUE_GROUP_USD_PER_DAY", "pool_usd_per_day": "QUEUE_USD_PER_DAY"}
+    for pool in settings.queue.pools.values():
+        named = [key for key in caps if getattr(pool, key) is not None]
+        if not named or pool.prices:
+            continue
+        if pool.name == config.DEFAULT_POOL:
+            raise SettingsError(
+                f"QUEUE_MODEL_PRICES names no price, but {' and '.join(caps[k] for k in named)} "
+                "sets a spend cap: a cap needs a price to charge dispatches against")
+        raise SettingsError(
+            f"pools.{pool.name}.prices names no price, but pools.{pool.name}.{named[0]} sets a "
+            "spend cap: a cap needs a price to charge dispatches against")
+    return settings
 
 
 def _usd(env: Mapping[str, str], name: str) -> float | None:
-    """A spend cap in USD (unset: none)."""
-    return _float(env, name, -1.0, 0.0) if env.get(name, "").strip() else None
+    """An optional amount of USD (a spend cap); unset: None."""
+    if not env.get(name, "").strip():
+        return None
+    return _float(env, name, 0.0, 0.0)
 
 
-class _SpendCaps(TypedDict):
-    group_usd_per_hour: float | None
-    group_usd_per_day: float | None
-    usd_per_day: float | None
-
-
-def _spend_caps(env: Mapping[str, str]) -> _SpendCaps:
-    """The default pool's caps; one set with no price known refuses start-up."""
-    caps: _SpendCaps = {"group_usd_per_hour": _usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
-                        "group_usd_per_day": _usd(env, "QUEUE_GROUP_USD_PER_DAY"),
-                        "usd_per_day": _usd(env, "QUEUE_USD_PER_DAY")}
-    named = [name for name in ("QUEUE_GROUP_USD_PER_HOUR", "QUEUE_GROUP_USD_PER_DAY",
-                               "QUEUE_USD_PER_DAY") if env.get(name, "").strip()]
-    if named and not _prices(env):
-        raise SettingsError(
-            f"QUEUE_MODEL_PRICES names no price, but {' and '.join(named)} sets a spend cap: "
-            "a cap needs a price to charge dispatches against")
-    return caps
+def _queue_file(env: Mapping[str, str], mode: str) -> config.QueueConfig | None:
+    """aiqueue.toml (AIQUEUE_CONFIG), validated; sync mode reaches only http kinds."""
+    file = config.load_file(env, config.config_path(env))
+    if file is not None:
+        config.merged(file, config.Pool(config.DEFAULT_POOL, 0, prices={
+            m: (p.input, p.output) for m, p in _prices(env).items()}),
+            config.Kind(config.DEFAULT_KIND, config.DEFAULT_POOL))  # prices agree
+    if file is not None and mode == "sync":
+        for kind in file.kinds.values():
+            if kind.dispatch != "http":
+                raise SettingsError(f"kinds.{kind.name}.dispatch = \"{kind.dispatch}\" does not "
+                                    "work with AI_MARKING_FUNCTION_MODE=sync")
+    return file
 
 
 class _NotifyFields(TypedDict):

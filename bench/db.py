@@ -110,7 +110,7 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
     conn = await asyncpg.connect(dsn)
     try:
         subs = [r["id"] for r in await conn.fetch("SELECT id FROM submissions")]
-        args = (subs, "bulk", 0, "{}", "bulk", False)
+        args = (subs, "bulk", 0, "{}", "bulk", False, "mark", "default")
         await conn.fetch(queries()["enqueue"], *args)
         await conn.execute("TRUNCATE ai_marking_queue, ai_marking_events, ai_marking_groups "
                            "CASCADE")
@@ -158,7 +158,7 @@ async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[floa
         # A pooled connection has the function's plans cached: measure it warm.
         try:
             async with conn.transaction():
-                await conn.fetch("SELECT * FROM aiqueue_fair_pick(NULL, NULL)")
+                await conn.fetch("SELECT * FROM aiqueue_fair_pick(ARRAY['mark'], NULL, NULL)")
                 raise _Undo
         except _Undo:
             pass
@@ -166,13 +166,15 @@ async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[floa
             try:
                 async with conn.transaction():
                     plan = [r[0] for r in await conn.fetch(
-                        "EXPLAIN (ANALYZE) SELECT * FROM aiqueue_fair_pick(NULL, NULL)")]
+                        "EXPLAIN (ANALYZE) SELECT * FROM "
+                        "aiqueue_fair_pick(ARRAY['mark'], NULL, NULL)")]
                     raise _Undo
             except _Undo:
                 pass
             server.append(_ms(plan, "Planning Time") + _ms(plan, "Execution Time"))
             started = time.perf_counter()
-            row = await conn.fetchrow(queries()["claim"], 0, 5, 0, 0, 60, None)  # no budget
+            # No budget, no plan (the default pool), no caps.
+            row = await conn.fetchrow(queries()["claim"], 0, 5, 0, 0, 60, None, None)
             wall.append((time.perf_counter() - started) * 1000)
             assert row is not None
         return server, wall
@@ -189,8 +191,8 @@ async def stats_and_page_at_scale(dsn: str, repeats: int) -> tuple[list[float], 
         for _ in range(repeats):
             total = 0.0
             for sql, args in ((q["stats"], (None,)),
-                              (q["list_rows"], (None, None, None, None, 50, 0, None)),
-                              (q["count_rows"], (None, None, None))):
+                              (q["list_rows"], (None, None, None, None, 50, 0, None, None)),
+                              (q["count_rows"], (None, None, None, None))):
                 plan = [r[0] for r in await conn.fetch("EXPLAIN (ANALYZE) " + sql, *args)]
                 total += _ms(plan, "Planning Time") + _ms(plan, "Execution Time")
             ours.append(total)

@@ -33,11 +33,6 @@ CREATE INDEX ai_marking_fair_walk_idx
 -- A group that starts waiting with nobody waiting is lifted to the largest.
 CREATE INDEX ai_marking_fair_counter_idx ON ai_marking_fair (pool, priority, counter);
 
--- Rows' pools come with pools and kinds (CONTRACT §9b); until that branch
--- lands every row is the 'default' pool's.
-ALTER TABLE ai_marking_queue ADD COLUMN IF NOT EXISTS pool text NOT NULL DEFAULT 'default';
-ALTER TABLE ai_marking_queue ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT 'mark';
-
 -- A group's first pending row, in its turn order.
 CREATE INDEX ai_marking_queue_group_idx
     ON ai_marking_queue (pool, priority, (coalesce(group_key, assignment_id)), turn, seq)

@@ -13,11 +13,14 @@ class RecoveryQueries(Gateway):
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False) -> int:
-        """Recover quiet rows; `ask`: leave rows with an invocation id to the platform looks."""
+                            ask: bool = False, attempts: str | None = None) -> int:
+        """Recover quiet rows; `ask`: leave rows with an invocation id to the platform looks.
+
+        `attempts`: the kinds' own max attempts ({kind: n} as JSON; QueueConfig.attempts).
+        """
         heartbeat = stuck_after if heartbeat is None else heartbeat
         return int(await self._write_val("recover_stuck", stuck_after, max_attempts, heartbeat,
-                                        bound, ask, idempotent=True))
+                                        bound, ask, attempts or "{}", idempotent=True))
 
     async def take_lookups(self, quiet: float, bound: float, limit: int,
                            hold: float) -> list[Lookup]:

@@ -219,6 +219,7 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
             ("aiqueue_claim", r"SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2",
              "ai_marking_queue_claim_idx", False)):
         text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
+                                      claimable="ARRAY['mark']",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'"})
         assert index in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text

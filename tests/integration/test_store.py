@@ -464,7 +464,7 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
         "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, lease_at) "
         f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
-    text = await plan_in_function(conn, function, pattern, cap="1")
+    text = await plan_in_function(conn, function, pattern, cap="1", claimable="ARRAY['mark']")
     assert index in text
     assert "Seq Scan" not in text
 

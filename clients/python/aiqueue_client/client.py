@@ -84,16 +84,17 @@ class AsyncMarkingClient:
     async def enqueue(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
                       idempotency_key: str | None = None, priority: int | None = None,
                       payload: dict[str, Any] | None = None, group: str | None = None,
-                      remark: bool | None = None) -> Enqueued:
+                      remark: bool | None = None, kind: str | None = None) -> Enqueued:
         """Enqueue submissions for marking; retried safely under one Idempotency-Key.
 
         Without a key one is made, so a retry after a lost answer enqueues nothing twice.
+        `kind` names the function and pool that mark them (aiqueue.toml; default `mark`).
         """
         key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"assignment_id": assignment_id,
                                 "submission_ids": [str(s) for s in submission_ids]}
         for name, value in (("priority", priority), ("payload", payload), ("group", group),
-                            ("remark", remark)):
+                            ("remark", remark), ("kind", kind)):
             if value is not None:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body,
@@ -158,7 +159,7 @@ class AsyncMarkingClient:
 
     async def usage(self, *, since: str | None = None, until: str | None = None,
                     by: str = "day") -> UsageReport:
-        """Tokens and cost by day, assignment, group or model (dates YYYY-MM-DD)."""
+        """Tokens and cost by day, assignment, group, model, kind or pool (YYYY-MM-DD)."""
         params = {"by": by, **({"since": since} if since else {}),
                   **({"until": until} if until else {})}
         answer = await self._call("GET", "/api/marking/usage", params=params, retry=True)

@@ -199,7 +199,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Tokens and cost by day, assignment, group or model */
+        /** Tokens and cost by day, assignment, group, model, kind or pool */
         get: operations["usage"];
         put?: never;
         post?: never;
@@ -384,7 +384,7 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
-        /** @description Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found). */
+        /** @description Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found, kinds). */
         Error: {
             error: string;
             detail: string;
@@ -401,6 +401,7 @@ export interface components {
             group?: string | null;
             remark?: boolean | null;
             dry_run?: boolean | null;
+            kind?: string | null;
         };
         /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
         EnqueueEstimate: {
@@ -477,6 +478,8 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            kind?: string;
+            pool?: string;
             waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
@@ -512,6 +515,40 @@ export interface components {
                 next_probe_at?: string | null;
             };
             busy_until?: string | null;
+            /** @description rows by task kind (CONTRACT §9b) */
+            kinds?: {
+                [key: string]: components["schemas"]["KindStats"];
+            };
+            /** @description each pool's limits and flow control; the top-level flow fields are the `default` pool's */
+            pools?: {
+                [key: string]: components["schemas"]["PoolStats"];
+            };
+        };
+        KindStats: {
+            pool: string;
+            max_in_flight: number | null;
+            pending: number;
+            processing: number;
+            completed: number;
+            failed: number;
+            cancelled: number;
+        };
+        PoolStats: {
+            kinds: string[];
+            max_in_flight: number;
+            in_flight: number;
+            in_flight_limit: number;
+            hold_until: string | null;
+            /** @enum {string} */
+            circuit: "open" | "half_open" | "closed";
+            refusals: {
+                rate_limited: number;
+                overloaded: number;
+            };
+            tokens_in_window: number | null;
+            requests_in_window: number | null;
+            tokens_per_minute: number | null;
+            requests_per_minute: number | null;
         };
         RetryAnswer: {
             /** Format: uuid */
@@ -638,7 +675,7 @@ export interface components {
             /** Format: date */
             until?: string;
             /** @enum {string} */
-            by?: "day" | "assignment" | "group" | "model";
+            by?: "day" | "assignment" | "group" | "model" | "kind" | "pool";
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
         MarkingEvent: {
@@ -916,6 +953,8 @@ export interface operations {
                 status?: "pending" | "processing" | "completed" | "failed" | "cancelled";
                 assignment_id?: string;
                 group?: string;
+                /** @description only rows of this task kind (CONTRACT §9b) */
+                kind?: string;
                 limit?: number;
                 offset?: number;
             };
@@ -1143,7 +1182,7 @@ export interface operations {
                 since?: string;
                 /** @description default: today (UTC); at most 366 days */
                 until?: string;
-                by?: "day" | "assignment" | "group" | "model";
+                by?: "day" | "assignment" | "group" | "model" | "kind" | "pool";
             };
             header?: never;
             path?: never;
