@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aiqueue.errors import Invalid
+from aiqueue.errors import Invalid, UnknownKind
 from aiqueue.models import DryRun
-from aiqueue.money import DEFAULT_POOL, Money, PoolMoney
+from aiqueue.money import Money, PoolMoney
 from aiqueue.parse import EnqueueRequest
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
@@ -52,23 +52,28 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
     A row is expected to use what the assignment's recent rows used, else its
     pool's recent assignments, else a default (aiqueue_estimate).
     """
-    money, pool = Money.of(rt.settings), DEFAULT_POOL
+    money = Money.of(rt.settings)
+    kinds = rt.settings.queue.kinds
+    if request.kind not in kinds:
+        raise UnknownKind(f"kind {request.kind!r} is not declared; the kinds are "
+                          f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
+    pool = rt.settings.queue.pool_of(request.kind)
     d = await rt.store.dry_run(request.submission_ids, request.assignment_id,
                                group=request.group or request.assignment_id,
-                               remark=request.remark, pool=pool, money=money)
+                               remark=request.remark, pool=pool.name, money=money)
     if d.unknown_ids:
         raise Invalid(f"{len(d.unknown_ids)} submission id(s) do not exist",
                       extra={"unknown_ids": [str(u) for u in d.unknown_ids]})
     cost = None if d.row_cost_usd is None else round(d.rows * d.row_cost_usd, 6)
     avg = await rt.store.recent_processing_seconds() if d.rows else None
-    eta = eta_seconds(d.ahead + d.rows - 1, rt.settings.max_in_flight, avg) if d.rows else 0.0
+    eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
     return {
         "rows": d.rows,
         "already_marked": d.already_marked,
         "estimated_tokens": round(d.rows * (d.prompt_tokens + d.completion_tokens)),
         "estimated_cost_usd": cost,
         "eta_seconds": eta,
-        "capped": would_stop(money.pool(pool), d, cost),
+        "capped": would_stop(money.pool(pool.name), d, cost),
     }
 
 
