@@ -65,6 +65,9 @@ async def test_mark_all_shows_its_estimate_then_pauses_at_the_hourly_budget(
                     PAUSED, timeout=30_000)
                 await expect(page.locator("#progress-text")).to_contain_text(
                     f"1 of {len(demo.ANSWERS)} marked")
+                # The waiting rows say so too (from the live pause event).
+                await expect(page.locator("td.mark .status", has_text="paused: budget")
+                             ).to_have_count(len(demo.ANSWERS) - 1)
                 await page.screenshot(path=str(shots / "teacher-paused.png"), full_page=True)
                 assert errors == []
             finally:
