@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from aiqueue import logs
 from aiqueue.db.embedded import database_for
 from aiqueue.db.migrate import may_migrate, migrate
+from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
 from aiqueue.errors import AiQueueError, SettingsError
 from aiqueue.settings import Settings, load_settings
 
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="embedded PostgreSQL, demo data, app, function, ticker")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
-    dev.add_argument("--function-port", type=int, default=8001)
+    dev.add_argument("--function-port", type=int, default=DEV_FUNCTION_PORT)
     doctor = sub.add_parser("doctor", help="check the deployment the environment points at")
     doctor.add_argument("--json", action="store_true", help="the report as JSON")
     doctor.add_argument("--probe-timeout", type=float, default=30.0, help=argparse.SUPPRESS)
@@ -37,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_doctor(as_json: bool, probe_timeout: float) -> int:
-    """Print the doctor's report; 0 only when every check passed."""
+    """Print the doctor's report; 0 unless a check failed (a warning still exits 0)."""
     from aiqueue.doctor import run_doctor as run
     from aiqueue.doctor import settings_failed
 
@@ -46,6 +47,10 @@ def run_doctor(as_json: bool, probe_timeout: float) -> int:
     except SettingsError as exc:
         report = settings_failed(exc)
     else:
+        if not settings.database_url:
+            # Beside `python -m aiqueue dev`: its embedded database, its secret
+            # (.data/dev-secret) and its bundled function, as dev itself sets them.
+            settings = dev_settings(settings, os.environ, DEV_FUNCTION_PORT)
         settings, _handle = database_for(settings)
         report = asyncio.run(run(settings, probe_timeout=probe_timeout))
     print(json.dumps(report.to_json(), indent=2) if as_json else report.text())

@@ -78,6 +78,13 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     return step
 
 
+async def cron_step(rt: Runtime) -> StepResult:
+    """The cron's call (GET): note it in the control row for the doctor (§9a), then a
+    step that always runs recovery and pruning (the safety net)."""
+    await rt.store.cron_called()
+    return await process_step(rt, force=True)
+
+
 async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
     """After a webhook batch whose last result's transaction already claimed.
 
