@@ -7,7 +7,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aiqueue import logs
 from aiqueue.db.embedded import database_for
@@ -47,14 +47,18 @@ def run_doctor(as_json: bool, probe_timeout: float) -> int:
     except SettingsError as exc:
         report = settings_failed(exc)
     else:
-        if not settings.database_url:
-            # Beside `python -m aiqueue dev`: its embedded database, its secret
-            # (.data/dev-secret) and its bundled function, as dev itself sets them.
-            settings = dev_settings(settings, os.environ, DEV_FUNCTION_PORT)
-        settings, _handle = database_for(settings)
+        settings, _handle = database_for(doctor_settings(settings, os.environ))
         report = asyncio.run(run(settings, probe_timeout=probe_timeout))
     print(json.dumps(report.to_json(), indent=2) if as_json else report.text())
     return 0 if report.ok else 1
+
+
+def doctor_settings(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """With DATABASE_URL unset the doctor checks what `python -m aiqueue dev` runs: its
+    embedded database, its secret (.data/dev-secret) and its bundled function."""
+    if settings.database_url:
+        return settings
+    return dev_settings(settings, env, DEV_FUNCTION_PORT)
 
 
 def serve(settings: Settings, host: str, port: int) -> None:

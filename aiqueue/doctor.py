@@ -22,6 +22,12 @@ from aiqueue.settings import Settings, is_local_url
 # `warn`: worth fixing, but nothing is broken (the doctor still exits 0).
 CheckStatus = Literal["pass", "warn", "fail", "skip"]
 LISTEN_TIMEOUT_SECONDS = 5.0
+# Where LISTEN and migrations can go (CONTRACT §9a).  Supabase's direct host is
+# IPv6-only and Vercel has no IPv6, so from Vercel only Supavisor's session mode works.
+SESSION_HINT = ("Supabase: Supavisor's session mode, port 5432 on "
+                "aws-0-<region>.pooler.supabase.com, user postgres.<ref>; the direct host "
+                "db.<ref>.supabase.co is IPv6-only and Vercel has no IPv6. Neon: the host "
+                "without -pooler")
 
 
 @dataclass(frozen=True)
@@ -178,8 +184,7 @@ async def check_pooler(doc: Doctor) -> None:
         doc.add("pooler", "fail",
                 f"DATABASE_URL goes through a transaction pooler ({found.evidence}) and "
                 "DATABASE_DIRECT_URL is not set: live events fall back to polling",
-                "set DATABASE_DIRECT_URL to a session connection (Supabase: the session "
-                "pooler on port 5432 or db.<ref>.supabase.co; Neon: the host without -pooler)")
+                f"set DATABASE_DIRECT_URL to a session connection ({SESSION_HINT})")
         return
     else:
         doc.add("pooler", "pass", f"DATABASE_URL goes through a transaction pooler "
@@ -195,12 +200,12 @@ async def _check_listen(doc: Doctor, direct: str, direct_set: bool) -> None:
         if direct_set and (await detect_pooler(direct)).pooled:
             doc.add("listen", "fail", "DATABASE_DIRECT_URL also goes through a transaction "
                                       "pooler: LISTEN cannot work there",
-                    "point DATABASE_DIRECT_URL at a session connection, not the pooler")
+                    f"point DATABASE_DIRECT_URL at a session connection ({SESSION_HINT})")
             return
         heard = await listen_works(direct, s.database_url, LISTEN_TIMEOUT_SECONDS)
     except StoreError as exc:
         doc.add("listen", "fail", f"cannot connect through {name}: {exc.detail}",
-                f"check {name}")
+                f"check {name}; it must be a session connection ({SESSION_HINT})")
         return
     if heard:
         doc.add("listen", "pass", f"LISTEN through {name} hears a NOTIFY sent through "
@@ -208,7 +213,8 @@ async def _check_listen(doc: Doctor, direct: str, direct_set: bool) -> None:
     else:
         doc.add("listen", "fail", f"LISTEN through {name} heard no NOTIFY within "
                                   f"{LISTEN_TIMEOUT_SECONDS:g} s: live events fall back to polling",
-                "set DATABASE_DIRECT_URL to a session connection to the same database")
+                f"set DATABASE_DIRECT_URL to a session connection to the same database "
+                f"({SESSION_HINT})")
 
 
 async def check_function(doc: Doctor) -> None:

@@ -150,7 +150,7 @@ async def test_a_chain_runs_through_the_built_functions(deployment: Deployment, 
             status = await client.get(f"/api/marking/submissions/{ids[0]}/status", headers=auth)
             progress = await client.get(f"/api/marking/assignments/hw-{mode}/progress",
                                         headers=auth)
-            health = await client.get("/healthz")
+            health = await client.get("/healthz", headers=auth)
             metrics = await client.get("/metrics", headers=auth)
         rows = await conn.fetch("SELECT status FROM ai_marking_queue WHERE assignment_id = $1",
                                 f"hw-{mode}")
