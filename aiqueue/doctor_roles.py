@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from aiqueue.doctor_text import Finding
 from aiqueue.errors import StoreError
 from aiqueue.models import AppRole
 from aiqueue.paths import VERCEL_JSON
@@ -59,9 +60,14 @@ async def check_lockdown(doc: Doctor) -> None:
         return
     shown = "; ".join(f"{e.role}: {e.privilege} on {e.kind} {e.object}" for e in found[:5])
     more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
-    doc.add("lockdown", "fail", f"other roles reach the queue: {shown}{more}{note}",
-            "run `python -m aiqueue migrate up` as the owner: every `up` re-applies the "
-            "lockdown (see the README, Deploying on Supabase or Neon)")
+    fix = ("run `python -m aiqueue migrate up` as the owner: every `up` re-applies the "
+           "lockdown (see the README, Deploying on Supabase or Neon)")
+    wide = sorted({e.role for e in found} & set(await doc.rt.store.wide_members()))
+    if wide:
+        fix += (f"; {', '.join(wide)} reach every table through pg_read_all_data or "
+                "pg_write_all_data (on Neon: neon_superuser), which no migration takes away: "
+                "revoke that membership, or drop the role if nothing needs it")
+    doc.add("lockdown", "fail", f"other roles reach the queue: {shown}{more}{note}", fix)
 
 
 async def check_submissions(doc: Doctor) -> None:
@@ -110,7 +116,7 @@ async def check_role(doc: Doctor) -> None:
     doc.add("role", status, detail, fix)
 
 
-def role_finding(me: AppRole) -> tuple[str, str, str | None]:
+def role_finding(me: AppRole) -> Finding:
     """fail: it reaches every table, locked or not; warn: the owner; pass: a runtime role."""
     powers = (["a superuser"] if me.superuser else []) + \
         (["BYPASSRLS"] if me.bypassrls else []) + \

@@ -162,6 +162,9 @@ async def _prepare(db_admin: str, platform: Platform, owner: str) -> None:
             await prepare_like_supabase(conn, owner)
         else:
             await prepare_like_neon(conn)
+            # As Neon's console makes a role: BYPASSRLS and a member of neon_superuser,
+            # so one of the platform's own (it never shows in another database's check).
+            await conn.execute(f'ALTER ROLE "{owner}" BYPASSRLS')
             await ensure_member(conn, NEON_SUPERUSER, owner)
     finally:
         await conn.close()

@@ -18,6 +18,10 @@ class SecurityQueries(Gateway):
         """The platform's own roles (superusers, BYPASSRLS members of pg_read_all_data)."""
         return [r["role"] for r in await self._fetch("platform_roles", page=True)]
 
+    async def wide_members(self) -> list[str]:
+        """Roles that reach every table through pg_read_all_data/pg_write_all_data."""
+        return [r["role"] for r in await self._fetch("wide_members", page=True)]
+
     async def submissions_readers(self) -> list[Reader]:
         """Who but the owner, the runtime role and the platform can read the host's
         `submissions` (empty when migration 0001 created it: it is a queue object then)."""

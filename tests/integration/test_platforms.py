@@ -75,12 +75,12 @@ async def test_on_supabase_the_lockdown_passes_and_names_the_platform_roles(
     assert supabase.role in checks["role"].detail
 
 
-async def login_role(admin_dsn: str, name: str, options: str, member_of: str) -> str:
-    """A LOGIN role with `options`, a member of `member_of`; its DSN on the same database."""
+async def login_role(admin_dsn: str, name: str, options: str, grants: str) -> str:
+    """A LOGIN role with `options` and the GRANT `grants` (with {name}); its DSN."""
     admin = await asyncpg.connect(admin_dsn)
     try:
         await ensure_role(admin, name, f"LOGIN PASSWORD 'pw-{name}' {options}")
-        await admin.execute(f'GRANT "{member_of}" TO "{name}"')
+        await admin.execute(grants.format(name=f'"{name}"'))
     finally:
         await admin.close()
     return as_user(admin_dsn, name, f"pw-{name}")
@@ -95,9 +95,14 @@ async def test_the_apps_own_powers(supabase: RuntimeDb) -> None:
         "superuser": (await role_checks(supabase.admin_dsn))["role"],
         # Each holds the runtime role's rights too, so only its extra power differs.
         "bypassrls": (await role_checks(await login_role(
-            supabase.admin_dsn, bypass, "BYPASSRLS", supabase.role)))["role"],
+            supabase.admin_dsn, bypass, "BYPASSRLS", f'GRANT "{supabase.role}" TO {{name}}'
+        )))["role"],
+        # A member that must SET ROLE to read everything (INHERIT FALSE, PostgreSQL 16):
+        # as powerful, but it shows in no other database's lockdown check meanwhile
+        # (roles belong to the whole server, which parallel sessions share).
         "read_all": (await role_checks(await login_role(
-            supabase.admin_dsn, reader, "IN ROLE pg_read_all_data", supabase.role)))["role"],
+            supabase.admin_dsn, reader, "", f'GRANT "{supabase.role}" TO {{name}};'
+            " GRANT pg_read_all_data TO {name} WITH INHERIT FALSE")))["role"],
     }
     admin = await asyncpg.connect(supabase.admin_dsn)
     try:

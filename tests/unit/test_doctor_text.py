@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from uuid import uuid4
 
 import pytest
@@ -11,9 +12,10 @@ from aiqueue import dispatch
 from aiqueue.cli import doctor_settings
 from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
 from aiqueue.doctor import Check, Doctor, Report, check_vercel, settings_failed
-from aiqueue.doctor_roles import cron_period_seconds
+from aiqueue.doctor_roles import check_lockdown, cron_period_seconds
 from aiqueue.doctor_text import function_finding, probe_finding
 from aiqueue.errors import SettingsError
+from aiqueue.models import Exposure
 from aiqueue.probes import ProbeResult, parse_probe
 from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
@@ -159,3 +161,39 @@ def test_a_probe_callback_the_app_rejected_names_the_two_secrets():
     ("0 3 * * *", 86400), ("0 3 * * 1", 7 * 86400), ("15 3 1 * *", 31 * 86400)])
 def test_the_cron_period_of_a_schedule(schedule: str, seconds: float):
     assert cron_period_seconds(schedule) == seconds
+
+
+class _Store:
+    """What check_lockdown reads: exposures, the platform's roles, the wide members."""
+
+    def __init__(self, exposures: list[Exposure], wide: list[str]) -> None:
+        self.exposures, self.wide = exposures, wide
+
+    async def queue_exposures(self) -> list[Exposure]:
+        return self.exposures
+
+    async def platform_roles(self) -> list[str]:
+        return ["supabase_admin", "supabase_read_only_user"]
+
+    async def wide_members(self) -> list[str]:
+        return self.wide
+
+
+async def _lockdown(exposures: list[Exposure], wide: list[str]) -> Check:
+    rt = SimpleNamespace(store=_Store(exposures, wide))
+    doc = Doctor(load_settings(BASE), rt, schema_current=True)  # type: ignore[arg-type]
+    await check_lockdown(doc)
+    return doc.report.checks[0]
+
+
+async def test_the_lockdown_fix_names_a_membership_no_migration_takes_away():
+    clean = await _lockdown([], [])
+    assert clean.status == "pass" and "note" in clean.detail
+    assert "supabase_admin, supabase_read_only_user" in clean.detail
+    granted = await _lockdown([Exposure("anon", "ai_marking_queue", "table", "SELECT")], [])
+    assert granted.status == "fail" and granted.fix is not None
+    assert "migrate up" in granted.fix and "pg_read_all_data" not in granted.fix
+    member = await _lockdown([Exposure("app_admin", "ai_marking_queue", "table", "SELECT")],
+                             ["app_admin"])
+    assert member.fix is not None and "app_admin reach every table through" in member.fix
+    assert "neon_superuser" in member.fix and "no migration takes away" in member.fix

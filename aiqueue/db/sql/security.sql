@@ -276,6 +276,18 @@ WHERE r.rolname NOT LIKE 'pg\_%'
       WHERE d.rolname = 'pg_read_all_data' AND pg_has_role(r.oid, d.oid, 'MEMBER'))))
 ORDER BY 1;
 
+-- wide_members --
+-- Roles (not the platform's own) that reach every table through a membership:
+-- pg_read_all_data or pg_write_all_data (on Neon, through neon_superuser).  A
+-- migration can't take that away; the lockdown check's fix says so.
+SELECT r.rolname::text AS role
+FROM pg_roles r
+WHERE r.rolname NOT LIKE 'pg\_%' AND NOT r.rolsuper
+  AND EXISTS (SELECT 1 FROM pg_roles d
+              WHERE d.rolname IN ('pg_read_all_data', 'pg_write_all_data')
+                AND pg_has_role(r.oid, d.oid, 'MEMBER'))
+ORDER BY 1;
+
 -- submissions_readers --
 -- The host's own `submissions` (not one migration 0001 created, which
 -- queue_exposures covers): every role but its owner, the runtime role and the
