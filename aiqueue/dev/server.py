@@ -35,8 +35,8 @@ from aiqueue.dev.defaults import given as _given
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
 from aiqueue.web.app import create_app
-from aiqueue.web.live import close_streams
-from aiqueue.web.teacher import page_url
+from aiqueue.web.live_api import close_streams
+from aiqueue.web.teacher_page import page_url
 
 DEV_SIMULATE_LATENCY = 1.5
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 import respx
 
-from aiqueue.doctor import Doctor, check_function, check_pooler
-from aiqueue.doctor_roles import check_cron
+from aiqueue.doctor.checks import Doctor, check_function, check_pooler
+from aiqueue.doctor.roles import check_cron
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.web.app import create_app

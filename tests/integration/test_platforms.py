@@ -17,8 +17,8 @@ import asyncpg
 import pytest
 import respx
 
-from aiqueue.doctor import Check, Doctor, check_schema
-from aiqueue.doctor_roles import check_lockdown, check_role, check_submissions
+from aiqueue.doctor.checks import Check, Doctor, check_schema
+from aiqueue.doctor.roles import check_lockdown, check_role, check_submissions
 from aiqueue.runtime import Runtime
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, add_submissions, app_client, make_settings

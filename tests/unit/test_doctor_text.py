@@ -11,12 +11,12 @@ import pytest
 from aiqueue import dispatch
 from aiqueue.cli import doctor_settings
 from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
-from aiqueue.doctor import Check, Doctor, Report, check_vercel, settings_failed
-from aiqueue.doctor_roles import check_lockdown, cron_period_seconds
-from aiqueue.doctor_text import function_finding, probe_finding
+from aiqueue.doctor.checks import Check, Doctor, Report, check_vercel, settings_failed
+from aiqueue.doctor.roles import check_lockdown, cron_period_seconds
+from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError
 from aiqueue.models import Exposure
-from aiqueue.probes import ProbeResult, parse_probe
+from aiqueue.queue.probes import ProbeResult, parse_probe
 from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
 

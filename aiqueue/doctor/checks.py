@@ -2,7 +2,7 @@
 
 One line per check, each failure with its fix.  The same report is the CLI's,
 `GET /api/marking/doctor`'s and the Setup panel's on /ai-queue.  The wording of
-each finding lives in doctor_text.py.
+each finding lives in text.py.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aiqueue import probes
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
-from aiqueue.doctor_roles import check_cron, check_lockdown, check_role, check_submissions
-from aiqueue.doctor_text import function_finding, probe_finding
+from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
+from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError, StoreError
+from aiqueue.queue import probes
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings, is_local_url
 
@@ -258,7 +258,7 @@ async def check_vercel(doc: Doctor) -> None:
 
 Step = Callable[[Doctor], Awaitable[None]]
 # The checks in the order they print (a name for the line when one breaks down).
-# ("lockdown", check_lockdown) is the slot of §8b's check; doctor_roles.py holds
+# ("lockdown", check_lockdown) is the slot of §8b's check; roles.py holds
 # it and §9a's (who reads submissions, the app's own powers, the cron).
 CHECKS: list[tuple[str, Step]] = [
     ("schema", check_schema), ("pooler", check_pooler), ("lockdown", check_lockdown),

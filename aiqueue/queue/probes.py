@@ -19,7 +19,7 @@ from uuid import UUID
 import httpx
 
 from aiqueue import dispatch, logs
-from aiqueue.callbacks import error_code
+from aiqueue.queue.results import error_code
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
 
@@ -108,7 +108,8 @@ async def run_probe(rt: Runtime, timeout: float = PROBE_TIMEOUT_SECONDS) -> Prob
             return ProbeResult(sent, synced.answer, synced.detail, time.monotonic() - started)
         if time.monotonic() >= deadline:
             waited = time.monotonic() - started
-            return ProbeResult(sent, seconds=waited, app_status=await app_takes_callbacks(rt) or 0)
+            status = await app_takes_callbacks(rt) or 0
+            return ProbeResult(sent, seconds=waited, app_status=status)
         await asyncio.sleep(POLL_SECONDS)
 
 
