@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -24,7 +24,7 @@ from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import SECRET
 from tests.e2e.servers import ROOT, AppProcess, free_port, run_asgi
-from tests.roles import RuntimeDb, runtime_database
+from tests.roles import RuntimeDb
 
 pytestmark = pytest.mark.e2e
 TOKEN = "function-token-0123456789"
@@ -72,16 +72,9 @@ async def snapshot(conn: asyncpg.Connection) -> tuple[Any, ...]:
             await conn.fetch("SELECT id, ai_result FROM submissions WHERE ai_result IS NOT NULL"))
 
 
-@pytest.fixture
-async def deployed(pg_admin: str) -> AsyncIterator[RuntimeDb]:
-    """Migrated by its owner with a runtime role, which the app logs in as (README's Deploy)."""
-    async with runtime_database(pg_admin) as db:
-        yield db
-
-
-async def test_a_good_setup_passes_every_check(deployed: RuntimeDb, function_url: str):
-    conn = await asyncpg.connect(deployed.owner_dsn)
-    env = http_env(deployed.runtime_dsn, function_url)
+async def test_a_good_setup_passes_every_check(runtime_db: RuntimeDb, function_url: str):
+    conn = await asyncpg.connect(runtime_db.owner_dsn)
+    env = http_env(runtime_db.runtime_dsn, function_url)
     app = AppProcess(env, free_port())
     app.start()
     try:

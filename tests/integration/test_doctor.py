@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -22,7 +22,7 @@ from aiqueue.doctor.checks import Doctor, check_schema
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SECRET, add_submissions, app_client, make_settings
-from tests.roles import RuntimeDb, runtime_database
+from tests.roles import RuntimeDb
 
 TOKENS = Tokens(SECRET)
 
@@ -159,13 +159,6 @@ def too_old(d: dict[str, Any]) -> dict[str, Any]:
 
 def checks(report: dict[str, Any]) -> dict[str, tuple[str, str, str | None]]:
     return {c["name"]: (c["status"], c["detail"], c["fix"]) for c in report["checks"]}
-
-
-@pytest.fixture
-async def runtime_db(pg_admin: str) -> AsyncIterator[RuntimeDb]:
-    """The app logs in as a runtime role, as a deployment does (§8b)."""
-    async with runtime_database(pg_admin) as db:
-        yield db
 
 
 @pytest.mark.parametrize(("answer", "status", "expect"), [
