@@ -48,7 +48,7 @@ ALTER TABLE ai_marking_queue
 
 -- Spend per UTC clock window (an hour, a day), per group and per pool
 -- (group_key ''), only while a cap is set: a dispatch adds its estimated
--- cost, its result's cost corrects it.  Pruned after two days by the claim.
+-- cost, its result's cost corrects it.  Pruned after two days (queries.sql: prune).
 CREATE TABLE ai_marking_spend (
     pool text NOT NULL,
     group_key text NOT NULL,

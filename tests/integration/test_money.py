@@ -167,3 +167,13 @@ async def test_a_pause_is_one_live_event_per_assignment(model: Model, store: Sto
     assert len(paused) == 3  # the three rows still pending, in one feed row
     assert {e["waiting_for"] for e in paused} == {"spend_cap"}
     assert all(e["resumes_at"] and e["paused_by"] == "group_usd_per_hour" for e in paused)
+
+
+async def test_old_spend_windows_are_pruned(store: Store, conn: asyncpg.Connection):
+    await conn.execute(
+        "INSERT INTO ai_marking_spend (pool, group_key, span, starts_at, usd) VALUES "
+        "('default', 'g', 'day', now() - interval '3 days', 1), "
+        "('default', 'g', 'hour', date_trunc('hour', now()), 1)")
+    await conn.execute("UPDATE ai_queue_control SET last_prune_at = now() - interval '1 hour'")
+    await store.prune(86400)
+    assert await conn.fetchval("SELECT array_agg(span) FROM ai_marking_spend") == ["hour"]

@@ -316,6 +316,11 @@ events AS (
                  WHERE created_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM gate)
                  LIMIT 10000)
 ),
+-- Spend windows (aiqueue 0017) older than two days hold no window a cap reads.
+spend AS (
+    DELETE FROM ai_marking_spend
+    WHERE starts_at < now() - interval '2 days' AND EXISTS (SELECT 1 FROM gate)
+),
 -- Idempotency keys answer repeats for 24 h.
 keys AS (
     DELETE FROM ai_marking_idempotency
