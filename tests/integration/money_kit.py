@@ -31,6 +31,9 @@ class Model:
     report_usage: bool = True
     money: Money = NO_MONEY
     in_flight: list[Job] = field(default_factory=list)
+    # The largest gap, in weighted tokens (input + 2 x output), between two groups'
+    # service after each completion (run_while_both_wait).
+    max_gap: float = 0.0
 
     async def enqueue(self, group: str, n: int, size: int, assignment: str | None = None) -> None:
         assignment = assignment or group
@@ -74,6 +77,13 @@ class Model:
             await self.fill(cap)
             group = await self.finish_one()
             left[group] -= 1
+            gap = abs(self.weighted(a) - self.weighted(b))
+            self.max_gap = max(self.max_gap, gap)
+
+    def weighted(self, group: str) -> float:
+        """The group's service so far as VTC counts it (4/5 input, 1/5 output, x2)."""
+        size = self.size[group]
+        return self.rows[group] * (size * 4 // 5 + 2 * (size - size * 4 // 5))
 
     def share(self, group: str) -> float:
         return self.tokens[group] / sum(self.tokens.values())
