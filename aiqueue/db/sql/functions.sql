@@ -10,7 +10,7 @@
 -- prepared-statement cache (transaction poolers forbid one), plpgsql is what
 -- lets the server cache their plans per backend instead of planning each call.
 
--- == Pools and kinds (aiqueue 0016, CONTRACT §9b) ================================
+-- == Pools and kinds (aiqueue 0017, CONTRACT §9b) ================================
 --
 -- A kind names what a row asks for and which function does it; a pool is one
 -- model key with its own limits (L, the hold, the budgets, the breaker, turns).
@@ -493,7 +493,7 @@ $$;
 -- caller chains on it); `breaker_dirty` whether a successful dispatch must
 -- reset the row's pool's breaker.
 --
--- Pools and kinds (aiqueue 0016, CONTRACT §9b): aiqueue_room names the kinds
+-- Pools and kinds (aiqueue 0017, CONTRACT §9b): aiqueue_room names the kinds
 -- with room, and the one walk of the claim index in dispatch order takes the
 -- first due row of any of them: a kind at its cap or a held pool is stepped
 -- over, never waited for, so its backlog delays no other kind's row.
@@ -1121,7 +1121,7 @@ BEGIN
         SELECT p.pool, p.priority, p.grp, count(*) AS n FROM picked p
         GROUP BY p.pool, p.priority, p.grp
     ),
-    -- Turns are a pool's (aiqueue 0016): the head of the row's own pool.
+    -- Turns are a pool's (aiqueue 0017): the head of the row's own pool.
     head AS (
         SELECT pr.pool, pr.priority, coalesce(
             (SELECT q.turn FROM ai_marking_queue q

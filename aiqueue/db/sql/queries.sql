@@ -30,7 +30,7 @@
 -- makes a concurrent prune re-check and keep the payload).  '{}' and a batch
 -- that inserts nothing store none.
 --
--- Pools (migration 0016): the rows carry their kind ($7) and its pool ($8),
+-- Pools (migration 0017): the rows carry their kind ($7) and its pool ($8),
 -- and turns are the pool's: the head and the group's last turn are its own.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
@@ -110,7 +110,7 @@ ORDER BY seq;
 -- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
 -- its plan even through a transaction pooler).
 -- $3..$5: the declared budget (aiqueue 0010; 0 = none); $6: the pools and kinds
--- (aiqueue 0016; NULL: the default pool with $1, $3 and $4).
+-- (aiqueue 0017; NULL: the default pool with $1, $3 and $4).
 SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8,
                             $6::jsonb);
 
@@ -375,7 +375,7 @@ SELECT count(*) AS n FROM gone;
 -- gate opens (aiqueue_claim_opens_at: a hold or a breaker cool-down ending, a
 -- budget window refilling, per pool; NULL while paused, full, or a half-open
 -- probe is out), or a lease running out.  $7/$8/$9: the default pool's budget
--- (aiqueue 0010); $10: the pools and kinds (aiqueue 0016; NULL: the default
+-- (aiqueue 0010); $10: the pools and kinds (aiqueue 0017; NULL: the default
 -- pool with cap $1).
 WITH opens AS (
     SELECT aiqueue_claim_opens_at(
@@ -449,7 +449,7 @@ regroup AS (
 SELECT count(*) AS n FROM row;
 
 -- set_paused --
--- Pause is queue-wide: every pool's control row (aiqueue 0016).
+-- Pause is queue-wide: every pool's control row (aiqueue 0017).
 UPDATE ai_queue_control
 SET paused = $1, paused_by = CASE WHEN $1 THEN $2 END, paused_at = CASE WHEN $1 THEN now() END;
 
@@ -463,7 +463,7 @@ FROM aiqueue_pool_control(coalesce($2::text, 'default')) c;
 -- The flow control as it stands (aiqueue 0010): the limit the claim enforces
 -- for cap $1 (0 = unlimited, before any refusal), the hold, the refusal
 -- counters, and the budget window's use over $2 seconds.
--- Of pool $3 (aiqueue 0016; NULL: the default pool).
+-- Of pool $3 (aiqueue 0017; NULL: the default pool).
 SELECT aiqueue_flow_cap(c, $1::integer) AS in_flight_limit,
        CASE WHEN c.busy_until > now() THEN c.busy_until END AS hold_until,
        c.refusals_rate_limited, c.refusals_overloaded, u.tokens AS tokens_in_window,
@@ -578,7 +578,7 @@ UPDATE ai_marking_attempts SET dispatch_ref = $3
 WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
 
 -- pool_states --
--- Each pool of the plan $1 as the stats show it (aiqueue 0016): its limit L,
+-- Each pool of the plan $1 as the stats show it (aiqueue 0017): its limit L,
 -- its hold, its breaker ($2: the threshold), its refusals and its budget
 -- window's use over $3 seconds, and its rows in flight.
 SELECT x.name AS pool, aiqueue_flow_cap(c, x.cap) AS in_flight_limit,
@@ -594,7 +594,7 @@ FROM jsonb_to_recordset($1::jsonb -> 'pools') AS x (name text, cap integer)
 ORDER BY x.name;
 
 -- kind_counts --
--- Rows per kind, pool and status, from the count deltas (aiqueue 0016).
+-- Rows per kind, pool and status, from the count deltas (aiqueue 0017).
 SELECT kind, pool, status, sum(n)::bigint AS n
 FROM ai_marking_counts
 GROUP BY kind, pool, status
