@@ -49,7 +49,7 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
         await conn.execute(
             "INSERT INTO ai_marking_groups (priority, group_key, last_turn) "
             "SELECT 0, assignment_id, max(turn) FROM ai_marking_queue GROUP BY assignment_id")
-        # Turns by tokens (aiqueue 0017): every group with pending rows waits, with
+        # Turns by tokens (aiqueue 0018): every group with pending rows waits, with
         # counters spread as after a while of service (the triggers were off).
         await conn.execute(
             "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "

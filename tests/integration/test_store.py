@@ -413,7 +413,7 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
-    # The claim's pick takes the chosen group's first due row (aiqueue 0017).
+    # The claim's pick takes the chosen group's first due row (aiqueue 0018).
     text = await plan_in_function(conn, "aiqueue_fair_pick",
                                   r"SELECT q\.queue_id, q\.assignment_id INTO r.*?SKIP LOCKED",
                                   **GROUP_VALUES)

@@ -10,7 +10,7 @@
 -- prepared-statement cache (transaction poolers forbid one), plpgsql is what
 -- lets the server cache their plans per backend instead of planning each call.
 
--- == Pools and kinds (aiqueue 0016, CONTRACT §9b) ================================
+-- == Pools and kinds (aiqueue 0017, CONTRACT §9b) ================================
 --
 -- A kind names what a row asks for and which function does it; a pool is one
 -- model key with its own limits (L, the hold, the budgets, the breaker, turns).
@@ -494,7 +494,7 @@ $$;
 -- caller chains on it); `breaker_dirty` whether a successful dispatch must
 -- reset the row's pool's breaker.
 --
--- Pools and kinds (aiqueue 0016, CONTRACT §9b): aiqueue_room names the kinds
+-- Pools and kinds (aiqueue 0017, CONTRACT §9b): aiqueue_room names the kinds
 -- with room, and the one walk of the claim index in dispatch order takes the
 -- first due row of any of them: a kind at its cap or a held pool is stepped
 -- over, never waited for, so its backlog delays no other kind's row.
@@ -508,7 +508,7 @@ DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
                                        integer, float8);
--- aiqueue 0016's signatures (with the plan, without the money).
+-- aiqueue 0017's signatures (with the plan, without the money).
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
                                        integer, float8, jsonb);
@@ -540,7 +540,7 @@ BEGIN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
     WITH next AS MATERIALIZED (
-        -- Turns by tokens (aiqueue 0017): the first due row, of a kind with
+        -- Turns by tokens (aiqueue 0018): the first due row, of a kind with
         -- room, of the waiting group with the smallest counter; priority first,
         -- turns by rows (aiqueue 0007) breaking ties; rows waiting out a backoff,
         -- kinds without room and groups at a spend cap are stepped over, not
@@ -727,7 +727,7 @@ CREATE OR REPLACE FUNCTION aiqueue_usage_int(v jsonb) RETURNS bigint LANGUAGE sq
                 THEN round((v::text)::numeric)::bigint END
 $$;
 
--- == A shared model's money (aiqueue 0017, CONTRACT §9c) ==========================
+-- == A shared model's money (aiqueue 0018, CONTRACT §9c) ==========================
 --
 -- Turns by tokens: the Virtual Token Counter of Sheng et al., "Fairness in
 -- Serving Large Language Models" (OSDI 2024).  Each group has a counter per
@@ -979,7 +979,7 @@ BEGIN
 END
 $$;
 
--- The pools that hold some of these kinds, by the plan (aiqueue 0016); NULL:
+-- The pools that hold some of these kinds, by the plan (aiqueue 0017); NULL:
 -- any pool.
 CREATE OR REPLACE FUNCTION aiqueue_kinds_pools(kinds text[], plan jsonb) RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $$
@@ -1616,7 +1616,7 @@ BEGIN
         SELECT p.pool, p.priority, p.grp, count(*) AS n FROM picked p
         GROUP BY p.pool, p.priority, p.grp
     ),
-    -- Turns are a pool's (aiqueue 0016): the head of the row's own pool.
+    -- Turns are a pool's (aiqueue 0017): the head of the row's own pool.
     head AS (
         SELECT pr.pool, pr.priority, coalesce(
             (SELECT q.turn FROM ai_marking_queue q

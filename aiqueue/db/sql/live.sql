@@ -69,7 +69,7 @@ SELECT l.queue_id, l.status, l.attempts,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
        (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
        CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress,
-       -- Paused at a spend cap (aiqueue 0017): until when, and by which cap.
+       -- Paused at a spend cap (aiqueue 0018): until when, and by which cap.
        p.until AS resumes_at, p.cap AS paused_by
 FROM latest l
 LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
@@ -124,7 +124,7 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
-       -- The run's pending rows paused at a spend cap (aiqueue 0017).
+       -- The run's pending rows paused at a spend cap (aiqueue 0018).
        (SELECT p.until FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)
            AS resumes_at,
        (SELECT p.cap FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)

@@ -30,7 +30,7 @@
 -- makes a concurrent prune re-check and keep the payload).  '{}' and a batch
 -- that inserts nothing store none.
 --
--- Pools (migration 0016): the rows carry their kind ($7) and its pool ($8),
+-- Pools (migration 0017): the rows carry their kind ($7) and its pool ($8),
 -- and turns are the pool's: the head and the group's last turn are its own.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
@@ -110,8 +110,8 @@ ORDER BY seq;
 -- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
 -- its plan even through a transaction pooler).
 -- $3..$5: the declared budget (aiqueue 0010; 0 = none); $6: the pools and kinds
--- (aiqueue 0016; NULL: the default pool with $1, $3 and $4).
--- $7: the pools' caps and prices (aiqueue 0017, Money.doc; NULL: none).
+-- (aiqueue 0017; NULL: the default pool with $1, $3 and $4).
+-- $7: the pools' caps and prices (aiqueue 0018, Money.doc; NULL: none).
 SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8,
                             $6::jsonb, $7::jsonb);
 
@@ -194,7 +194,7 @@ WITH done AS MATERIALIZED (
     SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied
 )
 -- The result's usage also corrects its dispatch's charge ($8: the pools' caps
--- and prices, aiqueue_money_result, aiqueue 0017).
+-- and prices, aiqueue_money_result, aiqueue 0018).
 SELECT done.applied,
        CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
                                                        $5::integer, $6::boolean, $7::jsonb)
@@ -206,7 +206,7 @@ FROM done;
 -- settle --
 -- A completed result and the next claim in one round trip and one commit: see
 -- aiqueue_settle() in functions.sql.
--- $10: the pools and kinds (aiqueue 0016); $11: their caps and prices (aiqueue 0017).
+-- $10: the pools and kinds (aiqueue 0017); $11: their caps and prices (aiqueue 0018).
 SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
                              $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb,
                              $11::jsonb);
@@ -316,7 +316,7 @@ events AS (
                  WHERE created_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM gate)
                  LIMIT 10000)
 ),
--- Spend windows (aiqueue 0017) older than two days hold no window a cap reads.
+-- Spend windows (aiqueue 0018) older than two days hold no window a cap reads.
 spend AS (
     DELETE FROM ai_marking_spend
     WHERE starts_at < now() - interval '2 days' AND EXISTS (SELECT 1 FROM gate)
@@ -387,7 +387,7 @@ SELECT count(*) AS n FROM gone;
 -- gate opens (aiqueue_claim_opens_at: a hold or a breaker cool-down ending, a
 -- budget window refilling, per pool; NULL while paused, full, or a half-open
 -- probe is out), or a lease running out.  $7/$8/$9: the default pool's budget
--- (aiqueue 0010); $10: the pools and kinds (aiqueue 0016; NULL: the default
+-- (aiqueue 0010); $10: the pools and kinds (aiqueue 0017; NULL: the default
 -- pool with cap $1).
 WITH opens AS (
     SELECT aiqueue_claim_opens_at(
@@ -461,7 +461,7 @@ regroup AS (
 SELECT count(*) AS n FROM row;
 
 -- set_paused --
--- Pause is queue-wide: every pool's control row (aiqueue 0016).
+-- Pause is queue-wide: every pool's control row (aiqueue 0017).
 UPDATE ai_queue_control
 SET paused = $1, paused_by = CASE WHEN $1 THEN $2 END, paused_at = CASE WHEN $1 THEN now() END;
 
@@ -475,7 +475,7 @@ FROM aiqueue_pool_control(coalesce($2::text, 'default')) c;
 -- The flow control as it stands (aiqueue 0010): the limit the claim enforces
 -- for cap $1 (0 = unlimited, before any refusal), the hold, the refusal
 -- counters, and the budget window's use over $2 seconds.
--- Of pool $3 (aiqueue 0016; NULL: the default pool).
+-- Of pool $3 (aiqueue 0017; NULL: the default pool).
 SELECT aiqueue_flow_cap(c, $1::integer) AS in_flight_limit,
        CASE WHEN c.busy_until > now() THEN c.busy_until END AS hold_until,
        c.refusals_rate_limited, c.refusals_overloaded, u.tokens AS tokens_in_window,
@@ -528,7 +528,7 @@ FROM (
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
        coalesce(group_key, assignment_id) AS group_key, kind, pool,
-       -- A pending row of a group at a spend cap waits until then (aiqueue 0017).
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0018).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at
 FROM ai_marking_queue
@@ -564,7 +564,7 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
        coalesce(group_key, assignment_id) AS group_key, kind, pool,
-       -- A pending row of a group at a spend cap waits until then (aiqueue 0017).
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0018).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at
 FROM ai_marking_queue WHERE queue_id = $1;
@@ -629,7 +629,7 @@ SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3
 FROM est, aiqueue_spend_now($6::jsonb -> $5::text, $5::text, $4::text) sp;
 
 -- pool_states --
--- Each pool of the plan $1 as the stats show it (aiqueue 0016): its limit L,
+-- Each pool of the plan $1 as the stats show it (aiqueue 0017): its limit L,
 -- its hold, its breaker ($2: the threshold), its refusals and its budget
 -- window's use over $3 seconds, and its rows in flight.
 SELECT x.name AS pool, aiqueue_flow_cap(c, x.cap) AS in_flight_limit,
@@ -645,7 +645,7 @@ FROM jsonb_to_recordset($1::jsonb -> 'pools') AS x (name text, cap integer)
 ORDER BY x.name;
 
 -- kind_counts --
--- Rows per kind, pool and status, from the count deltas (aiqueue 0016).
+-- Rows per kind, pool and status, from the count deltas (aiqueue 0017).
 SELECT kind, pool, status, sum(n)::bigint AS n
 FROM ai_marking_counts
 GROUP BY kind, pool, status
