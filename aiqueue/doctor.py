@@ -16,7 +16,8 @@ from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
 from aiqueue.doctor_text import function_finding, probe_finding
 from aiqueue.errors import SettingsError, StoreError
 from aiqueue.runtime import Runtime
-from aiqueue.settings import Settings, is_local_url
+from aiqueue.settings import Settings
+from aiqueue.setup_settings import is_local_url
 
 CheckStatus = Literal["pass", "fail", "skip"]
 LISTEN_TIMEOUT_SECONDS = 5.0

@@ -46,7 +46,7 @@ DEV_SIMULATE_LATENCY = 1.5
 def run_dev(host: str, port: int, function_port: int) -> None:
     """Run everything until Ctrl-C (or SIGTERM), then stop cleanly."""
     env = os.environ
-    settings = dev_settings(load_settings(port=port), env, function_port)
+    settings = dev_settings(load_settings(port=port, dev=True), env, function_port)
     settings, handle = database_for(settings)
     try:
         asyncio.run(_main(settings, host, port, function_port,
