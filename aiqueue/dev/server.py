@@ -46,7 +46,7 @@ DEV_SIMULATE_LATENCY = 1.5
 def run_dev(host: str, port: int, function_port: int) -> None:
     """Run everything until Ctrl-C (or SIGTERM), then stop cleanly."""
     env = os.environ
-    settings = dev_settings(load_settings(port=port, dev=True), env, function_port)
+    settings = load_dev(env, port, function_port)
     settings, handle = database_for(settings)
     try:
         asyncio.run(_main(settings, host, port, function_port,
@@ -54,6 +54,12 @@ def run_dev(host: str, port: int, function_port: int) -> None:
     finally:
         if handle is not None:
             handle.cleanup()
+
+
+def load_dev(env: Any, port: int, function_port: int, secret_file: Path = SECRET_FILE
+             ) -> Settings:
+    """The environment read as the `dev` command (http:// to any host allowed) plus its defaults."""
+    return dev_settings(load_settings(env, port=port, dev=True), env, function_port, secret_file)
 
 
 def dev_settings(
