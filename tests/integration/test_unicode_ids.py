@@ -9,6 +9,7 @@ no route answers a 500 with any credential.
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -129,10 +130,13 @@ async def test_no_route_answers_500_for_any_id(
         subs, queue_id = await enqueue(client, conn, ident)
         query = {"assignment_id": ident, "group": ident, "by": "group", "csrf_token": csrf,
                  "token": Tokens(SECRET).events(ident)}
-        for method, route in routes:
+        # Row and submission ids are UUIDs: the text id in their place too.
+        for (method, route), rows in itertools.product(routes, ((queue_id, subs[0]), None)):
+            if rows is None and "_id}" not in route:
+                continue
+            row, sub = (str(rows[0]), str(rows[1])) if rows else (quote(ident, safe=""),) * 2
             url = (route.replace("{assignment_id}", quote(ident, safe=""))
-                   .replace("{queue_id}", str(queue_id))
-                   .replace("{submission_id}", str(subs[0])))
+                   .replace("{queue_id}", row).replace("{submission_id}", sub))
             # With the bearer, the session and a form; and with neither.
             for headers in (AUTH, {"authorization": ""}):
                 r = await client.request(method, url, params=query, headers=headers,
