@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiqueue.dev.server import load_dev
+from aiqueue.dev.defaults import load_dev
 from aiqueue.errors import SettingsError
 from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
