@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from aiqueue.settings import ModelPrice, Settings
@@ -61,13 +62,21 @@ class Money:
     @classmethod
     def of(cls, settings: Settings) -> Money:
         """Every pool's caps and prices: the default pool's from QUEUE_*_USD_* and
-        QUEUE_MODEL_PRICES, the others' from aiqueue.toml (Settings.queue)."""
+        QUEUE_MODEL_PRICES, the others' from aiqueue.toml (Settings.queue).
+
+        Built once per Settings (every claim and result sends it).
+        """
+        made: Money | None = settings.__dict__.get("_money")
+        if made is not None:
+            return made
         pools = {
             name: PoolMoney(
                 caps={cap: getattr(pool, cap) for cap in CAP_NAMES},
                 prices={m: ModelPrice(*p) for m, p in pool.prices.items()})
             for name, pool in settings.queue.pools.items()}
-        return cls(pools, settings.spend_hour_seconds, settings.spend_day_seconds)
+        made = cls(pools, settings.spend_hour_seconds, settings.spend_day_seconds)
+        settings.__dict__["_money"] = made
+        return made
 
     @property
     def capped(self) -> bool:
@@ -84,9 +93,14 @@ class Money:
         return {name: p.doc(self.hour_seconds, self.day_seconds)
                 for name, p in self.pools.items()}
 
-    def json(self) -> str | None:
+    @cached_property
+    def _json(self) -> str | None:
         doc = self.doc()
-        return None if doc is None else json.dumps(doc)
+        return None if doc is None else json.dumps(doc, separators=(",", ":"))
+
+    def json(self) -> str | None:
+        """`doc` as the jsonb text the SQL takes (serialised once)."""
+        return self._json
 
 
 NO_MONEY = Money()
