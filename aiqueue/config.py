@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from aiqueue import paths
 from aiqueue.errors import SettingsError
+from aiqueue.setup_settings import require_https
 from aiqueue.target_settings import (
     TARGETS,
     DispatchTarget,
@@ -198,11 +199,13 @@ def config_path(env: Mapping[str, str], root: Path | None = None) -> Path | None
     return default if default.is_file() else None
 
 
-def load_file(env: Mapping[str, str], path: Path | None) -> QueueConfig | None:
+def load_file(env: Mapping[str, str], path: Path | None, *,
+              local_run: bool = False) -> QueueConfig | None:
     """The kinds and pools `path` declares, validated; None without a file.
 
     Raises SettingsError naming the key (`pools.openai.max_in_flight`) or the
-    missing variable.
+    missing variable.  Outside `local_run` (`dev`, `vercel dev`) a kind's function
+    URL must be https:// unless it is a local address (CONTRACT §9a).
     """
     if path is None:
         return None
@@ -218,7 +221,7 @@ def load_file(env: Mapping[str, str], path: Path | None) -> QueueConfig | None:
                             "(expected [pools.<name>] and [kinds.<name>])")
     pools = {name: _pool(name, body) for name, body in _tables(data, "pools").items()}
     known_pools = set(pools) | {DEFAULT_POOL}
-    kinds = {name: _kind(name, body, env, known_pools)
+    kinds = {name: _kind(name, body, env, known_pools, local_run)
              for name, body in _tables(data, "kinds").items()}
     for pool in pools.values():
         if pool.batch_key_env and not env.get(pool.batch_key_env, "").strip():
@@ -320,7 +323,8 @@ def _pool(name: str, body: dict[str, Any]) -> Pool:
     )
 
 
-def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[str]) -> Kind:
+def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[str],
+          local_run: bool) -> Kind:
     where = f"kinds.{name}"
     _check_keys(where, body, _KIND_KEYS)
     pool = _text(f"{where}.pool", body.get("pool", DEFAULT_POOL))
@@ -347,19 +351,20 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
         max_attempts=_int(f"{where}.max_attempts", body["max_attempts"], 1)
         if "max_attempts" in body else None,
     )
-    return _with_target(kind, where, body, env, token)
+    return _with_target(kind, where, body, env, token, local_run)
 
 
 def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str, str],
-                 token: str | None) -> Kind:
+                 token: str | None, local_run: bool) -> Kind:
     """The kind's function, checked as AI_MARKING_DISPATCH's targets are (target_settings)."""
     needs = {"http": "function_url", "digitalocean": "do_action", "lambda": "lambda_function"}
     key = needs[kind.dispatch]
     if key not in body:
         raise SettingsError(f"{where}.{key} is required with dispatch = \"{kind.dispatch}\"")
     if kind.dispatch == "http":
-        return replace(kind, function_url=_url(f"{where}.function_url", body["function_url"]),
-                       function_token=token)
+        url = _url(f"{where}.function_url", body["function_url"])
+        require_https(f"{where}.function_url", url, local_run=local_run)
+        return replace(kind, function_url=url, function_token=token)
     overlay = dict(env)
     try:
         if kind.dispatch == "digitalocean":
@@ -371,7 +376,7 @@ def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str,
                                                           body["do_namespace"])
             if token is not None:
                 overlay["DO_FUNCTIONS_AUTH"] = token
-            return replace(kind, digitalocean=load_digitalocean(overlay))
+            return replace(kind, digitalocean=load_digitalocean(overlay, local_run=local_run))
         overlay["AI_MARKING_LAMBDA_FUNCTION"] = _text(f"{where}.lambda_function",
                                                       body["lambda_function"])
         return replace(kind, aws_lambda=load_lambda(overlay))

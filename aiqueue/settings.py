@@ -375,7 +375,7 @@ def load_settings(
         group_usd_per_hour=_usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
         group_usd_per_day=_usd(env, "QUEUE_GROUP_USD_PER_DAY"),
         pool_usd_per_day=_usd(env, "QUEUE_USD_PER_DAY"),
-        queue_file=_queue_file(env, mode),
+        queue_file=_queue_file(env, mode, local_run),
     ))
 
 
@@ -405,9 +405,10 @@ def _usd(env: Mapping[str, str], name: str) -> float | None:
     return _float(env, name, 0.0, 0.0)
 
 
-def _queue_file(env: Mapping[str, str], mode: str) -> config.QueueConfig | None:
+def _queue_file(env: Mapping[str, str], mode: str,
+                local_run: bool = False) -> config.QueueConfig | None:
     """aiqueue.toml (AIQUEUE_CONFIG), validated; sync mode reaches only http kinds."""
-    file = config.load_file(env, config.config_path(env))
+    file = config.load_file(env, config.config_path(env), local_run=local_run)
     if file is not None:
         config.merged(file, config.Pool(config.DEFAULT_POOL, 0, prices={
             m: (p.input, p.output) for m, p in _prices(env).items()}),

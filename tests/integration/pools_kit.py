@@ -43,5 +43,5 @@ def pools_settings(db_url: str, tmp_path: Path, **overrides: Any) -> Settings:
     """Test settings with the three kinds declared in a file."""
     path = tmp_path / "aiqueue.toml"
     path.write_text(TOML)
-    file = config.load_file(ENV, path)
+    file = config.load_file(ENV, path, local_run=True)  # the test hosts are not https
     return make_settings(db_url, queue_file=file, **overrides)

@@ -169,3 +169,12 @@ def test_the_default_pool_takes_its_spend_caps_from_the_environment() -> None:
             default.pool_usd_per_day) == (1.5, None, 20.0)
     with pytest.raises(SettingsError, match="QUEUE_GROUP_USD_PER_DAY"):
         load_settings({"QUEUE_GROUP_USD_PER_DAY": "lots"})
+
+
+def test_a_kinds_function_gets_https_outside_dev(tmp_path: Path) -> None:
+    path = write(tmp_path, '[kinds.a]\nfunction_url = "http://marker.example/mark"\n')
+    with pytest.raises(SettingsError, match=r"kinds\.a\.function_url must be an https://"):
+        config.load_file({}, path)
+    assert config.load_file({}, path, local_run=True) is not None  # dev may use http://
+    local = write(tmp_path, '[kinds.a]\nfunction_url = "http://127.0.0.1:8001/mark"\n')
+    assert config.load_file({}, local) is not None
