@@ -31,7 +31,8 @@ function_url = "http://essay.test/mark"
 def settings(db_url: str, tmp_path: Path) -> Settings:
     path = tmp_path / "aiqueue.toml"
     path.write_text(TOML)
-    return make_settings(db_url, queue_file=config.load_file({}, path), max_in_flight=4)
+    return make_settings(db_url, queue_file=config.load_file({}, path, local_run=True),
+                         max_in_flight=4)
 
 
 @pytest.fixture
