@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiqueue import dispatch, logs, notify, recovery
+from aiqueue import alerts, dispatch, logs, notify, recovery
 from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item, refuse
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
@@ -126,8 +126,12 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     rt.housekeeping_due = now + HOUSEKEEPING_EVERY
     step.recovered = await recovery.recover(rt)
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
-    if step.recovered or step.pruned:
-        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
+    # Rows past their expires_at end `expired` (the claim already skips them).
+    expired = await rt.store.expire_rows()
+    if step.recovered or step.pruned or expired:
+        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned,
+                   expired=expired)
+    await alerts.evaluate(rt, force=force)
 
 
 async def _send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
@@ -267,7 +271,8 @@ HOLD_WAIT_MAX_SECONDS = 20.0
 
 async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     """A step that ended the chain while work is held back only briefly (a refusal's
-    retry_after, a budget window refilling) waits that out and steps again.
+    retry_after, a budget window refilling, a row scheduled to be due soon)
+    waits that out and steps again.
 
     On a serverless deployment nothing else would wake the queue before the
     cron, a minute later, and the model would idle meanwhile.  One waiter per
@@ -279,8 +284,11 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     try:
         flow = await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
         if flow.hold_until is None and not Budget.of(s).declared:
-            return  # not held back by the model's limits: the cron's business
-        wait = await recovery.next_wakeup(rt)
+            # Not held back by the model's limits; only rows scheduled to be
+            # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
+            wait = await rt.store.next_scheduled()
+        else:
+            wait = await recovery.next_wakeup(rt)
     except Exception as exc:
         logs.event("step_error", code=_code(exc))
         return
@@ -333,8 +341,10 @@ async def tick_forever(rt: Runtime) -> None:
     while True:
         try:
             wait = await recovery.next_wakeup(rt)
-            # Notification retries are due on time too, without a cron.
+            # Notification retries are due on time too, without a cron, and
+            # rows expire on time (CONTRACT §9d).
             wait = _sooner(wait, await notify.next_due(rt))
+            wait = _sooner(wait, await rt.store.next_expiry())
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None

@@ -18,6 +18,8 @@ async def stats_json(rt: Runtime) -> dict[str, Any]:
         "completed": stats.completed,
         "failed": stats.failed,
         "cancelled": stats.cancelled,
+        "expired": stats.expired,
+        "scheduled": stats.scheduled,
         "failed_today": stats.failed_today,
         "completed_today": stats.completed_today,
         "avg_processing_seconds": _round(stats.avg_processing_seconds),

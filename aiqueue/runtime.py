@@ -51,6 +51,8 @@ class Runtime:
     notify_prune_due: float = 0.0
     # event-loop time until which a step waits out a short hold (loop.wait_out_hold)
     hold_waiter_until: float = 0.0
+    # monotonic time when this instance next evaluates the alerts (aiqueue/alerts.py)
+    alerts_due: float = 0.0
     # The Lambda function's timeout (CONTRACT §8e), read once per instance.
     lambda_timeout: LambdaTimeout = field(default_factory=LambdaTimeout)
     # The Lambda target's credentials when it assumes a role (AWS_ROLE_ARN), else None.
