@@ -94,9 +94,11 @@ def _moment(body: Mapping[str, Any], at_name: str, after_name: str, now: datetim
     if at is not None and after is not None:
         raise Invalid(f"give {at_name} or {after_name}, not both")
     if after is not None:
+        # An expiry of 0 s would end the rows before anything could take them.
+        least = 0 if at_name == "not_before" else 1
         if isinstance(after, bool) or not isinstance(after, int | float) \
-                or not 0 <= after <= most:
-            raise Invalid(f"{after_name} must be a number of seconds from 0 to {most}")
+                or not least <= after <= most:
+            raise Invalid(f"{after_name} must be a number of seconds from {least} to {most}")
         return now + timedelta(seconds=after)
     if at is None:
         return None
