@@ -928,8 +928,11 @@ $$;
 -- long due rows have waited with nothing dispatched (stalled), and the share
 -- of rows that failed among those that ended in the last 15 minutes
 -- (failure_spike).  One row per alert: its value, its threshold, whether it
--- fires.  "Due" is pending, due by run_after, not expired: a row scheduled for
--- later (not_before) is no backlog until its time; its wait starts then.
+-- fires.  A waiting row is pending, not expired, and not scheduled for later:
+-- a row with a not_before is no backlog until its time, and its wait starts
+-- then.  A row waiting out a retry's backoff still waits: counting it out
+-- would make both alerts flap open and shut through an outage, as every row
+-- goes in and out of its backoff.
 CREATE OR REPLACE FUNCTION aiqueue_alert_values(p_now timestamptz, backlog_s float8,
                                                 stalled_s float8, failures_min integer,
                                                 failure_rate float8)
@@ -946,14 +949,14 @@ DECLARE
     quiet float8;
 BEGIN
     -- Rows without a not_before in created order (the status index, stopping
-    -- at the first due one), and scheduled rows whose time has come.
+    -- at the first unexpired one), and scheduled rows whose time has come.
     SELECT least(
         (SELECT q.created_at FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.not_before IS NULL AND q.run_after <= t
+         WHERE q.status = 'pending' AND q.not_before IS NULL AND q.created_at <= t
            AND (q.expires_at IS NULL OR q.expires_at > t)
          ORDER BY q.created_at LIMIT 1),
         (SELECT min(q.not_before) FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.not_before <= t AND q.run_after <= t
+         WHERE q.status = 'pending' AND q.not_before <= t
            AND (q.expires_at IS NULL OR q.expires_at > t)))
     INTO due_since;
     wait := coalesce(date_part('epoch', t - due_since), 0);
