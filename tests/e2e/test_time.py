@@ -91,6 +91,39 @@ async def test_scheduled_rows_go_out_on_time_and_never_early(
     print(f"lateness p50 {sorted(late)[500]:.3f} s, p99 {p99(late):.3f} s, max {max(late):.3f} s")
 
 
+async def test_with_only_a_per_minute_cron_scheduled_rows_are_at_most_65_s_late(
+        db_url: str, conn: asyncpg.Connection, function: FunctionHost):
+    ids = await submissions(conn, 200)
+    # No ticker: only the chain, the steps' short waits and a cron each minute (the test).
+    app = app_for(db_url, function, QUEUE_TICK_SECONDS="0")
+    await asyncio.to_thread(app.start)
+    try:
+        base = datetime.now(UTC) + timedelta(seconds=3)
+        async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
+            # 100 rows over the first 10 s, then a 35 s gap no step waits across.
+            for k in range(20):
+                for offset, part in ((0.5 * k, ids[5 * k:5 * k + 5]),
+                                     (45 + 0.5 * k, ids[100 + 5 * k:105 + 5 * k])):
+                    at = base + timedelta(seconds=offset)
+                    await enqueue(client, part, not_before=at.isoformat())
+            for n in range(2):  # the cron at 0 s and at 60 s
+                await asyncio.sleep(60 * n)
+                r = await client.get("/api/marking/process-queue", headers=AUTH)
+                assert r.status_code == 200
+        await drain(conn, timeout=60)
+    finally:
+        await asyncio.to_thread(app.stop)
+    rows = await conn.fetch(
+        "SELECT q.not_before, min(a.started_at) AS first_dispatch "
+        "FROM ai_marking_queue q JOIN ai_marking_attempts a "
+        "  ON a.queue_id = q.queue_id AND a.kind = 'dispatch' "
+        "WHERE q.status = 'completed' GROUP BY q.queue_id")
+    assert len(rows) == 200
+    late = [(r["first_dispatch"] - r["not_before"]).total_seconds() for r in rows]
+    assert min(late) >= 0 and max(late) <= 65, (min(late), max(late))
+    print(f"cron only: lateness p50 {sorted(late)[100]:.3f} s, max {max(late):.3f} s")
+
+
 async def test_rows_that_expire_while_the_function_refuses_work_end_expired(
         db_url: str, conn: asyncpg.Connection, function: FunctionHost):
     ids = await submissions(conn, 30)
