@@ -5,7 +5,7 @@ db/sql/functions.sql) and each change is written to the notification outbox
 in the same transaction as the alert's own row (`ai_queue_alerts`), so an
 incident gives exactly one `marking.alert_opened` and one
 `marking.alert_resolved`, across restarts and instances, delivered and
-retried like every other event (notify.py).
+retried like every other event (notify/delivery.py).
 
 Evaluated by the chain (its housekeeping, at most every EVERY seconds per
 instance, so the hot path rarely pays) and by every cron request, so alerts
@@ -15,6 +15,7 @@ fire when the chain is dead.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from aiqueue import logs
 from aiqueue.errors import StoreError
@@ -25,12 +26,21 @@ from aiqueue.runtime import Runtime
 EVERY = 5.0
 
 
+@dataclass
+class AlertTimer:
+    """This instance's alert timer (kept in Runtime.own)."""
+
+    # monotonic time when this instance next evaluates the alerts
+    due: float = 0.0
+
+
 async def evaluate(rt: Runtime, *, force: bool = False) -> list[tuple[str, str]]:
     """Open and resolve alerts now; the changes as (alert, 'opened' | 'resolved')."""
     now = time.monotonic()
-    if not force and now < rt.alerts_due:
+    timer = rt.own(AlertTimer)
+    if not force and now < timer.due:
         return []
-    rt.alerts_due = now + EVERY
+    timer.due = now + EVERY
     s = rt.settings
     try:
         changes = await rt.store.evaluate_alerts(
