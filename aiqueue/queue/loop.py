@@ -18,7 +18,7 @@ from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.notify import alerts, delivery
-from aiqueue.queue import recovery
+from aiqueue.queue import recovery, schedule
 from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
 from aiqueue.queue.results import apply_item, fail_attempt
 from aiqueue.runtime import Runtime
@@ -162,10 +162,9 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     step.recovered = await recovery.recover(rt)
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
     # Rows past their expires_at end `expired` (the claim already skips them).
-    expired = await rt.store.expire_rows()
-    if step.recovered or step.pruned or expired:
-        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned,
-                   expired=expired)
+    await schedule.expire(rt)
+    if step.recovered or step.pruned:
+        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
     await alerts.evaluate(rt, force=force)
 
 
@@ -283,7 +282,7 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
         if flow.hold_until is None and not Budget.of(s).declared:
             # Not held back by the model's limits; only rows scheduled to be
             # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
-            wait = await rt.store.next_scheduled()
+            wait = await schedule.next_due_soon(rt)
         else:
             wait = await recovery.next_wakeup(rt)
     except Exception as exc:
@@ -342,7 +341,7 @@ async def tick_forever(rt: Runtime) -> None:
             # Notification retries are due on time too, without a cron, and
             # rows expire on time (CONTRACT §9d).
             wait = _sooner(wait, await delivery.next_due(rt))
-            wait = _sooner(wait, await rt.store.next_expiry())
+            wait = _sooner(wait, await schedule.next_expiry(rt))
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None
