@@ -7,11 +7,12 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aiqueue import logs
 from aiqueue.db.embedded import database_for
 from aiqueue.db.migrate import may_migrate, migrate
+from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
 from aiqueue.errors import AiQueueError, SettingsError
 from aiqueue.settings import Settings, load_settings
 
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="embedded PostgreSQL, demo data, app, function, ticker")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
-    dev.add_argument("--function-port", type=int, default=8001)
+    dev.add_argument("--function-port", type=int, default=DEV_FUNCTION_PORT)
     doctor = sub.add_parser("doctor", help="check the deployment the environment points at")
     doctor.add_argument("--json", action="store_true", help="the report as JSON")
     doctor.add_argument("--probe-timeout", type=float, default=30.0, help=argparse.SUPPRESS)
@@ -37,12 +38,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_doctor(as_json: bool, probe_timeout: float) -> int:
-    """Print the doctor's report; 0 only when every check passed."""
+    """Print the doctor's report; 0 unless a check failed (a warning still exits 0)."""
     from aiqueue.doctor.checks import run_doctor as run
     from aiqueue.doctor.checks import settings_failed
 
     try:
-        settings = load_settings()
+        settings = doctor_settings(load_doctor(os.environ), os.environ)
     except SettingsError as exc:
         report = settings_failed(exc)
     else:
@@ -50,6 +51,20 @@ def run_doctor(as_json: bool, probe_timeout: float) -> int:
         report = asyncio.run(run(settings, probe_timeout=probe_timeout))
     print(json.dumps(report.to_json(), indent=2) if as_json else report.text())
     return 0 if report.ok else 1
+
+
+def load_doctor(env: Mapping[str, str]) -> Settings:
+    """The environment as the doctor reads it: without DATABASE_URL it checks what `dev`
+    runs, so it reads the environment as `dev` does (http:// to any host allowed)."""
+    return load_settings(env, dev=not env.get("DATABASE_URL", "").strip())
+
+
+def doctor_settings(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """With DATABASE_URL unset the doctor checks what `python -m aiqueue dev` runs: its
+    embedded database, its secret (.data/dev-secret) and its bundled function."""
+    if settings.database_url:
+        return settings
+    return dev_settings(settings, env, DEV_FUNCTION_PORT)
 
 
 def serve(settings: Settings, host: str, port: int) -> None:
