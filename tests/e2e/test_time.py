@@ -211,8 +211,9 @@ async def test_a_healthy_run_sends_no_alert(
             async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
                 await enqueue(client, ids)
             await drain(conn, timeout=90)
-            await asyncio.to_thread(receiver.wait_for, lambda r: any(
-                p["type"] == "marking.run_finished" for p in r.delivered().values()), 30)
+            # (wait_for holds the receiver's lock: the predicate reads without it.)
+            await asyncio.to_thread(receiver.wait_for,
+                                    lambda r: alerts(r, "marking.run_finished"), 30)
             await asyncio.sleep(6)  # a last evaluation or two after the run
         finally:
             await asyncio.to_thread(app.stop)
