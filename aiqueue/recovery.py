@@ -60,7 +60,7 @@ async def thresholds(rt: Runtime) -> Thresholds:
     if s.dispatch_target == "digitalocean" and s.digitalocean is not None:
         bound = s.digitalocean.action_timeout_seconds + s.platform_grace_seconds
     elif s.dispatch_target == "lambda" and s.aws_lambda is not None:
-        timeout = await rt.lambda_timeout.get(rt.http, s.aws_lambda)
+        timeout = await rt.lambda_timeout.get(rt.http, s.aws_lambda, rt.aws)
         bound = None if timeout is None else timeout + s.platform_grace_seconds
     ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
     # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"

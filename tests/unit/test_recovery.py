@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
 import pytest
+import respx
 
 from aiqueue import recovery
-from aiqueue.dispatch.platform import Activation, LambdaTimeout
+from aiqueue.dispatch.aws import AwsCredentials, OidcToken
+from aiqueue.dispatch.platform import Activation, LambdaTimeout, configuration_url
 from aiqueue.models import Lookup, QueueId
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
@@ -99,3 +102,38 @@ async def test_a_finished_activation_applies_only_this_dispatchs_items():
     assert [name for name, _ in store.calls] == ["complete", "platform_said"]
     assert store.calls[0][1][2] == {"score": 2}
     assert store.calls[1][1][2] == "applied_from_activation"
+
+
+ROLE_TARGET = LambdaTarget("eu-west-1", "", "", None, "ai-mark", None,
+                           "https://lambda.eu-west-1.amazonaws.com",
+                           "arn:aws:iam::123456789012:role/aiqueue-dispatch",
+                           "https://sts.eu-west-1.amazonaws.com")
+STS_ANSWER = """<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>
+  <Credentials><AccessKeyId>ASIAROLE</AccessKeyId><SecretAccessKey>s</SecretAccessKey>
+  <SessionToken>role-session</SessionToken><Expiration>2099-01-01T00:00:00Z</Expiration>
+  </Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>"""
+
+
+@respx.mock
+async def test_with_a_role_the_lambda_timeout_is_read_with_the_assumed_credentials():
+    """CONTRACT §9a: GetFunctionConfiguration is signed as the role, so the bound holds."""
+    respx.post("https://sts.eu-west-1.amazonaws.com/").mock(
+        return_value=httpx.Response(200, text=STS_ANSWER))
+    config = respx.get(configuration_url(ROLE_TARGET)).mock(
+        return_value=httpx.Response(200, json={"Timeout": 40}))
+    rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=ROLE_TARGET,
+                 platform_grace_seconds=5.0)
+    rt.lambda_timeout = LambdaTimeout()
+    rt.aws = AwsCredentials(ROLE_TARGET, OidcToken("oidc-token"))
+    assert (await recovery.thresholds(rt)).bound == 45.0
+    sent = config.calls.last.request.headers
+    assert sent["authorization"].startswith("AWS4-HMAC-SHA256 Credential=ASIAROLE/")
+    assert sent["x-amz-security-token"] == "role-session"
+
+
+async def test_with_a_role_but_no_token_yet_the_timeout_is_read_again_soon():
+    rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=ROLE_TARGET)
+    rt.lambda_timeout = LambdaTimeout()
+    rt.aws = AwsCredentials(ROLE_TARGET, OidcToken())
+    assert (await recovery.thresholds(rt)).bound is None
+    assert rt.lambda_timeout.retry_at - time.monotonic() < 20.0
