@@ -146,9 +146,9 @@ def classify(response: httpx.Response, settings: Settings) -> Outcome:
     status = response.status_code
     target = settings.dispatch_target
     if status in (429, 503):
-        retry_after = parse_retry_after(
-            response.headers.get("retry-after"), cap=settings.retry_max_seconds
-        )
+        # Up to an hour, like a callback's retry_after (CONTRACT §9a): the backoff's
+        # cap is for our own guesses, not for the model's word.
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
         return Busy(retry_after, status)
     if target == "http" and 200 <= status < 300:
         if settings.function_mode == "sync":
