@@ -18,7 +18,8 @@ from collections.abc import Mapping
 
 from standardwebhooks.webhooks import Webhook
 
-from .invoke import HttpError
+from .invoke import HttpError, check_bearer
+from .settings import Settings
 
 TOLERANCE_SECONDS = 5 * 60
 
@@ -54,3 +55,37 @@ class DispatchVerifier:
             raise HttpError(409, "replayed", "this signed dispatch was accepted already")
         # Twice the tolerance: the timestamp may have been up to 5 minutes ahead.
         self.seen[message] = now + 2 * TOLERANCE_SECONDS
+
+
+# One verifier per secret and process: a warm serverless instance keeps the ids
+# it accepted, as the server does.
+_VERIFIERS: dict[str, DispatchVerifier] = {}
+
+
+def verifier_for(secret: str) -> DispatchVerifier:
+    if secret not in _VERIFIERS:
+        _VERIFIERS[secret] = DispatchVerifier(secret)
+    return _VERIFIERS[secret]
+
+
+def authenticate(headers: Mapping[str, str], raw: bytes | None, settings: Settings
+                 ) -> str | None:
+    """A web entry point's checks (CONTRACT §9a): the bearer token, then the signature.
+
+    The signed message's id (to `accept` once the dispatch is taken), else None.
+    `raw`: the body exactly as sent (None when the platform parsed it: then no
+    signature can be checked, and a signed deployment refuses).
+    """
+    check_bearer(headers, settings.function_token)
+    if not settings.signing_secret:
+        return None
+    if raw is None:
+        raise HttpError(401, "bad_signature",
+                        "a signed dispatch needs the raw body (deploy the action with web: raw)")
+    return verifier_for(settings.signing_secret).verify(raw, headers)
+
+
+def accept(message: str | None, settings: Settings) -> None:
+    """Remember an accepted signed dispatch; 409 when it was accepted before."""
+    if message is not None and settings.signing_secret:
+        verifier_for(settings.signing_secret).accept_once(message)

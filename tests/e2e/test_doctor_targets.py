@@ -32,7 +32,8 @@ def reference_function_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reference function runs in this process (the emulators start it): the simulator."""
     monkeypatch.setenv("AI_MARK_BACKEND", "simulate")
     monkeypatch.setenv("AI_MARK_SIMULATE_LATENCY", "0")
-    monkeypatch.delenv("AI_MARKING_FUNCTION_TOKEN", raising=False)
+    # The action never runs open (CONTRACT §9a); the platforms' own calls carry no token.
+    monkeypatch.setenv("AI_MARKING_FUNCTION_TOKEN", "e2e-function-token")
 
 
 def _moto(auth: bool) -> Iterator[MotoLambda]:
