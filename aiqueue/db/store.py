@@ -182,6 +182,13 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         )
         return status
 
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
+        """Take a row a settle claimed, to send it: False when another taker had it."""
+        # One statement on the hot path.  Its retry after a lost answer reads as
+        # taken: the row then waits for recovery rather than risk two dispatches.
+        rows = await self._write_one("take_handoff", queue_id, dispatch_seq)
+        return bool(rows and rows[0][0])
+
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)

@@ -85,6 +85,10 @@ class FakeStore:
         self.calls.append(("attempt_failed", (queue_id, dispatch_seq, kw)))
         return "pending"
 
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
+        self.calls.append(("take_handoff", (queue_id, dispatch_seq)))
+        return True
+
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
         if self.ref_fails:

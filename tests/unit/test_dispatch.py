@@ -159,8 +159,9 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
     assert receipt.counts == {"accepted": 1, "ignored": 0, "rejected": 0}
     assert receipt.freed == 1
     if settle_fails:
-        # The result did not wait on the claim; the step after answering claims.
-        assert store.names() == ["settle", "complete"]
+        # Tried once more (a lost answer's repeat hands back what the first claimed),
+        # then the result did not wait on the claim; the step after answering claims.
+        assert store.names() == ["settle", "settle", "complete"]
         assert not receipt.settled and receipt.next_job is None
     else:
         assert store.names() == ["settle", "claim"]
@@ -183,7 +184,7 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: httpx
     step = await loop.settled_step(runtime(store, client), settled)
     # The result's transaction claimed already: no claim here, and housekeeping
     # (due on an instance's first step) waits until the job has gone out.
-    assert store.names() == ["dispatch", "recover_stuck", "prune"]
+    assert store.names() == ["take_handoff", "dispatch", "recover_stuck", "prune"]
     assert step.dispatched
     # Slots that recovery freed get a chained step; otherwise nothing chains.
     assert step.chained is bool(recovered) and chain.call_count == int(bool(recovered))

@@ -552,6 +552,11 @@ SELECT body_hash, answer FROM ai_marking_idempotency WHERE key = $1;
 -- idempotency_save --
 UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 
+-- take_handoff --
+-- The app takes a row a settle claimed, just before sending it (CONTRACT §9a):
+-- false when another taker had it already (aiqueue_take_handoff).
+SELECT aiqueue_take_handoff($1::uuid, $2::integer);
+
 -- set_dispatch_ref --
 -- The platform's id for an accepted dispatch (activation id, request id), on
 -- the history line the claim opened for it.  A plain statement after the
