@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,29 @@ def database_clock() -> datetime | None:
     return None
 
 
+# The recent p95 processing time is read again this often per instance.
+P95_REFRESH_SECONDS = 60.0
+
+
+@dataclass
+class RecentP95:
+    """The recent p95 processing time (seconds; None: too few results), cached per
+    instance: when to ask DigitalOcean about a quiet dispatch (recovery.py)."""
+
+    value: float | None = None
+    due: float = 0.0  # monotonic
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    async def get(self, store: Store) -> float | None:
+        if time.monotonic() < self.due:
+            return self.value
+        async with self.lock:
+            if time.monotonic() >= self.due:
+                self.value = await store.recent_p95()
+                self.due = time.monotonic() + P95_REFRESH_SECONDS
+        return self.value
+
+
 def http_client() -> httpx.AsyncClient:
     """The instance's one pooled keep-alive client: dispatch to the function and the chain."""
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
@@ -53,6 +77,8 @@ class Runtime:
     hold_waiter_until: float = 0.0
     # The Lambda function's timeout (CONTRACT §8e), read once per instance.
     lambda_timeout: LambdaTimeout = field(default_factory=LambdaTimeout)
+    # The recent p95 processing time (CONTRACT §9a: when DigitalOcean is asked).
+    recent_p95: RecentP95 = field(default_factory=RecentP95)
     # The Lambda target's credentials when it assumes a role (AWS_ROLE_ARN), else None.
     aws: AwsCredentials | None = None
     # The schema check (require_schema): passed once, it is never run again.

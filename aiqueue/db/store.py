@@ -228,10 +228,14 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
 
     async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, budget: Budget = NO_BUDGET) -> float | None:
+                          ask: bool = False, look: float | None = None,
+                          budget: Budget = NO_BUDGET) -> float | None:
+        """Seconds until the step has work; `look`: how long a dispatch the platform
+        is asked about stays quiet before the look (default: the heartbeat timeout)."""
         heartbeat = stuck_after if heartbeat is None else heartbeat
+        look = min(stuck_after, heartbeat) if look is None else look
         value = await self._fetchval("next_wakeup", cap, threshold, stuck_after, heartbeat,
-                                     bound, ask, *budget.args())
+                                     bound, ask, *budget.args(), look)
         return None if value is None else float(value)
 
     # -- operator actions -------------------------------------------------

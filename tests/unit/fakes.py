@@ -31,6 +31,11 @@ class FakeStore:
     lookups: list[Lookup] = field(default_factory=list)  # dispatches to ask the platform about
     settle_fails: bool = False
     ref_fails: bool = False  # set_dispatch_ref raises StoreError
+    p95: float | None = None  # the recent p95 processing time recovery reads
+
+    async def recent_p95(self) -> float | None:
+        self.calls.append(("recent_p95", ()))
+        return self.p95
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,

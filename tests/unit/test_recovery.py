@@ -137,3 +137,27 @@ async def test_with_a_role_but_no_token_yet_the_timeout_is_read_again_soon():
     rt.aws = AwsCredentials(ROLE_TARGET, OidcToken())
     assert (await recovery.thresholds(rt)).bound is None
     assert rt.lambda_timeout.retry_at - time.monotonic() < 20.0
+
+
+@pytest.mark.parametrize(("p95", "quiet"), [
+    (None, 90.0),  # no recent results: the heartbeat timeout
+    (1.0, 10.0),  # 3 s, but never sooner than 10 s
+    (20.0, 60.0),
+    (45.0, 90.0),  # the heartbeat timeout comes first
+])
+async def test_digitalocean_is_asked_at_3x_the_recent_p95_at_least_10_s(
+    p95: float | None, quiet: float
+):
+    """CONTRACT §9a: the earliest of the heartbeat timeout and 3x p95 (the bound caps both)."""
+    store = FakeStore(p95=p95)
+    rt = runtime(store, dispatch_target="digitalocean", digitalocean=DO)
+    t = await recovery.thresholds(rt)
+    assert (t.p95, t.quiet, t.bound) == (p95, quiet, 330.0)
+    await recovery.thresholds(rt)
+    assert store.names().count("recent_p95") == 1  # read once a minute, not every step
+
+
+async def test_the_p95_is_not_read_where_no_platform_is_asked():
+    store = FakeStore(p95=1.0)
+    t = await recovery.thresholds(runtime(store, dispatch_target="lambda", aws_lambda=LAMBDA))
+    assert t.p95 is None and "recent_p95" not in store.names()
