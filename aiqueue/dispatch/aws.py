@@ -66,6 +66,11 @@ class OidcToken:
     def value(self) -> str | None:
         return self.from_request or self.from_env
 
+    def refused(self, token: str) -> None:
+        """STS refused `token`: a header's (a forged one, say) is dropped for the env's."""
+        if token == self.from_request:
+            self.from_request, self._expires = None, jwt_expiry(self.from_env) or 0.0
+
 
 # Vercel's issuer: https://oidc.vercel.com, or with the team's slug (the "team" issuer mode).
 _VERCEL_ISSUER = re.compile(r"https://oidc\.vercel\.com(/[A-Za-z0-9_-]{1,100})?")
@@ -133,6 +138,19 @@ class AwsCredentials:
         token = self.oidc.value
         if not token:
             raise CredentialsError("oidc_token_missing")
+        try:
+            return await self._exchange(http, token)
+        except CredentialsError as exc:
+            if not exc.code.startswith("sts_http_4") or token == self.oidc.from_env:
+                raise
+            # A header's token STS would not take (the header comes before auth):
+            # forget it, and use the environment's if there is one.
+            self.oidc.refused(token)
+            if not self.oidc.value:
+                raise
+            return await self._exchange(http, self.oidc.value)
+
+    async def _exchange(self, http: httpx.AsyncClient, token: str) -> Temporary:
         t = self.target
         form = {"Action": "AssumeRoleWithWebIdentity", "Version": "2011-06-15",
                 "RoleArn": t.role_arn or "", "RoleSessionName": "aiqueue",

@@ -151,3 +151,27 @@ async def test_a_junk_header_does_not_break_dispatch_credentials():
     async with httpx.AsyncClient() as http:
         creds = await AwsCredentials(target(), oidc).get(http, NOW)
     assert creds.access_key_id == "ASIA1" and seen == [env]
+
+
+@respx.mock
+async def test_a_well_formed_header_token_sts_refuses_falls_back_to_the_environments():
+    """Only structure, issuer and expiry are checked here; should STS refuse a header's
+    token (forged), it is forgotten and the environment's is used: dispatch goes on."""
+    env = vercel(datetime.now(UTC) + timedelta(minutes=30))
+    forged = vercel(datetime.now(UTC) + timedelta(hours=2))
+    tried: list[str] = []
+
+    def sts(request: httpx.Request) -> httpx.Response:
+        token = dict(httpx.QueryParams(request.content.decode()))["WebIdentityToken"]
+        tried.append(token)
+        if token == forged:
+            return httpx.Response(400, text="<ErrorResponse>InvalidIdentityToken</ErrorResponse>")
+        return httpx.Response(200, text=answer("ASIA1", NOW + timedelta(hours=1)))
+
+    respx.post(STS).mock(side_effect=sts)
+    oidc = OidcToken(env)
+    assert oidc.seen(forged)
+    async with httpx.AsyncClient() as http:
+        creds = await AwsCredentials(target(), oidc).get(http, NOW)
+    assert creds.access_key_id == "ASIA1" and tried == [forged, env]
+    assert oidc.value == env
