@@ -68,7 +68,7 @@ class OidcToken:
 
     def refused(self, token: str) -> None:
         """STS refused `token`: a header's (a forged one, say) is dropped for the env's."""
-        if token == self.from_request:
+        if token is self.from_request:  # the very value handed out, not a look-alike
             self.from_request, self._expires = None, jwt_expiry(self.from_env) or 0.0
 
 
@@ -141,7 +141,7 @@ class AwsCredentials:
         try:
             return await self._exchange(http, token)
         except CredentialsError as exc:
-            if not exc.code.startswith("sts_http_4") or token == self.oidc.from_env:
+            if not exc.code.startswith("sts_http_4") or token is self.oidc.from_env:
                 raise
             # A header's token STS would not take (the header comes before auth):
             # forget it, and use the environment's if there is one.
