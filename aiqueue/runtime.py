@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 import httpx
 
@@ -14,7 +14,6 @@ from aiqueue import logs
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dispatch.aws import AwsCredentials, OidcToken
-from aiqueue.dispatch.platform import LambdaTimeout
 from aiqueue.errors import SchemaBehind
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
@@ -25,33 +24,11 @@ SCHEMA_RECHECK_SECONDS = 10.0
 # The moment time-of-day figures ("today", the last 24 h) are for; None is the
 # database's own now().  Tests inject a fixed one instead of waiting out midnight.
 Clock = Callable[[], datetime | None]
+Owned = TypeVar("Owned")
 
 
 def database_clock() -> datetime | None:
     return None
-
-
-# The recent p95 processing time is read again this often per instance.
-P95_REFRESH_SECONDS = 60.0
-
-
-@dataclass
-class RecentP95:
-    """The recent p95 processing time (seconds; None: too few results), cached per
-    instance: when to ask DigitalOcean about a quiet dispatch (recovery.py)."""
-
-    value: float | None = None
-    due: float = 0.0  # monotonic
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
-
-    async def get(self, store: Store) -> float | None:
-        if time.monotonic() < self.due:
-            return self.value
-        async with self.lock:
-            if time.monotonic() >= self.due:
-                self.value = await store.recent_p95()
-                self.due = time.monotonic() + P95_REFRESH_SECONDS
-        return self.value
 
 
 def http_client() -> httpx.AsyncClient:
@@ -69,16 +46,9 @@ class Runtime:
     store: Store
     http: httpx.AsyncClient
     tokens: Tokens
-    # monotonic time when this instance next runs recovery and pruning
-    housekeeping_due: float = 0.0
-    # event-loop time when this instance next prunes the notification outbox
-    notify_prune_due: float = 0.0
-    # event-loop time until which a step waits out a short hold (loop.wait_out_hold)
-    hold_waiter_until: float = 0.0
-    # The Lambda function's timeout (CONTRACT §8e), read once per instance.
-    lambda_timeout: LambdaTimeout = field(default_factory=LambdaTimeout)
-    # The recent p95 processing time (CONTRACT §9a: when DigitalOcean is asked).
-    recent_p95: RecentP95 = field(default_factory=RecentP95)
+    # Each module's own per-instance state (its timers, the Lambda timeout it
+    # read), keyed by the type that module defines: see own().
+    owned: dict[type, object] = field(default_factory=dict)
     # The Lambda target's credentials when it assumes a role (AWS_ROLE_ARN), else None.
     aws: AwsCredentials | None = None
     # The schema check (require_schema): passed once, it is never run again.
@@ -99,6 +69,15 @@ class Runtime:
             aws = AwsCredentials(target, oidc or OidcToken(settings.vercel_oidc_token))
         return cls(settings=settings, store=Store(pool), http=http_client(),
                    tokens=tokens or Tokens(settings.queue_secrets), aws=aws, clock=clock)
+
+    def own(self, kind: type[Owned]) -> Owned:
+        """This instance's `kind`, made on first use: a module keeps its own state here,
+        so the runtime needn't know any module's timers."""
+        found = self.owned.get(kind)
+        if found is None:
+            found = self.owned[kind] = kind()
+        assert isinstance(found, kind)
+        return found
 
     async def require_schema(self) -> None:
         """Raise SchemaBehind while the database's schema is older than this code's.

@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 import respx
 
-from aiqueue import recovery
+from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import DoTarget
 from tests.conftest import add_submissions

@@ -18,10 +18,10 @@ import pytest
 import respx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aiqueue import loop
-from aiqueue.callbacks import refuse
 from aiqueue.dispatch import Accepted
 from aiqueue.flow import Budget
+from aiqueue.queue.handout import dispatch_async
+from aiqueue.queue.results import refuse
 from aiqueue.runtime import Runtime
 from functions.ai_mark.server import Worker, create_app
 from functions.ai_mark.settings import Settings as FunctionSettings
@@ -79,7 +79,7 @@ async def test_a_fast_refusal_then_a_redispatch_in_the_same_second_is_no_replay(
     await rt.store.enqueue([sub], "hw-1", 0, {"rubric": "Names light", "max_score": 2})
     first = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
     assert first is not None
-    assert isinstance(await loop.dispatch_async(rt, first), Accepted)
+    assert isinstance(await dispatch_async(rt, first), Accepted)
     # The model refused at once (OpenAI's retry-after-ms: 20): the attempt is given back.
     status, _ = await refuse(rt, first.queue_id, first.dispatch_seq, first.attempt,
                              kind="rate_limited", retry_after=0.02)
@@ -87,7 +87,7 @@ async def test_a_fast_refusal_then_a_redispatch_in_the_same_second_is_no_replay(
     await asyncio.sleep(0.05)
     again = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
     assert again is not None and again.attempt == first.attempt == 1
-    assert isinstance(await loop.dispatch_async(rt, again), Accepted)
+    assert isinstance(await dispatch_async(rt, again), Accepted)
     # Two dispatches, two ids, both taken: neither answered 409 replayed.
     assert heard.seen == [(f"{first.queue_id}.{first.dispatch_seq}", 202),
                           (f"{again.queue_id}.{again.dispatch_seq}", 202)]

@@ -1,4 +1,4 @@
-"""Recovery's thresholds per target and DigitalOcean's decisions (aiqueue/recovery.py), no I/O."""
+"""Recovery's thresholds per target and DigitalOcean's decisions (queue/recovery.py), no I/O."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import httpx
 import pytest
 import respx
 
-from aiqueue import recovery
 from aiqueue.dispatch.aws import AwsCredentials, OidcToken
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, configuration_url
 from aiqueue.models import Lookup, QueueId
+from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.target_settings import DoTarget, LambdaTarget
@@ -28,7 +28,7 @@ LAMBDA = LambdaTarget("eu-west-1", "AKID", "secret", None, "ai-mark", None,
 def runtime(store: FakeStore, **kw: Any) -> Runtime:
     s = Settings(queue_secrets=(SECRET,)).with_overrides(**kw)
     return Runtime(settings=s, store=store, http=httpx.AsyncClient(),  # type: ignore[arg-type]
-                   tokens=Tokens(SECRET), lambda_timeout=LambdaTimeout(value=60.0))
+                   tokens=Tokens(SECRET), owned={LambdaTimeout: LambdaTimeout(value=60.0)})
 
 
 @pytest.mark.parametrize(("kw", "expected"), [
@@ -46,7 +46,7 @@ async def test_thresholds_follow_the_target(kw: dict[str, Any], expected: recove
 
 async def test_an_unknown_lambda_timeout_leaves_the_stuck_timeout_in_charge():
     rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=LAMBDA)
-    rt.lambda_timeout = LambdaTimeout(retry_at=float("inf"))  # read failed a moment ago
+    rt.owned[LambdaTimeout] = LambdaTimeout(retry_at=float("inf"))  # read failed a moment ago
     assert (await recovery.thresholds(rt)).bound is None
 
 
@@ -123,7 +123,7 @@ async def test_with_a_role_the_lambda_timeout_is_read_with_the_assumed_credentia
         return_value=httpx.Response(200, json={"Timeout": 40}))
     rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=ROLE_TARGET,
                  platform_grace_seconds=5.0)
-    rt.lambda_timeout = LambdaTimeout()
+    rt.owned[LambdaTimeout] = LambdaTimeout()
     rt.aws = AwsCredentials(ROLE_TARGET, OidcToken("oidc-token"))
     assert (await recovery.thresholds(rt)).bound == 45.0
     sent = config.calls.last.request.headers
@@ -133,10 +133,10 @@ async def test_with_a_role_the_lambda_timeout_is_read_with_the_assumed_credentia
 
 async def test_with_a_role_but_no_token_yet_the_timeout_is_read_again_soon():
     rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=ROLE_TARGET)
-    rt.lambda_timeout = LambdaTimeout()
+    rt.owned[LambdaTimeout] = LambdaTimeout()
     rt.aws = AwsCredentials(ROLE_TARGET, OidcToken())
     assert (await recovery.thresholds(rt)).bound is None
-    assert rt.lambda_timeout.retry_at - time.monotonic() < 20.0
+    assert rt.own(LambdaTimeout).retry_at - time.monotonic() < 20.0
 
 
 @pytest.mark.parametrize(("p95", "quiet"), [

@@ -20,13 +20,14 @@ only act while that dispatch is still the row's current one.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from aiqueue import logs
-from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
-from aiqueue.dispatch.platform import Activation, activation
+from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.flow import Budget
 from aiqueue.models import Lookup
+from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import DoTarget
 
@@ -39,6 +40,27 @@ LOOK_HOLD_SECONDS = 30.0
 # and a look that finds it still running only costs one more look later.
 P95_FACTOR = 3.0
 P95_FLOOR_SECONDS = 10.0
+# The recent p95 is read again this often per instance (one short query).
+P95_REFRESH_SECONDS = 60.0
+
+
+@dataclass
+class RecentP95:
+    """The recent p95 processing time (seconds; None: too few results), kept per
+    instance (Runtime.own) and read again once a minute."""
+
+    value: float | None = None
+    due: float = 0.0  # monotonic
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    async def get(self, rt: Runtime) -> float | None:
+        if time.monotonic() < self.due:
+            return self.value
+        async with self.lock:
+            if time.monotonic() >= self.due:
+                self.value = await rt.store.recent_p95()
+                self.due = time.monotonic() + P95_REFRESH_SECONDS
+        return self.value
 @dataclass(frozen=True)
 class Thresholds:
     """When quiet rows are recovered, for the configured target."""
@@ -74,13 +96,13 @@ async def thresholds(rt: Runtime) -> Thresholds:
     if s.dispatch_target == "digitalocean" and s.digitalocean is not None:
         bound = s.digitalocean.action_timeout_seconds + s.platform_grace_seconds
     elif s.dispatch_target == "lambda" and s.aws_lambda is not None:
-        timeout = await rt.lambda_timeout.get(rt.http, s.aws_lambda, rt.aws)
+        timeout = await rt.own(LambdaTimeout).get(rt.http, s.aws_lambda, rt.aws)
         bound = None if timeout is None else timeout + s.platform_grace_seconds
     ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
     # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"
     # (CONTRACT §2): the heartbeat timeout can shorten the wait, never lengthen it.
     heartbeat = min(s.heartbeat_timeout_seconds, s.stuck_after_seconds)
-    p95 = await rt.recent_p95.get(rt.store) if ask else None
+    p95 = await rt.own(RecentP95).get(rt) if ask else None
     return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask, p95)
 
 
