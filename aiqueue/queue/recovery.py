@@ -61,6 +61,8 @@ class RecentP95:
                 self.value = await rt.store.recent_p95()
                 self.due = time.monotonic() + P95_REFRESH_SECONDS
         return self.value
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """When quiet rows are recovered, for the configured target."""
