@@ -1,4 +1,4 @@
--- aiqueue 0016: a lost commit answer leaves no claimed row without a dispatch
+-- aiqueue 0017: a lost commit answer leaves no claimed row without a dispatch
 -- (CONTRACT §9a).  A settle (a result, then the next claim, in one
 -- transaction) notes on the result's dispatch line which row it claimed next;
 -- the app notes when it takes a claimed row to send it.  A repeat of the
