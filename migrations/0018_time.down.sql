@@ -1,4 +1,4 @@
--- Back to the schema before 0016.  Expired rows become cancelled (the old schema
+-- Back to the schema before 0018.  Expired rows become cancelled (the old schema
 -- has no such state) and the new events leave the outbox.
 DELETE FROM ai_marking_outbox
 WHERE type IN ('marking.row_expired', 'marking.alert_opened', 'marking.alert_resolved');
