@@ -116,10 +116,10 @@ def parse_rfc3339(value: object, name: str) -> datetime:
     # Python's parser takes at most microseconds: finer digits are dropped.
     text = re.sub(r"(\.\d{6})\d+", r"\1", value.upper().replace("Z", "+00:00"))
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
+        # Year 9999 with a negative offset overflows in UTC.
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except (ValueError, OverflowError):
         raise Invalid(problem) from None
-    return moment.astimezone(UTC)
 
 
 _RFC3339 = re.compile(

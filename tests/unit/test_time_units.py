@@ -37,6 +37,8 @@ def test_delays_count_from_now_and_nothing_is_scheduled_without_a_field():
     ({"delay_seconds": 2_592_000.5}, "delay_seconds"),
     ({"not_before": 1764000000}, "not_before"),
     ({"not_before": "2026-11-27 17:00"}, "not_before"),
+    ({"not_before": "9999-12-31T23:59:59-23:59"}, "not_before"),  # overflows in UTC
+    ({"not_before": "2026-02-30T00:00:00Z"}, "not_before"),
     ({"not_before": "2028-01-01T00:00:00Z"}, "not_before must be at most 365 days ahead"),
     ({"expires_at": "2026-11-24T08:59:59Z"}, "expires_at must be in the future"),
     ({"expire_after_seconds": 0.5}, "expire_after_seconds"),
