@@ -6,6 +6,7 @@ tests' in-memory fake (tests/unit/fakes.py); mypy checks both.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -23,6 +24,12 @@ class LoopStore(Protocol):
 
     async def prune(self, older_than_seconds: float) -> int: ...
 
+    async def expire_rows(self) -> int: ...
+
+    async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
+                              failure_rate: float, at: datetime | None = None
+                              ) -> list[tuple[str, str]]: ...
+
     async def claim(self, cap: int, breaker_threshold: int,
                     budget: Budget = NO_BUDGET, plan: str | None = None,
                     money: Money = NO_MONEY) -> Job | None: ...
@@ -39,6 +46,8 @@ class LoopStore(Protocol):
         self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
         max_attempts: int, error: str, outcome: str, attempts: str | None = None,
     ) -> Status | None: ...
+
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool: ...
 
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None: ...
 

@@ -122,6 +122,11 @@ class Settings:
     # The spend windows' lengths: a UTC hour and day (tests shorten them).
     spend_hour_seconds: float = 3600.0
     spend_day_seconds: float = 86400.0
+    # Alerts (CONTRACT §9d, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
+    alert_backlog_age_seconds: float = 900.0
+    alert_stalled_seconds: float = 300.0
+    alert_failures_min: int = 5
+    alert_failure_rate: float = 0.2
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
     queue_file: config.QueueConfig | None = field(default=None, hash=False, compare=False)
 
@@ -376,6 +381,11 @@ def load_settings(
         group_usd_per_day=_usd(env, "QUEUE_GROUP_USD_PER_DAY"),
         pool_usd_per_day=_usd(env, "QUEUE_USD_PER_DAY"),
         queue_file=_queue_file(env, mode, local_run),
+        # Alerts (CONTRACT §9d).
+        alert_backlog_age_seconds=_float(env, "QUEUE_ALERT_BACKLOG_AGE_SECONDS", 900.0, 0.0),
+        alert_stalled_seconds=_float(env, "QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0),
+        alert_failures_min=_int(env, "QUEUE_ALERT_FAILURES_MIN", 5, 1),
+        alert_failure_rate=_float(env, "QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0),
     ))
 
 

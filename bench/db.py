@@ -49,7 +49,7 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
         await conn.execute(
             "INSERT INTO ai_marking_groups (priority, group_key, last_turn) "
             "SELECT 0, assignment_id, max(turn) FROM ai_marking_queue GROUP BY assignment_id")
-        # Turns by tokens (aiqueue 0018): every group with pending rows waits, with
+        # Turns by tokens (aiqueue 0022): every group with pending rows waits, with
         # counters spread as after a while of service (the triggers were off).
         await conn.execute(
             "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "
@@ -110,7 +110,8 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
     conn = await asyncpg.connect(dsn)
     try:
         subs = [r["id"] for r in await conn.fetch("SELECT id FROM submissions")]
-        args = (subs, "bulk", 0, "{}", "bulk", False, "mark", "default")
+        # Kind mark in the default pool; no not_before, no expiry.
+        args = (subs, "bulk", 0, "{}", "bulk", False, "mark", "default", None, None)
         await conn.fetch(queries()["enqueue"], *args)
         await conn.execute("TRUNCATE ai_marking_queue, ai_marking_events, ai_marking_groups "
                            "CASCADE")

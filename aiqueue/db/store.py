@@ -17,6 +17,7 @@ from aiqueue.db.pool import Rollback
 from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
+from aiqueue.db.timing import TimeQueries
 from aiqueue.errors import Conflict
 from aiqueue.flow import NO_BUDGET, Budget, FlowState, KindCount, PoolState
 from aiqueue.models import (
@@ -72,7 +73,8 @@ def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
             and exc.constraint_name == _LIVE_ROW_INDEX)
 
 
-class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, DoctorQueries):
+class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, DoctorQueries,
+            TimeQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------
@@ -89,15 +91,18 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         key: tuple[str, str] | None = None,
         kind: str = "mark",
         pool: str = "default",
+        not_before: datetime | None = None,
+        expires_at: datetime | None = None,
     ) -> EnqueueOutcome:
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
         `payload` is the JSON text the request's parser made (or an object, serialised here).
         `kind` and its `pool` are stored on every row (CONTRACT §9b).
+        `not_before` / `expires_at`: when the rows become due, and when they expire.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
-                remark, kind, pool)
+                remark, kind, pool, not_before, expires_at)
         for _ in range(_ENQUEUE_RUNS):
             # Idempotent by design: a repeat skips what the first run inserted,
             # and a key's repeat replays the answer the first run saved.
@@ -214,6 +219,13 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         )
         return status
 
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
+        """Take a row a settle claimed, to send it: False when another taker had it."""
+        # One statement on the hot path.  Its retry after a lost answer reads as
+        # taken: the row then waits for recovery rather than risk two dispatches.
+        rows = await self._write_one("take_handoff", queue_id, dispatch_seq)
+        return bool(rows and rows[0][0])
+
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
@@ -259,11 +271,15 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
 
     async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, budget: Budget = NO_BUDGET,
+                          ask: bool = False, look: float | None = None,
+                          budget: Budget = NO_BUDGET,
                           plan: str | None = None) -> float | None:
+        """Seconds until the step has work; `look`: how long a dispatch the platform
+        is asked about stays quiet before the look (default: the heartbeat timeout)."""
         heartbeat = stuck_after if heartbeat is None else heartbeat
+        look = min(stuck_after, heartbeat) if look is None else look
         value = await self._fetchval("next_wakeup", cap, threshold, stuck_after, heartbeat,
-                                     bound, ask, *budget.args(), plan)
+                                     bound, ask, *budget.args(), plan, look)
         return None if value is None else float(value)
 
     # -- operator actions -------------------------------------------------

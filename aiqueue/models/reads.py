@@ -100,6 +100,8 @@ class SubmissionStatus:
     # A pending row paused at a spend cap (CONTRACT §9c): until when, and which cap.
     resumes_at: datetime | None = None
     paused_by: str | None = None
+    # A pending row's not_before while it is still to come (CONTRACT §9d).
+    scheduled_for: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:
@@ -135,6 +137,10 @@ class RunProgress:
     # The run's pending rows are paused at a spend cap until then (CONTRACT §9c).
     resumes_at: datetime | None = None
     paused_by: str | None = None
+    # CONTRACT §9d: rows that expired; pending rows not due yet, and when the first is.
+    expired: int = 0
+    scheduled: int = 0
+    scheduled_for: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> RunProgress:
@@ -142,7 +148,7 @@ class RunProgress:
 
     @property
     def finished(self) -> int:
-        return self.completed + self.failed + self.cancelled
+        return self.completed + self.failed + self.cancelled + self.expired
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.money import Money
-from aiqueue.notify import delivery
-from aiqueue.queue import recovery
+from aiqueue.notify import alerts, delivery
+from aiqueue.queue import recovery, schedule
 from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
 from aiqueue.queue.results import apply_item, fail_attempt
 from aiqueue.runtime import Runtime
@@ -122,6 +122,11 @@ async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
     """
     step = StepResult()
     job = receipt.next_job
+    if job is not None and not await rt.store.take_handoff(job.queue_id, job.dispatch_seq):
+        # A repeat of a result whose first answer was lost got the row that
+        # first settle claimed, and another taker is sending it (CONTRACT §9a).
+        logs.event("handoff_taken", queue_id=job.queue_id, attempt=job.attempt)
+        job = None
     busy = await _hand_out(rt, step, job)
     await _housekeeping(rt, step, force=False)
     more = (job is not None and job.more) or step.recovered > 0
@@ -167,8 +172,11 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     timer.due = now + HOUSEKEEPING_EVERY
     step.recovered = await recovery.recover(rt)
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
+    # Rows past their expires_at end `expired` (the claim already skips them).
+    await schedule.expire(rt)
     if step.recovered or step.pruned:
         logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
+    await alerts.evaluate(rt, force=force)
 
 
 async def run_sync(rt: Runtime, job: Job) -> None:
@@ -278,7 +286,8 @@ HOLD_WAIT_MAX_SECONDS = 20.0
 
 async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     """A step that ended the chain while work is held back only briefly (a refusal's
-    retry_after, a budget window refilling) waits that out and steps again.
+    retry_after, a budget window refilling, a row scheduled to be due soon)
+    waits that out and steps again.
 
     On a serverless deployment nothing else would wake the queue before the
     cron, a minute later, and the model would idle meanwhile.  One waiter per
@@ -287,9 +296,12 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     if step.claimed is not None or step.chained:
         return
     try:
-        if not await _held_back(rt):
-            return  # not held back by the model's limits: the cron's business
-        wait = await recovery.next_wakeup(rt)
+        if await _held_back(rt):
+            wait = await recovery.next_wakeup(rt)
+        else:
+            # Not held back by the model's limits; only rows scheduled to be
+            # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
+            wait = await schedule.next_due_soon(rt)
     except Exception as exc:
         logs.event("step_error", code=_code(exc))
         return
@@ -359,8 +371,10 @@ async def tick_forever(rt: Runtime) -> None:
     while True:
         try:
             wait = await recovery.next_wakeup(rt)
-            # Notification retries are due on time too, without a cron.
+            # Notification retries are due on time too, without a cron, and
+            # rows expire on time (CONTRACT §9d).
             wait = _sooner(wait, await delivery.next_due(rt))
+            wait = _sooner(wait, await schedule.next_expiry(rt))
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None

@@ -7,6 +7,7 @@ queue functions (queue/enqueue.py) the JSON API does, with the assignment's stor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -46,10 +47,13 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False, dry_run: bool = False) -> dict[str, Any]:
+               remark: bool = False, dry_run: bool = False,
+               not_before: datetime | None = None) -> dict[str, Any]:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
-    With `dry_run`, the estimate of what that would use instead (CONTRACT §9c)."""
+    With `dry_run`, the estimate of what that would use instead (CONTRACT §9c).
+    With `not_before` ("Mark at …") the rows wait until then (CONTRACT §9d).
+    """
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
         raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
@@ -63,7 +67,7 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
     else:
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, parse.MAX_IDS)), 0
     request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
-                                   remark=remark, dry_run=dry_run)
+                                   remark=remark, dry_run=dry_run, not_before=not_before)
     if dry_run:
         return await spend.dry_run(rt, request)
     if not ids:

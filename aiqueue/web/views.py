@@ -85,6 +85,10 @@ class Header:
     limit: str = "-"
     # (label, value) per declared budget: ("Tokens, last 60 s", "1,200 / 10,000").
     budget: tuple[tuple[str, str], ...] = ()
+    # CONTRACT §9d: pending rows not due yet, expired rows, and the open alerts' sentences.
+    scheduled: int = 0
+    expired: int = 0
+    alerts: tuple[str, ...] = ()
 
 
 def header(
@@ -116,7 +120,30 @@ def header(
         busy_text=_busy_text(stats.get("hold_until") or stats.get("busy_until"), now),
         limit=fmt_limit(stats.get("in_flight_limit"), stats["max_in_flight"]),
         budget=fmt_budget(stats),
+        scheduled=stats.get("scheduled", 0),
+        expired=stats.get("expired", 0),
+        alerts=tuple(alert_text(a, now) for a in stats.get("alerts", ())),
     )
+
+
+_ALERT_WORDS = {
+    "backlog_age": "the oldest due row has waited {value} (threshold {threshold})",
+    "stalled": "rows are due but nothing has been dispatched for {value} (threshold {threshold})",
+    "failure_spike": "{value} of the rows that ended in the last 15 min failed "
+                     "(threshold {threshold})",
+}
+
+
+def alert_text(alert: Mapping[str, Any], now: datetime) -> str:
+    """'Alert stalled (pool default) open for 3m 2s: rows are due but …'."""
+    name = alert["alert"]
+    fmt = (lambda v: f"{v:.0%}") if name == "failure_spike" else fmt_age
+    words = _ALERT_WORDS.get(name, "{value} (threshold {threshold})").format(
+        value=fmt(alert["value"]), threshold=fmt(alert["threshold"]))
+    opened = _parse_time(alert.get("opened_at"))
+    since = f" open for {fmt_age((now - opened).total_seconds())}" if opened else ""
+    return f"Alert {name} (pool {alert['pool']}){since}: {words}."
+
 
 
 def fmt_limit(limit: int | None, cap: int) -> str:
@@ -192,6 +219,8 @@ class TableRow:
     can_cancel: bool
     # A pending row paused at a spend cap (CONTRACT §9c): 'paused: budget until 14:00 UTC'.
     waiting: str = ""
+    # "scheduled for …" while a pending row waits for its not_before (CONTRACT §9d).
+    scheduled: str = ""
 
 
 def waiting_text(row: QueueRow) -> str:
@@ -227,6 +256,7 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         can_retry=row.status == "failed",
         can_cancel=row.status == "pending",
         waiting=waiting_text(row),
+        scheduled=fmt_scheduled(row.scheduled_for(now)),
     )
 
 
@@ -258,6 +288,10 @@ def pool_rows(stats: Mapping[str, Any], now: datetime) -> list[PoolRow]:
 def _hold(hold_until: str | None, now: datetime) -> str:
     until = _parse_time(hold_until)
     return f"until {fmt_time(until)}" if until is not None and until > now else "—"
+
+
+def fmt_scheduled(at: datetime | None) -> str:
+    return f"scheduled for {fmt_time(at)}" if at else ""
 
 
 def row_times(row: QueueRow) -> dict[str, str]:

@@ -209,7 +209,7 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
         "       row_number() OVER (PARTITION BY assignment_id) FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
     await conn.execute("ANALYZE ai_marking_fair")
-    # Turns by tokens (aiqueue 0018): the walk of the waiting groups, then the
+    # Turns by tokens (aiqueue 0022): the walk of the waiting groups, then the
     # chosen group's first due row, each on its index.
     for function, pattern, index, cursor in (
             ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",

@@ -170,3 +170,37 @@ async def test_a_kind_may_allow_its_own_attempts(
                 outcome="dispatch_error", attempts=settings.queue.attempts))
     # code allows 5 attempts (the file), short the default 3 (QUEUE_MAX_ATTEMPTS).
     assert ends == {"code": ["pending"] * 3, "short": ["pending", "pending", "failed"]}
+
+
+async def test_a_repeated_settle_hands_back_a_row_with_its_kind_and_pool(
+    stores: list[Store], conn: asyncpg.Connection, settings: Settings
+) -> None:
+    # The lost-answer handback (CONTRACT §9a) of a row outside the default pool.
+    store = stores[0]
+    await enqueue(store, conn, settings, "code", 3, "hw-c")
+    a = await claim(store, settings)
+    assert a is not None and (a.kind, a.pool) == ("code", "beta")
+    applied, b = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None,
+                                    settings.max_in_flight, THRESHOLD, plan=settings.queue.plan)
+    assert applied and b is not None
+    again, handed = await store.settle(a.queue_id, a.dispatch_seq, {"score": 9}, None,
+                                       settings.max_in_flight, THRESHOLD,
+                                       plan=settings.queue.plan)
+    assert not again and handed is not None
+    assert (handed.queue_id, handed.kind, handed.pool) == (b.queue_id, "code", "beta")
+
+
+async def test_the_claim_steps_over_an_expired_row_of_a_kind_with_room(
+    stores: list[Store], conn: asyncpg.Connection, settings: Settings
+) -> None:
+    # CONTRACT §9d in the pools' walk: an expired row is never dispatched,
+    # even before the sweep has ended it, and does not count as `more`.
+    store = stores[0]
+    await enqueue(store, conn, settings, "essay", 2, "hw-e")
+    first = await conn.fetchval("SELECT queue_id FROM ai_marking_queue ORDER BY seq LIMIT 1")
+    await conn.execute("UPDATE ai_marking_queue SET expires_at = now() - interval '1 second'"
+                       " WHERE queue_id = $1", first)
+    job = await claim(store, settings)
+    assert job is not None and job.queue_id != first and job.kind == "essay"
+    assert not job.more
+    assert await claim(store, settings) is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -32,6 +33,11 @@ class FakeStore:
     lookups: list[Lookup] = field(default_factory=list)  # dispatches to ask the platform about
     settle_fails: bool = False
     ref_fails: bool = False  # set_dispatch_ref raises StoreError
+    p95: float | None = None  # the recent p95 processing time recovery reads
+
+    async def recent_p95(self) -> float | None:
+        self.calls.append(("recent_p95", ()))
+        return self.p95
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
@@ -56,6 +62,16 @@ class FakeStore:
     async def prune(self, older_than_seconds: float) -> int:
         self.calls.append(("prune", (older_than_seconds,)))
         return 0
+
+    async def expire_rows(self) -> int:
+        self.calls.append(("expire_rows", ()))
+        return 0
+
+    async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
+                              failure_rate: float, at: datetime | None = None
+                              ) -> list[tuple[str, str]]:
+        self.calls.append(("evaluate_alerts", (backlog, stalled, failures_min, failure_rate)))
+        return []
 
     async def claim(self, cap: int, breaker_threshold: int,
                     budget: Budget = NO_BUDGET, plan: str | None = None,
@@ -87,6 +103,10 @@ class FakeStore:
               "error": error, "outcome": outcome}
         self.calls.append(("attempt_failed", (queue_id, dispatch_seq, kw)))
         return "pending"
+
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
+        self.calls.append(("take_handoff", (queue_id, dispatch_seq)))
+        return True
 
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))

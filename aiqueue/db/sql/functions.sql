@@ -10,7 +10,7 @@
 -- prepared-statement cache (transaction poolers forbid one), plpgsql is what
 -- lets the server cache their plans per backend instead of planning each call.
 
--- == Pools and kinds (aiqueue 0017, CONTRACT §9b) ================================
+-- == Pools and kinds (aiqueue 0019, CONTRACT §9b) ================================
 --
 -- A kind names what a row asks for and which function does it; a pool is one
 -- model key with its own limits (L, the hold, the budgets, the breaker, turns).
@@ -494,7 +494,7 @@ $$;
 -- caller chains on it); `breaker_dirty` whether a successful dispatch must
 -- reset the row's pool's breaker.
 --
--- Pools and kinds (aiqueue 0017, CONTRACT §9b): aiqueue_room names the kinds
+-- Pools and kinds (aiqueue 0019, CONTRACT §9b): aiqueue_room names the kinds
 -- with room, and the one walk of the claim index in dispatch order takes the
 -- first due row of any of them: a kind at its cap or a held pool is stepped
 -- over, never waited for, so its backlog delays no other kind's row.
@@ -503,12 +503,20 @@ $$;
 -- budget the pool's first due row goes only when the window has room for its
 -- estimated tokens; its window entry is written in the same statement as the
 -- claim.  cap/tpm/rpm: the default pool's, for a call without a plan.
+-- A pending row may still be dispatched (CONTRACT §9d): it has no expires_at,
+-- or that moment has not come.  The sweep (queries.sql: expire_rows) ends the
+-- others; until it has, the claim steps over them.
+CREATE OR REPLACE FUNCTION aiqueue_unexpired(expires_at timestamptz)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT expires_at IS NULL OR expires_at > now()
+$$;
+
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
                                        integer, float8);
--- aiqueue 0017's signatures (with the plan, without the money).
+-- aiqueue 0019's signatures (with the plan, without the money).
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
                                        integer, float8, jsonb);
@@ -540,7 +548,7 @@ BEGIN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
     WITH next AS MATERIALIZED (
-        -- Turns by tokens (aiqueue 0018): the first due row, of a kind with
+        -- Turns by tokens (aiqueue 0022): the first due row, of a kind with
         -- room, of the waiting group with the smallest counter; priority first,
         -- turns by rows (aiqueue 0007) breaking ties; rows waiting out a backoff,
         -- kinds without room and groups at a spend cap are stepped over, not
@@ -606,6 +614,7 @@ BEGIN
                             SELECT o.queue_id FROM ai_marking_queue o
                             WHERE o.status = 'pending' AND o.run_after <= now()
                               AND o.kind = ANY (claimable)
+                              AND aiqueue_unexpired(o.expires_at)
                             ORDER BY o.priority DESC, o.turn, o.seq
                             LIMIT 2) due
                         WHERE due.queue_id <> got.queue_id);
@@ -727,7 +736,7 @@ CREATE OR REPLACE FUNCTION aiqueue_usage_int(v jsonb) RETURNS bigint LANGUAGE sq
                 THEN round((v::text)::numeric)::bigint END
 $$;
 
--- == A shared model's money (aiqueue 0018, CONTRACT §9c) ==========================
+-- == A shared model's money (aiqueue 0022, CONTRACT §9c) ==========================
 --
 -- Turns by tokens: the Virtual Token Counter of Sheng et al., "Fairness in
 -- Serving Large Language Models" (OSDI 2024).  Each group has a counter per
@@ -979,7 +988,7 @@ BEGIN
 END
 $$;
 
--- The pools that hold some of these kinds, by the plan (aiqueue 0017); NULL:
+-- The pools that hold some of these kinds, by the plan (aiqueue 0019); NULL:
 -- any pool.
 CREATE OR REPLACE FUNCTION aiqueue_kinds_pools(kinds text[], plan jsonb) RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $$
@@ -1035,6 +1044,9 @@ BEGIN
         WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
           AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.run_after <= now()
           AND (kinds IS NULL OR q.kind = ANY (kinds))
+          -- Never an expired row, even before the sweep has ended it (§9d); a
+          -- not_before is the row's first run_after, so the test above holds it.
+          AND aiqueue_unexpired(q.expires_at)
         ORDER BY q.turn, q.seq LIMIT 1
         FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
@@ -1223,6 +1235,15 @@ $$;
 -- holder never waits for a row lock (SKIP LOCKED), so this cannot deadlock.
 -- A new result also raises the learned limit L (aiqueue_flow_result) before
 -- the claim reads it.
+--
+-- A lost commit answer (CONTRACT §9a): the result's dispatch line keeps the
+-- row this settle claimed (next_queue_id, next_seq).  When the same result
+-- comes again (the answer was lost, and the store or the webhook retried)
+-- and that row is still processing with nobody having taken it to send
+-- (sent_at, set by aiqueue_take_handoff), it is handed back instead of a
+-- second row being claimed: nothing is applied twice and no claimed row is
+-- left without a dispatch.  Whoever takes a handed row first sends it.
+-- The handed-back row was charged (turns, spend) by the settle that claimed it.
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
                                        integer, float8);
 CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
@@ -1240,12 +1261,68 @@ BEGIN
         PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
                                     tpm > 0 OR rpm > 0 OR aiqueue_plan_budgeted(plan), plan);
         PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, money);
+    ELSE
+        SELECT h.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
+                        payload, content, more, breaker_dirty, kind, pool
+        FROM aiqueue_handback(p_queue_id, p_dispatch_seq) h;
+        IF FOUND THEN
+            RETURN NEXT;
+            RETURN;
+        END IF;
     END IF;
-    RETURN QUERY SELECT applied, c.* FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm,
-                                                        budget_window, plan, money) c;
-    IF NOT FOUND THEN
-        RETURN NEXT;
+    SELECT c.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
+                    payload, content, more, breaker_dirty, kind, pool
+    FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm, budget_window, plan, money) c;
+    IF FOUND THEN
+        UPDATE ai_marking_attempts a
+        SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
+        WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
+          AND a.kind = 'dispatch';
     END IF;
+    RETURN NEXT;
+END
+$$;
+
+-- The row a first settle of this result claimed, when it is still processing
+-- under that claim and nobody has taken it to send (see aiqueue_settle).
+-- `more` is false: the repeat only gives back what the first settle took.
+-- Its row type grew kind and pool (aiqueue 0019): replaced, not altered.
+DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
+CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer)
+RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
+               dispatch_seq integer, payload text, content text, more boolean,
+               breaker_dirty boolean, kind text, pool text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+           coalesce(pl.payload, '{}'::jsonb)::text, s.content, false,
+           c.consecutive_failures > 0 OR c.circuit_open_until IS NOT NULL,
+           q.kind, q.pool
+    FROM ai_marking_attempts a
+    JOIN ai_marking_queue q ON q.queue_id = a.next_queue_id AND q.dispatch_seq = a.next_seq
+    JOIN ai_marking_attempts n ON n.queue_id = q.queue_id AND n.dispatch_seq = q.dispatch_seq
+                              AND n.kind = 'dispatch'
+    JOIN submissions s ON s.id = q.submission_id
+    LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
+    -- The breaker of the row's own pool (one control row per pool, aiqueue 0019).
+    JOIN ai_queue_control c ON c.pool = q.pool
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND q.status = 'processing' AND n.sent_at IS NULL
+    LIMIT 1;
+END
+$$;
+
+-- Take a claimed row to send it: true for the first taker only, so a row a
+-- repeated settle handed back is never sent twice.
+CREATE OR REPLACE FUNCTION aiqueue_take_handoff(p_queue_id uuid, p_dispatch_seq integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_attempts a SET sent_at = now()
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
+      AND a.kind = 'dispatch' AND a.sent_at IS NULL;
+    RETURN FOUND;
 END
 $$;
 
@@ -1528,11 +1605,13 @@ BEGIN
     SELECT 'marking.run_finished', p_assignment, p_run, jsonb_build_object(
                'type', 'marking.run_finished', 'assignment_id', p_assignment,
                'run_id', p_run, 'completed', c.completed, 'failed', c.failed,
-               'cancelled', c.cancelled, 'tokens', u.tokens, 'cost_usd', u.cost_usd,
+               'cancelled', c.cancelled, 'expired', c.expired, 'tokens', u.tokens,
+               'cost_usd', u.cost_usd,
                'started_at', c.started_at, 'finished_at', now())
     FROM (SELECT count(*) FILTER (WHERE q.status = 'completed') AS completed,
                  count(*) FILTER (WHERE q.status = 'failed') AS failed,
                  count(*) FILTER (WHERE q.status = 'cancelled') AS cancelled,
+                 count(*) FILTER (WHERE q.status = 'expired') AS expired,
                  min(q.created_at) AS started_at
           FROM ai_marking_queue q
           WHERE q.assignment_id = p_assignment AND q.run_id = p_run) c,
@@ -1544,13 +1623,15 @@ END
 $$;
 
 -- A row that ended: marking.row_failed when it failed (the error is the row's
--- content-free last_error code), then the run's end test.
+-- content-free last_error code), marking.row_expired when it expired (§9d;
+-- the same body, error 'expired'), then the run's end test.
 CREATE OR REPLACE FUNCTION aiqueue_outbox_on_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.status = 'failed' THEN
+    IF NEW.status IN ('failed', 'expired') THEN
         INSERT INTO ai_marking_outbox (type, assignment_id, run_id, queue_id, body)
-        VALUES ('marking.row_failed', NEW.assignment_id, NEW.run_id, NEW.queue_id,
-                jsonb_build_object('type', 'marking.row_failed', 'queue_id', NEW.queue_id,
+        VALUES ('marking.row_' || NEW.status, NEW.assignment_id, NEW.run_id, NEW.queue_id,
+                jsonb_build_object('type', 'marking.row_' || NEW.status,
+                                   'queue_id', NEW.queue_id,
                                    'submission_id', NEW.submission_id,
                                    'assignment_id', NEW.assignment_id,
                                    'error', NEW.last_error));
@@ -1616,7 +1697,7 @@ BEGIN
         SELECT p.pool, p.priority, p.grp, count(*) AS n FROM picked p
         GROUP BY p.pool, p.priority, p.grp
     ),
-    -- Turns are a pool's (aiqueue 0017): the head of the row's own pool.
+    -- Turns are a pool's (aiqueue 0019): the head of the row's own pool.
     head AS (
         SELECT pr.pool, pr.priority, coalesce(
             (SELECT q.turn FROM ai_marking_queue q
@@ -1660,5 +1741,124 @@ BEGIN
         SELECT u.queue_id, 'action', 'retry', now(), p_actor FROM updated u
     )
     SELECT u.queue_id FROM updated u;
+END
+$$;
+
+-- == Alerts (aiqueue 0018, CONTRACT §9d) ==
+--
+-- The three conditions, measured at p_now (NULL: now(); tests inject a later
+-- moment instead of waiting): the oldest due row's wait (backlog_age), how
+-- long due rows have waited with nothing dispatched (stalled), and the share
+-- of rows that failed among those that ended in the last 15 minutes
+-- (failure_spike).  One row per alert: its value, its threshold, whether it
+-- fires.  A waiting row is pending, not expired, and not scheduled for later:
+-- a row with a not_before is no backlog until its time, and its wait starts
+-- then.  A row waiting out a retry's backoff still waits: counting it out
+-- would make both alerts flap open and shut through an outage, as every row
+-- goes in and out of its backoff.
+CREATE OR REPLACE FUNCTION aiqueue_alert_values(p_now timestamptz, backlog_s float8,
+                                                stalled_s float8, failures_min integer,
+                                                failure_rate float8)
+RETURNS TABLE (alert text, value float8, threshold float8, firing boolean)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    t timestamptz := coalesce(p_now, now());
+    due_since timestamptz;
+    last_dispatch timestamptz;
+    held boolean;
+    failed bigint;
+    ended bigint;
+    wait float8;
+    quiet float8;
+BEGIN
+    -- Rows without a not_before in created order (the status index, stopping
+    -- at the first unexpired one), and scheduled rows whose time has come.
+    SELECT least(
+        (SELECT q.created_at FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.not_before IS NULL AND q.created_at <= t
+           AND (q.expires_at IS NULL OR q.expires_at > t)
+         ORDER BY q.created_at LIMIT 1),
+        (SELECT min(q.not_before) FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.not_before <= t
+           AND (q.expires_at IS NULL OR q.expires_at > t)))
+    INTO due_since;
+    wait := coalesce(date_part('epoch', t - due_since), 0);
+    RETURN QUERY SELECT 'backlog_age'::text, wait, backlog_s, due_since IS NOT NULL AND wait > backlog_s;
+
+    -- The newest dispatch the function took: a dispatch error or a refusal is
+    -- no progress.  Walks the attempts' primary key backwards.
+    SELECT a.started_at INTO last_dispatch FROM ai_marking_attempts a
+    WHERE a.kind = 'dispatch' AND a.outcome IS DISTINCT FROM 'dispatch_error'
+      AND a.outcome IS DISTINCT FROM 'refused'
+    ORDER BY a.id DESC LIMIT 1;
+    -- Held by a refusal (or paused by an operator): waiting is the plan, not a stall.
+    -- (A spend cap holds a pool too, once spend caps exist: CONTRACT §9c.)
+    SELECT c.paused OR coalesce(c.busy_until > t, false) INTO held
+    FROM ai_queue_control c WHERE c.id = 1;
+    quiet := date_part('epoch', t - greatest(last_dispatch, due_since));
+    RETURN QUERY SELECT 'stalled'::text, coalesce(quiet, 0), stalled_s,
+        due_since IS NOT NULL AND NOT coalesce(held, false) AND quiet > stalled_s;
+
+    SELECT count(*) FILTER (WHERE q.status = 'failed'), count(*)
+    INTO failed, ended
+    FROM ai_marking_queue q
+    WHERE q.status IN ('completed', 'failed') AND q.finished_at > t - interval '15 minutes'
+      AND q.finished_at <= t;
+    RETURN QUERY SELECT 'failure_spike'::text,
+        CASE WHEN ended > 0 THEN failed::float8 / ended ELSE 0 END, failure_rate,
+        failed >= failures_min AND ended > 0 AND failed::float8 / ended >= failure_rate;
+END
+$$;
+
+-- Open the alerts that fire and resolve the open ones that no longer do, each
+-- change with its event in the outbox, in one transaction.  One evaluator at a
+-- time: an instance that finds the lock taken skips (the other is doing the
+-- same work), and the unique index on open alerts is the wall behind it.
+-- Answers one row per change: (alert, 'opened' | 'resolved').
+CREATE OR REPLACE FUNCTION aiqueue_alerts_evaluate(p_now timestamptz, backlog_s float8,
+                                                   stalled_s float8, failures_min integer,
+                                                   failure_rate float8)
+RETURNS TABLE (alert text, change text) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(7301730173017303) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH v AS MATERIALIZED (
+        SELECT * FROM aiqueue_alert_values(p_now, backlog_s, stalled_s, failures_min,
+                                           failure_rate)
+    ),
+    opened AS (
+        INSERT INTO ai_queue_alerts (alert, pool, kind, value, threshold, opened_at)
+        SELECT v.alert, 'default', NULL, v.value, v.threshold, coalesce(p_now, now())
+        FROM v WHERE v.firing
+        ON CONFLICT (alert, pool) WHERE resolved_at IS NULL DO NOTHING
+        RETURNING *
+    ),
+    resolved AS (
+        UPDATE ai_queue_alerts a SET resolved_at = coalesce(p_now, now())
+        FROM v
+        WHERE a.alert = v.alert AND a.pool = 'default' AND a.resolved_at IS NULL
+          AND NOT v.firing
+        RETURNING a.*, v.value AS now_value
+    ),
+    events AS (
+        INSERT INTO ai_marking_outbox (type, assignment_id, body)
+        SELECT 'marking.alert_opened', '', jsonb_build_object(
+                   'type', 'marking.alert_opened', 'alert', o.alert, 'pool', o.pool,
+                   'kind', o.kind, 'value', o.value, 'threshold', o.threshold,
+                   'opened_at', o.opened_at)
+        FROM opened o
+        UNION ALL
+        SELECT 'marking.alert_resolved', '', jsonb_build_object(
+                   'type', 'marking.alert_resolved', 'alert', r.alert, 'pool', r.pool,
+                   'kind', r.kind, 'value', r.now_value, 'threshold', r.threshold,
+                   'opened_at', r.opened_at, 'resolved_at', r.resolved_at)
+        FROM resolved r
+    )
+    SELECT o.alert, 'opened'::text FROM opened o
+    UNION ALL
+    SELECT r.alert, 'resolved'::text FROM resolved r;
 END
 $$;

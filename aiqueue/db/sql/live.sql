@@ -48,7 +48,7 @@ LIMIT $5;
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
-           pool, coalesce(group_key, assignment_id) AS grp
+           pool, coalesce(group_key, assignment_id) AS grp, not_before
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -69,8 +69,11 @@ SELECT l.queue_id, l.status, l.attempts,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
        (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
        CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress,
-       -- Paused at a spend cap (aiqueue 0018): until when, and by which cap.
-       p.until AS resumes_at, p.cap AS paused_by
+       -- Paused at a spend cap (aiqueue 0022): until when, and by which cap.
+       p.until AS resumes_at, p.cap AS paused_by,
+       -- Scheduled (§9d): not due before this moment.
+       CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
+           AS scheduled_for
 FROM latest l
 LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 
@@ -96,7 +99,7 @@ WITH run AS (
 ),
 rows AS MATERIALIZED (
     SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at, q.pool,
-           coalesce(q.group_key, q.assignment_id) AS grp
+           coalesce(q.group_key, q.assignment_id) AS grp, q.not_before
     FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
     WHERE q.assignment_id = $1
 ),
@@ -113,6 +116,12 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT count(*) FROM rows WHERE status = 'completed') AS completed,
        (SELECT count(*) FROM rows WHERE status = 'failed') AS failed,
        (SELECT count(*) FROM rows WHERE status = 'cancelled') AS cancelled,
+       (SELECT count(*) FROM rows WHERE status = 'expired') AS expired,
+       -- Rows not due before their not_before (§9d), and the first such moment.
+       (SELECT count(*) FROM rows WHERE status = 'pending' AND not_before > now())
+           AS scheduled,
+       (SELECT min(not_before) FROM rows WHERE status = 'pending' AND not_before > now())
+           AS scheduled_for,
        CASE WHEN EXISTS (SELECT 1 FROM last) THEN (
            SELECT count(*) FROM ai_marking_queue q, last l
            WHERE q.status = 'pending'
@@ -124,7 +133,7 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
-       -- The run's pending rows paused at a spend cap (aiqueue 0018).
+       -- The run's pending rows paused at a spend cap (aiqueue 0022).
        (SELECT p.until FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)
            AS resumes_at,
        (SELECT p.cap FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)

@@ -30,8 +30,9 @@
 -- makes a concurrent prune re-check and keep the payload).  '{}' and a batch
 -- that inserts nothing store none.
 --
--- Pools (migration 0017): the rows carry their kind ($7) and its pool ($8),
+-- Pools (migration 0019): the rows carry their kind ($7) and its pool ($8),
 -- and turns are the pool's: the head and the group's last turn are its own.
+-- $9 not_before and $10 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -90,10 +91,13 @@ payload AS (
 ),
 inserted AS (
     INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
-                                  priority, payload_id, kind, pool)
+                                  priority, payload_id, kind, pool, not_before, run_after,
+                                  expires_at)
     OVERRIDING SYSTEM VALUE
     SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
-           (SELECT id FROM payload), $7::text, $8::text
+           (SELECT id FROM payload), $7::text, $8::text,
+           -- Not before $9 (§9d): not due until then, like a retry's backoff.
+           $9::timestamptz, coalesce($9::timestamptz, now()), $10::timestamptz
     FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
     RETURNING queue_id, seq
@@ -110,8 +114,8 @@ ORDER BY seq;
 -- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
 -- its plan even through a transaction pooler).
 -- $3..$5: the declared budget (aiqueue 0010; 0 = none); $6: the pools and kinds
--- (aiqueue 0017; NULL: the default pool with $1, $3 and $4).
--- $7: the pools' caps and prices (aiqueue 0018, Money.doc; NULL: none).
+-- (aiqueue 0019; NULL: the default pool with $1, $3 and $4).
+-- $7: the pools' caps and prices (aiqueue 0022, Money.doc; NULL: none).
 SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8,
                             $6::jsonb, $7::jsonb);
 
@@ -194,7 +198,7 @@ WITH done AS MATERIALIZED (
     SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied
 )
 -- The result's usage also corrects its dispatch's charge ($8: the pools' caps
--- and prices, aiqueue_money_result, aiqueue 0018).
+-- and prices, aiqueue_money_result, aiqueue 0022).
 SELECT done.applied,
        CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
                                                        $5::integer, $6::boolean, $7::jsonb)
@@ -206,7 +210,7 @@ FROM done;
 -- settle --
 -- A completed result and the next claim in one round trip and one commit: see
 -- aiqueue_settle() in functions.sql.
--- $10: the pools and kinds (aiqueue 0017); $11: their caps and prices (aiqueue 0018).
+-- $10: the pools and kinds (aiqueue 0019); $11: their caps and prices (aiqueue 0022).
 SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
                              $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb,
                              $11::jsonb);
@@ -316,7 +320,7 @@ events AS (
                  WHERE created_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM gate)
                  LIMIT 10000)
 ),
--- Spend windows (aiqueue 0018) older than two days hold no window a cap reads.
+-- Spend windows (aiqueue 0022) older than two days hold no window a cap reads.
 spend AS (
     DELETE FROM ai_marking_spend
     WHERE starts_at < now() - interval '2 days' AND EXISTS (SELECT 1 FROM gate)
@@ -387,7 +391,7 @@ SELECT count(*) AS n FROM gone;
 -- gate opens (aiqueue_claim_opens_at: a hold or a breaker cool-down ending, a
 -- budget window refilling, per pool; NULL while paused, full, or a half-open
 -- probe is out), or a lease running out.  $7/$8/$9: the default pool's budget
--- (aiqueue 0010); $10: the pools and kinds (aiqueue 0017; NULL: the default
+-- (aiqueue 0010); $10: the pools and kinds (aiqueue 0019; NULL: the default
 -- pool with cap $1).
 WITH opens AS (
     SELECT aiqueue_claim_opens_at(
@@ -400,10 +404,11 @@ SELECT extract(epoch FROM least(
     -- A lease running out (aiqueue_recover_at; $4 heartbeat timeout, $5 the
     -- platform's bound), not before a look the platform asked us to wait for.
     -- With $6 (the platform is asked first), a dispatch with an invocation id is
-    -- looked at once quiet for the lesser of $3 and $4 (aiqueue/recovery.py).
+    -- looked at once quiet for $11 (aiqueue/recovery.py: the heartbeat timeout
+    -- or 3x the recent p95 processing time, whichever comes first).
     (SELECT min(aiqueue_recover_at(
                 q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
-                $3::float8, CASE WHEN asked THEN least($3::float8, $4::float8) ELSE $4 END,
+                $3::float8, CASE WHEN asked THEN $11::float8 ELSE $4 END,
                 $5::float8))
      FROM ai_marking_queue q
      LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
@@ -461,7 +466,7 @@ regroup AS (
 SELECT count(*) AS n FROM row;
 
 -- set_paused --
--- Pause is queue-wide: every pool's control row (aiqueue 0017).
+-- Pause is queue-wide: every pool's control row (aiqueue 0019).
 UPDATE ai_queue_control
 SET paused = $1, paused_by = CASE WHEN $1 THEN $2 END, paused_at = CASE WHEN $1 THEN now() END;
 
@@ -475,7 +480,7 @@ FROM aiqueue_pool_control(coalesce($2::text, 'default')) c;
 -- The flow control as it stands (aiqueue 0010): the limit the claim enforces
 -- for cap $1 (0 = unlimited, before any refusal), the hold, the refusal
 -- counters, and the budget window's use over $2 seconds.
--- Of pool $3 (aiqueue 0017; NULL: the default pool).
+-- Of pool $3 (aiqueue 0019; NULL: the default pool).
 SELECT aiqueue_flow_cap(c, $1::integer) AS in_flight_limit,
        CASE WHEN c.busy_until > now() THEN c.busy_until END AS hold_until,
        c.refusals_rate_limited, c.refusals_overloaded, u.tokens AS tokens_in_window,
@@ -500,6 +505,10 @@ SELECT
     coalesce((SELECT n FROM totals WHERE status = 'completed'), 0) AS completed,
     coalesce((SELECT n FROM totals WHERE status = 'failed'), 0) AS failed,
     coalesce((SELECT n FROM totals WHERE status = 'cancelled'), 0) AS cancelled,
+    coalesce((SELECT n FROM totals WHERE status = 'expired'), 0) AS expired,
+    -- Pending rows whose not_before is still to come (§9d): not backlog yet.
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending'
+        AND not_before > coalesce($1::timestamptz, now())) AS scheduled,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
         AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
                            AT TIME ZONE 'UTC')
@@ -509,8 +518,16 @@ SELECT
                            AT TIME ZONE 'UTC')
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
-    (SELECT date_part('epoch', coalesce($1::timestamptz, now()) - min(created_at))
-     FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
+    -- A scheduled row waits from its not_before on, and not at all before it (§9d).
+    -- Two index probes: the oldest unscheduled row (status, created_at), and the
+    -- earliest not_before that has come (ai_marking_queue_not_before_idx).
+    date_part('epoch', coalesce($1::timestamptz, now()) - least(
+        (SELECT created_at FROM ai_marking_queue
+         WHERE status = 'pending' AND not_before IS NULL
+         ORDER BY created_at LIMIT 1),
+        (SELECT min(not_before) FROM ai_marking_queue
+         WHERE status = 'pending' AND not_before <= coalesce($1::timestamptz, now()))))
+        AS oldest_pending_seconds
 FROM (
     SELECT avg(d) AS avg_seconds,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY d) AS p95_seconds
@@ -527,8 +544,8 @@ FROM (
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, kind, pool,
-       -- A pending row of a group at a spend cap waits until then (aiqueue 0018).
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at
 FROM ai_marking_queue
@@ -563,8 +580,8 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 -- get_row --
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, kind, pool,
-       -- A pending row of a group at a spend cap waits until then (aiqueue 0018).
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at
 FROM ai_marking_queue WHERE queue_id = $1;
@@ -587,6 +604,11 @@ SELECT body_hash, answer FROM ai_marking_idempotency WHERE key = $1;
 
 -- idempotency_save --
 UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
+
+-- take_handoff --
+-- The app takes a row a settle claimed, just before sending it (CONTRACT §9a):
+-- false when another taker had it already (aiqueue_take_handoff).
+SELECT aiqueue_take_handoff($1::uuid, $2::integer);
 
 -- set_dispatch_ref --
 -- The platform's id for an accepted dispatch (activation id, request id), on
@@ -629,7 +651,7 @@ SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3
 FROM est, aiqueue_spend_now($6::jsonb -> $5::text, $5::text, $4::text) sp;
 
 -- pool_states --
--- Each pool of the plan $1 as the stats show it (aiqueue 0017): its limit L,
+-- Each pool of the plan $1 as the stats show it (aiqueue 0019): its limit L,
 -- its hold, its breaker ($2: the threshold), its refusals and its budget
 -- window's use over $3 seconds, and its rows in flight.
 SELECT x.name AS pool, aiqueue_flow_cap(c, x.cap) AS in_flight_limit,
@@ -645,7 +667,7 @@ FROM jsonb_to_recordset($1::jsonb -> 'pools') AS x (name text, cap integer)
 ORDER BY x.name;
 
 -- kind_counts --
--- Rows per kind, pool and status, from the count deltas (aiqueue 0017).
+-- Rows per kind, pool and status, from the count deltas (aiqueue 0019).
 SELECT kind, pool, status, sum(n)::bigint AS n
 FROM ai_marking_counts
 GROUP BY kind, pool, status

@@ -2,6 +2,7 @@
 
 from aiqueue_client.client import AsyncMarkingClient
 from aiqueue_client.errors import MarkingError
+from aiqueue_client.notifications import BadSignature, verify_notification
 from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
@@ -19,8 +20,8 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "EnqueueEstimate", "Enqueued",
-    "MarkingError",
+    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "EnqueueEstimate",
+    "Enqueued", "MarkingError",
     "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
-    "SubmissionStatus", "UsageReport", "call",
+    "SubmissionStatus", "UsageReport", "call", "verify_notification",
 ]

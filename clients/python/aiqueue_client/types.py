@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
-Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+Status = Literal["pending", "processing", "completed", "failed", "cancelled", "expired"]
 Review = Literal["unreviewed", "accepted", "reverted"]
 
 
@@ -53,6 +53,7 @@ class SubmissionStatus(TypedDict):
     waiting_for: NotRequired[Literal["spend_cap"] | None]
     resumes_at: NotRequired[str | None]
     paused_by: NotRequired[SpendCap | None]
+    scheduled_for: NotRequired[str | None]
 
 
 class RunProgress(TypedDict):
@@ -68,6 +69,9 @@ class RunProgress(TypedDict):
     waiting_for: NotRequired[Literal["spend_cap"] | None]
     resumes_at: NotRequired[str | None]
     paused_by: NotRequired[SpendCap | None]
+    expired: NotRequired[int]
+    scheduled: NotRequired[int]
+    scheduled_for: NotRequired[str | None]
 
 
 class Accepted(TypedDict):

@@ -1,4 +1,4 @@
--- aiqueue 0017 rolled back: one kind, one pool, one control row.
+-- aiqueue 0019 rolled back: one kind, one pool, one control row.
 ALTER TABLE ai_marking_results DROP COLUMN IF EXISTS kind, DROP COLUMN IF EXISTS pool;
 ALTER TABLE ai_marking_counts DROP COLUMN IF EXISTS kind, DROP COLUMN IF EXISTS pool;
 DELETE FROM ai_marking_groups WHERE pool <> 'default';
