@@ -11,6 +11,7 @@ from uuid import UUID
 
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Status
+from aiqueue.models.records import Retained
 
 
 class LoopStore(Protocol):
@@ -21,6 +22,9 @@ class LoopStore(Protocol):
                             ask: bool = False) -> int: ...
 
     async def prune(self, older_than_seconds: float) -> int: ...
+
+    async def retain(self, ended_seconds: float, history_seconds: float, *,
+                     batch: int = 5000, every_seconds: float = 60.0) -> Retained: ...
 
     async def claim(self, cap: int, breaker_threshold: int,
                     budget: Budget = NO_BUDGET) -> Job | None: ...
