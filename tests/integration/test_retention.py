@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import asyncpg
 import pytest
