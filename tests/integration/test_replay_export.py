@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from aiqueue_client import AsyncMarkingClient
 
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
@@ -182,3 +183,20 @@ async def test_a_bad_export_query_is_refused(client: httpx.AsyncClient, params: 
 async def test_the_new_routes_need_the_bearer(client: httpx.AsyncClient):
     assert (await client.get("/api/marking/export")).status_code == 401
     assert (await client.post("/api/marking/replay", json={})).status_code == 401
+
+
+async def test_the_python_client_replays_exports_and_erases(
+    client: httpx.AsyncClient, conn: asyncpg.Connection
+):
+    await conn.execute("UPDATE ai_queue_control SET paused = true")
+    [failed] = await rows_in(conn, "hw-c", 1, "failed", "model_timeout")
+    await marked_rows(conn, 3)
+    kit = AsyncMarkingClient(http=client)
+    kit.http.headers.update(AUTH)
+    assert await kit.replay(dry_run=True, assignment_id="hw-c") == {
+        "matched": 1, "replayed": 0, "dry_run": True, "would_replay": 1}
+    assert await kit.replay(assignment_id="hw-c") == {"matched": 1, "replayed": 1}
+    text = b"".join([chunk async for chunk in kit.export(format="jsonl")]).decode()
+    assert len(text.splitlines()) == 6 + 1  # 3 attempts, 3 results, the replay's action line
+    erased = await kit.erase(failed)
+    assert erased["erased"]["ai_marking_queue"] == 1

@@ -7,7 +7,9 @@ from aiqueue_client.types import (
     Accepted,
     EnqueueAccepted,
     Enqueued,
+    Erased,
     MarkingEvent,
+    ReplayAnswer,
     ResultHistory,
     Reverted,
     RunAccepted,
@@ -18,7 +20,7 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "MarkingError",
-    "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
+    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "Erased", "MarkingError",
+    "MarkingEvent", "ReplayAnswer", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
     "SubmissionStatus", "UsageReport", "call",
 ]
