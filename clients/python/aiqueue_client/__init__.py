@@ -21,6 +21,6 @@ from aiqueue_client.types import (
 
 __all__ = [
     "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "Erased", "MarkingError",
-    "MarkingEvent", "ReplayAnswer", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
-    "SubmissionStatus", "UsageReport", "call",
+    "MarkingEvent", "ReplayAnswer", "ResultHistory", "Reverted", "RunAccepted", "RunProgress",
+    "RunReverted", "SubmissionStatus", "UsageReport", "call",
 ]
