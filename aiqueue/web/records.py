@@ -13,8 +13,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import loop, parse
+from aiqueue import parse
 from aiqueue.models.records import ReplayFilter
+from aiqueue.queue import loop
 from aiqueue.records import erasure, export, replay
 from aiqueue.web import gate
 from aiqueue.web.auth import Session
@@ -32,7 +33,7 @@ async def erase_submission(request: Request) -> Response:
     rt = await runtime(request)
     counts = await erasure.erase_submissions(rt, [submission_id], "api")
     # A row in flight was deleted: its slot is free for the next row.
-    kick = BackgroundTask(loop.safe_step, rt) if counts["ai_marking_queue"] else None
+    kick = BackgroundTask(loop.after_action, rt) if counts["ai_marking_queue"] else None
     return JSONResponse({"erased": counts}, background=kick)
 
 
@@ -60,7 +61,7 @@ async def replay_failed(request: Request) -> Response:
     answer, repeated = await replay.replay(rt, body, actor="api", key=key)
     if repeated:
         return JSONResponse(answer, headers={"Idempotent-Replayed": "true"})
-    kick = BackgroundTask(loop.safe_step, rt) if answer["replayed"] else None
+    kick = BackgroundTask(loop.after_action, rt) if answer["replayed"] else None
     return JSONResponse(answer, background=kick)
 
 

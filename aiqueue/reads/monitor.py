@@ -1,6 +1,6 @@
 """What the operator's /ai-queue page reads and does, over the store.
 
-The page's handlers (web/monitor.py) call these and never the store: the
+The page's handlers (web/monitor_page.py) call these and never the store: the
 queries behind the table, chart and row history, and the operator's actions,
 each logged with its reason and never with content.
 """
@@ -62,13 +62,6 @@ async def cancel_row(rt: Runtime, queue_id: UUID, actor: str) -> bool:
     if done:
         logs.event("operator", reason="cancel", queue_id=queue_id)
     return done
-
-
-async def retry_all(rt: Runtime, assignment_id: str | None, actor: str) -> int:
-    """Every failed row (of one assignment, or all) starts over; how many."""
-    n = await rt.store.retry_all_failed(assignment_id, actor)
-    logs.event("operator", reason="retry_all", assignment_id=assignment_id, count=n)
-    return n
 
 
 async def cancel_pending(rt: Runtime, assignment_id: str, actor: str) -> int:
