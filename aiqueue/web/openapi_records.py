@@ -11,19 +11,19 @@ from typing import Any
 
 from aiqueue.models.records import ExportLine
 from aiqueue.records.erasure import ANSWER_KEYS
-from aiqueue.web.openapi_schemas import COUNT, SHORT_TEXT, TIME, Schema, obj
+from aiqueue.web.openapi_schemas import COUNT, SHORT_TEXT, TIME, Schema, nullable, obj
 
 RECORD_SCHEMAS: dict[str, Schema] = {
     "Erased": obj({"erased": obj({k: COUNT for k in ANSWER_KEYS},
                                  description="rows removed (or marks cleared) per table; "
                                              "all zero for an id the queue never saw")}),
     "ReplayFilter": obj({}, {
-        "assignment_id": SHORT_TEXT, "group": SHORT_TEXT,
-        "kind": {"type": "string", "pattern": "^[a-z0-9_-]{1,32}$"},
-        "error": {"type": "string", "pattern": "^[a-z0-9_.:-]{1,64}$",
-                  "description": "the row's last_error code"},
-        "failed_after": TIME, "failed_before": TIME,
-    }, closed=True, description="every field optional; absent = any"),
+        "assignment_id": nullable(SHORT_TEXT), "group": nullable(SHORT_TEXT),
+        "kind": nullable({"type": "string", "pattern": "^[a-z0-9_-]{1,32}$"}),
+        "error": nullable({"type": "string", "pattern": "^[a-z0-9_.:-]{1,64}$",
+                           "description": "the row's last_error code"}),
+        "failed_after": nullable(TIME), "failed_before": nullable(TIME),
+    }, closed=True, description="every field optional; absent or null = any"),
     "ReplayRequest": obj({}, {"filter": {"$ref": "#/components/schemas/ReplayFilter"},
                               "dry_run": {"type": "boolean"}}, closed=True),
     "ReplayAnswer": obj({"matched": COUNT, "replayed": COUNT},

@@ -757,17 +757,14 @@ export interface components {
                 submissions: number;
             };
         };
-        /** @description every field optional; absent = any */
+        /** @description every field optional; absent or null = any */
         ReplayFilter: {
-            assignment_id?: string;
-            group?: string;
-            kind?: string;
-            /** @description the row's last_error code */
-            error?: string;
-            /** Format: date-time */
-            failed_after?: string;
-            /** Format: date-time */
-            failed_before?: string;
+            assignment_id?: string | null;
+            group?: string | null;
+            kind?: string | null;
+            error?: string | null;
+            failed_after?: string | null;
+            failed_before?: string | null;
         };
         ReplayRequest: {
             filter?: components["schemas"]["ReplayFilter"];
