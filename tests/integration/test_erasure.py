@@ -7,6 +7,7 @@ added later fail here until records/erasure.py says how it is covered.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -17,6 +18,7 @@ import asyncpg
 import httpx
 import pytest
 
+from aiqueue import cli, logs
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.flow import Budget
 from aiqueue.records.erasure import ANSWER_KEYS, COVERAGE
@@ -208,3 +210,24 @@ async def test_the_api_answers_unknown_ids_with_zero_counts_and_needs_the_bearer
     assert r.status_code == 200 and set(r.json()["erased"].values()) == {0}
     assert (await client.delete(f"/api/marking/submissions/{uuid.uuid4()}")).status_code == 401
     assert (await client.delete("/api/marking/submissions/nope", headers=AUTH)).status_code == 404
+
+
+async def test_the_command_erases_an_assignment_and_prints_the_counts(
+    store: Store, conn: asyncpg.Connection, db_url: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+):
+    subs = await add_submissions(conn, 3, "hw-cli")
+    [other] = await add_submissions(conn, 1, "hw-keep")
+    await store.enqueue([*subs, other], "hw-cli", 0, {"rubric": "r"})
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("MARKING_QUEUE_SECRET", "cli-secret-0123456789abcdef")
+    monkeypatch.setattr(logs, "setup", lambda: None)  # keep the session's logging as it is
+    # The command runs its own event loop: off this test's loop, in a thread.
+    code = await asyncio.to_thread(cli.main, ["erase", "--assignment", "hw-cli"])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    # The host's three submissions, and `other`, enqueued under hw-cli.
+    assert printed["erased"]["ai_marking_queue"] == 4
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
+    assert await conn.fetchval("SELECT cardinality(subjects) FROM ai_marking_erasures") == 4
+    assert await asyncio.to_thread(cli.main, ["erase", "--submission", "nope"]) == 2
