@@ -69,9 +69,17 @@ async def test_a_replay_moves_only_matching_failed_rows_and_never_a_completed_on
     r = await replay(client, {"filter": {"assignment_id": "hw-r", "error": "model_timeout"}})
     assert r.status_code == 200 and r.json() == {"matched": 3, "replayed": 3}
     assert await statuses(conn, "hw-r") == {"pending": 3, "failed": 2, "completed": 2}
-    fresh = await conn.fetch("SELECT attempts, last_error FROM ai_marking_queue "
+    fresh = await conn.fetch("SELECT queue_id, attempts, last_error FROM ai_marking_queue "
                              "WHERE status = 'pending'")
     assert {(f["attempts"], f["last_error"]) for f in fresh} == {(0, None)}
+    # Each moved row has its live event, and the stats' counts follow (written set-based).
+    feed = await conn.fetch("SELECT queue_id FROM ai_marking_event_feed WHERE status = 'pending'")
+    assert sorted(f["queue_id"] for f in feed) == sorted(f["queue_id"] for f in fresh)
+    counted = await conn.fetch("SELECT status, sum(n)::int AS n FROM ai_marking_counts "
+                               "GROUP BY status HAVING sum(n) <> 0")
+    actual = await conn.fetch("SELECT status, count(*)::int AS n FROM ai_marking_queue "
+                              "GROUP BY status")
+    assert {tuple(r) for r in counted} == {tuple(r) for r in actual}
     # A time window: only the row that failed before yesterday.
     r = await replay(client, {"filter": {"failed_before": (old + timedelta(days=1)).isoformat()}})
     assert r.json() == {"matched": 1, "replayed": 1}
