@@ -55,10 +55,6 @@ class RecordsQueries(Gateway):
         rows = await self._fetch("erase_assignment_subjects", assignment_id, page=True)
         return [r["id"] for r in rows]
 
-    async def erasures_of(self, subject_sha256: str) -> list[tuple[datetime, str, dict[str, int]]]:
-        rows = await self._fetch("erasures_of", subject_sha256, page=True)
-        return [(r["erased_at"], r["via"], json.loads(r["counts"])) for r in rows]
-
     async def export_attempts(self, since: datetime, until: datetime, after: int,
                               limit: int) -> list[ExportLine]:
         rows = await self._fetch("export_attempts", since, until, after, limit, page=True)

@@ -196,12 +196,6 @@ SELECT q.submission_id FROM ai_marking_queue q WHERE q.assignment_id = $1
 UNION
 SELECT m.submission_id FROM ai_marking_results m WHERE m.assignment_id = $1;
 
--- erasures_of --
--- The records of erasures that covered a submission (by the sha256 of its id).
-SELECT e.erased_at, e.via, e.counts::text AS counts
-FROM ai_marking_erasures e WHERE $1::text = ANY (e.subjects)
-ORDER BY e.id;
-
 -- export_attempts --
 -- One page of the attempt history started in [$1, $2), after attempt id $3,
 -- $4 at most, in id order.  Keyset pages: each is one short read on the
