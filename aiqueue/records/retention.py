@@ -1,4 +1,4 @@
-"""How long the queue keeps each kind of row, and the bounded pruning that enforces it."""
+"""How long the queue keeps each kind of row; the pruning runs in the housekeeping."""
 
 from __future__ import annotations
 
