@@ -231,3 +231,26 @@ async def test_the_command_erases_an_assignment_and_prints_the_counts(
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
     assert await conn.fetchval("SELECT cardinality(subjects) FROM ai_marking_erasures") == 4
     assert await asyncio.to_thread(cli.main, ["erase", "--submission", "nope"]) == 2
+
+
+async def test_an_erasure_racing_a_result_leaves_no_mark_whichever_commits_first(
+    db_url: str, conn: asyncpg.Connection
+):
+    # Two pools: the result and the erasure really run at once, on two connections.
+    results = Store(await connect_pool(db_url, max_size=2))
+    erasures = Store(await connect_pool(db_url, max_size=2))
+    try:
+        for _ in range(8):
+            [sub] = await add_submissions(conn, 1, "hw-race")
+            await results.enqueue([sub], "hw-race", 0, {})
+            job = await claim(results)
+            await asyncio.gather(
+                results.settle(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE, CAP,
+                               THRESHOLD),
+                erasures.erase([sub], "api"))
+            assert {t: n for t, n in (await mentions(conn, sub)).items() if n} == {}
+            mark = await conn.fetchval("SELECT ai_marked_at FROM submissions WHERE id = $1", sub)
+            assert mark is None
+    finally:
+        await results.close()
+        await erasures.close()
