@@ -83,6 +83,12 @@ async def test_a_replay_moves_only_matching_failed_rows_and_never_a_completed_on
     # A time window: only the row that failed before yesterday.
     r = await replay(client, {"filter": {"failed_before": (old + timedelta(days=1)).isoformat()}})
     assert r.json() == {"matched": 1, "replayed": 1}
+    # A group (by default its assignment), and the rows that failed after a moment.
+    r = await replay(client, {"filter": {"group": "hw-other"}, "dry_run": True})
+    assert r.json()["matched"] == 2
+    since = (old + timedelta(days=1)).isoformat()
+    r = await replay(client, {"filter": {"failed_after": since}, "dry_run": True})
+    assert r.json()["matched"] == 4  # hw-r's two rate_limited rows and hw-other's two
     # Everything else that failed; completed rows are never touched.
     r = await replay(client, {"filter": {}})
     assert r.json() == {"matched": 4, "replayed": 4}
