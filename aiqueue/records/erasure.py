@@ -31,7 +31,8 @@ CHUNK = 200
 # submission; "none": its rows can't name one, for the reason given.
 COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_queue": ("erased", "rows by submission_id (a row in flight too)"),
-    "ai_marking_attempts": ("erased", "with their queue rows (ON DELETE CASCADE)"),
+    "ai_marking_attempts": ("erased", "with their queue rows (ON DELETE CASCADE); another "
+                                      "row's handoff to one of them is cleared"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),
     "ai_marking_events": ("erased", "single events; a batch event loses the entries"),
     "ai_marking_outbox": ("erased", "row_failed events, by queue_id and body.submission_id"),

@@ -254,3 +254,19 @@ async def test_an_erasure_racing_a_result_leaves_no_mark_whichever_commits_first
     finally:
         await results.close()
         await erasures.close()
+
+
+async def test_a_settle_that_handed_out_an_erased_row_forgets_it(
+    store: Store, conn: asyncpg.Connection
+):
+    a, b = await add_submissions(conn, 2, "hw-hand")
+    await store.enqueue([a, b], "hw-hand", 0, {})
+    first = await claim(store)
+    applied, handed = await store.settle(first.queue_id, first.dispatch_seq, {"score": 1}, USAGE,
+                                         CAP, THRESHOLD)
+    assert applied and handed is not None
+    links = "SELECT count(*) FROM ai_marking_attempts WHERE next_queue_id = $1"
+    assert await conn.fetchval(links, handed.queue_id) == 1
+    await store.erase([handed.submission_id], "api")
+    assert await conn.fetchval(links, handed.queue_id) == 0
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_results") == 1  # the other's

@@ -106,6 +106,13 @@ attempts AS (
 queue AS (
     DELETE FROM ai_marking_queue q USING rows r WHERE q.queue_id = r.queue_id RETURNING 1
 ),
+-- Another row's dispatch line that handed one of these rows out next (a settle's
+-- handoff, migration 0017) forgets it: the row is gone, there is nothing to hand back.
+handoffs AS (
+    UPDATE ai_marking_attempts a SET next_queue_id = NULL, next_seq = NULL
+    WHERE a.next_queue_id IN (SELECT queue_id FROM rows)
+      AND a.queue_id NOT IN (SELECT queue_id FROM rows)
+),
 results AS (
     DELETE FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[]) RETURNING 1
 ),
