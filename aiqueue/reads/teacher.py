@@ -7,6 +7,7 @@ queue functions (queue/enqueue.py) the JSON API does, with the assignment's stor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -46,8 +47,11 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False) -> dict[str, Any]:
-    """Enqueue one submission, or the class: without `remark` only what has no AI mark yet."""
+               remark: bool = False, not_before: datetime | None = None) -> dict[str, Any]:
+    """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
+
+    With `not_before` ("Mark at …") the rows wait until then (CONTRACT §9d).
+    """
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
         raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
@@ -63,7 +67,7 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
     if not ids:
         return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
     request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
-                                   remark=remark)
+                                   remark=remark, not_before=not_before)
     answer, _ = await enqueue.enqueue(rt, request)
     return answer
 

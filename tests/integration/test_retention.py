@@ -128,3 +128,15 @@ def test_the_page_lists_every_period_from_the_settings():
     kept = {k.note.split(";")[0]: k.days for k in periods(s) if k.note.startswith("QUEUE_")}
     assert kept == {"QUEUE_PRUNE_AFTER_DAYS": 7, "QUEUE_RETAIN_ENDED_DAYS": 30,
                     "QUEUE_RETAIN_HISTORY_DAYS": 365}
+
+
+async def test_expired_rows_go_after_the_ended_period_too(store: Store, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 2, "hw-exp")
+    await store.enqueue(ids, "hw-exp", 0, {})
+    await conn.execute("UPDATE ai_marking_queue SET status = 'expired', last_error = 'expired', "
+                       "finished_at = now() - interval '31 days' WHERE submission_id = $1", ids[0])
+    await conn.execute("UPDATE ai_marking_queue SET status = 'expired', last_error = 'expired', "
+                       "finished_at = now() - interval '29 days' WHERE submission_id = $1", ids[1])
+    assert (await store.retain(ENDED, HISTORY, batch=10, every_seconds=0)).ended == 1
+    left = await conn.fetch("SELECT submission_id FROM ai_marking_queue")
+    assert [r["submission_id"] for r in left] == [ids[1]]

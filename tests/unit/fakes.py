@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -66,6 +67,16 @@ class FakeStore:
                      batch: int = 5000, every_seconds: float = 60.0) -> Retained:
         self.calls.append(("retain", (ended_seconds, history_seconds)))
         return Retained(ran=True, ended=0, results=0, attempts=0)
+
+    async def expire_rows(self) -> int:
+        self.calls.append(("expire_rows", ()))
+        return 0
+
+    async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
+                              failure_rate: float, at: datetime | None = None
+                              ) -> list[tuple[str, str]]:
+        self.calls.append(("evaluate_alerts", (backlog, stalled, failures_min, failure_rate)))
+        return []
 
     async def claim(self, cap: int, breaker_threshold: int,
                     budget: Budget = NO_BUDGET) -> Job | None:

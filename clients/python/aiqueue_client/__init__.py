@@ -2,6 +2,7 @@
 
 from aiqueue_client.client import AsyncMarkingClient
 from aiqueue_client.errors import MarkingError
+from aiqueue_client.notifications import BadSignature, verify_notification
 from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
@@ -20,7 +21,7 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "Erased", "MarkingError",
-    "MarkingEvent", "ReplayAnswer", "ResultHistory", "Reverted", "RunAccepted", "RunProgress",
-    "RunReverted", "SubmissionStatus", "UsageReport", "call",
+    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "Enqueued", "Erased",
+    "MarkingError", "MarkingEvent", "ReplayAnswer", "ResultHistory", "Reverted", "RunAccepted",
+    "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport", "call", "verify_notification",
 ]
