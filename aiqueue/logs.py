@@ -21,6 +21,8 @@ ALLOWED = frozenset({
     "event_id", "event_type",
     # the schema check and the doctor (CONTRACT §8c)
     "expected", "found", "probe_id", "answer", "check",
+    # a school's data (CONTRACT §9e): counts only, never an erased id
+    "matched", "replayed", "erased",
 })
 
 
