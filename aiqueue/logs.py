@@ -23,6 +23,8 @@ ALLOWED = frozenset({
     "expected", "found", "probe_id", "answer", "check",
     # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
     "kind", "pool",
+    # a school's data (CONTRACT §9e): counts only, never an erased id
+    "matched", "replayed", "erased",
 })
 
 

@@ -12,6 +12,7 @@ from uuid import UUID
 
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Status
+from aiqueue.models.records import Retained
 from aiqueue.money import NO_MONEY, Money
 
 
@@ -23,6 +24,9 @@ class LoopStore(Protocol):
                             ask: bool = False, attempts: str | None = None) -> int: ...
 
     async def prune(self, older_than_seconds: float) -> int: ...
+
+    async def retain(self, ended_seconds: float, history_seconds: float, *,
+                     batch: int = 5000, every_seconds: float = 60.0) -> Retained: ...
 
     async def expire_rows(self) -> int: ...
 

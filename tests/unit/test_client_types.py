@@ -12,7 +12,7 @@ from aiqueue.web.openapi import document
 SCHEMAS = document()["components"]["schemas"]
 TYPED = ["EnqueueAccepted", "EnqueueEstimate", "SubmissionStatus", "RunProgress", "Accepted",
          "Reverted", "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal",
-         "UsageReport", "AppliedResult", "ResultHistory"]
+         "UsageReport", "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer"]
 
 
 @pytest.mark.parametrize("name", TYPED)

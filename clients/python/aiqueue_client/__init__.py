@@ -9,7 +9,9 @@ from aiqueue_client.types import (
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
+    Erased,
     MarkingEvent,
+    ReplayAnswer,
     ResultHistory,
     Reverted,
     RunAccepted,
@@ -21,7 +23,7 @@ from aiqueue_client.types import (
 
 __all__ = [
     "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "EnqueueEstimate",
-    "Enqueued", "MarkingError",
-    "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
-    "SubmissionStatus", "UsageReport", "call", "verify_notification",
+    "Enqueued", "Erased", "MarkingError", "MarkingEvent", "ReplayAnswer", "ResultHistory",
+    "Reverted", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
+    "call", "verify_notification",
 ]

@@ -156,3 +156,16 @@ class MarkingEvent:
     waiting_for: str | None = None
     resumes_at: str | None = None
     paused_by: str | None = None
+
+
+class Erased(TypedDict):
+    """DELETE /api/marking/submissions/{id}: rows removed (or marks cleared) per table."""
+
+    erased: dict[str, int]
+
+
+class ReplayAnswer(TypedDict):
+    matched: int
+    replayed: int
+    dry_run: NotRequired[bool]
+    would_replay: NotRequired[int]
