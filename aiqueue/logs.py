@@ -23,6 +23,8 @@ ALLOWED = frozenset({
     "expected", "found", "probe_id", "answer", "check",
     # a school's data (CONTRACT §9e): counts only, never an erased id
     "matched", "replayed", "erased",
+    # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
+    "kind", "pool",
 })
 
 
