@@ -25,6 +25,8 @@ ALLOWED = frozenset({
     "matched", "replayed", "erased",
     # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
     "kind", "pool",
+    # alerts (CONTRACT §9d): the alert's name and "opened" or "resolved"
+    "alert", "change",
 })
 
 
