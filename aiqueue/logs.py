@@ -25,6 +25,8 @@ ALLOWED = frozenset({
     "kind", "pool",
     # a school's data (CONTRACT §9e): counts only, never an erased id
     "matched", "replayed", "erased",
+    # alerts (CONTRACT §9d): the alert's name and "opened" or "resolved"
+    "alert", "change",
 })
 
 

@@ -21,3 +21,22 @@ def test_log_lines_accept_only_whitelisted_fields(caplog: pytest.LogCaptureFixtu
     assert record["event"] == "claim" and record["attempt"] == 1
     with pytest.raises(ValueError, match="content"):
         logs.event("claim", content="student text")
+
+
+def test_every_log_call_in_the_code_names_only_allowed_fields():
+    """A field missing from ALLOWED raises inside a step (step_error), so check them all."""
+    import ast
+    from pathlib import Path
+
+    from aiqueue.logs import ALLOWED
+
+    root = Path(__file__).resolve().parents[2] / "aiqueue"
+    unknown = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "event"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "logs"):
+                unknown += [f"{path.name}:{node.lineno} {k.arg}" for k in node.keywords
+                            if k.arg is not None and k.arg not in ALLOWED]
+    assert unknown == []
