@@ -182,3 +182,28 @@ async def test_old_spend_windows_are_pruned(store: Store, conn: asyncpg.Connecti
     await conn.execute("UPDATE ai_queue_control SET last_prune_at = now() - interval '1 hour'")
     await store.prune(86400)
     assert await conn.fetchval("SELECT array_agg(span) FROM ai_marking_spend") == ["hour"]
+
+
+async def test_a_replayed_row_lifts_its_idle_group_and_is_charged(model: Model, store: Store,
+                                                                  conn: asyncpg.Connection):
+    # b's only row fails; a is served meanwhile.  The replay (aiqueue_retry, whose
+    # bulk move keeps the events' row trigger out) still puts b back in the walk,
+    # lifted to a's counter: it banks no credit for the time its row lay failed.
+    await model.enqueue("b", 1, 1000)
+    job = await store.claim(1, THRESHOLD)
+    assert job is not None
+    await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
+                               max_attempts=1, error="dispatch_failed", outcome="error")
+    await model.enqueue("a", 5, 1000)
+    for _ in range(5):
+        await model.fill(1)
+        await model.finish_one()
+    a_counter = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'a'")
+    assert await store.retry_all_failed(None, "test") == 1
+    b = await conn.fetchrow("SELECT waiting, counter FROM ai_marking_fair WHERE group_key = 'b'")
+    assert b["waiting"] and b["counter"] == pytest.approx(a_counter)
+    # Its claim charges it as any row's.
+    again = await store.claim(1, THRESHOLD)
+    assert again is not None and again.queue_id == job.queue_id
+    charged = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'b'")
+    assert charged > a_counter
