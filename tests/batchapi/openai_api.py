@@ -61,6 +61,7 @@ class Batch:
     lines: list[dict[str, Any]]
     model: str | None
     invalid: list[dict[str, Any]]
+    metadata: dict[str, str] | None = None
     status: str = "validating"
     times: list[float | None] = field(default_factory=list)
     stamps: dict[str, int] = field(default_factory=dict)
@@ -165,11 +166,16 @@ class OpenAIBatchAPI:
         if body.get("completion_window") != "24h":
             return _error(400, "Invalid completion_window.", "invalid_request_error",
                           "completion_window")
+        metadata = body.get("metadata")
+        if metadata is not None and not (isinstance(metadata, dict) and len(metadata) <= 16 and all(
+                isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512
+                for k, v in metadata.items())):
+            return _error(400, "Invalid metadata.", "invalid_request_error", "metadata")
         lines, model, invalid = self._validate(file.data, endpoint)
         now = self.clock()
         behaviour = self.behaviours(len(self.batches) + 1)
         batch = Batch(new_id("batch_"), file.id, endpoint, now, behaviour, lines, model,
-                      invalid, times=line_times(now, behaviour, len(lines)))
+                      invalid, metadata, times=line_times(now, behaviour, len(lines)))
         self.batches[batch.id] = batch
         return JSONResponse(self._json(batch))
 
@@ -334,7 +340,7 @@ class OpenAIBatchAPI:
             "cancelled_at": batch.stamps.get("cancelled_at"),
             "request_counts": {"total": total, "completed": batch.done,
                                "failed": batch.failed},
-            "metadata": None, "model": batch.model,
+            "metadata": batch.metadata, "model": batch.model,
         }
 
     def _auth(self, request: Request) -> Response | None:
