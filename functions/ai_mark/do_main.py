@@ -7,6 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from . import modes
 from .errors import SettingsError
 from .invoke import (
     HttpError,
@@ -61,6 +62,8 @@ async def _web(event: Mapping[str, Any], settings: Settings) -> Response:
     check_bearer(headers, settings.function_token)
     if method != "POST":
         raise HttpError(405, "method_not_allowed", "POST a dispatch")
+    if modes.is_mode(dispatch):
+        return {"statusCode": 200, "headers": _JSON, "body": modes.answer(dispatch)}
     check_envelope(dispatch, need_callback=False)
     return {"statusCode": 200, "headers": _JSON, "body": await run_sync(dispatch, settings)}
 

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from . import modes
 from .errors import SettingsError
 from .invoke import (
     HttpError,
@@ -63,6 +64,8 @@ async def _http(event: Mapping[str, Any], settings: Settings) -> Response:
         raise HttpError(405, "method_not_allowed", "POST a dispatch")
     encoded = bool(event.get("isBase64Encoded"))
     dispatch = decode_json(event.get("body"), base64_encoded=encoded)
+    if modes.is_mode(dispatch):
+        return _response(200, modes.answer(dispatch))
     check_envelope(dispatch, need_callback=False)
     return _response(200, await run_sync(dispatch, settings))
 

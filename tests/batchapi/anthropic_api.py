@@ -205,7 +205,7 @@ class AnthropicBatchAPI:
                                                "message": "Internal server error"}}}
             elif done:
                 self.requests_answered += 1
-                result = {"type": "succeeded", "message": _message(entry["params"])}
+                result = {"type": "succeeded", "message": message_for(entry["params"])}
             else:
                 result = {"type": leftover}
             results.append({"custom_id": entry["custom_id"], "result": result})
@@ -245,7 +245,7 @@ class AnthropicBatchAPI:
         return None
 
 
-def _message(params: dict[str, Any]) -> dict[str, Any]:
+def message_for(params: dict[str, Any]) -> dict[str, Any]:
     """The Message the model would have answered to `params`."""
     parts = [str(params.get("system", ""))]
     for message in params["messages"]:

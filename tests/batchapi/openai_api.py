@@ -293,9 +293,9 @@ class OpenAIBatchAPI:
             if when is not None and when <= now and fate != "expire":
                 self.requests_answered += 1
                 if fate == "ok":
-                    output.append(_answer(line))
+                    output.append(answer_line(line))
                 else:
-                    errors.append(_errored(line))
+                    errors.append(errored_line(line))
             elif leftover is not None:
                 errors.append({"id": new_id("batch_req_"), "custom_id": line["custom_id"],
                                "response": None, "error": {
@@ -350,7 +350,7 @@ class OpenAIBatchAPI:
         return None
 
 
-def _answer(line: dict[str, Any]) -> dict[str, Any]:
+def answer_line(line: dict[str, Any]) -> dict[str, Any]:
     """An output line: the chat completion the model would have answered."""
     body = line["body"]
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
@@ -369,7 +369,7 @@ def _answer(line: dict[str, Any]) -> dict[str, Any]:
                          "body": completion}}
 
 
-def _errored(line: dict[str, Any]) -> dict[str, Any]:
+def errored_line(line: dict[str, Any]) -> dict[str, Any]:
     """An error-file line for a request the model failed."""
     return {"id": new_id("batch_req_"), "custom_id": line["custom_id"], "error": None,
             "response": {"status_code": 500, "request_id": new_id("req_"), "body": {
