@@ -11,7 +11,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 from uuid import UUID
 
 from aiqueue.errors import BadHeader, Invalid, NotFound
@@ -23,6 +24,9 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 # How deeply a payload may nest: the one limit its single walk checks.
 MAX_DEPTH = 32
 EMPTY_PAYLOAD = "{}"
+Lane = Literal["live", "batch"]
+_RFC3339 = re.compile(
+    r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,9 @@ class EnqueueRequest:
     remark: bool = False
     # What an Idempotency-Key's repeat must match: a hash of the body as parsed.
     fingerprint: str = ""
+    # The overnight lane (§9f): "batch" rows are marked by `deadline` at batch prices.
+    lane: Lane = "live"
+    deadline: datetime | None = None
 
     @classmethod
     def parse(cls, body: object) -> EnqueueRequest:
@@ -52,8 +59,31 @@ class EnqueueRequest:
         priority = parse_priority(body.get("priority"))
         raw = body.get("payload")
         payload = EMPTY_PAYLOAD if raw is None else payload_json(raw)
+        lane, deadline = parse_lane(body.get("lane"), body.get("deadline"))
         return cls(assignment_id, ids, priority, payload, group, remark,
-                   fingerprint(body, payload))
+                   fingerprint(body, payload), lane, deadline)
+
+
+def parse_lane(lane: object, deadline: object, now: datetime | None = None
+               ) -> tuple[Lane, datetime | None]:
+    """`lane` ("live" or "batch"; default live) and its `deadline` (RFC 3339, in the future)."""
+    if lane is None or lane == "live":
+        if deadline is not None:
+            raise Invalid('deadline is for "lane": "batch" only')
+        return "live", None
+    if lane != "batch":
+        raise Invalid('lane must be "live" or "batch"')
+    if deadline is None:
+        return "batch", None
+    if not isinstance(deadline, str) or not _RFC3339.fullmatch(deadline.strip()):
+        raise Invalid("deadline must be an RFC 3339 date-time with a time zone")
+    try:
+        when = datetime.fromisoformat(deadline.strip().replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        raise Invalid("deadline must be an RFC 3339 date-time with a time zone") from None
+    if when <= (now or datetime.now(UTC)):
+        raise Invalid("deadline must be in the future")
+    return "batch", when
 
 
 def payload_json(value: object) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from aiqueue import logs, probes
+from aiqueue import logs, overnight, probes
 from aiqueue.callbacks import MAX_ITEMS, ResultItem, apply_item, parse_item, settle_item
 from aiqueue.errors import Conflict, Invalid, KeyReused, NotFound, StoreError, Unauthorized
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
@@ -20,9 +20,15 @@ async def enqueue(
 ) -> tuple[dict[str, Any], bool]:
     """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer."""
     key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
+    batch = None
+    if request.lane == "batch":
+        if rt.settings.batch_lane is None:
+            raise Invalid('lane "batch" needs a pool with a batch API; this one has none '
+                          "(QUEUE_BATCH_PROVIDER is not set)")
+        batch = await overnight.lane_times(rt, request.deadline)
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
-        group=request.group, remark=request.remark, key=key,
+        group=request.group, remark=request.remark, key=key, batch=batch,
     )
     match outcome:
         case KeyMismatch():

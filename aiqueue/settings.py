@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
+from aiqueue.batch_settings import BatchLaneSettings, load_batch
 from aiqueue.errors import SettingsError
 from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
 
@@ -33,6 +34,8 @@ class Settings:
     """Everything aiqueue reads from its environment (see CONTRACT.md §2)."""
 
     database_url: str | None = None
+    # The default pool's batch lane (§9f; None: no batch lane).
+    batch_lane: BatchLaneSettings | None = field(default=None, hash=False)
     database_direct_url: str | None = None
     # The most connections one instance opens (DATABASE_POOL_MAX).
     database_pool_max: int = 4
@@ -293,6 +296,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
+        batch_lane=load_batch(env),
     )
 
 

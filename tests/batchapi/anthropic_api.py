@@ -180,7 +180,8 @@ class AnthropicBatchAPI:
         if batch.behaviour.fail:
             return self._end(batch, now, everything="errored")
         if batch.status == "canceling":
-            return self._end(batch, batch.cancel_at or now, leftover="canceled")
+            # Requests already running when the cancel came may still finish.
+            return self._end(batch, now, leftover="canceled")
         if now >= batch.created_at + self.window_seconds:
             return self._end(batch, now, leftover="expired")
         if all(t is not None and t <= now and self._fate(batch, i) != "expire"
