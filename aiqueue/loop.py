@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiqueue import dispatch, logs, notify, recovery
+from aiqueue import dispatch, logs, notify, overnight, recovery
 from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item, refuse
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
@@ -128,6 +128,8 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
     if step.recovered or step.pruned:
         logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
+    # Before the claim: rows the lane sends live (fallback) are claimable at once.
+    await overnight.run_if_due(rt, force)
 
 
 async def _send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:

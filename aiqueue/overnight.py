@@ -9,6 +9,7 @@ lane's price factor (half unless declared).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from aiqueue.batch.poll import step
 from aiqueue.batch_settings import BatchLaneSettings
 from aiqueue.callbacks import apply_item, parse_item
 from aiqueue.dispatch.invoke import dispatch_body
+from aiqueue.errors import StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
 from aiqueue.runtime import Runtime
@@ -29,6 +31,8 @@ from aiqueue.usage import cost_usd
 POOL = "default"
 # Without a deadline, a batch-lane row is due by this long after its enqueue.
 DEFAULT_DEADLINE = timedelta(hours=24)
+# The chain runs the lane's step at most this often per instance (the cron always).
+LANE_EVERY = 10.0
 # One row's live time when nothing was marked live lately.
 DEFAULT_LIVE_SECONDS = 60.0
 
@@ -37,6 +41,25 @@ def lane_config(rt: Runtime, lane: BatchLaneSettings) -> LaneConfig:
     s = rt.settings
     return LaneConfig(pool=POOL, model=lane.model, max_attempts=s.max_attempts,
                       slots=s.max_in_flight, margin_seconds=lane.margin_seconds)
+
+
+async def run_if_due(rt: Runtime, force: bool) -> None:
+    """The lane's step from the cron (`force`) and, at most every LANE_EVERY seconds, the chain.
+
+    The lane is an extra: whatever goes wrong in it must not stop the live
+    step it rides on, so an unexpected error is logged (its type only) and
+    the next step tries again.
+    """
+    now = time.monotonic()
+    if rt.settings.batch_lane is None or (not force and now < rt.lane_due):
+        return
+    rt.lane_due = now + LANE_EVERY
+    try:
+        await run(rt)
+    except StoreError:
+        raise
+    except Exception as exc:  # an SDK's surprise; the batch's hold brings it back
+        logs.event("batch_lane_failed", error_type=type(exc).__name__)
 
 
 async def run(rt: Runtime, config: LaneConfig | None = None) -> StepReport | None:

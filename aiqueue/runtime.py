@@ -47,6 +47,8 @@ class Runtime:
     tokens: Tokens
     # monotonic time when this instance next runs recovery and pruning
     housekeeping_due: float = 0.0
+    # monotonic time when this instance next runs the overnight lane's step (§9f)
+    lane_due: float = 0.0
     # event-loop time when this instance next prunes the notification outbox
     notify_prune_due: float = 0.0
     # event-loop time until which a step waits out a short hold (loop.wait_out_hold)

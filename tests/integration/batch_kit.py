@@ -14,7 +14,7 @@ from aiqueue.batch.lane import LaneConfig, StepReport
 from aiqueue.batch_settings import BatchLaneSettings
 from aiqueue.overnight import lane_config, lane_times, run
 from aiqueue.runtime import Runtime
-from aiqueue.settings import ModelPrice
+from aiqueue.settings import ModelPrice, Settings
 from functions.ai_mark.server import create_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.batchapi.anthropic_api import AnthropicBatchAPI
@@ -76,17 +76,24 @@ def served(provider: str, clock: Clock, fates: dict[int, Behaviour]
         yield emu, f"http://127.0.0.1:{emu_port}/v1", f"http://127.0.0.1:{fn_port}/"
 
 
+def lane_settings(provider: str, db_url: str, emu: Any, emu_url: str, fn_url: str,
+                  **settings: Any) -> Settings:
+    """The app's settings with a batch lane on the emulator and the function on loopback."""
+    lane = BatchLaneSettings(provider=provider,  # type: ignore[arg-type]
+                             base_url=emu_url, key_env="BATCH_KEY", model=MODELS[provider],
+                             api_key=emu.key)
+    base = make_settings(db_url, function_url=fn_url, function_token=FN_TOKEN,
+                         max_in_flight=4, **settings)
+    return dataclasses.replace(base, batch_lane=lane, model_prices=PRICES)
+
+
 @asynccontextmanager
 async def lane_rig(provider: str, db_url: str, conn: asyncpg.Connection, **settings: Any
                    ) -> AsyncIterator[Rig]:
-    clock, fates = Clock(), {}
+    clock: Clock = Clock()
+    fates: dict[int, Behaviour] = {}
     with served(provider, clock, fates) as (emu, emu_url, fn_url):
-        lane = BatchLaneSettings(provider=provider,  # type: ignore[arg-type]
-                                 base_url=emu_url, key_env="BATCH_KEY", model=MODELS[provider],
-                                 api_key=emu.key)
-        base = make_settings(db_url, function_url=fn_url, function_token=FN_TOKEN,
-                             max_in_flight=4, **settings)
-        s = dataclasses.replace(base, batch_lane=lane, model_prices=PRICES)
+        s = lane_settings(provider, db_url, emu, emu_url, fn_url, **settings)
         rt = await Runtime.create(s, db_url)
         config = dataclasses.replace(lane_config(rt, lane), poll_seconds=0.0,
                                      default_live_seconds=5.0)
