@@ -108,11 +108,13 @@ async def settle(rt: Runtime, raw_items: Sequence[dict[str, Any]], price_factor:
             failures.append(LineFailure(QueueId(item.claim.queue_id), item.claim.dispatch_seq,
                                         item.error_code, item.retryable))
             continue
+        # The batch price: the live price times the lane's factor; the lane is
+        # recorded with the result so that the report splits cost by lane.
+        usage: dict[str, Any] = {**(item.usage or {}), "lane": "batch"}
         cost = cost_usd(item.usage, rt.settings.model_prices)
-        if item.usage is not None and cost is not None:
-            item = dataclasses.replace(item, usage={**item.usage,
-                                                    "cost_usd": cost * price_factor})
-        await apply_item(rt, item)
+        if cost is not None:
+            usage["cost_usd"] = cost * price_factor
+        await apply_item(rt, dataclasses.replace(item, usage=usage))
     return failures
 
 

@@ -1,3 +1,4 @@
+ALTER TABLE ai_marking_results DROP COLUMN IF EXISTS lane;
 DROP INDEX IF EXISTS ai_marking_attempts_batch_idx;
 DROP TABLE IF EXISTS ai_marking_batches;
 DROP INDEX IF EXISTS ai_marking_queue_batch_idx;

@@ -46,3 +46,8 @@ CREATE INDEX ai_marking_batches_open_idx
 -- it answers, also for a row that left the batch (fallback: first result wins).
 CREATE INDEX ai_marking_attempts_batch_idx
     ON ai_marking_attempts (dispatch_ref) WHERE dispatch_ref LIKE 'batch:%';
+
+-- Which lane marked each applied result: the usage report and the cost card
+-- split cost by lane (a batch result is priced at the pool's batch price).
+ALTER TABLE ai_marking_results ADD COLUMN lane text NOT NULL DEFAULT 'live'
+    CHECK (lane IN ('live', 'batch'));

@@ -100,7 +100,13 @@ SCHEMAS: dict[str, Schema] = {
          "payload": nullable({**ANY_OBJECT, "description": "up to 64 KiB, given to the "
                               "function unchanged"}),
          "group": nullable(SHORT_TEXT),
-         "remark": nullable({"type": "boolean"})},
+         "remark": nullable({"type": "boolean"}),
+         "lane": nullable({"type": "string", "enum": ["live", "batch"],
+                           "description": "batch: the provider's batch API at batch prices, "
+                           "by `deadline` (needs a pool with a batch API)"}),
+         "deadline": nullable({"type": "string", "format": "date-time",
+                               "description": "RFC 3339, in the future; lane batch only; "
+                               "default now + 24 h"})},
     ),
     "EnqueueAccepted": obj({"enqueued": COUNT, "skipped": COUNT, "already_marked": COUNT,
                             "queue_ids": {"type": "array", "items": UUID_}}),
@@ -157,7 +163,8 @@ SCHEMAS: dict[str, Schema] = {
                         "total": ref("UsageTotal")},
                        {"since": {"type": "string", "format": "date"},
                         "until": {"type": "string", "format": "date"},
-                        "by": {"type": "string", "enum": ["day", "assignment", "group", "model"]}}),
+                        "by": {"type": "string",
+                               "enum": ["day", "assignment", "group", "model", "lane"]}}),
     "MarkingEvent": obj(
         {"queue_id": UUID_, "submission_id": UUID_, "status": STATUS},
         {"result": {**ANY_OBJECT, "description": "completed: the result's summary fields"},

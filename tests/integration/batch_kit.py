@@ -95,7 +95,8 @@ async def lane_rig(provider: str, db_url: str, conn: asyncpg.Connection, **setti
     with served(provider, clock, fates) as (emu, emu_url, fn_url):
         s = lane_settings(provider, db_url, emu, emu_url, fn_url, **settings)
         rt = await Runtime.create(s, db_url)
-        config = dataclasses.replace(lane_config(rt, lane), poll_seconds=0.0,
+        assert s.batch_lane is not None
+        config = dataclasses.replace(lane_config(rt, s.batch_lane), poll_seconds=0.0,
                                      default_live_seconds=5.0)
         try:
             yield Rig(rt, emu, clock, fates, conn, config, provider)

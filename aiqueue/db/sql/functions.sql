@@ -433,11 +433,13 @@ BEGIN
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
                                         result, previous_result, previous_marked_at, model,
                                         prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds)
+                                        processing_seconds, lane)
         SELECT row.queue_id, row.submission_id, row.assignment_id, row.run_id, row.group_key,
                p_result, prev.ai_result, prev.ai_marked_at, u.model,
                aiqueue_usage_int(p_usage -> 'prompt_tokens'),
-               aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds
+               aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds,
+               -- the overnight lane (0016) marks its usage; everything else is live
+               CASE WHEN p_usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END
         FROM row JOIN prev ON prev.id = row.submission_id JOIN done ON true, usage u
         -- A backfilled record (migration 0008) of a row completed before: keep it.
         ON CONFLICT (queue_id) DO NOTHING

@@ -199,7 +199,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Tokens and cost by day, assignment, group or model */
+        /** Tokens and cost by day, assignment, group, model or lane */
         get: operations["usage"];
         put?: never;
         post?: never;
@@ -400,6 +400,8 @@ export interface components {
             } | null;
             group?: string | null;
             remark?: boolean | null;
+            lane?: "live" | "batch" | null;
+            deadline?: string | null;
         };
         EnqueueAccepted: {
             enqueued: number;
@@ -615,7 +617,7 @@ export interface components {
             /** Format: date */
             until?: string;
             /** @enum {string} */
-            by?: "day" | "assignment" | "group" | "model";
+            by?: "day" | "assignment" | "group" | "model" | "lane";
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
         MarkingEvent: {
@@ -1108,7 +1110,7 @@ export interface operations {
                 since?: string;
                 /** @description default: today (UTC); at most 366 days */
                 until?: string;
-                by?: "day" | "assignment" | "group" | "model";
+                by?: "day" | "assignment" | "group" | "model" | "lane";
             };
             header?: never;
             path?: never;
