@@ -8,6 +8,7 @@ gets a short-lived, assignment-bound token for live events, never the queue secr
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -37,6 +38,20 @@ def fmt_eta(seconds: float | None) -> str:
     if seconds < 60:
         return "less than a minute left"
     return f"about {round(seconds / 60)} min left"
+
+
+def fmt_duration(seconds: float) -> str:
+    """'under a minute', 'about 12 min', 'about 3 h'."""
+    if seconds < 60:
+        return "under a minute"
+    if seconds < 5400:
+        return f"about {round(seconds / 60)} min"
+    return f"about {round(seconds / 3600)} h"
+
+
+def fmt_by(when: datetime) -> str:
+    """'Tue 14:00 UTC': when an overnight run is due."""
+    return when.astimezone(UTC).strftime("%a %H:%M UTC")
 
 
 def fmt_number(value: object) -> str:
@@ -157,6 +172,7 @@ async def page(request: Request, session: Session) -> Response:
     base = page_url(assignment_id)
     payload = data.info.payload if data.info else {}
     rows = [row_view(r) for r in data.rows]
+    choices = await teacher.mark_choices(rt, sum(not r["marked"] for r in rows))
     live = {
         "remark_title": REMARK_TITLE,
         "assignment_id": assignment_id,
@@ -175,6 +191,9 @@ async def page(request: Request, session: Session) -> Response:
         can_mark=data.info is not None,
         rows=rows,
         marked_count=sum(r["marked"] for r in rows),
+        live_estimate=fmt_duration(choices.live_seconds),
+        overnight_by=fmt_by(choices.overnight_by) if choices.overnight_by else None,
+        overnight_share=f"{round(choices.overnight_price * 100)} %",
         MARK_TITLE=MARK_TITLE,
         REMARK_TITLE=REMARK_TITLE,
         progress=progress_view(data.progress),
@@ -193,7 +212,8 @@ async def mark(request: Request, session: Session) -> Response:
     raw = form.get("submission_id")
     submission_id = parse.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
-    answer = await teacher.mark(rt, assignment_id, submission_id, remark)
+    lane: parse.Lane = "batch" if form.get("lane") == "batch" else "live"
+    answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane)
     # Start the chain after answering, inside this invocation (as the enqueue API does).
     kick = BackgroundTask(loop.safe_step, rt) if answer["enqueued"] else None
     return _answer(request, assignment_id, answer, kick)

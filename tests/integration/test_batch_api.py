@@ -10,11 +10,14 @@ import asyncpg
 import httpx
 import pytest
 
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.dev import demo
 from aiqueue.web.app import create_app
 from tests.batchapi.common import Behaviour, Clock
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
 from tests.e2e.servers import free_port
 from tests.integration.batch_kit import lane_settings, served, soon
+from tests.integration.test_results_page import PAGE, login
 
 pytestmark = pytest.mark.e2e
 
@@ -82,3 +85,29 @@ async def test_a_pool_without_a_batch_api_refuses_the_batch_lane(
         r = await enqueue(client, ids, lane="batch")
         assert r.status_code == 422 and "QUEUE_BATCH_PROVIDER" in r.json()["detail"]
         assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
+
+
+async def test_the_teacher_page_offers_mark_overnight_beside_mark_all(
+        db_url: str, conn: asyncpg.Connection) -> None:
+    await conn.execute("UPDATE ai_queue_control SET paused = true")
+    store = Store(await connect_pool(db_url, max_size=2))
+    await demo.seed(store)
+    await store.close()
+    clock: Clock = Clock()
+    with served("anthropic", clock, {}) as (emu, emu_url, fn_url):
+        settings = lane_settings("anthropic", db_url, emu, emu_url, fn_url)
+        async with app_client(create_app(settings)) as client:
+            csrf = await login(client)
+            page = (await client.get(PAGE)).text
+            assert 'id="mark-all-estimate"' in page
+            button = page[page.index('id="mark-overnight"'):]
+            assert "Mark overnight (half price, by " in button[:600]
+            r = await client.post(f"{PAGE}/mark", data={"csrf_token": csrf, "lane": "batch"},
+                                  headers={"accept": "application/json"})
+            assert r.status_code == 200 and r.json()["enqueued"] > 0
+            lanes = {r["lane"] for r in await conn.fetch("SELECT lane FROM ai_marking_queue")}
+            assert lanes == {"batch"}
+    # Without a batch API the page offers only Mark All.
+    async with app_client(create_app(make_settings(db_url))) as client:
+        await login(client)
+        assert 'id="mark-overnight"' not in (await client.get(PAGE)).text

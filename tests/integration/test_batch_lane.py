@@ -54,6 +54,10 @@ async def test_a_healthy_batch_marks_every_row_once_at_half_price(rig: Rig) -> N
         assert live and usage["cost_usd"] == pytest.approx(live / 2)
     assert all(not v for v in rig.held().values()), rig.held()
     assert await rig.rt.store.batch_open_count() == 0
+    # The usage report splits cost by lane: every result here is the batch lane's.
+    lanes = dict(await rig.conn.fetch("SELECT lane, count(*) FROM ai_marking_results "
+                                      "GROUP BY lane"))
+    assert lanes == {"batch": 30}
 
 
 async def test_errored_and_expired_lines_use_an_attempt_and_go_to_the_next_batch(
