@@ -62,8 +62,13 @@ async def run_if_due(rt: Runtime, force: bool) -> None:
         logs.event("batch_lane_failed", error_type=type(exc).__name__)
 
 
-async def run(rt: Runtime, config: LaneConfig | None = None) -> StepReport | None:
-    """One lane step for the default pool (None: it has no batch lane)."""
+async def run(rt: Runtime, config: LaneConfig | None = None, now: float | None = None
+              ) -> StepReport | None:
+    """One lane step for the default pool (None: it has no batch lane).
+
+    `now` (epoch seconds) is the time the fallback reckons with; the bench runs
+    the lane on an emulated clock.
+    """
     settings = rt.settings.batch_lane
     if settings is None:
         return None
@@ -73,7 +78,7 @@ async def run(rt: Runtime, config: LaneConfig | None = None) -> StepReport | Non
                 job_body=lambda row: job_body(rt, row),
                 config=config or lane_config(rt, settings))
     try:
-        report = await step(lane)
+        report = await step(lane, now)
     finally:
         await provider.aclose()
     if report.packed or report.applied or report.failed_lines or report.fell_back \

@@ -40,36 +40,46 @@ async def _look(lane: Lane, batch: LaneBatch, report: StepReport, now: float) ->
         return
     polled = await lane.provider.poll(handle)
     if polled.state == "running":
-        if batch.state == "submitted" and await _must_fall_back(lane, batch, now):
+        state = batch.state
+        if state == "submitted" and await _must_fall_back(lane, batch, now, cfg.margin_seconds):
+            # Cancel first and keep the rows: lines the provider finishes while it
+            # cancels are paid already, so they are applied, not marked again.
             await lane.provider.cancel(polled.handle)
+            state = "cancelling"
+        elif state == "cancelling" and await _must_fall_back(lane, batch, now, 0.0):
+            # The cancel takes longer than the margin allowed: go live now; a
+            # line that is answered after all is applied if it comes first.
             report.fell_back += await lane.store.batch_fallback(batch.id)
-            await lane.store.batch_mark(batch.id, "cancelling", polled.handle.files,
-                                        cfg.poll_seconds)
-        else:
-            await lane.store.batch_mark(batch.id, batch.state, polled.handle.files,
-                                        cfg.poll_seconds)
+        await lane.store.batch_mark(batch.id, state, polled.handle.files, cfg.poll_seconds)
         return
     await _apply(lane, batch, polled, report)
+    if batch.state == "cancelling":
+        # What the cancel stopped goes live without using an attempt.
+        report.fell_back += await lane.store.batch_fallback(batch.id)
     await lane.store.batch_mark(batch.id, "ended", polled.handle.files, 0)
     await _delete(lane, batch, polled.handle, report)
 
 
-async def _must_fall_back(lane: Lane, batch: LaneBatch, now: float) -> bool:
-    """The deadline is nearer than the live time of the unresolved rows plus the margin."""
+async def _must_fall_back(lane: Lane, batch: LaneBatch, now: float, margin: float) -> bool:
+    """The deadline is nearer than the live time of the unresolved rows plus `margin`."""
     cfg = lane.config
     rows = await lane.store.batch_rows(batch.id)
     deadlines = [r.deadline.timestamp() for r in rows if r.deadline is not None]
     if not deadlines:
         return False
     per_row = await lane.store.batch_live_seconds() or cfg.default_live_seconds
-    needed = live_estimate(len(rows), per_row, cfg.slots) + cfg.margin_seconds
+    needed = live_estimate(len(rows), per_row, cfg.slots) + margin
     # Past the provider's window a batch only expires: go live rather than wait for it.
     late = now >= batch.created_at + cfg.window_seconds
     return late or now + needed >= min(deadlines)
 
 
 async def _apply(lane: Lane, batch: LaneBatch, polled: Polled, report: StepReport) -> None:
-    """Apply an ended (or failed) batch's lines; lines without an answer fail."""
+    """Apply an ended (or failed) batch's lines; lines without an answer fail.
+
+    Lines our own cancel stopped are not failures: the caller sends them live.
+    """
+    cancelled = batch.state == "cancelling"
     lines = {r.custom_id: r for r in await lane.store.batch_lines(batch.id)}
     outcomes = await lane.provider.results(polled) if polled.state == "ended" else []
     answered: list[tuple[BatchRow, Outcome]] = []
@@ -82,12 +92,13 @@ async def _apply(lane: Lane, batch: LaneBatch, polled: Polled, report: StepRepor
         seen.add(outcome.custom_id)
         if outcome.kind == "succeeded" and outcome.response is not None:
             answered.append((row, outcome))
-        elif row.held:
+        elif row.held and not (cancelled and outcome.kind == "canceled"):
             failures.append(LineFailure(row.queue_id, row.dispatch_seq,
                                         _code(outcome.kind, outcome.error)))
     missing = "batch_failed" if polled.state == "failed" else f"batch_{polled.missing}"
-    failures += [LineFailure(r.queue_id, r.dispatch_seq, missing)
-                 for cid, r in lines.items() if r.held and cid not in seen]
+    if not (cancelled and polled.missing == "canceled"):
+        failures += [LineFailure(r.queue_id, r.dispatch_seq, missing)
+                     for cid, r in lines.items() if r.held and cid not in seen]
     if answered:
         items = await lane.modes.parse(lane.provider.name, [
             _response(lane, row, outcome) for row, outcome in answered])

@@ -67,7 +67,8 @@ class AnthropicBatchAPI:
         self.batches: dict[str, Batch] = {}
         self.created = 0
         self.deleted: list[str] = []
-        self.requests_answered = 0
+        self.requests_answered = 0  # lines the "model" ran (each one is paid)
+        self.answered_ids: list[str] = []
         self.app = Starlette(routes=[
             Route("/v1/messages/batches", self.create, methods=["POST"]),
             Route("/v1/messages/batches", self.list_batches, methods=["GET"]),
@@ -181,7 +182,9 @@ class AnthropicBatchAPI:
             return self._end(batch, now, everything="errored")
         if batch.status == "canceling":
             # Requests already running when the cancel came may still finish.
-            return self._end(batch, now, leftover="canceled")
+            if now >= (batch.cancel_at or now) + batch.behaviour.cancel_delay:
+                self._end(batch, now, leftover="canceled")
+            return None
         if now >= batch.created_at + self.window_seconds:
             return self._end(batch, now, leftover="expired")
         if all(t is not None and t <= now and self._fate(batch, i) != "expire"
@@ -206,6 +209,7 @@ class AnthropicBatchAPI:
                                                "message": "Internal server error"}}}
             elif done:
                 self.requests_answered += 1
+                self.answered_ids.append(entry["custom_id"])
                 result = {"type": "succeeded", "message": message_for(entry["params"])}
             else:
                 result = {"type": leftover}

@@ -30,12 +30,15 @@ class Behaviour:
     - `stall`: no line ever finishes by itself; the batch waits for a cancel or
       for its window to close (then every line expires);
     - `line`: the fate of each line (errored lines, partial expiry). A batch
-      whose every line errors is OpenAI's "completed with only an error file".
+      whose every line errors is OpenAI's "completed with only an error file";
+    - `cancel_delay`: seconds a cancel takes (OpenAI: "within about 10 min");
+      lines that finish meanwhile still have their answer.
     """
 
     delay: float = 0.0
     fail: bool = False
     stall: bool = False
+    cancel_delay: float = 0.0
     line: Callable[[str, dict[str, Any]], LineFate] = _all_ok
 
 

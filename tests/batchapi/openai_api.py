@@ -70,6 +70,7 @@ class Batch:
     errors: list[dict[str, Any]] | None = None
     done: int = 0
     failed: int = 0
+    cancel_at: float = 0.0
 
 
 class OpenAIBatchAPI:
@@ -88,6 +89,7 @@ class OpenAIBatchAPI:
         self.batches: dict[str, Batch] = {}
         self.deleted_files: list[str] = []
         self.requests_answered = 0  # lines the "model" ran (each one is paid)
+        self.answered_ids: list[str] = []
         self.app = Starlette(routes=[
             Route("/v1/files", self.upload, methods=["POST"]),
             Route("/v1/files", self.list_files, methods=["GET"]),
@@ -201,6 +203,7 @@ class OpenAIBatchAPI:
         if batch.status != "cancelling":
             batch.status = "cancelling"
             batch.stamps["cancelling_at"] = int(self.clock())
+            batch.cancel_at = self.clock()
         return JSONResponse(self._json(batch))
 
     async def list_batches(self, request: Request) -> Response:
@@ -264,7 +267,9 @@ class OpenAIBatchAPI:
             batch.status = "in_progress"
             batch.stamps["in_progress_at"] = int(now)
         if batch.status == "cancelling":
-            return self._finish(batch, "cancelled", now, leftover=None)
+            if now >= batch.cancel_at + batch.behaviour.cancel_delay:
+                self._finish(batch, "cancelled", now, leftover=None)
+            return None
         if now >= batch.created_at + self.window_seconds:
             return self._finish(batch, "expired", now, leftover="batch_expired")
         ready = [t is not None and t <= now and self._fate(batch, i) != "expire"
@@ -292,6 +297,7 @@ class OpenAIBatchAPI:
             fate = self._fate(batch, index)
             if when is not None and when <= now and fate != "expire":
                 self.requests_answered += 1
+                self.answered_ids.append(line["custom_id"])
                 if fate == "ok":
                     output.append(answer_line(line))
                 else:

@@ -83,7 +83,7 @@ def lane_settings(provider: str, db_url: str, emu: Any, emu_url: str, fn_url: st
                              base_url=emu_url, key_env="BATCH_KEY", model=MODELS[provider],
                              api_key=emu.key)
     base = make_settings(db_url, function_url=fn_url, function_token=FN_TOKEN,
-                         max_in_flight=4, **settings)
+                         **{"max_in_flight": 4, **settings})
     return dataclasses.replace(base, batch_lane=lane, model_prices=PRICES)
 
 

@@ -107,25 +107,40 @@ async def test_a_stalled_batch_falls_back_to_live_before_the_deadline(rig: Rig) 
     await rig.enqueue(4, deadline=soon(3600))
     assert (await rig.step()).packed == 4
     assert (await rig.step()).fell_back == 0  # an hour is plenty
-    # The margin grows past the time left: cancel and go live.
-    report = await rig.step(margin_seconds=3600)
-    assert report.fell_back == 4
+    # The margin grows past the time left: the batch is cancelled...
+    assert (await rig.step(margin_seconds=3600)).fell_back == 0
+    # ...and once the cancel is through, what it stopped goes live.
+    assert (await rig.step()).fell_back == 4
     rows = await rig.conn.fetch("SELECT status, lane, batch_id FROM ai_marking_queue")
     assert {tuple(r) for r in rows} == {("pending", "live", None)}
     jobs = [await rig.rt.store.claim(4, 5) for _ in range(4)]
     assert all(j is not None and j.attempt == 1 for j in jobs)  # the batch's attempt is back
-    await rig.step()  # the cancelled batch ends and is deleted
     assert all(not v for v in rig.held().values()), rig.held()
 
 
+async def test_lines_answered_while_the_cancel_runs_are_applied_not_marked_again(
+        rig: Rig) -> None:
+    rig.fates[1] = Behaviour(delay=10, cancel_delay=600)
+    await rig.enqueue(3, deadline=soon(3600))
+    await rig.step()
+    await rig.step(margin_seconds=3600)  # cancel
+    rig.clock.advance(601)  # every line finished while the cancel ran
+    report = await rig.step()
+    assert (report.applied, report.fell_back) == (3, 0)  # paid once, marked once
+    assert await rig.statuses() == {"completed": 3}
+    assert all(not v for v in rig.held().values())
+
+
 async def test_first_result_wins_when_a_fallen_back_row_is_answered_by_both(rig: Rig) -> None:
-    rig.fates[1] = Behaviour(delay=1)
+    rig.fates[1] = Behaviour(delay=1, cancel_delay=600)
     [qid] = await rig.enqueue(1, deadline=soon(3600))
     await rig.step()
-    await rig.step(margin_seconds=3600)  # falls back while the batch is running
+    await rig.step(margin_seconds=3600)  # cancel...
+    # ...which takes longer than the time left: the row goes live meanwhile.
+    assert (await rig.step(default_live_seconds=4000)).fell_back == 1
     job = await rig.rt.store.claim(4, 5)
     assert job is not None
-    rig.clock.advance(2)  # the batch answers the line too (cancel came too late)
+    rig.clock.advance(601)  # the batch answers the line too (the cancel came too late)
     report = await rig.step()
     assert report.applied == 1
     # The live answer arrives second: not applied again.
@@ -135,6 +150,7 @@ async def test_first_result_wins_when_a_fallen_back_row_is_answered_by_both(rig:
     assert await rig.conn.fetchval(
         "SELECT ai_result->>'score' FROM submissions s JOIN ai_marking_queue q "
         "ON q.submission_id = s.id WHERE q.queue_id = $1", qid) == "5"
+    assert all(not v for v in rig.held().values())
 
 
 async def test_a_crash_before_the_provider_heard_gives_the_rows_back(rig: Rig) -> None:
