@@ -38,8 +38,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def run_doctor(as_json: bool, probe_timeout: float) -> int:
     """Print the doctor's report; 0 only when every check passed."""
-    from aiqueue.doctor import run_doctor as run
-    from aiqueue.doctor import settings_failed
+    from aiqueue.doctor.checks import run_doctor as run
+    from aiqueue.doctor.checks import settings_failed
 
     try:
         settings = load_settings()

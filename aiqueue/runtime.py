@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 import httpx
 
@@ -13,7 +14,6 @@ from aiqueue import logs
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dispatch.aws import AwsCredentials, OidcToken
-from aiqueue.dispatch.platform import LambdaTimeout
 from aiqueue.errors import SchemaBehind
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
@@ -24,6 +24,7 @@ SCHEMA_RECHECK_SECONDS = 10.0
 # The moment time-of-day figures ("today", the last 24 h) are for; None is the
 # database's own now().  Tests inject a fixed one instead of waiting out midnight.
 Clock = Callable[[], datetime | None]
+Owned = TypeVar("Owned")
 
 
 def database_clock() -> datetime | None:
@@ -45,16 +46,9 @@ class Runtime:
     store: Store
     http: httpx.AsyncClient
     tokens: Tokens
-    # monotonic time when this instance next runs recovery and pruning
-    housekeeping_due: float = 0.0
-    # monotonic time when this instance next runs the overnight lane's step (§9f)
-    lane_due: float = 0.0
-    # event-loop time when this instance next prunes the notification outbox
-    notify_prune_due: float = 0.0
-    # event-loop time until which a step waits out a short hold (loop.wait_out_hold)
-    hold_waiter_until: float = 0.0
-    # The Lambda function's timeout (CONTRACT §8e), read once per instance.
-    lambda_timeout: LambdaTimeout = field(default_factory=LambdaTimeout)
+    # Each module's own per-instance state (its timers, the Lambda timeout it
+    # read), keyed by the type that module defines: see own().
+    owned: dict[type, object] = field(default_factory=dict)
     # The Lambda target's credentials when it assumes a role (AWS_ROLE_ARN), else None.
     aws: AwsCredentials | None = None
     # The schema check (require_schema): passed once, it is never run again.
@@ -75,6 +69,15 @@ class Runtime:
             aws = AwsCredentials(target, oidc or OidcToken(settings.vercel_oidc_token))
         return cls(settings=settings, store=Store(pool), http=http_client(),
                    tokens=tokens or Tokens(settings.queue_secrets), aws=aws, clock=clock)
+
+    def own(self, kind: type[Owned]) -> Owned:
+        """This instance's `kind`, made on first use: a module keeps its own state here,
+        so the runtime needn't know any module's timers."""
+        found = self.owned.get(kind)
+        if found is None:
+            found = self.owned[kind] = kind()
+        assert isinstance(found, kind)
+        return found
 
     async def require_schema(self) -> None:
         """Raise SchemaBehind while the database's schema is older than this code's.

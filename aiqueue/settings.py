@@ -75,7 +75,7 @@ class Settings:
     # -- safe on a shared database (CONTRACT §8b) --
     # AI_MARKING_SIGNING_SECRET: Standard Webhooks signing of `http` dispatches.
     signing_secret: str | None = None
-    # Notifications to the host app (CONTRACT §8d; aiqueue/notify.py): where events
+    # Notifications to the host app (CONTRACT §8d; aiqueue/notify/delivery.py): where events
     # go, the Standard Webhooks secret that signs them, each attempt's HTTP
     # timeout, the first retry's delay and how long retries go on.
     notify_url: str | None = None
@@ -88,7 +88,7 @@ class Settings:
     # bounds the wait, plus this grace (QUEUE_PLATFORM_GRACE_SECONDS, default 30).
     heartbeat_timeout_seconds: float = 90.0
     platform_grace_seconds: float = 30.0
-    # -- set-up (CONTRACT §8c, aiqueue/doctor.py) --
+    # -- set-up (CONTRACT §8c, aiqueue/doctor/checks.py) --
     # VERCEL is set; `vercel dev` (VERCEL_ENV=development) may run on a local address.
     on_vercel: bool = False
     vercel_dev: bool = False

@@ -1,7 +1,7 @@
 """The overnight lane (§9f, issue 33) against both providers' batch API emulators.
 
 In one process: a fresh database, the provider emulator and the reference
-function on loopback, and the app's lane steps (`aiqueue.overnight.run`, as a
+function on loopback, and the app's lane steps (`aiqueue.queue.overnight.run`, as a
 per-minute cron runs them). Time is emulated: each step moves the provider's
 clock and the lane's `now` on by a minute, so a night takes seconds. Rows
 that fall back go live, where an in-process worker claims them and reports
@@ -30,9 +30,9 @@ from typing import Literal
 import asyncpg
 
 from aiqueue.batch.lane import live_estimate
-from aiqueue.overnight import lane_config, run
+from aiqueue.queue.overnight import lane_config, run
+from aiqueue.queue.spend import cost_usd
 from aiqueue.runtime import Runtime
-from aiqueue.usage import cost_usd
 from tests.batchapi.common import Behaviour, Clock
 from tests.integration.batch_kit import lane_settings, served
 

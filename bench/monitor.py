@@ -24,8 +24,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import httpx
 
-from aiqueue import observe
 from aiqueue.db.migrate import migrate
+from aiqueue.reads import stats
 from aiqueue.settings import Settings
 from aiqueue.web.app import create_app
 
@@ -159,7 +159,7 @@ async def run(dsn: str, repeats: int) -> None:
             cases: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
                 ("SELECT count(*) FROM ai_marking_queue",
                  lambda: conn.fetchval("SELECT count(*) FROM ai_marking_queue")),
-                ("stats (stats_json)", lambda: observe.stats_json(rt)),
+                ("stats (stats_json)", lambda: stats.stats_json(rt)),
                 ("throughput, 24 h in 5-min buckets", lambda: rt.store.throughput(86400, 300)),
                 ("table: newest 51 rows", lambda: rt.store.list_rows(
                     status=None, assignment_id=None, limit=51)),

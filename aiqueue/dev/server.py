@@ -35,8 +35,8 @@ from aiqueue.dev import demo
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
 from aiqueue.web.app import create_app
-from aiqueue.web.live import close_streams
-from aiqueue.web.teacher import page_url
+from aiqueue.web.live_api import close_streams
+from aiqueue.web.teacher_page import page_url
 
 SECRET_FILE = Path(".data") / "dev-secret"
 DEV_STUCK_AFTER_SECONDS = 60.0

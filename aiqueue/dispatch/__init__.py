@@ -1,6 +1,6 @@
 """Sending a job to its marking function: the target's request, the answer's outcome, the chain.
 
-Only `aiqueue.loop` uses this package. The targets' *settings* stay a leaf
+Only `aiqueue.queue.loop` uses this package. The targets' *settings* stay a leaf
 (`aiqueue/target_settings.py`) because `aiqueue.settings` reads them.
 """
 

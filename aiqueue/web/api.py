@@ -1,4 +1,4 @@
-"""The JSON API routes: thin handlers over the service and the loop."""
+"""The JSON API routes: thin handlers over the queue's rules; each names its loop trigger."""
 
 from __future__ import annotations
 
@@ -9,9 +9,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, loop, monitor, notify, observe, parse, review, service, usage
+from aiqueue import logs, parse
 from aiqueue.errors import SchemaBehind, StoreError
-from aiqueue.metrics import CONTENT_TYPE, exposition
+from aiqueue.queue import loop, review
+from aiqueue.queue.enqueue import enqueue as enqueue_jobs
+from aiqueue.queue.enqueue import list_rows, receive_results, retry_row, verify_results
+from aiqueue.reads import monitor, usage
+from aiqueue.reads.metrics import CONTENT_TYPE, exposition
+from aiqueue.reads.stats import stats_json
 from aiqueue.web import gate
 from aiqueue.web.http import query_int, read_json
 from aiqueue.web.state import app_state, runtime
@@ -22,19 +27,18 @@ async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
     key = parse.parse_idempotency_key(request.headers.get("idempotency-key"))
     body = parse.EnqueueRequest.parse(await read_json(request))
-    answer, replayed = await service.enqueue(rt, body, key)
+    answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
         return JSONResponse(answer, status_code=202, headers={"Idempotent-Replayed": "true"})
-    # Kick the chain after answering, inside this invocation: no extra hop.
-    kick = BackgroundTask(loop.safe_step, rt) if answer["enqueued"] else None
-    return JSONResponse(answer, status_code=202, background=kick)
+    return JSONResponse(answer, status_code=202,
+                        background=BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
 
 
 @gate.bearer("cron")
 async def process_queue(request: Request) -> Response:
     rt = await runtime(request)
     # The cron (GET) is the safety net: it always runs recovery and pruning.
-    step = await loop.process_step(rt, force=request.method == "GET")
+    step = await loop.on_process(rt, force=request.method == "GET")
     logs.event("process", method=request.method, claimed=step.claimed is not None,
                chained=step.chained, recovered=step.recovered, pruned=step.pruned)
     after = BackgroundTask(loop.after_process, rt, step)
@@ -43,20 +47,10 @@ async def process_queue(request: Request) -> Response:
 
 async def webhook(request: Request) -> Response:
     # Each item carries its own signed token: verify them all before the database.
-    items = service.verify_results(app_state(request).tokens, await read_json(request))
+    items = verify_results(app_state(request).tokens, await read_json(request))
     rt = await runtime(request)
-    receipt = await service.receive_results(rt, items)
-    # A slot just freed: run the next process step ourselves after answering
-    # (its claim may already have run with the last result, see Receipt).
-    kick = None
-    if receipt.settled and (receipt.freed or receipt.next_job is not None):
-        kick = BackgroundTask(loop.safe_settled_step, rt, receipt)
-    elif receipt.freed:
-        kick = BackgroundTask(loop.safe_step, rt, freed=receipt.freed)
-    else:
-        # No step to run, but a result may still have ended a row or a run.
-        kick = BackgroundTask(notify.deliver_safely, rt)
-    return JSONResponse(receipt.counts, background=kick)
+    receipt = await receive_results(rt, items)
+    return JSONResponse(receipt.counts, background=BackgroundTask(loop.after_results, rt, receipt))
 
 
 @gate.bearer()
@@ -69,25 +63,25 @@ async def queue_list(request: Request) -> Response:
     group = parse.parse_group(request.query_params.get("group") or None)
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
-    rows, total = await service.list_rows(
+    rows, total = await list_rows(
         rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group
     )
     return JSONResponse({"items": [r.to_json() for r in rows], "total": total},
-                        background=BackgroundTask(loop.kick_if_stalled, rt))
+                        background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def stats(request: Request) -> Response:
     rt = await runtime(request)
-    return JSONResponse(await observe.stats_json(rt),
-                        background=BackgroundTask(loop.kick_if_stalled, rt))
+    return JSONResponse(await stats_json(rt),
+                        background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
-    answer = await service.retry_row(rt, _queue_id(request), actor="api")
-    return JSONResponse(answer, background=BackgroundTask(loop.safe_step, rt))
+    answer = await retry_row(rt, _queue_id(request), actor="api")
+    return JSONResponse(answer, background=BackgroundTask(loop.after_action, rt))
 
 
 async def healthz(request: Request) -> Response:

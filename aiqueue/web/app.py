@@ -14,10 +14,10 @@ from starlette.routing import BaseRoute
 
 from aiqueue import logs
 from aiqueue.errors import AiQueueError, SchemaBehind
-from aiqueue.loop import tick_forever
+from aiqueue.queue.loop import tick_forever
 from aiqueue.runtime import Clock, database_clock
 from aiqueue.settings import Settings
-from aiqueue.web import api, auth, live, monitor, openapi, setup, teacher
+from aiqueue.web import api, auth, live_api, monitor_page, openapi, setup, teacher_page
 from aiqueue.web.http import error_response
 from aiqueue.web.state import AppState
 
@@ -84,5 +84,5 @@ def create_app(
 
 
 def all_routes() -> list[BaseRoute]:
-    return [*api.ROUTES, *auth.ROUTES, *monitor.ROUTES, *live.ROUTES, *teacher.ROUTES,
+    return [*api.ROUTES, *auth.ROUTES, *monitor_page.ROUTES, *live_api.ROUTES, *teacher_page.ROUTES,
             *setup.ROUTES, *openapi.ROUTES]

@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import monitor
 from aiqueue.errors import BadRequest, TooLarge, Unauthorized
+from aiqueue.reads import monitor
 from aiqueue.tokens import Tokens, same_secret
 from aiqueue.web.state import app_state, runtime
 from aiqueue.web.templating import render

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiqueue.callbacks import MAX_ITEMS
 from aiqueue.models import STATUSES
 from aiqueue.parse import MAX_IDS
+from aiqueue.queue.results import MAX_ITEMS
 
 Schema = dict[str, Any]
 

@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aiqueue.doctor import Report, run_doctor
+from aiqueue.doctor.checks import Report, run_doctor
 from aiqueue.errors import StoreError
 from aiqueue.runtime import Runtime
 from aiqueue.web import gate

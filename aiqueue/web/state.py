@@ -12,7 +12,7 @@ from starlette.requests import Request
 
 from aiqueue.dispatch.aws import OidcToken
 from aiqueue.errors import SettingsError
-from aiqueue.live import EventHub, LiveConfig
+from aiqueue.reads.live import EventHub, LiveConfig
 from aiqueue.runtime import Clock, Runtime, database_clock
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens

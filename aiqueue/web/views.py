@@ -91,7 +91,7 @@ def header(
     stats: Mapping[str, Any], now: datetime, *, paused_by: str | None = None,
     paused_at: datetime | None = None,
 ) -> Header:
-    """Format the stats JSON (observe.stats_json) for the page."""
+    """Format the stats JSON (reads/stats.py) for the page."""
     circuit = stats["circuit"]
     paused = bool(stats["paused"])
     paused_text = None

@@ -12,9 +12,9 @@ from starlette.applications import Starlette
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
-from aiqueue.live import LiveConfig
+from aiqueue.reads.live import LiveConfig
 from aiqueue.web.app import create_app
-from aiqueue.web.live import configure
+from aiqueue.web.live_api import configure
 from tests.conftest import make_settings
 
 CHROMIUM = shutil.which("chromium")

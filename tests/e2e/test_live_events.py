@@ -13,11 +13,11 @@ import pytest
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from aiqueue.db.store import queries
-from aiqueue.live import LiveConfig
 from aiqueue.models import EventCursor
+from aiqueue.reads.live import LiveConfig
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
-from aiqueue.web.live import configure
+from aiqueue.web.live_api import configure
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import SECRET, add_submissions, make_settings

@@ -17,9 +17,9 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue.live import LiveConfig
+from aiqueue.reads.live import LiveConfig
 from aiqueue.web.app import create_app
-from aiqueue.web.live import configure
+from aiqueue.web.live_api import configure
 from tests.conftest import SECRET, add_submissions, make_settings
 from tests.e2e.live_servers import Stream, read_sse, serve
 from tests.e2e.pgbouncer import PgBouncer

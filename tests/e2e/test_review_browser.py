@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from aiqueue.dev import demo
-from aiqueue.live import LiveConfig
+from aiqueue.reads.live import LiveConfig
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import SECRET

@@ -12,7 +12,7 @@ import asyncpg
 
 from aiqueue.batch.lane import LaneConfig, StepReport
 from aiqueue.batch_settings import BatchLaneSettings
-from aiqueue.overnight import lane_config, lane_times, run
+from aiqueue.queue.overnight import lane_config, lane_times, run
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice, Settings
 from functions.ai_mark.server import create_app

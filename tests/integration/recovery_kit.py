@@ -14,7 +14,7 @@ import asyncpg
 import httpx
 import respx
 
-from aiqueue import loop
+from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from tests.conftest import SELF_CHAIN, add_submissions, make_settings

@@ -13,8 +13,8 @@ from aiqueue.batch.connect import connect
 from aiqueue.batch.function import FunctionModes
 from aiqueue.batch.provider import Line
 from aiqueue.models.batch import BatchRow
-from aiqueue.overnight import job_body
-from aiqueue.usage import cost_usd
+from aiqueue.queue.overnight import job_body
+from aiqueue.queue.spend import cost_usd
 from tests.batchapi.common import Behaviour
 from tests.integration.batch_kit import Rig, lane_rig, soon
 

@@ -22,7 +22,7 @@ from aiqueue.db.listener import ChangeListener
 from aiqueue.db.pool import Limits
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import DatabaseTimeout, StoreError
-from aiqueue.live import EventHub, LiveConfig
+from aiqueue.reads.live import EventHub, LiveConfig
 from aiqueue.runtime import Runtime
 from aiqueue.web.http import error_response
 from tests.conftest import add_submissions, make_settings

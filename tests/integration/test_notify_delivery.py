@@ -16,8 +16,8 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue import notify
 from aiqueue.db.store import Store
+from aiqueue.notify import delivery
 from aiqueue.runtime import Runtime
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings
@@ -65,13 +65,13 @@ async def test_each_event_arrives_signed_with_its_outbox_id(
     rt: Runtime, receiver: Receiver, conn: asyncpg.Connection
 ):
     await finish_runs(rt.store, conn, 3)
-    assert await notify.deliver_due(rt) == 3
+    assert await delivery.deliver_due(rt) == 3
     rows = await outbox(conn)
     assert {r["state"] for r in rows} == {"delivered"}
     delivered = receiver.delivered()
     assert set(delivered) == {r["id"] for r in rows}
     assert {p["type"] for p in delivered.values()} == {"marking.run_finished"}
-    assert await notify.deliver_due(rt) == 0  # nothing is sent twice
+    assert await delivery.deliver_due(rt) == 0  # nothing is sent twice
 
 
 async def test_three_500s_then_the_fourth_try_delivers_with_the_same_id(
@@ -80,7 +80,7 @@ async def test_three_500s_then_the_fourth_try_delivers_with_the_same_id(
     receiver.answers = [500, 500, 500]
     await finish_runs(rt.store, conn, 1)
     for _ in range(4):
-        assert await notify.deliver_due(rt) == 1
+        assert await delivery.deliver_due(rt) == 1
     [row] = await outbox(conn)
     assert (row["state"], row["attempts"], row["last_outcome"]) == ("delivered", 4, "200")
     assert [r.answered for r in receiver.received] == [500, 500, 500, 200]
@@ -92,8 +92,8 @@ async def test_a_410_gives_up_at_once(rt: Runtime, receiver: Receiver,
                                       conn: asyncpg.Connection):
     receiver.answers = [410]
     await finish_runs(rt.store, conn, 1)
-    assert await notify.deliver_due(rt) == 1
-    assert await notify.deliver_due(rt) == 0
+    assert await delivery.deliver_due(rt) == 1
+    assert await delivery.deliver_due(rt) == 0
     [row] = await outbox(conn)
     assert (row["state"], row["attempts"], row["last_outcome"]) == ("gave_up", 1, "410")
     assert len(receiver.received) == 1
@@ -104,10 +104,10 @@ async def test_failures_past_the_retry_window_give_up(
 ):
     receiver.answers = [500] * 10
     await finish_runs(rt.store, conn, 1)
-    assert await notify.deliver_due(rt) == 1
+    assert await delivery.deliver_due(rt) == 1
     assert (await outbox(conn))[0]["state"] == "waiting"
     await conn.execute("UPDATE ai_marking_outbox SET created_at = now() - interval '25 hours'")
-    assert await notify.deliver_due(rt) == 1
+    assert await delivery.deliver_due(rt) == 1
     [row] = await outbox(conn)
     assert (row["state"], row["attempts"]) == ("gave_up", 2)
 
@@ -122,7 +122,7 @@ async def test_a_retry_is_never_due_after_the_window_ends(
         receiver.answers = [500]
         await finish_runs(runtime.store, conn, 1)
         await conn.execute("UPDATE ai_marking_outbox SET created_at = now() - interval '86390 s'")
-        assert await notify.deliver_due(runtime) == 1
+        assert await delivery.deliver_due(runtime) == 1
         wait = await conn.fetchval("SELECT extract(epoch FROM next_at - now()) "
                                    "FROM ai_marking_outbox")
         assert 0 < wait <= 10
@@ -136,7 +136,7 @@ async def test_two_instances_at_once_send_each_event_once(
     other = await Runtime.create(rt.settings, db_url)
     try:
         await finish_runs(rt.store, conn, 8)
-        sent = await asyncio.gather(notify.deliver_due(rt), notify.deliver_due(other))
+        sent = await asyncio.gather(delivery.deliver_due(rt), delivery.deliver_due(other))
         assert sum(sent) == 8
     finally:
         await other.close()
@@ -149,10 +149,10 @@ async def test_an_attempt_abandoned_mid_delivery_is_due_again_after_its_lease(
 ):
     await finish_runs(rt.store, conn, 1)
     # An instance claimed it and died before it could send or record anything.
-    [claimed] = await rt.store.claim_deliveries(5, notify.lease_seconds(rt.settings))
-    assert await notify.deliver_due(rt) == 0
+    [claimed] = await rt.store.claim_deliveries(5, delivery.lease_seconds(rt.settings))
+    assert await delivery.deliver_due(rt) == 0
     await conn.execute("UPDATE ai_marking_outbox SET next_at = now()")  # the lease ran out
-    assert await notify.deliver_due(rt) == 1
+    assert await delivery.deliver_due(rt) == 1
     [row] = await outbox(conn)
     assert (row["state"], row["attempts"]) == ("delivered", 2)
     assert [r.webhook_id for r in receiver.received] == [str(claimed.event_id)]
@@ -167,7 +167,7 @@ async def test_an_unreachable_receiver_is_retried_with_a_content_free_code(
     runtime = await Runtime.create(settings_for(db_url, "http://127.0.0.1:9/hook"), db_url)
     try:
         await finish_runs(runtime.store, conn, 1)
-        assert await notify.deliver_due(runtime) == 1
+        assert await delivery.deliver_due(runtime) == 1
     finally:
         await runtime.close()
     [row] = await outbox(conn)
@@ -178,8 +178,8 @@ async def test_without_a_url_events_are_kept_but_not_sent(db_url: str, conn: asy
     runtime = await Runtime.create(make_settings(db_url), db_url)
     try:
         await finish_runs(runtime.store, conn, 1)
-        assert await notify.deliver_due(runtime) == 0
-        assert await notify.next_due(runtime) is None
+        assert await delivery.deliver_due(runtime) == 0
+        assert await delivery.next_due(runtime) is None
     finally:
         await runtime.close()
     assert [r["state"] for r in await outbox(conn)] == ["waiting"]
@@ -211,7 +211,7 @@ async def test_the_operator_page_lists_waiting_and_given_up_events(
         rt = await app.state.aiqueue.get()
         receiver.answers = [410, 500]
         await finish_runs(rt.store, conn, 3)
-        await notify.deliver_due(rt)
+        await delivery.deliver_due(rt)
         r = await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
         assert r.status_code == 303
         html = (await client.get("/ai-queue")).text

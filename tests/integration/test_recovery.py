@@ -13,8 +13,8 @@ import httpx
 import pytest
 import respx
 
-from aiqueue.callbacks import apply_item, parse_item
 from aiqueue.db.gateway import queries
+from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import DoTarget
 from aiqueue.web.app import create_app

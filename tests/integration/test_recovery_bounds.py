@@ -13,8 +13,8 @@ import httpx
 import pytest
 import respx
 
-from aiqueue import loop
-from aiqueue.callbacks import apply_item, parse_item
+from aiqueue.queue import loop
+from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import LambdaTarget
 from tests.conftest import SELF_CHAIN

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiqueue.callbacks import error_code
+from aiqueue.queue.results import error_code
 
 SECRET = "unit-secret-0123456789abcdef"
 

@@ -9,9 +9,10 @@ import httpx
 import pytest
 import respx
 
-from aiqueue import dispatch, loop, service
+from aiqueue import dispatch
+from aiqueue.queue import enqueue, loop
+from aiqueue.queue.loop import Receipt
 from aiqueue.runtime import Runtime
-from aiqueue.service import Receipt
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 from tests.unit.fakes import FakeStore, make_job
@@ -152,7 +153,7 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
     rt = runtime(store, client)
     item = {"queue_id": str(job.queue_id), "status": "completed", "result": {"score": 1},
             "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
-    receipt = await service.receive_results(rt, service.verify_results(rt.tokens, [item]))
+    receipt = await enqueue.receive_results(rt, enqueue.verify_results(rt.tokens, [item]))
     assert receipt.counts == {"accepted": 1, "ignored": 0, "rejected": 0}
     assert receipt.freed == 1
     if settle_fails:

@@ -7,10 +7,10 @@ from uuid import uuid4
 import pytest
 
 from aiqueue import dispatch
-from aiqueue.doctor import Check, Doctor, Report, check_vercel, settings_failed
-from aiqueue.doctor_text import function_finding, probe_finding
+from aiqueue.doctor.checks import Check, Doctor, Report, check_vercel, settings_failed
+from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError
-from aiqueue.probes import ProbeResult, parse_probe
+from aiqueue.queue.probes import ProbeResult, parse_probe
 from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 import pytest
 
 from aiqueue.errors import SettingsError, StoreError
-from aiqueue.live import EventHub, LiveConfig, format_event, stream
 from aiqueue.models import (
     EventBatch,
     EventCursor,
@@ -20,9 +19,10 @@ from aiqueue.models import (
     SubmissionId,
     SubmissionStatus,
 )
-from aiqueue.progress import eta_seconds, progress_json, status_json
+from aiqueue.queue.progress import eta_seconds, progress_json, status_json
+from aiqueue.reads.live import EventHub, LiveConfig, format_event, stream
 from aiqueue.settings import load_settings
-from aiqueue.web.teacher import fmt_eta, mark_text, progress_message, progress_view
+from aiqueue.web.teacher_page import fmt_eta, mark_text, progress_message, progress_view
 
 
 def event(n: int, status: str = "pending", summary: dict[str, float] | None = None

@@ -8,8 +8,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from aiqueue.flow import FlowState
-from aiqueue.metrics import FAMILIES, Snapshot, SnapshotCollector, exposition
 from aiqueue.models import Control, Stats, TallyRow
+from aiqueue.reads.metrics import FAMILIES, Snapshot, SnapshotCollector, exposition
 
 TALLY = [
     TallyRow("completed", "completed", None, "gpt-x", 0.5, 2, 100, 50, 0.25, 0.6),

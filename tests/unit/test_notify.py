@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from aiqueue import notify
 from aiqueue.errors import SettingsError
 from aiqueue.models import EventId, OutboxEntry, QueueId
+from aiqueue.notify import delivery
 from aiqueue.settings import Settings, load_settings
 from aiqueue.web import deliveries
 
@@ -23,23 +23,23 @@ KEY = "whsec_" + base64.b64encode(b"k" * 32).decode()
 # -- the backoff schedule ------------------------------------------------------
 
 def test_backoff_grows_fivefold_from_the_base_then_stays_at_six_hours():
-    delays = [notify.retry_delay(n, 5.0, rand=0.5) for n in range(1, 10)]
+    delays = [delivery.retry_delay(n, 5.0, rand=0.5) for n in range(1, 10)]
     assert delays[:6] == [5.0, 25.0, 125.0, 625.0, 3125.0, 15625.0]
     assert delays[6:] == [6 * 3600.0] * 3
 
 
 def test_backoff_jitter_stays_within_ten_percent():
-    assert notify.retry_delay(2, 5.0, rand=0.0) == pytest.approx(22.5)
-    assert notify.retry_delay(2, 5.0, rand=1.0) == pytest.approx(27.5)
-    assert notify.retry_delay(100, 5.0, rand=1.0) == 6 * 3600.0  # capped, no overflow
-    assert notify.retry_delay(1, 0.0) == 0.0
+    assert delivery.retry_delay(2, 5.0, rand=0.0) == pytest.approx(22.5)
+    assert delivery.retry_delay(2, 5.0, rand=1.0) == pytest.approx(27.5)
+    assert delivery.retry_delay(100, 5.0, rand=1.0) == 6 * 3600.0  # capped, no overflow
+    assert delivery.retry_delay(1, 0.0) == 0.0
 
 
 def test_the_default_schedule_tries_ten_times_in_a_day_then_once_at_its_end():
     """Attempts at these offsets fall in the 24 h window; the store adds one at its end."""
     at, tries = 0.0, 1
     while True:
-        at += notify.retry_delay(tries, 5.0, rand=0.5)
+        at += delivery.retry_delay(tries, 5.0, rand=0.5)
         if at >= 86400:
             break
         tries += 1
@@ -48,7 +48,7 @@ def test_the_default_schedule_tries_ten_times_in_a_day_then_once_at_its_end():
 
 def test_the_lease_outlives_the_http_deadline():
     s = Settings(notify_timeout_seconds=5.0)
-    assert notify.lease_seconds(s) > 2 * s.notify_timeout_seconds
+    assert delivery.lease_seconds(s) > 2 * s.notify_timeout_seconds
 
 
 # -- settings -------------------------------------------------------------------
@@ -58,9 +58,9 @@ def load(**env: str) -> Settings:
 
 
 def test_notifications_are_off_by_default_and_on_with_a_url_and_a_secret():
-    assert not notify.enabled(load())
+    assert not delivery.enabled(load())
     s = load(QUEUE_NOTIFY_URL="https://host.example/hooks", QUEUE_NOTIFY_SECRET=KEY)
-    assert notify.enabled(s) and s.notify_secret == KEY
+    assert delivery.enabled(s) and s.notify_secret == KEY
     assert (s.notify_timeout_seconds, s.notify_give_up_seconds) == (5.0, 86400.0)
 
 
@@ -93,12 +93,12 @@ def test_an_unpadded_secret_is_accepted_as_the_library_accepts_it():
 def test_the_library_verifies_what_we_sign_and_rejects_a_changed_body():
     hook = Webhook(KEY)
     body = json.dumps({"type": "marking.row_failed", "error": "model_timeout"})
-    headers = notify.signed_headers(hook, "evt-1", body, datetime.now(UTC))
+    headers = delivery.signed_headers(hook, "evt-1", body, datetime.now(UTC))
     assert headers["webhook-id"] == "evt-1"
     assert Webhook(KEY).verify(body, headers) == json.loads(body)
     with pytest.raises(WebhookVerificationError):
         Webhook(KEY).verify(body.replace("model", "other"), headers)
-    old = notify.signed_headers(hook, "evt-1", body, datetime.now(UTC) - timedelta(minutes=6))
+    old = delivery.signed_headers(hook, "evt-1", body, datetime.now(UTC) - timedelta(minutes=6))
     with pytest.raises(WebhookVerificationError):
         Webhook(KEY).verify(body, old)
 

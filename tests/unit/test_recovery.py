@@ -1,4 +1,4 @@
-"""Recovery's thresholds per target and DigitalOcean's decisions (aiqueue/recovery.py), no I/O."""
+"""Recovery's thresholds per target and DigitalOcean's decisions (queue/recovery.py), no I/O."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 import pytest
 
-from aiqueue import recovery
 from aiqueue.dispatch.platform import Activation, LambdaTimeout
 from aiqueue.models import Lookup, QueueId
+from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.target_settings import DoTarget, LambdaTarget
@@ -25,7 +25,7 @@ LAMBDA = LambdaTarget("eu-west-1", "AKID", "secret", None, "ai-mark", None,
 def runtime(store: FakeStore, **kw: Any) -> Runtime:
     s = Settings(queue_secrets=(SECRET,)).with_overrides(**kw)
     return Runtime(settings=s, store=store, http=httpx.AsyncClient(),  # type: ignore[arg-type]
-                   tokens=Tokens(SECRET), lambda_timeout=LambdaTimeout(value=60.0))
+                   tokens=Tokens(SECRET), owned={LambdaTimeout: LambdaTimeout(value=60.0)})
 
 
 @pytest.mark.parametrize(("kw", "expected"), [
@@ -43,7 +43,7 @@ async def test_thresholds_follow_the_target(kw: dict[str, Any], expected: recove
 
 async def test_an_unknown_lambda_timeout_leaves_the_stuck_timeout_in_charge():
     rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=LAMBDA)
-    rt.lambda_timeout = LambdaTimeout(retry_at=float("inf"))  # read failed a moment ago
+    rt.owned[LambdaTimeout] = LambdaTimeout(retry_at=float("inf"))  # read failed a moment ago
     assert (await recovery.thresholds(rt)).bound is None
 
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 import respx
 
-from aiqueue import loop, service
 from aiqueue.errors import Invalid
+from aiqueue.queue import enqueue, loop
 from tests.unit.fakes import FakeStore, make_job
 from tests.unit.test_dispatch import FN, client, runtime
 
@@ -32,8 +32,8 @@ async def test_a_refusal_item_goes_back_without_an_attempt(
     job = make_job()
     store = FakeStore()
     rt = runtime(store, client, max_in_flight=8, refused_give_up_seconds=120)
-    receipt = await service.receive_results(
-        rt, service.verify_results(rt.tokens, [failed(rt, job, **extra)]))
+    receipt = await enqueue.receive_results(
+        rt, enqueue.verify_results(rt.tokens, [failed(rt, job, **extra)]))
     assert receipt.counts["accepted"] == 1 and receipt.freed == 1
     _qid, _seq, kw = store.args_of("refused")
     if delay is None:  # the first retry's jittered backoff, base 10 s
@@ -48,7 +48,7 @@ async def test_other_errors_still_use_an_attempt(client: httpx.AsyncClient) -> N
     job = make_job()
     store = FakeStore()
     rt = runtime(store, client)
-    await service.receive_results(rt, service.verify_results(
+    await enqueue.receive_results(rt, enqueue.verify_results(
         rt.tokens, [failed(rt, job, error="model_timeout", retry_after=5)]))
     assert "refused" not in store.names() and "attempt_failed" in store.names()
 
@@ -61,10 +61,10 @@ async def test_a_bad_retry_after_fails_the_whole_batch(
     rt = runtime(FakeStore(), client)
     items = [failed(rt, job, error="rate_limited", retry_after=bad)]
     if bad is None:  # null is "not given"
-        service.verify_results(rt.tokens, items)
+        enqueue.verify_results(rt.tokens, items)
         return
     with pytest.raises(Invalid, match="retry_after"):
-        service.verify_results(rt.tokens, [failed(rt, make_job(), error="overloaded"), *items])
+        enqueue.verify_results(rt.tokens, [failed(rt, make_job(), error="overloaded"), *items])
 
 
 @respx.mock

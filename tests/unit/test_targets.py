@@ -15,8 +15,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from aiqueue import dispatch, loop
+from aiqueue import dispatch
 from aiqueue.dispatch.platform import LambdaTimeout
+from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.target_settings import DoTarget, LambdaTarget
@@ -166,7 +167,7 @@ def runtime(store: FakeStore, client: httpx.AsyncClient, target: str) -> Runtime
     s = settings(target, retry_base_seconds=10)
     # Lambda's timeout as if read already (tests/unit/test_recovery.py reads it).
     return Runtime(settings=s, store=store, http=client, tokens=Tokens(SECRET),  # type: ignore[arg-type]
-                   lambda_timeout=LambdaTimeout(value=60.0))
+                   owned={LambdaTimeout: LambdaTimeout(value=60.0)})
 
 
 @respx.mock

@@ -9,9 +9,10 @@ import pytest
 
 from aiqueue.errors import Invalid, SettingsError
 from aiqueue.models import EventCursor, MarkingEvent, QueueId, SubmissionId
-from aiqueue.review import parse_actor, parse_adjusted
+from aiqueue.queue.review import parse_actor, parse_adjusted
+from aiqueue.queue.spend import cost_usd, priced
+from aiqueue.reads.usage import usage_range
 from aiqueue.settings import ModelPrice, load_settings
-from aiqueue.usage import cost_usd, priced, usage_range
 
 PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
 

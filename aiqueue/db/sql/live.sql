@@ -1,4 +1,4 @@
--- Live events, queue position and run progress (aiqueue/live.py, aiqueue/progress.py).
+-- Live events, queue position and run progress (aiqueue/reads/live.py, aiqueue/queue/progress.py).
 
 -- live_events_head --
 -- Where a new subscriber starts: every transaction below the snapshot's xmin has

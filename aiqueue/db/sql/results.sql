@@ -1,4 +1,4 @@
--- The teacher's results page and the demo data (aiqueue/teacher.py, aiqueue/demo.py).
+-- The teacher's results page and the demo data (aiqueue/reads/teacher.py, aiqueue/dev/demo.py).
 
 -- results_assignment --
 SELECT assignment_id, title, payload::text AS payload

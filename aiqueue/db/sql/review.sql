@@ -1,5 +1,5 @@
--- Review of applied results, usage and the /metrics counters (aiqueue/review.py,
--- aiqueue/usage.py).  The writes are functions (db/sql/functions.sql): each
+-- Review of applied results, usage and the /metrics counters (aiqueue/queue/review.py,
+-- aiqueue/reads/usage.py).  The writes are functions (db/sql/functions.sql): each
 -- takes the submission's lock in the order the result's application does.
 
 -- review_accept --

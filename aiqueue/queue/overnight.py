@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,13 +21,13 @@ from aiqueue.batch.function import FunctionModes
 from aiqueue.batch.lane import Lane, LaneConfig, StepReport, live_estimate
 from aiqueue.batch.poll import step
 from aiqueue.batch_settings import BatchLaneSettings
-from aiqueue.callbacks import apply_item, parse_item
 from aiqueue.dispatch.invoke import dispatch_body
 from aiqueue.errors import StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
+from aiqueue.queue.results import apply_item, parse_item
+from aiqueue.queue.spend import cost_usd
 from aiqueue.runtime import Runtime
-from aiqueue.usage import cost_usd
 
 POOL = "default"
 # Without a deadline, a batch-lane row is due by this long after its enqueue.
@@ -35,6 +36,14 @@ DEFAULT_DEADLINE = timedelta(hours=24)
 LANE_EVERY = 10.0
 # One row's live time when nothing was marked live lately.
 DEFAULT_LIVE_SECONDS = 60.0
+
+
+@dataclass
+class LaneTimer:
+    """This instance's lane timer (kept in Runtime.own)."""
+
+    # monotonic time when this instance next runs the lane's step from the chain
+    due: float = 0.0
 
 
 def lane_config(rt: Runtime, lane: BatchLaneSettings) -> LaneConfig:
@@ -51,9 +60,10 @@ async def run_if_due(rt: Runtime, force: bool) -> None:
     the next step tries again.
     """
     now = time.monotonic()
-    if rt.settings.batch_lane is None or (not force and now < rt.lane_due):
+    timer = rt.own(LaneTimer)
+    if rt.settings.batch_lane is None or (not force and now < timer.due):
         return
-    rt.lane_due = now + LANE_EVERY
+    timer.due = now + LANE_EVERY
     try:
         await run(rt)
     except StoreError:

@@ -11,9 +11,9 @@ from aiqueue import logs
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
+from aiqueue.queue.spend import priced
 from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
-from aiqueue.usage import priced
 
 if TYPE_CHECKING:
     from aiqueue.runtime import Runtime

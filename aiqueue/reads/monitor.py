@@ -1,6 +1,6 @@
 """What the operator's /ai-queue page reads and does, over the store.
 
-The page's handlers (web/monitor.py) call these and never the store: the
+The page's handlers (web/monitor_page.py) call these and never the store: the
 queries behind the table, chart and row history, and the operator's actions,
 each logged with its reason and never with content.
 """

@@ -1,7 +1,7 @@
 """The teacher's results page: what it shows and the marking actions behind its buttons.
 
 This is the worked example of a teacher-facing app on aiqueue: it calls the same
-service functions the JSON API does, with the assignment's stored payload.
+queue functions (queue/enqueue.py) the JSON API does, with the assignment's stored payload.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from aiqueue import overnight, parse, progress, review, service
+from aiqueue import parse
 from aiqueue.batch.lane import live_estimate
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
+from aiqueue.queue import enqueue, overnight, progress, review
 from aiqueue.runtime import Runtime
 
 MAX_ROWS = 2000
@@ -69,7 +70,7 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
         return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
     request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
                                    remark=remark, lane=lane)
-    answer, _ = await service.enqueue(rt, request)
+    answer, _ = await enqueue.enqueue(rt, request)
     return answer
 
 

@@ -1,44 +1,16 @@
-"""Usage and cost: pricing a result's usage and the usage report (counters: metrics.py)."""
+"""The usage report (pricing a result: queue/spend.py; counters: metrics.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from aiqueue.errors import Invalid
 from aiqueue.models import UsageRow
 from aiqueue.runtime import Runtime
-from aiqueue.settings import ModelPrice
 
 GROUPINGS = ("day", "assignment", "group", "model", "lane")
 MAX_DAYS = 366
-
-
-def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:
-    """The function's own cost_usd, else priced from QUEUE_MODEL_PRICES, else unknown."""
-    if not usage:
-        return None
-    sent = usage.get("cost_usd")
-    if isinstance(sent, (int, float)) and not isinstance(sent, bool) and sent >= 0:
-        return float(sent)
-    price = prices.get(str(usage.get("model", "")))
-    if price is None:
-        return None
-    counts = [usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)]
-    if not all(isinstance(v, (int, float)) and v >= 0 for v in counts):
-        return None
-    prompt, completion = float(counts[0]), float(counts[1])
-    return round((prompt * price.input + completion * price.output) / 1_000_000, 9)
-
-
-def priced(usage: dict[str, Any] | None, prices: Mapping[str, ModelPrice]
-           ) -> dict[str, Any] | None:
-    """The usage as stored: with its cost_usd when known (the function's or priced)."""
-    cost = cost_usd(usage, prices)
-    if usage is None or cost is None:
-        return usage
-    return {**usage, "cost_usd": cost}
 
 
 def parse_day(value: str | None, name: str, default: date) -> date:

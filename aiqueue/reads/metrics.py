@@ -23,9 +23,9 @@ from prometheus_client.core import (
     Metric,
 )
 
-from aiqueue import observe
 from aiqueue.flow import FlowState
 from aiqueue.models import STATUSES, Control, Stats, TallyRow
+from aiqueue.reads import stats
 from aiqueue.runtime import Runtime
 
 # What generate_latest writes: the text format, version 0.0.4.
@@ -56,7 +56,7 @@ async def snapshot(rt: Runtime) -> Snapshot:
         # Counters from the deltas of ai_marking_tally: pruning rows never lowers them.
         tally=await rt.store.counters(),
         buckets=await rt.store.buckets(),
-        flow=await observe.flow_state(rt),
+        flow=await stats.flow_state(rt),
     )
 
 

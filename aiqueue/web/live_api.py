@@ -8,8 +8,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import live, loop, notify, parse, progress
+from aiqueue import parse
 from aiqueue.errors import Unauthorized
+from aiqueue.queue import loop, progress
+from aiqueue.reads import live
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
 from aiqueue.web.http import bearer, require_bearer
@@ -59,7 +61,7 @@ async def submission_status(request: Request) -> Response:
     submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
     # Someone is waiting on this queue: if its chain broke, restart it.
     return JSONResponse(await progress.submission_status(rt, submission_id),
-                        background=BackgroundTask(loop.kick_if_stalled, rt))
+                        background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
@@ -67,16 +69,15 @@ async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await progress.assignment_progress(rt, assignment_id),
-                        background=BackgroundTask(loop.kick_if_stalled, rt))
+                        background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
-    # A cancel may end a run: its notification goes out after the answer.
     return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"),
-                        background=BackgroundTask(notify.deliver_safely, rt))
+                        background=BackgroundTask(loop.after_cancel, rt))
 
 
 ROUTES = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
@@ -33,6 +34,14 @@ BATCH = 5
 GROWTH, MAX_DELAY = 5.0, 6 * 3600.0
 # Pruning the outbox: at most once a minute per instance.
 PRUNE_EVERY = 60.0
+
+
+@dataclass
+class Pruning:
+    """This instance's outbox pruning timer (kept in Runtime.own)."""
+
+    # event-loop time when this instance next prunes the notification outbox
+    due: float = 0.0
 
 
 def retry_delay(attempt: int, base: float, rand: float | None = None) -> float:
@@ -119,9 +128,10 @@ async def _attempt(rt: Runtime, hook: Webhook, d: Delivery) -> None:
 async def _prune_now_and_then(rt: Runtime) -> None:
     """Drop old delivered, given-up and undeliverable events, at most once a minute."""
     now = asyncio.get_running_loop().time()
-    if now < rt.notify_prune_due:
+    timer = rt.own(Pruning)
+    if now < timer.due:
         return
-    rt.notify_prune_due = now + PRUNE_EVERY
+    timer.due = now + PRUNE_EVERY
     s = rt.settings
     n = await rt.store.prune_outbox(s.prune_after_days * 86400, s.notify_give_up_seconds)
     if n:

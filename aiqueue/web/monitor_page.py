@@ -1,7 +1,7 @@
 """The operator's /ai-queue page: stats, throughput, the queue table, row history, actions.
 
 Every route needs the login session (auth.py); every POST also its CSRF token.
-Reading and acting go through the core (monitor, observe, service), never the
+Reading and acting go through reads/ and queue/ (monitor, stats, enqueue), never the
 store; nothing here ever reads submission content, results or feedback.
 """
 
@@ -21,9 +21,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, monitor, notify, observe, parse, review, service, usage
+from aiqueue import parse
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
 from aiqueue.models import STATUSES, Status
+from aiqueue.notify import delivery
+from aiqueue.queue import enqueue, loop, review
+from aiqueue.reads import monitor, usage
+from aiqueue.reads.stats import stats_json
 from aiqueue.runtime import Runtime
 from aiqueue.web import chart, costs, deliveries, gate, views
 from aiqueue.web.auth import Session, check_csrf, read_form, safe_next
@@ -75,7 +79,7 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
     after, before = views.decode_cursor(q.get("after")), views.decode_cursor(q.get("before"))
     s = rt.settings
     stats, control, (rows, has_newer, has_older) = await asyncio.gather(
-        observe.stats_json(rt),
+        stats_json(rt),
         monitor.control(rt),
         monitor.page_rows(rt, status=f.status, assignment_id=f.assignment_id, limit=f.limit,
                           after=after, before=None if after else before, group=f.group),
@@ -97,11 +101,11 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
 async def _chart_context(rt: Runtime) -> dict[str, Any]:
     buckets = await monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS)
     summary = await usage.cost_summary(rt)
-    outbox = await notify.panel(rt)
+    outbox = await delivery.panel(rt)
     return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
             "costs": costs.cost_card(summary),
             "notify": deliveries.panel(outbox, datetime.now(UTC),
-                                       enabled=notify.enabled(rt.settings))}
+                                       enabled=delivery.enabled(rt.settings))}
 
 
 def _render(template: str, context: dict[str, Any]) -> tuple[Markup, str]:
@@ -195,9 +199,8 @@ async def _act(request: Request, session: Session, action: Action) -> Response:
     rt = await runtime(request)
     notice = await action(rt, session.user, request, form)
     target = views.with_params(safe_next(form.get("back")), notice)
-    # The action may have freed work (retry, resume): run a process step after answering.
     return RedirectResponse(target, status_code=303,
-                            background=BackgroundTask(loop.safe_step, rt))
+                            background=BackgroundTask(loop.after_action, rt))
 
 
 def _queue_id(request: Request) -> UUID | None:
@@ -221,7 +224,7 @@ async def _retry_one(rt: Runtime, actor: str, request: Request, form: dict[str, 
     if queue_id is None:
         return {"notice": "missing"}
     try:
-        await service.retry_row(rt, queue_id, actor)
+        await enqueue.retry_row(rt, queue_id, actor)
     except NotFound:
         return {"notice": "missing"}
     except Conflict:

@@ -20,10 +20,10 @@ import asyncio
 from dataclasses import dataclass
 
 from aiqueue import logs
-from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item
-from aiqueue.dispatch.platform import Activation, activation
+from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.flow import Budget
 from aiqueue.models import Lookup
+from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import DoTarget
 
@@ -60,7 +60,7 @@ async def thresholds(rt: Runtime) -> Thresholds:
     if s.dispatch_target == "digitalocean" and s.digitalocean is not None:
         bound = s.digitalocean.action_timeout_seconds + s.platform_grace_seconds
     elif s.dispatch_target == "lambda" and s.aws_lambda is not None:
-        timeout = await rt.lambda_timeout.get(rt.http, s.aws_lambda)
+        timeout = await rt.own(LambdaTimeout).get(rt.http, s.aws_lambda)
         bound = None if timeout is None else timeout + s.platform_grace_seconds
     ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
     # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"

@@ -17,8 +17,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import loop, notify, parse, progress, review, teacher
+from aiqueue import parse
 from aiqueue.models import Status, SubmissionResult
+from aiqueue.queue import loop, progress, review
+from aiqueue.reads import teacher
 from aiqueue.web import gate
 from aiqueue.web.auth import Session, check_csrf, read_form
 from aiqueue.web.state import runtime
@@ -214,9 +216,8 @@ async def mark(request: Request, session: Session) -> Response:
     remark = form.get("remark") == "true"
     lane: parse.Lane = "batch" if form.get("lane") == "batch" else "live"
     answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane)
-    # Start the chain after answering, inside this invocation (as the enqueue API does).
-    kick = BackgroundTask(loop.safe_step, rt) if answer["enqueued"] else None
-    return _answer(request, assignment_id, answer, kick)
+    return _answer(request, assignment_id, answer,
+                   BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
 
 
 @gate.session(gate.unauthorized)
@@ -225,8 +226,7 @@ async def cancel(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     answer = await progress.cancel_assignment(rt, assignment_id, actor="teacher")
-    # A cancel may end a run: its notification goes out after the answer.
-    return _answer(request, assignment_id, answer, BackgroundTask(notify.deliver_safely, rt))
+    return _answer(request, assignment_id, answer, BackgroundTask(loop.after_cancel, rt))
 
 
 @gate.session(gate.unauthorized)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from aiqueue import logs, overnight, probes
-from aiqueue.callbacks import MAX_ITEMS, ResultItem, apply_item, parse_item, settle_item
+from aiqueue import logs
 from aiqueue.errors import Conflict, Invalid, KeyReused, NotFound, StoreError, Unauthorized
-from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
+from aiqueue.models import KeyMismatch, QueueRow, Replayed, Status, UnknownIds
 from aiqueue.parse import EnqueueRequest
+from aiqueue.queue import overnight, probes
+from aiqueue.queue.loop import Receipt
+from aiqueue.queue.results import MAX_ITEMS, ResultItem, apply_item, parse_item, settle_item
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
 
@@ -43,19 +44,6 @@ async def enqueue(
     logs.event("enqueue", assignment_id=request.assignment_id, enqueued=answer["enqueued"],
                skipped=answer["skipped"], already_marked=answer["already_marked"])
     return answer, False
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """What a webhook batch did: the answer's counts and what to run after answering."""
-
-    counts: dict[str, int]
-    # Slots the batch's results freed.
-    freed: int
-    # The batch ended with a completed item, whose transaction also claimed the
-    # next row (`next_job`, None when nothing was claimable): no claim is left to do.
-    settled: bool = False
-    next_job: Job | None = None
 
 
 WebhookItem = ResultItem | probes.ProbeAnswer | None

@@ -17,7 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue import dispatch, logs
-from aiqueue.callbacks import error_code
+from aiqueue.queue.results import error_code
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
 

@@ -1,4 +1,9 @@
-"""The queue's heartbeat: one process step (recover, prune, claim, dispatch, chain)."""
+"""The queue's heartbeat: one entry per trigger, and the loop alone decides what runs next.
+
+The triggers: after an enqueue, after results (the webhook), after a read, on
+a process or cron call, after a manual action or a cancel.  Each runs after
+the response was sent; errors are logged, never raised.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,48 @@ import asyncio
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from aiqueue import dispatch, logs, notify, overnight, recovery
-from aiqueue.callbacks import ResultItem, apply_item, fail_attempt, parse_item, refuse
+from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
+from aiqueue.notify import delivery
+from aiqueue.queue import overnight, recovery
+from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
+from aiqueue.queue.results import apply_item, fail_attempt
 from aiqueue.runtime import Runtime
 
-if TYPE_CHECKING:
-    from aiqueue.service import Receipt
-
 HOUSEKEEPING_EVERY = 1.0
+
+
+@dataclass
+class Housekeeping:
+    """This instance's housekeeping timer (kept in Runtime.own)."""
+
+    # monotonic time when this instance next runs recovery and pruning
+    due: float = 0.0
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a webhook batch did: the answer's counts and what to run after answering."""
+
+    counts: dict[str, int]
+    # Slots the batch's results freed.
+    freed: int
+    # The batch ended with a completed item, whose transaction also claimed the
+    # next row (`next_job`, None when nothing was claimable): no claim is left to do.
+    settled: bool = False
+    next_job: Job | None = None
+
+
+@dataclass
+class HoldWaiter:
+    """This instance's one waiter on a short hold (kept in Runtime.own)."""
+
+    # event-loop time until which a step waits out a short hold (wait_out_hold)
+    until: float = 0.0
 
 
 @dataclass
@@ -120,10 +154,11 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     # Both look for rows that are minutes overdue: once a second per instance
     # is plenty (the cron's `force` always runs them), so the hot path rarely pays.
     now = time.monotonic()
-    if not force and now < rt.housekeeping_due:
+    timer = rt.own(Housekeeping)
+    if not force and now < timer.due:
         return
     s = rt.settings
-    rt.housekeeping_due = now + HOUSEKEEPING_EVERY
+    timer.due = now + HOUSEKEEPING_EVERY
     step.recovered = await recovery.recover(rt)
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
     if step.recovered or step.pruned:
@@ -132,68 +167,11 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     await overnight.run_if_due(rt, force)
 
 
-async def _send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
-    """Dispatch a job and time it; an accepted dispatch closes the breaker."""
-    started = time.perf_counter()
-    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens, rt.aws)
-    ms = round((time.perf_counter() - started) * 1000, 2)
-    if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
-        await rt.store.dispatch_accepted()
-    return outcome, ms
-
-
-async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
-    """Send a claimed job; on a refusal put the row back as the contract says."""
-    outcome, ms = await _send(rt, job)
-    if isinstance(outcome, dispatch.Accepted):
-        if outcome.ref is not None:
-            await _keep_ref(rt, job, outcome.ref)
-        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
-                   ms=ms)
-    else:
-        await refused(rt, job, outcome, ms)
-    return outcome
-
-
-async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
-    """Note the platform's invocation id; the job is out either way, so a lost id is logged."""
-    try:
-        await rt.store.set_dispatch_ref(job.queue_id, job.dispatch_seq, ref)
-    except StoreError as exc:
-        logs.event("dispatch_ref_lost", queue_id=job.queue_id, code=exc.code)
-
-
-async def refused(
-    rt: Runtime, job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float
-) -> None:
-    """Busy: a refusal (CONTRACT §8a), no attempt used.  Failed: a failed attempt."""
-    s = rt.settings
-    if isinstance(outcome, dispatch.Busy):
-        # 429 is the model's budget; 503 a model (or platform) that is overloaded.
-        kind = "rate_limited" if outcome.http_status == 429 else "overloaded"
-        _, delay = await refuse(rt, job.queue_id, job.dispatch_seq, job.attempt, kind=kind,
-                                retry_after=outcome.retry_after)
-        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="busy",
-                   http_status=outcome.http_status, delay_s=round(delay, 3), ms=ms)
-        return
-    # A payload no platform will take says nothing about the function's health.
-    failures = await rt.store.breaker_failure(
-        s.breaker_threshold, s.breaker_cooldown_seconds) if outcome.retryable else 0
-    status = await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
-                                code=outcome.code, retryable=outcome.retryable,
-                                outcome="dispatch_error")
-    logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="failed",
-               code=outcome.code, http_status=outcome.http_status, status=status,
-               failures=failures, ms=ms)
-    if failures == s.breaker_threshold:
-        logs.event("circuit", status="open", failures=failures)
-
-
 async def run_sync(rt: Runtime, job: Job) -> None:
     """Sync mode: the function's answer is the result item; apply it like a callback."""
-    outcome, ms = await _send(rt, job)
+    outcome, ms = await send(rt, job)
     if isinstance(outcome, dispatch.Accepted):
-        item = _sync_item(outcome.body, job, rt)
+        item = sync_item(outcome.body, job, rt)
         if item is None:
             await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
                                code="sync_answer_invalid", retryable=True, outcome="bad_answer")
@@ -213,26 +191,12 @@ async def run_sync(rt: Runtime, job: Job) -> None:
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
 
-def _sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
-    """The function answered for the job we sent it: bind the item to that dispatch."""
-    if isinstance(body, list) and len(body) == 1:
-        body = body[0]
-    if not isinstance(body, dict):
-        return None
-    body = {**body, "queue_id": str(job.queue_id),
-            "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
-    try:
-        return parse_item(body, rt.tokens)
-    except ValueError:
-        return None
-
-
-async def safe_step(rt: Runtime, *, freed: int = 0) -> None:
+async def _safe_step(rt: Runtime, *, freed: int = 0) -> None:
     """A whole process step after a response was sent: errors are logged, never raised."""
     await _safely(rt, process_step(rt, freed=freed))
 
 
-async def safe_settled_step(rt: Runtime, receipt: Receipt) -> None:
+async def _safe_settled_step(rt: Runtime, receipt: Receipt) -> None:
     """settled_step after the webhook answered: errors are logged, never raised."""
     await _safely(rt, settled_step(rt, receipt))
 
@@ -249,16 +213,49 @@ async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult], *,
         logs.event("step_error", code=_code(exc))
         step = StepResult(chained=True)  # nothing to wait out: the error is logged
     # Notifications go after the step, never before it: the queue comes first.
-    await notify.deliver_safely(rt)
+    await delivery.deliver_safely(rt)
     if wait:
         await wait_out_hold(rt, step)
+
+
+async def after_enqueue(rt: Runtime, enqueued: int) -> None:
+    """After an enqueue answered: kick the chain inside this invocation, no extra hop."""
+    if enqueued:
+        await _safe_step(rt)
+
+
+async def after_results(rt: Runtime, receipt: Receipt) -> None:
+    """After the webhook answered: a slot just freed, so run the next step ourselves
+    (its claim may already have run with the last result, see Receipt)."""
+    if receipt.settled and (receipt.freed or receipt.next_job is not None):
+        await _safe_settled_step(rt, receipt)
+    elif receipt.freed:
+        await _safe_step(rt, freed=receipt.freed)
+    else:
+        # No step to run, but a result may still have ended a row or a run.
+        await delivery.deliver_safely(rt)
+
+
+async def on_process(rt: Runtime, *, force: bool) -> StepResult:
+    """The process endpoint and the cron (`force`: always recover and prune): one step now."""
+    return await process_step(rt, force=force)
+
+
+async def after_action(rt: Runtime) -> None:
+    """After a manual action answered (retry, resume...): it may have freed work."""
+    await _safe_step(rt)
+
+
+async def after_cancel(rt: Runtime) -> None:
+    """After a cancel answered: it may have ended a run, whose notification goes out now."""
+    await delivery.deliver_safely(rt)
 
 
 async def after_process(rt: Runtime, step: StepResult) -> None:
     """After the process endpoint (chain, cron) answered: a sync job, notifications, a hold."""
     if step.sync_job is not None:
         await safe_run_sync(rt, step.sync_job)
-    await notify.deliver_safely(rt)
+    await delivery.deliver_safely(rt)
     await wait_out_hold(rt, step)
 
 
@@ -287,9 +284,10 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
         logs.event("step_error", code=_code(exc))
         return
     now = asyncio.get_running_loop().time()
-    if wait is None or wait > HOLD_WAIT_MAX_SECONDS or rt.hold_waiter_until > now:
+    waiter = rt.own(HoldWaiter)
+    if wait is None or wait > HOLD_WAIT_MAX_SECONDS or waiter.until > now:
         return
-    rt.hold_waiter_until = now + max(wait, 0.0)
+    waiter.until = now + max(wait, 0.0)
     await asyncio.sleep(max(wait, 0.0) + 0.01)
     # Once per invocation: a second wait could outlast the platform's time limit.
     await _safely(rt, process_step(rt), wait=False)
@@ -308,8 +306,8 @@ def _code(exc: Exception) -> str:
     return exc.code if isinstance(exc, StoreError) else type(exc).__name__
 
 
-async def kick_if_stalled(rt: Runtime) -> None:
-    """Run a step when rows are due but nothing is in flight: the chain broke.
+async def after_read(rt: Runtime) -> None:
+    """After a read answered: run a step when rows are due but nothing is in flight.
 
     For authenticated status reads (after answering), so a queue whose chain
     was lost moves again as soon as anyone looks at it, even without a cron.
@@ -322,7 +320,7 @@ async def kick_if_stalled(rt: Runtime) -> None:
         return
     if stalled:
         logs.event("kick", reason="status_read")
-        await safe_step(rt)
+        await _safe_step(rt)
 
 
 async def tick_forever(rt: Runtime) -> None:
@@ -336,13 +334,13 @@ async def tick_forever(rt: Runtime) -> None:
         try:
             wait = await recovery.next_wakeup(rt)
             # Notification retries are due on time too, without a cron.
-            wait = _sooner(wait, await notify.next_due(rt))
+            wait = _sooner(wait, await delivery.next_due(rt))
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None
         delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
         await asyncio.sleep(delay)
-        await safe_step(rt)
+        await _safe_step(rt)
 
 
 def _sooner(a: float | None, b: float | None) -> float | None:

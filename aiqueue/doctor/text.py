@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from aiqueue import dispatch
-from aiqueue.probes import ProbeResult
+from aiqueue.queue.probes import ProbeResult
 from aiqueue.settings import Settings
 
 Finding = tuple[Literal["pass", "fail", "skip"], str, str | None]

@@ -2,7 +2,7 @@
 
 One line per check, each failure with its fix.  The same report is the CLI's,
 `GET /api/marking/doctor`'s and the Setup panel's on /ai-queue.  The wording of
-each finding lives in doctor_text.py.
+each finding lives in text.py.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aiqueue import probes
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
-from aiqueue.doctor_text import function_finding, probe_finding
+from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError, StoreError
+from aiqueue.queue import probes
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings, is_local_url
 

@@ -1,0 +1,1 @@
+"""The doctor: its checks, their wording."""

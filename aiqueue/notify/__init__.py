@@ -1,0 +1,1 @@
+"""Notifications: the outbox's delivery."""

@@ -1,0 +1,83 @@
+"""Handing a claimed job to the function: send it, keep its ref, put a refused row back."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiqueue import dispatch, logs
+from aiqueue.errors import StoreError
+from aiqueue.models import Job
+from aiqueue.queue.results import ResultItem, fail_attempt, parse_item, refuse
+from aiqueue.runtime import Runtime
+
+
+async def send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
+    """Dispatch a job and time it; an accepted dispatch closes the breaker."""
+    started = time.perf_counter()
+    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens, rt.aws)
+    ms = round((time.perf_counter() - started) * 1000, 2)
+    if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
+        await rt.store.dispatch_accepted()
+    return outcome, ms
+
+
+async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
+    """Send a claimed job; on a refusal put the row back as the contract says."""
+    outcome, ms = await send(rt, job)
+    if isinstance(outcome, dispatch.Accepted):
+        if outcome.ref is not None:
+            await _keep_ref(rt, job, outcome.ref)
+        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="accepted",
+                   ms=ms)
+    else:
+        await refused(rt, job, outcome, ms)
+    return outcome
+
+
+async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
+    """Note the platform's invocation id; the job is out either way, so a lost id is logged."""
+    try:
+        await rt.store.set_dispatch_ref(job.queue_id, job.dispatch_seq, ref)
+    except StoreError as exc:
+        logs.event("dispatch_ref_lost", queue_id=job.queue_id, code=exc.code)
+
+
+async def refused(
+    rt: Runtime, job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float
+) -> None:
+    """Busy: a refusal (CONTRACT §8a), no attempt used.  Failed: a failed attempt."""
+    s = rt.settings
+    if isinstance(outcome, dispatch.Busy):
+        # 429 is the model's budget; 503 a model (or platform) that is overloaded.
+        kind = "rate_limited" if outcome.http_status == 429 else "overloaded"
+        _, delay = await refuse(rt, job.queue_id, job.dispatch_seq, job.attempt, kind=kind,
+                                retry_after=outcome.retry_after)
+        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="busy",
+                   http_status=outcome.http_status, delay_s=round(delay, 3), ms=ms)
+        return
+    # A payload no platform will take says nothing about the function's health.
+    failures = await rt.store.breaker_failure(
+        s.breaker_threshold, s.breaker_cooldown_seconds) if outcome.retryable else 0
+    status = await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
+                                code=outcome.code, retryable=outcome.retryable,
+                                outcome="dispatch_error")
+    logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt, outcome="failed",
+               code=outcome.code, http_status=outcome.http_status, status=status,
+               failures=failures, ms=ms)
+    if failures == s.breaker_threshold:
+        logs.event("circuit", status="open", failures=failures)
+
+
+def sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
+    """The function answered for the job we sent it: bind the item to that dispatch."""
+    if isinstance(body, list) and len(body) == 1:
+        body = body[0]
+    if not isinstance(body, dict):
+        return None
+    body = {**body, "queue_id": str(job.queue_id),
+            "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
+    try:
+        return parse_item(body, rt.tokens)
+    except ValueError:
+        return None

@@ -1,0 +1,1 @@
+"""What readers see: stats, monitor rows, live events, usage, metrics, the teacher's page."""
