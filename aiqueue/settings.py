@@ -243,6 +243,12 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
     base = _app_base_url(env, port)
     target, digitalocean, aws_lambda = load_target(env, mode)
     function_url = _url(env, "AI_MARKING_FUNCTION_URL", None)
+    batch_lane = load_batch(env)
+    if function_url is None and batch_lane is not None and target != "http":
+        # The lane calls the function's render and parse modes synchronously, by HTTP.
+        raise SettingsError("AI_MARKING_FUNCTION_URL (the function's web action or function "
+                            "URL) is required for the batch lane with AI_MARKING_DISPATCH="
+                            f"{target}")
     if function_url is None:
         if production and target == "http":
             raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
@@ -296,7 +302,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
-        batch_lane=load_batch(env),
+        batch_lane=batch_lane,
     )
 
 
