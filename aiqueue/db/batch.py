@@ -68,6 +68,9 @@ class BatchQueries(Gateway):
         value = await self._fetchval("batch_live_seconds")
         return None if value is None else float(value)
 
+    async def batch_prune(self, older_than: float) -> None:
+        await self._write("batch_prune", older_than, idempotent=True)
+
     async def batch_open_count(self) -> int:
         return int(await self._fetchval("batch_open_count"))
 

@@ -34,6 +34,8 @@ POOL = "default"
 DEFAULT_DEADLINE = timedelta(hours=24)
 # The chain runs the lane's step at most this often per instance (the cron always).
 LANE_EVERY = 10.0
+# How long the record of a finished batch is kept (its ids only; no content).
+BATCH_RECORDS_KEPT = 30 * 86400.0
 # One row's live time when nothing was marked live lately.
 DEFAULT_LIVE_SECONDS = 60.0
 
@@ -91,6 +93,7 @@ async def run(rt: Runtime, config: LaneConfig | None = None, now: float | None =
         report = await step(lane, now)
     finally:
         await provider.aclose()
+    await rt.store.batch_prune(BATCH_RECORDS_KEPT)
     if report.packed or report.applied or report.failed_lines or report.fell_back \
             or report.errors:
         logs.event("batch_lane", packed=report.packed, applied=report.applied,

@@ -58,6 +58,13 @@ async def test_a_healthy_batch_marks_every_row_once_at_half_price(rig: Rig) -> N
     lanes = dict(await rig.conn.fetch("SELECT lane, count(*) FROM ai_marking_results "
                                       "GROUP BY lane"))
     assert lanes == {"batch": 30}
+    # A finished batch's record (ids only) goes after 30 days.
+    await rig.conn.execute("UPDATE ai_marking_batches SET deleted_at = now() - interval '29 days'")
+    await rig.step()
+    assert await rig.conn.fetchval("SELECT count(*) FROM ai_marking_batches") == 1
+    await rig.conn.execute("UPDATE ai_marking_batches SET deleted_at = now() - interval '31 days'")
+    await rig.step()
+    assert await rig.conn.fetchval("SELECT count(*) FROM ai_marking_batches") == 0
 
 
 async def test_errored_and_expired_lines_use_an_attempt_and_go_to_the_next_batch(

@@ -207,3 +207,13 @@ JOIN ai_marking_queue q ON q.queue_id = a.queue_id
 JOIN submissions s ON s.id = q.submission_id
 LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
 WHERE a.dispatch_ref = 'batch:' || $1::bigint AND a.kind = 'dispatch';
+
+-- batch_prune --
+-- Records of batches long done (the provider keeps nothing of them any more),
+-- in bounded runs.
+DELETE FROM ai_marking_batches
+WHERE id IN (SELECT id FROM ai_marking_batches
+             WHERE state IN ('done', 'abandoned')
+               AND coalesce(deleted_at, ended_at, created_at)
+                   < now() - make_interval(secs => $1::float8)
+             LIMIT 500);
