@@ -13,12 +13,21 @@ from typing import Any, Final, Literal, TypeVar
 
 import openai
 
-from aiqueue.batch.provider import Handle, Limits, Line, Outcome, Polled, ProviderError
+from aiqueue.batch.provider import (
+    Handle,
+    Limits,
+    Line,
+    LineKind,
+    Outcome,
+    Polled,
+    ProviderError,
+)
 
 ENDPOINT: Final = "/v1/chat/completions"
 # A status the lane keeps looking at; the rest have ended.
 _RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
-_MISSING = {"completed": "errored", "expired": "expired", "cancelled": "canceled"}
+_MISSING: dict[str, LineKind] = {"completed": "errored", "expired": "expired",
+                                 "cancelled": "canceled"}
 T = TypeVar("T")
 
 
@@ -64,19 +73,21 @@ class OpenAIBatches:
             return Polled("running", known)
         if batch.status == "failed":
             return Polled("failed", known)
-        return Polled("ended", known, missing=_MISSING.get(batch.status, "errored"),  # type: ignore[arg-type]
+        return Polled("ended", known, missing=_MISSING.get(batch.status, "errored"),
                       output_file=batch.output_file_id, error_file=batch.error_file_id)
 
     async def results(self, polled: Polled) -> list[Outcome]:
         outcomes: list[Outcome] = []
         for file_id in (polled.output_file, polled.error_file):
-            if file_id is None:
-                continue
-            content = await _call(lambda fid=file_id: self.client.files.content(fid))  # type: ignore[misc]
-            for raw in content.text.splitlines():
-                if raw.strip():
-                    outcomes.append(_outcome(json.loads(raw)))
+            if file_id is not None:
+                text = await self._text(file_id)
+                outcomes += [_outcome(json.loads(raw)) for raw in text.splitlines()
+                             if raw.strip()]
         return outcomes
+
+    async def _text(self, file_id: str) -> str:
+        content = await _call(lambda: self.client.files.content(file_id))
+        return content.text
 
     async def cancel(self, handle: Handle) -> None:
         try:
