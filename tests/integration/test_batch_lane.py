@@ -16,6 +16,7 @@ from aiqueue.models.batch import BatchRow
 from aiqueue.queue.overnight import job_body
 from aiqueue.queue.spend import cost_usd
 from tests.batchapi.common import Behaviour
+from tests.conftest import add_submissions
 from tests.integration.batch_kit import Rig, lane_rig, soon
 
 pytestmark = pytest.mark.e2e
@@ -218,3 +219,14 @@ async def test_an_erased_row_in_a_batch_never_gets_its_result(rig: Rig) -> None:
     assert await rig.conn.fetchval(
         "SELECT count(*) FROM submissions WHERE ai_result IS NOT NULL") == 1
     assert all(not v for v in rig.held().values())
+
+
+async def test_rows_in_a_batch_hold_no_live_slot(rig: Rig) -> None:
+    await rig.enqueue(5)
+    assert (await rig.step()).packed == 5
+    live = await add_submissions(rig.conn, 1, "hw-live")
+    await rig.rt.store.enqueue(live, "hw-live", 0, {"rubric": "r", "max_score": 1})
+    # L = 1: five rows processing in a batch, and the live row still gets the slot.
+    job = await rig.rt.store.claim(1, 5)
+    assert job is not None and job.submission_id == live[0]
+    assert await rig.rt.store.claim(1, 5) is None  # and that one slot is all there is
