@@ -7,11 +7,12 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aiqueue import logs
 from aiqueue.db.embedded import database_for
 from aiqueue.db.migrate import may_migrate, migrate
+from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
 from aiqueue.errors import AiQueueError, SettingsError
 from aiqueue.settings import Settings, load_settings
 
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="embedded PostgreSQL, demo data, app, function, ticker")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
-    dev.add_argument("--function-port", type=int, default=8001)
+    dev.add_argument("--function-port", type=int, default=DEV_FUNCTION_PORT)
     doctor = sub.add_parser("doctor", help="check the deployment the environment points at")
     doctor.add_argument("--json", action="store_true", help="the report as JSON")
     doctor.add_argument("--probe-timeout", type=float, default=30.0, help=argparse.SUPPRESS)
@@ -37,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_doctor(as_json: bool, probe_timeout: float) -> int:
-    """Print the doctor's report; 0 only when every check passed."""
+    """Print the doctor's report; 0 unless a check failed (a warning still exits 0)."""
     from aiqueue.doctor.checks import run_doctor as run
     from aiqueue.doctor.checks import settings_failed
 
@@ -46,10 +47,18 @@ def run_doctor(as_json: bool, probe_timeout: float) -> int:
     except SettingsError as exc:
         report = settings_failed(exc)
     else:
-        settings, _handle = database_for(settings)
+        settings, _handle = database_for(doctor_settings(settings, os.environ))
         report = asyncio.run(run(settings, probe_timeout=probe_timeout))
     print(json.dumps(report.to_json(), indent=2) if as_json else report.text())
     return 0 if report.ok else 1
+
+
+def doctor_settings(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """With DATABASE_URL unset the doctor checks what `python -m aiqueue dev` runs: its
+    embedded database, its secret (.data/dev-secret) and its bundled function."""
+    if settings.database_url:
+        return settings
+    return dev_settings(settings, env, DEV_FUNCTION_PORT)
 
 
 def serve(settings: Settings, host: str, port: int) -> None:

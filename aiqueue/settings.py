@@ -65,6 +65,8 @@ class Settings:
     chain_read_timeout_seconds: float = 1.0
     production: bool = False
     secret_generated: bool = False
+    # DATABASE_URL was unset: the embedded development database (db/embedded.py).
+    embedded_database: bool = False
     # Live event streams (QUEUE_EVENTS_*): lifetime, heartbeat and polling period.
     events_max_seconds: float = 250.0
     events_heartbeat_seconds: float = 10.0

@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 
 from aiqueue.settings import Settings
 from tests import pg
+from tests.roles import RuntimeDb, runtime_database
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 SECRET = "test-secret-0123456789abcdef"
@@ -39,6 +40,14 @@ async def db_url(pg_admin: str) -> AsyncIterator[str]:
     dsn = await pg.create_test_db(pg_admin)
     yield dsn
     await pg.drop_test_db(pg_admin, dsn)
+
+
+@pytest.fixture
+async def runtime_db(pg_admin: str) -> AsyncIterator[RuntimeDb]:
+    """A database migrated by its owner with `--runtime-role` for a LOGIN role that the app
+    logs in as, as a deployment does (README's Deploy); `owner_dsn` for the test's rows."""
+    async with runtime_database(pg_admin) as db:
+        yield db
 
 
 @pytest.fixture

@@ -60,6 +60,15 @@ class DoctorQueries(Gateway):
     async def prune_probe_answers(self) -> None:
         await self._write_one_status("probe_answers_prune")
 
+    async def cron_called(self) -> None:
+        """Keep the time of this cron call in the control row (at most every 10 s)."""
+        await self._write_one_status("cron_called")
+
+    async def cron_last_call(self) -> float | None:
+        """Seconds since the cron last called; None when it never has."""
+        value = await self._fetchval("cron_last_call")
+        return None if value is None else float(value)
+
 
 @dataclass(frozen=True)
 class PoolerFinding:

@@ -19,7 +19,8 @@ def database_for(settings: Settings) -> tuple[Settings, Any]:
     if settings.database_url:
         return settings, None
     dsn, handle = start_embedded()
-    return settings.with_overrides(database_url=dsn, database_direct_url=dsn), handle
+    return settings.with_overrides(database_url=dsn, database_direct_url=dsn,
+                                   embedded_database=True), handle
 
 
 def start_embedded(directory: Path = DEFAULT_DIR) -> tuple[str, Any]:

@@ -15,12 +15,10 @@ import contextlib
 import dataclasses
 import os
 import random
-import secrets
 import signal
 import socket
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -32,14 +30,14 @@ from aiqueue.db.embedded import database_for
 from aiqueue.db.migrate import migrate
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
+from aiqueue.dev.defaults import dev_settings
+from aiqueue.dev.defaults import given as _given
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
 from aiqueue.web.app import create_app
 from aiqueue.web.live_api import close_streams
 from aiqueue.web.teacher_page import page_url
 
-SECRET_FILE = Path(".data") / "dev-secret"
-DEV_STUCK_AFTER_SECONDS = 60.0
 DEV_SIMULATE_LATENCY = 1.5
 
 
@@ -54,42 +52,6 @@ def run_dev(host: str, port: int, function_port: int) -> None:
     finally:
         if handle is not None:
             handle.cleanup()
-
-
-def dev_settings(
-    settings: Settings, env: Any, function_port: int, secret_file: Path = SECRET_FILE
-) -> Settings:
-    """The dev command's defaults on top of the environment (which always wins)."""
-    changes: dict[str, Any] = {}
-    if not _given(env, "AI_MARKING_FUNCTION_URL"):
-        changes["function_url"] = f"http://127.0.0.1:{function_port}/"
-    if not _given(env, "QUEUE_STUCK_AFTER_SECONDS"):
-        changes["stuck_after_seconds"] = DEV_STUCK_AFTER_SECONDS
-    if settings.secret_generated:
-        # Kept across runs, so sessions and callback tokens outlive a restart.
-        secret = dev_secret(secret_file)
-        changes["queue_secrets"] = (secret,)
-        if not _given(env, "AI_QUEUE_ADMIN_PASSWORD"):
-            changes["admin_password"] = secret
-    return settings.with_overrides(**changes)
-
-
-def _given(env: Any, name: str) -> bool:
-    # As load_settings reads it: an empty variable means the default.
-    return bool(env.get(name, "").strip())
-
-
-def dev_secret(path: Path) -> str:
-    """The dev secret stored at `path`, created on first use."""
-    if path.exists():
-        secret = path.read_text().strip()
-        if len(secret) >= 16:
-            return secret
-    path.parent.mkdir(parents=True, exist_ok=True)
-    secret = secrets.token_urlsafe(24)
-    path.touch(mode=0o600)
-    path.write_text(secret + "\n")
-    return secret
 
 
 class _Server(uvicorn.Server):

@@ -12,14 +12,22 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
+from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
 from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError, StoreError
 from aiqueue.queue import probes
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings, is_local_url
 
-CheckStatus = Literal["pass", "fail", "skip"]
+# `warn`: worth fixing, but nothing is broken (the doctor still exits 0).
+CheckStatus = Literal["pass", "warn", "fail", "skip"]
 LISTEN_TIMEOUT_SECONDS = 5.0
+# Where LISTEN and migrations can go (CONTRACT §9a).  Supabase's direct host is
+# IPv6-only and Vercel has no IPv6, so from Vercel only Supavisor's session mode works.
+SESSION_HINT = ("Supabase: Supavisor's session mode, port 5432 on "
+                "aws-0-<region>.pooler.supabase.com, user postgres.<ref>; the direct host "
+                "db.<ref>.supabase.co is IPv6-only and Vercel has no IPv6. Neon: the host "
+                "without -pooler")
 
 
 @dataclass(frozen=True)
@@ -46,18 +54,28 @@ class Report:
     def ok(self) -> bool:
         return all(c.status != "fail" for c in self.checks)
 
+    @property
+    def warnings(self) -> int:
+        return sum(c.status == "warn" for c in self.checks)
+
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "checks": [c.to_json() for c in self.checks]}
 
     def text(self) -> str:
-        """One line per check (and an indented fix under a failure)."""
+        """One line per check (and an indented fix under a failure or a warning)."""
         out = []
         for c in self.checks:
-            out.append(f"{c.status.upper():4}  {c.name:9} {c.detail}")
+            out.append(f"{c.status.upper():4}  {c.name:11} {c.detail}")
             if c.fix:
-                out.append(f"{'':16}fix: {c.fix}")
-        out.append("all checks passed" if self.ok else "some checks failed")
+                out.append(f"{'':18}fix: {c.fix}")
+        out.append(self.summary())
         return "\n".join(out)
+
+    def summary(self) -> str:
+        if not self.ok:
+            return "some checks failed"
+        n = self.warnings
+        return f"all checks passed, {n} with a warning" if n else "all checks passed"
 
 
 def settings_failed(exc: SettingsError) -> Report:
@@ -166,8 +184,7 @@ async def check_pooler(doc: Doctor) -> None:
         doc.add("pooler", "fail",
                 f"DATABASE_URL goes through a transaction pooler ({found.evidence}) and "
                 "DATABASE_DIRECT_URL is not set: live events fall back to polling",
-                "set DATABASE_DIRECT_URL to a session connection (Supabase: the session "
-                "pooler on port 5432 or db.<ref>.supabase.co; Neon: the host without -pooler)")
+                f"set DATABASE_DIRECT_URL to a session connection ({SESSION_HINT})")
         return
     else:
         doc.add("pooler", "pass", f"DATABASE_URL goes through a transaction pooler "
@@ -183,12 +200,12 @@ async def _check_listen(doc: Doctor, direct: str, direct_set: bool) -> None:
         if direct_set and (await detect_pooler(direct)).pooled:
             doc.add("listen", "fail", "DATABASE_DIRECT_URL also goes through a transaction "
                                       "pooler: LISTEN cannot work there",
-                    "point DATABASE_DIRECT_URL at a session connection, not the pooler")
+                    f"point DATABASE_DIRECT_URL at a session connection ({SESSION_HINT})")
             return
         heard = await listen_works(direct, s.database_url, LISTEN_TIMEOUT_SECONDS)
     except StoreError as exc:
         doc.add("listen", "fail", f"cannot connect through {name}: {exc.detail}",
-                f"check {name}")
+                f"check {name}; it must be a session connection ({SESSION_HINT})")
         return
     if heard:
         doc.add("listen", "pass", f"LISTEN through {name} hears a NOTIFY sent through "
@@ -196,29 +213,8 @@ async def _check_listen(doc: Doctor, direct: str, direct_set: bool) -> None:
     else:
         doc.add("listen", "fail", f"LISTEN through {name} heard no NOTIFY within "
                                   f"{LISTEN_TIMEOUT_SECONDS:g} s: live events fall back to polling",
-                "set DATABASE_DIRECT_URL to a session connection to the same database")
-
-
-async def check_lockdown(doc: Doctor) -> None:
-    """§8b: no role but the owner and the runtime role reaches the queue."""
-    if doc.rt is None or not doc.schema_current:
-        doc.add("lockdown", "skip", "not checked until the database answers with a current schema")
-        return
-    try:
-        found = await doc.rt.store.queue_exposures()
-    except StoreError as exc:
-        doc.add("lockdown", "fail", f"could not read the privileges ({exc.code})",
-                "run the doctor with a role that may read the catalog (the owner or the "
-                "runtime role)")
-        return
-    if not found:
-        doc.add("lockdown", "pass", "only the owner and the runtime role reach the queue")
-        return
-    shown = "; ".join(f"{e.role}: {e.privilege} on {e.kind} {e.object}" for e in found[:5])
-    more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
-    doc.add("lockdown", "fail", f"other roles reach the queue: {shown}{more}",
-            "run `python -m aiqueue migrate up` as the owner: every `up` re-applies the "
-            "lockdown (see the README, Deploying on Supabase or Neon)")
+                f"set DATABASE_DIRECT_URL to a session connection to the same database "
+                f"({SESSION_HINT})")
 
 
 async def check_function(doc: Doctor) -> None:
@@ -262,8 +258,10 @@ async def check_vercel(doc: Doctor) -> None:
 
 Step = Callable[[Doctor], Awaitable[None]]
 # The checks in the order they print (a name for the line when one breaks down).
-# ("lockdown", check_lockdown) is the slot of §8b's check.
+# ("lockdown", check_lockdown) is the slot of §8b's check; roles.py holds
+# it and §9a's (who reads submissions, the app's own powers, the cron).
 CHECKS: list[tuple[str, Step]] = [
     ("schema", check_schema), ("pooler", check_pooler), ("lockdown", check_lockdown),
-    ("function", check_function), ("vercel", check_vercel),
+    ("submissions", check_submissions), ("role", check_role),
+    ("function", check_function), ("vercel", check_vercel), ("cron", check_cron),
 ]

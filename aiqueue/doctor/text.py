@@ -8,7 +8,7 @@ from aiqueue import dispatch
 from aiqueue.queue.probes import ProbeResult
 from aiqueue.settings import Settings
 
-Finding = tuple[Literal["pass", "fail", "skip"], str, str | None]
+Finding = tuple[Literal["pass", "warn", "fail", "skip"], str, str | None]
 DEPLOY_CURRENT = ("deploy the current functions/ai_mark (a function of your own must answer a "
                   "dispatch with \"probe\": true by calling back a \"probe\" item, see its README)")
 
@@ -123,8 +123,15 @@ def probe_finding(settings: Settings, result: ProbeResult) -> Finding:
                         "too old to know probes; nothing was marked", DEPLOY_CURRENT)
     if isinstance(result.sent, dispatch.Busy):
         return "fail", "the function was busy: the probe did not run", "run the doctor again"
-    return ("fail", f"no callback reached {url} within {result.seconds:.0f} s: the function "
-                    "cannot reach the app, or it does not know probes",
+    waited = f"no callback reached {url} within {result.seconds:.0f} s"
+    if result.app_status in (401, 403):
+        return ("fail", f"{waited}: the app there rejected a callback signed with this side's "
+                        f"MARKING_QUEUE_SECRET (HTTP {result.app_status}), so it rejected the "
+                        "probe's too: the two sides hold different secrets",
+                "give the app and the doctor the same MARKING_QUEUE_SECRET (beside `python -m "
+                "aiqueue dev`, run the doctor from the same folder with MARKING_QUEUE_SECRET "
+                "unset: both then use .data/dev-secret)")
+    return ("fail", f"{waited}: the function cannot reach the app, or it does not know probes",
             "set APP_BASE_URL (or AI_MARKING_CALLBACK_URL) to a public URL the function can "
             "reach (on Vercel: the production URL, with Deployment Protection off for "
             "/webhooks/ai-mark)")

@@ -35,13 +35,14 @@ from aiqueue.models.reads import (
     SubmissionStatus,
 )
 from aiqueue.models.review import AppliedResult, Review, ReviewOutcome, TallyRow, UsageRow
-from aiqueue.models.security import ANY_ROLE, Exposure, ObjectKind
+from aiqueue.models.security import ANY_ROLE, AppRole, Exposure, ObjectKind, Reader
 
 __all__ = [
-    "ANY_ROLE", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
+    "ANY_ROLE", "AppRole", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
     "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job", "KeyMismatch",
-    "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow", "Replayed",
-    "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status", "SubmissionId",
-    "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds", "UsageRow",
+    "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow", "Reader",
+    "Replayed", "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status",
+    "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
+    "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
 ]

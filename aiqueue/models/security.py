@@ -25,3 +25,31 @@ class Exposure:
     @classmethod
     def from_row(cls, row: Row) -> Exposure:
         return cls(row["role"], row["object"], row["kind"], row["privilege"])
+
+
+@dataclass(frozen=True)
+class AppRole:
+    """The powers of the role the app logs in as (CONTRACT §9a)."""
+
+    role: str
+    superuser: bool
+    bypassrls: bool
+    # Of pg_read_all_data, pg_write_all_data, neon_superuser: those it is a member of.
+    wide_roles: tuple[str, ...]
+    # It owns the queue (or acts as its owner through a membership).
+    owner: bool
+    owner_role: str | None
+    runtime_role: str | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> AppRole:
+        return cls(row["role"], row["superuser"], row["bypassrls"], tuple(row["wide_roles"]),
+                   row["owner"], row["owner_role"], row["runtime_role"])
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A role (or PUBLIC) that can read the host's `submissions` rows."""
+
+    role: str
+    row_security: bool

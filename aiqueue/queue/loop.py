@@ -241,6 +241,13 @@ async def on_process(rt: Runtime, *, force: bool) -> StepResult:
     return await process_step(rt, force=force)
 
 
+async def on_cron(rt: Runtime) -> StepResult:
+    """The cron's call (GET): noted in the control row, so the doctor can tell a cron
+    that stopped calling (§9a); then a step that always recovers and prunes."""
+    await rt.store.cron_called()
+    return await on_process(rt, force=True)
+
+
 async def after_action(rt: Runtime) -> None:
     """After a manual action answered (retry, resume...): it may have freed work."""
     await _safe_step(rt)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+import httpx
+
 from aiqueue import dispatch, logs
 from aiqueue.queue.results import error_code
 from aiqueue.runtime import Runtime
@@ -79,6 +81,9 @@ class ProbeResult:
     answer: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    # No callback came: what the app said to one signed here (app_takes_callbacks;
+    # 0: it could not be reached from here; None: not asked).
+    app_status: int | None = None
 
 
 async def run_probe(rt: Runtime, timeout: float = PROBE_TIMEOUT_SECONDS) -> ProbeResult:
@@ -102,8 +107,25 @@ async def run_probe(rt: Runtime, timeout: float = PROBE_TIMEOUT_SECONDS) -> Prob
             # A sync function answered the probe as a job in its reply; no callback follows.
             return ProbeResult(sent, synced.answer, synced.detail, time.monotonic() - started)
         if time.monotonic() >= deadline:
-            return ProbeResult(sent, seconds=time.monotonic() - started)
+            waited = time.monotonic() - started
+            status = await app_takes_callbacks(rt) or 0
+            return ProbeResult(sent, seconds=waited, app_status=status)
         await asyncio.sleep(POLL_SECONDS)
+
+
+async def app_takes_callbacks(rt: Runtime) -> int | None:
+    """After no callback came: does the app behind the callback URL take a callback
+    signed with this side's secret?  The HTTP status of a probe item posted there
+    (401: the app holds another secret), or None when it can't be reached from here.
+    The item names a fresh probe id, so it touches no row and no submission."""
+    probe_id = uuid.uuid4()
+    item = {"queue_id": str(probe_id), "token": rt.tokens.probe(probe_id), "status": "probe",
+            "probe": {"function": "aiqueue-doctor"}}
+    try:
+        answer = await rt.http.post(rt.settings.callback_url, json=[item], timeout=10.0)
+    except httpx.HTTPError:
+        return None
+    return answer.status_code
 
 
 def _sync_answer(body: object, probe_id: UUID, tokens: Tokens) -> ProbeAnswer | None:

@@ -7,10 +7,14 @@ each logged with its reason and never with content.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
+from aiqueue.db.doctor import code_schema_version
+from aiqueue.errors import SchemaBehind, StoreError
 from aiqueue.models import Attempt, Control, PageCursor, QueueRow, Status
 from aiqueue.runtime import Runtime
 
@@ -84,9 +88,36 @@ async def set_paused(rt: Runtime, paused: bool, actor: str) -> None:
     logs.event("operator", reason="pause" if paused else "resume")
 
 
-async def health(rt: Runtime) -> bool:
-    """Whether the database answers."""
-    return await rt.store.ping()
+@dataclass(frozen=True)
+class Health:
+    """The bearer's /healthz answer: the database and the schema (CONTRACT §9a)."""
+
+    http_status: int
+    body: dict[str, Any]
+    retry_after: int | None = None
+
+
+def unavailable(expected: int | None = None) -> dict[str, Any]:
+    return {"status": "unavailable", "database": False,
+            "schema": {"expected": expected or code_schema_version(), "found": None}}
+
+
+async def health(rt: Runtime) -> Health:
+    """Does the database answer, and is its schema the one this code needs?"""
+    expected = code_schema_version()
+    try:
+        found = await rt.store.schema_version()
+    except StoreError:
+        return Health(503, unavailable(expected))
+    body: dict[str, Any] = {"status": "ok", "database": True,
+                            "schema": {"expected": expected, "found": found}}
+    # found None: this role may not read the migrations (no check rather than no service).
+    if found is not None and found < expected:
+        behind = SchemaBehind(expected, found)
+        body.update(status="schema_behind", error=behind.code, detail=behind.detail,
+                    expected=expected, found=found)
+        return Health(503, body, behind.retry_after)
+    return Health(200, body)
 
 
 # The /ai-queue login throttle: failed logins per client address within the

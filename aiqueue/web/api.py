@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aiqueue import logs, parse
-from aiqueue.errors import SchemaBehind, StoreError
+from aiqueue.errors import StoreError
 from aiqueue.queue import loop, review
 from aiqueue.queue.enqueue import enqueue as enqueue_jobs
 from aiqueue.queue.enqueue import list_rows, receive_results, retry_row, verify_results
@@ -38,7 +38,10 @@ async def enqueue(request: Request) -> Response:
 async def process_queue(request: Request) -> Response:
     rt = await runtime(request)
     # The cron (GET) is the safety net: it always runs recovery and pruning.
-    step = await loop.on_process(rt, force=request.method == "GET")
+    if request.method == "GET":
+        step = await loop.on_cron(rt)
+    else:
+        step = await loop.on_process(rt, force=False)
     logs.event("process", method=request.method, claimed=step.claimed is not None,
                chained=step.chained, recovered=step.recovered, pruned=step.pruned)
     after = BackgroundTask(loop.after_process, rt, step)
@@ -85,14 +88,16 @@ async def retry(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
+    # The public learn only that the app is up: no database connection (§9a).
+    if not gate.holds_bearer(request):
+        return JSONResponse({"status": "ok"})
     try:
-        rt = await runtime(request)
-        await monitor.health(rt)
-    except SchemaBehind:
-        raise  # its own 503: the operator must migrate, not wait
+        rt = await app_state(request).get(check_schema=False)
     except StoreError:
-        return JSONResponse({"status": "unavailable", "database": False}, status_code=503)
-    return JSONResponse({"status": "ok", "database": True})
+        return JSONResponse(monitor.unavailable(), status_code=503)
+    health = await monitor.health(rt)
+    headers = {"retry-after": str(health.retry_after)} if health.retry_after else None
+    return JSONResponse(health.body, status_code=health.http_status, headers=headers)
 
 
 @gate.bearer("metrics")

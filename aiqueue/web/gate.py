@@ -44,6 +44,16 @@ def bearer(*also: Also) -> Callable[[Handler], Handler]:
     return decorate
 
 
+def holds_bearer(request: Request) -> bool:
+    """Whether the request carries MARKING_QUEUE_SECRET (for a route that also answers
+    the public, less: /healthz)."""
+    try:
+        require_bearer(request, *app_state(request).settings.queue_secrets)
+    except Unauthorized:
+        return False
+    return True
+
+
 def session(missing: Handler | None = None) -> Callable[[SessionHandler], Handler]:
     """Require the operator's session; without one answer `missing` (default: to the login)."""
     def decorate(handler: SessionHandler) -> Handler:

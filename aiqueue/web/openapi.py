@@ -204,9 +204,12 @@ def _paths() -> dict[str, dict[str, Schema]]:
             "doctor", "The deployment's checks (as `python -m aiqueue doctor --json`)",
             {200: _json("DoctorReport")}, (401, 503), tag="operations")},
         "/healthz": {"get": _op(
-            "healthz", "200 when the database answers",
-            {200: _json("Health"), 503: _json("Health", "The database does not answer")}, (),
-            security=PUBLIC, tag="operations")},
+            "healthz", "Public: 200 `{\"status\": \"ok\"}`, no database connection. With the "
+            "bearer: also the database and the schema",
+            {200: _json("Health"),
+             503: _json("Health", "(bearer) The database does not answer, or its schema is "
+                                  "behind the code")}, (),
+            security=[{}, {"bearer": []}], tag="operations")},
         "/metrics": {"get": _op(
             "metrics", "Prometheus text computed at scrape time (bearer: the queue secret or "
             "METRICS_TOKEN)",

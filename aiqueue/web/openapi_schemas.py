@@ -180,16 +180,26 @@ SCHEMAS: dict[str, Schema] = {
                  "contentSchema": ref("MarkingEvent")},
         "retry": {"type": "integer", "minimum": 0},
     }),
-    "Health": obj({"status": {"type": "string", "enum": ["ok", "unavailable"]},
-                   "database": {"type": "boolean"}}),
+    "Health": obj(
+        {"status": {"type": "string", "enum": ["ok", "unavailable", "schema_behind"]}},
+        {"database": {"type": "boolean"},
+         "schema": obj({"expected": COUNT, "found": nullable(COUNT)}),
+         "error": {"const": "schema_behind"}, "detail": {"type": "string"},
+         "expected": COUNT, "found": COUNT},
+        description="Without the bearer only `{\"status\": \"ok\"}` (no database "
+                    "connection); with it also `database` and `schema` (§9a), and a 503 "
+                    "while the database does not answer or its schema is behind."),
     "DoctorCheck": obj({"name": {"type": "string"},
-                        "status": {"type": "string", "enum": ["pass", "fail", "skip"]},
+                        "status": {"type": "string", "enum": ["pass", "warn", "fail", "skip"]},
                         "detail": {"type": "string"},
                         "fix": nullable({"type": "string"})},
-                       description="One check; a failure's `fix` says what to do."),
+                       description="One check. `warn`: worth fixing, nothing broken (the "
+                                   "report stays ok); a failure's or a warning's `fix` says "
+                                   "what to do."),
     "DoctorReport": obj({"ok": {"type": "boolean"},
                          "checks": {"type": "array", "items": ref("DoctorCheck")}},
-                        description="The report of `python -m aiqueue doctor --json` (§8c)."),
+                        description="The report of `python -m aiqueue doctor --json` (§8c, "
+                                    "§9a): `ok` unless a check failed (warnings keep it ok)."),
     "RunFinished": obj(
         {"type": {"const": "marking.run_finished"}, "assignment_id": {"type": "string"},
          "completed": COUNT, "failed": COUNT, "cancelled": COUNT, "tokens": COUNT,

@@ -18,6 +18,7 @@ import asyncpg
 import httpx
 import pytest
 
+from aiqueue.db.migrate import migrate
 from aiqueue.vercel.vercel_json import load
 from tests import pg
 from tests.conftest import SECRET, add_submissions
@@ -31,6 +32,7 @@ from tests.deploy.vercel_build import (
     uv_python312,
 )
 from tests.e2e.servers import Faults, MarkingFunction, drain, free_port, run_asgi
+from tests.roles import as_user, ensure_role
 
 pytestmark = [pytest.mark.vercel, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +80,9 @@ def deployment(built: tuple[Path, Path], pg_admin: str,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     project, output = built
     db = pg.run(pg.create_test_db(pg_admin))
+    # The functions log in as a runtime role, as a deployment does (README's Deploy).
+    role = f"aiqueue_vercel_{os.getpid()}"
+    pg.run(_runtime_role(pg_admin, db, role))
     fn = MarkingFunction(Faults(work_seconds=(0.005, 0.02)))
     fn_port, edge_port = free_port(), free_port()
     built_functions = functions(output)
@@ -86,7 +91,8 @@ def deployment(built: tuple[Path, Path], pg_admin: str,
     url = f"http://127.0.0.1:{edge_port}"
     # VERCEL_ENV=development: what `vercel dev` (whose runtime serves these) runs as, so a
     # local APP_BASE_URL is allowed (in production it stops start-up).
-    env = {"VERCEL": "1", "VERCEL_ENV": "development", "DATABASE_URL": db,
+    env = {"VERCEL": "1", "VERCEL_ENV": "development",
+           "DATABASE_URL": as_user(db, role, f"pw-{role}"),
            "MARKING_QUEUE_SECRET": SECRET,
            "CRON_SECRET": CRON, "AI_QUEUE_ADMIN_PASSWORD": PASSWORD, "APP_BASE_URL": url,
            "AI_MARKING_FUNCTION_URL": f"http://127.0.0.1:{fn_port}/mark",
@@ -108,6 +114,24 @@ def deployment(built: tuple[Path, Path], pg_admin: str,
             for server in servers.values():
                 server.stop()
             pg.run(pg.drop_test_db(pg_admin, db))
+            pg.run(_drop_role(pg_admin, role))
+
+
+async def _runtime_role(admin_dsn: str, db: str, role: str) -> None:
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await ensure_role(admin, role, f"LOGIN PASSWORD 'pw-{role}'")
+    finally:
+        await admin.close()
+    await migrate(db, "up", runtime_role=role)
+
+
+async def _drop_role(admin_dsn: str, role: str) -> None:
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+    finally:
+        await admin.close()
 
 
 def test_each_function_ships_the_runtime_dependencies_and_not_the_tests(built):
@@ -150,7 +174,7 @@ async def test_a_chain_runs_through_the_built_functions(deployment: Deployment, 
             status = await client.get(f"/api/marking/submissions/{ids[0]}/status", headers=auth)
             progress = await client.get(f"/api/marking/assignments/hw-{mode}/progress",
                                         headers=auth)
-            health = await client.get("/healthz")
+            health = await client.get("/healthz", headers=auth)
             metrics = await client.get("/metrics", headers=auth)
         rows = await conn.fetch("SELECT status FROM ai_marking_queue WHERE assignment_id = $1",
                                 f"hw-{mode}")
@@ -219,6 +243,7 @@ async def test_the_doctor_through_the_built_functions(deployment: Deployment, mo
     assert checks["schema"]["detail"].startswith("current")
     assert checks["probe"]["status"] == "pass" and "called back" in checks["probe"]["detail"]
     assert checks["vercel"]["status"] == "pass" and "vercel dev" in checks["vercel"]["detail"]
+    assert (checks["role"]["status"], checks["lockdown"]["status"]) == ("pass", "pass")
     hit = {entry for entry, _ in deployment.edge.seen}
     # The report came from the marking function; the probe's callback went to the webhook's.
     assert {"api/marking.py", "api/webhooks/ai_mark.py"} <= hit

@@ -85,7 +85,7 @@ async def test_dev_prints_its_urls_serves_and_stops_on_ctrl_c(
         assert f"Sign in with:     {SECRET}" in out
         assert f"http://127.0.0.1:{dev.function_port}/" in out
         async with httpx.AsyncClient(timeout=10) as client:
-            health = await client.get(f"{dev.url}/healthz")
+            health = await client.get(f"{dev.url}/healthz", headers=AUTH)
             assert health.status_code == 200 and health.json()["database"] is True
             fn = await client.get(f"http://127.0.0.1:{dev.function_port}/healthz")
             assert fn.json()["backend"] == "simulate"

@@ -24,6 +24,7 @@ from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import SECRET
 from tests.e2e.servers import ROOT, AppProcess, free_port, run_asgi
+from tests.roles import RuntimeDb
 
 pytestmark = pytest.mark.e2e
 TOKEN = "function-token-0123456789"
@@ -71,9 +72,9 @@ async def snapshot(conn: asyncpg.Connection) -> tuple[Any, ...]:
             await conn.fetch("SELECT id, ai_result FROM submissions WHERE ai_result IS NOT NULL"))
 
 
-async def test_a_good_setup_passes_every_check(db_url: str, conn: asyncpg.Connection,
-                                               function_url: str):
-    env = http_env(db_url, function_url)
+async def test_a_good_setup_passes_every_check(runtime_db: RuntimeDb, function_url: str):
+    conn = await asyncpg.connect(runtime_db.owner_dsn)
+    env = http_env(runtime_db.runtime_dsn, function_url)
     app = AppProcess(env, free_port())
     app.start()
     try:
@@ -86,12 +87,13 @@ async def test_a_good_setup_passes_every_check(db_url: str, conn: asyncpg.Connec
         after = await snapshot(conn)
     finally:
         app.stop()
+        await conn.close()
     assert code == 0, text
     checks = by_name(report)
     assert {n: c["status"] for n, c in checks.items()} == {
         "settings": "pass", "database": "pass", "schema": "pass", "pooler": "pass",
-        "listen": "pass", "lockdown": "pass", "function": "pass", "probe": "pass",
-        "vercel": "skip"}
+        "listen": "pass", "lockdown": "pass", "submissions": "pass", "role": "pass",
+        "function": "pass", "probe": "pass", "vercel": "skip", "cron": "skip"}
     assert "called back through" in checks["probe"]["detail"]
     assert "ai_mark" in checks["probe"]["detail"]
     assert line(text, "probe").startswith("PASS") and text.rstrip().endswith("all checks passed")

@@ -21,6 +21,7 @@ from tests.e2e.test_dispatch_targets import (
     run_queue,
 )
 from tests.e2e.test_doctor import by_name, doctor
+from tests.roles import RuntimeDb
 
 pytestmark = pytest.mark.e2e
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/aiqueue-dispatch"
@@ -65,7 +66,9 @@ async def check(env: dict[str, str]) -> tuple[int, dict[str, dict[str, str]]]:
     return code, by_name(report)
 
 
-async def test_digitalocean_probe_round_trip_and_a_wrong_key(db_url: str):
+# The app and the doctor log in as a runtime role (the doctor fails a superuser).
+async def test_digitalocean_probe_round_trip_and_a_wrong_key(runtime_db: RuntimeDb):
+    db_url = runtime_db.runtime_dsn
     platform = DoFunctions(NAMESPACE, "ai-mark/mark", DO_KEY)
     port = free_port()
     with run_asgi(platform.app, port):
@@ -82,7 +85,9 @@ async def test_digitalocean_probe_round_trip_and_a_wrong_key(db_url: str):
     assert platform.background.runs == 2 and platform.refused == [401, 401]
 
 
-async def test_lambda_probe_round_trip_and_refused_placeholders(db_url: str, moto: MotoLambda):
+async def test_lambda_probe_round_trip_and_refused_placeholders(runtime_db: RuntimeDb,
+                                                                 moto: MotoLambda):
+    db_url = runtime_db.runtime_dsn
     proxy = LambdaProxy(moto.url)
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -105,8 +110,10 @@ async def test_lambda_probe_round_trip_and_refused_placeholders(db_url: str, mot
 
 
 async def test_lambda_with_a_role_assumed_through_vercels_oidc_token(
-    db_url: str, conn: asyncpg.Connection, moto_sts: MotoLambda
+    runtime_db: RuntimeDb, moto_sts: MotoLambda
 ):
+    db_url = runtime_db.runtime_dsn
+    conn = await asyncpg.connect(runtime_db.owner_dsn)
     proxy = LambdaProxy(moto_sts.url)
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -119,6 +126,7 @@ async def test_lambda_with_a_role_assumed_through_vercels_oidc_token(
         seen = await run_queue(AppProcess(app_env(db_url, **role), free_port()), conn, 6)
         missing_code, missing = await check(app_env(
             db_url, **{k: v for k, v in role.items() if k != "VERCEL_OIDC_TOKEN"}))
+    await conn.close()
     assert code == 0, report
     assert doctor_exchanges == 2  # one per doctor process (doctor() runs the CLI twice)
     assert {r["status"] for r in seen["rows"]} == {"completed"} and seen["marked"] == 6

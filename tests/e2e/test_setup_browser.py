@@ -3,7 +3,7 @@ report shows each check, a failure with its fix."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from playwright.async_api import Page, async_playwright, expect
@@ -14,6 +14,7 @@ from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import SECRET, make_settings
 from tests.e2e.browser import BROWSER_MARKS, launch
 from tests.e2e.servers import ROOT, free_port, run_asgi
+from tests.roles import RuntimeDb, runtime_database
 
 pytestmark = BROWSER_MARKS
 TOKEN = "function-token-0123456789"
@@ -43,11 +44,20 @@ async def open_page(page: Page, base: str) -> None:
     await expect(page).to_have_url(f"{base}/ai-queue")
 
 
-@pytest.mark.parametrize("token", [TOKEN, "a-wrong-token-from-the-docs"])
+@pytest.fixture
+async def supabase(pg_admin: str) -> AsyncIterator[RuntimeDb]:
+    """A database prepared as Supabase prepares one, migrated with a runtime role."""
+    async with runtime_database(pg_admin, platform="supabase") as db:
+        yield db
+
+
+@pytest.mark.parametrize(("token", "as_owner"), [
+    (TOKEN, False), ("a-wrong-token-from-the-docs", False), (TOKEN, True)])
 async def test_the_setup_panel_runs_the_doctor_on_demand(
-    db_url: str, function_port: int, token: str
+    supabase: RuntimeDb, function_port: int, token: str, as_owner: bool
 ):
-    app, base, port = serve(db_url, function_port, token)
+    dsn = supabase.owner_dsn if as_owner else supabase.runtime_dsn
+    app, base, port = serve(dsn, function_port, token)
     asked: list[str] = []
     with run_asgi(app, port):
         async with async_playwright() as pw:
@@ -65,9 +75,18 @@ async def test_the_setup_panel_runs_the_doctor_on_demand(
             await expect(report).to_be_visible()
             function = page.locator('#setup-checks tr[data-check="function"]')
             probe = page.locator('#setup-checks tr[data-check="probe"]')
-            if token == TOKEN:
+            role = page.locator('#setup-checks tr[data-check="role"]')
+            if as_owner:
+                # The queue's owner works, but a runtime role is what it should be.
+                await expect(page.locator("#setup-summary")).to_contain_text(
+                    "Every check passed; 1 with a warning")
+                await expect(role).to_have_class("check-warn")
+                await expect(role).to_contain_text("Fix: create a role for the app with SQL")
+                await expect(probe).to_contain_text("called back through")
+            elif token == TOKEN:
                 await expect(page.locator("#setup-summary")).to_have_text("Every check passed.")
                 await expect(function).to_have_class("check-pass")
+                await expect(role).to_have_class("check-pass")
                 await expect(probe).to_contain_text("called back through")
             else:
                 await expect(page.locator("#setup-summary")).to_contain_text("Some checks failed")
@@ -78,7 +97,8 @@ async def test_the_setup_panel_runs_the_doctor_on_demand(
             await expect(page.locator('#setup-checks tr[data-check="lockdown"]')).to_have_class(
                 "check-pass")
             (ROOT / "test-artifacts").mkdir(exist_ok=True)
-            shot = ROOT / "test-artifacts" / f"setup-{'ok' if token == TOKEN else 'bad'}.png"
+            name = "warn" if as_owner else "ok" if token == TOKEN else "bad"
+            shot = ROOT / "test-artifacts" / f"setup-{name}.png"
             await page.locator("#setup").screenshot(path=str(shot))
             await expect(page.locator("#setup-run")).to_have_text("Run checks again")
             await browser.close()

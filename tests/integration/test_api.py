@@ -238,7 +238,8 @@ async def test_tokens_from_another_secret_are_rejected(
 
 
 async def test_healthz_and_metrics(client: httpx.AsyncClient):
-    assert (await client.get("/healthz")).json()["database"] is True
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/healthz", headers=AUTH)).json()["database"] is True
     assert (await client.get("/metrics")).status_code == 401
     text = (await client.get("/metrics", headers=AUTH)).text
     assert value(text, "aiqueue_queue_rows", status="pending") == 0

@@ -17,13 +17,15 @@ import asyncpg
 import httpx
 from starlette.routing import Route
 
+from aiqueue.db.doctor import code_schema_version
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, make_settings, mocked_function
 
-# The public ones: the health check reads the database by design, and the login
-# form's POST counts failures there (the throttle); its GET renders no data, nor
-# does the API's description (built once, public by design).
+# The public ones: the health check (its own test below: public, it answers
+# without the database), the login form's POST counts failures in the database
+# (the throttle); its GET renders no data, nor does the API's description (built
+# once, public by design).
 PUBLIC = {("GET", "/healthz"), ("POST", "/ai-queue/login"), ("GET", "/ai-queue/login"),
           ("GET", "/api/marking/openapi.json")}
 FORGED = Tokens(("forged-secret-0123456789abcdef",))
@@ -93,4 +95,25 @@ async def test_100_unauthenticated_requests_open_no_connection(
             # The count is not blind: one authenticated request connects.
             assert (await client.get("/api/marking/stats", headers=AUTH)).status_code == 200
             assert await conn.fetchval(OTHERS) >= 1
+    await app.state.aiqueue.close()
+
+
+async def test_healthz_answers_the_public_without_the_database_and_the_bearer_with_it(
+    db_url: str, conn: asyncpg.Connection
+) -> None:
+    app = create_app(make_settings(db_url))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as client:
+        for headers in ({}, {"authorization": "Bearer wrong-secret-0123456789abcdef"},
+                        {"authorization": "Basic eDp5"}):
+            r = await client.get("/healthz", headers=headers)
+            assert (r.status_code, r.json()) == (200, {"status": "ok"})
+        assert await conn.fetchval(OTHERS) == 0, "the public health check connected"
+        assert app.state.aiqueue.runtime is None
+        r = await client.get("/healthz", headers=AUTH)
+        version = code_schema_version()
+        assert (r.status_code, r.json()) == (200, {
+            "status": "ok", "database": True,
+            "schema": {"expected": version, "found": version}})
+        assert await conn.fetchval(OTHERS) >= 1
     await app.state.aiqueue.close()

@@ -11,7 +11,7 @@ import pytest
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
-from aiqueue.dev.server import DEV_STUCK_AFTER_SECONDS, dev_secret, dev_settings
+from aiqueue.dev.defaults import DEV_STUCK_AFTER_SECONDS, dev_secret, dev_settings
 from aiqueue.settings import load_settings
 
 

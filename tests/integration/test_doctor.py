@@ -22,6 +22,7 @@ from aiqueue.doctor.checks import Doctor, check_schema
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SECRET, add_submissions, app_client, make_settings
+from tests.roles import RuntimeDb
 
 TOKENS = Tokens(SECRET)
 
@@ -42,13 +43,19 @@ async def test_code_ahead_of_its_migration_answers_503_schema_behind_and_logs_on
     async with app_client(app) as client:
         answers = [await client.get("/api/marking/stats", headers=AUTH),
                    await client.post("/api/marking/enqueue", headers=AUTH, json={}),
-                   await client.get("/healthz")]
+                   await client.get("/healthz", headers=AUTH)]
         for r in answers:
             assert r.status_code == 503, r.text
             body = r.json()
             assert (body["error"], body["expected"], body["found"]) == (
                 "schema_behind", expected, previous)
             assert "migrate up" in body["detail"] and r.headers["retry-after"]
+        health = answers[-1].json()
+        assert (health["status"], health["database"], health["schema"]) == (
+            "schema_behind", True, {"expected": expected, "found": previous})
+        # The public learn only that the app is up.
+        public = await client.get("/healthz")
+        assert (public.status_code, public.json()) == (200, {"status": "ok"})
         assert [(e["expected"], e["found"]) for e in schema_events(caplog)] == [
             (expected, previous)]
         # The doctor still answers, and says what to do.
@@ -159,8 +166,9 @@ def checks(report: dict[str, Any]) -> dict[str, tuple[str, str, str | None]]:
     (too_old, 202, {"function": "pass", "probe": "fail"}),
     (knows_probes, 401, {"function": "fail", "probe": "skip"}),
 ])
-async def test_the_doctor_endpoint(db_url: str, answer: Any, status: int, expect: dict[str, str]):
-    app = create_app(make_settings(db_url, function_token="fn-token"))
+async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: int,
+                                   expect: dict[str, str]):
+    app = create_app(make_settings(runtime_db.runtime_dsn, function_token="fn-token"))
     async with app_client(app) as client:
         with respx.mock(assert_all_called=False) as mock:
             mock.route(host="app.test").pass_through()
@@ -171,11 +179,11 @@ async def test_the_doctor_endpoint(db_url: str, answer: Any, status: int, expect
     assert r.status_code == 200
     got = checks(r.json())
     assert list(got) == ["settings", "database", "schema", "pooler", "listen", "lockdown",
-                         "function", "probe", "vercel"]
+                         "submissions", "role", "function", "probe", "vercel", "cron"]
     assert {k: got[k][0] for k in expect} == expect
-    assert got["vercel"][0] == "skip"
+    assert (got["vercel"][0], got["cron"][0]) == ("skip", "skip")
     assert {got[k][0] for k in ("settings", "database", "schema", "pooler", "listen",
-                                "lockdown")} == {"pass"}
+                                "lockdown", "submissions", "role")} == {"pass"}
     assert r.json()["ok"] is (expect["probe"] == "pass")
     assert route.calls.last.request.headers["authorization"] == "Bearer fn-token"
     if answer is too_old:

@@ -1,9 +1,11 @@
-"""§8b on a database prepared as Supabase prepares one: after `migrate up`, anon,
-authenticated and service_role read, write and execute nothing of the queue.
+"""§8b/§9a on a database prepared as Supabase prepares one: after `migrate up`, anon,
+authenticated and service_role read, write and execute nothing of the queue (nor of a
+`submissions` table the migration made), and the host's own `ai_*` objects are untouched.
 
 The queue's relations and routines are listed from the catalog (the same rule
-the lockdown uses: `ai_`/`aiqueue_` names in the migrations' schema), and every
-refusal is a real statement run after SET ROLE, not a catalog lookup alone.
+the lockdown uses: `ai_marking_`/`ai_queue_`/`aiqueue_` names in the migrations'
+schema, and `submissions` when migration 0001 made it), and every refusal is a
+real statement run after SET ROLE (as a superuser), not a catalog lookup alone.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ SELECT c.oid, c.relkind::text AS relkind, format('%I', c.relname) AS name,
 FROM pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace
   AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
-  AND (c.relname LIKE 'ai\_%' OR c.relname LIKE 'aiqueue\_%')
+  AND (c.relname LIKE 'ai\_marking\_%' OR c.relname LIKE 'ai\_queue\_%'
+       OR c.relname LIKE 'aiqueue\_%'
+       OR (c.relname = 'submissions' AND EXISTS (
+               SELECT 1 FROM aiqueue_meta WHERE key = 'created_submissions')))
 ORDER BY c.relname
 """
 QUEUE_ROUTINES = r"""
@@ -38,7 +43,8 @@ SELECT p.oid, p.oid::regprocedure::text AS signature, p.prorettype = 'trigger'::
                FROM unnest(p.proargtypes) t)) AS call
 FROM pg_proc p
 WHERE p.pronamespace = current_schema()::regnamespace
-  AND (p.proname LIKE 'ai\_%' OR p.proname LIKE 'aiqueue\_%')
+  AND (p.proname LIKE 'ai\_marking\_%' OR p.proname LIKE 'ai\_queue\_%'
+       OR p.proname LIKE 'aiqueue\_%')
 ORDER BY 2
 """
 
@@ -55,21 +61,23 @@ async def _refused(conn: asyncpg.Connection, role: str, statement: str) -> bool:
     """Run `statement` as `role` (rolled back whatever happens); True if privileges refused it.
 
     Any other error (a constraint, a NULL argument) came after the privilege
-    check had let the statement through, so it counts as allowed.
+    check had let the statement through, so it counts as allowed.  `conn` must
+    be a superuser's: a SET ROLE it may not do raises instead of counting as a
+    refusal.
     """
+    tr = conn.transaction()
+    await tr.start()
     try:
-        async with conn.transaction():
-            await conn.execute(f"SET LOCAL ROLE {role}")
+        await conn.execute(f"SET LOCAL ROLE {role}")
+        try:
             await conn.execute(statement)
-            raise _RolledBack
-    except asyncpg.InsufficientPrivilegeError:
-        return True
-    except (_RolledBack, asyncpg.PostgresError):
+        except asyncpg.InsufficientPrivilegeError:
+            return True
+        except asyncpg.PostgresError:
+            return False
         return False
-
-
-class _RolledBack(Exception):
-    """Undo a statement that went through."""
+    finally:
+        await tr.rollback()
 
 
 async def probe(conn: asyncpg.Connection, role: str) -> Probe:
@@ -118,7 +126,16 @@ async def supabase(pg_admin: str) -> AsyncIterator[RuntimeDb]:
 
 @pytest.fixture
 async def owner(supabase: RuntimeDb) -> AsyncIterator[asyncpg.Connection]:
+    """The role that ran `migrate up` (no superuser, as Supabase's `postgres`)."""
     conn = await asyncpg.connect(supabase.owner_dsn)
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture
+async def su(supabase: RuntimeDb) -> AsyncIterator[asyncpg.Connection]:
+    """A superuser on the same database: it may SET ROLE to anyone (the probes)."""
+    conn = await asyncpg.connect(supabase.admin_dsn)
     yield conn
     await conn.close()
 
@@ -137,12 +154,12 @@ async def test_the_catalog_lists_the_whole_queue(owner: asyncpg.Connection) -> N
     assert {"ai_marking_queue", "ai_marking_results", "ai_marking_attempts",
             "ai_marking_events", "ai_marking_event_feed", "ai_queue_control",
             "ai_queue_login_failures", "aiqueue_meta", "aiqueue_migrations",
-            "ai_marking_queue_seq_seq"} <= relations
+            "ai_marking_queue_seq_seq", "submissions"} <= relations
     assert len(routines) >= 19 and "aiqueue_buckets()" in routines
 
 
 async def test_supabase_roles_read_write_and_execute_nothing(
-    supabase: RuntimeDb, owner: asyncpg.Connection
+    supabase: RuntimeDb, owner: asyncpg.Connection, su: asyncpg.Connection
 ) -> None:
     # Rows worth stealing: a result with its feedback, an attempt, an event.
     sub = await owner.fetchval("INSERT INTO submissions (assignment_id, content)"
@@ -150,39 +167,68 @@ async def test_supabase_roles_read_write_and_execute_nothing(
     await owner.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id)"
                         " VALUES ($1, 'hw', gen_random_uuid())", sub)
     await owner.fetchrow("SELECT * FROM aiqueue_claim(1, 5)")
-    for role in SUPABASE_ROLES:
-        found = await probe(owner, role)
+    for role in (*SUPABASE_ROLES, "authenticator"):
+        found = await probe(su, role)
         assert found.allowed == [], f"{role} may: {found.allowed}"
     assert await exposures(supabase.owner_dsn) == []
 
 
+async def test_a_submissions_table_the_migration_made_is_locked_like_the_queue(
+    supabase: RuntimeDb, owner: asyncpg.Connection, su: asyncpg.Connection
+) -> None:
+    # Supabase's default privileges gave anon ALL on it when 0001 created it.
+    await owner.execute("INSERT INTO submissions (assignment_id, content)"
+                        " VALUES ('hw', 'a student essay')")
+    for role in SUPABASE_ROLES:
+        allowed = [s for s in (await probe(su, role)).allowed if "submissions" in s]
+        assert allowed == [], f"{role} may: {allowed}"
+    assert await su.fetchval("SELECT relrowsecurity FROM pg_class"
+                             " WHERE oid = 'submissions'::regclass")
+    runtime = await asyncpg.connect(supabase.runtime_dsn)
+    try:  # the runtime role reads and marks, and no more
+        assert await runtime.fetchval("SELECT content FROM submissions") == "a student essay"
+        assert await runtime.execute("UPDATE submissions SET ai_result = '{}'") == "UPDATE 1"
+        for statement in ("UPDATE submissions SET content = 'x'", "DELETE FROM submissions",
+                          "INSERT INTO submissions (assignment_id) VALUES ('hw')"):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await runtime.execute(statement)
+    finally:
+        await runtime.close()
+    # A grant by mistake shows, and the next `up` takes it back.
+    await owner.execute("GRANT SELECT ON submissions TO anon")
+    assert Exposure("anon", "submissions", "table", "SELECT") in await exposures(
+        supabase.owner_dsn)
+    await migrate(supabase.owner_dsn, "up")
+    assert await exposures(supabase.owner_dsn) == []
+
+
 async def test_a_mistaken_grant_shows_as_an_exposure_reads_no_row_and_goes_next_migrate(
-    supabase: RuntimeDb, owner: asyncpg.Connection
+    supabase: RuntimeDb, owner: asyncpg.Connection, su: asyncpg.Connection
 ) -> None:
     sub = await owner.fetchval("INSERT INTO submissions (assignment_id) VALUES ('hw') RETURNING id")
     await owner.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id)"
                         " VALUES ($1, 'hw', gen_random_uuid())", sub)
     await owner.execute("GRANT SELECT ON ai_marking_queue TO anon")
     await owner.execute("GRANT EXECUTE ON FUNCTION aiqueue_buckets() TO PUBLIC")
-    found = await probe(owner, "anon")
+    found = await probe(su, "anon")
     # The probe can fail: the grant lets the statement through...
     assert "SELECT * FROM ai_marking_queue LIMIT 1" in found.allowed
     assert any("aiqueue_buckets" in s for s in found.allowed)
     # ...but row-level security (no policy for anon) is the second wall.
-    async with owner.transaction():
-        await owner.execute("SET LOCAL ROLE anon")
-        assert await owner.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
+    async with su.transaction():
+        await su.execute("SET LOCAL ROLE anon")
+        assert await su.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
     listed = await exposures(supabase.owner_dsn)
     assert Exposure("anon", "ai_marking_queue", "table", "SELECT") in listed
     assert Exposure("PUBLIC", "aiqueue_buckets()", "function", "EXECUTE") in listed
     assert await migrate(supabase.owner_dsn, "up") == []
     for role in SUPABASE_ROLES:
-        assert (await probe(owner, role)).allowed == []
+        assert (await probe(su, role)).allowed == []
     assert await exposures(supabase.owner_dsn) == []
 
 
 async def test_a_new_queue_table_view_and_function_are_locked_on_the_next_migrate(
-    supabase: RuntimeDb, owner: asyncpg.Connection
+    supabase: RuntimeDb, owner: asyncpg.Connection, su: asyncpg.Connection
 ) -> None:
     # Default privileges hand the new objects to anon & co, as they would a migration's.
     await owner.execute("CREATE TABLE ai_marking_extra (id int PRIMARY KEY, note text)")
@@ -190,7 +236,7 @@ async def test_a_new_queue_table_view_and_function_are_locked_on_the_next_migrat
     await owner.execute("CREATE VIEW ai_marking_extra_view AS SELECT * FROM ai_marking_extra")
     await owner.execute("CREATE FUNCTION aiqueue_extra() RETURNS int LANGUAGE sql"
                         " SECURITY DEFINER AS 'SELECT 1'")
-    before = await probe(owner, "anon")
+    before = await probe(su, "anon")
     assert "SELECT * FROM ai_marking_extra LIMIT 1" in before.allowed
     assert "SELECT aiqueue_extra()" in before.allowed
     listed = await exposures(supabase.owner_dsn)
@@ -200,7 +246,7 @@ async def test_a_new_queue_table_view_and_function_are_locked_on_the_next_migrat
 
     assert await migrate(supabase.owner_dsn, "up") == []
     for role in SUPABASE_ROLES:
-        assert (await probe(owner, role)).allowed == [], role
+        assert (await probe(su, role)).allowed == [], role
     assert await owner.fetchval("SELECT relrowsecurity FROM pg_class"
                                 " WHERE relname = 'ai_marking_extra'")
     config = await owner.fetchval("SELECT proconfig FROM pg_proc WHERE proname = 'aiqueue_extra'")
@@ -215,14 +261,48 @@ async def test_a_new_queue_table_view_and_function_are_locked_on_the_next_migrat
     assert await exposures(supabase.owner_dsn) == []
 
 
+HOST_SUBMISSIONS = """
+CREATE TABLE submissions (id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+                          assignment_id text NOT NULL, content text NOT NULL DEFAULT '');
+REVOKE ALL ON submissions FROM anon;
+GRANT SELECT ON submissions TO authenticated;
+"""
+# The host's own objects that merely start with `ai`: none is the queue's.
+HOST_AI_OBJECTS = """
+CREATE TABLE ai_prompts (id int PRIMARY KEY, prompt text);
+INSERT INTO ai_prompts VALUES (1, 'Summarise the essay');
+GRANT SELECT ON ai_prompts TO anon;
+CREATE TABLE aimless (id int);
+CREATE TABLE "aiXqueue_notes" (id int);
+CREATE VIEW ai_prompt_list AS SELECT id FROM ai_prompts;
+CREATE FUNCTION ai_summarise(t text) RETURNS text LANGUAGE sql SECURITY DEFINER
+    AS 'SELECT left(t, 10)';
+GRANT EXECUTE ON FUNCTION ai_summarise(text) TO PUBLIC;
+CREATE TABLE host_before AS
+    SELECT relname::text AS name, relacl::text AS acl, relrowsecurity AS rls,
+           reloptions::text AS options
+    FROM pg_class WHERE relname IN ('ai_prompts', 'aimless', 'aiXqueue_notes', 'ai_prompt_list')
+    UNION ALL
+    SELECT proname, proacl::text, prosecdef, proconfig::text FROM pg_proc
+    WHERE proname = 'ai_summarise';
+"""
+HOST_NOW = """
+SELECT relname::text AS name, relacl::text AS acl, relrowsecurity AS rls,
+       reloptions::text AS options
+FROM pg_class WHERE relname IN ('ai_prompts', 'aimless', 'aiXqueue_notes', 'ai_prompt_list')
+UNION ALL
+SELECT proname, proacl::text, prosecdef, proconfig::text FROM pg_proc
+WHERE proname = 'ai_summarise'
+ORDER BY 1
+"""
+
+
 async def test_the_hosts_submissions_keep_the_privileges_their_owner_gave(
     pg_admin: str
 ) -> None:
-    async with runtime_database(pg_admin, supabase=True) as db:
+    async with runtime_database(pg_admin, supabase=True, host_sql=HOST_SUBMISSIONS) as db:
         owner = await asyncpg.connect(db.owner_dsn)
         try:
-            await owner.execute("GRANT SELECT ON submissions TO authenticated")
-            await owner.execute("REVOKE ALL ON submissions FROM anon")
             acl = await owner.fetchval("SELECT relacl::text FROM pg_class"
                                        " WHERE relname = 'submissions'")
             await migrate(db.owner_dsn, "up")
@@ -230,8 +310,43 @@ async def test_the_hosts_submissions_keep_the_privileges_their_owner_gave(
                                         " WHERE relname = 'submissions'") == acl
             assert await owner.fetchval(
                 "SELECT has_table_privilege('authenticated', 'submissions', 'SELECT')")
+            assert not await owner.fetchval("SELECT relrowsecurity FROM pg_class"
+                                            " WHERE relname = 'submissions'")
+            assert await exposures(db.owner_dsn) == []
         finally:
             await owner.close()
+
+
+async def test_the_hosts_own_ai_objects_keep_every_privilege_and_setting(pg_admin: str) -> None:
+    async with runtime_database(pg_admin, supabase=True, host_sql=HOST_AI_OBJECTS) as db:
+        owner = await asyncpg.connect(db.owner_dsn)
+        try:
+            before = [tuple(r) for r in await owner.fetch(
+                "SELECT * FROM host_before ORDER BY 1")]
+            assert len(before) == 5
+            assert [tuple(r) for r in await owner.fetch(HOST_NOW)] == before
+            await migrate(db.owner_dsn, "up")
+            assert [tuple(r) for r in await owner.fetch(HOST_NOW)] == before
+            assert not await owner.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = 'ai_prompts'::regclass)")
+            gained = await owner.fetchval(
+                """SELECT string_agg(name, ', ') FROM (
+                       SELECT 'ai_prompts' AS name
+                       WHERE has_table_privilege($1, 'ai_prompts', 'SELECT')
+                       UNION ALL SELECT 'aimless' WHERE has_table_privilege($1, 'aimless', 'SELECT')
+                   ) g""", db.role)
+            assert gained is None
+        finally:
+            await owner.close()
+        # The host's function is still executable by everyone, as its owner wanted.
+        runtime = await asyncpg.connect(db.runtime_dsn)
+        try:
+            assert await runtime.fetchval("SELECT ai_summarise('a long essay text')") == \
+                "a long ess"
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await runtime.fetchval("SELECT * FROM ai_prompts")
+        finally:
+            await runtime.close()
 
 
 async def test_lockdown_twice_changes_nothing(supabase: RuntimeDb,

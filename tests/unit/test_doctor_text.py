@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
 from uuid import uuid4
 
 import pytest
 
 from aiqueue import dispatch
+from aiqueue.cli import doctor_settings
+from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
 from aiqueue.doctor.checks import Check, Doctor, Report, check_vercel, settings_failed
+from aiqueue.doctor.roles import check_lockdown, cron_period_seconds
 from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError
+from aiqueue.models import Exposure
 from aiqueue.queue.probes import ProbeResult, parse_probe
 from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
@@ -84,9 +90,22 @@ def test_the_report_prints_one_line_per_check_and_a_fix_under_a_failure():
     report = Report([Check("settings", "pass", "valid"), Check("function", "fail", "refused",
                                                                 "set the token")])
     assert report.text().splitlines() == [
-        "PASS  settings  valid", "FAIL  function  refused", f"{'':16}fix: set the token",
+        "PASS  settings    valid", "FAIL  function    refused", f"{'':18}fix: set the token",
         "some checks failed"]
     assert not report.ok and report.to_json()["checks"][1]["fix"] == "set the token"
+
+
+def test_a_warning_keeps_the_report_ok_and_prints_its_fix():
+    report = Report([Check("settings", "pass", "valid"),
+                     Check("role", "warn", "the app connects as the owner", "use a runtime role"),
+                     Check("cron", "skip", "not on Vercel")])
+    assert report.ok and report.warnings == 1
+    assert report.text().splitlines() == [
+        "PASS  settings    valid", "WARN  role        the app connects as the owner",
+        f"{'':18}fix: use a runtime role", "SKIP  cron        not on Vercel",
+        "all checks passed, 1 with a warning"]
+    assert report.to_json()["ok"] is True
+    assert report.to_json()["checks"][1]["status"] == "warn"
     bad = settings_failed(SettingsError("MARKING_QUEUE_SECRET: too short"))
     assert [c.status for c in bad.checks] == ["fail"] and not bad.ok
 
@@ -109,3 +128,72 @@ async def test_the_vercel_check(env, status, says):
     (check,) = doc.report.checks
     assert check.status == status and says in check.detail
     assert (check.fix is not None) is (status == "fail")
+
+
+def test_the_doctor_beside_dev_uses_devs_secret_and_function(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    env: dict[str, str] = {}  # no DATABASE_URL, no MARKING_QUEUE_SECRET: the dev defaults
+    dev = dev_settings(load_settings(env), env, DEV_FUNCTION_PORT)  # what `dev` runs with
+    doctor = doctor_settings(load_settings(env), env)  # a second terminal, same folder
+    assert doctor.queue_secrets == dev.queue_secrets
+    assert (tmp_path / ".data" / "dev-secret").read_text().strip() == doctor.queue_secret
+    assert doctor.function_url == dev.function_url == "http://127.0.0.1:8001/"
+    assert doctor.callback_url == dev.callback_url
+    # A deployment's doctor (DATABASE_URL set) keeps its own settings.
+    deployed = load_settings({**BASE, "DATABASE_URL": "postgresql://u@db.example.org/x",
+                              "MARKING_QUEUE_SECRET": "deployed-secret-0123456789"})
+    assert doctor_settings(deployed, {}) is deployed
+
+
+def test_a_probe_callback_the_app_rejected_names_the_two_secrets():
+    s = load_settings(BASE)
+    rejected = probe_finding(s, ProbeResult(dispatch.Accepted(), None, {}, 30, app_status=401))
+    assert rejected[0] == "fail" and "rejected" in rejected[1]
+    assert "the two sides hold different secrets" in rejected[1]
+    assert rejected[2] is not None and "MARKING_QUEUE_SECRET" in rejected[2]
+    assert "APP_BASE_URL" not in rejected[2]
+
+
+@pytest.mark.parametrize(("schedule", "seconds"), [
+    ("* * * * *", 60), ("*/5 * * * *", 300), ("0 * * * *", 3600), ("0 */6 * * *", 21600),
+    ("0 3 * * *", 86400), ("0 3 * * 1", 7 * 86400), ("15 3 1 * *", 31 * 86400)])
+def test_the_cron_period_of_a_schedule(schedule: str, seconds: float):
+    assert cron_period_seconds(schedule) == seconds
+
+
+class _Store:
+    """What check_lockdown reads: exposures, the platform's roles, the wide members."""
+
+    def __init__(self, exposures: list[Exposure], wide: list[str]) -> None:
+        self.exposures, self.wide = exposures, wide
+
+    async def queue_exposures(self) -> list[Exposure]:
+        return self.exposures
+
+    async def platform_roles(self) -> list[str]:
+        return ["supabase_admin", "supabase_read_only_user"]
+
+    async def wide_members(self) -> list[str]:
+        return self.wide
+
+
+async def _lockdown(exposures: list[Exposure], wide: list[str]) -> Check:
+    rt = SimpleNamespace(store=_Store(exposures, wide))
+    doc = Doctor(load_settings(BASE), rt, schema_current=True)  # type: ignore[arg-type]
+    await check_lockdown(doc)
+    return doc.report.checks[0]
+
+
+async def test_the_lockdown_fix_names_a_membership_no_migration_takes_away():
+    clean = await _lockdown([], [])
+    assert clean.status == "pass" and "note" in clean.detail
+    assert "supabase_admin, supabase_read_only_user" in clean.detail
+    granted = await _lockdown([Exposure("anon", "ai_marking_queue", "table", "SELECT")], [])
+    assert granted.status == "fail" and granted.fix is not None
+    assert "migrate up" in granted.fix and "pg_read_all_data" not in granted.fix
+    member = await _lockdown([Exposure("app_admin", "ai_marking_queue", "table", "SELECT")],
+                             ["app_admin"])
+    assert member.fix is not None and "app_admin reach every table through" in member.fix
+    assert "neon_superuser" in member.fix and "no migration takes away" in member.fix

@@ -33,3 +33,14 @@ SELECT current_setting('aiqueue.doctor_mark', true) AS mark
 
 -- doctor_notify --
 SELECT pg_notify($1, $2)
+
+-- cron_called --
+-- The cron (GET /api/marking/process-queue) called: the doctor warns when it
+-- has not for 3 periods (CONTRACT §9a).  Skipped when written within the last
+-- 10 s, so a burst of calls rewrites the control row once.
+UPDATE ai_queue_control SET cron_called_at = now()
+WHERE id = 1 AND (cron_called_at IS NULL OR cron_called_at < now() - interval '10 seconds');
+
+-- cron_last_call --
+-- Seconds since the cron last called (NULL: never).
+SELECT extract(epoch FROM now() - cron_called_at)::float8 FROM ai_queue_control WHERE id = 1;

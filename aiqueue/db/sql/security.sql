@@ -1,15 +1,25 @@
--- Who may reach the queue (CONTRACT §8b), and the shared login throttle.
+-- Who may reach the queue (CONTRACT §8b, §9a), and the shared login throttle.
 --
 -- The queue's objects are taken from the catalog, never from a list kept by
 -- hand, so a table a later migration adds is locked like the rest:
 --   every table, partitioned table, foreign table, view, materialized view,
 --   sequence and routine in the schema the migrations run in
 --   (current_schema(), where aiqueue_migrations lives) whose name starts with
---   `ai_` or `aiqueue_`.
--- Those two prefixes are reserved for aiqueue in that schema.  The host's
--- `submissions` table is not a queue object: it keeps the privileges its owner
--- gave it, and the runtime role only gains SELECT and UPDATE (ai_result,
--- ai_marked_at) on it.
+--   `ai_marking_`, `ai_queue_` or `aiqueue_` (LIKE's `_` is a wildcard, so each
+--   one is escaped: a host's `ai_prompts` or `aimless` is not ours).
+-- Those three prefixes are reserved for aiqueue in that schema; a host's
+-- `ai_prompts` table or `ai_summarise()` function keeps every privilege and
+-- setting it had.  `submissions` is a queue object only when migration 0001
+-- created it (aiqueue_meta created_submissions): then it is locked like the
+-- rest.  The host's own `submissions` keeps the privileges its owner gave it,
+-- and the runtime role only gains SELECT and UPDATE (ai_result, ai_marked_at)
+-- on it (the doctor warns when another role can read it: submissions_readers).
+--
+-- The platform's own roles (a superuser, or a role with BYPASSRLS that is a
+-- member of pg_read_all_data: Supabase's supabase_admin,
+-- supabase_read_only_user, supabase_etl_admin) reach everything by design and
+-- can't be locked out by a migration: the check leaves them out and the doctor
+-- lists them as a note (platform_roles).
 
 -- lockdown --
 -- Run by `migrate up` after the migrations and functions, every time, in the
@@ -36,10 +46,13 @@ DECLARE
     who record;
     needs text[];
     has text[];
+    ours_submissions boolean;
 BEGIN
     IF to_regclass('aiqueue_meta') IS NULL THEN
         RETURN;  -- nothing migrated yet
     END IF;
+    ours_submissions := EXISTS (SELECT 1 FROM aiqueue_meta
+                                WHERE key = 'created_submissions' AND value = 'true');
     previous := (SELECT value FROM aiqueue_meta WHERE key = 'runtime_role');
     runtime := coalesce(wanted, previous);
     IF runtime IS NOT NULL THEN
@@ -67,7 +80,9 @@ BEGIN
                                              c.relowner)) AS acl
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S')
-          AND (c.relname LIKE 'ai\_%' OR c.relname LIKE 'aiqueue\_%')
+          AND (c.relname LIKE 'ai\_marking\_%' OR c.relname LIKE 'ai\_queue\_%'
+               OR c.relname LIKE 'aiqueue\_%'
+               OR (c.relname = 'submissions' AND ours_submissions))
     LOOP
         needs := CASE
             WHEN runtime IS NULL THEN '{}'
@@ -75,6 +90,8 @@ BEGIN
             WHEN obj.relkind IN ('v', 'm') THEN '{SELECT}'
             -- Bookkeeping of `migrate`: the app reads it, only the owner writes it.
             WHEN obj.relname IN ('aiqueue_migrations', 'aiqueue_meta') THEN '{SELECT}'
+            -- Our own submissions: read, and UPDATE (ai_result, ai_marked_at) below.
+            WHEN obj.relname = 'submissions' THEN '{SELECT}'
             ELSE '{DELETE,INSERT,SELECT,UPDATE}' END;
         -- Every grantee but the owner loses everything, the runtime role too when
         -- what it holds is not exactly `needs` (column grants count as a difference).
@@ -94,7 +111,9 @@ BEGIN
                 CONTINUE WHEN has = needs AND NOT EXISTS (
                     SELECT 1 FROM pg_attribute t, aclexplode(t.attacl) a
                     WHERE t.attrelid = obj.oid AND t.attacl IS NOT NULL
-                      AND a.grantee = runtime_oid);
+                      AND a.grantee = runtime_oid
+                      AND NOT (obj.relname = 'submissions' AND a.privilege_type = 'UPDATE'
+                               AND t.attname IN ('ai_result', 'ai_marked_at')));
             END IF;
             EXECUTE format('REVOKE ALL ON %s %s FROM %s CASCADE', obj.noun, obj.name, who.role);
         END LOOP;
@@ -134,7 +153,8 @@ BEGIN
                coalesce(p.proacl, acldefault('f'::"char", p.proowner)) AS acl
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = current_schema()
-          AND (p.proname LIKE 'ai\_%' OR p.proname LIKE 'aiqueue\_%')
+          AND (p.proname LIKE 'ai\_marking\_%' OR p.proname LIKE 'ai\_queue\_%'
+               OR p.proname LIKE 'aiqueue\_%')
     LOOP
         FOR who IN
             SELECT a.grantee,
@@ -172,11 +192,13 @@ $lockdown$;
 -- queue_exposures --
 -- Every way a role other than the owner and the runtime role reaches a queue
 -- object: (role, object, kind, privilege).  PUBLIC counts as a role.
--- Superusers and the predefined pg_* roles are left out: they reach
--- everything by design.  A member of the owner or the runtime role is listed
--- (it reaches what they reach).  Three rows name no role ('*'): a table
--- without row-level security, a view that runs with its owner's rights, and a
--- SECURITY DEFINER routine without a pinned search_path.  Empty = locked down.
+-- The platform's own roles (see platform_roles) and the predefined pg_* roles
+-- are left out: they reach everything by design.  A member of the owner or the
+-- runtime role is listed (it reaches what they reach).  Three rows name no
+-- role ('*'): a table without row-level security, a view that runs with its
+-- owner's rights, and a SECURITY DEFINER routine without a pinned
+-- search_path.  `submissions` counts when migration 0001 created it.
+-- Empty = locked down.
 WITH runtime AS (
     SELECT (SELECT oid FROM pg_roles
             WHERE rolname = (SELECT value FROM aiqueue_meta WHERE key = 'runtime_role')) AS oid
@@ -189,17 +211,25 @@ objects AS (
     FROM pg_class c
     WHERE c.relnamespace = current_schema()::regnamespace
       AND c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S')
-      AND (c.relname LIKE 'ai\_%' OR c.relname LIKE 'aiqueue\_%')
+      AND (c.relname LIKE 'ai\_marking\_%' OR c.relname LIKE 'ai\_queue\_%'
+           OR c.relname LIKE 'aiqueue\_%'
+           OR (c.relname = 'submissions' AND EXISTS (
+                   SELECT 1 FROM aiqueue_meta
+                   WHERE key = 'created_submissions' AND value = 'true')))
     UNION ALL
     SELECT p.oid, p.proowner, p.oid::regprocedure::text, 'function', NULL, NULL, NULL,
            p.prosecdef, p.proconfig
     FROM pg_proc p
     WHERE p.pronamespace = current_schema()::regnamespace
-      AND (p.proname LIKE 'ai\_%' OR p.proname LIKE 'aiqueue\_%')
+      AND (p.proname LIKE 'ai\_marking\_%' OR p.proname LIKE 'ai\_queue\_%'
+           OR p.proname LIKE 'aiqueue\_%')
 ),
 roles AS (
     SELECT r.oid, r.rolname::text AS role FROM pg_roles r
-    WHERE NOT r.rolsuper AND r.rolname NOT LIKE 'pg\_%'
+    WHERE r.rolname NOT LIKE 'pg\_%'
+      AND NOT (r.rolsuper OR (r.rolbypassrls AND EXISTS (
+          SELECT 1 FROM pg_roles d
+          WHERE d.rolname = 'pg_read_all_data' AND pg_has_role(r.oid, d.oid, 'MEMBER'))))
     UNION ALL
     SELECT 0, 'PUBLIC'
 ),
@@ -232,6 +262,86 @@ WHERE (o.relkind IN ('r', 'p') AND NOT o.relrowsecurity)
        AND NOT coalesce('security_invoker=true' = ANY (o.reloptions), false))
    OR (o.secdef AND NOT EXISTS (SELECT 1 FROM unnest(o.config) c WHERE c LIKE 'search\_path=%'))
 ORDER BY 1, 2, 4;
+
+-- platform_roles --
+-- The platform's own roles: a superuser, or a role with BYPASSRLS that is a
+-- member of pg_read_all_data (Supabase's supabase_admin,
+-- supabase_read_only_user, supabase_etl_admin).  No migration can lock them
+-- out; the doctor names them as a note.  The predefined pg_* roles are left out.
+SELECT r.rolname::text AS role, r.rolsuper AS superuser
+FROM pg_roles r
+WHERE r.rolname NOT LIKE 'pg\_%'
+  AND (r.rolsuper OR (r.rolbypassrls AND EXISTS (
+      SELECT 1 FROM pg_roles d
+      WHERE d.rolname = 'pg_read_all_data' AND pg_has_role(r.oid, d.oid, 'MEMBER'))))
+ORDER BY 1;
+
+-- wide_members --
+-- Roles (not the platform's own) that reach every table through a membership:
+-- pg_read_all_data or pg_write_all_data (on Neon, through neon_superuser).  A
+-- migration can't take that away; the lockdown check's fix says so.
+SELECT r.rolname::text AS role
+FROM pg_roles r
+WHERE r.rolname NOT LIKE 'pg\_%' AND NOT r.rolsuper
+  AND EXISTS (SELECT 1 FROM pg_roles d
+              WHERE d.rolname IN ('pg_read_all_data', 'pg_write_all_data')
+                AND pg_has_role(r.oid, d.oid, 'MEMBER'))
+ORDER BY 1;
+
+-- submissions_readers --
+-- The host's own `submissions` (not one migration 0001 created, which
+-- queue_exposures covers): every role but its owner, the runtime role and the
+-- platform's own that can read its rows.  A role "can read" when it may SELECT
+-- a column and either row-level security is off, or it bypasses it, or a
+-- policy for SELECT applies to it (or to PUBLIC).  PUBLIC counts as a role.
+WITH sub AS (
+    SELECT c.oid, c.relowner, c.relrowsecurity FROM pg_class c
+    WHERE c.oid = to_regclass('submissions')
+      AND NOT EXISTS (SELECT 1 FROM aiqueue_meta
+                      WHERE key = 'created_submissions' AND value = 'true')
+),
+runtime AS (
+    SELECT (SELECT oid FROM pg_roles
+            WHERE rolname = (SELECT value FROM aiqueue_meta WHERE key = 'runtime_role')) AS oid
+),
+roles AS (
+    SELECT r.oid, r.rolname::text AS role, r.rolbypassrls AS bypass FROM pg_roles r
+    WHERE r.rolname NOT LIKE 'pg\_%'
+      AND NOT (r.rolsuper OR (r.rolbypassrls AND EXISTS (
+          SELECT 1 FROM pg_roles d
+          WHERE d.rolname = 'pg_read_all_data' AND pg_has_role(r.oid, d.oid, 'MEMBER'))))
+    UNION ALL
+    SELECT 0, 'PUBLIC', false
+)
+SELECT r.role, s.relrowsecurity AS row_security
+FROM sub s CROSS JOIN roles r
+WHERE r.oid <> s.relowner AND r.oid IS DISTINCT FROM (SELECT oid FROM runtime)
+  AND has_any_column_privilege(r.oid, s.oid, 'SELECT')
+  AND (NOT s.relrowsecurity OR r.bypass OR EXISTS (
+      SELECT 1 FROM pg_policy p
+      WHERE p.polrelid = s.oid AND p.polcmd IN ('r', '*') AND p.polpermissive
+        AND (0 = ANY (p.polroles)
+             OR EXISTS (SELECT 1 FROM unnest(p.polroles) pr
+                        WHERE r.oid <> 0 AND pg_has_role(r.oid, pr, 'USAGE')))))
+ORDER BY (r.oid <> 0), 1;
+
+-- app_role --
+-- The powers of the role this connection logs in as (CONTRACT §9a): a
+-- superuser, BYPASSRLS, and membership of the roles that read or write every
+-- table; and whether it is the owner of the queue (or acts as the owner) or
+-- the runtime role `migrate up --runtime-role` recorded.
+SELECT current_user::text AS role, r.rolsuper AS superuser, r.rolbypassrls AS bypassrls,
+       ARRAY(SELECT d.rolname::text FROM pg_roles d
+             WHERE d.rolname IN ('pg_read_all_data', 'pg_write_all_data', 'neon_superuser')
+               AND pg_has_role(r.oid, d.oid, 'MEMBER')
+             ORDER BY 1) AS wide_roles,
+       coalesce((SELECT pg_has_role(r.oid, c.relowner, 'USAGE') FROM pg_class c
+                 WHERE c.oid = to_regclass('aiqueue_migrations')), false) AS owner,
+       (SELECT o.rolname::text FROM pg_class c JOIN pg_roles o ON o.oid = c.relowner
+        WHERE c.oid = to_regclass('aiqueue_migrations')) AS owner_role,
+       (SELECT value FROM aiqueue_meta WHERE key = 'runtime_role') AS runtime_role
+FROM pg_roles r
+WHERE r.rolname = current_user;
 
 -- login_blocked --
 -- The /ai-queue login throttle (migration 0011), shared by every instance:

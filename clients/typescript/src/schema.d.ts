@@ -301,7 +301,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** 200 when the database answers */
+        /** Public: 200 `{"status": "ok"}`, no database connection. With the bearer: also the database and the schema */
         get: operations["healthz"];
         put?: never;
         post?: never;
@@ -646,20 +646,30 @@ export interface components {
             data?: string;
             retry?: number;
         };
+        /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (§9a), and a 503 while the database does not answer or its schema is behind. */
         Health: {
             /** @enum {string} */
-            status: "ok" | "unavailable";
-            database: boolean;
+            status: "ok" | "unavailable" | "schema_behind";
+            database?: boolean;
+            schema?: {
+                expected: number;
+                found: number | null;
+            };
+            /** @constant */
+            error?: "schema_behind";
+            detail?: string;
+            expected?: number;
+            found?: number;
         };
-        /** @description One check; a failure's `fix` says what to do. */
+        /** @description One check. `warn`: worth fixing, nothing broken (the report stays ok); a failure's or a warning's `fix` says what to do. */
         DoctorCheck: {
             name: string;
             /** @enum {string} */
-            status: "pass" | "fail" | "skip";
+            status: "pass" | "warn" | "fail" | "skip";
             detail: string;
             fix: string | null;
         };
-        /** @description The report of `python -m aiqueue doctor --json` (§8c). */
+        /** @description The report of `python -m aiqueue doctor --json` (§8c, §9a): `ok` unless a check failed (warnings keep it ok). */
         DoctorReport: {
             ok: boolean;
             checks: components["schemas"]["DoctorCheck"][];
@@ -1279,7 +1289,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            /** @description The database does not answer */
+            /** @description (bearer) The database does not answer, or its schema is behind the code */
             503: {
                 headers: {
                     [name: string]: unknown;
