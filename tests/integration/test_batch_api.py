@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,16 +11,21 @@ import asyncpg
 import httpx
 import pytest
 
+from aiqueue.batch.function import FunctionModeError, FunctionModes
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
 from aiqueue.web.app import create_app
+from functions.ai_mark.server import create_app as create_function
+from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.batchapi.common import Behaviour, Clock
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
-from tests.e2e.servers import free_port
-from tests.integration.batch_kit import lane_settings, served, soon
+from tests.e2e.servers import free_port, run_asgi
+from tests.integration.batch_kit import FN_TOKEN, lane_settings, served, soon
 from tests.integration.test_results_page import PAGE, login
 
 pytestmark = pytest.mark.e2e
+SIGNING = "whsec_" + base64.b64encode(b"s" * 32).decode()
+OTHER_SIGNING = "whsec_" + base64.b64encode(b"o" * 32).decode()
 
 
 @pytest.fixture
@@ -111,3 +117,25 @@ async def test_the_teacher_page_offers_mark_overnight_beside_mark_all(
     async with app_client(create_app(make_settings(db_url))) as client:
         await login(client)
         assert 'id="mark-overnight"' not in (await client.get(PAGE)).text
+
+
+@pytest.mark.parametrize("app_secret, answered", [(SIGNING, 200), (OTHER_SIGNING, 401)])
+async def test_render_and_parse_calls_carry_the_dispatch_signature(
+        db_url: str, app_secret: str, answered: int) -> None:
+    fn = create_function(FunctionSettings(simulate_latency=0, function_token=FN_TOKEN,
+                                          signing_secret=SIGNING))
+    port = free_port()
+    settings = make_settings(db_url, function_url=f"http://127.0.0.1:{port}/",
+                             function_token=FN_TOKEN).with_overrides(signing_secret=app_secret)
+    job = {"queue_id": "q-1", "callback_token": "t", "payload": {"rubric": "r", "max_score": 2},
+           "submission": {"content": "an answer"}}
+    with run_asgi(fn, port):
+        async with httpx.AsyncClient() as http:
+            modes = FunctionModes(http, settings)
+            if answered == 200:
+                rendered = await modes.render("openai", "m", [job])
+                assert list(rendered.requests) == ["q-1"]
+            else:
+                with pytest.raises(FunctionModeError) as caught:
+                    await modes.render("openai", "m", [job])
+                assert caught.value.code.startswith("function_http_4")
