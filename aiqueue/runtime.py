@@ -67,8 +67,10 @@ class Runtime:
         aws = None
         if settings.dispatch_target == "lambda" and target is not None and target.role_arn:
             aws = AwsCredentials(target, oidc or OidcToken(settings.vercel_oidc_token))
-        return cls(settings=settings, store=Store(pool), http=http_client(),
-                   tokens=tokens or Tokens(settings.queue_secrets), aws=aws, clock=clock)
+        tokens = tokens or Tokens(settings.queue_secrets,
+                                  session_binding=settings.session_binding)
+        return cls(settings=settings, store=Store(pool), http=http_client(), tokens=tokens,
+                   aws=aws, clock=clock)
 
     def own(self, kind: type[Owned]) -> Owned:
         """This instance's `kind`, made on first use: a module keeps its own state here,

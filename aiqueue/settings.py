@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import json
 import math
 import os
@@ -12,10 +11,19 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypedDict
-from urllib.parse import urlsplit
 
 from aiqueue.batch_settings import BatchLaneSettings, load_batch
 from aiqueue.errors import SettingsError
+from aiqueue.setup_settings import (
+    AWS_ENV_NAMES,
+    MIN_PASSWORD,
+    app_base_url,
+    cron_values,
+    require_https,
+    secret_values,
+    single_secret,
+    vercel_dev,
+)
 from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
 
 FunctionMode = Literal["async", "sync"]
@@ -112,6 +120,16 @@ class Settings:
         """The newest MARKING_QUEUE_SECRET: it signs and is sent on the chain."""
         return self.queue_secrets[0] if self.queue_secrets else ""
 
+    @property
+    def session_binding(self) -> str:
+        """What a session is bound to besides the secrets: the admin password if it is its own.
+
+        Changing AI_QUEUE_ADMIN_PASSWORD then ends every session. A password that
+        falls back to MARKING_QUEUE_SECRET binds nothing more, so rotating the secret
+        keeps sessions (CONTRACT §8b).
+        """
+        return "" if self.admin_password in self.queue_secrets else self.admin_password
+
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (tests and the dev command)."""
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -156,6 +174,14 @@ def _url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
     return raw
 
 
+def _secure_url(env: Mapping[str, str], name: str, local_run: bool) -> str | None:
+    """A URL the queue's secrets travel to: https:// unless local (CONTRACT §9a)."""
+    url = _url(env, name, None)
+    if url is not None:
+        require_https(name, url, local_run=local_run)
+    return url
+
+
 def _db_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
     raw = env.get(name, "").strip()
     if not raw:
@@ -163,14 +189,6 @@ def _db_url(env: Mapping[str, str], name: str, default: str | None) -> str | Non
     if not raw.startswith(("postgres://", "postgresql://")):
         raise SettingsError(f"{name} must be a postgresql:// URL")
     return raw
-
-
-def _secrets(env: Mapping[str, str], name: str, minimum: int = 16) -> tuple[str, ...]:
-    """Space-separated values, newest first; each at least `minimum` characters."""
-    values = tuple(env.get(name, "").split())
-    if any(len(v) < minimum for v in values):
-        raise SettingsError(f"{name}: each value must be at least {minimum} characters")
-    return values
 
 
 def _whsec(env: Mapping[str, str], name: str) -> str | None:
@@ -226,14 +244,20 @@ def _notify_secret(env: Mapping[str, str], url: str | None) -> str | None:
     return secret
 
 
-def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> Settings:
-    """Read and validate the environment; raise SettingsError naming the bad variable."""
+def load_settings(
+    env: Mapping[str, str] | None = None, *, port: int = 8000, dev: bool = False
+) -> Settings:
+    """Read and validate the environment; raise SettingsError naming the bad variable.
+
+    `dev` is the `dev` command, which (like `vercel dev`) may use http:// to any host.
+    """
     env = os.environ if env is None else env
+    local_run = dev or vercel_dev(env)
     production = bool(env.get("VERCEL")) or env.get("AIQUEUE_ENV", "").lower() == "production"
     database_url = _db_url(env, "DATABASE_URL", None)
     if production and database_url is None:
         raise SettingsError("DATABASE_URL is required in production")
-    queue_secrets = _secrets(env, "MARKING_QUEUE_SECRET")
+    queue_secrets = secret_values(env, "MARKING_QUEUE_SECRET")
     generated = False
     if not queue_secrets:
         if production:
@@ -242,10 +266,13 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
     mode = env.get("AI_MARKING_FUNCTION_MODE", "async").strip().lower() or "async"
     if mode not in ("async", "sync"):
         raise SettingsError(f"AI_MARKING_FUNCTION_MODE must be 'async' or 'sync', got {mode!r}")
-    base = _app_base_url(env, port)
-    target, digitalocean, aws_lambda = load_target(env, mode)
-    function_url = _url(env, "AI_MARKING_FUNCTION_URL", None)
+    base = app_base_url(env, port, _secure_url(env, "APP_BASE_URL", local_run))
+    target, digitalocean, aws_lambda = load_target(env, mode, local_run=local_run)
+    function_url = _secure_url(env, "AI_MARKING_FUNCTION_URL", local_run)
     batch_lane = load_batch(env)
+    if batch_lane is not None:
+        # The provider sees the students' answers: https outside dev, as for the function.
+        _secure_url(env, "QUEUE_BATCH_BASE_URL", local_run)
     if function_url is None and batch_lane is not None and target != "http":
         # The lane calls the function's render and parse modes synchronously, by HTTP.
         raise SettingsError("AI_MARKING_FUNCTION_URL (the function's web action or function "
@@ -260,8 +287,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
         database_direct_url=_db_url(env, "DATABASE_DIRECT_URL", database_url),
         database_pool_max=_int(env, "DATABASE_POOL_MAX", 4, 1),
         queue_secrets=queue_secrets,
-        cron_secrets=_secrets(env, "CRON_SECRET", minimum=1),
-        admin_password=env.get("AI_QUEUE_ADMIN_PASSWORD", "").strip() or queue_secrets[0],
+        cron_secrets=cron_values(env),
+        admin_password=(single_secret(env, "AI_QUEUE_ADMIN_PASSWORD", MIN_PASSWORD)
+                        or queue_secrets[0]),
         app_base_url=base,
         function_url=function_url,
         function_token=env.get("AI_MARKING_FUNCTION_TOKEN", "").strip() or None,
@@ -290,13 +318,13 @@ def load_settings(env: Mapping[str, str] | None = None, *, port: int = 8000) -> 
             _float(env, "QUEUE_EVENTS_HEARTBEAT_SECONDS", 10.0, 0.05, 3600), 15.0),
         events_poll_seconds=_float(env, "QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600),
         model_prices=_prices(env),
-        metrics_token=env.get("METRICS_TOKEN", "").strip() or None,
+        metrics_token=single_secret(env, "METRICS_TOKEN"),
         signing_secret=_whsec(env, "AI_MARKING_SIGNING_SECRET"),
-        **_notify_fields(env),
+        **_notify_fields(env, local_run),
         heartbeat_timeout_seconds=_float(env, "QUEUE_HEARTBEAT_TIMEOUT_SECONDS", 90.0, 0.05),
         platform_grace_seconds=_float(env, "QUEUE_PLATFORM_GRACE_SECONDS", 30.0, 0.0, 3600),
         on_vercel=bool(env.get("VERCEL")),
-        vercel_dev=_vercel_dev(env),
+        vercel_dev=vercel_dev(env),
         vercel_oidc_token=env.get("VERCEL_OIDC_TOKEN", "").strip() or None,
         aws_env_names=tuple(n for n in AWS_ENV_NAMES if env.get(n, "").strip()),
         # Flow control (CONTRACT §8a).
@@ -316,9 +344,9 @@ class _NotifyFields(TypedDict):
     notify_give_up_seconds: float
 
 
-def _notify_fields(env: Mapping[str, str]) -> _NotifyFields:
+def _notify_fields(env: Mapping[str, str], local_run: bool) -> _NotifyFields:
     """The notification settings (QUEUE_NOTIFY_*), validated together."""
-    url = _url(env, "QUEUE_NOTIFY_URL", None)
+    url = _secure_url(env, "QUEUE_NOTIFY_URL", local_run)
     return {
         "notify_url": url,
         "notify_secret": _notify_secret(env, url),
@@ -328,41 +356,3 @@ def _notify_fields(env: Mapping[str, str]) -> _NotifyFields:
         "notify_give_up_seconds": _float(env, "QUEUE_NOTIFY_GIVE_UP_SECONDS", 86400.0, 1.0,
                                          7 * 86400),
     }
-
-
-# -- set-up without surprises (CONTRACT §8c) ------------------------------------
-
-# What Vercel may put in a function's environment by itself (they grant nothing).
-AWS_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_REGION", "AWS_DEFAULT_REGION")
-_LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
-
-
-def _vercel_dev(env: Mapping[str, str]) -> bool:
-    return bool(env.get("VERCEL")) and env.get("VERCEL_ENV", "").strip() == "development"
-
-
-def is_local_url(url: str) -> bool:
-    """Whether a URL's host is this machine (loopback, unspecified, localhost)."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host in _LOCAL_NAMES or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_unspecified
-
-
-def _app_base_url(env: Mapping[str, str], port: int) -> str:
-    """APP_BASE_URL; on Vercel https://$VERCEL_PROJECT_PRODUCTION_URL, never a local address."""
-    production_host = env.get("VERCEL_PROJECT_PRODUCTION_URL", "").strip().strip("/")
-    default = f"http://127.0.0.1:{port}"
-    if env.get("VERCEL") and production_host:
-        default = f"https://{production_host.removeprefix('https://')}"
-    base = (_url(env, "APP_BASE_URL", None) or default).rstrip("/")
-    if env.get("VERCEL") and not _vercel_dev(env) and is_local_url(base):
-        raise SettingsError(
-            f"APP_BASE_URL is a local address ({base}) on Vercel: set APP_BASE_URL to the "
-            "deployment's public URL (the chain and the function's callbacks use it)")
-    return base

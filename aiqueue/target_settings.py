@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from aiqueue.errors import SettingsError
+from aiqueue.setup_settings import require_https
 
 DispatchTarget = Literal["http", "digitalocean", "lambda"]
 TARGETS: tuple[DispatchTarget, ...] = ("http", "digitalocean", "lambda")
@@ -65,9 +66,11 @@ def _base_url(env: Mapping[str, str], name: str, default: str | None, target: st
     return raw.rstrip("/")
 
 
-def load_digitalocean(env: Mapping[str, str]) -> DoTarget:
+def load_digitalocean(env: Mapping[str, str], *, local_run: bool = False) -> DoTarget:
     """DO_FUNCTIONS_API_HOST, _NAMESPACE, _ACTION (package/action) and _AUTH (uuid:secret)."""
     host = _base_url(env, "DO_FUNCTIONS_API_HOST", None, "digitalocean")
+    # The namespace's key and the callback token travel to it.
+    require_https("DO_FUNCTIONS_API_HOST", host, local_run=local_run)
     namespace = _required(env, "DO_FUNCTIONS_NAMESPACE", "digitalocean")
     if not _NAME.fullmatch(namespace):
         raise SettingsError("DO_FUNCTIONS_NAMESPACE must be a namespace id like fn-1234abcd-…")
@@ -153,9 +156,12 @@ def load_lambda(env: Mapping[str, str]) -> LambdaTarget:
 
 
 def load_target(
-    env: Mapping[str, str], mode: str
+    env: Mapping[str, str], mode: str, *, local_run: bool = False
 ) -> tuple[DispatchTarget, DoTarget | None, LambdaTarget | None]:
-    """AI_MARKING_DISPATCH and the chosen target's settings; sync mode only for http."""
+    """AI_MARKING_DISPATCH and the chosen target's settings; sync mode only for http.
+
+    `local_run` (the `dev` command, `vercel dev`) lets the targets' hosts use http://.
+    """
     raw = env.get("AI_MARKING_DISPATCH", "").strip().lower() or "http"
     target = next((t for t in TARGETS if t == raw), None)
     if target is None:
@@ -166,7 +172,7 @@ def load_target(
             f"AI_MARKING_FUNCTION_MODE=sync works only with AI_MARKING_DISPATCH=http "
             f"({target} always calls back)")
     if target == "digitalocean":
-        return target, load_digitalocean(env), None
+        return target, load_digitalocean(env, local_run=local_run), None
     if target == "lambda":
         return target, None, load_lambda(env)
     return target, None, None

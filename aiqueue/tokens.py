@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,12 +29,16 @@ class CallbackClaim:
 class Tokens:
     """Signs and verifies every token aiqueue hands out."""
 
-    def __init__(self, secrets: str | Sequence[str]) -> None:
-        """`secrets` newest first: the newest signs, any of them verifies (rotation)."""
+    def __init__(self, secrets: str | Sequence[str], *, session_binding: str = "") -> None:
+        """`secrets` newest first: the newest signs, any of them verifies (rotation).
+
+        Sessions are also keyed with `session_binding` (the admin password when it is
+        its own, Settings.session_binding): changing it ends every session.
+        """
         keys = [secrets] if isinstance(secrets, str) else list(secrets)[::-1]  # oldest first
         self._callback = URLSafeTimedSerializer(keys, salt="aiqueue.callback")
         self._events = URLSafeTimedSerializer(keys, salt="aiqueue.events")
-        self._session = URLSafeTimedSerializer(keys, salt="aiqueue.session")
+        self._session = URLSafeTimedSerializer(keys, salt=_session_salt(session_binding))
         self._probe = URLSafeTimedSerializer(keys, salt="aiqueue.probe")
 
     def callback(self, queue_id: UUID, dispatch_seq: int, attempt: int) -> str:
@@ -68,7 +73,10 @@ class Tokens:
         self, token: object, assignment_id: str, *, max_age: int = 3600, now: float | None = None
     ) -> bool:
         data = _loads(self._events, token, max_age, now)
-        return isinstance(data, str) and hmac.compare_digest(data, assignment_id)
+        # As bytes: compare_digest refuses a str with non-ASCII characters (any Unicode
+        # id is allowed, CONTRACT §9a).
+        return isinstance(data, str) and hmac.compare_digest(
+            data.encode("utf-8", "surrogatepass"), assignment_id.encode("utf-8", "surrogatepass"))
 
     def session(self, user: str, csrf: str) -> str:
         return self._session.dumps([user, csrf])
@@ -80,6 +88,14 @@ class Tokens:
         if isinstance(data, list) and len(data) == 2 and all(isinstance(x, str) for x in data):
             return data[0], data[1]
         return None
+
+
+def _session_salt(binding: str) -> str:
+    # A digest, so the salt's length is bounded; itsdangerous mixes the salt with the
+    # secret when it derives the signing key, and never puts it in a token.
+    if not binding:
+        return "aiqueue.session"
+    return "aiqueue.session." + hashlib.sha256(binding.encode()).hexdigest()
 
 
 def _loads(

@@ -20,6 +20,10 @@ from tests.roles import RuntimeDb, runtime_database
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 SECRET = "test-secret-0123456789abcdef"
+# The other secrets, long enough for the settings' rules (16+ characters, a password 12+).
+CRON = "cron-secret-0123456789abcdef"
+METRICS = "metrics-token-0123456789abcdef"
+PASSWORD = "operator-password-0123456789"
 AUTH = {"authorization": f"Bearer {SECRET}"}
 # Where make_settings sends dispatches and chains (mocked with respx, never reached).
 FN = "http://function.test/mark"

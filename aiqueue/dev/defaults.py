@@ -11,11 +11,17 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from aiqueue.settings import Settings
+from aiqueue.settings import Settings, load_settings
 
 SECRET_FILE = Path(".data") / "dev-secret"
 DEV_STUCK_AFTER_SECONDS = 60.0
 DEV_FUNCTION_PORT = 8001
+
+
+def load_dev(env: Any, port: int, function_port: int, secret_file: Path = SECRET_FILE
+             ) -> Settings:
+    """The environment read as the `dev` command (http:// to any host allowed) plus its defaults."""
+    return dev_settings(load_settings(env, port=port, dev=True), env, function_port, secret_file)
 
 
 def dev_settings(

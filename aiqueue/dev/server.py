@@ -30,10 +30,10 @@ from aiqueue.db.embedded import database_for
 from aiqueue.db.migrate import migrate
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
-from aiqueue.dev.defaults import dev_settings
 from aiqueue.dev.defaults import given as _given
+from aiqueue.dev.defaults import load_dev
 from aiqueue.errors import SettingsError
-from aiqueue.settings import Settings, load_settings
+from aiqueue.settings import Settings
 from aiqueue.web.app import create_app
 from aiqueue.web.live_api import close_streams
 from aiqueue.web.teacher_page import page_url
@@ -44,7 +44,7 @@ DEV_SIMULATE_LATENCY = 1.5
 def run_dev(host: str, port: int, function_port: int) -> None:
     """Run everything until Ctrl-C (or SIGTERM), then stop cleanly."""
     env = os.environ
-    settings = dev_settings(load_settings(port=port), env, function_port)
+    settings = load_dev(env, port, function_port)
     settings, handle = database_for(settings)
     try:
         asyncio.run(_main(settings, host, port, function_port,

@@ -17,7 +17,8 @@ from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError, StoreError
 from aiqueue.queue import probes
 from aiqueue.runtime import Runtime
-from aiqueue.settings import Settings, is_local_url
+from aiqueue.settings import Settings
+from aiqueue.setup_settings import is_local_url
 
 # `warn`: worth fixing, but nothing is broken (the doctor still exits 0).
 CheckStatus = Literal["pass", "warn", "fail", "skip"]

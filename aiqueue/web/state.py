@@ -25,7 +25,7 @@ class AppState:
         self.settings = settings
         self.clock = clock
         # Signed tokens need only the settings: the gate checks sessions without the database.
-        self.tokens = Tokens(settings.queue_secrets)
+        self.tokens = Tokens(settings.queue_secrets, session_binding=settings.session_binding)
         self.runtime: Runtime | None = None
         self.hub: EventHub | None = None
         # Streams' lifetime, heartbeat and polling (dev and tests shorten them).

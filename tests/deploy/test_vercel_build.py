@@ -21,7 +21,7 @@ import pytest
 from aiqueue.db.migrate import migrate
 from aiqueue.vercel.vercel_json import load
 from tests import pg
-from tests.conftest import SECRET, add_submissions
+from tests.conftest import CRON, PASSWORD, SECRET, add_submissions
 from tests.deploy.edge import Edge
 from tests.deploy.vercel_build import (
     FunctionServer,
@@ -36,8 +36,6 @@ from tests.roles import as_user, ensure_role
 
 pytestmark = [pytest.mark.vercel, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[2]
-CRON = "cron-secret-0123456789abcdef"
-PASSWORD = "operator-password-0123456789"
 RUNTIME_DEPS = ("starlette", "asyncpg", "httpx", "itsdangerous", "jinja2", "sniffio")
 
 

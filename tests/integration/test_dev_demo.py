@@ -11,7 +11,7 @@ import pytest
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
-from aiqueue.dev.defaults import DEV_STUCK_AFTER_SECONDS, dev_secret, dev_settings
+from aiqueue.dev.defaults import DEV_STUCK_AFTER_SECONDS, dev_secret, dev_settings, load_dev
 from aiqueue.settings import load_settings
 
 
@@ -83,7 +83,7 @@ def test_dev_defaults_point_at_the_bundled_function_and_keep_the_secret(tmp_path
     assert dev.stuck_after_seconds == DEV_STUCK_AFTER_SECONDS
     chosen = {"AI_MARKING_FUNCTION_URL": "http://fn.test/", "QUEUE_STUCK_AFTER_SECONDS": "900",
               "MARKING_QUEUE_SECRET": "chosen-secret-0123456789"}
-    kept = dev_settings(load_settings(chosen, port=9100), chosen, 9101, tmp_path / "unused")
+    kept = load_dev(chosen, 9100, 9101, tmp_path / "unused")
     assert kept.function_url == "http://fn.test/" and kept.stuck_after_seconds == 900
     assert kept.queue_secret == kept.admin_password == "chosen-secret-0123456789"
     assert not (tmp_path / "unused").exists()

@@ -12,9 +12,10 @@ import respx
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Job
+from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
-from tests.conftest import add_submissions, make_settings, mocked_function
+from tests.conftest import PASSWORD, add_submissions, make_settings, mocked_function
 
 OLD = "old-secret-0123456789abcdef"
 NEW = "new-secret-fedcba9876543210"
@@ -106,3 +107,48 @@ async def test_the_old_bearer_works_until_it_is_removed(db_url: str) -> None:
         assert (await client.get("/api/marking/stats", headers=bearer(NEW))).status_code == 200
         r = await client.get("/api/marking/process-queue", headers=bearer(OLD_CRON))
         assert r.status_code == 401
+
+
+@asynccontextmanager
+async def app_from_env(db_url: str, env: dict[str, str]) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its secrets read from `env` as a deployment would set them."""
+    loaded = load_settings({"MARKING_QUEUE_SECRET": NEW, **env})
+    fields = ("queue_secrets", "cron_secrets", "admin_password")
+    settings = make_settings(db_url, **{f: getattr(loaded, f) for f in fields})
+    app = create_app(settings)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://app.test") as client:
+        yield client
+    await app.state.aiqueue.close()
+
+
+async def test_vercel_cron_keeps_working_during_a_cron_secret_rotation(db_url: str) -> None:
+    # Vercel Cron sends `Bearer <CRON_SECRET>` with the variable's whole value.
+    async with app_from_env(db_url, {"CRON_SECRET": f"{NEW_CRON} {OLD_CRON}"}) as client:
+        with mocked_function():
+            for sent in (f"{NEW_CRON} {OLD_CRON}", NEW_CRON, OLD_CRON):
+                r = await client.get("/api/marking/process-queue", headers=bearer(sent))
+                assert r.status_code == 200, (sent, r.text)
+        for wrong in (f"{OLD_CRON} {NEW_CRON}", f"{NEW_CRON} x", f"{NEW_CRON}{OLD_CRON}"):
+            r = await client.get("/api/marking/process-queue", headers=bearer(wrong))
+            assert r.status_code == 401, wrong
+        # The whole cron value is the cron's, not a queue bearer.
+        r = await client.get("/api/marking/stats", headers=bearer(f"{NEW_CRON} {OLD_CRON}"))
+        assert r.status_code == 401
+
+
+async def test_changing_the_admin_password_ends_every_session(db_url: str) -> None:
+    first, second = PASSWORD, PASSWORD + "-changed"
+    async with app_from_env(db_url, {"AI_QUEUE_ADMIN_PASSWORD": first}) as client:
+        r = await client.post("/ai-queue/login", data={"password": first})
+        assert r.status_code == 303
+        cookie = r.cookies["aiqueue_session"]
+    with mocked_function():
+        async with app_from_env(db_url, {"AI_QUEUE_ADMIN_PASSWORD": first}) as client:
+            client.cookies.set("aiqueue_session", cookie)
+            assert (await client.get("/ai-queue")).status_code == 200
+        for env in ({"AI_QUEUE_ADMIN_PASSWORD": second}, {}):
+            async with app_from_env(db_url, env) as client:
+                client.cookies.set("aiqueue_session", cookie)
+                r = await client.get("/ai-queue")
+                assert r.status_code == 303 and r.headers["location"].startswith("/ai-queue/login")

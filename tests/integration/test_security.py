@@ -33,9 +33,8 @@ from aiqueue.models import Job
 from aiqueue.tokens import Tokens
 from aiqueue.web import http as http_module
 from aiqueue.web.app import create_app
-from tests.conftest import SECRET, add_submissions, make_settings
+from tests.conftest import CRON, SECRET, add_submissions, make_settings
 
-CRON = "cron-secret-0123456789abcdef"
 FN = "http://function.test/mark"
 CHAIN = "http://app.test/api/marking/process-queue"
 AUTH = {"authorization": f"Bearer {SECRET}"}

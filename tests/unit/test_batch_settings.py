@@ -57,3 +57,13 @@ def test_a_native_dispatch_target_needs_the_functions_url_for_the_lane() -> None
 def test_the_live_estimate_is_rounds_of_slots(rows: int, per_row: float, slots: int,
                                               expected: float) -> None:
     assert live_estimate(rows, per_row, slots) == expected
+
+
+def test_the_providers_url_must_be_https_outside_a_local_run() -> None:
+    env = {**BASE, "VERCEL": "1", "VERCEL_PROJECT_PRODUCTION_URL": "app.example.com",
+           "DATABASE_URL": "postgresql://u@db.example.org/x",
+           "MARKING_QUEUE_SECRET": "unit-secret-0123456789abcdef",
+           "AI_MARKING_FUNCTION_URL": "https://fn.example.org/mark"}
+    assert load_settings(env).batch_lane is not None  # the provider's default is https
+    with pytest.raises(SettingsError, match="QUEUE_BATCH_BASE_URL"):
+        load_settings({**env, "QUEUE_BATCH_BASE_URL": "http://batch.example.com/v1"})

@@ -9,7 +9,7 @@ from uuid import uuid4
 import pytest
 
 from aiqueue import dispatch
-from aiqueue.cli import doctor_settings
+from aiqueue.cli import doctor_settings, load_doctor
 from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
 from aiqueue.doctor.checks import Check, Doctor, Report, check_vercel, settings_failed
 from aiqueue.doctor.roles import check_lockdown, cron_period_seconds
@@ -19,6 +19,7 @@ from aiqueue.models import Exposure
 from aiqueue.queue.probes import ProbeResult, parse_probe
 from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
+from tests.conftest import CRON
 
 SECRET = "unit-secret-0123456789abcdef"
 BASE = {"MARKING_QUEUE_SECRET": SECRET, "AI_MARKING_FUNCTION_URL": "https://fn.example.org/m"}
@@ -120,7 +121,7 @@ VERCEL = {**BASE, "VERCEL": "1", "DATABASE_URL": "postgresql://u@db.example.org/
      "APP_BASE_URL https://marking.vercel.app, CRON_SECRET set"),
     (VERCEL, "fail", "CRON_SECRET is not set"),
     ({**VERCEL, "VERCEL_ENV": "development", "APP_BASE_URL": "http://127.0.0.1:3000",
-      "CRON_SECRET": "c"}, "pass", "vercel dev"),
+      "CRON_SECRET": CRON}, "pass", "vercel dev"),
 ])
 async def test_the_vercel_check(env, status, says):
     doc = Doctor(load_settings(env), None)
@@ -197,3 +198,12 @@ async def test_the_lockdown_fix_names_a_membership_no_migration_takes_away():
                              ["app_admin"])
     assert member.fix is not None and "app_admin reach every table through" in member.fix
     assert "neon_superuser" in member.fix and "no migration takes away" in member.fix
+
+
+def test_the_doctor_reads_the_environment_as_dev_only_beside_dev():
+    lan = {"APP_BASE_URL": "http://192.168.1.5:8000", "MARKING_QUEUE_SECRET": "x" * 20}
+    # No DATABASE_URL: the doctor checks what `dev` runs, which may use http:// anywhere.
+    assert load_doctor(lan).app_base_url == "http://192.168.1.5:8000"
+    # A deployment's doctor refuses it, as `serve` does.
+    with pytest.raises(SettingsError, match="^APP_BASE_URL must be an https:// URL"):
+        load_doctor({**lan, "DATABASE_URL": "postgresql://u@db.example.org/x"})

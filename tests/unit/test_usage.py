@@ -13,6 +13,7 @@ from aiqueue.queue.review import parse_actor, parse_adjusted
 from aiqueue.queue.spend import cost_usd, priced
 from aiqueue.reads.usage import usage_range
 from aiqueue.settings import ModelPrice, load_settings
+from tests.conftest import METRICS
 
 PRICES = {"gpt-x": ModelPrice(input=2.0, output=8.0)}
 
@@ -38,7 +39,7 @@ def test_model_prices_setting_is_validated_with_one_line_naming_it():
         with pytest.raises(SettingsError) as exc:
             load_settings({"QUEUE_MODEL_PRICES": bad})
         assert str(exc.value).startswith("QUEUE_MODEL_PRICES") and "\n" not in str(exc.value)
-    assert load_settings({"METRICS_TOKEN": " t0k "}).metrics_token == "t0k"
+    assert load_settings({"METRICS_TOKEN": f" {METRICS} "}).metrics_token == METRICS
 
 
 def test_usage_range_is_whole_utc_days():
