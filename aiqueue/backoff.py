@@ -6,6 +6,10 @@ import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+# The longest hold one refusal may ask for, in seconds: a callback's
+# `retry_after` (CONTRACT §8a) and a dispatch's `Retry-After` (§9a) alike.
+MAX_RETRY_AFTER = 3600
+
 
 def retry_delay(attempt: int, base: float, cap: float, rand: float | None = None) -> float:
     """Seconds before retry `attempt` (1-based), with ±20 % jitter, at most `cap`."""
@@ -17,7 +21,7 @@ def retry_delay(attempt: int, base: float, cap: float, rand: float | None = None
 
 
 def parse_retry_after(
-    value: str | None, *, cap: float, now: datetime | None = None
+    value: str | None, *, cap: float = MAX_RETRY_AFTER, now: datetime | None = None
 ) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or HTTP date), capped; None if absent."""
     if not value:

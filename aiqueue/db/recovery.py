@@ -19,6 +19,11 @@ class RecoveryQueries(Gateway):
         return int(await self._write_val("recover_stuck", stuck_after, max_attempts, heartbeat,
                                         bound, ask, idempotent=True))
 
+    async def recent_p95(self) -> float | None:
+        """The p95 of the last hour's processing times (newest 200); None with fewer than 5."""
+        value = await self._fetchval("recent_processing_tail")
+        return None if value is None else float(value)
+
     async def take_lookups(self, quiet: float, bound: float, limit: int,
                            hold: float) -> list[Lookup]:
         """Dispatches quiet for `quiet` seconds (or past `bound`), each taken for `hold` s."""

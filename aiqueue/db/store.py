@@ -190,6 +190,13 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         )
         return status
 
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
+        """Take a row a settle claimed, to send it: False when another taker had it."""
+        # One statement on the hot path.  Its retry after a lost answer reads as
+        # taken: the row then waits for recovery rather than risk two dispatches.
+        rows = await self._write_one("take_handoff", queue_id, dispatch_seq)
+        return bool(rows and rows[0][0])
+
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
@@ -229,10 +236,14 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
 
     async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, budget: Budget = NO_BUDGET) -> float | None:
+                          ask: bool = False, look: float | None = None,
+                          budget: Budget = NO_BUDGET) -> float | None:
+        """Seconds until the step has work; `look`: how long a dispatch the platform
+        is asked about stays quiet before the look (default: the heartbeat timeout)."""
         heartbeat = stuck_after if heartbeat is None else heartbeat
+        look = min(stuck_after, heartbeat) if look is None else look
         value = await self._fetchval("next_wakeup", cap, threshold, stuck_after, heartbeat,
-                                     bound, ask, *budget.args())
+                                     bound, ask, *budget.args(), look)
         return None if value is None else float(value)
 
     # -- operator actions -------------------------------------------------

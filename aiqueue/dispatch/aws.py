@@ -10,7 +10,10 @@ until shortly before they expire.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from xml.etree import ElementTree
@@ -36,19 +39,73 @@ class CredentialsError(Exception):
 
 
 class OidcToken:
-    """The newest Vercel OIDC token this instance has seen (a request header), else the env's."""
+    """The Vercel OIDC token to exchange: the best a request header brought, else the env's.
+
+    The header comes with any request, before it is authenticated (CONTRACT
+    §9a): a header replaces the kept token only when it is a well-formed JWT
+    from Vercel's issuer, not expired, that expires later than the kept one.
+    A junk header is ignored and never breaks dispatch.  (STS checks the
+    signature; a structural check is all that is needed to keep junk out.)
+    """
 
     def __init__(self, from_env: str | None = None) -> None:
         self.from_env = from_env
         self.from_request: str | None = None
+        self._expires = jwt_expiry(from_env) or 0.0
 
-    def seen(self, token: str | None) -> None:
-        if token:
-            self.from_request = token
+    def seen(self, token: str | None, now: float | None = None) -> bool:
+        """Keep `token` if it is a fresher Vercel token; whether it was kept."""
+        expires = jwt_expiry(token) if token else None
+        now = time.time() if now is None else now
+        if expires is None or expires <= now or expires <= self._expires:
+            return False
+        self.from_request, self._expires = token, expires
+        return True
 
     @property
     def value(self) -> str | None:
         return self.from_request or self.from_env
+
+    def refused(self, token: str) -> None:
+        """STS refused `token`: a header's (a forged one, say) is dropped for the env's."""
+        if token is self.from_request:  # the very value handed out, not a look-alike
+            self.from_request, self._expires = None, jwt_expiry(self.from_env) or 0.0
+
+
+# Vercel's issuer: https://oidc.vercel.com, or with the team's slug (the "team" issuer mode).
+_VERCEL_ISSUER = re.compile(r"https://oidc\.vercel\.com(/[A-Za-z0-9_-]{1,100})?")
+_JWT_PART = re.compile(r"[A-Za-z0-9_-]+")
+_JWT_MAX = 8192
+
+
+def jwt_expiry(token: str | None) -> float | None:
+    """A Vercel OIDC JWT's `exp` (epoch seconds), or None when it is not one.
+
+    Structure only: three base64url parts, a JSON header and payload, the
+    issuer Vercel's, a numeric `exp`.  The signature is left to STS.
+    """
+    if not token or len(token) > _JWT_MAX:
+        return None
+    parts = token.split(".")
+    if len(parts) != 3 or not all(_JWT_PART.fullmatch(p) for p in parts):
+        return None
+    header, payload = _json_part(parts[0]), _json_part(parts[1])
+    if header is None or payload is None or not isinstance(header.get("alg"), str):
+        return None
+    issuer, expires = payload.get("iss"), payload.get("exp")
+    if not (isinstance(issuer, str) and _VERCEL_ISSUER.fullmatch(issuer)):
+        return None
+    if not isinstance(expires, int | float) or isinstance(expires, bool):
+        return None
+    return float(expires)
+
+
+def _json_part(part: str) -> dict[str, object] | None:
+    try:
+        value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +138,19 @@ class AwsCredentials:
         token = self.oidc.value
         if not token:
             raise CredentialsError("oidc_token_missing")
+        try:
+            return await self._exchange(http, token)
+        except CredentialsError as exc:
+            if not exc.code.startswith("sts_http_4") or token is self.oidc.from_env:
+                raise
+            # A header's token STS would not take (the header comes before auth):
+            # forget it, and use the environment's if there is one.
+            self.oidc.refused(token)
+            if not self.oidc.value:
+                raise
+            return await self._exchange(http, self.oidc.value)
+
+    async def _exchange(self, http: httpx.AsyncClient, token: str) -> Temporary:
         t = self.target
         form = {"Action": "AssumeRoleWithWebIdentity", "Version": "2011-06-15",
                 "RoleArn": t.role_arn or "", "RoleSessionName": "aiqueue",

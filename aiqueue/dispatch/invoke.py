@@ -75,9 +75,14 @@ def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any
     }
 
 
-def message_id(body: dict[str, Any]) -> str:
-    """The dispatch's `webhook-id` (§8b): `<queue_id>.<attempt>` (a probe's: `<probe_id>.1`)."""
-    return f"{body['queue_id']}.{body['attempt']}"
+def message_id(queue_id: UUID, dispatch_seq: int) -> str:
+    """The dispatch's `webhook-id` (CONTRACT §9a): `<queue_id>.<dispatch_seq>`.
+
+    Unique for every dispatch: the attempt repeats after a refusal (which gives
+    it back) and after a retry, and a re-dispatch signed within the same second
+    would then look like a replay to the function.  A probe's is `<probe_id>.1`.
+    """
+    return f"{queue_id}.{dispatch_seq}"
 
 
 def too_large(http_status: int | None = None) -> Failed:
@@ -92,7 +97,7 @@ async def send(http: httpx.AsyncClient, job: Job, settings: Settings, tokens: To
         body = dispatch_body(job, settings, tokens)
     except Exception:
         return Failed("dispatch_error")
-    return await post(http, body, settings, aws)
+    return await post(http, body, settings, aws, message_id(job.queue_id, job.dispatch_seq))
 
 
 def probe_body(probe_id: UUID, settings: Settings, tokens: Tokens) -> dict[str, Any]:
@@ -112,8 +117,11 @@ def probe_body(probe_id: UUID, settings: Settings, tokens: Tokens) -> dict[str, 
 
 
 async def post(http: httpx.AsyncClient, body: dict[str, Any], settings: Settings,
-               aws: AwsCredentials | None = None) -> Outcome:
-    """POST one dispatch body to the target and classify the answer; never raises."""
+               aws: AwsCredentials | None = None, msg_id: str | None = None) -> Outcome:
+    """POST one dispatch body to the target and classify the answer; never raises.
+
+    `msg_id`: the signed dispatch's `webhook-id` (default: `<queue_id>.1`, a probe's).
+    """
     try:
         data = json.dumps(body).encode()
         limit = targets.body_limit(settings)
@@ -121,7 +129,7 @@ async def post(http: httpx.AsyncClient, body: dict[str, Any], settings: Settings
             return too_large()
         credentials = await aws.get(http) if aws is not None else None
         request = targets.build_request(settings, data, datetime.now(UTC), credentials,
-                                        message_id(body))
+                                        msg_id or f"{body['queue_id']}.1")
         response = await http.post(
             request.url, content=data, headers=request.headers,
             timeout=httpx.Timeout(settings.dispatch_timeout_seconds))
@@ -146,9 +154,9 @@ def classify(response: httpx.Response, settings: Settings) -> Outcome:
     status = response.status_code
     target = settings.dispatch_target
     if status in (429, 503):
-        retry_after = parse_retry_after(
-            response.headers.get("retry-after"), cap=settings.retry_max_seconds
-        )
+        # Up to an hour, like a callback's retry_after (CONTRACT §9a): the backoff's
+        # cap is for our own guesses, not for the model's word.
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
         return Busy(retry_after, status)
     if target == "http" and 200 <= status < 300:
         if settings.function_mode == "sync":

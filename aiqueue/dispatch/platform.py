@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
+from aiqueue.dispatch.aws import AwsCredentials, CredentialsError
 from aiqueue.dispatch.sigv4 import Credentials, sign
 from aiqueue.dispatch.targets import lambda_url
 from aiqueue.target_settings import DoTarget, LambdaTarget
@@ -27,6 +28,9 @@ from aiqueue.target_settings import DoTarget, LambdaTarget
 LOOKUP_TIMEOUT_SECONDS = 5.0
 # A failed read of Lambda's configuration is tried again after this long.
 CONFIG_RETRY_SECONDS = 300.0
+# ... and sooner when only the credentials were missing (AWS_ROLE_ARN: the first
+# request with Vercel's OIDC token may come any moment).
+CREDENTIALS_RETRY_SECONDS = 15.0
 
 ActivationState = Literal["finished", "failed", "not_found", "unknown"]
 # OpenWhisk's response.status of an activation that did not succeed, as a code.
@@ -112,11 +116,16 @@ def configuration_url(target: LambdaTarget) -> str:
     return lambda_url(target).replace("/invocations", "/configuration", 1)
 
 
-async def lambda_timeout(http: httpx.AsyncClient, target: LambdaTarget, now: datetime
-                         ) -> float | None:
-    """The function's configured timeout in seconds, or None when it cannot be read."""
+async def lambda_timeout(http: httpx.AsyncClient, target: LambdaTarget, now: datetime,
+                         credentials: Credentials | None = None) -> float | None:
+    """The function's configured timeout in seconds, or None when it cannot be read.
+
+    `credentials`: the assumed role's (AWS_ROLE_ARN), as for dispatch; else the
+    target's static keys.
+    """
     url = configuration_url(target)
-    creds = Credentials(target.access_key_id, target.secret_access_key, target.session_token)
+    creds = credentials or Credentials(
+        target.access_key_id, target.secret_access_key, target.session_token)
     headers = sign("GET", url, {}, b"", credentials=creds, region=target.region,
                    service="lambda", now=now)
     try:
@@ -140,12 +149,25 @@ class LambdaTimeout:
     # Steps run concurrently (the ticker, requests): one of them reads, the rest wait.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
-    async def get(self, http: httpx.AsyncClient, target: LambdaTarget) -> float | None:
+    async def get(self, http: httpx.AsyncClient, target: LambdaTarget,
+                  aws: AwsCredentials | None = None) -> float | None:
+        """`aws`: the assumed role's credentials (AWS_ROLE_ARN), which sign the read."""
         if self.value is not None:
             return self.value
         async with self.lock:
             if self.value is None and time.monotonic() >= self.retry_at:
-                self.value = await lambda_timeout(http, target, datetime.now(UTC))
+                self.value, wait = await self._read(http, target, aws)
                 if self.value is None:
-                    self.retry_at = time.monotonic() + CONFIG_RETRY_SECONDS
+                    self.retry_at = time.monotonic() + wait
         return self.value
+
+    @staticmethod
+    async def _read(http: httpx.AsyncClient, target: LambdaTarget,
+                    aws: AwsCredentials | None) -> tuple[float | None, float]:
+        """The timeout, or None and how long to wait before the next read."""
+        try:
+            credentials = await aws.get(http) if aws is not None else None
+        except CredentialsError:
+            return None, CREDENTIALS_RETRY_SECONDS
+        value = await lambda_timeout(http, target, datetime.now(UTC), credentials)
+        return value, CONFIG_RETRY_SECONDS

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from aiqueue import logs
 from aiqueue.errors import Conflict, Invalid, KeyReused, NotFound, StoreError, Unauthorized
-from aiqueue.models import KeyMismatch, QueueRow, Replayed, Status, UnknownIds
+from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
 from aiqueue.parse import EnqueueRequest
 from aiqueue.queue import overnight, probes
 from aiqueue.queue.loop import Receipt
@@ -97,20 +97,33 @@ async def receive_results(rt: Runtime, parsed: list[WebhookItem]) -> Receipt:
         if n == len(parsed) and item.status == "completed":
             # The usual callback (one completed item): apply it and claim the
             # next row in one round trip; every other item has been applied.
-            try:
-                applied, next_job = await settle_item(rt, item)
-                settled = True
-            except StoreError as exc:
-                # The claim shares the result's transaction: whatever failed
-                # there must not hold the result back.  Apply it alone; the
-                # step after answering claims for itself.
-                logs.event("settle_failed", code=exc.code, queue_id=item.claim.queue_id)
+            applied, next_job, settled = await _settle(rt, item)
         if applied is None:
             applied = await apply_item(rt, item)
         counts["accepted" if applied else "ignored"] += 1
         freed += applied and item.status != "progress"
     logs.event("webhook", **counts)
     return Receipt(counts, freed, settled, next_job)
+
+
+async def _settle(rt: Runtime, item: ResultItem) -> tuple[bool | None, Job | None, bool]:
+    """settle_item, once more when it failed: (applied or None, next job, settled).
+
+    The first failure may be a lost answer of a settle that committed; its
+    repeat then hands back the row that settle claimed (CONTRACT §9a) rather
+    than leave it claimed with no dispatch.  Should the repeat fail too, the
+    result is applied alone by the caller and the step after answering claims.
+    """
+    for tries_left in (1, 0):
+        try:
+            applied, job = await settle_item(rt, item)
+            return applied, job, True
+        except StoreError as exc:
+            # The claim shares the result's transaction: whatever failed there
+            # must not hold the result back.
+            logs.event("settle_failed", code=exc.code, queue_id=item.claim.queue_id,
+                       reason="will_repeat" if tries_left else "apply_alone")
+    return None, None, False
 
 
 async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:

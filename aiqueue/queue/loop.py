@@ -120,6 +120,11 @@ async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
     """
     step = StepResult()
     job = receipt.next_job
+    if job is not None and not await rt.store.take_handoff(job.queue_id, job.dispatch_seq):
+        # A repeat of a result whose first answer was lost got the row that
+        # first settle claimed, and another taker is sending it (CONTRACT §9a).
+        logs.event("handoff_taken", queue_id=job.queue_id, attempt=job.attempt)
+        job = None
     busy = await _hand_out(rt, step, job)
     await _housekeeping(rt, step, force=False)
     more = (job is not None and job.more) or step.recovered > 0

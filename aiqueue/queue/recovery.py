@@ -3,10 +3,13 @@
 A row whose function went quiet is recovered: after the heartbeat timeout once
 it sent a heartbeat, after QUEUE_STUCK_AFTER_SECONDS otherwise, and never later
 than the platform's time limit plus a grace (Lambda's configured timeout,
-DigitalOcean's action limit).  On DigitalOcean the platform is asked first: a
-finished activation's result is applied as if it had been called back (no
+DigitalOcean's action limit).  On DigitalOcean the platform is asked first, and
+early (CONTRACT §9a): at the earliest of the heartbeat timeout, the action's
+limit plus the grace, and 3x the recent p95 processing time (at least 10 s).
+A finished activation's result is applied as if it had been called back (no
 second model call), a failed one fails the attempt now, and one not found yet
-waits until the action's limit has passed.
+is still running: it is asked about again later, and recovered once the
+action's limit plus the grace has passed.
 
 The platform is asked outside any transaction: a short statement takes a few
 quiet dispatches (SKIP LOCKED, then `look_after` keeps other instances off
@@ -17,7 +20,8 @@ only act while that dispatch is still the row's current one.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from aiqueue import logs
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
@@ -31,6 +35,32 @@ from aiqueue.target_settings import DoTarget
 LOOKS_PER_STEP = 3
 # How long a look taken by one instance is left alone by the others.
 LOOK_HOLD_SECONDS = 30.0
+# A quiet dispatch is asked about once quiet for this many times the recent p95
+# processing time, but never sooner than the floor: a job is rarely that slow,
+# and a look that finds it still running only costs one more look later.
+P95_FACTOR = 3.0
+P95_FLOOR_SECONDS = 10.0
+# The recent p95 is read again this often per instance (one short query).
+P95_REFRESH_SECONDS = 60.0
+
+
+@dataclass
+class RecentP95:
+    """The recent p95 processing time (seconds; None: too few results), kept per
+    instance (Runtime.own) and read again once a minute."""
+
+    value: float | None = None
+    due: float = 0.0  # monotonic
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    async def get(self, rt: Runtime) -> float | None:
+        if time.monotonic() < self.due:
+            return self.value
+        async with self.lock:
+            if time.monotonic() >= self.due:
+                self.value = await rt.store.recent_p95()
+                self.due = time.monotonic() + P95_REFRESH_SECONDS
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -44,13 +74,21 @@ class Thresholds:
     bound: float | None
     # The platform is asked before a row with an invocation id is recovered.
     ask: bool
+    # The recent p95 processing time, when the platform is asked and it is known.
+    p95: float | None = None
 
     @property
     def quiet(self) -> float:
-        """How long an asked-about dispatch stays quiet before the platform is asked."""
-        # The dispatch counts as the first sign of life: a short job sends no
-        # heartbeat, and its lost callback should not hold the slot for long.
-        return self.heartbeat
+        """How long an asked-about dispatch stays quiet before the platform is asked.
+
+        The earlier of the heartbeat timeout and 3x the recent p95 (at least
+        10 s); the bound (the action's limit plus the grace) caps it in SQL.
+        The dispatch counts as the first sign of life: a short job sends no
+        heartbeat, and its lost callback should not hold the slot for long.
+        """
+        if self.p95 is None:
+            return self.heartbeat
+        return min(self.heartbeat, max(P95_FLOOR_SECONDS, P95_FACTOR * self.p95))
 
 
 async def thresholds(rt: Runtime) -> Thresholds:
@@ -60,13 +98,14 @@ async def thresholds(rt: Runtime) -> Thresholds:
     if s.dispatch_target == "digitalocean" and s.digitalocean is not None:
         bound = s.digitalocean.action_timeout_seconds + s.platform_grace_seconds
     elif s.dispatch_target == "lambda" and s.aws_lambda is not None:
-        timeout = await rt.own(LambdaTimeout).get(rt.http, s.aws_lambda)
+        timeout = await rt.own(LambdaTimeout).get(rt.http, s.aws_lambda, rt.aws)
         bound = None if timeout is None else timeout + s.platform_grace_seconds
     ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
     # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"
     # (CONTRACT §2): the heartbeat timeout can shorten the wait, never lengthen it.
     heartbeat = min(s.heartbeat_timeout_seconds, s.stuck_after_seconds)
-    return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask)
+    p95 = await rt.own(RecentP95).get(rt) if ask else None
+    return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask, p95)
 
 
 async def recover(rt: Runtime) -> int:
@@ -85,7 +124,7 @@ async def next_wakeup(rt: Runtime) -> float | None:
     s, t = rt.settings, await thresholds(rt)
     return await rt.store.next_wakeup(s.max_in_flight, s.breaker_threshold, t.stuck,
                                       heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
-                                      budget=Budget.of(s))
+                                      look=t.quiet, budget=Budget.of(s))
 
 
 async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: float) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from aiqueue import logs
-from aiqueue.backoff import retry_delay
+from aiqueue.backoff import MAX_RETRY_AFTER, retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
 from aiqueue.queue.spend import priced
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 ItemStatus = Literal["completed", "failed", "progress"]
 MAX_ITEMS = 1000
-# The longest hold one refusal may ask for (CONTRACT §8a), in seconds.
-MAX_RETRY_AFTER = 3600
 # A stored (and logged) error is one of these codes, never the function's own
 # words: those may quote the student's answer.  A fixed vocabulary, not a
 # pattern — a one-word answer ("mitochondria", "binary_search",

@@ -10,7 +10,7 @@ import uvicorn
 
 from .errors import SettingsError
 from .server import create_app
-from .settings import Settings
+from .settings import Settings, is_local_host, require_closed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env()
+        # Open (no token, no secret) only where no one else can reach it.
+        require_closed(settings, local=is_local_host(args.host))
     except SettingsError as exc:
         print(f"ai_mark: {exc}", file=sys.stderr)
         return 2

@@ -16,11 +16,13 @@ from .invoke import (
     check_envelope,
     decode_json,
     lower_headers,
+    raw_body,
     run_async,
     run_sync,
 )
 from .job import safe_id
-from .settings import Settings
+from .settings import Settings, require_closed
+from .signing import accept, authenticate
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ def main(event: dict[str, Any], context: object = None) -> Response:
     """Web invocation: answer with the result item; plain invocation: post it to the callback."""
     try:
         settings = Settings.from_env()
+        # `web: raw` with `webSecure: false` is a public URL: never run it open.
+        require_closed(settings)
     except SettingsError as exc:
         log.error("misconfigured: %s", exc)
         return _error(HttpError(500, "misconfigured", str(exc)))
@@ -58,36 +62,47 @@ async def handle(event: Mapping[str, Any], settings: Settings) -> Response:
 
 
 async def _web(event: Mapping[str, Any], settings: Settings) -> Response:
-    method, headers, dispatch = _web_request(event)
+    method, headers, raw = _web_request(event)
     check_bearer(headers, settings.function_token)
     if method != "POST":
         raise HttpError(405, "method_not_allowed", "POST a dispatch")
+    # The web action's URL is public: the token and, when set, the signature (§9a).
+    message = authenticate(headers, raw, settings)
+    dispatch = decode_json(raw) if raw is not None else _parsed_fields(event)
     if modes.is_mode(dispatch):
+        # render/parse call no model: a replay costs nothing, so no replay guard.
         return {"statusCode": 200, "headers": _JSON, "body": modes.answer(dispatch)}
     check_envelope(dispatch, need_callback=False)
+    accept(message, settings)
     return {"statusCode": 200, "headers": _JSON, "body": await run_sync(dispatch, settings)}
 
 
-def _web_request(event: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """(method, headers, dispatch) from the new (`http`) or the OpenWhisk (`__ow_*`) shape."""
+def _web_request(event: Mapping[str, Any]) -> tuple[str, dict[str, str], bytes | None]:
+    """(method, headers, raw body) from the new (`http`) or the OpenWhisk (`__ow_*`) shape.
+
+    The raw body is None under `web: true`, where the platform parsed it.
+    """
     http = event.get("http")
     if isinstance(http, Mapping):
         method, headers = str(http.get("method", "POST")), lower_headers(http.get("headers"))
         if "body" in http:  # `web: raw`: the body arrives untouched
             encoded = bool(http.get("isBase64Encoded"))
-            return method.upper(), headers, decode_json(http["body"], base64_encoded=encoded)
+            return method.upper(), headers, raw_body(http["body"], base64_encoded=encoded)
     elif "__ow_method" in event:
         method, headers = str(event["__ow_method"]), lower_headers(event.get("__ow_headers"))
         if "__ow_body" in event:
             body = event["__ow_body"]
             # OpenWhisk base64-encodes raw bodies it does not consider text.
             encoded = isinstance(body, str) and not body.lstrip().startswith(("{", "["))
-            return method.upper(), headers, decode_json(body, base64_encoded=encoded)
+            return method.upper(), headers, raw_body(body, base64_encoded=encoded)
     else:
         raise HttpError(400, "invalid_event", "the web event has neither http nor __ow_method")
-    # `web: true`: the platform parsed the JSON body into the event's top-level keys.
-    fields = {k: v for k, v in event.items() if k != "http" and not k.startswith("__ow_")}
-    return method.upper(), headers, fields
+    return method.upper(), headers, None
+
+
+def _parsed_fields(event: Mapping[str, Any]) -> dict[str, Any]:
+    """`web: true`: the platform parsed the JSON body into the event's top-level keys."""
+    return {k: v for k, v in event.items() if k != "http" and not k.startswith("__ow_")}
 
 
 def _error(exc: HttpError) -> Response:

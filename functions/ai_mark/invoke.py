@@ -53,16 +53,26 @@ def check_bearer(headers: Mapping[str, str], expected: str | None) -> None:
         raise HttpError(401, "unauthorized", "missing or wrong bearer token")
 
 
+def raw_body(body: object, *, base64_encoded: bool = False) -> bytes:
+    """The body's bytes as the caller sent them (base64 undone), else raise 400."""
+    if not isinstance(body, str | bytes) or not body:
+        raise HttpError(400, "invalid_json", "the request body must be a JSON object")
+    try:
+        if base64_encoded:
+            return base64.b64decode(body, validate=True)
+        return body.encode() if isinstance(body, str) else body
+    except (binascii.Error, ValueError):
+        raise HttpError(400, "invalid_json", "the request body is not valid JSON") from None
+
+
 def decode_json(body: object, *, base64_encoded: bool = False) -> dict[str, Any]:
     """Parse a (maybe base64) JSON body into an object, else raise 400/422."""
     if isinstance(body, Mapping):
         return dict(body)
-    if not isinstance(body, str | bytes) or not body:
-        raise HttpError(400, "invalid_json", "the request body must be a JSON object")
+    raw = raw_body(body, base64_encoded=base64_encoded)
     try:
-        raw = base64.b64decode(body, validate=True) if base64_encoded else body
         data = json.loads(raw)
-    except (binascii.Error, ValueError):
+    except ValueError:
         raise HttpError(400, "invalid_json", "the request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise HttpError(422, "invalid_dispatch", "the dispatch must be a JSON object")

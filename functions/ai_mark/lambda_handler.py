@@ -17,11 +17,13 @@ from .invoke import (
     check_envelope,
     decode_json,
     lower_headers,
+    raw_body,
     run_async,
     run_sync,
 )
 from .job import safe_id
-from .settings import Settings
+from .settings import Settings, require_closed
+from .signing import accept, authenticate
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ def handler(event: dict[str, Any], context: object = None) -> Response:
     """HTTP event: answer with the result item; `Event` invoke: post it to the callback."""
     try:
         settings = Settings.from_env()
+        # A function URL may be public (auth type NONE): never run it open.
+        require_closed(settings)
     except SettingsError as exc:
         log.error("misconfigured: %s", exc)
         return _response(500, HttpError(500, "misconfigured", str(exc)).body())
@@ -56,31 +60,39 @@ def _is_http(event: Mapping[str, Any]) -> bool:
 
 
 async def _http(event: Mapping[str, Any], settings: Settings) -> Response:
-    check_bearer(lower_headers(event.get("headers")), settings.function_token)
     context = event.get("requestContext")
     http = context.get("http") if isinstance(context, Mapping) else None
     method = http.get("method") if isinstance(http, Mapping) else event.get("httpMethod")
+    headers = lower_headers(event.get("headers"))
+    check_bearer(headers, settings.function_token)
     if str(method).upper() != "POST":
         raise HttpError(405, "method_not_allowed", "POST a dispatch")
-    encoded = bool(event.get("isBase64Encoded"))
-    dispatch = decode_json(event.get("body"), base64_encoded=encoded)
+    raw = raw_body(event.get("body"), base64_encoded=bool(event.get("isBase64Encoded")))
+    # The function URL's token and, when set, the signature over the raw body (§9a).
+    message = authenticate(headers, raw, settings)
+    dispatch = decode_json(raw)
     if modes.is_mode(dispatch):
         return _response(200, modes.answer(dispatch))
     check_envelope(dispatch, need_callback=False)
+    accept(message, settings)
     return _response(200, await run_sync(dispatch, settings))
 
 
 async def _event(event: Mapping[str, Any], settings: Settings) -> Response:
     """An asynchronous invoke; nobody reads the answer, so the callback carries the result."""
+    message = None
     if "headers" in event and "body" in event:
         # API Gateway's async integration (X-Amz-Invocation-Type: Event) with a mapping
-        # template that forwards the headers: the token can and must be checked.
-        check_bearer(lower_headers(event["headers"]), settings.function_token)
-        dispatch = decode_json(event["body"])
+        # template that forwards the headers: the token (and signature) can and must be checked.
+        body = event["body"]
+        raw = None if isinstance(body, Mapping) else raw_body(body)
+        message = authenticate(lower_headers(event["headers"]), raw, settings)
+        dispatch = decode_json(raw if raw is not None else body)
     else:
         # A raw dispatch from `aws lambda invoke --invocation-type Event`: IAM authorised it.
         dispatch = dict(event)
     check_envelope(dispatch, need_callback=True)
+    accept(message, settings)
     item, delivered = await run_async(dispatch, settings)
     return _response(202, accepted_body(item, delivered))
 

@@ -71,6 +71,28 @@ class Settings:
         )
 
 
+# Hosts that only this machine can reach: there the function may run open.
+LOCAL_HOSTS = frozenset({"localhost", "::1", "ip6-localhost"})
+
+
+def is_local_host(host: str) -> bool:
+    """A loopback address or name (127.0.0.0/8, ::1, localhost)."""
+    host = host.strip().strip("[]").lower()
+    return host in LOCAL_HOSTS or host.startswith("127.") or host.endswith(".localhost")
+
+
+def require_closed(settings: Settings, *, local: bool = False) -> None:
+    """Refuse to start an open function (CONTRACT §9a), except on a local address.
+
+    Without AI_MARKING_FUNCTION_TOKEN or AI_MARKING_SIGNING_SECRET anyone who
+    finds the function gets a free model that POSTs wherever they ask.
+    """
+    if settings.function_token or settings.signing_secret or local:
+        return
+    raise SettingsError("AI_MARKING_FUNCTION_TOKEN (or AI_MARKING_SIGNING_SECRET) must be set: "
+                        "without it anyone who finds the function can use its model")
+
+
 def _signing_secret(env: Mapping[str, str]) -> str | None:
     """`whsec_` + base64 of 24 to 64 bytes, as the app requires."""
     raw = _text(env, "AI_MARKING_SIGNING_SECRET")

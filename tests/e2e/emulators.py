@@ -262,6 +262,8 @@ class LambdaProxy:
         self.client: httpx.AsyncClient | None = None
         self.dead = dead
         self.configuration_reads: list[int] = []  # GetFunctionConfiguration answers
+        # The key id each forwarded GetFunctionConfiguration was signed with.
+        self.configuration_signed_with: list[str] = []
         self.app = Starlette(routes=[Route("/{path:path}", self.forward,
                                            methods=["POST", "GET"])])
 
@@ -284,6 +286,8 @@ class LambdaProxy:
         answer = await self.client.request(request.method, url, content=body, headers=headers)
         if request.method == "GET":
             self.configuration_reads.append(answer.status_code)
+            credential = request.headers.get("authorization", "").partition("Credential=")[2]
+            self.configuration_signed_with.append(credential.split("/")[0])
         elif body.startswith(b"Action="):
             self.sts_calls += 1
         elif answer.status_code == 202 \

@@ -10,12 +10,14 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import httpx
 import pytest
 import respx
 from starlette.applications import Starlette
 
+from aiqueue.dispatch.invoke import message_id
 from aiqueue.dispatch.targets import http_request
 from aiqueue.settings import Settings as AppSettings
 from functions.ai_mark.server import Worker, create_app
@@ -39,11 +41,12 @@ async def app(sim_settings: Settings, respx_mock: respx.MockRouter
     await worker.close()
 
 
-def signed(body: bytes, *, secret: str = SECRET, attempt: int = 1,
+def signed(body: bytes, *, secret: str = SECRET, seq: int = 1,
            at: datetime | None = None) -> dict[str, str]:
     """The headers the app sends with this body (aiqueue's own signing code)."""
     settings = AppSettings(signing_secret=secret, function_url="http://fn.test/mark")
-    request = http_request(settings, body, at or datetime.now(UTC), f"{QUEUE_ID}.{attempt}")
+    request = http_request(settings, body, at or datetime.now(UTC),
+                           message_id(UUID(QUEUE_ID), seq))
     return request.headers
 
 
@@ -65,11 +68,23 @@ async def test_a_signed_dispatch_is_accepted_and_its_replay_refused(app: Starlet
     assert replay.status_code == 409 and replay.json()["error"] == "replayed"
 
 
-async def test_a_new_signature_for_the_same_attempt_is_not_a_replay(app: Starlette) -> None:
-    # An operator's retry starts the attempts again: same id, newly signed.
-    assert (await post(app, BODY, signed(BODY))).status_code == 202
-    later = signed(BODY, at=datetime.now(UTC) + timedelta(seconds=2))
-    assert (await post(app, BODY, later)).status_code == 202
+async def test_a_new_dispatch_of_the_same_attempt_is_not_a_replay(app: Starlette) -> None:
+    """CONTRACT §9a: a refusal gives the attempt back; the re-dispatch, in the same
+    second, has an id of its own and is taken."""
+    at = datetime.now(UTC)
+    assert (await post(app, BODY, signed(BODY, seq=1, at=at))).status_code == 202
+    assert (await post(app, BODY, signed(BODY, seq=2, at=at))).status_code == 202
+    # An id already accepted is a replay, however newly it is signed.
+    later = signed(BODY, seq=2, at=at + timedelta(seconds=2))
+    assert (await post(app, BODY, later)).status_code == 409
+
+
+async def test_a_dispatch_refused_before_it_was_accepted_may_come_again(app: Starlette) -> None:
+    """Only an accepted dispatch's id is remembered: a refused one is no replay."""
+    bad = json.dumps(make_dispatch(callback_url="ftp://nowhere")).encode()
+    headers = signed(bad, seq=3)
+    assert (await post(app, bad, headers)).status_code == 422
+    assert (await post(app, bad, headers)).status_code == 422  # refused again, not 409
 
 
 @pytest.mark.parametrize("offset", [timedelta(minutes=-6), timedelta(minutes=6)])
@@ -120,9 +135,8 @@ async def test_without_a_secret_nothing_is_required(sim_settings: Settings,
 
 def test_accepted_messages_are_forgotten_after_twice_the_tolerance() -> None:
     verifier = DispatchVerifier(SECRET)
-    verifier.accept_once(("q.1", "100"), now=0.0)
-    verifier.accept_once(("q.2", "100"), now=0.0)
-    verifier.accept_once(("q.1", "200"), now=1.0)  # a new timestamp: another message
-    assert len(verifier.seen) == 3
-    verifier.accept_once(("q.3", "700"), now=600.5)
-    assert set(verifier.seen) == {("q.1", "200"), ("q.3", "700")}
+    verifier.accept_once("q.1", now=0.0)
+    verifier.accept_once("q.2", now=1.0)
+    assert len(verifier.seen) == 2
+    verifier.accept_once("q.3", now=600.5)
+    assert set(verifier.seen) == {"q.2", "q.3"}

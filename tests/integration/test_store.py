@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -167,7 +168,12 @@ async def test_settle_applies_a_result_and_claims_the_next_row_in_one_call(
     assert applied and second is not None and second.submission_id == ids[1]
     assert await status_of(conn, first.queue_id) == ("completed", 1)
     assert await status_of(conn, second.queue_id) == ("processing", 1)
-    # A repeated callback changes nothing, and the slot is taken: no claim.
+    # A repeated callback changes nothing and claims nothing new: while nobody has
+    # taken `second` to send it, the repeat (a lost answer's) gets it back (§9a).
+    assert await store.settle(first.queue_id, first.dispatch_seq, {"score": 9}, None,
+                              CAP, THRESHOLD) == (False, dataclasses.replace(second, more=False))
+    assert await store.take_handoff(second.queue_id, second.dispatch_seq)
+    # Once it is taken, a repeat gets nothing: the slot is taken, no claim.
     assert await store.settle(first.queue_id, first.dispatch_seq, {"score": 9}, None,
                               CAP, THRESHOLD) == (False, None)
     assert await conn.fetchval(

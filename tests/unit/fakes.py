@@ -31,6 +31,11 @@ class FakeStore:
     lookups: list[Lookup] = field(default_factory=list)  # dispatches to ask the platform about
     settle_fails: bool = False
     ref_fails: bool = False  # set_dispatch_ref raises StoreError
+    p95: float | None = None  # the recent p95 processing time recovery reads
+
+    async def recent_p95(self) -> float | None:
+        self.calls.append(("recent_p95", ()))
+        return self.p95
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
@@ -84,6 +89,10 @@ class FakeStore:
               "error": error, "outcome": outcome}
         self.calls.append(("attempt_failed", (queue_id, dispatch_seq, kw)))
         return "pending"
+
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
+        self.calls.append(("take_handoff", (queue_id, dispatch_seq)))
+        return True
 
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))

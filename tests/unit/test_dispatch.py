@@ -63,6 +63,9 @@ async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.Asy
 @pytest.mark.parametrize(("status", "headers", "expected"), [
     (429, {"retry-after": "7"}, dispatch.Busy(7.0, 429)),
     (503, {}, dispatch.Busy(None, 503)),
+    # Up to an hour, like a callback's retry_after (CONTRACT §9a), whatever the backoff's cap.
+    (429, {"retry-after": "1800"}, dispatch.Busy(1800.0, 429)),
+    (503, {"retry-after": "99999"}, dispatch.Busy(3600.0, 503)),
     (500, {}, dispatch.Failed("function_http_500", 500)),
     (404, {}, dispatch.Failed("function_http_404", 404)),
     (200, {}, dispatch.Accepted()),
@@ -157,8 +160,9 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
     assert receipt.counts == {"accepted": 1, "ignored": 0, "rejected": 0}
     assert receipt.freed == 1
     if settle_fails:
-        # The result did not wait on the claim; the step after answering claims.
-        assert store.names() == ["settle", "complete"]
+        # Tried once more (a lost answer's repeat hands back what the first claimed),
+        # then the result did not wait on the claim; the step after answering claims.
+        assert store.names() == ["settle", "settle", "complete"]
         assert not receipt.settled and receipt.next_job is None
     else:
         assert store.names() == ["settle", "claim"]
@@ -181,7 +185,7 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: httpx
     step = await loop.settled_step(runtime(store, client), settled)
     # The result's transaction claimed already: no claim here, and housekeeping
     # (due on an instance's first step) waits until the job has gone out.
-    assert store.names() == ["dispatch", "recover_stuck", "prune"]
+    assert store.names() == ["take_handoff", "dispatch", "recover_stuck", "prune"]
     assert step.dispatched
     # Slots that recovery freed get a chained step; otherwise nothing chains.
     assert step.chained is bool(recovered) and chain.call_count == int(bool(recovered))

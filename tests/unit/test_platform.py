@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -121,10 +123,19 @@ def test_the_dead_invocation_settings_are_read_once_and_checked():
             load_settings({name: bad})
 
 
+def shipped_action_limit() -> float:
+    """limits.timeout (ms) of the shipped functions/ai_mark/project.yml, in seconds."""
+    text = (Path(__file__).parents[2] / "functions" / "ai_mark" / "project.yml").read_text()
+    found = re.findall(r"^\s+timeout:\s*(\d+)\s*$", text, re.MULTILINE)
+    assert len(found) == 1, "project.yml sets one action limit"
+    return int(found[0]) / 1000
+
+
 def test_the_actions_time_limit_is_a_digitalocean_setting():
     env = {"DO_FUNCTIONS_API_HOST": "https://faas.test", "DO_FUNCTIONS_NAMESPACE": "fn-ns",
            "DO_FUNCTIONS_ACTION": "ai-mark/mark", "DO_FUNCTIONS_AUTH": "user:key"}
-    assert load_digitalocean(env).action_timeout_seconds == 600.0
+    # The default is the limit the shipped project.yml sets (CONTRACT §9a).
+    assert load_digitalocean(env).action_timeout_seconds == shipped_action_limit() == 300.0
     assert load_digitalocean({**env, "DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS": "900"}
                              ).action_timeout_seconds == 900.0
     for bad in ("0", "ten", "1e9"):

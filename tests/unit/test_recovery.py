@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
 import pytest
+import respx
 
-from aiqueue.dispatch.platform import Activation, LambdaTimeout
+from aiqueue.dispatch.aws import AwsCredentials, OidcToken
+from aiqueue.dispatch.platform import Activation, LambdaTimeout, configuration_url
 from aiqueue.models import Lookup, QueueId
 from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
@@ -99,3 +102,62 @@ async def test_a_finished_activation_applies_only_this_dispatchs_items():
     assert [name for name, _ in store.calls] == ["complete", "platform_said"]
     assert store.calls[0][1][2] == {"score": 2}
     assert store.calls[1][1][2] == "applied_from_activation"
+
+
+ROLE_TARGET = LambdaTarget("eu-west-1", "", "", None, "ai-mark", None,
+                           "https://lambda.eu-west-1.amazonaws.com",
+                           "arn:aws:iam::123456789012:role/aiqueue-dispatch",
+                           "https://sts.eu-west-1.amazonaws.com")
+STS_ANSWER = """<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>
+  <Credentials><AccessKeyId>ASIAROLE</AccessKeyId><SecretAccessKey>s</SecretAccessKey>
+  <SessionToken>role-session</SessionToken><Expiration>2099-01-01T00:00:00Z</Expiration>
+  </Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>"""
+
+
+@respx.mock
+async def test_with_a_role_the_lambda_timeout_is_read_with_the_assumed_credentials():
+    """CONTRACT §9a: GetFunctionConfiguration is signed as the role, so the bound holds."""
+    respx.post("https://sts.eu-west-1.amazonaws.com/").mock(
+        return_value=httpx.Response(200, text=STS_ANSWER))
+    config = respx.get(configuration_url(ROLE_TARGET)).mock(
+        return_value=httpx.Response(200, json={"Timeout": 40}))
+    rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=ROLE_TARGET,
+                 platform_grace_seconds=5.0)
+    rt.owned[LambdaTimeout] = LambdaTimeout()
+    rt.aws = AwsCredentials(ROLE_TARGET, OidcToken("oidc-token"))
+    assert (await recovery.thresholds(rt)).bound == 45.0
+    sent = config.calls.last.request.headers
+    assert sent["authorization"].startswith("AWS4-HMAC-SHA256 Credential=ASIAROLE/")
+    assert sent["x-amz-security-token"] == "role-session"
+
+
+async def test_with_a_role_but_no_token_yet_the_timeout_is_read_again_soon():
+    rt = runtime(FakeStore(), dispatch_target="lambda", aws_lambda=ROLE_TARGET)
+    rt.owned[LambdaTimeout] = LambdaTimeout()
+    rt.aws = AwsCredentials(ROLE_TARGET, OidcToken())
+    assert (await recovery.thresholds(rt)).bound is None
+    assert rt.own(LambdaTimeout).retry_at - time.monotonic() < 20.0
+
+
+@pytest.mark.parametrize(("p95", "quiet"), [
+    (None, 90.0),  # no recent results: the heartbeat timeout
+    (1.0, 10.0),  # 3 s, but never sooner than 10 s
+    (20.0, 60.0),
+    (45.0, 90.0),  # the heartbeat timeout comes first
+])
+async def test_digitalocean_is_asked_at_3x_the_recent_p95_at_least_10_s(
+    p95: float | None, quiet: float
+):
+    """CONTRACT §9a: the earliest of the heartbeat timeout and 3x p95 (the bound caps both)."""
+    store = FakeStore(p95=p95)
+    rt = runtime(store, dispatch_target="digitalocean", digitalocean=DO)
+    t = await recovery.thresholds(rt)
+    assert (t.p95, t.quiet, t.bound) == (p95, quiet, 330.0)
+    await recovery.thresholds(rt)
+    assert store.names().count("recent_p95") == 1  # read once a minute, not every step
+
+
+async def test_the_p95_is_not_read_where_no_platform_is_asked():
+    store = FakeStore(p95=1.0)
+    t = await recovery.thresholds(runtime(store, dispatch_target="lambda", aws_lambda=LAMBDA))
+    assert t.p95 is None and "recent_p95" not in store.names()

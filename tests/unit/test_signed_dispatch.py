@@ -4,6 +4,7 @@ Standard Webhooks v1; the setting is validated at start-up."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import time
 from datetime import UTC, datetime
@@ -35,12 +36,14 @@ def settings(**kw: Any) -> Settings:
 @respx.mock
 async def test_every_http_dispatch_carries_a_verifiable_signature() -> None:
     route = respx.post(FN).mock(return_value=httpx.Response(202))
-    job = make_job(attempt=2)
+    # The id is the dispatch's own, not the attempt (CONTRACT §9a): a refusal gives
+    # the attempt back, and the next dispatch must not look like a replay.
+    job = dataclasses.replace(make_job(attempt=2), dispatch_seq=5)
     async with httpx.AsyncClient() as client:
         assert await dispatch.send(client, job, settings(), Tokens(SECRET)) == dispatch.Accepted()
     request = route.calls.last.request
     headers = dict(request.headers)
-    assert headers["webhook-id"] == f"{job.queue_id}.2"
+    assert headers["webhook-id"] == f"{job.queue_id}.5"
     assert abs(int(headers["webhook-timestamp"]) - time.time()) < 5
     assert headers["authorization"] == "Bearer fn-token"  # the bearer stays
     body = Webhook(SIGNING).verify(request.content, headers)

@@ -480,6 +480,14 @@ $$;
 -- holder never waits for a row lock (SKIP LOCKED), so this cannot deadlock.
 -- A new result also raises the learned limit L (aiqueue_flow_result) before
 -- the claim reads it.
+--
+-- A lost commit answer (CONTRACT §9a): the result's dispatch line keeps the
+-- row this settle claimed (next_queue_id, next_seq).  When the same result
+-- comes again (the answer was lost, and the store or the webhook retried)
+-- and that row is still processing with nobody having taken it to send
+-- (sent_at, set by aiqueue_take_handoff), it is handed back instead of a
+-- second row being claimed: nothing is applied twice and no claimed row is
+-- left without a dispatch.  Whoever takes a handed row first sends it.
 CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                p_dispatch_seq integer, cap integer,
                                breaker_threshold integer, tpm integer DEFAULT 0,
@@ -493,12 +501,63 @@ BEGIN
     IF applied THEN
         PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
                                     tpm > 0 OR rpm > 0);
+    ELSE
+        SELECT h.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
+                        payload, content, more, breaker_dirty
+        FROM aiqueue_handback(p_queue_id, p_dispatch_seq) h;
+        IF FOUND THEN
+            RETURN NEXT;
+            RETURN;
+        END IF;
     END IF;
-    RETURN QUERY SELECT applied, c.* FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm,
-                                                        budget_window) c;
-    IF NOT FOUND THEN
-        RETURN NEXT;
+    SELECT c.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
+                    payload, content, more, breaker_dirty
+    FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm, budget_window) c;
+    IF FOUND THEN
+        UPDATE ai_marking_attempts a
+        SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
+        WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
+          AND a.kind = 'dispatch';
     END IF;
+    RETURN NEXT;
+END
+$$;
+
+-- The row a first settle of this result claimed, when it is still processing
+-- under that claim and nobody has taken it to send (see aiqueue_settle).
+-- `more` is false: the repeat only gives back what the first settle took.
+CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer)
+RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
+               dispatch_seq integer, payload text, content text, more boolean,
+               breaker_dirty boolean)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+           coalesce(pl.payload, '{}'::jsonb)::text, s.content, false,
+           c.consecutive_failures > 0 OR c.circuit_open_until IS NOT NULL
+    FROM ai_marking_attempts a
+    JOIN ai_marking_queue q ON q.queue_id = a.next_queue_id AND q.dispatch_seq = a.next_seq
+    JOIN ai_marking_attempts n ON n.queue_id = q.queue_id AND n.dispatch_seq = q.dispatch_seq
+                              AND n.kind = 'dispatch'
+    JOIN submissions s ON s.id = q.submission_id
+    LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
+    JOIN ai_queue_control c ON c.id = 1
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND q.status = 'processing' AND n.sent_at IS NULL
+    LIMIT 1;
+END
+$$;
+
+-- Take a claimed row to send it: true for the first taker only, so a row a
+-- repeated settle handed back is never sent twice.
+CREATE OR REPLACE FUNCTION aiqueue_take_handoff(p_queue_id uuid, p_dispatch_seq integer)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_attempts a SET sent_at = now()
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
+      AND a.kind = 'dispatch' AND a.sent_at IS NULL;
+    RETURN FOUND;
 END
 $$;
 

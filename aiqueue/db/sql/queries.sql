@@ -376,10 +376,11 @@ SELECT extract(epoch FROM least(
     -- A lease running out (aiqueue_recover_at; $4 heartbeat timeout, $5 the
     -- platform's bound), not before a look the platform asked us to wait for.
     -- With $6 (the platform is asked first), a dispatch with an invocation id is
-    -- looked at once quiet for the lesser of $3 and $4 (aiqueue/recovery.py).
+    -- looked at once quiet for $10 (aiqueue/recovery.py: the heartbeat timeout
+    -- or 3x the recent p95 processing time, whichever comes first).
     (SELECT min(aiqueue_recover_at(
                 q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
-                $3::float8, CASE WHEN asked THEN least($3::float8, $4::float8) ELSE $4 END,
+                $3::float8, CASE WHEN asked THEN $10::float8 ELSE $4 END,
                 $5::float8))
      FROM ai_marking_queue q
      LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
@@ -551,6 +552,11 @@ SELECT body_hash, answer FROM ai_marking_idempotency WHERE key = $1;
 
 -- idempotency_save --
 UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
+
+-- take_handoff --
+-- The app takes a row a settle claimed, just before sending it (CONTRACT §9a):
+-- false when another taker had it already (aiqueue_take_handoff).
+SELECT aiqueue_take_handoff($1::uuid, $2::integer);
 
 -- set_dispatch_ref --
 -- The platform's id for an accepted dispatch (activation id, request id), on

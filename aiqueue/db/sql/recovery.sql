@@ -43,3 +43,13 @@ WHERE a.queue_id = $1 AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
 -- activation, activation failed, timed out): kept on its history line.
 UPDATE ai_marking_attempts SET platform = $3, look_after = NULL
 WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
+
+-- recent_processing_tail --
+-- The recent p95 processing time (dispatch to result, seconds): the last
+-- hour's results, the newest 200 at most (the BRIN index on applied_at keeps
+-- this a short range scan); NULL with fewer than 5, when it says little.
+SELECT CASE WHEN count(*) >= 5
+            THEN percentile_cont(0.95) WITHIN GROUP (ORDER BY r.processing_seconds) END
+FROM (SELECT processing_seconds FROM ai_marking_results
+      WHERE applied_at > now() - interval '1 hour' AND processing_seconds IS NOT NULL
+      ORDER BY applied_at DESC LIMIT 200) r;
