@@ -1,4 +1,4 @@
--- The overnight lane (CONTRACT §9f, aiqueue/batch/lane.py; migration 0018).
+-- The overnight lane (CONTRACT §9f, aiqueue/batch/lane.py; migration 0019).
 -- The provider is called between these statements, never inside a transaction.
 
 -- batch_lane_rows --

@@ -438,7 +438,7 @@ BEGIN
                p_result, prev.ai_result, prev.ai_marked_at, u.model,
                aiqueue_usage_int(p_usage -> 'prompt_tokens'),
                aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds,
-               -- the overnight lane (0018) marks its usage; everything else is live
+               -- the overnight lane (0019) marks its usage; everything else is live
                CASE WHEN p_usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END
         FROM row JOIN prev ON prev.id = row.submission_id JOIN done ON true, usage u
         -- A backfilled record (migration 0008) of a row completed before: keep it.
