@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
@@ -25,8 +25,6 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_DEPTH = 32
 EMPTY_PAYLOAD = "{}"
 Lane = Literal["live", "batch"]
-_RFC3339 = re.compile(
-    r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
 
 
 @dataclass(frozen=True)
@@ -43,15 +41,23 @@ class EnqueueRequest:
     remark: bool = False
     # What an Idempotency-Key's repeat must match: a hash of the body as parsed.
     fingerprint: str = ""
+    # CONTRACT §9d: not due before `not_before`; expired if not dispatched by `expires_at`.
+    not_before: datetime | None = None
+    expires_at: datetime | None = None
     # The overnight lane (§9f): "batch" rows are marked by `deadline` at batch prices.
     lane: Lane = "live"
     deadline: datetime | None = None
 
     @classmethod
-    def parse(cls, body: object) -> EnqueueRequest:
-        """Validate the contract's enqueue body; raise Invalid naming the problem."""
+    def parse(cls, body: object, now: datetime | None = None) -> EnqueueRequest:
+        """Validate the contract's enqueue body; raise Invalid naming the problem.
+
+        `now` (default: this machine's clock) anchors delay_seconds and
+        expire_after_seconds.
+        """
         if not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
+        not_before, expires_at = parse_times(body, now or datetime.now(UTC))
         assignment_id = parse_assignment_id(body.get("assignment_id"))
         group = parse_group(body.get("group"))
         remark = _flag(body.get("remark"), "remark")
@@ -59,9 +65,9 @@ class EnqueueRequest:
         priority = parse_priority(body.get("priority"))
         raw = body.get("payload")
         payload = EMPTY_PAYLOAD if raw is None else payload_json(raw)
-        lane, deadline = parse_lane(body.get("lane"), body.get("deadline"))
+        lane, deadline = parse_lane(body.get("lane"), body.get("deadline"), now)
         return cls(assignment_id, ids, priority, payload, group, remark,
-                   fingerprint(body, payload), lane, deadline)
+                   fingerprint(body, payload), not_before, expires_at, lane, deadline)
 
 
 def parse_lane(lane: object, deadline: object, now: datetime | None = None
@@ -75,15 +81,72 @@ def parse_lane(lane: object, deadline: object, now: datetime | None = None
         raise Invalid('lane must be "live" or "batch"')
     if deadline is None:
         return "batch", None
-    if not isinstance(deadline, str) or not _RFC3339.fullmatch(deadline.strip()):
-        raise Invalid("deadline must be an RFC 3339 date-time with a time zone")
-    try:
-        when = datetime.fromisoformat(deadline.strip().replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        raise Invalid("deadline must be an RFC 3339 date-time with a time zone") from None
+    when = parse_rfc3339(deadline.strip() if isinstance(deadline, str) else deadline,
+                         "deadline")
     if when <= (now or datetime.now(UTC)):
         raise Invalid("deadline must be in the future")
     return "batch", when
+
+
+# The longest delay an enqueue may ask for (30 days), as Cloud Tasks allows.
+MAX_DELAY_SECONDS = 2_592_000
+# How far ahead a not_before or an expiry may lie: a school year.
+MAX_AHEAD = timedelta(days=365)
+
+
+def parse_times(body: Mapping[str, Any], now: datetime) -> tuple[datetime | None,
+                                                                  datetime | None]:
+    """(not_before, expires_at) from the body's time fields (CONTRACT §9d), both UTC.
+
+    Each moment may be given as an RFC 3339 time or as seconds from now, not both.
+    """
+    not_before = _moment(body, "not_before", "delay_seconds", now, MAX_DELAY_SECONDS)
+    expires_at = _moment(body, "expires_at", "expire_after_seconds", now,
+                         int(MAX_AHEAD.total_seconds()))
+    if expires_at is not None:
+        if expires_at <= now:
+            raise Invalid("expires_at must be in the future")
+        if not_before is not None and expires_at <= not_before:
+            raise Invalid("expires_at must be after not_before")
+    return not_before, expires_at
+
+
+def _moment(body: Mapping[str, Any], at_name: str, after_name: str, now: datetime,
+            most: int) -> datetime | None:
+    at, after = body.get(at_name), body.get(after_name)
+    if at is not None and after is not None:
+        raise Invalid(f"give {at_name} or {after_name}, not both")
+    if after is not None:
+        # An expiry of 0 s would end the rows before anything could take them.
+        least = 0 if at_name == "not_before" else 1
+        if isinstance(after, bool) or not isinstance(after, int | float) \
+                or not least <= after <= most:
+            raise Invalid(f"{after_name} must be a number of seconds from {least} to {most}")
+        return now + timedelta(seconds=after)
+    if at is None:
+        return None
+    moment = parse_rfc3339(at, at_name)
+    if moment > now + MAX_AHEAD:
+        raise Invalid(f"{at_name} must be at most 365 days ahead")
+    return moment
+
+
+def parse_rfc3339(value: object, name: str) -> datetime:
+    """An RFC 3339 time with its offset (2026-11-27T17:00:00+01:00 or ...Z), in UTC."""
+    problem = f"{name} must be an RFC 3339 time with a time zone, e.g. 2026-11-27T17:00:00Z"
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise Invalid(problem)
+    # Python's parser takes at most microseconds: finer digits are dropped.
+    text = re.sub(r"(\.\d{6})\d+", r"\1", value.upper().replace("Z", "+00:00"))
+    try:
+        # Year 9999 with a negative offset overflows in UTC.
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise Invalid(problem) from None
+
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def payload_json(value: object) -> str:

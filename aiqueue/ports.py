@@ -6,6 +6,7 @@ tests' in-memory fake (tests/unit/fakes.py); mypy checks both.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -21,6 +22,12 @@ class LoopStore(Protocol):
                             ask: bool = False) -> int: ...
 
     async def prune(self, older_than_seconds: float) -> int: ...
+
+    async def expire_rows(self) -> int: ...
+
+    async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
+                              failure_rate: float, at: datetime | None = None
+                              ) -> list[tuple[str, str]]: ...
 
     async def claim(self, cap: int, breaker_threshold: int,
                     budget: Budget = NO_BUDGET) -> Job | None: ...

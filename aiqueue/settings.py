@@ -114,6 +114,11 @@ class Settings:
     requests_per_minute: int = 0
     budget_window_seconds: float = 60.0
     refused_give_up_seconds: float = 86400.0
+    # Alerts (CONTRACT §9d, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
+    alert_backlog_age_seconds: float = 900.0
+    alert_stalled_seconds: float = 300.0
+    alert_failures_min: int = 5
+    alert_failure_rate: float = 0.2
 
     @property
     def queue_secret(self) -> str:
@@ -333,6 +338,11 @@ def load_settings(
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
         batch_lane=batch_lane,
+        # Alerts (CONTRACT §9d).
+        alert_backlog_age_seconds=_float(env, "QUEUE_ALERT_BACKLOG_AGE_SECONDS", 900.0, 0.0),
+        alert_stalled_seconds=_float(env, "QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0),
+        alert_failures_min=_int(env, "QUEUE_ALERT_FAILURES_MIN", 5, 1),
+        alert_failure_rate=_float(env, "QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0),
     )
 
 

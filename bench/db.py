@@ -102,7 +102,7 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
     conn = await asyncpg.connect(dsn)
     try:
         subs = [r["id"] for r in await conn.fetch("SELECT id FROM submissions")]
-        args = (subs, "bulk", 0, "{}", "bulk", False)
+        args = (subs, "bulk", 0, "{}", "bulk", False, None, None)  # no not_before, no expiry
         await conn.fetch(queries()["enqueue"], *args)
         await conn.execute("TRUNCATE ai_marking_queue, ai_marking_events, ai_marking_groups "
                            "CASCADE")

@@ -18,6 +18,7 @@ from aiqueue.db.pool import Rollback
 from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
+from aiqueue.db.timing import TimeQueries
 from aiqueue.errors import Conflict
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
 from aiqueue.models import (
@@ -66,7 +67,7 @@ def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
 
 
 class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, DoctorQueries,
-            BatchQueries):
+            BatchQueries, TimeQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------
@@ -81,17 +82,20 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         group: str | None = None,
         remark: bool = False,
         key: tuple[str, str] | None = None,
+        not_before: datetime | None = None,
+        expires_at: datetime | None = None,
         batch: tuple[datetime, datetime] | None = None,
     ) -> EnqueueOutcome:
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
         `payload` is the JSON text the request's parser made (or an object, serialised here).
+        `not_before` / `expires_at`: when the rows become due, and when they expire.
         `batch` (deadline, live time) puts the new rows on the overnight lane in the
         same transaction, so no live claim can take them first.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
-                remark)
+                remark, not_before, expires_at)
         for _ in range(_ENQUEUE_RUNS):
             # Idempotent by design: a repeat skips what the first run inserted,
             # and a key's repeat replays the answer the first run saved.

@@ -2,9 +2,10 @@
 
 queue.py: the queue's own rows; reads.py: what pages and streams read;
 review.py: applied results, usage and counters; security.py: the lockdown
-check's rows; outbox.py: notifications.  Import them from here.
+check's rows; outbox.py: notifications; alerts.py: open alerts.  Import them from here.
 """
 
+from aiqueue.models.alerts import ALERTS, AlertName, OpenAlert
 from aiqueue.models.outbox import Delivery, DeliveryState, EventId, EventType, OutboxEntry
 from aiqueue.models.queue import (
     STATUSES,
@@ -45,4 +46,5 @@ __all__ = [
     "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
     "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
+    "ALERTS", "AlertName", "OpenAlert",
 ]

@@ -10,7 +10,8 @@ from uuid import UUID
 from aiqueue.models.queue import QueueId, Row
 
 EventId = NewType("EventId", UUID)
-EventType = Literal["marking.run_finished", "marking.row_failed"]
+EventType = Literal["marking.run_finished", "marking.row_failed", "marking.row_expired",
+                    "marking.alert_opened", "marking.alert_resolved"]
 DeliveryState = Literal["waiting", "delivered", "gave_up"]
 
 

@@ -11,10 +11,11 @@ from uuid import UUID
 
 QueueId = NewType("QueueId", UUID)
 SubmissionId = NewType("SubmissionId", UUID)
-Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+Status = Literal["pending", "processing", "completed", "failed", "cancelled", "expired"]
 # (created_at, queue_id) of a row: where a page of the operator's table starts or ends.
 PageCursor = tuple[datetime, UUID]
-STATUSES: tuple[Status, ...] = ("pending", "processing", "completed", "failed", "cancelled")
+STATUSES: tuple[Status, ...] = (
+    "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
 
 
@@ -65,6 +66,9 @@ class QueueRow:
     finished_at: datetime | None
     priority: int
     group_key: str
+    # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
+    not_before: datetime | None = None
+    expires_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
@@ -82,7 +86,19 @@ class QueueRow:
             "last_error": self.last_error,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            "not_before": _iso(self.not_before),
+            "expires_at": _iso(self.expires_at),
         }
+
+    def scheduled_for(self, now: datetime) -> datetime | None:
+        """When a pending row still waiting for its not_before becomes due, else None."""
+        if self.status == "pending" and self.not_before is not None and self.not_before > now:
+            return self.not_before
+        return None
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 @dataclass(frozen=True)
@@ -126,6 +142,9 @@ class Stats:
     avg_processing_seconds: float | None
     p95_processing_seconds: float | None
     oldest_pending_seconds: float | None
+    # CONTRACT §9d: rows that expired, and pending rows not due before their not_before.
+    expired: int = 0
+    scheduled: int = 0
 
     @classmethod
     def from_row(cls, row: Row) -> Stats:
@@ -140,6 +159,8 @@ class Stats:
             avg_processing_seconds=row["avg_seconds"],
             p95_processing_seconds=row["p95_seconds"],
             oldest_pending_seconds=row["oldest_pending_seconds"],
+            expired=row["expired"],
+            scheduled=row["scheduled"],
         )
 
 

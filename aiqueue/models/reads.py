@@ -94,6 +94,8 @@ class SubmissionStatus:
     review: str | None = None
     # The last progress item of a processing row.
     progress: dict[str, Any] | None = None
+    # A pending row's not_before while it is still to come (CONTRACT §9d).
+    scheduled_for: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:
@@ -126,6 +128,10 @@ class RunProgress:
     accepted: int = 0
     reverted: int = 0
     unreviewed: int = 0
+    # CONTRACT §9d: rows that expired; pending rows not due yet, and when the first is.
+    expired: int = 0
+    scheduled: int = 0
+    scheduled_for: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> RunProgress:
@@ -133,7 +139,7 @@ class RunProgress:
 
     @property
     def finished(self) -> int:
-        return self.completed + self.failed + self.cancelled
+        return self.completed + self.failed + self.cancelled + self.expired
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,1 @@
-"""Notifications: the outbox's delivery."""
+"""Notifications: the outbox's delivery (delivery.py) and the alerts it carries (alerts.py)."""

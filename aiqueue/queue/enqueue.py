@@ -30,6 +30,7 @@ async def enqueue(
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
         group=request.group, remark=request.remark, key=key, batch=batch,
+        not_before=request.not_before, expires_at=request.expires_at,
     )
     match outcome:
         case KeyMismatch():

@@ -17,8 +17,8 @@ from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
-from aiqueue.notify import delivery
-from aiqueue.queue import overnight, recovery
+from aiqueue.notify import alerts, delivery
+from aiqueue.queue import overnight, recovery, schedule
 from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
 from aiqueue.queue.results import apply_item, fail_attempt
 from aiqueue.runtime import Runtime
@@ -166,8 +166,11 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     timer.due = now + HOUSEKEEPING_EVERY
     step.recovered = await recovery.recover(rt)
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
+    # Rows past their expires_at end `expired` (the claim already skips them).
+    await schedule.expire(rt)
     if step.recovered or step.pruned:
         logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
+    await alerts.evaluate(rt, force=force)
     # Before the claim: rows the lane sends live (fallback) are claimable at once.
     await overnight.run_if_due(rt, force)
 
@@ -278,7 +281,8 @@ HOLD_WAIT_MAX_SECONDS = 20.0
 
 async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     """A step that ended the chain while work is held back only briefly (a refusal's
-    retry_after, a budget window refilling) waits that out and steps again.
+    retry_after, a budget window refilling, a row scheduled to be due soon)
+    waits that out and steps again.
 
     On a serverless deployment nothing else would wake the queue before the
     cron, a minute later, and the model would idle meanwhile.  One waiter per
@@ -290,8 +294,11 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     try:
         flow = await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
         if flow.hold_until is None and not Budget.of(s).declared:
-            return  # not held back by the model's limits: the cron's business
-        wait = await recovery.next_wakeup(rt)
+            # Not held back by the model's limits; only rows scheduled to be
+            # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
+            wait = await schedule.next_due_soon(rt)
+        else:
+            wait = await recovery.next_wakeup(rt)
     except Exception as exc:
         logs.event("step_error", code=_code(exc))
         return
@@ -345,8 +352,10 @@ async def tick_forever(rt: Runtime) -> None:
     while True:
         try:
             wait = await recovery.next_wakeup(rt)
-            # Notification retries are due on time too, without a cron.
+            # Notification retries are due on time too, without a cron, and
+            # rows expire on time (CONTRACT §9d).
             wait = _sooner(wait, await delivery.next_due(rt))
+            wait = _sooner(wait, await schedule.next_expiry(rt))
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None

@@ -41,6 +41,7 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> dict[str, 
         "queue_position": position,
         "estimated_wait_seconds": wait,
         "review": st.review,
+        "scheduled_for": st.scheduled_for.isoformat() if st.scheduled_for else None,
         **({"progress": progress_item(st.progress)} if st.status == "processing" else {}),
     }
 
@@ -73,6 +74,9 @@ def progress_json(p: RunProgress, cap: int, avg: float | None) -> dict[str, Any]
         "completed": p.completed,
         "failed": p.failed,
         "cancelled": p.cancelled,
+        "expired": p.expired,
+        "scheduled": p.scheduled,
+        "scheduled_for": p.scheduled_for.isoformat() if p.scheduled_for else None,
         "estimated_remaining_seconds": remaining_seconds(p, cap, avg),
         "tokens": p.prompt_tokens + p.completion_tokens,
         "prompt_tokens": p.prompt_tokens,

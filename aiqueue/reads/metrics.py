@@ -86,8 +86,13 @@ def queue_gauges(snap: Snapshot) -> Iterable[Metric]:
     for status in STATUSES:
         rows.add_metric([status], getattr(snap.stats, status))
     yield rows
-    yield GaugeMetricFamily("aiqueue_oldest_pending_seconds", "Age of the oldest pending row.",
+    yield GaugeMetricFamily("aiqueue_oldest_pending_seconds",
+                            "Age of the oldest pending row that is due (scheduled rows wait "
+                            "from their not_before on).",
                             value=snap.stats.oldest_pending_seconds or 0)
+    yield GaugeMetricFamily("aiqueue_scheduled_rows",
+                            "Pending rows not due before their not_before.",
+                            value=snap.stats.scheduled)
 
 
 def dispatch_gauges(snap: Snapshot) -> Iterable[Metric]:

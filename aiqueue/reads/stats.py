@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiqueue.flow import FlowState
+from aiqueue.models import OpenAlert
 from aiqueue.runtime import Runtime
 
 
@@ -18,6 +19,8 @@ async def stats_json(rt: Runtime) -> dict[str, Any]:
         "completed": stats.completed,
         "failed": stats.failed,
         "cancelled": stats.cancelled,
+        "expired": stats.expired,
+        "scheduled": stats.scheduled,
         "failed_today": stats.failed_today,
         "completed_today": stats.completed_today,
         "avg_processing_seconds": _round(stats.avg_processing_seconds),
@@ -33,7 +36,14 @@ async def stats_json(rt: Runtime) -> dict[str, Any]:
         },
         "busy_until": control.busy_until.isoformat() if control.busy_until else None,
         **flow_json(rt, await flow_state(rt)),
+        "alerts": [alert_json(a) for a in await rt.store.open_alerts()],
     }
+
+
+def alert_json(a: OpenAlert) -> dict[str, Any]:
+    """An open alert as the stats list it (the fields of its marking.alert_opened)."""
+    return {"alert": a.alert, "pool": a.pool, "kind": a.kind, "value": round(a.value, 3),
+            "threshold": a.threshold, "opened_at": a.opened_at.isoformat()}
 
 
 async def flow_state(rt: Runtime) -> FlowState:

@@ -48,11 +48,13 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False, lane: parse.Lane = "live") -> dict[str, Any]:
+               remark: bool = False, lane: parse.Lane = "live",
+               not_before: datetime | None = None) -> dict[str, Any]:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
     `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
-    default deadline (24 h).
+    default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
+    then (CONTRACT §9d).
     """
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
@@ -69,7 +71,7 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
     if not ids:
         return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
     request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
-                                   remark=remark, lane=lane)
+                                   remark=remark, lane=lane, not_before=not_before)
     answer, _ = await enqueue.enqueue(rt, request)
     return answer
 

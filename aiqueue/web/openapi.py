@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from aiqueue.models import STATUSES
 from aiqueue.web.openapi_schemas import SCHEMAS, Schema, ref
 
 PATH = "/api/marking/openapi.json"
@@ -152,8 +153,7 @@ def _paths() -> dict[str, dict[str, Schema]]:
             body="WebhookBody", tag="function")},
         "/api/marking/queue": {"get": _op(
             "listQueue", "Queue rows, newest first", {200: _json("QueuePage")}, (401, 422, 503),
-            params=(_param("status", "query", {"type": "string", "enum": [
-                        "pending", "processing", "completed", "failed", "cancelled"]}),
+            params=(_param("status", "query", {"type": "string", "enum": list(STATUSES)}),
                     _param("assignment_id", "query", {"type": "string", "maxLength": 200}),
                     _param("group", "query", {"type": "string", "maxLength": 200}),
                     _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500}),
@@ -242,7 +242,10 @@ def _webhooks() -> dict[str, Schema]:
                              "application/json": {"schema": ref(schema)}}}}}
 
     return {"marking.run_finished": event("marking.run_finished", "RunFinished"),
-            "marking.row_failed": event("marking.row_failed", "RowFailed")}
+            "marking.row_failed": event("marking.row_failed", "RowFailed"),
+            "marking.row_expired": event("marking.row_expired", "RowExpired"),
+            "marking.alert_opened": event("marking.alert_opened", "AlertOpened"),
+            "marking.alert_resolved": event("marking.alert_resolved", "AlertResolved")}
 
 
 @functools.cache

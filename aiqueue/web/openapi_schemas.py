@@ -61,6 +61,20 @@ _STATS_FLOW = {
     "budget_window_seconds": {"type": "number", "minimum": 0},
 }
 
+# CONTRACT §9d: each moment as an RFC 3339 time or as seconds from now, not both.
+_TIME_FIELDS: dict[str, Schema] = {
+    "not_before": nullable({**TIME, "description": "not due before this time"}),
+    "delay_seconds": nullable({"type": "number", "minimum": 0, "maximum": 2_592_000}),
+    "expires_at": nullable({**TIME, "description": "expired if not dispatched by then"}),
+    "expire_after_seconds": nullable({"type": "number", "minimum": 1,
+                                      "maximum": 31_536_000}),
+}
+_ALERT_FIELDS: dict[str, Schema] = {
+    "alert": {"type": "string", "enum": ["backlog_age", "stalled", "failure_spike"]},
+    "pool": {"type": "string"}, "kind": nullable({"type": "string"}),
+    "value": {"type": "number"}, "threshold": {"type": "number"}, "opened_at": TIME,
+}
+
 USAGE_FIELDS: dict[str, Schema] = {
     "jobs": COUNT, "prompt_tokens": COUNT, "completion_tokens": COUNT,
     "cost_usd": nullable({"type": "number", "minimum": 0}), "unpriced_jobs": COUNT,
@@ -106,7 +120,8 @@ SCHEMAS: dict[str, Schema] = {
                            "by `deadline` (needs a pool with a batch API)"}),
          "deadline": nullable({"type": "string", "format": "date-time",
                                "description": "RFC 3339, in the future; lane batch only; "
-                               "default now + 24 h"})},
+                               "default now + 24 h"}),
+         **_TIME_FIELDS},
     ),
     "EnqueueAccepted": obj({"enqueued": COUNT, "skipped": COUNT, "already_marked": COUNT,
                             "queue_ids": {"type": "array", "items": UUID_}}),
@@ -119,14 +134,20 @@ SCHEMAS: dict[str, Schema] = {
     "QueueRow": obj({"queue_id": UUID_, "submission_id": UUID_, "assignment_id": {"type": "string"},
                      "group": {"type": "string"}, "status": STATUS, "attempts": COUNT,
                      "last_error": nullable({"type": "string"}), "created_at": TIME,
-                     "updated_at": TIME}),
+                     "updated_at": TIME},
+                    {"not_before": nullable({**TIME, "description": "not due before (§9d)"}),
+                     "expires_at": nullable({**TIME, "description":
+                                             "expires if not dispatched by then"})}),
     "QueuePage": obj({"items": {"type": "array", "items": ref("QueueRow")}, "total": COUNT}),
     "Stats": obj(
         {"pending": COUNT, "processing": COUNT, "completed": COUNT, "failed": COUNT,
          "failed_today": COUNT, "completed_today": COUNT,
          "avg_processing_seconds": SECONDS, "p95_processing_seconds": SECONDS,
          "oldest_pending_seconds": SECONDS, **_STATS_FLOW},
-        {"cancelled": COUNT, "max_in_flight": COUNT, "paused": {"type": "boolean"},
+        {"cancelled": COUNT, "expired": COUNT,
+         "scheduled": {**COUNT, "description": "pending rows not due before their not_before"},
+         "alerts": {"type": "array", "items": ref("OpenAlert")},
+         "max_in_flight": COUNT, "paused": {"type": "boolean"},
          "circuit": obj({}, {"state": {"type": "string", "enum": ["open", "half_open", "closed"]},
                              "consecutive_failures": COUNT, "next_probe_at": nullable(TIME)}),
          "busy_until": nullable(TIME)},
@@ -135,7 +156,8 @@ SCHEMAS: dict[str, Schema] = {
     "SubmissionStatus": obj(
         {"status": STATUS, "attempts": COUNT, "queue_position": nullable(COUNT),
          "estimated_wait_seconds": SECONDS},
-        {"queue_id": UUID_, "review": nullable(REVIEW), "progress": nullable(PROGRESS_ITEM)},
+        {"queue_id": UUID_, "review": nullable(REVIEW), "progress": nullable(PROGRESS_ITEM),
+         "scheduled_for": nullable({**TIME, "description": "pending, not due before then"})},
     ),
     "RunProgress": obj(
         {"total": COUNT, "pending": COUNT, "processing": COUNT, "completed": COUNT,
@@ -143,7 +165,8 @@ SCHEMAS: dict[str, Schema] = {
          "tokens": COUNT, "cost_usd": nullable({"type": "number", "minimum": 0})},
         {"run_id": nullable(UUID_), "prompt_tokens": COUNT, "completion_tokens": COUNT,
          "unpriced_jobs": COUNT,
-         "review": obj({"accepted": COUNT, "reverted": COUNT, "unreviewed": COUNT})},
+         "review": obj({"accepted": COUNT, "reverted": COUNT, "unreviewed": COUNT}),
+         "expired": COUNT, "scheduled": COUNT, "scheduled_for": nullable(TIME)},
     ),
     "CancelAnswer": obj({"cancelled": COUNT}),
     "AcceptBody": obj({}, {"result": nullable({**ANY_OBJECT, "description":
@@ -202,9 +225,9 @@ SCHEMAS: dict[str, Schema] = {
                                     "§9a): `ok` unless a check failed (warnings keep it ok)."),
     "RunFinished": obj(
         {"type": {"const": "marking.run_finished"}, "assignment_id": {"type": "string"},
-         "completed": COUNT, "failed": COUNT, "cancelled": COUNT, "tokens": COUNT,
-         "cost_usd": nullable({"type": "number", "minimum": 0}), "started_at": TIME,
-         "finished_at": TIME},
+         "completed": COUNT, "failed": COUNT, "cancelled": COUNT, "expired": COUNT,
+         "tokens": COUNT, "cost_usd": nullable({"type": "number", "minimum": 0}),
+         "started_at": TIME, "finished_at": TIME},
         {"run_id": {**UUID_, "description": "the run (an assignment may be marked again)"}},
         description="An assignment's run has no pending or processing rows left.",
     ),
@@ -213,4 +236,16 @@ SCHEMAS: dict[str, Schema] = {
          "assignment_id": {"type": "string"}, "error": nullable({"type": "string"})},
         description="A row ended failed; `error` is a content-free code.",
     ),
+    "RowExpired": obj(
+        {"type": {"const": "marking.row_expired"}, "queue_id": UUID_, "submission_id": UUID_,
+         "assignment_id": {"type": "string"}, "error": nullable({"type": "string"})},
+        description="A row was not dispatched by its expires_at and ended expired (§9d).",
+    ),
+    "OpenAlert": obj(_ALERT_FIELDS, description="An alert that is open now (§9d)."),
+    "AlertOpened": obj({"type": {"const": "marking.alert_opened"}, **_ALERT_FIELDS},
+                       description="An alert's condition began (one per incident)."),
+    "AlertResolved": obj({"type": {"const": "marking.alert_resolved"}, **_ALERT_FIELDS},
+                         {"resolved_at": TIME},
+                         description="The incident's condition ended; `value` is the "
+                                     "figure at that moment."),
 }

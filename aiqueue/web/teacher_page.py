@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from aiqueue import parse
+from aiqueue.errors import Invalid
 from aiqueue.models import Status, SubmissionResult
 from aiqueue.queue import loop, progress, review
 from aiqueue.reads import teacher
@@ -28,7 +29,7 @@ from aiqueue.web.templating import render
 
 STATUS_LABELS: dict[Status, str] = {
     "pending": "queued", "processing": "marking…", "completed": "marked",
-    "failed": "failed", "cancelled": "cancelled",
+    "failed": "failed", "cancelled": "cancelled", "expired": "expired",
 }
 
 
@@ -95,19 +96,29 @@ def review_text(p: dict[str, Any]) -> str:
 def progress_view(p: dict[str, Any]) -> dict[str, Any]:
     """The progress bar: percent finished and '23 of 48 marked — about 2 min left'."""
     total = p["total"]
-    finished = p["completed"] + p["failed"] + p["cancelled"]
+    finished = p["completed"] + p["failed"] + p["cancelled"] + p.get("expired", 0)
     active = p["pending"] + p["processing"] > 0
     extra = {"usage_text": usage_text(p), "review_text": review_text(p)}
     if total == 0:
         return {**p, **extra, "percent": 0, "active": False, "text": "Not marked yet."}
     text = f"{p['completed']} of {total} marked"
-    extras = [f"{p[k]} {k}" for k in ("failed", "cancelled") if p[k]]
+    extras = [f"{p[k]} {k}" for k in ("failed", "cancelled", "expired") if p.get(k)]
     if extras:
         text += f" ({', '.join(extras)})"
-    if active:
+    if p.get("scheduled"):
+        text += f" — {scheduled_text(p['scheduled'], p.get('scheduled_for'))}"
+    elif active:
         text += f" — {fmt_eta(p['estimated_remaining_seconds'])}"
     return {**p, **extra, "percent": math.floor(100 * finished / total), "active": active,
             "text": text}
+
+
+def scheduled_text(n: int, at: str | None) -> str:
+    """'12 scheduled for 2026-11-27 16:00 UTC' (the page turns the time into local time)."""
+    if not at:
+        return f"{n} scheduled"
+    moment = datetime.fromisoformat(at).astimezone(UTC)
+    return f"{n} scheduled for {moment:%Y-%m-%d %H:%M} UTC"
 
 
 def row_view(row: SubmissionResult) -> dict[str, Any]:
@@ -215,7 +226,15 @@ async def mark(request: Request, session: Session) -> Response:
     submission_id = parse.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
     lane: parse.Lane = "batch" if form.get("lane") == "batch" else "live"
-    answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane)
+    # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
+    raw_at = form.get("not_before")
+    not_before, _ = parse.parse_times({"not_before": raw_at or None}, datetime.now(UTC))
+    if raw_at is not None and not_before is None:
+        raise Invalid("choose the date and time to mark at")
+    answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane,
+                                 not_before)
+    if not_before is not None:
+        answer = {**answer, "not_before": not_before.isoformat()}
     return _answer(request, assignment_id, answer,
                    BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
 

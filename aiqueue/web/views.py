@@ -85,6 +85,10 @@ class Header:
     limit: str = "-"
     # (label, value) per declared budget: ("Tokens, last 60 s", "1,200 / 10,000").
     budget: tuple[tuple[str, str], ...] = ()
+    # CONTRACT §9d: pending rows not due yet, expired rows, and the open alerts' sentences.
+    scheduled: int = 0
+    expired: int = 0
+    alerts: tuple[str, ...] = ()
 
 
 def header(
@@ -116,7 +120,30 @@ def header(
         busy_text=_busy_text(stats.get("hold_until") or stats.get("busy_until"), now),
         limit=fmt_limit(stats.get("in_flight_limit"), stats["max_in_flight"]),
         budget=fmt_budget(stats),
+        scheduled=stats.get("scheduled", 0),
+        expired=stats.get("expired", 0),
+        alerts=tuple(alert_text(a, now) for a in stats.get("alerts", ())),
     )
+
+
+_ALERT_WORDS = {
+    "backlog_age": "the oldest due row has waited {value} (threshold {threshold})",
+    "stalled": "rows are due but nothing has been dispatched for {value} (threshold {threshold})",
+    "failure_spike": "{value} of the rows that ended in the last 15 min failed "
+                     "(threshold {threshold})",
+}
+
+
+def alert_text(alert: Mapping[str, Any], now: datetime) -> str:
+    """'Alert stalled (pool default) open for 3m 2s: rows are due but …'."""
+    name = alert["alert"]
+    fmt = (lambda v: f"{v:.0%}") if name == "failure_spike" else fmt_age
+    words = _ALERT_WORDS.get(name, "{value} (threshold {threshold})").format(
+        value=fmt(alert["value"]), threshold=fmt(alert["threshold"]))
+    opened = _parse_time(alert.get("opened_at"))
+    since = f" open for {fmt_age((now - opened).total_seconds())}" if opened else ""
+    return f"Alert {name} (pool {alert['pool']}){since}: {words}."
+
 
 
 def fmt_limit(limit: int | None, cap: int) -> str:
@@ -189,6 +216,8 @@ class TableRow:
     last_error: str
     can_retry: bool
     can_cancel: bool
+    # "scheduled for …" while a pending row waits for its not_before (CONTRACT §9d).
+    scheduled: str = ""
 
 
 def processing_seconds(row: QueueRow, now: datetime) -> float | None:
@@ -215,7 +244,12 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         last_error=row.last_error or "",
         can_retry=row.status == "failed",
         can_cancel=row.status == "pending",
+        scheduled=fmt_scheduled(row.scheduled_for(now)),
     )
+
+
+def fmt_scheduled(at: datetime | None) -> str:
+    return f"scheduled for {fmt_time(at)}" if at else ""
 
 
 def row_times(row: QueueRow) -> dict[str, str]:

@@ -21,7 +21,8 @@ from tests.conftest import add_submissions
 
 CAP, THRESHOLD = 0, 5
 USAGE = {"model": "m", "prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.25}
-RUN_KEYS = {"type", "assignment_id", "run_id", "completed", "failed", "cancelled", "tokens",
+RUN_KEYS = {"type", "assignment_id", "run_id", "completed", "failed", "cancelled", "expired",
+            "tokens",
             "cost_usd", "started_at", "finished_at"}
 ROW_KEYS = {"type", "queue_id", "submission_id", "assignment_id", "error"}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -60,6 +61,16 @@ class FakeStore:
     async def prune(self, older_than_seconds: float) -> int:
         self.calls.append(("prune", (older_than_seconds,)))
         return 0
+
+    async def expire_rows(self) -> int:
+        self.calls.append(("expire_rows", ()))
+        return 0
+
+    async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
+                              failure_rate: float, at: datetime | None = None
+                              ) -> list[tuple[str, str]]:
+        self.calls.append(("evaluate_alerts", (backlog, stalled, failures_min, failure_rate)))
+        return []
 
     async def claim(self, cap: int, breaker_threshold: int,
                     budget: Budget = NO_BUDGET) -> Job | None:

@@ -13,12 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 from standardwebhooks.webhooks import Webhook
 from starlette.applications import Starlette
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [ROOT / "clients/python/examples/happy_path.py",
             ROOT / "clients/python/examples/receiver.py",
+            ROOT / "clients/python/examples/slack_relay.py",
             ROOT / "clients/typescript/examples/happy-path.ts",
             ROOT / "clients/typescript/examples/receiver.ts"]
 SECRET = "whsec_" + "dGhpcyBpcyBhIHRlc3Qgc2VjcmV0IG9mIDMyIGJ5dGVz"
@@ -62,3 +64,45 @@ async def test_the_receiver_takes_signed_notifications_and_refuses_forged_ones()
                                    headers=headers(other, msg_id))
     assert (ok.status_code, forged.status_code) == (204, 401)
     assert got == [(msg_id, event)]
+
+
+@respx.mock
+async def test_the_slack_relay_posts_signed_alerts_and_refuses_forged_ones():
+    slack = respx.post("https://hooks.slack.test/services/T/B/X").mock(
+        return_value=httpx.Response(200, text="ok"))
+    route = load(ROOT / "clients/python/examples/slack_relay.py").slack_relay(
+        SECRET, "https://hooks.slack.test/services/T/B/X")
+    alert = {"type": "marking.alert_opened", "alert": "stalled", "pool": "default",
+             "kind": None, "value": 312.5, "threshold": 300.0,
+             "opened_at": "2026-11-23T10:00:00+00:00"}
+
+    def signed(event: dict[str, Any], secret: str = SECRET) -> dict[str, Any]:
+        body, now, msg_id = json.dumps(event), datetime.now(UTC), f"evt_{uuid.uuid4().hex}"
+        return {"content": body, "headers": {
+            "webhook-id": msg_id, "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": Webhook(secret).sign(msg_id, now, body)}}
+
+    transport = httpx.ASGITransport(app=Starlette(routes=[route]))
+    async with httpx.AsyncClient(transport=transport, base_url="http://host.test") as client:
+        url = "/aiqueue/notifications"
+        ok = await client.post(url, **signed(alert))
+        other = "whsec_" + "YW5vdGhlciBzZWNyZXQsIGFsc28gMzIgYnl0ZXMhIQ=="
+        forged = await client.post(url, **signed(alert, other))
+        # Other events are taken (204) but not relayed.
+        run = await client.post(url, **signed({"type": "marking.run_finished"}))
+    assert (ok.status_code, forged.status_code, run.status_code) == (204, 401, 204)
+    assert slack.call_count == 1
+    text = json.loads(slack.calls[0].request.content)["text"]
+    assert "stalled" in text and "opened" in text and "312.5" in text
+
+
+def test_the_clients_signature_check_matches_the_standard_library_one():
+    from aiqueue_client import BadSignature, verify_notification
+    body, now = '{"type": "marking.row_failed"}', datetime.now(UTC)
+    headers = {"webhook-id": "evt_1", "webhook-timestamp": str(int(now.timestamp())),
+               "webhook-signature": Webhook(SECRET).sign("evt_1", now, body)}
+    assert verify_notification(SECRET, body, headers) == {"type": "marking.row_failed"}
+    with pytest.raises(BadSignature):
+        verify_notification(SECRET, body + " ", headers)
+    with pytest.raises(BadSignature):
+        verify_notification(SECRET, body, headers, now=now.timestamp() + 600)

@@ -24,7 +24,7 @@ TALLY = [
 def snap(tally: list[TallyRow] = TALLY) -> Snapshot:
     stats = Stats(pending=4, processing=1, completed=3, failed=1, cancelled=0, failed_today=1,
                   completed_today=3, avg_processing_seconds=1.5, p95_processing_seconds=2.0,
-                  oldest_pending_seconds=12.5)
+                  oldest_pending_seconds=12.5, expired=2, scheduled=6)
     control = Control(paused=False, paused_by=None, paused_at=None, consecutive_failures=0,
                       circuit_open_until=None, busy_until=None, circuit_state="open")
     flow = FlowState(in_flight_limit=3, hold_until=None, refusals_rate_limited=7,
@@ -57,7 +57,7 @@ def test_every_contract_metric_keeps_its_name_type_and_labels():
         "aiqueue_jobs_failed": "counter", "aiqueue_attempts": "counter",
         "aiqueue_tokens": "counter", "aiqueue_cost_usd": "counter",
         "aiqueue_processing_seconds": "histogram", "aiqueue_in_flight_limit": "gauge",
-        "aiqueue_refusals": "counter",
+        "aiqueue_refusals": "counter", "aiqueue_scheduled_rows": "gauge",
     }
     assert families["aiqueue_in_flight_limit"][1] == {(("__name__", "aiqueue_in_flight_limit"),): 3}
     assert families["aiqueue_refusals"][1] == {
@@ -65,7 +65,9 @@ def test_every_contract_metric_keeps_its_name_type_and_labels():
         (("__name__", "aiqueue_refusals_total"), ("kind", "rate_limited")): 7}
     rows = families["aiqueue_queue_rows"][1]
     assert rows[(("__name__", "aiqueue_queue_rows"), ("status", "pending"))] == 4
-    assert len(rows) == 5
+    assert rows[(("__name__", "aiqueue_queue_rows"), ("status", "expired"))] == 2
+    assert len(rows) == 6
+    assert families["aiqueue_scheduled_rows"][1] == {(("__name__", "aiqueue_scheduled_rows"),): 6}
     assert families["aiqueue_circuit_open"][1] == {(("__name__", "aiqueue_circuit_open"),): 1}
     assert families["aiqueue_max_in_flight"][1] == {(("__name__", "aiqueue_max_in_flight"),): 8}
 

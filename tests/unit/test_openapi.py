@@ -85,11 +85,15 @@ def test_every_operation_answers_json_errors_and_has_an_id():
 
 def test_the_notification_events_are_described_as_webhooks():
     hooks = document()["webhooks"]
-    assert set(hooks) == {"marking.run_finished", "marking.row_failed"}
+    assert set(hooks) == {"marking.run_finished", "marking.row_failed", "marking.row_expired",
+                          "marking.alert_opened", "marking.alert_resolved"}
     schemas = document()["components"]["schemas"]
     assert set(schemas["RunFinished"]["required"]) == {
-        "type", "assignment_id", "completed", "failed", "cancelled", "tokens", "cost_usd",
-        "started_at", "finished_at"}
+        "type", "assignment_id", "completed", "failed", "cancelled", "expired", "tokens",
+        "cost_usd", "started_at", "finished_at"}
+    alert = {"type", "alert", "pool", "kind", "value", "threshold", "opened_at"}
+    assert set(schemas["AlertOpened"]["required"]) == alert
+    assert set(schemas["AlertResolved"]["required"]) == alert
     assert set(schemas["RowFailed"]["required"]) == {
         "type", "queue_id", "submission_id", "assignment_id", "error"}
 

@@ -1,22 +1,26 @@
--- The overnight lane (CONTRACT §9f, aiqueue/batch/lane.py; migration 0019).
+-- The overnight lane (CONTRACT §9f, aiqueue/batch/lane.py; migration 0020).
 -- The provider is called between these statements, never inside a transaction.
 
 -- batch_lane_rows --
 -- Rows just enqueued on the batch lane (the enqueue's transaction): their
 -- deadline, and run_after = when they must go live if no batch has them ($3).
+-- A row that also has a not_before (§9d) is never live before it either.
 UPDATE ai_marking_queue
-SET lane = 'batch', deadline = $2::timestamptz, run_after = $3::timestamptz
+SET lane = 'batch', deadline = $2::timestamptz,
+    run_after = greatest($3::timestamptz, not_before)
 WHERE queue_id = ANY($1::uuid[]) AND status = 'pending';
 
 -- batch_open --
 -- Record a batch and move up to $4 waiting rows into it, in one statement: the
 -- record exists before the provider hears of it.  Rows whose live time has
 -- come (run_after <= now()) are the live claim's, not the packer's.  Packing
--- uses an attempt, as a dispatch does.  Nothing waiting: no batch.
+-- uses an attempt, as a dispatch does.  A row whose not_before (§9d) is still
+-- to come waits for it.  Nothing waiting: no batch.
 WITH picked AS MATERIALIZED (
     SELECT q.queue_id
     FROM ai_marking_queue q
     WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
+      AND (q.not_before IS NULL OR q.not_before <= now())
     ORDER BY q.priority DESC, q.seq
     LIMIT $4
     FOR UPDATE SKIP LOCKED

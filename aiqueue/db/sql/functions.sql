@@ -279,6 +279,14 @@ $$;
 -- budget (tpm/rpm > 0 over budget_window seconds) the first due row goes only
 -- when the window has room for its estimated tokens; its window entry is
 -- written in the same statement as the claim.
+-- A pending row may still be dispatched (CONTRACT §9d): it has no expires_at,
+-- or that moment has not come.  The sweep (queries.sql: expire_rows) ends the
+-- others; until it has, the claim steps over them.
+CREATE OR REPLACE FUNCTION aiqueue_unexpired(expires_at timestamptz)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT expires_at IS NULL OR expires_at > now()
+$$;
+
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer);
 CREATE OR REPLACE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer,
@@ -320,6 +328,8 @@ BEGIN
         SELECT q.queue_id
         FROM ai_marking_queue q
         WHERE q.status = 'pending' AND q.run_after <= now()
+          -- Never an expired row, even before the sweep has ended it (§9d).
+          AND aiqueue_unexpired(q.expires_at)
         ORDER BY q.priority DESC, q.turn, q.seq
         LIMIT 1
         FOR UPDATE SKIP LOCKED
@@ -353,6 +363,7 @@ BEGIN
                AND EXISTS (SELECT 1 FROM (
                        SELECT o.queue_id FROM ai_marking_queue o
                        WHERE o.status = 'pending' AND o.run_after <= now()
+                         AND aiqueue_unexpired(o.expires_at)
                        ORDER BY o.priority DESC, o.turn, o.seq
                        LIMIT 2) due
                    WHERE due.queue_id <> cl.queue_id),
@@ -438,7 +449,7 @@ BEGIN
                p_result, prev.ai_result, prev.ai_marked_at, u.model,
                aiqueue_usage_int(p_usage -> 'prompt_tokens'),
                aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds,
-               -- the overnight lane (0019) marks its usage; everything else is live
+               -- the overnight lane (0020) marks its usage; everything else is live
                CASE WHEN p_usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END
         FROM row JOIN prev ON prev.id = row.submission_id JOIN done ON true, usage u
         -- A backfilled record (migration 0008) of a row completed before: keep it.
@@ -839,11 +850,13 @@ BEGIN
     SELECT 'marking.run_finished', p_assignment, p_run, jsonb_build_object(
                'type', 'marking.run_finished', 'assignment_id', p_assignment,
                'run_id', p_run, 'completed', c.completed, 'failed', c.failed,
-               'cancelled', c.cancelled, 'tokens', u.tokens, 'cost_usd', u.cost_usd,
+               'cancelled', c.cancelled, 'expired', c.expired, 'tokens', u.tokens,
+               'cost_usd', u.cost_usd,
                'started_at', c.started_at, 'finished_at', now())
     FROM (SELECT count(*) FILTER (WHERE q.status = 'completed') AS completed,
                  count(*) FILTER (WHERE q.status = 'failed') AS failed,
                  count(*) FILTER (WHERE q.status = 'cancelled') AS cancelled,
+                 count(*) FILTER (WHERE q.status = 'expired') AS expired,
                  min(q.created_at) AS started_at
           FROM ai_marking_queue q
           WHERE q.assignment_id = p_assignment AND q.run_id = p_run) c,
@@ -855,13 +868,15 @@ END
 $$;
 
 -- A row that ended: marking.row_failed when it failed (the error is the row's
--- content-free last_error code), then the run's end test.
+-- content-free last_error code), marking.row_expired when it expired (§9d;
+-- the same body, error 'expired'), then the run's end test.
 CREATE OR REPLACE FUNCTION aiqueue_outbox_on_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.status = 'failed' THEN
+    IF NEW.status IN ('failed', 'expired') THEN
         INSERT INTO ai_marking_outbox (type, assignment_id, run_id, queue_id, body)
-        VALUES ('marking.row_failed', NEW.assignment_id, NEW.run_id, NEW.queue_id,
-                jsonb_build_object('type', 'marking.row_failed', 'queue_id', NEW.queue_id,
+        VALUES ('marking.row_' || NEW.status, NEW.assignment_id, NEW.run_id, NEW.queue_id,
+                jsonb_build_object('type', 'marking.row_' || NEW.status,
+                                   'queue_id', NEW.queue_id,
                                    'submission_id', NEW.submission_id,
                                    'assignment_id', NEW.assignment_id,
                                    'error', NEW.last_error));
@@ -964,5 +979,127 @@ BEGIN
         SELECT u.queue_id, 'action', 'retry', now(), p_actor FROM updated u
     )
     SELECT u.queue_id FROM updated u;
+END
+$$;
+
+-- == Alerts (aiqueue 0018, CONTRACT §9d) ==
+--
+-- The three conditions, measured at p_now (NULL: now(); tests inject a later
+-- moment instead of waiting): the oldest due row's wait (backlog_age), how
+-- long due rows have waited with nothing dispatched (stalled), and the share
+-- of rows that failed among those that ended in the last 15 minutes
+-- (failure_spike).  One row per alert: its value, its threshold, whether it
+-- fires.  A waiting row is pending, not expired, and not scheduled for later:
+-- a row with a not_before is no backlog until its time, and its wait starts
+-- then; a batch-lane row waiting for a provider batch (§9f) is no backlog
+-- until its live time comes.  A row waiting out a retry's backoff still waits: counting it out
+-- would make both alerts flap open and shut through an outage, as every row
+-- goes in and out of its backoff.
+CREATE OR REPLACE FUNCTION aiqueue_alert_values(p_now timestamptz, backlog_s float8,
+                                                stalled_s float8, failures_min integer,
+                                                failure_rate float8)
+RETURNS TABLE (alert text, value float8, threshold float8, firing boolean)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    t timestamptz := coalesce(p_now, now());
+    due_since timestamptz;
+    last_dispatch timestamptz;
+    held boolean;
+    failed bigint;
+    ended bigint;
+    wait float8;
+    quiet float8;
+BEGIN
+    -- Rows without a not_before in created order (the status index, stopping
+    -- at the first unexpired one), and scheduled rows whose time has come.
+    SELECT least(
+        (SELECT q.created_at FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.not_before IS NULL AND q.created_at <= t
+           AND (q.expires_at IS NULL OR q.expires_at > t)
+           AND NOT (q.lane = 'batch' AND q.run_after > t)
+         ORDER BY q.created_at LIMIT 1),
+        (SELECT min(q.not_before) FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.not_before <= t
+           AND (q.expires_at IS NULL OR q.expires_at > t)
+           AND NOT (q.lane = 'batch' AND q.run_after > t)))
+    INTO due_since;
+    wait := coalesce(date_part('epoch', t - due_since), 0);
+    RETURN QUERY SELECT 'backlog_age'::text, wait, backlog_s, due_since IS NOT NULL AND wait > backlog_s;
+
+    -- The newest dispatch the function took: a dispatch error or a refusal is
+    -- no progress.  Walks the attempts' primary key backwards.
+    SELECT a.started_at INTO last_dispatch FROM ai_marking_attempts a
+    WHERE a.kind = 'dispatch' AND a.outcome IS DISTINCT FROM 'dispatch_error'
+      AND a.outcome IS DISTINCT FROM 'refused'
+    ORDER BY a.id DESC LIMIT 1;
+    -- Held by a refusal (or paused by an operator): waiting is the plan, not a stall.
+    -- (A spend cap holds a pool too, once spend caps exist: CONTRACT §9c.)
+    SELECT c.paused OR coalesce(c.busy_until > t, false) INTO held
+    FROM ai_queue_control c WHERE c.id = 1;
+    quiet := date_part('epoch', t - greatest(last_dispatch, due_since));
+    RETURN QUERY SELECT 'stalled'::text, coalesce(quiet, 0), stalled_s,
+        due_since IS NOT NULL AND NOT coalesce(held, false) AND quiet > stalled_s;
+
+    SELECT count(*) FILTER (WHERE q.status = 'failed'), count(*)
+    INTO failed, ended
+    FROM ai_marking_queue q
+    WHERE q.status IN ('completed', 'failed') AND q.finished_at > t - interval '15 minutes'
+      AND q.finished_at <= t;
+    RETURN QUERY SELECT 'failure_spike'::text,
+        CASE WHEN ended > 0 THEN failed::float8 / ended ELSE 0 END, failure_rate,
+        failed >= failures_min AND ended > 0 AND failed::float8 / ended >= failure_rate;
+END
+$$;
+
+-- Open the alerts that fire and resolve the open ones that no longer do, each
+-- change with its event in the outbox, in one transaction.  One evaluator at a
+-- time: an instance that finds the lock taken skips (the other is doing the
+-- same work), and the unique index on open alerts is the wall behind it.
+-- Answers one row per change: (alert, 'opened' | 'resolved').
+CREATE OR REPLACE FUNCTION aiqueue_alerts_evaluate(p_now timestamptz, backlog_s float8,
+                                                   stalled_s float8, failures_min integer,
+                                                   failure_rate float8)
+RETURNS TABLE (alert text, change text) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(7301730173017303) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH v AS MATERIALIZED (
+        SELECT * FROM aiqueue_alert_values(p_now, backlog_s, stalled_s, failures_min,
+                                           failure_rate)
+    ),
+    opened AS (
+        INSERT INTO ai_queue_alerts (alert, pool, kind, value, threshold, opened_at)
+        SELECT v.alert, 'default', NULL, v.value, v.threshold, coalesce(p_now, now())
+        FROM v WHERE v.firing
+        ON CONFLICT (alert, pool) WHERE resolved_at IS NULL DO NOTHING
+        RETURNING *
+    ),
+    resolved AS (
+        UPDATE ai_queue_alerts a SET resolved_at = coalesce(p_now, now())
+        FROM v
+        WHERE a.alert = v.alert AND a.pool = 'default' AND a.resolved_at IS NULL
+          AND NOT v.firing
+        RETURNING a.*, v.value AS now_value
+    ),
+    events AS (
+        INSERT INTO ai_marking_outbox (type, assignment_id, body)
+        SELECT 'marking.alert_opened', '', jsonb_build_object(
+                   'type', 'marking.alert_opened', 'alert', o.alert, 'pool', o.pool,
+                   'kind', o.kind, 'value', o.value, 'threshold', o.threshold,
+                   'opened_at', o.opened_at)
+        FROM opened o
+        UNION ALL
+        SELECT 'marking.alert_resolved', '', jsonb_build_object(
+                   'type', 'marking.alert_resolved', 'alert', r.alert, 'pool', r.pool,
+                   'kind', r.kind, 'value', r.now_value, 'threshold', r.threshold,
+                   'opened_at', r.opened_at, 'resolved_at', r.resolved_at)
+        FROM resolved r
+    )
+    SELECT o.alert, 'opened'::text FROM opened o
+    UNION ALL
+    SELECT r.alert, 'resolved'::text FROM resolved r;
 END
 $$;

@@ -47,7 +47,8 @@ LIMIT $5;
 -- its priority due before it as well, whatever its turn.  The priority range
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
-    SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress
+    SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
+           not_before
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -67,7 +68,10 @@ SELECT l.queue_id, l.status, l.attempts,
             THEN extract(epoch FROM now() - l.started_at)::float8 END AS running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
        (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
-       CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress
+       CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress,
+       -- Scheduled (§9d): not due before this moment.
+       CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
+           AS scheduled_for
 FROM latest l;
 
 -- live_recent_seconds --
@@ -91,7 +95,7 @@ WITH run AS (
     LIMIT 1
 ),
 rows AS MATERIALIZED (
-    SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at
+    SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at, q.not_before
     FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
     WHERE q.assignment_id = $1
 ),
@@ -108,6 +112,12 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT count(*) FROM rows WHERE status = 'completed') AS completed,
        (SELECT count(*) FROM rows WHERE status = 'failed') AS failed,
        (SELECT count(*) FROM rows WHERE status = 'cancelled') AS cancelled,
+       (SELECT count(*) FROM rows WHERE status = 'expired') AS expired,
+       -- Rows not due before their not_before (§9d), and the first such moment.
+       (SELECT count(*) FROM rows WHERE status = 'pending' AND not_before > now())
+           AS scheduled,
+       (SELECT min(not_before) FROM rows WHERE status = 'pending' AND not_before > now())
+           AS scheduled_for,
        CASE WHEN EXISTS (SELECT 1 FROM last) THEN (
            SELECT count(*) FROM ai_marking_queue q, last l
            WHERE q.status = 'pending'

@@ -29,6 +29,8 @@
 -- is also the new rows' created_at (prune relies on it; the row lock it takes
 -- makes a concurrent prune re-check and keep the payload).  '{}' and a batch
 -- that inserts nothing store none.
+--
+-- $7 not_before and $8 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -85,10 +87,12 @@ payload AS (
 ),
 inserted AS (
     INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
-                                  priority, payload_id)
+                                  priority, payload_id, not_before, run_after, expires_at)
     OVERRIDING SYSTEM VALUE
     SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
-           (SELECT id FROM payload)
+           (SELECT id FROM payload),
+           -- Not before $7 (§9d): not due until then, like a retry's backoff.
+           $7::timestamptz, coalesce($7::timestamptz, now()), $8::timestamptz
     FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
     RETURNING queue_id, seq
@@ -474,6 +478,10 @@ SELECT
     coalesce((SELECT n FROM totals WHERE status = 'completed'), 0) AS completed,
     coalesce((SELECT n FROM totals WHERE status = 'failed'), 0) AS failed,
     coalesce((SELECT n FROM totals WHERE status = 'cancelled'), 0) AS cancelled,
+    coalesce((SELECT n FROM totals WHERE status = 'expired'), 0) AS expired,
+    -- Pending rows whose not_before is still to come (§9d): not backlog yet.
+    (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending'
+        AND not_before > coalesce($1::timestamptz, now())) AS scheduled,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
         AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
                            AT TIME ZONE 'UTC')
@@ -483,8 +491,20 @@ SELECT
                            AT TIME ZONE 'UTC')
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
-    (SELECT date_part('epoch', coalesce($1::timestamptz, now()) - min(created_at))
-     FROM ai_marking_queue WHERE status = 'pending') AS oldest_pending_seconds
+    -- A scheduled row waits from its not_before on, and not at all before it (§9d).
+    -- A batch-lane row waiting for a provider batch (its live time still to come,
+    -- §9f) is no backlog either: it waits by design, up to its deadline.
+    -- Two index probes: the oldest unscheduled row (status, created_at), and the
+    -- earliest not_before that has come (ai_marking_queue_not_before_idx).
+    date_part('epoch', coalesce($1::timestamptz, now()) - least(
+        (SELECT created_at FROM ai_marking_queue
+         WHERE status = 'pending' AND not_before IS NULL
+           AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now()))
+         ORDER BY created_at LIMIT 1),
+        (SELECT min(not_before) FROM ai_marking_queue
+         WHERE status = 'pending' AND not_before <= coalesce($1::timestamptz, now())
+           AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now())))))
+        AS oldest_pending_seconds
 FROM (
     SELECT avg(d) AS avg_seconds,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY d) AS p95_seconds
@@ -501,7 +521,7 @@ FROM (
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key
+       coalesce(group_key, assignment_id) AS group_key, not_before, expires_at
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
@@ -531,7 +551,7 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 -- get_row --
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key
+       coalesce(group_key, assignment_id) AS group_key, not_before, expires_at
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --

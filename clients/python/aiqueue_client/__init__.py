@@ -2,6 +2,7 @@
 
 from aiqueue_client.client import AsyncMarkingClient
 from aiqueue_client.errors import MarkingError
+from aiqueue_client.notifications import BadSignature, verify_notification
 from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
@@ -18,7 +19,7 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "EnqueueAccepted", "Enqueued", "MarkingError",
+    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "Enqueued", "MarkingError",
     "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
-    "SubmissionStatus", "UsageReport", "call",
+    "SubmissionStatus", "UsageReport", "call", "verify_notification",
 ]

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, cast
 from urllib.parse import quote
@@ -83,16 +84,25 @@ class AsyncMarkingClient:
     async def enqueue(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
                       idempotency_key: str | None = None, priority: int | None = None,
                       payload: dict[str, Any] | None = None, group: str | None = None,
-                      remark: bool | None = None) -> Enqueued:
+                      remark: bool | None = None, not_before: datetime | str | None = None,
+                      delay_seconds: float | None = None,
+                      expires_at: datetime | str | None = None,
+                      expire_after_seconds: float | None = None) -> Enqueued:
         """Enqueue submissions for marking; retried safely under one Idempotency-Key.
 
         Without a key one is made, so a retry after a lost answer enqueues nothing twice.
+        `not_before`/`delay_seconds` schedule the rows; `expires_at`/`expire_after_seconds`
+        end them `expired` if they are not dispatched by then (an aware datetime or an
+        RFC 3339 string).
         """
         key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"assignment_id": assignment_id,
                                 "submission_ids": [str(s) for s in submission_ids]}
         for name, value in (("priority", priority), ("payload", payload), ("group", group),
-                            ("remark", remark)):
+                            ("remark", remark), ("not_before", _rfc3339(not_before)),
+                            ("delay_seconds", delay_seconds),
+                            ("expires_at", _rfc3339(expires_at)),
+                            ("expire_after_seconds", expire_after_seconds)):
             if value is not None:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body,
@@ -182,6 +192,15 @@ async def _chain(first: asyncio.Future[MarkingEvent],
     yield await first
     async for event in rest:
         yield event
+
+
+def _rfc3339(value: datetime | str | None) -> str | None:
+    """An aware datetime as RFC 3339 (a string passes as given; the server checks it)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("give a time zone-aware datetime (e.g. datetime.now(UTC))")
+        return value.isoformat()
+    return value
 
 
 def _seg(value: object) -> str:

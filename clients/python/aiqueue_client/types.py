@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
-Status = Literal["pending", "processing", "completed", "failed", "cancelled"]
+Status = Literal["pending", "processing", "completed", "failed", "cancelled", "expired"]
 Review = Literal["unreviewed", "accepted", "reverted"]
 
 
@@ -34,6 +34,7 @@ class SubmissionStatus(TypedDict):
     queue_id: NotRequired[str]
     review: NotRequired[Review | None]
     progress: NotRequired[ProgressItem | None]
+    scheduled_for: NotRequired[str | None]
 
 
 class RunProgress(TypedDict):
@@ -46,6 +47,9 @@ class RunProgress(TypedDict):
     estimated_remaining_seconds: float | None
     tokens: int
     cost_usd: float | None
+    expired: NotRequired[int]
+    scheduled: NotRequired[int]
+    scheduled_for: NotRequired[str | None]
 
 
 class Accepted(TypedDict):

@@ -13,7 +13,7 @@ async def mark_all(base_url: str, secret: str, assignment_id: str, submission_id
         while progress["pending"] + progress["processing"]:
             event = await anext(events)  # resumes by itself after a dropped connection
             print(event.submission_id, event.status, event.result)
-            if event.status in ("completed", "failed", "cancelled"):
+            if event.status in ("completed", "failed", "cancelled", "expired"):
                 progress = await queue.progress(assignment_id)
         await queue.accept_run(assignment_id, actor="teacher-42")
         return progress

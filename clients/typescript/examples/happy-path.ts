@@ -10,7 +10,7 @@ export async function markAll(baseUrl: string, secret: string, assignmentId: str
   while (progress.pending + progress.processing > 0) {
     const { value: event } = await events.next(); // resumes after a dropped connection
     console.log(event?.submission_id, event?.status, event?.result);
-    if (!event || ["completed", "failed", "cancelled"].includes(event.status)) {
+    if (!event || ["completed", "failed", "cancelled", "expired"].includes(event.status)) {
       progress = await queue.progress(assignmentId);
     }
   }

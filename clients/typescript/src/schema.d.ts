@@ -381,6 +381,57 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "marking.row_expired": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** marking.row_expired */
+        post: operations["marking_row_expired"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "marking.alert_opened": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** marking.alert_opened */
+        post: operations["marking_alert_opened"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "marking.alert_resolved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** marking.alert_resolved */
+        post: operations["marking_alert_resolved"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -400,8 +451,12 @@ export interface components {
             } | null;
             group?: string | null;
             remark?: boolean | null;
-            lane?: "live" | "batch" | null;
+            lane?: ("live" | "batch") | null;
             deadline?: string | null;
+            not_before?: string | null;
+            delay_seconds?: number | null;
+            expires_at?: string | null;
+            expire_after_seconds?: number | null;
         };
         EnqueueAccepted: {
             enqueued: number;
@@ -458,13 +513,15 @@ export interface components {
             assignment_id: string;
             group: string;
             /** @enum {string} */
-            status: "pending" | "processing" | "completed" | "failed" | "cancelled";
+            status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
             attempts: number;
             last_error: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            not_before?: string | null;
+            expires_at?: string | null;
         };
         QueuePage: {
             items: components["schemas"]["QueueRow"][];
@@ -488,6 +545,10 @@ export interface components {
             requests_per_minute: number | null;
             budget_window_seconds: number;
             cancelled?: number;
+            expired?: number;
+            /** @description pending rows not due before their not_before */
+            scheduled?: number;
+            alerts?: components["schemas"]["OpenAlert"][];
             max_in_flight?: number;
             paused?: boolean;
             circuit?: {
@@ -506,7 +567,7 @@ export interface components {
         };
         SubmissionStatus: {
             /** @enum {string} */
-            status: "pending" | "processing" | "completed" | "failed" | "cancelled";
+            status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
             attempts: number;
             queue_position: number | null;
             estimated_wait_seconds: number | null;
@@ -518,6 +579,7 @@ export interface components {
                 total?: number | null;
                 message?: string | null;
             } | null;
+            scheduled_for?: string | null;
         };
         RunProgress: {
             total: number;
@@ -538,6 +600,9 @@ export interface components {
                 reverted: number;
                 unreviewed: number;
             };
+            expired?: number;
+            scheduled?: number;
+            scheduled_for?: string | null;
         };
         CancelAnswer: {
             cancelled: number;
@@ -626,7 +691,7 @@ export interface components {
             /** Format: uuid */
             submission_id: string;
             /** @enum {string} */
-            status: "pending" | "processing" | "completed" | "failed" | "cancelled";
+            status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
             /** @description completed: the result's summary fields */
             result?: {
                 [key: string]: unknown;
@@ -682,6 +747,7 @@ export interface components {
             completed: number;
             failed: number;
             cancelled: number;
+            expired: number;
             tokens: number;
             cost_usd: number | null;
             /** Format: date-time */
@@ -704,6 +770,56 @@ export interface components {
             submission_id: string;
             assignment_id: string;
             error: string | null;
+        };
+        /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
+        RowExpired: {
+            /** @constant */
+            type: "marking.row_expired";
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            assignment_id: string;
+            error: string | null;
+        };
+        /** @description An alert that is open now (§9d). */
+        OpenAlert: {
+            /** @enum {string} */
+            alert: "backlog_age" | "stalled" | "failure_spike";
+            pool: string;
+            kind: string | null;
+            value: number;
+            threshold: number;
+            /** Format: date-time */
+            opened_at: string;
+        };
+        /** @description An alert's condition began (one per incident). */
+        AlertOpened: {
+            /** @constant */
+            type: "marking.alert_opened";
+            /** @enum {string} */
+            alert: "backlog_age" | "stalled" | "failure_spike";
+            pool: string;
+            kind: string | null;
+            value: number;
+            threshold: number;
+            /** Format: date-time */
+            opened_at: string;
+        };
+        /** @description The incident's condition ended; `value` is the figure at that moment. */
+        AlertResolved: {
+            /** @constant */
+            type: "marking.alert_resolved";
+            /** @enum {string} */
+            alert: "backlog_age" | "stalled" | "failure_spike";
+            pool: string;
+            kind: string | null;
+            value: number;
+            threshold: number;
+            /** Format: date-time */
+            opened_at: string;
+            /** Format: date-time */
+            resolved_at?: string;
         };
     };
     responses: {
@@ -890,7 +1006,7 @@ export interface operations {
     listQueue: {
         parameters: {
             query?: {
-                status?: "pending" | "processing" | "completed" | "failed" | "cancelled";
+                status?: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
                 assignment_id?: string;
                 group?: string;
                 limit?: number;
@@ -1402,6 +1518,135 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["RowFailed"];
+            };
+        };
+        responses: {
+            /** @description Gone: stop delivering this event */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else: retried with backoff for 24 h */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    marking_row_expired: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the event's id: the same on every retry (deduplicate on it) */
+                "webhook-id": string;
+                /** @description seconds since the epoch */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` keyed by QUEUE_NOTIFY_SECRET */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RowExpired"];
+            };
+        };
+        responses: {
+            /** @description Gone: stop delivering this event */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else: retried with backoff for 24 h */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    marking_alert_opened: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the event's id: the same on every retry (deduplicate on it) */
+                "webhook-id": string;
+                /** @description seconds since the epoch */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` keyed by QUEUE_NOTIFY_SECRET */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertOpened"];
+            };
+        };
+        responses: {
+            /** @description Gone: stop delivering this event */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else: retried with backoff for 24 h */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    marking_alert_resolved: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the event's id: the same on every retry (deduplicate on it) */
+                "webhook-id": string;
+                /** @description seconds since the epoch */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` keyed by QUEUE_NOTIFY_SECRET */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertResolved"];
             };
         };
         responses: {
