@@ -1,4 +1,4 @@
-"""python -m aiqueue serve | migrate [up|down] | dev | doctor [--json]"""
+"""python -m aiqueue serve | migrate [up|down] | dev | doctor [--json] | erase"""
 
 from __future__ import annotations
 
@@ -34,7 +34,41 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check the deployment the environment points at")
     doctor.add_argument("--json", action="store_true", help="the report as JSON")
     doctor.add_argument("--probe-timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    erase = sub.add_parser("erase", help="erase a student's data from every queue table")
+    which = erase.add_mutually_exclusive_group(required=True)
+    which.add_argument("--submission", metavar="ID", help="one submission's id (a UUID)")
+    which.add_argument("--assignment", metavar="ID", help="every submission of an assignment")
     return parser
+
+
+def run_erase(submission: str | None, assignment: str | None) -> int:
+    """Erase, then print {"erased": {table: rows}} as the API answers it."""
+    from uuid import UUID
+
+    from aiqueue.records import erasure
+    from aiqueue.runtime import Runtime
+
+    ids: list[UUID] = []
+    if submission is not None:
+        try:
+            ids = [UUID(submission)]
+        except ValueError:
+            raise SettingsError(f"--submission must be a UUID, got {submission[:64]!r}") from None
+
+    async def go() -> dict[str, int]:
+        settings, _handle = database_for(load_settings())
+        assert settings.database_url
+        rt = await Runtime.create(settings, settings.database_url)
+        try:
+            await rt.require_schema()
+            if assignment is not None:
+                return await erasure.erase_assignment(rt, assignment, "cli")
+            return await erasure.erase_submissions(rt, ids, "cli")
+        finally:
+            await rt.close()
+
+    print(json.dumps({"erased": asyncio.run(go())}, indent=2))
+    return 0
 
 
 def run_doctor(as_json: bool, probe_timeout: float) -> int:
@@ -98,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve(load_settings(port=args.port), args.host, args.port)
         elif args.command == "doctor":
             return run_doctor(args.json, args.probe_timeout)
+        elif args.command == "erase":
+            return run_erase(args.submission, args.assignment)
         elif args.command == "migrate":
             if args.runtime_role is not None and args.direction != "up":
                 raise SettingsError("--runtime-role goes with `migrate up`")

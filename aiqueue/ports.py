@@ -12,6 +12,7 @@ from uuid import UUID
 
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Status
+from aiqueue.models.records import Retained
 
 
 class LoopStore(Protocol):
@@ -22,6 +23,9 @@ class LoopStore(Protocol):
                             ask: bool = False) -> int: ...
 
     async def prune(self, older_than_seconds: float) -> int: ...
+
+    async def retain(self, ended_seconds: float, history_seconds: float, *,
+                     batch: int = 5000, every_seconds: float = 60.0) -> Retained: ...
 
     async def expire_rows(self) -> int: ...
 

@@ -64,6 +64,10 @@ class Settings:
     max_in_flight: int = 1
     stuck_after_seconds: float = 600.0
     prune_after_days: float = 7.0
+    # A school's data (CONTRACT §9e, aiqueue/records/retention.py): failed,
+    # cancelled and expired rows, then results and attempt history, are kept this long.
+    retain_ended_days: float = 30.0
+    retain_history_days: float = 365.0
     retry_base_seconds: float = 10.0
     retry_max_seconds: float = 300.0
     dispatch_timeout_seconds: float = 10.0
@@ -307,6 +311,8 @@ def load_settings(
         max_in_flight=_int(env, "QUEUE_MAX_IN_FLIGHT", 1, 0),
         stuck_after_seconds=_float(env, "QUEUE_STUCK_AFTER_SECONDS", 600.0, 1.0),
         prune_after_days=_float(env, "QUEUE_PRUNE_AFTER_DAYS", 7.0, 0.0),
+        retain_ended_days=_float(env, "QUEUE_RETAIN_ENDED_DAYS", 30.0, 0.0, 36500),
+        retain_history_days=_float(env, "QUEUE_RETAIN_HISTORY_DAYS", 365.0, 0.0, 36500),
         retry_base_seconds=_float(env, "QUEUE_RETRY_BASE_SECONDS", 10.0, 0.0),
         retry_max_seconds=_float(env, "QUEUE_RETRY_MAX_SECONDS", 300.0, 0.0),
         dispatch_timeout_seconds=_float(env, "QUEUE_DISPATCH_TIMEOUT_SECONDS", 10.0, 0.1),

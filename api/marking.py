@@ -1,8 +1,10 @@
-"""Vercel function: the JSON twins, status/progress/cancel and live events under /api/marking."""
+"""Vercel function: the JSON twins, status/progress/cancel, live events, and a school's
+data (erase, export, replay) under /api/marking."""
 
 from aiqueue.vercel import vercel_app
 
 app = vercel_app(["/api/marking/queue", "/api/marking/stats", "/api/marking/submissions",
                   "/api/marking/assignments", "/api/marking/events",
-                  "/api/marking/usage", "/api/marking/doctor", "/api/marking/openapi.json"],
+                  "/api/marking/usage", "/api/marking/doctor", "/api/marking/openapi.json",
+                  "/api/marking/export", "/api/marking/replay"],
                  streams=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, db, flow, loop
+from bench import batchlane, db, flow, loop, records
 from bench.common import Table, fresh_database, print_table
 
 
@@ -113,6 +113,14 @@ async def batch_rows(rows: Table, repeats: int) -> None:
                  None, "reference"))
 
 
+async def records_rows(rows: Table, repeats: int) -> None:
+    """A school's data (CONTRACT §9e): the audit export and replay by filter."""
+    export = [(await records.export_time(f"bench_export_{i}"))[0] for i in range(repeats)]
+    rows.append(("export 10,000 attempts + 10,000 results, CSV", "s", export, None, "<= 10"))
+    replay = [await records.replay_time(f"bench_replay_{i}") * 1000 for i in range(repeats)]
+    rows.append(("replay 10,000 failed rows (answer)", "ms", replay, None, "<= 1000"))
+
+
 async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
     rows = Table()
     if only == "batch":
@@ -120,8 +128,9 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only in ("enqueue", "flow"):
-        await (enqueue_rows if only == "enqueue" else flow_rows)(rows, repeats)
+    if only in ("enqueue", "flow", "records"):
+        run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows}[only]
+        await run(rows, repeats)
         print("\nall figures:", flush=True)
         print_table(rows)
         return
@@ -143,6 +152,7 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
     plain_med = sorted(plain)[len(plain) // 2]
     rows.append((f"stats + first page at {big:,} rows (server)", "ms", ours, plain_med, "<= 150"))
     rows.append((f"plain count(*) at {big:,} rows (server)", "ms", plain, None, "reference"))
+    await records_rows(rows, repeats)
     print("\nall figures:", flush=True)
     print_table(rows)
 
@@ -152,7 +162,7 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch"],
+    parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

@@ -15,6 +15,7 @@ from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.pool import Rollback
+from aiqueue.db.records import RecordsQueries
 from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
@@ -67,7 +68,7 @@ def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
 
 
 class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, DoctorQueries,
-            BatchQueries, TimeQueries):
+            BatchQueries, RecordsQueries, TimeQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------

@@ -166,6 +166,10 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     timer.due = now + HOUSEKEEPING_EVERY
     step.recovered = await recovery.recover(rt)
     step.pruned = await rt.store.prune(s.prune_after_days * 86400)
+    # Retention (CONTRACT §9e; what is kept: records/retention.py): ended rows,
+    # results and attempt history past their periods, in bounded batches.
+    kept = await rt.store.retain(s.retain_ended_days * 86400, s.retain_history_days * 86400)
+    step.pruned += kept.ended
     # Rows past their expires_at end `expired` (the claim already skips them).
     await schedule.expire(rt)
     if step.recovered or step.pruned:

@@ -68,13 +68,6 @@ async def cancel_row(rt: Runtime, queue_id: UUID, actor: str) -> bool:
     return done
 
 
-async def retry_all(rt: Runtime, assignment_id: str | None, actor: str) -> int:
-    """Every failed row (of one assignment, or all) starts over; how many."""
-    n = await rt.store.retry_all_failed(assignment_id, actor)
-    logs.event("operator", reason="retry_all", assignment_id=assignment_id, count=n)
-    return n
-
-
 async def cancel_pending(rt: Runtime, assignment_id: str, actor: str) -> int:
     """An assignment's pending rows become cancelled; how many."""
     n = await rt.store.cancel_assignment(assignment_id, actor)

@@ -24,10 +24,12 @@ from starlette.routing import Route
 from aiqueue import parse
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
 from aiqueue.models import STATUSES, Status
+from aiqueue.models.records import ReplayFilter
 from aiqueue.notify import delivery
 from aiqueue.queue import enqueue, loop, review
 from aiqueue.reads import monitor, usage
 from aiqueue.reads.stats import stats_json
+from aiqueue.records import replay, retention
 from aiqueue.runtime import Runtime
 from aiqueue.web import chart, costs, deliveries, gate, views
 from aiqueue.web.auth import Session, check_csrf, read_form, safe_next
@@ -133,7 +135,8 @@ async def page(request: Request, session: Session) -> Response:
     return render("ai_queue.html", **live, live_html=live_html, etag=etag,
                   chart_html=chart_html, chart_etag=chart_etag, user=session.user,
                   statuses=STATUSES, assignments=assignments, fragment_url=fragment_url,
-                  poll_ms=POLL_MS, chart_poll_ms=CHART_POLL_MS, notice=notice)
+                  poll_ms=POLL_MS, chart_poll_ms=CHART_POLL_MS, notice=notice,
+                  kept=retention.periods(rt.settings))
 
 
 @gate.session()
@@ -262,9 +265,10 @@ async def _review_one(rt: Runtime, actor: str, request: Request, form: dict[str,
 
 async def _retry_all(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                      ) -> dict[str, str]:
-    assignment = _form_assignment(form)
-    n = await monitor.retry_all(rt, assignment, actor)
-    return {"notice": "retried_all", "n": str(n)}
+    # Replay by filter (CONTRACT §9e): one statement, the rows still failed only.
+    where = ReplayFilter(assignment_id=_form_assignment(form))
+    answer, _ = await replay.replay(rt, replay.ReplayRequest(where, False, ""), actor=actor)
+    return {"notice": "retried_all", "n": str(answer["replayed"])}
 
 
 async def _cancel_pending(rt: Runtime, actor: str, request: Request, form: dict[str, str]

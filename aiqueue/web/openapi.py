@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from aiqueue.models import STATUSES
+from aiqueue.web.openapi_records import RECORD_SCHEMAS, record_paths
 from aiqueue.web.openapi_schemas import SCHEMAS, Schema, ref
 
 PATH = "/api/marking/openapi.json"
@@ -258,11 +259,12 @@ def document() -> dict[str, Any]:
                  "Every JSON error is {\"error\", \"detail\"}; a method a path does not list "
                  "answers 405 with that body."},
         "servers": [{"url": "/"}],
-        "tags": [{"name": t} for t in ("marking", "review", "process", "function", "operations")],
-        "paths": _paths(),
+        "tags": [{"name": t} for t in ("marking", "review", "process", "function", "operations",
+                                       "records")],
+        "paths": {**_paths(), **record_paths(_op, _json, _param)},
         "webhooks": _webhooks(),
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **RECORD_SCHEMAS},
             "responses": {f"E{code}": _error_response(code) for code in _ERRORS},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer",

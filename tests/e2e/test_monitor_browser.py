@@ -7,6 +7,7 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -128,10 +129,18 @@ async def test_operator_path_through_the_page(
     assert await conn.fetchval("SELECT status FROM ai_marking_queue WHERE queue_id = $1",
                                uuid.UUID(target)) == "pending"
 
-    # Retry all failed (every assignment).
+    # Retry all failed (every assignment): the page asks first, with the dry run's count.
     await page.goto(f"{server}/ai-queue?status=failed")
+    asked: list[str] = []
+
+    async def confirm(dialog: Any) -> None:
+        asked.append(dialog.message)
+        await dialog.accept()
+
+    page.once("dialog", confirm)
     await page.click("#retry-all button[type=submit]")
     await expect(page.locator("#notice")).to_have_text("4 failed row(s) are pending again.")
+    assert asked == ["Retry 4 failed row(s)?"]
     await expect(page.locator("#queue tbody tr[data-queue-id]")).to_have_count(0)
     assert (await status_counts(conn)).get("failed", 0) == 0
 

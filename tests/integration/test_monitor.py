@@ -703,3 +703,22 @@ def queue_scans(node: dict[str, Any]) -> list[str]:
     """The scan node types that read ai_marking_queue anywhere in a plan."""
     own = [node["Node Type"]] if node.get("Relation Name") == "ai_marking_queue" else []
     return own + [s for child in node.get("Plans", []) for s in queue_scans(child)]
+
+
+async def test_the_page_shows_what_is_kept_counts_a_replay_first_and_exports(
+    client: httpx.AsyncClient, conn: asyncpg.Connection
+):
+    await block_dispatch(conn)
+    await seed(conn, 2, "failed", assignment="hw-k", attempts=3, last_error="timeout",
+               finished=datetime.now(UTC), content="private answer")
+    assert (await client.get("/ai-queue/replay-count")).status_code == 401
+    assert (await client.get("/ai-queue/export.csv")).status_code == 303  # to the login
+    await login(client)
+    page = (await client.get("/ai-queue")).text
+    assert 'id="data-kept"' in page and "QUEUE_RETAIN_ENDED_DAYS" in page and "30 days" in page
+    before = await snapshot(conn)
+    r = await client.get("/ai-queue/replay-count", params={"assignment_id": "hw-k"})
+    assert r.json()["would_replay"] == 2 and await snapshot(conn) == before
+    r = await client.get("/ai-queue/export.csv")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert r.text.startswith("record,queue_id,") and "private answer" not in r.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -11,6 +12,7 @@ from aiqueue import cli
 from aiqueue.db.migrate import may_migrate, migrate
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import StoreError
+from aiqueue.models.records import ReplayFilter
 from tests.conftest import add_submissions
 from tests.roles import RuntimeDb, runtime_database
 
@@ -101,10 +103,18 @@ async def test_the_runtime_role_reads_the_queue_and_marks_submissions(
                                             {"score": 1, "max_score": 2}, None, 0, 5)
         assert applied
         assert (await store.stats()).completed == 1
+        # A school's data (CONTRACT §9e) as the runtime role: retention, replay, export, erase.
+        assert (await store.retain(86400, 86400, every_seconds=0)).ran
+        assert (await store.replay(ReplayFilter(), dry_run=False, actor="rt")).matched == 0
+        assert len(await store.export_results(datetime(2000, 1, 1, tzinfo=UTC),
+                                              datetime(2100, 1, 1, tzinfo=UTC), 0, 10,
+                                              True)) == 1
+        assert (await store.erase([job.submission_id], "api"))["submissions"] == 1
         assert await store.queue_exposures() == []
     finally:
         await store.close()
-    assert await rt.fetchval("SELECT count(*) FROM submissions WHERE ai_result IS NOT NULL") == 1
+    # One marked, then erased.
+    assert await rt.fetchval("SELECT count(*) FROM submissions WHERE ai_marked_at IS NULL") == 2
 
 
 async def test_only_the_owner_may_migrate(db: RuntimeDb) -> None:

@@ -16,6 +16,7 @@ from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Lookup, QueueId, Status, SubmissionId
+from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
 
 
@@ -61,6 +62,11 @@ class FakeStore:
     async def prune(self, older_than_seconds: float) -> int:
         self.calls.append(("prune", (older_than_seconds,)))
         return 0
+
+    async def retain(self, ended_seconds: float, history_seconds: float, *,
+                     batch: int = 5000, every_seconds: float = 60.0) -> Retained:
+        self.calls.append(("retain", (ended_seconds, history_seconds)))
+        return Retained(ran=True, ended=0, results=0, attempts=0)
 
     async def expire_rows(self) -> int:
         self.calls.append(("expire_rows", ()))

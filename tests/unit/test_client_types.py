@@ -12,7 +12,7 @@ from aiqueue.web.openapi import document
 SCHEMAS = document()["components"]["schemas"]
 TYPED = ["EnqueueAccepted", "SubmissionStatus", "RunProgress", "Accepted", "Reverted",
          "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal", "UsageReport",
-         "AppliedResult", "ResultHistory"]
+         "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer"]
 
 
 @pytest.mark.parametrize("name", TYPED)

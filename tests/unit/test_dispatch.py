@@ -185,8 +185,8 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: httpx
     step = await loop.settled_step(runtime(store, client), settled)
     # The result's transaction claimed already: no claim here, and housekeeping
     # (due on an instance's first step) waits until the job has gone out.
-    assert store.names() == ["take_handoff", "dispatch", "recover_stuck", "prune", "expire_rows",
-                             "evaluate_alerts"]
+    assert store.names() == ["take_handoff", "dispatch", "recover_stuck", "prune", "retain",
+                             "expire_rows", "evaluate_alerts"]
     assert step.dispatched
     # Slots that recovery freed get a chained step; otherwise nothing chains.
     assert step.chained is bool(recovered) and chain.call_count == int(bool(recovered))

@@ -22,6 +22,7 @@ PAGES = {
     ("/ai-queue/rows/{queue_id}/review", "post"), ("/ai-queue/retry-failed", "post"),
     ("/ai-queue/cancel-pending", "post"), ("/ai-queue/pause", "post"),
     ("/ai-queue/resume", "post"), ("/ai-queue/doctor", "get"),
+    ("/ai-queue/export.csv", "get"), ("/ai-queue/replay-count", "get"),
     ("/results/assignments/{assignment_id}", "get"),
     ("/results/assignments/{assignment_id}/mark", "post"),
     ("/results/assignments/{assignment_id}/cancel", "post"),

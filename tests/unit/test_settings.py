@@ -18,6 +18,7 @@ def test_defaults_match_the_contract():
     assert s.app_base_url == "http://127.0.0.1:9000"
     assert s.callback_url == "http://127.0.0.1:9000/webhooks/ai-mark"
     assert s.admin_password == SECRET
+    assert (s.retain_ended_days, s.retain_history_days) == (30, 365)
 
 
 def test_dev_generates_a_secret_and_production_requires_one():
@@ -33,6 +34,7 @@ def test_dev_generates_a_secret_and_production_requires_one():
     ("QUEUE_RETRY_BASE_SECONDS", "nan"), ("AI_MARKING_FUNCTION_MODE", "batch"),
     ("AI_MARKING_FUNCTION_URL", "ftp://x"), ("DATABASE_URL", "mysql://x"),
     ("QUEUE_DISPATCH_TIMEOUT_SECONDS", "0"), ("MARKING_QUEUE_SECRET", "short"),
+    ("QUEUE_RETAIN_ENDED_DAYS", "-1"), ("QUEUE_RETAIN_HISTORY_DAYS", "forever"),
 ])
 def test_a_bad_setting_names_its_variable(name: str, value: str):
     env = {"MARKING_QUEUE_SECRET": SECRET, name: value}

@@ -106,3 +106,28 @@ def test_off_vercel_the_durations_are_not_checked():
     env.update({"AIQUEUE_ENV": "production", "QUEUE_DISPATCH_TIMEOUT_SECONDS": "150"})
     app = vercel_app(["/api/marking/process-queue"], env=env)
     assert any(getattr(r, "path", "") == "/api/marking/process-queue" for r in app.routes)
+
+
+def _function_prefixes() -> dict[str, list[str]]:
+    """Each api/*.py function's path prefixes, read from its vercel_app([...]) call."""
+    import ast
+
+    from aiqueue.paths import ROOT
+
+    found = {}
+    for path in ROOT.joinpath("api").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "vercel_app"
+                    and isinstance(node.args[0], ast.List)):
+                found[str(path.relative_to(ROOT))] = [
+                    e.value for e in node.args[0].elts if isinstance(e, ast.Constant)]
+    return found
+
+
+def test_every_route_of_the_app_is_served_by_a_vercel_function():
+    from aiqueue.web.app import all_routes
+
+    prefixes = tuple(p for ps in _function_prefixes().values() for p in ps)
+    assert len(prefixes) > 10, "the scan finds the functions' prefixes"
+    paths = {r.path for r in all_routes() if isinstance(r, Route)}
+    assert {p for p in paths if not p.startswith(prefixes)} == set()

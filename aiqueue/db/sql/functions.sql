@@ -635,9 +635,13 @@ $$;
 CREATE OR REPLACE TRIGGER ai_marking_queue_events_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_inserts();
+-- A statement that moves many rows at once and records them itself (a replay
+-- of 10,000 failed rows: aiqueue_retry) sets aiqueue.bulk_move for its own
+-- duration; the row trigger then stays out (it was 40 % of such a replay).
 CREATE OR REPLACE TRIGGER ai_marking_queue_events_upd
     AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                       AND current_setting('aiqueue.bulk_move', true) IS DISTINCT FROM 'on')
     EXECUTE FUNCTION aiqueue_record_move();
 CREATE OR REPLACE TRIGGER ai_marking_queue_counts_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
@@ -920,10 +924,17 @@ $$;
 -- rows, and a fresh seq.  Without them a retried row kept the turn it had
 -- when first enqueued and went ahead of every group that enqueued since
 -- (issue 23).
+-- It records the moves itself, set-based (a replay by filter moves 10,000 rows
+-- in one call, CONTRACT §9e): one change-feed row per assignment (the batch
+-- form an enqueue writes, migration 0009), one count delta per status, one
+-- wake-up, while aiqueue.bulk_move keeps the row trigger out.
 CREATE OR REPLACE FUNCTION aiqueue_retry(p_ids uuid[], p_actor text)
 RETURNS TABLE (queue_id uuid) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    moved bigint;
 BEGIN
+    PERFORM set_config('aiqueue.bulk_move', 'on', true);
     RETURN QUERY
     WITH locked AS MATERIALIZED (
         SELECT q.queue_id, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.seq
@@ -972,13 +983,29 @@ BEGIN
         JOIN groups gr ON gr.priority = p.priority AND gr.grp = p.grp
         JOIN turns t ON t.priority = p.priority AND t.group_key = p.grp
         WHERE q.queue_id = p.queue_id
-        RETURNING q.queue_id
+        RETURNING q.queue_id, q.assignment_id, q.submission_id
     ),
     history AS (
         INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
         SELECT u.queue_id, 'action', 'retry', now(), p_actor FROM updated u
+    ),
+    feed AS (
+        INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids)
+        SELECT u.assignment_id, 'pending', array_agg(u.queue_id), array_agg(u.submission_id)
+        FROM updated u GROUP BY u.assignment_id
+    ),
+    counts AS (
+        INSERT INTO ai_marking_counts (status, n)
+        SELECT x.status, x.n FROM (SELECT count(*) AS n FROM updated) c,
+             LATERAL (VALUES ('failed', -c.n), ('pending', c.n)) AS x (status, n)
+        WHERE c.n > 0
     )
     SELECT u.queue_id FROM updated u;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    PERFORM set_config('aiqueue.bulk_move', 'off', true);
+    IF moved > 0 THEN
+        PERFORM aiqueue_notify();
+    END IF;
 END
 $$;
 

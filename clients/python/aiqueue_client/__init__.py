@@ -8,7 +8,9 @@ from aiqueue_client.types import (
     Accepted,
     EnqueueAccepted,
     Enqueued,
+    Erased,
     MarkingEvent,
+    ReplayAnswer,
     ResultHistory,
     Reverted,
     RunAccepted,
@@ -19,7 +21,7 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "Enqueued", "MarkingError",
-    "MarkingEvent", "ResultHistory", "Reverted", "RunAccepted", "RunProgress", "RunReverted",
-    "SubmissionStatus", "UsageReport", "call", "verify_notification",
+    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "Enqueued", "Erased",
+    "MarkingError", "MarkingEvent", "ReplayAnswer", "ResultHistory", "Reverted", "RunAccepted",
+    "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport", "call", "verify_notification",
 ]

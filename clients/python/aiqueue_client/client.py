@@ -20,7 +20,9 @@ from aiqueue_client.types import (
     CancelAnswer,
     EnqueueAccepted,
     Enqueued,
+    Erased,
     MarkingEvent,
+    ReplayAnswer,
     ResultHistory,
     Reverted,
     RunAccepted,
@@ -158,6 +160,34 @@ class AsyncMarkingClient:
                   **({"until": until} if until else {})}
         answer = await self._call("GET", "/api/marking/usage", params=params, retry=True)
         return cast(UsageReport, answer.json())
+
+    async def erase(self, submission_id: str | uuid.UUID) -> Erased:
+        """Erase a submission's data from every queue table (safe to repeat)."""
+        path = f"/api/marking/submissions/{_seg(submission_id)}"
+        return cast(Erased, (await self._call("DELETE", path, retry=True)).json())
+
+    async def replay(self, *, dry_run: bool = False, idempotency_key: str | None = None,
+                     **where: str) -> ReplayAnswer:
+        """Failed rows matching the filter back to pending (`assignment_id`, `group`, `kind`,
+        `error`, `failed_after`, `failed_before`); retried safely under one Idempotency-Key."""
+        key = idempotency_key or str(uuid.uuid4())
+        body = {"filter": where, "dry_run": dry_run}
+        answer = await self._call("POST", "/api/marking/replay", json=body,
+                                  headers={"Idempotency-Key": key}, retry=True)
+        return cast(ReplayAnswer, answer.json())
+
+    async def export(self, *, since: str | None = None, until: str | None = None,
+                     format: str = "csv", feedback: bool = False) -> AsyncIterator[bytes]:
+        """The period's attempts and results as CSV or JSONL bytes, as they stream in."""
+        params = {"format": format, **({"from": since} if since else {}),
+                  **({"to": until} if until else {}),
+                  **({"include": "feedback"} if feedback else {})}
+        async with self.http.stream("GET", "/api/marking/export", params=params) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                raise error_from(response)
+            async for chunk in response.aiter_bytes():
+                yield chunk
 
     def events(self, assignment_id: str, *, last_event_id: str | None = None,
                read_timeout: float = 45.0) -> AsyncIterator[MarkingEvent]:

@@ -130,3 +130,16 @@ class MarkingEvent:
     result: dict[str, Any] | None = None
     review: str | None = None
     progress: ProgressItem | None = None
+
+
+class Erased(TypedDict):
+    """DELETE /api/marking/submissions/{id}: rows removed (or marks cleared) per table."""
+
+    erased: dict[str, int]
+
+
+class ReplayAnswer(TypedDict):
+    matched: int
+    replayed: int
+    dry_run: NotRequired[bool]
+    would_replay: NotRequired[int]

@@ -7,7 +7,7 @@ import { MarkingError, errorFrom } from "./errors.js";
 import { type MarkingEvent, markingEvents } from "./events.js";
 
 type Schemas = components["schemas"];
-type Method = "get" | "post";
+type Method = "get" | "post" | "delete";
 type Operation<P extends keyof paths, M extends Method> = NonNullable<paths[P][M]>;
 /** The JSON body of an operation's success (200 or 202). */
 export type Answer<P extends keyof paths, M extends Method> =
@@ -26,6 +26,9 @@ export type Reverted = Answer<"/api/marking/queue/{queue_id}/revert", "post">;
 export type UsageReport = Answer<"/api/marking/usage", "get">;
 export type ResultHistory = Answer<"/api/marking/submissions/{submission_id}/results", "get">;
 export type Stats = Answer<"/api/marking/stats", "get">;
+export type Erased = Answer<"/api/marking/submissions/{submission_id}", "delete">;
+export type ReplayRequest = Schemas["ReplayRequest"];
+export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
 export type { MarkingEvent };
 
 export interface Enqueued {
@@ -54,7 +57,7 @@ export class MarkingClient {
     this.fetch = options.fetch ?? fetch;
   }
 
-  private async call<T>(method: "GET" | "POST", path: string, init: {
+  private async call<T>(method: "GET" | "POST" | "DELETE", path: string, init: {
     body?: unknown; headers?: Record<string, string>; retry?: boolean;
   } = {}): Promise<{ data: T; response: Response }> {
     const tries = init.retry ? RETRIES : 1;
@@ -140,6 +143,21 @@ export class MarkingClient {
       .filter((entry): entry is [string, string] => entry[1] !== undefined));
     return (await this.call<UsageReport>("GET", `/api/marking/usage?${params}`,
       { retry: true })).data;
+  }
+
+  /** Erase a submission's data from every queue table (safe to repeat). */
+  async erase(submissionId: string): Promise<Erased> {
+    return (await this.call<Erased>("DELETE", `/api/marking/submissions/${seg(submissionId)}`,
+      { retry: true })).data;
+  }
+
+  /** Failed rows matching the filter back to pending (or, with dry_run, their count);
+   *  retried safely under one Idempotency-Key (made when not given). */
+  async replay(request: ReplayRequest, options: { idempotencyKey?: string } = {}):
+    Promise<ReplayAnswer> {
+    const key = options.idempotencyKey ?? crypto.randomUUID();
+    return (await this.call<ReplayAnswer>("POST", "/api/marking/replay",
+      { body: request, headers: { "idempotency-key": key }, retry: true })).data;
   }
 
   async stats(): Promise<Stats> {

@@ -345,6 +345,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/marking/submissions/{submission_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Erase a submission's data from every queue table and clear its mark; a row in flight is cancelled and its late result refused */
+        delete: operations["eraseSubmission"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The attempts and results of a period, content-free unless include=feedback */
+        get: operations["exportRecords"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Failed rows matching a filter back to pending (fresh attempts and turn); dry_run counts only */
+        post: operations["replay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "marking.run_finished": {
@@ -820,6 +871,40 @@ export interface components {
             opened_at: string;
             /** Format: date-time */
             resolved_at?: string;
+        };
+        Erased: {
+            /** @description rows removed (or marks cleared) per table; all zero for an id the queue never saw */
+            erased: {
+                ai_marking_attempts: number;
+                ai_marking_budget: number;
+                ai_marking_events: number;
+                ai_marking_outbox: number;
+                ai_marking_payloads: number;
+                ai_marking_queue: number;
+                ai_marking_results: number;
+                submissions: number;
+            };
+        };
+        /** @description every field optional; absent or null = any */
+        ReplayFilter: {
+            assignment_id?: string | null;
+            group?: string | null;
+            kind?: string | null;
+            error?: string | null;
+            failed_after?: string | null;
+            failed_before?: string | null;
+        };
+        ReplayRequest: {
+            filter?: components["schemas"]["ReplayFilter"];
+            dry_run?: boolean;
+        };
+        /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
+        ReplayAnswer: {
+            matched: number;
+            replayed: number;
+            /** @constant */
+            dry_run?: true;
+            would_replay?: number;
         };
     };
     responses: {
@@ -1456,6 +1541,98 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+        };
+    };
+    eraseSubmission: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                submission_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Erased"];
+                };
+            };
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            503: components["responses"]["E503"];
+        };
+    };
+    exportRecords: {
+        parameters: {
+            query?: {
+                /** @description default: 30 days before `to` */
+                from?: string;
+                /** @description default: now */
+                to?: string;
+                format?: "csv" | "jsonl";
+                /** @description feedback: add the AI's feedback to result lines */
+                include?: "feedback";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Streamed. CSV (header: record, queue_id, submission_id, assignment_id, group, kind, attempt, at, ended_at, outcome, error, actor, model, prompt_tokens, completion_tokens, cost_usd, processing_seconds, score, max_score, adjusted_score, review[, feedback]) or one JSON object per line with those keys; attempts first, then results */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                    "application/x-ndjson": string;
+                };
+            };
+            401: components["responses"]["E401"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    replay: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 24 h: the same key and body replay the answer; another body is 422 idempotency_key_reused */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplayRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description present on a replayed answer */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplayAnswer"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
         };
     };
     marking_run_finished: {

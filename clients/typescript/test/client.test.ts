@@ -62,3 +62,13 @@ test("the API's errors arrive as MarkingError with their code", async () => {
   await assert.rejects(events.next(),
     (error: unknown) => error instanceof MarkingError && error.status === 401);
 });
+
+test("a replay's dry run counts without moving, and an erasure answers its counts", async () => {
+  const api = client();
+  const dry = await api.replay({ filter: { assignment_id: "ts-client" }, dry_run: true });
+  assert.equal(dry.replayed, 0);
+  assert.equal(dry.dry_run, true);
+  const unknown = await api.erase(crypto.randomUUID());
+  assert.ok(Object.values(unknown.erased).every((n) => n === 0));
+  assert.equal(unknown.erased.ai_marking_queue, 0);
+});

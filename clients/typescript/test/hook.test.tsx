@@ -25,6 +25,9 @@ test("the hook follows every submission to its mark across a dropped connection"
     await api.enqueue({ assignment_id: "ts-hook", submission_ids: submissions, payload });
     await waitFor(() => (state?.events.length ?? 0) >= 1);
     cutter.cut();
+    // The rows may all be marked before the cut is even noticed: wait for the
+    // reconnection itself, not only for the marks, or the check below races it.
+    await waitFor(() => cutter.connections >= 2, 30_000);
     await waitFor(() => submissions.every((id) => state?.bySubmission[id]?.status
       === "completed"), 60_000);
     const events = state!.events;

@@ -1,0 +1,97 @@
+"""A school's data: one method per named query of sql/records.sql."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+import asyncpg
+
+from aiqueue.db.gateway import Gateway
+from aiqueue.db.pool import Rollback
+from aiqueue.errors import Conflict
+from aiqueue.models import KeyMismatch, Replayed
+from aiqueue.models.records import ExportLine, ReplayFilter, ReplayOutcome, Retained
+
+# The partial unique index that allows one live (pending/processing) row per submission.
+_LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
+
+
+class _LostRace:
+    """The replay rolled back: an enqueue gave a matching submission a live row first."""
+
+
+class RecordsQueries(Gateway):
+    """Retention, erasure, the export's pages and replay by filter."""
+
+    async def retain(self, ended_seconds: float, history_seconds: float, *,
+                     batch: int = 5000, every_seconds: float = 60.0) -> Retained:
+        """One bounded retention pass, unless one ran in the last `every_seconds`.
+
+        Each pass deletes at most `batch` rows of each kind (ended rows, results,
+        attempts), so it holds its locks for a moment; a backlog clears over minutes.
+        """
+        rows = await self._write("records_retain", ended_seconds, history_seconds, batch,
+                                 every_seconds, idempotent=True)
+        return Retained.from_row(rows[0])
+
+    async def erase(self, submission_ids: Sequence[UUID], via: str) -> dict[str, int]:
+        """Erase what the queue holds of these submissions; rows per table."""
+        ids = list(submission_ids)
+
+        async def work(conn: asyncpg.Connection) -> dict[str, int]:
+            await conn.execute(self.sql["erase_lock_rows"], ids)
+            await conn.execute(self.sql["erase_lock_submissions"], ids)
+            row = await conn.fetchrow(self.sql["erase_rows"], ids, via)
+            assert row is not None  # an aggregate answers one row
+            counts: dict[str, int] = json.loads(row["erased"])
+            return counts
+        # Idempotent: a repeat finds nothing left and records zero counts.
+        return await self.db.write(work, page=True, idempotent=True)
+
+    async def assignment_subjects(self, assignment_id: str) -> list[UUID]:
+        rows = await self._fetch("erase_assignment_subjects", assignment_id, page=True)
+        return [r["id"] for r in rows]
+
+    async def export_attempts(self, since: datetime, until: datetime, after: int,
+                              limit: int) -> list[ExportLine]:
+        rows = await self._fetch("export_attempts", since, until, after, limit, page=True)
+        return [ExportLine.attempt(r) for r in rows]
+
+    async def export_results(self, since: datetime, until: datetime, after: int, limit: int,
+                             feedback: bool) -> list[ExportLine]:
+        rows = await self._fetch("export_results", since, until, after, limit, feedback,
+                                 page=True)
+        return [ExportLine.result(r) for r in rows]
+
+    async def replay(self, where: ReplayFilter, *, dry_run: bool, actor: str,
+                     key: tuple[str, str] | None = None
+                     ) -> ReplayOutcome | Replayed | KeyMismatch:
+        """Replay by filter in one statement; with `key` at most once per Idempotency-Key."""
+        async def work(conn: asyncpg.Connection
+                       ) -> ReplayOutcome | Replayed | KeyMismatch | _LostRace:
+            if key is not None and not await conn.fetchval(self.sql["idempotency_claim"], *key):
+                # The key's first request committed: its answer again (enqueue's mechanism).
+                row = await conn.fetchrow(self.sql["idempotency_answer"], key[0])
+                if row is None or row["body_hash"] != key[1]:
+                    raise Rollback(KeyMismatch())
+                raise Rollback(Replayed(json.loads(row["answer"])))
+            try:
+                row = await conn.fetchrow(self.sql["replay"], *where.args(), dry_run, actor)
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name != _LIVE_ROW_INDEX:
+                    raise
+                # An enqueue gave one of the submissions a live row meanwhile.
+                raise Rollback(_LostRace()) from None
+            assert row is not None
+            outcome = ReplayOutcome.from_row(row, dry_run)
+            if key is not None:
+                await conn.execute(self.sql["idempotency_save"], key[0],
+                                   json.dumps(outcome.answer()))
+            return outcome
+        done = await self.db.write(work, page=True)
+        if isinstance(done, _LostRace):
+            raise Conflict("a matching submission got a live queue row meanwhile; try again")
+        return done

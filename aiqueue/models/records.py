@@ -1,0 +1,126 @@
+"""A school's data (CONTRACT §9e): what retention, erasure, export and replay return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from aiqueue.models.queue import Row
+
+
+@dataclass(frozen=True)
+class Retained:
+    """What one retention pass removed (ran: False when another pass ran this minute)."""
+
+    ran: bool
+    ended: int
+    results: int
+    attempts: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> Retained:
+        return cls(bool(row["ran"]), int(row["ended"]), int(row["results"]),
+                   int(row["attempts"]))
+
+    @property
+    def total(self) -> int:
+        return self.ended + self.results + self.attempts
+
+
+@dataclass(frozen=True)
+class ReplayFilter:
+    """Which failed rows a replay moves; None in a field means any."""
+
+    assignment_id: str | None = None
+    group: str | None = None
+    kind: str | None = None
+    error: str | None = None
+    failed_after: datetime | None = None
+    failed_before: datetime | None = None
+
+    def args(self) -> tuple[Any, ...]:
+        return (self.assignment_id, self.group, self.kind, self.error, self.failed_after,
+                self.failed_before)
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """Failed rows that matched, those a replay moves (eligible) and those it moved."""
+
+    matched: int
+    eligible: int
+    replayed: int
+    dry_run: bool
+
+    @classmethod
+    def from_row(cls, row: Row, dry_run: bool) -> ReplayOutcome:
+        return cls(int(row["matched"]), int(row["eligible"]), int(row["replayed"]), dry_run)
+
+    def answer(self) -> dict[str, Any]:
+        """The 200 body: {matched, replayed}, and on a dry run what a replay would move."""
+        body: dict[str, Any] = {"matched": self.matched, "replayed": self.replayed}
+        if self.dry_run:
+            body.update(dry_run=True, would_replay=self.eligible)
+        return body
+
+
+def _number(value: Decimal | float | int | None) -> float | int | None:
+    if value is None:
+        return None
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+@dataclass(frozen=True)
+class ExportLine:
+    """One line of the export: an attempt or an applied result, content-free unless asked.
+
+    COLUMNS is the CSV header and the JSONL keys, in order; `feedback` is
+    added only when the export includes it.
+    """
+
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "record", "queue_id", "submission_id", "assignment_id", "group", "kind", "attempt",
+        "at", "ended_at", "outcome", "error", "actor", "model", "prompt_tokens",
+        "completion_tokens", "cost_usd", "processing_seconds", "score", "max_score",
+        "adjusted_score", "review",
+    )
+
+    key: int  # the keyset cursor: attempt id or result seq
+    fields: dict[str, Any]
+
+    @classmethod
+    def attempt(cls, row: Row) -> ExportLine:
+        return cls(int(row["id"]), {
+            "record": "attempt", "queue_id": str(row["queue_id"]),
+            "submission_id": str(row["submission_id"]), "assignment_id": row["assignment_id"],
+            "group": row["group_key"], "kind": row["kind"], "attempt": row["attempt"],
+            "at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]),
+            "outcome": row["outcome"], "error": row["error"], "actor": row["actor"],
+            "model": row["model"], "prompt_tokens": row["prompt_tokens"],
+            "completion_tokens": row["completion_tokens"], "cost_usd": _number(row["cost_usd"]),
+        })
+
+    @classmethod
+    def result(cls, row: Row) -> ExportLine:
+        fields = {
+            "record": "result", "queue_id": str(row["queue_id"]),
+            "submission_id": str(row["submission_id"]), "assignment_id": row["assignment_id"],
+            "group": row["group_key"], "at": _iso(row["applied_at"]),
+            "outcome": "applied", "actor": row["actor"], "model": row["model"],
+            "prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"],
+            "cost_usd": _number(row["cost_usd"]),
+            "processing_seconds": _number(row["processing_seconds"]),
+            "score": _number(row["score"]), "max_score": _number(row["max_score"]),
+            "adjusted_score": _number(row["adjusted_score"]), "review": row["review"],
+        }
+        if row["feedback"] is not None:
+            fields["feedback"] = row["feedback"]
+        return cls(int(row["seq"]), fields)
