@@ -91,6 +91,12 @@ class Invalid(AiQueueError):
     code = "invalid"
 
 
+class UnknownKind(Invalid):
+    """An enqueue names a kind the configuration does not declare (CONTRACT §9b)."""
+
+    code = "unknown_kind"
+
+
 class BadHeader(AiQueueError):
     """A request header is malformed."""
 

@@ -95,3 +95,37 @@ class FlowState:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> FlowState:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """One pool's flow control (CONTRACT §9b): FlowState's figures, its breaker, its slots."""
+
+    pool: str
+    in_flight_limit: int
+    hold_until: datetime | None
+    circuit_state: str
+    consecutive_failures: int
+    refusals_rate_limited: int
+    refusals_overloaded: int
+    tokens_in_window: int
+    requests_in_window: int
+    in_flight: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> PoolState:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class KindCount:
+    """Rows of one kind (in one pool) with one status."""
+
+    kind: str
+    pool: str
+    status: str
+    n: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> KindCount:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})

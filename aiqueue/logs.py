@@ -25,6 +25,8 @@ ALLOWED = frozenset({
     "packed", "applied", "failed_lines", "fell_back", "released", "deleted", "error_type",
     # a school's data (CONTRACT §9e): counts only, never an erased id
     "matched", "replayed", "erased",
+    # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
+    "kind", "pool",
 })
 
 

@@ -41,6 +41,8 @@ class EnqueueRequest:
     remark: bool = False
     # What an Idempotency-Key's repeat must match: a hash of the body as parsed.
     fingerprint: str = ""
+    # What the rows ask for, which names their function and pool (CONTRACT §9b).
+    kind: str = "mark"
     # CONTRACT §9d: not due before `not_before`; expired if not dispatched by `expires_at`.
     not_before: datetime | None = None
     expires_at: datetime | None = None
@@ -67,7 +69,9 @@ class EnqueueRequest:
         payload = EMPTY_PAYLOAD if raw is None else payload_json(raw)
         lane, deadline = parse_lane(body.get("lane"), body.get("deadline"), now)
         return cls(assignment_id, ids, priority, payload, group, remark,
-                   fingerprint(body, payload), not_before, expires_at, lane, deadline)
+                   fingerprint(body, payload), kind=parse_kind(body.get("kind")),
+                   not_before=not_before, expires_at=expires_at,
+                   lane=lane, deadline=deadline)
 
 
 def parse_lane(lane: object, deadline: object, now: datetime | None = None
@@ -198,6 +202,18 @@ def _flag(value: object, name: str) -> bool:
         return False
     if not isinstance(value, bool):
         raise Invalid(f"{name} must be true or false")
+    return value
+
+
+_KIND = re.compile(r"[a-z0-9_-]{1,32}")
+
+
+def parse_kind(value: object) -> str:
+    """The optional `kind`: 1-32 of a-z, 0-9, _ and - (absent or null: `mark`)."""
+    if value is None:
+        return "mark"
+    if not isinstance(value, str) or not _KIND.fullmatch(value):
+        raise Invalid("kind must be 1 to 32 characters of a-z, 0-9, _ and -")
     return value
 
 

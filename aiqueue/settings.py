@@ -10,8 +10,10 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal, TypedDict
 
+from aiqueue import config
 from aiqueue.batch_settings import BatchLaneSettings, load_batch
 from aiqueue.errors import SettingsError
 from aiqueue.setup_settings import (
@@ -118,11 +120,58 @@ class Settings:
     requests_per_minute: int = 0
     budget_window_seconds: float = 60.0
     refused_give_up_seconds: float = 86400.0
+    # The default pool's spend caps in USD (CONTRACT §9c: QUEUE_GROUP_USD_PER_HOUR,
+    # QUEUE_GROUP_USD_PER_DAY, QUEUE_USD_PER_DAY); None: none.  Read here, kept on
+    # the default Pool (Settings.queue); enforced by the spend caps' own code.
+    group_usd_per_hour: float | None = None
+    group_usd_per_day: float | None = None
+    pool_usd_per_day: float | None = None
     # Alerts (CONTRACT §9d, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
     alert_backlog_age_seconds: float = 900.0
     alert_stalled_seconds: float = 300.0
     alert_failures_min: int = 5
     alert_failure_rate: float = 0.2
+    # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
+    queue_file: config.QueueConfig | None = field(default=None, hash=False, compare=False)
+
+    @cached_property
+    def queue(self) -> config.QueueConfig:
+        """Every kind and pool: the default ones from the fields above, and the file's."""
+        default_pool = config.Pool(
+            name=config.DEFAULT_POOL, max_in_flight=self.max_in_flight,
+            tokens_per_minute=self.tokens_per_minute,
+            requests_per_minute=self.requests_per_minute,
+            prices={m: (p.input, p.output) for m, p in self.model_prices.items()},
+            group_usd_per_hour=self.group_usd_per_hour,
+            group_usd_per_day=self.group_usd_per_day, pool_usd_per_day=self.pool_usd_per_day)
+        default_kind = config.Kind(
+            name=config.DEFAULT_KIND, pool=config.DEFAULT_POOL, dispatch=self.dispatch_target,
+            function_url=self.function_url, function_token=self.function_token,
+            digitalocean=self.digitalocean, aws_lambda=self.aws_lambda)
+        return config.merged(self.queue_file, default_pool, default_kind)
+
+    @cached_property
+    def all_model_prices(self) -> Mapping[str, ModelPrice]:
+        """QUEUE_MODEL_PRICES and every pool's prices (CONTRACT §7d, §9b)."""
+        return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
+
+    def for_kind(self, name: str) -> Settings:
+        """These settings with the kind's function: target, URL, token, attempts.
+
+        The default kind's are the settings themselves; unknown kinds raise KeyError.
+        """
+        kind = self.queue.kind(name)
+        if name == config.DEFAULT_KIND and self.queue_file is None:
+            return self
+        cache: dict[str, Settings] = self.__dict__.setdefault("_kind_settings", {})
+        if name not in cache:
+            cache[name] = replace(
+                self, dispatch_target=kind.dispatch,
+                function_url=kind.function_url or self.function_url,
+                function_token=kind.function_token, digitalocean=kind.digitalocean,
+                aws_lambda=kind.aws_lambda,
+                max_attempts=kind.max_attempts or self.max_attempts)
+        return cache[name]
 
     @property
     def queue_secret(self) -> str:
@@ -344,12 +393,39 @@ def load_settings(
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
         batch_lane=batch_lane,
+        group_usd_per_hour=_usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
+        group_usd_per_day=_usd(env, "QUEUE_GROUP_USD_PER_DAY"),
+        pool_usd_per_day=_usd(env, "QUEUE_USD_PER_DAY"),
+        queue_file=_queue_file(env, mode, local_run),
         # Alerts (CONTRACT §9d).
         alert_backlog_age_seconds=_float(env, "QUEUE_ALERT_BACKLOG_AGE_SECONDS", 900.0, 0.0),
         alert_stalled_seconds=_float(env, "QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0),
         alert_failures_min=_int(env, "QUEUE_ALERT_FAILURES_MIN", 5, 1),
         alert_failure_rate=_float(env, "QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0),
     )
+
+
+def _usd(env: Mapping[str, str], name: str) -> float | None:
+    """An optional amount of USD (a spend cap); unset: None."""
+    if not env.get(name, "").strip():
+        return None
+    return _float(env, name, 0.0, 0.0)
+
+
+def _queue_file(env: Mapping[str, str], mode: str,
+                local_run: bool = False) -> config.QueueConfig | None:
+    """aiqueue.toml (AIQUEUE_CONFIG), validated; sync mode reaches only http kinds."""
+    file = config.load_file(env, config.config_path(env), local_run=local_run)
+    if file is not None:
+        config.merged(file, config.Pool(config.DEFAULT_POOL, 0, prices={
+            m: (p.input, p.output) for m, p in _prices(env).items()}),
+            config.Kind(config.DEFAULT_KIND, config.DEFAULT_POOL))  # prices agree
+    if file is not None and mode == "sync":
+        for kind in file.kinds.values():
+            if kind.dispatch != "http":
+                raise SettingsError(f"kinds.{kind.name}.dispatch = \"{kind.dispatch}\" does not "
+                                    "work with AI_MARKING_FUNCTION_MODE=sync")
+    return file
 
 
 class _NotifyFields(TypedDict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, db, flow, loop, records
+from bench import batchlane, db, flow, loop, pools, records
 from bench.common import Table, fresh_database, print_table
 
 
@@ -121,6 +121,25 @@ async def records_rows(rows: Table, repeats: int) -> None:
     rows.append(("replay 10,000 failed rows (answer)", "ms", replay, None, "<= 1000"))
 
 
+async def pools_rows(rows: Table, repeats: int) -> None:
+    """Issue 29: 3 kinds in 2 pools, 100 jobs each; pool tight's model refuses, roomy's not."""
+    runs = [await pools.run_pools(pools.PoolsSetup(), await fresh_database(f"bench_pools_{i}"))
+            for i in range(repeats)]
+    for name in ("tight", "roomy"):
+        mine = [next(p for p in run if p.pool == name) for run in runs]
+        if name == "tight":
+            rows.append((f"pools, {name}: budget used while work remains", "%",
+                         [p.budget_used * 100 for p in mine if p.budget_used is not None],
+                         None, ">= 85"))
+        rows.append((f"pools, {name}: model calls refused", "calls",
+                     [p.refused_by_model for p in mine], None, "-"))
+        rows.append((f"pools, {name}: refusals the queue saw", "calls",
+                     [p.refusals_seen for p in mine], None, "-" if name == "tight" else "0"))
+        rows.append((f"pools, {name}: rows failed", "rows", [p.failed for p in mine], None, "0"))
+        rows.append((f"pools, {name}: time to its last row", "s", [p.seconds for p in mine],
+                     None, "-" if name == "tight" else "<= 30"))
+
+
 async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
     rows = Table()
     if only == "batch":
@@ -128,8 +147,9 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only in ("enqueue", "flow", "records"):
-        run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows}[only]
+    if only in ("enqueue", "flow", "records", "pools"):
+        run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows,
+               "pools": pools_rows}[only]
         await run(rows, repeats)
         print("\nall figures:", flush=True)
         print_table(rows)
@@ -162,7 +182,8 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records"],
+    parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
+                                           "pools"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

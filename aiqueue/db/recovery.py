@@ -13,11 +13,14 @@ class RecoveryQueries(Gateway):
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False) -> int:
-        """Recover quiet rows; `ask`: leave rows with an invocation id to the platform looks."""
+                            ask: bool = False, attempts: str | None = None) -> int:
+        """Recover quiet rows; `ask`: leave rows with an invocation id to the platform looks.
+
+        `attempts`: the kinds' own max attempts ({kind: n} as JSON; QueueConfig.attempts).
+        """
         heartbeat = stuck_after if heartbeat is None else heartbeat
         return int(await self._write_val("recover_stuck", stuck_after, max_attempts, heartbeat,
-                                        bound, ask, idempotent=True))
+                                        bound, ask, attempts or "{}", idempotent=True))
 
     async def recent_p95(self) -> float | None:
         """The p95 of the last hour's processing times (newest 200); None with fewer than 5."""

@@ -21,7 +21,7 @@ from aiqueue.db.review import ReviewQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.db.timing import TimeQueries
 from aiqueue.errors import Conflict
-from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.flow import NO_BUDGET, Budget, FlowState, KindCount, PoolState
 from aiqueue.models import (
     AssignmentInfo,
     Attempt,
@@ -54,6 +54,12 @@ _ENQUEUE_RUNS = 5
 _LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
 
 
+def _budgeted(plan: str | None) -> bool:
+    """Whether a plan's pools declare a budget (the result then corrects the window)."""
+    return plan is not None and any(
+        p["tpm"] > 0 or p["rpm"] > 0 for p in json.loads(plan)["pools"])
+
+
 class _LostRace:
     """A run of the enqueue that rolled back: another transaction took a live row first."""
 
@@ -83,6 +89,8 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         group: str | None = None,
         remark: bool = False,
         key: tuple[str, str] | None = None,
+        kind: str = "mark",
+        pool: str = "default",
         not_before: datetime | None = None,
         expires_at: datetime | None = None,
         batch: tuple[datetime, datetime] | None = None,
@@ -90,13 +98,14 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
         `payload` is the JSON text the request's parser made (or an object, serialised here).
+        `kind` and its `pool` are stored on every row (CONTRACT §9b).
         `not_before` / `expires_at`: when the rows become due, and when they expire.
         `batch` (deadline, live time) puts the new rows on the overnight lane in the
         same transaction, so no live claim can take them first.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
-                remark, not_before, expires_at)
+                remark, kind, pool, not_before, expires_at)
         for _ in range(_ENQUEUE_RUNS):
             # Idempotent by design: a repeat skips what the first run inserted,
             # and a key's repeat replays the answer the first run saved.
@@ -157,23 +166,30 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
             raise Conflict("the submission already has a live queue row")
         return rows[0][0] if rows else None
 
+    # `plan` (the pools and kinds, aiqueue/config.py QueueConfig.plan): None means
+    # the default pool with the cap and budget passed, and the one kind `mark`.
+
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET) -> Job | None:
-        rows = await self._write("claim", cap, breaker_threshold, *budget.args())
+                    budget: Budget = NO_BUDGET, plan: str | None = None) -> Job | None:
+        rows = await self._write("claim", cap, breaker_threshold, *budget.args(), plan)
         return Job.from_row(rows[0]) if rows else None
 
-    async def can_claim(self, cap: int, breaker_threshold: int) -> bool:
-        return bool(await self._fetchval("can_claim", cap, breaker_threshold))
+    async def can_claim(self, cap: int, breaker_threshold: int, plan: str | None = None) -> bool:
+        return bool(await self._fetchval("can_claim", cap, breaker_threshold, plan))
 
-    async def dispatch_accepted(self) -> None:
-        await self._write_one("dispatch_accepted")
+    async def dispatch_accepted(self, pool: str = "default") -> None:
+        await self._write_one("dispatch_accepted", pool)
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int) -> Status | None:
-        """A refusal of the current dispatch (CONTRACT §8a); the row's new status, or None."""
+                      give_up: float, cap: int, plan: str | None = None) -> Status | None:
+        """A refusal of the current dispatch (CONTRACT §8a); the row's new status, or None.
+
+        `kind` is the refusal's (rate_limited, overloaded); only the row's pool is held.
+        """
         # Only the current dispatch can be refused, so a repeat changes nothing.
         status: Status | None = await self._write_val(
-            "flow_refused", queue_id, dispatch_seq, kind, delay, give_up, cap, idempotent=True)
+            "flow_refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
+            idempotent=True)
         return status
 
     async def attempt_failed(
@@ -186,12 +202,16 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         max_attempts: int,
         error: str,
         outcome: str,
+        attempts: str | None = None,
     ) -> Status | None:
-        """Fail the current dispatch; the row's new status, or None if it was stale."""
+        """Fail the current dispatch; the row's new status, or None if it was stale.
+
+        `attempts`: the kinds' own max attempts ({kind: n} as JSON; QueueConfig.attempts).
+        """
         # Only the row's current dispatch can fail it, so a repeat changes nothing.
         status: Status | None = await self._write_val(
             "attempt_failed", queue_id, dispatch_seq, delay, retryable, max_attempts, error,
-            outcome, idempotent=True,
+            outcome, attempts or "{}", idempotent=True,
         )
         return status
 
@@ -206,29 +226,32 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
 
-    async def breaker_failure(self, threshold: int, cooldown: float) -> int:
-        rows = await self._write("breaker_failure", threshold, cooldown)
+    async def breaker_failure(self, threshold: int, cooldown: float,
+                              pool: str = "default") -> int:
+        rows = await self._write("breaker_failure", threshold, cooldown, pool)
         return int(rows[0]["consecutive_failures"]) if rows else 0
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET,
+        cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
     ) -> bool:
         """Apply a result at most once; it raises L (up to `cap`) and corrects the budget."""
         usage_json = json.dumps(usage) if usage is not None else None
         rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap, budget.declared)
+                                     dispatch_seq, cap, budget.declared or _budgeted(plan),
+                                     plan)
         return bool(rows and rows[0][0])
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET,
+        breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
     ) -> tuple[bool, Job | None]:
         """complete, then claim: whether the result was applied, and the job claimed next."""
         usage_json = json.dumps(usage) if usage is not None else None
         # A repeat applies nothing twice (the status check) and claims under the cap.
         rows = await self._write_one("settle", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap, breaker_threshold, *budget.args())
+                                     dispatch_seq, cap, breaker_threshold, *budget.args(),
+                                     plan)
         row = rows[0]  # aiqueue_settle always answers one row
         return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
 
@@ -242,13 +265,14 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
     async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
                           ask: bool = False, look: float | None = None,
-                          budget: Budget = NO_BUDGET) -> float | None:
+                          budget: Budget = NO_BUDGET,
+                          plan: str | None = None) -> float | None:
         """Seconds until the step has work; `look`: how long a dispatch the platform
         is asked about stays quiet before the look (default: the heartbeat timeout)."""
         heartbeat = stuck_after if heartbeat is None else heartbeat
         look = min(stuck_after, heartbeat) if look is None else look
         value = await self._fetchval("next_wakeup", cap, threshold, stuck_after, heartbeat,
-                                     bound, ask, *budget.args(), look)
+                                     bound, ask, *budget.args(), plan, look)
         return None if value is None else float(value)
 
     # -- operator actions -------------------------------------------------
@@ -274,16 +298,31 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
 
     # -- reading ----------------------------------------------------------
 
-    async def control(self, threshold: int) -> Control:
-        row = await self._fetchrow("control", threshold)
+    async def control(self, threshold: int, pool: str | None = None) -> Control:
+        """The pause, and the breaker and hold of `pool` (None: the default pool)."""
+        row = await self._fetchrow("control", threshold, pool)
         assert row is not None, "migration inserts the control row"
         return Control.from_row(row)
 
-    async def flow_state(self, cap: int, window_seconds: float) -> FlowState:
-        """L, the hold, the refusal counters and the budget window's use (CONTRACT §8a)."""
-        row = await self._fetchrow("flow_state", cap, window_seconds)
+    async def flow_state(self, cap: int, window_seconds: float,
+                         pool: str | None = None) -> FlowState:
+        """L, the hold, the refusal counters and the budget window's use (CONTRACT §8a).
+
+        Of one pool (None: the default pool): `cap` is that pool's max_in_flight.
+        """
+        row = await self._fetchrow("flow_state", cap, window_seconds, pool)
         assert row is not None, "migration inserts the control row"
         return FlowState.from_row(row)
+
+    async def pool_states(self, plan: str, threshold: int,
+                          window_seconds: float) -> list[PoolState]:
+        """Each pool's L, hold, breaker, refusals, window use and slots (CONTRACT §9b)."""
+        rows = await self._fetch("pool_states", plan, threshold, window_seconds)
+        return [PoolState.from_row(r) for r in rows]
+
+    async def kind_counts(self) -> list[KindCount]:
+        """Rows per kind, pool and status (from the count deltas)."""
+        return [KindCount.from_row(r) for r in await self._fetch("kind_counts")]
 
     async def stats(self, at: datetime | None = None) -> Stats:
         """The headline figures as of `at` (None: the database's now())."""
@@ -305,17 +344,19 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         offset: int = 0,
         after: tuple[Any, UUID] | None = None,
         group: str | None = None,
+        kind: str | None = None,
     ) -> list[QueueRow]:
         after_at, after_id = after if after else (None, None)
         rows = await self._fetch(
-            "list_rows", status, assignment_id, after_at, after_id, limit, offset, group,
+            "list_rows", status, assignment_id, after_at, after_id, limit, offset, group, kind,
             page=True,
         )
         return [QueueRow.from_row(r) for r in rows]
 
     async def count_rows(self, *, status: Status | None, assignment_id: str | None,
-                         group: str | None = None) -> int:
-        return int(await self._fetchval("count_rows", status, assignment_id, group, page=True))
+                         group: str | None = None, kind: str | None = None) -> int:
+        return int(await self._fetchval("count_rows", status, assignment_id, group, kind,
+                                        page=True))
 
     async def get_row(self, queue_id: UUID) -> QueueRow | None:
         row = await self._fetchrow("get_row", queue_id, page=True)
@@ -342,11 +383,12 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         before: tuple[datetime, UUID],
         limit: int,
         group: str | None = None,
+        kind: str | None = None,
     ) -> list[QueueRow]:
         """Up to `limit` rows newer than the cursor, nearest it first."""
         rows = await self._fetch(
             "monitor_rows_newer", status, assignment_id, before[0], before[1], limit, group,
-            page=True,
+            kind, page=True,
         )
         return [QueueRow.from_row(r) for r in rows]
 

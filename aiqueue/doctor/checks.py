@@ -7,10 +7,12 @@ each finding lives in text.py.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from aiqueue.config import DEFAULT_KIND
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
 from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
 from aiqueue.doctor.text import function_finding, probe_finding
@@ -228,14 +230,22 @@ async def check_function(doc: Doctor) -> None:
         doc.add("function", "skip", "not checked until the schema is current (the probe's "
                                     "answer is recorded in it)")
         return
-    result = await probes.run_probe(doc.rt, doc.probe_timeout)
-    status, detail, fix = function_finding(doc.settings, result.sent)
-    doc.add("function", status, detail, fix)
-    if status == "pass":
-        status, detail, fix = probe_finding(doc.settings, result)
-        doc.add("probe", status, detail, fix)
-    else:
-        doc.add("probe", "skip", "not run: the function did not take the probe")
+    # Every kind's function (CONTRACT §9b), probed at once: the default kind's
+    # lines keep their names, another kind's say which (`function:essay`).
+    kinds = sorted(doc.settings.queue.kinds)
+    rt = doc.rt
+    results = await asyncio.gather(*(
+        probes.run_probe(rt, doc.probe_timeout, doc.settings.for_kind(k)) for k in kinds))
+    for kind, result in zip(kinds, results, strict=True):
+        suffix = "" if kind == DEFAULT_KIND else f":{kind}"
+        settings = doc.settings.for_kind(kind)
+        status, detail, fix = function_finding(settings, result.sent)
+        doc.add(f"function{suffix}", status, detail, fix)
+        if status == "pass":
+            status, detail, fix = probe_finding(settings, result)
+            doc.add(f"probe{suffix}", status, detail, fix)
+        else:
+            doc.add(f"probe{suffix}", "skip", "not run: the function did not take the probe")
 
 
 async def check_vercel(doc: Doctor) -> None:

@@ -34,6 +34,9 @@ class Job:
     more: bool = False
     # The breaker has failures on record: an accepted dispatch must reset them.
     breaker_dirty: bool = False
+    # Its kind (which function does it) and that kind's pool (CONTRACT §9b).
+    kind: str = "mark"
+    pool: str = "default"
 
     @classmethod
     def from_row(cls, row: Row) -> Job:
@@ -47,6 +50,8 @@ class Job:
             content=row["content"],
             more=bool(row["more"]),
             breaker_dirty=bool(row["breaker_dirty"]),
+            kind=row["kind"],
+            pool=row["pool"],
         )
 
 
@@ -66,6 +71,8 @@ class QueueRow:
     finished_at: datetime | None
     priority: int
     group_key: str
+    kind: str = "mark"
+    pool: str = "default"
     # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
     not_before: datetime | None = None
     expires_at: datetime | None = None
@@ -81,6 +88,8 @@ class QueueRow:
             "submission_id": str(self.submission_id),
             "assignment_id": self.assignment_id,
             "group": self.group_key,
+            "kind": self.kind,
+            "pool": self.pool,
             "status": self.status,
             "attempts": self.attempts,
             "last_error": self.last_error,

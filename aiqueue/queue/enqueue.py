@@ -6,7 +6,15 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
-from aiqueue.errors import Conflict, Invalid, KeyReused, NotFound, StoreError, Unauthorized
+from aiqueue.errors import (
+    Conflict,
+    Invalid,
+    KeyReused,
+    NotFound,
+    StoreError,
+    Unauthorized,
+    UnknownKind,
+)
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
 from aiqueue.parse import EnqueueRequest
 from aiqueue.queue import overnight, probes
@@ -21,6 +29,10 @@ async def enqueue(
 ) -> tuple[dict[str, Any], bool]:
     """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer."""
     key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
+    kinds = rt.settings.queue.kinds
+    if request.kind not in kinds:
+        raise UnknownKind(f"kind {request.kind!r} is not declared; the kinds are "
+                          f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
     batch = None
     if request.lane == "batch":
         if rt.settings.batch_lane is None:
@@ -29,7 +41,8 @@ async def enqueue(
         batch = await overnight.lane_times(rt, request.deadline)
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
-        group=request.group, remark=request.remark, key=key, batch=batch,
+        group=request.group, remark=request.remark, key=key, kind=request.kind,
+        pool=kinds[request.kind].pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
     )
     match outcome:
@@ -42,7 +55,8 @@ async def enqueue(
             raise Invalid(f"{len(ids)} submission id(s) do not exist; nothing was enqueued",
                           extra={"unknown_ids": [str(u) for u in ids]})
     answer = outcome.answer(len(request.submission_ids))
-    logs.event("enqueue", assignment_id=request.assignment_id, enqueued=answer["enqueued"],
+    logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
+               enqueued=answer["enqueued"],
                skipped=answer["skipped"], already_marked=answer["already_marked"])
     return answer, False
 
@@ -140,10 +154,12 @@ async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:
 
 async def list_rows(
     rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int, offset: int,
-    group: str | None = None,
+    group: str | None = None, kind: str | None = None,
 ) -> tuple[list[QueueRow], int]:
     rows = await rt.store.list_rows(
-        status=status, assignment_id=assignment_id, limit=limit, offset=offset, group=group
+        status=status, assignment_id=assignment_id, limit=limit, offset=offset, group=group,
+        kind=kind,
     )
-    total = await rt.store.count_rows(status=status, assignment_id=assignment_id, group=group)
+    total = await rt.store.count_rows(status=status, assignment_id=assignment_id, group=group,
+                                      kind=kind)
     return rows, total

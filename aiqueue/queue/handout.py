@@ -13,12 +13,14 @@ from aiqueue.runtime import Runtime
 
 
 async def send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
-    """Dispatch a job and time it; an accepted dispatch closes the breaker."""
+    """Dispatch a job to its kind's function and time it; an accepted dispatch closes
+    its pool's breaker."""
     started = time.perf_counter()
-    outcome = await dispatch.send(rt.http, job, rt.settings, rt.tokens, rt.aws)
+    outcome = await dispatch.send(rt.http, job, rt.settings.for_kind(job.kind), rt.tokens,
+                                  rt.aws)
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
-        await rt.store.dispatch_accepted()
+        await rt.store.dispatch_accepted(job.pool)
     return outcome, ms
 
 
@@ -58,7 +60,7 @@ async def refused(
         return
     # A payload no platform will take says nothing about the function's health.
     failures = await rt.store.breaker_failure(
-        s.breaker_threshold, s.breaker_cooldown_seconds) if outcome.retryable else 0
+        s.breaker_threshold, s.breaker_cooldown_seconds, job.pool) if outcome.retryable else 0
     status = await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
                                 code=outcome.code, retryable=outcome.retryable,
                                 outcome="dispatch_error")

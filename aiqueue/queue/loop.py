@@ -104,7 +104,8 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
-    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
+    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
+                               plan=s.queue.plan)
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -128,7 +129,10 @@ async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
     busy = await _hand_out(rt, step, job)
     await _housekeeping(rt, step, force=False)
     more = (job is not None and job.more) or step.recovered > 0
-    if should_chain(more=more, busy=busy, freed=receipt.freed, dispatched=step.dispatched,
+    # With several pools the claim may have filled another pool's slot than the
+    # one the result freed: that one is then refilled only by a chain.
+    freed = receipt.freed if rt.settings.queue.single else 0
+    if should_chain(more=more, busy=busy, freed=freed, dispatched=step.dispatched,
                     recovered=step.recovered):
         await _chain(rt, step)
     return step
@@ -139,7 +143,8 @@ async def _hand_out(rt: Runtime, step: StepResult, job: Job | None) -> bool:
     step.claimed = job
     if job is None:
         return False
-    logs.event("claim", queue_id=job.queue_id, attempt=job.attempt)
+    logs.event("claim", queue_id=job.queue_id, attempt=job.attempt, kind=job.kind,
+               pool=job.pool)
     if rt.settings.function_mode == "sync":
         step.dispatched = True
         step.sync_job = job
@@ -198,7 +203,8 @@ async def run_sync(rt: Runtime, job: Job) -> None:
         await refused(rt, job, outcome, ms)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    more = await rt.store.can_claim(rt.settings.max_in_flight, rt.settings.breaker_threshold)
+    s = rt.settings
+    more = await rt.store.can_claim(s.max_in_flight, s.breaker_threshold, s.queue.plan)
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
@@ -292,17 +298,15 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     cron, a minute later, and the model would idle meanwhile.  One waiter per
     instance: the others' steps would only find the gate closed again.
     """
-    s = rt.settings
     if step.claimed is not None or step.chained:
         return
     try:
-        flow = await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
-        if flow.hold_until is None and not Budget.of(s).declared:
+        if await _held_back(rt):
+            wait = await recovery.next_wakeup(rt)
+        else:
             # Not held back by the model's limits; only rows scheduled to be
             # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
             wait = await schedule.next_due_soon(rt)
-        else:
-            wait = await recovery.next_wakeup(rt)
     except Exception as exc:
         logs.event("step_error", code=_code(exc))
         return
@@ -314,6 +318,18 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     await asyncio.sleep(max(wait, 0.0) + 0.01)
     # Once per invocation: a second wait could outlast the platform's time limit.
     await _safely(rt, process_step(rt), wait=False)
+
+
+async def _held_back(rt: Runtime) -> bool:
+    """Whether some pool is held by a refusal or declares a budget (CONTRACT §8a, §9b)."""
+    s = rt.settings
+    for pool in s.queue.pools.values():
+        if pool.budget_declared:
+            return True
+        flow = await rt.store.flow_state(pool.max_in_flight, s.budget_window_seconds, pool.name)
+        if flow.hold_until is not None:
+            return True
+    return False
 
 
 async def safe_run_sync(rt: Runtime, job: Job) -> None:
@@ -334,11 +350,12 @@ async def after_read(rt: Runtime) -> None:
 
     For authenticated status reads (after answering), so a queue whose chain
     was lost moves again as soon as anyone looks at it, even without a cron.
-    `can_claim` with a cap of 1 means exactly "a row is due, none is in
-    flight, and pause, busy back-off and breaker allow a dispatch".
+    `can_claim` with every pool's cap at 1 means exactly "a row is due, none of
+    its pool is in flight, and pause, busy back-off and breaker allow a dispatch".
     """
     try:
-        stalled = await rt.store.can_claim(1, rt.settings.breaker_threshold)
+        stalled = await rt.store.can_claim(1, rt.settings.breaker_threshold,
+                                           rt.settings.queue.stalled_plan)
     except StoreError:
         return
     if stalled:

@@ -21,6 +21,7 @@ import httpx
 from aiqueue import dispatch, logs
 from aiqueue.queue.results import error_code
 from aiqueue.runtime import Runtime
+from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 
 PROBE_TIMEOUT_SECONDS = 30.0
@@ -86,13 +87,18 @@ class ProbeResult:
     app_status: int | None = None
 
 
-async def run_probe(rt: Runtime, timeout: float = PROBE_TIMEOUT_SECONDS) -> ProbeResult:
-    """Dispatch a probe and wait up to `timeout` for its callback."""
+async def run_probe(rt: Runtime, timeout: float = PROBE_TIMEOUT_SECONDS,
+                    settings: Settings | None = None) -> ProbeResult:
+    """Dispatch a probe and wait up to `timeout` for its callback.
+
+    `settings`: a kind's (Settings.for_kind), to probe that kind's function.
+    """
+    s = settings or rt.settings
     probe_id = uuid.uuid4()
     started = time.monotonic()
     await rt.store.prune_probe_answers()
-    body = dispatch.probe_body(probe_id, rt.settings, rt.tokens)
-    sent = await dispatch.post(rt.http, body, rt.settings, rt.aws)
+    body = dispatch.probe_body(probe_id, s, rt.tokens)
+    sent = await dispatch.post(rt.http, body, s, rt.aws)
     logs.event("probe", probe_id=probe_id, outcome=type(sent).__name__.lower())
     if not isinstance(sent, dispatch.Accepted):
         return ProbeResult(sent, seconds=time.monotonic() - started)

@@ -112,7 +112,8 @@ async def recover(rt: Runtime) -> int:
     """Recover quiet rows (asking the platform first where it can tell); how many were freed."""
     t = await thresholds(rt)
     freed = await rt.store.recover_stuck(t.stuck, rt.settings.max_attempts,
-                                         heartbeat=t.heartbeat, bound=t.bound, ask=t.ask)
+                                         heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
+                                         attempts=rt.settings.queue.attempts)
     target = rt.settings.digitalocean
     if t.ask and t.bound is not None and target is not None:
         freed += await ask_digitalocean(rt, target, t.quiet, t.bound)
@@ -124,7 +125,7 @@ async def next_wakeup(rt: Runtime) -> float | None:
     s, t = rt.settings, await thresholds(rt)
     return await rt.store.next_wakeup(s.max_in_flight, s.breaker_threshold, t.stuck,
                                       heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
-                                      look=t.quiet, budget=Budget.of(s))
+                                      look=t.quiet, budget=Budget.of(s), plan=s.queue.plan)
 
 
 async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: float) -> int:
@@ -196,7 +197,8 @@ async def _end(rt: Runtime, look: Lookup, code: str, said: str, *, outcome: str,
     if retry_now:
         status = await rt.store.attempt_failed(
             look.queue_id, look.dispatch_seq, delay=0, retryable=True,
-            max_attempts=rt.settings.max_attempts, error=code, outcome=outcome)
+            max_attempts=rt.settings.max_attempts, error=code, outcome=outcome,
+            attempts=rt.settings.queue.attempts)
     else:
         status = await fail_attempt(rt, look.queue_id, look.dispatch_seq, look.attempt,
                                     code=code, retryable=True, outcome=outcome)

@@ -144,9 +144,10 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        usage = priced(item.usage, rt.settings.model_prices)
+        usage = priced(item.usage, rt.settings.all_model_prices)
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
-                                       rt.settings.max_in_flight, Budget.of(rt.settings))
+                                       rt.settings.max_in_flight, Budget.of(rt.settings),
+                                       plan=rt.settings.queue.plan)
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -170,7 +171,7 @@ async def refuse(
     rt: Runtime, queue_id: UUID, dispatch_seq: int, attempt: int, *, kind: str,
     retry_after: float | None,
 ) -> tuple[str | None, float]:
-    """The model refused (CONTRACT §8a): no attempt used, the whole queue held, L cut.
+    """The model refused (CONTRACT §8a): no attempt used, the row's pool held, its L cut.
 
     The row's new status (None: a stale dispatch) and the hold in seconds: the
     model's retry_after, else the backoff.
@@ -179,7 +180,8 @@ async def refuse(
     delay = retry_after if retry_after is not None else retry_delay(
         attempt, s.retry_base_seconds, s.retry_max_seconds)
     status = await rt.store.refused(queue_id, dispatch_seq, kind=kind, delay=delay,
-                                    give_up=s.refused_give_up_seconds, cap=s.max_in_flight)
+                                    give_up=s.refused_give_up_seconds, cap=s.max_in_flight,
+                                    plan=s.queue.plan)
     return status, delay
 
 
@@ -192,8 +194,8 @@ async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
     claim, s = item.claim, rt.settings
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
-                                      priced(item.usage, s.model_prices), s.max_in_flight,
-                                      s.breaker_threshold, Budget.of(s))
+                                      priced(item.usage, s.all_model_prices), s.max_in_flight,
+                                      s.breaker_threshold, Budget.of(s), plan=s.queue.plan)
     _completed(claim, done)
     return done, job
 
@@ -215,5 +217,5 @@ async def fail_attempt(
     delay = retry_delay(attempt, s.retry_base_seconds, s.retry_max_seconds)
     return await rt.store.attempt_failed(
         queue_id, dispatch_seq, delay=delay, retryable=retryable, max_attempts=s.max_attempts,
-        error=code, outcome=outcome,
+        error=code, outcome=outcome, attempts=s.queue.attempts,
     )

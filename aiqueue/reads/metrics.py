@@ -23,7 +23,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from aiqueue.flow import FlowState
+from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import STATUSES, Control, Stats, TallyRow
 from aiqueue.reads import stats
 from aiqueue.runtime import Runtime
@@ -45,10 +45,14 @@ class Snapshot:
     tally: list[TallyRow]
     buckets: list[float]
     flow: FlowState
+    # Per pool and per kind (CONTRACT §9b); empty: those families are left out.
+    pools: list[PoolState] = field(default_factory=list)
+    kinds: list[KindCount] = field(default_factory=list)
 
 
 async def snapshot(rt: Runtime) -> Snapshot:
     """Read the queue's state and counters for one scrape."""
+    s = rt.settings
     return Snapshot(
         stats=await rt.store.stats(rt.clock()),
         control=await rt.store.control(rt.settings.breaker_threshold),
@@ -57,6 +61,9 @@ async def snapshot(rt: Runtime) -> Snapshot:
         tally=await rt.store.counters(),
         buckets=await rt.store.buckets(),
         flow=await stats.flow_state(rt),
+        pools=await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
+                                         s.budget_window_seconds),
+        kinds=await rt.store.kind_counts(),
     )
 
 
@@ -114,6 +121,39 @@ def flow_families(snap: Snapshot) -> Iterable[Metric]:
     yield _counter("aiqueue_refusals", "Calls the model refused (rate_limited, overloaded).",
                    ["kind"], {"rate_limited": snap.flow.refusals_rate_limited,
                               "overloaded": snap.flow.refusals_overloaded})
+    yield from pool_families(snap)
+
+
+def pool_families(snap: Snapshot) -> Iterable[Metric]:
+    """Each pool's L, slots, hold and refusals; rows by kind and pool (CONTRACT §9b).
+
+    Part of flow_families (the default pool's L and refusals are its top lines).
+    The refusal's own kind (rate_limited, overloaded) is the label `reason` here:
+    `kind` names a task kind in these families.
+    """
+    if not snap.pools:
+        return
+    limit = GaugeMetricFamily("aiqueue_pool_in_flight_limit",
+                              "A pool's learned in-flight limit L (0 = unlimited).",
+                              labels=["pool"])
+    busy = GaugeMetricFamily("aiqueue_pool_in_flight", "Rows holding a slot of a pool.",
+                             labels=["pool"])
+    held = GaugeMetricFamily("aiqueue_pool_held",
+                             "1 while a pool is held after its model refused.", labels=["pool"])
+    refusals = CounterMetricFamily("aiqueue_pool_refusals",
+                                   "Calls a pool's model refused, by reason.",
+                                   labels=["pool", "reason"])
+    for p in snap.pools:
+        limit.add_metric([p.pool], p.in_flight_limit)
+        busy.add_metric([p.pool], p.in_flight)
+        held.add_metric([p.pool], int(p.hold_until is not None))
+        refusals.add_metric([p.pool, "overloaded"], p.refusals_overloaded)
+        refusals.add_metric([p.pool, "rate_limited"], p.refusals_rate_limited)
+    rows = GaugeMetricFamily("aiqueue_kind_rows", "Rows by task kind, pool and status.",
+                             labels=["kind", "pool", "status"])
+    for c in snap.kinds:
+        rows.add_metric([c.kind, c.pool, c.status], c.n)
+    yield from (limit, busy, held, refusals, rows)
 
 
 # -- counters that only grow (ai_marking_tally) ---------------------------------

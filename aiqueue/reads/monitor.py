@@ -22,17 +22,19 @@ from aiqueue.runtime import Runtime
 async def page_rows(
     rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int,
     after: PageCursor | None, before: PageCursor | None, group: str | None = None,
+    kind: str | None = None,
 ) -> tuple[list[QueueRow], bool, bool]:
     """One page of rows, newest first, and whether newer / older pages exist."""
     if before is not None:
         newer = await rt.store.list_rows_newer(
             status=status, assignment_id=assignment_id, before=before, limit=limit + 1,
-            group=group)
+            group=group, kind=kind)
         if len(newer) > limit:
             return list(reversed(newer[:limit])), True, True
         after = None  # less than a page above the cursor: show the first page
     rows = await rt.store.list_rows(
-        status=status, assignment_id=assignment_id, limit=limit + 1, after=after, group=group)
+        status=status, assignment_id=assignment_id, limit=limit + 1, after=after, group=group,
+        kind=kind)
     return rows[:limit], after is not None, len(rows) > limit
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiqueue.flow import FlowState
+from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import OpenAlert
 from aiqueue.runtime import Runtime
 
@@ -36,8 +36,59 @@ async def stats_json(rt: Runtime) -> dict[str, Any]:
         },
         "busy_until": control.busy_until.isoformat() if control.busy_until else None,
         **flow_json(rt, await flow_state(rt)),
+        **await breakdown(rt),
         "alerts": [alert_json(a) for a in await rt.store.open_alerts()],
     }
+
+
+async def breakdown(rt: Runtime) -> dict[str, Any]:
+    """The stats by kind and by pool (CONTRACT §9b).
+
+    The top-level flow fields above are the default pool's (the only one
+    without aiqueue.toml); `pools` has every pool's, `kinds` every kind's rows.
+    """
+    s = rt.settings
+    pools = await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
+                                       s.budget_window_seconds)
+    return {"kinds": kinds_json(rt, await rt.store.kind_counts()),
+            "pools": {p.pool: pool_json(rt, p) for p in pools}}
+
+
+def kinds_json(rt: Runtime, counts: list[KindCount]) -> dict[str, Any]:
+    """Each declared kind (and any kind rows still carry): its pool, cap and rows by status."""
+    q = rt.settings.queue
+    out: dict[str, Any] = {}
+    for kind in q.kinds.values():
+        out[kind.name] = {"pool": kind.pool, "max_in_flight": kind.max_in_flight or None,
+                          **dict.fromkeys(_STATUSES, 0)}
+    for c in counts:
+        entry = out.setdefault(c.kind, {"pool": c.pool, "max_in_flight": None,
+                                        **dict.fromkeys(_STATUSES, 0)})
+        if c.status in _STATUSES:
+            entry[c.status] += c.n
+    return out
+
+
+def pool_json(rt: Runtime, state: PoolState) -> dict[str, Any]:
+    """One pool's limits and flow control as they stand."""
+    pool = rt.settings.queue.pools[state.pool]
+    return {
+        "kinds": [k.name for k in rt.settings.queue.kinds_of(pool.name)],
+        "max_in_flight": pool.max_in_flight,
+        "in_flight": state.in_flight,
+        "in_flight_limit": state.in_flight_limit,
+        "hold_until": state.hold_until.isoformat() if state.hold_until else None,
+        "circuit": state.circuit_state,
+        "refusals": {"rate_limited": state.refusals_rate_limited,
+                     "overloaded": state.refusals_overloaded},
+        "tokens_in_window": state.tokens_in_window if pool.budget_declared else None,
+        "requests_in_window": state.requests_in_window if pool.budget_declared else None,
+        "tokens_per_minute": pool.tokens_per_minute or None,
+        "requests_per_minute": pool.requests_per_minute or None,
+    }
+
+
+_STATUSES = ("pending", "processing", "completed", "failed", "cancelled", "expired")
 
 
 def alert_json(a: OpenAlert) -> dict[str, Any]:

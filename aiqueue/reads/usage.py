@@ -9,7 +9,7 @@ from aiqueue.errors import Invalid
 from aiqueue.models import UsageRow
 from aiqueue.runtime import Runtime
 
-GROUPINGS = ("day", "assignment", "group", "model", "lane")
+GROUPINGS = ("day", "assignment", "group", "model", "kind", "pool", "lane")
 MAX_DAYS = 366
 
 

@@ -64,10 +64,12 @@ async def queue_list(request: Request) -> Response:
     if assignment is not None:
         assignment = parse.parse_assignment_id(assignment)  # a NUL would be a 503
     group = parse.parse_group(request.query_params.get("group") or None)
+    kind = request.query_params.get("kind") or None
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
     rows, total = await list_rows(
-        rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group
+        rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group,
+        kind=parse.parse_kind(kind) if kind else None,
     )
     return JSONResponse({"items": [r.to_json() for r in rows], "total": total},
                         background=BackgroundTask(loop.after_read, rt))

@@ -31,6 +31,7 @@ from aiqueue.reads import monitor, usage
 from aiqueue.reads.stats import stats_json
 from aiqueue.records import replay, retention
 from aiqueue.runtime import Runtime
+from aiqueue.settings import Settings
 from aiqueue.web import chart, costs, deliveries, gate, views
 from aiqueue.web.auth import Session, check_csrf, read_form, safe_next
 from aiqueue.web.state import runtime
@@ -51,6 +52,7 @@ class Filters:
     assignment_id: str | None
     limit: int
     group: str | None = None
+    kind: str | None = None
 
     @classmethod
     def parse(cls, request: Request) -> Filters:
@@ -66,11 +68,12 @@ class Filters:
             assignment_id=parse.parse_assignment_id(raw_assignment) if raw_assignment else None,
             limit=int(limit_raw),
             group=parse.parse_group(raw_group) if raw_group else None,
+            kind=parse.parse_kind(q.get("kind")) if q.get("kind") else None,
         )
 
     def params(self) -> dict[str, str | None]:
         return {"status": self.status, "assignment_id": self.assignment_id,
-                "group": self.group,
+                "group": self.group, "kind": self.kind,
                 "limit": str(self.limit) if self.limit != PAGE_SIZE else None}
 
 
@@ -84,20 +87,28 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
         stats_json(rt),
         monitor.control(rt),
         monitor.page_rows(rt, status=f.status, assignment_id=f.assignment_id, limit=f.limit,
-                          after=after, before=None if after else before, group=f.group),
+                          after=after, before=None if after else before, group=f.group,
+                          kind=f.kind),
     )
     now = datetime.now(UTC)
     here = views.page_url(PATH, {**f.params(), "after": q.get("after"), "before": q.get("before")})
     return {
         "header": views.header(stats, now, paused_by=control.paused_by,
                                paused_at=control.paused_at),
-        "rows": [views.table_row(r, now, s.max_attempts) for r in rows],
+        "rows": [views.table_row(r, now, _attempts(s, r.kind)) for r in rows],
+        "pools": views.pool_rows(stats, now),
         "paging": views.paging(PATH, f.params(), rows, has_newer=has_newer,
                                has_older=has_older),
         "filters": f,
         "csrf": session.csrf,
         "back": here,
     }
+
+
+def _attempts(s: Settings, kind: str) -> int:
+    """The attempts a row of `kind` may use (its own, else QUEUE_MAX_ATTEMPTS)."""
+    declared = s.queue.kinds.get(kind)
+    return (declared.max_attempts if declared else None) or s.max_attempts
 
 
 async def _chart_context(rt: Runtime) -> dict[str, Any]:
@@ -135,6 +146,7 @@ async def page(request: Request, session: Session) -> Response:
     return render("ai_queue.html", **live, live_html=live_html, etag=etag,
                   chart_html=chart_html, chart_etag=chart_etag, user=session.user,
                   statuses=STATUSES, assignments=assignments, fragment_url=fragment_url,
+                  kinds=sorted(rt.settings.queue.kinds),
                   poll_ms=POLL_MS, chart_poll_ms=CHART_POLL_MS, notice=notice,
                   kept=retention.periods(rt.settings))
 

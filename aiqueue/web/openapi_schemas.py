@@ -44,6 +44,8 @@ SHORT_TEXT: Schema = {"type": "string", "minLength": 1, "maxLength": 200, "patte
 ANY_OBJECT: Schema = {"type": "object", "additionalProperties": True}
 STATUS: Schema = {"type": "string", "enum": list(STATUSES)}
 REVIEW: Schema = {"type": "string", "enum": ["unreviewed", "accepted", "reverted"]}
+# A task kind or a pool (CONTRACT §9b), as aiqueue.toml names them.
+KIND_NAME: Schema = {"type": "string", "pattern": "^[a-z0-9_-]{1,32}$"}
 PROGRESS_ITEM: Schema = obj({}, {"current": nullable({"type": "number"}),
                                  "total": nullable({"type": "number"}),
                                  "message": nullable({"type": "string"})})
@@ -106,7 +108,7 @@ WEBHOOK_ITEM["then"] = {"required": ["result"]}
 SCHEMAS: dict[str, Schema] = {
     "Error": {**obj({"error": {"type": "string"}, "detail": {"type": "string"}},
                     description="Every JSON error; some add fields (invalid_ids, unknown_ids, "
-                                "expected, found)."), "additionalProperties": True},
+                                "expected, found, kinds)."), "additionalProperties": True},
     "EnqueueRequest": obj(
         {"assignment_id": SHORT_TEXT,
          "submission_ids": {"type": "array", "items": UUID_, "minItems": 1, "maxItems": MAX_IDS}},
@@ -115,6 +117,9 @@ SCHEMAS: dict[str, Schema] = {
                               "function unchanged"}),
          "group": nullable(SHORT_TEXT),
          "remark": nullable({"type": "boolean"}),
+         "kind": nullable({**KIND_NAME, "description": "what the rows ask for, which names "
+                           "their function and pool (aiqueue.toml); default `mark`; a kind "
+                           "not declared is refused with 422 `unknown_kind`"}),
          "lane": nullable({"type": "string", "enum": ["live", "batch"],
                            "description": "batch: the provider's batch API at batch prices, "
                            "by `deadline` (needs a pool with a batch API)"}),
@@ -135,7 +140,8 @@ SCHEMAS: dict[str, Schema] = {
                      "group": {"type": "string"}, "status": STATUS, "attempts": COUNT,
                      "last_error": nullable({"type": "string"}), "created_at": TIME,
                      "updated_at": TIME},
-                    {"not_before": nullable({**TIME, "description": "not due before (§9d)"}),
+                    {"kind": KIND_NAME, "pool": KIND_NAME,
+                     "not_before": nullable({**TIME, "description": "not due before (§9d)"}),
                      "expires_at": nullable({**TIME, "description":
                                              "expires if not dispatched by then"})}),
     "QueuePage": obj({"items": {"type": "array", "items": ref("QueueRow")}, "total": COUNT}),
@@ -150,8 +156,24 @@ SCHEMAS: dict[str, Schema] = {
          "max_in_flight": COUNT, "paused": {"type": "boolean"},
          "circuit": obj({}, {"state": {"type": "string", "enum": ["open", "half_open", "closed"]},
                              "consecutive_failures": COUNT, "next_probe_at": nullable(TIME)}),
-         "busy_until": nullable(TIME)},
+         "busy_until": nullable(TIME),
+         "kinds": {"type": "object", "additionalProperties": ref("KindStats"),
+                   "description": "rows by task kind (CONTRACT §9b)"},
+         "pools": {"type": "object", "additionalProperties": ref("PoolStats"),
+                   "description": "each pool's limits and flow control; the top-level flow "
+                                  "fields are the `default` pool's"}},
     ),
+    "KindStats": obj({"pool": KIND_NAME, "max_in_flight": nullable(COUNT), "pending": COUNT,
+                      "processing": COUNT, "completed": COUNT, "failed": COUNT,
+                      "cancelled": COUNT}, {"expired": COUNT}),
+    "PoolStats": obj({"kinds": {"type": "array", "items": KIND_NAME}, "max_in_flight": COUNT,
+                      "in_flight": COUNT, "in_flight_limit": {"type": "integer", "minimum": 0},
+                      "hold_until": nullable(TIME),
+                      "circuit": {"type": "string", "enum": ["open", "half_open", "closed"]},
+                      "refusals": obj({"rate_limited": COUNT, "overloaded": COUNT}),
+                      "tokens_in_window": nullable(COUNT), "requests_in_window": nullable(COUNT),
+                      "tokens_per_minute": nullable(COUNT),
+                      "requests_per_minute": nullable(COUNT)}),
     "RetryAnswer": obj({"queue_id": UUID_, "status": {"const": "pending"}}),
     "SubmissionStatus": obj(
         {"status": STATUS, "attempts": COUNT, "queue_position": nullable(COUNT),
@@ -186,8 +208,8 @@ SCHEMAS: dict[str, Schema] = {
                         "total": ref("UsageTotal")},
                        {"since": {"type": "string", "format": "date"},
                         "until": {"type": "string", "format": "date"},
-                        "by": {"type": "string",
-                               "enum": ["day", "assignment", "group", "model", "lane"]}}),
+                        "by": {"type": "string", "enum": ["day", "assignment", "group", "model",
+                                                          "kind", "pool", "lane"]}}),
     "MarkingEvent": obj(
         {"queue_id": UUID_, "submission_id": UUID_, "status": STATUS},
         {"result": {**ANY_OBJECT, "description": "completed: the result's summary fields"},

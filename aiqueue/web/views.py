@@ -209,6 +209,7 @@ class TableRow:
     submission_id: str
     assignment_id: str
     group: str
+    kind: str
     status: str
     attempts: str
     age: str
@@ -237,6 +238,7 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         submission_id=str(row.submission_id),
         assignment_id=row.assignment_id,
         group=row.group_key,
+        kind=row.kind,
         status=row.status,
         attempts=f"{row.attempts}/{max_attempts}",
         age=fmt_age((now - row.created_at).total_seconds()),
@@ -246,6 +248,36 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         can_cancel=row.status == "pending",
         scheduled=fmt_scheduled(row.scheduled_for(now)),
     )
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """One pool as the page's pools card prints it (CONTRACT §9b)."""
+
+    pool: str
+    kinds: str
+    in_flight: str
+    hold: str
+    circuit: str
+    refusals: int
+
+
+def pool_rows(stats: Mapping[str, Any], now: datetime) -> list[PoolRow]:
+    """The stats' pools, formatted; none while there is only the default pool."""
+    pools = stats.get("pools") or {}
+    if len(pools) <= 1:
+        return []
+    return [PoolRow(
+        pool=name, kinds=", ".join(p["kinds"]) or "—",
+        in_flight=f"{p['in_flight']} / {fmt_limit(p['in_flight_limit'], p['max_in_flight'])}",
+        hold=_hold(p["hold_until"], now), circuit=p["circuit"],
+        refusals=p["refusals"]["rate_limited"] + p["refusals"]["overloaded"],
+    ) for name, p in sorted(pools.items())]
+
+
+def _hold(hold_until: str | None, now: datetime) -> str:
+    until = _parse_time(hold_until)
+    return f"until {fmt_time(until)}" if until is not None and until > now else "—"
 
 
 def fmt_scheduled(at: datetime | None) -> str:

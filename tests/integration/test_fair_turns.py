@@ -210,7 +210,7 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     await conn.execute("ANALYZE ai_marking_queue")
     for pattern in (r"SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED",
                     r"SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2"):
-        text = await plan_in_function(conn, "aiqueue_claim", pattern)
+        text = await plan_in_function(conn, "aiqueue_claim", pattern, claimable="ARRAY['mark']")
         assert "ai_marking_queue_claim_idx" in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text
 

@@ -688,9 +688,11 @@ async def test_page_queries_use_indexes_on_a_large_table(db_url: str, conn: asyn
     cursor = (await conn.fetchval("SELECT now() - interval '3 days'"), uuid.uuid4())
     plans = {
         "monitor_throughput": (sql["monitor_throughput"], 86400.0, 300.0),
-        "list_rows(failed, deep)": (sql["list_rows"], "failed", None, *cursor, 51, 0, None),
-        "list_rows(all, deep)": (sql["list_rows"], None, None, *cursor, 51, 0, None),
-        "monitor_rows_newer": (sql["monitor_rows_newer"], "failed", None, *cursor, 51, None),
+        "list_rows(failed, deep)": (sql["list_rows"], "failed", None, *cursor, 51, 0, None,
+                                    None),
+        "list_rows(all, deep)": (sql["list_rows"], None, None, *cursor, 51, 0, None, None),
+        "monitor_rows_newer": (sql["monitor_rows_newer"], "failed", None, *cursor, 51, None,
+                               None),
         "monitor_assignments": (sql["monitor_assignments"], 500),
     }
     for name, (statement, *args) in plans.items():

@@ -419,8 +419,10 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
+    # `claimable`: the kinds with room (aiqueue 0016), here the one default kind.
     text = await plan_in_function(conn, "aiqueue_claim",
-                                  r"SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED")
+                                  r"SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED",
+                                  claimable="ARRAY['mark']")
     assert "ai_marking_queue_claim_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
 
@@ -455,7 +457,7 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
         "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, lease_at) "
         f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
-    text = await plan_in_function(conn, function, pattern, cap="1")
+    text = await plan_in_function(conn, function, pattern, cap="1", claimable="ARRAY['mark']")
     assert index in text
     assert "Seq Scan" not in text
 

@@ -41,7 +41,7 @@ class FakeStore:
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False) -> int:
+                            ask: bool = False, attempts: str | None = None) -> int:
         self.calls.append(("recover_stuck", (stuck_after, max_attempts)))
         self.recovery = {"heartbeat": heartbeat, "bound": bound, "ask": ask}
         return self.recovered
@@ -79,28 +79,29 @@ class FakeStore:
         return []
 
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET) -> Job | None:
+                    budget: Budget = NO_BUDGET, plan: str | None = None) -> Job | None:
         self.calls.append(("claim", (cap, breaker_threshold, budget)))
         if not self.jobs:
             return None
         return replace(self.jobs.pop(0), more=self.claimable_after)
 
-    async def can_claim(self, cap: int, breaker_threshold: int) -> bool:
+    async def can_claim(self, cap: int, breaker_threshold: int,
+                        plan: str | None = None) -> bool:
         self.calls.append(("can_claim", (cap, breaker_threshold)))
         return self.claimable_after
 
-    async def dispatch_accepted(self) -> None:
+    async def dispatch_accepted(self, pool: str = "default") -> None:
         self.calls.append(("dispatch_accepted", ()))
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int) -> Status | None:
+                      give_up: float, cap: int, plan: str | None = None) -> Status | None:
         kw = {"kind": kind, "delay": delay, "give_up": give_up, "cap": cap}
         self.calls.append(("refused", (queue_id, dispatch_seq, kw)))
         return "pending"
 
     async def attempt_failed(
         self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
-        max_attempts: int, error: str, outcome: str,
+        max_attempts: int, error: str, outcome: str, attempts: str | None = None,
     ) -> Status | None:
         kw = {"delay": delay, "retryable": retryable, "max_attempts": max_attempts,
               "error": error, "outcome": outcome}
@@ -116,21 +117,22 @@ class FakeStore:
         if self.ref_fails:
             raise StoreError("the database went away")
 
-    async def breaker_failure(self, threshold: int, cooldown: float) -> int:
+    async def breaker_failure(self, threshold: int, cooldown: float,
+                              pool: str = "default") -> int:
         self.failures += 1
         self.calls.append(("breaker_failure", (threshold, cooldown)))
         return self.failures
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET,
+        cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
     ) -> bool:
         self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
         return True
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET,
+        breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
     ) -> tuple[bool, Job | None]:
         self.calls.append(("settle", (queue_id, dispatch_seq, result, usage)))
         if self.settle_fails:

@@ -130,11 +130,18 @@ class ReadOnlyStore:
         assert (cap, window_seconds) == (8, 60.0)
         return snap().flow
 
+    async def pool_states(self, plan: str, threshold: int, window: float) -> list[object]:
+        return []  # the snapshot above has no per-pool lines
+
+    async def kind_counts(self) -> list[object]:
+        return []
+
 
 async def test_a_scrape_reads_the_store_then_writes_fresh_text():
     rt = SimpleNamespace(store=ReadOnlyStore(), clock=lambda: None,
                          settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8,
-                                                  budget_window_seconds=60.0))
+                                                  budget_window_seconds=60.0,
+                                                  queue=SimpleNamespace(plan="{}")))
     first, second = await exposition(rt), await exposition(rt)  # type: ignore[arg-type]
     assert first == second  # a fresh registry per scrape: nothing accumulates
     assert first.decode() == scrape(snap())

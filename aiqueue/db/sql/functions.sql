@@ -10,15 +10,140 @@
 -- prepared-statement cache (transaction poolers forbid one), plpgsql is what
 -- lets the server cache their plans per backend instead of planning each call.
 
+-- == Pools and kinds (aiqueue 0019, CONTRACT §9b) ================================
+--
+-- A kind names what a row asks for and which function does it; a pool is one
+-- model key with its own limits (L, the hold, the budgets, the breaker, turns).
+-- What the claim needs of aiqueue.toml travels with each call as a jsonb
+-- `plan` (aiqueue/config.py, QueueConfig.plan):
+--   {"pools": [{"name", "cap", "tpm", "rpm"}], "kinds": [{"name", "pool", "cap"}]}
+-- Sent, not stored: the file is the one place it is declared, and an instance
+-- routes by the file it was started with.  Without a plan a call means what it
+-- meant before pools: one pool 'default' with the cap (and budget) passed, and
+-- one kind 'mark' with no cap of its own.
+CREATE OR REPLACE FUNCTION aiqueue_default_plan(cap integer, tpm integer, rpm integer)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object(
+        'pools', jsonb_build_array(jsonb_build_object('name', 'default', 'cap', cap,
+                                                      'tpm', tpm, 'rpm', rpm)),
+        'kinds', jsonb_build_array(jsonb_build_object('name', 'mark', 'pool', 'default',
+                                                      'cap', 0)))
+$$;
+
+-- Why the plan's readers below are plpgsql, not SQL functions: an SQL function
+-- that can't be inlined (a set-returning call in FROM) is planned again on every
+-- call (before PostgreSQL 18), 50-100 us each, several times per claim;
+-- plpgsql caches its statements' plans per backend.
+
+-- One pool of the plan (NULLs when the plan does not name it).
+CREATE OR REPLACE FUNCTION aiqueue_plan_pool(plan jsonb, p_pool text,
+                                             OUT name text, OUT cap integer,
+                                             OUT tpm integer, OUT rpm integer)
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    SELECT x.name, x.cap, coalesce(x.tpm, 0), coalesce(x.rpm, 0) INTO name, cap, tpm, rpm
+    FROM jsonb_to_recordset(plan -> 'pools') AS x (name text, cap integer, tpm integer,
+                                                   rpm integer)
+    WHERE x.name = p_pool;
+END
+$$;
+
+-- Whether any pool of the plan declares a budget.
+CREATE OR REPLACE FUNCTION aiqueue_plan_budgeted(plan jsonb) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT bool_or(coalesce(x.tpm, 0) > 0 OR coalesce(x.rpm, 0) > 0)
+                     FROM jsonb_to_recordset(plan -> 'pools') AS x (tpm integer, rpm integer)),
+                    false);
+END
+$$;
+
+-- A pool's control row.  `make`: add it when missing; only the claim does, under
+-- its advisory lock, so two instances never race for an id.  A new pool starts
+-- paused when the queue is (pause is queue-wide: set_paused writes every row).
+-- Without `make`, a missing pool reads as a fresh one.
+CREATE OR REPLACE FUNCTION aiqueue_pool_control(p_pool text, make boolean DEFAULT false)
+RETURNS ai_queue_control LANGUAGE plpgsql AS $$
+DECLARE
+    ctl ai_queue_control%ROWTYPE;
+BEGIN
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.pool = p_pool;
+    IF FOUND THEN
+        RETURN ctl;
+    END IF;
+    IF make THEN
+        INSERT INTO ai_queue_control (id, pool, paused, paused_by, paused_at)
+        SELECT (SELECT max(m.id) + 1 FROM ai_queue_control m), p_pool,
+               c.paused, c.paused_by, c.paused_at
+        FROM ai_queue_control c WHERE c.id = 1
+        RETURNING * INTO ctl;
+        RETURN ctl;
+    END IF;
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
+    ctl.pool := p_pool;
+    ctl.consecutive_failures := 0;
+    ctl.circuit_open_until := NULL;
+    ctl.busy_until := NULL;
+    ctl.in_flight_limit := NULL;
+    ctl.limit_clean := 0;
+    ctl.limit_cut_at := NULL;
+    ctl.refusals_rate_limited := 0;
+    ctl.refusals_overloaded := 0;
+    RETURN ctl;
+END
+$$;
+
+-- Rows holding a slot of one pool, counted only as far as the gate needs (see
+-- aiqueue_in_flight), on ai_marking_queue_pool_lease_idx.
+CREATE OR REPLACE FUNCTION aiqueue_pool_in_flight(p_pool text, cap integer) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT count(*) INTO n FROM (
+        SELECT 1 FROM ai_marking_queue p WHERE p.pool = p_pool AND p.lease_at IS NOT NULL
+        ORDER BY p.kind, p.lease_at LIMIT greatest(cap, 1)) leased;
+    RETURN n;
+END
+$$;
+
+-- The same for one kind of a pool, up to the kind's cap.
+CREATE OR REPLACE FUNCTION aiqueue_kind_in_flight(p_pool text, p_kind text, cap integer)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT count(*) INTO n FROM (
+        SELECT 1 FROM ai_marking_queue p
+        WHERE p.pool = p_pool AND p.kind = p_kind AND p.lease_at IS NOT NULL
+        ORDER BY p.lease_at LIMIT greatest(cap, 1)) leased;
+    RETURN n;
+END
+$$;
+
+-- The kinds of one pool that are under their own cap (0: none of their own).
+CREATE OR REPLACE FUNCTION aiqueue_pool_kinds_with_room(plan jsonb, p_pool text)
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT array_agg(k.name)
+            FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, pool text, cap integer)
+            WHERE k.pool = p_pool
+              AND (coalesce(k.cap, 0) = 0
+                   OR aiqueue_kind_in_flight(p_pool, k.name, k.cap) < k.cap));
+END
+$$;
+
 -- == Flow control for a shared paid model (aiqueue 0010, CONTRACT §8a) ==
 --
--- The learned in-flight limit L lives on the control row (NULL: at the
+-- The learned in-flight limit L lives on each pool's control row (NULL: at the
 -- ceiling).  Its rule is written here once, as two pure functions, and
 -- aiqueue/flow.py holds the same rule in Python as the documented spec;
 -- tests/integration/test_flow.py runs one table of cases through both.
 --
--- The ceiling: QUEUE_MAX_IN_FLIGHT, or 64 when that is 0 (unlimited).  With
--- the cap at 0 the queue stays unlimited until the model first refuses; L then
+-- The ceiling: the pool's max_in_flight (QUEUE_MAX_IN_FLIGHT for the default
+-- pool), or 64 when that is 0 (unlimited).  With the cap at 0 the pool stays
+-- unlimited until the model first refuses; L then
+
 -- lives in 1..64 and becomes unlimited again once it climbs back to 64.
 CREATE OR REPLACE FUNCTION aiqueue_flow_ceiling(cap integer) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$
@@ -55,24 +180,29 @@ LANGUAGE sql IMMUTABLE AS $$
            CASE WHEN lim IS NULL OR clean + 1 >= lim THEN 0 ELSE clean + 1 END
 $$;
 
--- A result arrived (no refusal): raise L, and (`budgeted`: a budget is
--- declared) put the result's reported usage in place of the claim's estimate
--- in the budget window.  The common case (L at the ceiling, no budget) costs
--- one index read and writes nothing: this runs once per job.
+-- A result arrived (no refusal): raise its pool's L, and (`budgeted`: a budget
+-- is declared) put the result's reported usage in place of the claim's
+-- estimate in the budget window.  The common case (every L at its ceiling, no
+-- budget) costs one read of the control rows and writes nothing: this runs
+-- once per job.  `cap`: the default pool's, for a call without a plan.
+DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, integer, boolean);
 CREATE OR REPLACE FUNCTION aiqueue_flow_result(p_queue_id uuid, p_dispatch_seq integer,
-                                               p_usage jsonb, cap integer, budgeted boolean)
+                                               p_usage jsonb, cap integer, budgeted boolean,
+                                               plan jsonb DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT budgeted AND NOT EXISTS (SELECT 1 FROM ai_queue_control c
-                                    WHERE c.id = 1 AND c.in_flight_limit IS NOT NULL) THEN
+                                    WHERE c.in_flight_limit IS NOT NULL) THEN
         RETURN true;
     END IF;
     UPDATE ai_queue_control c
     SET (in_flight_limit, limit_clean) = (
         SELECT r.new_limit, r.new_clean
-        FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(cap)),
-                                       c.limit_clean, aiqueue_flow_ceiling(cap)) r)
-    WHERE c.id = 1 AND c.in_flight_limit IS NOT NULL;
+        FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
+                                       c.limit_clean, aiqueue_flow_ceiling(t.cap)) r)
+    FROM (SELECT q.pool, coalesce((aiqueue_plan_pool(plan, q.pool)).cap, cap) AS cap
+          FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) t
+    WHERE c.pool = t.pool AND c.in_flight_limit IS NOT NULL;
     IF NOT budgeted THEN
         RETURN true;
     END IF;
@@ -87,36 +217,41 @@ BEGIN
 END
 $$;
 
--- A row's estimated tokens: what the latest rows of its assignment used (the
--- mean of the last 20 reported), else of any assignment, else 1000.
-CREATE OR REPLACE FUNCTION aiqueue_budget_estimate(p_assignment_id text) RETURNS bigint
-LANGUAGE sql STABLE AS $$
+-- A row's estimated tokens: what the latest rows of its assignment used in its
+-- pool (the mean of the last 20 reported), else of any assignment of the pool,
+-- else 1000.
+DROP FUNCTION IF EXISTS aiqueue_budget_estimate(text);
+CREATE OR REPLACE FUNCTION aiqueue_budget_estimate(p_assignment_id text,
+                                                   p_pool text DEFAULT 'default')
+RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce(
         (SELECT round(avg(x.tokens))::bigint FROM (
              SELECT b.tokens FROM ai_marking_budget b
-             WHERE b.actual AND b.assignment_id = p_assignment_id
+             WHERE b.actual AND b.assignment_id = p_assignment_id AND b.pool = p_pool
              ORDER BY b.at DESC LIMIT 20) x),
         (SELECT round(avg(x.tokens))::bigint FROM (
              SELECT b.tokens FROM ai_marking_budget b
-             WHERE b.actual ORDER BY b.at DESC LIMIT 20) x),
+             WHERE b.actual AND b.pool = p_pool ORDER BY b.at DESC LIMIT 20) x),
         1000)
 $$;
 
--- When the budget window has room for `est` more tokens and one more request:
--- now() or earlier when it has, else the moment enough of its entries age out.
--- The window holds at most rate × W / 60 over any W seconds (CONTRACT §8a).  A
--- row larger than the whole budget waits for an empty window, not forever.
--- Entries are walked newest first: the first one whose running sum (with est)
--- no longer fits is the newest that must leave, at its time + W.
+-- When a pool's budget window has room for `est` more tokens and one more
+-- request: now() or earlier when it has, else the moment enough of its entries
+-- age out.  The window holds at most rate × W / 60 over any W seconds
+-- (CONTRACT §8a).  A row larger than the whole budget waits for an empty
+-- window, not forever.  Entries are walked newest first: the first one whose
+-- running sum (with est) no longer fits is the newest that must leave, at its
+-- time + W.
+DROP FUNCTION IF EXISTS aiqueue_budget_opens_at(integer, integer, float8, bigint);
 CREATE OR REPLACE FUNCTION aiqueue_budget_opens_at(tpm integer, rpm integer, budget_window float8,
-                                                   est bigint)
+                                                   est bigint, p_pool text DEFAULT 'default')
 RETURNS timestamptz LANGUAGE sql STABLE AS $$
     WITH w AS (
         SELECT b.at,
                sum(b.tokens) OVER newest AS tokens,
                count(*) OVER newest AS requests
         FROM ai_marking_budget b
-        WHERE b.at > now() - make_interval(secs => budget_window)
+        WHERE b.pool = p_pool AND b.at > now() - make_interval(secs => budget_window)
         WINDOW newest AS (ORDER BY b.at DESC, b.queue_id, b.dispatch_seq)
     )
     SELECT coalesce(max(w.at), '-infinity') + make_interval(secs => budget_window)
@@ -126,24 +261,29 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $$
        OR (rpm > 0 AND w.requests + 1 > greatest(floor(rpm * budget_window / 60), 1))
 $$;
 
--- What the budget window holds now (stats, /ai-queue).
-CREATE OR REPLACE FUNCTION aiqueue_budget_use(budget_window float8,
+-- What a pool's budget window holds now (stats, /ai-queue).
+DROP FUNCTION IF EXISTS aiqueue_budget_use(float8);
+CREATE OR REPLACE FUNCTION aiqueue_budget_use(budget_window float8, p_pool text DEFAULT 'default',
                                               OUT tokens bigint, OUT requests bigint)
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(sum(b.tokens), 0)::bigint, count(*)
-    FROM ai_marking_budget b WHERE b.at > now() - make_interval(secs => budget_window)
+    FROM ai_marking_budget b
+    WHERE b.pool = p_pool AND b.at > now() - make_interval(secs => budget_window)
 $$;
 
 -- A refusal (a `rate_limited`/`overloaded` item, or a dispatch answered
 -- 429/503) of a row's current dispatch: the row goes back to pending without
--- using an attempt, due after `delay`; every dispatch of the queue is held as
--- long (busy_until); L is cut once per burst; the refused call used none of the
--- budget's tokens (it still counts as a request).  A row first refused more
--- than `give_up` seconds ago ends failed with last_error = rate_limited.  The
--- row's new status, or NULL when that dispatch is no longer its current one.
+-- using an attempt, due after `delay`; every dispatch of the row's pool — and
+-- of no other pool — is held as long (busy_until); the pool's L is cut once per
+-- burst; the refused call used none of the budget's tokens (it still counts as
+-- a request).  A row first refused more than `give_up` seconds ago ends failed
+-- with last_error = rate_limited.  The row's new status, or NULL when that
+-- dispatch is no longer its current one.  `cap`: the default pool's, for a
+-- call without a plan.
+DROP FUNCTION IF EXISTS aiqueue_flow_refused(uuid, integer, text, float8, float8, integer);
 CREATE OR REPLACE FUNCTION aiqueue_flow_refused(p_queue_id uuid, p_dispatch_seq integer,
                                                 p_kind text, delay float8, give_up float8,
-                                                cap integer)
+                                                cap integer, plan jsonb DEFAULT NULL)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     r ai_marking_queue%ROWTYPE;
@@ -163,21 +303,22 @@ BEGIN
           AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
         RETURN NULL;
     END IF;
-    -- The control row's lock orders concurrent refusals: the second of a burst
-    -- sees the first one's cut.
-    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1 FOR UPDATE;
+    cap := coalesce((aiqueue_plan_pool(plan, r.pool)).cap, cap);
+    -- The pool's control row lock orders concurrent refusals: the second of a
+    -- burst sees the first one's cut.  (The claim that dispatched the row made it.)
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.pool = r.pool FOR UPDATE;
     same_burst := ctl.limit_cut_at IS NOT NULL AND r.started_at < ctl.limit_cut_at;
     UPDATE ai_queue_control c
     SET in_flight_limit = aiqueue_flow_after_refusal(
             c.in_flight_limit, aiqueue_flow_ceiling(cap),
-            aiqueue_in_flight(aiqueue_flow_ceiling(cap)), same_burst),
+            aiqueue_pool_in_flight(r.pool, aiqueue_flow_ceiling(cap)), same_burst),
         limit_clean = CASE WHEN same_burst THEN c.limit_clean ELSE 0 END,
         limit_cut_at = CASE WHEN same_burst THEN c.limit_cut_at ELSE now() END,
         busy_until = greatest(coalesce(c.busy_until, now()),
                               now() + make_interval(secs => delay)),
         refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,
         refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int
-    WHERE c.id = 1;
+    WHERE c.pool = r.pool;
     gone := r.refused_since IS NOT NULL
             AND r.refused_since < now() - make_interval(secs => give_up);
     outcome := CASE WHEN gone THEN 'failed' ELSE 'pending' END;
@@ -254,31 +395,113 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION aiqueue_gate_open(cap integer, breaker_threshold integer)
-RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DROP FUNCTION IF EXISTS aiqueue_gate_open(integer, integer);
+
+-- Which kinds may have a row dispatched now: the gate of pools and kinds,
+-- written once (the claim, its `more`, can_claim).  A pool counts when its gate
+-- is open (aiqueue_gate: pause, its hold, its L, its breaker), and then each of
+-- its kinds under its own cap.  With `budgets`, a pool with a declared budget
+-- counts only when its window has room for its first due row's estimate
+-- (`ests`: that estimate per pool, which the claim writes to the window).
+-- `make`: add missing control rows (the claim, under its lock).
+CREATE OR REPLACE FUNCTION aiqueue_room(plan jsonb, breaker_threshold integer,
+                                        budget_window float8, budgets boolean, make boolean,
+                                        OUT kinds text[], OUT ests jsonb)
+LANGUAGE plpgsql AS $$
 DECLARE
+    p record;
     ctl ai_queue_control%ROWTYPE;
-    in_flight bigint;
+    pcap integer;
+    open_kinds text[];
+    est bigint;
 BEGIN
-    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
-    cap := aiqueue_flow_cap(ctl, cap);  -- the learned limit L (aiqueue 0010)
-    in_flight := aiqueue_in_flight(cap);
-    RETURN aiqueue_gate(ctl, in_flight, cap, breaker_threshold);
+    kinds := '{}';
+    ests := '{}';
+    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm
+             FROM jsonb_to_recordset(plan -> 'pools')
+                  AS x (name text, cap integer, tpm integer, rpm integer) LOOP
+        ctl := aiqueue_pool_control(p.name, make);
+        pcap := aiqueue_flow_cap(ctl, p.cap);
+        CONTINUE WHEN NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
+                                       breaker_threshold);
+        open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
+        CONTINUE WHEN open_kinds IS NULL;
+        IF budgets AND (p.tpm > 0 OR p.rpm > 0) THEN
+            est := aiqueue_budget_estimate((
+                SELECT o.assignment_id FROM ai_marking_queue o
+                WHERE o.status = 'pending' AND o.run_after <= now() AND o.kind = ANY (open_kinds)
+                ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1), p.name);
+            CONTINUE WHEN aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window, est, p.name)
+                          > now();
+            ests := ests || jsonb_build_object(p.name, est);
+        END IF;
+        kinds := kinds || open_kinds;
+    END LOOP;
+END
+$$;
+
+-- When a claim could next find room by time alone (the ticker's sleep): per
+-- pool, the later of its gate's opening (a hold or the breaker's cool-down
+-- ending; NULL while paused, full or a half-open probe is out), its budget
+-- window's, and the first run_after of its kinds with room; the earliest
+-- over all pools.  NULL: nothing opens by waiting.
+CREATE OR REPLACE FUNCTION aiqueue_claim_opens_at(plan jsonb, breaker_threshold integer,
+                                                  budget_window float8)
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    p record;
+    ctl ai_queue_control%ROWTYPE;
+    pcap integer;
+    open_kinds text[];
+    at timestamptz;
+    due timestamptz;
+    best timestamptz;
+BEGIN
+    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm
+             FROM jsonb_to_recordset(plan -> 'pools')
+                  AS x (name text, cap integer, tpm integer, rpm integer) LOOP
+        ctl := aiqueue_pool_control(p.name);
+        pcap := aiqueue_flow_cap(ctl, p.cap);
+        at := aiqueue_gate_opens_at(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
+                                    breaker_threshold);
+        CONTINUE WHEN at IS NULL;
+        open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
+        CONTINUE WHEN open_kinds IS NULL;
+        SELECT min(q.run_after) INTO due FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.kind = ANY (open_kinds);
+        CONTINUE WHEN due IS NULL;
+        IF p.tpm > 0 OR p.rpm > 0 THEN
+            at := greatest(at, aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window,
+                aiqueue_budget_estimate((
+                    SELECT o.assignment_id FROM ai_marking_queue o
+                    WHERE o.status = 'pending' AND o.run_after <= now()
+                      AND o.kind = ANY (open_kinds)
+                    ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1), p.name), p.name));
+        END IF;
+        best := least(best, greatest(due, at));
+    END LOOP;
+    RETURN best;
 END
 $$;
 
 -- Claim exactly one due row.  The advisory lock serialises count-and-claim
--- across every instance until this transaction ends, so the in-flight cap
--- cannot be overshot; each statement below takes a fresh snapshot (READ
--- COMMITTED), so it sees what the previous lock holder committed.  `more` says
--- whether another row could be claimed right now (the caller chains on it);
--- `breaker_dirty` whether a successful dispatch must reset the breaker.
+-- across every instance until this transaction ends, so no pool's L and no
+-- kind's cap can be overshot (a cap counted outside this lock is exceeded
+-- under concurrency: pgqueuer#761); each statement below takes a fresh
+-- snapshot (READ COMMITTED), so it sees what the previous lock holder
+-- committed.  `more` says whether another row could be claimed right now (the
+-- caller chains on it); `breaker_dirty` whether a successful dispatch must
+-- reset the row's pool's breaker.
 --
--- Flow control (aiqueue 0010, CONTRACT §8a), in the same lock: the cap is the
--- learned limit L when one is set (aiqueue_flow_cap), and with a declared
--- budget (tpm/rpm > 0 over budget_window seconds) the first due row goes only
--- when the window has room for its estimated tokens; its window entry is
--- written in the same statement as the claim.
+-- Pools and kinds (aiqueue 0019, CONTRACT §9b): aiqueue_room names the kinds
+-- with room, and the one walk of the claim index in dispatch order takes the
+-- first due row of any of them: a kind at its cap or a held pool is stepped
+-- over, never waited for, so its backlog delays no other kind's row.
+-- Flow control (aiqueue 0010, CONTRACT §8a), in the same lock: a pool's cap is
+-- its learned limit L when one is set (aiqueue_flow_cap), and with a declared
+-- budget the pool's first due row goes only when the window has room for its
+-- estimated tokens; its window entry is written in the same statement as the
+-- claim.  cap/tpm/rpm: the default pool's, for a call without a plan.
 -- A pending row may still be dispatched (CONTRACT §9d): it has no expires_at,
 -- or that moment has not come.  The sweep (queries.sql: expire_rows) ends the
 -- others; until it has, the claim steps over them.
@@ -288,46 +511,46 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
 $$;
 
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
+                                       integer, float8);
 CREATE OR REPLACE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer,
                                          tpm integer DEFAULT 0, rpm integer DEFAULT 0,
-                                         budget_window float8 DEFAULT 60)
+                                         budget_window float8 DEFAULT 60,
+                                         plan jsonb DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
-               breaker_dirty boolean)
+               breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    in_flight bigint;
+    room record;
+    claimable text[];
+    got record;
     ctl ai_queue_control%ROWTYPE;
-    est bigint;  -- the row's estimated tokens; NULL: no budget declared
+    pcap integer;
+    kcap integer;
 BEGIN
     PERFORM pg_advisory_xact_lock(7301730173017301);
-    SELECT * INTO ctl FROM ai_queue_control c WHERE c.id = 1;
-    cap := aiqueue_flow_cap(ctl, cap);
-    in_flight := aiqueue_in_flight(cap);
-    IF NOT aiqueue_gate(ctl, in_flight, cap, breaker_threshold) THEN
+    plan := coalesce(plan, aiqueue_default_plan(cap, tpm, rpm));
+    SELECT * INTO room FROM aiqueue_room(plan, breaker_threshold, budget_window, true, true);
+    claimable := room.kinds;
+    IF cardinality(claimable) = 0 THEN
         RETURN;
     END IF;
-    IF tpm > 0 OR rpm > 0 THEN
-        est := aiqueue_budget_estimate((
-            SELECT o.assignment_id FROM ai_marking_queue o
-            WHERE o.status = 'pending' AND o.run_after <= now()
-            ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1));
-        IF aiqueue_budget_opens_at(tpm, rpm, budget_window, est) > now() THEN
-            RETURN;
-        END IF;
+    IF room.ests <> '{}'::jsonb THEN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
-    RETURN QUERY
     WITH next AS MATERIALIZED (
         -- Walks ai_marking_queue_claim_idx in dispatch order: priority, then
         -- turns between groups (aiqueue 0007), then enqueue order; rows waiting
-        -- out a backoff are stepped over, not waited for.  SKIP LOCKED steps over
-        -- rows a webhook or the recovery holds right now.
+        -- out a backoff and rows of kinds without room are stepped over, not
+        -- waited for.  SKIP LOCKED steps over rows a webhook or the recovery
+        -- holds right now.
         SELECT q.queue_id
         FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.run_after <= now()
+        WHERE q.status = 'pending' AND q.run_after <= now() AND q.kind = ANY (claimable)
           -- Never an expired row, even before the sweep has ended it (§9d).
           AND aiqueue_unexpired(q.expires_at)
         ORDER BY q.priority DESC, q.turn, q.seq
@@ -341,35 +564,64 @@ BEGIN
         FROM next
         WHERE q.queue_id = next.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-                  q.payload_id
+                  q.payload_id, q.kind, q.pool
     ),
     history AS (
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
         SELECT cl.queue_id, cl.dispatch_seq, cl.attempts FROM claimed cl
     ),
-    -- The budget window's entry (only while a budget is declared: est set).
+    -- The budget window's entry (only while the row's pool declares a budget).
     budget AS (
-        INSERT INTO ai_marking_budget (queue_id, dispatch_seq, assignment_id, tokens)
-        SELECT cl.queue_id, cl.dispatch_seq, cl.assignment_id, est FROM claimed cl
-        WHERE est IS NOT NULL
+        INSERT INTO ai_marking_budget (queue_id, dispatch_seq, assignment_id, tokens, pool)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.assignment_id, (room.ests ->> cl.pool)::bigint,
+               cl.pool
+        FROM claimed cl
+        WHERE room.ests ? cl.pool
     )
     SELECT cl.queue_id, cl.submission_id, cl.assignment_id, cl.attempts, cl.dispatch_seq,
            -- The enqueue's payload, stored once (migration 0014); none is '{}'.
-           coalesce(pl.payload, '{}'::jsonb)::text, s.content,
-           ctl.consecutive_failures < breaker_threshold
-               AND (cap = 0 OR in_flight + 1 < cap)
-               -- The first two due rows in dispatch order (this statement's
-               -- snapshot still sees the claimed one as pending).
-               AND EXISTS (SELECT 1 FROM (
-                       SELECT o.queue_id FROM ai_marking_queue o
-                       WHERE o.status = 'pending' AND o.run_after <= now()
-                         AND aiqueue_unexpired(o.expires_at)
-                       ORDER BY o.priority DESC, o.turn, o.seq
-                       LIMIT 2) due
-                   WHERE due.queue_id <> cl.queue_id),
-           ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
+           coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content, cl.kind, cl.pool
+    INTO got
     FROM claimed cl JOIN submissions s ON s.id = cl.submission_id
     LEFT JOIN ai_marking_payloads pl ON pl.id = cl.payload_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- After the claim (this transaction sees its own row as processing): which
+    -- kinds still have room, and whether one of them has a due row.  Only the
+    -- claimed row's pool and kind changed (the lock keeps every other pool as
+    -- aiqueue_room found it): its pool's gate, then its kind's cap.
+    ctl := aiqueue_pool_control(got.pool);
+    pcap := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, got.pool)).cap);
+    kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
+             WHERE k.name = got.kind);
+    IF NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(got.pool, pcap), pcap, breaker_threshold)
+    THEN
+        claimable := ARRAY(SELECT c FROM unnest(claimable) c
+                           WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
+                                                AS k (name text, pool text)
+                                           WHERE k.pool = got.pool));
+    ELSIF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(got.pool, got.kind, kcap) >= kcap THEN
+        claimable := array_remove(claimable, got.kind);
+    END IF;
+    -- No kind with room: no walk (it would step over every pending row).
+    more := cardinality(claimable) > 0;
+    IF more THEN
+        -- The first two due rows in dispatch order, one of them not the claimed one.
+        more := EXISTS (SELECT 1 FROM (
+                            SELECT o.queue_id FROM ai_marking_queue o
+                            WHERE o.status = 'pending' AND o.run_after <= now()
+                              AND o.kind = ANY (claimable)
+                              AND aiqueue_unexpired(o.expires_at)
+                            ORDER BY o.priority DESC, o.turn, o.seq
+                            LIMIT 2) due
+                        WHERE due.queue_id <> got.queue_id);
+    END IF;
+    RETURN QUERY SELECT
+        got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
+        got.payload, got.content, more,
+        ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL,
+        got.kind, got.pool;
 END
 $$;
 
@@ -391,7 +643,7 @@ DECLARE
 BEGIN
     WITH row AS (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key,
-               date_part('epoch', now() - q.started_at) AS seconds
+               q.kind, q.pool, date_part('epoch', now() - q.started_at) AS seconds
         FROM ai_marking_queue q
         WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
         FOR UPDATE
@@ -444,11 +696,12 @@ BEGIN
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
                                         result, previous_result, previous_marked_at, model,
                                         prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds, lane)
+                                        processing_seconds, kind, pool, lane)
         SELECT row.queue_id, row.submission_id, row.assignment_id, row.run_id, row.group_key,
                p_result, prev.ai_result, prev.ai_marked_at, u.model,
                aiqueue_usage_int(p_usage -> 'prompt_tokens'),
                aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds,
+               row.kind, row.pool,
                -- the overnight lane (0020) marks its usage; everything else is live
                CASE WHEN p_usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END
         FROM row JOIN prev ON prev.id = row.submission_id JOIN done ON true, usage u
@@ -502,19 +755,20 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                p_dispatch_seq integer, cap integer,
                                breaker_threshold integer, tpm integer DEFAULT 0,
-                               rpm integer DEFAULT 0, budget_window float8 DEFAULT 60)
+                               rpm integer DEFAULT 0, budget_window float8 DEFAULT 60,
+                               plan jsonb DEFAULT NULL)
 RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id text,
                attempts integer, dispatch_seq integer, payload text, content text,
-               more boolean, breaker_dirty boolean)
+               more boolean, breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql AS $$
 BEGIN
     applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq);
     IF applied THEN
         PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
-                                    tpm > 0 OR rpm > 0);
+                                    tpm > 0 OR rpm > 0 OR aiqueue_plan_budgeted(plan), plan);
     ELSE
         SELECT h.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
-                        payload, content, more, breaker_dirty
+                        payload, content, more, breaker_dirty, kind, pool
         FROM aiqueue_handback(p_queue_id, p_dispatch_seq) h;
         IF FOUND THEN
             RETURN NEXT;
@@ -522,8 +776,8 @@ BEGIN
         END IF;
     END IF;
     SELECT c.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
-                    payload, content, more, breaker_dirty
-    FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm, budget_window) c;
+                    payload, content, more, breaker_dirty, kind, pool
+    FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm, budget_window, plan) c;
     IF FOUND THEN
         UPDATE ai_marking_attempts a
         SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
@@ -537,23 +791,28 @@ $$;
 -- The row a first settle of this result claimed, when it is still processing
 -- under that claim and nobody has taken it to send (see aiqueue_settle).
 -- `more` is false: the repeat only gives back what the first settle took.
+-- Its row type grew kind and pool (aiqueue 0019): replaced, not altered.
+DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
 CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
-               breaker_dirty boolean)
+               breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
 BEGIN
     RETURN QUERY
     SELECT q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
            coalesce(pl.payload, '{}'::jsonb)::text, s.content, false,
-           c.consecutive_failures > 0 OR c.circuit_open_until IS NOT NULL
+           c.consecutive_failures > 0 OR c.circuit_open_until IS NOT NULL,
+           q.kind, q.pool
     FROM ai_marking_attempts a
     JOIN ai_marking_queue q ON q.queue_id = a.next_queue_id AND q.dispatch_seq = a.next_seq
     JOIN ai_marking_attempts n ON n.queue_id = q.queue_id AND n.dispatch_seq = q.dispatch_seq
                               AND n.kind = 'dispatch'
     JOIN submissions s ON s.id = q.submission_id
     LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
-    JOIN ai_queue_control c ON c.id = 1
+    -- The breaker of the row's own pool (one control row per pool, aiqueue 0019).
+    JOIN ai_queue_control c ON c.pool = q.pool
     WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
       AND q.status = 'processing' AND n.sent_at IS NULL
     LIMIT 1;
@@ -592,7 +851,8 @@ BEGIN
                 SELECT jsonb_strip_nulls(jsonb_build_object(
                     'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
                 FROM submissions s WHERE s.id = NEW.submission_id) END);
-    INSERT INTO ai_marking_counts (status, n) VALUES (OLD.status, -1), (NEW.status, 1);
+    INSERT INTO ai_marking_counts (status, kind, pool, n)
+    VALUES (OLD.status, OLD.kind, OLD.pool, -1), (NEW.status, NEW.kind, NEW.pool, 1);
     PERFORM aiqueue_notify();
     RETURN NULL;
 END
@@ -618,11 +878,11 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO ai_marking_counts (status, n)
-        SELECT status, count(*) FROM new_rows GROUP BY status;
+        INSERT INTO ai_marking_counts (status, kind, pool, n)
+        SELECT status, kind, pool, count(*) FROM new_rows GROUP BY status, kind, pool;
     ELSE
-        INSERT INTO ai_marking_counts (status, n)
-        SELECT status, -count(*) FROM old_rows GROUP BY status;
+        INSERT INTO ai_marking_counts (status, kind, pool, n)
+        SELECT status, kind, pool, -count(*) FROM old_rows GROUP BY status, kind, pool;
     END IF;
     RETURN NULL;
 END
@@ -937,39 +1197,46 @@ BEGIN
     PERFORM set_config('aiqueue.bulk_move', 'on', true);
     RETURN QUERY
     WITH locked AS MATERIALIZED (
-        SELECT q.queue_id, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.seq
+        SELECT q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
+               q.seq
         FROM ai_marking_queue q
         WHERE q.queue_id = ANY (p_ids) AND q.status = 'failed'
         ORDER BY q.seq
         FOR UPDATE
     ),
     picked AS (
-        SELECT l.*, row_number() OVER (PARTITION BY l.priority, l.grp ORDER BY l.seq) - 1 AS k
+        SELECT l.*, row_number() OVER (PARTITION BY l.pool, l.priority, l.grp ORDER BY l.seq) - 1
+                    AS k
         FROM locked l
     ),
     groups AS (
-        SELECT p.priority, p.grp, count(*) AS n FROM picked p GROUP BY p.priority, p.grp
+        SELECT p.pool, p.priority, p.grp, count(*) AS n FROM picked p
+        GROUP BY p.pool, p.priority, p.grp
     ),
+    -- Turns are a pool's (aiqueue 0019): the head of the row's own pool.
     head AS (
-        SELECT pr.priority, coalesce(
+        SELECT pr.pool, pr.priority, coalesce(
             (SELECT q.turn FROM ai_marking_queue q
              WHERE q.status = 'pending' AND q.priority = pr.priority AND q.run_after <= now()
+               AND q.pool = pr.pool
              ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
-            (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g WHERE g.priority = pr.priority),
+            (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g
+             WHERE g.pool = pr.pool AND g.priority = pr.priority),
             0) AS turn
-        FROM (SELECT DISTINCT gr.priority FROM groups gr) pr
+        FROM (SELECT DISTINCT gr.pool, gr.priority FROM groups gr) pr
     ),
     turns AS (
-        INSERT INTO ai_marking_groups AS g (priority, group_key, last_turn)
-        SELECT gr.priority, gr.grp, h.turn + gr.n - 1
-        FROM groups gr JOIN head h ON h.priority = gr.priority
-        ON CONFLICT (priority, group_key) DO UPDATE
+        INSERT INTO ai_marking_groups AS g (pool, priority, group_key, last_turn)
+        SELECT gr.pool, gr.priority, gr.grp, h.turn + gr.n - 1
+        FROM groups gr JOIN head h ON h.pool = gr.pool AND h.priority = gr.priority
+        ON CONFLICT (pool, priority, group_key) DO UPDATE
         SET last_turn = greatest(g.last_turn + (SELECT gr.n FROM groups gr
-                                                WHERE gr.priority = g.priority
+                                                WHERE gr.pool = g.pool
+                                                  AND gr.priority = g.priority
                                                   AND gr.grp = g.group_key),
                                  EXCLUDED.last_turn),
             updated_at = now()
-        RETURNING g.priority, g.group_key, g.last_turn
+        RETURNING g.pool, g.priority, g.group_key, g.last_turn
     ),
     updated AS (
         UPDATE ai_marking_queue q
@@ -980,8 +1247,8 @@ BEGIN
             -- seq puts the retried row behind the groups already waiting.
             seq = DEFAULT
         FROM picked p
-        JOIN groups gr ON gr.priority = p.priority AND gr.grp = p.grp
-        JOIN turns t ON t.priority = p.priority AND t.group_key = p.grp
+        JOIN groups gr ON gr.pool = p.pool AND gr.priority = p.priority AND gr.grp = p.grp
+        JOIN turns t ON t.pool = p.pool AND t.priority = p.priority AND t.group_key = p.grp
         WHERE q.queue_id = p.queue_id
         RETURNING q.queue_id, q.assignment_id, q.submission_id
     ),

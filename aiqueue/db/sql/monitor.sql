@@ -33,11 +33,12 @@ ORDER BY s.bucket;
 -- first; the caller reverses it.  Mirrors list_rows, walking its index upward.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, not_before, expires_at
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
   AND ($6::text IS NULL OR coalesce(group_key, assignment_id) = $6)
+  AND ($7::text IS NULL OR kind = $7)
   AND (created_at, queue_id) > ($3::timestamptz, $4::uuid)
 ORDER BY created_at, queue_id
 LIMIT $5;

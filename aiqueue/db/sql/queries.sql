@@ -30,7 +30,9 @@
 -- makes a concurrent prune re-check and keep the payload).  '{}' and a batch
 -- that inserts nothing store none.
 --
--- $7 not_before and $8 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
+-- Pools (migration 0019): the rows carry their kind ($7) and its pool ($8),
+-- and turns are the pool's: the head and the group's last turn are its own.
+-- $9 not_before and $10 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -57,14 +59,16 @@ head AS (
     SELECT coalesce(
         (SELECT q.turn FROM ai_marking_queue q
          WHERE q.status = 'pending' AND q.priority = $3 AND q.run_after <= now()
+           AND q.pool = $8::text
          ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
-        (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g WHERE g.priority = $3),
+        (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g
+         WHERE g.pool = $8::text AND g.priority = $3),
         0) AS turn
 ),
 grp AS (
-    INSERT INTO ai_marking_groups AS g (priority, group_key, last_turn)
-    SELECT $3, $5, head.turn + total.n - 1 FROM head, total WHERE total.n > 0
-    ON CONFLICT (priority, group_key) DO UPDATE
+    INSERT INTO ai_marking_groups AS g (pool, priority, group_key, last_turn)
+    SELECT $8::text, $3, $5, head.turn + total.n - 1 FROM head, total WHERE total.n > 0
+    ON CONFLICT (pool, priority, group_key) DO UPDATE
     SET last_turn = greatest(g.last_turn + (SELECT n FROM total), EXCLUDED.last_turn),
         updated_at = now()
     RETURNING last_turn
@@ -87,12 +91,13 @@ payload AS (
 ),
 inserted AS (
     INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
-                                  priority, payload_id, not_before, run_after, expires_at)
+                                  priority, payload_id, kind, pool, not_before, run_after,
+                                  expires_at)
     OVERRIDING SYSTEM VALUE
     SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
-           (SELECT id FROM payload),
-           -- Not before $7 (§9d): not due until then, like a retry's backoff.
-           $7::timestamptz, coalesce($7::timestamptz, now()), $8::timestamptz
+           (SELECT id FROM payload), $7::text, $8::text,
+           -- Not before $9 (§9d): not due until then, like a retry's backoff.
+           $9::timestamptz, coalesce($9::timestamptz, now()), $10::timestamptz
     FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
     RETURNING queue_id, seq
@@ -108,39 +113,50 @@ ORDER BY seq;
 -- Exactly one due row, under the in-flight cap, across every instance: see
 -- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
 -- its plan even through a transaction pooler).
--- $3..$5: the declared budget (aiqueue 0010; 0 = none).
-SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8);
+-- $3..$5: the declared budget (aiqueue 0010; 0 = none); $6: the pools and kinds
+-- (aiqueue 0019; NULL: the default pool with $1, $3 and $4).
+SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8,
+                            $6::jsonb);
 
 -- can_claim --
--- Would a claim succeed right now?  Decides whether to chain.
+-- Would a claim succeed right now?  Decides whether to chain.  $3: the pools
+-- and kinds (NULL: the default pool with cap $1).
 SELECT EXISTS (
     SELECT 1 FROM ai_marking_queue
     WHERE status = 'pending' AND run_after <= now()
-) AND (SELECT aiqueue_gate_open($1::integer, $2::integer)) AS ok;
+      AND kind = ANY ((aiqueue_room(coalesce($3::jsonb, aiqueue_default_plan($1::integer, 0, 0)),
+                                    $2::integer, 60, false, false)).kinds)
+) AS ok;
 
 -- dispatch_accepted --
--- A 2xx ack closes the breaker; the WHERE keeps the common case write-free.
+-- A 2xx ack closes its pool's breaker ($1); the WHERE keeps the common case
+-- write-free.
 UPDATE ai_queue_control
 SET consecutive_failures = 0, circuit_open_until = NULL
-WHERE id = 1 AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL);
+WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL);
 
 -- flow_refused --
 -- A refusal of the row's current dispatch (a 429/503 answer, or a
 -- rate_limited/overloaded item): back to pending without using an attempt, the
--- whole queue held for the delay, L cut once per burst.  See
--- aiqueue_flow_refused() in functions.sql.
+-- row's pool held for the delay, its L cut once per burst.  See
+-- aiqueue_flow_refused() in functions.sql.  $7: the pools (NULL: default, cap $6).
 SELECT aiqueue_flow_refused($1::uuid, $2::integer, $3::text, $4::float8, $5::float8,
-                            $6::integer) AS status;
+                            $6::integer, $7::jsonb) AS status;
 
 -- attempt_failed --
 -- A failed attempt (dispatch error, failed callback, bad sync answer): back to
 -- pending after the backoff, or failed when attempts are used up or the
--- failure is final.  Only the row's current dispatch can fail it.
+-- failure is final.  Only the row's current dispatch can fail it.  A kind may
+-- allow its own number of attempts ($8: {kind: n}; else $5).
 WITH row AS (
     UPDATE ai_marking_queue
-    SET status = CASE WHEN $4::boolean AND attempts < $5::integer THEN 'pending' ELSE 'failed' END,
+    SET status = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
+                                                               $5::integer)
+                      THEN 'pending' ELSE 'failed' END,
         run_after = now() + make_interval(secs => $3::float8),
-        finished_at = CASE WHEN $4::boolean AND attempts < $5::integer THEN NULL ELSE now() END,
+        finished_at = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
+                                                                    $5::integer)
+                           THEN NULL ELSE now() END,
         lease_at = NULL, last_error = $6, updated_at = now()
     WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
     RETURNING queue_id, status
@@ -163,13 +179,14 @@ tally AS (
 SELECT status FROM row;
 
 -- breaker_failure --
--- Counts a dispatch failure; at the threshold the breaker opens for the cool-down.
+-- Counts a dispatch failure of pool $3; at the threshold its breaker opens for
+-- the cool-down.
 UPDATE ai_queue_control
 SET consecutive_failures = consecutive_failures + 1,
     circuit_open_until = CASE WHEN consecutive_failures + 1 >= $1::integer
                               THEN now() + make_interval(secs => $2::float8)
                               ELSE circuit_open_until END
-WHERE id = 1
+WHERE pool = $3::text
 RETURNING consecutive_failures, circuit_open_until;
 
 -- complete --
@@ -181,14 +198,15 @@ WITH done AS MATERIALIZED (
 )
 SELECT done.applied,
        CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
-                                                       $5::integer, $6::boolean) END AS flowed
+                                                       $5::integer, $6::boolean, $7::jsonb)
+       END AS flowed
 FROM done;
 
 -- settle --
 -- A completed result and the next claim in one round trip and one commit: see
 -- aiqueue_settle() in functions.sql.
 SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
-                             $6::integer, $7::integer, $8::integer, $9::float8);
+                             $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb);
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
@@ -251,8 +269,12 @@ WITH stuck AS (
 ),
 row AS (
     UPDATE ai_marking_queue q
-    SET status = CASE WHEN q.attempts < $2::integer THEN 'pending' ELSE 'failed' END,
-        finished_at = CASE WHEN q.attempts < $2::integer THEN NULL ELSE now() END,
+    -- A kind may allow its own number of attempts ($6: {kind: n}; else $2).
+    SET status = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer, $2::integer)
+                      THEN 'pending' ELSE 'failed' END,
+        finished_at = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer,
+                                                      $2::integer)
+                           THEN NULL ELSE now() END,
         run_after = now(), lease_at = NULL, last_error = stuck.why, updated_at = now()
     FROM stuck WHERE q.queue_id = stuck.queue_id
     RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why
@@ -298,13 +320,14 @@ keys AS (
                   WHERE created_at < now() - interval '24 hours' AND EXISTS (SELECT 1 FROM gate)
                   LIMIT 10000)
 ),
--- Fold the count deltas into one row per status (the sum stays the same).
+-- Fold the count deltas into one row per status, kind and pool (the sums stay).
 folded AS (
-    DELETE FROM ai_marking_counts WHERE EXISTS (SELECT 1 FROM gate) RETURNING status, n
+    DELETE FROM ai_marking_counts WHERE EXISTS (SELECT 1 FROM gate)
+    RETURNING status, kind, pool, n
 ),
 refolded AS (
-    INSERT INTO ai_marking_counts (status, n)
-    SELECT status, sum(n) FROM folded GROUP BY status
+    INSERT INTO ai_marking_counts (status, kind, pool, n)
+    SELECT status, kind, pool, sum(n) FROM folded GROUP BY status, kind, pool
 ),
 -- The same for the counters' deltas (migration 0008).
 tally_folded AS (
@@ -352,39 +375,28 @@ gone AS (
 SELECT count(*) AS n FROM gone;
 
 -- next_wakeup --
--- Seconds until something needs the process step: a due row once the gate
--- opens (aiqueue_gate_opens_at: busy back-off or breaker cool-down ending; NULL
--- while paused, full, or a half-open probe is out), or a lease running out.
--- With a declared budget ($7/$8 > 0, window $9) also when the window has room
--- for the first due row (aiqueue 0010).
-WITH ctl AS (SELECT * FROM ai_queue_control WHERE id = 1),
-opens AS (
-    SELECT CASE WHEN $7::integer > 0 OR $8::integer > 0 THEN greatest(
-               aiqueue_gate_opens_at(ctl, aiqueue_in_flight(aiqueue_flow_cap(ctl, $1::integer)),
-                                     aiqueue_flow_cap(ctl, $1::integer), $2::integer),
-               aiqueue_budget_opens_at($7::integer, $8::integer, $9::float8,
-                   aiqueue_budget_estimate((
-                       SELECT o.assignment_id FROM ai_marking_queue o
-                       WHERE o.status = 'pending' AND o.run_after <= now()
-                       ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1))))
-           ELSE aiqueue_gate_opens_at(ctl, aiqueue_in_flight(aiqueue_flow_cap(ctl, $1::integer)),
-                                      aiqueue_flow_cap(ctl, $1::integer), $2::integer)
-           END AS at
-    FROM ctl
+-- Seconds until something needs the process step: a due row once its pool's
+-- gate opens (aiqueue_claim_opens_at: a hold or a breaker cool-down ending, a
+-- budget window refilling, per pool; NULL while paused, full, or a half-open
+-- probe is out), or a lease running out.  $7/$8/$9: the default pool's budget
+-- (aiqueue 0010); $10: the pools and kinds (aiqueue 0019; NULL: the default
+-- pool with cap $1).
+WITH opens AS (
+    SELECT aiqueue_claim_opens_at(
+        coalesce($10::jsonb, aiqueue_default_plan($1::integer, $7::integer, $8::integer)),
+        $2::integer, $9::float8) AS at
 )
 SELECT extract(epoch FROM least(
-    -- greatest() skips NULLs: a closed gate or no due row makes the term NULL.
-    (SELECT CASE WHEN opens.at IS NOT NULL THEN greatest(min(q.run_after), opens.at) END
-     FROM ai_marking_queue q, opens WHERE q.status = 'pending'
-     GROUP BY opens.at HAVING min(q.run_after) IS NOT NULL),
+    -- least() skips NULLs: a closed gate or no due row makes the term NULL.
+    (SELECT opens.at FROM opens),
     -- A lease running out (aiqueue_recover_at; $4 heartbeat timeout, $5 the
     -- platform's bound), not before a look the platform asked us to wait for.
     -- With $6 (the platform is asked first), a dispatch with an invocation id is
-    -- looked at once quiet for $10 (aiqueue/recovery.py: the heartbeat timeout
+    -- looked at once quiet for $11 (aiqueue/recovery.py: the heartbeat timeout
     -- or 3x the recent p95 processing time, whichever comes first).
     (SELECT min(aiqueue_recover_at(
                 q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
-                $3::float8, CASE WHEN asked THEN $10::float8 ELSE $4 END,
+                $3::float8, CASE WHEN asked THEN $11::float8 ELSE $4 END,
                 $5::float8))
      FROM ai_marking_queue q
      LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
@@ -424,7 +436,7 @@ WITH row AS (
     UPDATE ai_marking_queue
     SET status = 'cancelled', finished_at = now(), updated_at = now()
     WHERE status = 'pending' AND (queue_id = $1::uuid OR assignment_id = $2::text)
-    RETURNING queue_id, priority, coalesce(group_key, assignment_id) AS group_key, turn
+    RETURNING queue_id, pool, priority, coalesce(group_key, assignment_id) AS group_key, turn
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
@@ -434,32 +446,35 @@ history AS (
 -- not behind turns nobody will take (see enqueue).
 regroup AS (
     UPDATE ai_marking_groups g SET last_turn = c.first_turn - 1, updated_at = now()
-    FROM (SELECT priority, group_key, min(turn) AS first_turn, max(turn) AS last_turn
-          FROM row GROUP BY priority, group_key) c
-    WHERE g.priority = c.priority AND g.group_key = c.group_key
+    FROM (SELECT pool, priority, group_key, min(turn) AS first_turn, max(turn) AS last_turn
+          FROM row GROUP BY pool, priority, group_key) c
+    WHERE g.pool = c.pool AND g.priority = c.priority AND g.group_key = c.group_key
       AND c.last_turn >= g.last_turn
 )
 SELECT count(*) AS n FROM row;
 
 -- set_paused --
+-- Pause is queue-wide: every pool's control row (aiqueue 0019).
 UPDATE ai_queue_control
-SET paused = $1, paused_by = CASE WHEN $1 THEN $2 END, paused_at = CASE WHEN $1 THEN now() END
-WHERE id = 1;
+SET paused = $1, paused_by = CASE WHEN $1 THEN $2 END, paused_at = CASE WHEN $1 THEN now() END;
 
 -- control --
+-- The pause and pool $2's breaker and hold (default: the default pool).
 SELECT c.paused, c.paused_by, c.paused_at, c.consecutive_failures, c.circuit_open_until,
        c.busy_until, aiqueue_circuit_state(c, $1::integer) AS circuit_state
-FROM ai_queue_control c WHERE c.id = 1;
+FROM aiqueue_pool_control(coalesce($2::text, 'default')) c;
 
 -- flow_state --
 -- The flow control as it stands (aiqueue 0010): the limit the claim enforces
 -- for cap $1 (0 = unlimited, before any refusal), the hold, the refusal
 -- counters, and the budget window's use over $2 seconds.
+-- Of pool $3 (aiqueue 0019; NULL: the default pool).
 SELECT aiqueue_flow_cap(c, $1::integer) AS in_flight_limit,
        CASE WHEN c.busy_until > now() THEN c.busy_until END AS hold_until,
        c.refusals_rate_limited, c.refusals_overloaded, u.tokens AS tokens_in_window,
        u.requests AS requests_in_window
-FROM ai_queue_control c, aiqueue_budget_use($2::float8) u WHERE c.id = 1;
+FROM aiqueue_pool_control(coalesce($3::text, 'default')) c,
+     aiqueue_budget_use($2::float8, coalesce($3::text, 'default')) u;
 
 -- stats --
 -- Totals per status sum the deltas in ai_marking_counts (migration 0004): no
@@ -521,25 +536,28 @@ FROM (
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, not_before, expires_at
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
   AND ($3::timestamptz IS NULL OR (created_at, queue_id) < ($3, $4::uuid))
   AND ($7::text IS NULL OR coalesce(group_key, assignment_id) = $7)
+  AND ($8::text IS NULL OR kind = $8)
 ORDER BY created_at DESC, queue_id DESC
 LIMIT $5 OFFSET $6;
 
 -- count_rows --
--- Without an assignment or group filter the total comes from the count deltas;
--- with one it counts those rows (an assignment's through its index).
+-- Without an assignment or group filter the total comes from the count deltas
+-- (per kind too, $4); with one it counts those rows (an assignment's through
+-- its index).
 SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
            (SELECT coalesce(sum(n), 0) FROM ai_marking_counts
-            WHERE $1::text IS NULL OR status = $1)
+            WHERE ($1::text IS NULL OR status = $1) AND ($4::text IS NULL OR kind = $4))
        ELSE
            (SELECT count(*) FROM ai_marking_queue
             WHERE ($2::text IS NULL OR assignment_id = $2)
               AND ($3::text IS NULL OR coalesce(group_key, assignment_id) = $3)
+              AND ($4::text IS NULL OR kind = $4)
               AND ($1::text IS NULL OR status = $1))
        END::bigint AS n;
 
@@ -551,7 +569,7 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 -- get_row --
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, not_before, expires_at
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --
@@ -584,3 +602,27 @@ SELECT aiqueue_take_handoff($1::uuid, $2::integer);
 -- accept: only the digitalocean and lambda targets pay this round trip.
 UPDATE ai_marking_attempts SET dispatch_ref = $3
 WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
+
+-- pool_states --
+-- Each pool of the plan $1 as the stats show it (aiqueue 0019): its limit L,
+-- its hold, its breaker ($2: the threshold), its refusals and its budget
+-- window's use over $3 seconds, and its rows in flight.
+SELECT x.name AS pool, aiqueue_flow_cap(c, x.cap) AS in_flight_limit,
+       CASE WHEN c.busy_until > now() THEN c.busy_until END AS hold_until,
+       aiqueue_circuit_state(c, $2::integer) AS circuit_state,
+       c.consecutive_failures, c.refusals_rate_limited, c.refusals_overloaded,
+       u.tokens AS tokens_in_window, u.requests AS requests_in_window,
+       (SELECT count(*) FROM ai_marking_queue q
+        WHERE q.pool = x.name AND q.lease_at IS NOT NULL) AS in_flight
+FROM jsonb_to_recordset($1::jsonb -> 'pools') AS x (name text, cap integer)
+     CROSS JOIN LATERAL aiqueue_pool_control(x.name) c
+     CROSS JOIN LATERAL aiqueue_budget_use($3::float8, x.name) u
+ORDER BY x.name;
+
+-- kind_counts --
+-- Rows per kind, pool and status, from the count deltas (aiqueue 0019).
+SELECT kind, pool, status, sum(n)::bigint AS n
+FROM ai_marking_counts
+GROUP BY kind, pool, status
+HAVING sum(n) <> 0
+ORDER BY kind, pool, status;

@@ -255,15 +255,13 @@ LIMIT $4::integer;
 -- every limit as usual.  Only rows still `failed` move: aiqueue_retry locks
 -- and re-checks each, and a completed row never matches.  A dry run hands it
 -- no row and writes nothing.
--- Kinds (CONTRACT §9b) are not in this schema yet: every row is a `mark`, so
--- another kind matches nothing.
 WITH matched AS MATERIALIZED (
     SELECT q.queue_id, q.submission_id, q.created_at, q.seq
     FROM ai_marking_queue q
     WHERE q.status = 'failed'
       AND ($1::text IS NULL OR q.assignment_id = $1)
       AND ($2::text IS NULL OR coalesce(q.group_key, q.assignment_id) = $2)
-      AND ($3::text IS NULL OR $3 = 'mark')
+      AND ($3::text IS NULL OR q.kind = $3)
       AND ($4::text IS NULL OR q.last_error = $4)
       AND ($5::timestamptz IS NULL OR q.finished_at >= $5)
       AND ($6::timestamptz IS NULL OR q.finished_at < $6)

@@ -86,13 +86,15 @@ class AsyncMarkingClient:
     async def enqueue(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
                       idempotency_key: str | None = None, priority: int | None = None,
                       payload: dict[str, Any] | None = None, group: str | None = None,
-                      remark: bool | None = None, not_before: datetime | str | None = None,
+                      remark: bool | None = None, kind: str | None = None,
+                      not_before: datetime | str | None = None,
                       delay_seconds: float | None = None,
                       expires_at: datetime | str | None = None,
                       expire_after_seconds: float | None = None) -> Enqueued:
         """Enqueue submissions for marking; retried safely under one Idempotency-Key.
 
         Without a key one is made, so a retry after a lost answer enqueues nothing twice.
+        `kind` names the function and pool that mark them (aiqueue.toml; default `mark`).
         `not_before`/`delay_seconds` schedule the rows; `expires_at`/`expire_after_seconds`
         end them `expired` if they are not dispatched by then (an aware datetime or an
         RFC 3339 string).
@@ -101,7 +103,8 @@ class AsyncMarkingClient:
         body: dict[str, Any] = {"assignment_id": assignment_id,
                                 "submission_ids": [str(s) for s in submission_ids]}
         for name, value in (("priority", priority), ("payload", payload), ("group", group),
-                            ("remark", remark), ("not_before", _rfc3339(not_before)),
+                            ("remark", remark), ("kind", kind),
+                            ("not_before", _rfc3339(not_before)),
                             ("delay_seconds", delay_seconds),
                             ("expires_at", _rfc3339(expires_at)),
                             ("expire_after_seconds", expire_after_seconds)):
@@ -155,7 +158,7 @@ class AsyncMarkingClient:
 
     async def usage(self, *, since: str | None = None, until: str | None = None,
                     by: str = "day") -> UsageReport:
-        """Tokens and cost by day, assignment, group or model (dates YYYY-MM-DD)."""
+        """Tokens and cost by day, assignment, group, model, kind or pool (YYYY-MM-DD)."""
         params = {"by": by, **({"since": since} if since else {}),
                   **({"until": until} if until else {})}
         answer = await self._call("GET", "/api/marking/usage", params=params, retry=True)

@@ -138,7 +138,8 @@ export class MarkingClient {
   }
 
   async usage(query: { since?: string; until?: string;
-    by?: "day" | "assignment" | "group" | "model" } = {}): Promise<UsageReport> {
+    by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" } = {}):
+    Promise<UsageReport> {
     const params = new URLSearchParams(Object.entries(query)
       .filter((entry): entry is [string, string] => entry[1] !== undefined));
     return (await this.call<UsageReport>("GET", `/api/marking/usage?${params}`,

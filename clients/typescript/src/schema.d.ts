@@ -199,7 +199,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Tokens and cost by day, assignment, group, model or lane */
+        /** Tokens and cost by day, assignment, group, model, kind, pool or lane */
         get: operations["usage"];
         put?: never;
         post?: never;
@@ -486,7 +486,7 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
-        /** @description Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found). */
+        /** @description Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found, kinds). */
         Error: {
             error: string;
             detail: string;
@@ -502,6 +502,7 @@ export interface components {
             } | null;
             group?: string | null;
             remark?: boolean | null;
+            kind?: string | null;
             lane?: ("live" | "batch") | null;
             deadline?: string | null;
             not_before?: string | null;
@@ -571,6 +572,8 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            kind?: string;
+            pool?: string;
             not_before?: string | null;
             expires_at?: string | null;
         };
@@ -609,6 +612,41 @@ export interface components {
                 next_probe_at?: string | null;
             };
             busy_until?: string | null;
+            /** @description rows by task kind (CONTRACT §9b) */
+            kinds?: {
+                [key: string]: components["schemas"]["KindStats"];
+            };
+            /** @description each pool's limits and flow control; the top-level flow fields are the `default` pool's */
+            pools?: {
+                [key: string]: components["schemas"]["PoolStats"];
+            };
+        };
+        KindStats: {
+            pool: string;
+            max_in_flight: number | null;
+            pending: number;
+            processing: number;
+            completed: number;
+            failed: number;
+            cancelled: number;
+            expired?: number;
+        };
+        PoolStats: {
+            kinds: string[];
+            max_in_flight: number;
+            in_flight: number;
+            in_flight_limit: number;
+            hold_until: string | null;
+            /** @enum {string} */
+            circuit: "open" | "half_open" | "closed";
+            refusals: {
+                rate_limited: number;
+                overloaded: number;
+            };
+            tokens_in_window: number | null;
+            requests_in_window: number | null;
+            tokens_per_minute: number | null;
+            requests_per_minute: number | null;
         };
         RetryAnswer: {
             /** Format: uuid */
@@ -733,7 +771,7 @@ export interface components {
             /** Format: date */
             until?: string;
             /** @enum {string} */
-            by?: "day" | "assignment" | "group" | "model" | "lane";
+            by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane";
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
         MarkingEvent: {
@@ -1094,6 +1132,8 @@ export interface operations {
                 status?: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
                 assignment_id?: string;
                 group?: string;
+                /** @description only rows of this task kind (CONTRACT §9b) */
+                kind?: string;
                 limit?: number;
                 offset?: number;
             };
@@ -1321,7 +1361,7 @@ export interface operations {
                 since?: string;
                 /** @description default: today (UTC); at most 366 days */
                 until?: string;
-                by?: "day" | "assignment" | "group" | "model" | "lane";
+                by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane";
             };
             header?: never;
             path?: never;
