@@ -38,6 +38,10 @@ async def enqueue(
         if rt.settings.batch_lane is None:
             raise Invalid('lane "batch" needs a pool with a batch API; this one has none '
                           "(QUEUE_BATCH_PROVIDER is not set)")
+        if kinds[request.kind].pool != overnight.POOL:
+            # Until the lane is wired per pool, only the default pool has one.
+            raise Invalid(f'lane "batch" needs a pool with a batch API; pool '
+                          f'{kinds[request.kind].pool!r} has none')
         batch = await overnight.lane_times(rt, request.deadline)
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,

@@ -230,3 +230,13 @@ async def test_rows_in_a_batch_hold_no_live_slot(rig: Rig) -> None:
     job = await rig.rt.store.claim(1, 5)
     assert job is not None and job.submission_id == live[0]
     assert await rig.rt.store.claim(1, 5) is None  # and that one slot is all there is
+
+
+async def test_the_lane_packs_only_its_own_pools_rows(rig: Rig) -> None:
+    qids = await rig.enqueue(3)
+    # One row belongs to another pool: the default pool's lane leaves it waiting.
+    await rig.conn.execute("UPDATE ai_marking_queue SET pool = 'other' WHERE queue_id = $1",
+                           qids[0])
+    assert (await rig.step()).packed == 2
+    assert await rig.conn.fetchval(
+        "SELECT status FROM ai_marking_queue WHERE queue_id = $1", qids[0]) == "pending"

@@ -15,12 +15,12 @@ WHERE queue_id = ANY($1::uuid[]) AND status = 'pending';
 -- record exists before the provider hears of it.  Rows whose live time has
 -- come (run_after <= now()) are the live claim's, not the packer's.  Packing
 -- uses an attempt, as a dispatch does.  A row whose not_before (§9d) is still
--- to come waits for it.  Nothing waiting: no batch.
+-- to come waits for it.  Only the pool's own rows ($1).  Nothing waiting: no batch.
 WITH picked AS MATERIALIZED (
     SELECT q.queue_id
     FROM ai_marking_queue q
     WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
-      AND (q.not_before IS NULL OR q.not_before <= now())
+      AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
     ORDER BY q.priority DESC, q.seq
     LIMIT $4
     FOR UPDATE SKIP LOCKED
