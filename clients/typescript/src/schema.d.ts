@@ -199,7 +199,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Tokens and cost by day, assignment, group, model, kind or pool */
+        /** Tokens and cost by day, assignment, group, model, kind, pool or lane */
         get: operations["usage"];
         put?: never;
         post?: never;
@@ -503,6 +503,8 @@ export interface components {
             group?: string | null;
             remark?: boolean | null;
             kind?: string | null;
+            lane?: ("live" | "batch") | null;
+            deadline?: string | null;
             not_before?: string | null;
             delay_seconds?: number | null;
             expires_at?: string | null;
@@ -769,7 +771,7 @@ export interface components {
             /** Format: date */
             until?: string;
             /** @enum {string} */
-            by?: "day" | "assignment" | "group" | "model" | "kind" | "pool";
+            by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane";
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
         MarkingEvent: {
@@ -1359,7 +1361,7 @@ export interface operations {
                 since?: string;
                 /** @description default: today (UTC); at most 366 days */
                 until?: string;
-                by?: "day" | "assignment" | "group" | "model" | "kind" | "pool";
+                by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane";
             };
             header?: never;
             path?: never;
