@@ -21,6 +21,8 @@ ALLOWED = frozenset({
     "event_id", "event_type",
     # the schema check and the doctor (CONTRACT §8c)
     "expected", "found", "probe_id", "answer", "check",
+    # the overnight lane (CONTRACT §9f): counts per step, an exception's type
+    "packed", "applied", "failed_lines", "fell_back", "released", "deleted", "error_type",
     # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
     "kind", "pool",
     # a school's data (CONTRACT §9e): counts only, never an erased id

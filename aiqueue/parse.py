@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from aiqueue.errors import BadHeader, Invalid, NotFound
@@ -24,6 +24,7 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 # How deeply a payload may nest: the one limit its single walk checks.
 MAX_DEPTH = 32
 EMPTY_PAYLOAD = "{}"
+Lane = Literal["live", "batch"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class EnqueueRequest:
     # CONTRACT §9d: not due before `not_before`; expired if not dispatched by `expires_at`.
     not_before: datetime | None = None
     expires_at: datetime | None = None
+    # The overnight lane (§9f): "batch" rows are marked by `deadline` at batch prices.
+    lane: Lane = "live"
+    deadline: datetime | None = None
 
     @classmethod
     def parse(cls, body: object, now: datetime | None = None) -> EnqueueRequest:
@@ -65,10 +69,30 @@ class EnqueueRequest:
         priority = parse_priority(body.get("priority"))
         raw = body.get("payload")
         payload = EMPTY_PAYLOAD if raw is None else payload_json(raw)
+        lane, deadline = parse_lane(body.get("lane"), body.get("deadline"), now)
         return cls(assignment_id, ids, priority, payload, group, remark,
                    fingerprint(body, payload), kind=parse_kind(body.get("kind")),
                    dry_run=_flag(body.get("dry_run"), "dry_run"),
-                   not_before=not_before, expires_at=expires_at)
+                   not_before=not_before, expires_at=expires_at,
+                   lane=lane, deadline=deadline)
+
+
+def parse_lane(lane: object, deadline: object, now: datetime | None = None
+               ) -> tuple[Lane, datetime | None]:
+    """`lane` ("live" or "batch"; default live) and its `deadline` (RFC 3339, in the future)."""
+    if lane is None or lane == "live":
+        if deadline is not None:
+            raise Invalid('deadline is for "lane": "batch" only')
+        return "live", None
+    if lane != "batch":
+        raise Invalid('lane must be "live" or "batch"')
+    if deadline is None:
+        return "batch", None
+    when = parse_rfc3339(deadline.strip() if isinstance(deadline, str) else deadline,
+                         "deadline")
+    if when <= (now or datetime.now(UTC)):
+        raise Invalid("deadline must be in the future")
+    return "batch", when
 
 
 # The longest delay an enqueue may ask for (30 days), as Cloud Tasks allows.

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Literal, TypedDict
 
 from aiqueue import config
+from aiqueue.batch_settings import BatchLaneSettings, load_batch
 from aiqueue.errors import SettingsError
 from aiqueue.setup_settings import (
     AWS_ENV_NAMES,
@@ -43,6 +44,8 @@ class Settings:
     """Everything aiqueue reads from its environment (see CONTRACT.md §2)."""
 
     database_url: str | None = None
+    # The default pool's batch lane (§9f; None: no batch lane).
+    batch_lane: BatchLaneSettings | None = field(default=None, hash=False)
     database_direct_url: str | None = None
     # The most connections one instance opens (DATABASE_POOL_MAX).
     database_pool_max: int = 4
@@ -327,6 +330,15 @@ def load_settings(
     base = app_base_url(env, port, _secure_url(env, "APP_BASE_URL", local_run))
     target, digitalocean, aws_lambda = load_target(env, mode, local_run=local_run)
     function_url = _secure_url(env, "AI_MARKING_FUNCTION_URL", local_run)
+    batch_lane = load_batch(env)
+    if batch_lane is not None:
+        # The provider sees the students' answers: https outside dev, as for the function.
+        _secure_url(env, "QUEUE_BATCH_BASE_URL", local_run)
+    if function_url is None and batch_lane is not None and target != "http":
+        # The lane calls the function's render and parse modes synchronously, by HTTP.
+        raise SettingsError("AI_MARKING_FUNCTION_URL (the function's web action or function "
+                            "URL) is required for the batch lane with AI_MARKING_DISPATCH="
+                            f"{target}")
     if function_url is None:
         if production and target == "http":
             raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
@@ -383,6 +395,7 @@ def load_settings(
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
+        batch_lane=batch_lane,
         group_usd_per_hour=_usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
         group_usd_per_day=_usd(env, "QUEUE_GROUP_USD_PER_DAY"),
         pool_usd_per_day=_usd(env, "QUEUE_USD_PER_DAY"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import db, flow, loop, money, pools, records
+from bench import batchlane, db, flow, loop, money, pools, records
 from bench.common import Table, fresh_database, print_table
 
 
@@ -109,6 +109,40 @@ async def claim_rows(rows: Table, repeats: int, big: int) -> None:
     rows.append((f"claim at {big:,} pending, 1,000 groups, VTC (wall)", "ms", wall, None, "-"))
 
 
+async def batch_rows(rows: Table, repeats: int) -> None:
+    """Issue 33's targets: the overnight lane against both providers' emulators."""
+    targets = {"healthy": "50", "stalled": "-", "slow": "-"}
+    for provider in ("openai", "anthropic"):
+        for scenario in ("healthy", "stalled", "slow"):
+            runs = [await batchlane.run_lane(provider, await fresh_database(
+                f"bench_batch_{scenario}_{provider}_{i}"), scenario)  # type: ignore[arg-type]
+                for i in range(repeats)]
+            name = f"batch {provider}, {scenario}"
+            rows.append((f"{name}: rows marked of 2,000", "rows",
+                         [r.completed for r in runs], None, "2000"))
+            rows.append((f"{name}: applied twice", "rows", [r.applied_twice for r in runs],
+                         None, "0"))
+            rows.append((f"{name}: marked after the deadline", "rows", [r.late for r in runs],
+                         None, "0"))
+            rows.append((f"{name}: paid twice", "%",
+                         [100 * r.paid_twice / r.rows for r in runs], None, "<= 2"))
+            rows.append((f"{name}: fell back to live", "rows", [r.fell_back for r in runs],
+                         None, "-"))
+            rows.append((f"{name}: cost / live price of the same tokens", "%",
+                         [100 * r.lane_cost / r.live_cost for r in runs], None,
+                         targets[scenario]))
+            rows.append((f"{name}: time to all marked (emulated, deadline 3 h)", "h",
+                         [r.hours for r in runs], None, "<= 3"))
+            rows.append((f"{name}: app time in lane steps", "s", [r.app_seconds for r in runs],
+                         None, "-"))
+            rows.append((f"{name}: files/batches left at the provider", "objects",
+                         [r.held for r in runs], None, "0"))
+    live = 2000 / batchlane.SLOTS * batchlane.LIVE_SECONDS / 3600
+    rows.append(("live marking of the same 2,000 rows (8 slots, 10 s a row)", "h", [live],
+                 None, "reference"))
+
+
+
 async def pools_rows(rows: Table, repeats: int) -> None:
     """Issue 29: 3 kinds in 2 pools, 100 jobs each; pool tight's model refuses, roomy's not."""
     runs = [await pools.run_pools(pools.PoolsSetup(), await fresh_database(f"bench_pools_{i}"))
@@ -138,6 +172,11 @@ async def records_rows(rows: Table, repeats: int) -> None:
 
 async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
     rows = Table()
+    if only == "batch":
+        await batch_rows(rows, repeats)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
     if only == "money":
         await money_rows(rows, repeats, big)
         print("\nall figures:", flush=True)
@@ -177,7 +216,8 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=["enqueue", "loop", "flow", "pools", "money", "records"],
+    parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
+                                           "pools", "money"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

@@ -10,6 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
+from aiqueue.db.batch import BatchQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.outbox import OutboxQueries
@@ -75,7 +76,7 @@ def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
 
 
 class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, DoctorQueries,
-            RecordsQueries, TimeQueries):
+            BatchQueries, RecordsQueries, TimeQueries):
     """Queue persistence: each method one named query, bounded by db/pool.py."""
 
     # -- the loop ---------------------------------------------------------
@@ -94,12 +95,15 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         pool: str = "default",
         not_before: datetime | None = None,
         expires_at: datetime | None = None,
+        batch: tuple[datetime, datetime] | None = None,
     ) -> EnqueueOutcome:
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
         `payload` is the JSON text the request's parser made (or an object, serialised here).
         `kind` and its `pool` are stored on every row (CONTRACT §9b).
         `not_before` / `expires_at`: when the rows become due, and when they expire.
+        `batch` (deadline, live time) puts the new rows on the overnight lane in the
+        same transaction, so no live claim can take them first.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
@@ -108,7 +112,7 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
             # Idempotent by design: a repeat skips what the first run inserted,
             # and a key's repeat replays the answer the first run saved.
             outcome = await self.db.write(
-                lambda conn: self._enqueue_in(conn, args, key, len(submission_ids)),
+                lambda conn: self._enqueue_in(conn, args, key, len(submission_ids), batch),
                 idempotent=True)
             if not isinstance(outcome, _LostRace):
                 return outcome
@@ -116,7 +120,8 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
         raise Conflict("the submissions' live rows kept changing; try again")
 
     async def _enqueue_in(self, conn: asyncpg.Connection, args: tuple[Any, ...],
-                          key: tuple[str, str] | None, requested: int
+                          key: tuple[str, str] | None, requested: int,
+                          batch: tuple[datetime, datetime] | None = None,
                           ) -> EnqueueOutcome | _LostRace:
         """The enqueue's transaction (db.write runs it; Rollback undoes it)."""
         if key is not None and not await conn.fetchval(self.sql["idempotency_claim"], *key):
@@ -141,6 +146,8 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
             queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
             already_marked=sum(r["kind"] == "marked" for r in rows),
         )
+        if batch is not None and outcome.queue_ids:
+            await conn.execute(self.sql["batch_lane_rows"], outcome.queue_ids, *batch)
         if key is not None:
             answer = json.dumps(outcome.answer(requested))
             await conn.execute(self.sql["idempotency_save"], key[0], answer)

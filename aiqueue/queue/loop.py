@@ -19,7 +19,7 @@ from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.money import Money
 from aiqueue.notify import alerts, delivery
-from aiqueue.queue import recovery, schedule
+from aiqueue.queue import overnight, recovery, schedule
 from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
 from aiqueue.queue.results import apply_item, fail_attempt
 from aiqueue.runtime import Runtime
@@ -181,6 +181,8 @@ async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
     if step.recovered or step.pruned:
         logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
     await alerts.evaluate(rt, force=force)
+    # Before the claim: rows the lane sends live (fallback) are claimable at once.
+    await overnight.run_if_due(rt, force)
 
 
 async def run_sync(rt: Runtime, job: Job) -> None:

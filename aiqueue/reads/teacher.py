@@ -7,14 +7,15 @@ queue functions (queue/enqueue.py) the JSON API does, with the assignment's stor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from aiqueue import parse
+from aiqueue.batch.lane import live_estimate
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
-from aiqueue.queue import enqueue, progress, review, spend
+from aiqueue.queue import enqueue, overnight, progress, review, spend
 from aiqueue.runtime import Runtime
 
 MAX_ROWS = 2000
@@ -47,12 +48,14 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False, dry_run: bool = False,
-               not_before: datetime | None = None) -> dict[str, Any]:
+               remark: bool = False, lane: parse.Lane = "live",
+               not_before: datetime | None = None, dry_run: bool = False) -> dict[str, Any]:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
-    With `dry_run`, the estimate of what that would use instead (CONTRACT §9c).
-    With `not_before` ("Mark at …") the rows wait until then (CONTRACT §9d).
+    `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
+    default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
+    then (CONTRACT §9d).  With `dry_run`, the estimate of what that would use
+    instead (CONTRACT §9c).
     """
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
@@ -67,13 +70,34 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
     else:
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, parse.MAX_IDS)), 0
     request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
-                                   remark=remark, dry_run=dry_run, not_before=not_before)
+                                   remark=remark, lane=lane, not_before=not_before,
+                                   dry_run=dry_run)
     if dry_run:
         return await spend.dry_run(rt, request)
     if not ids:
         return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
     answer, _ = await enqueue.enqueue(rt, request)
     return answer
+
+
+@dataclass(frozen=True)
+class MarkChoices:
+    """The two ways to mark the class and what each is expected to take."""
+
+    live_seconds: float
+    # "Mark overnight" (None: the pool has no batch API): done by this time, at this share
+    # of the live price.
+    overnight_by: datetime | None
+    overnight_price: float
+
+
+async def mark_choices(rt: Runtime, unmarked: int) -> MarkChoices:
+    """Estimates for Mark All (live) and Mark overnight (the batch lane), beside each other."""
+    per_row = await rt.store.batch_live_seconds() or overnight.DEFAULT_LIVE_SECONDS
+    live = live_estimate(unmarked, per_row, rt.settings.max_in_flight)
+    lane = rt.settings.batch_lane
+    by = datetime.now(UTC) + overnight.DEFAULT_DEADLINE if lane is not None else None
+    return MarkChoices(live, by, lane.price_factor if lane is not None else 1.0)
 
 
 async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> dict[str, Any]:

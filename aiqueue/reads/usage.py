@@ -9,7 +9,7 @@ from aiqueue.errors import Invalid
 from aiqueue.models import UsageRow
 from aiqueue.runtime import Runtime
 
-GROUPINGS = ("day", "assignment", "group", "model", "kind", "pool")
+GROUPINGS = ("day", "assignment", "group", "model", "kind", "pool", "lane")
 MAX_DAYS = 366
 
 
@@ -74,12 +74,16 @@ async def report(rt: Runtime, since: str | None, until: str | None, by: str | No
 
 
 async def cost_summary(rt: Runtime) -> dict[str, Any]:
-    """What /ai-queue shows: cost and tokens today, over 30 days, and by model (30 days)."""
+    """What /ai-queue shows: cost and tokens today, over 30 days, by model and by lane."""
     today = datetime.now(UTC).date()
     day = await rt.store.usage(*usage_range(today.isoformat(), None, today), "model")
     month = await rt.store.usage(*usage_range(None, None, today), "model")
+    lanes = await rt.store.usage(*usage_range(None, None, today), "lane")
     return {
         "today": usage_json(day[-1]),
         "month": usage_json(month[-1]),
         "by_model": [usage_json(r) for r in month if r.key is not None],
+        # Shown only once the overnight lane has marked something (§9f).
+        "by_lane": [usage_json(r) for r in lanes if r.key is not None]
+        if any(r.key == "batch" for r in lanes) else [],
     }

@@ -50,6 +50,8 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_probes": ("none", "the doctor's probes: no row, no submission"),
     "ai_queue_control": ("none", "the one control row"),
     "ai_queue_alerts": ("none", "alert incidents: type, pool, kind, figures"),
+    "ai_marking_batches": ("none", "provider batches: provider ids, file ids, row counts; an "
+                                   "erased row's line is never applied (its queue row is gone)"),
     "ai_queue_login_failures": ("none", "failed operator logins"),
     "aiqueue_meta": ("none", "migration facts"),
     "aiqueue_migrations": ("none", "applied migrations"),

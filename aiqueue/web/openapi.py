@@ -188,12 +188,12 @@ def _paths() -> dict[str, dict[str, Schema]]:
             {200: _json("ResultHistory")}, (401, 404, 503), params=(SUBMISSION_ID,),
             tag="review")},
         "/api/marking/usage": {"get": _op(
-            "usage", "Tokens and cost by day, assignment, group, model, kind or pool",
+            "usage", "Tokens and cost by day, assignment, group, model, kind, pool or lane",
             {200: _json("UsageReport")}, (401, 422, 503),
             params=(_param("since", "query", DAY, "default: 29 days before `until`"),
                     _param("until", "query", DAY, "default: today (UTC); at most 366 days"),
                     _param("by", "query", {"type": "string", "enum": [
-                        "day", "assignment", "group", "model", "kind", "pool"]})))},
+                        "day", "assignment", "group", "model", "kind", "pool", "lane"]})))},
         "/api/marking/events": {"get": events},
         "/api/marking/submissions/{submission_id}/status": {"get": _op(
             "submissionStatus", "Status, queue position and ETA of a submission's latest row",

@@ -133,6 +133,12 @@ SCHEMAS: dict[str, Schema] = {
          "kind": nullable({**KIND_NAME, "description": "what the rows ask for, which names "
                            "their function and pool (aiqueue.toml); default `mark`; a kind "
                            "not declared is refused with 422 `unknown_kind`"}),
+         "lane": nullable({"type": "string", "enum": ["live", "batch"],
+                           "description": "batch: the provider's batch API at batch prices, "
+                           "by `deadline` (needs a pool with a batch API)"}),
+         "deadline": nullable({"type": "string", "format": "date-time",
+                               "description": "RFC 3339, in the future; lane batch only; "
+                               "default now + 24 h"}),
          **_TIME_FIELDS},
     ),
     "EnqueueEstimate": obj(
@@ -229,7 +235,7 @@ SCHEMAS: dict[str, Schema] = {
                        {"since": {"type": "string", "format": "date"},
                         "until": {"type": "string", "format": "date"},
                         "by": {"type": "string", "enum": ["day", "assignment", "group", "model",
-                                                          "kind", "pool"]}}),
+                                                          "kind", "pool", "lane"]}}),
     "MarkingEvent": obj(
         {"queue_id": UUID_, "submission_id": UUID_, "status": STATUS},
         {"result": {**ANY_OBJECT, "description": "completed: the result's summary fields"},

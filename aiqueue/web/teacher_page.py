@@ -44,6 +44,20 @@ def fmt_eta(seconds: float | None) -> str:
     return f"about {round(seconds / 60)} min left"
 
 
+def fmt_duration(seconds: float) -> str:
+    """'under a minute', 'about 12 min', 'about 3 h'."""
+    if seconds < 60:
+        return "under a minute"
+    if seconds < 5400:
+        return f"about {round(seconds / 60)} min"
+    return f"about {round(seconds / 3600)} h"
+
+
+def fmt_by(when: datetime) -> str:
+    """'Tue 14:00 UTC': when an overnight run is due."""
+    return when.astimezone(UTC).strftime("%a %H:%M UTC")
+
+
 def fmt_number(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
@@ -175,6 +189,7 @@ async def page(request: Request, session: Session) -> Response:
     base = page_url(assignment_id)
     payload = data.info.payload if data.info else {}
     rows = [row_view(r) for r in data.rows]
+    choices = await teacher.mark_choices(rt, sum(not r["marked"] for r in rows))
     live = {
         "remark_title": REMARK_TITLE,
         "assignment_id": assignment_id,
@@ -193,6 +208,9 @@ async def page(request: Request, session: Session) -> Response:
         can_mark=data.info is not None,
         rows=rows,
         marked_count=sum(r["marked"] for r in rows),
+        live_estimate=fmt_duration(choices.live_seconds),
+        overnight_by=fmt_by(choices.overnight_by) if choices.overnight_by else None,
+        overnight_share=f"{round(choices.overnight_price * 100)} %",
         MARK_TITLE=MARK_TITLE,
         REMARK_TITLE=REMARK_TITLE,
         progress=progress_view(data.progress),
@@ -215,12 +233,14 @@ async def mark(request: Request, session: Session) -> Response:
         # The estimate Mark All shows before it sends (CONTRACT §9c).
         d = await teacher.mark(rt, assignment_id, submission_id, remark, dry_run=True)
         return JSONResponse({**d, "text": estimate_text(d), "capped_text": capped_text(d)})
+    lane: parse.Lane = "batch" if form.get("lane") == "batch" else "live"
     # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
     raw_at = form.get("not_before")
     not_before, _ = parse.parse_times({"not_before": raw_at or None}, datetime.now(UTC))
     if raw_at is not None and not_before is None:
         raise Invalid("choose the date and time to mark at")
-    answer = await teacher.mark(rt, assignment_id, submission_id, remark, not_before=not_before)
+    answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane,
+                                 not_before)
     if not_before is not None:
         answer = {**answer, "not_before": not_before.isoformat()}
     return _answer(request, assignment_id, answer,

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from . import modes
 from .errors import SettingsError
 from .invoke import (
     HttpError,
@@ -68,6 +69,9 @@ async def _web(event: Mapping[str, Any], settings: Settings) -> Response:
     # The web action's URL is public: the token and, when set, the signature (§9a).
     message = authenticate(headers, raw, settings)
     dispatch = decode_json(raw) if raw is not None else _parsed_fields(event)
+    if modes.is_mode(dispatch):
+        # render/parse call no model: a replay costs nothing, so no replay guard.
+        return {"statusCode": 200, "headers": _JSON, "body": modes.answer(dispatch)}
     check_envelope(dispatch, need_callback=False)
     accept(message, settings)
     return {"statusCode": 200, "headers": _JSON, "body": await run_sync(dispatch, settings)}

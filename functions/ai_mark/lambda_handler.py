@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from . import modes
 from .errors import SettingsError
 from .invoke import (
     HttpError,
@@ -70,6 +71,8 @@ async def _http(event: Mapping[str, Any], settings: Settings) -> Response:
     # The function URL's token and, when set, the signature over the raw body (§9a).
     message = authenticate(headers, raw, settings)
     dispatch = decode_json(raw)
+    if modes.is_mode(dispatch):
+        return _response(200, modes.answer(dispatch))
     check_envelope(dispatch, need_callback=False)
     accept(message, settings)
     return _response(200, await run_sync(dispatch, settings))

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from . import modes
 from .backends import Backend, make_backend
 from .callback import mark_and_deliver
 from .core import mark
@@ -33,6 +34,8 @@ from .signing import DispatchVerifier
 
 log = logging.getLogger(__name__)
 
+# A dispatch is small; render and parse carry a slice of a batch (the app sends
+# under this many bytes of jobs or responses per call).
 MAX_BODY_BYTES = 1 << 20
 
 
@@ -131,6 +134,8 @@ def create_app(
 
     async def accept(request: Request) -> Response:
         dispatch = await _dispatch(request, settings, verifier, need_callback=True)
+        if modes.is_mode(dispatch):
+            return JSONResponse(modes.answer(dispatch))
         worker.submit(dispatch)
         answer = {"accepted": True, "queue_id": dispatch["queue_id"]}
         if is_probe(dispatch):
@@ -139,6 +144,8 @@ def create_app(
 
     async def sync(request: Request) -> Response:
         dispatch = await _dispatch(request, settings, verifier, need_callback=False)
+        if modes.is_mode(dispatch):
+            return JSONResponse(modes.answer(dispatch))
         return JSONResponse(await worker.mark_now(dispatch))
 
     async def healthz(request: Request) -> Response:
@@ -176,6 +183,8 @@ async def _dispatch(request: Request, settings: Settings, verifier: DispatchVeri
         raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
     message = verifier.verify(body, request.headers) if verifier is not None else None
     dispatch = decode_json(body)
+    if modes.is_mode(dispatch):
+        return dispatch  # render/parse call no model: a replay costs nothing
     check_envelope(dispatch, need_callback=need_callback)
     if verifier is not None and message is not None:
         # Only a dispatch that is about to be worked on counts as accepted.

@@ -31,8 +31,11 @@ PUBLIC = {("GET", "/healthz"), ("POST", "/ai-queue/login"), ("GET", "/ai-queue/l
 FORGED = Tokens(("forged-secret-0123456789abcdef",))
 QID, SID = uuid.uuid4(), uuid.uuid4()
 
+# Client backends only: an autovacuum worker visiting the fresh database shows in
+# pg_stat_activity with its datname too, and is no connection of the app's.
 OTHERS = """SELECT count(*) FROM pg_stat_activity
-            WHERE datname = current_database() AND pid <> pg_backend_pid()"""
+            WHERE datname = current_database() AND pid <> pg_backend_pid()
+              AND backend_type = 'client backend'"""
 
 
 def protected_routes(app: object) -> list[tuple[str, str]]:

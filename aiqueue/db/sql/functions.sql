@@ -698,12 +698,14 @@ BEGIN
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
                                         result, previous_result, previous_marked_at, model,
                                         prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds, kind, pool)
+                                        processing_seconds, kind, pool, lane)
         SELECT row.queue_id, row.submission_id, row.assignment_id, row.run_id, row.group_key,
                p_result, prev.ai_result, prev.ai_marked_at, u.model,
                aiqueue_usage_int(p_usage -> 'prompt_tokens'),
                aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds,
-               row.kind, row.pool
+               row.kind, row.pool,
+               -- the overnight lane (0020) marks its usage; everything else is live
+               CASE WHEN p_usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END
         FROM row JOIN prev ON prev.id = row.submission_id JOIN done ON true, usage u
         -- A backfilled record (migration 0008) of a row completed before: keep it.
         ON CONFLICT (queue_id) DO NOTHING
@@ -1780,7 +1782,8 @@ $$;
 -- (failure_spike).  One row per alert: its value, its threshold, whether it
 -- fires.  A waiting row is pending, not expired, and not scheduled for later:
 -- a row with a not_before is no backlog until its time, and its wait starts
--- then.  A row waiting out a retry's backoff still waits: counting it out
+-- then; a batch-lane row waiting for a provider batch (§9f) is no backlog
+-- until its live time comes.  A row waiting out a retry's backoff still waits: counting it out
 -- would make both alerts flap open and shut through an outage, as every row
 -- goes in and out of its backoff.
 CREATE OR REPLACE FUNCTION aiqueue_alert_values(p_now timestamptz, backlog_s float8,
@@ -1804,10 +1807,12 @@ BEGIN
         (SELECT q.created_at FROM ai_marking_queue q
          WHERE q.status = 'pending' AND q.not_before IS NULL AND q.created_at <= t
            AND (q.expires_at IS NULL OR q.expires_at > t)
+           AND NOT (q.lane = 'batch' AND q.run_after > t)
          ORDER BY q.created_at LIMIT 1),
         (SELECT min(q.not_before) FROM ai_marking_queue q
          WHERE q.status = 'pending' AND q.not_before <= t
-           AND (q.expires_at IS NULL OR q.expires_at > t)))
+           AND (q.expires_at IS NULL OR q.expires_at > t)
+           AND NOT (q.lane = 'batch' AND q.run_after > t)))
     INTO due_since;
     wait := coalesce(date_part('epoch', t - due_since), 0);
     RETURN QUERY SELECT 'backlog_age'::text, wait, backlog_s, due_since IS NOT NULL AND wait > backlog_s;

@@ -519,14 +519,18 @@ SELECT
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
     -- A scheduled row waits from its not_before on, and not at all before it (§9d).
+    -- A batch-lane row waiting for a provider batch (its live time still to come,
+    -- §9f) is no backlog either: it waits by design, up to its deadline.
     -- Two index probes: the oldest unscheduled row (status, created_at), and the
     -- earliest not_before that has come (ai_marking_queue_not_before_idx).
     date_part('epoch', coalesce($1::timestamptz, now()) - least(
         (SELECT created_at FROM ai_marking_queue
          WHERE status = 'pending' AND not_before IS NULL
+           AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now()))
          ORDER BY created_at LIMIT 1),
         (SELECT min(not_before) FROM ai_marking_queue
-         WHERE status = 'pending' AND not_before <= coalesce($1::timestamptz, now()))))
+         WHERE status = 'pending' AND not_before <= coalesce($1::timestamptz, now())
+           AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now())))))
         AS oldest_pending_seconds
 FROM (
     SELECT avg(d) AS avg_seconds,

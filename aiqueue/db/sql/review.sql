@@ -30,8 +30,8 @@ FROM ai_marking_results WHERE queue_id = $1;
 SELECT EXISTS (SELECT 1 FROM submissions WHERE id = $1) AS found;
 
 -- usage_report --
--- Applied results in [$1, $2) per key ($3: day, assignment, group, model, kind
--- or pool),
+-- Applied results in [$1, $2) per key ($3: day, assignment, group, model, kind,
+-- pool or lane),
 -- then the total (ROLLUP's empty grouping set, also when nothing matched).
 -- The BRIN index on applied_at bounds the scan to the range's blocks.
 WITH r AS (
@@ -41,6 +41,7 @@ WITH r AS (
                WHEN 'group' THEN coalesce("group", assignment_id)
                WHEN 'kind' THEN kind
                WHEN 'pool' THEN pool
+               WHEN 'lane' THEN lane
                ELSE coalesce(model, 'unknown')
            END AS key,
            prompt_tokens, completion_tokens, cost_usd, processing_seconds

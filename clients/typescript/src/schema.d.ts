@@ -199,7 +199,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Tokens and cost by day, assignment, group, model, kind or pool */
+        /** Tokens and cost by day, assignment, group, model, kind, pool or lane */
         get: operations["usage"];
         put?: never;
         post?: never;
@@ -504,6 +504,8 @@ export interface components {
             remark?: boolean | null;
             dry_run?: boolean | null;
             kind?: string | null;
+            lane?: ("live" | "batch") | null;
+            deadline?: string | null;
             not_before?: string | null;
             delay_seconds?: number | null;
             expires_at?: string | null;
@@ -792,7 +794,7 @@ export interface components {
             /** Format: date */
             until?: string;
             /** @enum {string} */
-            by?: "day" | "assignment" | "group" | "model" | "kind" | "pool";
+            by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane";
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
         MarkingEvent: {
@@ -1394,7 +1396,7 @@ export interface operations {
                 since?: string;
                 /** @description default: today (UTC); at most 366 days */
                 until?: string;
-                by?: "day" | "assignment" | "group" | "model" | "kind" | "pool";
+                by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane";
             };
             header?: never;
             path?: never;

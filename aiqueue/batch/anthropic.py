@@ -1,0 +1,108 @@
+"""Anthropic's Message Batches API through the official SDK: one create holds every request.
+
+The SDK sends the key and `anthropic-version`; the documented `x-api-key`
+header goes along too, so the key reaches the API however the SDK's version
+sends it. Errors become content-free codes, as for OpenAI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+import anthropic
+
+from aiqueue.batch.provider import Handle, Limits, Line, Outcome, Polled, ProviderError
+
+T = TypeVar("T")
+# How long after the lane's record a lost create may have reached the provider.
+_FIND_WINDOW_SECONDS = 300
+
+
+class AnthropicBatches:
+    """One pool's Anthropic batch account."""
+
+    name: Literal["anthropic"] = "anthropic"
+    limits = Limits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        self.client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url.removesuffix("/v1"), timeout=timeout,
+            max_retries=2, default_headers={"x-api-key": api_key})
+
+    async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
+        requests: Any = [{"custom_id": line.custom_id, "params": line.body} for line in lines]
+        batch = await _call(lambda: self.client.messages.batches.create(requests=requests))
+        return Handle(batch.id)
+
+    async def find(self, tag: str, count: int, since: float) -> Handle | None:
+        """A batch with `count` requests created just after `since` that the lane never recorded.
+
+        Message batches carry no metadata, so the lane's record (made before the
+        create) gives the time, and the request count confirms it.
+        """
+        page = await _call(lambda: self.client.messages.batches.list(limit=100))
+        for batch in page.data:
+            created = batch.created_at.timestamp()
+            counts = batch.request_counts
+            total = (counts.processing + counts.succeeded + counts.errored + counts.canceled
+                     + counts.expired)
+            if since - 5 <= created <= since + _FIND_WINDOW_SECONDS and total == count:
+                return Handle(batch.id)
+        return None
+
+    async def poll(self, handle: Handle) -> Polled:
+        batch = await _call(lambda: self.client.messages.batches.retrieve(handle.batch_id))
+        if batch.processing_status != "ended":
+            return Polled("running", handle)
+        return Polled("ended", handle, missing="canceled")
+
+    async def results(self, polled: Polled) -> list[Outcome]:
+        async def read() -> list[Outcome]:
+            stream = await self.client.messages.batches.results(polled.handle.batch_id)
+            return [_outcome(line.custom_id, line.result) async for line in stream]
+        return await _call(read)
+
+    async def cancel(self, handle: Handle) -> None:
+        await _call(lambda: self.client.messages.batches.cancel(handle.batch_id))
+
+    async def delete(self, handle: Handle) -> bool:
+        try:
+            await _call(lambda: self.client.messages.batches.delete(handle.batch_id))
+        except ProviderError as exc:
+            if exc.code == "provider_http_404":
+                return True  # gone already
+            if exc.code == "provider_http_400":
+                return False  # still processing or cancelling
+            raise
+        return True
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def _outcome(custom_id: str, result: Any) -> Outcome:
+    kind = getattr(result, "type", None)
+    if kind == "succeeded":
+        return Outcome(custom_id, "succeeded", response=result.message.model_dump(mode="json"))
+    if kind in {"expired", "canceled"}:
+        return Outcome(custom_id, kind, error=f"batch_{kind}")
+    error = getattr(getattr(result, "error", None), "error", None)
+    code = getattr(error, "type", None)
+    return Outcome(custom_id, "errored",
+                   error=f"provider_{code}" if isinstance(code, str) and code.isidentifier()
+                   else "provider_line_error")
+
+
+async def _call(make: Callable[[], Awaitable[T]]) -> T:
+    """Run one SDK call; its failures become a content-free ProviderError."""
+    try:
+        return await make()
+    except anthropic.APIStatusError as exc:
+        raise ProviderError(f"provider_http_{exc.status_code}") from None
+    except anthropic.APITimeoutError:
+        raise ProviderError("provider_timeout") from None
+    except anthropic.APIConnectionError:
+        raise ProviderError("provider_unreachable") from None
+    except (anthropic.AnthropicError, ValueError):
+        raise ProviderError("provider_bad_answer") from None

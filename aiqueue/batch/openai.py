@@ -1,0 +1,146 @@
+"""OpenAI's Batch API through the official SDK: a JSONL file (`purpose=batch`), then a batch.
+
+The SDK sends the key as `Authorization: Bearer …`. Its errors carry the
+provider's message, which may quote a request, so only the status reaches
+the lane (as a content-free code).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, Literal, TypeVar
+
+import openai
+
+from aiqueue.batch.provider import (
+    Handle,
+    Limits,
+    Line,
+    LineKind,
+    Outcome,
+    Polled,
+    ProviderError,
+)
+
+ENDPOINT: Final = "/v1/chat/completions"
+# A status the lane keeps looking at; the rest have ended.
+_RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
+_MISSING: dict[str, LineKind] = {"completed": "errored", "expired": "expired",
+                                 "cancelled": "canceled"}
+T = TypeVar("T")
+
+
+class OpenAIBatches:
+    """One pool's OpenAI batch account."""
+
+    name: Literal["openai"] = "openai"
+    limits = Limits(max_requests=50_000, max_bytes=200 * 1024 * 1024, one_model=True)
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout,
+                                         max_retries=2)
+
+    async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
+        data = "".join(json.dumps({"custom_id": line.custom_id, "method": "POST",
+                                   "url": ENDPOINT, "body": line.body}) + "\n"
+                       for line in lines).encode()
+        upload = await _call(lambda: self.client.files.create(
+            file=(f"aiqueue-{tag}.jsonl", data), purpose="batch"))
+        try:
+            batch = await _call(lambda: self.client.batches.create(
+                input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h",
+                metadata={"aiqueue_batch": tag}))
+        except ProviderError:
+            # No batch holds the file: it would only keep the students' answers.
+            await self._delete_file(upload.id)
+            raise
+        return Handle(batch.id, (upload.id,))
+
+    async def find(self, tag: str, count: int, since: float) -> Handle | None:
+        page = await _call(lambda: self.client.batches.list(limit=100))
+        for batch in page.data:
+            if (batch.metadata or {}).get("aiqueue_batch") == tag:
+                return Handle(batch.id).with_files(batch.input_file_id, batch.output_file_id,
+                                                   batch.error_file_id)
+        return None
+
+    async def poll(self, handle: Handle) -> Polled:
+        batch = await _call(lambda: self.client.batches.retrieve(handle.batch_id))
+        known = handle.with_files(batch.input_file_id, batch.output_file_id,
+                                  batch.error_file_id)
+        if batch.status in _RUNNING:
+            return Polled("running", known)
+        if batch.status == "failed":
+            return Polled("failed", known)
+        return Polled("ended", known, missing=_MISSING.get(batch.status, "errored"),
+                      output_file=batch.output_file_id, error_file=batch.error_file_id)
+
+    async def results(self, polled: Polled) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for file_id in (polled.output_file, polled.error_file):
+            if file_id is not None:
+                text = await self._text(file_id)
+                outcomes += [_outcome(json.loads(raw)) for raw in text.splitlines()
+                             if raw.strip()]
+        return outcomes
+
+    async def _text(self, file_id: str) -> str:
+        content = await _call(lambda: self.client.files.content(file_id))
+        return content.text
+
+    async def cancel(self, handle: Handle) -> None:
+        try:
+            await _call(lambda: self.client.batches.cancel(handle.batch_id))
+        except ProviderError as exc:
+            if exc.code != "provider_http_409":  # it has ended already
+                raise
+
+    async def delete(self, handle: Handle) -> bool:
+        polled = await self.poll(handle)
+        if polled.state == "running":
+            return False  # its output files are not written yet
+        for file_id in polled.handle.files:
+            await self._delete_file(file_id)
+        return True
+
+    async def _delete_file(self, file_id: str) -> None:
+        try:
+            await _call(lambda: self.client.files.delete(file_id))
+        except ProviderError as exc:
+            if exc.code != "provider_http_404":  # gone already
+                raise
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def _outcome(line: dict[str, Any]) -> Outcome:
+    """One output- or error-file line as an Outcome."""
+    custom_id = str(line.get("custom_id", ""))
+    response = line.get("response") or {}
+    error = line.get("error") or {}
+    if response.get("status_code") == 200 and isinstance(response.get("body"), dict):
+        return Outcome(custom_id, "succeeded", response=response["body"])
+    if error.get("code") == "batch_expired":
+        return Outcome(custom_id, "expired", error="batch_expired")
+    if error.get("code") == "batch_cancelled":
+        return Outcome(custom_id, "canceled", error="batch_cancelled")
+    status = response.get("status_code")
+    return Outcome(custom_id, "errored",
+                   error=f"provider_line_{status}" if isinstance(status, int) else
+                   "provider_line_error")
+
+
+async def _call(make: Callable[[], Awaitable[T]]) -> T:
+    """Run one SDK call; its failures become a content-free ProviderError."""
+    try:
+        return await make()
+    except openai.APIStatusError as exc:
+        raise ProviderError(f"provider_http_{exc.status_code}") from None
+    except openai.APITimeoutError:
+        raise ProviderError("provider_timeout") from None
+    except openai.APIConnectionError:
+        raise ProviderError("provider_unreachable") from None
+    except (openai.OpenAIError, ValueError):
+        raise ProviderError("provider_bad_answer") from None

@@ -1,0 +1,80 @@
+"""The overnight lane's statements: one method per named query of sql/batch.sql."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from aiqueue.db.gateway import Gateway
+from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
+
+
+class BatchQueries(Gateway):
+    """Pack rows into a recorded batch, reconcile, release, fail lines, fall back."""
+
+    async def batch_open(self, pool: str, provider: str, model: str, limit: int
+                         ) -> list[BatchRow]:
+        """Record a batch and move up to `limit` waiting rows into it (none: no batch)."""
+        rows = await self._write("batch_open", pool, provider, model, limit)
+        return [BatchRow.from_row(r) for r in rows]
+
+    async def batch_submitted(self, batch_id: int, provider_batch_id: str,
+                              files: Sequence[str], look_in: float) -> bool:
+        """Record the provider's batch; False when a reconcile gave its rows back meanwhile."""
+        rows = await self._write("batch_submitted", batch_id, provider_batch_id, list(files),
+                                 look_in)
+        return bool(rows)
+
+    async def batch_release(self, batch_id: int, queue_ids: Sequence[UUID] | None = None
+                            ) -> int:
+        ids = None if queue_ids is None else list(queue_ids)
+        return int(await self._write_val("batch_release", batch_id, ids, idempotent=True))
+
+    async def batch_abandon(self, batch_id: int, error: str) -> bool:
+        return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
+
+    async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]:
+        return [LaneBatch.from_row(r) for r in await self._fetch("batch_stale", pool,
+                                                                 older_than)]
+
+    async def batches_due(self, pool: str, lease: float) -> list[LaneBatch]:
+        return [LaneBatch.from_row(r) for r in await self._write("batch_due", pool, lease)]
+
+    async def batch_rows(self, batch_id: int) -> list[BatchRow]:
+        return [BatchRow.from_row(r) for r in await self._fetch("batch_rows", batch_id)]
+
+    async def batch_lines(self, batch_id: int) -> list[BatchRow]:
+        """Every line the batch was sent with, and whether its row is still held by it."""
+        return [BatchRow.from_row(r) for r in await self._fetch("batch_lines", batch_id)]
+
+    async def batch_lines_failed(self, failures: Sequence[LineFailure], max_attempts: int,
+                                 window: float) -> int:
+        if not failures:
+            return 0
+        return int(await self._write_val(
+            "batch_lines_failed", [f.queue_id for f in failures],
+            [f.dispatch_seq for f in failures], [f.code for f in failures],
+            [f.retryable for f in failures], max_attempts, window, idempotent=True))
+
+    async def batch_fallback(self, batch_id: int) -> int:
+        return int(await self._write_val("batch_fallback", batch_id, idempotent=True))
+
+    async def batch_mark(self, batch_id: int, state: BatchState, files: Sequence[str],
+                         look_in: float) -> None:
+        await self._write("batch_mark", batch_id, state, list(files), look_in, idempotent=True)
+
+    async def batch_live_seconds(self) -> float | None:
+        value = await self._fetchval("batch_live_seconds")
+        return None if value is None else float(value)
+
+    async def batch_prune(self, older_than: float) -> None:
+        await self._write("batch_prune", older_than, idempotent=True)
+
+    async def batch_open_count(self) -> int:
+        return int(await self._fetchval("batch_open_count"))
+
+    async def batch_lane_rows(self, queue_ids: Sequence[UUID], deadline: datetime,
+                              live_at: datetime) -> None:
+        await self._write("batch_lane_rows", list(queue_ids), deadline, live_at,
+                          idempotent=True)

@@ -1,0 +1,223 @@
+-- The overnight lane (CONTRACT §9f, aiqueue/batch/lane.py; migration 0020).
+-- The provider is called between these statements, never inside a transaction.
+
+-- batch_lane_rows --
+-- Rows just enqueued on the batch lane (the enqueue's transaction): their
+-- deadline, and run_after = when they must go live if no batch has them ($3).
+-- A row that also has a not_before (§9d) is never live before it either.
+UPDATE ai_marking_queue
+SET lane = 'batch', deadline = $2::timestamptz,
+    run_after = greatest($3::timestamptz, not_before)
+WHERE queue_id = ANY($1::uuid[]) AND status = 'pending';
+
+-- batch_open --
+-- Record a batch and move up to $4 waiting rows into it, in one statement: the
+-- record exists before the provider hears of it.  Rows whose live time has
+-- come (run_after <= now()) are the live claim's, not the packer's.  Packing
+-- uses an attempt, as a dispatch does.  A row whose not_before (§9d) is still
+-- to come waits for it.  Only the pool's own rows ($1).  Nothing waiting: no batch.
+WITH picked AS MATERIALIZED (
+    SELECT q.queue_id
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
+      AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
+    ORDER BY q.priority DESC, q.seq
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+),
+batch AS (
+    INSERT INTO ai_marking_batches (pool, provider, model, rows)
+    SELECT $1, $2, $3, count(*) FROM picked HAVING count(*) > 0
+    RETURNING id
+),
+moved AS (
+    UPDATE ai_marking_queue q
+    SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
+        started_at = now(), lease_at = NULL, progress = NULL, batch_id = batch.id,
+        updated_at = now()
+    FROM picked, batch
+    WHERE q.queue_id = picked.queue_id
+    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+              q.payload_id, q.deadline, batch.id AS batch_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
+    SELECT m.queue_id, m.dispatch_seq, m.attempts, 'batch:' || m.batch_id FROM moved m
+)
+SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
+       m.deadline, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
+FROM moved m JOIN submissions s ON s.id = m.submission_id
+LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
+
+-- batch_submitted --
+-- The provider took the batch.  Only while the record still says
+-- 'submitting': a reconcile that gave its rows back meanwhile wins, and the
+-- caller then cancels and deletes what it just created.
+UPDATE ai_marking_batches
+SET state = 'submitted', provider_batch_id = $2, files = $3::text[], submitted_at = now(),
+    look_after = now() + make_interval(secs => $4::float8)
+WHERE id = $1 AND state = 'submitting'
+RETURNING id;
+
+-- batch_release --
+-- Give a batch's rows back to the waiting rows, with the attempt packing took:
+-- the provider never had them ($2: only these; NULL: all of the batch's).
+WITH rows AS (
+    UPDATE ai_marking_queue q
+    SET status = 'pending', attempts = greatest(q.attempts - 1, 0), batch_id = NULL,
+        started_at = NULL, updated_at = now()
+    WHERE q.batch_id = $1 AND q.status = 'processing'
+      AND ($2::uuid[] IS NULL OR q.queue_id = ANY($2::uuid[]))
+    RETURNING q.queue_id, q.dispatch_seq
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'batch_released'
+    FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
+      AND a.kind = 'dispatch'
+)
+SELECT count(*) AS n FROM rows;
+
+-- batch_abandon --
+-- A batch the provider never created (or whose creation failed): ended.
+UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
+WHERE id = $1 AND state = 'submitting'
+RETURNING id;
+
+-- batch_stale --
+-- Batches still 'submitting' after $2 seconds: their step crashed or is stuck
+-- between recording and creating (reconciled by the next step).
+SELECT id, provider, model, provider_batch_id, files, state, rows,
+       date_part('epoch', created_at) AS created_at
+FROM ai_marking_batches
+WHERE pool = $1 AND state = 'submitting' AND created_at < now() - make_interval(secs => $2::float8)
+ORDER BY id
+LIMIT 20;
+
+-- batch_due --
+-- Batches to look at now, each taken for $2 seconds (another instance skips it).
+WITH due AS (
+    SELECT b.id FROM ai_marking_batches b
+    WHERE b.pool = $1 AND b.state IN ('submitted', 'cancelling', 'ended')
+      AND b.look_after <= now()
+    ORDER BY b.look_after
+    LIMIT 20
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE ai_marking_batches b SET look_after = now() + make_interval(secs => $2::float8)
+FROM due WHERE b.id = due.id
+RETURNING b.id, b.provider, b.model, b.provider_batch_id, b.files, b.state, b.rows,
+          date_part('epoch', b.created_at) AS created_at;
+
+-- batch_rows --
+-- The rows a batch still holds (those not yet resolved), with what the
+-- function's parse needs to check a mark against.
+SELECT q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq, q.deadline,
+       coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content, q.batch_id
+FROM ai_marking_queue q JOIN submissions s ON s.id = q.submission_id
+LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
+WHERE q.batch_id = $1 AND q.status = 'processing';
+
+-- batch_lines_failed --
+-- Lines that errored, expired or could not be read ($1 ids, $2 dispatches, $3
+-- codes, $4 retryable): an attempt is used, and the row waits for the next
+-- batch, or goes live when its live time has come or it has been on the
+-- batch lane for the provider's window ($6 seconds); failed when attempts
+-- ($5) are used up or the failure is final.  Only the dispatch in this batch.
+WITH lines AS (
+    SELECT * FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::boolean[])
+        AS l (queue_id, dispatch_seq, code, retryable)
+),
+rows AS (
+    UPDATE ai_marking_queue q
+    SET status = CASE WHEN l.retryable AND q.attempts < $5::integer THEN 'pending'
+                      ELSE 'failed' END,
+        finished_at = CASE WHEN l.retryable AND q.attempts < $5::integer THEN NULL
+                           ELSE now() END,
+        lane = CASE WHEN q.run_after <= now()
+                      OR q.created_at + make_interval(secs => $6::float8) <= now()
+                    THEN 'live' ELSE 'batch' END,
+        run_after = CASE WHEN q.created_at + make_interval(secs => $6::float8) <= now()
+                         THEN now() ELSE q.run_after END,
+        batch_id = NULL, last_error = l.code, updated_at = now()
+    FROM lines l
+    WHERE q.queue_id = l.queue_id AND q.dispatch_seq = l.dispatch_seq
+      AND q.status = 'processing' AND q.batch_id IS NOT NULL
+    RETURNING q.queue_id, q.dispatch_seq, q.status, l.code
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'batch_failed', error = rows.code
+    FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
+      AND a.kind = 'dispatch'
+),
+tally AS (
+    INSERT INTO ai_marking_tally (outcome, job, error, n)
+    SELECT 'batch_failed', CASE WHEN rows.status = 'failed' THEN 'failed' END, rows.code, count(*)
+    FROM rows GROUP BY 2, 3
+)
+SELECT count(*) AS n FROM rows;
+
+-- batch_fallback --
+-- The deadline is near: the batch's unresolved rows go live now, with the
+-- attempt the batch took (the provider did not fail them).  Their dispatch in
+-- the batch stays valid for a result: whichever result comes first is applied.
+WITH rows AS (
+    UPDATE ai_marking_queue q
+    SET status = 'pending', lane = 'live', run_after = now(), batch_id = NULL,
+        attempts = greatest(q.attempts - 1, 0), updated_at = now()
+    WHERE q.batch_id = $1 AND q.status = 'processing'
+    RETURNING q.queue_id, q.dispatch_seq
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'batch_fallback'
+    FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
+      AND a.kind = 'dispatch'
+)
+SELECT count(*) AS n FROM rows;
+
+-- batch_mark --
+-- A batch's new state and the files the provider keeps for it; look again in
+-- $4 seconds.
+UPDATE ai_marking_batches
+SET state = $2, files = $3::text[],
+    ended_at = CASE WHEN $2 IN ('ended', 'done') THEN coalesce(ended_at, now()) END,
+    deleted_at = CASE WHEN $2 = 'done' THEN now() END,
+    look_after = now() + make_interval(secs => $4::float8)
+WHERE id = $1;
+
+-- batch_live_seconds --
+-- The recent live processing time of one row (dispatch to result), for the
+-- fallback's estimate; NULL when nothing was marked live lately.
+SELECT avg(date_part('epoch', a.ended_at - a.started_at))
+FROM (SELECT started_at, ended_at FROM ai_marking_attempts
+      WHERE outcome = 'completed' AND kind = 'dispatch' AND ended_at IS NOT NULL
+        AND (dispatch_ref IS NULL OR dispatch_ref NOT LIKE 'batch:%')
+      ORDER BY id DESC LIMIT 200) a;
+
+-- batch_open_count --
+-- What the provider may still keep of this app's: batches not done.
+SELECT count(*) FROM ai_marking_batches WHERE state NOT IN ('done', 'abandoned');
+
+-- batch_lines --
+-- Every line a batch was sent with, matched to its row as it is now: still in
+-- this batch (`held`), or gone on (fallen back, completed, re-packed).  Erased
+-- rows are gone, so their lines match nothing and are never applied.
+SELECT a.queue_id, a.dispatch_seq, a.attempt AS attempts, q.submission_id, q.assignment_id,
+       q.deadline, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content,
+       $1::bigint AS batch_id,
+       (q.batch_id = $1 AND q.status = 'processing' AND q.dispatch_seq = a.dispatch_seq)
+           AS held
+FROM ai_marking_attempts a
+JOIN ai_marking_queue q ON q.queue_id = a.queue_id
+JOIN submissions s ON s.id = q.submission_id
+LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
+WHERE a.dispatch_ref = 'batch:' || $1::bigint AND a.kind = 'dispatch';
+
+-- batch_prune --
+-- Records of batches long done (the provider keeps nothing of them any more),
+-- in bounded runs.
+DELETE FROM ai_marking_batches
+WHERE id IN (SELECT id FROM ai_marking_batches
+             WHERE state IN ('done', 'abandoned')
+               AND coalesce(deleted_at, ended_at, created_at)
+                   < now() - make_interval(secs => $1::float8)
+             LIMIT 500);

@@ -1,0 +1,73 @@
+"""The overnight lane's rows: provider batches and the queue rows they hold."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from aiqueue.models.queue import QueueId, Row, SubmissionId
+
+BatchState = Literal["submitting", "submitted", "cancelling", "ended", "done", "abandoned"]
+
+
+@dataclass(frozen=True)
+class LaneBatch:
+    """One provider batch as the lane records it."""
+
+    id: int
+    provider: str
+    model: str
+    provider_batch_id: str | None
+    files: tuple[str, ...]
+    state: BatchState
+    rows: int
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Row) -> LaneBatch:
+        return cls(id=row["id"], provider=row["provider"], model=row["model"],
+                   provider_batch_id=row["provider_batch_id"], files=tuple(row["files"] or ()),
+                   state=row["state"], rows=row["rows"], created_at=float(row["created_at"]))
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """A queue row in a batch: what its line is built from and matched by."""
+
+    batch_id: int
+    queue_id: QueueId
+    submission_id: SubmissionId
+    assignment_id: str
+    attempt: int
+    dispatch_seq: int
+    deadline: datetime | None
+    payload: dict[str, Any]
+    content: str
+    # still in its batch, unresolved (False: fell back, completed, or moved on)
+    held: bool = True
+
+    @property
+    def custom_id(self) -> str:
+        """`<queue_id>-<dispatch_seq>`: 36 + 1 + a few characters of [a-zA-Z0-9_-]."""
+        return f"{self.queue_id}-{self.dispatch_seq}"
+
+    @classmethod
+    def from_row(cls, row: Row) -> BatchRow:
+        return cls(batch_id=row["batch_id"], queue_id=QueueId(row["queue_id"]),
+                   submission_id=SubmissionId(row["submission_id"]),
+                   assignment_id=row["assignment_id"], attempt=row["attempts"],
+                   dispatch_seq=row["dispatch_seq"], deadline=row["deadline"],
+                   payload=json.loads(row["payload"]), content=row["content"],
+                   held=bool(row["held"]) if "held" in row.keys() else True)
+
+
+@dataclass(frozen=True)
+class LineFailure:
+    """A line that did not give a mark: its row's dispatch and a content-free code."""
+
+    queue_id: QueueId
+    dispatch_seq: int
+    code: str
+    retryable: bool = True

@@ -1,0 +1,88 @@
+"""What both emulators share: the behaviour of a batch, its clock, and the model's answer."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# How one line of a batch ends: answered; errored (the model call failed: OpenAI
+# puts it in the error file with a 500, Anthropic reports `errored`); or expired
+# (the batch's window closed before it ran).
+LineFate = Literal["ok", "error", "expire"]
+
+
+def _all_ok(custom_id: str, body: dict[str, Any]) -> LineFate:
+    return "ok"
+
+
+@dataclass
+class Behaviour:
+    """How one batch goes, from its creation.
+
+    - `delay`: seconds until its last line is done (lines finish evenly across it);
+    - `fail`: it is created fine and then fails (OpenAI: status `failed`;
+      Anthropic, which has no failed batch: every line `errored`);
+    - `stall`: no line ever finishes by itself; the batch waits for a cancel or
+      for its window to close (then every line expires);
+    - `line`: the fate of each line (errored lines, partial expiry). A batch
+      whose every line errors is OpenAI's "completed with only an error file";
+    - `cancel_delay`: seconds a cancel takes (OpenAI: "within about 10 min");
+      lines that finish meanwhile still have their answer.
+    """
+
+    delay: float = 0.0
+    fail: bool = False
+    stall: bool = False
+    cancel_delay: float = 0.0
+    line: Callable[[str, dict[str, Any]], LineFate] = _all_ok
+
+
+@dataclass
+class Clock:
+    """The emulators' time; tests may move it forward instead of sleeping."""
+
+    offset: float = 0.0
+    base: Callable[[], float] = field(default=time.time)
+
+    def __call__(self) -> float:
+        return self.base() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+def new_id(prefix: str, length: int = 24) -> str:
+    """An id shaped like the provider's: a prefix and random letters and digits."""
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    return prefix + "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+_MAX_SCORE = re.compile(r"number from 0 to (\d+(?:\.\d+)?)")
+
+
+def mark_text(prompt: str) -> str:
+    """The emulated model's reply: a JSON mark the reference function's `parse` reads.
+
+    The score is half the maximum the prompt names (0 when it names none).
+    """
+    match = _MAX_SCORE.search(prompt)
+    top = float(match.group(1)) if match else 0.0
+    score = int(top // 2)
+    return json.dumps({"score": score, "feedback": "Emulated mark: clear and mostly complete."})
+
+
+def count_tokens(text: str) -> int:
+    """A rough token count (4 characters a token), enough for the cost figures."""
+    return max(1, len(text) // 4)
+
+
+def line_times(created: float, behaviour: Behaviour, n: int) -> list[float | None]:
+    """When each of `n` lines finishes (None: never, the batch stalls)."""
+    if behaviour.stall:
+        return [None] * n
+    return [created + behaviour.delay * (i + 1) / n for i in range(n)]

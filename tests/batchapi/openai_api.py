@@ -1,0 +1,389 @@
+"""An emulator of OpenAI's Files and Batch APIs (`/v1/files`, `/v1/batches`).
+
+As documented: a JSONL file is uploaded with `purpose=batch` (≤ 50,000
+requests, ≤ 200 MB, one model, unique `custom_id`s), a batch is created from
+it, moves `validating` → `in_progress` → `finalizing` → `completed` (or
+`failed`, `expired`, `cancelling` → `cancelled`), and its results are two
+files in no order: an output file (answered lines) and an error file (lines
+that errored or expired). Batches can't be deleted; files can.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.batchapi.common import (
+    Behaviour,
+    Clock,
+    LineFate,
+    count_tokens,
+    line_times,
+    mark_text,
+    new_id,
+)
+
+WINDOW_SECONDS = 24 * 3600
+MAX_REQUESTS = 50_000
+MAX_BYTES = 200 * 1024 * 1024
+TERMINAL = {"failed", "completed", "expired", "cancelled"}
+
+
+@dataclass
+class File:
+    id: str
+    purpose: str
+    filename: str
+    data: bytes
+    created_at: int
+
+    def json(self) -> dict[str, Any]:
+        return {"id": self.id, "object": "file", "bytes": len(self.data),
+                "created_at": self.created_at, "filename": self.filename,
+                "purpose": self.purpose, "status": "processed", "status_details": None}
+
+
+@dataclass
+class Batch:
+    id: str
+    input_file_id: str
+    endpoint: str
+    created_at: float
+    behaviour: Behaviour
+    lines: list[dict[str, Any]]
+    model: str | None
+    invalid: list[dict[str, Any]]
+    metadata: dict[str, str] | None = None
+    status: str = "validating"
+    times: list[float | None] = field(default_factory=list)
+    stamps: dict[str, int] = field(default_factory=dict)
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    errors: list[dict[str, Any]] | None = None
+    done: int = 0
+    failed: int = 0
+    cancel_at: float = 0.0
+
+
+class OpenAIBatchAPI:
+    """The emulated API; `behaviours(n)` programs the n-th batch (1-based)."""
+
+    def __init__(self, key: str = "sk-test-batch", *,
+                 behaviours: Callable[[int], Behaviour] | None = None,
+                 clock: Clock | None = None, window_seconds: float = WINDOW_SECONDS,
+                 max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES) -> None:
+        self.key = key
+        self.behaviours = behaviours or (lambda n: Behaviour())
+        self.clock = clock or Clock()
+        self.window_seconds = window_seconds
+        self.max_requests, self.max_bytes = max_requests, max_bytes
+        self.files: dict[str, File] = {}
+        self.batches: dict[str, Batch] = {}
+        self.deleted_files: list[str] = []
+        self.requests_answered = 0  # lines the "model" ran (each one is paid)
+        self.answered_ids: list[str] = []
+        self.app = Starlette(routes=[
+            Route("/v1/files", self.upload, methods=["POST"]),
+            Route("/v1/files", self.list_files, methods=["GET"]),
+            Route("/v1/files/{file_id}", self.file, methods=["GET", "DELETE"]),
+            Route("/v1/files/{file_id}/content", self.content, methods=["GET"]),
+            Route("/v1/batches", self.create, methods=["POST"]),
+            Route("/v1/batches", self.list_batches, methods=["GET"]),
+            Route("/v1/batches/{batch_id}", self.retrieve, methods=["GET"]),
+            Route("/v1/batches/{batch_id}/cancel", self.cancel, methods=["POST"]),
+        ])
+
+    def held(self) -> dict[str, list[str]]:
+        """What the provider still keeps: files, and batches not yet ended."""
+        open_batches = [b.id for b in self.batches.values() if b.status not in TERMINAL]
+        return {"files": sorted(self.files), "open_batches": sorted(open_batches)}
+
+    # -- files ---------------------------------------------------------------
+
+    async def upload(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        async with request.form(max_part_size=MAX_BYTES + 1) as form:
+            purpose, upload = form.get("purpose"), form.get("file")
+            if purpose not in {"batch", "assistants", "fine-tune", "vision", "user_data"}:
+                return _error(400, "Invalid value for 'purpose'.", "invalid_request_error",
+                              "purpose")
+            if upload is None or isinstance(upload, str):
+                return _error(400, "Missing file.", "invalid_request_error", "file")
+            data = await upload.read()
+            name = upload.filename or "upload.jsonl"
+        file = File(new_id("file-"), str(purpose), name, data, int(self.clock()))
+        self.files[file.id] = file
+        return JSONResponse(file.json())
+
+    async def list_files(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        return JSONResponse({"object": "list", "data": [f.json() for f in self.files.values()],
+                             "has_more": False, "first_id": None, "last_id": None})
+
+    async def file(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        file_id = request.path_params["file_id"]
+        file = self.files.get(file_id)
+        if file is None:
+            return _error(404, f"No such File object: {file_id}", "invalid_request_error", "id")
+        if request.method == "DELETE":
+            del self.files[file_id]
+            self.deleted_files.append(file_id)
+            return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+        return JSONResponse(file.json())
+
+    async def content(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        file = self.files.get(request.path_params["file_id"])
+        if file is None:
+            return _error(404, "No such File object.", "invalid_request_error", "id")
+        return Response(file.data, media_type="application/octet-stream")
+
+    # -- batches -------------------------------------------------------------
+
+    async def create(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        body = await request.json()
+        file = self.files.get(body.get("input_file_id", ""))
+        if file is None or file.purpose != "batch":
+            return _error(400, "Invalid input_file_id.", "invalid_request_error",
+                          "input_file_id")
+        endpoint = body.get("endpoint")
+        if endpoint not in {"/v1/chat/completions", "/v1/responses", "/v1/embeddings",
+                            "/v1/completions"}:
+            return _error(400, "Invalid endpoint.", "invalid_request_error", "endpoint")
+        if body.get("completion_window") != "24h":
+            return _error(400, "Invalid completion_window.", "invalid_request_error",
+                          "completion_window")
+        metadata = body.get("metadata")
+        if metadata is not None and not (isinstance(metadata, dict) and len(metadata) <= 16 and all(
+                isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512
+                for k, v in metadata.items())):
+            return _error(400, "Invalid metadata.", "invalid_request_error", "metadata")
+        lines, model, invalid = self._validate(file.data, endpoint)
+        now = self.clock()
+        behaviour = self.behaviours(len(self.batches) + 1)
+        batch = Batch(new_id("batch_"), file.id, endpoint, now, behaviour, lines, model,
+                      invalid, metadata, times=line_times(now, behaviour, len(lines)))
+        self.batches[batch.id] = batch
+        return JSONResponse(self._json(batch))
+
+    async def retrieve(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        batch = self.batches.get(request.path_params["batch_id"])
+        if batch is None:
+            return _error(404, "No batch found.", "invalid_request_error", "batch_id")
+        self._advance(batch)
+        return JSONResponse(self._json(batch))
+
+    async def cancel(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        batch = self.batches.get(request.path_params["batch_id"])
+        if batch is None:
+            return _error(404, "No batch found.", "invalid_request_error", "batch_id")
+        self._advance(batch)
+        if batch.status in TERMINAL:
+            return _error(409, f"Cannot cancel a batch with status '{batch.status}'.",
+                          "invalid_request_error", None)
+        if batch.status != "cancelling":
+            batch.status = "cancelling"
+            batch.stamps["cancelling_at"] = int(self.clock())
+            batch.cancel_at = self.clock()
+        return JSONResponse(self._json(batch))
+
+    async def list_batches(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        for batch in self.batches.values():
+            self._advance(batch)
+        data = [self._json(b) for b in reversed(self.batches.values())]
+        return JSONResponse({"object": "list", "data": data, "has_more": False,
+                             "first_id": data[0]["id"] if data else None,
+                             "last_id": data[-1]["id"] if data else None})
+
+    # -- the batch's course --------------------------------------------------
+
+    def _validate(self, data: bytes, endpoint: str,
+                  ) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
+        """The file's requests, its model, and what OpenAI would refuse in it."""
+        invalid: list[dict[str, Any]] = []
+        if len(data) > self.max_bytes:
+            invalid.append({"code": "file_too_large", "message": "The file exceeds 200 MB."})
+        lines: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        models: set[str] = set()
+        for number, raw in enumerate(data.decode().splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+                custom_id, body = line["custom_id"], line["body"]
+                ok = (isinstance(custom_id, str) and line.get("method") == "POST"
+                      and line.get("url") == endpoint and isinstance(body.get("model"), str)
+                      and isinstance(body.get("messages"), list))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                ok = False
+            if not ok:
+                invalid.append({"code": "invalid_request", "line": number,
+                                "message": "This line is not a valid batch request."})
+                continue
+            if custom_id in seen:
+                invalid.append({"code": "duplicate_custom_id", "line": number,
+                                "message": "The custom_id for this request is a duplicate."})
+            seen.add(custom_id)
+            models.add(body["model"])
+            lines.append(line)
+        if len(lines) > self.max_requests:
+            invalid.append({"code": "too_many_requests",
+                            "message": f"A batch holds at most {self.max_requests} requests."})
+        if len(models) > 1:
+            invalid.append({"code": "mixed_models",
+                            "message": "A batch input file uses one model only."})
+        return lines, next(iter(models), None), invalid
+
+    def _advance(self, batch: Batch) -> None:
+        """Move `batch` along by the clock, as the provider would between two looks."""
+        if batch.status in TERMINAL:
+            return
+        now = self.clock()
+        if batch.status == "validating":
+            if batch.invalid or batch.behaviour.fail:
+                return self._fail(batch)
+            batch.status = "in_progress"
+            batch.stamps["in_progress_at"] = int(now)
+        if batch.status == "cancelling":
+            if now >= batch.cancel_at + batch.behaviour.cancel_delay:
+                self._finish(batch, "cancelled", now, leftover=None)
+            return None
+        if now >= batch.created_at + self.window_seconds:
+            return self._finish(batch, "expired", now, leftover="batch_expired")
+        ready = [t is not None and t <= now and self._fate(batch, i) != "expire"
+                 for i, t in enumerate(batch.times)]
+        batch.done = sum(ready)
+        if all(ready):
+            self._finish(batch, "completed", now, leftover=None)
+
+    def _fate(self, batch: Batch, index: int) -> LineFate:
+        line = batch.lines[index]
+        return batch.behaviour.line(line["custom_id"], line["body"])
+
+    def _fail(self, batch: Batch) -> None:
+        batch.status = "failed"
+        batch.stamps["failed_at"] = int(self.clock())
+        batch.errors = batch.invalid or [{
+            "code": "token_limit_exceeded",
+            "message": "Enqueued token limit reached for this model in the organization."}]
+
+    def _finish(self, batch: Batch, status: str, now: float, leftover: str | None) -> None:
+        """End `batch`: lines done by now go to the output/error files; the rest per `leftover`."""
+        output, errors = [], []
+        for index, line in enumerate(batch.lines):
+            when = batch.times[index]
+            fate = self._fate(batch, index)
+            if when is not None and when <= now and fate != "expire":
+                self.requests_answered += 1
+                self.answered_ids.append(line["custom_id"])
+                if fate == "ok":
+                    output.append(answer_line(line))
+                else:
+                    errors.append(errored_line(line))
+            elif leftover is not None:
+                errors.append({"id": new_id("batch_req_"), "custom_id": line["custom_id"],
+                               "response": None, "error": {
+                                   "code": leftover,
+                                   "message": "This request could not be executed before "
+                                              "the completion window expired."}})
+        batch.done, batch.failed = len(output), len(errors)
+        batch.output_file_id = self._result_file(batch, "output", output)
+        batch.error_file_id = self._result_file(batch, "errors", errors)
+        batch.status = status
+        stamp = {"completed": "completed_at", "expired": "expired_at",
+                 "cancelled": "cancelled_at"}[status]
+        batch.stamps["finalizing_at"] = int(now)
+        batch.stamps[stamp] = int(now)
+
+    def _result_file(self, batch: Batch, kind: str, lines: list[dict[str, Any]]) -> str | None:
+        if not lines:
+            return None  # OpenAI makes no empty file
+        random.shuffle(lines)  # results come in no order
+        data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        file = File(new_id("file-"), "batch_output", f"{batch.id}_{kind}.jsonl", data,
+                    int(self.clock()))
+        self.files[file.id] = file
+        return file.id
+
+    def _json(self, batch: Batch) -> dict[str, Any]:
+        total = len(batch.lines)
+        return {
+            "id": batch.id, "object": "batch", "endpoint": batch.endpoint,
+            "errors": None if batch.errors is None else {"object": "list",
+                                                          "data": batch.errors},
+            "input_file_id": batch.input_file_id, "completion_window": "24h",
+            "status": batch.status, "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id, "created_at": int(batch.created_at),
+            "in_progress_at": batch.stamps.get("in_progress_at"),
+            "expires_at": int(batch.created_at + self.window_seconds),
+            "finalizing_at": batch.stamps.get("finalizing_at"),
+            "completed_at": batch.stamps.get("completed_at"),
+            "failed_at": batch.stamps.get("failed_at"),
+            "expired_at": batch.stamps.get("expired_at"),
+            "cancelling_at": batch.stamps.get("cancelling_at"),
+            "cancelled_at": batch.stamps.get("cancelled_at"),
+            "request_counts": {"total": total, "completed": batch.done,
+                               "failed": batch.failed},
+            "metadata": batch.metadata, "model": batch.model,
+        }
+
+    def _auth(self, request: Request) -> Response | None:
+        if request.headers.get("authorization") != f"Bearer {self.key}":
+            return _error(401, "Incorrect API key provided.", "invalid_request_error", None,
+                          code="invalid_api_key")
+        return None
+
+
+def answer_line(line: dict[str, Any]) -> dict[str, Any]:
+    """An output line: the chat completion the model would have answered."""
+    body = line["body"]
+    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    text = mark_text(prompt)
+    prompt_tokens, completion_tokens = count_tokens(prompt), count_tokens(text)
+    completion = {
+        "id": new_id("chatcmpl-"), "object": "chat.completion", "created": 0,
+        "model": body["model"], "system_fingerprint": None,
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": text, "refusal": None}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+    return {"id": new_id("batch_req_"), "custom_id": line["custom_id"], "error": None,
+            "response": {"status_code": 200, "request_id": new_id("req_"),
+                         "body": completion}}
+
+
+def errored_line(line: dict[str, Any]) -> dict[str, Any]:
+    """An error-file line for a request the model failed."""
+    return {"id": new_id("batch_req_"), "custom_id": line["custom_id"], "error": None,
+            "response": {"status_code": 500, "request_id": new_id("req_"), "body": {
+                "error": {"message": "The server had an error processing your request.",
+                          "type": "server_error", "param": None, "code": None}}}}
+
+
+def _error(status: int, message: str, kind: str, param: str | None,
+           code: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param,
+                                   "code": code}}, status_code=status)
