@@ -23,10 +23,10 @@ ALLOWED = frozenset({
     "expected", "found", "probe_id", "answer", "check",
     # the overnight lane (CONTRACT §9f): counts per step, an exception's type
     "packed", "applied", "failed_lines", "fell_back", "released", "deleted", "error_type",
-    # a school's data (CONTRACT §9e): counts only, never an erased id
-    "matched", "replayed", "erased",
     # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
     "kind", "pool",
+    # a school's data (CONTRACT §9e): counts only, never an erased id
+    "matched", "replayed", "erased",
     # alerts (CONTRACT §9d): the alert's name and "opened" or "resolved"
     "alert", "change",
 })

@@ -43,6 +43,8 @@ class EnqueueRequest:
     fingerprint: str = ""
     # What the rows ask for, which names their function and pool (CONTRACT §9b).
     kind: str = "mark"
+    # An estimate only (CONTRACT §9c): nothing is written.
+    dry_run: bool = False
     # CONTRACT §9d: not due before `not_before`; expired if not dispatched by `expires_at`.
     not_before: datetime | None = None
     expires_at: datetime | None = None
@@ -70,6 +72,7 @@ class EnqueueRequest:
         lane, deadline = parse_lane(body.get("lane"), body.get("deadline"), now)
         return cls(assignment_id, ids, priority, payload, group, remark,
                    fingerprint(body, payload), kind=parse_kind(body.get("kind")),
+                   dry_run=_flag(body.get("dry_run"), "dry_run"),
                    not_before=not_before, expires_at=expires_at,
                    lane=lane, deadline=deadline)
 

@@ -13,6 +13,7 @@ from uuid import UUID
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Status
 from aiqueue.models.records import Retained
+from aiqueue.money import NO_MONEY, Money
 
 
 class LoopStore(Protocol):
@@ -34,7 +35,8 @@ class LoopStore(Protocol):
                               ) -> list[tuple[str, str]]: ...
 
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None) -> Job | None: ...
+                    budget: Budget = NO_BUDGET, plan: str | None = None,
+                    money: Money = NO_MONEY) -> Job | None: ...
 
     async def can_claim(self, cap: int, breaker_threshold: int,
                         plan: str | None = None) -> bool: ...
@@ -59,9 +61,11 @@ class LoopStore(Protocol):
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
         cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
+        money: Money = NO_MONEY,
     ) -> bool: ...
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
         breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
+        money: Money = NO_MONEY,
     ) -> tuple[bool, Job | None]: ...

@@ -126,6 +126,9 @@ class Settings:
     group_usd_per_hour: float | None = None
     group_usd_per_day: float | None = None
     pool_usd_per_day: float | None = None
+    # The spend windows' lengths: a UTC hour and day (tests shorten them).
+    spend_hour_seconds: float = 3600.0
+    spend_day_seconds: float = 86400.0
     # Alerts (CONTRACT §9d, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
     alert_backlog_age_seconds: float = 900.0
     alert_stalled_seconds: float = 300.0
@@ -340,7 +343,7 @@ def load_settings(
         if production and target == "http":
             raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
         function_url = "http://127.0.0.1:8001/"
-    return Settings(
+    return _caps_priced(Settings(
         database_url=database_url,
         database_direct_url=_db_url(env, "DATABASE_DIRECT_URL", database_url),
         database_pool_max=_int(env, "DATABASE_POOL_MAX", 4, 1),
@@ -402,7 +405,26 @@ def load_settings(
         alert_stalled_seconds=_float(env, "QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0),
         alert_failures_min=_int(env, "QUEUE_ALERT_FAILURES_MIN", 5, 1),
         alert_failure_rate=_float(env, "QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0),
-    )
+    ))
+
+
+def _caps_priced(settings: Settings) -> Settings:
+    """A spend cap (CONTRACT §9c) charges each dispatch at its pool's prices: a pool with a
+    cap and no price known at all refuses start-up, naming the price setting."""
+    caps = {"group_usd_per_hour": "QUEUE_GROUP_USD_PER_HOUR",
+            "group_usd_per_day": "QUEUE_GROUP_USD_PER_DAY", "pool_usd_per_day": "QUEUE_USD_PER_DAY"}
+    for pool in settings.queue.pools.values():
+        named = [key for key in caps if getattr(pool, key) is not None]
+        if not named or pool.prices:
+            continue
+        if pool.name == config.DEFAULT_POOL:
+            raise SettingsError(
+                f"QUEUE_MODEL_PRICES names no price, but {' and '.join(caps[k] for k in named)} "
+                "sets a spend cap: a cap needs a price to charge dispatches against")
+        raise SettingsError(
+            f"pools.{pool.name}.prices names no price, but pools.{pool.name}.{named[0]} sets a "
+            "spend cap: a cap needs a price to charge dispatches against")
+    return settings
 
 
 def _usd(env: Mapping[str, str], name: str) -> float | None:

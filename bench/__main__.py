@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, db, flow, loop, pools, records
+from bench import batchlane, db, flow, loop, money, pools, records
 from bench.common import Table, fresh_database, print_table
 
 
@@ -80,6 +80,35 @@ async def flow_rows(rows: Table, repeats: int) -> None:
                      "-"))
 
 
+async def money_rows(rows: Table, repeats: int, big: int) -> None:
+    """Issue 30: token shares under row turns and VTC, a capped window's spend, the claim
+    with turns by tokens at `big` pending rows over 1,000 groups."""
+    for vtc, label, target in ((False, "row turns", "~91 (reference)"),
+                               (True, "turns by tokens (VTC)", "50 +- 5")):
+        shares = [await money.token_share(vtc, f"bench_share_{vtc:d}_{i}") * 100
+                  for i in range(repeats)]
+        rows.append((f"4,000- vs 400-token rows, essays' token share, {label}", "%", shares,
+                     None, target))
+    runs = [await money.capped_spend(f"bench_capped_{i}") for i in range(repeats)]
+    rows.append(("capped group: most spent in one window (cap $5, L=4, $1 rows)", "USD",
+                 [max(r.spent) for r in runs], None, f"<= {runs[0].bound:g}"))
+    rows.append(("capped group: windows it marked in (a run of 4 windows)", "windows",
+                 [len(r.spent) for r in runs], None, ">= 2"))
+    rows.append(("capped run: rows failed", "rows", [r.failed for r in runs], None, "0"))
+    rows.append(("capped run: the other group's rows marked meanwhile", "rows",
+                 [r.other_rows for r in runs], None, "> 0"))
+    await claim_rows(rows, repeats, big)
+
+
+async def claim_rows(rows: Table, repeats: int, big: int) -> None:
+    dsn = await fresh_database("bench_big_pending")
+    await db.seed_queue(dsn, big, "pending", groups=1000)
+    server, wall = await db.claim_at_scale(dsn, max(repeats, 5))
+    rows.append((f"claim at {big:,} pending, 1,000 groups, VTC (server)", "ms", server, None,
+                 "<= 0.5"))
+    rows.append((f"claim at {big:,} pending, 1,000 groups, VTC (wall)", "ms", wall, None, "-"))
+
+
 async def batch_rows(rows: Table, repeats: int) -> None:
     """Issue 33's targets: the overnight lane against both providers' emulators."""
     targets = {"healthy": "50", "stalled": "-", "slow": "-"}
@@ -113,13 +142,6 @@ async def batch_rows(rows: Table, repeats: int) -> None:
                  None, "reference"))
 
 
-async def records_rows(rows: Table, repeats: int) -> None:
-    """A school's data (CONTRACT §9e): the audit export and replay by filter."""
-    export = [(await records.export_time(f"bench_export_{i}"))[0] for i in range(repeats)]
-    rows.append(("export 10,000 attempts + 10,000 results, CSV", "s", export, None, "<= 10"))
-    replay = [await records.replay_time(f"bench_replay_{i}") * 1000 for i in range(repeats)]
-    rows.append(("replay 10,000 failed rows (answer)", "ms", replay, None, "<= 1000"))
-
 
 async def pools_rows(rows: Table, repeats: int) -> None:
     """Issue 29: 3 kinds in 2 pools, 100 jobs each; pool tight's model refuses, roomy's not."""
@@ -140,6 +162,14 @@ async def pools_rows(rows: Table, repeats: int) -> None:
                      None, "-" if name == "tight" else "<= 30"))
 
 
+async def records_rows(rows: Table, repeats: int) -> None:
+    """A school's data (CONTRACT §9e): the audit export and replay by filter."""
+    export = [(await records.export_time(f"bench_export_{i}"))[0] for i in range(repeats)]
+    rows.append(("export 10,000 attempts + 10,000 results, CSV", "s", export, None, "<= 10"))
+    replay = [await records.replay_time(f"bench_replay_{i}") * 1000 for i in range(repeats)]
+    rows.append(("replay 10,000 failed rows (answer)", "ms", replay, None, "<= 1000"))
+
+
 async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
     rows = Table()
     if only == "batch":
@@ -147,9 +177,18 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only in ("enqueue", "flow", "records", "pools"):
-        run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows,
-               "pools": pools_rows}[only]
+    if only == "money":
+        await money_rows(rows, repeats, big)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
+    if only == "pools":
+        await pools_rows(rows, repeats)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
+    if only in ("enqueue", "flow", "records"):
+        run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows}[only]
         await run(rows, repeats)
         print("\nall figures:", flush=True)
         print_table(rows)
@@ -160,12 +199,7 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print_table(rows)
         return
     await enqueue_rows(rows, repeats)
-    dsn = await fresh_database("bench_big_pending")
-    await db.seed_queue(dsn, big, "pending", groups=1000)
-    server, wall = await db.claim_at_scale(dsn, max(repeats, 5))
-    rows.append((f"claim at {big:,} pending, 1,000 groups (server)", "ms", server, None,
-                 "<= 0.5"))
-    rows.append((f"claim at {big:,} pending, 1,000 groups (wall)", "ms", wall, None, "-"))
+    await claim_rows(rows, repeats, big)
     dsn = await fresh_database("bench_big_done")
     await db.seed_queue(dsn, big, "completed")
     ours, plain = await db.stats_and_page_at_scale(dsn, max(repeats, 5))
@@ -183,7 +217,7 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
-                                           "pools"],
+                                           "pools", "money"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

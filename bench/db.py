@@ -49,6 +49,14 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
         await conn.execute(
             "INSERT INTO ai_marking_groups (priority, group_key, last_turn) "
             "SELECT 0, assignment_id, max(turn) FROM ai_marking_queue GROUP BY assignment_id")
+        # Turns by tokens (aiqueue 0022): every group with pending rows waits, with
+        # counters spread as after a while of service (the triggers were off).
+        await conn.execute(
+            "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "
+            "                             head_turn, head_seq) "
+            "SELECT DISTINCT ON (assignment_id) 'default', 0, assignment_id, "
+            "       random() * 1000000, true, turn, seq "
+            "FROM ai_marking_queue WHERE status = 'pending' ORDER BY assignment_id, turn, seq")
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE submissions")
@@ -137,23 +145,37 @@ def _ms(plan: list[str], label: str) -> float:
     return _plan_number(plan, rf"{label}: ([0-9.]+) ms")
 
 
+class _Undo(Exception):
+    """Roll a measured transaction back."""
+
+
 async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[float]]:
-    """Server time (EXPLAIN ANALYZE of the claim's candidate query) and wall time per claim."""
+    """Server time of the claim's choice (aiqueue_fair_pick: the walk of the waiting groups
+    by counter, the chosen group's first row, its charge; rolled back) and wall time per
+    claim, on a warm connection."""
     conn = await asyncpg.connect(dsn, statement_cache_size=0)
     try:
-        source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = 'aiqueue_claim'")
-        match = re.search(r"(SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED)",
-                          source, re.DOTALL)
-        assert match
         server, wall = [], []
-        for _ in range(repeats):
+        # A pooled connection has the function's plans cached: measure it warm.
+        try:
             async with conn.transaction():
-                # `claimable`: the kinds with room (aiqueue 0016), here the default one.
-                query = re.sub(r"\bclaimable\b", "ARRAY['mark']", match.group(1))
-                plan = [r[0] for r in await conn.fetch("EXPLAIN (ANALYZE) " + query)]
-                server.append(_ms(plan, "Planning Time") + _ms(plan, "Execution Time"))
+                await conn.fetch("SELECT * FROM aiqueue_fair_pick(ARRAY['mark'], NULL, NULL)")
+                raise _Undo
+        except _Undo:
+            pass
+        for _ in range(repeats):
+            try:
+                async with conn.transaction():
+                    plan = [r[0] for r in await conn.fetch(
+                        "EXPLAIN (ANALYZE) SELECT * FROM "
+                        "aiqueue_fair_pick(ARRAY['mark'], NULL, NULL)")]
+                    raise _Undo
+            except _Undo:
+                pass
+            server.append(_ms(plan, "Planning Time") + _ms(plan, "Execution Time"))
             started = time.perf_counter()
-            row = await conn.fetchrow(queries()["claim"], 0, 5, 0, 0, 60, None)  # no budget
+            # No budget, no plan (the default pool), no caps.
+            row = await conn.fetchrow(queries()["claim"], 0, 5, 0, 0, 60, None, None)
             wall.append((time.perf_counter() - started) * 1000)
             assert row is not None
         return server, wall

@@ -26,6 +26,7 @@ from aiqueue.models import (
     AssignmentInfo,
     Attempt,
     Control,
+    DryRun,
     Enqueued,
     EnqueueOutcome,
     EventBatch,
@@ -44,6 +45,7 @@ from aiqueue.models import (
     SubmissionStatus,
     UnknownIds,
 )
+from aiqueue.money import NO_MONEY, Money
 
 __all__ = ["Store", "connect_pool", "queries"]
 
@@ -151,6 +153,14 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
             await conn.execute(self.sql["idempotency_save"], key[0], answer)
         return outcome
 
+    async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
+                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
+        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
+        row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
+                                   group, pool, money.json())
+        assert row is not None, "an aggregate always answers one row"
+        return DryRun.from_row(row)
+
     async def _retry(self, name: str, *args: Any) -> Any:
         """A manual retry (failed -> pending): 409 if the submission has a live row meanwhile."""
         async def work(conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
@@ -170,8 +180,10 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
     # the default pool with the cap and budget passed, and the one kind `mark`.
 
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None) -> Job | None:
-        rows = await self._write("claim", cap, breaker_threshold, *budget.args(), plan)
+                    budget: Budget = NO_BUDGET, plan: str | None = None,
+                    money: Money = NO_MONEY) -> Job | None:
+        rows = await self._write("claim", cap, breaker_threshold, *budget.args(), plan,
+                                 money.json())
         return Job.from_row(rows[0]) if rows else None
 
     async def can_claim(self, cap: int, breaker_threshold: int, plan: str | None = None) -> bool:
@@ -234,24 +246,27 @@ class Store(ReviewQueries, SecurityQueries, OutboxQueries, RecoveryQueries, Doct
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
         cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
+        money: Money = NO_MONEY,
     ) -> bool:
-        """Apply a result at most once; it raises L (up to `cap`) and corrects the budget."""
+        """Apply a result at most once; it raises L (up to `cap`) and corrects the budget
+        and the dispatch's charge (turns by tokens, spend)."""
         usage_json = json.dumps(usage) if usage is not None else None
         rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
                                      dispatch_seq, cap, budget.declared or _budgeted(plan),
-                                     plan)
+                                     plan, money.json())
         return bool(rows and rows[0][0])
 
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
         breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
+        money: Money = NO_MONEY,
     ) -> tuple[bool, Job | None]:
         """complete, then claim: whether the result was applied, and the job claimed next."""
         usage_json = json.dumps(usage) if usage is not None else None
         # A repeat applies nothing twice (the status check) and claims under the cap.
         rows = await self._write_one("settle", queue_id, json.dumps(result), usage_json,
                                      dispatch_seq, cap, breaker_threshold, *budget.args(),
-                                     plan)
+                                     plan, money.json())
         row = rows[0]  # aiqueue_settle always answers one row
         return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
 

@@ -11,6 +11,7 @@ from aiqueue.models.queue import (
     STATUSES,
     Attempt,
     Control,
+    DryRun,
     Enqueued,
     EnqueueOutcome,
     Job,
@@ -40,9 +41,9 @@ from aiqueue.models.security import ANY_ROLE, AppRole, Exposure, ObjectKind, Rea
 
 __all__ = [
     "ANY_ROLE", "AppRole", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
-    "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job", "KeyMismatch",
-    "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow", "Reader",
-    "Replayed", "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status",
+    "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job",
+    "KeyMismatch", "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow",
+    "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status",
     "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
     "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",

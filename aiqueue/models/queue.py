@@ -73,6 +73,8 @@ class QueueRow:
     group_key: str
     kind: str = "mark"
     pool: str = "default"
+    # A pending row of a group at a spend cap (CONTRACT §9c): when it goes on.
+    resumes_at: datetime | None = None
     # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
     not_before: datetime | None = None
     expires_at: datetime | None = None
@@ -80,6 +82,11 @@ class QueueRow:
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    @property
+    def waiting_for(self) -> str | None:
+        """Why a pending row is not dispatched yet: "spend_cap", or None."""
+        return "spend_cap" if self.resumes_at is not None else None
 
     def to_json(self) -> dict[str, Any]:
         """The contract's item shape for /api/marking/queue."""
@@ -95,6 +102,8 @@ class QueueRow:
             "last_error": self.last_error,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            "waiting_for": self.waiting_for,
+            "resumes_at": self.resumes_at.isoformat() if self.resumes_at else None,
             "not_before": _iso(self.not_before),
             "expires_at": _iso(self.expires_at),
         }
@@ -250,3 +259,30 @@ class Lookup:
     def from_row(cls, row: Row) -> Lookup:
         return cls(QueueId(row["queue_id"]), row["dispatch_seq"], row["attempt"],
                    row["dispatch_ref"], bool(row["past_bound"]))
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What an enqueue would do and use, from the dry_run query (CONTRACT §9c)."""
+
+    rows: int
+    already_marked: int
+    unknown_ids: list[SubmissionId]
+    # What one row of the assignment is expected to use, and where that came
+    # from: "assignment", "pool" or "default".
+    prompt_tokens: float
+    completion_tokens: float
+    source: str
+    row_cost_usd: float | None
+    # The group's and the pool's spend in the windows that hold now.
+    group_hour: float
+    group_day: float
+    pool_day: float
+    # Rows pending or in flight in the queue before these.
+    ahead: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> DryRun:
+        fields = {name: row[name] for name in cls.__dataclass_fields__}
+        fields["unknown_ids"] = [SubmissionId(u) for u in row["unknown_ids"]]
+        return cls(**fields)

@@ -65,6 +65,9 @@ class MarkingEvent:
         summary = dict(self.summary or {})
         if self.status == "processing" and "progress" in summary:
             data["progress"] = summary["progress"]  # a progress item (heartbeat)
+        elif self.status == "pending" and "waiting_for" in summary:
+            # Paused at a spend cap (CONTRACT §9c): why, and until when.
+            data.update({k: summary.get(k) for k in ("waiting_for", "resumes_at", "paused_by")})
         elif self.status == "completed" and self.summary is not None:
             if "review" in summary:
                 data["review"] = summary.pop("review")  # an accept or revert
@@ -94,6 +97,9 @@ class SubmissionStatus:
     review: str | None = None
     # The last progress item of a processing row.
     progress: dict[str, Any] | None = None
+    # A pending row paused at a spend cap (CONTRACT §9c): until when, and which cap.
+    resumes_at: datetime | None = None
+    paused_by: str | None = None
     # A pending row's not_before while it is still to come (CONTRACT §9d).
     scheduled_for: datetime | None = None
 
@@ -128,6 +134,9 @@ class RunProgress:
     accepted: int = 0
     reverted: int = 0
     unreviewed: int = 0
+    # The run's pending rows are paused at a spend cap until then (CONTRACT §9c).
+    resumes_at: datetime | None = None
+    paused_by: str | None = None
     # CONTRACT §9d: rows that expired; pending rows not due yet, and when the first is.
     expired: int = 0
     scheduled: int = 0

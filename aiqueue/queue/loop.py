@@ -17,6 +17,7 @@ from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
+from aiqueue.money import Money
 from aiqueue.notify import alerts, delivery
 from aiqueue.queue import overnight, recovery, schedule
 from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
@@ -105,7 +106,7 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     step = StepResult()
     await _housekeeping(rt, step, force)
     job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
-                               plan=s.queue.plan)
+                               plan=s.queue.plan, money=Money.of(s))
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -321,8 +322,11 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
 
 
 async def _held_back(rt: Runtime) -> bool:
-    """Whether some pool is held by a refusal or declares a budget (CONTRACT §8a, §9b)."""
+    """Whether some pool is held by a refusal, declares a budget (CONTRACT §8a, §9b) or has
+    a spend cap, whose paused rows come due when its window rolls over (§9c)."""
     s = rt.settings
+    if Money.of(s).capped:
+        return True
     for pool in s.queue.pools.values():
         if pool.budget_declared:
             return True

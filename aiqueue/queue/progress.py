@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -43,7 +44,15 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> dict[str, 
         "review": st.review,
         "scheduled_for": st.scheduled_for.isoformat() if st.scheduled_for else None,
         **({"progress": progress_item(st.progress)} if st.status == "processing" else {}),
+        **paused_json(st.resumes_at, st.paused_by),
     }
+
+
+def paused_json(resumes_at: datetime | None, cap: str | None) -> dict[str, Any]:
+    """waiting_for and resumes_at (CONTRACT §9c): rows paused at a spend cap, and until when."""
+    return {"waiting_for": "spend_cap" if resumes_at else None,
+            "resumes_at": resumes_at.isoformat() if resumes_at else None,
+            "paused_by": cap if resumes_at else None}
 
 
 def progress_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -84,6 +93,7 @@ def progress_json(p: RunProgress, cap: int, avg: float | None) -> dict[str, Any]
         "cost_usd": None if p.cost_usd is None else round(p.cost_usd, 6),
         "unpriced_jobs": p.unpriced_jobs,
         "review": {"accepted": p.accepted, "reverted": p.reverted, "unreviewed": p.unreviewed},
+        **paused_json(p.resumes_at if p.pending else None, p.paused_by),
     }
 
 

@@ -11,6 +11,7 @@ from aiqueue import logs
 from aiqueue.backoff import MAX_RETRY_AFTER, retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
+from aiqueue.money import Money
 from aiqueue.queue.spend import priced
 from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
@@ -147,7 +148,8 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
         usage = priced(item.usage, rt.settings.all_model_prices)
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
                                        rt.settings.max_in_flight, Budget.of(rt.settings),
-                                       plan=rt.settings.queue.plan)
+                                       plan=rt.settings.queue.plan,
+                                       money=Money.of(rt.settings))
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -195,7 +197,8 @@ async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
                                       priced(item.usage, s.all_model_prices), s.max_in_flight,
-                                      s.breaker_threshold, Budget.of(s), plan=s.queue.plan)
+                                      s.breaker_threshold, Budget.of(s), plan=s.queue.plan,
+                                      money=Money.of(s))
     _completed(claim, done)
     return done, job
 

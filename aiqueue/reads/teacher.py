@@ -15,7 +15,7 @@ from aiqueue import parse
 from aiqueue.batch.lane import live_estimate
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
-from aiqueue.queue import enqueue, overnight, progress, review
+from aiqueue.queue import enqueue, overnight, progress, review, spend
 from aiqueue.runtime import Runtime
 
 MAX_ROWS = 2000
@@ -49,12 +49,13 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
                remark: bool = False, lane: parse.Lane = "live",
-               not_before: datetime | None = None) -> dict[str, Any]:
+               not_before: datetime | None = None, dry_run: bool = False) -> dict[str, Any]:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
     `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
     default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
-    then (CONTRACT §9d).
+    then (CONTRACT §9d).  With `dry_run`, the estimate of what that would use
+    instead (CONTRACT §9c).
     """
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
@@ -68,10 +69,13 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
         ids, priority = [r.submission_id for r in rows], 0
     else:
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, parse.MAX_IDS)), 0
+    request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
+                                   remark=remark, lane=lane, not_before=not_before,
+                                   dry_run=dry_run)
+    if dry_run:
+        return await spend.dry_run(rt, request)
     if not ids:
         return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
-    request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
-                                   remark=remark, lane=lane, not_before=not_before)
     answer, _ = await enqueue.enqueue(rt, request)
     return answer
 

@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from aiqueue import logs, parse
 from aiqueue.errors import StoreError
-from aiqueue.queue import loop, review
+from aiqueue.queue import loop, review, spend
 from aiqueue.queue.enqueue import enqueue as enqueue_jobs
 from aiqueue.queue.enqueue import list_rows, receive_results, retry_row, verify_results
 from aiqueue.reads import monitor, usage
@@ -27,6 +27,9 @@ async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
     key = parse.parse_idempotency_key(request.headers.get("idempotency-key"))
     body = parse.EnqueueRequest.parse(await read_json(request))
+    if body.dry_run:
+        # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
+        return JSONResponse(await spend.dry_run(rt, body))
     answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
         return JSONResponse(answer, status_code=202, headers={"Idempotent-Replayed": "true"})

@@ -119,7 +119,8 @@ def _paths() -> dict[str, dict[str, Schema]]:
         "enqueue", "Enqueue submissions for marking (one pending row each)",
         {202: _json("EnqueueAccepted", "Enqueued; a repeated Idempotency-Key replays the first "
                     "answer", **{"Idempotent-Replayed": {"schema": {"const": "true"},
-                                 "description": "present on a replayed answer"}})},
+                                 "description": "present on a replayed answer"}}),
+         200: _json("EnqueueEstimate", "A dry run (`dry_run: true`): nothing was written")},
         (400, 401, 413, 422, 503), body="EnqueueRequest",
         params=(_param("Idempotency-Key", "header",
                        {"type": "string", "minLength": 1, "maxLength": 255,

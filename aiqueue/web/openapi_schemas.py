@@ -83,6 +83,15 @@ USAGE_FIELDS: dict[str, Schema] = {
     "avg_processing_seconds": SECONDS, "p95_processing_seconds": SECONDS,
 }
 
+# The spend caps (§9c), by their names in aiqueue.toml.
+SPEND_CAPS = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
+# A pending row paused at a spend cap (§9c): why, until when, and which cap.
+PAUSED: dict[str, Schema] = {
+    "waiting_for": nullable({"type": "string", "enum": ["spend_cap"]}),
+    "resumes_at": nullable(TIME),
+    "paused_by": nullable({"type": "string", "enum": list(SPEND_CAPS)}),
+}
+
 WEBHOOK_ITEM = obj(
     {"queue_id": {"type": "string"}, "token": {"type": "string"},
      "status": {"type": "string", "enum": ["completed", "failed", "progress"]}},
@@ -115,8 +124,12 @@ SCHEMAS: dict[str, Schema] = {
         {"priority": nullable({"type": "integer", "minimum": -1_000_000, "maximum": 1_000_000}),
          "payload": nullable({**ANY_OBJECT, "description": "up to 64 KiB, given to the "
                               "function unchanged"}),
-         "group": nullable(SHORT_TEXT),
+         "group": nullable({**SHORT_TEXT, "description": "whose turn and spend cap it is "
+                            "(default: the assignment); a host wanting turns and caps per "
+                            "teacher sends the teacher's id"}),
          "remark": nullable({"type": "boolean"}),
+         "dry_run": nullable({"type": "boolean", "description": "§9c: write nothing and "
+                              "answer 200 with an EnqueueEstimate"}),
          "kind": nullable({**KIND_NAME, "description": "what the rows ask for, which names "
                            "their function and pool (aiqueue.toml); default `mark`; a kind "
                            "not declared is refused with 422 `unknown_kind`"}),
@@ -127,6 +140,17 @@ SCHEMAS: dict[str, Schema] = {
                                "description": "RFC 3339, in the future; lane batch only; "
                                "default now + 24 h"}),
          **_TIME_FIELDS},
+    ),
+    "EnqueueEstimate": obj(
+        {"rows": COUNT, "already_marked": COUNT, "estimated_tokens": COUNT,
+         "estimated_cost_usd": nullable({"type": "number", "minimum": 0}),
+         "eta_seconds": SECONDS,
+         "capped": nullable({**obj({}, {name: {"type": "number", "minimum": 0}
+                                        for name in SPEND_CAPS}),
+                             "description": "the spend caps this run would reach, with their "
+                                            "values; null when none would"})},
+        description="A dry run of the enqueue (§9c): what it would add and use; nothing was "
+                    "written.",
     ),
     "EnqueueAccepted": obj({"enqueued": COUNT, "skipped": COUNT, "already_marked": COUNT,
                             "queue_ids": {"type": "array", "items": UUID_}}),
@@ -140,7 +164,7 @@ SCHEMAS: dict[str, Schema] = {
                      "group": {"type": "string"}, "status": STATUS, "attempts": COUNT,
                      "last_error": nullable({"type": "string"}), "created_at": TIME,
                      "updated_at": TIME},
-                    {"kind": KIND_NAME, "pool": KIND_NAME,
+                    {"kind": KIND_NAME, "pool": KIND_NAME, **PAUSED,
                      "not_before": nullable({**TIME, "description": "not due before (§9d)"}),
                      "expires_at": nullable({**TIME, "description":
                                              "expires if not dispatched by then"})}),
@@ -179,6 +203,7 @@ SCHEMAS: dict[str, Schema] = {
         {"status": STATUS, "attempts": COUNT, "queue_position": nullable(COUNT),
          "estimated_wait_seconds": SECONDS},
         {"queue_id": UUID_, "review": nullable(REVIEW), "progress": nullable(PROGRESS_ITEM),
+         **PAUSED,
          "scheduled_for": nullable({**TIME, "description": "pending, not due before then"})},
     ),
     "RunProgress": obj(
@@ -188,6 +213,7 @@ SCHEMAS: dict[str, Schema] = {
         {"run_id": nullable(UUID_), "prompt_tokens": COUNT, "completion_tokens": COUNT,
          "unpriced_jobs": COUNT,
          "review": obj({"accepted": COUNT, "reverted": COUNT, "unreviewed": COUNT}),
+         **PAUSED,
          "expired": COUNT, "scheduled": COUNT, "scheduled_for": nullable(TIME)},
     ),
     "CancelAnswer": obj({"cancelled": COUNT}),
@@ -213,7 +239,9 @@ SCHEMAS: dict[str, Schema] = {
     "MarkingEvent": obj(
         {"queue_id": UUID_, "submission_id": UUID_, "status": STATUS},
         {"result": {**ANY_OBJECT, "description": "completed: the result's summary fields"},
-         "review": {"type": "string"}, "progress": PROGRESS_ITEM},
+         "review": {"type": "string"}, "progress": PROGRESS_ITEM,
+         # pending: the row's group reached a spend cap (§9c).
+         **PAUSED},
         description="The `data:` of one `event: marking` on the live stream; its `id:` is "
                     "the cursor to resume from (Last-Event-ID).",
     ),

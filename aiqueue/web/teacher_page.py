@@ -24,6 +24,7 @@ from aiqueue.queue import loop, progress, review
 from aiqueue.reads import teacher
 from aiqueue.web import gate
 from aiqueue.web.auth import Session, check_csrf, read_form
+from aiqueue.web.estimate import capped_text, estimate_text, paused_text
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import render
 
@@ -98,13 +99,16 @@ def progress_view(p: dict[str, Any]) -> dict[str, Any]:
     total = p["total"]
     finished = p["completed"] + p["failed"] + p["cancelled"] + p.get("expired", 0)
     active = p["pending"] + p["processing"] > 0
-    extra = {"usage_text": usage_text(p), "review_text": review_text(p)}
+    paused = paused_text(p.get("resumes_at"), p.get("paused_by"))
+    extra = {"usage_text": usage_text(p), "review_text": review_text(p), "paused": bool(paused)}
     if total == 0:
         return {**p, **extra, "percent": 0, "active": False, "text": "Not marked yet."}
     text = f"{p['completed']} of {total} marked"
     extras = [f"{p[k]} {k}" for k in ("failed", "cancelled", "expired") if p.get(k)]
     if extras:
         text += f" ({', '.join(extras)})"
+    if paused:
+        text += f" — {paused}"
     if p.get("scheduled"):
         text += f" — {scheduled_text(p['scheduled'], p.get('scheduled_for'))}"
     elif active:
@@ -225,6 +229,10 @@ async def mark(request: Request, session: Session) -> Response:
     raw = form.get("submission_id")
     submission_id = parse.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
+    if form.get("dry_run") == "true":
+        # The estimate Mark All shows before it sends (CONTRACT §9c).
+        d = await teacher.mark(rt, assignment_id, submission_id, remark, dry_run=True)
+        return JSONResponse({**d, "text": estimate_text(d), "capped_text": capped_text(d)})
     lane: parse.Lane = "batch" if form.get("lane") == "batch" else "live"
     # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
     raw_at = form.get("not_before")

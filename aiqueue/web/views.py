@@ -217,8 +217,17 @@ class TableRow:
     last_error: str
     can_retry: bool
     can_cancel: bool
+    # A pending row paused at a spend cap (CONTRACT §9c): 'paused: budget until 14:00 UTC'.
+    waiting: str = ""
     # "scheduled for …" while a pending row waits for its not_before (CONTRACT §9d).
     scheduled: str = ""
+
+
+def waiting_text(row: QueueRow) -> str:
+    """Why a pending row is not dispatched yet, in words ('' when nothing holds it)."""
+    if row.resumes_at is None:
+        return ""
+    return f"paused: budget until {row.resumes_at.astimezone(UTC):%H:%M} UTC"
 
 
 def processing_seconds(row: QueueRow, now: datetime) -> float | None:
@@ -246,6 +255,7 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         last_error=row.last_error or "",
         can_retry=row.status == "failed",
         can_cancel=row.status == "pending",
+        waiting=waiting_text(row),
         scheduled=fmt_scheduled(row.scheduled_for(now)),
     )
 

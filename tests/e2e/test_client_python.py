@@ -45,6 +45,10 @@ async def test_enqueue_watch_review_and_read_usage(db_url: str, conn: asyncpg.Co
             # From the feed's start ("0-0"), not from "now": no race with the enqueue below.
             watcher = asyncio.create_task(collect(client.events("hw-py", last_event_id=FROM_START),
                                                   seen, done("hw-py", 3)))
+            # The estimate first (a dry run): nothing is written.
+            estimate = await client.estimate("hw-py", ids)
+            assert (estimate["rows"], estimate["already_marked"]) == (3, 0)
+            assert estimate["estimated_tokens"] > 0 and estimate["capped"] is None
             first = await client.enqueue("hw-py", ids, idempotency_key="mark-all-hw-py-1",
                                          payload=PAYLOAD)
             again = await client.enqueue("hw-py", ids, idempotency_key="mark-all-hw-py-1",

@@ -22,3 +22,13 @@ async def test_enqueue_breakdown_finds_its_triggers_in_the_plan(db_url: str):
     assert set(parts) == {"statement", "fk", "feed", "bare"}
     assert all(v > 0 for v in parts.values()), parts
     assert parts["fk"] < parts["statement"]
+
+
+async def test_money_figures_run_on_a_small_scale(db_url: str, monkeypatch):
+    from bench import money
+
+    async def here(name: str) -> str:
+        return db_url
+    monkeypatch.setattr(money, "fresh_database", here)
+    share = await money.token_share(True, "unused")
+    assert 0.4 < share < 0.6

@@ -12,7 +12,7 @@ import pytest
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Job
 from tests.conftest import add_submissions
-from tests.integration.test_store import plan_in_function
+from tests.integration.test_store import GROUP_VALUES, plan_in_function
 
 UNLIMITED, THRESHOLD = 0, 5
 
@@ -208,10 +208,20 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
         "SELECT id, assignment_id, gen_random_uuid(), "
         "       row_number() OVER (PARTITION BY assignment_id) FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
-    for pattern in (r"SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED",
-                    r"SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2"):
-        text = await plan_in_function(conn, "aiqueue_claim", pattern, claimable="ARRAY['mark']")
-        assert "ai_marking_queue_claim_idx" in text, text
+    await conn.execute("ANALYZE ai_marking_fair")
+    # Turns by tokens (aiqueue 0022): the walk of the waiting groups, then the
+    # chosen group's first due row, each on its index.
+    for function, pattern, index, cursor in (
+            ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",
+             "ai_marking_fair_walk_idx", True),
+            ("aiqueue_fair_pick", r"SELECT q\.queue_id, q\.assignment_id INTO r.*?SKIP LOCKED",
+             "ai_marking_queue_group_idx", False),
+            ("aiqueue_claim", r"SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2",
+             "ai_marking_queue_claim_idx", False)):
+        text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
+                                      claimable="ARRAY['mark']",
+                                      **{**GROUP_VALUES, "g.group_key": "'g1'"})
+        assert index in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text
 
 

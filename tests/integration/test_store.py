@@ -419,24 +419,37 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
-    # `claimable`: the kinds with room (aiqueue 0016), here the one default kind.
-    text = await plan_in_function(conn, "aiqueue_claim",
-                                  r"SELECT q\.queue_id\s+FROM ai_marking_queue q.*?SKIP LOCKED",
-                                  claimable="ARRAY['mark']")
-    assert "ai_marking_queue_claim_idx" in text
+    # The claim's pick takes the chosen group's first due row (aiqueue 0022).
+    text = await plan_in_function(conn, "aiqueue_fair_pick",
+                                  r"SELECT q\.queue_id, q\.assignment_id INTO r.*?SKIP LOCKED",
+                                  **GROUP_VALUES)
+    assert "ai_marking_queue_group_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
 
 
+# plan_in_function's values for aiqueue_fair_pick's group variables.
+GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'",
+                "kinds": "NULL::text[]"}
+
+
 async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,
-                           **values: str) -> str:
+                           cursor: bool = False, **values: str) -> str:
     """EXPLAIN of a query exactly as a plpgsql function holds it (`values` fill its variables)."""
     source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = $1", function)
     match = re.search(f"({pattern})", source, re.DOTALL)
     assert match, source
     query = match.group(1)
     for name, value in values.items():
-        query = re.sub(rf"\b{name}\b", value, query)
-    return "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + query))
+        query = re.sub(rf"\b{re.escape(name)}\b", value, query)
+    query = re.sub(r"\bINTO \w+\b", "", query)  # plpgsql's SELECT … INTO target
+    if cursor:
+        # A plpgsql FOR loop reads its query through a cursor, planned for its
+        # first rows (cursor_tuple_fraction).
+        async with conn.transaction():
+            rows = await conn.fetch("EXPLAIN DECLARE walk NO SCROLL CURSOR FOR " + query)
+    else:
+        rows = await conn.fetch("EXPLAIN " + query)
+    return "\n".join(r[0] for r in rows)
 
 
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [

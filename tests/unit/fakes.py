@@ -17,6 +17,7 @@ from aiqueue.errors import StoreError
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Lookup, QueueId, Status, SubmissionId
 from aiqueue.models.records import Retained
+from aiqueue.money import NO_MONEY, Money
 from aiqueue.ports import LoopStore
 
 
@@ -79,7 +80,8 @@ class FakeStore:
         return []
 
     async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None) -> Job | None:
+                    budget: Budget = NO_BUDGET, plan: str | None = None,
+                    money: Money = NO_MONEY) -> Job | None:
         self.calls.append(("claim", (cap, breaker_threshold, budget)))
         if not self.jobs:
             return None
@@ -126,6 +128,7 @@ class FakeStore:
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
         cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
+        money: Money = NO_MONEY,
     ) -> bool:
         self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
         return True
@@ -133,6 +136,7 @@ class FakeStore:
     async def settle(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
         breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
+        money: Money = NO_MONEY,
     ) -> tuple[bool, Job | None]:
         self.calls.append(("settle", (queue_id, dispatch_seq, result, usage)))
         if self.settle_fails:

@@ -10,9 +10,9 @@ import pytest
 from aiqueue.web.openapi import document
 
 SCHEMAS = document()["components"]["schemas"]
-TYPED = ["EnqueueAccepted", "SubmissionStatus", "RunProgress", "Accepted", "Reverted",
-         "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal", "UsageReport",
-         "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer"]
+TYPED = ["EnqueueAccepted", "EnqueueEstimate", "SubmissionStatus", "RunProgress", "Accepted",
+         "Reverted", "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal",
+         "UsageReport", "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer"]
 
 
 @pytest.mark.parametrize("name", TYPED)

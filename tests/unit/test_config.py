@@ -161,7 +161,9 @@ def test_a_model_priced_differently_by_two_pools_is_refused(tmp_path: Path) -> N
 
 
 def test_the_default_pool_takes_its_spend_caps_from_the_environment() -> None:
-    s = load_settings({"QUEUE_GROUP_USD_PER_HOUR": "1.5", "QUEUE_USD_PER_DAY": "20"})
+    # A cap needs a price (CONTRACT §9c).
+    s = load_settings({"QUEUE_GROUP_USD_PER_HOUR": "1.5", "QUEUE_USD_PER_DAY": "20",
+                       "QUEUE_MODEL_PRICES": '{"m": {"input": 1, "output": 2}}'})
     default = s.queue.pools["default"]
     assert (default.group_usd_per_hour, default.group_usd_per_day,
             default.pool_usd_per_day) == (1.5, None, 20.0)

@@ -87,7 +87,7 @@ def test_progress_text_and_percent():
     done = RunProgress(uuid.uuid4(), 48, 0, 0, 48, 0, 0, None, None, 0)
     assert progress_view(progress_json(done, 1, 6.0)) == {
         **progress_json(done, 1, 6.0), "percent": 100, "active": False,
-        "text": "48 of 48 marked", "usage_text": "", "review_text": ""}
+        "text": "48 of 48 marked", "usage_text": "", "review_text": "", "paused": False}
     assert fmt_eta(None) == "estimating time left" and fmt_eta(20) == "less than a minute left"
     assert mark_text({"score": 7.0, "max_score": 10}) == "7 / 10" and mark_text(None) == ""
 

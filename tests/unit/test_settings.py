@@ -47,3 +47,28 @@ def test_a_bad_setting_names_its_variable(name: str, value: str):
 def test_floats_are_allowed_for_backoff():
     s = load_settings({"MARKING_QUEUE_SECRET": SECRET, "QUEUE_RETRY_BASE_SECONDS": "0.5"})
     assert s.retry_base_seconds == 0.5
+
+
+@pytest.mark.parametrize("cap", ["QUEUE_GROUP_USD_PER_HOUR", "QUEUE_GROUP_USD_PER_DAY",
+                                 "QUEUE_USD_PER_DAY"])
+def test_a_spend_cap_without_any_price_refuses_start_up_naming_the_price_setting(cap: str):
+    with pytest.raises(SettingsError, match=r"^QUEUE_MODEL_PRICES .*" + cap):
+        load_settings({"MARKING_QUEUE_SECRET": SECRET, cap: "5"})
+
+
+def test_spend_caps_with_prices_are_read_and_a_bad_one_names_itself():
+    prices = '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
+    s = load_settings({"MARKING_QUEUE_SECRET": SECRET, "QUEUE_MODEL_PRICES": prices,
+                       "QUEUE_GROUP_USD_PER_HOUR": "2.5", "QUEUE_USD_PER_DAY": "100"})
+    assert (s.group_usd_per_hour, s.group_usd_per_day, s.pool_usd_per_day) == (2.5, None, 100.0)
+    with pytest.raises(SettingsError, match="QUEUE_GROUP_USD_PER_DAY"):
+        load_settings({"MARKING_QUEUE_SECRET": SECRET, "QUEUE_MODEL_PRICES": prices,
+                       "QUEUE_GROUP_USD_PER_DAY": "-1"})
+
+
+def test_a_toml_pool_with_a_cap_and_no_price_refuses_start_up_naming_its_prices(tmp_path):
+    toml = tmp_path / "aiqueue.toml"
+    toml.write_text('[pools.openai]\nmax_in_flight = 4\ngroup_usd_per_hour = 5\n\n'
+                    '[kinds.essay]\npool = "openai"\nfunction_url = "http://127.0.0.1:9/"\n')
+    with pytest.raises(SettingsError, match=r"^pools\.openai\.prices .*group_usd_per_hour"):
+        load_settings({"MARKING_QUEUE_SECRET": SECRET, "AIQUEUE_CONFIG": str(toml)})

@@ -334,6 +334,7 @@ BEGIN
     WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';
     UPDATE ai_marking_budget b SET tokens = 0
     WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq;
+    PERFORM aiqueue_money_refund(p_queue_id);
     INSERT INTO ai_marking_tally (outcome, job, error)
     VALUES ('refused', CASE WHEN gone THEN 'failed' END, CASE WHEN gone THEN 'rate_limited'
                                                               ELSE p_kind END);
@@ -467,8 +468,8 @@ BEGIN
         CONTINUE WHEN at IS NULL;
         open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
         CONTINUE WHEN open_kinds IS NULL;
-        SELECT min(q.run_after) INTO due FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.kind = ANY (open_kinds);
+        -- Rows of groups paused at a spend cap come due when it rolls over.
+        due := aiqueue_due_at(open_kinds);
         CONTINUE WHEN due IS NULL;
         IF p.tpm > 0 OR p.rpm > 0 THEN
             at := greatest(at, aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window,
@@ -515,10 +516,14 @@ DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
                                        integer, float8);
+-- aiqueue 0019's signatures (with the plan, without the money).
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
+                                       integer, float8, jsonb);
 CREATE OR REPLACE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer,
                                          tpm integer DEFAULT 0, rpm integer DEFAULT 0,
                                          budget_window float8 DEFAULT 60,
-                                         plan jsonb DEFAULT NULL)
+                                         plan jsonb DEFAULT NULL, money jsonb DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
                breaker_dirty boolean, kind text, pool text)
@@ -543,24 +548,21 @@ BEGIN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
     WITH next AS MATERIALIZED (
-        -- Walks ai_marking_queue_claim_idx in dispatch order: priority, then
-        -- turns between groups (aiqueue 0007), then enqueue order; rows waiting
-        -- out a backoff and rows of kinds without room are stepped over, not
-        -- waited for.  SKIP LOCKED steps over rows a webhook or the recovery
-        -- holds right now.
-        SELECT q.queue_id
-        FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.run_after <= now() AND q.kind = ANY (claimable)
-          -- Never an expired row, even before the sweep has ended it (§9d).
-          AND aiqueue_unexpired(q.expires_at)
-        ORDER BY q.priority DESC, q.turn, q.seq
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
+        -- Turns by tokens (aiqueue 0022): the first due row, of a kind with
+        -- room, of the waiting group with the smallest counter; priority first,
+        -- turns by rows (aiqueue 0007) breaking ties; rows waiting out a backoff,
+        -- kinds without room and groups at a spend cap are stepped over, not
+        -- waited for.  It comes locked (SKIP LOCKED) with the charge its group
+        -- was given.
+        SELECT p.queue_id, p.tokens, p.usd
+        FROM aiqueue_fair_pick(claimable, plan, money) p
+        WHERE p.queue_id IS NOT NULL
     ),
     claimed AS (
         UPDATE ai_marking_queue q
         SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
-            started_at = now(), lease_at = now(), progress = NULL, updated_at = now()
+            started_at = now(), lease_at = now(), progress = NULL, updated_at = now(),
+            charged_tokens = next.tokens, charged_usd = next.usd, charged_at = now()
         FROM next
         WHERE q.queue_id = next.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
@@ -736,6 +738,497 @@ CREATE OR REPLACE FUNCTION aiqueue_usage_int(v jsonb) RETURNS bigint LANGUAGE sq
                 THEN round((v::text)::numeric)::bigint END
 $$;
 
+-- == A shared model's money (aiqueue 0022, CONTRACT §9c) ==========================
+--
+-- Turns by tokens: the Virtual Token Counter of Sheng et al., "Fairness in
+-- Serving Large Language Models" (OSDI 2024).  Each group has a counter per
+-- pool and priority (ai_marking_fair); a dispatch charges it input + 2 × output
+-- of the row's estimated tokens, the result's usage corrects the charge, and
+-- the claim serves the waiting group with the smallest counter.  A group that
+-- starts waiting is first lifted to the smallest counter of the groups already
+-- waiting, so idleness banks no credit.  Spend caps pause a group (or a pool)
+-- until its UTC hour or day rolls over; they never fail a row.
+--
+-- What the rules need of the settings travels with each call as a jsonb
+-- `money` (aiqueue/queue/spend.py, MoneyPlan.doc): per pool its caps, its
+-- prices and the length of its windows:
+--   {"<pool>": {"group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
+--               "prices": {"<model>": [in, out]}, "top": [in, out],
+--               "hour_seconds", "day_seconds"}}
+-- A pool it does not name has no cap and no price.
+
+-- The weight a dispatch is charged: input + 2 × output tokens (VTC's weights).
+CREATE OR REPLACE FUNCTION aiqueue_fair_weight(prompt float8, completion float8) RETURNS float8
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT prompt + 2 * completion
+$$;
+
+-- Where a group that starts waiting is lifted to: the smallest counter of the
+-- groups already waiting at its pool and priority; with none waiting, the
+-- largest counter there (the last groups served), so a long-idle group banks
+-- no credit either.  NULL: the first group ever.
+CREATE OR REPLACE FUNCTION aiqueue_fair_floor(p_pool text, p_priority integer) RETURNS float8
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(
+        (SELECT f.counter FROM ai_marking_fair f
+         WHERE f.waiting AND f.pool = p_pool AND f.priority = p_priority
+         ORDER BY f.priority DESC, f.counter LIMIT 1),
+        (SELECT f.counter FROM ai_marking_fair f
+         WHERE f.pool = p_pool AND f.priority = p_priority
+         ORDER BY f.counter DESC LIMIT 1))
+$$;
+
+-- Rows of a group joined it (an enqueue, a row back to pending): the group
+-- waits, lifted first when it was not waiting; `joins` tells a claim that
+-- looked before that the group is not empty after all.
+CREATE OR REPLACE FUNCTION aiqueue_fair_wait(p_pool text, p_priority integer, p_group text,
+                                             p_turn bigint, p_seq bigint) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO ai_marking_fair AS f (pool, priority, group_key, counter, waiting, head_turn,
+                                      head_seq, joins)
+    SELECT p_pool, p_priority, p_group, coalesce(aiqueue_fair_floor(p_pool, p_priority), 0),
+           true, coalesce(h.turn, p_turn), coalesce(h.seq, p_seq), 1
+    -- The group's first pending row now (rows of it may have been cancelled).
+    FROM (SELECT NULL) x
+    LEFT JOIN LATERAL (
+        SELECT q.turn, q.seq FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group
+        ORDER BY q.turn, q.seq LIMIT 1) h ON true
+    ON CONFLICT (pool, priority, group_key) DO UPDATE
+    SET counter = CASE WHEN f.waiting THEN f.counter
+                       ELSE greatest(f.counter, EXCLUDED.counter) END,
+        head_turn = EXCLUDED.head_turn, head_seq = EXCLUDED.head_seq,
+        waiting = true, joins = f.joins + 1, updated_at = now()
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_fair_join_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- In key order, so that two enqueues lock the groups' rows in one order.
+    PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
+    FROM (SELECT DISTINCT ON (1, 2, 3) r.pool, r.priority,
+                 coalesce(r.group_key, r.assignment_id) AS grp, r.turn, r.seq
+          FROM new_rows r WHERE r.status = 'pending' ORDER BY 1, 2, 3, r.turn, r.seq) n;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_fair_join_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_fair_wait(NEW.pool, NEW.priority,
+                              coalesce(NEW.group_key, NEW.assignment_id), NEW.turn, NEW.seq);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_fair_ins
+    AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_fair_join_rows();
+CREATE OR REPLACE TRIGGER ai_marking_queue_fair_upd
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending')
+    EXECUTE FUNCTION aiqueue_fair_join_row();
+
+-- What a row of an assignment is expected to use: the assignment's running
+-- mean, else the mean of its pool's 20 most recently used assignments, else a
+-- default (750 + 250 tokens, the 1000 of CONTRACT §8a).
+CREATE OR REPLACE FUNCTION aiqueue_estimate(p_pool text, p_assignment_id text,
+                                            OUT prompt_tokens float8,
+                                            OUT completion_tokens float8,
+                                            OUT cost_usd float8, OUT model text,
+                                            OUT source text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    SELECT e.prompt_tokens, e.completion_tokens, e.cost_usd, e.model, 'assignment'
+    INTO prompt_tokens, completion_tokens, cost_usd, model, source
+    FROM ai_marking_estimates e WHERE e.pool = p_pool AND e.assignment_id = p_assignment_id;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT avg(r.prompt_tokens), avg(r.completion_tokens), avg(r.cost_usd),
+           (array_agg(r.model ORDER BY r.updated_at DESC))[1], 'pool'
+    INTO prompt_tokens, completion_tokens, cost_usd, model, source
+    FROM (SELECT e.* FROM ai_marking_estimates e WHERE e.pool = p_pool
+          ORDER BY e.updated_at DESC LIMIT 20) r
+    HAVING count(*) > 0;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    prompt_tokens := 750;
+    completion_tokens := 250;
+    source := 'default';
+END
+$$;
+
+-- Tokens priced at a pool's price for the model, else its most expensive
+-- known price ("top"); NULL when the pool knows no price.
+CREATE OR REPLACE FUNCTION aiqueue_price_usd(money jsonb, p_pool text, p_model text,
+                                             prompt float8, completion float8)
+RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+    SELECT (prompt * (x.pr ->> 0)::float8 + completion * (x.pr ->> 1)::float8) / 1e6
+    FROM (SELECT coalesce(money -> p_pool -> 'prices' -> p_model,
+                          money -> p_pool -> 'top') AS pr) x
+    WHERE jsonb_typeof(x.pr) = 'array'
+$$;
+
+-- Whether a pool's money plan sets any cap.
+CREATE OR REPLACE FUNCTION aiqueue_spend_capped(spec jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(jsonb_typeof(spec -> 'group_usd_per_hour') = 'number'
+                    OR jsonb_typeof(spec -> 'group_usd_per_day') = 'number'
+                    OR jsonb_typeof(spec -> 'pool_usd_per_day') = 'number', false)
+$$;
+
+-- The UTC clock window of `len` seconds that holds `at` (an hour, a day).
+CREATE OR REPLACE FUNCTION aiqueue_window_start(len float8, at timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT to_timestamp(floor(extract(epoch FROM at) / len) * len)
+$$;
+
+-- A group's and its pool's spend in the windows that hold now.
+CREATE OR REPLACE FUNCTION aiqueue_spend_now(spec jsonb, p_pool text, p_group text,
+                                             OUT group_hour float8, OUT group_day float8,
+                                             OUT pool_day float8, OUT hour_ends timestamptz,
+                                             OUT day_ends timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    hour_len float8 := coalesce((spec ->> 'hour_seconds')::float8, 3600);
+    day_len float8 := coalesce((spec ->> 'day_seconds')::float8, 86400);
+    hour_at timestamptz := aiqueue_window_start(hour_len, now());
+    day_at timestamptz := aiqueue_window_start(day_len, now());
+BEGIN
+    hour_ends := hour_at + make_interval(secs => hour_len);
+    day_ends := day_at + make_interval(secs => day_len);
+    SELECT coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'hour'), 0),
+           coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'day'), 0),
+           coalesce(sum(s.usd) FILTER (WHERE s.group_key = '' AND s.span = 'day'), 0)
+    INTO group_hour, group_day, pool_day
+    FROM ai_marking_spend s
+    WHERE s.pool = p_pool AND s.group_key IN (p_group, '')
+      AND ((s.span = 'hour' AND s.starts_at = hour_at) OR (s.span = 'day' AND s.starts_at = day_at));
+END
+$$;
+
+-- Which cap stops a group's next dispatch now, and until when its window
+-- rolls over; NULL: none.  A dispatch goes while the spend is under the cap,
+-- so a window overshoots by at most what its dispatches in flight cost.
+CREATE OR REPLACE FUNCTION aiqueue_spend_stop(spec jsonb, p_pool text, p_group text,
+                                              OUT cap text, OUT until timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    s record;
+BEGIN
+    IF NOT aiqueue_spend_capped(spec) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO s FROM aiqueue_spend_now(spec, p_pool, p_group);
+    IF s.pool_day >= (spec ->> 'pool_usd_per_day')::float8 THEN
+        cap := 'pool_usd_per_day';
+        until := s.day_ends;
+    ELSIF s.group_day >= (spec ->> 'group_usd_per_day')::float8 THEN
+        cap := 'group_usd_per_day';
+        until := s.day_ends;
+    ELSIF s.group_hour >= (spec ->> 'group_usd_per_hour')::float8 THEN
+        cap := 'group_usd_per_hour';
+        until := s.hour_ends;
+    END IF;
+END
+$$;
+
+-- A dispatch's estimated cost, into the windows that hold `at`.
+CREATE OR REPLACE FUNCTION aiqueue_spend_add(spec jsonb, p_pool text, p_group text,
+                                             usd float8, at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO ai_marking_spend AS s (pool, group_key, span, starts_at, usd)
+    SELECT p_pool, w.grp, w.span,
+           aiqueue_window_start(coalesce((spec ->> (w.span || '_seconds'))::float8, w.len), at),
+           usd
+    FROM (VALUES (p_group, 'hour', 3600::float8), (p_group, 'day', 86400::float8),
+                 ('', 'day', 86400::float8)) w (grp, span, len)
+    ORDER BY 2, 3
+    ON CONFLICT (pool, group_key, span, starts_at) DO UPDATE SET usd = s.usd + EXCLUDED.usd
+$$;
+
+-- A result's cost corrects (or a refusal gives back) a dispatch's charge in
+-- the windows it went to: the latest of each that started by then.
+CREATE OR REPLACE FUNCTION aiqueue_spend_correct(p_pool text, p_group text, delta float8,
+                                                 at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE ai_marking_spend s SET usd = greatest(s.usd + delta, 0)
+    FROM (SELECT DISTINCT ON (w.group_key, w.span) w.group_key, w.span, w.starts_at
+          FROM ai_marking_spend w
+          WHERE w.pool = p_pool AND w.group_key IN (p_group, '') AND w.starts_at <= at
+          ORDER BY w.group_key, w.span, w.starts_at DESC) w
+    WHERE s.pool = p_pool AND s.group_key = w.group_key AND s.span = w.span
+      AND s.starts_at = w.starts_at
+      AND (w.group_key = p_group OR w.span = 'day')
+$$;
+
+-- A group reached a spend cap: its rows wait until `until`.  The live pages
+-- hear of it once per pause: one `pending` event per assignment, listing the
+-- group's pending rows, with why and until when.
+CREATE OR REPLACE FUNCTION aiqueue_spend_pause_group(p_pool text, p_group text,
+                                                     until timestamptz, cap text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET capped_until = until, capped_by = cap
+    WHERE f.pool = p_pool AND f.group_key = p_group
+      AND f.capped_until IS DISTINCT FROM until;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids, summary)
+    SELECT q.assignment_id, 'pending', array_agg(q.queue_id), array_agg(q.submission_id),
+           jsonb_build_object('waiting_for', 'spend_cap', 'resumes_at', until,
+                              'paused_by', cap)
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.pool = p_pool
+      AND coalesce(q.group_key, q.assignment_id) = p_group
+    GROUP BY q.assignment_id;
+    PERFORM aiqueue_notify();
+END
+$$;
+
+-- The pools that hold some of these kinds, by the plan (aiqueue 0019); NULL:
+-- any pool.
+CREATE OR REPLACE FUNCTION aiqueue_kinds_pools(kinds text[], plan jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN kinds IS NOT NULL THEN coalesce(
+        (SELECT array_agg(DISTINCT k.pool)
+         FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, pool text)
+         WHERE k.name = ANY (kinds)),
+        ARRAY['default']) END
+$$;
+
+-- The claim's choice (inside its advisory lock): the first due row of the
+-- waiting group with the smallest counter, priority first, turns by rows
+-- breaking ties; groups at a spend cap are stepped over.  It charges the
+-- group (counter; spend while the pool has a cap) and returns the charge,
+-- which the claim writes on the row.  One walk of ai_marking_fair_walk_idx;
+-- one probe of ai_marking_queue_group_idx per group it looks at.
+-- `kinds`: the kinds with room (NULL: any); a group is walked only in a pool
+-- that has one (`plan`: the pools and kinds), and its first due row of one of
+-- them is taken.
+DROP FUNCTION IF EXISTS aiqueue_fair_pick(text[], jsonb);
+CREATE OR REPLACE FUNCTION aiqueue_fair_pick(kinds text[], plan jsonb, money jsonb,
+                                             OUT queue_id uuid, OUT tokens float8,
+                                             OUT usd float8)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    g record;
+    r record;
+    e record;
+    stop record;
+    spec jsonb;
+    nxt record;
+    -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
+    -- the walk index in order, where a plain FOR query would sort every
+    -- waiting group first.
+    walk CURSOR (p_pools text[]) FOR
+        SELECT f.pool, f.priority, f.group_key, f.joins FROM ai_marking_fair f
+        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (p_pools IS NULL OR f.pool = ANY (p_pools))
+        ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
+BEGIN
+    FOR g IN walk(aiqueue_kinds_pools(kinds, plan)) LOOP
+        spec := money -> g.pool;
+        IF aiqueue_spend_capped(spec) THEN
+            SELECT * INTO stop FROM aiqueue_spend_stop(spec, g.pool, g.group_key);
+            IF stop.until IS NOT NULL THEN
+                PERFORM aiqueue_spend_pause_group(g.pool, g.group_key, stop.until, stop.cap);
+                CONTINUE;
+            END IF;
+        END IF;
+        -- SKIP LOCKED steps over rows a webhook or the recovery holds right now.
+        SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
+          AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.run_after <= now()
+          AND (kinds IS NULL OR q.kind = ANY (kinds))
+          -- Never an expired row, even before the sweep has ended it (§9d); a
+          -- not_before is the row's first run_after, so the test above holds it.
+          AND aiqueue_unexpired(q.expires_at)
+        ORDER BY q.turn, q.seq LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            -- No due row: a group whose rows all went (cancelled, erased) stops
+            -- waiting, unless rows joined since the walk looked.
+            UPDATE ai_marking_fair f SET waiting = false
+            WHERE f.pool = g.pool AND f.priority = g.priority AND f.group_key = g.group_key
+              AND f.joins = g.joins
+              AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
+                              WHERE q.status = 'pending' AND q.pool = g.pool
+                                AND q.priority = g.priority
+                                AND coalesce(q.group_key, q.assignment_id) = g.group_key);
+            CONTINUE;
+        END IF;
+        SELECT * INTO e FROM aiqueue_estimate(g.pool, r.assignment_id);
+        tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
+        IF aiqueue_spend_capped(spec) THEN
+            usd := coalesce(e.cost_usd, aiqueue_price_usd(money, g.pool, e.model,
+                                                          e.prompt_tokens, e.completion_tokens));
+            PERFORM aiqueue_spend_add(spec, g.pool, g.group_key, usd, now());
+        END IF;
+        SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
+          AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.queue_id <> r.queue_id
+        ORDER BY q.turn, q.seq LIMIT 1;
+        -- Its last row: the group stops waiting, unless rows joined since the
+        -- walk looked (a concurrent enqueue's trigger bumped `joins`; on its
+        -- commit this UPDATE re-reads the row and keeps it waiting).
+        UPDATE ai_marking_fair f
+        SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
+            head_seq = coalesce(nxt.seq, f.head_seq),
+            waiting = nxt.turn IS NOT NULL OR f.joins <> g.joins, updated_at = now()
+        WHERE f.pool = g.pool AND f.priority = g.priority AND f.group_key = g.group_key;
+        queue_id := r.queue_id;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+-- A result's usage: the assignment's estimate learns it (a running mean over
+-- about its last 20 rows), and it corrects what the row's current dispatch
+-- charged: the group's counter by the weighted tokens, the spend windows by
+-- the cost (the function's, else priced; unknown: the charge stands).  A
+-- group whose spend went down may dispatch again at once (the claim re-reads
+-- the windows).  A result without token counts changes nothing.
+CREATE OR REPLACE FUNCTION aiqueue_money_result(p_queue_id uuid, p_dispatch_seq integer,
+                                                p_usage jsonb, money jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+    prompt float8 := aiqueue_usage_int(p_usage -> 'prompt_tokens');
+    completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
+    model text := p_usage ->> 'model';
+    cost float8;
+BEGIN
+    IF prompt IS NULL AND completion IS NULL THEN
+        RETURN;
+    END IF;
+    prompt := coalesce(prompt, 0);
+    completion := coalesce(completion, 0);
+    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.assignment_id,
+           q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at
+    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    cost := CASE WHEN jsonb_typeof(p_usage -> 'cost_usd') = 'number'
+                 THEN (p_usage ->> 'cost_usd')::float8
+                 ELSE aiqueue_price_usd(money, r.pool, model, prompt, completion) END;
+    INSERT INTO ai_marking_estimates AS e (pool, assignment_id, prompt_tokens,
+                                           completion_tokens, cost_usd, model, samples)
+    VALUES (r.pool, r.assignment_id, prompt, completion, cost, model, 1)
+    ON CONFLICT (pool, assignment_id) DO UPDATE
+    SET prompt_tokens = e.prompt_tokens
+                        + (EXCLUDED.prompt_tokens - e.prompt_tokens) / least(e.samples + 1, 20),
+        completion_tokens = e.completion_tokens + (EXCLUDED.completion_tokens
+                                                   - e.completion_tokens)
+                                                  / least(e.samples + 1, 20),
+        cost_usd = CASE WHEN EXCLUDED.cost_usd IS NULL OR e.cost_usd IS NULL
+                        THEN coalesce(EXCLUDED.cost_usd, e.cost_usd)
+                        ELSE e.cost_usd + (EXCLUDED.cost_usd - e.cost_usd)
+                                          / least(e.samples + 1, 20) END,
+        model = coalesce(EXCLUDED.model, e.model),
+        samples = e.samples + 1, updated_at = now();
+    -- A late result of an earlier dispatch: the row's charge is the current
+    -- dispatch's, which its own result corrects.
+    IF r.dispatch_seq <> p_dispatch_seq OR r.charged_tokens IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE ai_marking_fair f
+    SET counter = f.counter + aiqueue_fair_weight(prompt, completion) - r.charged_tokens
+    WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
+    IF r.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> r.charged_usd THEN
+        PERFORM aiqueue_spend_correct(r.pool, r.grp, cost - r.charged_usd, r.charged_at);
+        IF cost < r.charged_usd THEN
+            UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
+            WHERE f.pool = r.pool AND f.group_key = r.grp AND f.capped_until IS NOT NULL;
+        END IF;
+    END IF;
+END
+$$;
+
+-- A refused dispatch used no tokens: its charge is given back.
+CREATE OR REPLACE FUNCTION aiqueue_money_refund(p_queue_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
+           q.charged_tokens, q.charged_usd, q.charged_at
+    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF NOT FOUND OR r.charged_tokens IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE ai_marking_fair f SET counter = f.counter - r.charged_tokens
+    WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
+    IF r.charged_usd IS NOT NULL THEN
+        PERFORM aiqueue_spend_correct(r.pool, r.grp, -r.charged_usd, r.charged_at);
+        UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
+        WHERE f.pool = r.pool AND f.group_key = r.grp AND f.capped_until IS NOT NULL;
+    END IF;
+    UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
+    WHERE q.queue_id = p_queue_id;
+END
+$$;
+
+-- When a pending row of a group at a spend cap goes on (NULL: it is not paused).
+CREATE OR REPLACE FUNCTION aiqueue_spend_resumes_at(p_status text, p_pool text,
+                                                    p_priority integer, p_group text)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT f.capped_until FROM ai_marking_fair f
+    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
+      AND f.group_key = p_group AND f.capped_until > now()
+$$;
+
+-- The same, with the cap that paused it (the pages say which window).
+CREATE OR REPLACE FUNCTION aiqueue_spend_pause(p_status text, p_pool text, p_priority integer,
+                                               p_group text, OUT until timestamptz,
+                                               OUT cap text)
+LANGUAGE sql STABLE AS $$
+    SELECT f.capped_until, f.capped_by FROM ai_marking_fair f
+    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
+      AND f.group_key = p_group AND f.capped_until > now()
+$$;
+
+-- When the first pending row comes due (the ticker's sleep): its run_after,
+-- unless its group is paused at a spend cap, whose rows come due when its
+-- window rolls over.  With no group paused (the common case) this is the
+-- index-only min(run_after) it always was.
+DROP FUNCTION IF EXISTS aiqueue_due_at();
+CREATE OR REPLACE FUNCTION aiqueue_due_at(kinds text[]) RETURNS timestamptz
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    resumes timestamptz;
+    due timestamptz;
+BEGIN
+    SELECT min(f.capped_until) INTO resumes FROM ai_marking_fair f
+    WHERE f.waiting AND f.capped_until > now();
+    IF resumes IS NULL THEN
+        SELECT min(q.run_after) INTO due FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.kind = ANY (kinds);
+        RETURN due;
+    END IF;
+    SELECT min(q.run_after) INTO due FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.kind = ANY (kinds)
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_fair f
+                      WHERE f.pool = q.pool AND f.priority = q.priority
+                        AND f.group_key = coalesce(q.group_key, q.assignment_id)
+                        AND f.capped_until > now());
+    -- Only the paused groups of these kinds' pools.
+    RETURN least(due, (SELECT min(f.capped_until) FROM ai_marking_fair f
+                       WHERE f.waiting AND f.capped_until > now()
+                         AND EXISTS (SELECT 1 FROM ai_marking_queue q
+                                     WHERE q.status = 'pending' AND q.pool = f.pool
+                                       AND q.priority = f.priority AND q.kind = ANY (kinds)
+                                       AND coalesce(q.group_key, q.assignment_id)
+                                           = f.group_key)));
+END
+$$;
+
 -- A completed result, then the next claim, in one transaction.  The claim runs
 -- whether or not the result was new: the gate decides whether a slot is free
 -- (a late result's duplicate may find one).  Always exactly one row: `applied`,
@@ -752,11 +1245,14 @@ $$;
 -- (sent_at, set by aiqueue_take_handoff), it is handed back instead of a
 -- second row being claimed: nothing is applied twice and no claimed row is
 -- left without a dispatch.  Whoever takes a handed row first sends it.
+-- The handed-back row was charged (turns, spend) by the settle that claimed it.
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
+                                       integer, float8);
 CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                p_dispatch_seq integer, cap integer,
                                breaker_threshold integer, tpm integer DEFAULT 0,
                                rpm integer DEFAULT 0, budget_window float8 DEFAULT 60,
-                               plan jsonb DEFAULT NULL)
+                               plan jsonb DEFAULT NULL, money jsonb DEFAULT NULL)
 RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id text,
                attempts integer, dispatch_seq integer, payload text, content text,
                more boolean, breaker_dirty boolean, kind text, pool text)
@@ -766,6 +1262,7 @@ BEGIN
     IF applied THEN
         PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
                                     tpm > 0 OR rpm > 0 OR aiqueue_plan_budgeted(plan), plan);
+        PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, money);
     ELSE
         SELECT h.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                         payload, content, more, breaker_dirty, kind, pool
@@ -777,7 +1274,7 @@ BEGIN
     END IF;
     SELECT c.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                     payload, content, more, breaker_dirty, kind, pool
-    FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm, budget_window, plan) c;
+    FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm, budget_window, plan, money) c;
     IF FOUND THEN
         UPDATE ai_marking_attempts a
         SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq

@@ -48,7 +48,7 @@ LIMIT $5;
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
-           not_before
+           pool, coalesce(group_key, assignment_id) AS grp, not_before
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -69,10 +69,13 @@ SELECT l.queue_id, l.status, l.attempts,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
        (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
        CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress,
+       -- Paused at a spend cap (aiqueue 0022): until when, and by which cap.
+       p.until AS resumes_at, p.cap AS paused_by,
        -- Scheduled (§9d): not due before this moment.
        CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
            AS scheduled_for
-FROM latest l;
+FROM latest l
+LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 
 -- live_recent_seconds --
 -- Average dispatch-to-result time of the last 50 completed rows (read backwards
@@ -95,12 +98,13 @@ WITH run AS (
     LIMIT 1
 ),
 rows AS MATERIALIZED (
-    SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at, q.not_before
+    SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at, q.pool,
+           coalesce(q.group_key, q.assignment_id) AS grp, q.not_before
     FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
     WHERE q.assignment_id = $1
 ),
 last AS (
-    SELECT priority, turn, run_after, seq FROM rows
+    SELECT priority, turn, run_after, seq, pool, grp FROM rows
     WHERE status = 'pending'
     ORDER BY priority, turn DESC, seq DESC
     LIMIT 1
@@ -129,6 +133,11 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
        (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       -- The run's pending rows paused at a spend cap (aiqueue 0022).
+       (SELECT p.until FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)
+           AS resumes_at,
+       (SELECT p.cap FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)
+           AS paused_by,
        u.prompt_tokens, u.completion_tokens, u.cost_usd, u.unpriced_jobs, u.accepted,
        u.reverted, u.unreviewed
 FROM (SELECT coalesce(sum(m.prompt_tokens), 0)::bigint AS prompt_tokens,

@@ -33,7 +33,10 @@ ORDER BY s.bucket;
 -- first; the caller reverses it.  Mirrors list_rows, walking its index upward.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
+       aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
+           AS resumes_at
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)

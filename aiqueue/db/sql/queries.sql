@@ -115,8 +115,9 @@ ORDER BY seq;
 -- its plan even through a transaction pooler).
 -- $3..$5: the declared budget (aiqueue 0010; 0 = none); $6: the pools and kinds
 -- (aiqueue 0019; NULL: the default pool with $1, $3 and $4).
+-- $7: the pools' caps and prices (aiqueue 0022, Money.doc; NULL: none).
 SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8,
-                            $6::jsonb);
+                            $6::jsonb, $7::jsonb);
 
 -- can_claim --
 -- Would a claim succeed right now?  Decides whether to chain.  $3: the pools
@@ -196,17 +197,23 @@ RETURNING consecutive_failures, circuit_open_until;
 WITH done AS MATERIALIZED (
     SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied
 )
+-- The result's usage also corrects its dispatch's charge ($8: the pools' caps
+-- and prices, aiqueue_money_result, aiqueue 0022).
 SELECT done.applied,
        CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
                                                        $5::integer, $6::boolean, $7::jsonb)
-       END AS flowed
+       END AS flowed,
+       CASE WHEN done.applied THEN aiqueue_money_result($1::uuid, $4::integer, $3::jsonb,
+                                                        $8::jsonb) END AS charged
 FROM done;
 
 -- settle --
 -- A completed result and the next claim in one round trip and one commit: see
 -- aiqueue_settle() in functions.sql.
+-- $10: the pools and kinds (aiqueue 0019); $11: their caps and prices (aiqueue 0022).
 SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
-                             $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb);
+                             $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb,
+                             $11::jsonb);
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
@@ -312,6 +319,11 @@ events AS (
     WHERE id IN (SELECT id FROM ai_marking_events
                  WHERE created_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM gate)
                  LIMIT 10000)
+),
+-- Spend windows (aiqueue 0022) older than two days hold no window a cap reads.
+spend AS (
+    DELETE FROM ai_marking_spend
+    WHERE starts_at < now() - interval '2 days' AND EXISTS (SELECT 1 FROM gate)
 ),
 -- Idempotency keys answer repeats for 24 h.
 keys AS (
@@ -536,7 +548,10 @@ FROM (
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
+       aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
+           AS resumes_at
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
@@ -569,7 +584,10 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 -- get_row --
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at
+       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
+       aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
+           AS resumes_at
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --
@@ -602,6 +620,39 @@ SELECT aiqueue_take_handoff($1::uuid, $2::integer);
 -- accept: only the digitalocean and lambda targets pay this round trip.
 UPDATE ai_marking_attempts SET dispatch_ref = $3
 WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
+
+-- dry_run --
+-- What an enqueue of these ids would do, writing nothing (CONTRACT §9c): how
+-- many rows it would add (known, without a live row, not marked unless $3
+-- remark) and how many are marked already; the unknown ids; what a row of the
+-- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,
+-- $6: the money plan); the group's and pool's spend in the windows that hold
+-- now; and what runs ahead of it in the pool.
+WITH ids AS MATERIALIZED (
+    SELECT DISTINCT t.id FROM unnest($1::uuid[]) AS t (id)
+),
+subs AS MATERIALIZED (
+    SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
+           EXISTS (SELECT 1 FROM ai_marking_queue q
+                   WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing'))
+               AS live
+    FROM ids LEFT JOIN submissions s ON s.id = ids.id
+),
+est AS (
+    SELECT * FROM aiqueue_estimate($5::text, $2::text)
+)
+SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3::boolean))
+           AS rows,
+       (SELECT count(*) FROM subs WHERE known AND marked AND NOT $3::boolean) AS already_marked,
+       (SELECT coalesce(array_agg(id), '{}') FROM subs WHERE NOT known) AS unknown_ids,
+       est.prompt_tokens, est.completion_tokens, est.source,
+       coalesce(est.cost_usd, aiqueue_price_usd($6::jsonb, $5::text, est.model,
+                                                est.prompt_tokens, est.completion_tokens))
+           AS row_cost_usd,
+       sp.group_hour, sp.group_day, sp.pool_day,
+       (SELECT coalesce(sum(c.n), 0) FROM ai_marking_counts c
+        WHERE c.status IN ('pending', 'processing'))::bigint AS ahead
+FROM est, aiqueue_spend_now($6::jsonb -> $5::text, $5::text, $4::text) sp;
 
 -- pool_states --
 -- Each pool of the plan $1 as the stats show it (aiqueue 0019): its limit L,

@@ -8,6 +8,7 @@ from aiqueue_client.types import (
     Accepted,
     EnqueueAccepted,
     Enqueued,
+    EnqueueEstimate,
     Erased,
     MarkingEvent,
     ReplayAnswer,
@@ -21,7 +22,8 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "Enqueued", "Erased",
-    "MarkingError", "MarkingEvent", "ReplayAnswer", "ResultHistory", "Reverted", "RunAccepted",
-    "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport", "call", "verify_notification",
+    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "EnqueueEstimate",
+    "Enqueued", "Erased", "MarkingError", "MarkingEvent", "ReplayAnswer", "ResultHistory",
+    "Reverted", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
+    "call", "verify_notification",
 ]

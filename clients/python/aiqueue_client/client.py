@@ -20,6 +20,7 @@ from aiqueue_client.types import (
     CancelAnswer,
     EnqueueAccepted,
     Enqueued,
+    EnqueueEstimate,
     Erased,
     MarkingEvent,
     ReplayAnswer,
@@ -114,6 +115,20 @@ class AsyncMarkingClient:
                                     headers={"Idempotency-Key": key}, retry=True)
         return Enqueued(cast(EnqueueAccepted, response.json()), key,
                         response.headers.get("idempotent-replayed") == "true")
+
+    async def estimate(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
+                       group: str | None = None, remark: bool | None = None) -> EnqueueEstimate:
+        """What an enqueue would add, use and cost, and which spend cap would stop it.
+
+        A dry run: nothing is written.  Show it before a Mark All.
+        """
+        body: dict[str, Any] = {"assignment_id": assignment_id, "dry_run": True,
+                                "submission_ids": [str(s) for s in submission_ids]}
+        for name, value in (("group", group), ("remark", remark)):
+            if value is not None:
+                body[name] = value
+        response = await self._call("POST", "/api/marking/enqueue", json=body, retry=True)
+        return cast(EnqueueEstimate, response.json())
 
     async def status(self, submission_id: str | uuid.UUID) -> SubmissionStatus:
         """Status, queue position and ETA of the submission's latest row."""

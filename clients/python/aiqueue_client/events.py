@@ -26,7 +26,8 @@ def parse_event(event_id: str, data: str) -> MarkingEvent:
     return MarkingEvent(
         id=event_id, queue_id=body["queue_id"], submission_id=body["submission_id"],
         status=body["status"], result=body.get("result"), review=body.get("review"),
-        progress=body.get("progress"))
+        progress=body.get("progress"), waiting_for=body.get("waiting_for"),
+        resumes_at=body.get("resumes_at"), paused_by=body.get("paused_by"))
 
 
 async def follow(

@@ -20,6 +20,21 @@ class EnqueueAccepted(TypedDict):
     queue_ids: list[str]
 
 
+SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
+
+
+class EnqueueEstimate(TypedDict):
+    """A dry run's answer: nothing was written."""
+
+    rows: int
+    already_marked: int
+    estimated_tokens: int
+    estimated_cost_usd: float | None
+    eta_seconds: float | None
+    # The spend caps the run would reach, with their values; None when none would.
+    capped: dict[SpendCap, float] | None
+
+
 class ProgressItem(TypedDict, total=False):
     current: float | None
     total: float | None
@@ -34,6 +49,10 @@ class SubmissionStatus(TypedDict):
     queue_id: NotRequired[str]
     review: NotRequired[Review | None]
     progress: NotRequired[ProgressItem | None]
+    # Paused at a spend cap: "spend_cap", and when it goes on by itself.
+    waiting_for: NotRequired[Literal["spend_cap"] | None]
+    resumes_at: NotRequired[str | None]
+    paused_by: NotRequired[SpendCap | None]
     scheduled_for: NotRequired[str | None]
 
 
@@ -47,6 +66,9 @@ class RunProgress(TypedDict):
     estimated_remaining_seconds: float | None
     tokens: int
     cost_usd: float | None
+    waiting_for: NotRequired[Literal["spend_cap"] | None]
+    resumes_at: NotRequired[str | None]
+    paused_by: NotRequired[SpendCap | None]
     expired: NotRequired[int]
     scheduled: NotRequired[int]
     scheduled_for: NotRequired[str | None]
@@ -130,6 +152,10 @@ class MarkingEvent:
     result: dict[str, Any] | None = None
     review: str | None = None
     progress: ProgressItem | None = None
+    # A pending row paused at a spend cap: "spend_cap", until when, which cap.
+    waiting_for: str | None = None
+    resumes_at: str | None = None
+    paused_by: str | None = None
 
 
 class Erased(TypedDict):

@@ -18,7 +18,9 @@ export type Answer<P extends keyof paths, M extends Method> =
     : never;
 
 export type EnqueueRequest = Schemas["EnqueueRequest"];
-export type EnqueueAccepted = Answer<"/api/marking/enqueue", "post">;
+export type EnqueueAccepted = Schemas["EnqueueAccepted"];
+/** A dry run's answer: rows, tokens, cost, ETA and the spend caps it would reach. */
+export type EnqueueEstimate = Schemas["EnqueueEstimate"];
 export type SubmissionStatus = Answer<"/api/marking/submissions/{submission_id}/status", "get">;
 export type RunProgress = Answer<"/api/marking/assignments/{assignment_id}/progress", "get">;
 export type Accepted = Answer<"/api/marking/queue/{queue_id}/accept", "post">;
@@ -94,6 +96,13 @@ export class MarkingClient {
       { body: request, headers: { "idempotency-key": key }, retry: true });
     return { answer: data, idempotencyKey: key,
       replayed: response.headers.get("idempotent-replayed") === "true" };
+  }
+
+  /** What an enqueue would add, use and cost, and which spend cap would stop it; writes
+   * nothing (a dry run). Show it before a Mark All. */
+  async estimate(request: EnqueueRequest): Promise<EnqueueEstimate> {
+    return (await this.call<EnqueueEstimate>("POST", "/api/marking/enqueue",
+      { body: { ...request, dry_run: true }, retry: true })).data;
   }
 
   async status(submissionId: string): Promise<SubmissionStatus> {

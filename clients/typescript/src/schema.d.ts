@@ -502,6 +502,7 @@ export interface components {
             } | null;
             group?: string | null;
             remark?: boolean | null;
+            dry_run?: boolean | null;
             kind?: string | null;
             lane?: ("live" | "batch") | null;
             deadline?: string | null;
@@ -509,6 +510,19 @@ export interface components {
             delay_seconds?: number | null;
             expires_at?: string | null;
             expire_after_seconds?: number | null;
+        };
+        /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
+        EnqueueEstimate: {
+            rows: number;
+            already_marked: number;
+            estimated_tokens: number;
+            estimated_cost_usd: number | null;
+            eta_seconds: number | null;
+            capped: {
+                group_usd_per_hour?: number;
+                group_usd_per_day?: number;
+                pool_usd_per_day?: number;
+            } | null;
         };
         EnqueueAccepted: {
             enqueued: number;
@@ -574,6 +588,9 @@ export interface components {
             updated_at: string;
             kind?: string;
             pool?: string;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             not_before?: string | null;
             expires_at?: string | null;
         };
@@ -668,6 +685,9 @@ export interface components {
                 total?: number | null;
                 message?: string | null;
             } | null;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             scheduled_for?: string | null;
         };
         RunProgress: {
@@ -689,6 +709,9 @@ export interface components {
                 reverted: number;
                 unreviewed: number;
             };
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             expired?: number;
             scheduled?: number;
             scheduled_for?: string | null;
@@ -791,6 +814,9 @@ export interface components {
                 total?: number | null;
                 message?: string | null;
             };
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
         SseEvent: {
             /** @constant */
@@ -1035,6 +1061,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description A dry run (`dry_run: true`): nothing was written */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnqueueEstimate"];
+                };
+            };
             /** @description Enqueued; a repeated Idempotency-Key replays the first answer */
             202: {
                 headers: {

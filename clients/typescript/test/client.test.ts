@@ -8,6 +8,11 @@ import { FROM_START, baseUrl, client, ids, payload } from "./env.js";
 test("enqueue, watch every row complete, review and read the usage", async () => {
   const api = client();
   const submissions = ids("ts-client");
+  // The estimate before Mark All: a dry run writes nothing.
+  const estimate = await api.estimate({ assignment_id: "ts-client", submission_ids: submissions });
+  assert.deepEqual([estimate.rows, estimate.already_marked], [submissions.length, 0]);
+  assert.ok(estimate.estimated_tokens > 0);
+  assert.equal(estimate.capped, null);
   const first = await api.enqueue({ assignment_id: "ts-client", submission_ids: submissions,
     payload }, { idempotencyKey: "ts-client-mark-all-1" });
   const again = await api.enqueue({ assignment_id: "ts-client", submission_ids: submissions,

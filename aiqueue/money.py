@@ -1,0 +1,106 @@
+"""A shared model's money (CONTRACT §9c): each pool's spend caps and prices for the claim.
+
+The rules themselves live in SQL (functions.sql, "A shared model's money"):
+turns by tokens, the spend windows, the estimate.  This leaf gathers what
+they need of the settings into one JSON document sent with each claim and
+result (`Money.doc`), the way flow.Budget carries the declared budgets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from aiqueue.settings import ModelPrice, Settings
+
+DEFAULT_POOL = "default"
+# The caps' names, as the TOML file, the dry run's `capped` and the pages say them.
+CAP_NAMES = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
+
+
+@dataclass(frozen=True)
+class PoolMoney:
+    """One pool's caps (USD; None: no cap) and its prices per model."""
+
+    caps: Mapping[str, float | None] = field(default_factory=dict)
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+
+    @property
+    def capped(self) -> bool:
+        return any(v is not None for v in self.caps.values())
+
+    @property
+    def top(self) -> ModelPrice | None:
+        """The most expensive known price: what a row of an unknown model is charged."""
+        if not self.prices:
+            return None
+        return ModelPrice(max(p.input for p in self.prices.values()),
+                          max(p.output for p in self.prices.values()))
+
+    def doc(self, hour_seconds: float, day_seconds: float) -> dict[str, Any]:
+        top = self.top
+        return {
+            **{name: self.caps.get(name) for name in CAP_NAMES},
+            "prices": {m: [p.input, p.output] for m, p in self.prices.items()},
+            "top": [top.input, top.output] if top else None,
+            "hour_seconds": hour_seconds,
+            "day_seconds": day_seconds,
+        }
+
+
+@dataclass(frozen=True)
+class Money:
+    """Every pool's money settings, and the length of the spend windows (UTC hour, day)."""
+
+    pools: Mapping[str, PoolMoney] = field(default_factory=dict)
+    hour_seconds: float = 3600.0
+    day_seconds: float = 86400.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Money:
+        """Every pool's caps and prices: the default pool's from QUEUE_*_USD_* and
+        QUEUE_MODEL_PRICES, the others' from aiqueue.toml (Settings.queue).
+
+        Built once per Settings (every claim and result sends it).
+        """
+        made: Money | None = settings.__dict__.get("_money")
+        if made is not None:
+            return made
+        pools = {
+            name: PoolMoney(
+                caps={cap: getattr(pool, cap) for cap in CAP_NAMES},
+                prices={m: ModelPrice(*p) for m, p in pool.prices.items()})
+            for name, pool in settings.queue.pools.items()}
+        made = cls(pools, settings.spend_hour_seconds, settings.spend_day_seconds)
+        settings.__dict__["_money"] = made
+        return made
+
+    @property
+    def capped(self) -> bool:
+        """Whether any pool has a spend cap (a paused row then comes due by itself)."""
+        return any(p.capped for p in self.pools.values())
+
+    def pool(self, name: str) -> PoolMoney:
+        return self.pools.get(name) or PoolMoney()
+
+    def doc(self) -> dict[str, Any] | None:
+        """The claim's `money` parameter; None when no pool has a cap or a price."""
+        if not any(p.capped or p.prices for p in self.pools.values()):
+            return None
+        return {name: p.doc(self.hour_seconds, self.day_seconds)
+                for name, p in self.pools.items()}
+
+    @cached_property
+    def _json(self) -> str | None:
+        doc = self.doc()
+        return None if doc is None else json.dumps(doc, separators=(",", ":"))
+
+    def json(self) -> str | None:
+        """`doc` as the jsonb text the SQL takes (serialised once)."""
+        return self._json
+
+
+NO_MONEY = Money()

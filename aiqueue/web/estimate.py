@@ -1,0 +1,73 @@
+"""Words for the money on the teacher's page (CONTRACT §9c): the estimate before Mark All,
+and a run paused at a spend cap.  Pure helpers; the tests import them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+# Which window a cap's pause waits out, in the teacher's words.
+_SPENT = {
+    "group_usd_per_hour": "this hour's marking budget is spent",
+    "group_usd_per_day": "today's marking budget is spent",
+    "pool_usd_per_day": "today's budget for this model is spent",
+}
+_REACHES = {
+    "group_usd_per_hour": "this hour's marking budget",
+    "group_usd_per_day": "today's marking budget",
+    "pool_usd_per_day": "today's budget for this model",
+}
+
+
+def fmt_tokens(n: int) -> str:
+    """'800', '42k', '1.2M'."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{round(n / 1000)}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def fmt_usd(usd: float) -> str:
+    return "under $0.01" if usd < 0.01 else f"${usd:,.2f}"
+
+
+def fmt_duration(seconds: float) -> str:
+    if seconds < 60:
+        return "under a minute"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_text(d: dict[str, Any]) -> str:
+    """'30 answers · about 42k tokens · about $0.18 · about 3 min' from a dry run's answer."""
+    if not d["rows"]:
+        return "Nothing new to mark."
+    parts = [f"{d['rows']} answer{'s' if d['rows'] != 1 else ''}",
+             f"about {fmt_tokens(d['estimated_tokens'])} tokens"]
+    if d.get("estimated_cost_usd") is not None:
+        parts.append(f"about {fmt_usd(d['estimated_cost_usd'])}")
+    if d.get("eta_seconds") is not None:
+        parts.append(f"about {fmt_duration(d['eta_seconds'])}")
+    return " · ".join(parts)
+
+
+def capped_text(d: dict[str, Any]) -> str:
+    """What a cap the run would reach means for it ('' when none would)."""
+    capped = d.get("capped") or {}
+    if not capped:
+        return ""
+    name, usd = next(iter(capped.items()))
+    return (f"This run would go past {_REACHES.get(name, name)} ({fmt_usd(usd)}): "
+            "the rest waits, paused, until the budget renews.")
+
+
+def paused_text(resumes_at: str | datetime | None, cap: str | None) -> str:
+    """'paused: this hour's marking budget is spent; resumes at 14:00 UTC' ('' unpaused)."""
+    if not resumes_at:
+        return ""
+    at = datetime.fromisoformat(resumes_at) if isinstance(resumes_at, str) else resumes_at
+    spent = _SPENT.get(cap or "", "the marking budget is spent")
+    return f"paused: {spent}; resumes at {at.astimezone(UTC):%H:%M} UTC"
+

@@ -1,0 +1,76 @@
+"""Turns by tokens and spend caps are a pool's own (CONTRACT §9b, §9c), from aiqueue.toml."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from aiqueue import config
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.money import Money
+from aiqueue.settings import Settings
+from tests.conftest import add_submissions, make_settings
+
+THRESHOLD = 5
+TOML = """
+[pools.openai]
+max_in_flight = 4
+prices = { "gpt-4o" = [2.5, 10.0], "gpt-4o-mini" = [0.15, 0.6] }
+group_usd_per_hour = 0.01
+
+[kinds.essay]
+pool = "openai"
+function_url = "http://essay.test/mark"
+"""
+
+
+@pytest.fixture
+def settings(db_url: str, tmp_path: Path) -> Settings:
+    path = tmp_path / "aiqueue.toml"
+    path.write_text(TOML)
+    return make_settings(db_url, queue_file=config.load_file({}, path, local_run=True),
+                         max_in_flight=4)
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    s = Store(await connect_pool(db_url, max_size=2))
+    yield s
+    await s.close()
+
+
+async def test_a_pools_cap_pauses_its_rows_only_and_unknown_models_pay_its_top_price(
+        store: Store, conn: asyncpg.Connection, settings: Settings):
+    money, plan = Money.of(settings), settings.queue.plan
+    # The unknown model is charged at the pool's most expensive price: gpt-4o's.
+    doc = money.doc()
+    assert doc is not None and doc["openai"]["top"] == [2.5, 10.0]
+    assert doc["openai"]["group_usd_per_hour"] == 0.01 and doc["default"]["prices"] == {}
+    for kind, pool in (("essay", "openai"), ("mark", "default")):
+        ids = await add_submissions(conn, 5, "teacher-1")
+        await store.enqueue(ids, "teacher-1", 0, {}, group="t1", kind=kind, pool=pool)
+    # Each pool keeps its own counter for the same group.
+    assert {r["pool"] for r in await conn.fetch("SELECT pool FROM ai_marking_fair")} == \
+        {"openai", "default"}
+    kinds: list[str] = []
+    while (job := await store.claim(4, THRESHOLD, plan=plan, money=money)) is not None:
+        kinds.append(job.kind)
+        usage = {"model": "some-new-model", "prompt_tokens": 1000, "completion_tokens": 500}
+        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, usage, plan=plan,
+                             money=money)
+    # One essay row costs 1000 × $2.5 + 500 × $10 per 1M = $0.0075: the second
+    # reaches $0.015 >= $0.01, so the pool's rows wait; the default pool (no cap)
+    # marks all its rows of the same group.
+    assert kinds.count("essay") == 2 and kinds.count("mark") == 5, kinds
+    paused = await conn.fetchrow(
+        "SELECT capped_by, capped_until FROM ai_marking_fair WHERE pool = 'openai'")
+    assert paused["capped_by"] == "group_usd_per_hour" and paused["capped_until"] is not None
+    spent = await conn.fetchval(
+        "SELECT usd FROM ai_marking_spend WHERE pool = 'openai' AND group_key = 't1' "
+        "AND span = 'hour'")
+    assert spent == pytest.approx(0.015)
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE kind = 'essay' AND status = 'pending'") == 3
