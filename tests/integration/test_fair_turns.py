@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.models import Job
 from tests.conftest import add_submissions
 from tests.integration.test_store import GROUP_VALUES, plan_in_function
 
+pytestmark = pytest.mark.store_pool(12)
 UNLIMITED, THRESHOLD = 0, 5
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=12))
-    yield s
-    await s.close()
 
 
 class Groups:

@@ -10,16 +10,9 @@ import asyncpg
 import pytest
 
 from aiqueue.db.listener import ChangeListener
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.models import EventBatch, EventCursor, MarkingEvent
 from tests.conftest import add_submissions
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=4))
-    yield s
-    await s.close()
 
 
 @pytest.fixture

@@ -5,23 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from tests.conftest import add_submissions
 
+pytestmark = pytest.mark.store_pool(20)
 CAP, THRESHOLD = 0, 5
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=20))
-    yield s
-    await s.close()
 
 
 async def claimed(store: Store, sub: uuid.UUID) -> tuple[uuid.UUID, int]:

@@ -6,24 +6,17 @@ import asyncio
 import dataclasses
 import re
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.errors import Conflict
 from aiqueue.models import Enqueued, UnknownIds
 from tests.conftest import add_submissions
 
+pytestmark = pytest.mark.store_pool(30)
 CAP, THRESHOLD = 1, 5
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=30))
-    yield s
-    await s.close()
 
 
 async def status_of(conn: asyncpg.Connection, queue_id: uuid.UUID) -> tuple[str, int]:
