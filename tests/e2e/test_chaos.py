@@ -38,6 +38,7 @@ import pytest
 
 from aiqueue.db.migrate import migrate
 from tests.conftest import SECRET, add_submissions
+from tests.e2e.audit import AUDIT_SQL
 from tests.e2e.cluster import PgCluster
 from tests.e2e.servers import ROOT, AppProcess, Faults, FunctionHost, MarkingFunction, free_port
 
@@ -77,23 +78,6 @@ FAULTS = Faults(
         "drop_callback", "late_callback", "forged_callback", "wrong_row_callback",
         "duplicate_callback"])},
 )
-
-# Test-database-only audit: one row per write of a submission's result.
-AUDIT_SQL = """
-CREATE TABLE chaos_applied (
-    id bigint GENERATED ALWAYS AS IDENTITY,
-    submission_id uuid NOT NULL,
-    at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE FUNCTION chaos_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO chaos_applied (submission_id) VALUES (NEW.id);
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER chaos_audit AFTER UPDATE OF ai_result, ai_marked_at ON submissions
-    FOR EACH ROW EXECUTE FUNCTION chaos_audit();
-"""
 
 
 @dataclass

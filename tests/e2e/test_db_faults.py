@@ -28,9 +28,9 @@ import httpx
 import pytest
 
 from tests.conftest import SECRET, add_submissions
+from tests.e2e.audit import AUDIT_SQL
 from tests.e2e.faultproxy import FaultProxy
 from tests.e2e.servers import AppProcess, Faults, MarkingFunction, drain, free_port, run_asgi
-from tests.e2e.test_chaos import AUDIT_SQL
 
 pytestmark = pytest.mark.e2e
 CAP = 2

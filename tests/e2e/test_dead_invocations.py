@@ -28,7 +28,7 @@ from aiqueue.target_settings import LambdaTarget
 from tests.conftest import SECRET, add_submissions
 from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, Fate, LambdaProxy, MotoLambda
 from tests.e2e.servers import AppProcess, drain, free_port, run_asgi
-from tests.e2e.test_dispatch_targets import DO_KEY, NAMESPACE, do_target, lambda_target
+from tests.e2e.targets_kit import DO_KEY, NAMESPACE, do_target, lambda_target
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ import pytest
 from aiqueue.db.store import Store
 from aiqueue.models import Job
 from tests.conftest import add_submissions
-from tests.integration.test_store import GROUP_VALUES, plan_in_function
+from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
 
 pytestmark = pytest.mark.store_pool(12)
 UNLIMITED, THRESHOLD = 0, 5

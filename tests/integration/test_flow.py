@@ -9,7 +9,7 @@ import asyncpg
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.flow import Budget
 from tests.conftest import add_submissions
-from tests.unit.test_flow import REFUSAL_CASES, RESULT_CASES
+from tests.unit.flow_cases import REFUSAL_CASES, RESULT_CASES
 
 THRESHOLD, DAY = 5, 86400.0
 
