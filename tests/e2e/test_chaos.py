@@ -190,6 +190,7 @@ class Chaos:
                 except httpx.HTTPError as exc:
                     r, last = None, type(exc).__name__
                 else:
+                    assert r is not None
                     last = f"{r.status_code} {r.text[:200]}"
                 if r is not None and r.status_code == 202:
                     if assignment == "hw-chaos" and "idempotent-replayed" not in r.headers:
@@ -439,7 +440,7 @@ def _summary(chaos: Chaos, fn: MarkingFunction, events: list[dict[str, Any]], ot
                     if e.get("event") == "housekeeping")
     errors = Counter(str(e.get("code")) for e in events if e.get("event") in (
         "error", "step_error", "tick_error"))
-    webhook = Counter()
+    webhook: Counter[str] = Counter()
     for e in events:
         if e.get("event") == "webhook":
             for k in ("accepted", "ignored", "rejected"):

@@ -154,10 +154,14 @@ async def test_resuming_from_last_event_id_loses_and_repeats_nothing(
             reconnects += 1
             assert reconnects < 20, f"stuck at {len(seen)} events"
             wanted = 24 - len(seen)
+
+            def enough(s: Stream, wanted: int = wanted) -> bool:
+                return len(s.events) >= wanted
+
             more = await read_sse(
                 events_url(urls[reconnects % 2], "hw-r"),
                 headers={**AUTH, "last-event-id": seen[-1]["id"] if seen else head_cursor},
-                until=lambda s, wanted=wanted: len(s.events) >= wanted)
+                until=enough)
             seen += more.events
     got = [(e["id"], e["data"]["queue_id"], e["data"]["status"]) for e in seen]
     assert len({g[0] for g in got}) == len(got) == 24  # no duplicates

@@ -12,7 +12,7 @@ GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'
 
 
 async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,
-                           cursor: bool = False, **values: str) -> str:
+                           cursor: bool = False, /, **values: str) -> str:
     """EXPLAIN of a query exactly as a plpgsql function holds it (`values` fill its variables)."""
     source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = $1", function)
     match = re.search(f"({pattern})", source, re.DOTALL)

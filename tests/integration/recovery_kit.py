@@ -17,7 +17,7 @@ import respx
 from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from tests.conftest import SELF_CHAIN, add_submissions, make_settings
+from tests.conftest import SELF_CHAIN, add_submissions, enqueued, make_settings
 
 DO_HOST = "https://faas-test.doserverless.co"
 NS = "fn-test"
@@ -87,7 +87,7 @@ async def age(conn: asyncpg.Connection, seconds: float) -> None:
 
 async def start_one(rt: Runtime, conn: asyncpg.Connection) -> UUID:
     ids = await add_submissions(conn, 1)
-    (queue_id,) = (await rt.store.enqueue(ids, "hw-1", 0, {})).queue_ids
+    (queue_id,) = enqueued(await rt.store.enqueue(ids, "hw-1", 0, {})).queue_ids
     assert (await step(rt)).dispatched
     return queue_id
 

@@ -25,7 +25,7 @@ from aiqueue.errors import DatabaseTimeout, StoreError
 from aiqueue.reads.live import EventHub, LiveConfig
 from aiqueue.runtime import Runtime
 from aiqueue.web.http import error_response
-from tests.conftest import add_submissions, make_settings
+from tests.conftest import add_submissions, enqueued, make_settings
 from tests.e2e.faultproxy import FaultProxy
 
 LIMITS = Limits(hot=1.0, page=1.5, connect=1.0, check_idle_after=0.3, ping=0.3)
@@ -51,7 +51,7 @@ def _name(dsn: str) -> str:
 
 
 async def _enqueue(store: Store, ids: list[uuid.UUID]) -> int:
-    outcome = await store.enqueue(ids, "hw-1", 0, {})
+    outcome = enqueued(await store.enqueue(ids, "hw-1", 0, {}))
     return len(outcome.queue_ids)
 
 

@@ -78,7 +78,8 @@ async def test_the_schema_is_read_once_per_instance(db_url: str):
         async def counted() -> int:
             nonlocal reads
             reads += 1
-            return await original()
+            version: int = await original()
+            return version
 
         rt.store.schema_version = counted
         for _ in range(5):

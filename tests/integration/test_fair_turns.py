@@ -10,7 +10,7 @@ import pytest
 
 from aiqueue.db.store import Store
 from aiqueue.models import Job
-from tests.conftest import add_submissions
+from tests.conftest import add_submissions, enqueued
 from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
 
 pytestmark = pytest.mark.store_pool(12)
@@ -26,7 +26,7 @@ class Groups:
 
     async def enqueue(self, group: str, n: int, priority: int = 0) -> None:
         ids = await add_submissions(self.conn, n, assignment_id=group)
-        out = await self.store.enqueue(ids, group, priority, {})
+        out = enqueued(await self.store.enqueue(ids, group, priority, {}))
         assert len(out.queue_ids) == n
         self.of.update(dict.fromkeys(ids, group))
 

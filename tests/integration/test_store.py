@@ -11,8 +11,8 @@ import pytest
 
 from aiqueue.db.store import Store
 from aiqueue.errors import Conflict
-from aiqueue.models import Enqueued, UnknownIds
-from tests.conftest import add_submissions
+from aiqueue.models import Enqueued, SubmissionId, UnknownIds
+from tests.conftest import add_submissions, enqueued
 from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
 
 pytestmark = pytest.mark.store_pool(30)
@@ -45,8 +45,8 @@ async def test_enqueue_inserts_pending_rows_in_request_order(
 
 async def test_enqueue_skips_live_rows_and_repeats(store: Store, conn: asyncpg.Connection):
     ids = await add_submissions(conn, 3)
-    first = await store.enqueue(ids[:2], "hw-1", 0, {})
-    second = await store.enqueue([ids[0], ids[1], ids[2], ids[2]], "hw-1", 0, {})
+    first = enqueued(await store.enqueue(ids[:2], "hw-1", 0, {}))
+    second = enqueued(await store.enqueue([ids[0], ids[1], ids[2], ids[2]], "hw-1", 0, {}))
     assert len(first.queue_ids) == 2
     assert len(second.queue_ids) == 1
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 3
@@ -56,7 +56,7 @@ async def test_enqueue_with_unknown_id_inserts_nothing(store: Store, conn: async
     ids = await add_submissions(conn, 2)
     ghost = uuid.uuid4()
     out = await store.enqueue([ids[0], ghost, ids[1]], "hw-1", 0, {})
-    assert out == UnknownIds([ghost])
+    assert out == UnknownIds([SubmissionId(ghost)])
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
 
 
@@ -67,7 +67,7 @@ async def test_concurrent_enqueues_of_the_same_ids_make_one_row_each(
     outs = await asyncio.gather(*[
         store.enqueue(ids if k % 2 else list(reversed(ids)), "hw-1", 0, {}) for k in range(8)
     ])
-    assert sum(len(o.queue_ids) for o in outs) == 50
+    assert sum(len(enqueued(o).queue_ids) for o in outs) == 50
     assert await conn.fetchval("SELECT count(DISTINCT submission_id) FROM ai_marking_queue") == 50
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 50
 
@@ -80,7 +80,7 @@ async def test_overlapping_concurrent_enqueues_skip_what_another_one_queued_firs
     ids = await add_submissions(conn, 200)
     windows = [ids[k:k + 40] for k in range(0, 180, 20)]
     outs = await asyncio.gather(*[store.enqueue(w, "hw-1", 0, {}) for w in windows * 2])
-    assert sum(len(o.queue_ids) for o in outs) == 200
+    assert sum(len(enqueued(o).queue_ids) for o in outs) == 200
     assert await conn.fetchval("SELECT count(DISTINCT submission_id) FROM ai_marking_queue") == 200
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 200
     feed = await conn.fetchval("SELECT count(*) FROM ai_marking_event_feed")
@@ -206,8 +206,8 @@ async def test_late_result_completes_a_pending_or_failed_row_but_not_cancelled(
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
     jobs = [await store.claim(0, THRESHOLD) for _ in range(3)]
-    assert all(jobs)
-    a, b, c = jobs  # type: ignore[misc]
+    a, b, c = jobs
+    assert a and b and c
     assert await store.attempt_failed(a.queue_id, a.dispatch_seq, delay=60, retryable=True,
                                       max_attempts=3, error="x",
                                       outcome="dispatch_error") == "pending"
@@ -291,7 +291,7 @@ async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Con
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
     jobs = [await store.claim(0, THRESHOLD) for _ in range(3)]
-    a, b, c = jobs  # type: ignore[misc]
+    a, b, c = jobs
     assert a and b and c
     await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '20 minutes'")
     await conn.execute("UPDATE ai_marking_queue SET attempts = 3 WHERE queue_id = $1", b.queue_id)

@@ -26,12 +26,12 @@ def _named_blocks(path: Path) -> set[str]:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and _runs_sql(node.func.attr) and node.args
                 and isinstance(node.args[0], ast.Constant)):
-            names.add(node.args[0].value)
+            names.add(str(node.args[0].value))
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             target = node.value
             if (isinstance(target, ast.Attribute) and target.attr == "sql") or (
                     isinstance(target, ast.Call) and getattr(target.func, "id", "") == "queries"):
-                names.add(node.slice.value)
+                names.add(str(node.slice.value))
     return names
 
 
@@ -70,8 +70,9 @@ def test_every_module_of_aiqueue_sits_in_a_layer():
 
 def test_the_driver_and_the_reference_function_each_have_one_importer():
     # Protected contracts: a new module can't slip past them, as it could past a list.
-    protected = {tuple(c["protected_modules"]): c["allowed_importers"]  # type: ignore[arg-type]
-                 for c in _contracts() if c["type"] == "protected"}
+    protected: dict[tuple[str, ...], object] = {
+        tuple(c["protected_modules"]): c["allowed_importers"]  # type: ignore[arg-type]
+        for c in _contracts() if c["type"] == "protected"}
     assert protected == {("asyncpg",): ["aiqueue.db"], ("functions",): ["aiqueue.dev"]}
 
 
