@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import respx
 
 from aiqueue.db.store import Store, connect_pool
 
@@ -20,3 +21,10 @@ async def store(db_url: str, request: pytest.FixtureRequest) -> AsyncIterator[St
     s = Store(await connect_pool(db_url, max_size=mark.args[0] if mark else STORE_POOL))
     yield s
     await s.close()
+
+
+@pytest.fixture
+def mock() -> Iterator[respx.MockRouter]:
+    """Outgoing HTTP answered by respx; a route the test adds need not be called."""
+    with respx.mock(assert_all_called=False) as router:
+        yield router

@@ -17,6 +17,7 @@ import respx
 from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
+from aiqueue.target_settings import DoTarget
 from tests.conftest import SELF_CHAIN, add_submissions, enqueued, make_settings
 
 DO_HOST = "https://faas-test.doserverless.co"
@@ -69,6 +70,12 @@ async def runtime(db_url: str, **overrides: Any) -> Runtime:
         db_url, max_attempts=3, stuck_after_seconds=STUCK, heartbeat_timeout_seconds=HEARTBEAT,
         platform_grace_seconds=GRACE, breaker_threshold=100, **overrides)
     return await Runtime.create(settings, db_url)
+
+
+async def do_runtime(db_url: str, limit: float) -> Runtime:
+    """A runtime dispatching to the respx DigitalOcean, its action limited to `limit` seconds."""
+    target = DoTarget(DO_HOST, NS, "ai-mark", "mark", "user", "key", limit)
+    return await runtime(db_url, dispatch_target="digitalocean", digitalocean=target)
 
 
 async def step(rt: Runtime) -> loop.StepResult:
