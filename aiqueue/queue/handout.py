@@ -8,7 +8,7 @@ from typing import Any
 from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.models import Job
-from aiqueue.queue.results import ResultItem, fail_attempt, parse_item, refuse
+from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item, refuse
 from aiqueue.runtime import Runtime
 
 
@@ -83,3 +83,23 @@ def sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
         return parse_item(body, rt.tokens)
     except ValueError:
         return None
+
+
+async def send_sync(rt: Runtime, job: Job) -> None:
+    """Sync mode: send the job, and apply the function's answer (the result item)
+    like a callback."""
+    outcome, ms = await send(rt, job)
+    if not isinstance(outcome, dispatch.Accepted):
+        await refused(rt, job, outcome, ms)
+        return
+    item = sync_item(outcome.body, job, rt)
+    if item is None:
+        await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
+                           code="sync_answer_invalid", retryable=True, outcome="bad_answer")
+        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
+                   outcome="bad_answer", mode="sync", ms=ms)
+        return
+    applied = await apply_item(rt, item)
+    logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
+               outcome=item.status, status="applied" if applied else "ignored",
+               mode="sync", ms=ms)

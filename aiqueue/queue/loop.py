@@ -8,7 +8,6 @@ the response was sent; errors are logged, never raised.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -18,21 +17,10 @@ from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.money import Money
-from aiqueue.notify import alerts, delivery
-from aiqueue.queue import overnight, recovery, schedule
-from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
-from aiqueue.queue.results import apply_item, fail_attempt
+from aiqueue.notify import delivery
+from aiqueue.queue import hold, housekeeping
+from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
-
-HOUSEKEEPING_EVERY = 1.0
-
-
-@dataclass
-class Housekeeping:
-    """This instance's housekeeping timer (kept in Runtime.own)."""
-
-    # monotonic time when this instance next runs recovery and pruning
-    due: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -46,14 +34,6 @@ class Receipt:
     # next row (`next_job`, None when nothing was claimable): no claim is left to do.
     settled: bool = False
     next_job: Job | None = None
-
-
-@dataclass
-class HoldWaiter:
-    """This instance's one waiter on a short hold (kept in Runtime.own)."""
-
-    # event-loop time until which a step waits out a short hold (wait_out_hold)
-    until: float = 0.0
 
 
 @dataclass
@@ -161,47 +141,14 @@ async def _chain(rt: Runtime, step: StepResult) -> None:
 
 
 async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
-    """Recover stuck rows and prune old ones: at most once a second, unless forced."""
-    # Both look for rows that are minutes overdue: once a second per instance
-    # is plenty (the cron's `force` always runs them), so the hot path rarely pays.
-    now = time.monotonic()
-    timer = rt.own(Housekeeping)
-    if not force and now < timer.due:
-        return
-    s = rt.settings
-    timer.due = now + HOUSEKEEPING_EVERY
-    step.recovered = await recovery.recover(rt)
-    step.pruned = await rt.store.prune(s.prune_after_days * 86400)
-    # Retention (CONTRACT §9e; what is kept: records/retention.py): ended rows,
-    # results and attempt history past their periods, in bounded batches.
-    kept = await rt.store.retain(s.retain_ended_days * 86400, s.retain_history_days * 86400)
-    step.pruned += kept.ended
-    # Rows past their expires_at end `expired` (the claim already skips them).
-    await schedule.expire(rt)
-    if step.recovered or step.pruned:
-        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
-    await alerts.evaluate(rt, force=force)
-    # Before the claim: rows the lane sends live (fallback) are claimable at once.
-    await overnight.run_if_due(rt, force)
+    """Tidy on the step's way (housekeeping.py): at most once a second, unless forced."""
+    tidied = await housekeeping.tidy(rt, force)
+    step.recovered, step.pruned = tidied.recovered, tidied.pruned
 
 
 async def run_sync(rt: Runtime, job: Job) -> None:
     """Sync mode: the function's answer is the result item; apply it like a callback."""
-    outcome, ms = await send(rt, job)
-    if isinstance(outcome, dispatch.Accepted):
-        item = sync_item(outcome.body, job, rt)
-        if item is None:
-            await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
-                               code="sync_answer_invalid", retryable=True, outcome="bad_answer")
-            logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
-                       outcome="bad_answer", mode="sync", ms=ms)
-        else:
-            applied = await apply_item(rt, item)
-            logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
-                       outcome=item.status, status="applied" if applied else "ignored",
-                       mode="sync", ms=ms)
-    else:
-        await refused(rt, job, outcome, ms)
+    await send_sync(rt, job)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
     s = rt.settings
@@ -285,55 +232,21 @@ async def after_process(rt: Runtime, step: StepResult) -> None:
     await wait_out_hold(rt, step)
 
 
-# The longest hold a step waits out inside its own invocation: well within a
-# serverless function's time limit (vercel.json gives each 60 s).
-HOLD_WAIT_MAX_SECONDS = 20.0
-
-
 async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
-    """A step that ended the chain while work is held back only briefly (a refusal's
-    retry_after, a budget window refilling, a row scheduled to be due soon)
-    waits that out and steps again.
-
-    On a serverless deployment nothing else would wake the queue before the
-    cron, a minute later, and the model would idle meanwhile.  One waiter per
-    instance: the others' steps would only find the gate closed again.
-    """
+    """A step that ended the chain while work is held back only briefly waits that
+    out (hold.py) and steps again, once per invocation."""
     if step.claimed is not None or step.chained:
         return
     try:
-        if await _held_back(rt):
-            wait = await recovery.next_wakeup(rt)
-        else:
-            # Not held back by the model's limits; only rows scheduled to be
-            # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
-            wait = await schedule.next_due_soon(rt)
+        wait = await hold.short_wait(rt)
     except Exception as exc:
         logs.event("step_error", code=_code(exc))
         return
-    now = asyncio.get_running_loop().time()
-    waiter = rt.own(HoldWaiter)
-    if wait is None or wait > HOLD_WAIT_MAX_SECONDS or waiter.until > now:
+    if wait is None:
         return
-    waiter.until = now + max(wait, 0.0)
-    await asyncio.sleep(max(wait, 0.0) + 0.01)
+    await asyncio.sleep(wait + 0.01)
     # Once per invocation: a second wait could outlast the platform's time limit.
     await _safely(rt, process_step(rt), wait=False)
-
-
-async def _held_back(rt: Runtime) -> bool:
-    """Whether some pool is held by a refusal, declares a budget (CONTRACT §8a, §9b) or has
-    a spend cap, whose paused rows come due when its window rolls over (§9c)."""
-    s = rt.settings
-    if Money.of(s).capped:
-        return True
-    for pool in s.queue.pools.values():
-        if pool.budget_declared:
-            return True
-        flow = await rt.store.flow_state(pool.max_in_flight, s.budget_window_seconds, pool.name)
-        if flow.hold_until is not None:
-            return True
-    return False
 
 
 async def safe_run_sync(rt: Runtime, job: Job) -> None:
@@ -376,18 +289,10 @@ async def tick_forever(rt: Runtime) -> None:
     s = rt.settings
     while True:
         try:
-            wait = await recovery.next_wakeup(rt)
-            # Notification retries are due on time too, without a cron, and
-            # rows expire on time (CONTRACT §9d).
-            wait = _sooner(wait, await delivery.next_due(rt))
-            wait = _sooner(wait, await schedule.next_expiry(rt))
+            wait = await housekeeping.next_due(rt)
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None
         delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
         await asyncio.sleep(delay)
         await _safe_step(rt)
-
-
-def _sooner(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)
