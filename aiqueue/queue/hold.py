@@ -10,6 +10,7 @@ import asyncio
 from dataclasses import dataclass
 
 from aiqueue.money import Money
+from aiqueue.ports import LoopStore
 from aiqueue.queue import recovery, schedule
 from aiqueue.runtime import Runtime
 
@@ -26,7 +27,7 @@ class HoldWaiter:
     until: float = 0.0
 
 
-async def short_wait(rt: Runtime) -> float | None:
+async def short_wait(rt: Runtime[LoopStore]) -> float | None:
     """Seconds to wait before stepping again, when work is held back only briefly (a
     refusal's retry_after, a budget window refilling, a row scheduled to be due soon);
     None when the hold is long or another step of this instance already waits.
@@ -47,7 +48,7 @@ async def short_wait(rt: Runtime) -> float | None:
     return max(wait, 0.0)
 
 
-async def held_back(rt: Runtime) -> bool:
+async def held_back(rt: Runtime[LoopStore]) -> bool:
     """Whether some pool is held by a refusal, declares a budget (CONTRACT §8a, §9b) or has
     a spend cap, whose paused rows come due when its window rolls over (§9c)."""
     s = rt.settings

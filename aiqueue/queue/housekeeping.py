@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from aiqueue import logs
 from aiqueue.notify import alerts, delivery
+from aiqueue.ports import LoopStore
 from aiqueue.queue import overnight, recovery, schedule
 from aiqueue.runtime import Runtime
 
@@ -33,7 +34,7 @@ class Tidied:
     pruned: int = 0
 
 
-async def tidy(rt: Runtime, force: bool) -> Tidied:
+async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     """Recover stuck rows and prune old ones: at most once a second, unless forced."""
     # Both look for rows that are minutes overdue: once a second per instance
     # is plenty (the cron's `force` always runs them), so the hot path rarely pays.
@@ -59,7 +60,7 @@ async def tidy(rt: Runtime, force: bool) -> Tidied:
     return Tidied(recovered, pruned)
 
 
-async def next_due(rt: Runtime) -> float | None:
+async def next_due(rt: Runtime[LoopStore]) -> float | None:
     """Seconds until something may be due: a row, a breaker probe, a lease's end, a
     notification's retry or an expiry (CONTRACT §9d); None when nothing is."""
     wait = await recovery.next_wakeup(rt)

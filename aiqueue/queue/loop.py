@@ -18,6 +18,7 @@ from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.money import Money
 from aiqueue.notify import delivery
+from aiqueue.ports import LoopStore
 from aiqueue.queue import hold, housekeeping
 from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
@@ -76,7 +77,8 @@ def should_chain(*, more: bool, busy: bool, freed: int = 0, dispatched: bool = F
     return True
 
 
-async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> StepResult:
+async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
+                       freed: int = 0) -> StepResult:
     """The process endpoint's step: recover, prune, claim one row, dispatch it, chain.
 
     In sync mode the claimed job is left in `sync_job` for the caller to run
@@ -94,7 +96,7 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     return step
 
 
-async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
+async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     """After a webhook batch whose last result's transaction already claimed.
 
     The claimed job goes out first (the function is idle meanwhile), tidying
@@ -119,7 +121,7 @@ async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
     return step
 
 
-async def _hand_out(rt: Runtime, step: StepResult, job: Job | None) -> bool:
+async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -> bool:
     """Dispatch a claimed job (sync mode: leave it for run_sync); True if the function is busy."""
     step.claimed = job
     if job is None:
@@ -135,18 +137,18 @@ async def _hand_out(rt: Runtime, step: StepResult, job: Job | None) -> bool:
     return isinstance(outcome, dispatch.Busy)
 
 
-async def _chain(rt: Runtime, step: StepResult) -> None:
+async def _chain(rt: Runtime[LoopStore], step: StepResult) -> None:
     step.chained = await dispatch.chain(rt.http, rt.settings)
     logs.event("chain", chained=step.chained)
 
 
-async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
+async def _housekeeping(rt: Runtime[LoopStore], step: StepResult, force: bool) -> None:
     """Tidy on the step's way (housekeeping.py): at most once a second, unless forced."""
     tidied = await housekeeping.tidy(rt, force)
     step.recovered, step.pruned = tidied.recovered, tidied.pruned
 
 
-async def run_sync(rt: Runtime, job: Job) -> None:
+async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     """Sync mode: the function's answer is the result item; apply it like a callback."""
     await send_sync(rt, job)
     # The slot is free again; the next row gets an invocation of its own so no
@@ -157,17 +159,12 @@ async def run_sync(rt: Runtime, job: Job) -> None:
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
 
-async def _safe_step(rt: Runtime, *, freed: int = 0) -> None:
+async def _safe_step(rt: Runtime[LoopStore], *, freed: int = 0) -> None:
     """A whole process step after a response was sent: errors are logged, never raised."""
     await _safely(rt, process_step(rt, freed=freed))
 
 
-async def _safe_settled_step(rt: Runtime, receipt: Receipt) -> None:
-    """settled_step after the webhook answered: errors are logged, never raised."""
-    await _safely(rt, settled_step(rt, receipt))
-
-
-async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult], *,
+async def _safely(rt: Runtime[LoopStore], running: Coroutine[Any, Any, StepResult], *,
                   wait: bool = True) -> None:
     try:
         step = await running
@@ -184,17 +181,17 @@ async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult], *,
         await wait_out_hold(rt, step)
 
 
-async def after_enqueue(rt: Runtime, enqueued: int) -> None:
+async def after_enqueue(rt: Runtime[LoopStore], enqueued: int) -> None:
     """After an enqueue answered: kick the chain inside this invocation, no extra hop."""
     if enqueued:
         await _safe_step(rt)
 
 
-async def after_results(rt: Runtime, receipt: Receipt) -> None:
+async def after_results(rt: Runtime[LoopStore], receipt: Receipt) -> None:
     """After the webhook answered: a slot just freed, so run the next step ourselves
     (its claim may already have run with the last result, see Receipt)."""
     if receipt.settled and (receipt.freed or receipt.next_job is not None):
-        await _safe_settled_step(rt, receipt)
+        await _safely(rt, settled_step(rt, receipt))
     elif receipt.freed:
         await _safe_step(rt, freed=receipt.freed)
     else:
@@ -202,29 +199,29 @@ async def after_results(rt: Runtime, receipt: Receipt) -> None:
         await delivery.deliver_safely(rt)
 
 
-async def on_process(rt: Runtime, *, force: bool) -> StepResult:
+async def on_process(rt: Runtime[LoopStore], *, force: bool) -> StepResult:
     """The process endpoint and the cron (`force`: always recover and prune): one step now."""
     return await process_step(rt, force=force)
 
 
-async def on_cron(rt: Runtime) -> StepResult:
+async def on_cron(rt: Runtime[LoopStore]) -> StepResult:
     """The cron's call (GET): noted in the control row, so the doctor can tell a cron
     that stopped calling (§9a); then a step that always recovers and prunes."""
     await rt.store.cron_called()
     return await on_process(rt, force=True)
 
 
-async def after_action(rt: Runtime) -> None:
+async def after_action(rt: Runtime[LoopStore]) -> None:
     """After a manual action answered (retry, resume...): it may have freed work."""
     await _safe_step(rt)
 
 
-async def after_cancel(rt: Runtime) -> None:
+async def after_cancel(rt: Runtime[LoopStore]) -> None:
     """After a cancel answered: it may have ended a run, whose notification goes out now."""
     await delivery.deliver_safely(rt)
 
 
-async def after_process(rt: Runtime, step: StepResult) -> None:
+async def after_process(rt: Runtime[LoopStore], step: StepResult) -> None:
     """After the process endpoint (chain, cron) answered: a sync job, notifications, a hold."""
     if step.sync_job is not None:
         await safe_run_sync(rt, step.sync_job)
@@ -232,7 +229,7 @@ async def after_process(rt: Runtime, step: StepResult) -> None:
     await wait_out_hold(rt, step)
 
 
-async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
+async def wait_out_hold(rt: Runtime[LoopStore], step: StepResult) -> None:
     """A step that ended the chain while work is held back only briefly waits that
     out (hold.py) and steps again, once per invocation."""
     if step.claimed is not None or step.chained:
@@ -249,7 +246,7 @@ async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
     await _safely(rt, process_step(rt), wait=False)
 
 
-async def safe_run_sync(rt: Runtime, job: Job) -> None:
+async def safe_run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     """run_sync after the process call answered: errors are logged, never raised."""
     try:
         await run_sync(rt, job)
@@ -262,7 +259,7 @@ def _code(exc: Exception) -> str:
     return exc.code if isinstance(exc, StoreError) else type(exc).__name__
 
 
-async def after_read(rt: Runtime) -> None:
+async def after_read(rt: Runtime[LoopStore]) -> None:
     """After a read answered: run a step when rows are due but nothing is in flight.
 
     For authenticated status reads (after answering), so a queue whose chain
@@ -280,7 +277,7 @@ async def after_read(rt: Runtime) -> None:
         await _safe_step(rt)
 
 
-async def tick_forever(rt: Runtime) -> None:
+async def tick_forever(rt: Runtime[LoopStore]) -> None:
     """The in-process safety net: run a step whenever something may be due.
 
     Sleeps until the next due row, breaker probe or lease expiry (at most
