@@ -84,7 +84,9 @@ async def test_enqueue_skips_live_rows_and_repeats(store: Store, conn: asyncpg.C
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 3
 
 
-async def test_enqueue_with_unknown_id_inserts_nothing(store: Store, conn: asyncpg.Connection) -> None:
+async def test_enqueue_with_unknown_id_inserts_nothing(
+    store: Store, conn: asyncpg.Connection
+) -> None:
     ids = await add_submissions(conn, 2)
     ghost = uuid.uuid4()
     out = await store.enqueue([ids[0], ghost, ids[1]], "hw-1", 0, {})
@@ -274,7 +276,9 @@ async def test_backoff_delays_the_next_claim(store: Store, conn: asyncpg.Connect
     assert wait is not None and 25 < wait <= 30
 
 
-async def test_only_the_current_dispatch_can_fail_a_row(store: Store, conn: asyncpg.Connection) -> None:
+async def test_only_the_current_dispatch_can_fail_a_row(
+    store: Store, conn: asyncpg.Connection
+) -> None:
     old, _ = await claim_first(store, conn)
     await store.attempt_failed(old.queue_id, old.dispatch_seq, delay=0, retryable=True,
                                max_attempts=3, error="e", outcome="dispatch_error")
@@ -388,7 +392,9 @@ async def test_retry_of_a_failed_row_conflicts_when_the_submission_was_requeued(
         await store.retry_failed(job.queue_id, "ops")
 
 
-async def test_status_changes_are_recorded_as_events(store: Store, conn: asyncpg.Connection) -> None:
+async def test_status_changes_are_recorded_as_events(
+    store: Store, conn: asyncpg.Connection
+) -> None:
     job, _ = await claim_first(store, conn, 2)
     await store.heartbeat(job.queue_id, job.dispatch_seq, {"current": 1})
     await store.complete(job.queue_id, job.dispatch_seq, {"score": 4, "max_score": 5,
@@ -480,7 +486,9 @@ async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.
     assert wait is not None and wait > 500
 
 
-async def test_an_idle_queue_has_nothing_to_wake_for(store: Store, conn: asyncpg.Connection) -> None:
+async def test_an_idle_queue_has_nothing_to_wake_for(
+    store: Store, conn: asyncpg.Connection
+) -> None:
     assert await store.next_wakeup(1, 5, 600) is None
     job, _ = await claim_first(store, conn, threshold=5)
     await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
