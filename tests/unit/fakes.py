@@ -43,16 +43,6 @@ class QuietParts:
         self.calls.append(("heartbeat", (queue_id, dispatch_seq)))
         return True
 
-    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
-                          heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, look: float | None = None,
-                          budget: Budget = NO_BUDGET,
-                          plan: str | None = None) -> float | None:
-        return None
-
-    async def next_scheduled(self) -> float | None:
-        return None
-
     async def next_expiry(self) -> float | None:
         return None
 
@@ -66,11 +56,6 @@ class QuietParts:
 
     async def cron_called(self) -> None:
         self.calls.append(("cron_called", ()))
-
-    async def flow_state(self, cap: int, window_seconds: float,
-                         pool: str | None = None) -> FlowState:
-        self.calls.append(("flow_state", (cap, window_seconds, pool)))
-        return FlowState(cap, None, 0, 0, 0, 0)
 
     # -- the outbox: nothing to deliver --------------------------------------
 
@@ -154,6 +139,26 @@ class FakeStore(QuietParts):
     settle_fails: bool = False
     ref_fails: bool = False  # set_dispatch_ref raises StoreError
     p95: float | None = None  # the recent p95 processing time recovery reads
+    hold_until: datetime | None = None  # a refusal's hold on every pool
+    wakeup_in: float | None = None  # seconds until the step has work (next_wakeup)
+    scheduled_in: float | None = None  # seconds until a scheduled row comes due
+
+    async def flow_state(self, cap: int, window_seconds: float,
+                         pool: str | None = None) -> FlowState:
+        self.calls.append(("flow_state", (cap, window_seconds, pool)))
+        return FlowState(cap, self.hold_until, 0, 0, 0, 0)
+
+    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+                          heartbeat: float | None = None, bound: float | None = None,
+                          ask: bool = False, look: float | None = None,
+                          budget: Budget = NO_BUDGET,
+                          plan: str | None = None) -> float | None:
+        self.calls.append(("next_wakeup", (cap, threshold, stuck_after)))
+        return self.wakeup_in
+
+    async def next_scheduled(self) -> float | None:
+        self.calls.append(("next_scheduled", ()))
+        return self.scheduled_in
 
     async def recent_p95(self) -> float | None:
         self.calls.append(("recent_p95", ()))
