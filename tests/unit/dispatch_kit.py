@@ -24,6 +24,6 @@ def settings(**kw: Any) -> Settings:
     return base.with_overrides(**kw)
 
 
-def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime:
+def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime[FakeStore]:
     s = settings(**kw)
-    return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))  # type: ignore[arg-type]
+    return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))
