@@ -162,3 +162,21 @@ def test_no_test_module_imports_another():
                  for path in sorted(ROOT.joinpath("tests").rglob("*.py"))
                  if (found := _test_modules_imported(path))}
     assert offenders == {}
+
+
+def _fixtures_named(name: str, path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            marks = [ast.unparse(d) for d in node.decorator_list]
+            if any("fixture" in m and (node.name == name or f"name='{name}'" in m)
+                   for m in marks):
+                return True
+    return False
+
+
+def test_the_store_fixture_is_defined_once():
+    where = [str(path.relative_to(ROOT)) for path in sorted(ROOT.joinpath("tests").rglob("*.py"))
+             if _fixtures_named("store", path)]
+    assert where == ["tests/integration/conftest.py"], (
+        "use the integration conftest's store; a module that races more callers than its pool "
+        "of 10 says so with pytestmark = pytest.mark.store_pool(n)")
