@@ -206,6 +206,8 @@ BEGIN
     IF NOT budgeted THEN
         RETURN true;
     END IF;
+    -- The claim writes the window too (and prunes it): its lock first (aiqueue 0023).
+    PERFORM aiqueue_claim_lock();
     UPDATE ai_marking_budget b
     SET tokens = aiqueue_usage_int(p_usage -> 'prompt_tokens')
                  + aiqueue_usage_int(p_usage -> 'completion_tokens'),
@@ -485,6 +487,11 @@ BEGIN
 END
 $$;
 
+-- The claim's advisory lock (see aiqueue_claim), held until the transaction ends.
+CREATE OR REPLACE FUNCTION aiqueue_claim_lock() RETURNS void LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock(7301730173017301)
+$$;
+
 -- Claim exactly one due row.  The advisory lock serialises count-and-claim
 -- across every instance until this transaction ends, so no pool's L and no
 -- kind's cap can be overshot (a cap counted outside this lock is exceeded
@@ -537,7 +544,7 @@ DECLARE
     pcap integer;
     kcap integer;
 BEGIN
-    PERFORM pg_advisory_xact_lock(7301730173017301);
+    PERFORM aiqueue_claim_lock();
     plan := coalesce(plan, aiqueue_default_plan(cap, tpm, rpm));
     SELECT * INTO room FROM aiqueue_room(plan, breaker_threshold, budget_window, true, true);
     claimable := room.kinds;
@@ -1138,6 +1145,12 @@ BEGIN
     IF r.dispatch_seq <> p_dispatch_seq OR r.charged_tokens IS NULL THEN
         RETURN;
     END IF;
+    -- The counter alone is one row, safe to wait for; with the spend windows
+    -- too, the claim's lock first, so they are locked in the claim's order
+    -- (aiqueue 0023: a completion no longer holds it from its row's end).
+    IF r.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> r.charged_usd THEN
+        PERFORM aiqueue_claim_lock();
+    END IF;
     UPDATE ai_marking_fair f
     SET counter = f.counter + aiqueue_fair_weight(prompt, completion) - r.charged_tokens
     WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
@@ -1162,6 +1175,11 @@ BEGIN
     INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
     IF NOT FOUND OR r.charged_tokens IS NULL THEN
         RETURN;
+    END IF;
+    -- Counter and spend windows are the claim's rows too: its lock first, so
+    -- they are locked in its order (aiqueue 0023).
+    IF r.charged_usd IS NOT NULL THEN
+        PERFORM aiqueue_claim_lock();
     END IF;
     UPDATE ai_marking_fair f SET counter = f.counter - r.charged_tokens
     WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
@@ -1258,8 +1276,14 @@ RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id
                more boolean, breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- The claim lock from the end on (aiqueue 0023): the outbox test takes it
+    -- rather than pinning a row, and the charges below are written under it,
+    -- in the claim's order (see aiqueue_outbox_run_finished).
+    PERFORM set_config('aiqueue.end_lock', 'on', true);
     applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq);
+    PERFORM set_config('aiqueue.end_lock', 'off', true);
     IF applied THEN
+        PERFORM aiqueue_claim_lock();
         PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
                                     tpm > 0 OR rpm > 0 OR aiqueue_plan_budgeted(plan), plan);
         PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, money);
@@ -1570,13 +1594,29 @@ $$;
 -- Counts, tokens and cost over the run as GET .../progress reports them.
 --
 -- Two transactions ending a run's last two rows at once would each still see
--- the other's row live (READ COMMITTED) and neither would write the event, so
--- the test runs under the claim's advisory lock: the second waits until the
--- first commits, and its next statement (a fresh snapshot) sees that commit.
--- The claim lock, not one per run, because it is already taken after row locks
--- (aiqueue_settle completes, then claims) and its holder never waits for a row
--- (SKIP LOCKED): a row-ending update inside the claim re-enters it, where a
--- second, per-run lock could deadlock against a settle.
+-- the other's row live (READ COMMITTED) and neither would write the event.
+-- Only an end that can finish the run has to be serialised against the others
+-- (aiqueue 0023; before, every end took the claim's advisory lock, which every
+-- claim holds too):
+--   * An end that finds another row of its run processing and holds no lock
+--     on it (SKIP LOCKED) pins that row (FOR SHARE) and writes nothing: the run
+--     cannot finish before that row ends, and whoever ends it waits for this
+--     transaction to commit, so its own test sees this end.  Only processing
+--     rows are pinned: a pinned pending row would be stepped over by claims.
+--   * Any other end (no such row: the run may be finishing) takes the claim's
+--     advisory lock and tests again; the lock holders see each other's commits,
+--     and see pinned rows live (they are).
+-- Why this cannot deadlock: a pinned row's ender waits for the pinner, but
+-- every statement that ends a processing row locks it first (a result, a
+-- failure, a refusal) or skips it (recover_stuck: SKIP LOCKED), so it holds
+-- nothing a pinner waits for.  The claim lock is still taken after row locks
+-- and its holder never waits for a queue row (SKIP LOCKED); a statement that
+-- writes rows the claim writes too (turn counters, spend, the budget window)
+-- takes the claim lock before them (aiqueue_settle, aiqueue_flow_result,
+-- aiqueue_money_result, aiqueue_money_refund), so
+-- those rows are always locked in the claim's order.  `aiqueue.end_lock` = 'on'
+-- says the transaction takes the claim lock right after this end anyway (a
+-- settle): then the lock, not a pin.
 CREATE OR REPLACE FUNCTION aiqueue_outbox_run_finished(p_run uuid, p_assignment text)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -1585,12 +1625,12 @@ DECLARE
     seen jsonb := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
     witness uuid;
 BEGIN
-    PERFORM pg_advisory_xact_lock(7301730173017301);
     -- A statement that ends many rows (a cancel of 10,000) calls this once per
     -- row, and until it commits every old row version still sits in the
     -- live-run index: looking the run up each time would cost O(n^2).  So the
     -- row found live last time is asked first (by its key), then whether the
     -- event is written already; the index is searched only when both say no.
+    -- (A pinned witness stays live: nobody else can end it before we commit.)
     IF EXISTS (SELECT 1 FROM ai_marking_queue q
                WHERE q.queue_id = (seen ->> p_run::text)::uuid
                  AND q.status IN ('pending', 'processing'))
@@ -1599,10 +1639,19 @@ BEGIN
                     AND o.tx = pg_current_xact_id()) THEN
         RETURN;
     END IF;
-    SELECT q.queue_id INTO witness FROM ai_marking_queue q
-    WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')
-    LIMIT 1;
-    IF FOUND THEN
+    IF current_setting('aiqueue.end_lock', true) IS DISTINCT FROM 'on' THEN
+        SELECT q.queue_id INTO witness FROM ai_marking_queue q
+        WHERE q.run_id = p_run AND q.status = 'processing'
+        LIMIT 1
+        FOR SHARE SKIP LOCKED;
+    END IF;
+    IF witness IS NULL THEN
+        PERFORM aiqueue_claim_lock();
+        SELECT q.queue_id INTO witness FROM ai_marking_queue q
+        WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')
+        LIMIT 1;
+    END IF;
+    IF witness IS NOT NULL THEN
         PERFORM set_config('aiqueue.live_witness',
                            jsonb_set(seen, ARRAY[p_run::text], to_jsonb(witness))::text, true);
         RETURN;
