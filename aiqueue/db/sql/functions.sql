@@ -616,15 +616,8 @@ BEGIN
     -- No kind with room: no walk (it would step over every pending row).
     more := cardinality(claimable) > 0;
     IF more THEN
-        -- The first two due rows in dispatch order, one of them not the claimed one.
-        more := EXISTS (SELECT 1 FROM (
-                            SELECT o.queue_id FROM ai_marking_queue o
-                            WHERE o.status = 'pending' AND o.run_after <= now()
-                              AND o.kind = ANY (claimable)
-                              AND aiqueue_unexpired(o.expires_at)
-                            ORDER BY o.priority DESC, o.turn, o.seq
-                            LIMIT 2) due
-                        WHERE due.queue_id <> got.queue_id);
+        -- Another due row of a kind with room, in a group not paused at a spend cap.
+        more := aiqueue_due_exists(claimable, plan, got.queue_id);
     END IF;
     RETURN QUERY SELECT
         got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
@@ -806,7 +799,7 @@ LANGUAGE sql AS $$
     SET counter = CASE WHEN f.waiting THEN f.counter
                        ELSE greatest(f.counter, EXCLUDED.counter) END,
         head_turn = EXCLUDED.head_turn, head_seq = EXCLUDED.head_seq,
-        waiting = true, joins = f.joins + 1, updated_at = now()
+        waiting = true, joins = f.joins + 1, due_at = NULL, updated_at = now()
 $$;
 
 CREATE OR REPLACE FUNCTION aiqueue_fair_join_rows() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -831,10 +824,30 @@ $$;
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_fair_join_rows();
+-- A bulk move (aiqueue_retry, aiqueue.bulk_move) joins its groups itself, once
+-- per group rather than once per row (aiqueue 0023).
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_upd
     AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending')
+    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending'
+                       AND current_setting('aiqueue.bulk_move', true) IS DISTINCT FROM 'on')
     EXECUTE FUNCTION aiqueue_fair_join_row();
+
+-- A pending row made due sooner without a status change (the batch lane
+-- handing rows back, a reschedule): its group's due_at may be too late now,
+-- so it is forgotten, and `joins` tells a claim computing it meanwhile.
+CREATE OR REPLACE FUNCTION aiqueue_fair_sooner() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET due_at = NULL, joins = f.joins + 1
+    WHERE f.pool = NEW.pool AND f.priority = NEW.priority
+      AND f.group_key = coalesce(NEW.group_key, NEW.assignment_id) AND f.due_at IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER ai_marking_queue_fair_sooner
+    AFTER UPDATE OF run_after ON ai_marking_queue
+    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status = 'pending'
+                       AND NEW.run_after < OLD.run_after)
+    EXECUTE FUNCTION aiqueue_fair_sooner();
 
 -- What a row of an assignment is expected to use: the assignment's running
 -- mean, else the mean of its pool's 20 most recently used assignments, else a
@@ -1008,6 +1021,48 @@ LANGUAGE sql IMMUTABLE AS $$
         ARRAY['default']) END
 $$;
 
+-- A group's first due row in turn order among `kinds` (NULL: none asked, or
+-- none due), unlocked: one probe of ai_marking_queue_group_kind_idx per kind,
+-- so a kind without room is never walked (aiqueue 0023; before, its rows
+-- were read one by one from the heap to learn their kind).
+CREATE OR REPLACE FUNCTION aiqueue_group_head(p_pool text, p_priority integer, p_group text,
+                                              kinds text[], OUT queue_id uuid,
+                                              OUT assignment_id text)
+LANGUAGE sql STABLE AS $$
+    SELECT c.queue_id, c.assignment_id
+    FROM unnest(kinds) k (kind)
+    CROSS JOIN LATERAL (
+        SELECT q.queue_id, q.assignment_id, q.turn, q.seq FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group AND q.kind = k.kind
+          AND q.run_after <= now() AND aiqueue_unexpired(q.expires_at)
+        ORDER BY q.turn, q.seq LIMIT 1) c
+    ORDER BY c.turn, c.seq LIMIT 1
+$$;
+
+-- Is a row of `kinds` due now, other than `except_id`, in a group that is
+-- neither paused at a spend cap nor known to wait for later?  The claim's
+-- `more` and can_claim (aiqueue 0023): the waiting groups, one probe each per
+-- kind, instead of a walk of the claim index past every row not due yet, of
+-- a kind without room, or of a paused group.
+CREATE OR REPLACE FUNCTION aiqueue_due_exists(kinds text[], plan jsonb, except_id uuid)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    -- LATERAL ... LIMIT 1: a probe per group and kind, never a semi-join
+    -- that would read every pending row first.
+    SELECT EXISTS (
+        SELECT 1 FROM ai_marking_fair f CROSS JOIN unnest(kinds) k (kind)
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM ai_marking_queue q
+            WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
+              AND coalesce(q.group_key, q.assignment_id) = f.group_key
+              AND q.kind = k.kind AND q.run_after <= now() AND aiqueue_unexpired(q.expires_at)
+              AND q.queue_id IS DISTINCT FROM except_id
+            LIMIT 1) due
+        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (f.due_at IS NULL OR f.due_at <= now())
+          AND f.pool = ANY (aiqueue_kinds_pools(kinds, plan)))
+$$;
+
 -- The claim's choice (inside its advisory lock): the first due row of the
 -- waiting group with the smallest counter, priority first, turns by rows
 -- breaking ties; groups at a spend cap are stepped over.  It charges the
@@ -1030,12 +1085,14 @@ DECLARE
     stop record;
     spec jsonb;
     nxt record;
+    held boolean;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
     walk CURSOR (p_pools text[]) FOR
         SELECT f.pool, f.priority, f.group_key, f.joins FROM ai_marking_fair f
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (f.due_at IS NULL OR f.due_at <= now())
           AND (p_pools IS NULL OR f.pool = ANY (p_pools))
         ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
 BEGIN
@@ -1048,17 +1105,33 @@ BEGIN
                 CONTINUE;
             END IF;
         END IF;
-        -- SKIP LOCKED steps over rows a webhook or the recovery holds right now.
-        SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
-          AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.run_after <= now()
-          AND (kinds IS NULL OR q.kind = ANY (kinds))
-          -- Never an expired row, even before the sweep has ended it (§9d); a
-          -- not_before is the row's first run_after, so the test above holds it.
-          AND aiqueue_unexpired(q.expires_at)
-        ORDER BY q.turn, q.seq LIMIT 1
-        FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
+        -- The group's first due row of a kind with room (one probe per kind),
+        -- then its lock; SKIP LOCKED steps over a row a webhook or the
+        -- recovery holds right now, and only then is the group walked in turn
+        -- order (as it always is when any kind will do).
+        held := false;
+        IF kinds IS NOT NULL THEN
+            SELECT h.queue_id, h.assignment_id INTO r
+            FROM aiqueue_group_head(g.pool, g.priority, g.group_key, kinds) h;
+            IF r.queue_id IS NOT NULL THEN
+                SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+                WHERE q.queue_id = r.queue_id AND q.status = 'pending'
+                FOR UPDATE SKIP LOCKED;
+                held := NOT FOUND;
+            END IF;
+        END IF;
+        IF kinds IS NULL OR held THEN
+            SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+            WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
+              AND coalesce(q.group_key, q.assignment_id) = g.group_key
+              AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
+              -- Never an expired row, even before the sweep has ended it (§9d); a
+              -- not_before is the row's first run_after, so the test above holds it.
+              AND aiqueue_unexpired(q.expires_at)
+            ORDER BY q.turn, q.seq LIMIT 1
+            FOR UPDATE SKIP LOCKED;
+        END IF;
+        IF r.queue_id IS NULL THEN
             -- No due row: a group whose rows all went (cancelled, erased) stops
             -- waiting, unless rows joined since the walk looked.
             UPDATE ai_marking_fair f SET waiting = false
@@ -1068,6 +1141,24 @@ BEGIN
                               WHERE q.status = 'pending' AND q.pool = g.pool
                                 AND q.priority = g.priority
                                 AND coalesce(q.group_key, q.assignment_id) = g.group_key);
+            -- Its rows wait for later (scheduled, on the batch lane, backing
+            -- off), not only for room: walks step over the group until its
+            -- first comes due (aiqueue 0023).  Rows joining or made due sooner
+            -- forget it.  (A due row of a kind without room stops the test at
+            -- once; a group waiting for later is read twice, once.)
+            IF NOT FOUND AND NOT EXISTS (
+                SELECT 1 FROM ai_marking_queue q
+                WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
+                  AND coalesce(q.group_key, q.assignment_id) = g.group_key
+                  AND q.run_after <= now()) THEN
+                UPDATE ai_marking_fair f SET due_at = m.at
+                FROM (SELECT min(q.run_after) AS at FROM ai_marking_queue q
+                      WHERE q.status = 'pending' AND q.pool = g.pool
+                        AND q.priority = g.priority
+                        AND coalesce(q.group_key, q.assignment_id) = g.group_key) m
+                WHERE f.pool = g.pool AND f.priority = g.priority
+                  AND f.group_key = g.group_key AND f.joins = g.joins AND m.at > now();
+            END IF;
             CONTINUE;
         END IF;
         SELECT * INTO e FROM aiqueue_estimate(g.pool, r.assignment_id);
@@ -1816,6 +1907,16 @@ BEGIN
     SELECT u.queue_id FROM updated u;
     GET DIAGNOSTICS moved = ROW_COUNT;
     PERFORM set_config('aiqueue.bulk_move', 'off', true);
+    -- Each group the rows joined waits (lifted to the floor when it was idle),
+    -- once per group, in key order like an enqueue (the row trigger stayed out).
+    IF moved > 0 THEN
+        PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
+        FROM (SELECT DISTINCT ON (1, 2, 3) q.pool, q.priority,
+                     coalesce(q.group_key, q.assignment_id) AS grp, q.turn, q.seq
+              FROM ai_marking_queue q
+              WHERE q.queue_id = ANY (p_ids) AND q.status = 'pending'
+              ORDER BY 1, 2, 3, q.turn, q.seq) n;
+    END IF;
     IF moved > 0 THEN
         PERFORM aiqueue_notify();
     END IF;
