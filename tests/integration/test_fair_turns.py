@@ -223,11 +223,13 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
         assert "Seq Scan" not in text and "Sort" not in text, text
     # The group's first due row per kind with room (aiqueue 0023), and "another
     # row due?": one probe per group and kind (a sort of at most one row per kind).
-    for function, pattern in (("aiqueue_group_head", r"SELECT c\.queue_id.*LIMIT 1"),
+    head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
+    for function, pattern in (("aiqueue_fair_pick", head),
                               ("aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)")):
-        text = await plan_in_function(conn, function, pattern, p_pool="'default'",
-                                      p_priority="0", p_group="'g1'", kinds="ARRAY['mark']",
-                                      plan="NULL::jsonb", except_id="NULL::uuid")
+        text = await plan_in_function(conn, function, pattern,
+                                      plan="NULL::jsonb", except_id="NULL::uuid",
+                                      **{**GROUP_VALUES, "g.group_key": "'g1'",
+                                         "kinds": "ARRAY['mark']"})
         assert "ai_marking_queue_group_kind_idx" in text, text
         assert "Seq Scan on ai_marking_queue" not in text, text
 

@@ -420,8 +420,9 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
     )
     await conn.execute("ANALYZE ai_marking_queue")
     # The claim's pick takes the chosen group's first due row (aiqueue 0022).
-    text = await plan_in_function(conn, "aiqueue_group_head", r"SELECT c\.queue_id.*LIMIT 1",
-                                  **HEAD_VALUES)
+    text = await plan_in_function(
+        conn, "aiqueue_fair_pick", r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1",
+        **{**GROUP_VALUES, "kinds": "ARRAY['mark']"})
     assert "ai_marking_queue_group_kind_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
     # Its walk in turn order, when that row is held or any kind will do.
@@ -436,9 +437,6 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
 # plan_in_function's values for aiqueue_fair_pick's group variables.
 GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'",
                 "kinds": "NULL::text[]"}
-# ... and aiqueue_group_head's parameters.
-HEAD_VALUES = {"p_pool": "'default'", "p_priority": "0", "p_group": "'hw-1'",
-               "kinds": "ARRAY['mark']"}
 
 
 async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,

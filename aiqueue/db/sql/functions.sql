@@ -1021,35 +1021,20 @@ LANGUAGE sql IMMUTABLE AS $$
         ARRAY['default']) END
 $$;
 
--- A group's first due row in turn order among `kinds` (NULL: none asked, or
--- none due), unlocked: one probe of ai_marking_queue_group_kind_idx per kind,
--- so a kind without room is never walked (aiqueue 0023; before, its rows
--- were read one by one from the heap to learn their kind).
-CREATE OR REPLACE FUNCTION aiqueue_group_head(p_pool text, p_priority integer, p_group text,
-                                              kinds text[], OUT queue_id uuid,
-                                              OUT assignment_id text)
-LANGUAGE sql STABLE AS $$
-    SELECT c.queue_id, c.assignment_id
-    FROM unnest(kinds) k (kind)
-    CROSS JOIN LATERAL (
-        SELECT q.queue_id, q.assignment_id, q.turn, q.seq FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group AND q.kind = k.kind
-          AND q.run_after <= now() AND aiqueue_unexpired(q.expires_at)
-        ORDER BY q.turn, q.seq LIMIT 1) c
-    ORDER BY c.turn, c.seq LIMIT 1
-$$;
+DROP FUNCTION IF EXISTS aiqueue_group_head(text, integer, text, text[]);
 
 -- Is a row of `kinds` due now, other than `except_id`, in a group that is
 -- neither paused at a spend cap nor known to wait for later?  The claim's
 -- `more` and can_claim (aiqueue 0023): the waiting groups, one probe each per
 -- kind, instead of a walk of the claim index past every row not due yet, of
 -- a kind without room, or of a paused group.
+DROP FUNCTION IF EXISTS aiqueue_due_exists(text[], jsonb, uuid);
 CREATE OR REPLACE FUNCTION aiqueue_due_exists(kinds text[], plan jsonb, except_id uuid)
-RETURNS boolean LANGUAGE sql STABLE AS $$
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
     -- LATERAL ... LIMIT 1: a probe per group and kind, never a semi-join
     -- that would read every pending row first.
-    SELECT EXISTS (
+    RETURN (SELECT EXISTS (
         SELECT 1 FROM ai_marking_fair f CROSS JOIN unnest(kinds) k (kind)
         CROSS JOIN LATERAL (
             SELECT 1 FROM ai_marking_queue q
@@ -1060,7 +1045,8 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
             LIMIT 1) due
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
           AND (f.due_at IS NULL OR f.due_at <= now())
-          AND f.pool = ANY (aiqueue_kinds_pools(kinds, plan)))
+          AND f.pool = ANY (aiqueue_kinds_pools(kinds, plan))));
+END
 $$;
 
 -- The claim's choice (inside its advisory lock): the first due row of the
@@ -1085,6 +1071,7 @@ DECLARE
     stop record;
     spec jsonb;
     nxt record;
+    head uuid;
     held boolean;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
@@ -1109,13 +1096,24 @@ BEGIN
         -- then its lock; SKIP LOCKED steps over a row a webhook or the
         -- recovery holds right now, and only then is the group walked in turn
         -- order (as it always is when any kind will do).
+        -- (aiqueue 0023: one probe of ai_marking_queue_group_kind_idx per kind
+        -- with room, so a kind at its cap is never walked; before, its rows
+        -- were read one by one from the heap to learn their kind.)
         held := false;
         IF kinds IS NOT NULL THEN
-            SELECT h.queue_id, h.assignment_id INTO r
-            FROM aiqueue_group_head(g.pool, g.priority, g.group_key, kinds) h;
-            IF r.queue_id IS NOT NULL THEN
+            SELECT c.queue_id INTO head FROM unnest(kinds) k (kind)
+            CROSS JOIN LATERAL (
+                SELECT h.queue_id, h.turn, h.seq FROM ai_marking_queue h
+                WHERE h.status = 'pending' AND h.pool = g.pool AND h.priority = g.priority
+                  AND coalesce(h.group_key, h.assignment_id) = g.group_key
+                  AND h.kind = k.kind AND h.run_after <= now()
+                  AND aiqueue_unexpired(h.expires_at)
+                ORDER BY h.turn, h.seq LIMIT 1) c
+            ORDER BY c.turn, c.seq LIMIT 1;
+            SELECT NULL::uuid AS queue_id, NULL::text AS assignment_id INTO r;
+            IF head IS NOT NULL THEN
                 SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
-                WHERE q.queue_id = r.queue_id AND q.status = 'pending'
+                WHERE q.queue_id = head AND q.status = 'pending'
                 FOR UPDATE SKIP LOCKED;
                 held := NOT FOUND;
             END IF;
