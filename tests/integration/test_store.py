@@ -419,10 +419,11 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
-    # The claim's pick takes the chosen group's first due row (aiqueue 0022).
-    text = await plan_in_function(
-        conn, "aiqueue_fair_pick", r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1",
-        **{**GROUP_VALUES, "kinds": "ARRAY['mark']"})
+    # The claim's pick takes the chosen group's first due row (aiqueue 0022), one
+    # probe per kind with room (aiqueue 0023).
+    head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
+    text = await plan_in_function(conn, "aiqueue_fair_pick", head,
+                                  **{**GROUP_VALUES, "kinds": "ARRAY['mark']"})
     assert "ai_marking_queue_group_kind_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
     # Its walk in turn order, when that row is held or any kind will do.
