@@ -210,7 +210,7 @@ async def test_a_replayed_row_lifts_its_idle_group_and_is_charged(model: Model, 
 
 
 async def test_a_replay_joins_each_group_once_and_its_rows_are_served_in_turn(
-        model: Model, store: Store, conn: asyncpg.Connection):
+        model: Model, store: Store, conn: asyncpg.Connection) -> None:
     # 12 failed rows over three groups come back in one replay: the fair row
     # trigger stays out of the bulk move, and each group joins once (aiqueue 0023).
     for group in ("x", "y", "z"):
@@ -233,15 +233,15 @@ async def test_a_replay_joins_each_group_once_and_its_rows_are_served_in_turn(
         assert (f["head_turn"], f["head_seq"]) == tuple(f["first"])
     # Every replayed row is claimed and charged, in turns across the groups.
     served = []
-    while (job := await store.claim(0, THRESHOLD)) is not None:
-        served.append(model.of[job.submission_id])
+    while (got := await store.claim(0, THRESHOLD)) is not None:
+        served.append(model.of[got.submission_id])
     assert sorted(served) == ["x"] * 4 + ["y"] * 4 + ["z"] * 4
     assert set(served[:3]) == {"x", "y", "z"}
     assert not await conn.fetchval("SELECT bool_or(waiting) FROM ai_marking_fair")
 
 
 async def test_rows_of_a_group_paused_at_a_spend_cap_are_not_claimable(
-        model: Model, store: Store, conn: asyncpg.Connection):
+        model: Model, store: Store, conn: asyncpg.Connection) -> None:
     await model.enqueue("paused", 3, 100)
     await conn.execute("UPDATE ai_marking_fair SET capped_until = now() + interval '1 hour', "
                        "capped_by = 'group_hour' WHERE group_key = 'paused'")

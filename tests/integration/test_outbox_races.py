@@ -42,7 +42,7 @@ async def run_events(conn: asyncpg.Connection) -> list[dict[str, Any]]:
 
 async def test_an_end_with_another_row_in_flight_leaves_the_claim_lock_free(
     store: Store, db_url: str, conn: asyncpg.Connection
-):
+) -> None:
     """The pin, not the lock: claims go on while the end's transaction is open."""
     ids = await add_submissions(conn, 3, "hw-pin")
     await store.enqueue(ids, "hw-pin", 0, {})
@@ -68,7 +68,7 @@ async def test_an_end_with_another_row_in_flight_leaves_the_claim_lock_free(
 
 async def test_an_end_that_may_finish_the_run_takes_the_lock(
     store: Store, db_url: str, conn: asyncpg.Connection
-):
+) -> None:
     ids = await add_submissions(conn, 1, "hw-last")
     await store.enqueue(ids, "hw-last", 0, {})
     job = await store.claim(CAP, THRESHOLD)
@@ -99,7 +99,7 @@ async def _end(store: Store, job: Any, how: str) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 async def test_concurrent_ends_of_many_runs_write_each_run_finished_exactly_once(
     store: Store, conn: asyncpg.Connection, seed: int
-):
+) -> None:
     """Results, settles (which claim the next row) and final failures, all at once."""
     rnd = random.Random(seed)
     runs = {f"hw-race-{seed}-{k}": rnd.randint(1, 6) for k in range(8)}

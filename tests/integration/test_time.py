@@ -226,7 +226,7 @@ async def _pool(conn: asyncpg.Connection, name: str) -> None:
 
 
 async def test_each_pool_has_its_own_backlog_alert_naming_the_kind(
-        store: Store, conn: asyncpg.Connection):
+        store: Store, conn: asyncpg.Connection) -> None:
     await _pool(conn, "openai")
     ids = await add_submissions(conn, 3, "hw-p")
     await store.enqueue(ids[:2], "hw-p", 0, {}, kind="essay", pool="openai")
@@ -251,7 +251,7 @@ async def test_each_pool_has_its_own_backlog_alert_naming_the_kind(
 
 
 async def test_a_pool_held_by_a_refusal_or_a_spend_cap_is_not_stalled(
-        store: Store, conn: asyncpg.Connection):
+        store: Store, conn: asyncpg.Connection) -> None:
     await _pool(conn, "openai")
     ids = await add_submissions(conn, 2, "hw-h")
     await store.enqueue(ids[:1], "hw-h", 0, {}, pool="openai", group="held")
@@ -274,7 +274,7 @@ async def test_a_pool_held_by_a_refusal_or_a_spend_cap_is_not_stalled(
     assert {a.pool for a in await store.open_alerts()} == {"openai", "default"}
 
 
-async def test_a_failure_spike_is_its_pools(store: Store, conn: asyncpg.Connection):
+async def test_a_failure_spike_is_its_pools(store: Store, conn: asyncpg.Connection) -> None:
     plan = json.dumps({"pools": [{"name": "default", "cap": 0}, {"name": "openai", "cap": 0}],
                        "kinds": [{"name": "mark", "pool": "default"},
                                  {"name": "essay", "pool": "openai"}]})
