@@ -16,7 +16,7 @@ from aiqueue.errors import (
     UnknownKind,
 )
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
-from aiqueue.parse import EnqueueRequest
+from aiqueue.wire import EnqueueRequest
 from aiqueue.queue import overnight, probes
 from aiqueue.queue.loop import Receipt
 from aiqueue.queue.results import MAX_ITEMS, ResultItem, apply_item, parse_item, settle_item

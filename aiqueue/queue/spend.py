@@ -13,7 +13,7 @@ from typing import Any
 from aiqueue.errors import Invalid, UnknownKind
 from aiqueue.models import DryRun
 from aiqueue.money import Money, PoolMoney
-from aiqueue.parse import EnqueueRequest
+from aiqueue.wire import EnqueueRequest
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice

@@ -20,7 +20,7 @@ from aiqueue import logs
 from aiqueue.errors import Invalid, KeyReused
 from aiqueue.models import KeyMismatch, Replayed
 from aiqueue.models.records import ReplayFilter
-from aiqueue.parse import parse_assignment_id, parse_group
+from aiqueue.wire.rules import parse_assignment_id, parse_group
 from aiqueue.runtime import Runtime
 
 _KIND = re.compile(r"[a-z0-9_-]{1,32}")

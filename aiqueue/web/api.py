@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aiqueue import logs, parse
+from aiqueue import logs, wire
 from aiqueue.errors import StoreError
 from aiqueue.queue import loop, review, spend
 from aiqueue.queue.enqueue import enqueue as enqueue_jobs
@@ -25,8 +25,8 @@ from aiqueue.web.state import app_state, runtime
 @gate.bearer()
 async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
-    key = parse.parse_idempotency_key(request.headers.get("idempotency-key"))
-    body = parse.EnqueueRequest.parse(await read_json(request))
+    key = wire.parse_idempotency_key(request.headers.get("idempotency-key"))
+    body = wire.EnqueueRequest.parse(await read_json(request))
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
         return JSONResponse(await spend.dry_run(rt, body))
@@ -62,17 +62,17 @@ async def webhook(request: Request) -> Response:
 @gate.bearer()
 async def queue_list(request: Request) -> Response:
     rt = await runtime(request)
-    status = parse.parse_status(request.query_params.get("status"))
+    status = wire.parse_status(request.query_params.get("status"))
     assignment = request.query_params.get("assignment_id") or None
     if assignment is not None:
-        assignment = parse.parse_assignment_id(assignment)  # a NUL would be a 503
-    group = parse.parse_group(request.query_params.get("group") or None)
+        assignment = wire.parse_assignment_id(assignment)  # a NUL would be a 503
+    group = wire.parse_group(request.query_params.get("group") or None)
     kind = request.query_params.get("kind") or None
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
     rows, total = await list_rows(
         rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group,
-        kind=parse.parse_kind(kind) if kind else None,
+        kind=wire.parse_kind(kind) if kind else None,
     )
     return JSONResponse({"items": [r.to_json() for r in rows], "total": total},
                         background=BackgroundTask(loop.after_read, rt))
@@ -112,7 +112,7 @@ async def metrics(request: Request) -> Response:
 
 
 def _queue_id(request: Request) -> UUID:
-    return parse.parse_uuid(request.path_params["queue_id"], "queue row")
+    return wire.parse_uuid(request.path_params["queue_id"], "queue row")
 
 
 def _actor(request: Request) -> str | None:
@@ -134,7 +134,7 @@ async def revert(request: Request) -> Response:
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
-    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
+    assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await review.review_run(rt, assignment_id, action, _actor(request)))
 
 
@@ -151,7 +151,7 @@ async def revert_run(request: Request) -> Response:
 @gate.bearer()
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
-    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
     return JSONResponse(await review.history(rt, submission_id))
 
 

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import parse
+from aiqueue import wire
 from aiqueue.errors import Unauthorized
 from aiqueue.queue import loop, progress
 from aiqueue.reads import live
@@ -42,7 +42,7 @@ def _authorize(request: Request, assignment_id: str) -> None:
 
 
 async def events(request: Request) -> Response:
-    assignment_id = parse.parse_assignment_id(request.query_params.get("assignment_id"))
+    assignment_id = wire.parse_assignment_id(request.query_params.get("assignment_id"))
     _authorize(request, assignment_id)
     rt = await runtime(request)
     # The header wins: EventSource sends it on reconnect, the query is the page's start.
@@ -58,7 +58,7 @@ async def events(request: Request) -> Response:
 @gate.bearer()
 async def submission_status(request: Request) -> Response:
     rt = await runtime(request)
-    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
     # Someone is waiting on this queue: if its chain broke, restart it.
     return JSONResponse(await progress.submission_status(rt, submission_id),
                         background=BackgroundTask(loop.after_read, rt))
@@ -67,7 +67,7 @@ async def submission_status(request: Request) -> Response:
 @gate.bearer()
 async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
-    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
+    assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await progress.assignment_progress(rt, assignment_id),
                         background=BackgroundTask(loop.after_read, rt))
 
@@ -75,7 +75,7 @@ async def assignment_progress(request: Request) -> Response:
 @gate.bearer()
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
-    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
+    assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"),
                         background=BackgroundTask(loop.after_cancel, rt))
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from aiqueue.errors import Invalid, SettingsError
-from aiqueue.parse import EnqueueRequest, parse_rfc3339, parse_times
+from aiqueue.wire import EnqueueRequest, parse_times
+from aiqueue.wire.rules import parse_rfc3339
 from aiqueue.settings import load_settings
 from aiqueue.web.views import alert_text
 
