@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from aiqueue import dispatch, logs
-from aiqueue.errors import StoreError
+from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job
 from aiqueue.queue.results import ResultItem, fail_attempt, parse_item, refuse
 from aiqueue.runtime import Runtime
@@ -81,5 +81,5 @@ def sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
             "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
     try:
         return parse_item(body, rt.tokens)
-    except ValueError:
+    except Invalid:
         return None

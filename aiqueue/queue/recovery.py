@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from aiqueue import logs
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
+from aiqueue.errors import Invalid
 from aiqueue.flow import Budget
 from aiqueue.models import Lookup
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
@@ -182,7 +183,7 @@ def _verified(rt: Runtime, raw: object, look: Lookup) -> ResultItem | None:
     """An item whose token is valid for this row and this dispatch, else None."""
     try:
         item = parse_item(raw, rt.tokens)
-    except ValueError:
+    except Invalid:
         return None
     if item is None or item.claim.queue_id != look.queue_id \
             or item.claim.dispatch_seq != look.dispatch_seq:

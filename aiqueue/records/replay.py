@@ -20,8 +20,8 @@ from aiqueue import logs
 from aiqueue.errors import Invalid, KeyReused
 from aiqueue.models import KeyMismatch, Replayed
 from aiqueue.models.records import ReplayFilter
-from aiqueue.wire.rules import parse_assignment_id, parse_group
 from aiqueue.runtime import Runtime
+from aiqueue.wire.rules import parse_assignment_id, parse_group
 
 _KIND = re.compile(r"[a-z0-9_-]{1,32}")
 _ERROR = re.compile(r"[a-z0-9_.:-]{1,64}")

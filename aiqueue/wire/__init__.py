@@ -11,8 +11,14 @@
 from aiqueue.wire.base import Wire, dump, parse
 from aiqueue.wire.enqueue import EnqueueRequest, Lane, parse_times
 from aiqueue.wire.rules import (
-    MAX_IDS, parse_assignment_id, parse_group, parse_idempotency_key, parse_kind, parse_status,
-    parse_uuid, payload_json,
+    MAX_IDS,
+    parse_assignment_id,
+    parse_group,
+    parse_idempotency_key,
+    parse_kind,
+    parse_status,
+    parse_uuid,
+    payload_json,
 )
 
 __all__ = [

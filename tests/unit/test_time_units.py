@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from aiqueue.errors import Invalid, SettingsError
-from aiqueue.wire import EnqueueRequest, parse_times
-from aiqueue.wire.rules import parse_rfc3339
 from aiqueue.settings import load_settings
 from aiqueue.web.views import alert_text
+from aiqueue.wire import EnqueueRequest, parse_times
+from aiqueue.wire.rules import parse_rfc3339
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 IDS = ["00000000-0000-0000-0000-000000000001"]
