@@ -75,7 +75,7 @@ def parse_item(raw: object, tokens: Tokens) -> ResultItem | None:
     return ResultItem(
         claim=claim,
         status=item.status,
-        result=cast(dict[str, Any] | None, item.result),
+        result=item.result,
         usage=_usage(item.usage),
         retryable=item.retryable is not False,
         error_code=error_code(item.error),

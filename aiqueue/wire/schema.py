@@ -59,7 +59,7 @@ def _tidy(node: Any) -> Any:
         return [_tidy(n) for n in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties":
             out[key] = {name: _tidy(v) for name, v in value.items()}
