@@ -22,6 +22,7 @@ from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_ite
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
 from aiqueue.wire import EnqueueRequest
+from aiqueue.wire.answers import RetryAnswer
 from aiqueue.wire.requests import MAX_ITEMS
 
 
@@ -143,11 +144,11 @@ async def _settle(rt: Runtime, item: ResultItem) -> tuple[bool | None, Job | Non
     return None, None, False
 
 
-async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:
+async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> RetryAnswer:
     """A failed row becomes pending with fresh attempts."""
     if await rt.store.retry_failed(queue_id, actor):
         logs.event("retry", queue_id=queue_id, reason="manual")
-        return {"queue_id": str(queue_id), "status": "pending"}
+        return RetryAnswer(queue_id=queue_id, status="pending")
     status = await rt.store.row_status(queue_id)
     if status is None:
         raise NotFound(f"no queue row {queue_id}")

@@ -16,10 +16,11 @@ from aiqueue.queue.enqueue import enqueue as enqueue_jobs
 from aiqueue.queue.enqueue import list_rows, receive_results, retry_row, verify_results
 from aiqueue.reads import monitor, usage
 from aiqueue.reads.metrics import CONTENT_TYPE, exposition
-from aiqueue.reads.stats import stats_json
+from aiqueue.reads.stats import read_stats
 from aiqueue.web import gate
-from aiqueue.web.http import query_int, read_json
+from aiqueue.web.http import query_int, read_json, respond
 from aiqueue.web.state import app_state, runtime
+from aiqueue.wire import answers
 
 
 @gate.bearer()
@@ -48,7 +49,10 @@ async def process_queue(request: Request) -> Response:
     logs.event("process", method=request.method, claimed=step.claimed is not None,
                chained=step.chained, recovered=step.recovered, pruned=step.pruned)
     after = BackgroundTask(loop.after_process, rt, step)
-    return JSONResponse(step.to_json(), background=after)
+    answer = answers.ProcessStep(
+        claimed=step.claimed.queue_id if step.claimed else None, dispatched=step.dispatched,
+        recovered=step.recovered, pruned=step.pruned, chained=step.chained)
+    return respond(answer, background=after)
 
 
 async def webhook(request: Request) -> Response:
@@ -56,7 +60,8 @@ async def webhook(request: Request) -> Response:
     items = verify_results(app_state(request).tokens, await read_json(request))
     rt = await runtime(request)
     receipt = await receive_results(rt, items)
-    return JSONResponse(receipt.counts, background=BackgroundTask(loop.after_results, rt, receipt))
+    return respond(answers.WebhookReceipt(**receipt.counts),
+                   background=BackgroundTask(loop.after_results, rt, receipt))
 
 
 @gate.bearer()
@@ -74,22 +79,21 @@ async def queue_list(request: Request) -> Response:
         rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group,
         kind=wire.parse_kind(kind) if kind else None,
     )
-    return JSONResponse({"items": [r.to_json() for r in rows], "total": total},
-                        background=BackgroundTask(loop.after_read, rt))
+    page = answers.QueuePage(items=[answers.QueueRow.of(r) for r in rows], total=total)
+    return respond(page, background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def stats(request: Request) -> Response:
     rt = await runtime(request)
-    return JSONResponse(await stats_json(rt),
-                        background=BackgroundTask(loop.after_read, rt))
+    return respond(await read_stats(rt), background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
     answer = await retry_row(rt, _queue_id(request), actor="api")
-    return JSONResponse(answer, background=BackgroundTask(loop.after_action, rt))
+    return respond(answer, background=BackgroundTask(loop.after_action, rt))
 
 
 async def healthz(request: Request) -> Response:

@@ -10,8 +10,14 @@ from starlette.responses import JSONResponse
 
 from aiqueue.errors import AiQueueError, BadRequest, Invalid, TooLarge, Unauthorized
 from aiqueue.tokens import same_secret
+from aiqueue.wire import Wire, dump
 
 MAX_BODY_BYTES = 1024 * 1024
+
+
+def respond(answer: Wire, status_code: int = 200, **kwargs: Any) -> JSONResponse:
+    """An answer's type as the response body: the one place answers become JSON."""
+    return JSONResponse(dump(answer), status_code=status_code, **kwargs)
 
 
 async def read_json(request: Request, limit: int = MAX_BODY_BYTES, *,

@@ -28,7 +28,7 @@ from aiqueue.models.records import ReplayFilter
 from aiqueue.notify import delivery
 from aiqueue.queue import enqueue, loop, review
 from aiqueue.reads import monitor, usage
-from aiqueue.reads.stats import stats_json
+from aiqueue.reads.stats import read_stats
 from aiqueue.records import replay, retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
@@ -84,7 +84,7 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
     after, before = views.decode_cursor(q.get("after")), views.decode_cursor(q.get("before"))
     s = rt.settings
     stats, control, (rows, has_newer, has_older) = await asyncio.gather(
-        stats_json(rt),
+        read_stats(rt),
         monitor.control(rt),
         monitor.page_rows(rt, status=f.status, assignment_id=f.assignment_id, limit=f.limit,
                           after=after, before=None if after else before, group=f.group,

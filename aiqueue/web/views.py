@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from uuid import UUID
 
 from aiqueue.models import Attempt, PageCursor, QueueRow
+from aiqueue.wire.reads import CircuitState, OpenAlert, Stats
 
 DASH = "—"
 Cursor = PageCursor
@@ -92,37 +92,37 @@ class Header:
 
 
 def header(
-    stats: Mapping[str, Any], now: datetime, *, paused_by: str | None = None,
+    stats: Stats, now: datetime, *, paused_by: str | None = None,
     paused_at: datetime | None = None,
 ) -> Header:
-    """Format the stats JSON (reads/stats.py) for the page."""
-    circuit = stats["circuit"]
-    paused = bool(stats["paused"])
+    """Format the stats (reads/stats.py, the JSON twin's same value) for the page."""
     paused_text = None
-    if paused:
+    if stats.paused:
         who = f" by {paused_by}" if paused_by else ""
         when = f" at {fmt_time(paused_at)}" if paused_at else ""
         paused_text = f"Dispatch paused{who}{when}."
+    circuit = stats.circuit or CircuitState(state="closed", consecutive_failures=0,
+                                            next_probe_at=None)
     return Header(
-        in_flight=fmt_in_flight(stats["processing"], stats["max_in_flight"]),
-        pending=stats["pending"],
-        processing=stats["processing"],
-        failed=stats["failed"],
-        failed_today=stats["failed_today"],
-        completed_today=stats["completed_today"],
-        avg=fmt_duration(stats["avg_processing_seconds"]),
-        p95=fmt_duration(stats["p95_processing_seconds"]),
-        oldest_pending=fmt_age(stats["oldest_pending_seconds"]),
-        paused=paused,
+        in_flight=fmt_in_flight(stats.processing, stats.max_in_flight),
+        pending=stats.pending,
+        processing=stats.processing,
+        failed=stats.failed,
+        failed_today=stats.failed_today,
+        completed_today=stats.completed_today,
+        avg=fmt_duration(stats.avg_processing_seconds),
+        p95=fmt_duration(stats.p95_processing_seconds),
+        oldest_pending=fmt_age(stats.oldest_pending_seconds),
+        paused=stats.paused,
         paused_text=paused_text,
-        circuit_state=circuit["state"],
+        circuit_state=circuit.state,
         circuit_text=circuit_text(circuit, now),
-        busy_text=_busy_text(stats.get("hold_until") or stats.get("busy_until"), now),
-        limit=fmt_limit(stats.get("in_flight_limit"), stats["max_in_flight"]),
+        busy_text=_busy_text(stats.hold_until or stats.busy_until, now),
+        limit=fmt_limit(stats.in_flight_limit, stats.max_in_flight),
         budget=fmt_budget(stats),
-        scheduled=stats.get("scheduled", 0),
-        expired=stats.get("expired", 0),
-        alerts=tuple(alert_text(a, now) for a in stats.get("alerts", ())),
+        scheduled=stats.scheduled,
+        expired=stats.expired,
+        alerts=tuple(alert_text(a, now) for a in stats.alerts),
     )
 
 
@@ -134,16 +134,14 @@ _ALERT_WORDS = {
 }
 
 
-def alert_text(alert: Mapping[str, Any], now: datetime) -> str:
+def alert_text(alert: OpenAlert, now: datetime) -> str:
     """'Alert stalled (pool default) open for 3m 2s: rows are due but …'."""
-    name = alert["alert"]
+    name = alert.alert
     fmt = (lambda v: f"{v:.0%}") if name == "failure_spike" else fmt_age
     words = _ALERT_WORDS.get(name, "{value} (threshold {threshold})").format(
-        value=fmt(alert["value"]), threshold=fmt(alert["threshold"]))
-    opened = _parse_time(alert.get("opened_at"))
-    since = f" open for {fmt_age((now - opened).total_seconds())}" if opened else ""
-    return f"Alert {name} (pool {alert['pool']}){since}: {words}."
-
+        value=fmt(alert.value), threshold=fmt(alert.threshold))
+    since = fmt_age((now - alert.opened_at).total_seconds())
+    return f"Alert {name} (pool {alert.pool}) open for {since}: {words}."
 
 
 def fmt_limit(limit: int | None, cap: int) -> str:
@@ -155,47 +153,36 @@ def fmt_limit(limit: int | None, cap: int) -> str:
     return f"{limit} of {cap}" if cap > 0 else f"{limit} (cap ∞)"
 
 
-def fmt_budget(stats: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+def fmt_budget(stats: Stats) -> tuple[tuple[str, str], ...]:
     """The budget window's use against each declared budget, as (label, value)."""
-    window = stats.get("budget_window_seconds") or 60
+    window = stats.budget_window_seconds or 60
     parts = []
-    for used, rate, unit in (("tokens_in_window", "tokens_per_minute", "Tokens"),
-                             ("requests_in_window", "requests_per_minute", "Requests")):
-        if stats.get(rate):
-            allowed = int(stats[rate] * window // 60)
-            parts.append((f"{unit}, last {window:g} s", f"{stats.get(used) or 0:,} / {allowed:,}"))
+    for used, rate, unit in ((stats.tokens_in_window, stats.tokens_per_minute, "Tokens"),
+                             (stats.requests_in_window, stats.requests_per_minute, "Requests")):
+        if rate:
+            allowed = int(rate * window // 60)
+            parts.append((f"{unit}, last {window:g} s", f"{used or 0:,} / {allowed:,}"))
     return tuple(parts)
 
 
-
-def circuit_text(circuit: Mapping[str, Any], now: datetime) -> str | None:
+def circuit_text(circuit: CircuitState, now: datetime) -> str | None:
     """A sentence about the breaker when it is not closed, with the next probe time."""
-    failures = circuit["consecutive_failures"]
-    if circuit["state"] == "open":
-        probe = _parse_time(circuit.get("next_probe_at"))
+    failures = circuit.consecutive_failures
+    if circuit.state == "open":
+        probe = circuit.next_probe_at
         when = (f"; next probe at {fmt_time(probe)} (in {fmt_age((probe - now).total_seconds())})"
                 if probe else "")
         return f"Circuit open after {failures} failed dispatches in a row{when}."
-    if circuit["state"] == "half_open":
+    if circuit.state == "half_open":
         return f"Circuit half-open after {failures} failed dispatches: the next dispatch probes."
     return None
 
 
-def _busy_text(busy_until: str | None, now: datetime) -> str | None:
-    until = _parse_time(busy_until)
+def _busy_text(until: datetime | None, now: datetime) -> str | None:
     if until is None or until <= now:
         return None
     return (f"The model asked to slow down: every dispatch is held until {fmt_time(until)}"
             f" (in {fmt_age((until - now).total_seconds())}).")
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 # -- the queue table --------------------------------------------------------
@@ -272,21 +259,19 @@ class PoolRow:
     refusals: int
 
 
-def pool_rows(stats: Mapping[str, Any], now: datetime) -> list[PoolRow]:
+def pool_rows(stats: Stats, now: datetime) -> list[PoolRow]:
     """The stats' pools, formatted; none while there is only the default pool."""
-    pools = stats.get("pools") or {}
-    if len(pools) <= 1:
+    if len(stats.pools) <= 1:
         return []
     return [PoolRow(
-        pool=name, kinds=", ".join(p["kinds"]) or "—",
-        in_flight=f"{p['in_flight']} / {fmt_limit(p['in_flight_limit'], p['max_in_flight'])}",
-        hold=_hold(p["hold_until"], now), circuit=p["circuit"],
-        refusals=p["refusals"]["rate_limited"] + p["refusals"]["overloaded"],
-    ) for name, p in sorted(pools.items())]
+        pool=name, kinds=", ".join(p.kinds) or "—",
+        in_flight=f"{p.in_flight} / {fmt_limit(p.in_flight_limit, p.max_in_flight)}",
+        hold=_hold(p.hold_until, now), circuit=p.circuit,
+        refusals=p.refusals.rate_limited + p.refusals.overloaded,
+    ) for name, p in sorted(stats.pools.items())]
 
 
-def _hold(hold_until: str | None, now: datetime) -> str:
-    until = _parse_time(hold_until)
+def _hold(until: datetime | None, now: datetime) -> str:
     return f"until {fmt_time(until)}" if until is not None and until > now else "—"
 
 

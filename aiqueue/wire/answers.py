@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from aiqueue import models
 from aiqueue.wire.base import Wire
 from aiqueue.wire.fields import (
     AnyObject,
@@ -83,6 +84,17 @@ class QueueRow(Wire):
     paused_by: SpendCap | None = None
     not_before: Time | None = described("not due before (§9d)", default=None)
     expires_at: Time | None = described("expires if not dispatched by then", default=None)
+
+    @classmethod
+    def of(cls, row: models.QueueRow) -> QueueRow:
+        """A stored row as the queue list shows it."""
+        return cls(
+            queue_id=row.queue_id, submission_id=row.submission_id,
+            assignment_id=row.assignment_id, group=row.group_key, kind=row.kind,
+            pool=row.pool, status=row.status, attempts=row.attempts,
+            last_error=row.last_error, created_at=row.created_at, updated_at=row.updated_at,
+            waiting_for=row.waiting_for, resumes_at=row.resumes_at,
+            not_before=row.not_before, expires_at=row.expires_at)
 
 
 class QueuePage(Wire):

@@ -6,17 +6,20 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, PlainSerializer, WithJsonSchema
 
-from aiqueue.models import Status
+from aiqueue.models.queue import Circuit as Circuit
+from aiqueue.models.queue import Status
 
 Count = Annotated[int, Field(ge=0)]
 # Seconds as a measured figure: null while nothing was measured.
 Seconds = Annotated[float, Field(ge=0)] | None
 Usd = Annotated[float, Field(ge=0)]
 Uuid = UUID
-# A moment, serialised as RFC 3339 (ISO 8601 with its offset).
-Time = datetime
+# A moment, serialised as RFC 3339 by isoformat ("+00:00", as the API always wrote it,
+# where pydantic would write "Z").
+Time = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json"),
+                 WithJsonSchema({"type": "string", "format": "date-time"})]
 ShortText = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
 # A task kind or a pool (CONTRACT §9b), as aiqueue.toml names them.
 KindName = Annotated[str, Field(pattern="^[a-z0-9_-]{1,32}$")]
@@ -24,7 +27,6 @@ KindName = Annotated[str, Field(pattern="^[a-z0-9_-]{1,32}$")]
 AnyObject = Annotated[dict[str, Any], Field(json_schema_extra={"additionalProperties": True})]
 RowStatus = Status
 Review = Literal["unreviewed", "accepted", "reverted"]
-Circuit = Literal["open", "half_open", "closed"]
 SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
 UsageBy = Literal["day", "assignment", "group", "model", "kind", "pool", "lane"]
 AlertName = Literal["backlog_age", "stalled", "failure_spike"]
