@@ -6,7 +6,7 @@ from uuid import UUID
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from aiqueue import logs, wire
@@ -18,9 +18,9 @@ from aiqueue.reads import monitor, usage
 from aiqueue.reads.metrics import CONTENT_TYPE, exposition
 from aiqueue.reads.stats import read_stats
 from aiqueue.web import gate
-from aiqueue.web.http import query_int, read_json, respond
+from aiqueue.web.http import query_int, read_json, respond, respond_as
 from aiqueue.web.state import app_state, runtime
-from aiqueue.wire import answers
+from aiqueue.wire import answers, reads
 
 
 @gate.bearer()
@@ -30,11 +30,12 @@ async def enqueue(request: Request) -> Response:
     body = wire.EnqueueRequest.parse(await read_json(request))
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
-        return JSONResponse(await spend.dry_run(rt, body))
+        return respond_as(answers.EnqueueEstimate, await spend.dry_run(rt, body))
     answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
-        return JSONResponse(answer, status_code=202, headers={"Idempotent-Replayed": "true"})
-    return JSONResponse(answer, status_code=202,
+        return respond_as(answers.EnqueueAccepted, answer, 202,
+                          headers={"Idempotent-Replayed": "true"})
+    return respond_as(answers.EnqueueAccepted, answer, 202,
                         background=BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
 
 
@@ -99,14 +100,14 @@ async def retry(request: Request) -> Response:
 async def healthz(request: Request) -> Response:
     # The public learn only that the app is up: no database connection (§9a).
     if not gate.holds_bearer(request):
-        return JSONResponse({"status": "ok"})
+        return respond(reads.Health(status="ok"))
     try:
         rt = await app_state(request).get(check_schema=False)
     except StoreError:
-        return JSONResponse(monitor.unavailable(), status_code=503)
+        return respond_as(reads.Health, monitor.unavailable(), 503)
     health = await monitor.health(rt)
     headers = {"retry-after": str(health.retry_after)} if health.retry_after else None
-    return JSONResponse(health.body, status_code=health.http_status, headers=headers)
+    return respond_as(reads.Health, health.body, health.http_status, headers=headers)
 
 
 @gate.bearer("metrics")
@@ -127,19 +128,22 @@ def _actor(request: Request) -> str | None:
 async def accept(request: Request) -> Response:
     rt = await runtime(request)
     adjusted = review.parse_adjusted(await read_json(request, 64 * 1024, optional=True))
-    return JSONResponse(await review.accept(rt, _queue_id(request), _actor(request), adjusted))
+    done = await review.accept(rt, _queue_id(request), _actor(request), adjusted)
+    return respond_as(answers.Accepted, done)
 
 
 @gate.bearer()
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
-    return JSONResponse(await review.revert(rt, _queue_id(request), _actor(request)))
+    return respond_as(answers.Reverted, await review.revert(rt, _queue_id(request),
+                                                            _actor(request)))
 
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await review.review_run(rt, assignment_id, action, _actor(request)))
+    done = await review.review_run(rt, assignment_id, action, _actor(request))
+    return respond_as(answers.RunAccepted if action == "accept" else answers.RunReverted, done)
 
 
 @gate.bearer()
@@ -156,14 +160,15 @@ async def revert_run(request: Request) -> Response:
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
-    return JSONResponse(await review.history(rt, submission_id))
+    return respond_as(answers.ResultHistory, await review.history(rt, submission_id))
 
 
 @gate.bearer()
 async def usage_report(request: Request) -> Response:
     rt = await runtime(request)
     q = request.query_params
-    return JSONResponse(await usage.report(rt, q.get("since"), q.get("until"), q.get("by")))
+    report = await usage.report(rt, q.get("since"), q.get("until"), q.get("by"))
+    return respond_as(reads.UsageReport, report)
 
 
 ROUTES = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from aiqueue import wire
@@ -14,8 +14,9 @@ from aiqueue.queue import loop, progress
 from aiqueue.reads import live
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
-from aiqueue.web.http import bearer, require_bearer
+from aiqueue.web.http import bearer, require_bearer, respond_as
 from aiqueue.web.state import app_state, runtime
+from aiqueue.wire import answers
 
 
 def configure(app: Starlette, config: live.LiveConfig) -> None:
@@ -60,24 +61,26 @@ async def submission_status(request: Request) -> Response:
     rt = await runtime(request)
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
     # Someone is waiting on this queue: if its chain broke, restart it.
-    return JSONResponse(await progress.submission_status(rt, submission_id),
-                        background=BackgroundTask(loop.after_read, rt))
+    status = await progress.submission_status(rt, submission_id)
+    return respond_as(answers.SubmissionStatus, status,
+                      background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await progress.assignment_progress(rt, assignment_id),
-                        background=BackgroundTask(loop.after_read, rt))
+    run = await progress.assignment_progress(rt, assignment_id)
+    return respond_as(answers.RunProgress, run, background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"),
-                        background=BackgroundTask(loop.after_cancel, rt))
+    return respond_as(answers.CancelAnswer,
+                      await progress.cancel_assignment(rt, assignment_id, actor="api"),
+                      background=BackgroundTask(loop.after_cancel, rt))
 
 
 ROUTES = [

@@ -19,8 +19,9 @@ from aiqueue.queue import loop
 from aiqueue.records import erasure, export, replay
 from aiqueue.web import gate
 from aiqueue.web.auth import Session
-from aiqueue.web.http import query_int, read_json
+from aiqueue.web.http import query_int, read_json, respond, respond_as
 from aiqueue.web.state import runtime
+from aiqueue.wire import answers
 
 # The /ai-queue page's export button: the last this-many days, as CSV.
 PAGE_EXPORT_DAYS = 30
@@ -34,7 +35,7 @@ async def erase_submission(request: Request) -> Response:
     counts = await erasure.erase_submissions(rt, [submission_id], "api")
     # A row in flight was deleted: its slot is free for the next row.
     kick = BackgroundTask(loop.after_action, rt) if counts["ai_marking_queue"] else None
-    return JSONResponse({"erased": counts}, background=kick)
+    return respond(answers.Erased(erased=counts), background=kick)
 
 
 def _streamed(wanted: export.ExportRequest, body: AsyncIterator[bytes]) -> StreamingResponse:
@@ -60,9 +61,9 @@ async def replay_failed(request: Request) -> Response:
     rt = await runtime(request)
     answer, repeated = await replay.replay(rt, body, actor="api", key=key)
     if repeated:
-        return JSONResponse(answer, headers={"Idempotent-Replayed": "true"})
+        return respond_as(answers.ReplayAnswer, answer, headers={"Idempotent-Replayed": "true"})
     kick = BackgroundTask(loop.after_action, rt) if answer["replayed"] else None
-    return JSONResponse(answer, background=kick)
+    return respond_as(answers.ReplayAnswer, answer, background=kick)
 
 
 @gate.session()

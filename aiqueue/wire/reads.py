@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from aiqueue.wire.base import Wire
 from aiqueue.wire.fields import (
@@ -134,6 +134,10 @@ class Health(Wire):
     """Without the bearer only `{"status": "ok"}` (no database connection); with it also
     `database` and `schema` (§9a), and a 503 while the database does not answer or its
     schema is behind."""
+
+    # `schema` would shadow BaseModel's own attribute: the field is schema_, sent as schema.
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_alias=True,
+                              validate_by_name=True)
 
     status: Literal["ok", "unavailable", "schema_behind"]
     database: bool = False
