@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from aiqueue import logs, wire
@@ -79,8 +79,7 @@ def parse_item(raw: object, tokens: Tokens) -> ResultItem | None:
         usage=_usage(item.usage),
         retryable=item.retryable is not False,
         error_code=error_code(item.error),
-        progress=cast(dict[str, Any] | None, item.progress) if item.status == "progress"
-        else None,
+        progress=item.progress if item.status == "progress" else None,
         refusal=refusal,
         retry_after=float(item.retry_after) if refusal and item.retry_after is not None
         else None,

@@ -24,10 +24,10 @@ from aiqueue.backoff import MAX_RETRY_AFTER
 from aiqueue.errors import Invalid
 from aiqueue.storable import unstorable
 from aiqueue.wire import rules
-from aiqueue.wire.answers import ProgressItem
 from aiqueue.wire.base import Wire
 from aiqueue.wire.fields import AnyObject, Count, KindName, ShortText, Time, described
 
+REF = "#/components/schemas/{model}"
 # The most items one webhook request may carry.
 MAX_ITEMS = 1000
 
@@ -148,16 +148,19 @@ class WebhookItem(Wire):
     status: Annotated[Literal["completed", "failed", "progress"], rule(_status)]
     result: Annotated[AnyObject, SkipValidation, _storable("result", "an object", dict)] | None = \
         described("completed: the mark, stored as sent", default=None)
-    usage: Annotated[WebhookUsage, SkipValidation, _storable("usage", "an object", dict)] | None \
-        = None
-    error: Annotated[str, SkipValidation] | None = described(
+    # usage and progress are kept as the objects sent (their readers take what they know),
+    # described by the types they should have.
+    usage: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="WebhookUsage")}),
+                     _storable("usage", "an object", dict)] | None = None
+    # Any value: only a known code is ever kept (results.error_code), never the words.
+    error: Annotated[object, WithJsonSchema({"type": "string"})] = described(
         "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no "
         "attempt", default=None)
     retry_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
                            rule(_retry_after)] | None = described(
         "with a refusal: seconds to hold every dispatch", default=None)
     retryable: Annotated[bool, _optional(lambda v: rules.flag(v, "retryable"))] | None = None
-    progress: Annotated[ProgressItem, SkipValidation,
+    progress: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="ProgressItem")}),
                         _storable("progress", "an object", dict)] | None = None
 
     @model_validator(mode="after")

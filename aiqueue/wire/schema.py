@@ -14,13 +14,14 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from aiqueue.wire import answers, events, reads, requests
+from aiqueue.wire.requests import REF
 
 Schema = dict[str, Any]
-REF = "#/components/schemas/{model}"
 
 # Bodies are described as they are validated, answers as they are serialised.
 REQUESTS: tuple[type[BaseModel], ...] = (
-    requests.EnqueueBody, requests.WebhookItem, requests.AcceptBody, requests.ReplayRequest,
+    requests.EnqueueBody, requests.WebhookItem, requests.WebhookUsage, requests.AcceptBody,
+    requests.ReplayRequest,
 )
 ANSWERS: tuple[type[BaseModel], ...] = (
     requests.Error, answers.EnqueueAccepted, answers.EnqueueEstimate, answers.ProcessStep,

@@ -960,28 +960,25 @@ export interface components {
             result?: {
                 [key: string]: unknown;
             } | null;
-            usage?: {
-                model?: string;
-                prompt_tokens?: number;
-                completion_tokens?: number;
-                total_tokens?: number;
-                cost_usd?: number;
-            } | null;
+            usage?: components["schemas"]["WebhookUsage"] | null;
             /** @description failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no attempt */
-            error?: string | null;
+            error?: string;
             /** @description with a refusal: seconds to hold every dispatch */
             retry_after?: number | null;
             retryable?: boolean | null;
-            progress?: {
-                current?: number | null;
-                total?: number | null;
-                message?: string | null;
-            } | null;
+            progress?: components["schemas"]["ProgressItem"] | null;
         };
         WebhookReceipt: {
             accepted: number;
             ignored: number;
             rejected: number;
+        };
+        WebhookUsage: {
+            model?: string;
+            prompt_tokens?: number;
+            completion_tokens?: number;
+            total_tokens?: number;
+            cost_usd?: number;
         };
     };
     responses: {
