@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,8 +11,13 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from aiqueue.errors import Invalid
+from aiqueue.models import EventCursor, QueueId, RunProgress, SubmissionId, SubmissionStatus
+from aiqueue.models import MarkingEvent as ModelEvent
+from aiqueue.models.review import UsageRow
+from aiqueue.queue.progress import progress_json, status_json
+from aiqueue.reads.usage import usage_json
 from aiqueue.web.openapi import document
-from aiqueue.wire import dump, parse
+from aiqueue.wire import answers, dump, parse, reads
 from aiqueue.wire.answers import ProcessStep, QueuePage, QueueRow, RetryAnswer
 from aiqueue.wire.reads import CircuitState, OpenAlert, PoolStats, Refusals, Stats
 from aiqueue.wire.requests import AcceptBody, EnqueueBody, ReplayRequest, WebhookItem
@@ -122,3 +128,50 @@ def test_the_description_refuses_what_the_types_refuse() -> None:
     assert conforms("EnqueueRequest", {"assignment_id": "hw", "submission_ids": []})
     assert conforms("WebhookItem", {"queue_id": "q", "token": "t", "status": "completed"})
     assert conforms("AcceptBody", {"extra": 1})
+
+
+def sent_as(kind: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """What web/http.respond_as sends for a rule's mapping: it must drop nothing."""
+    sent: dict[str, Any] = json.loads(json.dumps(dump(kind.model_validate(body))))
+    assert set(sent) == set(body), kind
+    return sent
+
+
+def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
+    # The rules the HTML pages share (status, progress, usage) still build mappings;
+    # respond_as sends them as their type, and the description says what that is.
+    pending = SubmissionStatus(QueueId(uuid.uuid4()), "pending", 1, 2, None, in_flight=1,
+                               resumes_at=NOW, paused_by="group_usd_per_hour",
+                               scheduled_for=NOW)
+    running = SubmissionStatus(QueueId(uuid.uuid4()), "processing", 1, None, 2.0, in_flight=1,
+                               progress={"current": 1, "total": 2, "message": "m"})
+    run = RunProgress(uuid.uuid4(), total=4, pending=1, processing=1, completed=2, failed=0,
+                      cancelled=0, last_position=1, youngest_running_seconds=1.0, in_flight=1,
+                      cost_usd=0.5, resumes_at=NOW, paused_by="pool_usd_per_day")
+    line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
+    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
+    for kind, name, body in [
+        (answers.SubmissionStatus, "SubmissionStatus", status_json(pending, 1, 5.0)),
+        (answers.SubmissionStatus, "SubmissionStatus", status_json(running, 1, 5.0)),
+        (answers.RunProgress, "RunProgress", progress_json(run, 1, 5.0)),
+        (answers.ReplayAnswer, "ReplayAnswer", {"matched": 3, "replayed": 0, "dry_run": True,
+                                                "would_replay": 3}),
+        (reads.UsageReport, "UsageReport", {"since": "2026-11-01", "until": "2026-11-24",
+                                            "by": "assignment", "items": [usage_json(line)],
+                                            "total": usage_json(total)}),
+    ]:
+        sent = sent_as(kind, body)
+        assert sent == json.loads(json.dumps(body)), name
+        assert conforms(name, sent) == [], name
+
+
+def test_live_events_are_what_the_description_says() -> None:
+    def event(status: str, summary: dict[str, Any]) -> dict[str, Any]:
+        return ModelEvent(EventCursor(1, 1), QueueId(uuid.uuid4()), SubmissionId(uuid.uuid4()),
+                          status, summary).to_json()  # type: ignore[arg-type]
+
+    for body in (event("processing", {"progress": {"current": 1, "total": 2, "message": "m"}}),
+                 event("completed", {"score": 3, "review": "reverted"}),
+                 event("pending", {"resumes_at": NOW.isoformat(),
+                                   "paused_by": "group_usd_per_day"})):
+        assert conforms("MarkingEvent", body) == [], body
