@@ -7,6 +7,7 @@ the only caller of pydantic's validation.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
@@ -55,11 +56,9 @@ def _storable(name: str, what: str, kind: type) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-_MOMENT = "an RFC 3339 time; checked against now with its pair when the request is built"
-
-
+# Named EnqueueRequest in the description; enqueue.EnqueueRequest is the parsed command.
 class EnqueueBody(Wire):
-    """Submissions to mark, and how (§4, §7b, §9b-§9f)."""  # OpenAPI: EnqueueRequest
+    """Submissions to mark, and how (§4, §7b, §9b-§9f)."""
 
     model_config = ConfigDict(title="EnqueueRequest")
 
@@ -169,10 +168,6 @@ class WebhookItem(Wire):
             raise Invalid("a completed item needs a result object")
         return self
 
-    def raw(self) -> dict[str, Any]:
-        """The item's fields as sent (what the token check and the apply read)."""
-        return self.model_dump(exclude_unset=True)
-
 
 class AcceptBody(Wire):
     """An accept's optional body: the teacher's adjusted result."""
@@ -186,7 +181,6 @@ class AcceptBody(Wire):
 
 
 def _pattern(pattern: str, name: str, what: str) -> BeforeValidator:
-    import re
     compiled = re.compile(pattern)
 
     def check(value: object) -> object:
@@ -207,7 +201,7 @@ def _moment(name: str) -> BeforeValidator:
 
 
 class ReplayFilter(Wire):
-    """every field optional; absent or null = any"""
+    """Every field optional; absent or null = any."""
 
     NOT_OBJECT: ClassVar[str] = "filter must be a JSON object"
     model_config = ConfigDict(extra="forbid")
@@ -233,7 +227,9 @@ class ReplayRequest(Wire):
     model_config = ConfigDict(extra="forbid")
 
     filter: ReplayFilter = Field(default_factory=ReplayFilter)
-    dry_run: Annotated[bool, rule(lambda v: rules.flag(v, "dry_run"))] = False
+    # Absent is false; null is not a flag (the description says boolean).
+    dry_run: Annotated[bool, rule(lambda v: rules.flag(v if v is not None else 0, "dry_run"))] \
+        = False
 
 
 class Error(Wire):

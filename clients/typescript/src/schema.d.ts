@@ -749,7 +749,7 @@ export interface components {
             dry_run?: true;
             would_replay?: number;
         };
-        /** @description every field optional; absent or null = any */
+        /** @description Every field optional; absent or null = any. */
         ReplayFilter: {
             assignment_id?: string | null;
             group?: string | null;
