@@ -19,13 +19,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from aiqueue.records.erasure import ANSWER_KEYS
-from aiqueue.web.openapi_paths import _ERRORS, PATH, _error_response, _param, paths
+from aiqueue.web.openapi_paths import ERRORS, PATH, error_response, parameter, paths
 from aiqueue.wire.schema import Schema, components, ref
 
 
 def _webhooks() -> dict[str, Schema]:
     """The notifications POSTed to QUEUE_NOTIFY_URL (§8d), signed per Standard Webhooks v1."""
-    headers = tuple(_param(h, "header", {"type": "string"}, d, required=True) for h, d in (
+    headers = tuple(parameter(h, "header", {"type": "string"}, d, required=True) for h, d in (
         ("webhook-id", "the event's id: the same on every retry (deduplicate on it)"),
         ("webhook-timestamp", "seconds since the epoch"),
         ("webhook-signature", "`v1,<base64 HMAC-SHA256>` keyed by QUEUE_NOTIFY_SECRET"),
@@ -72,7 +72,7 @@ def document() -> dict[str, Any]:
         "webhooks": _webhooks(),
         "components": {
             "schemas": _schemas(),
-            "responses": {f"E{code}": _error_response(code) for code in _ERRORS},
+            "responses": {f"E{code}": error_response(code) for code in ERRORS},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer",
                            "description": "MARKING_QUEUE_SECRET (GET process-queue also "

@@ -17,7 +17,7 @@ BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 PUBLIC: list[dict[str, list[str]]] = []
 PATH = "/api/marking/openapi.json"
 
-_ERRORS = {
+ERRORS = {
     400: "The body is not JSON, or a header (Idempotency-Key, Content-Length) is malformed.",
     401: "Missing or wrong credentials.",
     404: "No such row, submission or route.",
@@ -29,8 +29,8 @@ _ERRORS = {
 }
 
 
-def _error_response(code: int) -> Schema:
-    answer: Schema = {"description": _ERRORS[code],
+def error_response(code: int) -> Schema:
+    answer: Schema = {"description": ERRORS[code],
                       "content": {"application/json": {"schema": ref("Error")}}}
     if code == 401:
         answer["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
@@ -65,7 +65,7 @@ def _op(op_id: str, summary: str, ok: dict[int, Schema], errors: tuple[int, ...]
     return op
 
 
-def _param(name: str, where: str, schema: Schema, description: str = "",
+def parameter(name: str, where: str, schema: Schema, description: str = "",
            required: bool = False) -> Schema:
     param: Schema = {"name": name, "in": where, "required": required or where == "path",
                      "schema": schema}
@@ -76,11 +76,11 @@ def _param(name: str, where: str, schema: Schema, description: str = "",
     return param
 
 
-QUEUE_ID = _param("queue_id", "path", {"type": "string", "format": "uuid"})
-SUBMISSION_ID = _param("submission_id", "path", {"type": "string", "format": "uuid"})
-ASSIGNMENT_ID = _param("assignment_id", "path", {"type": "string", "minLength": 1,
+QUEUE_ID = parameter("queue_id", "path", {"type": "string", "format": "uuid"})
+SUBMISSION_ID = parameter("submission_id", "path", {"type": "string", "format": "uuid"})
+ASSIGNMENT_ID = parameter("assignment_id", "path", {"type": "string", "minLength": 1,
                                                   "maxLength": 200, "pattern": r"\S"})
-ACTOR = _param("X-Actor", "header", {"type": "string", "maxLength": 200},
+ACTOR = parameter("X-Actor", "header", {"type": "string", "maxLength": 200},
                "who reviews (the host app's user id); recorded with the action")
 # Only an `id:` this server sent (a cursor into the change feed), else 422; empty = absent.
 EVENT_ID = {"type": "string", "pattern": r"^\s*([0-9]{1,20}-[0-9]{1,20}(-[0-9]{1,9})?\s*)?$"}
@@ -114,7 +114,7 @@ def paths() -> dict[str, dict[str, Schema]]:
                                  "description": "present on a replayed answer"}}),
          200: _json("EnqueueEstimate", "A dry run (`dry_run: true`): nothing was written")},
         (400, 401, 413, 422, 503), body="EnqueueRequest",
-        params=(_param("Idempotency-Key", "header",
+        params=(parameter("Idempotency-Key", "header",
                        {"type": "string", "minLength": 1, "maxLength": 255,
                         "pattern": "^[ -~]+$"},
                        "24 h: the same key and body replay the answer; another body is 422 "
@@ -132,11 +132,11 @@ def paths() -> dict[str, dict[str, Schema]]:
                "limit (reconnect with Last-Event-ID)",
                "content": {"text/event-stream": {"schema": ref("SseEvent")}}}},
         (401, 422, 503), security=[{"bearer": []}, {"eventsToken": []}],
-        params=(_param("assignment_id", "query", {"type": "string", "minLength": 1,
+        params=(parameter("assignment_id", "query", {"type": "string", "minLength": 1,
                                                   "maxLength": 200}, required=True),
-                _param("Last-Event-ID", "header", EVENT_ID,
+                parameter("Last-Event-ID", "header", EVENT_ID,
                        "resume after this event id (sent by EventSource on reconnect)"),
-                _param("last_event_id", "query", EVENT_ID,
+                parameter("last_event_id", "query", EVENT_ID,
                        "as Last-Event-ID, for the first connection; the header wins")))
     return {
         "/api/marking/enqueue": {"post": enqueue},
@@ -147,13 +147,13 @@ def paths() -> dict[str, dict[str, Schema]]:
             body="WebhookBody", tag="function")},
         "/api/marking/queue": {"get": _op(
             "listQueue", "Queue rows, newest first", {200: _json("QueuePage")}, (401, 422, 503),
-            params=(_param("status", "query", {"type": "string", "enum": list(STATUSES)}),
-                    _param("assignment_id", "query", {"type": "string", "maxLength": 200}),
-                    _param("group", "query", {"type": "string", "maxLength": 200}),
-                    _param("kind", "query", {"type": "string", "maxLength": 32},
+            params=(parameter("status", "query", {"type": "string", "enum": list(STATUSES)}),
+                    parameter("assignment_id", "query", {"type": "string", "maxLength": 200}),
+                    parameter("group", "query", {"type": "string", "maxLength": 200}),
+                    parameter("kind", "query", {"type": "string", "maxLength": 32},
                            "only rows of this task kind (CONTRACT §9b)"),
-                    _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500}),
-                    _param("offset", "query", {"type": "integer", "minimum": 0,
+                    parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500}),
+                    parameter("offset", "query", {"type": "integer", "minimum": 0,
                                                 "maximum": 10_000_000})))},
         "/api/marking/stats": {"get": _op("stats", "Queue stats and flow control",
                                           {200: _json("Stats")}, (401, 503))},
@@ -182,9 +182,9 @@ def paths() -> dict[str, dict[str, Schema]]:
         "/api/marking/usage": {"get": _op(
             "usage", "Tokens and cost by day, assignment, group, model, kind, pool or lane",
             {200: _json("UsageReport")}, (401, 422, 503),
-            params=(_param("since", "query", DAY, "default: 29 days before `until`"),
-                    _param("until", "query", DAY, "default: today (UTC); at most 366 days"),
-                    _param("by", "query", {"type": "string", "enum": [
+            params=(parameter("since", "query", DAY, "default: 29 days before `until`"),
+                    parameter("until", "query", DAY, "default: today (UTC); at most 366 days"),
+                    parameter("by", "query", {"type": "string", "enum": [
                         "day", "assignment", "group", "model", "kind", "pool", "lane"]})))},
         "/api/marking/events": {"get": events},
         "/api/marking/submissions/{submission_id}/status": {"get": _op(
@@ -224,9 +224,8 @@ def paths() -> dict[str, dict[str, Schema]]:
 
 def _record_paths() -> dict[str, dict[str, Schema]]:
     """A school's data (CONTRACT §9e): erase, export, replay."""
-    op, json, param = _op, _json, _param
-    submission = param("submission_id", "path", {"type": "string", "format": "uuid"})
-    key = param("Idempotency-Key", "header",
+    submission = parameter("submission_id", "path", {"type": "string", "format": "uuid"})
+    key = parameter("Idempotency-Key", "header",
                 {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
                 "24 h: the same key and body replay the answer; another body is 422 "
                 "idempotency_key_reused")
@@ -238,21 +237,21 @@ def _record_paths() -> dict[str, dict[str, Schema]]:
                              "application/x-ndjson": {"schema": {"type": "string"}}}}
     moment = {"type": "string", "description": "RFC 3339 time or YYYY-MM-DD (UTC)"}
     return {
-        "/api/marking/submissions/{submission_id}": {"delete": op(
+        "/api/marking/submissions/{submission_id}": {"delete": _op(
             "eraseSubmission", "Erase a submission's data from every queue table and clear "
             "its mark; a row in flight is cancelled and its late result refused",
-            {200: json("Erased")}, (401, 404, 503), params=(submission,), tag="records")},
-        "/api/marking/export": {"get": op(
+            {200: _json("Erased")}, (401, 404, 503), params=(submission,), tag="records")},
+        "/api/marking/export": {"get": _op(
             "exportRecords", "The attempts and results of a period, content-free unless "
             "include=feedback", {200: export_ok}, (401, 422, 503), tag="records",
-            params=(param("from", "query", moment, "default: 30 days before `to`"),
-                    param("to", "query", moment, "default: now"),
-                    param("format", "query", {"type": "string", "enum": ["csv", "jsonl"]}),
-                    param("include", "query", {"type": "string", "enum": ["feedback"]},
+            params=(parameter("from", "query", moment, "default: 30 days before `to`"),
+                    parameter("to", "query", moment, "default: now"),
+                    parameter("format", "query", {"type": "string", "enum": ["csv", "jsonl"]}),
+                    parameter("include", "query", {"type": "string", "enum": ["feedback"]},
                           "feedback: add the AI's feedback to result lines")))},
-        "/api/marking/replay": {"post": op(
+        "/api/marking/replay": {"post": _op(
             "replay", "Failed rows matching a filter back to pending (fresh attempts and "
-            "turn); dry_run counts only", {200: json("ReplayAnswer", **{
+            "turn); dry_run counts only", {200: _json("ReplayAnswer", **{
                 "Idempotent-Replayed": replayed})},
             (400, 401, 409, 413, 422, 503), body="ReplayRequest", optional_body=False,
             params=(key,), tag="records")},
