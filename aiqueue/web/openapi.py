@@ -3,9 +3,10 @@
 The one source of truth for the client kit (clients/): built once per
 process, then served as the same bytes.  Bodies and answers are generated
 from their types (aiqueue.wire.schema); the routes' operations are in
-openapi_paths.py; the webhooks and the document's frame are here.  The operator's and teacher's HTML pages (/ai-queue…, /results…)
-are not described: they are forms for people, not an interface to integrate
-with; tests/unit/test_openapi.py lists them by name, so a new route must be
+openapi_paths.py; the webhooks and the document's frame are here.  The
+operator's and teacher's HTML pages (/ai-queue…, /results…) are not
+described: they are forms for people, not an interface to integrate with;
+tests/unit/test_openapi.py lists them by name, so a new route must be
 described or listed there.
 """
 
