@@ -10,7 +10,7 @@ import asyncpg
 
 from aiqueue.db.migrate import migrate
 from aiqueue.db.store import Store, queries
-from aiqueue.parse import payload_json
+from aiqueue.wire.rules import payload_json
 from tests.conftest import add_submissions
 
 THRESHOLD = 5

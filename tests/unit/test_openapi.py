@@ -9,7 +9,8 @@ from openapi_spec_validator import validate
 from starlette.routing import Route
 
 from aiqueue.web.app import all_routes, create_app
-from aiqueue.web.openapi import PATH, document
+from aiqueue.web.openapi import document
+from aiqueue.web.openapi_paths import PATH
 from tests.conftest import make_settings
 from tests.unit.openapi_kit import PENDING
 
