@@ -79,7 +79,6 @@ def create_app(
         },
     )
     app.state.aiqueue = state
-    app.add_middleware(setup.OidcHeader, state=state)
     return app
 
 
