@@ -1,6 +1,6 @@
 """The operator's /ai-queue page: stats, throughput, the queue table, row history, actions.
 
-Every route needs the login session (auth.py); every POST also its CSRF token.
+Every route needs the login session; every POST also its CSRF token (both gate.py).
 Reading and acting go through reads/ and queue/ (monitor, stats, enqueue), never the
 store; nothing here ever reads submission content, results or feedback.
 """
@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from aiqueue import parse
-from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
+from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded
 from aiqueue.models import STATUSES, Status
 from aiqueue.models.records import ReplayFilter
 from aiqueue.notify import delivery
@@ -33,7 +33,7 @@ from aiqueue.records import replay, retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.web import chart, costs, deliveries, gate, views
-from aiqueue.web.auth import Session, check_csrf, read_form, safe_next
+from aiqueue.web.auth import Session, safe_next
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import environment, render
 
@@ -203,14 +203,14 @@ async def _to_page_login(request: Request) -> Response:
     return RedirectResponse(f"{PATH}/login?next={PATH}", status_code=303)
 
 
-async def _act(request: Request, session: Session, action: Action) -> Response:
-    """CSRF, the action, then back to the page with a notice; kicks the chain."""
-    form = await read_form(request)
-    try:
-        check_csrf(session, form)
-    except Unauthorized:
-        return _error_page(403, "This form's security token is missing or out of date. "
-                                "Nothing was changed; reload the page and try again.")
+async def _forged(request: Request) -> Response:
+    return _error_page(403, "This form's security token is missing or out of date. "
+                            "Nothing was changed; reload the page and try again.")
+
+
+async def _act(request: Request, session: Session, form: dict[str, str],
+               action: Action) -> Response:
+    """The action, then back to the page with a notice; kicks the chain."""
     rt = await runtime(request)
     notice = await action(rt, session.user, request, form)
     target = views.with_params(safe_next(form.get("back")), notice)
@@ -305,9 +305,9 @@ async def _resume(rt: Runtime, actor: str, request: Request, form: dict[str, str
 
 
 def _route(action: Action) -> Callable[[Request], Awaitable[Response]]:
-    @gate.session(_to_page_login)
-    async def endpoint(request: Request, session: Session) -> Response:
-        return await _act(request, session, action)
+    @gate.form(_to_page_login, _forged)
+    async def endpoint(request: Request, session: Session, form: dict[str, str]) -> Response:
+        return await _act(request, session, form, action)
 
     endpoint.__name__ = action.__name__.lstrip("_")
     return endpoint

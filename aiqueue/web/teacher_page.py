@@ -1,7 +1,8 @@
 """The teacher's results page: the table, its buttons' handlers and the JSON the page polls.
 
-Behind the /ai-queue login. Buttons post CSRF-protected forms (or fetch with the
-CSRF token) to these handlers, which call the service layer directly; the page
+Behind the /ai-queue login. Buttons post forms (or fetch with the CSRF token) to
+these handlers; the gate checks the token (gate.form), the handlers call the
+rules in queue/ and reads/; the page
 gets a short-lived, assignment-bound token for live events, never the queue secret.
 """
 
@@ -23,7 +24,7 @@ from aiqueue.models import Status, SubmissionResult
 from aiqueue.queue import loop, progress, review
 from aiqueue.reads import teacher
 from aiqueue.web import gate
-from aiqueue.web.auth import Session, check_csrf, read_form
+from aiqueue.web.auth import Session
 from aiqueue.web.estimate import capped_text, estimate_text, paused_text
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import render
@@ -220,10 +221,8 @@ async def page(request: Request, session: Session) -> Response:
     )
 
 
-@gate.session(gate.unauthorized)
-async def mark(request: Request, session: Session) -> Response:
-    form = await read_form(request)
-    check_csrf(session, form)
+@gate.form(gate.unauthorized)
+async def mark(request: Request, session: Session, form: dict[str, str]) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     raw = form.get("submission_id")
@@ -247,19 +246,16 @@ async def mark(request: Request, session: Session) -> Response:
                    BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
 
 
-@gate.session(gate.unauthorized)
-async def cancel(request: Request, session: Session) -> Response:
-    check_csrf(session, await read_form(request))
+@gate.form(gate.unauthorized)
+async def cancel(request: Request, session: Session, form: dict[str, str]) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     answer = await progress.cancel_assignment(rt, assignment_id, actor="teacher")
     return _answer(request, assignment_id, answer, BackgroundTask(loop.after_cancel, rt))
 
 
-@gate.session(gate.unauthorized)
-async def review_row(request: Request, session: Session) -> Response:
-    form = await read_form(request)
-    check_csrf(session, form)
+@gate.form(gate.unauthorized)
+async def review_row(request: Request, session: Session, form: dict[str, str]) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     submission_id = parse.parse_uuid(form.get("submission_id", ""), "submission")
@@ -270,9 +266,8 @@ async def review_row(request: Request, session: Session) -> Response:
     return _answer(request, assignment_id, answer)
 
 
-@gate.session(gate.unauthorized)
-async def accept_all(request: Request, session: Session) -> Response:
-    check_csrf(session, await read_form(request))
+@gate.form(gate.unauthorized)
+async def accept_all(request: Request, session: Session, form: dict[str, str]) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     answer = await review.review_run(rt, assignment_id, "accept", session.user)
