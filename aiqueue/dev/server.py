@@ -37,7 +37,7 @@ from aiqueue.settings import Settings
 from aiqueue.vercel.oidc import read_oidc_header
 from aiqueue.web.app import create_app
 from aiqueue.web.live_api import close_streams
-from aiqueue.web.teacher_page import page_url
+from aiqueue.web.teacher_views import page_url
 
 DEV_SIMULATE_LATENCY = 1.5
 
