@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 from aiqueue import config
 from aiqueue.batch_settings import BatchLaneSettings, load_batch
+from aiqueue.env_values import Env, ModelPrice
 from aiqueue.errors import SettingsError
-from aiqueue.setting_values import Env, ModelPrice
 from aiqueue.setup_settings import secure_url
 from aiqueue.target_settings import DispatchTarget
 

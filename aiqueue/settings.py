@@ -2,7 +2,7 @@
 
 `Settings` is the table: a field read from one variable names it, its
 default and its check once (`number`, `optional`, `entry` in
-aiqueue/setting_values.py).  `load_settings` reads all of those in one loop,
+aiqueue/env_values.py).  `load_settings` reads all of those in one loop,
 then the few whose meaning depends on others: production, a local run, the
 dispatch target, the batch lane and aiqueue.toml (aiqueue/pool_settings.py).
 """
@@ -18,21 +18,21 @@ from typing import Any, Literal
 
 from aiqueue import config
 from aiqueue.batch_settings import BatchLaneSettings
-from aiqueue.errors import SettingsError
-from aiqueue.pool_settings import batch_lane, caps_priced, queue_file
-from aiqueue.setting_values import (
+from aiqueue.env_values import (
     Env,
     ModelPrice,
     entry,
+    env_db_url,
+    env_prices,
+    env_text,
+    env_url,
+    env_usd,
+    env_whsec,
     number,
     optional,
-    read_db_url,
-    read_prices,
-    read_text,
-    read_url,
-    read_usd,
-    read_whsec,
 )
+from aiqueue.errors import SettingsError
+from aiqueue.pool_settings import batch_lane, caps_priced, queue_file
 from aiqueue.setup_settings import (
     AWS_ENV_NAMES,
     MIN_PASSWORD,
@@ -68,7 +68,7 @@ class Settings:
     admin_password: str = ""
     app_base_url: str = "http://127.0.0.1:8000"
     function_url: str = DEV_FUNCTION_URL
-    function_token: str | None = optional("AI_MARKING_FUNCTION_TOKEN", read_text)
+    function_token: str | None = optional("AI_MARKING_FUNCTION_TOKEN", env_text)
     function_mode: FunctionMode = "async"
     # AI_MARKING_DISPATCH and its target's settings (aiqueue/target_settings.py).
     dispatch_target: DispatchTarget = "http"
@@ -104,11 +104,11 @@ class Settings:
     events_poll_seconds: float = number("QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600)
     # CONTRACT §7d.
     model_prices: Mapping[str, ModelPrice] = field(
-        default_factory=dict, hash=False, metadata=entry("QUEUE_MODEL_PRICES", read_prices))
+        default_factory=dict, hash=False, metadata=entry("QUEUE_MODEL_PRICES", env_prices))
     metrics_token: str | None = optional("METRICS_TOKEN", single_secret)
     # -- safe on a shared database (CONTRACT §8b) --
     # Standard Webhooks signing of `http` dispatches.
-    signing_secret: str | None = optional("AI_MARKING_SIGNING_SECRET", read_whsec)
+    signing_secret: str | None = optional("AI_MARKING_SIGNING_SECRET", env_whsec)
     # Notifications to the host app (CONTRACT §8d; aiqueue/notify/delivery.py): where events
     # go, the Standard Webhooks secret that signs them, each attempt's HTTP
     # timeout, the first retry's delay and how long retries go on.
@@ -128,7 +128,7 @@ class Settings:
     on_vercel: bool = False
     vercel_dev: bool = False
     # Exchanged for AWS credentials when AWS_ROLE_ARN is set.
-    vercel_oidc_token: str | None = optional("VERCEL_OIDC_TOKEN", read_text, secret=True)
+    vercel_oidc_token: str | None = optional("VERCEL_OIDC_TOKEN", env_text, secret=True)
     # The AWS_* variables present (names only): on Vercel they may be the
     # platform's placeholders, which the doctor names when Lambda refuses.
     aws_env_names: tuple[str, ...] = ()
@@ -141,9 +141,9 @@ class Settings:
     refused_give_up_seconds: float = number("QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0)
     # The default pool's spend caps in USD (CONTRACT §9c); None: none.  Read here,
     # kept on the default Pool (Settings.queue); enforced by the spend caps' own code.
-    group_usd_per_hour: float | None = optional("QUEUE_GROUP_USD_PER_HOUR", read_usd)
-    group_usd_per_day: float | None = optional("QUEUE_GROUP_USD_PER_DAY", read_usd)
-    pool_usd_per_day: float | None = optional("QUEUE_USD_PER_DAY", read_usd)
+    group_usd_per_hour: float | None = optional("QUEUE_GROUP_USD_PER_HOUR", env_usd)
+    group_usd_per_day: float | None = optional("QUEUE_GROUP_USD_PER_DAY", env_usd)
+    pool_usd_per_day: float | None = optional("QUEUE_USD_PER_DAY", env_usd)
     # The spend windows' lengths: a UTC hour and day (tests shorten them).
     spend_hour_seconds: float = 3600.0
     spend_day_seconds: float = 86400.0
@@ -224,7 +224,7 @@ def load_settings(
     env = os.environ if env is None else env
     local_run = dev or vercel_dev(env)
     production = bool(env.get("VERCEL")) or env.get("AIQUEUE_ENV", "").lower() == "production"
-    database_url = read_db_url(env, "DATABASE_URL", None)
+    database_url = env_db_url(env, "DATABASE_URL", None)
     if production and database_url is None:
         raise SettingsError("DATABASE_URL is required in production")
     queue_secrets = secret_values(env, "MARKING_QUEUE_SECRET")
@@ -246,7 +246,7 @@ def load_settings(
     table = _table(env)
     settings = Settings(
         database_url=database_url,
-        database_direct_url=read_db_url(env, "DATABASE_DIRECT_URL", database_url),
+        database_direct_url=env_db_url(env, "DATABASE_DIRECT_URL", database_url),
         queue_secrets=queue_secrets,
         admin_password=(single_secret(env, "AI_QUEUE_ADMIN_PASSWORD", MIN_PASSWORD)
                         or queue_secrets[0]),
@@ -254,7 +254,7 @@ def load_settings(
         function_url=function_url or DEV_FUNCTION_URL,
         function_mode="sync" if mode == "sync" else "async",
         dispatch_target=target, digitalocean=digitalocean, aws_lambda=aws_lambda,
-        callback_url=read_url(env, "AI_MARKING_CALLBACK_URL") or f"{base}/webhooks/ai-mark",
+        callback_url=env_url(env, "AI_MARKING_CALLBACK_URL") or f"{base}/webhooks/ai-mark",
         production=production,
         secret_generated=generated,
         notify_url=notify_url,
@@ -277,7 +277,7 @@ def _table(env: Env) -> dict[str, Any]:
 
 def _notify_secret(env: Env, url: str | None) -> str | None:
     """QUEUE_NOTIFY_SECRET: a Standard Webhooks secret, required with QUEUE_NOTIFY_URL."""
-    secret = read_whsec(env, "QUEUE_NOTIFY_SECRET")
+    secret = env_whsec(env, "QUEUE_NOTIFY_SECRET")
     if secret is None and url is not None:
         raise SettingsError("QUEUE_NOTIFY_SECRET is required with QUEUE_NOTIFY_URL "
                             "(a Standard Webhooks secret, whsec_...)")

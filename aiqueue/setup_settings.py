@@ -11,8 +11,8 @@ import ipaddress
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from aiqueue.env_values import env_url
 from aiqueue.errors import SettingsError
-from aiqueue.setting_values import read_url
 
 # What Vercel may put in a function's environment by itself (they grant nothing).
 AWS_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -56,7 +56,7 @@ def require_https(name: str, url: str, *, local_run: bool) -> None:
 
 def secure_url(env: Mapping[str, str], name: str, local_run: bool) -> str | None:
     """An http(s) URL the queue's secrets travel to: https:// unless local (CONTRACT §9a)."""
-    url = read_url(env, name)
+    url = env_url(env, name)
     if url is not None:
         require_https(name, url, local_run=local_run)
     return url

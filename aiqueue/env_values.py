@@ -1,7 +1,9 @@
-"""How one setting's value is read from the environment: numbers, URLs, secrets, prices.
+"""Values read from the environment, each refused with one line that names its variable.
 
-Each reader takes the variable's name and refuses a bad value with one line
-naming it (SettingsError); an unset or blank variable gives the default.
+A leaf: settings.py and the other settings readers import these, so a variable
+is read and its error worded the same way everywhere. An unset or blank
+variable gives the default.
+
 `number`, `optional` and `entry` make a Settings field that names its variable
 and reader once: `load_settings` reads every such field in one loop.
 """
@@ -31,8 +33,8 @@ class ModelPrice:
     output: float
 
 
-def read_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    """An integer of at least `minimum`."""
+def env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    """An integer >= `minimum`; unset or empty: `default`."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -45,11 +47,11 @@ def read_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> i
     return value
 
 
-def read_float(
+def env_float(
     env: Mapping[str, str], name: str, default: float, minimum: float,
     maximum: float = float("inf"),
 ) -> float:
-    """A finite number between `minimum` and `maximum`."""
+    """A finite number between `minimum` and `maximum`; unset or empty: `default`."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -63,19 +65,19 @@ def read_float(
     return value
 
 
-def read_usd(env: Mapping[str, str], name: str) -> float | None:
+def env_usd(env: Mapping[str, str], name: str) -> float | None:
     """An optional amount of USD (a spend cap); unset: None."""
     if not env.get(name, "").strip():
         return None
-    return read_float(env, name, 0.0, 0.0)
+    return env_float(env, name, 0.0, 0.0)
 
 
-def read_text(env: Mapping[str, str], name: str) -> str | None:
+def env_text(env: Mapping[str, str], name: str) -> str | None:
     """A value taken as it is (a token), or None."""
     return env.get(name, "").strip() or None
 
 
-def read_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
     """An http(s) URL."""
     raw = env.get(name, "").strip()
     if not raw:
@@ -85,7 +87,7 @@ def read_url(env: Mapping[str, str], name: str, default: str | None = None) -> s
     return raw
 
 
-def read_db_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+def env_db_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
     """A postgresql:// URL."""
     raw = env.get(name, "").strip()
     if not raw:
@@ -95,7 +97,7 @@ def read_db_url(env: Mapping[str, str], name: str, default: str | None) -> str |
     return raw
 
 
-def read_whsec(env: Mapping[str, str], name: str) -> str | None:
+def env_whsec(env: Mapping[str, str], name: str) -> str | None:
     """A Standard Webhooks secret: `whsec_` + base64 of 24 to 64 random bytes (padding optional)."""
     raw = env.get(name, "").strip()
     if not raw:
@@ -113,7 +115,7 @@ def read_whsec(env: Mapping[str, str], name: str) -> str | None:
     return raw
 
 
-def read_prices(env: Mapping[str, str], name: str) -> dict[str, ModelPrice]:
+def env_prices(env: Mapping[str, str], name: str) -> dict[str, ModelPrice]:
     """Prices by model: {"<model>": {"input": usd_per_1m, "output": usd_per_1m}}."""
     raw = env.get(name, "").strip()
     if not raw:
@@ -146,9 +148,9 @@ def number(name: str, default: N, low: N, high: float = float("inf"), *,
     def read(env: Env) -> N:
         fallback = on_vercel if on_vercel is not None and env.get("VERCEL") else default
         if isinstance(default, int):
-            value: N = read_int(env, name, int(fallback), int(low))
+            value: N = env_int(env, name, int(fallback), int(low))
         else:
-            value = read_float(env, name, fallback, low, high)
+            value = env_float(env, name, fallback, low, high)
         return value if cap is None else min(value, cap)
     return field(default=default, metadata={"env": name, "read": read})
 
