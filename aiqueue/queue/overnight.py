@@ -25,6 +25,7 @@ from aiqueue.dispatch.invoke import dispatch_body
 from aiqueue.errors import StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
+from aiqueue.ports import OvernightStore
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.queue.spend import cost_usd
 from aiqueue.runtime import Runtime
@@ -48,13 +49,13 @@ class LaneTimer:
     due: float = 0.0
 
 
-def lane_config(rt: Runtime, lane: BatchLaneSettings) -> LaneConfig:
+def lane_config(rt: Runtime[OvernightStore], lane: BatchLaneSettings) -> LaneConfig:
     s = rt.settings
     return LaneConfig(pool=POOL, model=lane.model, max_attempts=s.max_attempts,
                       slots=s.max_in_flight, margin_seconds=lane.margin_seconds)
 
 
-async def run_if_due(rt: Runtime, force: bool) -> None:
+async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> None:
     """The lane's step from the cron (`force`) and, at most every LANE_EVERY seconds, the chain.
 
     The lane is an extra: whatever goes wrong in it must not stop the live
@@ -74,8 +75,8 @@ async def run_if_due(rt: Runtime, force: bool) -> None:
         logs.event("batch_lane_failed", error_type=type(exc).__name__)
 
 
-async def run(rt: Runtime, config: LaneConfig | None = None, now: float | None = None
-              ) -> StepReport | None:
+async def run(rt: Runtime[OvernightStore], config: LaneConfig | None = None,
+              now: float | None = None) -> StepReport | None:
     """One lane step for the default pool (None: it has no batch lane).
 
     `now` (epoch seconds) is the time the fallback reckons with; the bench runs
@@ -103,7 +104,7 @@ async def run(rt: Runtime, config: LaneConfig | None = None, now: float | None =
     return report
 
 
-def job_body(rt: Runtime, row: BatchRow) -> dict[str, Any]:
+def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     """The row's dispatch body (§4), the same a live dispatch would carry."""
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
@@ -111,8 +112,8 @@ def job_body(rt: Runtime, row: BatchRow) -> dict[str, Any]:
     return dispatch_body(job, rt.settings, rt.tokens)
 
 
-async def settle(rt: Runtime, raw_items: Sequence[dict[str, Any]], price_factor: float
-                 ) -> list[LineFailure]:
+async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]],
+                 price_factor: float) -> list[LineFailure]:
     """Apply parsed items as the webhook would; return the failures for the lane."""
     failures: list[LineFailure] = []
     for raw in raw_items:
@@ -136,7 +137,8 @@ async def settle(rt: Runtime, raw_items: Sequence[dict[str, Any]], price_factor:
     return failures
 
 
-async def lane_times(rt: Runtime, deadline: datetime | None) -> tuple[datetime, datetime]:
+async def lane_times(rt: Runtime[OvernightStore], deadline: datetime | None
+                     ) -> tuple[datetime, datetime]:
     """(deadline, live time) of rows enqueued on the batch lane now.
 
     The live time is when such a row goes live if no batch has taken it: its

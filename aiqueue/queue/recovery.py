@@ -27,6 +27,7 @@ from aiqueue import logs
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.flow import Budget
 from aiqueue.models import Lookup
+from aiqueue.ports import RecoveryStore
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import DoTarget
@@ -53,7 +54,7 @@ class RecentP95:
     due: float = 0.0  # monotonic
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
-    async def get(self, rt: Runtime) -> float | None:
+    async def get(self, rt: Runtime[RecoveryStore]) -> float | None:
         if time.monotonic() < self.due:
             return self.value
         async with self.lock:
@@ -91,7 +92,7 @@ class Thresholds:
         return min(self.heartbeat, max(P95_FLOOR_SECONDS, P95_FACTOR * self.p95))
 
 
-async def thresholds(rt: Runtime) -> Thresholds:
+async def thresholds(rt: Runtime[RecoveryStore]) -> Thresholds:
     """The recovery thresholds of this deployment (Lambda's timeout read once)."""
     s = rt.settings
     bound: float | None = None
@@ -108,7 +109,7 @@ async def thresholds(rt: Runtime) -> Thresholds:
     return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask, p95)
 
 
-async def recover(rt: Runtime) -> int:
+async def recover(rt: Runtime[RecoveryStore]) -> int:
     """Recover quiet rows (asking the platform first where it can tell); how many were freed."""
     t = await thresholds(rt)
     freed = await rt.store.recover_stuck(t.stuck, rt.settings.max_attempts,
@@ -120,7 +121,7 @@ async def recover(rt: Runtime) -> int:
     return freed
 
 
-async def next_wakeup(rt: Runtime) -> float | None:
+async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
     """Seconds until the process step has something to do (the ticker's sleep)."""
     s, t = rt.settings, await thresholds(rt)
     return await rt.store.next_wakeup(s.max_in_flight, s.breaker_threshold, t.stuck,
@@ -128,7 +129,8 @@ async def next_wakeup(rt: Runtime) -> float | None:
                                       look=t.quiet, budget=Budget.of(s), plan=s.queue.plan)
 
 
-async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: float) -> int:
+async def ask_digitalocean(rt: Runtime[RecoveryStore], target: DoTarget, quiet: float,
+                           bound: float) -> int:
     """Look at the activations of a few quiet dispatches and act on each; how many ended."""
     looks = await rt.store.take_lookups(quiet, bound, LOOKS_PER_STEP, LOOK_HOLD_SECONDS)
     if not looks:
@@ -140,7 +142,7 @@ async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: f
     return ended
 
 
-async def decide(rt: Runtime, look: Lookup, answer: Activation, quiet: float,
+async def decide(rt: Runtime[RecoveryStore], look: Lookup, answer: Activation, quiet: float,
                  bound: float) -> int:
     """Act on what DigitalOcean said about one dispatch; 1 if it ended the dispatch."""
     if answer.state == "finished":
@@ -162,7 +164,7 @@ async def decide(rt: Runtime, look: Lookup, answer: Activation, quiet: float,
     return int(ended)
 
 
-async def _apply_activation(rt: Runtime, look: Lookup, answer: Activation) -> bool:
+async def _apply_activation(rt: Runtime[RecoveryStore], look: Lookup, answer: Activation) -> bool:
     """Apply the action's callback items of this very dispatch, as the webhook would."""
     items = [item for item in (_verified(rt, raw, look) for raw in answer.items)
              if item is not None and item.status != "progress"]
@@ -178,7 +180,7 @@ async def _apply_activation(rt: Runtime, look: Lookup, answer: Activation) -> bo
     return applied
 
 
-def _verified(rt: Runtime, raw: object, look: Lookup) -> ResultItem | None:
+def _verified(rt: Runtime[RecoveryStore], raw: object, look: Lookup) -> ResultItem | None:
     """An item whose token is valid for this row and this dispatch, else None."""
     try:
         item = parse_item(raw, rt.tokens)
@@ -190,7 +192,7 @@ def _verified(rt: Runtime, raw: object, look: Lookup) -> ResultItem | None:
     return item
 
 
-async def _end(rt: Runtime, look: Lookup, code: str, said: str, *, outcome: str,
+async def _end(rt: Runtime[RecoveryStore], look: Lookup, code: str, said: str, *, outcome: str,
                retry_now: bool) -> bool:
     """Fail the dispatch (retry by the normal rules, or at once after a long wait)."""
     status: str | None
