@@ -13,10 +13,10 @@ from typing import Any
 from aiqueue.errors import Invalid, UnknownKind
 from aiqueue.models import DryRun
 from aiqueue.money import Money, PoolMoney
-from aiqueue.parse import EnqueueRequest
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
+from aiqueue.wire import EnqueueRequest
 
 
 def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:

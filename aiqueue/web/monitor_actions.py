@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import parse
+from aiqueue import wire
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded
 from aiqueue.models.records import ReplayFilter
 from aiqueue.queue import enqueue, loop, review
@@ -52,7 +52,7 @@ async def _act(request: Request, session: Session, form: dict[str, str],
 def _form_assignment(form: dict[str, str]) -> str | None:
     raw = form.get("assignment_id", "").strip()
     try:
-        return parse.parse_assignment_id(raw) if raw else None
+        return wire.parse_assignment_id(raw) if raw else None
     except Invalid:
         return None
 
