@@ -14,6 +14,7 @@ import pytest
 import respx
 from starlette.applications import Starlette
 
+from aiqueue.models import Enqueued
 from aiqueue.settings import Settings
 from tests import pg
 from tests.roles import RuntimeDb, runtime_database
@@ -85,6 +86,12 @@ async def add_submissions(
         [(i, assignment_id, f"{content} {k}") for k, i in enumerate(ids)],
     )
     return ids
+
+
+def enqueued(outcome: object) -> Enqueued:
+    """The outcome of an enqueue that must have queued its rows (anything else fails here)."""
+    assert isinstance(outcome, Enqueued), outcome
+    return outcome
 
 
 @asynccontextmanager

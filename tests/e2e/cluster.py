@@ -23,7 +23,7 @@ from tests.e2e.servers import free_port
 
 
 def _bin_dir() -> Path:
-    from pgserver._commands import POSTGRES_BIN_PATH  # type: ignore[import-untyped]
+    from pgserver._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
 
@@ -57,7 +57,7 @@ class PgCluster:
     def _initdb(self) -> None:
         if os.geteuid() == 0:
             # PostgreSQL refuses to run as root; pgserver uses this user too.
-            from pgserver.utils import (  # type: ignore[import-untyped]
+            from pgserver.utils import (
                 ensure_folder_permissions,
                 ensure_prefix_permissions,
                 ensure_user_exists,
@@ -65,6 +65,7 @@ class PgCluster:
 
             self.user = "pgserver"
             entry = ensure_user_exists(self.user)
+            assert entry is not None
             ensure_prefix_permissions(_bin_dir())
             read = stat.S_IRGRP | stat.S_IROTH
             ensure_folder_permissions(_bin_dir(), read | stat.S_IXGRP | stat.S_IXOTH)

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import httpx
 import uvicorn
 
@@ -103,3 +104,12 @@ async def read_sse(
                             return out
                 out.ended_by_server = True
     return out
+
+
+async def feed(conn: asyncpg.Connection, assignment_id: str) -> list[tuple[str, str, str]]:
+    """(cursor, queue_id, status) of every event of the assignment, in feed order."""
+    rows = await conn.fetch(
+        "SELECT tx::text AS tx, id, k, queue_id, status FROM ai_marking_event_feed "
+        "WHERE assignment_id = $1 ORDER BY tx, id, k", assignment_id)
+    return [(f"{r['tx']}-{r['id']}" + (f"-{r['k']}" if r["k"] else ""), str(r["queue_id"]),
+             r["status"]) for r in rows]

@@ -107,7 +107,7 @@ class MarkingFunction:
         self.app = Starlette(routes=[Route("/mark", self.mark, methods=["POST"])])
 
     def roll(self, name: str) -> bool:
-        hit = self.rng.random() < getattr(self.faults, name)
+        hit: bool = self.rng.random() < getattr(self.faults, name)
         due = self.faults.at_least_once.get(name)
         if due is not None and name not in self.forced and self.record.dispatches >= due:
             self.forced.add(name)

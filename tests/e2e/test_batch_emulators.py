@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 import openai
@@ -33,8 +33,10 @@ pytestmark = pytest.mark.e2e
 PROMPT = [{"role": "system", "content": "Reply shaped {\"score\": <number from 0 to 10>}"},
           {"role": "user", "content": "Student answer: photosynthesis."}]
 
+Model = TypeVar("Model", bound=BaseModel)
 
-def strict(model: type[BaseModel], raw: Any) -> Any:
+
+def strict(model: type[Model], raw: Any) -> Model:
     """The answer validated by the SDK type (raises on any field the SDK can't read)."""
     http = getattr(raw, "http_response", None)
     data = json.loads(http.content) if http is not None else raw
@@ -81,9 +83,9 @@ async def openai_batch(client: openai.AsyncOpenAI, ids: list[str]) -> Batch:
         file=("batch.jsonl", io.BytesIO(jsonl(ids))), purpose="batch")
     upload = strict(FileObject, raw)
     assert upload.purpose == "batch" and upload.id.startswith("file-")
-    raw = await client.batches.with_raw_response.create(
+    created = await client.batches.with_raw_response.create(
         input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h")
-    return strict(Batch, raw)
+    return strict(Batch, created)
 
 
 async def openai_look(client: openai.AsyncOpenAI, batch_id: str) -> Batch:
@@ -188,7 +190,7 @@ async def anthropic_results(client: anthropic.AsyncAnthropic, batch_id: str,
 async def test_anthropic_healthy_batch_round_trip(anthropic_emu: Any, clock: Clock) -> None:
     emu, client = anthropic_emu
     raw = await client.messages.batches.with_raw_response.create(
-        requests=requests(["q1-1", "q2-1"]))  # type: ignore[arg-type]
+        requests=requests(["q1-1", "q2-1"]))
     batch = strict(MessageBatch, raw)
     assert batch.processing_status == "in_progress" and batch.id.startswith("msgbatch_")
     with pytest.raises(anthropic.BadRequestError):
@@ -216,7 +218,7 @@ async def test_anthropic_failure_modes(anthropic_emu: Any, clock: Clock) -> None
     ids = []
     for _ in range(4):
         created = await client.messages.batches.create(
-            requests=requests(["a-1", "b-1"]))  # type: ignore[arg-type]
+            requests=requests(["a-1", "b-1"]))
         ids.append(created.id)
     failed, errored, partial, stalled = ids
     assert {r.result.type for r in (await anthropic_results(client, failed)).values()} \
@@ -240,7 +242,7 @@ async def test_anthropic_refuses_what_anthropic_refuses(anthropic_emu: Any) -> N
     emu, client = anthropic_emu
     for bad in (["has space"], ["x" * 65], ["dup", "dup"], []):
         with pytest.raises(anthropic.BadRequestError):
-            await client.messages.batches.create(requests=requests(bad))  # type: ignore[arg-type]
+            await client.messages.batches.create(requests=requests(bad))
     with pytest.raises(anthropic.AuthenticationError):
         await anthropic.AsyncAnthropic(api_key="wrong", base_url=str(client.base_url),
                                        max_retries=0).messages.batches.list()

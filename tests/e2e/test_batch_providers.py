@@ -11,7 +11,7 @@ import pytest
 from aiqueue.batch.connect import connect
 from aiqueue.batch.provider import Line, Provider, ProviderError
 from tests.batchapi.anthropic_api import AnthropicBatchAPI
-from tests.batchapi.common import Behaviour, Clock
+from tests.batchapi.common import Behaviour, Clock, LineFate
 from tests.batchapi.openai_api import OpenAIBatchAPI
 from tests.e2e.servers import free_port, run_asgi
 
@@ -41,7 +41,7 @@ def served(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any, Clock, in
     clock = Clock()
     fates: dict[int, Behaviour] = {}
     cls = OpenAIBatchAPI if request.param == "openai" else AnthropicBatchAPI
-    emu = cls(behaviours=lambda n: fates.get(n, Behaviour(delay=2)), clock=clock,
+    emu: Any = cls(behaviours=lambda n: fates.get(n, Behaviour(delay=2)), clock=clock,
               window_seconds=60)
     emu.fates = fates
     port = free_port()
@@ -78,8 +78,8 @@ async def test_submit_poll_results_delete(rig: Rig) -> None:
 
 
 async def test_errored_expired_and_failed_lines(rig: Rig) -> None:
-    rig.fates[1] = Behaviour(delay=1, line=lambda cid, b: {"e-1": "error", "x-1": "expire"}
-                             .get(cid, "ok"))
+    fates: dict[str, LineFate] = {"e-1": "error", "x-1": "expire"}
+    rig.fates[1] = Behaviour(delay=1, line=lambda cid, b: fates.get(cid, "ok"))
     rig.fates[2] = Behaviour(fail=True)
     mixed = await rig.provider.submit(lines(rig.provider.name, ["ok-1", "e-1", "x-1"]), "b1")
     failed = await rig.provider.submit(lines(rig.provider.name, ["f-1"]), "b2")

@@ -38,6 +38,7 @@ import pytest
 
 from aiqueue.db.migrate import migrate
 from tests.conftest import SECRET, add_submissions
+from tests.e2e.audit import AUDIT_SQL
 from tests.e2e.cluster import PgCluster
 from tests.e2e.servers import ROOT, AppProcess, Faults, FunctionHost, MarkingFunction, free_port
 
@@ -77,23 +78,6 @@ FAULTS = Faults(
         "drop_callback", "late_callback", "forged_callback", "wrong_row_callback",
         "duplicate_callback"])},
 )
-
-# Test-database-only audit: one row per write of a submission's result.
-AUDIT_SQL = """
-CREATE TABLE chaos_applied (
-    id bigint GENERATED ALWAYS AS IDENTITY,
-    submission_id uuid NOT NULL,
-    at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE FUNCTION chaos_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO chaos_applied (submission_id) VALUES (NEW.id);
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER chaos_audit AFTER UPDATE OF ai_result, ai_marked_at ON submissions
-    FOR EACH ROW EXECUTE FUNCTION chaos_audit();
-"""
 
 
 @dataclass
@@ -206,6 +190,7 @@ class Chaos:
                 except httpx.HTTPError as exc:
                     r, last = None, type(exc).__name__
                 else:
+                    assert r is not None
                     last = f"{r.status_code} {r.text[:200]}"
                 if r is not None and r.status_code == 202:
                     if assignment == "hw-chaos" and "idempotent-replayed" not in r.headers:
@@ -455,7 +440,7 @@ def _summary(chaos: Chaos, fn: MarkingFunction, events: list[dict[str, Any]], ot
                     if e.get("event") == "housekeeping")
     errors = Counter(str(e.get("code")) for e in events if e.get("event") in (
         "error", "step_error", "tick_error"))
-    webhook = Counter()
+    webhook: Counter[str] = Counter()
     for e in events:
         if e.get("event") == "webhook":
             for k in ("accepted", "ignored", "rejected"):

@@ -15,8 +15,8 @@ from aiqueue_client import AsyncMarkingClient, MarkingError, MarkingEvent, call
 from tests.conftest import add_submissions
 from tests.e2e.api_server import api_server
 from tests.e2e.faultproxy import FaultProxy
+from tests.e2e.live_servers import feed
 from tests.e2e.servers import ROOT
-from tests.e2e.test_live_events import feed
 
 pytestmark = pytest.mark.e2e
 ANSWER = "light water carbon dioxide glucose"

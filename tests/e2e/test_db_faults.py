@@ -28,9 +28,9 @@ import httpx
 import pytest
 
 from tests.conftest import SECRET, add_submissions
+from tests.e2e.audit import AUDIT_SQL
 from tests.e2e.faultproxy import FaultProxy
 from tests.e2e.servers import AppProcess, Faults, MarkingFunction, drain, free_port, run_asgi
-from tests.e2e.test_chaos import AUDIT_SQL
 
 pytestmark = pytest.mark.e2e
 CAP = 2
@@ -130,14 +130,21 @@ async def test_cuts_stalls_silent_drops_and_a_freeze_lose_nothing_and_hold_nothi
             for k, (name, inject, lasts) in enumerate(faults):
                 before = len(watch.completions)
                 await _enqueue(apps[k % 2], f"hw-{2 * k}", batches[2 * k])
-                await _until(lambda before=before: len(watch.completions) >= before + 2, 30)
+
+                def grown(before: int = before) -> bool:
+                    return len(watch.completions) >= before + 2
+
+                await _until(grown, 30)
                 inject()
                 await asyncio.sleep(lasts)
                 ended = time.monotonic()
                 answers[name] = await _enqueue(apps[(k + 1) % 2], f"hw-{2 * k + 1}",
                                                batches[2 * k + 1])
-                await _until(lambda ended=ended: watch.first_completion_after(ended) is not None,
-                             30)
+
+                def answered(ended: float = ended) -> bool:
+                    return watch.first_completion_after(ended) is not None
+
+                await _until(answered, 30)
                 first = watch.first_completion_after(ended)
                 assert first is not None
                 resumed[name] = first - ended

@@ -28,7 +28,7 @@ from aiqueue.target_settings import LambdaTarget
 from tests.conftest import SECRET, add_submissions
 from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, Fate, LambdaProxy, MotoLambda
 from tests.e2e.servers import AppProcess, drain, free_port, run_asgi
-from tests.e2e.test_dispatch_targets import DO_KEY, NAMESPACE, do_target, lambda_target
+from tests.e2e.targets_kit import DO_KEY, NAMESPACE, do_target, lambda_target
 
 pytestmark = pytest.mark.e2e
 
@@ -78,9 +78,10 @@ async def mark_one(app: AppProcess, conn: asyncpg.Connection,
 
 
 async def attempts(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-    return await conn.fetch(
+    rows: list[asyncpg.Record] = await conn.fetch(
         "SELECT outcome, error, platform, started_at, ended_at FROM ai_marking_attempts"
         " WHERE kind = 'dispatch' ORDER BY id")
+    return rows
 
 
 async def applied(conn: asyncpg.Connection) -> tuple[str, int, int]:
@@ -93,7 +94,7 @@ async def applied(conn: asyncpg.Connection) -> tuple[str, int, int]:
 
 def held(first: asyncpg.Record, what: str, bound: float, until: Any = None) -> float:
     """The figure: how long the dead invocation held its slot, today against now."""
-    seconds = ((until or first["ended_at"]) - first["started_at"]).total_seconds()
+    seconds: float = ((until or first["ended_at"]) - first["started_at"]).total_seconds()
     print(f"\n[§8e] {what}: slot held {seconds:.2f} s (bound here {bound:g} s); "
           f"before: QUEUE_STUCK_AFTER_SECONDS = {STUCK} s")
     return seconds

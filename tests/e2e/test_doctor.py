@@ -5,10 +5,6 @@ mistake on a broken one (CONTRACT §8c)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,29 +19,12 @@ from starlette.routing import Route
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import SECRET
-from tests.e2e.servers import ROOT, AppProcess, free_port, run_asgi
+from tests.e2e.doctor_cli import by_name, doctor
+from tests.e2e.servers import AppProcess, free_port, run_asgi
 from tests.roles import RuntimeDb
 
 pytestmark = pytest.mark.e2e
 TOKEN = "function-token-0123456789"
-
-
-def doctor(env: dict[str, str], probe_timeout: float = 20) -> tuple[int, dict[str, Any], str]:
-    """Run the CLI twice over (JSON and text); (exit code, report, text)."""
-    full = {k: v for k, v in os.environ.items()
-            if not k.startswith(("AWS_", "AI_MARKING_", "DO_FUNCTIONS_", "VERCEL"))}
-    full.update(env)
-    args = [sys.executable, "-m", "aiqueue", "doctor", "--probe-timeout", str(probe_timeout)]
-    as_json = subprocess.run([*args, "--json"], cwd=ROOT, env=full, capture_output=True,
-                             text=True, timeout=120)
-    as_text = subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True,
-                             timeout=120)
-    assert as_json.returncode == as_text.returncode, as_text.stdout + as_text.stderr
-    return as_json.returncode, json.loads(as_json.stdout), as_text.stdout
-
-
-def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in report["checks"]}
 
 
 def line(text: str, name: str) -> str:

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 
+from tests.e2e.doctor_cli import by_name, doctor
 from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, LambdaProxy, MotoLambda
 from tests.e2e.servers import AppProcess, free_port, run_asgi
-from tests.e2e.test_dispatch_targets import (
+from tests.e2e.targets_kit import (
     DO_KEY,
     NAMESPACE,
     app_env,
@@ -20,7 +21,6 @@ from tests.e2e.test_dispatch_targets import (
     lambda_target,
     run_queue,
 )
-from tests.e2e.test_doctor import by_name, doctor
 from tests.roles import RuntimeDb
 
 pytestmark = pytest.mark.e2e

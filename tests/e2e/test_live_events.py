@@ -21,7 +21,7 @@ from aiqueue.web.live_api import configure
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import SECRET, add_submissions, make_settings
-from tests.e2e.live_servers import Stream, read_sse, serve
+from tests.e2e.live_servers import Stream, feed, read_sse, serve
 from tests.e2e.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -53,15 +53,6 @@ async def enqueue(base: str, assignment_id: str, ids: list[uuid.UUID], **extra: 
         r = await client.post("/api/marking/enqueue", json={
             "assignment_id": assignment_id, "submission_ids": [str(i) for i in ids], **extra})
         assert r.status_code == 202, r.text
-
-
-async def feed(conn: asyncpg.Connection, assignment_id: str) -> list[tuple[str, str, str]]:
-    """(cursor, queue_id, status) of every event of the assignment, in feed order."""
-    rows = await conn.fetch(
-        "SELECT tx::text AS tx, id, k, queue_id, status FROM ai_marking_event_feed "
-        "WHERE assignment_id = $1 ORDER BY tx, id, k", assignment_id)
-    return [(f"{r['tx']}-{r['id']}" + (f"-{r['k']}" if r["k"] else ""), str(r["queue_id"]),
-             r["status"]) for r in rows]
 
 
 def triples(stream: Stream) -> list[tuple[str, str, str]]:
@@ -163,10 +154,14 @@ async def test_resuming_from_last_event_id_loses_and_repeats_nothing(
             reconnects += 1
             assert reconnects < 20, f"stuck at {len(seen)} events"
             wanted = 24 - len(seen)
+
+            def enough(s: Stream, wanted: int = wanted) -> bool:
+                return len(s.events) >= wanted
+
             more = await read_sse(
                 events_url(urls[reconnects % 2], "hw-r"),
                 headers={**AUTH, "last-event-id": seen[-1]["id"] if seen else head_cursor},
-                until=lambda s, wanted=wanted: len(s.events) >= wanted)
+                until=enough)
             seen += more.events
     got = [(e["id"], e["data"]["queue_id"], e["data"]["status"]) for e in seen]
     assert len({g[0] for g in got}) == len(got) == 24  # no duplicates

@@ -6,15 +6,12 @@ from __future__ import annotations
 import re
 
 import asyncpg
+from playwright.async_api import expect
 
 from aiqueue.dev import demo
 from aiqueue.settings import ModelPrice
-from functions.ai_mark.server import create_app as function_app
-from functions.ai_mark.settings import Settings as FunctionSettings
-from tests.conftest import SECRET
-from tests.e2e.browser import BROWSER_MARKS, launch, seed_demo, teacher_app
-from tests.e2e.live_servers import serve
-from tests.e2e.servers import ROOT, free_port
+from tests.e2e.browser import BROWSER_MARKS, QUICK, seed_demo, teacher_page
+from tests.e2e.servers import ROOT
 
 pytestmark = BROWSER_MARKS
 ESTIMATE = re.compile(r"^\d+ answers · about [\d.]+k? tokens · about (\$[\d.]+|under \$0\.01)")
@@ -24,54 +21,36 @@ PAUSED = re.compile(r"paused: this hour's marking budget is spent; resumes at \d
 async def test_mark_all_shows_its_estimate_then_pauses_at_the_hourly_budget(
     db_url: str, conn: asyncpg.Connection
 ):
-    from playwright.async_api import async_playwright, expect
-
     await seed_demo(db_url)
-    fn_port, port = free_port(), free_port()
-    base = f"http://127.0.0.1:{port}"
-    # A budget smaller than one row: the first row goes, the rest wait for the next hour.
-    app = teacher_app(db_url, port, fn_port=fn_port, max_in_flight=1,
-                      model_prices={"gpt-4o-mini": ModelPrice(5.0, 15.0)},
-                      group_usd_per_hour=0.000001)
-    marker = function_app(FunctionSettings(simulate_latency=0.05, callback_backoff=0.05))
     shots = ROOT / "test-artifacts"
     shots.mkdir(exist_ok=True)
-    with serve(marker, fn_port), serve(app, port):
-        async with async_playwright() as pw:
-            browser = await launch(pw)
-            try:
-                page = await browser.new_page(viewport={"width": 1280, "height": 900})
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                await page.goto(f"{base}/results/assignments/{demo.ASSIGNMENT_ID}")
-                await page.fill("#password", SECRET)
-                await page.click("button[type=submit]")
-                await expect(page).to_have_url(re.compile(r"/results/assignments/"))
+    # A budget smaller than one row: the first row goes, the rest wait for the next hour.
+    async with teacher_page(db_url, function=QUICK, viewport={"width": 1280, "height": 900},
+                            max_in_flight=1, model_prices={"gpt-4o-mini": ModelPrice(5.0, 15.0)},
+                            group_usd_per_hour=0.000001) as teacher:
+        page = teacher.page
+        await page.click("#mark-all")
+        await expect(page.locator("#estimate")).to_be_visible()
+        await expect(page.locator("#estimate-text")).to_have_text(ESTIMATE)
+        await expect(page.locator("#estimate-text")).to_contain_text(
+            f"{len(demo.ANSWERS)} answers")
+        await expect(page.locator("#estimate-cap")).to_contain_text(
+            "this hour's marking budget")
+        # Nothing is sent before the teacher says so.
+        assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
+        await page.screenshot(path=str(shots / "teacher-estimate.png"), full_page=True)
 
-                await page.click("#mark-all")
-                await expect(page.locator("#estimate")).to_be_visible()
-                await expect(page.locator("#estimate-text")).to_have_text(ESTIMATE)
-                await expect(page.locator("#estimate-text")).to_contain_text(
-                    f"{len(demo.ANSWERS)} answers")
-                await expect(page.locator("#estimate-cap")).to_contain_text(
-                    "this hour's marking budget")
-                # Nothing is sent before the teacher says so.
-                assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
-                await page.screenshot(path=str(shots / "teacher-estimate.png"), full_page=True)
-
-                await page.click("#estimate-send")
-                await expect(page.locator("#notice")).to_contain_text("sent for marking")
-                await expect(page.locator("#progress-text")).to_contain_text(
-                    PAUSED, timeout=30_000)
-                await expect(page.locator("#progress-text")).to_contain_text(
-                    f"1 of {len(demo.ANSWERS)} marked")
-                # The waiting rows say so too (from the live pause event).
-                await expect(page.locator("td.mark .status", has_text="paused: budget")
-                             ).to_have_count(len(demo.ANSWERS) - 1)
-                await page.screenshot(path=str(shots / "teacher-paused.png"), full_page=True)
-                assert errors == []
-            finally:
-                await browser.close()
+        await page.click("#estimate-send")
+        await expect(page.locator("#notice")).to_contain_text("sent for marking")
+        await expect(page.locator("#progress-text")).to_contain_text(
+            PAUSED, timeout=30_000)
+        await expect(page.locator("#progress-text")).to_contain_text(
+            f"1 of {len(demo.ANSWERS)} marked")
+        # The waiting rows say so too (from the live pause event).
+        await expect(page.locator("td.mark .status", has_text="paused: budget")
+                     ).to_have_count(len(demo.ANSWERS) - 1)
+        await page.screenshot(path=str(shots / "teacher-paused.png"), full_page=True)
+        assert teacher.errors == []
     assert (shots / "teacher-estimate.png").stat().st_size > 10_000
     assert (shots / "teacher-paused.png").stat().st_size > 10_000
     # Paused, never failed: the rest wait as pending, saying why.

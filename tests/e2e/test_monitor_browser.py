@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,30 +9,21 @@ from typing import Any
 
 import asyncpg
 import pytest
+from playwright.async_api import Browser, async_playwright, expect
 
 from aiqueue.web.app import create_app
-from tests.conftest import SECRET, make_settings
+from tests.conftest import make_settings
+from tests.e2e.browser import BROWSER_MARKS, launch, log_in
 from tests.e2e.servers import ROOT, free_port, run_asgi
 
-pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-
-CHROMIUM = shutil.which("chromium")
-if CHROMIUM is None and not os.environ.get("AIQUEUE_REQUIRE_BROWSER"):
-    pytest.skip("Debian's chromium is not installed (apt-get install chromium)",
-                allow_module_level=True)
-
-from playwright.async_api import Browser, Page, async_playwright, expect  # noqa: E402
-
+pytestmark = BROWSER_MARKS
 ARTIFACTS = ROOT / "test-artifacts"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run", "--disable-sync"]
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    assert CHROMIUM is not None, "AIQUEUE_REQUIRE_BROWSER is set but chromium is missing"
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        b = await launch(pw)
         yield b
         await b.close()
 
@@ -83,14 +72,6 @@ async def status_counts(conn: asyncpg.Connection) -> dict[str, int]:
     return {r["status"]: r["n"] for r in rows}
 
 
-async def login(page: Page, base: str, target: str = "/ai-queue") -> None:
-    await page.goto(f"{base}{target}")
-    await expect(page).to_have_url(f"{base}/ai-queue/login?next={target}")
-    await page.fill("#password", SECRET)
-    await page.click("button[type=submit]")
-    await expect(page).to_have_url(f"{base}{target}")
-
-
 async def test_operator_path_through_the_page(
     server: str, browser: Browser, conn: asyncpg.Connection
 ):
@@ -99,7 +80,7 @@ async def test_operator_path_through_the_page(
     context = await browser.new_context(viewport={"width": 1280, "height": 1000})
     page = await context.new_page()
     page.set_default_timeout(15_000)
-    await login(page, server)
+    await log_in(page, server, "/ai-queue")
 
     # The stats header.
     await expect(page.locator('[data-stat="in_flight"]')).to_have_text("1 / 1 in flight")
@@ -186,7 +167,7 @@ async def test_no_page_without_login_and_no_change_without_csrf(
 
     context = await browser.new_context()
     page = await context.new_page()
-    await login(page, server)
+    await log_in(page, server, "/ai-queue")
     before = await status_counts(conn)
     statuses = await page.evaluate("""async (id) => {
         const post = (path, body) => fetch(path, {method: "POST", body: new URLSearchParams(body),
@@ -226,7 +207,7 @@ async def test_the_page_shows_the_learned_limit_the_hold_and_the_budget(
     context = await browser.new_context(viewport={"width": 1280, "height": 1000})
     page = await context.new_page()
     page.set_default_timeout(15_000)
-    await login(page, flow_server)
+    await log_in(page, flow_server, "/ai-queue")
     await expect(page.locator('[data-stat="in_flight_limit"]')).to_have_text("3 of 8")
     await expect(page.locator('[data-dispatch="held"]')).to_contain_text(
         "every dispatch is held until")

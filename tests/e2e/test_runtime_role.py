@@ -13,6 +13,7 @@ import asyncio
 import base64
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -77,7 +78,7 @@ async def test_the_app_runs_everything_as_the_runtime_role(db: RuntimeDb) -> Non
 
 
 async def run_the_chain(base: str, db: RuntimeDb, owner: asyncpg.Connection,
-                        page_subs: list[object], api_subs: list[object]) -> None:
+                        page_subs: list[uuid.UUID], api_subs: list[uuid.UUID]) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=20) as client:
         opened = asyncio.Event()
         reader = asyncio.create_task(read_sse(

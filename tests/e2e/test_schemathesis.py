@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import add_submissions
 from tests.e2e.api_server import api_server
 from tests.e2e.servers import ROOT, drain
-from tests.unit.test_openapi import PENDING
+from tests.unit.openapi_kit import PENDING
 
 pytestmark = pytest.mark.e2e
 # positive_data_acceptance is left out: some rules are the data's, not the schema's

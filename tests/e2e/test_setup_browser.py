@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import async_playwright, expect
 
 from aiqueue.web.app import create_app
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
-from tests.conftest import SECRET, make_settings
-from tests.e2e.browser import BROWSER_MARKS, launch
+from tests.conftest import make_settings
+from tests.e2e.browser import BROWSER_MARKS, launch, log_in
 from tests.e2e.servers import ROOT, free_port, run_asgi
 from tests.roles import RuntimeDb, runtime_database
 
@@ -37,13 +37,6 @@ def serve(db_url: str, function_port: int, token: str) -> tuple[object, str, int
     return app, base, port
 
 
-async def open_page(page: Page, base: str) -> None:
-    await page.goto(f"{base}/ai-queue")
-    await page.fill("#password", SECRET)
-    await page.click("button[type=submit]")
-    await expect(page).to_have_url(f"{base}/ai-queue")
-
-
 @pytest.fixture
 async def supabase(pg_admin: str) -> AsyncIterator[RuntimeDb]:
     """A database prepared as Supabase prepares one, migrated with a runtime role."""
@@ -65,7 +58,7 @@ async def test_the_setup_panel_runs_the_doctor_on_demand(
             page = await browser.new_page(viewport={"width": 1280, "height": 1400})
             page.set_default_timeout(30_000)
             page.on("request", lambda r: asked.append(r.url) if "/doctor" in r.url else None)
-            await open_page(page, base)
+            await log_in(page, base, "/ai-queue")
             # Polls come and go (every 4 s); the doctor is not among them.
             await page.wait_for_timeout(4500)
             assert asked == []

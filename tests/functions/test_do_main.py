@@ -15,25 +15,7 @@ from functions.ai_mark import do_main
 from functions.ai_mark.settings import Settings
 
 from .conftest import CALLBACK_URL, make_dispatch
-
-TOKEN = "fn-secret"
-
-
-def web_event(body: Any, *, token: str | None = TOKEN, method: str = "POST") -> dict[str, Any]:
-    """A `web: raw` event as DigitalOcean builds it."""
-    headers = {"content-type": "application/json", "x-forwarded-for": "10.0.0.1"}
-    if token is not None:
-        headers["authorization"] = f"Bearer {token}"
-    raw = body if isinstance(body, str) else json.dumps(body)
-    return {
-        "http": {
-            "body": raw,
-            "headers": headers,
-            "method": method,
-            "path": "",
-            "queryString": "",
-        }
-    }
+from .events import TOKEN, web_event
 
 
 @pytest.fixture

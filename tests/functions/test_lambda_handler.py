@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
-from typing import Any
 
 import httpx
 import pytest
@@ -15,31 +13,7 @@ from functions.ai_mark import lambda_handler
 from functions.ai_mark.settings import Settings
 
 from .conftest import CALLBACK_URL, make_dispatch
-
-TOKEN = "fn-secret"
-
-
-def url_event(body: Any, *, token: str | None = TOKEN, method: str = "POST") -> dict[str, Any]:
-    """A Lambda function URL (payload format 2.0) event with a base64 body."""
-    headers = {"content-type": "application/json", "host": "abc.lambda-url.eu-west-1.on.aws"}
-    if token is not None:
-        headers["authorization"] = f"Bearer {token}"
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": "/",
-        "rawQueryString": "",
-        "headers": headers,
-        "requestContext": {
-            "accountId": "anonymous",
-            "domainName": "abc.lambda-url.eu-west-1.on.aws",
-            "http": {"method": method, "path": "/", "protocol": "HTTP/1.1", "sourceIp": "1.2.3.4"},
-            "requestId": "r-1",
-            "timeEpoch": 1735689600000,
-        },
-        "body": base64.b64encode(json.dumps(body).encode()).decode(),
-        "isBase64Encoded": True,
-    }
+from .events import TOKEN, url_event
 
 
 @pytest.fixture

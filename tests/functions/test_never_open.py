@@ -24,8 +24,7 @@ from functions.ai_mark.errors import SettingsError
 from functions.ai_mark.settings import Settings, is_local_host, require_closed
 
 from .conftest import CALLBACK_URL, make_dispatch
-from .test_do_main import web_event
-from .test_lambda_handler import url_event
+from .events import url_event, web_event
 
 TOKEN = "fn-secret"
 SECRET = "whsec_" + base64.b64encode(b"never-open-signing-key-0123456789").decode()

@@ -11,7 +11,7 @@ import asyncpg
 from aiqueue.db.store import Store
 from aiqueue.models import Job
 from aiqueue.money import NO_MONEY, Money
-from tests.conftest import add_submissions
+from tests.conftest import add_submissions, enqueued
 
 THRESHOLD = 5
 
@@ -38,7 +38,7 @@ class Model:
     async def enqueue(self, group: str, n: int, size: int, assignment: str | None = None) -> None:
         assignment = assignment or group
         ids = await add_submissions(self.conn, n, assignment_id=assignment)
-        out = await self.store.enqueue(ids, assignment, 0, {}, group=group)
+        out = enqueued(await self.store.enqueue(ids, assignment, 0, {}, group=group))
         assert len(out.queue_ids) == n
         self.size[group] = size
         self.of.update(dict.fromkeys(ids, group))

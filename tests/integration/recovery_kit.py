@@ -17,7 +17,8 @@ import respx
 from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from tests.conftest import SELF_CHAIN, add_submissions, make_settings
+from aiqueue.target_settings import DoTarget
+from tests.conftest import SELF_CHAIN, add_submissions, enqueued, make_settings
 
 DO_HOST = "https://faas-test.doserverless.co"
 NS = "fn-test"
@@ -71,6 +72,12 @@ async def runtime(db_url: str, **overrides: Any) -> Runtime:
     return await Runtime.create(settings, db_url)
 
 
+async def do_runtime(db_url: str, limit: float) -> Runtime:
+    """A runtime dispatching to the respx DigitalOcean, its action limited to `limit` seconds."""
+    target = DoTarget(DO_HOST, NS, "ai-mark", "mark", "user", "key", limit)
+    return await runtime(db_url, dispatch_target="digitalocean", digitalocean=target)
+
+
 async def step(rt: Runtime) -> loop.StepResult:
     return await loop.process_step(rt, force=True)
 
@@ -87,7 +94,7 @@ async def age(conn: asyncpg.Connection, seconds: float) -> None:
 
 async def start_one(rt: Runtime, conn: asyncpg.Connection) -> UUID:
     ids = await add_submissions(conn, 1)
-    (queue_id,) = (await rt.store.enqueue(ids, "hw-1", 0, {})).queue_ids
+    (queue_id,) = enqueued(await rt.store.enqueue(ids, "hw-1", 0, {})).queue_ids
     assert (await step(rt)).dispatched
     return queue_id
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -18,19 +18,16 @@ import respx
 
 from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
-from aiqueue.target_settings import DoTarget
 from tests.conftest import add_submissions
 from tests.integration.recovery_kit import (
-    DO_HOST,
     GRACE,
     HEARTBEAT,
-    NS,
     Platform,
     age,
     completed_item,
+    do_runtime,
     history,
     row,
-    runtime,
     start_one,
     step,
 )
@@ -38,12 +35,6 @@ from tests.integration.recovery_kit import (
 # The action's limit of these tests: long, so that only the p95 term can be early.
 LIMIT = 300.0
 P95 = 2.0  # the recent results took 1-2 s: asked about after max(10, 3 x 2) = 10 s
-
-
-@pytest.fixture
-def mock() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=False) as router:
-        yield router
 
 
 async def seed_results(conn: asyncpg.Connection, seconds: list[float]) -> None:
@@ -55,15 +46,10 @@ async def seed_results(conn: asyncpg.Connection, seconds: list[float]) -> None:
         [(uuid.uuid4(), s, uuid.uuid4(), t) for s, t in zip(subs, seconds, strict=True)])
 
 
-async def do_runtime(db_url: str, limit: float = LIMIT) -> Runtime:
-    target = DoTarget(DO_HOST, NS, "ai-mark", "mark", "user", "key", limit)
-    return await runtime(db_url, dispatch_target="digitalocean", digitalocean=target)
-
-
 @pytest.fixture
 async def do_rt(db_url: str, conn: asyncpg.Connection) -> AsyncIterator[Runtime]:
     await seed_results(conn, [1.0] * 18 + [P95, P95])
-    rt = await do_runtime(db_url)
+    rt = await do_runtime(db_url, LIMIT)
     yield rt
     await rt.close()
 

@@ -21,7 +21,7 @@ from tests.batchapi.common import Behaviour, Clock
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
 from tests.e2e.servers import free_port, run_asgi
 from tests.integration.batch_kit import FN_TOKEN, lane_settings, served, soon
-from tests.integration.test_results_page import PAGE, login
+from tests.integration.page_kit import PAGE, login
 
 pytestmark = pytest.mark.e2e
 SIGNING = "whsec_" + base64.b64encode(b"s" * 32).decode()

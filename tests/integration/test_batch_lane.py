@@ -15,7 +15,7 @@ from aiqueue.batch.provider import Line
 from aiqueue.models.batch import BatchRow
 from aiqueue.queue.overnight import job_body
 from aiqueue.queue.spend import cost_usd
-from tests.batchapi.common import Behaviour
+from tests.batchapi.common import Behaviour, LineFate
 from tests.conftest import add_submissions
 from tests.integration.batch_kit import Rig, lane_rig, soon
 
@@ -71,7 +71,7 @@ async def test_a_healthy_batch_marks_every_row_once_at_half_price(rig: Rig) -> N
 async def test_errored_and_expired_lines_use_an_attempt_and_go_to_the_next_batch(
         rig: Rig) -> None:
     ids = [str(i) for i in await rig.enqueue(6)]
-    bad = {ids[0]: "error", ids[1]: "expire"}
+    bad: dict[str, LineFate] = {ids[0]: "error", ids[1]: "expire"}
     rig.fates[1] = Behaviour(delay=1, line=lambda cid, body: bad.get(cid[:36], "ok"))
     await rig.step()
     rig.clock.advance(3601)  # the emulated provider's window closes: line 2 expires

@@ -25,7 +25,7 @@ from aiqueue.errors import DatabaseTimeout, StoreError
 from aiqueue.reads.live import EventHub, LiveConfig
 from aiqueue.runtime import Runtime
 from aiqueue.web.http import error_response
-from tests.conftest import add_submissions, make_settings
+from tests.conftest import add_submissions, enqueued, make_settings
 from tests.e2e.faultproxy import FaultProxy
 
 LIMITS = Limits(hot=1.0, page=1.5, connect=1.0, check_idle_after=0.3, ping=0.3)
@@ -39,7 +39,8 @@ def proxy(db_url: str) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-async def store(proxy: FaultProxy, db_url: str) -> AsyncIterator[Store]:
+async def proxied(proxy: FaultProxy, db_url: str) -> AsyncIterator[Store]:
+    """A Store whose connections pass through the fault proxy."""
     s = Store(await connect_pool(proxy.dsn(_name(db_url)), max_size=3, limits=LIMITS))
     yield s
     await s.close()
@@ -50,21 +51,21 @@ def _name(dsn: str) -> str:
 
 
 async def _enqueue(store: Store, ids: list[uuid.UUID]) -> int:
-    outcome = await store.enqueue(ids, "hw-1", 0, {})
+    outcome = enqueued(await store.enqueue(ids, "hw-1", 0, {}))
     return len(outcome.queue_ids)
 
 
 async def test_a_silent_drop_costs_one_deadline_then_a_fresh_connection_answers(
-    store: Store, proxy: FaultProxy, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+    proxied: Store, proxy: FaultProxy, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
     ids = await add_submissions(conn, 2)
-    assert await _enqueue(store, ids[:1]) == 1
+    assert await _enqueue(proxied, ids[:1]) == 1
     assert proxy.silent_drop() >= 1
     caplog.set_level(logging.INFO, logger="aiqueue")
     started = time.monotonic()
     # The connection is reused at once (not idle long enough for a ping): its
     # deadline passes, it is dropped, and the retry runs on a new connection.
-    assert await _enqueue(store, ids[1:]) == 1
+    assert await _enqueue(proxied, ids[1:]) == 1
     assert LIMITS.hot * 0.9 <= time.monotonic() - started < LIMITS.hot + 2.0
     retries = [json.loads(r.getMessage()) for r in caplog.records if r.name == "aiqueue"]
     assert [(e["outcome"], e["code"]) for e in retries] == [("retry", "TimeoutError")]
@@ -72,14 +73,14 @@ async def test_a_silent_drop_costs_one_deadline_then_a_fresh_connection_answers(
 
 
 async def test_after_a_thaw_an_idle_dead_connection_is_noticed_by_a_short_ping(
-    store: Store, proxy: FaultProxy, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
+    proxied: Store, proxy: FaultProxy, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert await store.ping()
+    assert await proxied.ping()
     proxy.silent_drop()
     await asyncio.sleep(LIMITS.check_idle_after + 0.2)  # "frozen" while the network forgot us
     caplog.set_level(logging.INFO, logger="aiqueue")
     started = time.monotonic()
-    assert await store.ping()
+    assert await proxied.ping()
     # The ping's short limit, not the call's deadline, found the dead connection:
     # the call itself ran once, on a fresh connection.
     events = [json.loads(r.getMessage())["outcome"] for r in caplog.records
@@ -87,56 +88,56 @@ async def test_after_a_thaw_an_idle_dead_connection_is_noticed_by_a_short_ping(
     assert events == ["stale_connection"]
     assert time.monotonic() - started < LIMITS.hot + 1.0
     ids = await add_submissions(conn, 1)
-    assert await _enqueue(store, ids) == 1
+    assert await _enqueue(proxied, ids) == 1
 
 
 async def test_a_cut_connection_is_replaced_and_the_call_retried(
-    store: Store, proxy: FaultProxy, conn: asyncpg.Connection
+    proxied: Store, proxy: FaultProxy, conn: asyncpg.Connection
 ) -> None:
-    await store.ping()
+    await proxied.ping()
     assert proxy.cut() >= 1
     ids = await add_submissions(conn, 1)
-    assert await _enqueue(store, ids) == 1
+    assert await _enqueue(proxied, ids) == 1
 
 
 async def test_a_stall_past_both_attempts_is_a_503_and_nothing_is_applied(
-    store: Store, proxy: FaultProxy, conn: asyncpg.Connection
+    proxied: Store, proxy: FaultProxy, conn: asyncpg.Connection
 ) -> None:
     ids = await add_submissions(conn, 3)
-    await store.ping()
+    await proxied.ping()
     proxy.stall(2 * LIMITS.hot + 1.5)
     started = time.monotonic()
     with pytest.raises(DatabaseTimeout) as caught:
-        await store.enqueue(ids, "hw-1", 0, {})
+        await proxied.enqueue(ids, "hw-1", 0, {})
     assert time.monotonic() - started < 2 * LIMITS.hot + 1.0
     response = error_response(caught.value)
     assert response.status_code == 503 and response.headers["retry-after"] == "2"
     assert json.loads(bytes(response.body))["error"] == "database_timeout"
     await asyncio.sleep(2.0)  # the stall ends; whatever was stuck reaches the server
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
-    assert await _enqueue(store, ids) == 3
+    assert await _enqueue(proxied, ids) == 3
 
 
 async def test_a_claim_after_a_silent_drop_is_retried_and_the_cap_holds(
-    store: Store, proxy: FaultProxy, conn: asyncpg.Connection
+    proxied: Store, proxy: FaultProxy, conn: asyncpg.Connection
 ) -> None:
     ids = await add_submissions(conn, 2)
-    assert await _enqueue(store, ids) == 2
+    assert await _enqueue(proxied, ids) == 2
     proxy.silent_drop()
-    assert await store.claim(1, 5) is not None
-    assert await store.claim(1, 5) is None  # the cap of 1 holds: one row processing
+    assert await proxied.claim(1, 5) is not None
+    assert await proxied.claim(1, 5) is None  # the cap of 1 holds: one row processing
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'") == 1
 
 
 async def test_the_server_stops_waiting_on_a_lock_with_the_client(
-    store: Store, conn: asyncpg.Connection
+    proxied: Store, conn: asyncpg.Connection
 ) -> None:
     async with conn.transaction():
         await conn.execute("LOCK TABLE ai_queue_control IN ACCESS EXCLUSIVE MODE")
         started = time.monotonic()
         with pytest.raises(StoreError):
-            await store.set_paused(True, "test")
+            await proxied.set_paused(True, "test")
         assert time.monotonic() - started < LIMITS.page + 0.5
     # lock_timeout (SET LOCAL) ended the waiting statement on the server too.
     waiting = await conn.fetchval(

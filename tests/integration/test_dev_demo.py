@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.dev import demo
 from aiqueue.dev.defaults import DEV_STUCK_AFTER_SECONDS, dev_secret, dev_settings, load_dev
 from aiqueue.settings import load_settings
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=2))
-    yield s
-    await s.close()
 
 
 async def test_seeding_twice_changes_nothing(store: Store, conn: asyncpg.Connection):

@@ -3,15 +3,12 @@ on the real PostgreSQL (the function side is a respx stand-in here; tests/e2e dr
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 from uuid import UUID, uuid4
 
 import asyncpg
-import httpx
 import pytest
 import respx
 
@@ -22,6 +19,7 @@ from aiqueue.doctor.checks import Doctor, check_schema
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SECRET, add_submissions, app_client, make_settings
+from tests.integration.doctor_kit import checks, fake_function, knows_probes
 from tests.roles import RuntimeDb
 
 TOKENS = Tokens(SECRET)
@@ -80,7 +78,8 @@ async def test_the_schema_is_read_once_per_instance(db_url: str):
         async def counted() -> int:
             nonlocal reads
             reads += 1
-            return await original()
+            version: int = await original()
+            return version
 
         rt.store.schema_version = counted
         for _ in range(5):
@@ -130,35 +129,9 @@ async def test_probe_answers_touch_no_row_and_no_submission(
                     greedy: ("completed", {})}
 
 
-def fake_function(client: httpx.AsyncClient, answer: Callable[[dict[str, Any]], Any],
-                  status: int = 202) -> Callable[[httpx.Request], httpx.Response]:
-    """A function that acks the probe and calls back `answer(dispatch)` through the app."""
-    tasks: set[asyncio.Task[Any]] = set()
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        dispatch = json.loads(request.content)
-        item = answer(dispatch)
-        if item is not None and status < 300:
-            task = asyncio.get_running_loop().create_task(
-                client.post("/webhooks/ai-mark", json=[item]))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        return httpx.Response(status, json={"accepted": status < 300})
-    return handle
-
-
-def knows_probes(d: dict[str, Any]) -> dict[str, Any]:
-    assert d["probe"] is True and "submission" not in d and "payload" not in d
-    return {"queue_id": d["queue_id"], "token": d["callback_token"], "status": "probe"}
-
-
 def too_old(d: dict[str, Any]) -> dict[str, Any]:
     return {"queue_id": d["queue_id"], "token": d["callback_token"], "status": "failed",
             "error": "invalid_input", "retryable": False}
-
-
-def checks(report: dict[str, Any]) -> dict[str, tuple[str, str, str | None]]:
-    return {c["name"]: (c["status"], c["detail"], c["fix"]) for c in report["checks"]}
 
 
 @pytest.mark.parametrize(("answer", "status", "expect"), [

@@ -17,7 +17,7 @@ from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.web.app import create_app
 from tests.conftest import FN, app_client, make_settings
-from tests.integration.test_doctor import fake_function, knows_probes
+from tests.integration.doctor_kit import fake_function, knows_probes
 
 CRON = "cron-secret-0123456789abcdef"
 OTHER = "another-secret-0123456789abcdef"

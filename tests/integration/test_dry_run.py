@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.settings import ModelPrice
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=2))
-    yield s
-    await s.close()
 
 
 @pytest.fixture(autouse=True)

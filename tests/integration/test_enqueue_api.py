@@ -123,7 +123,7 @@ async def test_a_malformed_key_is_400(client: httpx.AsyncClient, conn: asyncpg.C
     headers = {**AUTH, "idempotency-key": key}
     body = {"assignment_id": "hw-7", "submission_ids": [str(ids[0])]}
     r = await client.post("/api/marking/enqueue", json=body,
-                          headers={k: v.encode("utf-8") for k, v in headers.items()})
+                          headers={k.encode(): v.encode("utf-8") for k, v in headers.items()})
     assert r.status_code == 400 and r.json()["error"] == "invalid_header"
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
 

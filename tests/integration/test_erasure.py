@@ -33,13 +33,6 @@ QUEUE_TABLES = r"(ai\_marking\_%|ai\_queue\_%|aiqueue\_%)"
 CARRIERS = ("uuid", "ARRAY", "json", "jsonb", "text", "character varying")
 
 
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=4))
-    yield s
-    await s.close()
-
-
 async def queue_tables(conn: asyncpg.Connection) -> dict[str, list[tuple[str, str]]]:
     """Every queue table of the schema with its (column, type) pairs, from the catalog."""
     rows = await conn.fetch(

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.models import Job
-from tests.conftest import add_submissions
-from tests.integration.test_store import GROUP_VALUES, plan_in_function
+from tests.conftest import add_submissions, enqueued
+from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
 
+pytestmark = pytest.mark.store_pool(12)
 UNLIMITED, THRESHOLD = 0, 5
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=12))
-    yield s
-    await s.close()
 
 
 class Groups:
@@ -33,7 +26,7 @@ class Groups:
 
     async def enqueue(self, group: str, n: int, priority: int = 0) -> None:
         ids = await add_submissions(self.conn, n, assignment_id=group)
-        out = await self.store.enqueue(ids, group, priority, {})
+        out = enqueued(await self.store.enqueue(ids, group, priority, {}))
         assert len(out.queue_ids) == n
         self.of.update(dict.fromkeys(ids, group))
 

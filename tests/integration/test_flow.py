@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.flow import Budget
 from tests.conftest import add_submissions
-from tests.unit.test_flow import REFUSAL_CASES, RESULT_CASES
+from tests.unit.flow_cases import REFUSAL_CASES, RESULT_CASES
 
 THRESHOLD, DAY = 5, 86400.0
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=6))
-    yield s
-    await s.close()
 
 
 async def control(conn: asyncpg.Connection) -> asyncpg.Record:

@@ -10,16 +10,9 @@ import asyncpg
 import pytest
 
 from aiqueue.db.listener import ChangeListener
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.models import EventBatch, EventCursor, MarkingEvent
-from tests.conftest import add_submissions
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=4))
-    yield s
-    await s.close()
+from tests.conftest import add_submissions, enqueued
 
 
 @pytest.fixture
@@ -72,7 +65,7 @@ async def test_an_event_that_commits_after_a_newer_id_is_not_skipped(
 ):
     ids = await add_submissions(conn, 2)
     start = await store.events_head()
-    q1, q2 = (await store.enqueue(ids, "hw-1", 0, {})).queue_ids
+    q1, q2 = enqueued(await store.enqueue(ids, "hw-1", 0, {})).queue_ids
     pending = await drain(store, start, 2)
     cursor = pending[-1].cursor
     tx = conn.transaction()
@@ -96,7 +89,7 @@ async def test_an_older_transaction_with_a_newer_id_is_ordered_by_transaction(
 ):
     ids = await add_submissions(conn, 2)
     start = await store.events_head()
-    q1, q2 = (await store.enqueue(ids, "hw-1", 0, {})).queue_ids
+    q1, q2 = enqueued(await store.enqueue(ids, "hw-1", 0, {})).queue_ids
     cursor = (await drain(store, start, 2))[-1].cursor
     tx = conn.transaction()
     await tx.start()
@@ -163,7 +156,7 @@ async def test_an_enqueue_is_one_feed_row_read_back_as_one_event_per_row(
 ):
     ids = await add_submissions(conn, 5)
     head = await store.events_head()
-    outcome = await store.enqueue(ids, "hw-1", 0, {})
+    outcome = enqueued(await store.enqueue(ids, "hw-1", 0, {}))
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_events") == 1
     # Read in pages of two: each page resumes inside the batch from the last cursor.
     seen: list[MarkingEvent] = []

@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings
 
@@ -27,13 +27,6 @@ async def client(db_url: str, conn: asyncpg.Connection) -> AsyncIterator[httpx.A
                                  base_url="http://app.test") as c:
         yield c
     await app.state.aiqueue.close()
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=4))
-    yield s
-    await s.close()
 
 
 async def enqueue(client: httpx.AsyncClient, ids: list[uuid.UUID], assignment: str = "hw-1",

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import httpx
-import pytest
 import respx
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
 from aiqueue.models import Job
 from aiqueue.tokens import Tokens
@@ -26,13 +24,6 @@ from aiqueue.web.app import create_app
 from tests.conftest import FN, SECRET, SELF_CHAIN, add_submissions, app_client, make_settings
 
 CAP, THRESHOLD = 2, 5
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=6))
-    yield s
-    await s.close()
 
 
 async def processing(conn: asyncpg.Connection) -> set[Any]:

@@ -46,8 +46,8 @@ async def test_stepping_back_and_up_again_leaves_working_functions(
 async def test_functions_are_reapplied_only_when_their_text_changes(
     db_url: str, conn: asyncpg.Connection
 ):
-    def created() -> object:
-        return conn.fetchval("SELECT max(xmin::text::bigint) FROM pg_proc "
+    async def created() -> object:
+        return await conn.fetchval("SELECT max(xmin::text::bigint) FROM pg_proc "
                              "WHERE proname = 'aiqueue_claim'")
 
     before = await created()

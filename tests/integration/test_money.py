@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.models import MarkingEvent
 from aiqueue.money import Money, PoolMoney
 from aiqueue.settings import ModelPrice
 from tests.integration.money_kit import THRESHOLD, Model
 
 CAP = 4
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=4))
-    yield s
-    await s.close()
 
 
 @pytest.fixture

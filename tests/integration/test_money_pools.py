@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from aiqueue import config
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.money import Money
 from aiqueue.settings import Settings
 from tests.conftest import add_submissions, make_settings
@@ -33,13 +32,6 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
     path.write_text(TOML)
     return make_settings(db_url, queue_file=config.load_file({}, path, local_run=True),
                          max_in_flight=4)
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=2))
-    yield s
-    await s.close()
 
 
 async def test_a_pools_cap_pauses_its_rows_only_and_unknown_models_pay_its_top_price(

@@ -494,7 +494,8 @@ async def test_filters_and_keyset_paging_newest_first(
         " ORDER BY created_at DESC, queue_id DESC")]
     await login(client)
 
-    seen, pages, url = [], [], "/ai-queue?assignment_id=hw-page&limit=10"
+    seen, pages = [], []
+    url: str | None = "/ai-queue?assignment_id=hw-page&limit=10"
     while url:
         html = (await client.get(url)).text
         pages.append(url)
@@ -632,7 +633,9 @@ async def test_fragment_answers_304_while_nothing_changed(
         "SELECT now() - interval '2 hours'"))
     await login(client)
     page = (await client.get("/ai-queue")).text
-    etag = re.search(r'data-etag="([^"]+)"', page).group(1).replace("&#34;", '"')
+    found = re.search(r'data-etag="([^"]+)"', page)
+    assert found
+    etag = found.group(1).replace("&#34;", '"')
     r = await client.get("/ai-queue/fragment", headers={"if-none-match": etag})
     assert r.status_code == 304 and r.content == b""
     await seed(conn, 1, "failed", attempts=3)

@@ -57,8 +57,10 @@ async def finish_runs(store: Store, conn: asyncpg.Connection, n: int) -> None:
 
 
 async def outbox(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-    return await conn.fetch("SELECT id::text AS id, state, attempts, last_outcome "
-                            "FROM ai_marking_outbox ORDER BY created_at, id")
+    rows: list[asyncpg.Record] = await conn.fetch(
+        "SELECT id::text AS id, state, attempts, last_outcome "
+        "FROM ai_marking_outbox ORDER BY created_at, id")
+    return rows
 
 
 async def test_each_event_arrives_signed_with_its_outbox_id(

@@ -10,13 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.wire.events import RowFailed, RunFinished
 from tests.conftest import add_submissions
 
@@ -26,13 +24,6 @@ RUN_KEYS = {"type", "assignment_id", "run_id", "completed", "failed", "cancelled
             "tokens",
             "cost_usd", "started_at", "finished_at"}
 ROW_KEYS = {"type", "queue_id", "submission_id", "assignment_id", "error"}
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=10))
-    yield s
-    await s.close()
 
 
 async def events(conn: asyncpg.Connection, kind: str | None = None) -> list[dict[str, Any]]:

@@ -12,26 +12,19 @@ import asyncio
 import json
 import random
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from tests.conftest import add_submissions
 
+pytestmark = pytest.mark.store_pool(12)
 CAP, THRESHOLD = 0, 5
 USAGE = {"model": "m", "prompt_tokens": 10, "completion_tokens": 5}
 CLAIM_LOCK = 7301730173017301
 COMPLETE = "SELECT aiqueue_complete($1, '{\"score\": 1}'::jsonb, NULL, $2)"
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=12))
-    yield s
-    await s.close()
 
 
 async def run_events(conn: asyncpg.Connection) -> list[dict[str, Any]]:

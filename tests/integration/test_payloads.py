@@ -7,23 +7,15 @@ import json
 from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest
 
 from aiqueue.db.migrate import migrate
-from aiqueue.db.store import Store, connect_pool, queries
+from aiqueue.db.store import Store, queries
 from aiqueue.wire.rules import payload_json
 from tests.conftest import add_submissions
 
 THRESHOLD = 5
 RUBRIC = {"question": "Why is the sky blue?", "rubric": "r" * 2000, "max_score": 10,
           "criteria": [{"name": "physics", "points": 6}, {"name": "clarity", "points": 4}]}
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=10))
-    yield s
-    await s.close()
 
 
 async def payload_rows(conn: asyncpg.Connection) -> int:

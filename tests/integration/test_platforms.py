@@ -22,8 +22,8 @@ from aiqueue.doctor.roles import check_lockdown, check_role, check_submissions
 from aiqueue.runtime import Runtime
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, add_submissions, app_client, make_settings
-from tests.integration.test_doctor import fake_function, knows_probes
-from tests.integration.test_lockdown import HOST_AI_OBJECTS, HOST_NOW, probe
+from tests.integration.doctor_kit import fake_function, knows_probes
+from tests.integration.lockdown_kit import HOST_AI_OBJECTS, HOST_NOW, probe
 from tests.roles import (
     NEON_SUPERUSER,
     SUPABASE_PLATFORM,

@@ -13,8 +13,8 @@ import respx
 
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SELF_CHAIN, add_submissions, app_client
+from tests.integration.doctor_kit import checks, fake_function, knows_probes
 from tests.integration.pools_kit import ENV, URLS, pools_settings
-from tests.integration.test_doctor import checks, fake_function, knows_probes
 
 
 @pytest.fixture
@@ -127,7 +127,6 @@ async def test_the_page_filters_and_shows_kinds(
     assert '<option value="code" selected>' in page
     assert "<td>code</td>" in page and "<td>essay</td>" not in page
     assert (await client.get("/ai-queue?kind=Bad%20Kind")).status_code == 400
-
 
 
 async def test_a_webhook_refusal_holds_its_pool_only(

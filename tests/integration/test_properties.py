@@ -363,7 +363,7 @@ class QueueMachine(RuleBasedStateMachine):
 @pytest.mark.parametrize("cap", [1, 2])
 def test_queue_transitions_keep_every_invariant(harness: Harness, cap: int) -> None:
     run_state_machine_as_test(
-        lambda: QueueMachine(harness, cap),
+        lambda: QueueMachine(harness, cap),  # type: ignore[arg-type]  # any factory will do
         settings=settings(max_examples=EXAMPLES, stateful_step_count=40, deadline=None,
                           suppress_health_check=list(HealthCheck)),
     )

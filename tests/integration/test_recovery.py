@@ -6,7 +6,7 @@ Real PostgreSQL, the Functions API via respx; every test counts dispatches.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
@@ -16,20 +16,18 @@ import respx
 from aiqueue.db.gateway import queries
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.runtime import Runtime
-from aiqueue.target_settings import DoTarget
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings
 from tests.integration.recovery_kit import (
     ACTION_LIMIT,
     ACTIVATIONS,
-    DO_HOST,
     GRACE,
     HEARTBEAT,
-    NS,
     STUCK,
     Platform,
     age,
     completed_item,
+    do_runtime,
     history,
     row,
     runtime,
@@ -39,15 +37,8 @@ from tests.integration.recovery_kit import (
 
 
 @pytest.fixture
-def mock() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=False) as router:
-        yield router
-
-
-@pytest.fixture
 async def do_rt(db_url: str) -> AsyncIterator[Runtime]:
-    target = DoTarget(DO_HOST, NS, "ai-mark", "mark", "user", "key", ACTION_LIMIT)
-    rt = await runtime(db_url, dispatch_target="digitalocean", digitalocean=target)
+    rt = await do_runtime(db_url, ACTION_LIMIT)
     yield rt
     await rt.close()
 

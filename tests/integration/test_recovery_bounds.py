@@ -6,7 +6,7 @@ Real PostgreSQL, outgoing HTTP via respx; every test counts dispatches.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
@@ -31,13 +31,6 @@ from tests.integration.recovery_kit import (
     start_one,
     step,
 )
-
-
-@pytest.fixture
-def mock() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=False) as router:
-        yield router
-
 
 # -- heartbeats, Lambda's timeout, late callbacks ------------------------------------
 

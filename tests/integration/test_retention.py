@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import asyncpg
-import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.records.retention import periods
 from aiqueue.settings import Settings
 from tests.conftest import add_submissions
@@ -17,13 +15,6 @@ from tests.conftest import add_submissions
 CAP, THRESHOLD = 0, 5
 DAY = 86400.0
 ENDED, HISTORY = 30 * DAY, 365 * DAY
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=4))
-    yield s
-    await s.close()
 
 
 async def ended_rows(store: Store, conn: asyncpg.Connection, n: int,

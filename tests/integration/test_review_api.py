@@ -178,7 +178,7 @@ async def test_usage_sums_match_what_the_function_reported(
     client: httpx.AsyncClient, conn: asyncpg.Connection, function: Any
 ):
     subs = await add_submissions(conn, 4, assignment_id="hw-7")
-    reported = [
+    reported: list[dict[str, Any]] = [
         {"model": "gpt-x", "prompt_tokens": 1000, "completion_tokens": 250},  # priced: 0.004
         {"model": "gpt-x", "prompt_tokens": 812, "completion_tokens": 164},   # 0.002936
         {"model": "llama", "prompt_tokens": 70, "completion_tokens": 30, "cost_usd": 0.5},

@@ -5,28 +5,22 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
-from tests.conftest import add_submissions
+from aiqueue.db.store import Store
+from tests.conftest import add_submissions, enqueued
 
+pytestmark = pytest.mark.store_pool(20)
 CAP, THRESHOLD = 0, 5
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=20))
-    yield s
-    await s.close()
 
 
 async def claimed(store: Store, sub: uuid.UUID) -> tuple[uuid.UUID, int]:
     """Enqueue one submission and claim its row: (queue_id, dispatch_seq)."""
-    out = await store.enqueue([sub], "hw-r", 0, {}, remark=True)
+    out = enqueued(await store.enqueue([sub], "hw-r", 0, {}, remark=True))
     job = await store.claim(CAP, THRESHOLD)
     assert job is not None and job.queue_id == out.queue_ids[0]
     return job.queue_id, job.dispatch_seq
@@ -130,9 +124,10 @@ async def test_concurrent_revert_and_result_serialise_on_the_submission(
         tx = blocker.transaction()
         await tx.start()
         await blocker.execute("SELECT 1 FROM submissions WHERE id = $1 FOR UPDATE", sub)
-        calls = {"revert": lambda: store.revert(prior, "t"),
-                 "result": lambda: store.complete(queue_id, seq, {"score": 9}, None)}
-        tasks = {}
+        calls: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {
+            "revert": lambda: store.revert(prior, "t"),
+            "result": lambda: store.complete(queue_id, seq, {"score": 9}, None)}
+        tasks: dict[str, asyncio.Task[Any]] = {}
         for name in (first, *(n for n in calls if n != first)):
             tasks[name] = asyncio.create_task(calls[name]())
             await lock_waits(conn, len(tasks), *tasks.values())

@@ -12,8 +12,8 @@ from aiqueue import cli
 from aiqueue.db.migrate import may_migrate, migrate
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import StoreError
-from aiqueue.models.records import ReplayFilter
-from tests.conftest import add_submissions
+from aiqueue.models.records import ReplayFilter, ReplayOutcome
+from tests.conftest import add_submissions, enqueued
 from tests.roles import RuntimeDb, runtime_database
 
 
@@ -95,7 +95,7 @@ async def test_the_runtime_role_reads_the_queue_and_marks_submissions(
         await owner.close()
     store = Store(await connect_pool(db.runtime_dsn, max_size=2))
     try:
-        outcome = await store.enqueue(subs, "hw-rt", 0, {"rubric": "r"})
+        outcome = enqueued(await store.enqueue(subs, "hw-rt", 0, {"rubric": "r"}))
         assert len(outcome.queue_ids) == 2
         job = await store.claim(0, 5)
         assert job is not None and job.content.startswith("answer")
@@ -105,7 +105,8 @@ async def test_the_runtime_role_reads_the_queue_and_marks_submissions(
         assert (await store.stats()).completed == 1
         # A school's data (CONTRACT §9e) as the runtime role: retention, replay, export, erase.
         assert (await store.retain(86400, 86400, every_seconds=0)).ran
-        assert (await store.replay(ReplayFilter(), dry_run=False, actor="rt")).matched == 0
+        replayed = await store.replay(ReplayFilter(), dry_run=False, actor="rt")
+        assert isinstance(replayed, ReplayOutcome) and replayed.matched == 0
         assert len(await store.export_results(datetime(2000, 1, 1, tzinfo=UTC),
                                               datetime(2100, 1, 1, tzinfo=UTC), 0, 10,
                                               True)) == 1

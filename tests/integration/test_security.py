@@ -97,7 +97,7 @@ async def world(db_url: str, conn: asyncpg.Connection, sink: LogSink) -> AsyncIt
     try:
         await store.enqueue(subs[:3], "hw-sec", 0, {"rubric": "r", "max_score": 10})
         jobs = [await store.claim(0, 5) for _ in range(3)]
-        processing, retried, done = jobs  # type: ignore[misc]
+        processing, retried, done = jobs
         assert processing and retried and done
         await store.attempt_failed(retried.queue_id, retried.dispatch_seq, delay=3600,
                                    retryable=True, max_attempts=3, error="x",

@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from aiqueue.db.store import Store, connect_pool
+from aiqueue.db.store import Store
 from aiqueue.errors import Conflict
 from aiqueue.models import Enqueued, EnqueueOutcome, Job, QueueId, SubmissionId, UnknownIds
 from tests.conftest import add_submissions
+from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
 
+pytestmark = pytest.mark.store_pool(30)
 CAP, THRESHOLD = 1, 5
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=30))
-    yield s
-    await s.close()
 
 
 async def claim_first(store: Store, conn: asyncpg.Connection, n: int = 1, *, cap: int = 1,
@@ -432,31 +425,6 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
         r".*?SKIP LOCKED", **GROUP_VALUES)
     assert "ai_marking_queue_group_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
-
-
-# plan_in_function's values for aiqueue_fair_pick's group variables.
-GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'",
-                "kinds": "NULL::text[]"}
-
-
-async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,
-                           cursor: bool = False, **values: str) -> str:
-    """EXPLAIN of a query exactly as a plpgsql function holds it (`values` fill its variables)."""
-    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = $1", function)
-    match = re.search(f"({pattern})", source, re.DOTALL)
-    assert match, source
-    query = match.group(1)
-    for name, value in values.items():
-        query = re.sub(rf"\b{re.escape(name)}\b", value, query)
-    query = re.sub(r"\bINTO \w+\b", "", query)  # plpgsql's SELECT … INTO target
-    if cursor:
-        # A plpgsql FOR loop reads its query through a cursor, planned for its
-        # first rows (cursor_tuple_fraction).
-        async with conn.transaction():
-            rows = await conn.fetch("EXPLAIN DECLARE walk NO SCROLL CURSOR FOR " + query)
-    else:
-        rows = await conn.fetch("EXPLAIN " + query)
-    return "\n".join(r[0] for r in rows)
 
 
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [

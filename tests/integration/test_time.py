@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,13 +21,6 @@ CAP, THRESHOLD = 0, 5
 ALERT_KEYS = {"type", "alert", "pool", "kind", "value", "threshold", "opened_at"}
 # Thresholds that never fire, for the alerts a test is not about.
 NEVER = 10**9
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = Store(await connect_pool(db_url, max_size=10))
-    yield s
-    await s.close()
 
 
 def now() -> datetime:

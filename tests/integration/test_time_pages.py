@@ -10,9 +10,9 @@ import httpx
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
-from tests.integration.test_results_page import JSON, PAGE, app_client, login
+from tests.integration.page_kit import JSON, PAGE, app_client, login
 
-__all__ = ["app_client"]  # the fixture, shared with the results page's tests
+__all__ = ["app_client"]  # the fixture (tests/integration/page_kit.py)
 
 
 async def test_mark_at_schedules_the_class_and_the_page_says_so(

@@ -12,32 +12,9 @@ import respx
 from aiqueue import dispatch
 from aiqueue.queue import enqueue, loop
 from aiqueue.queue.loop import Receipt
-from aiqueue.runtime import Runtime
-from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
+from tests.unit.dispatch_kit import FN, SECRET, SELF, runtime, settings
 from tests.unit.fakes import FakeStore, make_job
-
-FN = "http://function.test/mark"
-SELF = "http://app.test/api/marking/process-queue"
-SECRET = "unit-secret-0123456789abcdef"
-
-
-def settings(**kw: Any) -> Settings:
-    base = Settings(queue_secrets=(SECRET,), app_base_url="http://app.test", function_url=FN,
-                    function_token="fn-token", callback_url="http://app.test/webhooks/ai-mark",
-                    retry_base_seconds=10, retry_max_seconds=300, dispatch_timeout_seconds=0.5)
-    return base.with_overrides(**kw)
-
-
-@pytest.fixture
-async def client() -> Any:
-    async with httpx.AsyncClient(follow_redirects=False) as http:
-        yield http
-
-
-def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime[FakeStore]:
-    s = settings(**kw)
-    return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))
 
 
 @respx.mock

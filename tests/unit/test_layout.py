@@ -26,12 +26,12 @@ def _named_blocks(path: Path) -> set[str]:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and _runs_sql(node.func.attr) and node.args
                 and isinstance(node.args[0], ast.Constant)):
-            names.add(node.args[0].value)
+            names.add(str(node.args[0].value))
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             target = node.value
             if (isinstance(target, ast.Attribute) and target.attr == "sql") or (
                     isinstance(target, ast.Call) and getattr(target.func, "id", "") == "queries"):
-                names.add(node.slice.value)
+                names.add(str(node.slice.value))
     return names
 
 
@@ -111,8 +111,9 @@ def test_every_module_of_aiqueue_sits_in_a_layer():
 
 def test_the_driver_and_the_reference_function_each_have_one_importer():
     # Protected contracts: a new module can't slip past them, as it could past a list.
-    protected = {tuple(c["protected_modules"]): c["allowed_importers"]  # type: ignore[arg-type]
-                 for c in _contracts() if c["type"] == "protected"}
+    protected: dict[tuple[str, ...], object] = {
+        tuple(c["protected_modules"]): c["allowed_importers"]  # type: ignore[arg-type]
+        for c in _contracts() if c["type"] == "protected"}
     assert protected == {("asyncpg",): ["aiqueue.db"], ("functions",): ["aiqueue.dev"]}
 
 
@@ -120,3 +121,62 @@ def test_the_web_never_imports_the_database_package():
     forbidden = [(c["source_modules"], c["forbidden_modules"])
                  for c in _contracts() if c["type"] == "forbidden"]
     assert (["aiqueue.web"], ["aiqueue.db"]) in forbidden
+
+
+def _imported_modules(source: str, package: str) -> set[str]:
+    """Every module a file imports, anywhere in it; relative imports resolved from `package`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = ".".join(parts[:len(parts) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            found.add(module)
+            # `from package import test_x` imports the module test_x.
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _test_modules_imported(path: Path) -> set[str]:
+    package = ".".join(path.relative_to(ROOT).parent.parts)
+    return {name for name in _imported_modules(path.read_text(), package)
+            if name.startswith("tests.") and name.rsplit(".", 1)[1].startswith("test_")}
+
+
+def test_the_import_rule_sees_absolute_relative_and_nested_imports():
+    source = ("from tests.e2e.test_chaos import AUDIT_SQL\nfrom .test_do_main import web_event\n"
+              "from . import test_modes\ndef f():\n    import tests.unit.test_flow\n"
+              "from tests.e2e.servers import free_port\nfrom .conftest import TOKEN\n")
+    imported = {m for m in _imported_modules(source, "tests.functions")
+                if m.rsplit(".", 1)[1].startswith("test_")}
+    assert imported == {"tests.e2e.test_chaos", "tests.functions.test_do_main",
+                        "tests.functions.test_modes", "tests.unit.test_flow"}
+
+
+def test_no_test_module_imports_another():
+    # What tests share lives in kit modules (fakes.py, *_kit.py, servers.py...):
+    # importing a test module runs its tests' module code twice and ties the two files.
+    offenders = {str(path.relative_to(ROOT)): sorted(found)
+                 for path in sorted(ROOT.joinpath("tests").rglob("*.py"))
+                 if (found := _test_modules_imported(path))}
+    assert offenders == {}
+
+
+def _fixtures_named(name: str, path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            marks = [ast.unparse(d) for d in node.decorator_list]
+            if any("fixture" in m and (node.name == name or f"name='{name}'" in m)
+                   for m in marks):
+                return True
+    return False
+
+
+def test_the_store_fixture_is_defined_once():
+    where = [str(path.relative_to(ROOT)) for path in sorted(ROOT.joinpath("tests").rglob("*.py"))
+             if _fixtures_named("store", path)]
+    assert where == ["tests/integration/conftest.py"], (
+        "use the integration conftest's store; a module that races more callers than its pool "
+        "of 10 says so with pytestmark = pytest.mark.store_pool(n)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 import pytest
@@ -171,6 +172,7 @@ async def test_a_change_wakes_a_waiting_stream_at_once():
         finally:
             # As the server does when the client goes: close the stream now, not
             # whenever the event loop gets round to finalizing the generator.
+            assert isinstance(chunks, AsyncGenerator)
             await chunks.aclose()
 
     task = asyncio.create_task(consume())

@@ -10,10 +10,8 @@ import respx
 
 from aiqueue.errors import Invalid
 from aiqueue.queue import enqueue, loop
+from tests.unit.dispatch_kit import FN, runtime
 from tests.unit.fakes import FakeStore, make_job
-from tests.unit.test_dispatch import FN, client, runtime
-
-__all__ = ["client"]  # the fixture, shared with test_dispatch
 
 
 def failed(rt: Any, job: Any, **extra: Any) -> dict[str, Any]:

@@ -91,7 +91,8 @@ def test_the_table_names_each_variable_once():
 def test_an_unset_variable_leaves_the_fields_default():
     s = load_settings({"MARKING_QUEUE_SECRET": SECRET})
     for f in TABLE:
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        factory = f.default_factory
+        default = f.default if factory is dataclasses.MISSING else factory()
         assert getattr(s, f.name) == default, f.metadata["env"]
 
 

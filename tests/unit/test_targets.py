@@ -55,12 +55,6 @@ def accepted(target: str) -> httpx.Response:
     return httpx.Response(202, json={"activationId": ACTIVATION_ID})
 
 
-@pytest.fixture
-async def client() -> Any:
-    async with httpx.AsyncClient(follow_redirects=False) as http:
-        yield http
-
-
 async def send(client: httpx.AsyncClient, target: str, **kw: Any) -> dispatch.Outcome:
     return await dispatch.send(client, make_job(**kw), settings(target), Tokens(SECRET))
 

@@ -61,9 +61,10 @@ def test_actor_and_adjusted_result_parsing():
             parse_actor(bad)
     assert parse_adjusted(None) is None and parse_adjusted({}) is None
     assert parse_adjusted({"result": {"score": 3}}) == {"score": 3}
-    for bad in ([], {"result": 3}, {"other": 1}, {"result": {"x": "\u0000"}}):
+    wrongs: list[object] = [[], {"result": 3}, {"other": 1}, {"result": {"x": "\u0000"}}]
+    for wrong in wrongs:
         with pytest.raises(Invalid):
-            parse_adjusted(bad)
+            parse_adjusted(wrong)
 
 
 def test_sse_events_carry_progress_and_review():

@@ -118,13 +118,13 @@ def _function_prefixes() -> dict[str, list[str]]:
 
     from aiqueue.paths import ROOT
 
-    found = {}
+    found: dict[str, list[str]] = {}
     for path in ROOT.joinpath("api").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "vercel_app"
                     and isinstance(node.args[0], ast.List)):
                 found[str(path.relative_to(ROOT))] = [
-                    e.value for e in node.args[0].elts if isinstance(e, ast.Constant)]
+                    str(e.value) for e in node.args[0].elts if isinstance(e, ast.Constant)]
     return found
 
 

@@ -1,0 +1,31 @@
+"""EXPLAIN of the queries the SQL functions hold, as they hold them: the index tests' tool."""
+
+from __future__ import annotations
+
+import re
+
+import asyncpg
+
+# plan_in_function's values for aiqueue_fair_pick's group variables.
+GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'",
+                "kinds": "NULL::text[]"}
+
+
+async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,
+                           cursor: bool = False, /, **values: str) -> str:
+    """EXPLAIN of a query exactly as a plpgsql function holds it (`values` fill its variables)."""
+    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = $1", function)
+    match = re.search(f"({pattern})", source, re.DOTALL)
+    assert match, source
+    query = match.group(1)
+    for name, value in values.items():
+        query = re.sub(rf"\b{re.escape(name)}\b", value, query)
+    query = re.sub(r"\bINTO \w+\b", "", query)  # plpgsql's SELECT … INTO target
+    if cursor:
+        # A plpgsql FOR loop reads its query through a cursor, planned for its
+        # first rows (cursor_tuple_fraction).
+        async with conn.transaction():
+            rows = await conn.fetch("EXPLAIN DECLARE walk NO SCROLL CURSOR FOR " + query)
+    else:
+        rows = await conn.fetch("EXPLAIN " + query)
+    return "\n".join(r[0] for r in rows)
