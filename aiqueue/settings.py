@@ -14,7 +14,8 @@ from functools import cached_property
 from typing import Literal, TypedDict
 
 from aiqueue import config
-from aiqueue.batch_settings import BatchLaneSettings, load_batch
+from aiqueue.env_values import env_float as _float
+from aiqueue.env_values import env_int as _int
 from aiqueue.errors import SettingsError
 from aiqueue.setup_settings import (
     AWS_ENV_NAMES,
@@ -44,8 +45,6 @@ class Settings:
     """Everything aiqueue reads from its environment (see CONTRACT.md §2)."""
 
     database_url: str | None = None
-    # The default pool's batch lane (§9f; None: no batch lane).
-    batch_lane: BatchLaneSettings | None = field(default=None, hash=False)
     database_direct_url: str | None = None
     # The most connections one instance opens (DATABASE_POOL_MAX).
     database_pool_max: int = 4
@@ -120,6 +119,9 @@ class Settings:
     requests_per_minute: int = 0
     budget_window_seconds: float = 60.0
     refused_give_up_seconds: float = 86400.0
+    # The overnight lane (§9f): a batch goes live this long before its rows' live
+    # time runs out (QUEUE_BATCH_FALLBACK_MARGIN_SECONDS); its pools: Settings.queue.
+    batch_margin_seconds: float = 900.0
     # The default pool's spend caps in USD (CONTRACT §9c: QUEUE_GROUP_USD_PER_HOUR,
     # QUEUE_GROUP_USD_PER_DAY, QUEUE_USD_PER_DAY); None: none.  Read here, kept on
     # the default Pool (Settings.queue); enforced by the spend caps' own code.
@@ -194,36 +196,6 @@ class Settings:
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (tests and the dev command)."""
         return replace(self, **changes)  # type: ignore[arg-type]
-
-
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise SettingsError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _float(
-    env: Mapping[str, str], name: str, default: float, minimum: float,
-    maximum: float = float("inf"),
-) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if not minimum <= value <= maximum or value == float("inf"):
-        bound = f"between {minimum} and {maximum}" if maximum < float("inf") else f">= {minimum}"
-        raise SettingsError(f"{name} must be a finite number {bound}, got {raw}")
-    return value
 
 
 def _url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
@@ -330,11 +302,9 @@ def load_settings(
     base = app_base_url(env, port, _secure_url(env, "APP_BASE_URL", local_run))
     target, digitalocean, aws_lambda = load_target(env, mode, local_run=local_run)
     function_url = _secure_url(env, "AI_MARKING_FUNCTION_URL", local_run)
-    batch_lane = load_batch(env)
-    if batch_lane is not None:
-        # The provider sees the students' answers: https outside dev, as for the function.
-        _secure_url(env, "QUEUE_BATCH_BASE_URL", local_run)
-    if function_url is None and batch_lane is not None and target != "http":
+    queue_file = _queue_file(env, mode, local_run)
+    if function_url is None and target != "http" and queue_file is not None and any(
+            p.name == config.DEFAULT_POOL for p in queue_file.batch_pools):
         # The lane calls the function's render and parse modes synchronously, by HTTP.
         raise SettingsError("AI_MARKING_FUNCTION_URL (the function's web action or function "
                             "URL) is required for the batch lane with AI_MARKING_DISPATCH="
@@ -395,11 +365,11 @@ def load_settings(
         requests_per_minute=_int(env, "QUEUE_REQUESTS_PER_MINUTE", 0, 0),
         budget_window_seconds=_float(env, "QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600),
         refused_give_up_seconds=_float(env, "QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0),
-        batch_lane=batch_lane,
+        batch_margin_seconds=_float(env, "QUEUE_BATCH_FALLBACK_MARGIN_SECONDS", 900.0, 0.0),
         group_usd_per_hour=_usd(env, "QUEUE_GROUP_USD_PER_HOUR"),
         group_usd_per_day=_usd(env, "QUEUE_GROUP_USD_PER_DAY"),
         pool_usd_per_day=_usd(env, "QUEUE_USD_PER_DAY"),
-        queue_file=_queue_file(env, mode, local_run),
+        queue_file=queue_file,
         # Alerts (CONTRACT §9d).
         alert_backlog_age_seconds=_float(env, "QUEUE_ALERT_BACKLOG_AGE_SECONDS", 900.0, 0.0),
         alert_stalled_seconds=_float(env, "QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0),

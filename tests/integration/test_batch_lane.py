@@ -187,9 +187,9 @@ async def test_a_crash_after_the_provider_created_the_batch_adopts_it(rig: Rig) 
     cfg = rig.config
     rows = await rig.rt.store.batch_open(cfg.pool, rig.provider, cfg.model, 100)
     rendered = await _render(rig, rig.provider, rows)
-    lane = rig.rt.settings.batch_lane
-    assert lane is not None
-    client = connect(rig.provider, lane.base_url, lane.api_key)  # type: ignore[arg-type]
+    pool = rig.rt.settings.queue.pools[cfg.pool]
+    assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
+    client = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
     await client.submit(rendered, tag=str(rows[0].batch_id))  # then the step dies
     await client.aclose()
     report = await rig.step(submit_grace_seconds=0)

@@ -649,6 +649,8 @@ SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3
        coalesce(est.cost_usd, aiqueue_price_usd($6::jsonb, $5::text, est.model,
                                                 est.prompt_tokens, est.completion_tokens))
            AS row_cost_usd,
+       aiqueue_batch_price_usd($6::jsonb, $5::text, est.model, est.prompt_tokens,
+                               est.completion_tokens, est.cost_usd) AS batch_row_cost_usd,
        sp.group_hour, sp.group_day, sp.pool_day,
        (SELECT coalesce(sum(c.n), 0) FROM ai_marking_counts c
         WHERE c.status IN ('pending', 'processing'))::bigint AS ahead
