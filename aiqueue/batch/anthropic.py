@@ -1,8 +1,10 @@
 """Anthropic's Message Batches API through the official SDK: one create holds every request.
 
-The SDK sends the key and `anthropic-version`; the documented `x-api-key`
-header goes along too, so the key reaches the API however the SDK's version
-sends it. Errors become content-free codes, as for OpenAI.
+The key goes in Anthropic's documented `x-api-key` header, with the SDK's
+`anthropic-version`, and nowhere else: this SDK's release sends `api_key=` as
+`Authorization: Bearer`, so that header is omitted (CONTRACT §9f: the key is
+sent as the provider's documentation says).  Errors become content-free codes,
+as for OpenAI.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ class AnthropicBatches:
     limits = Limits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        # api_key= too: without it the SDK would look for credentials of its own.
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url.removesuffix("/v1"), timeout=timeout,
-            max_retries=2, default_headers={"x-api-key": api_key})
+            max_retries=2, default_headers={"x-api-key": api_key,
+                                            "authorization": anthropic.Omit()})
 
     async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
         requests: Any = [{"custom_id": line.custom_id, "params": line.body} for line in lines]

@@ -69,6 +69,8 @@ class AnthropicBatchAPI:
         self.deleted: list[str] = []
         self.requests_answered = 0  # lines the "model" ran (each one is paid)
         self.answered_ids: list[str] = []
+        # How the key came: the names of the credential headers each request carried.
+        self.auth_seen: set[tuple[str, ...]] = set()
         self.app = Starlette(routes=[
             Route("/v1/messages/batches", self.create, methods=["POST"]),
             Route("/v1/messages/batches", self.list_batches, methods=["GET"]),
@@ -239,7 +241,9 @@ class AnthropicBatchAPI:
         return self.batches.get(request.path_params["batch_id"])
 
     def _auth(self, request: Request) -> Response | None:
-        # The documented header is `x-api-key`; the SDK (2.x) sends the key as a bearer.
+        # The documented header is `x-api-key`; the SDK (2.x) sends `api_key=` as a bearer.
+        self.auth_seen.add(tuple(sorted(h for h in ("authorization", "x-api-key")
+                                        if h in request.headers)))
         keys = {request.headers.get("x-api-key"),
                 request.headers.get("authorization", "").removeprefix("Bearer ")}
         if self.key not in keys:
