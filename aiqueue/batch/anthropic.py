@@ -29,10 +29,11 @@ class AnthropicBatches:
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
         # api_key= too: without it the SDK would look for credentials of its own.
+        # (Omit is the SDK's "remove this header", which its stubs type as a str.)
+        headers: dict[str, Any] = {"x-api-key": api_key, "authorization": anthropic.Omit()}
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url.removesuffix("/v1"), timeout=timeout,
-            max_retries=2, default_headers={"x-api-key": api_key,
-                                            "authorization": anthropic.Omit()})
+            max_retries=2, default_headers=headers)
 
     async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
         requests: Any = [{"custom_id": line.custom_id, "params": line.body} for line in lines]

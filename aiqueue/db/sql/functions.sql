@@ -990,6 +990,14 @@ BEGIN
 END
 $$;
 
+-- Whether a row's kind is one of `kinds`, or (kinds NULL) none of `others`:
+-- recovery takes each platform's kinds in turn (aiqueue/queue/recovery.py).
+CREATE OR REPLACE FUNCTION aiqueue_kind_in(p_kind text, kinds text[], others text[])
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN kinds IS NOT NULL THEN p_kind = ANY (kinds)
+                ELSE NOT (p_kind = ANY (coalesce(others, '{}'))) END
+$$;
+
 -- The pools that hold some of these kinds, by the plan (aiqueue 0019); NULL:
 -- any pool.
 CREATE OR REPLACE FUNCTION aiqueue_kinds_pools(kinds text[], plan jsonb) RETURNS text[]
