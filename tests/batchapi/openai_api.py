@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from tests.batchapi.common import (
     Behaviour,
     Clock,
+    EmulatorBase,
+    Handler,
     LineFate,
     count_tokens,
     line_times,
@@ -73,33 +73,31 @@ class Batch:
     cancel_at: float = 0.0
 
 
-class OpenAIBatchAPI:
+class OpenAIBatchAPI(EmulatorBase):
     """The emulated API; `behaviours(n)` programs the n-th batch (1-based)."""
 
     def __init__(self, key: str = "sk-test-batch", *,
                  behaviours: Callable[[int], Behaviour] | None = None,
                  clock: Clock | None = None, window_seconds: float = WINDOW_SECONDS,
                  max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES) -> None:
-        self.key = key
-        self.behaviours = behaviours or (lambda n: Behaviour())
-        self.clock = clock or Clock()
-        self.window_seconds = window_seconds
-        self.max_requests, self.max_bytes = max_requests, max_bytes
         self.files: dict[str, File] = {}
         self.batches: dict[str, Batch] = {}
         self.deleted_files: list[str] = []
-        self.requests_answered = 0  # lines the "model" ran (each one is paid)
-        self.answered_ids: list[str] = []
-        self.app = Starlette(routes=[
-            Route("/v1/files", self.upload, methods=["POST"]),
-            Route("/v1/files", self.list_files, methods=["GET"]),
-            Route("/v1/files/{file_id}", self.file, methods=["GET", "DELETE"]),
-            Route("/v1/files/{file_id}/content", self.content, methods=["GET"]),
-            Route("/v1/batches", self.create, methods=["POST"]),
-            Route("/v1/batches", self.list_batches, methods=["GET"]),
-            Route("/v1/batches/{batch_id}", self.retrieve, methods=["GET"]),
-            Route("/v1/batches/{batch_id}/cancel", self.cancel, methods=["POST"]),
-        ])
+        super().__init__(key, behaviours=behaviours, clock=clock,
+                         window_seconds=window_seconds, max_requests=max_requests,
+                         max_bytes=max_bytes)
+
+    def routes(self) -> list[tuple[str, list[str], Handler]]:
+        return [
+            ("/v1/files", ["POST"], self.upload),
+            ("/v1/files", ["GET"], self.list_files),
+            ("/v1/files/{file_id}", ["GET", "DELETE"], self.file),
+            ("/v1/files/{file_id}/content", ["GET"], self.content),
+            ("/v1/batches", ["POST"], self.create),
+            ("/v1/batches", ["GET"], self.list_batches),
+            ("/v1/batches/{batch_id}", ["GET"], self.retrieve),
+            ("/v1/batches/{batch_id}/cancel", ["POST"], self.cancel),
+        ]
 
     def held(self) -> dict[str, list[str]]:
         """What the provider still keeps: files, and batches not yet ended."""
@@ -109,8 +107,6 @@ class OpenAIBatchAPI:
     # -- files ---------------------------------------------------------------
 
     async def upload(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         async with request.form(max_part_size=MAX_BYTES + 1) as form:
             purpose, upload = form.get("purpose"), form.get("file")
             if purpose not in {"batch", "assistants", "fine-tune", "vision", "user_data"}:
@@ -125,14 +121,10 @@ class OpenAIBatchAPI:
         return JSONResponse(file.json())
 
     async def list_files(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         return JSONResponse({"object": "list", "data": [f.json() for f in self.files.values()],
                              "has_more": False, "first_id": None, "last_id": None})
 
     async def file(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         file_id = request.path_params["file_id"]
         file = self.files.get(file_id)
         if file is None:
@@ -144,8 +136,6 @@ class OpenAIBatchAPI:
         return JSONResponse(file.json())
 
     async def content(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         file = self.files.get(request.path_params["file_id"])
         if file is None:
             return _error(404, "No such File object.", "invalid_request_error", "id")
@@ -154,8 +144,6 @@ class OpenAIBatchAPI:
     # -- batches -------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         body = await request.json()
         file = self.files.get(body.get("input_file_id", ""))
         if file is None or file.purpose != "batch":
@@ -175,15 +163,13 @@ class OpenAIBatchAPI:
             return _error(400, "Invalid metadata.", "invalid_request_error", "metadata")
         lines, model, invalid = self._validate(file.data, endpoint)
         now = self.clock()
-        behaviour = self.behaviours(len(self.batches) + 1)
+        behaviour = self.next_behaviour()
         batch = Batch(new_id("batch_"), file.id, endpoint, now, behaviour, lines, model,
                       invalid, metadata, times=line_times(now, behaviour, len(lines)))
         self.batches[batch.id] = batch
         return JSONResponse(self._json(batch))
 
     async def retrieve(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         batch = self.batches.get(request.path_params["batch_id"])
         if batch is None:
             return _error(404, "No batch found.", "invalid_request_error", "batch_id")
@@ -191,8 +177,6 @@ class OpenAIBatchAPI:
         return JSONResponse(self._json(batch))
 
     async def cancel(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         batch = self.batches.get(request.path_params["batch_id"])
         if batch is None:
             return _error(404, "No batch found.", "invalid_request_error", "batch_id")
@@ -207,8 +191,6 @@ class OpenAIBatchAPI:
         return JSONResponse(self._json(batch))
 
     async def list_batches(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         for batch in self.batches.values():
             self._advance(batch)
         data = [self._json(b) for b in reversed(self.batches.values())]
@@ -296,8 +278,7 @@ class OpenAIBatchAPI:
             when = batch.times[index]
             fate = self._fate(batch, index)
             if when is not None and when <= now and fate != "expire":
-                self.requests_answered += 1
-                self.answered_ids.append(line["custom_id"])
+                self.answered(line["custom_id"])
                 if fate == "ok":
                     output.append(answer_line(line))
                 else:
@@ -349,7 +330,7 @@ class OpenAIBatchAPI:
             "metadata": batch.metadata, "model": batch.model,
         }
 
-    def _auth(self, request: Request) -> Response | None:
+    def refuse(self, request: Request) -> Response | None:
         if request.headers.get("authorization") != f"Bearer {self.key}":
             return _error(401, "Incorrect API key provided.", "invalid_request_error", None,
                           code="invalid_api_key")
