@@ -14,7 +14,18 @@ from typing import Any, Literal, TypeVar
 
 import anthropic
 
-from aiqueue.batch.provider import Handle, Limits, Line, Outcome, Polled, ProviderError
+from aiqueue.batch.provider import (
+    Handle,
+    Limits,
+    Line,
+    Outcome,
+    Polled,
+    ProviderError,
+    SdkErrors,
+    answered,
+    sdk_call,
+    unanswered,
+)
 
 T = TypeVar("T")
 # How long after the lane's record a lost create may have reached the provider.
@@ -89,25 +100,16 @@ class AnthropicBatches:
 def _outcome(custom_id: str, result: Any) -> Outcome:
     kind = getattr(result, "type", None)
     if kind == "succeeded":
-        return Outcome(custom_id, "succeeded", response=result.message.model_dump(mode="json"))
-    if kind in {"expired", "canceled"}:
-        return Outcome(custom_id, kind, error=f"batch_{kind}")
+        return answered(custom_id, result.message.model_dump(mode="json"))
+    if kind in ("expired", "canceled"):
+        return unanswered(custom_id, kind)
     error = getattr(getattr(result, "error", None), "error", None)
-    code = getattr(error, "type", None)
-    return Outcome(custom_id, "errored",
-                   error=f"provider_{code}" if isinstance(code, str) and code.isidentifier()
-                   else "provider_line_error")
+    return unanswered(custom_id, "errored", getattr(error, "type", None))
+
+
+_ERRORS = SdkErrors(anthropic.APIStatusError, anthropic.APITimeoutError,
+                    anthropic.APIConnectionError, anthropic.AnthropicError)
 
 
 async def _call(make: Callable[[], Awaitable[T]]) -> T:
-    """Run one SDK call; its failures become a content-free ProviderError."""
-    try:
-        return await make()
-    except anthropic.APIStatusError as exc:
-        raise ProviderError(f"provider_http_{exc.status_code}") from None
-    except anthropic.APITimeoutError:
-        raise ProviderError("provider_timeout") from None
-    except anthropic.APIConnectionError:
-        raise ProviderError("provider_unreachable") from None
-    except (anthropic.AnthropicError, ValueError):
-        raise ProviderError("provider_bad_answer") from None
+    return await sdk_call(make, _ERRORS)

@@ -7,6 +7,7 @@ checks both (see `_both_satisfy_the_protocol`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -42,13 +43,16 @@ class FakeStore:
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False, attempts: str | None = None) -> int:
+                            ask: bool = False, attempts: str | None = None,
+                            kinds: Sequence[str] | None = None,
+                            others: Sequence[str] = ()) -> int:
         self.calls.append(("recover_stuck", (stuck_after, max_attempts)))
         self.recovery = {"heartbeat": heartbeat, "bound": bound, "ask": ask}
         return self.recovered
 
-    async def take_lookups(self, quiet: float, bound: float, limit: int,
-                           hold: float) -> list[Lookup]:
+    async def take_lookups(self, quiet: float, bound: float, limit: int, hold: float, *,
+                           kinds: Sequence[str] | None = None,
+                           others: Sequence[str] = ()) -> list[Lookup]:
         self.calls.append(("take_lookups", (quiet, bound, limit, hold)))
         taken, self.lookups = self.lookups[:limit], self.lookups[limit:]
         return taken
