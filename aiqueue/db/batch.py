@@ -41,12 +41,23 @@ class BatchQueries(Gateway):
         return await self._refunded("batch_release", batch_id, ids)
 
     async def _refunded(self, name: str, batch_id: int, *args: Any) -> int:
-        """Rows leave a batch unpaid: packing's charge is given back, in one transaction."""
+        """Rows leave a batch unpaid: packing's charge is given back, and they move, in one
+        transaction."""
         async def work(conn: asyncpg.Connection) -> int:
             await conn.execute(self.sql["batch_refund"], batch_id,
                                args[0] if args else None)
-            return int(await conn.fetchval(self.sql[name], batch_id, *args))
+            return await self._bulk_move(conn, name, batch_id, *args)
         return int(await self.db.write(work, idempotent=True))
+
+    async def _bulk_move(self, conn: asyncpg.Connection, name: str, *args: Any) -> int:
+        """Run statement `name`, which moves many of a batch's rows back to pending, with
+        their groups joining their turns once each rather than row by row."""
+        await conn.execute(self.sql["batch_fair_bulk"], "on")
+        row = await conn.fetchrow(self.sql[name], *args)
+        await conn.execute(self.sql["batch_fair_bulk"], "off")
+        assert row is not None, "an aggregate always answers one row"
+        await conn.execute(self.sql["batch_fair_join"], row["ids"])
+        return int(row["n"])
 
     async def batch_abandon(self, batch_id: int, error: str) -> bool:
         return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
@@ -69,10 +80,13 @@ class BatchQueries(Gateway):
                                  window: float) -> int:
         if not failures:
             return 0
-        return int(await self._write_val(
-            "batch_lines_failed", [f.queue_id for f in failures],
-            [f.dispatch_seq for f in failures], [f.code for f in failures],
-            [f.retryable for f in failures], max_attempts, window, idempotent=True))
+        args = ([f.queue_id for f in failures], [f.dispatch_seq for f in failures],
+                [f.code for f in failures], [f.retryable for f in failures], max_attempts,
+                window)
+
+        async def work(conn: asyncpg.Connection) -> int:
+            return await self._bulk_move(conn, "batch_lines_failed", *args)
+        return int(await self.db.write(work, idempotent=True))
 
     async def batch_fallback(self, batch_id: int) -> int:
         return await self._refunded("batch_fallback", batch_id)

@@ -121,6 +121,10 @@ async def test_a_stalled_batch_falls_back_to_live_before_the_deadline(rig: Rig) 
     assert (await rig.step()).fell_back == 4
     rows = await rig.conn.fetch("SELECT status, lane, batch_id FROM ai_marking_queue")
     assert {tuple(r) for r in rows} == {("pending", "live", None)}
+    # Packing's charge is given back (the live dispatches charge anew), and the
+    # group waits for its turn again: the live claim serves it.
+    fair = await rig.conn.fetch("SELECT counter, waiting FROM ai_marking_fair")
+    assert [tuple(r) for r in fair] == [(0.0, True)]
     jobs = [await rig.rt.store.claim(4, 5) for _ in range(4)]
     assert all(j is not None and j.attempt == 1 for j in jobs)  # the batch's attempt is back
     assert all(not v for v in rig.held().values()), rig.held()

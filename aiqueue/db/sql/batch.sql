@@ -64,9 +64,15 @@ SELECT aiqueue_batch_charge($1::bigint, $2::jsonb);
 -- What packing charged rows of batch $1 is given back ($2: only these; NULL:
 -- all of them): the provider never had them, or they go live, where their
 -- dispatch charges anew.  Run before batch_release and batch_fallback.
-SELECT aiqueue_money_refund(q.queue_id) FROM ai_marking_queue q
-WHERE q.batch_id = $1 AND q.status = 'processing' AND q.charged_tokens IS NOT NULL
-  AND ($2::uuid[] IS NULL OR q.queue_id = ANY($2::uuid[]));
+SELECT aiqueue_batch_refund($1::bigint, $2::uuid[]);
+
+-- batch_fair_bulk --
+-- On ($1 'on') for one bulk move of a batch's rows back to pending, whose
+-- groups then join their turns once each (batch_fair_join), not row by row.
+SELECT set_config('aiqueue.fair_bulk', $1::text, true);
+
+-- batch_fair_join --
+SELECT aiqueue_fair_join_ids($1::uuid[]);
 
 -- batch_submitted --
 -- The provider took the batch.  Only while the record still says
@@ -94,7 +100,7 @@ history AS (
     FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
       AND a.kind = 'dispatch'
 )
-SELECT count(*) AS n FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_abandon --
 -- A batch the provider never created (or whose creation failed): ended.
@@ -173,7 +179,7 @@ tally AS (
     SELECT 'batch_failed', CASE WHEN rows.status = 'failed' THEN 'failed' END, rows.code, count(*)
     FROM rows GROUP BY 2, 3
 )
-SELECT count(*) AS n FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_fallback --
 -- The deadline is near: the batch's unresolved rows go live now, with the
@@ -191,7 +197,7 @@ history AS (
     FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
       AND a.kind = 'dispatch'
 )
-SELECT count(*) AS n FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_mark --
 -- A batch's new state and the files the provider keeps for it; look again in

@@ -824,10 +824,28 @@ $$;
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_fair_join_rows();
+-- The overnight lane moves a whole batch back at once (aiqueue/db/batch.py):
+-- it sets aiqueue.fair_bulk for that statement and then joins each group once
+-- (aiqueue_fair_join_ids), where this trigger was 85 % of a 2,000-row fallback.
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_upd
     AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending')
+    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending'
+                       AND current_setting('aiqueue.fair_bulk', true) IS DISTINCT FROM 'on')
     EXECUTE FUNCTION aiqueue_fair_join_row();
+
+-- The groups of rows `p_ids` that are pending now join their turns, once each,
+-- in key order, at their first pending row (the row trigger's work, set-based).
+CREATE OR REPLACE FUNCTION aiqueue_fair_join_ids(p_ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
+    FROM (SELECT DISTINCT ON (1, 2, 3) q.pool, q.priority,
+                 coalesce(q.group_key, q.assignment_id) AS grp, q.turn, q.seq
+          FROM ai_marking_queue q
+          WHERE q.queue_id = ANY (p_ids) AND q.status = 'pending'
+          ORDER BY 1, 2, 3, q.turn, q.seq) n;
+END
+$$;
 
 -- What a row of an assignment is expected to use: the assignment's running
 -- mean, else the mean of its pool's 20 most recently used assignments, else a
@@ -1233,6 +1251,36 @@ BEGIN
                                       charged_at = now()
         FROM unnest(c.ids, c.each_tokens, c.each_usd) AS x (queue_id, tokens, usd)
         WHERE q.queue_id = x.queue_id;
+    END LOOP;
+END
+$$;
+
+-- Rows leave batch `p_batch` unpaid (`p_ids`; NULL: all it still holds): what
+-- packing charged them is given back, one group at a time (as aiqueue_money_refund
+-- does for one row), so that a batch of thousands is one short statement.
+CREATE OR REPLACE FUNCTION aiqueue_batch_refund(p_batch bigint, p_ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN
+        SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
+               sum(q.charged_tokens) AS tokens, sum(q.charged_usd) AS usd,
+               min(q.charged_at) AS charged_at, array_agg(q.queue_id) AS ids
+        FROM ai_marking_queue q
+        WHERE q.batch_id = p_batch AND q.status = 'processing' AND q.charged_tokens IS NOT NULL
+          AND (p_ids IS NULL OR q.queue_id = ANY (p_ids))
+        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    LOOP
+        UPDATE ai_marking_fair f SET counter = f.counter - c.tokens
+        WHERE f.pool = c.pool AND f.priority = c.priority AND f.group_key = c.grp;
+        IF c.usd IS NOT NULL THEN
+            PERFORM aiqueue_spend_correct(c.pool, c.grp, -c.usd, c.charged_at);
+            UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
+            WHERE f.pool = c.pool AND f.group_key = c.grp AND f.capped_until IS NOT NULL;
+        END IF;
+        UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
+        WHERE q.queue_id = ANY (c.ids);
     END LOOP;
 END
 $$;
