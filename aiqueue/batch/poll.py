@@ -110,7 +110,7 @@ async def _apply(lane: Lane, batch: LaneBatch, polled: Polled, report: StepRepor
         held = {(r.queue_id, r.dispatch_seq) for r in lines.values() if r.held}
         failures += [f for f in settled if (f.queue_id, f.dispatch_seq) in held]
     report.failed_lines += await lane.store.batch_lines_failed(
-        failures, lane.config.max_attempts, lane.config.window_seconds)
+        failures, lane.config.max_attempts, lane.config.window_seconds, lane.config.attempts)
 
 
 def _response(lane: Lane, row: BatchRow, outcome: Outcome) -> dict[str, Any]:

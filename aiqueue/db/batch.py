@@ -77,12 +77,14 @@ class BatchQueries(Gateway):
         return [BatchRow.from_row(r) for r in await self._fetch("batch_lines", batch_id)]
 
     async def batch_lines_failed(self, failures: Sequence[LineFailure], max_attempts: int,
-                                 window: float) -> int:
+                                 window: float, attempts: str | None = None) -> int:
+        """Lines that gave no mark; `attempts`: the kinds' own max attempts ({kind: n} as
+        JSON; QueueConfig.attempts), else `max_attempts`."""
         if not failures:
             return 0
         args = ([f.queue_id for f in failures], [f.dispatch_seq for f in failures],
                 [f.code for f in failures], [f.retryable for f in failures], max_attempts,
-                window)
+                window, attempts or "{}")
 
         async def work(conn: asyncpg.Connection) -> int:
             return await self._bulk_move(conn, "batch_lines_failed", *args)

@@ -56,7 +56,7 @@ def lane_config(rt: Runtime, pool: Pool) -> LaneConfig:
     assert pool.batch_model is not None, "config.load checks batch_model with batch"
     return LaneConfig(pool=pool.name, model=pool.batch_model, max_attempts=s.max_attempts,
                       slots=pool.max_in_flight, margin_seconds=s.batch_margin_seconds,
-                      money=Money.of(s).json())
+                      money=Money.of(s).json(), attempts=s.queue.attempts)
 
 
 async def run_if_due(rt: Runtime, force: bool) -> None:

@@ -34,6 +34,7 @@ class Pools:
     settings: Settings
     emus: dict[str, Any]  # by pool
     clock: Clock
+    fates: dict[int, Behaviour]  # the n-th batch of each emulator
 
 
 def pools_settings(db_url: str, emus: dict[str, tuple[Any, str]], fn_url: str) -> Settings:
@@ -52,7 +53,7 @@ def pools_settings(db_url: str, emus: dict[str, tuple[Any, str]], fn_url: str) -
     }
     kind = {"function_url": fn_url, "function_token": FN_TOKEN}
     kinds = {
-        "essay": config.Kind("essay", "oa", lane="batch", **kind),
+        "essay": config.Kind("essay", "oa", lane="batch", max_attempts=1, **kind),
         "short": config.Kind("short", "an", **kind),
         "quiz": config.Kind("quiz", "plain", **kind),
     }
@@ -64,8 +65,8 @@ def pools_settings(db_url: str, emus: dict[str, tuple[Any, str]], fn_url: str) -
 
 
 @contextmanager
-def two_providers(clock: Clock) -> Iterator[tuple[dict[str, tuple[Any, str]], str]]:
-    fates: dict[int, Behaviour] = {}
+def two_providers(clock: Clock, fates: dict[int, Behaviour]
+                  ) -> Iterator[tuple[dict[str, tuple[Any, str]], str]]:
     with ExitStack() as stack:
         oa, oa_url, fn_url = stack.enter_context(served("openai", clock, fates))
         an, an_url, _ = stack.enter_context(served("anthropic", clock, fates))
@@ -74,11 +75,11 @@ def two_providers(clock: Clock) -> Iterator[tuple[dict[str, tuple[Any, str]], st
 
 @pytest.fixture
 async def pools(db_url: str) -> AsyncIterator[Pools]:
-    clock = Clock()
-    with two_providers(clock) as (emus, fn_url):
+    clock, fates = Clock(), {}
+    with two_providers(clock, fates) as (emus, fn_url):
         settings = pools_settings(db_url, emus, fn_url)
         async with app_client(create_app(settings)) as client:
-            yield Pools(client, settings, {k: v[0] for k, v in emus.items()}, clock)
+            yield Pools(client, settings, {k: v[0] for k, v in emus.items()}, clock, fates)
 
 
 async def enqueue(client: httpx.AsyncClient, ids: list[uuid.UUID], assignment: str,
@@ -189,3 +190,16 @@ async def test_the_dry_run_prices_the_batch_lane(pools: Pools, conn: asyncpg.Con
     assert essay.json()["estimated_cost_usd"] == pytest.approx(
         4 * (750 * OA_LIVE.input + 250 * OA_LIVE.output) / 2e6)
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
+
+
+async def test_an_errored_line_counts_against_its_kinds_own_attempts(
+        pools: Pools, conn: asyncpg.Connection) -> None:
+    pools.fates[1] = Behaviour(delay=1, line=lambda custom_id, body: "error")
+    ids = await add_submissions(conn, 2, "hw-x")
+    assert (await enqueue(pools.client, ids, "hw-x", kind="essay")).status_code == 202
+    await cron(pools, conn)
+    pools.clock.advance(2)
+    await cron(pools, conn)
+    # essay allows one attempt (QUEUE_MAX_ATTEMPTS is 3): its errored lines end failed.
+    rows = await conn.fetch("SELECT status, last_error FROM ai_marking_queue")
+    assert {tuple(r) for r in rows} == {("failed", "provider_line_500")}

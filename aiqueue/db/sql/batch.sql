@@ -147,16 +147,22 @@ WHERE q.batch_id = $1 AND q.status = 'processing';
 -- codes, $4 retryable): an attempt is used, and the row waits for the next
 -- batch, or goes live when its live time has come or it has been on the
 -- batch lane for the provider's window ($6 seconds); failed when attempts
--- ($5) are used up or the failure is final.  Only the dispatch in this batch.
+-- ($5; a kind's own, $7: {kind: n}) are used up or the failure is final.  Only
+-- the dispatch in this batch.
 WITH lines AS (
     SELECT * FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::boolean[])
         AS l (queue_id, dispatch_seq, code, retryable)
 ),
 rows AS (
     UPDATE ai_marking_queue q
-    SET status = CASE WHEN l.retryable AND q.attempts < $5::integer THEN 'pending'
+    SET status = CASE WHEN l.retryable
+                           AND q.attempts < coalesce(($7::jsonb ->> q.kind)::integer, $5::integer)
+                      THEN 'pending'
                       ELSE 'failed' END,
-        finished_at = CASE WHEN l.retryable AND q.attempts < $5::integer THEN NULL
+        finished_at = CASE WHEN l.retryable
+                                AND q.attempts < coalesce(($7::jsonb ->> q.kind)::integer,
+                                                          $5::integer)
+                           THEN NULL
                            ELSE now() END,
         lane = CASE WHEN q.run_after <= now()
                       OR q.created_at + make_interval(secs => $6::float8) <= now()
