@@ -1,62 +1,28 @@
-"""What the queue's loop needs of its store, as a Protocol.
+"""What the queue's rules need of their store, as Protocols: one port per rule module.
 
-The real store (aiqueue/db/store.py) satisfies it, and so does the unit
-tests' in-memory fake (tests/unit/fakes.py); mypy checks both.
+A rule takes `Runtime[ItsPort]` (aiqueue/runtime.py); the real Store
+(aiqueue/db/store.py) satisfies every port, and the unit tests' in-memory
+fake (tests/unit/fakes.py) satisfies LoopStore, the union the loop needs;
+mypy checks both. A rule that asks its store for something new names the
+method in its port here, and the fake gains it too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from aiqueue.flow import NO_BUDGET, Budget
-from aiqueue.models import Job, Status
+from aiqueue.batch.lane import LaneStore
+from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, OutboxEntry, Status
 from aiqueue.models.records import Retained
 from aiqueue.money import NO_MONEY, Money
 
 
-class LoopStore(Protocol):
-    """Claim, settle and fail rows; keep the breaker; recover and prune."""
-
-    async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
-                            heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False, attempts: str | None = None) -> int: ...
-
-    async def prune(self, older_than_seconds: float) -> int: ...
-
-    async def retain(self, ended_seconds: float, history_seconds: float, *,
-                     batch: int = 5000, every_seconds: float = 60.0) -> Retained: ...
-
-    async def expire_rows(self) -> int: ...
-
-    async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
-                              failure_rate: float, at: datetime | None = None
-                              ) -> list[tuple[str, str]]: ...
-
-    async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None,
-                    money: Money = NO_MONEY) -> Job | None: ...
-
-    async def can_claim(self, cap: int, breaker_threshold: int,
-                        plan: str | None = None) -> bool: ...
-
-    async def dispatch_accepted(self, pool: str = "default") -> None: ...
-
-    async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int, plan: str | None = None) -> Status | None: ...
-
-    async def attempt_failed(
-        self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
-        max_attempts: int, error: str, outcome: str, attempts: str | None = None,
-    ) -> Status | None: ...
-
-    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool: ...
-
-    async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None: ...
-
-    async def breaker_failure(self, threshold: int, cooldown: float,
-                              pool: str = "default") -> int: ...
+class ResultsStore(Protocol):
+    """queue/results.py: apply a result once, note progress, put a row back, fail it."""
 
     async def complete(
         self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
@@ -69,3 +35,125 @@ class LoopStore(Protocol):
         breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
         money: Money = NO_MONEY,
     ) -> tuple[bool, Job | None]: ...
+
+    async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool: ...
+
+    async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
+                      give_up: float, cap: int, plan: str | None = None) -> Status | None: ...
+
+    async def attempt_failed(
+        self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
+        max_attempts: int, error: str, outcome: str, attempts: str | None = None,
+    ) -> Status | None: ...
+
+
+class WebhookStore(ResultsStore, Protocol):
+    """queue/enqueue.py receive_results, probes.record: a webhook batch's items."""
+
+    async def record_probe_answer(self, probe_id: UUID, answer: str,
+                                  detail: dict[str, Any]) -> bool: ...
+
+
+class HandoutStore(ResultsStore, Protocol):
+    """queue/handout.py: a dispatch's breaker and invocation id."""
+
+    async def dispatch_accepted(self, pool: str = "default") -> None: ...
+
+    async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None: ...
+
+    async def breaker_failure(self, threshold: int, cooldown: float,
+                              pool: str = "default") -> int: ...
+
+
+class RecoveryStore(ResultsStore, Protocol):
+    """queue/recovery.py: stuck rows, the platform's looks, when the step has work."""
+
+    async def recent_p95(self) -> float | None: ...
+
+    async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
+                            heartbeat: float | None = None, bound: float | None = None,
+                            ask: bool = False, attempts: str | None = None,
+                            kinds: Sequence[str] | None = None,
+                            others: Sequence[str] = ()) -> int: ...
+
+    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+                          heartbeat: float | None = None, bound: float | None = None,
+                          ask: bool = False, look: float | None = None,
+                          budget: Budget = NO_BUDGET,
+                          plan: str | None = None) -> float | None: ...
+
+    async def take_lookups(self, quiet: float, bound: float, limit: int, hold: float, *,
+                           kinds: Sequence[str] | None = None,
+                           others: Sequence[str] = ()) -> list[Lookup]: ...
+
+    async def platform_waits(self, queue_id: UUID, dispatch_seq: int, said: str,
+                             again_in: float, bound: float) -> None: ...
+
+    async def platform_said(self, queue_id: UUID, dispatch_seq: int, said: str) -> None: ...
+
+
+class ScheduleStore(Protocol):
+    """queue/schedule.py: expiry, and when scheduled rows and expiries come due."""
+
+    async def expire_rows(self) -> int: ...
+
+    async def next_scheduled(self) -> float | None: ...
+
+    async def next_expiry(self) -> float | None: ...
+
+
+class AlertStore(Protocol):
+    """notify/alerts.py: open and resolve alerts, list the open ones."""
+
+    async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
+                              failure_rate: float, at: datetime | None = None
+                              ) -> list[tuple[str, str]]: ...
+
+    async def open_alerts(self) -> list[OpenAlert]: ...
+
+
+class DeliveryStore(Protocol):
+    """notify/delivery.py: the outbox's deliveries."""
+
+    async def claim_deliveries(self, limit: int, lease_seconds: float) -> list[Delivery]: ...
+
+    async def delivery_succeeded(self, event_id: UUID, outcome: str) -> bool: ...
+
+    async def delivery_failed(self, event_id: UUID, attempt: int, outcome: str, *,
+                              delay: float, window: float, stop: bool) -> DeliveryState | None: ...
+
+    async def prune_outbox(self, keep_seconds: float, window: float) -> int: ...
+
+    async def next_delivery_due(self) -> float | None: ...
+
+    async def outbox_entries(self, limit: int) -> list[OutboxEntry]: ...
+
+
+class OvernightStore(LaneStore, ResultsStore, Protocol):
+    """queue/overnight.py: the lane's statements, and its results applied as callbacks."""
+
+    async def batch_prune(self, older_than: float) -> None: ...
+
+
+class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, DeliveryStore,
+                OvernightStore, WebhookStore, Protocol):
+    """queue/loop.py, housekeeping.py, hold.py: claim and hand out, tidy, wait out a hold."""
+
+    async def claim(self, cap: int, breaker_threshold: int,
+                    budget: Budget = NO_BUDGET, plan: str | None = None,
+                    money: Money = NO_MONEY) -> Job | None: ...
+
+    async def can_claim(self, cap: int, breaker_threshold: int,
+                        plan: str | None = None) -> bool: ...
+
+    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool: ...
+
+    async def cron_called(self) -> None: ...
+
+    async def flow_state(self, cap: int, window_seconds: float,
+                         pool: str | None = None) -> FlowState: ...
+
+    async def prune(self, older_than_seconds: float) -> int: ...
+
+    async def retain(self, ended_seconds: float, history_seconds: float, *,
+                     batch: int = 5000, every_seconds: float = 60.0) -> Retained: ...

@@ -6,9 +6,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import httpx
+import typing_extensions
 
 from aiqueue import logs
 from aiqueue.db.doctor import code_schema_version
@@ -25,6 +26,9 @@ SCHEMA_RECHECK_SECONDS = 10.0
 # database's own now().  Tests inject a fixed one instead of waiting out midnight.
 Clock = Callable[[], datetime | None]
 Owned = TypeVar("Owned")
+# The store a rule sees: the whole Store unless the rule names its port
+# (aiqueue/ports.py, e.g. Runtime[LoopStore]), which a test's fake store can fill.
+StoreT = typing_extensions.TypeVar("StoreT", covariant=True, default=Store)
 
 
 def database_clock() -> datetime | None:
@@ -39,11 +43,11 @@ def http_client() -> httpx.AsyncClient:
 
 
 @dataclass
-class Runtime:
+class Runtime(Generic[StoreT]):
     """Everything a request needs beyond itself; built once per instance."""
 
     settings: Settings
-    store: Store
+    store: StoreT
     http: httpx.AsyncClient
     tokens: Tokens
     # Each module's own per-instance state (its timers, the Lambda timeout it
@@ -69,7 +73,7 @@ class Runtime:
             aws = AwsCredentials(target, oidc or OidcToken(settings.vercel_oidc_token))
         tokens = tokens or Tokens(settings.queue_secrets,
                                   session_binding=settings.session_binding)
-        return cls(settings=settings, store=Store(pool), http=http_client(), tokens=tokens,
+        return Runtime(settings=settings, store=Store(pool), http=http_client(), tokens=tokens,
                    aws=aws, clock=clock)
 
     def own(self, kind: type[Owned]) -> Owned:
@@ -81,7 +85,7 @@ class Runtime:
         assert isinstance(found, kind)
         return found
 
-    async def require_schema(self) -> None:
+    async def require_schema(self: Runtime[Store]) -> None:
         """Raise SchemaBehind while the database's schema is older than this code's.
 
         One query per instance once it passes; while behind, at most one every
@@ -108,6 +112,6 @@ class Runtime:
         assert self.schema_behind is not None
         raise self.schema_behind
 
-    async def close(self) -> None:
+    async def close(self: Runtime[Store]) -> None:
         await self.http.aclose()
         await self.store.close()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from aiqueue import logs
 from aiqueue.errors import StoreError
 from aiqueue.models import OpenAlert
+from aiqueue.ports import AlertStore
 from aiqueue.runtime import Runtime
 
 # At most one evaluation this often per instance, unless forced (the cron).
@@ -34,7 +35,7 @@ class AlertTimer:
     due: float = 0.0
 
 
-async def evaluate(rt: Runtime, *, force: bool = False) -> list[tuple[str, str]]:
+async def evaluate(rt: Runtime[AlertStore], *, force: bool = False) -> list[tuple[str, str]]:
     """Open and resolve alerts now; the changes as (alert, 'opened' | 'resolved')."""
     now = time.monotonic()
     timer = rt.own(AlertTimer)
@@ -55,6 +56,6 @@ async def evaluate(rt: Runtime, *, force: bool = False) -> list[tuple[str, str]]
     return changes
 
 
-async def open_alerts(rt: Runtime) -> list[OpenAlert]:
+async def open_alerts(rt: Runtime[AlertStore]) -> list[OpenAlert]:
     """The alerts open now, oldest first (for /ai-queue)."""
     return await rt.store.open_alerts()

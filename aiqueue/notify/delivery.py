@@ -23,6 +23,7 @@ from standardwebhooks.webhooks import Webhook
 from aiqueue import logs
 from aiqueue.errors import StoreError
 from aiqueue.models import Delivery, OutboxEntry
+from aiqueue.ports import DeliveryStore
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 
@@ -73,7 +74,7 @@ def signed_headers(hook: Webhook, event_id: str, body: str, now: datetime) -> di
     }
 
 
-async def deliver_due(rt: Runtime, *, limit: int = BATCH) -> int:
+async def deliver_due(rt: Runtime[DeliveryStore], *, limit: int = BATCH) -> int:
     """Send up to `limit` due events at once; how many were attempted."""
     s = rt.settings
     await _prune_now_and_then(rt)
@@ -86,7 +87,7 @@ async def deliver_due(rt: Runtime, *, limit: int = BATCH) -> int:
     return len(batch)
 
 
-async def deliver_safely(rt: Runtime) -> None:
+async def deliver_safely(rt: Runtime[DeliveryStore]) -> None:
     """deliver_due after a response or a step: errors are logged, never raised."""
     try:
         await deliver_due(rt)
@@ -96,7 +97,7 @@ async def deliver_safely(rt: Runtime) -> None:
                    else type(exc).__name__)
 
 
-async def _attempt(rt: Runtime, hook: Webhook, d: Delivery) -> None:
+async def _attempt(rt: Runtime[DeliveryStore], hook: Webhook, d: Delivery) -> None:
     """POST one event and record the outcome (content-free: a status or an error code)."""
     s = rt.settings
     assert s.notify_url is not None
@@ -125,7 +126,7 @@ async def _attempt(rt: Runtime, hook: Webhook, d: Delivery) -> None:
                outcome=outcome, status=state or "superseded")
 
 
-async def _prune_now_and_then(rt: Runtime) -> None:
+async def _prune_now_and_then(rt: Runtime[DeliveryStore]) -> None:
     """Drop old delivered, given-up and undeliverable events, at most once a minute."""
     now = asyncio.get_running_loop().time()
     timer = rt.own(Pruning)
@@ -138,13 +139,13 @@ async def _prune_now_and_then(rt: Runtime) -> None:
         logs.event("notify_prune", pruned=n)
 
 
-async def next_due(rt: Runtime) -> float | None:
+async def next_due(rt: Runtime[DeliveryStore]) -> float | None:
     """Seconds until an event is due (for the ticker's sleep); None when there is none."""
     if not enabled(rt.settings):
         return None
     return await rt.store.next_delivery_due()
 
 
-async def panel(rt: Runtime, limit: int = 20) -> list[OutboxEntry]:
+async def panel(rt: Runtime[DeliveryStore], limit: int = 20) -> list[OutboxEntry]:
     """Events waiting or given up, newest first, for /ai-queue."""
     return await rt.store.outbox_entries(limit)

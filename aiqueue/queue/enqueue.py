@@ -17,6 +17,7 @@ from aiqueue.errors import (
 )
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
 from aiqueue.parse import EnqueueRequest
+from aiqueue.ports import WebhookStore
 from aiqueue.queue import overnight, probes
 from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.loop import Receipt
@@ -94,7 +95,7 @@ def verify_results(tokens: Tokens, body: object) -> list[WebhookItem]:
     return parsed
 
 
-async def receive_results(rt: Runtime, parsed: list[WebhookItem]) -> Receipt:
+async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) -> Receipt:
     """Apply a verified webhook batch (from verify_results)."""
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
     freed = 0
@@ -120,7 +121,8 @@ async def receive_results(rt: Runtime, parsed: list[WebhookItem]) -> Receipt:
     return Receipt(counts, freed, settled, next_job)
 
 
-async def _settle(rt: Runtime, item: ResultItem) -> tuple[bool | None, Job | None, bool]:
+async def _settle(rt: Runtime[WebhookStore], item: ResultItem
+                  ) -> tuple[bool | None, Job | None, bool]:
     """settle_item, once more when it failed: (applied or None, next job, settled).
 
     The first failure may be a lost answer of a settle that committed; its

@@ -8,11 +8,12 @@ from typing import Any
 from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.models import Job
-from aiqueue.queue.results import ResultItem, fail_attempt, parse_item, refuse
+from aiqueue.ports import HandoutStore
+from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item, refuse
 from aiqueue.runtime import Runtime
 
 
-async def send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
+async def send(rt: Runtime[HandoutStore], job: Job) -> tuple[dispatch.Outcome, float]:
     """Dispatch a job to its kind's function and time it; an accepted dispatch closes
     its pool's breaker."""
     started = time.perf_counter()
@@ -24,7 +25,7 @@ async def send(rt: Runtime, job: Job) -> tuple[dispatch.Outcome, float]:
     return outcome, ms
 
 
-async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
+async def dispatch_async(rt: Runtime[HandoutStore], job: Job) -> dispatch.Outcome:
     """Send a claimed job; on a refusal put the row back as the contract says."""
     outcome, ms = await send(rt, job)
     if isinstance(outcome, dispatch.Accepted):
@@ -37,7 +38,7 @@ async def dispatch_async(rt: Runtime, job: Job) -> dispatch.Outcome:
     return outcome
 
 
-async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
+async def _keep_ref(rt: Runtime[HandoutStore], job: Job, ref: str) -> None:
     """Note the platform's invocation id; the job is out either way, so a lost id is logged."""
     try:
         await rt.store.set_dispatch_ref(job.queue_id, job.dispatch_seq, ref)
@@ -46,7 +47,7 @@ async def _keep_ref(rt: Runtime, job: Job, ref: str) -> None:
 
 
 async def refused(
-    rt: Runtime, job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float
+    rt: Runtime[HandoutStore], job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float
 ) -> None:
     """Busy: a refusal (CONTRACT §8a), no attempt used.  Failed: a failed attempt."""
     s = rt.settings
@@ -71,7 +72,7 @@ async def refused(
         logs.event("circuit", status="open", failures=failures)
 
 
-def sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
+def sync_item(body: Any, job: Job, rt: Runtime[HandoutStore]) -> ResultItem | None:
     """The function answered for the job we sent it: bind the item to that dispatch."""
     if isinstance(body, list) and len(body) == 1:
         body = body[0]
@@ -83,3 +84,23 @@ def sync_item(body: Any, job: Job, rt: Runtime) -> ResultItem | None:
         return parse_item(body, rt.tokens)
     except ValueError:
         return None
+
+
+async def send_sync(rt: Runtime[HandoutStore], job: Job) -> None:
+    """Sync mode: send the job, and apply the function's answer (the result item)
+    like a callback."""
+    outcome, ms = await send(rt, job)
+    if not isinstance(outcome, dispatch.Accepted):
+        await refused(rt, job, outcome, ms)
+        return
+    item = sync_item(outcome.body, job, rt)
+    if item is None:
+        await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
+                           code="sync_answer_invalid", retryable=True, outcome="bad_answer")
+        logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
+                   outcome="bad_answer", mode="sync", ms=ms)
+        return
+    applied = await apply_item(rt, item)
+    logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
+               outcome=item.status, status="applied" if applied else "ignored",
+               mode="sync", ms=ms)

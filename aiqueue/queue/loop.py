@@ -8,7 +8,6 @@ the response was sent; errors are logged, never raised.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -18,21 +17,11 @@ from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.money import Money
-from aiqueue.notify import alerts, delivery
-from aiqueue.queue import overnight, recovery, schedule
-from aiqueue.queue.handout import dispatch_async, refused, send, sync_item
-from aiqueue.queue.results import apply_item, fail_attempt
+from aiqueue.notify import delivery
+from aiqueue.ports import LoopStore
+from aiqueue.queue import hold, housekeeping
+from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
-
-HOUSEKEEPING_EVERY = 1.0
-
-
-@dataclass
-class Housekeeping:
-    """This instance's housekeeping timer (kept in Runtime.own)."""
-
-    # monotonic time when this instance next runs recovery and pruning
-    due: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -46,14 +35,6 @@ class Receipt:
     # next row (`next_job`, None when nothing was claimable): no claim is left to do.
     settled: bool = False
     next_job: Job | None = None
-
-
-@dataclass
-class HoldWaiter:
-    """This instance's one waiter on a short hold (kept in Runtime.own)."""
-
-    # event-loop time until which a step waits out a short hold (wait_out_hold)
-    until: float = 0.0
 
 
 @dataclass
@@ -96,7 +77,8 @@ def should_chain(*, more: bool, busy: bool, freed: int = 0, dispatched: bool = F
     return True
 
 
-async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> StepResult:
+async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
+                       freed: int = 0) -> StepResult:
     """The process endpoint's step: recover, prune, claim one row, dispatch it, chain.
 
     In sync mode the claimed job is left in `sync_job` for the caller to run
@@ -114,7 +96,7 @@ async def process_step(rt: Runtime, *, force: bool = False, freed: int = 0) -> S
     return step
 
 
-async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
+async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     """After a webhook batch whose last result's transaction already claimed.
 
     The claimed job goes out first (the function is idle meanwhile), tidying
@@ -139,7 +121,7 @@ async def settled_step(rt: Runtime, receipt: Receipt) -> StepResult:
     return step
 
 
-async def _hand_out(rt: Runtime, step: StepResult, job: Job | None) -> bool:
+async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -> bool:
     """Dispatch a claimed job (sync mode: leave it for run_sync); True if the function is busy."""
     step.claimed = job
     if job is None:
@@ -155,53 +137,20 @@ async def _hand_out(rt: Runtime, step: StepResult, job: Job | None) -> bool:
     return isinstance(outcome, dispatch.Busy)
 
 
-async def _chain(rt: Runtime, step: StepResult) -> None:
+async def _chain(rt: Runtime[LoopStore], step: StepResult) -> None:
     step.chained = await dispatch.chain(rt.http, rt.settings)
     logs.event("chain", chained=step.chained)
 
 
-async def _housekeeping(rt: Runtime, step: StepResult, force: bool) -> None:
-    """Recover stuck rows and prune old ones: at most once a second, unless forced."""
-    # Both look for rows that are minutes overdue: once a second per instance
-    # is plenty (the cron's `force` always runs them), so the hot path rarely pays.
-    now = time.monotonic()
-    timer = rt.own(Housekeeping)
-    if not force and now < timer.due:
-        return
-    s = rt.settings
-    timer.due = now + HOUSEKEEPING_EVERY
-    step.recovered = await recovery.recover(rt)
-    step.pruned = await rt.store.prune(s.prune_after_days * 86400)
-    # Retention (CONTRACT §9e; what is kept: records/retention.py): ended rows,
-    # results and attempt history past their periods, in bounded batches.
-    kept = await rt.store.retain(s.retain_ended_days * 86400, s.retain_history_days * 86400)
-    step.pruned += kept.ended
-    # Rows past their expires_at end `expired` (the claim already skips them).
-    await schedule.expire(rt)
-    if step.recovered or step.pruned:
-        logs.event("housekeeping", recovered=step.recovered, pruned=step.pruned)
-    await alerts.evaluate(rt, force=force)
-    # Before the claim: rows the lane sends live (fallback) are claimable at once.
-    await overnight.run_if_due(rt, force)
+async def _housekeeping(rt: Runtime[LoopStore], step: StepResult, force: bool) -> None:
+    """Tidy on the step's way (housekeeping.py): at most once a second, unless forced."""
+    tidied = await housekeeping.tidy(rt, force)
+    step.recovered, step.pruned = tidied.recovered, tidied.pruned
 
 
-async def run_sync(rt: Runtime, job: Job) -> None:
+async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     """Sync mode: the function's answer is the result item; apply it like a callback."""
-    outcome, ms = await send(rt, job)
-    if isinstance(outcome, dispatch.Accepted):
-        item = sync_item(outcome.body, job, rt)
-        if item is None:
-            await fail_attempt(rt, job.queue_id, job.dispatch_seq, job.attempt,
-                               code="sync_answer_invalid", retryable=True, outcome="bad_answer")
-            logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
-                       outcome="bad_answer", mode="sync", ms=ms)
-        else:
-            applied = await apply_item(rt, item)
-            logs.event("dispatch", queue_id=job.queue_id, attempt=job.attempt,
-                       outcome=item.status, status="applied" if applied else "ignored",
-                       mode="sync", ms=ms)
-    else:
-        await refused(rt, job, outcome, ms)
+    await send_sync(rt, job)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
     s = rt.settings
@@ -210,17 +159,12 @@ async def run_sync(rt: Runtime, job: Job) -> None:
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
 
-async def _safe_step(rt: Runtime, *, freed: int = 0) -> None:
+async def _safe_step(rt: Runtime[LoopStore], *, freed: int = 0) -> None:
     """A whole process step after a response was sent: errors are logged, never raised."""
     await _safely(rt, process_step(rt, freed=freed))
 
 
-async def _safe_settled_step(rt: Runtime, receipt: Receipt) -> None:
-    """settled_step after the webhook answered: errors are logged, never raised."""
-    await _safely(rt, settled_step(rt, receipt))
-
-
-async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult], *,
+async def _safely(rt: Runtime[LoopStore], running: Coroutine[Any, Any, StepResult], *,
                   wait: bool = True) -> None:
     try:
         step = await running
@@ -237,17 +181,17 @@ async def _safely(rt: Runtime, running: Coroutine[Any, Any, StepResult], *,
         await wait_out_hold(rt, step)
 
 
-async def after_enqueue(rt: Runtime, enqueued: int) -> None:
+async def after_enqueue(rt: Runtime[LoopStore], enqueued: int) -> None:
     """After an enqueue answered: kick the chain inside this invocation, no extra hop."""
     if enqueued:
         await _safe_step(rt)
 
 
-async def after_results(rt: Runtime, receipt: Receipt) -> None:
+async def after_results(rt: Runtime[LoopStore], receipt: Receipt) -> None:
     """After the webhook answered: a slot just freed, so run the next step ourselves
     (its claim may already have run with the last result, see Receipt)."""
     if receipt.settled and (receipt.freed or receipt.next_job is not None):
-        await _safe_settled_step(rt, receipt)
+        await _safely(rt, settled_step(rt, receipt))
     elif receipt.freed:
         await _safe_step(rt, freed=receipt.freed)
     else:
@@ -255,29 +199,29 @@ async def after_results(rt: Runtime, receipt: Receipt) -> None:
         await delivery.deliver_safely(rt)
 
 
-async def on_process(rt: Runtime, *, force: bool) -> StepResult:
+async def on_process(rt: Runtime[LoopStore], *, force: bool) -> StepResult:
     """The process endpoint and the cron (`force`: always recover and prune): one step now."""
     return await process_step(rt, force=force)
 
 
-async def on_cron(rt: Runtime) -> StepResult:
+async def on_cron(rt: Runtime[LoopStore]) -> StepResult:
     """The cron's call (GET): noted in the control row, so the doctor can tell a cron
     that stopped calling (§9a); then a step that always recovers and prunes."""
     await rt.store.cron_called()
     return await on_process(rt, force=True)
 
 
-async def after_action(rt: Runtime) -> None:
+async def after_action(rt: Runtime[LoopStore]) -> None:
     """After a manual action answered (retry, resume...): it may have freed work."""
     await _safe_step(rt)
 
 
-async def after_cancel(rt: Runtime) -> None:
+async def after_cancel(rt: Runtime[LoopStore]) -> None:
     """After a cancel answered: it may have ended a run, whose notification goes out now."""
     await delivery.deliver_safely(rt)
 
 
-async def after_process(rt: Runtime, step: StepResult) -> None:
+async def after_process(rt: Runtime[LoopStore], step: StepResult) -> None:
     """After the process endpoint (chain, cron) answered: a sync job, notifications, a hold."""
     if step.sync_job is not None:
         await safe_run_sync(rt, step.sync_job)
@@ -285,58 +229,24 @@ async def after_process(rt: Runtime, step: StepResult) -> None:
     await wait_out_hold(rt, step)
 
 
-# The longest hold a step waits out inside its own invocation: well within a
-# serverless function's time limit (vercel.json gives each 60 s).
-HOLD_WAIT_MAX_SECONDS = 20.0
-
-
-async def wait_out_hold(rt: Runtime, step: StepResult) -> None:
-    """A step that ended the chain while work is held back only briefly (a refusal's
-    retry_after, a budget window refilling, a row scheduled to be due soon)
-    waits that out and steps again.
-
-    On a serverless deployment nothing else would wake the queue before the
-    cron, a minute later, and the model would idle meanwhile.  One waiter per
-    instance: the others' steps would only find the gate closed again.
-    """
+async def wait_out_hold(rt: Runtime[LoopStore], step: StepResult) -> None:
+    """A step that ended the chain while work is held back only briefly waits that
+    out (hold.py) and steps again, once per invocation."""
     if step.claimed is not None or step.chained:
         return
     try:
-        if await _held_back(rt):
-            wait = await recovery.next_wakeup(rt)
-        else:
-            # Not held back by the model's limits; only rows scheduled to be
-            # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
-            wait = await schedule.next_due_soon(rt)
+        wait = await hold.short_wait(rt)
     except Exception as exc:
         logs.event("step_error", code=_code(exc))
         return
-    now = asyncio.get_running_loop().time()
-    waiter = rt.own(HoldWaiter)
-    if wait is None or wait > HOLD_WAIT_MAX_SECONDS or waiter.until > now:
+    if wait is None:
         return
-    waiter.until = now + max(wait, 0.0)
-    await asyncio.sleep(max(wait, 0.0) + 0.01)
+    await asyncio.sleep(wait + 0.01)
     # Once per invocation: a second wait could outlast the platform's time limit.
     await _safely(rt, process_step(rt), wait=False)
 
 
-async def _held_back(rt: Runtime) -> bool:
-    """Whether some pool is held by a refusal, declares a budget (CONTRACT §8a, §9b) or has
-    a spend cap, whose paused rows come due when its window rolls over (§9c)."""
-    s = rt.settings
-    if Money.of(s).capped:
-        return True
-    for pool in s.queue.pools.values():
-        if pool.budget_declared:
-            return True
-        flow = await rt.store.flow_state(pool.max_in_flight, s.budget_window_seconds, pool.name)
-        if flow.hold_until is not None:
-            return True
-    return False
-
-
-async def safe_run_sync(rt: Runtime, job: Job) -> None:
+async def safe_run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     """run_sync after the process call answered: errors are logged, never raised."""
     try:
         await run_sync(rt, job)
@@ -349,7 +259,7 @@ def _code(exc: Exception) -> str:
     return exc.code if isinstance(exc, StoreError) else type(exc).__name__
 
 
-async def after_read(rt: Runtime) -> None:
+async def after_read(rt: Runtime[LoopStore]) -> None:
     """After a read answered: run a step when rows are due but nothing is in flight.
 
     For authenticated status reads (after answering), so a queue whose chain
@@ -367,7 +277,7 @@ async def after_read(rt: Runtime) -> None:
         await _safe_step(rt)
 
 
-async def tick_forever(rt: Runtime) -> None:
+async def tick_forever(rt: Runtime[LoopStore]) -> None:
     """The in-process safety net: run a step whenever something may be due.
 
     Sleeps until the next due row, breaker probe or lease expiry (at most
@@ -376,18 +286,10 @@ async def tick_forever(rt: Runtime) -> None:
     s = rt.settings
     while True:
         try:
-            wait = await recovery.next_wakeup(rt)
-            # Notification retries are due on time too, without a cron, and
-            # rows expire on time (CONTRACT §9d).
-            wait = _sooner(wait, await delivery.next_due(rt))
-            wait = _sooner(wait, await schedule.next_expiry(rt))
+            wait = await housekeeping.next_due(rt)
         except Exception as exc:
             logs.event("tick_error", code=_code(exc))
             wait = None
         delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
         await asyncio.sleep(delay)
         await _safe_step(rt)
-
-
-def _sooner(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)

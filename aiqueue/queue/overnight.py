@@ -28,6 +28,7 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
 from aiqueue.money import Money
+from aiqueue.ports import OvernightStore
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.queue.spend import batch_cost
 from aiqueue.runtime import Runtime
@@ -50,7 +51,7 @@ class LaneTimer:
     due: float = 0.0
 
 
-def lane_config(rt: Runtime, pool: Pool) -> LaneConfig:
+def lane_config(rt: Runtime[OvernightStore], pool: Pool) -> LaneConfig:
     """The lane of a pool that declares a batch API."""
     s = rt.settings
     assert pool.batch_model is not None, "config.load checks batch_model with batch"
@@ -59,7 +60,7 @@ def lane_config(rt: Runtime, pool: Pool) -> LaneConfig:
                       money=Money.of(s).json(), attempts=s.queue.attempts)
 
 
-async def run_if_due(rt: Runtime, force: bool) -> None:
+async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> None:
     """Each pool's lane step from the cron (`force`) and, at most every LANE_EVERY seconds,
     the chain.
 
@@ -82,7 +83,8 @@ async def run_if_due(rt: Runtime, force: bool) -> None:
             logs.event("batch_lane_failed", pool=pool.name, error_type=type(exc).__name__)
 
 
-async def run(rt: Runtime, config: LaneConfig, now: float | None = None) -> StepReport:
+async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None = None
+              ) -> StepReport:
     """One lane step for the pool `config` names (it must declare a batch API).
 
     `now` (epoch seconds) is the time the fallback reckons with; the bench runs
@@ -109,7 +111,7 @@ async def run(rt: Runtime, config: LaneConfig, now: float | None = None) -> Step
     return report
 
 
-def job_body(rt: Runtime, row: BatchRow) -> dict[str, Any]:
+def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     """The row's dispatch body (§4), the same a live dispatch would carry."""
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
@@ -117,8 +119,8 @@ def job_body(rt: Runtime, row: BatchRow) -> dict[str, Any]:
     return dispatch_body(job, rt.settings, rt.tokens)
 
 
-async def settle(rt: Runtime, raw_items: Sequence[dict[str, Any]], pool: str
-                 ) -> list[LineFailure]:
+async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]],
+                 pool: str) -> list[LineFailure]:
     """Apply parsed items as the webhook would; return the failures for the lane."""
     failures: list[LineFailure] = []
     for raw in raw_items:
@@ -142,7 +144,7 @@ async def settle(rt: Runtime, raw_items: Sequence[dict[str, Any]], pool: str
     return failures
 
 
-async def lane_times(rt: Runtime, pool: str, deadline: datetime | None
+async def lane_times(rt: Runtime[OvernightStore], pool: str, deadline: datetime | None
                      ) -> tuple[datetime, datetime]:
     """(deadline, live time) of `pool`'s rows enqueued on the batch lane now.
 
@@ -157,7 +159,7 @@ async def lane_times(rt: Runtime, pool: str, deadline: datetime | None
     return due, live_at
 
 
-def price_share(rt: Runtime, pool: str) -> float:
+def price_share(rt: Runtime[OvernightStore], pool: str) -> float:
     """The batch lane's price as a share of live for the pool's batch model (the page's
     "half price"): its declared batch price over its live price, else BATCH_SHARE."""
     queue = rt.settings.queue

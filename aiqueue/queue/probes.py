@@ -19,6 +19,7 @@ from uuid import UUID
 import httpx
 
 from aiqueue import dispatch, logs
+from aiqueue.ports import WebhookStore
 from aiqueue.queue.results import error_code
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
@@ -66,7 +67,7 @@ def parse_probe(raw: object, tokens: Tokens) -> ProbeAnswer | None:
     return ProbeAnswer(probe_id, answer, detail)
 
 
-async def record(rt: Runtime, item: ProbeAnswer) -> bool:
+async def record(rt: Runtime[WebhookStore], item: ProbeAnswer) -> bool:
     """Keep the function's answer for the waiting doctor; True if it was the first."""
     first = await rt.store.record_probe_answer(item.probe_id, item.answer, item.detail)
     logs.event("probe_answer", probe_id=item.probe_id, answer=item.answer,

@@ -33,6 +33,7 @@ from aiqueue.config import DEFAULT_KIND
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.flow import Budget
 from aiqueue.models import Lookup
+from aiqueue.ports import RecoveryStore
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
@@ -60,7 +61,7 @@ class RecentP95:
     due: float = 0.0  # monotonic
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
-    async def get(self, rt: Runtime) -> float | None:
+    async def get(self, rt: Runtime[RecoveryStore]) -> float | None:
         if time.monotonic() < self.due:
             return self.value
         async with self.lock:
@@ -111,7 +112,7 @@ class Platform:
     others: tuple[str, ...] = ()
 
 
-def platforms(rt: Runtime) -> list[Platform]:
+def platforms(rt: Runtime[RecoveryStore]) -> list[Platform]:
     """The kinds grouped by the platform they dispatch to; one group without aiqueue.toml."""
     s = rt.settings
     groups: dict[object, tuple[Settings, list[str]]] = {}
@@ -138,13 +139,13 @@ class LambdaTimeouts:
     by_function: dict[LambdaTarget, LambdaTimeout] = field(default_factory=dict)
 
 
-def _lambda_timeout(rt: Runtime, target: LambdaTarget) -> LambdaTimeout:
+def _lambda_timeout(rt: Runtime[RecoveryStore], target: LambdaTarget) -> LambdaTimeout:
     if target == rt.settings.aws_lambda:
         return rt.own(LambdaTimeout)
     return rt.own(LambdaTimeouts).by_function.setdefault(target, LambdaTimeout())
 
 
-async def thresholds(rt: Runtime, s: Settings | None = None) -> Thresholds:
+async def thresholds(rt: Runtime[RecoveryStore], s: Settings | None = None) -> Thresholds:
     """The recovery thresholds of a platform (default: the deployment's; Lambda's timeout
     read once)."""
     s = rt.settings if s is None else s
@@ -162,7 +163,7 @@ async def thresholds(rt: Runtime, s: Settings | None = None) -> Thresholds:
     return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask, p95)
 
 
-async def recover(rt: Runtime) -> int:
+async def recover(rt: Runtime[RecoveryStore]) -> int:
     """Recover quiet rows, each by its kind's platform (asking the platform first where it
     can tell); how many were freed."""
     freed = 0
@@ -178,7 +179,7 @@ async def recover(rt: Runtime) -> int:
     return freed
 
 
-async def next_wakeup(rt: Runtime) -> float | None:
+async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
     """Seconds until the process step has something to do (the ticker's sleep): the
     earliest by any platform's thresholds (an early wake-up finds nothing and sleeps)."""
     s = rt.settings
@@ -192,8 +193,8 @@ async def next_wakeup(rt: Runtime) -> float | None:
     return min(known) if known else None
 
 
-async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: float,
-                           platform: Platform | None = None) -> int:
+async def ask_digitalocean(rt: Runtime[RecoveryStore], target: DoTarget, quiet: float,
+                           bound: float, platform: Platform | None = None) -> int:
     """Look at the activations of a few quiet dispatches and act on each; how many ended."""
     p = platform or Platform(rt.settings)
     looks = await rt.store.take_lookups(quiet, bound, LOOKS_PER_STEP, LOOK_HOLD_SECONDS,
@@ -207,7 +208,7 @@ async def ask_digitalocean(rt: Runtime, target: DoTarget, quiet: float, bound: f
     return ended
 
 
-async def decide(rt: Runtime, look: Lookup, answer: Activation, quiet: float,
+async def decide(rt: Runtime[RecoveryStore], look: Lookup, answer: Activation, quiet: float,
                  bound: float) -> int:
     """Act on what DigitalOcean said about one dispatch; 1 if it ended the dispatch."""
     if answer.state == "finished":
@@ -229,7 +230,7 @@ async def decide(rt: Runtime, look: Lookup, answer: Activation, quiet: float,
     return int(ended)
 
 
-async def _apply_activation(rt: Runtime, look: Lookup, answer: Activation) -> bool:
+async def _apply_activation(rt: Runtime[RecoveryStore], look: Lookup, answer: Activation) -> bool:
     """Apply the action's callback items of this very dispatch, as the webhook would."""
     items = [item for item in (_verified(rt, raw, look) for raw in answer.items)
              if item is not None and item.status != "progress"]
@@ -245,7 +246,7 @@ async def _apply_activation(rt: Runtime, look: Lookup, answer: Activation) -> bo
     return applied
 
 
-def _verified(rt: Runtime, raw: object, look: Lookup) -> ResultItem | None:
+def _verified(rt: Runtime[RecoveryStore], raw: object, look: Lookup) -> ResultItem | None:
     """An item whose token is valid for this row and this dispatch, else None."""
     try:
         item = parse_item(raw, rt.tokens)
@@ -257,7 +258,7 @@ def _verified(rt: Runtime, raw: object, look: Lookup) -> ResultItem | None:
     return item
 
 
-async def _end(rt: Runtime, look: Lookup, code: str, said: str, *, outcome: str,
+async def _end(rt: Runtime[RecoveryStore], look: Lookup, code: str, said: str, *, outcome: str,
                retry_now: bool) -> bool:
     """Fail the dispatch (retry by the normal rules, or at once after a long wait)."""
     status: str | None

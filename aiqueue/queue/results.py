@@ -17,6 +17,7 @@ from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
 
 if TYPE_CHECKING:
+    from aiqueue.ports import ResultsStore
     from aiqueue.runtime import Runtime
 
 ItemStatus = Literal["completed", "failed", "progress"]
@@ -140,7 +141,7 @@ def _usage(usage: object) -> dict[str, Any] | None:
     return keep or None
 
 
-async def apply_item(rt: Runtime, item: ResultItem) -> bool:
+async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     """Apply one verified item; True if it changed something."""
     claim = item.claim
     if item.status == "completed":
@@ -170,7 +171,7 @@ async def apply_item(rt: Runtime, item: ResultItem) -> bool:
 
 
 async def refuse(
-    rt: Runtime, queue_id: UUID, dispatch_seq: int, attempt: int, *, kind: str,
+    rt: Runtime[ResultsStore], queue_id: UUID, dispatch_seq: int, attempt: int, *, kind: str,
     retry_after: float | None,
 ) -> tuple[str | None, float]:
     """The model refused (CONTRACT §8a): no attempt used, the row's pool held, its L cut.
@@ -187,7 +188,7 @@ async def refuse(
     return status, delay
 
 
-async def settle_item(rt: Runtime, item: ResultItem) -> tuple[bool, Job | None]:
+async def settle_item(rt: Runtime[ResultsStore], item: ResultItem) -> tuple[bool, Job | None]:
     """Apply a completed item and claim the next row in the same transaction.
 
     Whether the item changed something, and the job claimed (None when the gate
@@ -209,7 +210,8 @@ def _completed(claim: CallbackClaim, done: bool) -> None:
 
 
 async def fail_attempt(
-    rt: Runtime, queue_id: UUID, dispatch_seq: int, attempt: int, *, code: str, retryable: bool,
+    rt: Runtime[ResultsStore], queue_id: UUID, dispatch_seq: int, attempt: int, *, code: str,
+    retryable: bool,
     outcome: str,
 ) -> str | None:
     """Fail one dispatch of a row: retry after the backoff or end it as failed.

@@ -11,10 +11,11 @@ the sweep here ends such rows `expired` (db/sql/time.sql).
 from __future__ import annotations
 
 from aiqueue import logs
+from aiqueue.ports import ScheduleStore
 from aiqueue.runtime import Runtime
 
 
-async def expire(rt: Runtime) -> int:
+async def expire(rt: Runtime[ScheduleStore]) -> int:
     """End pending rows whose expires_at has passed (one bounded batch); how many."""
     n = await rt.store.expire_rows()
     if n:
@@ -22,11 +23,11 @@ async def expire(rt: Runtime) -> int:
     return n
 
 
-async def next_due_soon(rt: Runtime) -> float | None:
+async def next_due_soon(rt: Runtime[ScheduleStore]) -> float | None:
     """Seconds until the next scheduled row comes due (None: none is scheduled)."""
     return await rt.store.next_scheduled()
 
 
-async def next_expiry(rt: Runtime) -> float | None:
+async def next_expiry(rt: Runtime[ScheduleStore]) -> float | None:
     """Seconds until a pending row expires, for the ticker's sleep (None: none will)."""
     return await rt.store.next_expiry()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import respx
 
-from aiqueue.queue import loop
+from aiqueue.queue import recovery
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import LambdaTarget
@@ -76,7 +76,7 @@ async def test_the_tickers_wakeup_follows_the_heartbeat_timeout(
 ):
     queue_id = await start_one(http_rt, conn)
     assert await http_rt.store.heartbeat(queue_id, 1, {})
-    wait = await loop.recovery.next_wakeup(http_rt)
+    wait = await recovery.next_wakeup(http_rt)
     assert wait is not None and HEARTBEAT - 5 < wait <= HEARTBEAT
 
 

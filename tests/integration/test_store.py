@@ -13,7 +13,7 @@ import pytest
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import Conflict
-from aiqueue.models import Enqueued, UnknownIds
+from aiqueue.models import Enqueued, EnqueueOutcome, Job, QueueId, SubmissionId, UnknownIds
 from tests.conftest import add_submissions
 
 CAP, THRESHOLD = 1, 5
@@ -26,6 +26,31 @@ async def store(db_url: str) -> AsyncIterator[Store]:
     await s.close()
 
 
+async def claim_first(store: Store, conn: asyncpg.Connection, n: int = 1, *, cap: int = 1,
+                      threshold: int = THRESHOLD) -> tuple[Job, list[uuid.UUID]]:
+    """The common preamble: enqueue `n` new submissions of hw-1, claim the first row."""
+    ids = await add_submissions(conn, n)
+    await store.enqueue(ids, "hw-1", 0, {})
+    job = await store.claim(cap, threshold)
+    assert job is not None
+    return job, ids
+
+
+async def claim_all(store: Store, conn: asyncpg.Connection, n: int) -> list[Job]:
+    """Enqueue `n` new submissions of hw-1 and claim every row (no cap)."""
+    await store.enqueue(await add_submissions(conn, n), "hw-1", 0, {})
+    jobs = [await store.claim(0, THRESHOLD) for _ in range(n)]
+    claimed = [j for j in jobs if j is not None]
+    assert len(claimed) == n
+    return claimed
+
+
+def queued(outcome: EnqueueOutcome) -> list[QueueId]:
+    """The rows an enqueue made (it must have been accepted)."""
+    assert isinstance(outcome, Enqueued)
+    return outcome.queue_ids
+
+
 async def status_of(conn: asyncpg.Connection, queue_id: uuid.UUID) -> tuple[str, int]:
     row = await conn.fetchrow(
         "SELECT status, attempts FROM ai_marking_queue WHERE queue_id = $1", queue_id
@@ -35,7 +60,7 @@ async def status_of(conn: asyncpg.Connection, queue_id: uuid.UUID) -> tuple[str,
 
 async def test_enqueue_inserts_pending_rows_in_request_order(
     store: Store, conn: asyncpg.Connection
-):
+) -> None:
     ids = await add_submissions(conn, 5)
     out = await store.enqueue(ids, "hw-1", 0, {"rubric": "r"})
     assert isinstance(out, Enqueued) and len(out.queue_ids) == 5
@@ -50,44 +75,46 @@ async def test_enqueue_inserts_pending_rows_in_request_order(
     assert {r["payload_id"] for r in rows} == {stored[0]["id"]}
 
 
-async def test_enqueue_skips_live_rows_and_repeats(store: Store, conn: asyncpg.Connection):
+async def test_enqueue_skips_live_rows_and_repeats(store: Store, conn: asyncpg.Connection) -> None:
     ids = await add_submissions(conn, 3)
     first = await store.enqueue(ids[:2], "hw-1", 0, {})
     second = await store.enqueue([ids[0], ids[1], ids[2], ids[2]], "hw-1", 0, {})
-    assert len(first.queue_ids) == 2
-    assert len(second.queue_ids) == 1
+    assert len(queued(first)) == 2
+    assert len(queued(second)) == 1
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 3
 
 
-async def test_enqueue_with_unknown_id_inserts_nothing(store: Store, conn: asyncpg.Connection):
+async def test_enqueue_with_unknown_id_inserts_nothing(
+    store: Store, conn: asyncpg.Connection
+) -> None:
     ids = await add_submissions(conn, 2)
     ghost = uuid.uuid4()
     out = await store.enqueue([ids[0], ghost, ids[1]], "hw-1", 0, {})
-    assert out == UnknownIds([ghost])
+    assert out == UnknownIds([SubmissionId(ghost)])
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
 
 
 async def test_concurrent_enqueues_of_the_same_ids_make_one_row_each(
     store: Store, conn: asyncpg.Connection
-):
+) -> None:
     ids = await add_submissions(conn, 50)
     outs = await asyncio.gather(*[
         store.enqueue(ids if k % 2 else list(reversed(ids)), "hw-1", 0, {}) for k in range(8)
     ])
-    assert sum(len(o.queue_ids) for o in outs) == 50
+    assert sum(len(queued(o)) for o in outs) == 50
     assert await conn.fetchval("SELECT count(DISTINCT submission_id) FROM ai_marking_queue") == 50
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 50
 
 
 async def test_overlapping_concurrent_enqueues_skip_what_another_one_queued_first(
     store: Store, conn: asyncpg.Connection
-):
+) -> None:
     # Windows of 40 ids overlapping by 20: whichever batch commits first queues a
     # shared id; the other's insert fails on the live-row index and runs again.
     ids = await add_submissions(conn, 200)
     windows = [ids[k:k + 40] for k in range(0, 180, 20)]
     outs = await asyncio.gather(*[store.enqueue(w, "hw-1", 0, {}) for w in windows * 2])
-    assert sum(len(o.queue_ids) for o in outs) == 200
+    assert sum(len(queued(o)) for o in outs) == 200
     assert await conn.fetchval("SELECT count(DISTINCT submission_id) FROM ai_marking_queue") == 200
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 200
     feed = await conn.fetchval("SELECT count(*) FROM ai_marking_event_feed")
@@ -96,7 +123,7 @@ async def test_overlapping_concurrent_enqueues_skip_what_another_one_queued_firs
 
 async def test_claim_takes_one_due_row_by_priority_then_order(
     store: Store, conn: asyncpg.Connection
-):
+) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids[:2], "hw-1", 0, {})
     await store.enqueue(ids[2:], "hw-1", 5, {})
@@ -111,7 +138,7 @@ async def test_claim_takes_one_due_row_by_priority_then_order(
     assert [(a.kind, a.attempt, a.outcome) for a in history] == [("dispatch", 1, None)]
 
 
-async def test_claim_respects_the_cap_and_run_after(store: Store, conn: asyncpg.Connection):
+async def test_claim_respects_the_cap_and_run_after(store: Store, conn: asyncpg.Connection) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
     assert await store.claim(1, THRESHOLD) is not None
@@ -126,7 +153,7 @@ async def test_claim_respects_the_cap_and_run_after(store: Store, conn: asyncpg.
 @pytest.mark.parametrize("cap", [0, 1, 3])
 async def test_concurrent_claimers_never_share_a_row_or_pass_the_cap(
     store: Store, conn: asyncpg.Connection, cap: int
-):
+) -> None:
     ids = await add_submissions(conn, 40)
     await store.enqueue(ids, "hw-1", 0, {})
     jobs = await asyncio.gather(*[store.claim(cap, THRESHOLD) for _ in range(25)])
@@ -139,11 +166,8 @@ async def test_concurrent_claimers_never_share_a_row_or_pass_the_cap(
 
 async def test_complete_applies_once_even_when_delivered_concurrently(
     store: Store, conn: asyncpg.Connection
-):
-    ids = await add_submissions(conn, 1)
-    await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(1, THRESHOLD)
-    assert job is not None
+) -> None:
+    job, _ = await claim_first(store, conn)
     results = await asyncio.gather(*[
         store.complete(job.queue_id, job.dispatch_seq, {"score": k}, {"model": "m"})
         for k in range(10)
@@ -158,11 +182,8 @@ async def test_complete_applies_once_even_when_delivered_concurrently(
 
 async def test_settle_applies_a_result_and_claims_the_next_row_in_one_call(
     store: Store, conn: asyncpg.Connection
-):
-    ids = await add_submissions(conn, 3)
-    await store.enqueue(ids, "hw-1", 0, {})
-    first = await store.claim(CAP, THRESHOLD)
-    assert first is not None
+) -> None:
+    first, ids = await claim_first(store, conn, 3, cap=CAP)
     applied, second = await store.settle(first.queue_id, first.dispatch_seq, {"score": 1}, None,
                                          CAP, THRESHOLD)
     assert applied and second is not None and second.submission_id == ids[1]
@@ -191,17 +212,17 @@ async def test_settle_applies_a_result_and_claims_the_next_row_in_one_call(
 @pytest.mark.parametrize("cap", [1, 3])
 async def test_concurrent_settles_and_claims_never_pass_the_cap(
     store: Store, conn: asyncpg.Connection, cap: int
-):
+) -> None:
     ids = await add_submissions(conn, 30)
     await store.enqueue(ids, "hw-1", 0, {})
     held = [await store.claim(cap, THRESHOLD) for _ in range(cap)]
     settles = [store.settle(j.queue_id, j.dispatch_seq, {"score": 1}, None, cap, THRESHOLD)
                for j in held if j is not None]
     claims = [store.claim(cap, THRESHOLD) for _ in range(8)]
-    answers = await asyncio.gather(*settles, *claims)
-    settled, claimed = answers[:cap], answers[cap:]
-    assert all(applied for applied, _ in settled)  # type: ignore[misc]
-    won = [j.queue_id for _, j in settled if j] + [j.queue_id for j in claimed if j]  # type: ignore[misc,union-attr]
+    # Settles and claims all at once (one gather of both).
+    settled, claimed = await asyncio.gather(asyncio.gather(*settles), asyncio.gather(*claims))
+    assert all(applied for applied, _ in settled)
+    won = [j.queue_id for _, j in settled if j] + [j.queue_id for j in claimed if j]
     assert len(won) == len(set(won)) == cap
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'") == cap
@@ -209,12 +230,8 @@ async def test_concurrent_settles_and_claims_never_pass_the_cap(
 
 async def test_late_result_completes_a_pending_or_failed_row_but_not_cancelled(
     store: Store, conn: asyncpg.Connection
-):
-    ids = await add_submissions(conn, 3)
-    await store.enqueue(ids, "hw-1", 0, {})
-    jobs = [await store.claim(0, THRESHOLD) for _ in range(3)]
-    assert all(jobs)
-    a, b, c = jobs  # type: ignore[misc]
+) -> None:
+    a, b, c = await claim_all(store, conn, 3)
     assert await store.attempt_failed(a.queue_id, a.dispatch_seq, delay=60, retryable=True,
                                       max_attempts=3, error="x",
                                       outcome="dispatch_error") == "pending"
@@ -233,7 +250,7 @@ async def test_late_result_completes_a_pending_or_failed_row_but_not_cancelled(
 
 async def test_failure_retries_with_backoff_then_fails_when_attempts_are_used(
     store: Store, conn: asyncpg.Connection
-):
+) -> None:
     ids = await add_submissions(conn, 1)
     await store.enqueue(ids, "hw-1", 0, {})
     for attempt in (1, 2, 3):
@@ -250,11 +267,8 @@ async def test_failure_retries_with_backoff_then_fails_when_attempts_are_used(
     assert row["finished_at"] is not None
 
 
-async def test_backoff_delays_the_next_claim(store: Store, conn: asyncpg.Connection):
-    ids = await add_submissions(conn, 1)
-    await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(1, THRESHOLD)
-    assert job is not None
+async def test_backoff_delays_the_next_claim(store: Store, conn: asyncpg.Connection) -> None:
+    job, _ = await claim_first(store, conn)
     await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=30, retryable=True,
                                max_attempts=3, error="e", outcome="dispatch_error")
     assert await store.claim(1, THRESHOLD) is None
@@ -262,11 +276,10 @@ async def test_backoff_delays_the_next_claim(store: Store, conn: asyncpg.Connect
     assert wait is not None and 25 < wait <= 30
 
 
-async def test_only_the_current_dispatch_can_fail_a_row(store: Store, conn: asyncpg.Connection):
-    ids = await add_submissions(conn, 1)
-    await store.enqueue(ids, "hw-1", 0, {})
-    old = await store.claim(1, THRESHOLD)
-    assert old is not None
+async def test_only_the_current_dispatch_can_fail_a_row(
+    store: Store, conn: asyncpg.Connection
+) -> None:
+    old, _ = await claim_first(store, conn)
     await store.attempt_failed(old.queue_id, old.dispatch_seq, delay=0, retryable=True,
                                max_attempts=3, error="e", outcome="dispatch_error")
     new = await store.claim(1, THRESHOLD)
@@ -281,11 +294,8 @@ async def test_only_the_current_dispatch_can_fail_a_row(store: Store, conn: asyn
 
 async def test_busy_returns_the_row_without_using_an_attempt_and_pauses(
     store: Store, conn: asyncpg.Connection
-):
-    ids = await add_submissions(conn, 2)
-    await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(1, THRESHOLD)
-    assert job is not None
+) -> None:
+    job, _ = await claim_first(store, conn, 2)
     assert await store.refused(job.queue_id, job.dispatch_seq, kind="overloaded", delay=30,
                                give_up=86400, cap=1) == "pending"
     assert await status_of(conn, job.queue_id) == ("pending", 0)
@@ -294,12 +304,8 @@ async def test_busy_returns_the_row_without_using_an_attempt_and_pauses(
     assert await store.claim(1, THRESHOLD) is not None
 
 
-async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Connection):
-    ids = await add_submissions(conn, 3)
-    await store.enqueue(ids, "hw-1", 0, {})
-    jobs = [await store.claim(0, THRESHOLD) for _ in range(3)]
-    a, b, c = jobs  # type: ignore[misc]
-    assert a and b and c
+async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Connection) -> None:
+    a, b, c = await claim_all(store, conn, 3)
     await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '20 minutes'")
     await conn.execute("UPDATE ai_marking_queue SET attempts = 3 WHERE queue_id = $1", b.queue_id)
     assert await store.heartbeat(c.queue_id, c.dispatch_seq, {"current": 1, "total": 2})
@@ -317,7 +323,7 @@ async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Con
 
 async def test_prune_deletes_old_completed_rows_at_most_once_a_minute(
     store: Store, conn: asyncpg.Connection
-):
+) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
     for _ in range(3):
@@ -336,7 +342,7 @@ async def test_prune_deletes_old_completed_rows_at_most_once_a_minute(
 
 async def test_breaker_opens_after_threshold_and_half_opens_for_one_probe(
     store: Store, conn: asyncpg.Connection
-):
+) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
     for _ in range(3):
@@ -353,7 +359,7 @@ async def test_breaker_opens_after_threshold_and_half_opens_for_one_probe(
     assert control.consecutive_failures == 0 and not control.circuit_open
 
 
-async def test_pause_stops_claims(store: Store, conn: asyncpg.Connection):
+async def test_pause_stops_claims(store: Store, conn: asyncpg.Connection) -> None:
     ids = await add_submissions(conn, 1)
     await store.enqueue(ids, "hw-1", 0, {})
     await store.set_paused(True, "ops")
@@ -364,11 +370,8 @@ async def test_pause_stops_claims(store: Store, conn: asyncpg.Connection):
 
 async def test_manual_retry_restarts_attempts_and_refuses_live_rows(
     store: Store, conn: asyncpg.Connection
-):
-    ids = await add_submissions(conn, 1)
-    await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(1, THRESHOLD)
-    assert job is not None
+) -> None:
+    job, _ = await claim_first(store, conn)
     assert not await store.retry_failed(job.queue_id, "ops")
     await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
                                max_attempts=3, error="e", outcome="x")
@@ -380,11 +383,8 @@ async def test_manual_retry_restarts_attempts_and_refuses_live_rows(
 
 async def test_retry_of_a_failed_row_conflicts_when_the_submission_was_requeued(
     store: Store, conn: asyncpg.Connection
-):
-    ids = await add_submissions(conn, 1)
-    await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(1, THRESHOLD)
-    assert job is not None
+) -> None:
+    job, ids = await claim_first(store, conn)
     await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
                                max_attempts=3, error="e", outcome="x")
     await store.enqueue(ids, "hw-1", 0, {})
@@ -392,11 +392,10 @@ async def test_retry_of_a_failed_row_conflicts_when_the_submission_was_requeued(
         await store.retry_failed(job.queue_id, "ops")
 
 
-async def test_status_changes_are_recorded_as_events(store: Store, conn: asyncpg.Connection):
-    ids = await add_submissions(conn, 2)
-    await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(1, THRESHOLD)
-    assert job is not None
+async def test_status_changes_are_recorded_as_events(
+    store: Store, conn: asyncpg.Connection
+) -> None:
+    job, _ = await claim_first(store, conn, 2)
     await store.heartbeat(job.queue_id, job.dispatch_seq, {"current": 1})
     await store.complete(job.queue_id, job.dispatch_seq, {"score": 4, "max_score": 5,
                                                            "feedback": "f"}, None)
@@ -408,7 +407,7 @@ async def test_status_changes_are_recorded_as_events(store: Store, conn: asyncpg
     assert rows[-1]["summary"] == '{"score": 4, "max_score": 5}'
 
 
-async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
+async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
     await add_submissions(conn, 2000)
     await conn.execute(
         "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, finished_at) "
@@ -422,7 +421,7 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection):
     # The claim's pick takes the chosen group's first due row (aiqueue 0022).
     text = await plan_in_function(conn, "aiqueue_fair_pick",
                                   r"SELECT q\.queue_id, q\.assignment_id INTO r.*?SKIP LOCKED",
-                                  **GROUP_VALUES)
+                                  False, **GROUP_VALUES)
     assert "ai_marking_queue_group_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
 
@@ -462,7 +461,7 @@ async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str
 ])
 async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
     conn: asyncpg.Connection, row: str, function: str, pattern: str, index: str
-):
+) -> None:
     # Statistics taken while most rows matched plan an unordered probe or a
     # plain count(*) as a scan of the whole table, on every claim.
     await add_submissions(conn, 2000)
@@ -475,7 +474,7 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
     assert "Seq Scan" not in text
 
 
-async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.Connection):
+async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.Connection) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
     for _ in range(3):
@@ -487,11 +486,10 @@ async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.
     assert wait is not None and wait > 500
 
 
-async def test_an_idle_queue_has_nothing_to_wake_for(store: Store, conn: asyncpg.Connection):
+async def test_an_idle_queue_has_nothing_to_wake_for(
+    store: Store, conn: asyncpg.Connection
+) -> None:
     assert await store.next_wakeup(1, 5, 600) is None
-    ids = await add_submissions(conn, 1)
-    await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(1, 5)
-    assert job is not None
+    job, _ = await claim_first(store, conn, threshold=5)
     await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
     assert await store.next_wakeup(1, 5, 600) is None

@@ -15,15 +15,118 @@ from uuid import UUID
 
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
-from aiqueue.flow import NO_BUDGET, Budget
-from aiqueue.models import Job, Lookup, QueueId, Status, SubmissionId
+from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.models import (
+    Delivery,
+    DeliveryState,
+    Job,
+    Lookup,
+    OpenAlert,
+    OutboxEntry,
+    QueueId,
+    Status,
+    SubmissionId,
+)
+from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 from aiqueue.models.records import Retained
 from aiqueue.money import NO_MONEY, Money
 from aiqueue.ports import LoopStore
 
 
+class QuietParts:
+    """The parts of LoopStore the unit tests leave idle: nothing scheduled, no alerts,
+    an empty outbox, no batch lane. Each call is still recorded."""
+
+    calls: list[tuple[str, tuple[Any, ...]]]
+
+    async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
+        self.calls.append(("heartbeat", (queue_id, dispatch_seq)))
+        return True
+
+    async def next_expiry(self) -> float | None:
+        return None
+
+    async def open_alerts(self) -> list[OpenAlert]:
+        return []
+
+    async def record_probe_answer(self, probe_id: UUID, answer: str,
+                                  detail: dict[str, Any]) -> bool:
+        self.calls.append(("record_probe_answer", (probe_id, answer)))
+        return True
+
+    async def cron_called(self) -> None:
+        self.calls.append(("cron_called", ()))
+
+    # -- the outbox: nothing to deliver --------------------------------------
+
+    async def claim_deliveries(self, limit: int, lease_seconds: float) -> list[Delivery]:
+        return []
+
+    async def delivery_succeeded(self, event_id: UUID, outcome: str) -> bool:
+        return True
+
+    async def delivery_failed(self, event_id: UUID, attempt: int, outcome: str, *,
+                              delay: float, window: float, stop: bool) -> DeliveryState | None:
+        return None
+
+    async def prune_outbox(self, keep_seconds: float, window: float) -> int:
+        return 0
+
+    async def next_delivery_due(self) -> float | None:
+        return None
+
+    async def outbox_entries(self, limit: int) -> list[OutboxEntry]:
+        return []
+
+    # -- the batch lane: no batches -------------------------------------------
+
+    async def batch_open(self, pool: str, provider: str, model: str, limit: int,
+                         money: str | None = None) -> list[BatchRow]:
+        return []
+
+    async def batch_submitted(self, batch_id: int, provider_batch_id: str,
+                              files: Sequence[str], look_in: float) -> bool:
+        return False
+
+    async def batch_release(self, batch_id: int, queue_ids: Sequence[UUID] | None = None
+                            ) -> int:
+        return 0
+
+    async def batch_abandon(self, batch_id: int, error: str) -> bool:
+        return False
+
+    async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]:
+        return []
+
+    async def batches_due(self, pool: str, lease: float) -> list[LaneBatch]:
+        return []
+
+    async def batch_rows(self, batch_id: int) -> list[BatchRow]:
+        return []
+
+    async def batch_lines(self, batch_id: int) -> list[BatchRow]:
+        return []
+
+    async def batch_lines_failed(self, failures: Sequence[LineFailure], max_attempts: int,
+                                 window: float, attempts: str | None = None) -> int:
+        return 0
+
+    async def batch_fallback(self, batch_id: int) -> int:
+        return 0
+
+    async def batch_mark(self, batch_id: int, state: BatchState, files: Sequence[str],
+                         look_in: float) -> None:
+        return None
+
+    async def batch_live_seconds(self) -> float | None:
+        return None
+
+    async def batch_prune(self, older_than: float) -> None:
+        return None
+
+
 @dataclass
-class FakeStore:
+class FakeStore(QuietParts):
     """Records what the loop asked of the store; hands out prepared jobs."""
 
     jobs: list[Job] = field(default_factory=list)
@@ -36,6 +139,26 @@ class FakeStore:
     settle_fails: bool = False
     ref_fails: bool = False  # set_dispatch_ref raises StoreError
     p95: float | None = None  # the recent p95 processing time recovery reads
+    hold_until: datetime | None = None  # a refusal's hold on every pool
+    wakeup_in: float | None = None  # seconds until the step has work (next_wakeup)
+    scheduled_in: float | None = None  # seconds until a scheduled row comes due
+
+    async def flow_state(self, cap: int, window_seconds: float,
+                         pool: str | None = None) -> FlowState:
+        self.calls.append(("flow_state", (cap, window_seconds, pool)))
+        return FlowState(cap, self.hold_until, 0, 0, 0, 0)
+
+    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+                          heartbeat: float | None = None, bound: float | None = None,
+                          ask: bool = False, look: float | None = None,
+                          budget: Budget = NO_BUDGET,
+                          plan: str | None = None) -> float | None:
+        self.calls.append(("next_wakeup", (cap, threshold, stuck_after)))
+        return self.wakeup_in
+
+    async def next_scheduled(self) -> float | None:
+        self.calls.append(("next_scheduled", ()))
+        return self.scheduled_in
 
     async def recent_p95(self) -> float | None:
         self.calls.append(("recent_p95", ()))

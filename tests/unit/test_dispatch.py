@@ -35,9 +35,9 @@ async def client() -> Any:
         yield http
 
 
-def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime:
+def runtime(store: FakeStore, client: httpx.AsyncClient, **kw: Any) -> Runtime[FakeStore]:
     s = settings(**kw)
-    return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))  # type: ignore[arg-type]
+    return Runtime(settings=s, store=store, http=client, tokens=Tokens(s.queue_secret))
 
 
 @respx.mock

@@ -47,6 +47,47 @@ def test_every_sql_block_the_code_names_exists():
     assert missing == {}
 
 
+# The query modules whose .sql file has another name (the rest: db/x.py runs sql/x.sql).
+_SQL_FILE_OF = {"queue": "queries", "rows": "queries", "outbox": "notify", "timing": "time"}
+# Statements one query class runs inside another file's transaction, and why.
+_SHARED = {
+    "idempotency_claim", "idempotency_answer", "idempotency_save",  # enqueue's and erasure's keys
+    "batch_lane_rows",  # an enqueue puts its rows on the overnight lane in its own transaction
+    "serial_plans",  # the stats' SET LOCAL, shared with the monitoring page
+    "recover_stuck",  # recovery's sweep, beside the claim it frees slots for
+}
+
+
+def _blocks_by_file() -> dict[str, set[str]]:
+    sql = ROOT.joinpath("aiqueue", "db", "sql")
+    return {f.stem: set(re.findall(r"^-- ([a-z_]+) --$", f.read_text(), re.MULTILINE))
+            for f in sql.glob("*.sql")}
+
+
+def _query_modules() -> list[Path]:
+    """aiqueue/db's modules that hold a query class (a Gateway)."""
+    def holds_one(path: Path) -> bool:
+        return any(isinstance(node, ast.ClassDef) and any(
+            getattr(base, "id", "") == "Gateway" for base in node.bases)
+            for node in ast.walk(ast.parse(path.read_text())))
+    return [p for p in ROOT.joinpath("aiqueue", "db").glob("*.py") if holds_one(p)]
+
+
+def test_each_query_class_runs_the_statements_of_its_own_sql_file():
+    # A newcomer finds a statement's method on its file's class (aiqueue/db/store.py).
+    blocks = _blocks_by_file()
+    modules = _query_modules()
+    assert len(modules) >= 12, "the scan finds the query classes"
+    strays = {}
+    for path in modules:
+        names = _named_blocks(path) - _SHARED
+        own = blocks.get(_SQL_FILE_OF.get(path.stem, path.stem), set())
+        if names - own:
+            strays[path.name] = sorted(names - own)
+    assert strays == {}
+    assert _SHARED <= set().union(*blocks.values())
+
+
 def _contracts() -> list[dict[str, object]]:
     config = tomllib.loads(ROOT.joinpath("pyproject.toml").read_text())["tool"]["importlinter"]
     contracts: list[dict[str, object]] = config["contracts"]

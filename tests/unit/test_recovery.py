@@ -25,9 +25,9 @@ LAMBDA = LambdaTarget("eu-west-1", "AKID", "secret", None, "ai-mark", None,
                       "https://lambda.eu-west-1.amazonaws.com")
 
 
-def runtime(store: FakeStore, **kw: Any) -> Runtime:
+def runtime(store: FakeStore, **kw: Any) -> Runtime[FakeStore]:
     s = Settings(queue_secrets=(SECRET,)).with_overrides(**kw)
-    return Runtime(settings=s, store=store, http=httpx.AsyncClient(),  # type: ignore[arg-type]
+    return Runtime(settings=s, store=store, http=httpx.AsyncClient(),
                    tokens=Tokens(SECRET), owned={LambdaTimeout: LambdaTimeout(value=60.0)})
 
 

@@ -163,10 +163,10 @@ async def test_oversized_payload_fails_without_a_request(client: httpx.AsyncClie
                                                          retryable=False)
 
 
-def runtime(store: FakeStore, client: httpx.AsyncClient, target: str) -> Runtime:
+def runtime(store: FakeStore, client: httpx.AsyncClient, target: str) -> Runtime[FakeStore]:
     s = settings(target, retry_base_seconds=10)
     # Lambda's timeout as if read already (tests/unit/test_recovery.py reads it).
-    return Runtime(settings=s, store=store, http=client, tokens=Tokens(SECRET),  # type: ignore[arg-type]
+    return Runtime(settings=s, store=store, http=client, tokens=Tokens(SECRET),
                    owned={LambdaTimeout: LambdaTimeout(value=60.0)})
 
 

@@ -1,0 +1,88 @@
+"""The enqueue's transaction (sql/queries.sql `enqueue`, `idempotency_*`), rerun on a lost race."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from aiqueue.db.pool import Database, Rollback
+from aiqueue.errors import Conflict
+from aiqueue.models import (
+    Enqueued,
+    EnqueueOutcome,
+    KeyMismatch,
+    QueueId,
+    Replayed,
+    SubmissionId,
+    UnknownIds,
+)
+
+# How often an enqueue runs when it keeps losing a race for a live row.
+_ENQUEUE_RUNS = 5
+# The partial unique index that allows one live (pending/processing) row per submission.
+LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
+
+
+class _LostRace:
+    """A run of the enqueue that rolled back: another transaction took a live row first."""
+
+
+def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
+    """Did a statement fail because another transaction gave a submission a live row?"""
+    if isinstance(exc, asyncpg.DeadlockDetectedError):
+        # Two overlapping batches waiting on each other's index entries.
+        return True
+    return (isinstance(exc, asyncpg.UniqueViolationError)
+            and exc.constraint_name == LIVE_ROW_INDEX)
+
+
+async def enqueue_rows(db: Database, sql: dict[str, str], args: tuple[Any, ...],
+                       key: tuple[str, str] | None, requested: int,
+                       batch: tuple[datetime, datetime] | None) -> EnqueueOutcome:
+    """Run the enqueue's transaction until it does not lose a race (409 after a few)."""
+    for _ in range(_ENQUEUE_RUNS):
+        # Idempotent by design: a repeat skips what the first run inserted,
+        # and a key's repeat replays the answer the first run saved.
+        outcome = await db.write(
+            lambda conn: _enqueue_in(conn, sql, args, key, requested, batch), idempotent=True)
+        if not isinstance(outcome, _LostRace):
+            return outcome
+        # The run rolled back; the next one skips the submission that got a live row.
+    raise Conflict("the submissions' live rows kept changing; try again")
+
+
+async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple[Any, ...],
+                      key: tuple[str, str] | None, requested: int,
+                      batch: tuple[datetime, datetime] | None) -> EnqueueOutcome | _LostRace:
+    """The enqueue's transaction (db.write runs it; Rollback undoes it)."""
+    if key is not None and not await conn.fetchval(sql["idempotency_claim"], *key):
+        # The key's first request committed: replay its answer.
+        row = await conn.fetchrow(sql["idempotency_answer"], key[0])
+        if row is None or row["body_hash"] != key[1]:
+            raise Rollback(KeyMismatch())
+        raise Rollback(Replayed(json.loads(row["answer"])))
+    try:
+        rows = await conn.fetch(sql["enqueue"], *args)
+    except asyncpg.PostgresError as exc:
+        # A concurrent enqueue or retry gave one of the submissions a live row
+        # after this statement's snapshot (see the enqueue query).
+        if _takes_a_live_row(exc):
+            raise Rollback(_LostRace()) from None
+        raise
+    unknown = [SubmissionId(r["value"]) for r in rows if r["kind"] == "unknown"]
+    if unknown:
+        # Nothing was enqueued; the key stays free for a corrected request.
+        raise Rollback(UnknownIds(unknown))
+    outcome = Enqueued(
+        queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
+        already_marked=sum(r["kind"] == "marked" for r in rows),
+    )
+    if batch is not None and outcome.queue_ids:
+        await conn.execute(sql["batch_lane_rows"], outcome.queue_ids, *batch)
+    if key is not None:
+        answer = json.dumps(outcome.answer(requested))
+        await conn.execute(sql["idempotency_save"], key[0], answer)
+    return outcome
