@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from aiqueue.models.queue import Circuit
 from aiqueue.settings import Settings
 
 # The ceiling of L when QUEUE_MAX_IN_FLIGHT is 0: after a refusal, the queue
@@ -104,7 +105,7 @@ class PoolState:
     pool: str
     in_flight_limit: int
     hold_until: datetime | None
-    circuit_state: str
+    circuit_state: Circuit
     consecutive_failures: int
     refusals_rate_limited: int
     refusals_overloaded: int

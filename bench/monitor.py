@@ -159,7 +159,7 @@ async def run(dsn: str, repeats: int) -> None:
             cases: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
                 ("SELECT count(*) FROM ai_marking_queue",
                  lambda: conn.fetchval("SELECT count(*) FROM ai_marking_queue")),
-                ("stats (stats_json)", lambda: stats.stats_json(rt)),
+                ("stats (read_stats)", lambda: stats.read_stats(rt)),
                 ("throughput, 24 h in 5-min buckets", lambda: rt.store.throughput(86400, 300)),
                 ("table: newest 51 rows", lambda: rt.store.list_rows(
                     status=None, assignment_id=None, limit=51)),

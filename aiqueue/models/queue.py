@@ -12,6 +12,8 @@ from uuid import UUID
 QueueId = NewType("QueueId", UUID)
 SubmissionId = NewType("SubmissionId", UUID)
 Status = Literal["pending", "processing", "completed", "failed", "cancelled", "expired"]
+# The dispatch breaker: "open" (cooling down), "half_open" (a probe may go) or "closed".
+Circuit = Literal["open", "half_open", "closed"]
 # (created_at, queue_id) of a row: where a page of the operator's table starts or ends.
 PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = (
@@ -84,29 +86,9 @@ class QueueRow:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     @property
-    def waiting_for(self) -> str | None:
+    def waiting_for(self) -> Literal["spend_cap"] | None:
         """Why a pending row is not dispatched yet: "spend_cap", or None."""
         return "spend_cap" if self.resumes_at is not None else None
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's item shape for /api/marking/queue."""
-        return {
-            "queue_id": str(self.queue_id),
-            "submission_id": str(self.submission_id),
-            "assignment_id": self.assignment_id,
-            "group": self.group_key,
-            "kind": self.kind,
-            "pool": self.pool,
-            "status": self.status,
-            "attempts": self.attempts,
-            "last_error": self.last_error,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "waiting_for": self.waiting_for,
-            "resumes_at": self.resumes_at.isoformat() if self.resumes_at else None,
-            "not_before": _iso(self.not_before),
-            "expires_at": _iso(self.expires_at),
-        }
 
     def scheduled_for(self, now: datetime) -> datetime | None:
         """When a pending row still waiting for its not_before becomes due, else None."""
@@ -115,8 +97,6 @@ class QueueRow:
         return None
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
 
 
 @dataclass(frozen=True)
@@ -193,7 +173,7 @@ class Control:
     circuit_open_until: datetime | None
     busy_until: datetime | None
     # "open" (cooling down), "half_open" (a probe may go) or "closed": aiqueue_circuit_state()
-    circuit_state: str
+    circuit_state: Circuit
 
     @property
     def circuit_open(self) -> bool:

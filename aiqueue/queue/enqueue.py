@@ -16,14 +16,16 @@ from aiqueue.errors import (
     UnknownKind,
 )
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
-from aiqueue.parse import EnqueueRequest
 from aiqueue.ports import WebhookStore
 from aiqueue.queue import overnight, probes
 from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.loop import Receipt
-from aiqueue.queue.results import MAX_ITEMS, ResultItem, apply_item, parse_item, settle_item
+from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_item
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
+from aiqueue.wire import EnqueueRequest
+from aiqueue.wire.answers import RetryAnswer
+from aiqueue.wire.requests import MAX_ITEMS
 
 
 async def enqueue(
@@ -85,10 +87,7 @@ def verify_results(tokens: Tokens, body: object) -> list[WebhookItem]:
         raise Invalid("the body must hold at least one item")
     if len(items) > MAX_ITEMS:
         raise Invalid(f"at most {MAX_ITEMS} items per request")
-    try:
-        parsed = [_parse_webhook_item(raw, tokens) for raw in items]
-    except ValueError as exc:
-        raise Invalid(str(exc)) from None
+    parsed = [_parse_webhook_item(raw, tokens) for raw in items]
     if not any(parsed):
         logs.event("webhook", accepted=0, ignored=0, rejected=len(parsed))
         raise Unauthorized("no item carries a valid callback token")
@@ -142,11 +141,11 @@ async def _settle(rt: Runtime[WebhookStore], item: ResultItem
     return None, None, False
 
 
-async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> dict[str, Any]:
+async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> RetryAnswer:
     """A failed row becomes pending with fresh attempts."""
     if await rt.store.retry_failed(queue_id, actor):
         logs.event("retry", queue_id=queue_id, reason="manual")
-        return {"queue_id": str(queue_id), "status": "pending"}
+        return RetryAnswer(queue_id=queue_id, status="pending")
     status = await rt.store.row_status(queue_id)
     if status is None:
         raise NotFound(f"no queue row {queue_id}")

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from aiqueue import dispatch, logs
-from aiqueue.errors import StoreError
+from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job
 from aiqueue.ports import HandoutStore
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item, refuse
@@ -82,7 +82,7 @@ def sync_item(body: Any, job: Job, rt: Runtime[HandoutStore]) -> ResultItem | No
             "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
     try:
         return parse_item(body, rt.tokens)
-    except ValueError:
+    except Invalid:
         return None
 
 

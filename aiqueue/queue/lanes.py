@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from aiqueue.errors import Invalid
-from aiqueue.parse import EnqueueRequest, Lane
 from aiqueue.runtime import Runtime
+from aiqueue.wire import EnqueueRequest, Lane
 
 
 def lane_of(rt: Runtime, request: EnqueueRequest) -> Lane:

@@ -39,7 +39,7 @@ class Receipt:
 
 @dataclass
 class StepResult:
-    """What one process step did (the process endpoint's answer)."""
+    """What one process step did (web/api.py answers it as wire's ProcessStep)."""
 
     claimed: Job | None = None
     dispatched: bool = False
@@ -47,15 +47,6 @@ class StepResult:
     pruned: int = 0
     chained: bool = False
     sync_job: Job | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "claimed": str(self.claimed.queue_id) if self.claimed else None,
-            "dispatched": self.dispatched,
-            "recovered": self.recovered,
-            "pruned": self.pruned,
-            "chained": self.chained,
-        }
 
 
 def should_chain(*, more: bool, busy: bool, freed: int = 0, dispatched: bool = False,

@@ -24,7 +24,7 @@ from aiqueue.batch.lane import Lane, LaneConfig, StepReport, live_estimate
 from aiqueue.batch.poll import step
 from aiqueue.config import BATCH_SHARE, Pool
 from aiqueue.dispatch.invoke import dispatch_body
-from aiqueue.errors import StoreError
+from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
 from aiqueue.money import Money
@@ -126,7 +126,7 @@ async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]
     for raw in raw_items:
         try:
             item = parse_item(raw, rt.tokens)
-        except ValueError:
+        except Invalid:
             continue  # not an item: its line stays unanswered and fails as such
         if item is None or item.status == "progress":
             continue

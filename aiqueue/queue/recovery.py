@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from aiqueue import logs
 from aiqueue.config import DEFAULT_KIND
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
+from aiqueue.errors import Invalid
 from aiqueue.flow import Budget
 from aiqueue.models import Lookup
 from aiqueue.ports import RecoveryStore
@@ -250,7 +251,7 @@ def _verified(rt: Runtime[RecoveryStore], raw: object, look: Lookup) -> ResultIt
     """An item whose token is valid for this row and this dispatch, else None."""
     try:
         item = parse_item(raw, rt.tokens)
-    except ValueError:
+    except Invalid:
         return None
     if item is None or item.claim.queue_id != look.queue_id \
             or item.claim.dispatch_seq != look.dispatch_seq:

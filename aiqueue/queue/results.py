@@ -7,21 +7,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
-from aiqueue import logs
-from aiqueue.backoff import MAX_RETRY_AFTER, retry_delay
+from aiqueue import logs, wire
+from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
 from aiqueue.money import Money
 from aiqueue.queue.spend import priced
-from aiqueue.storable import unstorable
 from aiqueue.tokens import CallbackClaim, Tokens
+from aiqueue.wire.requests import WebhookItem
 
 if TYPE_CHECKING:
     from aiqueue.ports import ResultsStore
     from aiqueue.runtime import Runtime
 
 ItemStatus = Literal["completed", "failed", "progress"]
-MAX_ITEMS = 1000
 # A stored (and logged) error is one of these codes, never the function's own
 # words: those may quote the student's answer.  A fixed vocabulary, not a
 # pattern — a one-word answer ("mitochondria", "binary_search",
@@ -62,65 +61,34 @@ def error_code(error: object) -> str:
     return "function_failed"
 
 
-def check_shape(raw: object) -> None:
-    """Raise ValueError unless `raw` looks like a result item (before any token check)."""
-    if not isinstance(raw, dict):
-        raise ValueError("each item must be a JSON object")
-    status = raw.get("status")
-    if status not in ("completed", "failed", "progress"):
-        raise ValueError("status must be 'completed', 'failed' or 'progress'")
-    if not isinstance(raw.get("queue_id"), str):
-        raise ValueError("queue_id must be a string")
-    if status == "completed" and not isinstance(raw.get("result"), dict):
-        raise ValueError("a completed item needs a result object")
-    if raw.get("usage") is not None and not isinstance(raw.get("usage"), dict):
-        raise ValueError("usage must be an object")
-    if raw.get("retryable") is not None and not isinstance(raw.get("retryable"), bool):
-        raise ValueError("retryable must be a boolean")
-    if status == "progress" and not isinstance(raw.get("progress", {}), dict):
-        raise ValueError("progress must be an object")
-    retry_after = raw.get("retry_after")
-    if retry_after is not None and not (
-            isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool)
-            and 0 <= retry_after <= MAX_RETRY_AFTER):
-        raise ValueError(f"retry_after must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
-    for key in ("result", "usage", "progress"):
-        # These are stored as jsonb: refuse what PostgreSQL would refuse (a 422,
-        # not a 503 that the function would retry forever).
-        problem = unstorable(raw.get(key))
-        if problem:
-            raise ValueError(f"{key} {problem}")
-
-
 def parse_item(raw: object, tokens: Tokens) -> ResultItem | None:
     """A verified item, or None when its token is missing, forged, expired or for another row.
 
-    Raises ValueError for a malformed item.
+    Raises Invalid (422) for a malformed item (wire.requests.WebhookItem says what fits).
     """
-    check_shape(raw)
-    assert isinstance(raw, dict)  # check_shape proved it
-    claim = tokens.verify_callback(raw.get("token"))
-    if claim is None or str(claim.queue_id) != raw["queue_id"].strip().lower():
+    item = wire.parse(WebhookItem, raw)
+    claim = tokens.verify_callback(item.token)
+    if claim is None or str(claim.queue_id) != item.queue_id.strip().lower():
         return None
-    status: ItemStatus = raw["status"]
-    refusal = _refusal(raw) if status == "failed" else None
+    refusal = _refusal(item.error) if item.status == "failed" else None
+    # result, usage and progress are the JSON objects as sent (the type checked them as
+    # storable objects); _usage keeps only the cost-tracking fields.
     return ResultItem(
         claim=claim,
-        status=status,
-        result=raw.get("result"),
-        usage=_usage(raw.get("usage")),
-        retryable=raw.get("retryable") is not False,
-        error_code=error_code(raw.get("error")),
-        progress=raw.get("progress") if status == "progress" else None,
+        status=item.status,
+        result=item.result,
+        usage=_usage(item.usage),
+        retryable=item.retryable is not False,
+        error_code=error_code(item.error),
+        progress=item.progress if item.status == "progress" else None,
         refusal=refusal,
-        retry_after=float(raw["retry_after"]) if refusal and raw.get("retry_after") is not None
+        retry_after=float(item.retry_after) if refusal and item.retry_after is not None
         else None,
     )
 
 
-def _refusal(raw: dict[str, Any]) -> str | None:
+def _refusal(error: object) -> str | None:
     """The refusal code a failed item carries, if it is one."""
-    error = raw.get("error")
     code = error.strip().lower() if isinstance(error, str) else None
     return code if code in REFUSALS else None
 

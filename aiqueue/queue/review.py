@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from aiqueue import logs
+from aiqueue import logs, wire
 from aiqueue.errors import Invalid, NotCompleted, NotFound, Superseded
 from aiqueue.models import ReviewOutcome
 from aiqueue.runtime import Runtime
-from aiqueue.storable import unstorable
+from aiqueue.wire.requests import AcceptBody
 
 MAX_ACTOR = 200
 MAX_HISTORY = 200
@@ -29,17 +29,8 @@ def parse_adjusted(body: object) -> dict[str, Any] | None:
     """An accept body: nothing, {} or {"result": {...}} (the teacher's adjusted result)."""
     if body is None:
         return None
-    if not isinstance(body, dict) or set(body) - {"result"}:
-        raise Invalid('the body must be {"result": {…}} or empty')
-    result = body.get("result")
-    if result is None:
-        return None
-    if not isinstance(result, dict):
-        raise Invalid("result must be a JSON object")
-    problem = unstorable(result)
-    if problem:
-        raise Invalid(f"result {problem}")
-    return result
+    # The result is the JSON object as sent (the type checked it is a storable object).
+    return wire.parse(AcceptBody, body).result
 
 
 def _check(queue_id: UUID, done: ReviewOutcome) -> None:

@@ -1,7 +1,7 @@
 """Not before and expiry (CONTRACT §9d): when scheduled rows come due, and ending stale ones.
 
 An enqueue's `not_before`/`delay_seconds` and `expires_at`/`expire_after_seconds`
-are read in aiqueue/parse.py (parse_times) and stored with the rows by the
+are read in aiqueue/wire/enqueue.py (parse_times) and stored with the rows by the
 enqueue statement.  A scheduled row's run_after is its not_before, so the claim
 leaves it alone until then, and the ticker's next_wakeup (every pending row's
 run_after) wakes for it.  The claim never hands out a row past its expires_at;

@@ -14,11 +14,11 @@ from aiqueue.config import BATCH_SHARE, QueueConfig
 from aiqueue.errors import Invalid, UnknownKind
 from aiqueue.models import DryRun
 from aiqueue.money import Money, PoolMoney
-from aiqueue.parse import EnqueueRequest
 from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
+from aiqueue.wire import EnqueueRequest
 
 
 def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:

@@ -1,4 +1,4 @@
-"""Read-only views of the queue: the stats JSON (the Prometheus metrics: metrics.py)."""
+"""Read-only views of the queue: the stats, typed (the Prometheus metrics: metrics.py)."""
 
 from __future__ import annotations
 
@@ -7,41 +7,44 @@ from typing import Any
 from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import OpenAlert
 from aiqueue.runtime import Runtime
+from aiqueue.wire import reads
+from aiqueue.wire.reads import CircuitState, KindStats, PoolStats, Refusals, Stats
 
 
-async def stats_json(rt: Runtime) -> dict[str, Any]:
-    """The contract's /api/marking/stats body, plus the dispatch state."""
+async def read_stats(rt: Runtime) -> Stats:
+    """The contract's /api/marking/stats answer, plus the dispatch state (the page's too)."""
     stats = await rt.store.stats(rt.clock())
     control = await rt.store.control(rt.settings.breaker_threshold)
-    return {
-        "pending": stats.pending,
-        "processing": stats.processing,
-        "completed": stats.completed,
-        "failed": stats.failed,
-        "cancelled": stats.cancelled,
-        "expired": stats.expired,
-        "scheduled": stats.scheduled,
-        "failed_today": stats.failed_today,
-        "completed_today": stats.completed_today,
-        "avg_processing_seconds": _round(stats.avg_processing_seconds),
-        "p95_processing_seconds": _round(stats.p95_processing_seconds),
-        "oldest_pending_seconds": _round(stats.oldest_pending_seconds),
-        "max_in_flight": rt.settings.max_in_flight,
-        "paused": control.paused,
-        "circuit": {
-            "state": control.circuit_state,
-            "consecutive_failures": control.consecutive_failures,
-            "next_probe_at": control.circuit_open_until.isoformat()
-            if control.circuit_open and control.circuit_open_until else None,
-        },
-        "busy_until": control.busy_until.isoformat() if control.busy_until else None,
-        **flow_json(rt, await flow_state(rt)),
-        **await breakdown(rt),
-        "alerts": [alert_json(a) for a in await rt.store.open_alerts()],
-    }
+    kinds, pools = await breakdown(rt)
+    return Stats(
+        pending=stats.pending,
+        processing=stats.processing,
+        completed=stats.completed,
+        failed=stats.failed,
+        cancelled=stats.cancelled,
+        expired=stats.expired,
+        scheduled=stats.scheduled,
+        failed_today=stats.failed_today,
+        completed_today=stats.completed_today,
+        avg_processing_seconds=_round(stats.avg_processing_seconds),
+        p95_processing_seconds=_round(stats.p95_processing_seconds),
+        oldest_pending_seconds=_round(stats.oldest_pending_seconds),
+        max_in_flight=rt.settings.max_in_flight,
+        paused=control.paused,
+        circuit=CircuitState(
+            state=control.circuit_state,
+            consecutive_failures=control.consecutive_failures,
+            next_probe_at=control.circuit_open_until
+            if control.circuit_open and control.circuit_open_until else None),
+        busy_until=control.busy_until,
+        **flow_fields(rt, await flow_state(rt)),
+        kinds=kinds,
+        pools=pools,
+        alerts=[open_alert(a) for a in await rt.store.open_alerts()],
+    )
 
 
-async def breakdown(rt: Runtime) -> dict[str, Any]:
+async def breakdown(rt: Runtime) -> tuple[dict[str, KindStats], dict[str, PoolStats]]:
     """The stats by kind and by pool (CONTRACT §9b).
 
     The top-level flow fields above are the default pool's (the only one
@@ -50,51 +53,50 @@ async def breakdown(rt: Runtime) -> dict[str, Any]:
     s = rt.settings
     pools = await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
                                        s.budget_window_seconds)
-    return {"kinds": kinds_json(rt, await rt.store.kind_counts()),
-            "pools": {p.pool: pool_json(rt, p) for p in pools}}
+    return (kind_stats(rt, await rt.store.kind_counts()),
+            {p.pool: pool_stats(rt, p) for p in pools})
 
 
-def kinds_json(rt: Runtime, counts: list[KindCount]) -> dict[str, Any]:
+def kind_stats(rt: Runtime, counts: list[KindCount]) -> dict[str, KindStats]:
     """Each declared kind (and any kind rows still carry): its pool, cap and rows by status."""
     q = rt.settings.queue
-    out: dict[str, Any] = {}
-    for kind in q.kinds.values():
-        out[kind.name] = {"pool": kind.pool, "max_in_flight": kind.max_in_flight or None,
-                          **dict.fromkeys(_STATUSES, 0)}
+    pools = {k.name: (k.pool, k.max_in_flight or None) for k in q.kinds.values()}
+    rows: dict[str, dict[str, int]] = {name: dict.fromkeys(_STATUSES, 0) for name in pools}
     for c in counts:
-        entry = out.setdefault(c.kind, {"pool": c.pool, "max_in_flight": None,
-                                        **dict.fromkeys(_STATUSES, 0)})
+        pools.setdefault(c.kind, (c.pool, None))
+        by_status = rows.setdefault(c.kind, dict.fromkeys(_STATUSES, 0))
         if c.status in _STATUSES:
-            entry[c.status] += c.n
-    return out
+            by_status[c.status] += c.n
+    return {name: KindStats(pool=pool, max_in_flight=cap, **rows[name])
+            for name, (pool, cap) in pools.items()}
 
 
-def pool_json(rt: Runtime, state: PoolState) -> dict[str, Any]:
+def pool_stats(rt: Runtime, state: PoolState) -> PoolStats:
     """One pool's limits and flow control as they stand."""
     pool = rt.settings.queue.pools[state.pool]
-    return {
-        "kinds": [k.name for k in rt.settings.queue.kinds_of(pool.name)],
-        "max_in_flight": pool.max_in_flight,
-        "in_flight": state.in_flight,
-        "in_flight_limit": state.in_flight_limit,
-        "hold_until": state.hold_until.isoformat() if state.hold_until else None,
-        "circuit": state.circuit_state,
-        "refusals": {"rate_limited": state.refusals_rate_limited,
-                     "overloaded": state.refusals_overloaded},
-        "tokens_in_window": state.tokens_in_window if pool.budget_declared else None,
-        "requests_in_window": state.requests_in_window if pool.budget_declared else None,
-        "tokens_per_minute": pool.tokens_per_minute or None,
-        "requests_per_minute": pool.requests_per_minute or None,
-    }
+    return PoolStats(
+        kinds=[k.name for k in rt.settings.queue.kinds_of(pool.name)],
+        max_in_flight=pool.max_in_flight,
+        in_flight=state.in_flight,
+        in_flight_limit=state.in_flight_limit,
+        hold_until=state.hold_until,
+        circuit=state.circuit_state,
+        refusals=Refusals(rate_limited=state.refusals_rate_limited,
+                          overloaded=state.refusals_overloaded),
+        tokens_in_window=state.tokens_in_window if pool.budget_declared else None,
+        requests_in_window=state.requests_in_window if pool.budget_declared else None,
+        tokens_per_minute=pool.tokens_per_minute or None,
+        requests_per_minute=pool.requests_per_minute or None,
+    )
 
 
 _STATUSES = ("pending", "processing", "completed", "failed", "cancelled", "expired")
 
 
-def alert_json(a: OpenAlert) -> dict[str, Any]:
+def open_alert(a: OpenAlert) -> reads.OpenAlert:
     """An open alert as the stats list it (the fields of its marking.alert_opened)."""
-    return {"alert": a.alert, "pool": a.pool, "kind": a.kind, "value": round(a.value, 3),
-            "threshold": a.threshold, "opened_at": a.opened_at.isoformat()}
+    return reads.OpenAlert(alert=a.alert, pool=a.pool, kind=a.kind, value=round(a.value, 3),
+                           threshold=a.threshold, opened_at=a.opened_at)
 
 
 async def flow_state(rt: Runtime) -> FlowState:
@@ -103,7 +105,7 @@ async def flow_state(rt: Runtime) -> FlowState:
     return await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
 
 
-def flow_json(rt: Runtime, flow: FlowState) -> dict[str, Any]:
+def flow_fields(rt: Runtime, flow: FlowState) -> dict[str, Any]:
     """The stats' flow fields: L (0 = unlimited), the hold, the window's use, the budgets.
 
     The window's use is null while no budget is declared (nothing is counted then).
@@ -112,7 +114,7 @@ def flow_json(rt: Runtime, flow: FlowState) -> dict[str, Any]:
     declared = s.tokens_per_minute > 0 or s.requests_per_minute > 0
     return {
         "in_flight_limit": flow.in_flight_limit,
-        "hold_until": flow.hold_until.isoformat() if flow.hold_until else None,
+        "hold_until": flow.hold_until,
         "tokens_in_window": flow.tokens_in_window if declared else None,
         "requests_in_window": flow.requests_in_window if declared else None,
         "tokens_per_minute": s.tokens_per_minute or None,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from aiqueue import parse
+from aiqueue import wire
 from aiqueue.batch.lane import live_estimate
 from aiqueue.config import DEFAULT_KIND
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
@@ -49,7 +49,7 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False, lane: parse.Lane = "live",
+               remark: bool = False, lane: wire.Lane = "live",
                not_before: datetime | None = None, dry_run: bool = False) -> dict[str, Any]:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
@@ -66,11 +66,11 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
             raise NotFound(f"no submission {submission_id} in this assignment")
         ids, priority = [submission_id], SINGLE_ROW_PRIORITY
     elif remark:
-        rows = await rt.store.submission_results(assignment_id, parse.MAX_IDS)
+        rows = await rt.store.submission_results(assignment_id, wire.MAX_IDS)
         ids, priority = [r.submission_id for r in rows], 0
     else:
-        ids, priority = list(await rt.store.unmarked_submissions(assignment_id, parse.MAX_IDS)), 0
-    request = parse.EnqueueRequest(assignment_id, ids, priority, parse.payload_json(info.payload),
+        ids, priority = list(await rt.store.unmarked_submissions(assignment_id, wire.MAX_IDS)), 0
+    request = wire.EnqueueRequest(assignment_id, ids, priority, wire.payload_json(info.payload),
                                    remark=remark, lane=lane, not_before=not_before,
                                    dry_run=dry_run)
     if dry_run:

@@ -6,34 +6,36 @@ from uuid import UUID
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from aiqueue import logs, parse
+from aiqueue import logs, wire
 from aiqueue.errors import StoreError
 from aiqueue.queue import loop, review, spend
 from aiqueue.queue.enqueue import enqueue as enqueue_jobs
 from aiqueue.queue.enqueue import list_rows, receive_results, retry_row, verify_results
 from aiqueue.reads import monitor, usage
 from aiqueue.reads.metrics import CONTENT_TYPE, exposition
-from aiqueue.reads.stats import stats_json
+from aiqueue.reads.stats import read_stats
 from aiqueue.web import gate
-from aiqueue.web.http import query_int, read_json
+from aiqueue.web.http import query_int, read_json, respond, respond_as
 from aiqueue.web.state import app_state, runtime
+from aiqueue.wire import answers, reads
 
 
 @gate.bearer()
 async def enqueue(request: Request) -> Response:
     rt = await runtime(request)
-    key = parse.parse_idempotency_key(request.headers.get("idempotency-key"))
-    body = parse.EnqueueRequest.parse(await read_json(request))
+    key = wire.parse_idempotency_key(request.headers.get("idempotency-key"))
+    body = wire.EnqueueRequest.parse(await read_json(request))
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
-        return JSONResponse(await spend.dry_run(rt, body))
+        return respond_as(answers.EnqueueEstimate, await spend.dry_run(rt, body))
     answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
-        return JSONResponse(answer, status_code=202, headers={"Idempotent-Replayed": "true"})
-    return JSONResponse(answer, status_code=202,
+        return respond_as(answers.EnqueueAccepted, answer, 202,
+                          headers={"Idempotent-Replayed": "true"})
+    return respond_as(answers.EnqueueAccepted, answer, 202,
                         background=BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
 
 
@@ -48,7 +50,10 @@ async def process_queue(request: Request) -> Response:
     logs.event("process", method=request.method, claimed=step.claimed is not None,
                chained=step.chained, recovered=step.recovered, pruned=step.pruned)
     after = BackgroundTask(loop.after_process, rt, step)
-    return JSONResponse(step.to_json(), background=after)
+    answer = answers.ProcessStep(
+        claimed=step.claimed.queue_id if step.claimed else None, dispatched=step.dispatched,
+        recovered=step.recovered, pruned=step.pruned, chained=step.chained)
+    return respond(answer, background=after)
 
 
 async def webhook(request: Request) -> Response:
@@ -56,53 +61,53 @@ async def webhook(request: Request) -> Response:
     items = verify_results(app_state(request).tokens, await read_json(request))
     rt = await runtime(request)
     receipt = await receive_results(rt, items)
-    return JSONResponse(receipt.counts, background=BackgroundTask(loop.after_results, rt, receipt))
+    return respond(answers.WebhookReceipt(**receipt.counts),
+                   background=BackgroundTask(loop.after_results, rt, receipt))
 
 
 @gate.bearer()
 async def queue_list(request: Request) -> Response:
     rt = await runtime(request)
-    status = parse.parse_status(request.query_params.get("status"))
+    status = wire.parse_status(request.query_params.get("status"))
     assignment = request.query_params.get("assignment_id") or None
     if assignment is not None:
-        assignment = parse.parse_assignment_id(assignment)  # a NUL would be a 503
-    group = parse.parse_group(request.query_params.get("group") or None)
+        assignment = wire.parse_assignment_id(assignment)  # a NUL would be a 503
+    group = wire.parse_group(request.query_params.get("group") or None)
     kind = request.query_params.get("kind") or None
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
     rows, total = await list_rows(
         rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group,
-        kind=parse.parse_kind(kind) if kind else None,
+        kind=wire.parse_kind(kind) if kind else None,
     )
-    return JSONResponse({"items": [r.to_json() for r in rows], "total": total},
-                        background=BackgroundTask(loop.after_read, rt))
+    page = answers.QueuePage(items=[answers.QueueRow.of(r) for r in rows], total=total)
+    return respond(page, background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def stats(request: Request) -> Response:
     rt = await runtime(request)
-    return JSONResponse(await stats_json(rt),
-                        background=BackgroundTask(loop.after_read, rt))
+    return respond(await read_stats(rt), background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
     answer = await retry_row(rt, _queue_id(request), actor="api")
-    return JSONResponse(answer, background=BackgroundTask(loop.after_action, rt))
+    return respond(answer, background=BackgroundTask(loop.after_action, rt))
 
 
 async def healthz(request: Request) -> Response:
     # The public learn only that the app is up: no database connection (§9a).
     if not gate.holds_bearer(request):
-        return JSONResponse({"status": "ok"})
+        return respond(reads.Health(status="ok"))
     try:
         rt = await app_state(request).get(check_schema=False)
     except StoreError:
-        return JSONResponse(monitor.unavailable(), status_code=503)
+        return respond_as(reads.Health, monitor.unavailable(), 503)
     health = await monitor.health(rt)
     headers = {"retry-after": str(health.retry_after)} if health.retry_after else None
-    return JSONResponse(health.body, status_code=health.http_status, headers=headers)
+    return respond_as(reads.Health, health.body, health.http_status, headers=headers)
 
 
 @gate.bearer("metrics")
@@ -112,7 +117,7 @@ async def metrics(request: Request) -> Response:
 
 
 def _queue_id(request: Request) -> UUID:
-    return parse.parse_uuid(request.path_params["queue_id"], "queue row")
+    return wire.parse_uuid(request.path_params["queue_id"], "queue row")
 
 
 def _actor(request: Request) -> str | None:
@@ -123,19 +128,22 @@ def _actor(request: Request) -> str | None:
 async def accept(request: Request) -> Response:
     rt = await runtime(request)
     adjusted = review.parse_adjusted(await read_json(request, 64 * 1024, optional=True))
-    return JSONResponse(await review.accept(rt, _queue_id(request), _actor(request), adjusted))
+    done = await review.accept(rt, _queue_id(request), _actor(request), adjusted)
+    return respond_as(answers.Accepted, done)
 
 
 @gate.bearer()
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
-    return JSONResponse(await review.revert(rt, _queue_id(request), _actor(request)))
+    return respond_as(answers.Reverted, await review.revert(rt, _queue_id(request),
+                                                            _actor(request)))
 
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
-    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await review.review_run(rt, assignment_id, action, _actor(request)))
+    assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
+    done = await review.review_run(rt, assignment_id, action, _actor(request))
+    return respond_as(answers.RunAccepted if action == "accept" else answers.RunReverted, done)
 
 
 @gate.bearer()
@@ -151,15 +159,16 @@ async def revert_run(request: Request) -> Response:
 @gate.bearer()
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
-    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
-    return JSONResponse(await review.history(rt, submission_id))
+    submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
+    return respond_as(answers.ResultHistory, await review.history(rt, submission_id))
 
 
 @gate.bearer()
 async def usage_report(request: Request) -> Response:
     rt = await runtime(request)
     q = request.query_params
-    return JSONResponse(await usage.report(rt, q.get("since"), q.get("until"), q.get("by")))
+    report = await usage.report(rt, q.get("since"), q.get("until"), q.get("by"))
+    return respond_as(reads.UsageReport, report)
 
 
 ROUTES = [

@@ -5,17 +5,18 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import parse
+from aiqueue import wire
 from aiqueue.errors import Unauthorized
 from aiqueue.queue import loop, progress
 from aiqueue.reads import live
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
-from aiqueue.web.http import bearer, require_bearer
+from aiqueue.web.http import bearer, require_bearer, respond_as
 from aiqueue.web.state import app_state, runtime
+from aiqueue.wire import answers
 
 
 def configure(app: Starlette, config: live.LiveConfig) -> None:
@@ -42,7 +43,7 @@ def _authorize(request: Request, assignment_id: str) -> None:
 
 
 async def events(request: Request) -> Response:
-    assignment_id = parse.parse_assignment_id(request.query_params.get("assignment_id"))
+    assignment_id = wire.parse_assignment_id(request.query_params.get("assignment_id"))
     _authorize(request, assignment_id)
     rt = await runtime(request)
     # The header wins: EventSource sends it on reconnect, the query is the page's start.
@@ -58,26 +59,28 @@ async def events(request: Request) -> Response:
 @gate.bearer()
 async def submission_status(request: Request) -> Response:
     rt = await runtime(request)
-    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
     # Someone is waiting on this queue: if its chain broke, restart it.
-    return JSONResponse(await progress.submission_status(rt, submission_id),
-                        background=BackgroundTask(loop.after_read, rt))
+    status = await progress.submission_status(rt, submission_id)
+    return respond_as(answers.SubmissionStatus, status,
+                      background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
-    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await progress.assignment_progress(rt, assignment_id),
-                        background=BackgroundTask(loop.after_read, rt))
+    assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
+    run = await progress.assignment_progress(rt, assignment_id)
+    return respond_as(answers.RunProgress, run, background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
-    assignment_id = parse.parse_assignment_id(request.path_params["assignment_id"])
-    return JSONResponse(await progress.cancel_assignment(rt, assignment_id, actor="api"),
-                        background=BackgroundTask(loop.after_cancel, rt))
+    assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
+    return respond_as(answers.CancelAnswer,
+                      await progress.cancel_assignment(rt, assignment_id, actor="api"),
+                      background=BackgroundTask(loop.after_cancel, rt))
 
 
 ROUTES = [

@@ -21,14 +21,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import parse
+from aiqueue import wire
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
 from aiqueue.models import STATUSES, Status
 from aiqueue.models.records import ReplayFilter
 from aiqueue.notify import delivery
 from aiqueue.queue import enqueue, loop, review
 from aiqueue.reads import monitor, usage
-from aiqueue.reads.stats import stats_json
+from aiqueue.reads.stats import read_stats
 from aiqueue.records import replay, retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
@@ -64,11 +64,11 @@ class Filters:
         if not limit_raw.isdigit() or not 1 <= int(limit_raw) <= MAX_PAGE_SIZE:
             raise Invalid(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         return cls(
-            status=parse.parse_status(q.get("status")),
-            assignment_id=parse.parse_assignment_id(raw_assignment) if raw_assignment else None,
+            status=wire.parse_status(q.get("status")),
+            assignment_id=wire.parse_assignment_id(raw_assignment) if raw_assignment else None,
             limit=int(limit_raw),
-            group=parse.parse_group(raw_group) if raw_group else None,
-            kind=parse.parse_kind(q.get("kind")) if q.get("kind") else None,
+            group=wire.parse_group(raw_group) if raw_group else None,
+            kind=wire.parse_kind(q.get("kind")) if q.get("kind") else None,
         )
 
     def params(self) -> dict[str, str | None]:
@@ -84,7 +84,7 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
     after, before = views.decode_cursor(q.get("after")), views.decode_cursor(q.get("before"))
     s = rt.settings
     stats, control, (rows, has_newer, has_older) = await asyncio.gather(
-        stats_json(rt),
+        read_stats(rt),
         monitor.control(rt),
         monitor.page_rows(rt, status=f.status, assignment_id=f.assignment_id, limit=f.limit,
                           after=after, before=None if after else before, group=f.group,
@@ -220,7 +220,7 @@ async def _act(request: Request, session: Session, action: Action) -> Response:
 
 def _queue_id(request: Request) -> UUID | None:
     try:
-        return parse.parse_uuid(request.path_params["queue_id"], "queue row")
+        return wire.parse_uuid(request.path_params["queue_id"], "queue row")
     except NotFound:
         return None
 
@@ -228,7 +228,7 @@ def _queue_id(request: Request) -> UUID | None:
 def _form_assignment(form: dict[str, str]) -> str | None:
     raw = form.get("assignment_id", "").strip()
     try:
-        return parse.parse_assignment_id(raw) if raw else None
+        return wire.parse_assignment_id(raw) if raw else None
     except Invalid:
         return None
 

@@ -13,14 +13,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aiqueue import parse
+from aiqueue import wire
 from aiqueue.models.records import ReplayFilter
 from aiqueue.queue import loop
 from aiqueue.records import erasure, export, replay
 from aiqueue.web import gate
 from aiqueue.web.auth import Session
-from aiqueue.web.http import query_int, read_json
+from aiqueue.web.http import query_int, read_json, respond, respond_as
 from aiqueue.web.state import runtime
+from aiqueue.wire import answers
 
 # The /ai-queue page's export button: the last this-many days, as CSV.
 PAGE_EXPORT_DAYS = 30
@@ -29,12 +30,12 @@ PAGE_EXPORT_DAYS = 30
 @gate.bearer()
 async def erase_submission(request: Request) -> Response:
     """DELETE /api/marking/submissions/{id}: 200 {"erased": {table: rows}}, zeros if unknown."""
-    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
     rt = await runtime(request)
     counts = await erasure.erase_submissions(rt, [submission_id], "api")
     # A row in flight was deleted: its slot is free for the next row.
     kick = BackgroundTask(loop.after_action, rt) if counts["ai_marking_queue"] else None
-    return JSONResponse({"erased": counts}, background=kick)
+    return respond(answers.Erased(erased=counts), background=kick)
 
 
 def _streamed(wanted: export.ExportRequest, body: AsyncIterator[bytes]) -> StreamingResponse:
@@ -55,14 +56,14 @@ async def export_records(request: Request) -> Response:
 @gate.bearer()
 async def replay_failed(request: Request) -> Response:
     """POST /api/marking/replay: {"matched", "replayed"}; Idempotency-Key as the enqueue's."""
-    key = parse.parse_idempotency_key(request.headers.get("idempotency-key"))
+    key = wire.parse_idempotency_key(request.headers.get("idempotency-key"))
     body = replay.ReplayRequest.parse(await read_json(request, 64 * 1024))
     rt = await runtime(request)
     answer, repeated = await replay.replay(rt, body, actor="api", key=key)
     if repeated:
-        return JSONResponse(answer, headers={"Idempotent-Replayed": "true"})
+        return respond_as(answers.ReplayAnswer, answer, headers={"Idempotent-Replayed": "true"})
     kick = BackgroundTask(loop.after_action, rt) if answer["replayed"] else None
-    return JSONResponse(answer, background=kick)
+    return respond_as(answers.ReplayAnswer, answer, background=kick)
 
 
 @gate.session()
@@ -79,7 +80,7 @@ async def page_export(request: Request, session: Session) -> Response:
 async def page_replay_count(request: Request, session: Session) -> Response:
     """What "Retry all failed" would do, for the page's confirmation (a dry run)."""
     raw = (request.query_params.get("assignment_id") or "").strip()
-    where = ReplayFilter(assignment_id=parse.parse_assignment_id(raw) if raw else None)
+    where = ReplayFilter(assignment_id=wire.parse_assignment_id(raw) if raw else None)
     rt = await runtime(request)
     answer, _ = await replay.replay(rt, replay.ReplayRequest(where, True, ""),
                                     actor=session.user)

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue import parse
+from aiqueue import wire
 from aiqueue.errors import Invalid
 from aiqueue.models import Status, SubmissionResult
 from aiqueue.queue import loop, progress, review
@@ -170,7 +170,7 @@ def page_url(assignment_id: str) -> str:
 # -- handlers ---------------------------------------------------------------
 
 def _assignment(request: Request) -> str:
-    return parse.parse_assignment_id(request.path_params["assignment_id"])
+    return wire.parse_assignment_id(request.path_params["assignment_id"])
 
 
 def _answer(request: Request, assignment_id: str, body: dict[str, Any],
@@ -227,16 +227,16 @@ async def mark(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
     raw = form.get("submission_id")
-    submission_id = parse.parse_uuid(raw, "submission") if raw else None
+    submission_id = wire.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
     if form.get("dry_run") == "true":
         # The estimate Mark All shows before it sends (CONTRACT §9c).
         d = await teacher.mark(rt, assignment_id, submission_id, remark, dry_run=True)
         return JSONResponse({**d, "text": estimate_text(d), "capped_text": capped_text(d)})
-    lane: parse.Lane = "batch" if form.get("lane") == "batch" else "live"
+    lane: wire.Lane = "batch" if form.get("lane") == "batch" else "live"
     # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
     raw_at = form.get("not_before")
-    not_before, _ = parse.parse_times({"not_before": raw_at or None}, datetime.now(UTC))
+    not_before, _ = wire.parse_times({"not_before": raw_at or None}, datetime.now(UTC))
     if raw_at is not None and not_before is None:
         raise Invalid("choose the date and time to mark at")
     answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane,
@@ -262,7 +262,7 @@ async def review_row(request: Request, session: Session) -> Response:
     check_csrf(session, form)
     rt = await runtime(request)
     assignment_id = _assignment(request)
-    submission_id = parse.parse_uuid(form.get("submission_id", ""), "submission")
+    submission_id = wire.parse_uuid(form.get("submission_id", ""), "submission")
     action = "revert" if form.get("review_action") == "revert" else "accept"
     # The operator's login is the actor: the page is behind the /ai-queue sign-in.
     answer = await teacher.review_row(rt, assignment_id, submission_id, action, session.user,
@@ -296,7 +296,7 @@ async def events_token(request: Request, session: Session) -> Response:
 @gate.session(gate.unauthorized)
 async def submission(request: Request, session: Session) -> Response:
     rt = await runtime(request)
-    submission_id = parse.parse_uuid(request.path_params["submission_id"], "submission")
+    submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
     body = await teacher.submission(rt, _assignment(request), submission_id)
     body["mark"] = mark_text(body)
     body["progress_text"] = progress_message(body["progress"])

@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.wire.events import RowFailed, RunFinished
 from tests.conftest import add_submissions
 
 CAP, THRESHOLD = 0, 5
@@ -59,6 +60,7 @@ async def test_completing_the_last_row_finishes_the_run_once(
     assert not await store.complete(b.queue_id, b.dispatch_seq, {"score": 2}, USAGE)
     [run] = await events(conn)
     assert set(run) == RUN_KEYS
+    RunFinished.model_validate(run)  # the notification is what the description says
     assert run["type"] == "marking.run_finished" and run["assignment_id"] == "hw-n"
     assert (run["completed"], run["failed"], run["cancelled"]) == (2, 0, 0)
     assert run["tokens"] == 30 and run["cost_usd"] == 0.5
@@ -85,6 +87,7 @@ async def test_final_failure_writes_row_failed_and_a_retryable_one_nothing(
                       "submission_id": str(b.submission_id), "assignment_id": "hw-f",
                       "error": "bad_request"}
     assert set(failed) == ROW_KEYS
+    RowFailed.model_validate(failed)
     # The retried row ends the run when it completes: counts cover both rows.
     [again] = await claim_all(store, 1)
     await store.complete(again.queue_id, again.dispatch_seq, {"score": 3}, None)

@@ -11,7 +11,7 @@ import pytest
 
 from aiqueue.db.migrate import migrate
 from aiqueue.db.store import Store, connect_pool, queries
-from aiqueue.parse import payload_json
+from aiqueue.wire.rules import payload_json
 from tests.conftest import add_submissions
 
 THRESHOLD = 5

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from aiqueue.errors import BadHeader, Invalid, NotFound
-from aiqueue.parse import (
+from aiqueue.wire import EnqueueRequest
+from aiqueue.wire.rules import (
     MAX_DEPTH,
     MAX_PAYLOAD_BYTES,
-    EnqueueRequest,
     parse_idempotency_key,
     parse_status,
     parse_uuid,

@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from aiqueue.errors import Invalid, SettingsError
-from aiqueue.parse import EnqueueRequest, parse_rfc3339, parse_times
 from aiqueue.settings import load_settings
 from aiqueue.web.views import alert_text
+from aiqueue.wire import EnqueueRequest, parse_times
+from aiqueue.wire.reads import OpenAlert
+from aiqueue.wire.rules import parse_rfc3339
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 IDS = ["00000000-0000-0000-0000-000000000001"]
@@ -62,10 +64,12 @@ def test_alert_settings_default_to_the_contract_and_bad_ones_stop_start_up():
 
 def test_an_open_alert_reads_as_a_sentence():
     opened = (NOW - timedelta(minutes=3)).isoformat()
-    stalled = alert_text({"alert": "stalled", "pool": "default", "value": 312.0,
-                          "threshold": 300.0, "opened_at": opened}, NOW)
+    stalled = alert_text(OpenAlert.model_validate({
+        "alert": "stalled", "pool": "default", "kind": None, "value": 312.0,
+        "threshold": 300.0, "opened_at": opened}), NOW)
     assert stalled.startswith("Alert stalled (pool default) open for 3m")
     assert "nothing has been dispatched" in stalled
-    spike = alert_text({"alert": "failure_spike", "pool": "default", "value": 0.4,
-                        "threshold": 0.2, "opened_at": opened}, NOW)
+    spike = alert_text(OpenAlert.model_validate({
+        "alert": "failure_spike", "pool": "default", "kind": None, "value": 0.4,
+        "threshold": 0.2, "opened_at": opened}), NOW)
     assert "40% of the rows" in spike and "threshold 20%" in spike

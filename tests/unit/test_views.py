@@ -17,6 +17,7 @@ from aiqueue.models import Attempt, QueueId, QueueRow, Status, SubmissionId
 from aiqueue.tokens import Tokens
 from aiqueue.web import chart, views
 from aiqueue.web.auth import SESSION_MAX_AGE, Session, check_csrf, safe_next, session_from_cookie
+from aiqueue.wire.reads import Stats
 
 NOW = datetime(2026, 11, 22, 10, 30, 0, tzinfo=UTC)
 
@@ -63,17 +64,21 @@ def test_fmt_in_flight_and_time():
 # -- the stats header ------------------------------------------------------------------
 
 
-def stats_json(**changes: Any) -> dict[str, Any]:
-    base = {"pending": 4, "processing": 1, "completed": None, "failed": 2, "cancelled": None,
+def some_stats(**changes: Any) -> Stats:
+    """The stats' type from JSON values, as the JSON twin answers them."""
+    base = {"pending": 4, "processing": 1, "completed": 0, "failed": 2, "cancelled": 0,
             "failed_today": 1, "completed_today": 9, "avg_processing_seconds": 2.5,
             "p95_processing_seconds": 61.0, "oldest_pending_seconds": 125.0,
             "max_in_flight": 1, "paused": False, "busy_until": None,
+            "in_flight_limit": 1, "hold_until": None, "tokens_in_window": None,
+            "requests_in_window": None, "tokens_per_minute": None, "requests_per_minute": None,
+            "budget_window_seconds": 60,
             "circuit": {"state": "closed", "consecutive_failures": 0, "next_probe_at": None}}
-    return {**base, **changes}
+    return Stats.model_validate({**base, **changes})
 
 
-def test_header_formats_the_shared_stats_json():
-    h = views.header(stats_json(), NOW)
+def test_header_formats_the_shared_stats():
+    h = views.header(some_stats(), NOW)
     assert (h.in_flight, h.pending, h.failed_today, h.completed_today) == (
         "1 / 1 in flight", 4, 1, 9)
     assert (h.avg, h.p95, h.oldest_pending) == ("2.5 s", "1m 01s", "2m 5s")
@@ -83,7 +88,7 @@ def test_header_formats_the_shared_stats_json():
 
 def test_header_says_who_paused_and_when_the_circuit_probes():
     probe = NOW + timedelta(seconds=42)
-    h = views.header(stats_json(
+    h = views.header(some_stats(
         paused=True, busy_until=(NOW + timedelta(minutes=1)).isoformat(),
         circuit={"state": "open", "consecutive_failures": 5, "next_probe_at": probe.isoformat()},
     ), NOW, paused_by="admin", paused_at=NOW - timedelta(minutes=2))
@@ -92,10 +97,10 @@ def test_header_says_who_paused_and_when_the_circuit_probes():
     assert h.circuit_text == ("Circuit open after 5 failed dispatches in a row; next probe at "
                               "2026-11-22 10:30:42 UTC (in 42s).")
     assert h.busy_text is not None and "10:31:00 UTC" in h.busy_text
-    half = views.header(stats_json(circuit={"state": "half_open", "consecutive_failures": 5,
+    half = views.header(some_stats(circuit={"state": "half_open", "consecutive_failures": 5,
                                             "next_probe_at": None}), NOW)
     assert half.circuit_text is not None and "half-open" in half.circuit_text
-    past_busy = views.header(stats_json(busy_until=(NOW - timedelta(seconds=1)).isoformat()), NOW)
+    past_busy = views.header(some_stats(busy_until=(NOW - timedelta(seconds=1)).isoformat()), NOW)
     assert past_busy.busy_text is None
 
 
@@ -341,7 +346,7 @@ def test_templates_escape_everything_they_print():
 
 
 def test_header_shows_the_learned_limit_the_hold_and_the_budget_window():
-    h = views.header(stats_json(
+    h = views.header(some_stats(
         max_in_flight=8, in_flight_limit=3, hold_until=(NOW + timedelta(seconds=90)).isoformat(),
         tokens_in_window=12_345, requests_in_window=7, tokens_per_minute=60_000,
         requests_per_minute=120, budget_window_seconds=10), NOW)
@@ -350,6 +355,6 @@ def test_header_shows_the_learned_limit_the_hold_and_the_budget_window():
                            "2026-11-22 10:31:30 UTC (in 1m 30s).")
     assert h.budget == (("Tokens, last 10 s", "12,345 / 10,000"),
                         ("Requests, last 10 s", "7 / 20"))
-    plain = views.header(stats_json(in_flight_limit=0, max_in_flight=0), NOW)
+    plain = views.header(some_stats(in_flight_limit=0, max_in_flight=0), NOW)
     assert (plain.limit, plain.budget, plain.busy_text) == ("∞", (), None)
     assert views.fmt_limit(5, 0) == "5 (cap ∞)" and views.fmt_limit(None, 4) == "-"

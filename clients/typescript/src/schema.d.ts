@@ -486,30 +486,92 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
-        /** @description Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found, kinds). */
-        Error: {
-            error: string;
-            detail: string;
-        } & {
-            [key: string]: unknown;
-        };
-        EnqueueRequest: {
-            assignment_id: string;
-            submission_ids: string[];
-            priority?: number | null;
-            payload?: {
+        /** @description An accept's optional body: the teacher's adjusted result. */
+        AcceptBody: {
+            /** @description the teacher's adjusted result */
+            result?: {
                 [key: string]: unknown;
             } | null;
-            group?: string | null;
-            remark?: boolean | null;
-            dry_run?: boolean | null;
-            kind?: string | null;
-            lane?: ("live" | "batch") | null;
-            deadline?: string | null;
-            not_before?: string | null;
-            delay_seconds?: number | null;
-            expires_at?: string | null;
-            expire_after_seconds?: number | null;
+        };
+        Accepted: {
+            /** Format: uuid */
+            queue_id: string;
+            /** @constant */
+            review: "accepted";
+            /** Format: date-time */
+            accepted_at: string;
+        };
+        /** @description An alert's condition began (one per incident). */
+        AlertOpened: {
+            /** @enum {string} */
+            alert: "backlog_age" | "stalled" | "failure_spike";
+            pool: string;
+            kind: string | null;
+            value: number;
+            threshold: number;
+            /** Format: date-time */
+            opened_at: string;
+            /** @constant */
+            type: "marking.alert_opened";
+        };
+        /** @description The incident's condition ended; `value` is the figure at that moment. */
+        AlertResolved: {
+            /** @enum {string} */
+            alert: "backlog_age" | "stalled" | "failure_spike";
+            pool: string;
+            kind: string | null;
+            value: number;
+            threshold: number;
+            /** Format: date-time */
+            opened_at: string;
+            /** @constant */
+            type: "marking.alert_resolved";
+            resolved_at?: string | null;
+        };
+        AppliedResult: {
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: date-time */
+            applied_at: string;
+            result: {
+                [key: string]: unknown;
+            };
+            /** @enum {string} */
+            review: "unreviewed" | "accepted" | "reverted";
+            accepted_at: string | null;
+            reverted_at: string | null;
+            actor: string | null;
+            adjusted_result?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        CancelAnswer: {
+            cancelled: number;
+        };
+        CircuitState: {
+            /** @enum {string} */
+            state: "open" | "half_open" | "closed";
+            consecutive_failures: number;
+            next_probe_at: string | null;
+        };
+        /** @description One check. `warn`: worth fixing, nothing broken (the report stays ok); a failure's or a warning's `fix` says what to do. */
+        DoctorCheck: {
+            name: string;
+            /** @enum {string} */
+            status: "pass" | "warn" | "fail" | "skip";
+            detail: string;
+            fix: string | null;
+        };
+        /** @description The report of `python -m aiqueue doctor --json` (§8c, §9a): `ok` unless a check failed (warnings keep it ok). */
+        DoctorReport: {
+            ok: boolean;
+            checks: components["schemas"]["DoctorCheck"][];
+        };
+        EnqueueAccepted: {
+            enqueued: number;
+            skipped: number;
+            already_marked: number;
+            queue_ids: string[];
         };
         /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
         EnqueueEstimate: {
@@ -518,17 +580,121 @@ export interface components {
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
-            capped: {
-                group_usd_per_hour?: number;
-                group_usd_per_day?: number;
-                pool_usd_per_day?: number;
-            } | null;
+            /** @description the spend caps this run would reach, with their values; null when none would */
+            capped: components["schemas"]["SpendCaps"] | null;
         };
-        EnqueueAccepted: {
-            enqueued: number;
-            skipped: number;
-            already_marked: number;
-            queue_ids: string[];
+        /** @description Submissions to mark, and how (§4, §7b, §9b-§9f). */
+        EnqueueRequest: {
+            assignment_id: string;
+            submission_ids: string[];
+            priority?: number | null;
+            payload?: {
+                [key: string]: unknown;
+            } | null;
+            /** @description whose turn and spend cap it is (default: the assignment); a host wanting turns and caps per teacher sends the teacher's id */
+            group?: string | null;
+            remark?: boolean | null;
+            /** @description §9c: write nothing and answer 200 with an EnqueueEstimate */
+            dry_run?: boolean | null;
+            /** @description what the rows ask for, which names their function and pool (aiqueue.toml); default `mark`; a kind not declared is refused with 422 `unknown_kind` */
+            kind?: string | null;
+            /** @description batch: the provider's batch API at batch prices, by `deadline` (needs a pool with a batch API) */
+            lane?: ("live" | "batch") | null;
+            /** @description RFC 3339, in the future; lane batch only; default now + 24 h */
+            deadline?: string | null;
+            /** @description not due before this time */
+            not_before?: string | null;
+            delay_seconds?: number | null;
+            /** @description expired if not dispatched by then */
+            expires_at?: string | null;
+            expire_after_seconds?: number | null;
+        };
+        Erased: {
+            /** @description rows removed (or marks cleared) per table; all zero for an id the queue never saw */
+            erased: {
+                ai_marking_attempts: number;
+                ai_marking_budget: number;
+                ai_marking_events: number;
+                ai_marking_outbox: number;
+                ai_marking_payloads: number;
+                ai_marking_queue: number;
+                ai_marking_results: number;
+                submissions: number;
+            } & {
+                [key: string]: number;
+            };
+        };
+        /** @description Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found, kinds). */
+        Error: {
+            error: string;
+            detail: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (§9a), and a 503 while the database does not answer or its schema is behind. */
+        Health: {
+            /** @enum {string} */
+            status: "ok" | "unavailable" | "schema_behind";
+            database?: boolean;
+            schema?: components["schemas"]["SchemaVersions"] | null;
+            /** @constant */
+            error?: "schema_behind";
+            detail?: string;
+            expected?: number;
+            found?: number;
+        };
+        KindStats: {
+            pool: string;
+            max_in_flight: number | null;
+            pending: number;
+            processing: number;
+            completed: number;
+            failed: number;
+            cancelled: number;
+            expired?: number;
+        };
+        /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
+        MarkingEvent: {
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            /** @enum {string} */
+            status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
+            /** @description completed: the result's summary fields */
+            result?: {
+                [key: string]: unknown;
+            };
+            review?: string;
+            progress?: components["schemas"]["ProgressItem"] | null;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+        };
+        /** @description An alert that is open now (§9d). */
+        OpenAlert: {
+            /** @enum {string} */
+            alert: "backlog_age" | "stalled" | "failure_spike";
+            pool: string;
+            kind: string | null;
+            value: number;
+            threshold: number;
+            /** Format: date-time */
+            opened_at: string;
+        };
+        PoolStats: {
+            kinds: string[];
+            max_in_flight: number;
+            in_flight: number;
+            in_flight_limit: number;
+            hold_until: string | null;
+            /** @enum {string} */
+            circuit: "open" | "half_open" | "closed";
+            refusals: components["schemas"]["Refusals"];
+            tokens_in_window: number | null;
+            requests_in_window: number | null;
+            tokens_per_minute: number | null;
+            requests_per_minute: number | null;
         };
         ProcessStep: {
             claimed: string | null;
@@ -537,39 +703,14 @@ export interface components {
             pruned: number;
             chained: boolean;
         };
-        /** @description One result item from the marking function, with its callback token. */
-        WebhookItem: {
-            queue_id: string;
-            token: string;
-            /** @enum {string} */
-            status: "completed" | "failed" | "progress";
-            /** @description completed: the mark, stored as sent */
-            result?: {
-                [key: string]: unknown;
-            };
-            usage?: {
-                model?: string;
-                prompt_tokens?: number;
-                completion_tokens?: number;
-                total_tokens?: number;
-                cost_usd?: number;
-            };
-            /** @description failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no attempt */
-            error?: string;
-            /** @description with a refusal: seconds to hold every dispatch */
-            retry_after?: number;
-            retryable?: boolean;
-            progress?: {
-                current?: number | null;
-                total?: number | null;
-                message?: string | null;
-            };
+        ProgressItem: {
+            current?: number | null;
+            total?: number | null;
+            message?: string | null;
         };
-        WebhookBody: components["schemas"]["WebhookItem"] | components["schemas"]["WebhookItem"][];
-        WebhookReceipt: {
-            accepted: number;
-            ignored: number;
-            rejected: number;
+        QueuePage: {
+            items: components["schemas"]["QueueRow"][];
+            total: number;
         };
         QueueRow: {
             /** Format: uuid */
@@ -591,13 +732,147 @@ export interface components {
             waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+            /** @description not due before (§9d) */
             not_before?: string | null;
+            /** @description expires if not dispatched by then */
             expires_at?: string | null;
         };
-        QueuePage: {
-            items: components["schemas"]["QueueRow"][];
-            total: number;
+        Refusals: {
+            rate_limited: number;
+            overloaded: number;
         };
+        /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
+        ReplayAnswer: {
+            matched: number;
+            replayed: number;
+            /** @constant */
+            dry_run?: true;
+            would_replay?: number;
+        };
+        /** @description Every field optional; absent or null = any. */
+        ReplayFilter: {
+            assignment_id?: string | null;
+            group?: string | null;
+            kind?: string | null;
+            /** @description the row's last_error code */
+            error?: string | null;
+            failed_after?: string | null;
+            failed_before?: string | null;
+        };
+        ReplayRequest: {
+            filter?: components["schemas"]["ReplayFilter"];
+            dry_run?: boolean;
+        };
+        ResultHistory: {
+            items: components["schemas"]["AppliedResult"][];
+        };
+        RetryAnswer: {
+            /** Format: uuid */
+            queue_id: string;
+            /** @constant */
+            status: "pending";
+        };
+        Reverted: {
+            /** Format: uuid */
+            queue_id: string;
+            /** @constant */
+            review: "reverted";
+            /** Format: date-time */
+            reverted_at: string;
+        };
+        ReviewCounts: {
+            accepted: number;
+            reverted: number;
+            unreviewed: number;
+        };
+        /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
+        RowExpired: {
+            /** @constant */
+            type: "marking.row_expired";
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            assignment_id: string;
+            error: string | null;
+        };
+        /** @description A row ended failed; `error` is a content-free code. */
+        RowFailed: {
+            /** @constant */
+            type: "marking.row_failed";
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            assignment_id: string;
+            error: string | null;
+        };
+        RunAccepted: {
+            accepted: number;
+        };
+        /** @description An assignment's run has no pending or processing rows left. */
+        RunFinished: {
+            /** @constant */
+            type: "marking.run_finished";
+            assignment_id: string;
+            completed: number;
+            failed: number;
+            cancelled: number;
+            expired: number;
+            tokens: number;
+            cost_usd: number | null;
+            /** Format: date-time */
+            started_at: string;
+            /** Format: date-time */
+            finished_at: string;
+            /** @description the run (an assignment may be marked again) */
+            run_id?: string | null;
+        };
+        RunProgress: {
+            total: number;
+            pending: number;
+            processing: number;
+            completed: number;
+            failed: number;
+            cancelled: number;
+            estimated_remaining_seconds: number | null;
+            tokens: number;
+            cost_usd: number | null;
+            run_id?: string | null;
+            prompt_tokens?: number;
+            completion_tokens?: number;
+            unpriced_jobs?: number;
+            review?: components["schemas"]["ReviewCounts"] | null;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+            expired?: number;
+            scheduled?: number;
+            scheduled_for?: string | null;
+        };
+        RunReverted: {
+            reverted: number;
+            superseded: number;
+        };
+        SchemaVersions: {
+            expected: number;
+            found: number | null;
+        };
+        SpendCaps: {
+            group_usd_per_hour?: number;
+            group_usd_per_day?: number;
+            pool_usd_per_day?: number;
+        };
+        /** @description One event of the stream (in OpenAPI 3.1 an event stream's schema describes each event). */
+        SseEvent: {
+            /** @constant */
+            event?: "marking";
+            /** @description the cursor to resume from (Last-Event-ID) */
+            id?: string;
+            data?: string;
+            retry?: number;
+        };
+        /** @description The queue's counts, times and flow control (§4, §8a); the page formats the same value. */
         Stats: {
             pending: number;
             processing: number;
@@ -622,12 +897,7 @@ export interface components {
             alerts?: components["schemas"]["OpenAlert"][];
             max_in_flight?: number;
             paused?: boolean;
-            circuit?: {
-                /** @enum {string} */
-                state?: "open" | "half_open" | "closed";
-                consecutive_failures?: number;
-                next_probe_at?: string | null;
-            };
+            circuit?: components["schemas"]["CircuitState"] | null;
             busy_until?: string | null;
             /** @description rows by task kind (CONTRACT §9b) */
             kinds?: {
@@ -638,137 +908,22 @@ export interface components {
                 [key: string]: components["schemas"]["PoolStats"];
             };
         };
-        KindStats: {
-            pool: string;
-            max_in_flight: number | null;
-            pending: number;
-            processing: number;
-            completed: number;
-            failed: number;
-            cancelled: number;
-            expired?: number;
-        };
-        PoolStats: {
-            kinds: string[];
-            max_in_flight: number;
-            in_flight: number;
-            in_flight_limit: number;
-            hold_until: string | null;
-            /** @enum {string} */
-            circuit: "open" | "half_open" | "closed";
-            refusals: {
-                rate_limited: number;
-                overloaded: number;
-            };
-            tokens_in_window: number | null;
-            requests_in_window: number | null;
-            tokens_per_minute: number | null;
-            requests_per_minute: number | null;
-        };
-        RetryAnswer: {
-            /** Format: uuid */
-            queue_id: string;
-            /** @constant */
-            status: "pending";
-        };
         SubmissionStatus: {
             /** @enum {string} */
             status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
             attempts: number;
             queue_position: number | null;
             estimated_wait_seconds: number | null;
-            /** Format: uuid */
-            queue_id?: string;
+            queue_id?: string | null;
             review?: ("unreviewed" | "accepted" | "reverted") | null;
-            progress?: {
-                current?: number | null;
-                total?: number | null;
-                message?: string | null;
-            } | null;
+            progress?: components["schemas"]["ProgressItem"] | null;
             waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+            /** @description pending, not due before then */
             scheduled_for?: string | null;
-        };
-        RunProgress: {
-            total: number;
-            pending: number;
-            processing: number;
-            completed: number;
-            failed: number;
-            cancelled: number;
-            estimated_remaining_seconds: number | null;
-            tokens: number;
-            cost_usd: number | null;
-            run_id?: string | null;
-            prompt_tokens?: number;
-            completion_tokens?: number;
-            unpriced_jobs?: number;
-            review?: {
-                accepted: number;
-                reverted: number;
-                unreviewed: number;
-            };
-            waiting_for?: "spend_cap" | null;
-            resumes_at?: string | null;
-            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
-            expired?: number;
-            scheduled?: number;
-            scheduled_for?: string | null;
-        };
-        CancelAnswer: {
-            cancelled: number;
-        };
-        AcceptBody: {
-            result?: {
-                [key: string]: unknown;
-            } | null;
-        };
-        Accepted: {
-            /** Format: uuid */
-            queue_id: string;
-            /** @constant */
-            review: "accepted";
-            /** Format: date-time */
-            accepted_at: string;
-        };
-        Reverted: {
-            /** Format: uuid */
-            queue_id: string;
-            /** @constant */
-            review: "reverted";
-            /** Format: date-time */
-            reverted_at: string;
-        };
-        RunAccepted: {
-            accepted: number;
-        };
-        RunReverted: {
-            reverted: number;
-            superseded: number;
-        };
-        AppliedResult: {
-            /** Format: uuid */
-            queue_id: string;
-            /** Format: date-time */
-            applied_at: string;
-            result: {
-                [key: string]: unknown;
-            };
-            /** @enum {string} */
-            review: "unreviewed" | "accepted" | "reverted";
-            accepted_at: string | null;
-            reverted_at: string | null;
-            actor: string | null;
-            adjusted_result?: {
-                [key: string]: unknown;
-            } | null;
-        };
-        ResultHistory: {
-            items: components["schemas"]["AppliedResult"][];
         };
         UsageLine: {
-            key: string;
             jobs: number;
             prompt_tokens: number;
             completion_tokens: number;
@@ -776,6 +931,14 @@ export interface components {
             unpriced_jobs: number;
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
+            key: string;
+        };
+        UsageReport: {
+            items: components["schemas"]["UsageLine"][];
+            total: components["schemas"]["UsageTotal"];
+            since?: string | null;
+            until?: string | null;
+            by?: ("day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane") | null;
         };
         UsageTotal: {
             jobs: number;
@@ -786,189 +949,36 @@ export interface components {
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
         };
-        UsageReport: {
-            items: components["schemas"]["UsageLine"][];
-            total: components["schemas"]["UsageTotal"];
-            /** Format: date */
-            since?: string;
-            /** Format: date */
-            until?: string;
-            /** @enum {string} */
-            by?: "day" | "assignment" | "group" | "model" | "kind" | "pool" | "lane";
-        };
-        /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
-        MarkingEvent: {
-            /** Format: uuid */
+        WebhookBody: components["schemas"]["WebhookItem"] | components["schemas"]["WebhookItem"][];
+        /** @description One result item from the marking function, with its callback token. */
+        WebhookItem: {
             queue_id: string;
-            /** Format: uuid */
-            submission_id: string;
+            token: string;
             /** @enum {string} */
-            status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
-            /** @description completed: the result's summary fields */
+            status: "completed" | "failed" | "progress";
+            /** @description completed: the mark, stored as sent */
             result?: {
                 [key: string]: unknown;
-            };
-            review?: string;
-            progress?: {
-                current?: number | null;
-                total?: number | null;
-                message?: string | null;
-            };
-            waiting_for?: "spend_cap" | null;
-            resumes_at?: string | null;
-            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+            } | null;
+            usage?: components["schemas"]["WebhookUsage"] | null;
+            /** @description failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no attempt */
+            error?: string;
+            /** @description with a refusal: seconds to hold every dispatch */
+            retry_after?: number | null;
+            retryable?: boolean | null;
+            progress?: components["schemas"]["ProgressItem"] | null;
         };
-        SseEvent: {
-            /** @constant */
-            event?: "marking";
-            /** @description the cursor to resume from (Last-Event-ID) */
-            id?: string;
-            data?: string;
-            retry?: number;
+        WebhookReceipt: {
+            accepted: number;
+            ignored: number;
+            rejected: number;
         };
-        /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (§9a), and a 503 while the database does not answer or its schema is behind. */
-        Health: {
-            /** @enum {string} */
-            status: "ok" | "unavailable" | "schema_behind";
-            database?: boolean;
-            schema?: {
-                expected: number;
-                found: number | null;
-            };
-            /** @constant */
-            error?: "schema_behind";
-            detail?: string;
-            expected?: number;
-            found?: number;
-        };
-        /** @description One check. `warn`: worth fixing, nothing broken (the report stays ok); a failure's or a warning's `fix` says what to do. */
-        DoctorCheck: {
-            name: string;
-            /** @enum {string} */
-            status: "pass" | "warn" | "fail" | "skip";
-            detail: string;
-            fix: string | null;
-        };
-        /** @description The report of `python -m aiqueue doctor --json` (§8c, §9a): `ok` unless a check failed (warnings keep it ok). */
-        DoctorReport: {
-            ok: boolean;
-            checks: components["schemas"]["DoctorCheck"][];
-        };
-        /** @description An assignment's run has no pending or processing rows left. */
-        RunFinished: {
-            /** @constant */
-            type: "marking.run_finished";
-            assignment_id: string;
-            completed: number;
-            failed: number;
-            cancelled: number;
-            expired: number;
-            tokens: number;
-            cost_usd: number | null;
-            /** Format: date-time */
-            started_at: string;
-            /** Format: date-time */
-            finished_at: string;
-            /**
-             * Format: uuid
-             * @description the run (an assignment may be marked again)
-             */
-            run_id?: string;
-        };
-        /** @description A row ended failed; `error` is a content-free code. */
-        RowFailed: {
-            /** @constant */
-            type: "marking.row_failed";
-            /** Format: uuid */
-            queue_id: string;
-            /** Format: uuid */
-            submission_id: string;
-            assignment_id: string;
-            error: string | null;
-        };
-        /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
-        RowExpired: {
-            /** @constant */
-            type: "marking.row_expired";
-            /** Format: uuid */
-            queue_id: string;
-            /** Format: uuid */
-            submission_id: string;
-            assignment_id: string;
-            error: string | null;
-        };
-        /** @description An alert that is open now (§9d). */
-        OpenAlert: {
-            /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
-            pool: string;
-            kind: string | null;
-            value: number;
-            threshold: number;
-            /** Format: date-time */
-            opened_at: string;
-        };
-        /** @description An alert's condition began (one per incident). */
-        AlertOpened: {
-            /** @constant */
-            type: "marking.alert_opened";
-            /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
-            pool: string;
-            kind: string | null;
-            value: number;
-            threshold: number;
-            /** Format: date-time */
-            opened_at: string;
-        };
-        /** @description The incident's condition ended; `value` is the figure at that moment. */
-        AlertResolved: {
-            /** @constant */
-            type: "marking.alert_resolved";
-            /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
-            pool: string;
-            kind: string | null;
-            value: number;
-            threshold: number;
-            /** Format: date-time */
-            opened_at: string;
-            /** Format: date-time */
-            resolved_at?: string;
-        };
-        Erased: {
-            /** @description rows removed (or marks cleared) per table; all zero for an id the queue never saw */
-            erased: {
-                ai_marking_attempts: number;
-                ai_marking_budget: number;
-                ai_marking_events: number;
-                ai_marking_outbox: number;
-                ai_marking_payloads: number;
-                ai_marking_queue: number;
-                ai_marking_results: number;
-                submissions: number;
-            };
-        };
-        /** @description every field optional; absent or null = any */
-        ReplayFilter: {
-            assignment_id?: string | null;
-            group?: string | null;
-            kind?: string | null;
-            error?: string | null;
-            failed_after?: string | null;
-            failed_before?: string | null;
-        };
-        ReplayRequest: {
-            filter?: components["schemas"]["ReplayFilter"];
-            dry_run?: boolean;
-        };
-        /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
-        ReplayAnswer: {
-            matched: number;
-            replayed: number;
-            /** @constant */
-            dry_run?: true;
-            would_replay?: number;
+        WebhookUsage: {
+            model?: string;
+            prompt_tokens?: number;
+            completion_tokens?: number;
+            total_tokens?: number;
+            cost_usd?: number;
         };
     };
     responses: {

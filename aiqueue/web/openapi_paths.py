@@ -1,0 +1,258 @@
+"""The OpenAPI description's paths: each route's operation, parameters and answers.
+
+The bodies and answers they name are generated from the wire types
+(aiqueue.wire.schema); this module only says which route takes and answers
+which, with what parameters, auth and errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiqueue.models import STATUSES
+from aiqueue.models.records import ExportLine
+from aiqueue.wire.schema import Schema, ref
+
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
+PUBLIC: list[dict[str, list[str]]] = []
+PATH = "/api/marking/openapi.json"
+
+ERRORS = {
+    400: "The body is not JSON, or a header (Idempotency-Key, Content-Length) is malformed.",
+    401: "Missing or wrong credentials.",
+    404: "No such row, submission or route.",
+    409: "The row is not in a state that allows the action.",
+    413: "The body is too large.",
+    422: "Valid JSON (or query) with wrong or missing fields.",
+    503: "The database is unavailable or its schema is behind this code (`schema_behind`, "
+         "with `expected` and `found`); nothing was applied. Retry after Retry-After.",
+}
+
+
+def error_response(code: int) -> Schema:
+    answer: Schema = {"description": ERRORS[code],
+                      "content": {"application/json": {"schema": ref("Error")}}}
+    if code == 401:
+        answer["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
+    if code == 503:
+        answer["headers"] = {"Retry-After": {"schema": {"type": "string"}}}
+    return answer
+
+
+def _json(schema: str, description: str = "OK", **headers: Schema) -> Schema:
+    answer: Schema = {"description": description,
+                      "content": {"application/json": {"schema": ref(schema)}}}
+    if headers:
+        answer["headers"] = headers
+    return answer
+
+
+def _op(op_id: str, summary: str, ok: dict[int, Schema], errors: tuple[int, ...], *,
+        security: list[dict[str, list[str]]] | None = None, body: str | None = None,
+        optional_body: bool = False, params: tuple[Schema, ...] = (), tag: str = "marking",
+        ) -> Schema:
+    """One operation: its answers (success and JSON errors), body, parameters, auth."""
+    op: Schema = {"operationId": op_id, "summary": summary, "tags": [tag],
+                  "security": BEARER if security is None else security,
+                  "responses": {**{str(c): a for c, a in ok.items()},
+                                **{str(c): {"$ref": f"#/components/responses/E{c}"}
+                                   for c in errors}}}
+    if body is not None:
+        op["requestBody"] = {"required": not optional_body,
+                             "content": {"application/json": {"schema": ref(body)}}}
+    if params:
+        op["parameters"] = list(params)
+    return op
+
+
+def parameter(name: str, where: str, schema: Schema, description: str = "",
+           required: bool = False) -> Schema:
+    param: Schema = {"name": name, "in": where, "required": required or where == "path",
+                     "schema": schema}
+    if where == "query" and not required:
+        param["allowEmptyValue"] = True  # an empty value means the default, as if absent
+    if description:
+        param["description"] = description
+    return param
+
+
+QUEUE_ID = parameter("queue_id", "path", {"type": "string", "format": "uuid"})
+SUBMISSION_ID = parameter("submission_id", "path", {"type": "string", "format": "uuid"})
+ASSIGNMENT_ID = parameter("assignment_id", "path", {"type": "string", "minLength": 1,
+                                                  "maxLength": 200, "pattern": r"\S"})
+ACTOR = parameter("X-Actor", "header", {"type": "string", "maxLength": 200},
+               "who reviews (the host app's user id); recorded with the action")
+# Only an `id:` this server sent (a cursor into the change feed), else 422; empty = absent.
+EVENT_ID = {"type": "string", "pattern": r"^\s*([0-9]{1,20}-[0-9]{1,20}(-[0-9]{1,9})?\s*)?$"}
+DAY = {"type": "string", "format": "date"}
+
+_REVIEW_ERRORS = (401, 404, 409, 422, 503)
+
+
+def _enqueue_links() -> dict[str, Schema]:
+    """What a client does next with an enqueue's answer (also schemathesis's stateful phase)."""
+    row = {"queue_id": "$response.body#/queue_ids/0"}
+    submission = {"submission_id": "$request.body#/submission_ids/0"}
+    run = {"assignment_id": "$request.body#/assignment_id"}
+    return {
+        "SubmissionStatus": {"operationId": "submissionStatus", "parameters": submission},
+        "ResultHistory": {"operationId": "resultHistory", "parameters": submission},
+        "AssignmentProgress": {"operationId": "assignmentProgress", "parameters": run},
+        "CancelAssignment": {"operationId": "cancelAssignment", "parameters": run},
+        "AcceptRow": {"operationId": "acceptRow", "parameters": row},
+        "RevertRow": {"operationId": "revertRow", "parameters": row},
+        "RetryRow": {"operationId": "retryRow", "parameters": row},
+    }
+
+
+def paths() -> dict[str, dict[str, Schema]]:
+    """Every JSON route of the app, by path and method."""
+    enqueue = _op(
+        "enqueue", "Enqueue submissions for marking (one pending row each)",
+        {202: _json("EnqueueAccepted", "Enqueued; a repeated Idempotency-Key replays the first "
+                    "answer", **{"Idempotent-Replayed": {"schema": {"const": "true"},
+                                 "description": "present on a replayed answer"}}),
+         200: _json("EnqueueEstimate", "A dry run (`dry_run: true`): nothing was written")},
+        (400, 401, 413, 422, 503), body="EnqueueRequest",
+        params=(parameter("Idempotency-Key", "header",
+                       {"type": "string", "minLength": 1, "maxLength": 255,
+                        "pattern": "^[ -~]+$"},
+                       "24 h: the same key and body replay the answer; another body is 422 "
+                       "idempotency_key_reused"),))
+    enqueue["responses"]["202"]["links"] = _enqueue_links()
+    step = _json("ProcessStep")
+    process_get = _op("processQueueCron", "One process step (the cron; CRON_SECRET accepted)",
+                      {200: step}, (401, 503), tag="process")
+    process_post = _op("processQueue", "One process step: recover, prune, claim one row, "
+                       "dispatch, chain", {200: step}, (401, 503), tag="process")
+    events = _op(
+        "events", "Live events of an assignment (Server-Sent Events)",
+        {200: {"description": "`event: marking` per status change, `data:` a MarkingEvent, "
+               "`id:` its cursor; heartbeat comments; the stream ends before the platform's "
+               "limit (reconnect with Last-Event-ID)",
+               "content": {"text/event-stream": {"schema": ref("SseEvent")}}}},
+        (401, 422, 503), security=[{"bearer": []}, {"eventsToken": []}],
+        params=(parameter("assignment_id", "query", {"type": "string", "minLength": 1,
+                                                  "maxLength": 200}, required=True),
+                parameter("Last-Event-ID", "header", EVENT_ID,
+                       "resume after this event id (sent by EventSource on reconnect)"),
+                parameter("last_event_id", "query", EVENT_ID,
+                       "as Last-Event-ID, for the first connection; the header wins")))
+    return {
+        "/api/marking/enqueue": {"post": enqueue},
+        "/api/marking/process-queue": {"get": process_get, "post": process_post},
+        "/webhooks/ai-mark": {"post": _op(
+            "webhook", "Results, failures and progress from the marking function",
+            {200: _json("WebhookReceipt")}, (400, 401, 413, 422, 503), security=PUBLIC,
+            body="WebhookBody", tag="function")},
+        "/api/marking/queue": {"get": _op(
+            "listQueue", "Queue rows, newest first", {200: _json("QueuePage")}, (401, 422, 503),
+            params=(parameter("status", "query", {"type": "string", "enum": list(STATUSES)}),
+                    parameter("assignment_id", "query", {"type": "string", "maxLength": 200}),
+                    parameter("group", "query", {"type": "string", "maxLength": 200}),
+                    parameter("kind", "query", {"type": "string", "maxLength": 32},
+                           "only rows of this task kind (CONTRACT §9b)"),
+                    parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500}),
+                    parameter("offset", "query", {"type": "integer", "minimum": 0,
+                                                "maximum": 10_000_000})))},
+        "/api/marking/stats": {"get": _op("stats", "Queue stats and flow control",
+                                          {200: _json("Stats")}, (401, 503))},
+        "/api/marking/queue/{queue_id}/retry": {"post": _op(
+            "retryRow", "A failed row becomes pending with fresh attempts",
+            {200: _json("RetryAnswer")}, (401, 404, 409, 503), params=(QUEUE_ID,))},
+        "/api/marking/queue/{queue_id}/accept": {"post": _op(
+            "acceptRow", "Accept a row's applied result (optionally adjusted)",
+            {200: _json("Accepted")}, (400, 413, *_REVIEW_ERRORS), body="AcceptBody",
+            optional_body=True, params=(QUEUE_ID, ACTOR), tag="review")},
+        "/api/marking/queue/{queue_id}/revert": {"post": _op(
+            "revertRow", "Put the submission's mark back to what it was before this row",
+            {200: _json("Reverted")}, _REVIEW_ERRORS, params=(QUEUE_ID, ACTOR), tag="review")},
+        "/api/marking/assignments/{assignment_id}/accept": {"post": _op(
+            "acceptRun", "Accept every unreviewed result of the assignment's latest run",
+            {200: _json("RunAccepted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
+            tag="review")},
+        "/api/marking/assignments/{assignment_id}/revert": {"post": _op(
+            "revertRun", "Revert every unreviewed result of the assignment's latest run",
+            {200: _json("RunReverted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
+            tag="review")},
+        "/api/marking/submissions/{submission_id}/results": {"get": _op(
+            "resultHistory", "A submission's applied results, newest first",
+            {200: _json("ResultHistory")}, (401, 404, 503), params=(SUBMISSION_ID,),
+            tag="review")},
+        "/api/marking/usage": {"get": _op(
+            "usage", "Tokens and cost by day, assignment, group, model, kind, pool or lane",
+            {200: _json("UsageReport")}, (401, 422, 503),
+            params=(parameter("since", "query", DAY, "default: 29 days before `until`"),
+                    parameter("until", "query", DAY, "default: today (UTC); at most 366 days"),
+                    parameter("by", "query", {"type": "string", "enum": [
+                        "day", "assignment", "group", "model", "kind", "pool", "lane"]})))},
+        "/api/marking/events": {"get": events},
+        "/api/marking/submissions/{submission_id}/status": {"get": _op(
+            "submissionStatus", "Status, queue position and ETA of a submission's latest row",
+            {200: _json("SubmissionStatus")}, (401, 404, 503), params=(SUBMISSION_ID,))},
+        "/api/marking/assignments/{assignment_id}/progress": {"get": _op(
+            "assignmentProgress", "Counts, ETA, tokens and cost of the latest run",
+            {200: _json("RunProgress")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
+        "/api/marking/assignments/{assignment_id}/cancel": {"post": _op(
+            "cancelAssignment", "The assignment's pending rows become cancelled",
+            {200: _json("CancelAnswer")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
+        "/api/marking/doctor": {"get": _op(
+            "doctor", "The deployment's checks (as `python -m aiqueue doctor --json`)",
+            {200: _json("DoctorReport")}, (401, 503), tag="operations")},
+        "/healthz": {"get": _op(
+            "healthz", "Public: 200 `{\"status\": \"ok\"}`, no database connection. With the "
+            "bearer: also the database and the schema",
+            {200: _json("Health"),
+             503: _json("Health", "(bearer) The database does not answer, or its schema is "
+                                  "behind the code")}, (),
+            security=[{}, {"bearer": []}], tag="operations")},
+        "/metrics": {"get": _op(
+            "metrics", "Prometheus text computed at scrape time (bearer: the queue secret or "
+            "METRICS_TOKEN)",
+            {200: {"description": "Prometheus text exposition 0.0.4",
+                   "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            (401, 503), tag="operations")},
+        PATH: {"get": _op(
+            "openapi", "This description (public: it holds no secret and no data)",
+            {200: {"description": "OpenAPI 3.1",
+                   "content": {"application/json": {"schema": {"type": "object"}}}}},
+            (), security=PUBLIC, tag="operations")},
+        **_record_paths(),
+    }
+
+
+
+def _record_paths() -> dict[str, dict[str, Schema]]:
+    """A school's data (CONTRACT §9e): erase, export, replay."""
+    submission = parameter("submission_id", "path", {"type": "string", "format": "uuid"})
+    key = parameter("Idempotency-Key", "header",
+                {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+                "24 h: the same key and body replay the answer; another body is 422 "
+                "idempotency_key_reused")
+    replayed: Any = {"schema": {"const": "true"}, "description": "present on a replayed answer"}
+    columns = ", ".join(ExportLine.COLUMNS)
+    export_ok = {"description": f"Streamed. CSV (header: {columns}[, feedback]) or one JSON "
+                                "object per line with those keys; attempts first, then results",
+                 "content": {"text/csv": {"schema": {"type": "string"}},
+                             "application/x-ndjson": {"schema": {"type": "string"}}}}
+    moment = {"type": "string", "description": "RFC 3339 time or YYYY-MM-DD (UTC)"}
+    return {
+        "/api/marking/submissions/{submission_id}": {"delete": _op(
+            "eraseSubmission", "Erase a submission's data from every queue table and clear "
+            "its mark; a row in flight is cancelled and its late result refused",
+            {200: _json("Erased")}, (401, 404, 503), params=(submission,), tag="records")},
+        "/api/marking/export": {"get": _op(
+            "exportRecords", "The attempts and results of a period, content-free unless "
+            "include=feedback", {200: export_ok}, (401, 422, 503), tag="records",
+            params=(parameter("from", "query", moment, "default: 30 days before `to`"),
+                    parameter("to", "query", moment, "default: now"),
+                    parameter("format", "query", {"type": "string", "enum": ["csv", "jsonl"]}),
+                    parameter("include", "query", {"type": "string", "enum": ["feedback"]},
+                          "feedback: add the AI's feedback to result lines")))},
+        "/api/marking/replay": {"post": _op(
+            "replay", "Failed rows matching a filter back to pending (fresh attempts and "
+            "turn); dry_run counts only", {200: _json("ReplayAnswer", **{
+                "Idempotent-Replayed": replayed})},
+            (400, 401, 409, 413, 422, 503), body="ReplayRequest", optional_body=False,
+            params=(key,), tag="records")},
+    }

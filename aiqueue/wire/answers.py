@@ -1,0 +1,211 @@
+"""The answers of the queue's routes (CONTRACT §4, §7, §9): each shape once, as a type.
+
+A field without a default is required in the OpenAPI description; one with a
+default is optional there and is sent only when the code sets it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from aiqueue import models
+from aiqueue.wire.base import Wire
+from aiqueue.wire.fields import (
+    AnyObject,
+    Count,
+    KindName,
+    Review,
+    RowStatus,
+    Seconds,
+    SpendCap,
+    Time,
+    Usd,
+    Uuid,
+    described,
+)
+
+
+class EnqueueAccepted(Wire):
+    enqueued: Count
+    skipped: Count
+    already_marked: Count
+    queue_ids: list[Uuid]
+
+
+class SpendCaps(Wire):
+    group_usd_per_hour: Usd = 0
+    group_usd_per_day: Usd = 0
+    pool_usd_per_day: Usd = 0
+
+
+class EnqueueEstimate(Wire):
+    """A dry run of the enqueue (§9c): what it would add and use; nothing was written."""
+
+    rows: Count
+    already_marked: Count
+    estimated_tokens: Count
+    estimated_cost_usd: Usd | None
+    eta_seconds: Seconds
+    capped: SpendCaps | None = described(
+        "the spend caps this run would reach, with their values; null when none would")
+
+
+class ProcessStep(Wire):
+    claimed: Uuid | None
+    dispatched: bool
+    recovered: Count
+    pruned: Count
+    chained: bool
+
+
+class WebhookReceipt(Wire):
+    accepted: Count
+    ignored: Count
+    rejected: Count
+
+
+class QueueRow(Wire):
+    queue_id: Uuid
+    submission_id: Uuid
+    assignment_id: str
+    group: str
+    status: RowStatus
+    attempts: Count
+    last_error: str | None
+    created_at: Time
+    updated_at: Time
+    kind: KindName = "mark"
+    pool: KindName = "default"
+    # A pending row paused at a spend cap (§9c): why, until when, and which cap.
+    waiting_for: Literal["spend_cap"] | None = None
+    resumes_at: Time | None = None
+    paused_by: SpendCap | None = None
+    not_before: Time | None = described("not due before (§9d)", default=None)
+    expires_at: Time | None = described("expires if not dispatched by then", default=None)
+
+    @classmethod
+    def of(cls, row: models.QueueRow) -> QueueRow:
+        """A stored row as the queue list shows it."""
+        return cls(
+            queue_id=row.queue_id, submission_id=row.submission_id,
+            assignment_id=row.assignment_id, group=row.group_key, kind=row.kind,
+            pool=row.pool, status=row.status, attempts=row.attempts,
+            last_error=row.last_error, created_at=row.created_at, updated_at=row.updated_at,
+            waiting_for=row.waiting_for, resumes_at=row.resumes_at,
+            not_before=row.not_before, expires_at=row.expires_at)
+
+
+class QueuePage(Wire):
+    items: list[QueueRow]
+    total: Count
+
+
+class RetryAnswer(Wire):
+    queue_id: Uuid
+    status: Literal["pending"]
+
+
+class ProgressItem(Wire):
+    current: float | None = None
+    total: float | None = None
+    message: str | None = None
+
+
+class SubmissionStatus(Wire):
+    status: RowStatus
+    attempts: Count
+    queue_position: Count | None
+    estimated_wait_seconds: Seconds
+    queue_id: Uuid | None = None
+    review: Review | None = None
+    progress: ProgressItem | None = None
+    waiting_for: Literal["spend_cap"] | None = None
+    resumes_at: Time | None = None
+    paused_by: SpendCap | None = None
+    scheduled_for: Time | None = described("pending, not due before then", default=None)
+
+
+class ReviewCounts(Wire):
+    accepted: Count
+    reverted: Count
+    unreviewed: Count
+
+
+class RunProgress(Wire):
+    total: Count
+    pending: Count
+    processing: Count
+    completed: Count
+    failed: Count
+    cancelled: Count
+    estimated_remaining_seconds: Seconds
+    tokens: Count
+    cost_usd: Usd | None
+    run_id: Uuid | None = None
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    unpriced_jobs: Count = 0
+    review: ReviewCounts | None = None
+    waiting_for: Literal["spend_cap"] | None = None
+    resumes_at: Time | None = None
+    paused_by: SpendCap | None = None
+    expired: Count = 0
+    scheduled: Count = 0
+    scheduled_for: Time | None = None
+
+
+class CancelAnswer(Wire):
+    cancelled: Count
+
+
+class Accepted(Wire):
+    queue_id: Uuid
+    review: Literal["accepted"]
+    accepted_at: Time
+
+
+class Reverted(Wire):
+    queue_id: Uuid
+    review: Literal["reverted"]
+    reverted_at: Time
+
+
+class RunAccepted(Wire):
+    accepted: Count
+
+
+class RunReverted(Wire):
+    reverted: Count
+    superseded: Count
+
+
+class AppliedResult(Wire):
+    queue_id: Uuid
+    applied_at: Time
+    result: AnyObject
+    review: Review
+    accepted_at: Time | None
+    reverted_at: Time | None
+    actor: str | None
+    adjusted_result: AnyObject | None = None
+
+
+class ResultHistory(Wire):
+    items: list[AppliedResult]
+
+
+class Erased(Wire):
+    erased: dict[str, Count] = Field(description=(
+        "rows removed (or marks cleared) per table; all zero for an id the queue never saw"))
+
+
+class ReplayAnswer(Wire):
+    """matched: failed rows that match; replayed: moved to pending (0 on a dry run, which
+    also says would_replay)"""
+
+    matched: Count
+    replayed: Count
+    dry_run: Literal[True] = True
+    would_replay: Count = 0

@@ -1,0 +1,97 @@
+"""What the app sends on its own: live events (§4) and notifications (§8d, §9d)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from aiqueue.wire.answers import ProgressItem
+from aiqueue.wire.base import Wire
+from aiqueue.wire.fields import AlertName, AnyObject, Count, RowStatus, SpendCap, Time, Usd, Uuid
+
+
+class MarkingEvent(Wire):
+    """The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to
+    resume from (Last-Event-ID)."""
+
+    queue_id: Uuid
+    submission_id: Uuid
+    status: RowStatus
+    result: AnyObject = Field(default={}, description="completed: the result's summary fields")
+    review: str = ""
+    progress: ProgressItem | None = None
+    # pending: the row's group reached a spend cap (§9c).
+    waiting_for: Literal["spend_cap"] | None = None
+    resumes_at: Time | None = None
+    paused_by: SpendCap | None = None
+
+
+class SseEvent(Wire):
+    """One event of the stream (in OpenAPI 3.1 an event stream's schema describes each event)."""
+
+    event: Literal["marking"] = "marking"
+    id: str = Field(default="", description="the cursor to resume from (Last-Event-ID)")
+    data: str = Field(default="", json_schema_extra={
+        "contentMediaType": "application/json",
+        "contentSchema": {"$ref": "#/components/schemas/MarkingEvent"}})
+    retry: int = Field(default=0, ge=0)
+
+
+class RunFinished(Wire):
+    """An assignment's run has no pending or processing rows left."""
+
+    type: Literal["marking.run_finished"]
+    assignment_id: str
+    completed: Count
+    failed: Count
+    cancelled: Count
+    expired: Count
+    tokens: Count
+    cost_usd: Usd | None
+    started_at: Time
+    finished_at: Time
+    run_id: Uuid | None = Field(default=None, description=(
+        "the run (an assignment may be marked again)"))
+
+
+class RowFailed(Wire):
+    """A row ended failed; `error` is a content-free code."""
+
+    type: Literal["marking.row_failed"]
+    queue_id: Uuid
+    submission_id: Uuid
+    assignment_id: str
+    error: str | None
+
+
+class RowExpired(Wire):
+    """A row was not dispatched by its expires_at and ended expired (§9d)."""
+
+    type: Literal["marking.row_expired"]
+    queue_id: Uuid
+    submission_id: Uuid
+    assignment_id: str
+    error: str | None
+
+
+class _Alert(Wire):
+    alert: AlertName
+    pool: str
+    kind: str | None
+    value: float
+    threshold: float
+    opened_at: Time
+
+
+class AlertOpened(_Alert):
+    """An alert's condition began (one per incident)."""
+
+    type: Literal["marking.alert_opened"]
+
+
+class AlertResolved(_Alert):
+    """The incident's condition ended; `value` is the figure at that moment."""
+
+    type: Literal["marking.alert_resolved"]
+    resolved_at: Time | None = None

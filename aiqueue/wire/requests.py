@@ -1,0 +1,242 @@
+"""The JSON bodies the API takes (CONTRACT §4, §7, §9), each once, as a type.
+
+Each field carries its rule (rules.py) as a before-validator, so a wrong value
+gets the same 422 sentence whichever route it came in by; `base.parse` is
+the only caller of pydantic's validation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    WithJsonSchema,
+    model_validator,
+)
+
+from aiqueue.backoff import MAX_RETRY_AFTER
+from aiqueue.errors import Invalid
+from aiqueue.storable import unstorable
+from aiqueue.wire import rules
+from aiqueue.wire.base import Wire
+from aiqueue.wire.fields import AnyObject, Count, KindName, ShortText, Time, described
+
+REF = "#/components/schemas/{model}"
+# The most items one webhook request may carry.
+MAX_ITEMS = 1000
+
+
+def rule(check: Callable[[Any], Any]) -> BeforeValidator:
+    """A field's rule: it returns the value to keep or raises the 4xx it means."""
+    return BeforeValidator(check)
+
+
+def _optional(check: Callable[[Any], Any]) -> BeforeValidator:
+    return BeforeValidator(lambda v: None if v is None else check(v))
+
+
+def _storable(name: str, what: str, kind: type) -> BeforeValidator:
+    """A JSON value of `kind` that PostgreSQL's jsonb takes (absent or null: None)."""
+    def check(value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise Invalid(f"{name} must be {what}")
+        problem = unstorable(value)
+        if problem:
+            raise Invalid(f"{name} {problem}")
+        return value
+    return BeforeValidator(check)
+
+
+# Named EnqueueRequest in the description; enqueue.EnqueueRequest is the parsed command.
+class EnqueueBody(Wire):
+    """Submissions to mark, and how (§4, §7b, §9b-§9f)."""
+
+    model_config = ConfigDict(title="EnqueueRequest")
+
+    assignment_id: Annotated[ShortText, rule(rules.parse_assignment_id)]
+    # Canonical UUID strings as sent (rules.parse_submission_ids says why not uuid.UUID).
+    submission_ids: Annotated[list[str], WithJsonSchema({
+        "type": "array", "items": {"type": "string", "format": "uuid"}, "minItems": 1,
+        "maxItems": rules.MAX_IDS}), rule(rules.parse_submission_ids)]
+    priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000),
+                        _optional(rules.parse_priority)] | None = None
+    # Kept as the compact JSON text that is measured, stored and hashed (rules.payload_json).
+    payload: Annotated[str, WithJsonSchema({
+        "type": "object", "additionalProperties": True,
+        "description": "up to 64 KiB, given to the function unchanged"}),
+        _optional(rules.payload_json)] | None = None
+    group: Annotated[ShortText, _optional(rules.parse_group)] | None = described(
+        "whose turn and spend cap it is (default: the assignment); a host wanting turns and "
+        "caps per teacher sends the teacher's id", default=None)
+    remark: Annotated[bool, _optional(lambda v: rules.flag(v, "remark"))] | None = None
+    dry_run: Annotated[bool, _optional(lambda v: rules.flag(v, "dry_run"))] | None = described(
+        "§9c: write nothing and answer 200 with an EnqueueEstimate", default=None)
+    kind: Annotated[KindName, _optional(rules.parse_kind)] | None = described(
+        "what the rows ask for, which names their function and pool (aiqueue.toml); default "
+        "`mark`; a kind not declared is refused with 422 `unknown_kind`", default=None)
+    lane: Annotated[Literal["live", "batch"], SkipValidation] | None = described(
+        "batch: the provider's batch API at batch prices, by `deadline` (needs a pool with a "
+        "batch API, else 422); absent: the kind's own lane (`lane` in its [kinds.*] table), "
+        "else live", default=None)
+    deadline: Annotated[Time, SkipValidation] | None = described(
+        "RFC 3339, in the future; batch lane only; default now + 24 h", default=None)
+    # CONTRACT §9d: each moment as an RFC 3339 time or as seconds from now, not both
+    # (the rule needs the clock, so enqueue.py applies it: parse_times).
+    not_before: Annotated[Time, SkipValidation] | None = described(
+        "not due before this time", default=None)
+    delay_seconds: Annotated[float, Field(ge=0, le=2_592_000), SkipValidation] | None = None
+    expires_at: Annotated[Time, SkipValidation] | None = described(
+        "expired if not dispatched by then", default=None)
+    expire_after_seconds: Annotated[float, Field(ge=1, le=31_536_000), SkipValidation] | None = None
+
+
+class WebhookUsage(Wire):
+    model: str = ""
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    total_tokens: Count = 0
+    cost_usd: float = Field(default=0, ge=0)
+
+
+def _status(value: object) -> object:
+    if value not in ("completed", "failed", "progress"):
+        raise Invalid("status must be 'completed', 'failed' or 'progress'")
+    return value
+
+
+def _text(name: str) -> BeforeValidator:
+    def check(value: object) -> object:
+        if not isinstance(value, str):
+            raise Invalid(f"{name} must be a string")
+        return value
+    return BeforeValidator(check)
+
+
+def _retry_after(value: object) -> object:
+    if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
+                                  and 0 <= value <= MAX_RETRY_AFTER):
+        raise Invalid(f"retry_after must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
+    return value
+
+
+def _item_schema(schema: dict[str, Any]) -> None:
+    # Every item carries its token (a missing one is rejected, not refused: see `token`),
+    # and a completed item its result.
+    schema["required"] = [*schema["required"], "token"]
+    schema["if"] = {"properties": {"status": {"const": "completed"}}}
+    schema["then"] = {"required": ["result"]}
+
+
+class WebhookItem(Wire):
+    """One result item from the marking function, with its callback token."""
+
+    NOT_OBJECT: ClassVar[str] = "each item must be a JSON object"
+    model_config = ConfigDict(json_schema_extra=_item_schema)
+
+    queue_id: Annotated[str, _text("queue_id")]
+    # Absent or wrong, the item is rejected by the token check (a 401 if none is good).
+    token: Annotated[str | None, SkipValidation, WithJsonSchema({"type": "string"})] = None
+    status: Annotated[Literal["completed", "failed", "progress"], rule(_status)]
+    result: Annotated[AnyObject, SkipValidation, _storable("result", "an object", dict)] | None = \
+        described("completed: the mark, stored as sent", default=None)
+    # usage and progress are kept as the objects sent (their readers take what they know),
+    # described by the types they should have.
+    usage: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="WebhookUsage")}),
+                     _storable("usage", "an object", dict)] | None = None
+    # Any value: only a known code is ever kept (results.error_code), never the words.
+    error: Annotated[object, WithJsonSchema({"type": "string"})] = described(
+        "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no "
+        "attempt", default=None)
+    retry_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
+                           rule(_retry_after)] | None = described(
+        "with a refusal: seconds to hold every dispatch", default=None)
+    retryable: Annotated[bool, _optional(lambda v: rules.flag(v, "retryable"))] | None = None
+    progress: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="ProgressItem")}),
+                        _storable("progress", "an object", dict)] | None = None
+
+    @model_validator(mode="after")
+    def _completed_has_a_result(self) -> WebhookItem:
+        if self.status == "completed" and self.result is None:
+            raise Invalid("a completed item needs a result object")
+        return self
+
+
+class AcceptBody(Wire):
+    """An accept's optional body: the teacher's adjusted result."""
+
+    NOT_OBJECT: ClassVar[str] = 'the body must be {"result": {…}} or empty'
+    model_config = ConfigDict(extra="forbid")
+
+    result: Annotated[AnyObject, SkipValidation,
+                      _storable("result", "a JSON object", dict)] | None = described(
+        "the teacher's adjusted result", default=None)
+
+
+def _pattern(pattern: str, name: str, what: str) -> BeforeValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not compiled.fullmatch(value):
+            raise Invalid(f"{name} must be {what}")
+        return value
+    return BeforeValidator(check)
+
+
+def _moment(name: str) -> BeforeValidator:
+    def check(value: object) -> datetime | None:
+        if value is None:
+            return None
+        return rules.parse_iso_time(value, name)
+    return BeforeValidator(check)
+
+
+class ReplayFilter(Wire):
+    """Every field optional; absent or null = any."""
+
+    NOT_OBJECT: ClassVar[str] = "filter must be a JSON object"
+    model_config = ConfigDict(extra="forbid")
+
+    assignment_id: Annotated[ShortText, _optional(rules.parse_assignment_id)] | None = None
+    group: Annotated[ShortText, _optional(rules.parse_group)] | None = None
+    kind: Annotated[KindName, _pattern("[a-z0-9_-]{1,32}", "kind", "[a-z0-9_-]{1,32}")] \
+        | None = None
+    error: Annotated[str, Field(pattern="^[a-z0-9_.:-]{1,64}$"),
+                     _pattern("[a-z0-9_.:-]{1,64}", "error", "an error code")] | None = \
+        described("the row's last_error code", default=None)
+    failed_after: Annotated[Time, _moment("failed_after")] | None = None
+    failed_before: Annotated[Time, _moment("failed_before")] | None = None
+
+    @model_validator(mode="after")
+    def _in_order(self) -> ReplayFilter:
+        if self.failed_after and self.failed_before and self.failed_after >= self.failed_before:
+            raise Invalid("failed_after must be before failed_before")
+        return self
+
+
+class ReplayRequest(Wire):
+    model_config = ConfigDict(extra="forbid")
+
+    filter: ReplayFilter = Field(default_factory=ReplayFilter)
+    # Absent is false; null is not a flag (the description says boolean).
+    dry_run: Annotated[bool, rule(lambda v: rules.flag(v if v is not None else 0, "dry_run"))] \
+        = False
+
+
+class Error(Wire):
+    """Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found, kinds)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    detail: str

@@ -1,0 +1,177 @@
+"""wire/: one type per request and answer, parsed under one error convention, described once."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from aiqueue.errors import Invalid
+from aiqueue.models import EventCursor, QueueId, RunProgress, SubmissionId, SubmissionStatus
+from aiqueue.models import MarkingEvent as ModelEvent
+from aiqueue.models.review import UsageRow
+from aiqueue.queue.progress import progress_json, status_json
+from aiqueue.reads.usage import usage_json
+from aiqueue.web.openapi import document
+from aiqueue.wire import answers, dump, parse, reads
+from aiqueue.wire.answers import ProcessStep, QueuePage, QueueRow, RetryAnswer
+from aiqueue.wire.reads import CircuitState, OpenAlert, PoolStats, Refusals, Stats
+from aiqueue.wire.requests import AcceptBody, EnqueueBody, ReplayRequest, WebhookItem
+from aiqueue.wire.schema import ANSWERS, REQUESTS
+
+NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+# Text a student might have written: it must never come back in an error.
+ANSWER = "The mitochondria is the powerhouse of the cell"
+
+
+def conforms(name: str, body: Any) -> list[str]:
+    """The description's complaints about `body` as its component `name`."""
+    root = {"$ref": f"#/components/schemas/{name}", **document()}
+    return [e.message for e in Draft202012Validator(root).iter_errors(body)]
+
+
+def test_the_description_names_every_wire_type_and_nothing_hand_written() -> None:
+    schemas = document()["components"]["schemas"]
+    names = {"EnqueueRequest" if m is EnqueueBody else m.__name__ for m in (*REQUESTS, *ANSWERS)}
+    assert names <= set(schemas)
+    # What is not a listed type is one of theirs (nested), or the webhook's one-or-many.
+    assert all(schemas[n].get("properties") or n == "WebhookBody" for n in schemas)
+
+
+@pytest.mark.parametrize(("model", "body", "detail"), [
+    (EnqueueBody, [1], "the body must be a JSON object"),
+    (EnqueueBody, {"submission_ids": [str(uuid.uuid4())]}, "assignment_id must be a non-empty"),
+    # The ids a client sent are its own, not content: the 422 lists the bad ones (invalid_ids).
+    (EnqueueBody, {"assignment_id": "hw", "submission_ids": ["0b7f5c4e"]},
+     "submission_ids must be UUIDs"),
+    (EnqueueBody, {"assignment_id": "hw", "submission_ids": [str(uuid.uuid4())],
+                   "priority": ANSWER}, "priority must be an integer"),
+    (WebhookItem, ANSWER, "each item must be a JSON object"),
+    (WebhookItem, {"queue_id": "q", "status": "completed"}, "a completed item needs a result"),
+    (WebhookItem, {"queue_id": "q", "status": "failed", "retry_after": 4000},
+     "retry_after must be a number of seconds from 0 to 3600"),
+    (WebhookItem, {"queue_id": "q", "status": "done", "error": ANSWER}, "status must be"),
+    (WebhookItem, {"queue_id": "q", "status": "completed", "result": ANSWER},
+     "result must be an object"),
+    (AcceptBody, {"result": ANSWER}, "result must be a JSON object"),
+    (AcceptBody, {"result": {}, ANSWER[:20]: 1}, "unknown field"),
+    (ReplayRequest, {"dry_run": ANSWER}, "dry_run must be true or false"),
+    (ReplayRequest, {"filter": {"failed_after": ANSWER}}, "failed_after must be an RFC 3339"),
+    (ReplayRequest, {"filter": ANSWER}, "filter must be a JSON object"),
+    (ReplayRequest, {"filter": {"failed_after": "2026-11-02", "failed_before": "2026-11-01"}},
+     "failed_after must be before failed_before"),
+])
+def test_a_bad_body_is_one_invalid_naming_the_field_and_never_the_value(
+        model: Any, body: object, detail: str) -> None:
+    with pytest.raises(Invalid) as caught:
+        parse(model, body)
+    assert caught.value.status_code == 422
+    assert detail in caught.value.detail
+    assert ANSWER not in caught.value.detail and "mitochondria" not in str(caught.value.extra)
+
+
+def test_an_item_without_a_token_parses_and_is_left_to_the_token_check() -> None:
+    item = parse(WebhookItem, {"queue_id": "q", "status": "progress",
+                               "progress": {"current": 1}})
+    assert item.token is None and item.progress == {"current": 1}
+
+
+def stats(**changes: Any) -> Stats:
+    pool = PoolStats(kinds=["mark"], max_in_flight=4, in_flight=1, in_flight_limit=2,
+                     hold_until=NOW, circuit="closed",
+                     refusals=Refusals(rate_limited=1, overloaded=0), tokens_in_window=None,
+                     requests_in_window=None, tokens_per_minute=None, requests_per_minute=None)
+    base: dict[str, Any] = dict(
+        pending=1, processing=1, completed=2, failed=0, failed_today=0, completed_today=2,
+        avg_processing_seconds=1.5, p95_processing_seconds=None, oldest_pending_seconds=3.0,
+        in_flight_limit=2, hold_until=None, tokens_in_window=None, requests_in_window=None,
+        tokens_per_minute=None, requests_per_minute=None, budget_window_seconds=60,
+        circuit=CircuitState(state="open", consecutive_failures=5,
+                             next_probe_at=NOW + timedelta(seconds=30)),
+        alerts=[OpenAlert(alert="stalled", pool="default", kind=None, value=312.0,
+                          threshold=300.0, opened_at=NOW)],
+        pools={"default": pool, "openai": pool})
+    return Stats(**{**base, **changes})
+
+
+def test_answers_built_as_types_are_what_the_description_says() -> None:
+    row = QueueRow(queue_id=uuid.uuid4(), submission_id=uuid.uuid4(), assignment_id="hw",
+                   group="hw", status="pending", attempts=0, last_error=None, created_at=NOW,
+                   updated_at=NOW, waiting_for="spend_cap", resumes_at=NOW)
+    for name, answer in [
+        ("Stats", stats()), ("QueuePage", QueuePage(items=[row], total=1)),
+        ("ProcessStep", ProcessStep(claimed=None, dispatched=False, recovered=0, pruned=0,
+                                    chained=False)),
+        ("RetryAnswer", RetryAnswer(queue_id=uuid.uuid4(), status="pending")),
+    ]:
+        assert conforms(name, dump(answer)) == [], name
+
+
+def test_times_keep_the_spelling_the_api_always_sent() -> None:
+    body = dump(stats())
+    assert body["circuit"]["next_probe_at"] == "2026-11-24T09:00:30+00:00"
+    assert body["alerts"][0]["opened_at"] == NOW.isoformat()
+
+
+def test_an_answer_sends_only_what_it_set() -> None:
+    # Optional fields never set are left out: the public health answer is just its status.
+    from aiqueue.wire.reads import Health
+    assert dump(Health(status="ok")) == {"status": "ok"}
+    assert conforms("Health", {"status": "ok"}) == []
+
+
+def test_the_description_refuses_what_the_types_refuse() -> None:
+    assert conforms("EnqueueRequest", {"assignment_id": "hw", "submission_ids": []})
+    assert conforms("WebhookItem", {"queue_id": "q", "token": "t", "status": "completed"})
+    assert conforms("AcceptBody", {"extra": 1})
+
+
+def sent_as(kind: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """What web/http.respond_as sends for a rule's mapping: it must drop nothing."""
+    sent: dict[str, Any] = json.loads(json.dumps(dump(kind.model_validate(body))))
+    assert set(sent) == set(body), kind
+    return sent
+
+
+def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
+    # The rules the HTML pages share (status, progress, usage) still build mappings;
+    # respond_as sends them as their type, and the description says what that is.
+    pending = SubmissionStatus(QueueId(uuid.uuid4()), "pending", 1, 2, None, in_flight=1,
+                               resumes_at=NOW, paused_by="group_usd_per_hour",
+                               scheduled_for=NOW)
+    running = SubmissionStatus(QueueId(uuid.uuid4()), "processing", 1, None, 2.0, in_flight=1,
+                               progress={"current": 1, "total": 2, "message": "m"})
+    run = RunProgress(uuid.uuid4(), total=4, pending=1, processing=1, completed=2, failed=0,
+                      cancelled=0, last_position=1, youngest_running_seconds=1.0, in_flight=1,
+                      cost_usd=0.5, resumes_at=NOW, paused_by="pool_usd_per_day")
+    line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
+    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
+    for kind, name, body in [
+        (answers.SubmissionStatus, "SubmissionStatus", status_json(pending, 1, 5.0)),
+        (answers.SubmissionStatus, "SubmissionStatus", status_json(running, 1, 5.0)),
+        (answers.RunProgress, "RunProgress", progress_json(run, 1, 5.0)),
+        (answers.ReplayAnswer, "ReplayAnswer", {"matched": 3, "replayed": 0, "dry_run": True,
+                                                "would_replay": 3}),
+        (reads.UsageReport, "UsageReport", {"since": "2026-11-01", "until": "2026-11-24",
+                                            "by": "assignment", "items": [usage_json(line)],
+                                            "total": usage_json(total)}),
+    ]:
+        sent = sent_as(kind, body)
+        assert sent == json.loads(json.dumps(body)), name
+        assert conforms(name, sent) == [], name
+
+
+def test_live_events_are_what_the_description_says() -> None:
+    def event(status: str, summary: dict[str, Any]) -> dict[str, Any]:
+        return ModelEvent(EventCursor(1, 1), QueueId(uuid.uuid4()), SubmissionId(uuid.uuid4()),
+                          status, summary).to_json()  # type: ignore[arg-type]
+
+    for body in (event("processing", {"progress": {"current": 1, "total": 2, "message": "m"}}),
+                 event("completed", {"score": 3, "review": "reverted"}),
+                 event("pending", {"resumes_at": NOW.isoformat(),
+                                   "paused_by": "group_usd_per_day"})):
+        assert conforms("MarkingEvent", body) == [], body
