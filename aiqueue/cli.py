@@ -104,6 +104,7 @@ def doctor_settings(settings: Settings, env: Mapping[str, str]) -> Settings:
 def serve(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
+    from aiqueue.vercel.oidc import read_oidc_header
     from aiqueue.web.app import create_app
 
     settings, _handle = database_for(settings)
@@ -117,7 +118,7 @@ def serve(settings: Settings, host: str, port: int) -> None:
     if settings.secret_generated:
         print(f"MARKING_QUEUE_SECRET (generated for this run): {settings.queue_secret}",
               file=sys.stderr)
-    app = create_app(settings, ticker=True)
+    app = read_oidc_header(create_app(settings, ticker=True))
     # log_config=None: uvicorn's records go through logs.setup's content-free
     # formatter instead of its own (which prints exception texts).
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,

@@ -1,14 +1,36 @@
-"""Numbers read from the environment, each refused with one line that names its variable.
+"""Values read from the environment, each refused with one line that names its variable.
 
 A leaf: settings.py and the other settings readers import these, so a variable
-is read and its error worded the same way everywhere.
+is read and its error worded the same way everywhere. An unset or blank
+variable gives the default.
+
+`number`, `optional` and `entry` make a Settings field that names its variable
+and reader once: `load_settings` reads every such field in one loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import binascii
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from aiqueue.errors import SettingsError
+
+Env = Mapping[str, str]
+N = TypeVar("N", int, float)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """USD per 1,000,000 tokens of a model (QUEUE_MODEL_PRICES)."""
+
+    input: float
+    output: float
 
 
 def env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
@@ -41,3 +63,103 @@ def env_float(
         bound = f"between {minimum} and {maximum}" if maximum < float("inf") else f">= {minimum}"
         raise SettingsError(f"{name} must be a finite number {bound}, got {raw}")
     return value
+
+
+def env_usd(env: Mapping[str, str], name: str) -> float | None:
+    """An optional amount of USD (a spend cap); unset: None."""
+    if not env.get(name, "").strip():
+        return None
+    return env_float(env, name, 0.0, 0.0)
+
+
+def env_text(env: Mapping[str, str], name: str) -> str | None:
+    """A value taken as it is (a token), or None."""
+    return env.get(name, "").strip() or None
+
+
+def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    """An http(s) URL."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.startswith(("http://", "https://")):
+        raise SettingsError(f"{name} must be an http(s) URL, got {raw!r}")
+    return raw
+
+
+def env_db_url(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """A postgresql:// URL."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.startswith(("postgres://", "postgresql://")):
+        raise SettingsError(f"{name} must be a postgresql:// URL")
+    return raw
+
+
+def env_whsec(env: Mapping[str, str], name: str) -> str | None:
+    """A Standard Webhooks secret: `whsec_` + base64 of 24 to 64 random bytes (padding optional)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    problem = f"{name} must be 'whsec_' followed by base64 of 24 to 64 random bytes"
+    if not raw.startswith("whsec_"):
+        raise SettingsError(problem)
+    encoded = raw.removeprefix("whsec_")
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise SettingsError(problem) from None
+    if not 24 <= len(key) <= 64:
+        raise SettingsError(problem)
+    return raw
+
+
+def env_prices(env: Mapping[str, str], name: str) -> dict[str, ModelPrice]:
+    """Prices by model: {"<model>": {"input": usd_per_1m, "output": usd_per_1m}}."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return {}
+    problem = "must be a JSON object {\"<model>\": {\"input\": <USD per 1M tokens>, " \
+              "\"output\": <USD per 1M tokens>}}"
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise SettingsError(f"{name} is not valid JSON; it {problem}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{name} {problem}")
+    prices = {}
+    for model, price in data.items():
+        ok = isinstance(price, dict) and set(price) == {"input", "output"} and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and v >= 0 for v in price.values())
+        if not ok or not model:
+            raise SettingsError(f"{name}[{model[:60]!r}] {problem}")
+        prices[model] = ModelPrice(float(price["input"]), float(price["output"]))
+    return prices
+
+
+def number(name: str, default: N, low: N, high: float = float("inf"), *,
+            on_vercel: N | None = None, cap: N | None = None) -> N:
+    """A field read from the variable `name`: an int or a float as its default, low..high.
+
+    `on_vercel` is the default on Vercel; `cap` lowers a larger value to itself.
+    """
+    def read(env: Env) -> N:
+        fallback = on_vercel if on_vercel is not None and env.get("VERCEL") else default
+        if isinstance(default, int):
+            value: N = env_int(env, name, int(fallback), int(low))
+        else:
+            value = env_float(env, name, fallback, low, high)
+        return value if cap is None else min(value, cap)
+    return field(default=default, metadata={"env": name, "read": read})
+
+
+def optional(name: str, read: Callable[[Env, str], T | None], *, secret: bool = False) -> T | None:
+    """A field read from the variable `name` by `read`; unset: None."""
+    return field(default=None, repr=not secret, metadata=entry(name, read))
+
+
+def entry(name: str, read: Callable[[Env, str], object]) -> dict[str, object]:
+    """A table entry's metadata: the variable and how to read it."""
+    return {"env": name, "read": lambda env: read(env, name)}

@@ -11,6 +11,7 @@ import ipaddress
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from aiqueue.env_values import env_url
 from aiqueue.errors import SettingsError
 
 # What Vercel may put in a function's environment by itself (they grant nothing).
@@ -53,6 +54,14 @@ def require_https(name: str, url: str, *, local_run: bool) -> None:
         "the queue's secrets in clear text); only a local address may use http://")
 
 
+def secure_url(env: Mapping[str, str], name: str, local_run: bool) -> str | None:
+    """An http(s) URL the queue's secrets travel to: https:// unless local (CONTRACT §9a)."""
+    url = env_url(env, name)
+    if url is not None:
+        require_https(name, url, local_run=local_run)
+    return url
+
+
 def secret_values(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     """Space-separated values, newest first (rotation); each at least MIN_SECRET characters."""
     values = tuple(env.get(name, "").split())
@@ -61,14 +70,14 @@ def secret_values(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return values
 
 
-def cron_values(env: Mapping[str, str]) -> tuple[str, ...]:
+def cron_values(env: Mapping[str, str], name: str = "CRON_SECRET") -> tuple[str, ...]:
     """CRON_SECRET's values, and the whole value as set when it holds several.
 
     Vercel Cron sends `Authorization: Bearer <CRON_SECRET>` with the variable as it
     is, so during a rotation (`new old`) it sends both words: accept that too.
     """
-    values = secret_values(env, "CRON_SECRET")
-    whole = env.get("CRON_SECRET", "").strip()
+    values = secret_values(env, name)
+    whole = env.get(name, "").strip()
     return (*values, whole) if len(values) > 1 else values
 
 

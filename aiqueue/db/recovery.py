@@ -1,4 +1,5 @@
-"""Recovering rows whose function went quiet: one method per named query of sql/recovery.sql."""
+"""Recovering rows whose function went quiet: sql/recovery.sql's named queries, one method
+each, and recover_stuck, which sits in sql/queries.sql beside the claim it frees slots for."""
 
 from __future__ import annotations
 

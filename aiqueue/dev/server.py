@@ -34,9 +34,10 @@ from aiqueue.dev.defaults import given as _given
 from aiqueue.dev.defaults import load_dev
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings
+from aiqueue.vercel.oidc import read_oidc_header
 from aiqueue.web.app import create_app
 from aiqueue.web.live_api import close_streams
-from aiqueue.web.teacher_page import page_url
+from aiqueue.web.teacher_views import page_url
 
 DEV_SIMULATE_LATENCY = 1.5
 
@@ -148,7 +149,7 @@ async def _main(settings: Settings, host: str, port: int, function_port: int,
         servers.append((_server(fn_app, host, function_port), fn_sock))
     app_sock = _bind(host, port, "app", "--port")
     seeded = await _prepare(settings)
-    app = create_app(settings, ticker=True)
+    app = read_oidc_header(create_app(settings, ticker=True))
     servers.append((_server(app, host, port), app_sock))
     tasks = await _start(servers)
     stop = asyncio.Event()

@@ -1,6 +1,9 @@
 """Sending a job to its marking function: the target's request, the answer's outcome, the chain.
 
-Only `aiqueue.queue.loop` uses this package. The targets' *settings* stay a leaf
+The queue's rules send through it (queue/: the loop's handout, the doctor's probe,
+recovery's platform looks, the overnight lane's request bodies); the batch lane
+calls the function with its HTTP requests, the doctor words its outcomes, and the
+runtime holds its AWS credentials. The targets' *settings* stay a leaf
 (`aiqueue/target_settings.py`) because `aiqueue.settings` reads them.
 """
 

@@ -1,7 +1,9 @@
 """Alerts (CONTRACT §9d): backlog age, a stall, a failure spike, opened and resolved once.
 
-The conditions are measured in the database (aiqueue_alert_values in
-db/sql/functions.sql) and each change is written to the notification outbox
+The conditions are measured per pool in the database (aiqueue_alert_values in
+db/sql/functions.sql; a backlog names the kind of its oldest row, and a pool
+held by a refusal or a spend cap is not stalled) and each change is written
+to the notification outbox
 in the same transaction as the alert's own row (`ai_queue_alerts`), so an
 incident gives exactly one `marking.alert_opened` and one
 `marking.alert_resolved`, across restarts and instances, delivered and

@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from aiqueue import logs
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
+from aiqueue.vercel.oidc import read_oidc_header
 from aiqueue.vercel.vercel_json import Rewrite, VercelConfig, load, restore
 from aiqueue.web.app import all_routes, create_app
 
@@ -43,7 +44,7 @@ def vercel_app(
     routes: list[BaseRoute] = [
         r for r in all_routes() if isinstance(r, Route) and r.path.startswith(tuple(prefixes))
     ]
-    app = create_app(settings, routes=routes)
+    app = read_oidc_header(create_app(settings, routes=routes))
     app.add_middleware(PublicPaths, rewrites=config.rewrites)
     return app
 

@@ -17,7 +17,17 @@ from aiqueue.errors import AiQueueError, SchemaBehind
 from aiqueue.queue.loop import tick_forever
 from aiqueue.runtime import Clock, database_clock
 from aiqueue.settings import Settings
-from aiqueue.web import api, auth, live_api, monitor_page, openapi, records, setup, teacher_page
+from aiqueue.web import (
+    api,
+    live_api,
+    login,
+    monitor_actions,
+    monitor_page,
+    openapi,
+    records,
+    setup,
+    teacher_page,
+)
 from aiqueue.web.http import error_response
 from aiqueue.web.state import AppState
 
@@ -79,10 +89,10 @@ def create_app(
         },
     )
     app.state.aiqueue = state
-    app.add_middleware(setup.OidcHeader, state=state)
     return app
 
 
 def all_routes() -> list[BaseRoute]:
-    return [*api.ROUTES, *auth.ROUTES, *monitor_page.ROUTES, *live_api.ROUTES, *teacher_page.ROUTES,
-            *setup.ROUTES, *openapi.ROUTES, *records.ROUTES]
+    return [*api.ROUTES, *login.ROUTES, *monitor_page.ROUTES, *monitor_actions.ROUTES,
+            *live_api.ROUTES, *teacher_page.ROUTES, *setup.ROUTES, *openapi.ROUTES,
+            *records.ROUTES]

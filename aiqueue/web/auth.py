@@ -1,24 +1,20 @@
-"""Operator login: signed session cookie, CSRF token per session, throttled failures.
+"""The operator's session: a signed cookie holding the user and its CSRF token.
 
-The throttle lives in the database (every instance counts the same failures);
-only a login attempt touches it, never a request that merely carries a cookie.
+What gate.py checks (and login.py issues): the session a cookie proves, the
+form a request posts and whether it carries the session's CSRF token.
 """
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse
 
 from aiqueue.errors import BadRequest, TooLarge, Unauthorized
-from aiqueue.reads import monitor
 from aiqueue.tokens import Tokens, same_secret
-from aiqueue.web.state import app_state, runtime
-from aiqueue.web.templating import render
+from aiqueue.web.state import app_state
 
 COOKIE = "aiqueue_session"
 SESSION_MAX_AGE = 12 * 3600
@@ -76,49 +72,3 @@ def safe_next(value: str | None) -> str:
             and value.isprintable() and not any(c.isspace() for c in value)):
         return value
     return "/ai-queue"
-
-
-async def login_page(request: Request) -> Response:
-    return render("login.html", next=safe_next(request.query_params.get("next")), error=None)
-
-
-async def login(request: Request) -> Response:
-    state = app_state(request)
-    key = request.client.host if request.client else "unknown"
-    form = await read_form(request)
-    target = safe_next(form.get("next"))
-    rt = await runtime(request)
-    if await monitor.login_blocked(rt, key):
-        return render("login.html", status_code=429, next=target,
-                      error="Too many failed attempts. Wait a few minutes and try again.")
-    if not same_secret(form.get("password"), state.settings.admin_password):
-        await monitor.login_failed(rt, key)
-        return render("login.html", status_code=401, next=target, error="Wrong password.")
-    token = state.tokens.session("admin", secrets.token_urlsafe(24))
-    response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
-        COOKIE, token, max_age=SESSION_MAX_AGE, httponly=True, samesite="lax",
-        secure=_https(request), path="/",
-    )
-    return response
-
-
-async def logout(request: Request) -> Response:
-    session = current_session(request)
-    if session is not None:
-        check_csrf(session, await read_form(request))
-    response = RedirectResponse("/ai-queue/login", status_code=303)
-    response.delete_cookie(COOKIE, path="/")
-    return response
-
-
-def _https(request: Request) -> bool:
-    forwarded = request.headers.get("x-forwarded-proto", "")
-    return request.url.scheme == "https" or forwarded.split(",")[0].strip() == "https"
-
-
-ROUTES = [
-    Route("/ai-queue/login", login_page, methods=["GET"]),
-    Route("/ai-queue/login", login, methods=["POST"]),
-    Route("/ai-queue/logout", logout, methods=["POST"]),
-]

@@ -1,8 +1,9 @@
-"""The one gate in front of every protected route: a bearer secret or an operator session.
+"""The one gate in front of every protected route: a bearer secret or an operator session,
+and for a form that changes something, the session's CSRF token too (`form`).
 
-It reads only the settings and the signed cookie, and runs before a handler
-builds the Runtime, so a request without credentials opens no database
-connection.
+It reads only the settings, the signed cookie and the form, and runs before a
+handler builds the Runtime, so a request without credentials opens no database
+connection and a forged form changes nothing.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aiqueue.errors import Unauthorized
-from aiqueue.web.auth import Session, current_session, login_redirect
+from aiqueue.web.auth import Session, check_csrf, current_session, login_redirect, read_form
 from aiqueue.web.http import require_bearer
 from aiqueue.web.state import app_state
 
 Handler = Callable[[Request], Awaitable[Response]]
 SessionHandler = Callable[[Request, Session], Awaitable[Response]]
+FormHandler = Callable[[Request, Session, dict[str, str]], Awaitable[Response]]
 Also = Literal["cron", "metrics"]
 
 
@@ -63,6 +65,29 @@ def session(missing: Handler | None = None) -> Callable[[SessionHandler], Handle
             if found is None:
                 return await (missing or _to_login)(request)
             return await handler(request, found)
+        return gated
+    return decorate
+
+
+def form(missing: Handler | None = None,
+         refused: Handler | None = None) -> Callable[[FormHandler], Handler]:
+    """Require the session (else `missing`, as `session`) and the form's CSRF token.
+
+    The handler gets the form as read. A missing or wrong token answers `refused`
+    (default: 401) before the handler runs, so nothing changes.
+    """
+    def decorate(handler: FormHandler) -> Handler:
+        @session(missing)
+        @functools.wraps(handler)
+        async def gated(request: Request, found: Session) -> Response:
+            fields = await read_form(request)
+            try:
+                check_csrf(found, fields)
+            except Unauthorized:
+                if refused is None:
+                    raise
+                return await refused(request)
+            return await handler(request, found, fields)
         return gated
     return decorate
 

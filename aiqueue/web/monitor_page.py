@@ -1,39 +1,36 @@
-"""The operator's /ai-queue page: stats, throughput, the queue table, row history, actions.
+"""The operator's /ai-queue page as it reads: stats, throughput, the queue table, a row's history.
 
-Every route needs the login session (auth.py); every POST also its CSRF token.
-Reading and acting go through reads/ and queue/ (monitor, stats, enqueue), never the
-store; nothing here ever reads submission content, results or feedback.
+Every route needs the login session (gate.py); the page's buttons are
+monitor_actions.py. Reading goes through reads/ (monitor, stats, usage), never
+the store; nothing here ever reads submission content, results or feedback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from markupsafe import Markup
-from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from aiqueue import wire
-from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded, Unauthorized
+from aiqueue.errors import Invalid, NotFound
 from aiqueue.models import STATUSES, Status
-from aiqueue.models.records import ReplayFilter
 from aiqueue.notify import delivery
-from aiqueue.queue import enqueue, loop, review
+from aiqueue.queue import review
 from aiqueue.reads import monitor, usage
 from aiqueue.reads.stats import read_stats
-from aiqueue.records import replay, retention
+from aiqueue.records import retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.web import chart, costs, deliveries, gate, views
-from aiqueue.web.auth import Session, check_csrf, read_form, safe_next
+from aiqueue.web.auth import Session
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import environment, render
 
@@ -132,7 +129,7 @@ async def page(request: Request, session: Session) -> Response:
     try:
         f = Filters.parse(request)
     except Invalid as exc:
-        return _error_page(400, exc.detail)
+        return error_page(400, exc.detail)
     rt = await runtime(request)
     live, chart, assignments = await asyncio.gather(
         _live_context(rt, session, request, f), _chart_context(rt),
@@ -164,7 +161,7 @@ async def fragment(request: Request, session: Session) -> Response:
         try:
             f = Filters.parse(request)
         except Invalid as exc:
-            return _error_page(400, exc.detail)
+            return error_page(400, exc.detail)
         html, etag = _render(LIVE, await _live_context(rt, session, request, f))
     headers = {"etag": etag, "cache-control": "no-store"}
     if request.headers.get("if-none-match") == etag:
@@ -175,10 +172,10 @@ async def fragment(request: Request, session: Session) -> Response:
 @gate.session()
 async def row_detail(request: Request, session: Session) -> Response:
     rt = await runtime(request)
-    queue_id = _queue_id(request)
+    queue_id = queue_id_of(request)
     found = await monitor.row_with_history(rt, queue_id) if queue_id else None
     if found is None or queue_id is None:
-        return _error_page(404, "There is no queue row with this id (it may have been pruned).")
+        return error_page(404, "There is no queue row with this id (it may have been pruned).")
     row, attempts = found
     review_state = await review.row_review(rt, queue_id)
     now = datetime.now(UTC)
@@ -193,127 +190,16 @@ async def row_detail(request: Request, session: Session) -> Response:
     )
 
 
-# -- actions ------------------------------------------------------------------
-
-Action = Callable[[Runtime, str, Request, dict[str, str]], Awaitable[dict[str, str]]]
-
-
-async def _to_page_login(request: Request) -> Response:
-    # A form post can't be repeated after signing in: back to the page afterwards.
-    return RedirectResponse(f"{PATH}/login?next={PATH}", status_code=303)
-
-
-async def _act(request: Request, session: Session, action: Action) -> Response:
-    """CSRF, the action, then back to the page with a notice; kicks the chain."""
-    form = await read_form(request)
-    try:
-        check_csrf(session, form)
-    except Unauthorized:
-        return _error_page(403, "This form's security token is missing or out of date. "
-                                "Nothing was changed; reload the page and try again.")
-    rt = await runtime(request)
-    notice = await action(rt, session.user, request, form)
-    target = views.with_params(safe_next(form.get("back")), notice)
-    return RedirectResponse(target, status_code=303,
-                            background=BackgroundTask(loop.after_action, rt))
-
-
-def _queue_id(request: Request) -> UUID | None:
+def queue_id_of(request: Request) -> UUID | None:
+    """The path's queue row id; None when it is not one (the page answers 404 or a notice)."""
     try:
         return wire.parse_uuid(request.path_params["queue_id"], "queue row")
     except NotFound:
         return None
 
 
-def _form_assignment(form: dict[str, str]) -> str | None:
-    raw = form.get("assignment_id", "").strip()
-    try:
-        return wire.parse_assignment_id(raw) if raw else None
-    except Invalid:
-        return None
-
-
-async def _retry_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
-                     ) -> dict[str, str]:
-    queue_id = _queue_id(request)
-    if queue_id is None:
-        return {"notice": "missing"}
-    try:
-        await enqueue.retry_row(rt, queue_id, actor)
-    except NotFound:
-        return {"notice": "missing"}
-    except Conflict:
-        return {"notice": "not_failed", "row": str(queue_id)}
-    return {"notice": "retried", "row": str(queue_id)}
-
-
-async def _cancel_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
-                      ) -> dict[str, str]:
-    queue_id = _queue_id(request)
-    if queue_id is None or not await monitor.cancel_row(rt, queue_id, actor):
-        return {"notice": "not_pending", "row": str(queue_id or "")}
-    return {"notice": "cancelled", "row": str(queue_id)}
-
-
-async def _review_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
-                      ) -> dict[str, str]:
-    queue_id = _queue_id(request)
-    if queue_id is None:
-        return {"notice": "missing"}
-    row = {"row": str(queue_id)}
-    try:
-        if form.get("review_action") == "revert":
-            await review.revert(rt, queue_id, actor)
-            return {"notice": "reverted", **row}
-        await review.accept(rt, queue_id, actor)
-        return {"notice": "accepted", **row}
-    except NotFound:
-        return {"notice": "missing"}
-    except Superseded:
-        return {"notice": "superseded", **row}
-    except NotCompleted:
-        return {"notice": "not_completed", **row}
-
-
-async def _retry_all(rt: Runtime, actor: str, request: Request, form: dict[str, str]
-                     ) -> dict[str, str]:
-    # Replay by filter (CONTRACT §9e): one statement, the rows still failed only.
-    where = ReplayFilter(assignment_id=_form_assignment(form))
-    answer, _ = await replay.replay(rt, replay.ReplayRequest(where, False, ""), actor=actor)
-    return {"notice": "retried_all", "n": str(answer["replayed"])}
-
-
-async def _cancel_pending(rt: Runtime, actor: str, request: Request, form: dict[str, str]
-                          ) -> dict[str, str]:
-    assignment = _form_assignment(form)
-    if assignment is None:
-        return {"notice": "missing_assignment"}
-    n = await monitor.cancel_pending(rt, assignment, actor)
-    return {"notice": "cancelled_all", "n": str(n)}
-
-
-async def _pause(rt: Runtime, actor: str, request: Request, form: dict[str, str]
-                 ) -> dict[str, str]:
-    await monitor.set_paused(rt, True, actor)
-    return {"notice": "paused"}
-
-
-async def _resume(rt: Runtime, actor: str, request: Request, form: dict[str, str]
-                  ) -> dict[str, str]:
-    await monitor.set_paused(rt, False, actor)
-    return {"notice": "resumed"}
-
-
-def _route(action: Action) -> Callable[[Request], Awaitable[Response]]:
-    @gate.session(_to_page_login)
-    async def endpoint(request: Request, session: Session) -> Response:
-        return await _act(request, session, action)
-
-    endpoint.__name__ = action.__name__.lstrip("_")
-    return endpoint
-
-
-def _error_page(status: int, message: str) -> Response:
+def error_page(status: int, message: str) -> Response:
+    """The page's own error page (HTML), for a person rather than a client."""
     titles = {400: "Bad request", 403: "Forbidden", 404: "Not found"}
     return render("ai_queue_error.html", status_code=status, title=titles.get(status, "Error"),
                   message=message)
@@ -323,11 +209,4 @@ ROUTES = [
     Route(PATH, page, methods=["GET"]),
     Route(f"{PATH}/fragment", fragment, methods=["GET"]),
     Route(f"{PATH}/rows/{{queue_id}}", row_detail, methods=["GET"]),
-    Route(f"{PATH}/rows/{{queue_id}}/retry", _route(_retry_one), methods=["POST"]),
-    Route(f"{PATH}/rows/{{queue_id}}/cancel", _route(_cancel_one), methods=["POST"]),
-    Route(f"{PATH}/rows/{{queue_id}}/review", _route(_review_one), methods=["POST"]),
-    Route(f"{PATH}/retry-failed", _route(_retry_all), methods=["POST"]),
-    Route(f"{PATH}/cancel-pending", _route(_cancel_pending), methods=["POST"]),
-    Route(f"{PATH}/pause", _route(_pause), methods=["POST"]),
-    Route(f"{PATH}/resume", _route(_resume), methods=["POST"]),
 ]

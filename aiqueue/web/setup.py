@@ -6,17 +6,14 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aiqueue.doctor.checks import Report, run_doctor
 from aiqueue.errors import StoreError
 from aiqueue.runtime import Runtime
 from aiqueue.web import gate
 from aiqueue.web.auth import Session
-from aiqueue.web.state import AppState, app_state
+from aiqueue.web.state import app_state
 from aiqueue.web.templating import render
-
-_OIDC_HEADER = b"x-vercel-oidc-token"
 
 
 async def _report(request: Request) -> Report:
@@ -41,25 +38,6 @@ async def doctor_panel(request: Request, session: Session) -> Response:
     """The Setup panel's body, fetched when the operator asks for it."""
     report = await _report(request)
     return render("ai_queue_doctor.html", report=report)
-
-
-class OidcHeader:
-    """Keep the newest `x-vercel-oidc-token` a request carried (AWS_ROLE_ARN, dispatch/aws.py).
-
-    Vercel hands each invocation its OIDC token in this header; the dispatches
-    that a request's process step sends sign with credentials assumed with it.
-    """
-
-    def __init__(self, app: ASGIApp, state: AppState) -> None:
-        self.app, self.state = app, state
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for name, value in scope.get("headers", ()):
-                if name == _OIDC_HEADER:
-                    self.state.oidc.seen(value.decode("latin-1").strip())
-                    break
-        await self.app(scope, receive, send)
 
 
 ROUTES = [

@@ -214,15 +214,24 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     for function, pattern, index, cursor in (
             ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",
              "ai_marking_fair_walk_idx", True),
-            ("aiqueue_fair_pick", r"SELECT q\.queue_id, q\.assignment_id INTO r.*?SKIP LOCKED",
-             "ai_marking_queue_group_idx", False),
-            ("aiqueue_claim", r"SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2",
-             "ai_marking_queue_claim_idx", False)):
+            ("aiqueue_fair_pick", r"SELECT q\.queue_id, q\.assignment_id INTO r FROM "
+             r"ai_marking_queue q\s+WHERE q\.status.*?SKIP LOCKED",
+             "ai_marking_queue_group_idx", False)):
         text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
-                                      claimable="ARRAY['mark']",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'"})
         assert index in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text
+    # The group's first due row per kind with room (aiqueue 0023), and "another
+    # row due?": one probe per group and kind (a sort of at most one row per kind).
+    head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
+    for function, pattern in (("aiqueue_fair_pick", head),
+                              ("aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)")):
+        text = await plan_in_function(conn, function, pattern,
+                                      plan="NULL::jsonb", except_id="NULL::uuid",
+                                      **{**GROUP_VALUES, "g.group_key": "'g1'",
+                                         "kinds": "ARRAY['mark']"})
+        assert "ai_marking_queue_group_kind_idx" in text, text
+        assert "Seq Scan on ai_marking_queue" not in text, text
 
 
 async def test_queue_positions_count_turns(groups: Groups, store: Store):

@@ -207,3 +207,52 @@ async def test_a_replayed_row_lifts_its_idle_group_and_is_charged(model: Model, 
     assert again is not None and again.queue_id == job.queue_id
     charged = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'b'")
     assert charged > a_counter
+
+
+async def test_a_replay_joins_each_group_once_and_its_rows_are_served_in_turn(
+        model: Model, store: Store, conn: asyncpg.Connection) -> None:
+    # 12 failed rows over three groups come back in one replay: the fair row
+    # trigger stays out of the bulk move, and each group joins once (aiqueue 0023).
+    for group in ("x", "y", "z"):
+        await model.enqueue(group, 4, 100)
+    await model.fill(12)
+    for job in model.in_flight:
+        await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
+                                   max_attempts=1, error="dispatch_failed", outcome="error")
+    model.in_flight.clear()
+    before = dict(await conn.fetch("SELECT group_key, joins FROM ai_marking_fair"))
+    assert await store.retry_all_failed(None, "test") == 12
+    fair = await conn.fetch(
+        "SELECT f.group_key, f.joins, f.waiting, f.head_turn, f.head_seq, "
+        "       (SELECT ARRAY[q.turn, q.seq] FROM ai_marking_queue q WHERE q.status = 'pending' "
+        "        AND coalesce(q.group_key, q.assignment_id) = f.group_key "
+        "        ORDER BY q.turn, q.seq LIMIT 1) AS first "
+        "FROM ai_marking_fair f ORDER BY 1")
+    for f in fair:
+        assert f["waiting"] and f["joins"] == before[f["group_key"]] + 1
+        assert (f["head_turn"], f["head_seq"]) == tuple(f["first"])
+    # Every replayed row is claimed and charged, in turns across the groups.
+    served = []
+    while (got := await store.claim(0, THRESHOLD)) is not None:
+        served.append(model.of[got.submission_id])
+    assert sorted(served) == ["x"] * 4 + ["y"] * 4 + ["z"] * 4
+    assert set(served[:3]) == {"x", "y", "z"}
+    assert not await conn.fetchval("SELECT bool_or(waiting) FROM ai_marking_fair")
+
+
+async def test_rows_of_a_group_paused_at_a_spend_cap_are_not_claimable(
+        model: Model, store: Store, conn: asyncpg.Connection) -> None:
+    await model.enqueue("paused", 3, 100)
+    await conn.execute("UPDATE ai_marking_fair SET capped_until = now() + interval '1 hour', "
+                       "capped_by = 'group_hour' WHERE group_key = 'paused'")
+    assert not await store.can_claim(0, THRESHOLD)
+    await model.enqueue("open", 2, 100)
+    assert await store.can_claim(0, THRESHOLD)
+    # The claim's own "more?" leaves the paused group's rows out too.
+    first = await store.claim(0, THRESHOLD)
+    assert first is not None and model.of[first.submission_id] == "open" and first.more
+    last = await store.claim(0, THRESHOLD)
+    assert last is not None and model.of[last.submission_id] == "open" and not last.more
+    assert not await store.can_claim(0, THRESHOLD)
+    await conn.execute("UPDATE ai_marking_fair SET capped_until = now() - interval '1 second'")
+    assert await store.can_claim(0, THRESHOLD)

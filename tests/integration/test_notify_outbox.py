@@ -144,7 +144,7 @@ async def test_two_transactions_ending_a_runs_last_rows_at_once_write_exactly_on
         await t2.start()
         await first.execute(complete, a.queue_id, a.dispatch_seq)
         racing = asyncio.create_task(second.execute(complete, b.queue_id, b.dispatch_seq))
-        # The second waits for the first's lock until it commits.
+        # The second waits for the first (its pin on b, aiqueue 0023) until it commits.
         await asyncio.sleep(0.3)
         assert not racing.done()
         await t1.commit()

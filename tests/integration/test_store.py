@@ -418,10 +418,18 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
-    # The claim's pick takes the chosen group's first due row (aiqueue 0022).
-    text = await plan_in_function(conn, "aiqueue_fair_pick",
-                                  r"SELECT q\.queue_id, q\.assignment_id INTO r.*?SKIP LOCKED",
-                                  False, **GROUP_VALUES)
+    # The claim's pick takes the chosen group's first due row (aiqueue 0022), one
+    # probe per kind with room (aiqueue 0023).
+    head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
+    text = await plan_in_function(conn, "aiqueue_fair_pick", head,
+                                  **{**GROUP_VALUES, "kinds": "ARRAY['mark']"})
+    assert "ai_marking_queue_group_kind_idx" in text
+    assert "Seq Scan on ai_marking_queue" not in text
+    # Its walk in turn order, when that row is held or any kind will do.
+    text = await plan_in_function(
+        conn, "aiqueue_fair_pick",
+        r"SELECT q\.queue_id, q\.assignment_id INTO r FROM ai_marking_queue q\s+WHERE q\.status"
+        r".*?SKIP LOCKED", **GROUP_VALUES)
     assert "ai_marking_queue_group_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
 
@@ -453,8 +461,8 @@ async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str
 
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [
     # The claim's "another row due?" probe, with most rows pending.
-    ("'pending', NULL", "aiqueue_claim",
-     r"SELECT o\.queue_id FROM ai_marking_queue o.*?LIMIT 2", "ai_marking_queue_claim_idx"),
+    ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)",
+     "ai_marking_queue_group_kind_idx"),
     # The in-flight count, with most rows in flight.
     ("'processing', now()", "aiqueue_in_flight",
      r"SELECT 1 FROM ai_marking_queue p .*?greatest\(cap, 1\)", "ai_marking_queue_lease_idx"),
@@ -469,9 +477,10 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
         "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, lease_at) "
         f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
-    text = await plan_in_function(conn, function, pattern, cap="1", claimable="ARRAY['mark']")
+    text = await plan_in_function(conn, function, pattern, cap="1", kinds="ARRAY['mark']",
+                                  plan="NULL::jsonb", except_id="NULL::uuid")
     assert index in text
-    assert "Seq Scan" not in text
+    assert "Seq Scan on ai_marking_queue" not in text
 
 
 async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.Connection) -> None:

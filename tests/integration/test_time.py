@@ -133,8 +133,9 @@ async def test_backlog_age_opens_once_and_resolves_once(store: Store, conn: asyn
     # While it stays open, no repeat.
     assert await evaluate(store, at=later + timedelta(seconds=5), backlog=30) == []
     [alert] = await store.open_alerts()
+    # Its pool, and the kind of the row that waited longest (aiqueue 0023).
     assert (alert.alert, alert.pool, alert.kind, alert.threshold) == (
-        "backlog_age", "default", None, 30)
+        "backlog_age", "default", "mark", 30)
     for job in [await store.claim(CAP, THRESHOLD) for _ in ids]:
         assert job is not None
         await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
@@ -214,3 +215,80 @@ async def test_two_instances_evaluating_at_once_open_one_alert(
         await other.close()
     assert await conn.fetchval("SELECT count(*) FROM ai_queue_alerts") == 1
     assert len(await events(conn, "marking.alert_opened")) == 1
+
+
+# -- alerts per pool (aiqueue 0023) --------------------------------------------
+
+
+async def _pool(conn: asyncpg.Connection, name: str) -> None:
+    """The pool's control row, as the first claim configured with it makes it."""
+    await conn.execute("SELECT aiqueue_pool_control($1, true)", name)
+
+
+async def test_each_pool_has_its_own_backlog_alert_naming_the_kind(
+        store: Store, conn: asyncpg.Connection) -> None:
+    await _pool(conn, "openai")
+    ids = await add_submissions(conn, 3, "hw-p")
+    await store.enqueue(ids[:2], "hw-p", 0, {}, kind="essay", pool="openai")
+    later = now() + timedelta(seconds=60)
+    assert await evaluate(store, at=later, backlog=30) == [("backlog_age", "opened")]
+    [alert] = await store.open_alerts()
+    assert (alert.pool, alert.kind) == ("openai", "essay")
+    # The default pool's own backlog is a second incident, with its own kind.
+    await store.enqueue(ids[2:], "hw-p", 0, {})
+    assert await evaluate(store, at=later + timedelta(seconds=60), backlog=30) == [
+        ("backlog_age", "opened")]
+    assert {(a.pool, a.kind) for a in await store.open_alerts()} == {
+        ("openai", "essay"), ("default", "mark")}
+    [first, second] = await events(conn, "marking.alert_opened")
+    assert (first["pool"], first["kind"], second["pool"]) == ("openai", "essay", "default")
+    # Only the default pool's row goes: only its alert resolves.
+    await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled' WHERE pool = 'default'")
+    assert await evaluate(store, at=later + timedelta(seconds=61), backlog=30) == [
+        ("backlog_age", "resolved")]
+    [left] = await store.open_alerts()
+    assert left.pool == "openai"
+
+
+async def test_a_pool_held_by_a_refusal_or_a_spend_cap_is_not_stalled(
+        store: Store, conn: asyncpg.Connection) -> None:
+    await _pool(conn, "openai")
+    ids = await add_submissions(conn, 2, "hw-h")
+    await store.enqueue(ids[:1], "hw-h", 0, {}, pool="openai", group="held")
+    await store.enqueue(ids[1:], "hw-h", 0, {}, group="capped")
+    later = now() + timedelta(seconds=30)
+    # openai waits out a refusal; the default pool's only group is at a spend cap.
+    await conn.execute("UPDATE ai_queue_control SET busy_until = $1 WHERE pool = 'openai'",
+                       later + timedelta(minutes=1))
+    await conn.execute("UPDATE ai_marking_fair SET capped_until = $1, capped_by = 'group_hour' "
+                       "WHERE group_key = 'capped'", later + timedelta(hours=1))
+    assert await evaluate(store, at=later, stalled=10) == []
+    # The hold ends: openai stalls, and only openai.
+    await conn.execute("UPDATE ai_queue_control SET busy_until = NULL")
+    assert await evaluate(store, at=later, stalled=10) == [("stalled", "opened")]
+    [alert] = await store.open_alerts()
+    assert (alert.alert, alert.pool, alert.kind) == ("stalled", "openai", None)
+    # The cap lifts: the default pool stalls too.
+    await conn.execute("UPDATE ai_marking_fair SET capped_until = NULL")
+    assert await evaluate(store, at=later, stalled=10) == [("stalled", "opened")]
+    assert {a.pool for a in await store.open_alerts()} == {"openai", "default"}
+
+
+async def test_a_failure_spike_is_its_pools(store: Store, conn: asyncpg.Connection) -> None:
+    plan = json.dumps({"pools": [{"name": "default", "cap": 0}, {"name": "openai", "cap": 0}],
+                       "kinds": [{"name": "mark", "pool": "default"},
+                                 {"name": "essay", "pool": "openai"}]})
+    ids = await add_submissions(conn, 6, "hw-fs")
+    await store.enqueue(ids[:3], "hw-fs", 0, {}, kind="essay", pool="openai")
+    await store.enqueue(ids[3:], "hw-fs", 0, {})
+    while (job := await store.claim(CAP, THRESHOLD, plan=plan)) is not None:
+        if job.pool == "openai":
+            await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0,
+                                       retryable=False, max_attempts=1, error="model_error",
+                                       outcome="failed")
+        else:
+            await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+    # 3 of 6 rows failed overall (50 %), but all of them in openai.
+    assert await evaluate(store, failures_min=3, rate=0.9) == [("failure_spike", "opened")]
+    [alert] = await store.open_alerts()
+    assert (alert.pool, alert.value) == ("openai", 1.0)

@@ -22,7 +22,7 @@ from aiqueue.models import (
 from aiqueue.queue.progress import eta_seconds, progress_json, status_json
 from aiqueue.reads.live import EventHub, LiveConfig, format_event, stream
 from aiqueue.settings import load_settings
-from aiqueue.web.teacher_page import fmt_eta, mark_text, progress_message, progress_view
+from aiqueue.web.teacher_views import fmt_eta, mark_text, progress_message, progress_view
 
 
 def event(n: int, status: str = "pending", summary: dict[str, float] | None = None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from aiqueue.errors import SettingsError
-from aiqueue.settings import load_settings
+from aiqueue.settings import Settings, load_settings
 
 SECRET = "unit-secret-0123456789abcdef"
 
@@ -72,3 +74,43 @@ def test_a_toml_pool_with_a_cap_and_no_price_refuses_start_up_naming_its_prices(
                     '[kinds.essay]\npool = "openai"\nfunction_url = "http://127.0.0.1:9/"\n')
     with pytest.raises(SettingsError, match=r"^pools\.openai\.prices .*group_usd_per_hour"):
         load_settings({"MARKING_QUEUE_SECRET": SECRET, "AIQUEUE_CONFIG": str(toml)})
+
+
+# The table: every Settings field read from one variable names it in its metadata.
+TABLE = [f for f in dataclasses.fields(Settings) if "env" in f.metadata]
+# Tokens are taken as they are: no value is wrong.
+TOKENS = {"AI_MARKING_FUNCTION_TOKEN", "VERCEL_OIDC_TOKEN"}
+
+
+def test_the_table_names_each_variable_once():
+    names = [f.metadata["env"] for f in TABLE]
+    assert len(names) > 30 and len(set(names)) == len(names)
+    assert {"QUEUE_MAX_ATTEMPTS", "QUEUE_MODEL_PRICES", "CRON_SECRET"} <= set(names)
+
+
+def test_an_unset_variable_leaves_the_fields_default():
+    s = load_settings({"MARKING_QUEUE_SECRET": SECRET})
+    for f in TABLE:
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        assert getattr(s, f.name) == default, f.metadata["env"]
+
+
+@pytest.mark.parametrize("name", sorted(f.metadata["env"] for f in TABLE
+                                        if f.metadata["env"] not in TOKENS))
+def test_every_variable_in_the_table_refuses_a_bad_value_in_one_line_naming_it(name: str):
+    with pytest.raises(SettingsError) as info:
+        load_settings({"MARKING_QUEUE_SECRET": SECRET, name: "many"})
+    assert info.value.detail.startswith(name) and "\n" not in info.value.detail
+
+
+def test_a_number_keeps_its_bounds_and_its_vercel_default():
+    env = {"MARKING_QUEUE_SECRET": SECRET}
+    assert load_settings({**env, "QUEUE_MAX_IN_FLIGHT": "0"}).max_in_flight == 0
+    with pytest.raises(SettingsError, match="^QUEUE_ALERT_FAILURE_RATE .*between 0.0 and 1.0"):
+        load_settings({**env, "QUEUE_ALERT_FAILURE_RATE": "1.5"})
+    assert load_settings({**env, "QUEUE_EVENTS_HEARTBEAT_SECONDS": "40"}
+                         ).events_heartbeat_seconds == 15
+    vercel = {**env, "VERCEL": "1", "VERCEL_ENV": "development",
+              "DATABASE_URL": "postgresql://x/y", "AI_MARKING_FUNCTION_URL": "http://127.0.0.1:9/"}
+    assert load_settings(vercel).events_max_seconds == 55
+    assert load_settings({**vercel, "QUEUE_EVENTS_MAX_SECONDS": "70"}).events_max_seconds == 70

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import time
+
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -131,3 +135,24 @@ def test_every_route_of_the_app_is_served_by_a_vercel_function():
     assert len(prefixes) > 10, "the scan finds the functions' prefixes"
     paths = {r.path for r in all_routes() if isinstance(r, Route)}
     assert {p for p in paths if not p.startswith(prefixes)} == set()
+
+
+def _vercel_jwt(expires_in: float) -> str:
+    def part(value: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+    claims = {"iss": "https://oidc.vercel.com/acme", "exp": int(time.time() + expires_in)}
+    return ".".join([part({"alg": "RS256", "typ": "JWT"}), part(claims), "c2ln"])
+
+
+async def test_a_function_keeps_the_freshest_oidc_token_its_requests_bring():
+    app = vercel_app(["/healthz"], dispatches=False, env=ENV)
+    oidc = app.state.aiqueue.oidc
+    fresh, junk = _vercel_jwt(3600), "not-a-jwt"
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="https://x") as client:
+        await client.get("/nowhere", headers={"x-vercel-oidc-token": fresh})
+        assert oidc.value == fresh
+        # A junk or older header never replaces it, whatever the route answers.
+        await client.get("/nowhere", headers={"x-vercel-oidc-token": junk})
+        await client.get("/nowhere", headers={"x-vercel-oidc-token": _vercel_jwt(60)})
+    assert oidc.value == fresh

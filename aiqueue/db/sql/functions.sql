@@ -206,6 +206,8 @@ BEGIN
     IF NOT budgeted THEN
         RETURN true;
     END IF;
+    -- The claim writes the window too (and prunes it): its lock first (aiqueue 0023).
+    PERFORM aiqueue_claim_lock();
     UPDATE ai_marking_budget b
     SET tokens = aiqueue_usage_int(p_usage -> 'prompt_tokens')
                  + aiqueue_usage_int(p_usage -> 'completion_tokens'),
@@ -485,6 +487,11 @@ BEGIN
 END
 $$;
 
+-- The claim's advisory lock (see aiqueue_claim), held until the transaction ends.
+CREATE OR REPLACE FUNCTION aiqueue_claim_lock() RETURNS void LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock(7301730173017301)
+$$;
+
 -- Claim exactly one due row.  The advisory lock serialises count-and-claim
 -- across every instance until this transaction ends, so no pool's L and no
 -- kind's cap can be overshot (a cap counted outside this lock is exceeded
@@ -537,7 +544,7 @@ DECLARE
     pcap integer;
     kcap integer;
 BEGIN
-    PERFORM pg_advisory_xact_lock(7301730173017301);
+    PERFORM aiqueue_claim_lock();
     plan := coalesce(plan, aiqueue_default_plan(cap, tpm, rpm));
     SELECT * INTO room FROM aiqueue_room(plan, breaker_threshold, budget_window, true, true);
     claimable := room.kinds;
@@ -609,15 +616,8 @@ BEGIN
     -- No kind with room: no walk (it would step over every pending row).
     more := cardinality(claimable) > 0;
     IF more THEN
-        -- The first two due rows in dispatch order, one of them not the claimed one.
-        more := EXISTS (SELECT 1 FROM (
-                            SELECT o.queue_id FROM ai_marking_queue o
-                            WHERE o.status = 'pending' AND o.run_after <= now()
-                              AND o.kind = ANY (claimable)
-                              AND aiqueue_unexpired(o.expires_at)
-                            ORDER BY o.priority DESC, o.turn, o.seq
-                            LIMIT 2) due
-                        WHERE due.queue_id <> got.queue_id);
+        -- Another due row of a kind with room, in a group not paused at a spend cap.
+        more := aiqueue_due_exists(claimable, plan, got.queue_id);
     END IF;
     RETURN QUERY SELECT
         got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
@@ -799,7 +799,7 @@ LANGUAGE sql AS $$
     SET counter = CASE WHEN f.waiting THEN f.counter
                        ELSE greatest(f.counter, EXCLUDED.counter) END,
         head_turn = EXCLUDED.head_turn, head_seq = EXCLUDED.head_seq,
-        waiting = true, joins = f.joins + 1, updated_at = now()
+        waiting = true, joins = f.joins + 1, due_at = NULL, updated_at = now()
 $$;
 
 CREATE OR REPLACE FUNCTION aiqueue_fair_join_rows() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -824,12 +824,16 @@ $$;
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_fair_join_rows();
--- The overnight lane moves a whole batch back at once (aiqueue/db/batch.py):
--- it sets aiqueue.fair_bulk for that statement and then joins each group once
--- (aiqueue_fair_join_ids), where this trigger was 85 % of a 2,000-row fallback.
+-- A bulk move (aiqueue_retry, aiqueue.bulk_move) joins its groups itself, once
+-- per group rather than once per row (aiqueue 0023).  So does the overnight
+-- lane when it moves a whole batch back (aiqueue/db/batch.py): it sets
+-- aiqueue.fair_bulk for that statement, which keeps the change feed's row
+-- trigger, and then calls aiqueue_fair_join_ids (this trigger was 85 % of a
+-- 2,000-row fallback).
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_upd
     AFTER UPDATE OF status ON ai_marking_queue
     FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending'
+                       AND current_setting('aiqueue.bulk_move', true) IS DISTINCT FROM 'on'
                        AND current_setting('aiqueue.fair_bulk', true) IS DISTINCT FROM 'on')
     EXECUTE FUNCTION aiqueue_fair_join_row();
 
@@ -846,6 +850,23 @@ BEGIN
           ORDER BY 1, 2, 3, q.turn, q.seq) n;
 END
 $$;
+
+-- A pending row made due sooner without a status change (the batch lane
+-- handing rows back, a reschedule): its group's due_at may be too late now,
+-- so it is forgotten, and `joins` tells a claim computing it meanwhile.
+CREATE OR REPLACE FUNCTION aiqueue_fair_sooner() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET due_at = NULL, joins = f.joins + 1
+    WHERE f.pool = NEW.pool AND f.priority = NEW.priority
+      AND f.group_key = coalesce(NEW.group_key, NEW.assignment_id) AND f.due_at IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER ai_marking_queue_fair_sooner
+    AFTER UPDATE OF run_after ON ai_marking_queue
+    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status = 'pending'
+                       AND NEW.run_after < OLD.run_after)
+    EXECUTE FUNCTION aiqueue_fair_sooner();
 
 -- What a row of an assignment is expected to use: the assignment's running
 -- mean, else the mean of its pool's 20 most recently used assignments, else a
@@ -1027,6 +1048,34 @@ LANGUAGE sql IMMUTABLE AS $$
         ARRAY['default']) END
 $$;
 
+DROP FUNCTION IF EXISTS aiqueue_group_head(text, integer, text, text[]);
+
+-- Is a row of `kinds` due now, other than `except_id`, in a group that is
+-- neither paused at a spend cap nor known to wait for later?  The claim's
+-- `more` and can_claim (aiqueue 0023): the waiting groups, one probe each per
+-- kind, instead of a walk of the claim index past every row not due yet, of
+-- a kind without room, or of a paused group.
+DROP FUNCTION IF EXISTS aiqueue_due_exists(text[], jsonb, uuid);
+CREATE OR REPLACE FUNCTION aiqueue_due_exists(kinds text[], plan jsonb, except_id uuid)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    -- LATERAL ... LIMIT 1: a probe per group and kind, never a semi-join
+    -- that would read every pending row first.
+    RETURN (SELECT EXISTS (
+        SELECT 1 FROM ai_marking_fair f CROSS JOIN unnest(kinds) k (kind)
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM ai_marking_queue q
+            WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
+              AND coalesce(q.group_key, q.assignment_id) = f.group_key
+              AND q.kind = k.kind AND q.run_after <= now() AND aiqueue_unexpired(q.expires_at)
+              AND q.queue_id IS DISTINCT FROM except_id
+            LIMIT 1) due
+        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (f.due_at IS NULL OR f.due_at <= now())
+          AND f.pool = ANY (aiqueue_kinds_pools(kinds, plan))));
+END
+$$;
+
 -- The claim's choice (inside its advisory lock): the first due row of the
 -- waiting group with the smallest counter, priority first, turns by rows
 -- breaking ties; groups at a spend cap are stepped over.  It charges the
@@ -1049,12 +1098,15 @@ DECLARE
     stop record;
     spec jsonb;
     nxt record;
+    head uuid;
+    held boolean;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
     walk CURSOR (p_pools text[]) FOR
         SELECT f.pool, f.priority, f.group_key, f.joins FROM ai_marking_fair f
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (f.due_at IS NULL OR f.due_at <= now())
           AND (p_pools IS NULL OR f.pool = ANY (p_pools))
         ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
 BEGIN
@@ -1067,17 +1119,44 @@ BEGIN
                 CONTINUE;
             END IF;
         END IF;
-        -- SKIP LOCKED steps over rows a webhook or the recovery holds right now.
-        SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
-          AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.run_after <= now()
-          AND (kinds IS NULL OR q.kind = ANY (kinds))
-          -- Never an expired row, even before the sweep has ended it (§9d); a
-          -- not_before is the row's first run_after, so the test above holds it.
-          AND aiqueue_unexpired(q.expires_at)
-        ORDER BY q.turn, q.seq LIMIT 1
-        FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
+        -- The group's first due row of a kind with room (one probe per kind),
+        -- then its lock; SKIP LOCKED steps over a row a webhook or the
+        -- recovery holds right now, and only then is the group walked in turn
+        -- order (as it always is when any kind will do).
+        -- (aiqueue 0023: one probe of ai_marking_queue_group_kind_idx per kind
+        -- with room, so a kind at its cap is never walked; before, its rows
+        -- were read one by one from the heap to learn their kind.)
+        held := false;
+        IF kinds IS NOT NULL THEN
+            SELECT c.queue_id INTO head FROM unnest(kinds) k (kind)
+            CROSS JOIN LATERAL (
+                SELECT h.queue_id, h.turn, h.seq FROM ai_marking_queue h
+                WHERE h.status = 'pending' AND h.pool = g.pool AND h.priority = g.priority
+                  AND coalesce(h.group_key, h.assignment_id) = g.group_key
+                  AND h.kind = k.kind AND h.run_after <= now()
+                  AND aiqueue_unexpired(h.expires_at)
+                ORDER BY h.turn, h.seq LIMIT 1) c
+            ORDER BY c.turn, c.seq LIMIT 1;
+            SELECT NULL::uuid AS queue_id, NULL::text AS assignment_id INTO r;
+            IF head IS NOT NULL THEN
+                SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+                WHERE q.queue_id = head AND q.status = 'pending'
+                FOR UPDATE SKIP LOCKED;
+                held := NOT FOUND;
+            END IF;
+        END IF;
+        IF kinds IS NULL OR held THEN
+            SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+            WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
+              AND coalesce(q.group_key, q.assignment_id) = g.group_key
+              AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
+              -- Never an expired row, even before the sweep has ended it (§9d); a
+              -- not_before is the row's first run_after, so the test above holds it.
+              AND aiqueue_unexpired(q.expires_at)
+            ORDER BY q.turn, q.seq LIMIT 1
+            FOR UPDATE SKIP LOCKED;
+        END IF;
+        IF r.queue_id IS NULL THEN
             -- No due row: a group whose rows all went (cancelled, erased) stops
             -- waiting, unless rows joined since the walk looked.
             UPDATE ai_marking_fair f SET waiting = false
@@ -1087,6 +1166,24 @@ BEGIN
                               WHERE q.status = 'pending' AND q.pool = g.pool
                                 AND q.priority = g.priority
                                 AND coalesce(q.group_key, q.assignment_id) = g.group_key);
+            -- Its rows wait for later (scheduled, on the batch lane, backing
+            -- off), not only for room: walks step over the group until its
+            -- first comes due (aiqueue 0023).  Rows joining or made due sooner
+            -- forget it.  (A due row of a kind without room stops the test at
+            -- once; a group waiting for later is read twice, once.)
+            IF NOT FOUND AND NOT EXISTS (
+                SELECT 1 FROM ai_marking_queue q
+                WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
+                  AND coalesce(q.group_key, q.assignment_id) = g.group_key
+                  AND q.run_after <= now()) THEN
+                UPDATE ai_marking_fair f SET due_at = m.at
+                FROM (SELECT min(q.run_after) AS at FROM ai_marking_queue q
+                      WHERE q.status = 'pending' AND q.pool = g.pool
+                        AND q.priority = g.priority
+                        AND coalesce(q.group_key, q.assignment_id) = g.group_key) m
+                WHERE f.pool = g.pool AND f.priority = g.priority
+                  AND f.group_key = g.group_key AND f.joins = g.joins AND m.at > now();
+            END IF;
             CONTINUE;
         END IF;
         SELECT * INTO e FROM aiqueue_estimate(g.pool, r.assignment_id);
@@ -1164,6 +1261,12 @@ BEGIN
     IF r.dispatch_seq <> p_dispatch_seq OR r.charged_tokens IS NULL THEN
         RETURN;
     END IF;
+    -- The counter alone is one row, safe to wait for; with the spend windows
+    -- too, the claim's lock first, so they are locked in the claim's order
+    -- (aiqueue 0023: a completion no longer holds it from its row's end).
+    IF r.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> r.charged_usd THEN
+        PERFORM aiqueue_claim_lock();
+    END IF;
     UPDATE ai_marking_fair f
     SET counter = f.counter + aiqueue_fair_weight(prompt, completion) - r.charged_tokens
     WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
@@ -1188,6 +1291,11 @@ BEGIN
     INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
     IF NOT FOUND OR r.charged_tokens IS NULL THEN
         RETURN;
+    END IF;
+    -- Counter and spend windows are the claim's rows too: its lock first, so
+    -- they are locked in its order (aiqueue 0023).
+    IF r.charged_usd IS NOT NULL THEN
+        PERFORM aiqueue_claim_lock();
     END IF;
     UPDATE ai_marking_fair f SET counter = f.counter - r.charged_tokens
     WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
@@ -1368,8 +1476,14 @@ RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id
                more boolean, breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- The claim lock from the end on (aiqueue 0023): the outbox test takes it
+    -- rather than pinning a row, and the charges below are written under it,
+    -- in the claim's order (see aiqueue_outbox_run_finished).
+    PERFORM set_config('aiqueue.end_lock', 'on', true);
     applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq);
+    PERFORM set_config('aiqueue.end_lock', 'off', true);
     IF applied THEN
+        PERFORM aiqueue_claim_lock();
         PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
                                     tpm > 0 OR rpm > 0 OR aiqueue_plan_budgeted(plan), plan);
         PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, money);
@@ -1680,13 +1794,29 @@ $$;
 -- Counts, tokens and cost over the run as GET .../progress reports them.
 --
 -- Two transactions ending a run's last two rows at once would each still see
--- the other's row live (READ COMMITTED) and neither would write the event, so
--- the test runs under the claim's advisory lock: the second waits until the
--- first commits, and its next statement (a fresh snapshot) sees that commit.
--- The claim lock, not one per run, because it is already taken after row locks
--- (aiqueue_settle completes, then claims) and its holder never waits for a row
--- (SKIP LOCKED): a row-ending update inside the claim re-enters it, where a
--- second, per-run lock could deadlock against a settle.
+-- the other's row live (READ COMMITTED) and neither would write the event.
+-- Only an end that can finish the run has to be serialised against the others
+-- (aiqueue 0023; before, every end took the claim's advisory lock, which every
+-- claim holds too):
+--   * An end that finds another row of its run processing and holds no lock
+--     on it (SKIP LOCKED) pins that row (FOR SHARE) and writes nothing: the run
+--     cannot finish before that row ends, and whoever ends it waits for this
+--     transaction to commit, so its own test sees this end.  Only processing
+--     rows are pinned: a pinned pending row would be stepped over by claims.
+--   * Any other end (no such row: the run may be finishing) takes the claim's
+--     advisory lock and tests again; the lock holders see each other's commits,
+--     and see pinned rows live (they are).
+-- Why this cannot deadlock: a pinned row's ender waits for the pinner, but
+-- every statement that ends a processing row locks it first (a result, a
+-- failure, a refusal) or skips it (recover_stuck: SKIP LOCKED), so it holds
+-- nothing a pinner waits for.  The claim lock is still taken after row locks
+-- and its holder never waits for a queue row (SKIP LOCKED); a statement that
+-- writes rows the claim writes too (turn counters, spend, the budget window)
+-- takes the claim lock before them (aiqueue_settle, aiqueue_flow_result,
+-- aiqueue_money_result, aiqueue_money_refund), so
+-- those rows are always locked in the claim's order.  `aiqueue.end_lock` = 'on'
+-- says the transaction takes the claim lock right after this end anyway (a
+-- settle): then the lock, not a pin.
 CREATE OR REPLACE FUNCTION aiqueue_outbox_run_finished(p_run uuid, p_assignment text)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -1695,12 +1825,12 @@ DECLARE
     seen jsonb := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
     witness uuid;
 BEGIN
-    PERFORM pg_advisory_xact_lock(7301730173017301);
     -- A statement that ends many rows (a cancel of 10,000) calls this once per
     -- row, and until it commits every old row version still sits in the
     -- live-run index: looking the run up each time would cost O(n^2).  So the
     -- row found live last time is asked first (by its key), then whether the
     -- event is written already; the index is searched only when both say no.
+    -- (A pinned witness stays live: nobody else can end it before we commit.)
     IF EXISTS (SELECT 1 FROM ai_marking_queue q
                WHERE q.queue_id = (seen ->> p_run::text)::uuid
                  AND q.status IN ('pending', 'processing'))
@@ -1709,10 +1839,19 @@ BEGIN
                     AND o.tx = pg_current_xact_id()) THEN
         RETURN;
     END IF;
-    SELECT q.queue_id INTO witness FROM ai_marking_queue q
-    WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')
-    LIMIT 1;
-    IF FOUND THEN
+    IF current_setting('aiqueue.end_lock', true) IS DISTINCT FROM 'on' THEN
+        SELECT q.queue_id INTO witness FROM ai_marking_queue q
+        WHERE q.run_id = p_run AND q.status = 'processing'
+        LIMIT 1
+        FOR SHARE SKIP LOCKED;
+    END IF;
+    IF witness IS NULL THEN
+        PERFORM aiqueue_claim_lock();
+        SELECT q.queue_id INTO witness FROM ai_marking_queue q
+        WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')
+        LIMIT 1;
+    END IF;
+    IF witness IS NOT NULL THEN
         PERFORM set_config('aiqueue.live_witness',
                            jsonb_set(seen, ARRAY[p_run::text], to_jsonb(witness))::text, true);
         RETURN;
@@ -1877,6 +2016,16 @@ BEGIN
     SELECT u.queue_id FROM updated u;
     GET DIAGNOSTICS moved = ROW_COUNT;
     PERFORM set_config('aiqueue.bulk_move', 'off', true);
+    -- Each group the rows joined waits (lifted to the floor when it was idle),
+    -- once per group, in key order like an enqueue (the row trigger stayed out).
+    IF moved > 0 THEN
+        PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
+        FROM (SELECT DISTINCT ON (1, 2, 3) q.pool, q.priority,
+                     coalesce(q.group_key, q.assignment_id) AS grp, q.turn, q.seq
+              FROM ai_marking_queue q
+              WHERE q.queue_id = ANY (p_ids) AND q.status = 'pending'
+              ORDER BY 1, 2, 3, q.turn, q.seq) n;
+    END IF;
     IF moved > 0 THEN
         PERFORM aiqueue_notify();
     END IF;
@@ -1885,70 +2034,98 @@ $$;
 
 -- == Alerts (aiqueue 0018, CONTRACT §9d) ==
 --
--- The three conditions, measured at p_now (NULL: now(); tests inject a later
--- moment instead of waiting): the oldest due row's wait (backlog_age), how
--- long due rows have waited with nothing dispatched (stalled), and the share
--- of rows that failed among those that ended in the last 15 minutes
--- (failure_spike).  One row per alert: its value, its threshold, whether it
--- fires.  A waiting row is pending, not expired, and not scheduled for later:
--- a row with a not_before is no backlog until its time, and its wait starts
--- then; a batch-lane row waiting for a provider batch (§9f) is no backlog
--- until its live time comes.  A row waiting out a retry's backoff still waits: counting it out
--- would make both alerts flap open and shut through an outage, as every row
--- goes in and out of its backoff.
+-- The three conditions, per pool (aiqueue 0023; one control row per pool, and
+-- the claim makes one for every pool it is configured with), measured at
+-- p_now (NULL: now(); tests inject a later moment instead of waiting): the
+-- oldest due row's wait (backlog_age, naming that row's kind), how long due
+-- rows have waited with nothing dispatched (stalled), and the share of rows
+-- that failed among those that ended in the last 15 minutes (failure_spike).
+-- One row per alert and pool: its kind, value, threshold, whether it fires.
+-- A waiting row is pending, not expired, and not scheduled for later: a row
+-- with a not_before is no backlog until its time, and its wait starts then; a
+-- batch-lane row waiting for a provider batch (§9f) is no backlog until its
+-- live time comes.  A row waiting out a retry's backoff still waits: counting
+-- it out would make both alerts flap open and shut through an outage, as
+-- every row goes in and out of its backoff.
+DROP FUNCTION IF EXISTS aiqueue_alert_values(timestamptz, float8, float8, integer, float8);
 CREATE OR REPLACE FUNCTION aiqueue_alert_values(p_now timestamptz, backlog_s float8,
                                                 stalled_s float8, failures_min integer,
                                                 failure_rate float8)
-RETURNS TABLE (alert text, value float8, threshold float8, firing boolean)
+RETURNS TABLE (alert text, pool text, kind text, value float8, threshold float8,
+               firing boolean)
 LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
 DECLARE
     t timestamptz := coalesce(p_now, now());
-    due_since timestamptz;
+    p record;
+    oldest record;
     last_dispatch timestamptz;
     held boolean;
-    failed bigint;
-    ended bigint;
-    wait float8;
     quiet float8;
+    wait float8;
 BEGIN
-    -- Rows without a not_before in created order (the status index, stopping
-    -- at the first unexpired one), and scheduled rows whose time has come.
-    SELECT least(
-        (SELECT q.created_at FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.not_before IS NULL AND q.created_at <= t
-           AND (q.expires_at IS NULL OR q.expires_at > t)
-           AND NOT (q.lane = 'batch' AND q.run_after > t)
-         ORDER BY q.created_at LIMIT 1),
-        (SELECT min(q.not_before) FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.not_before <= t
-           AND (q.expires_at IS NULL OR q.expires_at > t)
-           AND NOT (q.lane = 'batch' AND q.run_after > t)))
-    INTO due_since;
-    wait := coalesce(date_part('epoch', t - due_since), 0);
-    RETURN QUERY SELECT 'backlog_age'::text, wait, backlog_s, due_since IS NOT NULL AND wait > backlog_s;
+    FOR p IN SELECT c.pool, c.paused, c.busy_until FROM ai_queue_control c ORDER BY c.pool LOOP
+        -- Rows without a not_before in created order (the status index, stopping
+        -- at the pool's first unexpired one), and scheduled rows whose time has come.
+        SELECT o.since, o.kind INTO oldest FROM (
+            (SELECT q.created_at AS since, q.kind FROM ai_marking_queue q
+             WHERE q.status = 'pending' AND q.pool = p.pool AND q.not_before IS NULL
+               AND q.created_at <= t AND (q.expires_at IS NULL OR q.expires_at > t)
+               AND NOT (q.lane = 'batch' AND q.run_after > t)
+             ORDER BY q.created_at LIMIT 1)
+            UNION ALL
+            (SELECT q.not_before, q.kind FROM ai_marking_queue q
+             WHERE q.status = 'pending' AND q.pool = p.pool AND q.not_before <= t
+               AND (q.expires_at IS NULL OR q.expires_at > t)
+               AND NOT (q.lane = 'batch' AND q.run_after > t)
+             ORDER BY q.not_before LIMIT 1)) o
+        ORDER BY o.since LIMIT 1;
+        wait := coalesce(date_part('epoch', t - oldest.since), 0);
+        RETURN QUERY SELECT 'backlog_age'::text, p.pool, oldest.kind, wait, backlog_s,
+                            oldest.since IS NOT NULL AND wait > backlog_s;
 
-    -- The newest dispatch the function took: a dispatch error or a refusal is
-    -- no progress.  Walks the attempts' primary key backwards.
-    SELECT a.started_at INTO last_dispatch FROM ai_marking_attempts a
-    WHERE a.kind = 'dispatch' AND a.outcome IS DISTINCT FROM 'dispatch_error'
-      AND a.outcome IS DISTINCT FROM 'refused'
-    ORDER BY a.id DESC LIMIT 1;
-    -- Held by a refusal (or paused by an operator): waiting is the plan, not a stall.
-    -- (A spend cap holds a pool too, once spend caps exist: CONTRACT §9c.)
-    SELECT c.paused OR coalesce(c.busy_until > t, false) INTO held
-    FROM ai_queue_control c WHERE c.id = 1;
-    quiet := date_part('epoch', t - greatest(last_dispatch, due_since));
-    RETURN QUERY SELECT 'stalled'::text, coalesce(quiet, 0), stalled_s,
-        due_since IS NOT NULL AND NOT coalesce(held, false) AND quiet > stalled_s;
+        -- Held by a refusal or paused by an operator, or every due row is in a
+        -- group paused at a spend cap (CONTRACT §9c): waiting is the plan, not
+        -- a stall.  Otherwise: the newest dispatch of the pool the function
+        -- took (a dispatch error or a refusal is no progress), walking the
+        -- attempts' primary key backwards.
+        held := p.paused OR coalesce(p.busy_until > t, false) OR NOT EXISTS (
+            SELECT 1 FROM ai_marking_fair f
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM ai_marking_queue q
+                WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
+                  AND coalesce(q.group_key, q.assignment_id) = f.group_key
+                  AND q.run_after <= t AND (q.expires_at IS NULL OR q.expires_at > t)
+                LIMIT 1) due
+            WHERE f.pool = p.pool AND f.waiting
+              AND (f.capped_until IS NULL OR f.capped_until <= t)
+              AND (f.due_at IS NULL OR f.due_at <= t));
+        quiet := NULL;
+        IF oldest.since IS NOT NULL AND NOT held THEN
+            SELECT a.started_at INTO last_dispatch
+            FROM ai_marking_attempts a JOIN ai_marking_queue q ON q.queue_id = a.queue_id
+            WHERE a.kind = 'dispatch' AND a.outcome IS DISTINCT FROM 'dispatch_error'
+              AND a.outcome IS DISTINCT FROM 'refused' AND q.pool = p.pool
+            ORDER BY a.id DESC LIMIT 1;
+            quiet := date_part('epoch', t - greatest(last_dispatch, oldest.since));
+        END IF;
+        RETURN QUERY SELECT 'stalled'::text, p.pool, NULL::text, coalesce(quiet, 0), stalled_s,
+                            coalesce(quiet > stalled_s, false);
+    END LOOP;
 
-    SELECT count(*) FILTER (WHERE q.status = 'failed'), count(*)
-    INTO failed, ended
-    FROM ai_marking_queue q
-    WHERE q.status IN ('completed', 'failed') AND q.finished_at > t - interval '15 minutes'
-      AND q.finished_at <= t;
-    RETURN QUERY SELECT 'failure_spike'::text,
-        CASE WHEN ended > 0 THEN failed::float8 / ended ELSE 0 END, failure_rate,
-        failed >= failures_min AND ended > 0 AND failed::float8 / ended >= failure_rate;
+    RETURN QUERY
+    SELECT 'failure_spike'::text, c.pool, NULL::text,
+           CASE WHEN e.ended > 0 THEN e.failed::float8 / e.ended ELSE 0 END, failure_rate,
+           coalesce(e.failed >= failures_min AND e.failed::float8 / e.ended >= failure_rate,
+                    false)
+    FROM ai_queue_control c
+    LEFT JOIN (SELECT q.pool, count(*) FILTER (WHERE q.status = 'failed') AS failed,
+                      count(*) AS ended
+               FROM ai_marking_queue q
+               WHERE q.status IN ('completed', 'failed')
+                 AND q.finished_at > t - interval '15 minutes' AND q.finished_at <= t
+               GROUP BY q.pool) e ON e.pool = c.pool
+    ORDER BY c.pool;
 END
 $$;
 
@@ -1971,19 +2148,25 @@ BEGIN
         SELECT * FROM aiqueue_alert_values(p_now, backlog_s, stalled_s, failures_min,
                                            failure_rate)
     ),
+    -- One incident per alert and pool (aiqueue 0023; each names its pool, and
+    -- backlog_age the kind of the row that waited longest when it opened).
     opened AS (
         INSERT INTO ai_queue_alerts (alert, pool, kind, value, threshold, opened_at)
-        SELECT v.alert, 'default', NULL, v.value, v.threshold, coalesce(p_now, now())
+        SELECT v.alert, v.pool, v.kind, v.value, v.threshold, coalesce(p_now, now())
         FROM v WHERE v.firing
         ON CONFLICT (alert, pool) WHERE resolved_at IS NULL DO NOTHING
         RETURNING *
     ),
+    -- Resolved: it no longer fires, or its pool is no longer measured.
+    ended AS (
+        SELECT a.id, coalesce(v.value, 0) AS now_value
+        FROM ai_queue_alerts a LEFT JOIN v ON v.alert = a.alert AND v.pool = a.pool
+        WHERE a.resolved_at IS NULL AND NOT coalesce(v.firing, false)
+    ),
     resolved AS (
         UPDATE ai_queue_alerts a SET resolved_at = coalesce(p_now, now())
-        FROM v
-        WHERE a.alert = v.alert AND a.pool = 'default' AND a.resolved_at IS NULL
-          AND NOT v.firing
-        RETURNING a.*, v.value AS now_value
+        FROM ended e WHERE a.id = e.id
+        RETURNING a.*, e.now_value
     ),
     events AS (
         INSERT INTO ai_marking_outbox (type, assignment_id, body)

@@ -121,13 +121,15 @@ SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, 
 
 -- can_claim --
 -- Would a claim succeed right now?  Decides whether to chain.  $3: the pools
--- and kinds (NULL: the default pool with cap $1).
-SELECT EXISTS (
-    SELECT 1 FROM ai_marking_queue
-    WHERE status = 'pending' AND run_after <= now()
-      AND kind = ANY ((aiqueue_room(coalesce($3::jsonb, aiqueue_default_plan($1::integer, 0, 0)),
-                                    $2::integer, 60, false, false)).kinds)
-) AS ok;
+-- and kinds (NULL: the default pool with cap $1).  The kinds with room are
+-- asked once (not per row), and a row of a group paused at a spend cap does
+-- not count (aiqueue_due_exists).
+WITH p AS MATERIALIZED (
+    SELECT coalesce($3::jsonb, aiqueue_default_plan($1::integer, 0, 0)) AS plan
+), room AS MATERIALIZED (
+    SELECT p.plan, (aiqueue_room(p.plan, $2::integer, 60, false, false)).kinds FROM p
+)
+SELECT aiqueue_due_exists(room.kinds, room.plan, NULL) AS ok FROM room;
 
 -- dispatch_accepted --
 -- A 2xx ack closes its pool's breaker ($1); the WHERE keeps the common case

@@ -1,0 +1,151 @@
+"""What the teacher's results page shows: pure helpers that turn rows and progress into words.
+
+The handlers (teacher_page.py) hand these the typed rows and progress the rules
+return; the tests call them directly, as PgQueuer's tests call its fmt_age.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from aiqueue.models import Status, SubmissionResult
+from aiqueue.web.estimate import paused_text
+
+STATUS_LABELS: dict[Status, str] = {
+    "pending": "queued", "processing": "marking…", "completed": "marked",
+    "failed": "failed", "cancelled": "cancelled", "expired": "expired",
+}
+
+
+def fmt_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating time left"
+    if seconds < 60:
+        return "less than a minute left"
+    return f"about {round(seconds / 60)} min left"
+
+
+def fmt_duration(seconds: float) -> str:
+    """'under a minute', 'about 12 min', 'about 3 h'."""
+    if seconds < 60:
+        return "under a minute"
+    if seconds < 5400:
+        return f"about {round(seconds / 60)} min"
+    return f"about {round(seconds / 3600)} h"
+
+
+def fmt_by(when: datetime) -> str:
+    """'Tue 14:00 UTC': when an overnight run is due."""
+    return when.astimezone(UTC).strftime("%a %H:%M UTC")
+
+
+def fmt_number(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def mark_text(result: dict[str, Any] | None) -> str:
+    """'7 / 10' for a stored AI result, '' when there is none."""
+    if not result or result.get("score") is None:
+        return ""
+    text = fmt_number(result["score"])
+    if result.get("max_score") is not None:
+        text += f" / {fmt_number(result['max_score'])}"
+    return text
+
+
+def usage_text(p: dict[str, Any]) -> str:
+    """'2,431 tokens · $0.0123' for the run ('' before any result; cost unknown: said so)."""
+    if not p.get("tokens") and not p.get("cost_usd") and not p.get("unpriced_jobs"):
+        return ""
+    text = f"{p['tokens']:,} tokens"
+    if p.get("cost_usd") is not None:
+        text += f" · ${p['cost_usd']:.4f}"
+    if p.get("unpriced_jobs"):
+        text += f" ({p['unpriced_jobs']} without a known price)"
+    return text
+
+
+def review_text(p: dict[str, Any]) -> str:
+    """'2 accepted, 1 reverted, 5 to review' over the run's applied results."""
+    r = p.get("review") or {}
+    parts = [f"{r[k]} {label}" for k, label in (("accepted", "accepted"),
+             ("reverted", "reverted"), ("unreviewed", "to review")) if r.get(k)]
+    return ", ".join(parts)
+
+
+def progress_view(p: dict[str, Any]) -> dict[str, Any]:
+    """The progress bar: percent finished and '23 of 48 marked — about 2 min left'."""
+    total = p["total"]
+    finished = p["completed"] + p["failed"] + p["cancelled"] + p.get("expired", 0)
+    active = p["pending"] + p["processing"] > 0
+    paused = paused_text(p.get("resumes_at"), p.get("paused_by"))
+    extra = {"usage_text": usage_text(p), "review_text": review_text(p), "paused": bool(paused)}
+    if total == 0:
+        return {**p, **extra, "percent": 0, "active": False, "text": "Not marked yet."}
+    text = f"{p['completed']} of {total} marked"
+    extras = [f"{p[k]} {k}" for k in ("failed", "cancelled", "expired") if p.get(k)]
+    if extras:
+        text += f" ({', '.join(extras)})"
+    if paused:
+        text += f" — {paused}"
+    if p.get("scheduled"):
+        text += f" — {scheduled_text(p['scheduled'], p.get('scheduled_for'))}"
+    elif active:
+        text += f" — {fmt_eta(p['estimated_remaining_seconds'])}"
+    return {**p, **extra, "percent": math.floor(100 * finished / total), "active": active,
+            "text": text}
+
+
+def scheduled_text(n: int, at: str | None) -> str:
+    """'12 scheduled for 2026-11-27 16:00 UTC' (the page turns the time into local time)."""
+    if not at:
+        return f"{n} scheduled"
+    moment = datetime.fromisoformat(at).astimezone(UTC)
+    return f"{n} scheduled for {moment:%Y-%m-%d %H:%M} UTC"
+
+
+def row_view(row: SubmissionResult) -> dict[str, Any]:
+    status = row.queue_status
+    if status == "completed" or (status is None and row.ai_result):
+        label = ""
+    else:
+        label = STATUS_LABELS[status] if status else "not marked"
+    adjusted = mark_text(row.adjusted_result)
+    return {
+        "id": str(row.submission_id),
+        "name": row.student_name or f"Submission {str(row.submission_id)[:8]}",
+        "content": row.content,
+        "mark": mark_text(row.ai_result),
+        "adjusted": adjusted,
+        "review": row.review or "",
+        "reviewable": row.result_queue_id is not None,
+        "progress": progress_message(row.progress) if status == "processing" else "",
+        "feedback": (row.ai_result or {}).get("feedback") or "",
+        "status": status or "none",
+        "label": label,
+        "marked": row.ai_marked_at is not None or row.ai_result is not None,
+    }
+
+
+MARK_TITLE = "Mark this submission with AI"
+REMARK_TITLE = "This submission already has an AI mark: mark it again, replacing that mark"
+
+
+def progress_message(item: dict[str, Any] | None) -> str:
+    """'criterion 2 of 5 (2/5)' from a progress item; '' without one."""
+    if not item:
+        return ""
+    message = str(item.get("message") or "")[:200]
+    current, total = item.get("current"), item.get("total")
+    if isinstance(current, int) and isinstance(total, int) and total > 0:
+        return f"{message} ({current}/{total})" if message else f"{current}/{total}"
+    return message
+
+
+def page_url(assignment_id: str) -> str:
+    return f"/results/assignments/{quote(assignment_id, safe='')}"
