@@ -23,10 +23,12 @@ CAP_NAMES = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
 
 @dataclass(frozen=True)
 class PoolMoney:
-    """One pool's caps (USD; None: no cap) and its prices per model."""
+    """One pool's caps (USD; None: no cap) and its prices per model, live and on the batch
+    lane (§9f: declared, else half of live)."""
 
     caps: Mapping[str, float | None] = field(default_factory=dict)
     prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    batch_prices: Mapping[str, ModelPrice] = field(default_factory=dict)
 
     @property
     def capped(self) -> bool:
@@ -35,17 +37,16 @@ class PoolMoney:
     @property
     def top(self) -> ModelPrice | None:
         """The most expensive known price: what a row of an unknown model is charged."""
-        if not self.prices:
-            return None
-        return ModelPrice(max(p.input for p in self.prices.values()),
-                          max(p.output for p in self.prices.values()))
+        return _top(self.prices)
 
     def doc(self, hour_seconds: float, day_seconds: float) -> dict[str, Any]:
-        top = self.top
+        top, batch_top = self.top, _top(self.batch_prices)
         return {
             **{name: self.caps.get(name) for name in CAP_NAMES},
             "prices": {m: [p.input, p.output] for m, p in self.prices.items()},
             "top": [top.input, top.output] if top else None,
+            "batch_prices": {m: [p.input, p.output] for m, p in self.batch_prices.items()},
+            "batch_top": [batch_top.input, batch_top.output] if batch_top else None,
             "hour_seconds": hour_seconds,
             "day_seconds": day_seconds,
         }
@@ -69,11 +70,14 @@ class Money:
         made: Money | None = settings.__dict__.get("_money")
         if made is not None:
             return made
+        queue = settings.queue
         pools = {
             name: PoolMoney(
                 caps={cap: getattr(pool, cap) for cap in CAP_NAMES},
-                prices={m: ModelPrice(*p) for m, p in pool.prices.items()})
-            for name, pool in settings.queue.pools.items()}
+                prices={m: ModelPrice(*p) for m, p in pool.prices.items()},
+                batch_prices={m: ModelPrice(*price) for m in {*pool.prices, *pool.batch_prices}
+                              if (price := queue.batch_price(name, m)) is not None})
+            for name, pool in queue.pools.items()}
         made = cls(pools, settings.spend_hour_seconds, settings.spend_day_seconds)
         settings.__dict__["_money"] = made
         return made
@@ -101,6 +105,13 @@ class Money:
     def json(self) -> str | None:
         """`doc` as the jsonb text the SQL takes (serialised once)."""
         return self._json
+
+
+def _top(prices: Mapping[str, ModelPrice]) -> ModelPrice | None:
+    if not prices:
+        return None
+    return ModelPrice(max(p.input for p in prices.values()),
+                      max(p.output for p in prices.values()))
 
 
 NO_MONEY = Money()

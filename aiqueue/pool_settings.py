@@ -2,7 +2,7 @@
 
 aiqueue.toml agrees with QUEUE_MODEL_PRICES and the function mode, a pool with
 a spend cap has a price to charge, and the default pool's batch lane
-(QUEUE_BATCH_*, aiqueue/batch_settings.py) can reach the function.
+(`[pools.default] batch`) can reach the function.
 """
 
 from __future__ import annotations
@@ -10,27 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aiqueue import config
-from aiqueue.batch_settings import BatchLaneSettings, load_batch
 from aiqueue.env_values import Env, ModelPrice
 from aiqueue.errors import SettingsError
-from aiqueue.setup_settings import secure_url
 from aiqueue.target_settings import DispatchTarget
 
 
-def batch_lane(env: Env, target: DispatchTarget, function_url: str | None,
-               local_run: bool) -> BatchLaneSettings | None:
-    """The default pool's batch lane (QUEUE_BATCH_*, aiqueue/batch_settings.py), or None."""
-    batch_lane = load_batch(env)
-    if batch_lane is None:
-        return None
-    # The provider sees the students' answers: https outside dev, as for the function.
-    secure_url(env, "QUEUE_BATCH_BASE_URL", local_run)
-    if function_url is None and target != "http":
-        # The lane calls the function's render and parse modes synchronously, by HTTP.
+def batch_reaches_function(file: config.QueueConfig | None, target: DispatchTarget,
+                           function_url: str | None) -> None:
+    """The default pool's batch lane posts the function's render and parse modes by HTTP:
+    with a DigitalOcean or Lambda target it needs AI_MARKING_FUNCTION_URL."""
+    if file is None or function_url is not None or target == "http":
+        return
+    if any(p.name == config.DEFAULT_POOL for p in file.batch_pools):
         raise SettingsError("AI_MARKING_FUNCTION_URL (the function's web action or function "
                             "URL) is required for the batch lane with AI_MARKING_DISPATCH="
                             f"{target}")
-    return batch_lane
 
 
 def caps_priced(queue: config.QueueConfig) -> None:

@@ -9,6 +9,7 @@ method in its port here, and the fake gains it too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
@@ -71,7 +72,9 @@ class RecoveryStore(ResultsStore, Protocol):
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False, attempts: str | None = None) -> int: ...
+                            ask: bool = False, attempts: str | None = None,
+                            kinds: Sequence[str] | None = None,
+                            others: Sequence[str] = ()) -> int: ...
 
     async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
@@ -79,8 +82,9 @@ class RecoveryStore(ResultsStore, Protocol):
                           budget: Budget = NO_BUDGET,
                           plan: str | None = None) -> float | None: ...
 
-    async def take_lookups(self, quiet: float, bound: float, limit: int,
-                           hold: float) -> list[Lookup]: ...
+    async def take_lookups(self, quiet: float, bound: float, limit: int, hold: float, *,
+                           kinds: Sequence[str] | None = None,
+                           others: Sequence[str] = ()) -> list[Lookup]: ...
 
     async def platform_waits(self, queue_id: UUID, dispatch_seq: int, said: str,
                              again_in: float, bound: float) -> None: ...

@@ -4,7 +4,7 @@
 default and its check once (`number`, `optional`, `entry` in
 aiqueue/env_values.py).  `load_settings` reads all of those in one loop,
 then the few whose meaning depends on others: production, a local run, the
-dispatch target, the batch lane and aiqueue.toml (aiqueue/pool_settings.py).
+dispatch target and aiqueue.toml, with its pools' batch lanes (aiqueue/pool_settings.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from functools import cached_property
 from typing import Any, Literal
 
 from aiqueue import config
-from aiqueue.batch_settings import BatchLaneSettings
 from aiqueue.env_values import (
     Env,
     ModelPrice,
@@ -32,7 +31,7 @@ from aiqueue.env_values import (
     optional,
 )
 from aiqueue.errors import SettingsError
-from aiqueue.pool_settings import batch_lane, caps_priced, queue_file
+from aiqueue.pool_settings import batch_reaches_function, caps_priced, queue_file
 from aiqueue.setup_settings import (
     AWS_ENV_NAMES,
     MIN_PASSWORD,
@@ -57,8 +56,6 @@ class Settings:
     """Everything aiqueue reads from its environment (see CONTRACT.md §2)."""
 
     database_url: str | None = None
-    # The default pool's batch lane (§9f; None: no batch lane).
-    batch_lane: BatchLaneSettings | None = field(default=None, hash=False)
     database_direct_url: str | None = None
     # The most connections one instance opens.
     database_pool_max: int = number("DATABASE_POOL_MAX", 4, 1)
@@ -139,6 +136,9 @@ class Settings:
     requests_per_minute: int = number("QUEUE_REQUESTS_PER_MINUTE", 0, 0)
     budget_window_seconds: float = number("QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600)
     refused_give_up_seconds: float = number("QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0)
+    # The overnight lane (§9f): a batch goes live this long before its rows' live
+    # time runs out; its pools' batch APIs are in aiqueue.toml (Settings.queue).
+    batch_margin_seconds: float = number("QUEUE_BATCH_FALLBACK_MARGIN_SECONDS", 900.0, 0.0)
     # The default pool's spend caps in USD (CONTRACT §9c); None: none.  Read here,
     # kept on the default Pool (Settings.queue); enforced by the spend caps' own code.
     group_usd_per_hour: float | None = optional("QUEUE_GROUP_USD_PER_HOUR", env_usd)
@@ -239,11 +239,12 @@ def load_settings(
     base = app_base_url(env, port, secure_url(env, "APP_BASE_URL", local_run))
     target, digitalocean, aws_lambda = load_target(env, mode, local_run=local_run)
     function_url = secure_url(env, "AI_MARKING_FUNCTION_URL", local_run)
-    lane = batch_lane(env, target, function_url, local_run)
     if function_url is None and production and target == "http":
         raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
     notify_url = secure_url(env, "QUEUE_NOTIFY_URL", local_run)
     table = _table(env)
+    file = queue_file(env, mode, local_run, table["model_prices"])
+    batch_reaches_function(file, target, function_url)
     settings = Settings(
         database_url=database_url,
         database_direct_url=env_db_url(env, "DATABASE_DIRECT_URL", database_url),
@@ -262,8 +263,7 @@ def load_settings(
         on_vercel=bool(env.get("VERCEL")),
         vercel_dev=vercel_dev(env),
         aws_env_names=tuple(n for n in AWS_ENV_NAMES if env.get(n, "").strip()),
-        batch_lane=lane,
-        queue_file=queue_file(env, mode, local_run, table["model_prices"]),
+        queue_file=file,
         **table,
     )
     caps_priced(settings.queue)

@@ -30,6 +30,7 @@ from typing import Literal
 import asyncpg
 
 from aiqueue.batch.lane import live_estimate
+from aiqueue.config import DEFAULT_POOL
 from aiqueue.queue.overnight import lane_config, run
 from aiqueue.queue.spend import cost_usd
 from aiqueue.runtime import Runtime
@@ -85,7 +86,7 @@ async def _live(rt: Runtime, now: float, deadline: float, tally: _Tally) -> None
     """Mark the live-due rows as a live function would: SLOTS at once, LIVE_SECONDS each."""
     wave = []
     while (job := await rt.store.claim(0, 5)) is not None:
-        usage = {"model": rt.settings.batch_lane.model,  # type: ignore[union-attr]
+        usage = {"model": rt.settings.queue.pools[DEFAULT_POOL].batch_model,
                  "prompt_tokens": 300, "completion_tokens": 40}
         await rt.store.complete(job.queue_id, job.dispatch_seq, {"score": 5, "max_score": 10},
                                 {**usage, "cost_usd": cost_usd(usage, rt.settings.model_prices)},
@@ -107,9 +108,9 @@ async def run_lane(provider: str, dsn: str, scenario: Scenario = "healthy",
         emu.window_seconds = 86400.0  # the providers' 24 h
         settings = lane_settings(provider, dsn, emu, emu_url, fn_url, max_in_flight=SLOTS,
                                  dispatch_timeout_seconds=30.0)
-        assert settings.batch_lane is not None
         rt = await Runtime.create(settings, dsn)
-        config = dataclasses.replace(lane_config(rt, settings.batch_lane), poll_seconds=0.0,
+        pool = settings.queue.pools[DEFAULT_POOL]
+        config = dataclasses.replace(lane_config(rt, pool), poll_seconds=0.0,
                                      default_live_seconds=LIVE_SECONDS)
         start = clock()
         deadline = start + DEADLINE

@@ -1,8 +1,10 @@
 """Anthropic's Message Batches API through the official SDK: one create holds every request.
 
-The SDK sends the key and `anthropic-version`; the documented `x-api-key`
-header goes along too, so the key reaches the API however the SDK's version
-sends it. Errors become content-free codes, as for OpenAI.
+The key goes in Anthropic's documented `x-api-key` header, with the SDK's
+`anthropic-version`, and nowhere else: this SDK's release sends `api_key=` as
+`Authorization: Bearer`, so that header is omitted (CONTRACT §9f: the key is
+sent as the provider's documentation says).  Errors become content-free codes,
+as for OpenAI.
 """
 
 from __future__ import annotations
@@ -12,7 +14,18 @@ from typing import Any, Literal, TypeVar
 
 import anthropic
 
-from aiqueue.batch.provider import Handle, Limits, Line, Outcome, Polled, ProviderError
+from aiqueue.batch.provider import (
+    Handle,
+    Limits,
+    Line,
+    Outcome,
+    Polled,
+    ProviderError,
+    SdkErrors,
+    answered,
+    sdk_call,
+    unanswered,
+)
 
 T = TypeVar("T")
 # How long after the lane's record a lost create may have reached the provider.
@@ -26,9 +39,12 @@ class AnthropicBatches:
     limits = Limits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        # api_key= too: without it the SDK would look for credentials of its own.
+        # (Omit is the SDK's "remove this header", which its stubs type as a str.)
+        headers: dict[str, Any] = {"x-api-key": api_key, "authorization": anthropic.Omit()}
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url.removesuffix("/v1"), timeout=timeout,
-            max_retries=2, default_headers={"x-api-key": api_key})
+            max_retries=2, default_headers=headers)
 
     async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
         requests: Any = [{"custom_id": line.custom_id, "params": line.body} for line in lines]
@@ -84,25 +100,16 @@ class AnthropicBatches:
 def _outcome(custom_id: str, result: Any) -> Outcome:
     kind = getattr(result, "type", None)
     if kind == "succeeded":
-        return Outcome(custom_id, "succeeded", response=result.message.model_dump(mode="json"))
-    if kind in {"expired", "canceled"}:
-        return Outcome(custom_id, kind, error=f"batch_{kind}")
+        return answered(custom_id, result.message.model_dump(mode="json"))
+    if kind in ("expired", "canceled"):
+        return unanswered(custom_id, kind)
     error = getattr(getattr(result, "error", None), "error", None)
-    code = getattr(error, "type", None)
-    return Outcome(custom_id, "errored",
-                   error=f"provider_{code}" if isinstance(code, str) and code.isidentifier()
-                   else "provider_line_error")
+    return unanswered(custom_id, "errored", getattr(error, "type", None))
+
+
+_ERRORS = SdkErrors(anthropic.APIStatusError, anthropic.APITimeoutError,
+                    anthropic.APIConnectionError, anthropic.AnthropicError)
 
 
 async def _call(make: Callable[[], Awaitable[T]]) -> T:
-    """Run one SDK call; its failures become a content-free ProviderError."""
-    try:
-        return await make()
-    except anthropic.APIStatusError as exc:
-        raise ProviderError(f"provider_http_{exc.status_code}") from None
-    except anthropic.APITimeoutError:
-        raise ProviderError("provider_timeout") from None
-    except anthropic.APIConnectionError:
-        raise ProviderError("provider_unreachable") from None
-    except (anthropic.AnthropicError, ValueError):
-        raise ProviderError("provider_bad_answer") from None
+    return await sdk_call(make, _ERRORS)

@@ -36,8 +36,8 @@ JobBody = Callable[[BatchRow], dict[str, Any]]
 class LaneStore(Protocol):
     """The lane's statements (aiqueue/db/batch.py)."""
 
-    async def batch_open(self, pool: str, provider: str, model: str, limit: int
-                         ) -> list[BatchRow]: ...
+    async def batch_open(self, pool: str, provider: str, model: str, limit: int,
+                         money: str | None = None) -> list[BatchRow]: ...
     async def batch_submitted(self, batch_id: int, provider_batch_id: str,
                               files: Sequence[str], look_in: float) -> bool: ...
     async def batch_release(self, batch_id: int, queue_ids: Sequence[UUID] | None = None
@@ -48,7 +48,7 @@ class LaneStore(Protocol):
     async def batch_rows(self, batch_id: int) -> list[BatchRow]: ...
     async def batch_lines(self, batch_id: int) -> list[BatchRow]: ...
     async def batch_lines_failed(self, failures: Sequence[LineFailure], max_attempts: int,
-                                 window: float) -> int: ...
+                                 window: float, attempts: str | None = None) -> int: ...
     async def batch_fallback(self, batch_id: int) -> int: ...
     async def batch_mark(self, batch_id: int, state: BatchState, files: Sequence[str],
                          look_in: float) -> None: ...
@@ -83,15 +83,20 @@ class LaneConfig:
     poll_seconds: float = 30.0
     # At most this many rows per batch (None: the provider's limit).
     max_requests: int | None = None
+    # The money plan (aiqueue/money.py) packing charges turns and spend by, at batch prices.
+    money: str | None = None
+    # The kinds' own max attempts ({kind: n} as JSON; QueueConfig.attempts).
+    attempts: str | None = None
 
 
 @dataclass
 class Lane:
-    """The ports of one pool's lane."""
+    """The ports of one pool's lane; `modes` gives a kind's function (rows of a pool's kinds
+    share one provider batch, each rendered and parsed by its own kind's function)."""
 
     store: LaneStore
     provider: Provider
-    modes: Modes
+    modes: Callable[[str], Modes]
     settle: Settle
     job_body: JobBody
     config: LaneConfig
@@ -121,13 +126,13 @@ async def pack(lane: Lane, report: StepReport) -> None:
     """Pack the pool's waiting rows into one provider batch (none waiting: nothing)."""
     cfg, limits = lane.config, lane.provider.limits
     limit = min(cfg.max_requests or limits.max_requests, limits.max_requests)
-    rows = await lane.store.batch_open(cfg.pool, lane.provider.name, cfg.model, limit)
+    rows = await lane.store.batch_open(cfg.pool, lane.provider.name, cfg.model, limit,
+                                       cfg.money)
     if not rows:
         return
     batch_id = rows[0].batch_id
     try:
-        rendered = await lane.modes.render(lane.provider.name, cfg.model,
-                                           [lane.job_body(r) for r in rows])
+        rendered = await _render(lane, rows)
     except FunctionModeError as exc:
         await _give_back(lane, batch_id, exc.code, report)
         return
@@ -151,6 +156,26 @@ async def pack(lane: Lane, report: StepReport) -> None:
         return
     report.packed += len(lines)
     report.batches += 1
+
+
+def by_kind(rows: Sequence[BatchRow]) -> dict[str, list[BatchRow]]:
+    """Rows grouped by kind, in their order."""
+    groups: dict[str, list[BatchRow]] = {}
+    for row in rows:
+        groups.setdefault(row.kind, []).append(row)
+    return groups
+
+
+async def _render(lane: Lane, rows: Sequence[BatchRow]) -> Rendered:
+    """Each kind's rows rendered by its own function, as one set of provider requests."""
+    requests: dict[str, dict[str, Any]] = {}
+    items: list[dict[str, Any]] = []
+    for kind, group in by_kind(rows).items():
+        part = await lane.modes(kind).render(lane.provider.name, lane.config.model,
+                                             [lane.job_body(r) for r in group])
+        requests |= part.requests
+        items += part.items
+    return Rendered(requests, items)
 
 
 def _fit(rows: Sequence[BatchRow], rendered: Rendered, max_bytes: int

@@ -1,8 +1,7 @@
 """OpenAI's Batch API through the official SDK: a JSONL file (`purpose=batch`), then a batch.
 
-The SDK sends the key as `Authorization: Bearer …`. Its errors carry the
-provider's message, which may quote a request, so only the status reaches
-the lane (as a content-free code).
+The SDK sends the key as `Authorization: Bearer …`. Its errors and lines
+become content-free codes (provider.py: `sdk_call`, `unanswered`).
 """
 
 from __future__ import annotations
@@ -21,6 +20,10 @@ from aiqueue.batch.provider import (
     Outcome,
     Polled,
     ProviderError,
+    SdkErrors,
+    answered,
+    sdk_call,
+    unanswered,
 )
 
 ENDPOINT: Final = "/v1/chat/completions"
@@ -121,26 +124,17 @@ def _outcome(line: dict[str, Any]) -> Outcome:
     response = line.get("response") or {}
     error = line.get("error") or {}
     if response.get("status_code") == 200 and isinstance(response.get("body"), dict):
-        return Outcome(custom_id, "succeeded", response=response["body"])
+        return answered(custom_id, response["body"])
     if error.get("code") == "batch_expired":
-        return Outcome(custom_id, "expired", error="batch_expired")
+        return unanswered(custom_id, "expired")
     if error.get("code") == "batch_cancelled":
-        return Outcome(custom_id, "canceled", error="batch_cancelled")
-    status = response.get("status_code")
-    return Outcome(custom_id, "errored",
-                   error=f"provider_line_{status}" if isinstance(status, int) else
-                   "provider_line_error")
+        return unanswered(custom_id, "canceled")
+    return unanswered(custom_id, "errored", response.get("status_code"))
+
+
+_ERRORS = SdkErrors(openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError,
+                    openai.OpenAIError)
 
 
 async def _call(make: Callable[[], Awaitable[T]]) -> T:
-    """Run one SDK call; its failures become a content-free ProviderError."""
-    try:
-        return await make()
-    except openai.APIStatusError as exc:
-        raise ProviderError(f"provider_http_{exc.status_code}") from None
-    except openai.APITimeoutError:
-        raise ProviderError("provider_timeout") from None
-    except openai.APIConnectionError:
-        raise ProviderError("provider_unreachable") from None
-    except (openai.OpenAIError, ValueError):
-        raise ProviderError("provider_bad_answer") from None
+    return await sdk_call(make, _ERRORS)

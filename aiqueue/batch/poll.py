@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from aiqueue.batch.function import FunctionModeError
-from aiqueue.batch.lane import Lane, StepReport, live_estimate, pack, reconcile
+from aiqueue.batch.lane import Lane, StepReport, by_kind, live_estimate, pack, reconcile
 from aiqueue.batch.provider import Handle, Outcome, Polled, ProviderError
 from aiqueue.models.batch import BatchRow, LaneBatch, LineFailure
 
@@ -100,14 +100,17 @@ async def _apply(lane: Lane, batch: LaneBatch, polled: Polled, report: StepRepor
         failures += [LineFailure(r.queue_id, r.dispatch_seq, missing)
                      for cid, r in lines.items() if r.held and cid not in seen]
     if answered:
-        items = await lane.modes.parse(lane.provider.name, [
-            _response(lane, row, outcome) for row, outcome in answered])
+        found = {row.custom_id: outcome for row, outcome in answered}
+        items: list[dict[str, Any]] = []
+        for kind, rows in by_kind([row for row, _ in answered]).items():
+            items += await lane.modes(kind).parse(lane.provider.name, [
+                _response(lane, row, found[row.custom_id]) for row in rows])
         settled = await lane.settle(items)
         report.applied += len(answered) - len(settled)
         held = {(r.queue_id, r.dispatch_seq) for r in lines.values() if r.held}
         failures += [f for f in settled if (f.queue_id, f.dispatch_seq) in held]
     report.failed_lines += await lane.store.batch_lines_failed(
-        failures, lane.config.max_attempts, lane.config.window_seconds)
+        failures, lane.config.max_attempts, lane.config.window_seconds, lane.config.attempts)
 
 
 def _response(lane: Lane, row: BatchRow, outcome: Outcome) -> dict[str, Any]:

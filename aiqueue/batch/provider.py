@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from aiqueue.errors import AiQueueError
 
@@ -65,6 +65,58 @@ class Outcome:
     kind: LineKind
     response: dict[str, Any] | None = None
     error: str | None = None
+
+
+def answered(custom_id: str, response: dict[str, Any]) -> Outcome:
+    """A line the model answered."""
+    return Outcome(custom_id, "succeeded", response=response)
+
+
+def unanswered(custom_id: str, kind: LineKind, detail: object = None) -> Outcome:
+    """A line without an answer, with a stored code the client makes (never the provider's
+    message, which may quote the request): `batch_expired` and `batch_canceled` for lines
+    the window or a cancel stopped, else `provider_<detail>` when `detail` is an HTTP status
+    or an error type that is an identifier, else `provider_line_error`."""
+    if kind in ("expired", "canceled"):
+        return Outcome(custom_id, kind, error=f"batch_{kind}")
+    if isinstance(detail, int) and not isinstance(detail, bool):
+        code = f"provider_line_{detail}"
+    elif isinstance(detail, str) and detail.isidentifier() and len(detail) <= 40:
+        code = f"provider_{detail}"
+    else:
+        code = "provider_line_error"
+    return Outcome(custom_id, "errored", error=code)
+
+
+@dataclass(frozen=True)
+class SdkErrors:
+    """An official SDK's exception classes, from the most to the least specific."""
+
+    status: type[Exception]  # an HTTP error answer; has `status_code`
+    timeout: type[Exception]
+    connection: type[Exception]
+    other: type[Exception]
+
+
+T = TypeVar("T")
+
+
+async def sdk_call(make: Callable[[], Awaitable[T]], errors: SdkErrors) -> T:
+    """Run one SDK call; its failures become a content-free ProviderError.
+
+    The SDKs' errors carry the provider's message, which may quote a request,
+    so only the status (or the kind of failure) reaches the lane.
+    """
+    try:
+        return await make()
+    except errors.status as exc:
+        raise ProviderError(f"provider_http_{getattr(exc, 'status_code', 0)}") from None
+    except errors.timeout:
+        raise ProviderError("provider_timeout") from None
+    except errors.connection:
+        raise ProviderError("provider_unreachable") from None
+    except (errors.other, ValueError):
+        raise ProviderError("provider_bad_answer") from None
 
 
 @dataclass(frozen=True)

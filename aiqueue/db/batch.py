@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 from uuid import UUID
+
+import asyncpg
 
 from aiqueue.db.gateway import Gateway
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
@@ -13,11 +16,17 @@ from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 class BatchQueries(Gateway):
     """Pack rows into a recorded batch, reconcile, release, fail lines, fall back."""
 
-    async def batch_open(self, pool: str, provider: str, model: str, limit: int
-                         ) -> list[BatchRow]:
-        """Record a batch and move up to `limit` waiting rows into it (none: no batch)."""
-        rows = await self._write("batch_open", pool, provider, model, limit)
-        return [BatchRow.from_row(r) for r in rows]
+    async def batch_open(self, pool: str, provider: str, model: str, limit: int,
+                         money: str | None = None) -> list[BatchRow]:
+        """Record a batch and move up to `limit` waiting rows into it (none: no batch),
+        charged to turns and spend at batch prices (`money`: the plan's JSON)."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql["batch_open"], pool,
+                                                          provider, model, limit, money)
+            if rows:
+                await conn.execute(self.sql["batch_charge"], rows[0]["batch_id"], money)
+            return rows
+        return [BatchRow.from_row(r) for r in await self.db.write(work)]
 
     async def batch_submitted(self, batch_id: int, provider_batch_id: str,
                               files: Sequence[str], look_in: float) -> bool:
@@ -29,7 +38,26 @@ class BatchQueries(Gateway):
     async def batch_release(self, batch_id: int, queue_ids: Sequence[UUID] | None = None
                             ) -> int:
         ids = None if queue_ids is None else list(queue_ids)
-        return int(await self._write_val("batch_release", batch_id, ids, idempotent=True))
+        return await self._refunded("batch_release", batch_id, ids)
+
+    async def _refunded(self, name: str, batch_id: int, *args: Any) -> int:
+        """Rows leave a batch unpaid: packing's charge is given back, and they move, in one
+        transaction."""
+        async def work(conn: asyncpg.Connection) -> int:
+            await conn.execute(self.sql["batch_refund"], batch_id,
+                               args[0] if args else None)
+            return await self._bulk_move(conn, name, batch_id, *args)
+        return int(await self.db.write(work, idempotent=True))
+
+    async def _bulk_move(self, conn: asyncpg.Connection, name: str, *args: Any) -> int:
+        """Run statement `name`, which moves many of a batch's rows back to pending, with
+        their groups joining their turns once each rather than row by row."""
+        await conn.execute(self.sql["batch_fair_bulk"], "on")
+        row = await conn.fetchrow(self.sql[name], *args)
+        await conn.execute(self.sql["batch_fair_bulk"], "off")
+        assert row is not None, "an aggregate always answers one row"
+        await conn.execute(self.sql["batch_fair_join"], row["ids"])
+        return int(row["n"])
 
     async def batch_abandon(self, batch_id: int, error: str) -> bool:
         return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
@@ -49,16 +77,21 @@ class BatchQueries(Gateway):
         return [BatchRow.from_row(r) for r in await self._fetch("batch_lines", batch_id)]
 
     async def batch_lines_failed(self, failures: Sequence[LineFailure], max_attempts: int,
-                                 window: float) -> int:
+                                 window: float, attempts: str | None = None) -> int:
+        """Lines that gave no mark; `attempts`: the kinds' own max attempts ({kind: n} as
+        JSON; QueueConfig.attempts), else `max_attempts`."""
         if not failures:
             return 0
-        return int(await self._write_val(
-            "batch_lines_failed", [f.queue_id for f in failures],
-            [f.dispatch_seq for f in failures], [f.code for f in failures],
-            [f.retryable for f in failures], max_attempts, window, idempotent=True))
+        args = ([f.queue_id for f in failures], [f.dispatch_seq for f in failures],
+                [f.code for f in failures], [f.retryable for f in failures], max_attempts,
+                window, attempts or "{}")
+
+        async def work(conn: asyncpg.Connection) -> int:
+            return await self._bulk_move(conn, "batch_lines_failed", *args)
+        return int(await self.db.write(work, idempotent=True))
 
     async def batch_fallback(self, batch_id: int) -> int:
-        return int(await self._write_val("batch_fallback", batch_id, idempotent=True))
+        return await self._refunded("batch_fallback", batch_id)
 
     async def batch_mark(self, batch_id: int, state: BatchState, files: Sequence[str],
                          look_in: float) -> None:

@@ -3,6 +3,7 @@ each, and recover_stuck, which sits in sql/queries.sql beside the claim it frees
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
 from aiqueue.db.gateway import Gateway
@@ -14,26 +15,32 @@ class RecoveryQueries(Gateway):
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False, attempts: str | None = None) -> int:
+                            ask: bool = False, attempts: str | None = None,
+                            kinds: Sequence[str] | None = None,
+                            others: Sequence[str] = ()) -> int:
         """Recover quiet rows; `ask`: leave rows with an invocation id to the platform looks.
 
         `attempts`: the kinds' own max attempts ({kind: n} as JSON; QueueConfig.attempts).
+        `kinds`: only rows of these kinds (None: of every kind but `others`).
         """
         heartbeat = stuck_after if heartbeat is None else heartbeat
-        return int(await self._write_val("recover_stuck", stuck_after, max_attempts, heartbeat,
-                                        bound, ask, attempts or "{}", idempotent=True))
+        return int(await self._write_val(
+            "recover_stuck", stuck_after, max_attempts, heartbeat, bound, ask, attempts or "{}",
+            _kinds(kinds), list(others), idempotent=True))
 
     async def recent_p95(self) -> float | None:
         """The p95 of the last hour's processing times (newest 200); None with fewer than 5."""
         value = await self._fetchval("recent_processing_tail")
         return None if value is None else float(value)
 
-    async def take_lookups(self, quiet: float, bound: float, limit: int,
-                           hold: float) -> list[Lookup]:
-        """Dispatches quiet for `quiet` seconds (or past `bound`), each taken for `hold` s."""
+    async def take_lookups(self, quiet: float, bound: float, limit: int, hold: float, *,
+                           kinds: Sequence[str] | None = None,
+                           others: Sequence[str] = ()) -> list[Lookup]:
+        """Dispatches quiet for `quiet` seconds (or past `bound`), each taken for `hold` s;
+        only rows of `kinds` (None: of every kind but `others`)."""
         # A repeat only takes what the first run left: at worst a look waits `hold`.
         rows = await self._write("recovery_lookups", quiet, quiet, bound, limit, hold,
-                                 idempotent=True)
+                                 _kinds(kinds), list(others), idempotent=True)
         return [Lookup.from_row(r) for r in rows]
 
     async def platform_waits(self, queue_id: UUID, dispatch_seq: int, said: str,
@@ -44,3 +51,7 @@ class RecoveryQueries(Gateway):
     async def platform_said(self, queue_id: UUID, dispatch_seq: int, said: str) -> None:
         """Note the platform's word on a dispatch that has just ended."""
         await self._write_one("recovery_said", queue_id, dispatch_seq, said)
+
+
+def _kinds(kinds: Sequence[str] | None) -> list[str] | None:
+    return None if kinds is None else list(kinds)

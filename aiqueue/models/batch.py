@@ -47,6 +47,8 @@ class BatchRow:
     content: str
     # still in its batch, unresolved (False: fell back, completed, or moved on)
     held: bool = True
+    # what the row asks for: its kind's function renders and parses its line
+    kind: str = "mark"
 
     @property
     def custom_id(self) -> str:
@@ -60,7 +62,8 @@ class BatchRow:
                    assignment_id=row["assignment_id"], attempt=row["attempts"],
                    dispatch_seq=row["dispatch_seq"], deadline=row["deadline"],
                    payload=json.loads(row["payload"]), content=row["content"],
-                   held=bool(row["held"]) if "held" in row.keys() else True)
+                   held=bool(row["held"]) if "held" in row.keys() else True,
+                   kind=row["kind"] if "kind" in row.keys() else "mark")
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,8 @@ class DryRun:
     completion_tokens: float
     source: str
     row_cost_usd: float | None
+    # The same row on the pool's batch lane (§9f): at its batch prices.
+    batch_row_cost_usd: float | None
     # The group's and the pool's spend in the windows that hold now.
     group_hour: float
     group_day: float

@@ -18,6 +18,7 @@ from aiqueue.errors import (
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
 from aiqueue.ports import WebhookStore
 from aiqueue.queue import overnight, probes
+from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.loop import Receipt
 from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_item
 from aiqueue.runtime import Runtime
@@ -36,20 +37,14 @@ async def enqueue(
     if request.kind not in kinds:
         raise UnknownKind(f"kind {request.kind!r} is not declared; the kinds are "
                           f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
+    kind = kinds[request.kind]
     batch = None
-    if request.lane == "batch":
-        if rt.settings.batch_lane is None:
-            raise Invalid('lane "batch" needs a pool with a batch API; this one has none '
-                          "(QUEUE_BATCH_PROVIDER is not set)")
-        if kinds[request.kind].pool != overnight.POOL:
-            # Until the lane is wired per pool, only the default pool has one.
-            raise Invalid(f'lane "batch" needs a pool with a batch API; pool '
-                          f'{kinds[request.kind].pool!r} has none')
-        batch = await overnight.lane_times(rt, request.deadline)
+    if lane_of(rt, request) == "batch":
+        batch = await overnight.lane_times(rt, kind.pool, request.deadline)
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
         group=request.group, remark=request.remark, key=key, kind=request.kind,
-        pool=kinds[request.kind].pool, batch=batch,
+        pool=kind.pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
     )
     match outcome:

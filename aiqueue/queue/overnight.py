@@ -1,9 +1,11 @@
 """The overnight lane wired to the queue (§9f): the ports aiqueue/batch works over.
 
-Results are applied by the webhook's own path (`parse_item` + `apply_item`):
-the token check, exactly-once, the review record and the counters are the
-same as for a callback. A batch result's cost is the live price times the
-lane's price factor (half unless declared).
+Every pool that declares a provider's batch API (`[pools.*] batch`, aiqueue.toml)
+has its own lane: its rows are packed into its own provider batches, polled and
+fallen back on its own.  Results are applied by the webhook's own path
+(`parse_item` + `apply_item`): the token check, exactly-once, the review record
+and the counters are the same as for a callback.  A batch result costs the
+pool's batch price (declared, else half of live).
 """
 
 from __future__ import annotations
@@ -20,17 +22,17 @@ from aiqueue.batch.connect import connect
 from aiqueue.batch.function import FunctionModes
 from aiqueue.batch.lane import Lane, LaneConfig, StepReport, live_estimate
 from aiqueue.batch.poll import step
-from aiqueue.batch_settings import BatchLaneSettings
+from aiqueue.config import BATCH_SHARE, Pool
 from aiqueue.dispatch.invoke import dispatch_body
 from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
+from aiqueue.money import Money
 from aiqueue.ports import OvernightStore
 from aiqueue.queue.results import apply_item, parse_item
-from aiqueue.queue.spend import cost_usd
+from aiqueue.queue.spend import batch_cost
 from aiqueue.runtime import Runtime
 
-POOL = "default"
 # Without a deadline, a batch-lane row is due by this long after its enqueue.
 DEFAULT_DEADLINE = timedelta(hours=24)
 # The chain runs the lane's step at most this often per instance (the cron always).
@@ -49,47 +51,52 @@ class LaneTimer:
     due: float = 0.0
 
 
-def lane_config(rt: Runtime[OvernightStore], lane: BatchLaneSettings) -> LaneConfig:
+def lane_config(rt: Runtime[OvernightStore], pool: Pool) -> LaneConfig:
+    """The lane of a pool that declares a batch API."""
     s = rt.settings
-    return LaneConfig(pool=POOL, model=lane.model, max_attempts=s.max_attempts,
-                      slots=s.max_in_flight, margin_seconds=lane.margin_seconds)
+    assert pool.batch_model is not None, "config.load checks batch_model with batch"
+    return LaneConfig(pool=pool.name, model=pool.batch_model, max_attempts=s.max_attempts,
+                      slots=pool.max_in_flight, margin_seconds=s.batch_margin_seconds,
+                      money=Money.of(s).json(), attempts=s.queue.attempts)
 
 
 async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> None:
-    """The lane's step from the cron (`force`) and, at most every LANE_EVERY seconds, the chain.
+    """Each pool's lane step from the cron (`force`) and, at most every LANE_EVERY seconds,
+    the chain.
 
     The lane is an extra: whatever goes wrong in it must not stop the live
     step it rides on, so an unexpected error is logged (its type only) and
-    the next step tries again.
+    the next step tries again.  One pool's trouble stops no other pool's lane.
     """
     now = time.monotonic()
     timer = rt.own(LaneTimer)
-    if rt.settings.batch_lane is None or (not force and now < timer.due):
+    pools = rt.settings.queue.batch_pools
+    if not pools or (not force and now < timer.due):
         return
     timer.due = now + LANE_EVERY
-    try:
-        await run(rt)
-    except StoreError:
-        raise
-    except Exception as exc:  # an SDK's surprise; the batch's hold brings it back
-        logs.event("batch_lane_failed", error_type=type(exc).__name__)
+    for pool in pools:
+        try:
+            await run(rt, lane_config(rt, pool))
+        except StoreError:
+            raise
+        except Exception as exc:  # an SDK's surprise; the batch's hold brings it back
+            logs.event("batch_lane_failed", pool=pool.name, error_type=type(exc).__name__)
 
 
-async def run(rt: Runtime[OvernightStore], config: LaneConfig | None = None,
-              now: float | None = None) -> StepReport | None:
-    """One lane step for the default pool (None: it has no batch lane).
+async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None = None
+              ) -> StepReport:
+    """One lane step for the pool `config` names (it must declare a batch API).
 
     `now` (epoch seconds) is the time the fallback reckons with; the bench runs
     the lane on an emulated clock.
     """
-    settings = rt.settings.batch_lane
-    if settings is None:
-        return None
-    provider = connect(settings.provider, settings.base_url, settings.api_key)
-    lane = Lane(store=rt.store, provider=provider, modes=FunctionModes(rt.http, rt.settings),
-                settle=lambda items: settle(rt, items, settings.price_factor),
-                job_body=lambda row: job_body(rt, row),
-                config=config or lane_config(rt, settings))
+    pool = rt.settings.queue.pools[config.pool]
+    assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
+    provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
+    lane = Lane(store=rt.store, provider=provider,
+                modes=lambda kind: FunctionModes(rt.http, rt.settings.for_kind(kind)),
+                settle=lambda items: settle(rt, items, pool.name),
+                job_body=lambda row: job_body(rt, row), config=config)
     try:
         report = await step(lane, now)
     finally:
@@ -97,7 +104,7 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig | None = None,
     await rt.store.batch_prune(BATCH_RECORDS_KEPT)
     if report.packed or report.applied or report.failed_lines or report.fell_back \
             or report.errors:
-        logs.event("batch_lane", packed=report.packed, applied=report.applied,
+        logs.event("batch_lane", pool=pool.name, packed=report.packed, applied=report.applied,
                    failed_lines=report.failed_lines, fell_back=report.fell_back,
                    released=report.released, deleted=report.deleted,
                    code=",".join(sorted(set(report.errors))) or None)
@@ -113,7 +120,7 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
 
 
 async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]],
-                 price_factor: float) -> list[LineFailure]:
+                 pool: str) -> list[LineFailure]:
     """Apply parsed items as the webhook would; return the failures for the lane."""
     failures: list[LineFailure] = []
     for raw in raw_items:
@@ -127,27 +134,37 @@ async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]
             failures.append(LineFailure(QueueId(item.claim.queue_id), item.claim.dispatch_seq,
                                         item.error_code, item.retryable))
             continue
-        # The batch price: the live price times the lane's factor; the lane is
-        # recorded with the result so that the report splits cost by lane.
+        # The pool's batch price; the lane is recorded with the result so that
+        # the report splits cost by lane.
         usage: dict[str, Any] = {**(item.usage or {}), "lane": "batch"}
-        cost = cost_usd(item.usage, rt.settings.model_prices)
+        cost = batch_cost(item.usage, rt.settings.queue, pool)
         if cost is not None:
-            usage["cost_usd"] = cost * price_factor
+            usage["cost_usd"] = cost
         await apply_item(rt, dataclasses.replace(item, usage=usage))
     return failures
 
 
-async def lane_times(rt: Runtime[OvernightStore], deadline: datetime | None
+async def lane_times(rt: Runtime[OvernightStore], pool: str, deadline: datetime | None
                      ) -> tuple[datetime, datetime]:
-    """(deadline, live time) of rows enqueued on the batch lane now.
+    """(deadline, live time) of `pool`'s rows enqueued on the batch lane now.
 
     The live time is when such a row goes live if no batch has taken it: its
     deadline less the margin and one row's live time.
     """
-    lane = rt.settings.batch_lane
-    assert lane is not None
     due = deadline or datetime.now(UTC) + DEFAULT_DEADLINE
     per_row = await rt.store.batch_live_seconds() or DEFAULT_LIVE_SECONDS
-    live_at = due - timedelta(seconds=lane.margin_seconds
-                              + live_estimate(1, per_row, rt.settings.max_in_flight))
+    slots = rt.settings.queue.pools[pool].max_in_flight
+    live_at = due - timedelta(seconds=rt.settings.batch_margin_seconds
+                              + live_estimate(1, per_row, slots))
     return due, live_at
+
+
+def price_share(rt: Runtime[OvernightStore], pool: str) -> float:
+    """The batch lane's price as a share of live for the pool's batch model (the page's
+    "half price"): its declared batch price over its live price, else BATCH_SHARE."""
+    queue = rt.settings.queue
+    model = queue.pools[pool].batch_model or ""
+    live, batch = queue.prices.get(model), queue.batch_price(pool, model)
+    if live is None or batch is None or not live[0] + live[1]:
+        return BATCH_SHARE
+    return (batch[0] + batch[1]) / (live[0] + live[1])

@@ -15,6 +15,11 @@ The platform is asked outside any transaction: a short statement takes a few
 quiet dispatches (SKIP LOCKED, then `look_after` keeps other instances off
 them), the HTTP calls follow, and each decision is applied by statements that
 only act while that dispatch is still the row's current one.
+
+Each row is recovered by its kind's platform (CONTRACT §9b: a kind of
+aiqueue.toml may dispatch to DigitalOcean or Lambda beside an http default):
+the kinds are grouped by the platform they dispatch to, and each group has
+its own thresholds and its own looks.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from aiqueue import logs
+from aiqueue.config import DEFAULT_KIND
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.errors import Invalid
 from aiqueue.flow import Budget
@@ -31,7 +37,8 @@ from aiqueue.models import Lookup
 from aiqueue.ports import RecoveryStore
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
-from aiqueue.target_settings import DoTarget
+from aiqueue.settings import Settings
+from aiqueue.target_settings import DoTarget, LambdaTarget
 
 # Looks per process step and instance: a step stays short, the rest wait a second.
 LOOKS_PER_STEP = 3
@@ -93,14 +100,61 @@ class Thresholds:
         return min(self.heartbeat, max(P95_FLOOR_SECONDS, P95_FACTOR * self.p95))
 
 
-async def thresholds(rt: Runtime[RecoveryStore]) -> Thresholds:
-    """The recovery thresholds of this deployment (Lambda's timeout read once)."""
+@dataclass(frozen=True)
+class Platform:
+    """The kinds that dispatch to one platform, and their settings (Settings.for_kind).
+
+    `kinds` None: every kind but `others` (the default kind's platform, which
+    also takes rows of kinds no longer declared).
+    """
+
+    settings: Settings
+    kinds: tuple[str, ...] | None = None
+    others: tuple[str, ...] = ()
+
+
+def platforms(rt: Runtime[RecoveryStore]) -> list[Platform]:
+    """The kinds grouped by the platform they dispatch to; one group without aiqueue.toml."""
     s = rt.settings
+    groups: dict[object, tuple[Settings, list[str]]] = {}
+    for name in s.queue.kinds:
+        k = s.for_kind(name)
+        key = (k.dispatch_target, k.digitalocean, k.aws_lambda)
+        groups.setdefault(key, (k, []))[1].append(name)
+    if len(groups) == 1:
+        return [Platform(s)]
+    found = []
+    for k, names in groups.values():
+        if DEFAULT_KIND in names:
+            others = tuple(n for n in s.queue.kinds if n not in names)
+            found.append(Platform(k, None, others))
+        else:
+            found.append(Platform(k, tuple(names)))
+    return found
+
+
+@dataclass
+class LambdaTimeouts:
+    """Each Lambda function's timeout (a kind may dispatch to its own), kept per instance."""
+
+    by_function: dict[LambdaTarget, LambdaTimeout] = field(default_factory=dict)
+
+
+def _lambda_timeout(rt: Runtime[RecoveryStore], target: LambdaTarget) -> LambdaTimeout:
+    if target == rt.settings.aws_lambda:
+        return rt.own(LambdaTimeout)
+    return rt.own(LambdaTimeouts).by_function.setdefault(target, LambdaTimeout())
+
+
+async def thresholds(rt: Runtime[RecoveryStore], s: Settings | None = None) -> Thresholds:
+    """The recovery thresholds of a platform (default: the deployment's; Lambda's timeout
+    read once)."""
+    s = rt.settings if s is None else s
     bound: float | None = None
     if s.dispatch_target == "digitalocean" and s.digitalocean is not None:
         bound = s.digitalocean.action_timeout_seconds + s.platform_grace_seconds
     elif s.dispatch_target == "lambda" and s.aws_lambda is not None:
-        timeout = await rt.own(LambdaTimeout).get(rt.http, s.aws_lambda, rt.aws)
+        timeout = await _lambda_timeout(rt, s.aws_lambda).get(rt.http, s.aws_lambda, rt.aws)
         bound = None if timeout is None else timeout + s.platform_grace_seconds
     ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
     # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"
@@ -111,29 +165,41 @@ async def thresholds(rt: Runtime[RecoveryStore]) -> Thresholds:
 
 
 async def recover(rt: Runtime[RecoveryStore]) -> int:
-    """Recover quiet rows (asking the platform first where it can tell); how many were freed."""
-    t = await thresholds(rt)
-    freed = await rt.store.recover_stuck(t.stuck, rt.settings.max_attempts,
-                                         heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
-                                         attempts=rt.settings.queue.attempts)
-    target = rt.settings.digitalocean
-    if t.ask and t.bound is not None and target is not None:
-        freed += await ask_digitalocean(rt, target, t.quiet, t.bound)
+    """Recover quiet rows, each by its kind's platform (asking the platform first where it
+    can tell); how many were freed."""
+    freed = 0
+    for p in platforms(rt):
+        t = await thresholds(rt, p.settings)
+        freed += await rt.store.recover_stuck(t.stuck, rt.settings.max_attempts,
+                                              heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
+                                              attempts=rt.settings.queue.attempts,
+                                              kinds=p.kinds, others=p.others)
+        target = p.settings.digitalocean
+        if t.ask and t.bound is not None and target is not None:
+            freed += await ask_digitalocean(rt, target, t.quiet, t.bound, p)
     return freed
 
 
 async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
-    """Seconds until the process step has something to do (the ticker's sleep)."""
-    s, t = rt.settings, await thresholds(rt)
-    return await rt.store.next_wakeup(s.max_in_flight, s.breaker_threshold, t.stuck,
-                                      heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
-                                      look=t.quiet, budget=Budget.of(s), plan=s.queue.plan)
+    """Seconds until the process step has something to do (the ticker's sleep): the
+    earliest by any platform's thresholds (an early wake-up finds nothing and sleeps)."""
+    s = rt.settings
+    waits = []
+    for p in platforms(rt):
+        t = await thresholds(rt, p.settings)
+        waits.append(await rt.store.next_wakeup(
+            s.max_in_flight, s.breaker_threshold, t.stuck, heartbeat=t.heartbeat,
+            bound=t.bound, ask=t.ask, look=t.quiet, budget=Budget.of(s), plan=s.queue.plan))
+    known = [w for w in waits if w is not None]
+    return min(known) if known else None
 
 
 async def ask_digitalocean(rt: Runtime[RecoveryStore], target: DoTarget, quiet: float,
-                           bound: float) -> int:
+                           bound: float, platform: Platform | None = None) -> int:
     """Look at the activations of a few quiet dispatches and act on each; how many ended."""
-    looks = await rt.store.take_lookups(quiet, bound, LOOKS_PER_STEP, LOOK_HOLD_SECONDS)
+    p = platform or Platform(rt.settings)
+    looks = await rt.store.take_lookups(quiet, bound, LOOKS_PER_STEP, LOOK_HOLD_SECONDS,
+                                        kinds=p.kinds, others=p.others)
     if not looks:
         return 0
     answers = await asyncio.gather(*(activation(rt.http, target, look.ref) for look in looks))

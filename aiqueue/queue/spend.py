@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aiqueue.config import BATCH_SHARE, QueueConfig
 from aiqueue.errors import Invalid, UnknownKind
 from aiqueue.models import DryRun
 from aiqueue.money import Money, PoolMoney
+from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
@@ -36,6 +38,22 @@ def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) 
     return round((prompt * price.input + completion * price.output) / 1_000_000, 9)
 
 
+def batch_cost(usage: Mapping[str, Any] | None, queue: QueueConfig, pool: str) -> float | None:
+    """What a batch-lane result cost (§9f): its tokens at the pool's declared batch price,
+    else its live cost (the function's, else priced) at BATCH_SHARE of it."""
+    if not usage:
+        return None
+    model = str(usage.get("model", ""))
+    declared = queue.pools[pool].batch_prices.get(model)
+    if declared is not None:
+        tokens_only = {k: v for k, v in usage.items() if k != "cost_usd"}
+        cost = cost_usd(tokens_only, {model: ModelPrice(*declared)})
+        if cost is not None:
+            return cost
+    live = cost_usd(usage, {m: ModelPrice(*p) for m, p in queue.prices.items()})
+    return None if live is None else round(live * BATCH_SHARE, 9)
+
+
 def priced(usage: dict[str, Any] | None, prices: Mapping[str, ModelPrice]
            ) -> dict[str, Any] | None:
     """The usage as stored: with its cost_usd when known (the function's or priced)."""
@@ -50,13 +68,15 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
     that would stop the run; writes nothing.
 
     A row is expected to use what the assignment's recent rows used, else its
-    pool's recent assignments, else a default (aiqueue_estimate).
+    pool's recent assignments, else a default (aiqueue_estimate).  On the batch
+    lane (asked for, or the kind's default) it is priced at the pool's batch price.
     """
     money = Money.of(rt.settings)
     kinds = rt.settings.queue.kinds
     if request.kind not in kinds:
         raise UnknownKind(f"kind {request.kind!r} is not declared; the kinds are "
                           f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
+    batch = lane_of(rt, request) == "batch"
     pool = rt.settings.queue.pool_of(request.kind)
     d = await rt.store.dry_run(request.submission_ids, request.assignment_id,
                                group=request.group or request.assignment_id,
@@ -64,7 +84,8 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
     if d.unknown_ids:
         raise Invalid(f"{len(d.unknown_ids)} submission id(s) do not exist",
                       extra={"unknown_ids": [str(u) for u in d.unknown_ids]})
-    cost = None if d.row_cost_usd is None else round(d.rows * d.row_cost_usd, 6)
+    row_cost = d.batch_row_cost_usd if batch else d.row_cost_usd
+    cost = None if row_cost is None else round(d.rows * row_cost, 6)
     avg = await rt.store.recent_processing_seconds() if d.rows else None
     eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
     return {

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from aiqueue import wire
 from aiqueue.batch.lane import live_estimate
+from aiqueue.config import DEFAULT_KIND
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.queue import enqueue, overnight, progress, review, spend
@@ -95,9 +96,12 @@ async def mark_choices(rt: Runtime, unmarked: int) -> MarkChoices:
     """Estimates for Mark All (live) and Mark overnight (the batch lane), beside each other."""
     per_row = await rt.store.batch_live_seconds() or overnight.DEFAULT_LIVE_SECONDS
     live = live_estimate(unmarked, per_row, rt.settings.max_in_flight)
-    lane = rt.settings.batch_lane
-    by = datetime.now(UTC) + overnight.DEFAULT_DEADLINE if lane is not None else None
-    return MarkChoices(live, by, lane.price_factor if lane is not None else 1.0)
+    # The page marks the default kind: its pool's batch API, if it declares one.
+    pool = rt.settings.queue.pool_of(DEFAULT_KIND)
+    if pool.batch is None:
+        return MarkChoices(live, None, 1.0)
+    return MarkChoices(live, datetime.now(UTC) + overnight.DEFAULT_DEADLINE,
+                       overnight.price_share(rt, pool.name))
 
 
 async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> dict[str, Any]:

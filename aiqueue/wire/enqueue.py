@@ -45,7 +45,8 @@ class EnqueueRequest:
     not_before: datetime | None = None
     expires_at: datetime | None = None
     # The overnight lane (§9f): "batch" rows are marked by `deadline` at batch prices.
-    lane: Lane = "live"
+    # None: the request names no lane, and its kind's default lane holds.
+    lane: Lane | None = None
     deadline: datetime | None = None
 
     @classmethod
@@ -67,21 +68,22 @@ class EnqueueRequest:
 
 
 def parse_lane(lane: object, deadline: object, now: datetime | None = None
-               ) -> tuple[Lane, datetime | None]:
-    """`lane` ("live" or "batch"; default live) and its `deadline` (RFC 3339, in the future)."""
-    if lane is None or lane == "live":
+               ) -> tuple[Lane | None, datetime | None]:
+    """`lane` ("live" or "batch"; None: the kind's default) and its `deadline` (RFC 3339, in
+    the future; with no lane, the enqueue checks it against the kind's lane)."""
+    if lane == "live":
         if deadline is not None:
             raise Invalid('deadline is for "lane": "batch" only')
         return "live", None
-    if lane != "batch":
+    if lane is not None and lane != "batch":
         raise Invalid('lane must be "live" or "batch"')
     if deadline is None:
-        return "batch", None
+        return lane, None
     when = parse_rfc3339(deadline.strip() if isinstance(deadline, str) else deadline,
                          "deadline")
     if when <= (now or datetime.now(UTC)):
         raise Invalid("deadline must be in the future")
-    return "batch", when
+    return lane, when
 
 
 # The longest delay an enqueue may ask for (30 days), as Cloud Tasks allows.

@@ -85,9 +85,10 @@ class EnqueueBody(Wire):
         "`mark`; a kind not declared is refused with 422 `unknown_kind`", default=None)
     lane: Annotated[Literal["live", "batch"], SkipValidation] | None = described(
         "batch: the provider's batch API at batch prices, by `deadline` (needs a pool with a "
-        "batch API)", default=None)
+        "batch API, else 422); absent: the kind's own lane (`lane` in its [kinds.*] table), "
+        "else live", default=None)
     deadline: Annotated[Time, SkipValidation] | None = described(
-        "RFC 3339, in the future; lane batch only; default now + 24 h", default=None)
+        "RFC 3339, in the future; batch lane only; default now + 24 h", default=None)
     # CONTRACT §9d: each moment as an RFC 3339 time or as seconds from now, not both
     # (the rule needs the clock, so enqueue.py applies it: parse_times).
     not_before: Annotated[Time, SkipValidation] | None = described(

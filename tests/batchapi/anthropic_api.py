@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from tests.batchapi.common import (
     Behaviour,
     Clock,
+    EmulatorBase,
+    Handler,
     count_tokens,
     line_times,
     mark_text,
@@ -52,38 +52,33 @@ class Batch:
     results: list[dict[str, Any]] = field(default_factory=list)
 
 
-class AnthropicBatchAPI:
+class AnthropicBatchAPI(EmulatorBase):
     """The emulated API; `behaviours(n)` programs the n-th batch (1-based)."""
 
     def __init__(self, key: str = "sk-ant-test-batch", *,
                  behaviours: Callable[[int], Behaviour] | None = None,
                  clock: Clock | None = None, window_seconds: float = WINDOW_SECONDS,
                  max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES) -> None:
-        self.key = key
-        self.behaviours = behaviours or (lambda n: Behaviour())
-        self.clock = clock or Clock()
-        self.window_seconds = window_seconds
-        self.max_requests, self.max_bytes = max_requests, max_bytes
         self.batches: dict[str, Batch] = {}
-        self.created = 0
         self.deleted: list[str] = []
-        self.requests_answered = 0  # lines the "model" ran (each one is paid)
-        self.answered_ids: list[str] = []
-        self.app = Starlette(routes=[
-            Route("/v1/messages/batches", self.create, methods=["POST"]),
-            Route("/v1/messages/batches", self.list_batches, methods=["GET"]),
-            Route("/v1/messages/batches/{batch_id}", self.batch, methods=["GET", "DELETE"]),
-            Route("/v1/messages/batches/{batch_id}/cancel", self.cancel, methods=["POST"]),
-            Route("/v1/messages/batches/{batch_id}/results", self.results, methods=["GET"]),
-        ])
+        super().__init__(key, behaviours=behaviours, clock=clock,
+                         window_seconds=window_seconds, max_requests=max_requests,
+                         max_bytes=max_bytes)
+
+    def routes(self) -> list[tuple[str, list[str], Handler]]:
+        return [
+            ("/v1/messages/batches", ["POST"], self.create),
+            ("/v1/messages/batches", ["GET"], self.list_batches),
+            ("/v1/messages/batches/{batch_id}", ["GET", "DELETE"], self.batch),
+            ("/v1/messages/batches/{batch_id}/cancel", ["POST"], self.cancel),
+            ("/v1/messages/batches/{batch_id}/results", ["GET"], self.results),
+        ]
 
     def held(self) -> dict[str, list[str]]:
         """What the provider still keeps: every batch not deleted."""
         return {"batches": sorted(self.batches)}
 
     async def create(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         raw = await request.body()
         if len(raw) > self.max_bytes:
             return _error(413, "request_too_large", "Request exceeds the maximum size.")
@@ -94,16 +89,13 @@ class AnthropicBatchAPI:
         if problem := self._invalid(requests):
             return _error(400, "invalid_request_error", problem)
         now = self.clock()
-        self.created += 1
-        behaviour = self.behaviours(self.created)
+        behaviour = self.next_behaviour()
         batch = Batch(new_id("msgbatch_01"), now, behaviour, requests,
                       line_times(now, behaviour, len(requests)))
         self.batches[batch.id] = batch
         return JSONResponse(self._json(batch, request))
 
     async def batch(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         batch = self._find(request)
         if batch is None:
             return _error(404, "not_found_error", "Batch not found.")
@@ -118,8 +110,6 @@ class AnthropicBatchAPI:
         return JSONResponse(self._json(batch, request))
 
     async def cancel(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         batch = self._find(request)
         if batch is None:
             return _error(404, "not_found_error", "Batch not found.")
@@ -129,8 +119,6 @@ class AnthropicBatchAPI:
         return JSONResponse(self._json(batch, request))
 
     async def results(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         batch = self._find(request)
         if batch is None:
             return _error(404, "not_found_error", "Batch not found.")
@@ -141,8 +129,6 @@ class AnthropicBatchAPI:
         return Response(body.encode(), media_type="application/binary")
 
     async def list_batches(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         for batch in self.batches.values():
             self._advance(batch)
         data = [self._json(b, request) for b in reversed(self.batches.values())]
@@ -203,13 +189,13 @@ class AnthropicBatchAPI:
             when, fate = batch.times[index], self._fate(batch, index)
             done = when is not None and when <= now and fate != "expire"
             if everything == "errored" or (done and fate == "error"):
-                self.requests_answered += everything is None
+                if everything is None:
+                    self.requests_answered += 1
                 result: dict[str, Any] = {"type": "errored", "error": {
                     "type": "error", "error": {"type": "api_error",
                                                "message": "Internal server error"}}}
             elif done:
-                self.requests_answered += 1
-                self.answered_ids.append(entry["custom_id"])
+                self.answered(entry["custom_id"])
                 result = {"type": "succeeded", "message": message_for(entry["params"])}
             else:
                 result = {"type": leftover}
@@ -238,8 +224,8 @@ class AnthropicBatchAPI:
     def _find(self, request: Request) -> Batch | None:
         return self.batches.get(request.path_params["batch_id"])
 
-    def _auth(self, request: Request) -> Response | None:
-        # The documented header is `x-api-key`; the SDK (2.x) sends the key as a bearer.
+    def refuse(self, request: Request) -> Response | None:
+        # The documented header is `x-api-key`; the SDK (2.x) sends `api_key=` as a bearer.
         keys = {request.headers.get("x-api-key"),
                 request.headers.get("authorization", "").removeprefix("Bearer ")}
         if self.key not in keys:

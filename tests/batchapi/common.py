@@ -6,9 +6,14 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 # How one line of a batch ends: answered; errored (the model call failed: OpenAI
 # puts it in the error file with a 500, Anthropic reports `errored`); or expired
@@ -86,3 +91,57 @@ def line_times(created: float, behaviour: Behaviour, n: int) -> list[float | Non
     if behaviour.stall:
         return [None] * n
     return [created + behaviour.delay * (i + 1) / n for i in range(n)]
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class EmulatorBase:
+    """What both providers' emulators share: the key, each batch's programmed behaviour
+    and the clock it runs on, the provider's window and limits, what the "model"
+    answered (each line answered is paid), and routes that refuse a wrong key first.
+
+    A provider's emulator lists its `routes()` and says how it checks the key
+    (`refuse`); its handlers then only see requests that carry the key.
+    """
+
+    def __init__(self, key: str, *, behaviours: Callable[[int], Behaviour] | None,
+                 clock: Clock | None, window_seconds: float, max_requests: int,
+                 max_bytes: int) -> None:
+        self.key = key
+        self.behaviours = behaviours or (lambda n: Behaviour())
+        self.clock = clock or Clock()
+        self.window_seconds = window_seconds
+        self.max_requests, self.max_bytes = max_requests, max_bytes
+        self.created = 0
+        self.requests_answered = 0  # lines the "model" ran (each one is paid)
+        self.answered_ids: list[str] = []
+        # How the key came: the names of the credential headers each request carried.
+        self.auth_seen: set[tuple[str, ...]] = set()
+        self.app = Starlette(routes=[Route(path, self._guarded(handler), methods=methods)
+                                     for path, methods, handler in self.routes()])
+
+    def routes(self) -> list[tuple[str, list[str], Handler]]:
+        raise NotImplementedError
+
+    def refuse(self, request: Request) -> Response | None:
+        """The provider's answer to a request without the right key (None: it has it)."""
+        raise NotImplementedError
+
+    def next_behaviour(self) -> Behaviour:
+        """The behaviour of the batch being created now."""
+        self.created += 1
+        return self.behaviours(self.created)
+
+    def answered(self, custom_id: str) -> None:
+        """The "model" ran one line (it is paid, whatever the app does with it)."""
+        self.requests_answered += 1
+        self.answered_ids.append(custom_id)
+
+    def _guarded(self, handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            self.auth_seen.add(tuple(sorted(h for h in ("authorization", "x-api-key")
+                                            if h in request.headers)))
+            refused = self.refuse(request)
+            return refused if refused is not None else await handler(request)
+        return guarded

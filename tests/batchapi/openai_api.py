@@ -16,20 +16,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from tests.batchapi.common import (
     Behaviour,
     Clock,
+    EmulatorBase,
+    Handler,
     LineFate,
-    count_tokens,
     line_times,
-    mark_text,
     new_id,
 )
+from tests.batchapi.openai_lines import answer_line, errored_line, validate
 
 WINDOW_SECONDS = 24 * 3600
 MAX_REQUESTS = 50_000
@@ -73,33 +72,31 @@ class Batch:
     cancel_at: float = 0.0
 
 
-class OpenAIBatchAPI:
+class OpenAIBatchAPI(EmulatorBase):
     """The emulated API; `behaviours(n)` programs the n-th batch (1-based)."""
 
     def __init__(self, key: str = "sk-test-batch", *,
                  behaviours: Callable[[int], Behaviour] | None = None,
                  clock: Clock | None = None, window_seconds: float = WINDOW_SECONDS,
                  max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES) -> None:
-        self.key = key
-        self.behaviours = behaviours or (lambda n: Behaviour())
-        self.clock = clock or Clock()
-        self.window_seconds = window_seconds
-        self.max_requests, self.max_bytes = max_requests, max_bytes
         self.files: dict[str, File] = {}
         self.batches: dict[str, Batch] = {}
         self.deleted_files: list[str] = []
-        self.requests_answered = 0  # lines the "model" ran (each one is paid)
-        self.answered_ids: list[str] = []
-        self.app = Starlette(routes=[
-            Route("/v1/files", self.upload, methods=["POST"]),
-            Route("/v1/files", self.list_files, methods=["GET"]),
-            Route("/v1/files/{file_id}", self.file, methods=["GET", "DELETE"]),
-            Route("/v1/files/{file_id}/content", self.content, methods=["GET"]),
-            Route("/v1/batches", self.create, methods=["POST"]),
-            Route("/v1/batches", self.list_batches, methods=["GET"]),
-            Route("/v1/batches/{batch_id}", self.retrieve, methods=["GET"]),
-            Route("/v1/batches/{batch_id}/cancel", self.cancel, methods=["POST"]),
-        ])
+        super().__init__(key, behaviours=behaviours, clock=clock,
+                         window_seconds=window_seconds, max_requests=max_requests,
+                         max_bytes=max_bytes)
+
+    def routes(self) -> list[tuple[str, list[str], Handler]]:
+        return [
+            ("/v1/files", ["POST"], self.upload),
+            ("/v1/files", ["GET"], self.list_files),
+            ("/v1/files/{file_id}", ["GET", "DELETE"], self.file),
+            ("/v1/files/{file_id}/content", ["GET"], self.content),
+            ("/v1/batches", ["POST"], self.create),
+            ("/v1/batches", ["GET"], self.list_batches),
+            ("/v1/batches/{batch_id}", ["GET"], self.retrieve),
+            ("/v1/batches/{batch_id}/cancel", ["POST"], self.cancel),
+        ]
 
     def held(self) -> dict[str, list[str]]:
         """What the provider still keeps: files, and batches not yet ended."""
@@ -109,8 +106,6 @@ class OpenAIBatchAPI:
     # -- files ---------------------------------------------------------------
 
     async def upload(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         async with request.form(max_part_size=MAX_BYTES + 1) as form:
             purpose, upload = form.get("purpose"), form.get("file")
             if purpose not in {"batch", "assistants", "fine-tune", "vision", "user_data"}:
@@ -125,14 +120,10 @@ class OpenAIBatchAPI:
         return JSONResponse(file.json())
 
     async def list_files(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         return JSONResponse({"object": "list", "data": [f.json() for f in self.files.values()],
                              "has_more": False, "first_id": None, "last_id": None})
 
     async def file(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         file_id = request.path_params["file_id"]
         file = self.files.get(file_id)
         if file is None:
@@ -144,8 +135,6 @@ class OpenAIBatchAPI:
         return JSONResponse(file.json())
 
     async def content(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         file = self.files.get(request.path_params["file_id"])
         if file is None:
             return _error(404, "No such File object.", "invalid_request_error", "id")
@@ -154,8 +143,6 @@ class OpenAIBatchAPI:
     # -- batches -------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         body = await request.json()
         file = self.files.get(body.get("input_file_id", ""))
         if file is None or file.purpose != "batch":
@@ -173,17 +160,16 @@ class OpenAIBatchAPI:
                 isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512
                 for k, v in metadata.items())):
             return _error(400, "Invalid metadata.", "invalid_request_error", "metadata")
-        lines, model, invalid = self._validate(file.data, endpoint)
+        lines, model, invalid = validate(file.data, endpoint, self.max_requests,
+                                         self.max_bytes)
         now = self.clock()
-        behaviour = self.behaviours(len(self.batches) + 1)
+        behaviour = self.next_behaviour()
         batch = Batch(new_id("batch_"), file.id, endpoint, now, behaviour, lines, model,
                       invalid, metadata, times=line_times(now, behaviour, len(lines)))
         self.batches[batch.id] = batch
         return JSONResponse(self._json(batch))
 
     async def retrieve(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         batch = self.batches.get(request.path_params["batch_id"])
         if batch is None:
             return _error(404, "No batch found.", "invalid_request_error", "batch_id")
@@ -191,8 +177,6 @@ class OpenAIBatchAPI:
         return JSONResponse(self._json(batch))
 
     async def cancel(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         batch = self.batches.get(request.path_params["batch_id"])
         if batch is None:
             return _error(404, "No batch found.", "invalid_request_error", "batch_id")
@@ -207,8 +191,6 @@ class OpenAIBatchAPI:
         return JSONResponse(self._json(batch))
 
     async def list_batches(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
-            return refused
         for batch in self.batches.values():
             self._advance(batch)
         data = [self._json(b) for b in reversed(self.batches.values())]
@@ -217,44 +199,6 @@ class OpenAIBatchAPI:
                              "last_id": data[-1]["id"] if data else None})
 
     # -- the batch's course --------------------------------------------------
-
-    def _validate(self, data: bytes, endpoint: str,
-                  ) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
-        """The file's requests, its model, and what OpenAI would refuse in it."""
-        invalid: list[dict[str, Any]] = []
-        if len(data) > self.max_bytes:
-            invalid.append({"code": "file_too_large", "message": "The file exceeds 200 MB."})
-        lines: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        models: set[str] = set()
-        for number, raw in enumerate(data.decode().splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-                custom_id, body = line["custom_id"], line["body"]
-                ok = (isinstance(custom_id, str) and line.get("method") == "POST"
-                      and line.get("url") == endpoint and isinstance(body.get("model"), str)
-                      and isinstance(body.get("messages"), list))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                ok = False
-            if not ok:
-                invalid.append({"code": "invalid_request", "line": number,
-                                "message": "This line is not a valid batch request."})
-                continue
-            if custom_id in seen:
-                invalid.append({"code": "duplicate_custom_id", "line": number,
-                                "message": "The custom_id for this request is a duplicate."})
-            seen.add(custom_id)
-            models.add(body["model"])
-            lines.append(line)
-        if len(lines) > self.max_requests:
-            invalid.append({"code": "too_many_requests",
-                            "message": f"A batch holds at most {self.max_requests} requests."})
-        if len(models) > 1:
-            invalid.append({"code": "mixed_models",
-                            "message": "A batch input file uses one model only."})
-        return lines, next(iter(models), None), invalid
 
     def _advance(self, batch: Batch) -> None:
         """Move `batch` along by the clock, as the provider would between two looks."""
@@ -296,8 +240,7 @@ class OpenAIBatchAPI:
             when = batch.times[index]
             fate = self._fate(batch, index)
             if when is not None and when <= now and fate != "expire":
-                self.requests_answered += 1
-                self.answered_ids.append(line["custom_id"])
+                self.answered(line["custom_id"])
                 if fate == "ok":
                     output.append(answer_line(line))
                 else:
@@ -349,38 +292,11 @@ class OpenAIBatchAPI:
             "metadata": batch.metadata, "model": batch.model,
         }
 
-    def _auth(self, request: Request) -> Response | None:
+    def refuse(self, request: Request) -> Response | None:
         if request.headers.get("authorization") != f"Bearer {self.key}":
             return _error(401, "Incorrect API key provided.", "invalid_request_error", None,
                           code="invalid_api_key")
         return None
-
-
-def answer_line(line: dict[str, Any]) -> dict[str, Any]:
-    """An output line: the chat completion the model would have answered."""
-    body = line["body"]
-    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
-    text = mark_text(prompt)
-    prompt_tokens, completion_tokens = count_tokens(prompt), count_tokens(text)
-    completion = {
-        "id": new_id("chatcmpl-"), "object": "chat.completion", "created": 0,
-        "model": body["model"], "system_fingerprint": None,
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": text, "refusal": None}}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
-    }
-    return {"id": new_id("batch_req_"), "custom_id": line["custom_id"], "error": None,
-            "response": {"status_code": 200, "request_id": new_id("req_"),
-                         "body": completion}}
-
-
-def errored_line(line: dict[str, Any]) -> dict[str, Any]:
-    """An error-file line for a request the model failed."""
-    return {"id": new_id("batch_req_"), "custom_id": line["custom_id"], "error": None,
-            "response": {"status_code": 500, "request_id": new_id("req_"), "body": {
-                "error": {"message": "The server had an error processing your request.",
-                          "type": "server_error", "param": None, "code": None}}}}
 
 
 def _error(status: int, message: str, kind: str, param: str | None,

@@ -129,3 +129,20 @@ async def test_a_wrong_key_is_a_content_free_error(served: tuple[str, Any, Clock
         await provider.submit(lines(name, ["a-1"]), "b1")
     assert caught.value.code == "provider_http_401"
     await provider.aclose()
+
+
+async def test_anthropics_key_goes_in_its_own_header_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A key in the environment must not reach the API beside the pool's either.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token-from-the-environment")
+    emu, port = AnthropicBatchAPI(behaviours=lambda n: Behaviour(delay=2)), free_port()
+    with run_asgi(emu.app, port):
+        provider = connect("anthropic", f"http://127.0.0.1:{port}/v1", emu.key)
+        handle = await provider.submit(lines("anthropic", ["a-1"]), "b1")
+        await provider.poll(handle)
+        await provider.cancel(handle)
+        await provider.aclose()
+    # Every request carried x-api-key (with anthropic-version, which the emulator
+    # requires) and no Authorization header.
+    assert emu.auth_seen == {("x-api-key",)}

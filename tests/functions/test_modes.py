@@ -16,7 +16,7 @@ from functions.ai_mark.prompt import build_messages
 from functions.ai_mark.server import create_app
 from functions.ai_mark.settings import Settings
 from tests.batchapi.anthropic_api import message_for
-from tests.batchapi.openai_api import answer_line
+from tests.batchapi.openai_lines import answer_line
 
 from .conftest import ANSWER, make_dispatch
 

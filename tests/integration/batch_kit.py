@@ -10,8 +10,8 @@ from typing import Any
 
 import asyncpg
 
+from aiqueue import config
 from aiqueue.batch.lane import LaneConfig, StepReport
-from aiqueue.batch_settings import BatchLaneSettings
 from aiqueue.queue.overnight import lane_config, lane_times, run
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice, Settings
@@ -43,16 +43,14 @@ class Rig:
     async def enqueue(self, n: int, deadline: datetime | None = None,
                       assignment: str = "hw-b") -> list[Any]:
         ids = await add_submissions(self.conn, n, assignment, content="photosynthesis")
-        batch = await lane_times(self.rt, deadline)
+        batch = await lane_times(self.rt, config.DEFAULT_POOL, deadline)
         outcome = await self.rt.store.enqueue(
             ids, assignment, 0, {"rubric": "- names chlorophyll", "max_score": 10},
             batch=batch)
         return list(outcome.queue_ids)  # type: ignore[union-attr]
 
     async def step(self, **config: Any) -> StepReport:
-        report = await run(self.rt, dataclasses.replace(self.config, **config))
-        assert report is not None
-        return report
+        return await run(self.rt, dataclasses.replace(self.config, **config))
 
     async def statuses(self) -> dict[str, int]:
         rows = await self.conn.fetch(
@@ -76,15 +74,22 @@ def served(provider: str, clock: Clock, fates: dict[int, Behaviour]
         yield emu, f"http://127.0.0.1:{emu_port}/v1", f"http://127.0.0.1:{fn_port}/"
 
 
+def batch_pool(name: str, provider: str, emu: Any, emu_url: str, **keys: Any) -> config.Pool:
+    """A pool whose batch API is the emulator (as `[pools.<name>] batch = ...` declares it)."""
+    found = {"batch": provider, "batch_base_url": emu_url, "batch_key_env": "BATCH_KEY",
+             "batch_model": MODELS[provider], "batch_api_key": emu.key, **keys}
+    return config.Pool(name=name, **{"max_in_flight": 0, **found}, declared=frozenset(found))
+
+
 def lane_settings(provider: str, db_url: str, emu: Any, emu_url: str, fn_url: str,
                   **settings: Any) -> Settings:
-    """The app's settings with a batch lane on the emulator and the function on loopback."""
-    lane = BatchLaneSettings(provider=provider,  # type: ignore[arg-type]
-                             base_url=emu_url, key_env="BATCH_KEY", model=MODELS[provider],
-                             api_key=emu.key)
+    """The app's settings with a batch lane on the emulator and the function on loopback:
+    the default pool's, as `[pools.default]` in aiqueue.toml declares it."""
+    pool = batch_pool(config.DEFAULT_POOL, provider, emu, emu_url)
     base = make_settings(db_url, function_url=fn_url, function_token=FN_TOKEN,
                          **{"max_in_flight": 4, **settings})
-    return dataclasses.replace(base, batch_lane=lane, model_prices=PRICES)
+    return dataclasses.replace(base, model_prices=PRICES, queue_file=config.QueueConfig(
+        {config.DEFAULT_POOL: pool}, {}))
 
 
 @asynccontextmanager
@@ -95,11 +100,10 @@ async def lane_rig(provider: str, db_url: str, conn: asyncpg.Connection, **setti
     with served(provider, clock, fates) as (emu, emu_url, fn_url):
         s = lane_settings(provider, db_url, emu, emu_url, fn_url, **settings)
         rt = await Runtime.create(s, db_url)
-        assert s.batch_lane is not None
-        config = dataclasses.replace(lane_config(rt, s.batch_lane), poll_seconds=0.0,
-                                     default_live_seconds=5.0)
+        lane = dataclasses.replace(lane_config(rt, s.queue.pools[config.DEFAULT_POOL]),
+                                   poll_seconds=0.0, default_live_seconds=5.0)
         try:
-            yield Rig(rt, emu, clock, fates, conn, config, provider)
+            yield Rig(rt, emu, clock, fates, conn, lane, provider)
         finally:
             await rt.close()
 

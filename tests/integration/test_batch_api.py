@@ -89,7 +89,7 @@ async def test_a_pool_without_a_batch_api_refuses_the_batch_lane(
     async with app_client(app) as client:
         ids = await add_submissions(conn, 2)
         r = await enqueue(client, ids, lane="batch")
-        assert r.status_code == 422 and "QUEUE_BATCH_PROVIDER" in r.json()["detail"]
+        assert r.status_code == 422 and "pools.default.batch" in r.json()["detail"]
         assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue") == 0
 
 

@@ -121,6 +121,10 @@ async def test_a_stalled_batch_falls_back_to_live_before_the_deadline(rig: Rig) 
     assert (await rig.step()).fell_back == 4
     rows = await rig.conn.fetch("SELECT status, lane, batch_id FROM ai_marking_queue")
     assert {tuple(r) for r in rows} == {("pending", "live", None)}
+    # Packing's charge is given back (the live dispatches charge anew), and the
+    # group waits for its turn again: the live claim serves it.
+    fair = await rig.conn.fetch("SELECT counter, waiting FROM ai_marking_fair")
+    assert [tuple(r) for r in fair] == [(0.0, True)]
     jobs = [await rig.rt.store.claim(4, 5) for _ in range(4)]
     assert all(j is not None and j.attempt == 1 for j in jobs)  # the batch's attempt is back
     assert all(not v for v in rig.held().values()), rig.held()
@@ -187,9 +191,9 @@ async def test_a_crash_after_the_provider_created_the_batch_adopts_it(rig: Rig) 
     cfg = rig.config
     rows = await rig.rt.store.batch_open(cfg.pool, rig.provider, cfg.model, 100)
     rendered = await _render(rig, rig.provider, rows)
-    lane = rig.rt.settings.batch_lane
-    assert lane is not None
-    client = connect(rig.provider, lane.base_url, lane.api_key)  # type: ignore[arg-type]
+    pool = rig.rt.settings.queue.pools[cfg.pool]
+    assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
+    client = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
     await client.submit(rendered, tag=str(rows[0].batch_id))  # then the step dies
     await client.aclose()
     report = await rig.step(submit_grace_seconds=0)

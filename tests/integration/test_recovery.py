@@ -209,5 +209,5 @@ async def test_recovery_keeps_to_the_lease_index_with_many_rows_in_flight(
     await conn.execute("ANALYZE ai_marking_queue")
     sql = queries()["recover_stuck"]
     plan = "\n".join(r[0] for r in await conn.fetch(
-        "EXPLAIN " + sql, STUCK, 3, HEARTBEAT, ACTION_LIMIT + GRACE, False, "{}"))
+        "EXPLAIN " + sql, STUCK, 3, HEARTBEAT, ACTION_LIMIT + GRACE, False, "{}", None, []))
     assert "ai_marking_queue_lease_idx" in plan and "Seq Scan on ai_marking_queue" not in plan

@@ -80,8 +80,8 @@ class QuietParts:
 
     # -- the batch lane: no batches -------------------------------------------
 
-    async def batch_open(self, pool: str, provider: str, model: str, limit: int
-                         ) -> list[BatchRow]:
+    async def batch_open(self, pool: str, provider: str, model: str, limit: int,
+                         money: str | None = None) -> list[BatchRow]:
         return []
 
     async def batch_submitted(self, batch_id: int, provider_batch_id: str,
@@ -108,7 +108,7 @@ class QuietParts:
         return []
 
     async def batch_lines_failed(self, failures: Sequence[LineFailure], max_attempts: int,
-                                 window: float) -> int:
+                                 window: float, attempts: str | None = None) -> int:
         return 0
 
     async def batch_fallback(self, batch_id: int) -> int:
@@ -166,13 +166,16 @@ class FakeStore(QuietParts):
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
-                            ask: bool = False, attempts: str | None = None) -> int:
+                            ask: bool = False, attempts: str | None = None,
+                            kinds: Sequence[str] | None = None,
+                            others: Sequence[str] = ()) -> int:
         self.calls.append(("recover_stuck", (stuck_after, max_attempts)))
         self.recovery = {"heartbeat": heartbeat, "bound": bound, "ask": ask}
         return self.recovered
 
-    async def take_lookups(self, quiet: float, bound: float, limit: int,
-                           hold: float) -> list[Lookup]:
+    async def take_lookups(self, quiet: float, bound: float, limit: int, hold: float, *,
+                           kinds: Sequence[str] | None = None,
+                           others: Sequence[str] = ()) -> list[Lookup]:
         self.calls.append(("take_lookups", (quiet, bound, limit, hold)))
         taken, self.lookups = self.lookups[:limit], self.lookups[limit:]
         return taken

@@ -117,7 +117,8 @@ def test_aiqueue_toml_at_the_apps_root_is_read_without_the_variable(
     ('[pools.p]\nmax_in_flight = 1\nprices = { m = [1] }', ENV, "pools.p.prices.m"),
     ('[pools.p]\nmax_in_flight = 1\ngroup_usd_per_day = "lots"', ENV,
      "pools.p.group_usd_per_day"),
-    ('[pools.p]\nmax_in_flight = 1\nbatch = "openai"\nbatch_key_env = "NOPE"', ENV, "NOPE"),
+    ('[pools.p]\nmax_in_flight = 1\nbatch = "openai"\nbatch_key_env = "NOPE"\n'
+     'batch_model = "m"', ENV, "pools.p.batch_key_env names NOPE"),
     ('[kinds.a]\ndispatch = "lambda"\nlambda_function = "f"', ENV, "kinds.a: AWS_REGION"),
     ("[queues.x]\na = 1", ENV, "'queues'"),
 ])

@@ -16,11 +16,16 @@ WHERE queue_id = ANY($1::uuid[]) AND status = 'pending';
 -- come (run_after <= now()) are the live claim's, not the packer's.  Packing
 -- uses an attempt, as a dispatch does.  A row whose not_before (§9d) is still
 -- to come waits for it.  Only the pool's own rows ($1).  Nothing waiting: no batch.
+-- A group at a spend cap (§9c; $5 the money plan) waits, as on the live lane;
+-- batch_charge then charges the rows taken.
 WITH picked AS MATERIALIZED (
     SELECT q.queue_id
     FROM ai_marking_queue q
     WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
       AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
+      AND (NOT aiqueue_spend_capped($5::jsonb -> $1)
+           OR (aiqueue_spend_stop($5::jsonb -> $1, $1,
+                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
     ORDER BY q.priority DESC, q.seq
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -34,20 +39,40 @@ moved AS (
     UPDATE ai_marking_queue q
     SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
         started_at = now(), lease_at = NULL, progress = NULL, batch_id = batch.id,
-        updated_at = now()
+        charged_tokens = NULL, charged_usd = NULL, updated_at = now()
     FROM picked, batch
     WHERE q.queue_id = picked.queue_id
     RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-              q.payload_id, q.deadline, batch.id AS batch_id
+              q.payload_id, q.deadline, q.kind, batch.id AS batch_id
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
     SELECT m.queue_id, m.dispatch_seq, m.attempts, 'batch:' || m.batch_id FROM moved m
 )
 SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
-       m.deadline, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
+       m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
 FROM moved m JOIN submissions s ON s.id = m.submission_id
 LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
+
+-- batch_charge --
+-- The rows batch $1 just took are charged to their groups' turns and, where the
+-- pool has a spend cap, to its spend windows, at batch prices ($2: the money
+-- plan; aiqueue_batch_charge in functions.sql).  Run in batch_open's transaction.
+SELECT aiqueue_batch_charge($1::bigint, $2::jsonb);
+
+-- batch_refund --
+-- What packing charged rows of batch $1 is given back ($2: only these; NULL:
+-- all of them): the provider never had them, or they go live, where their
+-- dispatch charges anew.  Run before batch_release and batch_fallback.
+SELECT aiqueue_batch_refund($1::bigint, $2::uuid[]);
+
+-- batch_fair_bulk --
+-- On ($1 'on') for one bulk move of a batch's rows back to pending, whose
+-- groups then join their turns once each (batch_fair_join), not row by row.
+SELECT set_config('aiqueue.fair_bulk', $1::text, true);
+
+-- batch_fair_join --
+SELECT aiqueue_fair_join_ids($1::uuid[]);
 
 -- batch_submitted --
 -- The provider took the batch.  Only while the record still says
@@ -75,7 +100,7 @@ history AS (
     FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
       AND a.kind = 'dispatch'
 )
-SELECT count(*) AS n FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_abandon --
 -- A batch the provider never created (or whose creation failed): ended.
@@ -112,7 +137,7 @@ RETURNING b.id, b.provider, b.model, b.provider_batch_id, b.files, b.state, b.ro
 -- The rows a batch still holds (those not yet resolved), with what the
 -- function's parse needs to check a mark against.
 SELECT q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq, q.deadline,
-       coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content, q.batch_id
+       q.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content, q.batch_id
 FROM ai_marking_queue q JOIN submissions s ON s.id = q.submission_id
 LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
 WHERE q.batch_id = $1 AND q.status = 'processing';
@@ -122,16 +147,22 @@ WHERE q.batch_id = $1 AND q.status = 'processing';
 -- codes, $4 retryable): an attempt is used, and the row waits for the next
 -- batch, or goes live when its live time has come or it has been on the
 -- batch lane for the provider's window ($6 seconds); failed when attempts
--- ($5) are used up or the failure is final.  Only the dispatch in this batch.
+-- ($5; a kind's own, $7: {kind: n}) are used up or the failure is final.  Only
+-- the dispatch in this batch.
 WITH lines AS (
     SELECT * FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::boolean[])
         AS l (queue_id, dispatch_seq, code, retryable)
 ),
 rows AS (
     UPDATE ai_marking_queue q
-    SET status = CASE WHEN l.retryable AND q.attempts < $5::integer THEN 'pending'
+    SET status = CASE WHEN l.retryable
+                           AND q.attempts < coalesce(($7::jsonb ->> q.kind)::integer, $5::integer)
+                      THEN 'pending'
                       ELSE 'failed' END,
-        finished_at = CASE WHEN l.retryable AND q.attempts < $5::integer THEN NULL
+        finished_at = CASE WHEN l.retryable
+                                AND q.attempts < coalesce(($7::jsonb ->> q.kind)::integer,
+                                                          $5::integer)
+                           THEN NULL
                            ELSE now() END,
         lane = CASE WHEN q.run_after <= now()
                       OR q.created_at + make_interval(secs => $6::float8) <= now()
@@ -154,7 +185,7 @@ tally AS (
     SELECT 'batch_failed', CASE WHEN rows.status = 'failed' THEN 'failed' END, rows.code, count(*)
     FROM rows GROUP BY 2, 3
 )
-SELECT count(*) AS n FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_fallback --
 -- The deadline is near: the batch's unresolved rows go live now, with the
@@ -172,7 +203,7 @@ history AS (
     FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
       AND a.kind = 'dispatch'
 )
-SELECT count(*) AS n FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_mark --
 -- A batch's new state and the files the provider keeps for it; look again in
@@ -202,7 +233,7 @@ SELECT count(*) FROM ai_marking_batches WHERE state NOT IN ('done', 'abandoned')
 -- this batch (`held`), or gone on (fallen back, completed, re-packed).  Erased
 -- rows are gone, so their lines match nothing and are never applied.
 SELECT a.queue_id, a.dispatch_seq, a.attempt AS attempts, q.submission_id, q.assignment_id,
-       q.deadline, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content,
+       q.deadline, q.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content,
        $1::bigint AS batch_id,
        (q.batch_id = $1 AND q.status = 'processing' AND q.dispatch_seq = a.dispatch_seq)
            AS held

@@ -251,7 +251,7 @@ FROM row;
 -- aiqueue_recover_at().  Retry now (the lease already waited) or fail when
 -- attempts are used up.  With $5 the platform is asked before a row with an
 -- invocation id is recovered (digitalocean: aiqueue/recovery.py), so those are
--- left to it.  The old dispatch_seq can no longer fail the row; a late
+-- left to it.  Only rows of the kinds that dispatch to this platform ($7, $8).  The old dispatch_seq can no longer fail the row; a late
 -- completed result is still welcome.
 WITH stuck AS (
     SELECT q.queue_id,
@@ -272,6 +272,8 @@ WITH stuck AS (
           SELECT 1 FROM ai_marking_attempts a
           WHERE a.queue_id = q.queue_id AND a.dispatch_seq = q.dispatch_seq
             AND a.kind = 'dispatch' AND a.dispatch_ref IS NOT NULL))
+      -- Each kind by its own platform's thresholds ($7 these kinds; NULL: all but $8).
+      AND aiqueue_kind_in(q.kind, $7::text[], $8::text[])
     ORDER BY q.lease_at
     LIMIT 500
     FOR UPDATE OF q SKIP LOCKED
@@ -651,6 +653,8 @@ SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3
        coalesce(est.cost_usd, aiqueue_price_usd($6::jsonb, $5::text, est.model,
                                                 est.prompt_tokens, est.completion_tokens))
            AS row_cost_usd,
+       aiqueue_batch_price_usd($6::jsonb, $5::text, est.model, est.prompt_tokens,
+                               est.completion_tokens, est.cost_usd) AS batch_row_cost_usd,
        sp.group_hour, sp.group_day, sp.pool_day,
        (SELECT coalesce(sum(c.n), 0) FROM ai_marking_counts c
         WHERE c.status IN ('pending', 'processing'))::bigint AS ahead

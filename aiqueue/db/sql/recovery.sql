@@ -6,7 +6,8 @@
 -- Up to $4 dispatches whose time to ask has come (aiqueue_recover_at with the
 -- platform's look threshold $1 = $2 and its bound $3), each taken for $5
 -- seconds: another instance skips it meanwhile (SKIP LOCKED now, look_after
--- after the commit).  `past_bound`: the platform's time limit and grace have
+-- after the commit).  Only rows of the kinds that dispatch to this platform
+-- ($6 these kinds; NULL: every kind but $7).  `past_bound`: the platform's time limit and grace have
 -- run out by the database's clock, so "not found" now means gone.
 WITH due AS (
     SELECT a.id
@@ -16,6 +17,7 @@ WITH due AS (
     WHERE q.status = 'processing' AND q.lease_at IS NOT NULL AND a.dispatch_ref IS NOT NULL
       AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, a.look_after,
                              $1::float8, $2::float8, $3::float8) <= now()
+      AND aiqueue_kind_in(q.kind, $6::text[], $7::text[])
     ORDER BY q.lease_at
     LIMIT $4
     FOR UPDATE OF a SKIP LOCKED

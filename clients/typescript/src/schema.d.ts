@@ -598,9 +598,9 @@ export interface components {
             dry_run?: boolean | null;
             /** @description what the rows ask for, which names their function and pool (aiqueue.toml); default `mark`; a kind not declared is refused with 422 `unknown_kind` */
             kind?: string | null;
-            /** @description batch: the provider's batch API at batch prices, by `deadline` (needs a pool with a batch API) */
+            /** @description batch: the provider's batch API at batch prices, by `deadline` (needs a pool with a batch API, else 422); absent: the kind's own lane (`lane` in its [kinds.*] table), else live */
             lane?: ("live" | "batch") | null;
-            /** @description RFC 3339, in the future; lane batch only; default now + 24 h */
+            /** @description RFC 3339, in the future; batch lane only; default now + 24 h */
             deadline?: string | null;
             /** @description not due before this time */
             not_before?: string | null;
