@@ -18,6 +18,7 @@ from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.queue import enqueue, overnight, progress, review, spend
 from aiqueue.runtime import Runtime
+from aiqueue.wire import answers
 
 MAX_ROWS = 2000
 # One row the teacher is waiting on goes ahead of a class-wide run.
@@ -31,7 +32,7 @@ class ResultsPage:
     assignment_id: str
     info: AssignmentInfo | None
     rows: list[SubmissionResult]
-    progress: dict[str, Any]
+    progress: answers.RunProgress
     cursor: EventCursor
 
 
@@ -119,8 +120,15 @@ async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> di
         "feedback": result.get("feedback"),
         "review": row.review,
         "adjusted_score": adjusted.get("score"),
-        "progress": progress.progress_item(row.progress),
+        "progress": _progress_item(row.progress),
     }
+
+
+def _progress_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    # As the function sent it (an int stays an int): the page shows it as is.
+    if not item:
+        return None
+    return {key: item.get(key) for key in ("current", "total", "message")}
 
 
 def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[str, Any] | None:

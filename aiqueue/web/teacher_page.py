@@ -23,6 +23,7 @@ from aiqueue.reads import teacher
 from aiqueue.web import gate
 from aiqueue.web.auth import Session
 from aiqueue.web.estimate import capped_text, estimate_text
+from aiqueue.web.http import respond
 from aiqueue.web.state import runtime
 from aiqueue.web.teacher_views import (
     MARK_TITLE,
@@ -42,10 +43,12 @@ def _assignment(request: Request) -> str:
     return wire.parse_assignment_id(request.path_params["assignment_id"])
 
 
-def _answer(request: Request, assignment_id: str, body: dict[str, Any],
+def _answer(request: Request, assignment_id: str, body: dict[str, Any] | wire.Wire,
             background: BackgroundTask | None = None) -> Response:
     # fetch() from the page asks for JSON; a plain form post goes back to the page.
     if "application/json" in request.headers.get("accept", ""):
+        if isinstance(body, wire.Wire):
+            return respond(body, background=background)
         return JSONResponse(body, background=background)
     return RedirectResponse(page_url(assignment_id), status_code=303, background=background)
 

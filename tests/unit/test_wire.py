@@ -138,22 +138,9 @@ def sent_as(kind: Any, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
-    # The rules the HTML pages share (status, progress, usage) still build mappings;
-    # respond_as sends them as their type, and the description says what that is.
-    pending = SubmissionStatus(QueueId(uuid.uuid4()), "pending", 1, 2, None, in_flight=1,
-                               resumes_at=NOW, paused_by="group_usd_per_hour",
-                               scheduled_for=NOW)
-    running = SubmissionStatus(QueueId(uuid.uuid4()), "processing", 1, None, 2.0, in_flight=1,
-                               progress={"current": 1, "total": 2, "message": "m"})
-    run = RunProgress(uuid.uuid4(), total=4, pending=1, processing=1, completed=2, failed=0,
-                      cancelled=0, last_position=1, youngest_running_seconds=1.0, in_flight=1,
-                      cost_usd=0.5, resumes_at=NOW, paused_by="pool_usd_per_day")
     line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
     total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
     for kind, name, body in [
-        (answers.SubmissionStatus, "SubmissionStatus", status_json(pending, 1, 5.0)),
-        (answers.SubmissionStatus, "SubmissionStatus", status_json(running, 1, 5.0)),
-        (answers.RunProgress, "RunProgress", progress_json(run, 1, 5.0)),
         (answers.ReplayAnswer, "ReplayAnswer", {"matched": 3, "replayed": 0, "dry_run": True,
                                                 "would_replay": 3}),
         (reads.UsageReport, "UsageReport", {"since": "2026-11-01", "until": "2026-11-24",
@@ -163,6 +150,39 @@ def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
         sent = sent_as(kind, body)
         assert sent == json.loads(json.dumps(body)), name
         assert conforms(name, sent) == [], name
+
+
+def test_status_and_progress_send_every_field_they_always_sent() -> None:
+    # The rules build the types; what goes out is the shape the mappings had: the same
+    # fields (null where nothing applies, `progress` only while processing), times
+    # spelled by isoformat.
+    pending = SubmissionStatus(QueueId(uuid.uuid4()), "pending", 1, 2, None, in_flight=1,
+                               resumes_at=NOW, paused_by="group_usd_per_hour",
+                               scheduled_for=NOW)
+    running = SubmissionStatus(QueueId(uuid.uuid4()), "processing", 1, None, 2.0, in_flight=1,
+                               progress={"current": 1, "total": 2, "message": "m"})
+    run = RunProgress(uuid.uuid4(), total=4, pending=1, processing=1, completed=2, failed=0,
+                      cancelled=0, last_position=1, youngest_running_seconds=1.0, in_flight=1,
+                      cost_usd=0.5, resumes_at=NOW, paused_by="pool_usd_per_day")
+    status_fields = {"queue_id", "status", "attempts", "queue_position", "review",
+                     "estimated_wait_seconds", "scheduled_for", "waiting_for", "resumes_at",
+                     "paused_by"}
+    sent = json.loads(json.dumps(dump(status_json(pending, 1, 5.0))))
+    assert set(sent) == status_fields and sent["review"] is None
+    assert sent["resumes_at"] == sent["scheduled_for"] == "2026-11-24T09:00:00+00:00"
+    assert sent["waiting_for"] == "spend_cap" and sent["queue_position"] == 3
+    sent_running = json.loads(json.dumps(dump(status_json(running, 1, 5.0))))
+    assert set(sent_running) == status_fields | {"progress"}
+    assert sent_running["progress"] == {"current": 1, "total": 2, "message": "m"}
+    assert sent_running["resumes_at"] is None and sent_running["scheduled_for"] is None
+    sent_run = json.loads(json.dumps(dump(progress_json(run, 1, 5.0))))
+    assert set(sent_run) == set(answers.RunProgress.model_fields)
+    assert sent_run["resumes_at"] == "2026-11-24T09:00:00+00:00"
+    assert sent_run["review"] == {"accepted": 0, "reverted": 0, "unreviewed": 0}
+    assert sent_run["run_id"] == str(run.run_id) and sent_run["scheduled_for"] is None
+    for name, body in [("SubmissionStatus", sent), ("SubmissionStatus", sent_running),
+                       ("RunProgress", sent_run)]:
+        assert conforms(name, body) == [], name
 
 
 def test_live_events_are_what_the_description_says() -> None:
