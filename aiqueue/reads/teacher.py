@@ -149,7 +149,7 @@ def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[s
 
 
 async def review_row(rt: Runtime, assignment_id: str, submission_id: UUID, action: str,
-                     actor: str, score: str | None = None) -> dict[str, Any]:
+                     actor: str, score: str | None = None) -> answers.Accepted | answers.Reverted:
     """Accept (or adjust) or revert the result a submission's mark shows."""
     row = await rt.store.submission_result(submission_id, assignment_id)
     if row is None:

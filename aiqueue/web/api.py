@@ -129,21 +129,20 @@ async def accept(request: Request) -> Response:
     rt = await runtime(request)
     adjusted = review.parse_adjusted(await read_json(request, 64 * 1024, optional=True))
     done = await review.accept(rt, _queue_id(request), _actor(request), adjusted)
-    return respond_as(answers.Accepted, done)
+    return respond(done)
 
 
 @gate.bearer()
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
-    return respond_as(answers.Reverted, await review.revert(rt, _queue_id(request),
-                                                            _actor(request)))
+    return respond(await review.revert(rt, _queue_id(request), _actor(request)))
 
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     done = await review.review_run(rt, assignment_id, action, _actor(request))
-    return respond_as(answers.RunAccepted if action == "accept" else answers.RunReverted, done)
+    return respond(done)
 
 
 @gate.bearer()
@@ -160,7 +159,7 @@ async def revert_run(request: Request) -> Response:
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
-    return respond_as(answers.ResultHistory, await review.history(rt, submission_id))
+    return respond(await review.history(rt, submission_id))
 
 
 @gate.bearer()
