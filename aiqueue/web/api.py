@@ -167,7 +167,7 @@ async def usage_report(request: Request) -> Response:
     rt = await runtime(request)
     q = request.query_params
     report = await usage.report(rt, q.get("since"), q.get("until"), q.get("by"))
-    return respond_as(reads.UsageReport, report)
+    return respond(report)
 
 
 ROUTES = [

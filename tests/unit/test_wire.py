@@ -15,7 +15,7 @@ from aiqueue.models import EventCursor, QueueId, RunProgress, SubmissionId, Subm
 from aiqueue.models import MarkingEvent as ModelEvent
 from aiqueue.models.review import UsageRow
 from aiqueue.queue.progress import progress_json, status_json
-from aiqueue.reads.usage import usage_json
+from aiqueue.reads.usage import usage_item, usage_total
 from aiqueue.web.openapi import document
 from aiqueue.wire import answers, dump, parse, reads
 from aiqueue.wire.answers import ProcessStep, QueuePage, QueueRow, RetryAnswer
@@ -138,18 +138,26 @@ def sent_as(kind: Any, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
+    body = {"matched": 3, "replayed": 0, "dry_run": True, "would_replay": 3}
+    sent = sent_as(answers.ReplayAnswer, body)
+    assert sent == body and conforms("ReplayAnswer", sent) == []
+
+
+def test_the_usage_report_sends_its_lines_and_total() -> None:
     line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
     total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
-    for kind, name, body in [
-        (answers.ReplayAnswer, "ReplayAnswer", {"matched": 3, "replayed": 0, "dry_run": True,
-                                                "would_replay": 3}),
-        (reads.UsageReport, "UsageReport", {"since": "2026-11-01", "until": "2026-11-24",
-                                            "by": "assignment", "items": [usage_json(line)],
-                                            "total": usage_json(total)}),
-    ]:
-        sent = sent_as(kind, body)
-        assert sent == json.loads(json.dumps(body)), name
-        assert conforms(name, sent) == [], name
+    report = reads.UsageReport(since=NOW.date(), until=NOW.date(), by="assignment",
+                               items=[usage_item(line, "hw")], total=usage_total(total))
+    sent = json.loads(json.dumps(dump(report)))
+    assert sent == {
+        "items": [{"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": None,
+                   "unpriced_jobs": 1, "avg_processing_seconds": 1.5,
+                   "p95_processing_seconds": 2.0, "key": "hw"}],
+        "total": {"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": 0.25,
+                  "unpriced_jobs": 0, "avg_processing_seconds": None,
+                  "p95_processing_seconds": None},
+        "since": "2026-11-24", "until": "2026-11-24", "by": "assignment"}
+    assert conforms("UsageReport", sent) == []
 
 
 def test_status_and_progress_send_every_field_they_always_sent() -> None:
