@@ -51,14 +51,30 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
                remark: bool = False, lane: wire.Lane = "live",
-               not_before: datetime | None = None, dry_run: bool = False) -> dict[str, Any]:
+               not_before: datetime | None = None) -> answers.EnqueueAccepted:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
     `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
     default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
-    then (CONTRACT §9d).  With `dry_run`, the estimate of what that would use
-    instead (CONTRACT §9c).
+    then (CONTRACT §9d).
     """
+    request = await _request(rt, assignment_id, submission_id, remark, lane, not_before)
+    if not request.submission_ids:
+        return answers.EnqueueAccepted(enqueued=0, skipped=0, already_marked=0, queue_ids=[])
+    answer, _ = await enqueue.enqueue(rt, request)
+    return answer
+
+
+async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
+                   remark: bool = False) -> answers.EnqueueEstimate:
+    """What `mark` would add and use (CONTRACT §9c); writes nothing."""
+    request = await _request(rt, assignment_id, submission_id, remark, dry_run=True)
+    return await spend.dry_run(rt, request)
+
+
+async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, remark: bool,
+                   lane: wire.Lane = "live", not_before: datetime | None = None,
+                   dry_run: bool = False) -> wire.EnqueueRequest:
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
         raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
@@ -71,15 +87,9 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
         ids, priority = [r.submission_id for r in rows], 0
     else:
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, wire.MAX_IDS)), 0
-    request = wire.EnqueueRequest(assignment_id, ids, priority, wire.payload_json(info.payload),
-                                   remark=remark, lane=lane, not_before=not_before,
-                                   dry_run=dry_run)
-    if dry_run:
-        return await spend.dry_run(rt, request)
-    if not ids:
-        return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
-    answer, _ = await enqueue.enqueue(rt, request)
-    return answer
+    return wire.EnqueueRequest(assignment_id, ids, priority, wire.payload_json(info.payload),
+                               remark=remark, lane=lane, not_before=not_before,
+                               dry_run=dry_run)
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,11 @@ async def enqueue(request: Request) -> Response:
     body = wire.EnqueueRequest.parse(await read_json(request))
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
-        return respond_as(answers.EnqueueEstimate, await spend.dry_run(rt, body))
+        return respond(await spend.dry_run(rt, body))
     answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
-        return respond_as(answers.EnqueueAccepted, answer, 202,
-                          headers={"Idempotent-Replayed": "true"})
-    return respond_as(answers.EnqueueAccepted, answer, 202,
-                        background=BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
+        return respond(answer, 202, headers={"Idempotent-Replayed": "true"})
+    return respond(answer, 202, background=BackgroundTask(loop.after_enqueue, rt, answer.enqueued))
 
 
 @gate.bearer("cron")

@@ -101,7 +101,7 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     remark = form.get("remark") == "true"
     if form.get("dry_run") == "true":
         # The estimate Mark All shows before it sends (CONTRACT §9c).
-        d = await teacher.mark(rt, assignment_id, submission_id, remark, dry_run=True)
+        d = wire.dump(await teacher.estimate(rt, assignment_id, submission_id, remark))
         return JSONResponse({**d, "text": estimate_text(d), "capped_text": capped_text(d)})
     lane: wire.Lane = "batch" if form.get("lane") == "batch" else "live"
     # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
@@ -111,10 +111,11 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
         raise Invalid("choose the date and time to mark at")
     answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane,
                                  not_before)
-    if not_before is not None:
-        answer = {**answer, "not_before": not_before.isoformat()}
-    return _answer(request, assignment_id, answer,
-                   BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
+    # The page's answer says when the rows are due, beside the API's 202 body.
+    body = wire.dump(answer) | ({} if not_before is None
+                                else {"not_before": not_before.isoformat()})
+    return _answer(request, assignment_id, body,
+                   BackgroundTask(loop.after_enqueue, rt, answer.enqueued))
 
 
 @gate.form(gate.unauthorized)
