@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from aiqueue.errors import Invalid
 from aiqueue.models import EventCursor, QueueId, RunProgress, SubmissionId, SubmissionStatus
 from aiqueue.models import MarkingEvent as ModelEvent
+from aiqueue.models.records import ReplayOutcome
 from aiqueue.models.review import UsageRow
 from aiqueue.queue.progress import progress_json, status_json
 from aiqueue.reads.usage import usage_item, usage_total
@@ -130,17 +131,17 @@ def test_the_description_refuses_what_the_types_refuse() -> None:
     assert conforms("AcceptBody", {"extra": 1})
 
 
-def sent_as(kind: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """What web/http.respond_as sends for a rule's mapping: it must drop nothing."""
-    sent: dict[str, Any] = json.loads(json.dumps(dump(kind.model_validate(body))))
-    assert set(sent) == set(body), kind
-    return sent
-
-
-def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
-    body = {"matched": 3, "replayed": 0, "dry_run": True, "would_replay": 3}
-    sent = sent_as(answers.ReplayAnswer, body)
-    assert sent == body and conforms("ReplayAnswer", sent) == []
+def test_the_replay_answer_sends_what_the_store_keeps() -> None:
+    # The store keeps the mapping for an Idempotency-Key's repeats; the type sends it as is.
+    for outcome, body in [
+        (ReplayOutcome(3, 3, 0, True),
+         {"matched": 3, "replayed": 0, "dry_run": True, "would_replay": 3}),
+        (ReplayOutcome(3, 2, 2, False), {"matched": 3, "replayed": 2}),
+    ]:
+        stored = json.loads(json.dumps(outcome.answer()))
+        assert stored == body
+        sent = json.loads(json.dumps(dump(answers.ReplayAnswer.model_validate(stored))))
+        assert sent == body and conforms("ReplayAnswer", sent) == []
 
 
 def test_the_usage_report_sends_its_lines_and_total() -> None:
