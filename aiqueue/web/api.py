@@ -18,7 +18,7 @@ from aiqueue.reads import monitor, usage
 from aiqueue.reads.metrics import CONTENT_TYPE, exposition
 from aiqueue.reads.stats import read_stats
 from aiqueue.web import gate
-from aiqueue.web.http import query_int, read_json, respond, respond_as
+from aiqueue.web.http import query_int, read_json, respond
 from aiqueue.web.state import app_state, runtime
 from aiqueue.wire import answers, reads
 
@@ -102,10 +102,10 @@ async def healthz(request: Request) -> Response:
     try:
         rt = await app_state(request).get(check_schema=False)
     except StoreError:
-        return respond_as(reads.Health, monitor.unavailable(), 503)
+        return respond(monitor.unavailable(), 503)
     health = await monitor.health(rt)
     headers = {"retry-after": str(health.retry_after)} if health.retry_after else None
-    return respond_as(reads.Health, health.body, health.http_status, headers=headers)
+    return respond(health.body, health.http_status, headers=headers)
 
 
 @gate.bearer("metrics")
