@@ -101,8 +101,9 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     remark = form.get("remark") == "true"
     if form.get("dry_run") == "true":
         # The estimate Mark All shows before it sends (CONTRACT §9c).
-        d = wire.dump(await teacher.estimate(rt, assignment_id, submission_id, remark))
-        return JSONResponse({**d, "text": estimate_text(d), "capped_text": capped_text(d)})
+        d = await teacher.estimate(rt, assignment_id, submission_id, remark)
+        return JSONResponse({**wire.dump(d), "text": estimate_text(d),
+                             "capped_text": capped_text(d)})
     lane: wire.Lane = "batch" if form.get("lane") == "batch" else "live"
     # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
     raw_at = form.get("not_before")
