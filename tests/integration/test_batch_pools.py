@@ -51,11 +51,11 @@ def pools_settings(db_url: str, emus: dict[str, tuple[Any, str]], fn_url: str) -
                          batch_prices={"claude-haiku-4-5": AN_BATCH}, group_usd_per_day=50.0),
         "plain": config.Pool("plain", 2),
     }
-    kind = {"function_url": fn_url, "function_token": FN_TOKEN}
     kinds = {
-        "essay": config.Kind("essay", "oa", lane="batch", max_attempts=1, **kind),
-        "short": config.Kind("short", "an", **kind),
-        "quiz": config.Kind("quiz", "plain", **kind),
+        "essay": config.Kind("essay", "oa", lane="batch", max_attempts=1,
+                             function_url=fn_url, function_token=FN_TOKEN),
+        "short": config.Kind("short", "an", function_url=fn_url, function_token=FN_TOKEN),
+        "quiz": config.Kind("quiz", "plain", function_url=fn_url, function_token=FN_TOKEN),
     }
     nowhere = f"http://127.0.0.1:{free_port()}"  # the chain goes nowhere: the test drives
     return dataclasses.replace(
@@ -75,7 +75,7 @@ def two_providers(clock: Clock, fates: dict[int, Behaviour]
 
 @pytest.fixture
 async def pools(db_url: str) -> AsyncIterator[Pools]:
-    clock, fates = Clock(), {}
+    clock, fates = Clock(), dict[int, Behaviour]()
     with two_providers(clock, fates) as (emus, fn_url):
         settings = pools_settings(db_url, emus, fn_url)
         async with app_client(create_app(settings)) as client:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
@@ -19,7 +20,7 @@ from aiqueue import config
 from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
 from aiqueue.target_settings import DoTarget
-from tests.conftest import FN, add_submissions
+from tests.conftest import FN, add_submissions, enqueued
 from tests.integration.recovery_kit import (
     DO_HOST,
     HEARTBEAT,
@@ -58,9 +59,9 @@ async def rt(db_url: str) -> AsyncIterator[Runtime]:
     await out.close()
 
 
-async def start(rt: Runtime, conn: asyncpg.Connection, kind: str) -> object:
+async def start(rt: Runtime, conn: asyncpg.Connection, kind: str) -> uuid.UUID:
     ids = await add_submissions(conn, 1, f"hw-{kind}")
-    (queue_id,) = (await rt.store.enqueue(ids, f"hw-{kind}", 0, {}, kind=kind)).queue_ids
+    (queue_id,) = enqueued(await rt.store.enqueue(ids, f"hw-{kind}", 0, {}, kind=kind)).queue_ids
     assert (await step(rt)).dispatched
     return queue_id
 

@@ -8,7 +8,7 @@ import pytest
 
 from aiqueue.batch.lane import live_estimate
 from aiqueue.errors import SettingsError
-from aiqueue.settings import load_settings
+from aiqueue.settings import Settings, load_settings
 
 OPENAI = """
 [pools.openai]
@@ -30,7 +30,7 @@ batch_prices = { "claude-haiku-4-5" = [0.4, 2.0] }
 ENV = {"OPENAI_API_KEY": "sk-test", "MY_KEY": "sk-ant-xyz-secret"}
 
 
-def load(tmp_path: Path, text: str, **env: str):  # type: ignore[no-untyped-def]
+def load(tmp_path: Path, text: str, **env: str) -> Settings:
     path = tmp_path / "aiqueue.toml"
     path.write_text(text)
     return load_settings({**ENV, "AIQUEUE_CONFIG": str(path), **env})
