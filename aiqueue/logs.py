@@ -42,7 +42,10 @@ def event(name: str, **fields: Any) -> None:
     record: dict[str, Any] = {"ts": round(time.time(), 3), "event": name}
     for key, value in fields.items():
         record[key] = str(value) if isinstance(value, UUID) else value
-    log.info(json.dumps(record, default=str))
+    # The record made directly: Logger.info would walk the stack for a caller
+    # (file, line) no formatter here prints, on every line of the per-job path.
+    log.handle(log.makeRecord(log.name, logging.INFO, "", 0, json.dumps(record, default=str),
+                              (), None))
 
 
 class LibraryFormatter(logging.Formatter):

@@ -71,12 +71,16 @@ WebhookItem = ResultItem | probes.ProbeAnswer | None
 
 def _parse_webhook_item(raw: object, tokens: Tokens) -> WebhookItem:
     """A probe's answer (its token is a probe token), else a result item; None: rejected."""
-    answer = probes.parse_probe(raw, tokens)
-    if answer is not None:
-        return answer
+    # The usual item carries a callback token: verify it first and once.  It is then
+    # no probe token (their salts differ), so the probe check is only for the rest.
+    claim = tokens.verify_callback(raw.get("token")) if isinstance(raw, dict) else None
+    if claim is None:
+        answer = probes.parse_probe(raw, tokens)
+        if answer is not None:
+            return answer
     if probes.is_probe_item(raw):
         return None  # a probe item without a valid probe token
-    return parse_item(raw, tokens)
+    return parse_item(raw, tokens, claim)
 
 
 def verify_results(tokens: Tokens, body: object) -> list[WebhookItem]:

@@ -61,13 +61,16 @@ def error_code(error: object) -> str:
     return "function_failed"
 
 
-def parse_item(raw: object, tokens: Tokens) -> ResultItem | None:
+def parse_item(raw: object, tokens: Tokens, claim: CallbackClaim | None = None
+               ) -> ResultItem | None:
     """A verified item, or None when its token is missing, forged, expired or for another row.
 
+    `claim`: the item's token already verified by the caller (None: verify it here).
     Raises Invalid (422) for a malformed item (wire.requests.WebhookItem says what fits).
     """
     item = wire.parse(WebhookItem, raw)
-    claim = tokens.verify_callback(item.token)
+    if claim is None:
+        claim = tokens.verify_callback(item.token)
     if claim is None or str(claim.queue_id) != item.queue_id.strip().lower():
         return None
     refusal = _refusal(item.error) if item.status == "failed" else None

@@ -1,0 +1,57 @@
+"""verify_results checks a callback token first and once: what each kind of item becomes."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import pytest
+
+from aiqueue.errors import Invalid, Unauthorized
+from aiqueue.queue.enqueue import verify_results
+from aiqueue.queue.probes import ProbeAnswer
+from aiqueue.queue.results import ResultItem
+from aiqueue.tokens import Tokens
+
+TOKENS = Tokens("unit-secret-0123456789abcdef")
+
+
+def test_a_callback_item_is_verified_to_its_dispatch() -> None:
+    queue_id = uuid4()
+    item = {"queue_id": str(queue_id), "token": TOKENS.callback(queue_id, 4, 2),
+            "status": "completed", "result": {"score": 3}}
+    [parsed] = verify_results(TOKENS, [item])
+    assert isinstance(parsed, ResultItem)
+    assert (parsed.claim.queue_id, parsed.claim.dispatch_seq, parsed.claim.attempt) == \
+        (queue_id, 4, 2)
+    assert parsed.result == {"score": 3}
+
+
+def test_a_probe_token_still_makes_a_probe_answer() -> None:
+    probe_id = uuid4()
+    item = {"queue_id": str(probe_id), "token": TOKENS.probe(probe_id), "status": "probe",
+            "probe": {"function": "ai_mark"}}
+    [parsed] = verify_results(TOKENS, [item])
+    assert parsed == ProbeAnswer(probe_id, "probe", {"function": "ai_mark"})
+
+
+def test_a_probe_item_with_a_callback_token_is_rejected() -> None:
+    queue_id = uuid4()
+    item = {"queue_id": str(queue_id), "token": TOKENS.callback(queue_id, 1, 1),
+            "status": "probe"}
+    with pytest.raises(Unauthorized):
+        verify_results(TOKENS, [item])
+
+
+def test_a_callback_token_for_another_row_is_rejected() -> None:
+    item = {"queue_id": str(uuid4()), "token": TOKENS.callback(uuid4(), 1, 1),
+            "status": "completed", "result": {}}
+    with pytest.raises(Unauthorized):
+        verify_results(TOKENS, [item])
+
+
+def test_a_malformed_item_with_a_good_token_is_still_422() -> None:
+    queue_id = uuid4()
+    item = {"queue_id": str(queue_id), "token": TOKENS.callback(queue_id, 1, 1),
+            "status": "completed"}  # no result
+    with pytest.raises(Invalid):
+        verify_results(TOKENS, [item])
