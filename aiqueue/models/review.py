@@ -45,17 +45,6 @@ class AppliedResult:
                                      if row["adjusted_result"] else None)
         return cls(**fields)
 
-    def to_json(self) -> dict[str, Any]:
-        """One item of /api/marking/submissions/<id>/results."""
-        def iso(value: datetime | None) -> str | None:
-            return value.isoformat() if value else None
-        return {
-            "queue_id": str(self.queue_id), "applied_at": iso(self.applied_at),
-            "result": self.result, "review": self.review,
-            "accepted_at": iso(self.accepted_at), "reverted_at": iso(self.reverted_at),
-            "actor": self.actor, "adjusted_result": self.adjusted_result,
-        }
-
 
 @dataclass(frozen=True)
 class UsageRow:

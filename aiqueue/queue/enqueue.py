@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
@@ -24,14 +23,18 @@ from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_ite
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
 from aiqueue.wire import EnqueueRequest
-from aiqueue.wire.answers import RetryAnswer
+from aiqueue.wire.answers import EnqueueAccepted, RetryAnswer
 from aiqueue.wire.requests import MAX_ITEMS
 
 
 async def enqueue(
     rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None
-) -> tuple[dict[str, Any], bool]:
-    """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer."""
+) -> tuple[EnqueueAccepted, bool]:
+    """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer.
+
+    The answer is kept (for the key's repeats) as the mapping the store wrote, so what
+    is stored stays as it was; both are read here as the type.
+    """
     key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
     kinds = rt.settings.queue.kinds
     if request.kind not in kinds:
@@ -50,16 +53,16 @@ async def enqueue(
     match outcome:
         case KeyMismatch():
             raise KeyReused("this Idempotency-Key was used with a different body")
-        case Replayed(answer):
+        case Replayed(stored):
             logs.event("enqueue_replayed", assignment_id=request.assignment_id)
-            return answer, True
+            return EnqueueAccepted.model_validate(stored), True
         case UnknownIds(ids):
             raise Invalid(f"{len(ids)} submission id(s) do not exist; nothing was enqueued",
                           extra={"unknown_ids": [str(u) for u in ids]})
-    answer = outcome.answer(len(request.submission_ids))
+    answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
-               enqueued=answer["enqueued"],
-               skipped=answer["skipped"], already_marked=answer["already_marked"])
+               enqueued=answer.enqueued,
+               skipped=answer.skipped, already_marked=answer.already_marked)
     return answer, False
 
 

@@ -11,6 +11,7 @@ from aiqueue import logs
 from aiqueue.errors import NotFound
 from aiqueue.models import RunProgress, SubmissionStatus
 from aiqueue.runtime import Runtime
+from aiqueue.wire import answers
 
 
 def eta_seconds(rows_before: int, cap: int, avg: float | None) -> float | None:
@@ -24,7 +25,7 @@ def eta_seconds(rows_before: int, cap: int, avg: float | None) -> float | None:
     return round(math.ceil((rows_before + 1) / slots) * avg, 1)
 
 
-def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> dict[str, Any]:
+def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.SubmissionStatus:
     """The contract's body for /api/marking/submissions/<id>/status."""
     position: int | None = None
     wait: float | None = None
@@ -35,31 +36,29 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> dict[str, 
         position = 0
         if avg is not None:
             wait = round(max(avg - (st.running_seconds or 0.0), 0.0), 1)
-    return {
-        "queue_id": str(st.queue_id),
-        "status": st.status,
-        "attempts": st.attempts,
-        "queue_position": position,
-        "estimated_wait_seconds": wait,
-        "review": st.review,
-        "scheduled_for": st.scheduled_for.isoformat() if st.scheduled_for else None,
-        **({"progress": progress_item(st.progress)} if st.status == "processing" else {}),
-        **paused_json(st.resumes_at, st.paused_by),
-    }
+    # `progress` is sent only while processing: set only then (dump leaves unset fields out).
+    # The store's review is checked text; the type checks it is one of the three.
+    fields: dict[str, Any] = {"review": st.review, **paused(st.resumes_at, st.paused_by)}
+    if st.status == "processing":
+        fields["progress"] = progress_item(st.progress)
+    return answers.SubmissionStatus(
+        queue_id=st.queue_id, status=st.status, attempts=st.attempts,
+        queue_position=position, estimated_wait_seconds=wait,
+        scheduled_for=st.scheduled_for, **fields)
 
 
-def paused_json(resumes_at: datetime | None, cap: str | None) -> dict[str, Any]:
+def paused(resumes_at: datetime | None, cap: str | None) -> dict[str, Any]:
     """waiting_for and resumes_at (CONTRACT §9c): rows paused at a spend cap, and until when."""
     return {"waiting_for": "spend_cap" if resumes_at else None,
-            "resumes_at": resumes_at.isoformat() if resumes_at else None,
-            "paused_by": cap if resumes_at else None}
+            "resumes_at": resumes_at, "paused_by": cap if resumes_at else None}
 
 
-def progress_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
+def progress_item(item: dict[str, Any] | None) -> answers.ProgressItem | None:
     """The contract's fields of a progress item (current, total, message), or None."""
     if not item:
         return None
-    return {key: item.get(key) for key in ("current", "total", "message")}
+    return answers.ProgressItem.model_validate(
+        {key: item.get(key) for key in ("current", "total", "message")})
 
 
 def remaining_seconds(p: RunProgress, cap: int, avg: float | None) -> float | None:
@@ -73,31 +72,23 @@ def remaining_seconds(p: RunProgress, cap: int, avg: float | None) -> float | No
     return 0.0
 
 
-def progress_json(p: RunProgress, cap: int, avg: float | None) -> dict[str, Any]:
+def progress_json(p: RunProgress, cap: int, avg: float | None) -> answers.RunProgress:
     """The contract's body for /api/marking/assignments/<id>/progress."""
-    return {
-        "run_id": str(p.run_id) if p.run_id else None,
-        "total": p.total,
-        "pending": p.pending,
-        "processing": p.processing,
-        "completed": p.completed,
-        "failed": p.failed,
-        "cancelled": p.cancelled,
-        "expired": p.expired,
-        "scheduled": p.scheduled,
-        "scheduled_for": p.scheduled_for.isoformat() if p.scheduled_for else None,
-        "estimated_remaining_seconds": remaining_seconds(p, cap, avg),
-        "tokens": p.prompt_tokens + p.completion_tokens,
-        "prompt_tokens": p.prompt_tokens,
-        "completion_tokens": p.completion_tokens,
-        "cost_usd": None if p.cost_usd is None else round(p.cost_usd, 6),
-        "unpriced_jobs": p.unpriced_jobs,
-        "review": {"accepted": p.accepted, "reverted": p.reverted, "unreviewed": p.unreviewed},
-        **paused_json(p.resumes_at if p.pending else None, p.paused_by),
-    }
+    return answers.RunProgress(
+        run_id=p.run_id, total=p.total, pending=p.pending, processing=p.processing,
+        completed=p.completed, failed=p.failed, cancelled=p.cancelled, expired=p.expired,
+        scheduled=p.scheduled, scheduled_for=p.scheduled_for,
+        estimated_remaining_seconds=remaining_seconds(p, cap, avg),
+        tokens=p.prompt_tokens + p.completion_tokens, prompt_tokens=p.prompt_tokens,
+        completion_tokens=p.completion_tokens,
+        cost_usd=None if p.cost_usd is None else round(p.cost_usd, 6),
+        unpriced_jobs=p.unpriced_jobs,
+        review=answers.ReviewCounts(accepted=p.accepted, reverted=p.reverted,
+                                    unreviewed=p.unreviewed),
+        **paused(p.resumes_at if p.pending else None, p.paused_by))
 
 
-async def submission_status(rt: Runtime, submission_id: UUID) -> dict[str, Any]:
+async def submission_status(rt: Runtime, submission_id: UUID) -> answers.SubmissionStatus:
     """Status, queue position and ETA of a submission's latest row; NotFound if never enqueued."""
     st = await rt.store.submission_status(submission_id)
     if st is None:
@@ -107,15 +98,16 @@ async def submission_status(rt: Runtime, submission_id: UUID) -> dict[str, Any]:
     return status_json(st, rt.settings.max_in_flight, avg)
 
 
-async def assignment_progress(rt: Runtime, assignment_id: str) -> dict[str, Any]:
+async def assignment_progress(rt: Runtime, assignment_id: str) -> answers.RunProgress:
     """Counts and ETA over the assignment's latest run (all zero if it never ran)."""
     p = await rt.store.run_progress(assignment_id)
     avg = await rt.store.recent_processing_seconds() if p.pending or p.processing else None
     return progress_json(p, rt.settings.max_in_flight, avg)
 
 
-async def cancel_assignment(rt: Runtime, assignment_id: str, actor: str) -> dict[str, Any]:
+async def cancel_assignment(rt: Runtime, assignment_id: str, actor: str
+                            ) -> answers.CancelAnswer:
     """The assignment's pending rows become cancelled (rows in flight finish)."""
     n = await rt.store.cancel_assignment(assignment_id, actor)
     logs.event("cancel", assignment_id=assignment_id, count=n, reason=actor)
-    return {"cancelled": n}
+    return answers.CancelAnswer(cancelled=n)

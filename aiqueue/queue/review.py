@@ -9,6 +9,7 @@ from aiqueue import logs, wire
 from aiqueue.errors import Invalid, NotCompleted, NotFound, Superseded
 from aiqueue.models import ReviewOutcome
 from aiqueue.runtime import Runtime
+from aiqueue.wire import answers
 from aiqueue.wire.requests import AcceptBody
 
 MAX_ACTOR = 200
@@ -43,32 +44,32 @@ def _check(queue_id: UUID, done: ReviewOutcome) -> None:
 
 
 async def accept(rt: Runtime, queue_id: UUID, actor: str | None,
-                 adjusted: dict[str, Any] | None = None) -> dict[str, Any]:
+                 adjusted: dict[str, Any] | None = None) -> answers.Accepted:
     """Mark one applied result accepted; the contract's 200 body."""
     done = await rt.store.accept(queue_id, actor, adjusted)
     _check(queue_id, done)
     assert done.at is not None
     logs.event("review", queue_id=queue_id, outcome="accepted")
-    return {"queue_id": str(queue_id), "review": "accepted", "accepted_at": done.at.isoformat()}
+    return answers.Accepted(queue_id=queue_id, review="accepted", accepted_at=done.at)
 
 
-async def revert(rt: Runtime, queue_id: UUID, actor: str | None) -> dict[str, Any]:
+async def revert(rt: Runtime, queue_id: UUID, actor: str | None) -> answers.Reverted:
     """Put the submission's mark back to what it was before this row's result."""
     done = await rt.store.revert(queue_id, actor)
     _check(queue_id, done)
     assert done.at is not None
     logs.event("review", queue_id=queue_id, outcome="reverted")
-    return {"queue_id": str(queue_id), "review": "reverted", "reverted_at": done.at.isoformat()}
+    return answers.Reverted(queue_id=queue_id, review="reverted", reverted_at=done.at)
 
 
 async def review_run(rt: Runtime, assignment_id: str, action: str,
-                     actor: str | None) -> dict[str, Any]:
+                     actor: str | None) -> answers.RunAccepted | answers.RunReverted:
     """Accept or revert every unreviewed result of the assignment's latest run."""
     done, superseded = await rt.store.review_run(assignment_id, action, actor)
     logs.event("review", assignment_id=assignment_id, outcome=action, count=done)
     if action == "accept":
-        return {"accepted": done}
-    return {"reverted": done, "superseded": superseded}
+        return answers.RunAccepted(accepted=done)
+    return answers.RunReverted(reverted=done, superseded=superseded)
 
 
 async def row_review(rt: Runtime, queue_id: UUID) -> str | None:
@@ -83,9 +84,9 @@ async def row_review(rt: Runtime, queue_id: UUID) -> str | None:
     return f"{found['review']}{by} at {at.strftime('%Y-%m-%d %H:%M:%S UTC')}"
 
 
-async def history(rt: Runtime, submission_id: UUID) -> dict[str, Any]:
+async def history(rt: Runtime, submission_id: UUID) -> answers.ResultHistory:
     """A submission's applied results, newest first; NotFound for an unknown submission."""
     items = await rt.store.result_history(submission_id, MAX_HISTORY)
     if not items and not await rt.store.submission_exists(submission_id):
         raise NotFound(f"no submission {submission_id}")
-    return {"items": [r.to_json() for r in items]}
+    return answers.ResultHistory(items=[answers.AppliedResult.of(r) for r in items])

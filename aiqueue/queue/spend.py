@@ -19,6 +19,7 @@ from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
 from aiqueue.wire import EnqueueRequest
+from aiqueue.wire.answers import EnqueueEstimate, SpendCaps
 
 
 def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:
@@ -63,7 +64,7 @@ def priced(usage: dict[str, Any] | None, prices: Mapping[str, ModelPrice]
     return {**usage, "cost_usd": cost}
 
 
-async def dry_run(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
+async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     """The estimate before Mark All (CONTRACT §9c): rows, tokens, cost, ETA and the caps
     that would stop the run; writes nothing.
 
@@ -88,17 +89,14 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> dict[str, Any]:
     cost = None if row_cost is None else round(d.rows * row_cost, 6)
     avg = await rt.store.recent_processing_seconds() if d.rows else None
     eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
-    return {
-        "rows": d.rows,
-        "already_marked": d.already_marked,
-        "estimated_tokens": round(d.rows * (d.prompt_tokens + d.completion_tokens)),
-        "estimated_cost_usd": cost,
-        "eta_seconds": eta,
-        "capped": would_stop(money.pool(pool.name), d, cost),
-    }
+    return EnqueueEstimate(
+        rows=d.rows, already_marked=d.already_marked,
+        estimated_tokens=round(d.rows * (d.prompt_tokens + d.completion_tokens)),
+        estimated_cost_usd=cost, eta_seconds=eta,
+        capped=would_stop(money.pool(pool.name), d, cost))
 
 
-def would_stop(pool: PoolMoney, d: DryRun, cost: float | None) -> dict[str, float] | None:
+def would_stop(pool: PoolMoney, d: DryRun, cost: float | None) -> SpendCaps | None:
     """The caps this run's estimated cost would reach, on top of this window's spend."""
     if cost is None:
         return None
@@ -106,4 +104,5 @@ def would_stop(pool: PoolMoney, d: DryRun, cost: float | None) -> dict[str, floa
              "pool_usd_per_day": d.pool_day}
     stops = {name: cap for name, cap in pool.caps.items()
              if cap is not None and spent[name] + cost > cap}
-    return stops or None
+    # Only the caps it would reach are set, so only they are sent.
+    return SpendCaps(**stops) if stops else None

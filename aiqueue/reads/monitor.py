@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
@@ -17,6 +16,7 @@ from aiqueue.db.doctor import code_schema_version
 from aiqueue.errors import SchemaBehind, StoreError
 from aiqueue.models import Attempt, Control, PageCursor, QueueRow, Status
 from aiqueue.runtime import Runtime
+from aiqueue.wire import reads as shapes
 
 
 async def page_rows(
@@ -88,13 +88,13 @@ class Health:
     """The bearer's /healthz answer: the database and the schema (CONTRACT §9a)."""
 
     http_status: int
-    body: dict[str, Any]
+    body: shapes.Health
     retry_after: int | None = None
 
 
-def unavailable(expected: int | None = None) -> dict[str, Any]:
-    return {"status": "unavailable", "database": False,
-            "schema": {"expected": expected or code_schema_version(), "found": None}}
+def unavailable(expected: int | None = None) -> shapes.Health:
+    return shapes.Health(status="unavailable", database=False, schema=shapes.SchemaVersions(
+        expected=expected or code_schema_version(), found=None))
 
 
 async def health(rt: Runtime) -> Health:
@@ -104,15 +104,14 @@ async def health(rt: Runtime) -> Health:
         found = await rt.store.schema_version()
     except StoreError:
         return Health(503, unavailable(expected))
-    body: dict[str, Any] = {"status": "ok", "database": True,
-                            "schema": {"expected": expected, "found": found}}
+    schema = shapes.SchemaVersions(expected=expected, found=found)
     # found None: this role may not read the migrations (no check rather than no service).
     if found is not None and found < expected:
         behind = SchemaBehind(expected, found)
-        body.update(status="schema_behind", error=behind.code, detail=behind.detail,
-                    expected=expected, found=found)
-        return Health(503, body, behind.retry_after)
-    return Health(200, body)
+        return Health(503, shapes.Health(
+            status="schema_behind", database=True, schema=schema, error="schema_behind",
+            detail=behind.detail, expected=expected, found=found), behind.retry_after)
+    return Health(200, shapes.Health(status="ok", database=True, schema=schema))
 
 
 # The /ai-queue login throttle: failed logins per client address within the

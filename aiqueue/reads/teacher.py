@@ -18,6 +18,7 @@ from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.queue import enqueue, overnight, progress, review, spend
 from aiqueue.runtime import Runtime
+from aiqueue.wire import answers
 
 MAX_ROWS = 2000
 # One row the teacher is waiting on goes ahead of a class-wide run.
@@ -31,7 +32,7 @@ class ResultsPage:
     assignment_id: str
     info: AssignmentInfo | None
     rows: list[SubmissionResult]
-    progress: dict[str, Any]
+    progress: answers.RunProgress
     cursor: EventCursor
 
 
@@ -50,14 +51,30 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
                remark: bool = False, lane: wire.Lane = "live",
-               not_before: datetime | None = None, dry_run: bool = False) -> dict[str, Any]:
+               not_before: datetime | None = None) -> answers.EnqueueAccepted:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
     `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
     default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
-    then (CONTRACT §9d).  With `dry_run`, the estimate of what that would use
-    instead (CONTRACT §9c).
+    then (CONTRACT §9d).
     """
+    request = await _request(rt, assignment_id, submission_id, remark, lane, not_before)
+    if not request.submission_ids:
+        return answers.EnqueueAccepted(enqueued=0, skipped=0, already_marked=0, queue_ids=[])
+    answer, _ = await enqueue.enqueue(rt, request)
+    return answer
+
+
+async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
+                   remark: bool = False) -> answers.EnqueueEstimate:
+    """What `mark` would add and use (CONTRACT §9c); writes nothing."""
+    request = await _request(rt, assignment_id, submission_id, remark, dry_run=True)
+    return await spend.dry_run(rt, request)
+
+
+async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, remark: bool,
+                   lane: wire.Lane = "live", not_before: datetime | None = None,
+                   dry_run: bool = False) -> wire.EnqueueRequest:
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
         raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
@@ -70,15 +87,9 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
         ids, priority = [r.submission_id for r in rows], 0
     else:
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, wire.MAX_IDS)), 0
-    request = wire.EnqueueRequest(assignment_id, ids, priority, wire.payload_json(info.payload),
-                                   remark=remark, lane=lane, not_before=not_before,
-                                   dry_run=dry_run)
-    if dry_run:
-        return await spend.dry_run(rt, request)
-    if not ids:
-        return {"enqueued": 0, "skipped": 0, "already_marked": 0, "queue_ids": []}
-    answer, _ = await enqueue.enqueue(rt, request)
-    return answer
+    return wire.EnqueueRequest(assignment_id, ids, priority, wire.payload_json(info.payload),
+                               remark=remark, lane=lane, not_before=not_before,
+                               dry_run=dry_run)
 
 
 @dataclass(frozen=True)
@@ -119,8 +130,15 @@ async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> di
         "feedback": result.get("feedback"),
         "review": row.review,
         "adjusted_score": adjusted.get("score"),
-        "progress": progress.progress_item(row.progress),
+        "progress": _progress_item(row.progress),
     }
+
+
+def _progress_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    # As the function sent it (an int stays an int): the page shows it as is.
+    if not item:
+        return None
+    return {key: item.get(key) for key in ("current", "total", "message")}
 
 
 def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -141,7 +159,7 @@ def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[s
 
 
 async def review_row(rt: Runtime, assignment_id: str, submission_id: UUID, action: str,
-                     actor: str, score: str | None = None) -> dict[str, Any]:
+                     actor: str, score: str | None = None) -> answers.Accepted | answers.Reverted:
     """Accept (or adjust) or revert the result a submission's mark shows."""
     row = await rt.store.submission_result(submission_id, assignment_id)
     if row is None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 from aiqueue.errors import Invalid
 from aiqueue.models import UsageRow
 from aiqueue.runtime import Runtime
+from aiqueue.wire import dump
+from aiqueue.wire.fields import UsageBy
+from aiqueue.wire.reads import UsageLine, UsageReport, UsageTotal
 
 GROUPINGS = ("day", "assignment", "group", "model", "kind", "pool", "lane")
 MAX_DAYS = 366
@@ -36,41 +39,52 @@ def usage_range(since: str | None, until: str | None, today: date) -> tuple[date
             datetime.combine(end + timedelta(days=1), time(), UTC))
 
 
-def parse_by(value: str | None) -> str:
+def parse_by(value: str | None) -> UsageBy:
     by = value or "day"
     if by not in GROUPINGS:
         raise Invalid(f"by must be one of {', '.join(GROUPINGS)}")
-    return by
+    return cast(UsageBy, by)
 
 
 def _r(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def usage_json(row: UsageRow) -> dict[str, Any]:
-    """One item (or the total, without key) of /api/marking/usage."""
-    body: dict[str, Any] = {} if row.key is None else {"key": row.key}
+def _usage_fields(row: UsageRow) -> dict[str, Any]:
     cost = row.cost_usd if row.cost_usd is not None or row.jobs > row.unpriced_jobs else None
     if cost is None and row.jobs == 0:
         cost = 0.0
-    return {**body, "jobs": row.jobs, "prompt_tokens": row.prompt_tokens,
+    return {"jobs": row.jobs, "prompt_tokens": row.prompt_tokens,
             "completion_tokens": row.completion_tokens, "cost_usd": _r(cost, 6),
-            "unpriced_jobs": row.unpriced_jobs,
-            "avg_processing_seconds": _r(row.avg_seconds, 3),
+            "unpriced_jobs": row.unpriced_jobs, "avg_processing_seconds": _r(row.avg_seconds, 3),
             "p95_processing_seconds": _r(row.p95_seconds, 3)}
 
 
+def usage_total(row: UsageRow) -> UsageTotal:
+    """The total of /api/marking/usage (a row without key)."""
+    return UsageTotal(**_usage_fields(row))
+
+
+def usage_item(row: UsageRow, key: str) -> UsageLine:
+    """One item of /api/marking/usage: the usage under `key`."""
+    return UsageLine(key=key, **_usage_fields(row))
+
+
+def usage_json(row: UsageRow) -> dict[str, Any]:
+    """A usage line as the operator's page reads it."""
+    return dump(usage_total(row) if row.key is None else usage_item(row, row.key))
+
+
 async def report(rt: Runtime, since: str | None, until: str | None, by: str | None
-                 ) -> dict[str, Any]:
+                 ) -> UsageReport:
     """The body of GET /api/marking/usage."""
     start, end = usage_range(since, until, datetime.now(UTC).date())
     grouping = parse_by(by)
     rows = await rt.store.usage(start, end, grouping)
-    items = [usage_json(r) for r in rows if r.key is not None]
-    total = next(usage_json(r) for r in rows if r.key is None)
+    items = [usage_item(r, r.key) for r in rows if r.key is not None]
+    total = next(usage_total(r) for r in rows if r.key is None)
     last = (end - timedelta(days=1)).date()
-    return {"since": start.date().isoformat(), "until": last.isoformat(),
-            "by": grouping, "items": items, "total": total}
+    return UsageReport(since=start.date(), until=last, by=grouping, items=items, total=total)
 
 
 async def cost_summary(rt: Runtime) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from aiqueue import logs, wire
 from aiqueue.errors import KeyReused
@@ -20,6 +19,7 @@ from aiqueue.models import KeyMismatch, Replayed
 from aiqueue.models.records import ReplayFilter
 from aiqueue.runtime import Runtime
 from aiqueue.wire import requests
+from aiqueue.wire.answers import ReplayAnswer
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,19 @@ class ReplayRequest:
 
 
 async def replay(rt: Runtime, request: ReplayRequest, *, actor: str,
-                 key: str | None = None) -> tuple[dict[str, Any], bool]:
-    """Run (or dry-run) a replay: the 200 body, and whether it repeats a key's first answer."""
+                 key: str | None = None) -> tuple[ReplayAnswer, bool]:
+    """Run (or dry-run) a replay: the 200 body, and whether it repeats a key's first answer.
+
+    The answer is kept (for the key's repeats) as the mapping the store wrote, so what
+    is stored stays as it was; both are read here as the type.
+    """
     outcome = await rt.store.replay(request.where, dry_run=request.dry_run, actor=actor,
                                     key=(key, request.fingerprint) if key else None)
     match outcome:
         case KeyMismatch():
             raise KeyReused("this Idempotency-Key was used with a different body")
-        case Replayed(answer):
-            return answer, True
+        case Replayed(stored):
+            return ReplayAnswer.model_validate(stored), True
     logs.event("replay", matched=outcome.matched, replayed=outcome.replayed,
                mode="dry_run" if request.dry_run else "replay")
-    return outcome.answer(), False
+    return ReplayAnswer.model_validate(outcome.answer()), False

@@ -18,7 +18,7 @@ from aiqueue.reads import monitor, usage
 from aiqueue.reads.metrics import CONTENT_TYPE, exposition
 from aiqueue.reads.stats import read_stats
 from aiqueue.web import gate
-from aiqueue.web.http import query_int, read_json, respond, respond_as
+from aiqueue.web.http import query_int, read_json, respond
 from aiqueue.web.state import app_state, runtime
 from aiqueue.wire import answers, reads
 
@@ -30,13 +30,11 @@ async def enqueue(request: Request) -> Response:
     body = wire.EnqueueRequest.parse(await read_json(request))
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
-        return respond_as(answers.EnqueueEstimate, await spend.dry_run(rt, body))
+        return respond(await spend.dry_run(rt, body))
     answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
-        return respond_as(answers.EnqueueAccepted, answer, 202,
-                          headers={"Idempotent-Replayed": "true"})
-    return respond_as(answers.EnqueueAccepted, answer, 202,
-                        background=BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
+        return respond(answer, 202, headers={"Idempotent-Replayed": "true"})
+    return respond(answer, 202, background=BackgroundTask(loop.after_enqueue, rt, answer.enqueued))
 
 
 @gate.bearer("cron")
@@ -104,10 +102,10 @@ async def healthz(request: Request) -> Response:
     try:
         rt = await app_state(request).get(check_schema=False)
     except StoreError:
-        return respond_as(reads.Health, monitor.unavailable(), 503)
+        return respond(monitor.unavailable(), 503)
     health = await monitor.health(rt)
     headers = {"retry-after": str(health.retry_after)} if health.retry_after else None
-    return respond_as(reads.Health, health.body, health.http_status, headers=headers)
+    return respond(health.body, health.http_status, headers=headers)
 
 
 @gate.bearer("metrics")
@@ -129,21 +127,20 @@ async def accept(request: Request) -> Response:
     rt = await runtime(request)
     adjusted = review.parse_adjusted(await read_json(request, 64 * 1024, optional=True))
     done = await review.accept(rt, _queue_id(request), _actor(request), adjusted)
-    return respond_as(answers.Accepted, done)
+    return respond(done)
 
 
 @gate.bearer()
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
-    return respond_as(answers.Reverted, await review.revert(rt, _queue_id(request),
-                                                            _actor(request)))
+    return respond(await review.revert(rt, _queue_id(request), _actor(request)))
 
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     done = await review.review_run(rt, assignment_id, action, _actor(request))
-    return respond_as(answers.RunAccepted if action == "accept" else answers.RunReverted, done)
+    return respond(done)
 
 
 @gate.bearer()
@@ -160,7 +157,7 @@ async def revert_run(request: Request) -> Response:
 async def results_history(request: Request) -> Response:
     rt = await runtime(request)
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
-    return respond_as(answers.ResultHistory, await review.history(rt, submission_id))
+    return respond(await review.history(rt, submission_id))
 
 
 @gate.bearer()
@@ -168,7 +165,7 @@ async def usage_report(request: Request) -> Response:
     rt = await runtime(request)
     q = request.query_params
     report = await usage.report(rt, q.get("since"), q.get("until"), q.get("by"))
-    return respond_as(reads.UsageReport, report)
+    return respond(report)
 
 
 ROUTES = [

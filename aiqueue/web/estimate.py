@@ -4,7 +4,9 @@ and a run paused at a spend cap.  Pure helpers; the tests import them."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+
+from aiqueue.wire import dump
+from aiqueue.wire.answers import EnqueueEstimate
 
 # Which window a cap's pause waits out, in the teacher's words.
 _SPENT = {
@@ -40,22 +42,23 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def estimate_text(d: dict[str, Any]) -> str:
+def estimate_text(d: EnqueueEstimate) -> str:
     """'30 answers · about 42k tokens · about $0.18 · about 3 min' from a dry run's answer."""
-    if not d["rows"]:
+    if not d.rows:
         return "Nothing new to mark."
-    parts = [f"{d['rows']} answer{'s' if d['rows'] != 1 else ''}",
-             f"about {fmt_tokens(d['estimated_tokens'])} tokens"]
-    if d.get("estimated_cost_usd") is not None:
-        parts.append(f"about {fmt_usd(d['estimated_cost_usd'])}")
-    if d.get("eta_seconds") is not None:
-        parts.append(f"about {fmt_duration(d['eta_seconds'])}")
+    parts = [f"{d.rows} answer{'s' if d.rows != 1 else ''}",
+             f"about {fmt_tokens(d.estimated_tokens)} tokens"]
+    if d.estimated_cost_usd is not None:
+        parts.append(f"about {fmt_usd(d.estimated_cost_usd)}")
+    if d.eta_seconds is not None:
+        parts.append(f"about {fmt_duration(d.eta_seconds)}")
     return " · ".join(parts)
 
 
-def capped_text(d: dict[str, Any]) -> str:
+def capped_text(d: EnqueueEstimate) -> str:
     """What a cap the run would reach means for it ('' when none would)."""
-    capped = d.get("capped") or {}
+    # Only the caps the run would reach are set in `capped`.
+    capped = dump(d.capped) if d.capped is not None else {}
     if not capped:
         return ""
     name, usd = next(iter(capped.items()))
@@ -63,11 +66,9 @@ def capped_text(d: dict[str, Any]) -> str:
             "the rest waits, paused, until the budget renews.")
 
 
-def paused_text(resumes_at: str | datetime | None, cap: str | None) -> str:
+def paused_text(resumes_at: datetime | None, cap: str | None) -> str:
     """'paused: this hour's marking budget is spent; resumes at 14:00 UTC' ('' unpaused)."""
-    if not resumes_at:
+    if resumes_at is None:
         return ""
-    at = datetime.fromisoformat(resumes_at) if isinstance(resumes_at, str) else resumes_at
     spent = _SPENT.get(cap or "", "the marking budget is spent")
-    return f"paused: {spent}; resumes at {at.astimezone(UTC):%H:%M} UTC"
-
+    return f"paused: {spent}; resumes at {resumes_at.astimezone(UTC):%H:%M} UTC"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -19,15 +18,6 @@ MAX_BODY_BYTES = 1024 * 1024
 def respond(answer: Wire, status_code: int = 200, **kwargs: Any) -> JSONResponse:
     """An answer's type as the response body: the one place answers become JSON."""
     return JSONResponse(dump(answer), status_code=status_code, **kwargs)
-
-
-def respond_as(kind: type[Wire], body: Mapping[str, Any], status_code: int = 200,
-               **kwargs: Any) -> JSONResponse:
-    """A rule's answer that is still a mapping (the HTML pages read it too), sent as its type.
-
-    The type checks it on the way out, so the description can't drift from what is sent.
-    """
-    return respond(kind.model_validate(body), status_code, **kwargs)
 
 
 async def read_json(request: Request, limit: int = MAX_BODY_BYTES, *,

@@ -14,9 +14,8 @@ from aiqueue.queue import loop, progress
 from aiqueue.reads import live
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
-from aiqueue.web.http import bearer, require_bearer, respond_as
+from aiqueue.web.http import bearer, require_bearer, respond
 from aiqueue.web.state import app_state, runtime
-from aiqueue.wire import answers
 
 
 def configure(app: Starlette, config: live.LiveConfig) -> None:
@@ -62,8 +61,7 @@ async def submission_status(request: Request) -> Response:
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
     # Someone is waiting on this queue: if its chain broke, restart it.
     status = await progress.submission_status(rt, submission_id)
-    return respond_as(answers.SubmissionStatus, status,
-                      background=BackgroundTask(loop.after_read, rt))
+    return respond(status, background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
@@ -71,16 +69,15 @@ async def assignment_progress(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     run = await progress.assignment_progress(rt, assignment_id)
-    return respond_as(answers.RunProgress, run, background=BackgroundTask(loop.after_read, rt))
+    return respond(run, background=BackgroundTask(loop.after_read, rt))
 
 
 @gate.bearer()
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
-    return respond_as(answers.CancelAnswer,
-                      await progress.cancel_assignment(rt, assignment_id, actor="api"),
-                      background=BackgroundTask(loop.after_cancel, rt))
+    return respond(await progress.cancel_assignment(rt, assignment_id, actor="api"),
+                   background=BackgroundTask(loop.after_cancel, rt))
 
 
 ROUTES = [

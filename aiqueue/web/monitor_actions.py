@@ -104,7 +104,7 @@ async def _retry_all(rt: Runtime, actor: str, request: Request, form: dict[str, 
     # Replay by filter (CONTRACT §9e): one statement, the rows still failed only.
     where = ReplayFilter(assignment_id=_form_assignment(form))
     answer, _ = await replay.replay(rt, replay.ReplayRequest(where, False, ""), actor=actor)
-    return {"notice": "retried_all", "n": str(answer["replayed"])}
+    return {"notice": "retried_all", "n": str(answer.replayed)}
 
 
 async def _cancel_pending(rt: Runtime, actor: str, request: Request, form: dict[str, str]

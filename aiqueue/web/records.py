@@ -19,7 +19,7 @@ from aiqueue.queue import loop
 from aiqueue.records import erasure, export, replay
 from aiqueue.web import gate
 from aiqueue.web.auth import Session
-from aiqueue.web.http import query_int, read_json, respond, respond_as
+from aiqueue.web.http import query_int, read_json, respond
 from aiqueue.web.state import runtime
 from aiqueue.wire import answers
 
@@ -61,9 +61,9 @@ async def replay_failed(request: Request) -> Response:
     rt = await runtime(request)
     answer, repeated = await replay.replay(rt, body, actor="api", key=key)
     if repeated:
-        return respond_as(answers.ReplayAnswer, answer, headers={"Idempotent-Replayed": "true"})
-    kick = BackgroundTask(loop.after_action, rt) if answer["replayed"] else None
-    return respond_as(answers.ReplayAnswer, answer, background=kick)
+        return respond(answer, headers={"Idempotent-Replayed": "true"})
+    kick = BackgroundTask(loop.after_action, rt) if answer.replayed else None
+    return respond(answer, background=kick)
 
 
 @gate.session()
@@ -84,7 +84,7 @@ async def page_replay_count(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     answer, _ = await replay.replay(rt, replay.ReplayRequest(where, True, ""),
                                     actor=session.user)
-    return JSONResponse(answer)
+    return JSONResponse(wire.dump(answer))
 
 
 ROUTES = [

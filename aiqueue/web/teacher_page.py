@@ -23,6 +23,7 @@ from aiqueue.reads import teacher
 from aiqueue.web import gate
 from aiqueue.web.auth import Session
 from aiqueue.web.estimate import capped_text, estimate_text
+from aiqueue.web.http import respond
 from aiqueue.web.state import runtime
 from aiqueue.web.teacher_views import (
     MARK_TITLE,
@@ -42,10 +43,12 @@ def _assignment(request: Request) -> str:
     return wire.parse_assignment_id(request.path_params["assignment_id"])
 
 
-def _answer(request: Request, assignment_id: str, body: dict[str, Any],
+def _answer(request: Request, assignment_id: str, body: dict[str, Any] | wire.Wire,
             background: BackgroundTask | None = None) -> Response:
     # fetch() from the page asks for JSON; a plain form post goes back to the page.
     if "application/json" in request.headers.get("accept", ""):
+        if isinstance(body, wire.Wire):
+            return respond(body, background=background)
         return JSONResponse(body, background=background)
     return RedirectResponse(page_url(assignment_id), status_code=303, background=background)
 
@@ -98,8 +101,9 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     remark = form.get("remark") == "true"
     if form.get("dry_run") == "true":
         # The estimate Mark All shows before it sends (CONTRACT §9c).
-        d = await teacher.mark(rt, assignment_id, submission_id, remark, dry_run=True)
-        return JSONResponse({**d, "text": estimate_text(d), "capped_text": capped_text(d)})
+        d = await teacher.estimate(rt, assignment_id, submission_id, remark)
+        return JSONResponse({**wire.dump(d), "text": estimate_text(d),
+                             "capped_text": capped_text(d)})
     lane: wire.Lane = "batch" if form.get("lane") == "batch" else "live"
     # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
     raw_at = form.get("not_before")
@@ -108,10 +112,11 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
         raise Invalid("choose the date and time to mark at")
     answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane,
                                  not_before)
-    if not_before is not None:
-        answer = {**answer, "not_before": not_before.isoformat()}
-    return _answer(request, assignment_id, answer,
-                   BackgroundTask(loop.after_enqueue, rt, answer["enqueued"]))
+    # The page's answer says when the rows are due, beside the API's 202 body.
+    body = wire.dump(answer) | ({} if not_before is None
+                                else {"not_before": not_before.isoformat()})
+    return _answer(request, assignment_id, body,
+                   BackgroundTask(loop.after_enqueue, rt, answer.enqueued))
 
 
 @gate.form(gate.unauthorized)

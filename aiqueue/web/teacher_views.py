@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from aiqueue.models import Status, SubmissionResult
 from aiqueue.web.estimate import paused_text
+from aiqueue.wire import answers, dump
 
 STATUS_LABELS: dict[Status, str] = {
     "pending": "queued", "processing": "marking…", "completed": "marked",
@@ -58,55 +59,60 @@ def mark_text(result: dict[str, Any] | None) -> str:
     return text
 
 
-def usage_text(p: dict[str, Any]) -> str:
+def usage_text(p: answers.RunProgress) -> str:
     """'2,431 tokens · $0.0123' for the run ('' before any result; cost unknown: said so)."""
-    if not p.get("tokens") and not p.get("cost_usd") and not p.get("unpriced_jobs"):
+    if not p.tokens and not p.cost_usd and not p.unpriced_jobs:
         return ""
-    text = f"{p['tokens']:,} tokens"
-    if p.get("cost_usd") is not None:
-        text += f" · ${p['cost_usd']:.4f}"
-    if p.get("unpriced_jobs"):
-        text += f" ({p['unpriced_jobs']} without a known price)"
+    text = f"{p.tokens:,} tokens"
+    if p.cost_usd is not None:
+        text += f" · ${p.cost_usd:.4f}"
+    if p.unpriced_jobs:
+        text += f" ({p.unpriced_jobs} without a known price)"
     return text
 
 
-def review_text(p: dict[str, Any]) -> str:
+def review_text(p: answers.RunProgress) -> str:
     """'2 accepted, 1 reverted, 5 to review' over the run's applied results."""
-    r = p.get("review") or {}
-    parts = [f"{r[k]} {label}" for k, label in (("accepted", "accepted"),
-             ("reverted", "reverted"), ("unreviewed", "to review")) if r.get(k)]
+    r = p.review
+    if r is None:
+        return ""
+    parts = [f"{n} {label}" for n, label in ((r.accepted, "accepted"),
+             (r.reverted, "reverted"), (r.unreviewed, "to review")) if n]
     return ", ".join(parts)
 
 
-def progress_view(p: dict[str, Any]) -> dict[str, Any]:
-    """The progress bar: percent finished and '23 of 48 marked — about 2 min left'."""
-    total = p["total"]
-    finished = p["completed"] + p["failed"] + p["cancelled"] + p.get("expired", 0)
-    active = p["pending"] + p["processing"] > 0
-    paused = paused_text(p.get("resumes_at"), p.get("paused_by"))
+def progress_view(p: answers.RunProgress) -> dict[str, Any]:
+    """The progress bar: percent finished and '23 of 48 marked — about 2 min left'.
+
+    The run's answer as the API sends it, with the page's words beside it.
+    """
+    body = dump(p)
+    finished = p.completed + p.failed + p.cancelled + p.expired
+    active = p.pending + p.processing > 0
+    paused = paused_text(p.resumes_at, p.paused_by)
     extra = {"usage_text": usage_text(p), "review_text": review_text(p), "paused": bool(paused)}
-    if total == 0:
-        return {**p, **extra, "percent": 0, "active": False, "text": "Not marked yet."}
-    text = f"{p['completed']} of {total} marked"
-    extras = [f"{p[k]} {k}" for k in ("failed", "cancelled", "expired") if p.get(k)]
+    if p.total == 0:
+        return {**body, **extra, "percent": 0, "active": False, "text": "Not marked yet."}
+    text = f"{p.completed} of {p.total} marked"
+    extras = [f"{n} {k}" for k, n in (("failed", p.failed), ("cancelled", p.cancelled),
+                                       ("expired", p.expired)) if n]
     if extras:
         text += f" ({', '.join(extras)})"
     if paused:
         text += f" — {paused}"
-    if p.get("scheduled"):
-        text += f" — {scheduled_text(p['scheduled'], p.get('scheduled_for'))}"
+    if p.scheduled:
+        text += f" — {scheduled_text(p.scheduled, p.scheduled_for)}"
     elif active:
-        text += f" — {fmt_eta(p['estimated_remaining_seconds'])}"
-    return {**p, **extra, "percent": math.floor(100 * finished / total), "active": active,
-            "text": text}
+        text += f" — {fmt_eta(p.estimated_remaining_seconds)}"
+    return {**body, **extra, "percent": math.floor(100 * finished / p.total),
+            "active": active, "text": text}
 
 
-def scheduled_text(n: int, at: str | None) -> str:
+def scheduled_text(n: int, at: datetime | None) -> str:
     """'12 scheduled for 2026-11-27 16:00 UTC' (the page turns the time into local time)."""
-    if not at:
+    if at is None:
         return f"{n} scheduled"
-    moment = datetime.fromisoformat(at).astimezone(UTC)
-    return f"{n} scheduled for {moment:%Y-%m-%d %H:%M} UTC"
+    return f"{n} scheduled for {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def row_view(row: SubmissionResult) -> dict[str, Any]:

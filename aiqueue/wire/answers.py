@@ -191,6 +191,13 @@ class AppliedResult(Wire):
     actor: str | None
     adjusted_result: AnyObject | None = None
 
+    @classmethod
+    def of(cls, row: models.AppliedResult) -> AppliedResult:
+        """A stored applied result as the history lists it (adjusted_result always sent)."""
+        return cls(queue_id=row.queue_id, applied_at=row.applied_at, result=row.result,
+                   review=row.review, accepted_at=row.accepted_at, reverted_at=row.reverted_at,
+                   actor=row.actor, adjusted_result=row.adjusted_result)
+
 
 class ResultHistory(Wire):
     items: list[AppliedResult]

@@ -24,6 +24,7 @@ from aiqueue.queue.progress import eta_seconds, progress_json, status_json
 from aiqueue.reads.live import EventHub, LiveConfig, format_event, stream
 from aiqueue.settings import load_settings
 from aiqueue.web.teacher_views import fmt_eta, mark_text, progress_message, progress_view
+from aiqueue.wire import dump
 
 
 def event(n: int, status: str = "pending", summary: dict[str, float] | None = None
@@ -68,14 +69,14 @@ def test_status_body_by_state():
                                 running, in_flight=1)
 
     pending = status_json(st("pending", ahead=2), cap=1, avg=5.0)
-    assert pending["queue_position"] == 3 and pending["estimated_wait_seconds"] == 20.0
+    assert pending.queue_position == 3 and pending.estimated_wait_seconds == 20.0
     busy = status_json(st("processing", running=2.0), cap=1, avg=5.0)
-    assert busy["queue_position"] == 0 and busy["estimated_wait_seconds"] == 3.0
+    assert busy.queue_position == 0 and busy.estimated_wait_seconds == 3.0
     late = status_json(st("processing", running=9.0), cap=1, avg=5.0)
-    assert late["estimated_wait_seconds"] == 0.0
+    assert late.estimated_wait_seconds == 0.0
     for final in ("completed", "failed", "cancelled"):
         body = status_json(st(final), cap=1, avg=5.0)
-        assert body["queue_position"] is None and body["estimated_wait_seconds"] is None
+        assert body.queue_position is None and body.estimated_wait_seconds is None
 
 
 def test_progress_text_and_percent():
@@ -87,7 +88,7 @@ def test_progress_text_and_percent():
     assert body["percent"] == 56 and body["active"]
     done = RunProgress(uuid.uuid4(), 48, 0, 0, 48, 0, 0, None, None, 0)
     assert progress_view(progress_json(done, 1, 6.0)) == {
-        **progress_json(done, 1, 6.0), "percent": 100, "active": False,
+        **dump(progress_json(done, 1, 6.0)), "percent": 100, "active": False,
         "text": "48 of 48 marked", "usage_text": "", "review_text": "", "paused": False}
     assert fmt_eta(None) == "estimating time left" and fmt_eta(20) == "less than a minute left"
     assert mark_text({"score": 7.0, "max_score": 10}) == "7 / 10" and mark_text(None) == ""

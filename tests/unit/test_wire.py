@@ -13,9 +13,10 @@ from jsonschema import Draft202012Validator
 from aiqueue.errors import Invalid
 from aiqueue.models import EventCursor, QueueId, RunProgress, SubmissionId, SubmissionStatus
 from aiqueue.models import MarkingEvent as ModelEvent
+from aiqueue.models.records import ReplayOutcome
 from aiqueue.models.review import UsageRow
 from aiqueue.queue.progress import progress_json, status_json
-from aiqueue.reads.usage import usage_json
+from aiqueue.reads.usage import usage_item, usage_total
 from aiqueue.web.openapi import document
 from aiqueue.wire import answers, dump, parse, reads
 from aiqueue.wire.answers import ProcessStep, QueuePage, QueueRow, RetryAnswer
@@ -130,16 +131,40 @@ def test_the_description_refuses_what_the_types_refuse() -> None:
     assert conforms("AcceptBody", {"extra": 1})
 
 
-def sent_as(kind: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """What web/http.respond_as sends for a rule's mapping: it must drop nothing."""
-    sent: dict[str, Any] = json.loads(json.dumps(dump(kind.model_validate(body))))
-    assert set(sent) == set(body), kind
-    return sent
+def test_the_replay_answer_sends_what_the_store_keeps() -> None:
+    # The store keeps the mapping for an Idempotency-Key's repeats; the type sends it as is.
+    for outcome, body in [
+        (ReplayOutcome(3, 3, 0, True),
+         {"matched": 3, "replayed": 0, "dry_run": True, "would_replay": 3}),
+        (ReplayOutcome(3, 2, 2, False), {"matched": 3, "replayed": 2}),
+    ]:
+        stored = json.loads(json.dumps(outcome.answer()))
+        assert stored == body
+        sent = json.loads(json.dumps(dump(answers.ReplayAnswer.model_validate(stored))))
+        assert sent == body and conforms("ReplayAnswer", sent) == []
 
 
-def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
-    # The rules the HTML pages share (status, progress, usage) still build mappings;
-    # respond_as sends them as their type, and the description says what that is.
+def test_the_usage_report_sends_its_lines_and_total() -> None:
+    line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
+    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
+    report = reads.UsageReport(since=NOW.date(), until=NOW.date(), by="assignment",
+                               items=[usage_item(line, "hw")], total=usage_total(total))
+    sent = json.loads(json.dumps(dump(report)))
+    assert sent == {
+        "items": [{"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": None,
+                   "unpriced_jobs": 1, "avg_processing_seconds": 1.5,
+                   "p95_processing_seconds": 2.0, "key": "hw"}],
+        "total": {"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": 0.25,
+                  "unpriced_jobs": 0, "avg_processing_seconds": None,
+                  "p95_processing_seconds": None},
+        "since": "2026-11-24", "until": "2026-11-24", "by": "assignment"}
+    assert conforms("UsageReport", sent) == []
+
+
+def test_status_and_progress_send_every_field_they_always_sent() -> None:
+    # The rules build the types; what goes out is the shape the mappings had: the same
+    # fields (null where nothing applies, `progress` only while processing), times
+    # spelled by isoformat.
     pending = SubmissionStatus(QueueId(uuid.uuid4()), "pending", 1, 2, None, in_flight=1,
                                resumes_at=NOW, paused_by="group_usd_per_hour",
                                scheduled_for=NOW)
@@ -148,21 +173,25 @@ def test_answers_still_built_as_mappings_pass_their_type_unchanged() -> None:
     run = RunProgress(uuid.uuid4(), total=4, pending=1, processing=1, completed=2, failed=0,
                       cancelled=0, last_position=1, youngest_running_seconds=1.0, in_flight=1,
                       cost_usd=0.5, resumes_at=NOW, paused_by="pool_usd_per_day")
-    line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
-    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
-    for kind, name, body in [
-        (answers.SubmissionStatus, "SubmissionStatus", status_json(pending, 1, 5.0)),
-        (answers.SubmissionStatus, "SubmissionStatus", status_json(running, 1, 5.0)),
-        (answers.RunProgress, "RunProgress", progress_json(run, 1, 5.0)),
-        (answers.ReplayAnswer, "ReplayAnswer", {"matched": 3, "replayed": 0, "dry_run": True,
-                                                "would_replay": 3}),
-        (reads.UsageReport, "UsageReport", {"since": "2026-11-01", "until": "2026-11-24",
-                                            "by": "assignment", "items": [usage_json(line)],
-                                            "total": usage_json(total)}),
-    ]:
-        sent = sent_as(kind, body)
-        assert sent == json.loads(json.dumps(body)), name
-        assert conforms(name, sent) == [], name
+    status_fields = {"queue_id", "status", "attempts", "queue_position", "review",
+                     "estimated_wait_seconds", "scheduled_for", "waiting_for", "resumes_at",
+                     "paused_by"}
+    sent = json.loads(json.dumps(dump(status_json(pending, 1, 5.0))))
+    assert set(sent) == status_fields and sent["review"] is None
+    assert sent["resumes_at"] == sent["scheduled_for"] == "2026-11-24T09:00:00+00:00"
+    assert sent["waiting_for"] == "spend_cap" and sent["queue_position"] == 3
+    sent_running = json.loads(json.dumps(dump(status_json(running, 1, 5.0))))
+    assert set(sent_running) == status_fields | {"progress"}
+    assert sent_running["progress"] == {"current": 1, "total": 2, "message": "m"}
+    assert sent_running["resumes_at"] is None and sent_running["scheduled_for"] is None
+    sent_run = json.loads(json.dumps(dump(progress_json(run, 1, 5.0))))
+    assert set(sent_run) == set(answers.RunProgress.model_fields)
+    assert sent_run["resumes_at"] == "2026-11-24T09:00:00+00:00"
+    assert sent_run["review"] == {"accepted": 0, "reverted": 0, "unreviewed": 0}
+    assert sent_run["run_id"] == str(run.run_id) and sent_run["scheduled_for"] is None
+    for name, body in [("SubmissionStatus", sent), ("SubmissionStatus", sent_running),
+                       ("RunProgress", sent_run)]:
+        assert conforms(name, body) == [], name
 
 
 def test_live_events_are_what_the_description_says() -> None:
