@@ -23,18 +23,23 @@ def app_env(db_url: str, **target: str) -> dict[str, str]:
             "QUEUE_TICK_SECONDS": "1", **target}
 
 
+async def enqueue_through(app: AppProcess, ids: list[Any], assignment: str) -> None:
+    """Enqueue the submissions through the real app's API (the app is running)."""
+    async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
+        r = await client.post("/api/marking/enqueue", headers={
+            "authorization": f"Bearer {SECRET}"}, json={
+            "assignment_id": assignment, "submission_ids": [str(i) for i in ids],
+            "payload": {"rubric": "- names the key idea", "max_score": 5}})
+        assert r.status_code == 202, r.text
+
+
 async def run_queue(app: AppProcess, conn: asyncpg.Connection, n: int) -> dict[str, Any]:
     """Enqueue n submissions through the real app and wait until none is live."""
     ids = await add_submissions(conn, n, "hw-native")
     app.start()
     try:
-        async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
-            r = await client.post("/api/marking/enqueue", headers={
-                "authorization": f"Bearer {SECRET}"}, json={
-                "assignment_id": "hw-native", "submission_ids": [str(i) for i in ids],
-                "payload": {"rubric": "- names the key idea", "max_score": 5}})
-            assert r.status_code == 202, r.text
-            await drain(conn, timeout=120)
+        await enqueue_through(app, ids, "hw-native")
+        await drain(conn, timeout=120)
     finally:
         app.stop()
     rows = await conn.fetch("SELECT status, last_error FROM ai_marking_queue")

@@ -28,7 +28,7 @@ from aiqueue.target_settings import LambdaTarget
 from tests.conftest import SECRET, add_submissions
 from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, Fate, LambdaProxy, MotoLambda
 from tests.e2e.servers import AppProcess, drain, free_port, run_asgi
-from tests.e2e.targets_kit import DO_KEY, NAMESPACE, do_target, lambda_target
+from tests.e2e.targets_kit import DO_KEY, NAMESPACE, do_target, enqueue_through, lambda_target
 
 pytestmark = pytest.mark.e2e
 
@@ -63,16 +63,11 @@ async def mark_one(app: AppProcess, conn: asyncpg.Connection,
     ids = await add_submissions(conn, 1, "hw-dead")
     app.start()
     try:
-        async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
-            r = await client.post("/api/marking/enqueue", headers={
-                "authorization": f"Bearer {SECRET}"}, json={
-                "assignment_id": "hw-dead", "submission_ids": [str(i) for i in ids],
-                "payload": {"rubric": "- names the key idea", "max_score": 5}})
-            assert r.status_code == 202, r.text
-            await drain(conn, timeout=60)
-            deadline = time.monotonic() + 10
-            while not settled() and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+        await enqueue_through(app, ids, "hw-dead")
+        await drain(conn, timeout=60)
+        deadline = time.monotonic() + 10
+        while not settled() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
     finally:
         app.stop()
 
