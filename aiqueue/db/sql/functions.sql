@@ -1347,6 +1347,9 @@ LANGUAGE plpgsql AS $$
 DECLARE
     c record;
 BEGIN
+    -- Counters and spend windows (the pool's day among them) are the claim's rows
+    -- too: its lock first, so they are locked in its order (aiqueue 0023).
+    PERFORM aiqueue_claim_lock();
     -- One group at a time, in key order, as the claim and the enqueue lock groups.
     FOR c IN
         SELECT r.pool, r.priority, r.grp, sum(r.tokens) AS tokens, sum(r.usd) AS usd,
