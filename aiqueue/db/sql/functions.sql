@@ -1280,6 +1280,27 @@ BEGIN
 END
 $$;
 
+-- What a dispatch (or a pack) charged a group is given back: its turn counter,
+-- and its spend windows when money was charged. Counter and spend windows are
+-- the claim's rows too: a caller that gives money back holds the claim's lock
+-- first, so they are locked in its order (aiqueue 0023).
+CREATE OR REPLACE FUNCTION aiqueue_uncharge(p_pool text, p_priority integer, p_group text,
+                                            p_tokens float8, p_usd float8,
+                                            p_charged_at timestamptz, p_ids uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET counter = f.counter - p_tokens
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
+    IF p_usd IS NOT NULL THEN
+        PERFORM aiqueue_spend_correct(p_pool, p_group, -p_usd, p_charged_at);
+        UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
+        WHERE f.pool = p_pool AND f.group_key = p_group AND f.capped_until IS NOT NULL;
+    END IF;
+    UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
+    WHERE q.queue_id = ANY (p_ids);
+END
+$$;
+
 -- A refused dispatch used no tokens: its charge is given back.
 CREATE OR REPLACE FUNCTION aiqueue_money_refund(p_queue_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -1292,20 +1313,11 @@ BEGIN
     IF NOT FOUND OR r.charged_tokens IS NULL THEN
         RETURN;
     END IF;
-    -- Counter and spend windows are the claim's rows too: its lock first, so
-    -- they are locked in its order (aiqueue 0023).
     IF r.charged_usd IS NOT NULL THEN
         PERFORM aiqueue_claim_lock();
     END IF;
-    UPDATE ai_marking_fair f SET counter = f.counter - r.charged_tokens
-    WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
-    IF r.charged_usd IS NOT NULL THEN
-        PERFORM aiqueue_spend_correct(r.pool, r.grp, -r.charged_usd, r.charged_at);
-        UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
-        WHERE f.pool = r.pool AND f.group_key = r.grp AND f.capped_until IS NOT NULL;
-    END IF;
-    UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
-    WHERE q.queue_id = p_queue_id;
+    PERFORM aiqueue_uncharge(r.pool, r.priority, r.grp, r.charged_tokens, r.charged_usd,
+                             r.charged_at, ARRAY[p_queue_id]);
 END
 $$;
 
@@ -1335,6 +1347,9 @@ LANGUAGE plpgsql AS $$
 DECLARE
     c record;
 BEGIN
+    -- Counters and spend windows (the pool's day among them) are the claim's rows
+    -- too: its lock first, so they are locked in its order (aiqueue 0023).
+    PERFORM aiqueue_claim_lock();
     -- One group at a time, in key order, as the claim and the enqueue lock groups.
     FOR c IN
         SELECT r.pool, r.priority, r.grp, sum(r.tokens) AS tokens, sum(r.usd) AS usd,
@@ -1364,13 +1379,18 @@ END
 $$;
 
 -- Rows leave batch `p_batch` unpaid (`p_ids`; NULL: all it still holds): what
--- packing charged them is given back, one group at a time (as aiqueue_money_refund
--- does for one row), so that a batch of thousands is one short statement.
+-- packing charged them is given back, one group at a time (aiqueue_uncharge, as
+-- for one refused row), so that a batch of thousands is one short statement.
 CREATE OR REPLACE FUNCTION aiqueue_batch_refund(p_batch bigint, p_ids uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     c record;
 BEGIN
+    IF EXISTS (SELECT FROM ai_marking_queue q
+               WHERE q.batch_id = p_batch AND q.status = 'processing'
+                 AND q.charged_usd IS NOT NULL) THEN
+        PERFORM aiqueue_claim_lock();
+    END IF;
     FOR c IN
         SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
                sum(q.charged_tokens) AS tokens, sum(q.charged_usd) AS usd,
@@ -1380,15 +1400,8 @@ BEGIN
           AND (p_ids IS NULL OR q.queue_id = ANY (p_ids))
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
-        UPDATE ai_marking_fair f SET counter = f.counter - c.tokens
-        WHERE f.pool = c.pool AND f.priority = c.priority AND f.group_key = c.grp;
-        IF c.usd IS NOT NULL THEN
-            PERFORM aiqueue_spend_correct(c.pool, c.grp, -c.usd, c.charged_at);
-            UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
-            WHERE f.pool = c.pool AND f.group_key = c.grp AND f.capped_until IS NOT NULL;
-        END IF;
-        UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
-        WHERE q.queue_id = ANY (c.ids);
+        PERFORM aiqueue_uncharge(c.pool, c.priority, c.grp, c.tokens, c.usd, c.charged_at,
+                                 c.ids);
     END LOOP;
 END
 $$;
