@@ -20,7 +20,7 @@ from typing import Any
 from aiqueue import logs
 from aiqueue.batch.connect import connect
 from aiqueue.batch.function import FunctionModes
-from aiqueue.batch.lane import Lane, LaneConfig, StepReport, live_estimate
+from aiqueue.batch.pack import LaneConfig, Packer, StepReport, live_estimate
 from aiqueue.batch.poll import step
 from aiqueue.config import BATCH_SHARE, Pool
 from aiqueue.dispatch.invoke import dispatch_body
@@ -93,12 +93,12 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
     pool = rt.settings.queue.pools[config.pool]
     assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
     provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
-    lane = Lane(store=rt.store, provider=provider,
+    packer = Packer(store=rt.store, provider=provider,
                 modes=lambda kind: FunctionModes(rt.http, rt.settings.for_kind(kind)),
                 settle=lambda items: settle(rt, items, pool.name),
                 job_body=lambda row: job_body(rt, row), config=config)
     try:
-        report = await step(lane, now)
+        report = await step(packer, now)
     finally:
         await provider.aclose()
     await rt.store.batch_prune(BATCH_RECORDS_KEPT)

@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue import wire
-from aiqueue.batch.lane import live_estimate
+from aiqueue.batch.pack import live_estimate
 from aiqueue.config import DEFAULT_KIND
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
