@@ -133,6 +133,7 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
     """queue/overnight.py: the lane's statements, and its results applied as callbacks."""
 
     async def batch_prune(self, older_than: float) -> None: ...
+    async def batch_next_look(self) -> float | None: ...
 
 
 class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, DeliveryStore,

@@ -62,6 +62,33 @@ class BatchQueries(Gateway):
     async def batch_abandon(self, batch_id: int, error: str) -> bool:
         return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
 
+    async def batch_tag(self, batch_id: int) -> str:
+        return str(await self._fetchval("batch_tag", batch_id))
+
+    async def batch_intent(self, batch_id: int, lines: int, files: Sequence[str]) -> bool:
+        return bool(await self._write("batch_intent", batch_id, lines, list(files)))
+
+    async def batch_unsure(self, batch_id: int, error: str) -> None:
+        await self._write("batch_unsure", batch_id, error, idempotent=True)
+
+    async def batch_clear(self, batch_id: int, error: str, files: Sequence[str],
+                          look_in: float) -> bool:
+        return bool(await self._write("batch_clear", batch_id, error, list(files), look_in,
+                                      idempotent=True))
+
+    async def batch_withdrawn(self, batch_id: int, provider_batch_id: str,
+                              files: Sequence[str]) -> None:
+        await self._write("batch_withdrawn", batch_id, provider_batch_id, list(files),
+                          idempotent=True)
+
+    async def batch_pending(self, batch_id: int) -> tuple[int, datetime | None]:
+        row = (await self._fetch("batch_pending", batch_id))[0]
+        return int(row["n"]), row["deadline"]
+
+    async def batch_backlog(self, pool: str) -> tuple[int, int | None]:
+        row = (await self._fetch("batch_backlog", pool))[0]
+        return int(row["backlog"]), row["learned"]
+
     async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]:
         return [LaneBatch.from_row(r) for r in await self._fetch("batch_stale", pool,
                                                                  older_than)]
@@ -103,6 +130,10 @@ class BatchQueries(Gateway):
 
     async def batch_prune(self, older_than: float) -> None:
         await self._write("batch_prune", older_than, idempotent=True)
+
+    async def batch_next_look(self) -> float | None:
+        value = await self._fetchval("batch_next_look")
+        return None if value is None else float(value)
 
     async def batch_open_count(self) -> int:
         return int(await self._fetchval("batch_open_count"))

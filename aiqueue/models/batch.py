@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from aiqueue.models.queue import QueueId, Row, SubmissionId
 
-BatchState = Literal["submitting", "submitted", "cancelling", "ended", "done", "abandoned"]
+BatchState = Literal["submitting", "submitted", "cancelling", "ended", "done", "abandoned",
+                     "clearing"]
 
 
 @dataclass(frozen=True)
@@ -24,12 +25,17 @@ class LaneBatch:
     state: BatchState
     rows: int
     created_at: float
+    # what its provider objects are tagged with (aiqueue_batch_tag)
+    tag: str = ""
+    # why its creation went wrong, if it did (a content-free code)
+    error: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> LaneBatch:
         return cls(id=row["id"], provider=row["provider"], model=row["model"],
                    provider_batch_id=row["provider_batch_id"], files=tuple(row["files"] or ()),
-                   state=row["state"], rows=row["rows"], created_at=float(row["created_at"]))
+                   state=row["state"], rows=row["rows"], created_at=float(row["created_at"]),
+                   tag=row["tag"], error=row["error"])
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class BatchRow:
     held: bool = True
     # what the row asks for: its kind's function renders and parses its line
     kind: str = "mark"
+    # the row has not ended (False: completed, failed or cancelled since)
+    open: bool = True
 
     @property
     def custom_id(self) -> str:
@@ -63,7 +71,8 @@ class BatchRow:
                    dispatch_seq=row["dispatch_seq"], deadline=row["deadline"],
                    payload=json.loads(row["payload"]), content=row["content"],
                    held=bool(row["held"]) if "held" in row.keys() else True,
-                   kind=row["kind"] if "kind" in row.keys() else "mark")
+                   kind=row["kind"] if "kind" in row.keys() else "mark",
+                   open=bool(row["open"]) if "open" in row.keys() else True)
 
 
 @dataclass(frozen=True)

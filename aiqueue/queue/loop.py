@@ -19,7 +19,7 @@ from aiqueue.models import Job
 from aiqueue.money import Money
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import hold, housekeeping
+from aiqueue.queue import hold, housekeeping, overnight
 from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
 
@@ -81,8 +81,9 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
                                plan=s.queue.plan, money=Money.of(s))
     busy = await _hand_out(rt, step, job)
-    if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
-                    dispatched=step.dispatched, recovered=step.recovered):
+    fell_back = await _lane(rt, step, force)
+    if should_chain(more=(job is not None and job.more) or fell_back > 0, busy=busy,
+                    freed=freed, dispatched=step.dispatched, recovered=step.recovered):
         await _chain(rt, step)
     return step
 
@@ -102,7 +103,8 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
         job = None
     busy = await _hand_out(rt, step, job)
     await _housekeeping(rt, step, force=False)
-    more = (job is not None and job.more) or step.recovered > 0
+    fell_back = await _lane(rt, step, force=False)
+    more = (job is not None and job.more) or step.recovered > 0 or fell_back > 0
     # With several pools the claim may have filled another pool's slot than the
     # one the result freed: that one is then refilled only by a chain.
     freed = receipt.freed if rt.settings.queue.single else 0
@@ -128,6 +130,15 @@ async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -
     return isinstance(outcome, dispatch.Busy)
 
 
+async def _lane(rt: Runtime[LoopStore], step: StepResult, force: bool) -> int:
+    """The overnight lane's step, after the live dispatch (a sync job: beside its call);
+    the rows it sent live, which a chain then claims."""
+    if step.sync_job is not None:
+        overnight.defer(rt, force)
+        return 0
+    return await overnight.run_if_due(rt, force)
+
+
 async def _chain(rt: Runtime[LoopStore], step: StepResult) -> None:
     step.chained = await dispatch.chain(rt.http, rt.settings)
     logs.event("chain", chained=step.chained)
@@ -141,11 +152,13 @@ async def _housekeeping(rt: Runtime[LoopStore], step: StepResult, force: bool) -
 
 async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     """Sync mode: the function's answer is the result item; apply it like a callback."""
-    await send_sync(rt, job)
+    # A lane step this step deferred runs beside the call, not before it.
+    fell_back = (await asyncio.gather(send_sync(rt, job), overnight.run_deferred(rt)))[1]
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
     s = rt.settings
-    more = await rt.store.can_claim(s.max_in_flight, s.breaker_threshold, s.queue.plan)
+    more = fell_back > 0 or await rt.store.can_claim(s.max_in_flight, s.breaker_threshold,
+                                                     s.queue.plan)
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 

@@ -103,18 +103,74 @@ history AS (
 SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_abandon --
--- A batch the provider never created (or whose creation failed): ended.
+-- A batch the provider never created (or whose creation failed), or one whose
+-- clearing is over: ended.
 UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
+WHERE id = $1 AND state IN ('submitting', 'clearing')
+RETURNING id;
+
+-- batch_tag --
+-- The tag a batch's provider objects carry (aiqueue_batch_tag).
+SELECT aiqueue_batch_tag($1::bigint);
+
+-- batch_intent --
+-- About to ask the provider to create: the lines sent ($2) and the files it
+-- keeps already ($3), recorded first, so a lost answer is looked for by them.
+-- Only while the record still says 'submitting' (a reconcile may have won).
+UPDATE ai_marking_batches SET rows = $2, files = $3::text[], submitted_at = now()
 WHERE id = $1 AND state = 'submitting'
 RETURNING id;
 
+-- batch_unsure --
+-- A create whose answer was lost ($2: its code): the next step's reconcile
+-- looks for the batch by its tag at once, not after the grace.
+UPDATE ai_marking_batches SET error = $2 WHERE id = $1 AND state = 'submitting';
+
+-- batch_clear --
+-- The record's rows go back to waiting, but the provider may keep files ($3)
+-- or a batch of it: later steps look for them from $4 seconds on, and delete.
+UPDATE ai_marking_batches
+SET state = 'clearing', error = $2, files = $3::text[],
+    look_after = now() + make_interval(secs => $4::float8)
+WHERE id = $1 AND state IN ('submitting', 'clearing', 'abandoned')
+RETURNING id;
+
+-- batch_withdrawn --
+-- A provider batch holding none of the record's rows any more (a reconcile
+-- gave them back, or found it late): cancelled, looked at like any cancelled
+-- batch until it has ended and is deleted.
+UPDATE ai_marking_batches
+SET state = 'cancelling', provider_batch_id = $2, files = $3::text[],
+    submitted_at = coalesce(submitted_at, now()), look_after = now()
+WHERE id = $1 AND state IN ('submitting', 'clearing', 'abandoned');
+
+-- batch_pending --
+-- A batch's unresolved rows and their nearest deadline (the fallback's figures).
+SELECT count(*) AS n, min(deadline) AS deadline
+FROM ai_marking_queue WHERE batch_id = $1 AND status = 'processing';
+
+-- batch_backlog --
+-- The live rows waiting in pool $1 (a batch's rows that go live queue behind
+-- them) and its learned in-flight limit L (NULL: at its cap).
+SELECT (SELECT count(*) FROM ai_marking_queue
+        WHERE pool = $1 AND status = 'pending' AND (lane = 'live' OR run_after <= now()))
+           AS backlog,
+       (SELECT in_flight_limit FROM ai_queue_control WHERE pool = $1) AS learned;
+
 -- batch_stale --
--- Batches still 'submitting' after $2 seconds: their step crashed or is stuck
--- between recording and creating (reconciled by the next step).
-SELECT id, provider, model, provider_batch_id, files, state, rows,
-       date_part('epoch', created_at) AS created_at
+-- Records to reconcile: still 'submitting' $2 seconds after their intent
+-- (their step crashed or is stuck between recording and creating) or after
+-- a create whose answer was lost (error set); and 'clearing' ones due for a
+-- look.  created_at is the intent's time (what a lost create is found by).
+SELECT id, provider, model, provider_batch_id, files, state, rows, error,
+       aiqueue_batch_tag(id) AS tag,
+       date_part('epoch', coalesce(submitted_at, created_at)) AS created_at
 FROM ai_marking_batches
-WHERE pool = $1 AND state = 'submitting' AND created_at < now() - make_interval(secs => $2::float8)
+WHERE pool = $1
+  AND ((state = 'submitting'
+        AND (error IS NOT NULL
+             OR coalesce(submitted_at, created_at) < now() - make_interval(secs => $2::float8)))
+       OR (state = 'clearing' AND look_after <= now()))
 ORDER BY id
 LIMIT 20;
 
@@ -130,8 +186,8 @@ WITH due AS (
 )
 UPDATE ai_marking_batches b SET look_after = now() + make_interval(secs => $2::float8)
 FROM due WHERE b.id = due.id
-RETURNING b.id, b.provider, b.model, b.provider_batch_id, b.files, b.state, b.rows,
-          date_part('epoch', b.created_at) AS created_at;
+RETURNING b.id, b.provider, b.model, b.provider_batch_id, b.files, b.state, b.rows, b.error,
+          aiqueue_batch_tag(b.id) AS tag, date_part('epoch', b.created_at) AS created_at;
 
 -- batch_rows --
 -- The rows a batch still holds (those not yet resolved), with what the
@@ -224,6 +280,13 @@ FROM (SELECT started_at, ended_at FROM ai_marking_attempts
         AND (dispatch_ref IS NULL OR dispatch_ref NOT LIKE 'batch:%')
       ORDER BY id DESC LIMIT 200) a;
 
+-- batch_next_look --
+-- Seconds until the next look at any open batch is due (NULL: none open).
+SELECT date_part('epoch', min(look_after) - now())
+FROM ai_marking_batches
+WHERE state IN ('submitted', 'cancelling', 'ended', 'clearing')
+   OR (state = 'submitting' AND error IS NOT NULL);
+
 -- batch_open_count --
 -- What the provider may still keep of this app's: batches not done.
 SELECT count(*) FROM ai_marking_batches WHERE state NOT IN ('done', 'abandoned');
@@ -236,7 +299,8 @@ SELECT a.queue_id, a.dispatch_seq, a.attempt AS attempts, q.submission_id, q.ass
        q.deadline, q.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content,
        $1::bigint AS batch_id,
        (q.batch_id = $1 AND q.status = 'processing' AND q.dispatch_seq = a.dispatch_seq)
-           AS held
+           AS held,
+       q.status IN ('pending', 'processing') AS open
 FROM ai_marking_attempts a
 JOIN ai_marking_queue q ON q.queue_id = a.queue_id
 JOIN submissions s ON s.id = q.submission_id

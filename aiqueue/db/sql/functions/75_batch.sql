@@ -84,3 +84,12 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- The tag a batch's provider objects carry (OpenAI: the batch's metadata and the
+-- input file's name): the deployment's own id (aiqueue_meta, migration 0025)
+-- and the record's, so that no other deployment on the same account matches it.
+CREATE OR REPLACE FUNCTION aiqueue_batch_tag(p_batch bigint) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT 'aiqueue-' || coalesce((SELECT left(value, 16) FROM aiqueue_meta
+                                   WHERE key = 'deployment'), 'local') || '-' || p_batch
+$$;
