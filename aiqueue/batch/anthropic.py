@@ -9,7 +9,7 @@ as for OpenAI.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Literal, TypeVar
 
 import anthropic
@@ -65,14 +65,18 @@ class AnthropicBatches:
     async def check(self) -> None:
         await _call(lambda: self.client.messages.batches.list(limit=1))
 
-    async def find(self, tag: str, count: int, since: float) -> Handle | None:
+    async def find(self, tag: str, count: int, since: float,
+                   known: Collection[str] = ()) -> Handle | None:
         """A batch with `count` requests created just after `since` that the lane never recorded.
 
         Message batches carry no metadata, so the lane's record (made before the
-        create) gives the time, and the request count confirms it.
+        create) gives the time, and the request count confirms it; a batch the lane
+        has recorded (`known`) is never taken for a lost one.
         """
         page = await _call(lambda: self.client.messages.batches.list(limit=100))
         for batch in page.data:
+            if batch.id in known:
+                continue  # the lane's own, recorded
             created = batch.created_at.timestamp()
             counts = batch.request_counts
             total = (counts.processing + counts.succeeded + counts.errored + counts.canceled

@@ -52,7 +52,8 @@ async def apply(packer: Packer, batch: LaneBatch, polled: Polled, report: StepRe
         report.errors.append("batch_failed")
         return "done"
     found = _sort(lines, outcomes, cancelled=batch.state == "cancelling")
-    if outcomes and not found.ours:
+    # (A batch whose rows were all erased has no lines left to tell by: it is ours.)
+    if outcomes and lines and not found.ours:
         return "not_ours"
     for at in range(0, len(found.answered), CHUNK):
         if at and packer.left() <= 0:

@@ -7,7 +7,7 @@ become content-free codes (provider.py: `sdk_call`, `unanswered`).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 import openai
@@ -62,10 +62,11 @@ class OpenAIBatches:
             metadata={TAG_KEY: tag}))
         return Handle(batch.id, tuple(files))
 
-    async def find(self, tag: str, count: int, since: float) -> Handle | None:
+    async def find(self, tag: str, count: int, since: float,
+                   known: Collection[str] = ()) -> Handle | None:
         page = await _call(lambda: self.client.batches.list(limit=100))
         for batch in page.data:
-            if (batch.metadata or {}).get(TAG_KEY) == tag:
+            if (batch.metadata or {}).get(TAG_KEY) == tag and batch.id not in known:
                 return Handle(batch.id).with_files(batch.input_file_id, batch.output_file_id,
                                                    batch.error_file_id)
         return None

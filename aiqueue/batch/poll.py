@@ -121,7 +121,8 @@ async def _unreadable(packer: Packer, batch: LaneBatch, report: StepReport, now:
         await packer.store.batch_mark(batch.id, "ended", batch.files, packer.config.poll_seconds)
         return  # its rows are applied; the deletion is asked again
     gone = code == "provider_http_404"
-    until = 0.0 if gone else await fallback_in(packer, batch, now, 0.0)
+    margin = packer.config.margin_seconds if batch.state == "submitted" else 0.0
+    until = 0.0 if gone else await fallback_in(packer, batch, now, margin)
     if until > 0:
         await packer.store.batch_mark(batch.id, batch.state, batch.files,
                                       _next_look(packer.config, until))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -158,8 +158,10 @@ class Provider(Protocol):
         """Create a batch of `lines` (already in `files`, if the provider takes files)."""
         ...
 
-    async def find(self, tag: str, count: int, since: float) -> Handle | None:
-        """A batch this deployment created with `tag` whose creation was never recorded."""
+    async def find(self, tag: str, count: int, since: float,
+                   known: Collection[str] = ()) -> Handle | None:
+        """A batch this deployment created with `tag` whose creation was never recorded
+        (`known`: the provider ids the lane has recorded, never one of them)."""
         ...
 
     async def leftovers(self, tag: str) -> tuple[str, ...]:

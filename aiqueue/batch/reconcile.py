@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from aiqueue.batch.pack import Packer, StepReport, give_back, withdraw
-from aiqueue.batch.provider import ProviderError
+from aiqueue.batch.provider import Handle, ProviderError
 from aiqueue.models.batch import LaneBatch
 
 
@@ -36,7 +36,7 @@ async def reconcile(packer: Packer, report: StepReport) -> None:
 
 async def _settle(packer: Packer, batch: LaneBatch, report: StepReport) -> None:
     rows = await packer.store.batch_rows(batch.id)
-    found = await packer.provider.find(batch.tag, batch.rows, batch.created_at)
+    found = await _find(packer, batch)
     if found is not None and rows:
         await packer.store.batch_submitted(batch.id, found.batch_id, found.files,
                                            packer.config.poll_seconds)
@@ -50,7 +50,7 @@ async def _settle(packer: Packer, batch: LaneBatch, report: StepReport) -> None:
 async def _clear(packer: Packer, batch: LaneBatch, report: StepReport) -> None:
     """Look again for what the provider may keep of a given-back record, and delete it."""
     cfg, provider = packer.config, packer.provider
-    found = await provider.find(batch.tag, batch.rows, batch.created_at)
+    found = await _find(packer, batch)
     if found is not None:
         await withdraw(packer, batch.id, found.batch_id, found.files)
         return
@@ -64,3 +64,8 @@ async def _clear(packer: Packer, batch: LaneBatch, report: StepReport) -> None:
     else:
         await packer.store.batch_clear(batch.id, batch.error or "not_created", (),
                                        cfg.poll_seconds)
+
+
+async def _find(packer: Packer, batch: LaneBatch) -> Handle | None:
+    known = await packer.store.batch_known(packer.config.pool)
+    return await packer.provider.find(batch.tag, batch.rows, batch.created_at, known)

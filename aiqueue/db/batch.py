@@ -81,6 +81,10 @@ class BatchQueries(Gateway):
         await self._write("batch_withdrawn", batch_id, provider_batch_id, list(files),
                           idempotent=True)
 
+    async def batch_known(self, pool: str) -> set[str]:
+        """The provider ids of the pool's batches the lane recorded (the last two days)."""
+        return {r["provider_batch_id"] for r in await self._fetch("batch_known", pool)}
+
     async def batch_pending(self, batch_id: int) -> tuple[int, datetime | None]:
         row = (await self._fetch("batch_pending", batch_id))[0]
         return int(row["n"]), row["deadline"]

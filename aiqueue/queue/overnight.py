@@ -129,7 +129,7 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
     assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
     # No one call to the provider outlasts the step's lane time.
     provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key,
-                       timeout=min(LANE_SECONDS, 60.0))
+                       timeout=min(config.call_seconds, LANE_SECONDS))
     packer = Packer(store=rt.store, provider=provider,
                     modes=lambda kind: FunctionModes(rt.http, rt.settings.for_kind(kind)),
                     settle=lambda items: settle(rt, items, pool.name),

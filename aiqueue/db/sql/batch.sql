@@ -144,6 +144,12 @@ SET state = 'cancelling', provider_batch_id = $2, files = $3::text[],
     submitted_at = coalesce(submitted_at, now()), look_after = now()
 WHERE id = $1 AND state IN ('submitting', 'clearing', 'abandoned');
 
+-- batch_known --
+-- The provider ids the lane recorded for pool $1 lately: a reconcile never
+-- takes one of them for a batch whose create was lost.
+SELECT provider_batch_id FROM ai_marking_batches
+WHERE pool = $1 AND provider_batch_id IS NOT NULL AND created_at > now() - interval '2 days';
+
 -- batch_pending --
 -- A batch's unresolved rows and their nearest deadline (the fallback's figures).
 SELECT count(*) AS n, min(deadline) AS deadline
