@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from aiqueue.config import DEFAULT_KIND
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
+from aiqueue.doctor.batch import check_batch_keys
 from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
 from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError, StoreError
@@ -275,4 +276,5 @@ CHECKS: list[tuple[str, Step]] = [
     ("schema", check_schema), ("pooler", check_pooler), ("lockdown", check_lockdown),
     ("submissions", check_submissions), ("role", check_role),
     ("function", check_function), ("vercel", check_vercel), ("cron", check_cron),
+    ("batch", check_batch_keys),
 ]

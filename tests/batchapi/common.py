@@ -138,6 +138,8 @@ class EmulatorBase:
         self.answered_ids: list[str] = []
         # How the key came: the names of the credential headers each request carried.
         self.auth_seen: set[tuple[str, ...]] = set()
+        # every request, as "METHOD /path?query"
+        self.calls: list[str] = []
         self.app = Starlette(routes=[Route(path, self._guarded(handler), methods=methods)
                                      for path, methods, handler in self.routes()])
 
@@ -176,6 +178,8 @@ class EmulatorBase:
 
     def _guarded(self, handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
+            query = f"?{request.url.query}" if request.url.query else ""
+            self.calls.append(f"{request.method} {request.url.path}{query}")
             self.auth_seen.add(tuple(sorted(h for h in ("authorization", "x-api-key")
                                             if h in request.headers)))
             refused = self.refuse(request)
