@@ -10,7 +10,14 @@ from uuid import UUID
 import asyncpg
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
+from aiqueue.models.batch import (
+    BatchGauges,
+    BatchRow,
+    BatchState,
+    LaneBatch,
+    LineFailure,
+    OpenBatch,
+)
 
 
 class BatchQueries(Gateway):
@@ -146,3 +153,17 @@ class BatchQueries(Gateway):
                               live_at: datetime) -> None:
         await self._write("batch_lane_rows", list(queue_ids), deadline, live_at,
                           idempotent=True)
+
+    async def batches_open(self, limit: int = 50) -> list[OpenBatch]:
+        """The batches the provider may still keep something of, oldest first."""
+        return [OpenBatch.from_row(r) for r in await self._fetch("batches_open", limit)]
+
+    async def batch_gauges(self) -> BatchGauges:
+        rows: dict[tuple[str, str], int] = {}
+        open_: dict[str, int] = {}
+        for r in await self._fetch("batch_gauges"):
+            if r["what"] == "rows":
+                rows[(r["pool"], r["state"])] = int(r["n"])
+            else:
+                open_[r["pool"]] = int(r["n"])
+        return BatchGauges(rows, open_)

@@ -83,3 +83,33 @@ class LineFailure:
     dispatch_seq: int
     code: str
     retryable: bool = True
+
+
+@dataclass(frozen=True)
+class OpenBatch:
+    """A batch the provider may still keep something of (the Batches card)."""
+
+    id: int
+    pool: str
+    provider: str
+    state: BatchState
+    rows: int
+    # rows still waiting for its answer, and the nearest of their deadlines
+    unresolved: int
+    deadline: datetime | None
+    created_at: datetime
+    error: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> OpenBatch:
+        return cls(id=row["id"], pool=row["pool"], provider=row["provider"],
+                   state=row["state"], rows=row["rows"], unresolved=row["unresolved"],
+                   deadline=row["deadline"], created_at=row["created_at"], error=row["error"])
+
+
+@dataclass(frozen=True)
+class BatchGauges:
+    """/metrics' view of the lane: rows by (pool, state), open batches by pool."""
+
+    rows: dict[tuple[str, str], int]
+    open: dict[str, int]

@@ -25,7 +25,8 @@ from prometheus_client.core import (
 
 from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import STATUSES, Control, Stats, TallyRow
-from aiqueue.reads import stats
+from aiqueue.models.batch import BatchGauges
+from aiqueue.reads import batches, stats
 from aiqueue.runtime import Runtime
 
 # What generate_latest writes: the text format, version 0.0.4.
@@ -48,6 +49,8 @@ class Snapshot:
     # Per pool and per kind (CONTRACT §9b); empty: those families are left out.
     pools: list[PoolState] = field(default_factory=list)
     kinds: list[KindCount] = field(default_factory=list)
+    # The overnight lane (CONTRACT §10f).
+    batch: BatchGauges = field(default_factory=lambda: BatchGauges({}, {}))
 
 
 async def snapshot(rt: Runtime) -> Snapshot:
@@ -64,6 +67,7 @@ async def snapshot(rt: Runtime) -> Snapshot:
         pools=await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
                                          s.budget_window_seconds),
         kinds=await rt.store.kind_counts(),
+        batch=await batches.gauges(rt),
     )
 
 
@@ -100,6 +104,7 @@ def queue_gauges(snap: Snapshot) -> Iterable[Metric]:
     yield GaugeMetricFamily("aiqueue_scheduled_rows",
                             "Pending rows not due before their not_before.",
                             value=snap.stats.scheduled)
+    yield from batch_families(snap)
 
 
 def dispatch_gauges(snap: Snapshot) -> Iterable[Metric]:
@@ -230,6 +235,25 @@ def _counter(name: str, doc: str, labels: list[str],
         names: tuple[str, ...] = key if isinstance(key, tuple) else (key,)
         family.add_metric(list(names), value)
     return family
+
+
+def batch_families(snap: Snapshot) -> Iterable[Metric]:
+    """The overnight lane: its rows by pool and state, its open batches by pool (left out
+    while no pool declares a batch API and no batch is open)."""
+    if not snap.batch.rows and not snap.batch.open:
+        return
+    rows = GaugeMetricFamily(
+        "aiqueue_batch_rows", "Batch-lane rows by pool and state: 'waiting' for a batch, "
+        "else the state of the batch that holds them.", labels=["pool", "state"])
+    for (pool, state), n in sorted(snap.batch.rows.items()):
+        rows.add_metric([label(pool), label(state)], n)
+    yield rows
+    opened = GaugeMetricFamily(
+        "aiqueue_batches_open", "Provider batches the app may still keep something at, by "
+        "pool.", labels=["pool"])
+    for pool, n in sorted(snap.batch.open.items()):
+        opened.add_metric([label(pool)], n)
+    yield opened
 
 
 # Every family a scrape reports, in order.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -9,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from aiqueue.flow import FlowState
 from aiqueue.models import Control, Stats, TallyRow
+from aiqueue.models.batch import BatchGauges
 from aiqueue.reads.metrics import FAMILIES, Snapshot, SnapshotCollector, exposition
 
 TALLY = [
@@ -136,12 +138,29 @@ class ReadOnlyStore:
     async def kind_counts(self) -> list[object]:
         return []
 
+    async def batch_gauges(self) -> BatchGauges:
+        return BatchGauges({}, {})  # no batch lane
+
 
 async def test_a_scrape_reads_the_store_then_writes_fresh_text():
     rt = SimpleNamespace(store=ReadOnlyStore(), clock=lambda: None,
                          settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8,
                                                   budget_window_seconds=60.0,
-                                                  queue=SimpleNamespace(plan="{}")))
+                                                  queue=SimpleNamespace(plan="{}",
+                                                                        batch_pools=[])))
     first, second = await exposition(rt), await exposition(rt)  # type: ignore[arg-type]
     assert first == second  # a fresh registry per scrape: nothing accumulates
     assert first.decode() == scrape(snap())
+
+
+def test_the_batch_lane_rows_by_pool_and_state_and_its_open_batches():
+    lane = BatchGauges({("default", "waiting"): 7, ("default", "submitted"): 30,
+                        ("essays", "cancelling"): 2}, {"default": 1, "essays": 1, "idle": 0})
+    families = parsed(scrape(dataclasses.replace(snap(), batch=lane)))
+    rows = families["aiqueue_batch_rows"][1]
+    assert rows[(("__name__", "aiqueue_batch_rows"), ("pool", "default"),
+                 ("state", "submitted"))] == 30
+    assert len(rows) == 3
+    opened = families["aiqueue_batches_open"][1]
+    assert {dict(k)["pool"]: v for k, v in opened.items()} == {"default": 1, "essays": 1,
+                                                               "idle": 0}

@@ -322,3 +322,31 @@ WHERE id IN (SELECT id FROM ai_marking_batches
                AND coalesce(deleted_at, ended_at, created_at)
                    < now() - make_interval(secs => $1::float8)
              LIMIT 500);
+
+-- batches_open --
+-- The Batches card of /ai-queue: each batch the provider may still keep
+-- something of, with its rows still unresolved and their nearest deadline
+-- (ids, counts and times only).
+SELECT b.id, b.pool, b.provider, b.state, b.rows, b.created_at, b.error,
+       p.unresolved, p.deadline
+FROM ai_marking_batches b
+CROSS JOIN LATERAL (SELECT count(*) AS unresolved, min(q.deadline) AS deadline
+                    FROM ai_marking_queue q
+                    WHERE q.batch_id = b.id AND q.status = 'processing') p
+WHERE b.state NOT IN ('done', 'abandoned')
+ORDER BY b.id
+LIMIT $1;
+
+-- batch_gauges --
+-- /metrics: the batch lane's rows per pool and state (a row waiting for a
+-- batch: 'waiting'; one in a batch: its batch's state), and the batches open
+-- per pool.
+SELECT 'rows' AS what, q.pool, coalesce(b.state, 'waiting') AS state, count(*) AS n
+FROM ai_marking_queue q LEFT JOIN ai_marking_batches b ON b.id = q.batch_id
+WHERE (q.status = 'processing' AND q.batch_id IS NOT NULL)
+   OR (q.status = 'pending' AND q.lane = 'batch')
+GROUP BY 2, 3
+UNION ALL
+SELECT 'batches', pool, '', count(*) FROM ai_marking_batches
+WHERE state NOT IN ('done', 'abandoned')
+GROUP BY pool;
