@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, db, flow, loop, money, pools, records
+from bench import batchlane, batchpack, db, flow, loop, money, pools, records
 from bench.common import Table, fresh_database, print_table
 
 
@@ -140,6 +140,22 @@ async def batch_rows(rows: Table, repeats: int) -> None:
     live = 2000 / batchlane.SLOTS * batchlane.LIVE_SECONDS / 3600
     rows.append(("live marking of the same 2,000 rows (8 slots, 10 s a row)", "h", [live],
                  None, "reference"))
+    await pack_rows(rows, repeats)
+
+
+async def pack_rows(rows: Table, repeats: int) -> None:
+    """A 20,000-row pack beside live marking at in-flight 1 (CONTRACT §10f: bounded)."""
+    runs = [await batchpack.run_pack(await fresh_database(f"bench_batch_pack_{i}"))
+            for i in range(repeats)]
+    name = "batch pack 20,000 rows beside live marking"
+    rows.append((f"{name}: rows packed", "rows", [r.packed for r in runs], None, "20000"))
+    rows.append((f"{name}: lane steps", "steps", [r.steps for r in runs], None, "-"))
+    rows.append((f"{name}: longest lane step", "s", [max(r.step_seconds) for r in runs],
+                 None, "<= 20"))
+    rows.append((f"{name}: live dispatch gap p99, during a lane step", "ms",
+                 [r.gap_p99_during_ms for r in runs], None, "-"))
+    rows.append((f"{name}: live dispatch gap p99, no lane step", "ms",
+                 [r.gap_p99_quiet_ms for r in runs], None, "reference"))
 
 
 

@@ -42,6 +42,9 @@ class LaneStore(Protocol):
 
     async def batch_open(self, pool: str, provider: str, model: str, limit: int,
                          money: str | None = None) -> list[BatchRow]: ...
+    async def batch_add(self, pool: str, batch_id: int, limit: int, money: str | None = None
+                        ) -> list[BatchRow]: ...
+    async def batch_held(self, batch_id: int) -> set[UUID]: ...
     async def batch_submitted(self, batch_id: int, provider_batch_id: str,
                               files: Sequence[str], look_in: float) -> bool: ...
     async def batch_release(self, batch_id: int, queue_ids: Sequence[UUID] | None = None
@@ -103,7 +106,7 @@ class LaneConfig:
     attempts: str | None = None
     # How long one call to the provider may take (a lost answer is reconciled).
     call_seconds: float = 20.0
-    # Rows one render call is given; between calls the step's time is checked.
+    # Rows packing takes (and renders) at a time; between chunks the step's time is checked.
     render_rows: int = 1000
     # Rendering stops this long before the step's end, to leave time to upload.
     upload_seconds: float = 5.0
@@ -155,24 +158,24 @@ async def pack(packer: Packer, report: StepReport) -> None:
     if packer.left() < 2 * cfg.upload_seconds:
         return  # this step's lane time is spent: the next step packs
     limit = min(cfg.max_requests or limits.max_requests, limits.max_requests)
-    rows = await packer.store.batch_open(cfg.pool, packer.provider.name, cfg.model, limit,
-                                         cfg.money)
+    rows = await packer.store.batch_open(cfg.pool, packer.provider.name, cfg.model,
+                                         min(cfg.render_rows, limit), cfg.money)
     if not rows:
         return
     batch_id = rows[0].batch_id
     try:
-        rendered, late = await _render(packer, rows)
+        taken, rendered = await _take(packer, batch_id, rows, limit)
     except FunctionModeError as exc:
         await give_back(packer, batch_id, exc.code, report)
         return
     # Jobs the function can never mark fail now, as on the live path.
     report.failed_lines += len(await packer.settle(rendered.items))
     # Erasure wins: a row erased while it was rendered is not in the batch any more.
-    held = {r.queue_id for r in await packer.store.batch_rows(batch_id)}
-    lines, surplus = _fit([r for r in rows if r.queue_id in held], rendered,
+    held = await packer.store.batch_held(batch_id)
+    lines, surplus = _fit([r for r in taken if r.queue_id in held], rendered,
                           limits.max_bytes)
-    if surplus or late:
-        report.released += await packer.store.batch_release(batch_id, surplus + late)
+    if surplus:
+        report.released += await packer.store.batch_release(batch_id, surplus)
     if not lines:
         await give_back(packer, batch_id, "nothing_to_send", report)
         return
@@ -256,25 +259,36 @@ def by_kind(rows: Sequence[BatchRow]) -> dict[str, list[BatchRow]]:
     return groups
 
 
-async def _render(packer: Packer, rows: Sequence[BatchRow]
-                  ) -> tuple[Rendered, list[UUID]]:
-    """Each kind's rows rendered by its own function, as one set of provider requests, in
-    calls of `render_rows` until the step's time for rendering is spent; the rows left."""
+async def _take(packer: Packer, batch_id: int, rows: list[BatchRow], limit: int
+                ) -> tuple[list[BatchRow], Rendered]:
+    """Render the rows taken, and take and render more a chunk at a time (each chunk one
+    short transaction), while the provider's limit and the step's time allow: rendering
+    stops `upload_seconds` before the step's end, to leave time to upload."""
+    cfg = packer.config
+    taken, rendered = list(rows), Rendered({}, [])
+    while rows:
+        part = await _render(packer, rows)
+        rendered.requests.update(part.requests)
+        rendered.items.extend(part.items)
+        room = limit - len(taken)
+        if room <= 0 or len(rows) < cfg.render_rows or packer.left() < cfg.upload_seconds:
+            break
+        rows = await packer.store.batch_add(cfg.pool, batch_id, min(cfg.render_rows, room),
+                                            cfg.money)
+        taken += rows
+    return taken, rendered
+
+
+async def _render(packer: Packer, rows: Sequence[BatchRow]) -> Rendered:
+    """Each kind's rows rendered by its own function, as one set of provider requests."""
     requests: dict[str, dict[str, Any]] = {}
     items: list[dict[str, Any]] = []
-    late: list[UUID] = []
-    size = packer.config.render_rows
     for kind, group in by_kind(rows).items():
-        for at in range(0, len(group), size):
-            part = group[at:at + size]
-            if packer.left() < packer.config.upload_seconds:
-                late += [r.queue_id for r in part]
-                continue
-            done = await packer.modes(kind).render(packer.provider.name, packer.config.model,
-                                                   [packer.job_body(r) for r in part])
-            requests |= done.requests
-            items += done.items
-    return Rendered(requests, items), late
+        part = await packer.modes(kind).render(packer.provider.name, packer.config.model,
+                                               [packer.job_body(r) for r in group])
+        requests |= part.requests
+        items += part.items
+    return Rendered(requests, items)
 
 
 def _fit(rows: Sequence[BatchRow], rendered: Rendered, max_bytes: int

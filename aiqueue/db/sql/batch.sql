@@ -54,6 +54,57 @@ SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.d
 FROM moved m JOIN submissions s ON s.id = m.submission_id
 LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
 
+-- batch_add --
+-- Move up to $3 more waiting rows into batch $2, still being packed, as
+-- batch_open does (packing takes a batch's rows a chunk at a time, each chunk
+-- one short transaction).  $1 the pool, $4 the money plan.
+WITH batch AS (
+    SELECT id FROM ai_marking_batches WHERE id = $2 AND state = 'submitting' FOR UPDATE
+),
+picked AS MATERIALIZED (
+    SELECT q.queue_id
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
+      AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
+      AND EXISTS (SELECT FROM batch)
+      AND (NOT aiqueue_spend_capped($4::jsonb -> $1)
+           OR (aiqueue_spend_stop($4::jsonb -> $1, $1,
+                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
+    ORDER BY q.priority DESC, q.seq
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    UPDATE ai_marking_queue q
+    SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
+        started_at = now(), lease_at = NULL, progress = NULL, batch_id = batch.id,
+        charged_tokens = NULL, charged_usd = NULL, updated_at = now()
+    FROM picked, batch
+    WHERE q.queue_id = picked.queue_id
+    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+              q.payload_id, q.deadline, q.kind, batch.id AS batch_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
+    SELECT m.queue_id, m.dispatch_seq, m.attempts, 'batch:' || m.batch_id FROM moved m
+),
+counted AS (
+    UPDATE ai_marking_batches b SET rows = b.rows + (SELECT count(*) FROM moved)
+    FROM batch WHERE b.id = batch.id
+)
+SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
+       m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
+FROM moved m JOIN submissions s ON s.id = m.submission_id
+LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
+
+-- batch_charge_more --
+-- The rows batch_add just took ($3), charged as batch_charge charges a batch's first.
+SELECT aiqueue_batch_charge($1::bigint, $2::jsonb, $3::uuid[]);
+
+-- batch_held --
+-- The ids of the rows batch $1 still holds (an erased row is in none).
+SELECT queue_id FROM ai_marking_queue WHERE batch_id = $1 AND status = 'processing';
+
 -- batch_charge --
 -- The rows batch $1 just took are charged to their groups' turns and, where the
 -- pool has a spend cap, to its spend windows, at batch prices ($2: the money
