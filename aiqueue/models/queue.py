@@ -20,6 +20,9 @@ STATUSES: tuple[Status, ...] = (
     "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
 
+# The lane a row is marked on (CONTRACT §9f).
+Lane = Literal["live", "batch"]
+
 
 @dataclass(frozen=True)
 class Job:
@@ -80,6 +83,9 @@ class QueueRow:
     # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
     not_before: datetime | None = None
     expires_at: datetime | None = None
+    # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
+    lane: Lane = "live"
+    deadline: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:

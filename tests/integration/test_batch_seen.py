@@ -80,3 +80,35 @@ async def test_metrics_count_the_lanes_rows_and_open_batches(rig: Rig,
     text = (await client.get("/metrics", headers=AUTH)).text
     assert 'aiqueue_batches_open{pool="default"} 0.0' in text
     assert "aiqueue_batch_rows{" not in text
+
+
+async def test_a_batch_rows_lane_and_deadline_show_wherever_it_is_shown(
+        rig: Rig, client: httpx.AsyncClient) -> None:
+    due = soon(7200)
+    qids = await rig.enqueue(2, deadline=due, assignment="hw-night")
+    await rig.step()
+    sub = await rig.conn.fetchval("SELECT submission_id FROM ai_marking_queue "
+                                  "WHERE queue_id = $1", qids[0])
+    spelled = due.isoformat()
+    listed = (await client.get("/api/marking/queue?assignment_id=hw-night",
+                               headers=AUTH)).json()["items"]
+    assert {(r["lane"], r["deadline"], r["status"]) for r in listed} == {
+        ("batch", spelled, "processing")}
+    status = (await client.get(f"/api/marking/submissions/{sub}/status", headers=AUTH)).json()
+    assert (status["lane"], status["deadline"]) == ("batch", spelled)
+    progress = (await client.get("/api/marking/assignments/hw-night/progress",
+                                 headers=AUTH)).json()
+    assert (progress["lane"], progress["batch"], progress["deadline"]) == ("batch", 2, spelled)
+    await card(client)  # signs in
+    detail = (await client.get(f"/ai-queue/rows/{qids[0]}")).text
+    assert 'data-lane="batch">overnight batch, deadline' in detail
+    table = (await client.get("/ai-queue?assignment_id=hw-night")).text
+    assert table.count('data-lane="batch"') == 2
+    # Once marked, the run shows no batch rows left (its rows keep their lane).
+    rig.clock.advance(2)
+    await rig.step()
+    progress = (await client.get("/api/marking/assignments/hw-night/progress",
+                                 headers=AUTH)).json()
+    assert (progress["lane"], progress["batch"], progress["deadline"]) == ("live", 0, None)
+    live = (await client.get("/api/marking/queue?status=completed", headers=AUTH)).json()
+    assert {r["lane"] for r in live["items"]} == {"batch"}

@@ -175,7 +175,7 @@ def test_status_and_progress_send_every_field_they_always_sent() -> None:
                       cost_usd=0.5, resumes_at=NOW, paused_by="pool_usd_per_day")
     status_fields = {"queue_id", "status", "attempts", "queue_position", "review",
                      "estimated_wait_seconds", "scheduled_for", "waiting_for", "resumes_at",
-                     "paused_by"}
+                     "paused_by", "lane", "deadline"}
     sent = json.loads(json.dumps(dump(status_json(pending, 1, 5.0))))
     assert set(sent) == status_fields and sent["review"] is None
     assert sent["resumes_at"] == sent["scheduled_for"] == "2026-11-24T09:00:00+00:00"
