@@ -155,7 +155,7 @@ def live_estimate(rows: int, per_row: float, slots: int) -> float:
 async def pack(packer: Packer, report: StepReport) -> None:
     """Pack the pool's waiting rows into one provider batch (none waiting: nothing)."""
     cfg, limits = packer.config, packer.provider.limits
-    if packer.left() < 2 * cfg.upload_seconds:
+    if packer.left() <= 2 * cfg.upload_seconds:
         return  # this step's lane time is spent: the next step packs
     limit = min(cfg.max_requests or limits.max_requests, limits.max_requests)
     rows = await packer.store.batch_open(cfg.pool, packer.provider.name, cfg.model,
@@ -271,7 +271,7 @@ async def _take(packer: Packer, batch_id: int, rows: list[BatchRow], limit: int
         rendered.requests.update(part.requests)
         rendered.items.extend(part.items)
         room = limit - len(taken)
-        if room <= 0 or len(rows) < cfg.render_rows or packer.left() < cfg.upload_seconds:
+        if room <= 0 or len(rows) < cfg.render_rows or packer.left() <= cfg.upload_seconds:
             break
         rows = await packer.store.batch_add(cfg.pool, batch_id, min(cfg.render_rows, room),
                                             cfg.money)
