@@ -181,9 +181,9 @@ def _value(value: object) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text for a table cell: pipes escaped, and angle brackets outside code spans."""
+    """Text for a table cell: pipes escaped, and `<` outside code spans (not a tag)."""
     parts = text.replace("|", "\\|").replace("\n", " ").split("`")
-    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;")
                     for i, p in enumerate(parts))
 
 
