@@ -283,9 +283,10 @@ def _operation(method: str, path: str, op: Mapping[str, Any],
     if params:
         lines += ["| parameter | in | type | |", "|---|---|---|---|"]
         for p in params:
-            need = "required" if p.get("required") else ""
+            about = " ".join(filter(None, ["required" if p.get("required") else "",
+                                           _clean(p.get("description", ""))]))
             lines.append(f"| `{p['name']}` | {p['in']} | {_cell(_type(p['schema']))} | "
-                         f"{_cell(' '.join(filter(None, [need, _clean(p.get('description', ''))])))} |")
+                         f"{_cell(about)} |")
         lines.append("")
     body = op.get("requestBody", {}).get("content", {})
     for media, content in body.items():

@@ -97,3 +97,9 @@ def test_the_readme_is_a_short_guide_that_links_into_the_docs():
     assert len(text.splitlines()) < 300
     links = re.findall(r"\]\((docs/[^)#]+)", text)
     assert links and [link for link in links if not (ROOT / link).is_file()] == []
+
+
+def test_the_pages_the_code_points_users_to_exist():
+    cited = {m for path in (ROOT / "aiqueue").rglob("*.py")
+             for m in re.findall(r"docs/[\w/.-]+\.md", path.read_text())}
+    assert cited and sorted(c for c in cited if not (ROOT / c).is_file()) == []
