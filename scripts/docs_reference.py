@@ -122,13 +122,17 @@ def env_checks(name: str) -> tuple[str, ...]:
     from aiqueue.settings import load_settings
     base = dict(_DO_ENV if name.startswith("DO_FUNCTIONS") else
                 _LAMBDA_ENV if name.startswith(("AWS_", "AI_MARKING_LAMBDA")) else {})
-    load_settings(base)  # the starting point itself is valid
     found: list[str] = []
-    for value in ENV_PROBES:
-        try:
-            load_settings({**base, name: value})
-        except SettingsError as exc:
-            found.append(_strip(str(exc), name, value))
+    with tempfile.TemporaryDirectory() as tmp:
+        # An empty aiqueue.toml of its own: a file at the checkout's root changes nothing.
+        (Path(tmp) / "aiqueue.toml").write_text("")
+        base.setdefault("AIQUEUE_CONFIG", str(Path(tmp) / "aiqueue.toml"))
+        load_settings(base)  # the starting point itself is valid
+        for value in ENV_PROBES:
+            try:
+                load_settings({**base, name: value})
+            except SettingsError as exc:
+                found.append(_strip(str(exc), name, value))
     return tuple(dict.fromkeys(found))
 
 
@@ -257,15 +261,15 @@ def _type(schema: Mapping[str, Any]) -> str:
     if isinstance(kind, list):
         kind = " or ".join(kind)
     if kind == "array":
-        return f"array of {_type(schema.get('items', {}))}"
-    if kind == "object" and "additionalProperties" in schema and isinstance(
-            schema["additionalProperties"], dict):
-        return f"object of {_type(schema['additionalProperties'])}"
+        kind = f"array of {_type(schema.get('items', {}))}"
+    elif kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+        kind = f"object of {_type(schema['additionalProperties'])}"
+    elif "format" in schema:
+        kind = f"{kind} ({schema['format']})"
     bounds = [f"{label} {schema[key]}" for key, label in (
         ("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"), ("maxLength", "length ≤"),
-        ("maxItems", "items ≤")) if key in schema]
-    fmt = f" ({schema['format']})" if "format" in schema else ""
-    return f"{kind}{fmt}" + (f", {', '.join(bounds)}" if bounds else "")
+        ("minItems", "items ≥"), ("maxItems", "items ≤")) if key in schema]
+    return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
 def _description(schema: Mapping[str, Any]) -> str:
