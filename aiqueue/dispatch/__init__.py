@@ -4,7 +4,7 @@ The queue's rules send through it (queue/: the loop's handout, the doctor's prob
 recovery's platform looks, the overnight lane's request bodies); the batch lane
 calls the function with its HTTP requests, the doctor words its outcomes, and the
 runtime holds its AWS credentials. The targets' *settings* stay a leaf
-(`aiqueue/target_settings.py`) because `aiqueue.settings` reads them.
+(`aiqueue/settings/targets.py`) because `aiqueue.settings` reads them.
 """
 
 from aiqueue.dispatch.invoke import (

@@ -11,7 +11,7 @@ from standardwebhooks.webhooks import Webhook
 
 from aiqueue.dispatch.sigv4 import Credentials, sign
 from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.targets import DoTarget, LambdaTarget
 
 # DigitalOcean Functions takes input parameters up to 1 MB; Lambda's Event
 # invokes were limited to 256 KB until AWS raised them to 1 MB in October 2025.

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aiqueue.config import DEFAULT_KIND
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
 from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
 from aiqueue.doctor.text import function_finding, probe_finding
@@ -20,7 +19,8 @@ from aiqueue.errors import SettingsError, StoreError
 from aiqueue.queue import probes
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.setup_settings import is_local_url
+from aiqueue.settings.kinds import DEFAULT_KIND
+from aiqueue.settings.safety import is_local_url
 
 # `warn`: worth fixing, but nothing is broken (the doctor still exits 0).
 CheckStatus = Literal["pass", "warn", "fail", "skip"]

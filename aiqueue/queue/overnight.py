@@ -22,16 +22,15 @@ from aiqueue.batch.connect import connect
 from aiqueue.batch.function import FunctionModes
 from aiqueue.batch.lane import Lane, LaneConfig, StepReport, live_estimate
 from aiqueue.batch.poll import step
-from aiqueue.config import BATCH_SHARE, Pool
 from aiqueue.dispatch.invoke import dispatch_body
 from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
-from aiqueue.money import Money
 from aiqueue.ports import OvernightStore
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.queue.spend import batch_cost
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import BATCH_SHARE, Pool
 
 # Without a deadline, a batch-lane row is due by this long after its enqueue.
 DEFAULT_DEADLINE = timedelta(hours=24)
@@ -57,7 +56,7 @@ def lane_config(rt: Runtime[OvernightStore], pool: Pool) -> LaneConfig:
     assert pool.batch_model is not None, "config.load checks batch_model with batch"
     return LaneConfig(pool=pool.name, model=pool.batch_model, max_attempts=s.max_attempts,
                       slots=pool.max_in_flight, margin_seconds=s.batch_margin_seconds,
-                      money=Money.of(s).json(), attempts=s.queue.attempts)
+                      money=s.money.json(), attempts=s.queue.attempts)
 
 
 async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> None:

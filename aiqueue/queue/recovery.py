@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 
 from aiqueue import logs
-from aiqueue.config import DEFAULT_KIND
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.errors import Invalid
 from aiqueue.flow import Budget
@@ -38,7 +37,8 @@ from aiqueue.ports import RecoveryStore
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.kinds import DEFAULT_KIND
+from aiqueue.settings.targets import DoTarget, LambdaTarget
 
 # Looks per process step and instance: a step stays short, the rest wait a second.
 LOOKS_PER_STEP = 3

@@ -13,11 +13,11 @@ from uuid import UUID
 
 from aiqueue import wire
 from aiqueue.batch.lane import live_estimate
-from aiqueue.config import DEFAULT_KIND
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.queue import enqueue, overnight, progress, review, spend
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import DEFAULT_KIND
 from aiqueue.wire import answers
 
 MAX_ROWS = 2000

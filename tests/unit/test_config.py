@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from aiqueue import config, paths
+from aiqueue import paths
 from aiqueue.errors import SettingsError
-from aiqueue.settings import load_settings
+from aiqueue.settings import load_settings, toml_load
 
 GOOD = """
 [pools.openai]
@@ -99,7 +99,7 @@ def test_aiqueue_toml_at_the_apps_root_is_read_without_the_variable(
     write(tmp_path, GOOD)
     monkeypatch.setattr(paths, "ROOT", tmp_path)
     assert "essay" in load_settings(ENV).queue.kinds
-    assert config.config_path({}, tmp_path / "elsewhere") is None
+    assert toml_load.config_path({}, tmp_path / "elsewhere") is None
 
 
 @pytest.mark.parametrize(("text", "env", "named"), [
@@ -142,7 +142,7 @@ def test_kinds_of_other_targets_reuse_the_targets_checks(tmp_path: Path) -> None
             'do_action = "grade/run"\ntoken_env = "CODE_DO_AUTH"\n')
     env = {"AIQUEUE_CONFIG": str(write(tmp_path, text)), "CODE_DO_AUTH": "u:s",
            "DO_FUNCTIONS_API_HOST": "https://faas.example"}
-    kind = config.load_file(env, Path(env["AIQUEUE_CONFIG"]))
+    kind = toml_load.load_file(env, Path(env["AIQUEUE_CONFIG"]))
     assert kind is not None
     target = kind.kind("code").digitalocean
     assert target is not None
@@ -175,7 +175,7 @@ def test_the_default_pool_takes_its_spend_caps_from_the_environment() -> None:
 def test_a_kinds_function_gets_https_outside_dev(tmp_path: Path) -> None:
     path = write(tmp_path, '[kinds.a]\nfunction_url = "http://marker.example/mark"\n')
     with pytest.raises(SettingsError, match=r"kinds\.a\.function_url must be an https://"):
-        config.load_file({}, path)
-    assert config.load_file({}, path, local_run=True) is not None  # dev may use http://
+        toml_load.load_file({}, path)
+    assert toml_load.load_file({}, path, local_run=True) is not None  # dev may use http://
     local = write(tmp_path, '[kinds.a]\nfunction_url = "http://127.0.0.1:8001/mark"\n')
-    assert config.load_file({}, local) is not None
+    assert toml_load.load_file({}, local) is not None

@@ -19,7 +19,7 @@ from aiqueue import dispatch
 from aiqueue.dispatch import targets
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
-from aiqueue.target_settings import DoTarget
+from aiqueue.settings.targets import DoTarget
 from aiqueue.tokens import Tokens
 from tests.unit.fakes import make_job
 

@@ -20,7 +20,7 @@ from aiqueue.dispatch.platform import LambdaTimeout
 from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.targets import DoTarget, LambdaTarget
 from aiqueue.tokens import Tokens
 from tests.unit.fakes import FakeStore, make_job
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from aiqueue.errors import SettingsError
-from aiqueue.setup_settings import require_https
+from aiqueue.settings.safety import require_https
 
 DispatchTarget = Literal["http", "digitalocean", "lambda"]
 TARGETS: tuple[DispatchTarget, ...] = ("http", "digitalocean", "lambda")
