@@ -26,6 +26,7 @@ from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
 
 DEFAULT_KIND = "mark"
 DEFAULT_POOL = "default"
+# The lane a row takes (CONTRACT §9f): live dispatch, or the overnight batch API.
 Lane = Literal["live", "batch"]
 BatchProvider = Literal["openai", "anthropic"]
 # A model's batch price, unless the pool declares one: the providers' published

@@ -11,7 +11,8 @@ import pytest
 from aiqueue import dispatch
 from aiqueue.cli import doctor_settings, load_doctor
 from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
-from aiqueue.doctor.checks import Check, Doctor, Report, check_vercel, settings_failed
+from aiqueue.doctor.checks import check_vercel
+from aiqueue.doctor.report import Check, Doctor, Report, settings_failed
 from aiqueue.doctor.roles import check_lockdown, cron_period_seconds
 from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError
