@@ -164,14 +164,14 @@ async def check_function(doc: Doctor) -> None:
     kinds = sorted(doc.settings.queue.kinds)
     rt = doc.rt
     results = await asyncio.gather(*(
-        probes.run_probe(rt, doc.probe_timeout, doc.settings.for_kind(k)) for k in kinds))
+        probes.run_probe(rt, doc.probe_timeout, doc.settings.target(k)) for k in kinds))
     for kind, result in zip(kinds, results, strict=True):
         suffix = "" if kind == DEFAULT_KIND else f":{kind}"
-        settings = doc.settings.for_kind(kind)
-        status, detail, fix = function_finding(settings, result.sent)
+        target = doc.settings.target(kind)
+        status, detail, fix = function_finding(target, result.sent, doc.settings.aws_env_names)
         doc.add(f"function{suffix}", status, detail, fix)
         if status == "pass":
-            status, detail, fix = probe_finding(settings, result)
+            status, detail, fix = probe_finding(target, result)
             doc.add(f"probe{suffix}", status, detail, fix)
         else:
             doc.add(f"probe{suffix}", "skip", "not run: the function did not take the probe")

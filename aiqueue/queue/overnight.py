@@ -93,7 +93,7 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
     assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
     provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
     lane = Lane(store=rt.store, provider=provider,
-                modes=lambda kind: FunctionModes(rt.http, rt.settings.for_kind(kind)),
+                modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
                 settle=lambda items: settle(rt, items, pool.name),
                 job_body=lambda row: job_body(rt, row), config=config)
     try:
@@ -115,7 +115,7 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
               dispatch_seq=row.dispatch_seq, payload=row.payload, content=row.content)
-    return dispatch_body(job, rt.settings, rt.tokens)
+    return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 
 async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]],

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Literal
 
 from aiqueue.settings.env import (
     ModelPrice,
@@ -27,9 +26,14 @@ from aiqueue.settings.env import (
 from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
 from aiqueue.settings.money import Money
 from aiqueue.settings.safety import cron_values, single_secret
-from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
+from aiqueue.settings.targets import (
+    DispatchTarget,
+    DoTarget,
+    FunctionMode,
+    KindTarget,
+    LambdaTarget,
+)
 
-FunctionMode = Literal["async", "sync"]
 # Where jobs go in development: the bundled reference function (aiqueue/dev).
 DEV_FUNCTION_URL = "http://127.0.0.1:8001/"
 
@@ -164,23 +168,22 @@ class Settings:
         """Every pool's spend caps and prices, and the spend windows' lengths."""
         return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds)
 
-    def for_kind(self, name: str) -> Settings:
-        """These settings with the kind's function: target, URL, token, attempts.
+    @cached_property
+    def targets(self) -> Mapping[str, KindTarget]:
+        """Each kind's dispatch target: its own function, token and platform, else the
+        deployment's (AI_MARKING_FUNCTION_URL's, when a kind names no URL)."""
+        return {name: KindTarget(
+            kind=name, dispatch=kind.dispatch,
+            function_url=kind.function_url or self.function_url,
+            function_token=kind.function_token, function_mode=self.function_mode,
+            digitalocean=kind.digitalocean, aws_lambda=kind.aws_lambda,
+            callback_url=self.callback_url, signing_secret=self.signing_secret,
+            dispatch_timeout_seconds=self.dispatch_timeout_seconds)
+            for name, kind in self.queue.kinds.items()}
 
-        The default kind's are the settings themselves; unknown kinds raise KeyError.
-        """
-        kind = self.queue.kind(name)
-        if name == DEFAULT_KIND and self.queue_file is None:
-            return self
-        cache: dict[str, Settings] = self.__dict__.setdefault("_kind_settings", {})
-        if name not in cache:
-            cache[name] = replace(
-                self, dispatch_target=kind.dispatch,
-                function_url=kind.function_url or self.function_url,
-                function_token=kind.function_token, digitalocean=kind.digitalocean,
-                aws_lambda=kind.aws_lambda,
-                max_attempts=kind.max_attempts or self.max_attempts)
-        return cache[name]
+    def target(self, kind: str = DEFAULT_KIND) -> KindTarget:
+        """The kind's dispatch target; unknown kinds raise KeyError."""
+        return self.targets[kind]
 
     @property
     def queue_secret(self) -> str:

@@ -166,7 +166,7 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
 
 def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str, str],
                  token: str | None, local_run: bool) -> Kind:
-    """The kind's function, checked as AI_MARKING_DISPATCH's targets are (target_settings).
+    """The kind's function, checked as AI_MARKING_DISPATCH's targets are (targets.py).
 
     A DigitalOcean or Lambda kind may name a `function_url` too: its web URL, which
     a batch lane's render and parse modes are posted to.

@@ -68,7 +68,7 @@ async def start(rt: Runtime, conn: asyncpg.Connection, kind: str) -> uuid.UUID:
 
 def test_the_kinds_are_grouped_by_their_platform(rt: Runtime) -> None:
     groups = recovery.platforms(rt)
-    assert sorted((p.settings.dispatch_target, p.kinds, p.others) for p in groups) == [
+    assert sorted((p.target.dispatch, p.kinds, p.others) for p in groups) == [
         ("digitalocean", ("code",), ()), ("http", None, ("code",))]
 
 

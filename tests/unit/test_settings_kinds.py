@@ -72,22 +72,25 @@ def test_each_kind_dispatches_with_its_own_function(tmp_path: Path) -> None:
     env = {**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, GOOD)),
            "AI_MARKING_FUNCTION_TOKEN": "default-token-0123"}
     s = load_settings(env)
-    assert s.for_kind("mark") is not s.for_kind("essay")
-    essay = s.for_kind("essay")
-    assert (essay.function_url, essay.function_token, essay.max_attempts) == (
-        "https://essay.example/mark", ENV["ESSAY_FUNCTION_TOKEN"], 2)
+    essay = s.target("essay")
+    assert s.target("mark") != essay and s.target("essay") is essay  # built once
+    assert (essay.kind, essay.function_url, essay.function_token) == (
+        "essay", "https://essay.example/mark", ENV["ESSAY_FUNCTION_TOKEN"])
     # A kind with no token_env sends none: never the default kind's token.
-    assert s.for_kind("short").function_token is None
-    assert s.for_kind("mark").function_token == "default-token-0123"
+    assert s.target("short").function_token is None
+    assert s.target("mark").function_token == "default-token-0123"
+    assert s.target() is s.target("mark")
     with pytest.raises(KeyError):
-        s.for_kind("poetry")
+        s.target("poetry")
 
 
 def test_no_file_is_todays_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(paths, "ROOT", tmp_path)
     s = load_settings({"QUEUE_MAX_IN_FLIGHT": "3"})
     assert s.queue_file is None and s.queue.single
-    assert s.for_kind("mark") is s
+    t = s.target()
+    assert (t.kind, t.dispatch, t.function_url, t.function_token, t.callback_url) == (
+        "mark", s.dispatch_target, s.function_url, s.function_token, s.callback_url)
     assert json.loads(s.queue.plan) == {
         "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0}],
         "kinds": [{"name": "mark", "pool": "default", "cap": 0}]}
