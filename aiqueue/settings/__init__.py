@@ -10,9 +10,8 @@ start-up with one line that names its variable or key (`SettingsError`).
 - toml_load.py, toml_values.py: reading aiqueue.toml, each value checked
 - pools.py: aiqueue.toml checked against the environment
 - money.py: each pool's spend caps and prices, as the SQL rules take them
-
-`env_fields()` and `toml_keys()` list every variable and key (the configuration
-reference is generated from them).
+- reference.py: `env_fields()` and `toml_keys()`, every variable and key (the
+  configuration reference is generated from them)
 """
 
 from __future__ import annotations
