@@ -55,23 +55,15 @@ class Setting:
 
 # -- gathering: the one place that knows where the settings live ----------------------------
 
-# Where the settings code is (a file or a package); a path that doesn't exist is passed
-# over, so the list may name where the code is going as well as where it is. Reading
-# nothing fails the test that every described variable is read.
-SETTINGS_SOURCES = ("aiqueue/settings.py", "aiqueue/settings", "aiqueue/env_values.py",
-                    "aiqueue/setup_settings.py", "aiqueue/target_settings.py",
-                    "aiqueue/pool_settings.py", "aiqueue/config")
+# Where the settings code is: its variables' names are read from these files.
+SETTINGS_SOURCES = ("aiqueue/settings",)
 
 
 def table_defaults() -> dict[str, object]:
     """The settings table: each variable a Settings field reads, with the field's default."""
-    from aiqueue.settings import Settings
-    found: dict[str, object] = {}
-    for f in fields(Settings):
-        if "env" in f.metadata:
-            default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
-            found[f.metadata["env"]] = _vercel_default(f.metadata["read"], default)
-    return found
+    from aiqueue.settings import Settings, env_fields
+    reads = {f.name: f.metadata["read"] for f in fields(Settings) if "read" in f.metadata}
+    return {e.name: _vercel_default(reads[e.field], e.default) for e in env_fields()}
 
 
 def variables_in_source() -> set[str]:
@@ -80,8 +72,7 @@ def variables_in_source() -> set[str]:
     constants: set[str] = set()
     for source in SETTINGS_SOURCES:
         path = ROOT / source
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.exists() else []
-        for file in files:
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
             text = file.read_text()
             names |= set(re.findall(r'"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"', text))
             names |= set(re.findall(r'env\.get\("([A-Z][A-Z0-9_]*)"', text))
@@ -91,13 +82,12 @@ def variables_in_source() -> set[str]:
 
 def toml_keys() -> dict[str, dict[str, object]]:
     """aiqueue.toml's keys by table, with the model's default where the key is a field."""
-    from aiqueue.config import load, model
+    from aiqueue.settings import kinds, toml_keys
     found: dict[str, dict[str, object]] = {}
-    for table, keys, shape in (("pools", load._POOL_KEYS, model.Pool),
-                               ("kinds", load._KIND_KEYS, model.Kind)):
+    for table, shape in (("pools", kinds.Pool), ("kinds", kinds.Kind)):
         defaults = {f.name: f.default for f in fields(shape) if f.default is not MISSING}
         defaults |= {f.name: {} for f in fields(shape) if f.default_factory is not MISSING}
-        found[table] = {k: defaults.get(k, MISSING) for k in sorted(keys)}
+        found[table] = {k: defaults.get(k, MISSING) for k in toml_keys()[table]}
     return found
 
 
@@ -142,8 +132,8 @@ def env_checks(name: str) -> tuple[str, ...]:
 
 def toml_checks(table: str, key: str) -> tuple[str, ...]:
     """What start-up says to each probe of `[table.x] key`, from a valid file."""
-    from aiqueue.config.load import load_file
     from aiqueue.errors import SettingsError
+    from aiqueue.settings.toml_load import load_file
     env = {**_DO_ENV, "AI_MARKING_DISPATCH": "http", "DOC_KEY": "k",
            "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "s"}
     base = _toml_base(table, key)
