@@ -1,7 +1,7 @@
 """What each setting sets, in words: the hand-written column of docs/reference/configuration.md.
 
 scripts/docs_reference.py takes defaults and checks from the code and this text from
-here; tests/unit/test_docs.py fails when a variable or key the code reads has no entry
+here; tests/docs/test_docs.py fails when a variable or key the code reads has no entry
 here, or an entry names one the code no longer reads. `default` is given only where
 the settings table has no field to read it from; `probe=False` leaves a variable's
 checks out where a bad value means something else (VERCEL=x is "on Vercel").

@@ -103,3 +103,10 @@ def test_the_pages_the_code_points_users_to_exist():
     cited = {m for path in (ROOT / "aiqueue").rglob("*.py")
              for m in re.findall(r"docs/[\w/.-]+\.md", path.read_text())}
     assert cited and sorted(c for c in cited if not (ROOT / c).is_file()) == []
+
+
+def test_the_files_the_pages_name_exist():
+    named = {m for path in [ROOT / "README.md", *PAGES] for m in re.findall(
+        r"\b(?:aiqueue|tests|clients|functions|bench|scripts)/[\w./-]+\.(?:py|sql|md|ts|yml)\b",
+        path.read_text())}
+    assert named and sorted(n for n in named if not (ROOT / n).exists()) == []
