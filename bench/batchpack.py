@@ -25,10 +25,10 @@ from pathlib import Path
 
 import asyncpg
 
-from aiqueue.config import DEFAULT_POOL
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.queue.overnight import LANE_SECONDS, lane_config, run
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import DEFAULT_POOL
 from bench.batchlane import ANSWER, PAYLOAD
 from bench.common import percentile, spawn
 from tests.batchapi.common import Clock

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from aiqueue.batch.connect import connect
 from aiqueue.batch.provider import ProviderError
-from aiqueue.config import DEFAULT_POOL, Pool
+from aiqueue.settings.kinds import DEFAULT_POOL, Pool
 
 if TYPE_CHECKING:
-    from aiqueue.doctor.checks import Doctor
+    from aiqueue.doctor.report import Doctor
 
 KEY_TIMEOUT_SECONDS = 10.0
 _CALLS = {"openai": "list batches", "anthropic": "list message batches"}

@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any, Literal, NewType
 from uuid import UUID
 
+from aiqueue.settings.kinds import Lane
+
 QueueId = NewType("QueueId", UUID)
 SubmissionId = NewType("SubmissionId", UUID)
 Status = Literal["pending", "processing", "completed", "failed", "cancelled", "expired"]
@@ -19,9 +21,6 @@ PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = (
     "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
-
-# The lane a row is marked on (CONTRACT §9f).
-Lane = Literal["live", "batch"]
 
 
 @dataclass(frozen=True)

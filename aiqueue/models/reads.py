@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from aiqueue.models.queue import Lane, QueueId, Row, Status, SubmissionId
+from aiqueue.models.queue import QueueId, Row, Status, SubmissionId
+from aiqueue.settings.kinds import Lane
 
 _CURSOR = re.compile(r"^(\d{1,20})-(\d{1,20})(?:-(\d{1,9}))?$")
 

@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import Field
 
 from aiqueue import models
+from aiqueue.settings.kinds import Lane
 from aiqueue.wire.base import Wire
-from aiqueue.wire.enqueue import Lane
 from aiqueue.wire.fields import (
     AnyObject,
     Count,

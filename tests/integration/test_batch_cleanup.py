@@ -19,6 +19,8 @@ from aiqueue.batch.anthropic import AnthropicBatches
 from aiqueue.batch.function import FunctionModes, Rendered
 from aiqueue.batch.openai import OpenAIBatches
 from aiqueue.batch.provider import Handle, Line
+from aiqueue.queue.overnight import lane_times
+from aiqueue.settings.kinds import DEFAULT_POOL
 from tests.batchapi.common import Behaviour
 from tests.conftest import add_submissions
 from tests.integration.batch_kit import Rig, lane_rig, soon
@@ -217,9 +219,7 @@ async def test_the_next_look_comes_by_the_fallback_point(rig: Rig) -> None:
 
 
 async def _enqueue(rig: Rig, subs: list[Any]) -> list[Any]:
-    from aiqueue import config
-    from aiqueue.queue.overnight import lane_times
-    batch = await lane_times(rig.rt, config.DEFAULT_POOL, None)
+    batch = await lane_times(rig.rt, DEFAULT_POOL, None)
     out = await rig.rt.store.enqueue(subs, "hw-b", 0, {"rubric": "- chlorophyll",
                                                        "max_score": 10}, batch=batch)
     return list(out.queue_ids)  # type: ignore[union-attr]

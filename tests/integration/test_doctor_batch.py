@@ -7,9 +7,9 @@ import dataclasses
 import asyncpg
 import pytest
 
-from aiqueue import config
 from aiqueue.doctor.batch import check_batch_keys
-from aiqueue.doctor.checks import Doctor
+from aiqueue.doctor.report import Doctor
+from aiqueue.settings.kinds import QueueConfig
 from tests.batchapi.common import Clock
 from tests.integration.batch_kit import batch_pool, lane_settings, served
 
@@ -25,7 +25,7 @@ async def test_each_batch_pools_key_is_checked_with_one_list_call(
                            batch_api_key="sk-wrong")
         assert settings.queue_file is not None
         pools = {**settings.queue_file.pools, "essays": wrong}
-        settings = dataclasses.replace(settings, queue_file=config.QueueConfig(pools, {}))
+        settings = dataclasses.replace(settings, queue_file=QueueConfig(pools, {}))
         doc = Doctor(settings, None)
         await check_batch_keys(doc)
     lines = {c.name: c for c in doc.report.checks}
