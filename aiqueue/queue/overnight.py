@@ -38,6 +38,8 @@ DEFAULT_DEADLINE = timedelta(hours=24)
 # The chain runs the lane's step at most this often per instance (the cron always),
 # and sooner when a batch's next look (its fallback point among them) comes first.
 LANE_EVERY = 10.0
+# The chain runs the lane's step for a batch's look at most this often per instance.
+LOOK_AT_MOST = 1.0
 # One step's lane work, all pools together (packing, polling, applying): the rest
 # waits for the next step.
 LANE_SECONDS = 20.0
@@ -93,7 +95,8 @@ async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> int:
         except Exception as exc:  # an SDK's surprise; the batch's hold brings it back
             logs.event("batch_lane_failed", pool=pool.name, error_type=type(exc).__name__)
     wait = await rt.store.batch_next_look()
-    timer.look = math.inf if wait is None else time.monotonic() + max(wait, 0.0)
+    # At most one lane step a second per instance, however overdue a look is.
+    timer.look = math.inf if wait is None else time.monotonic() + max(wait, LOOK_AT_MOST)
     return fell_back
 
 

@@ -338,11 +338,11 @@ FROM (SELECT started_at, ended_at FROM ai_marking_attempts
       ORDER BY id DESC LIMIT 200) a;
 
 -- batch_next_look --
--- Seconds until the next look at any open batch is due (NULL: none open).
+-- Seconds until the next look at any open batch is due (NULL: none open).  A
+-- record still 'submitting' is reconciled on the lane's own cadence.
 SELECT date_part('epoch', min(look_after) - now())
 FROM ai_marking_batches
-WHERE state IN ('submitted', 'cancelling', 'ended', 'clearing')
-   OR (state = 'submitting' AND error IS NOT NULL);
+WHERE state IN ('submitted', 'cancelling', 'ended', 'clearing');
 
 -- batch_open_count --
 -- What the provider may still keep of this app's: batches not done.
