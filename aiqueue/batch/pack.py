@@ -204,9 +204,10 @@ async def _submit(packer: Packer, batch_id: int, lines: Sequence[Line],
             report.errors.append(exc.code)
             await packer.store.batch_unsure(batch_id, exc.code)
             return
-        # An upload may have stored the file even so (UNSURE), which clearing finds.
+        # An upload whose answer was lost may have stored the file: clearing finds it by
+        # its tag. A refused create's file is deleted now.
         await give_back(packer, batch_id, exc.code, report, files=files,
-                        clearing=bool(files) or exc.code in UNSURE)
+                        clearing=stage == "upload" and exc.code in UNSURE)
         return
     if not await packer.store.batch_submitted(batch_id, handle.batch_id, handle.files,
                                               packer.config.poll_seconds):

@@ -82,6 +82,8 @@ class AnthropicBatchAPI(EmulatorBase):
         return {"batches": sorted(self.batches)}
 
     async def create(self, request: Request) -> Response:
+        if self.faults.refuse_create:
+            return _error(400, "invalid_request_error", "Too many batches in progress.")
         raw = await request.body()
         if len(raw) > self.max_bytes:
             return _error(413, "request_too_large", "Request exceeds the maximum size.")

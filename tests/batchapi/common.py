@@ -56,12 +56,14 @@ class Faults:
       answer comes this many seconds late, after the batch (file) was made, so a
       client that timed out never learns its id;
     - `results_broken`: an ended batch's results can't be read (500);
+    - `refuse_create`: a create is refused (400) and makes nothing;
     - `forget()` on the emulator: its records are reset under running batches (404).
     """
 
     create_delay: float = 0.0
     upload_delay: float = 0.0
     results_broken: bool = False
+    refuse_create: bool = False
 
 
 @dataclass

@@ -153,6 +153,8 @@ class OpenAIBatchAPI(EmulatorBase):
     # -- batches -------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
+        if self.faults.refuse_create:
+            return _error(400, "Enqueued token limit reached.", "invalid_request_error", None)
         body = await request.json()
         file = self.files.get(body.get("input_file_id", ""))
         if file is None or file.purpose != "batch":

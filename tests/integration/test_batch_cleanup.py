@@ -87,6 +87,21 @@ async def test_a_step_killed_between_upload_and_create_leaves_nothing(
     assert states == {"abandoned", "done"}
 
 
+async def test_a_refused_create_gives_its_rows_back_and_deletes_its_file(rig: Rig) -> None:
+    await rig.enqueue(3)
+    rig.emu.faults.refuse_create = True
+    report = await rig.step()
+    assert (report.packed, report.released) == (0, 3) and "provider_http_400" in report.errors
+    assert empty(rig), rig.held()  # OpenAI's input file went at once
+    rows = await rig.conn.fetch("SELECT status, attempts FROM ai_marking_queue")
+    assert {(r["status"], r["attempts"]) for r in rows} == {("pending", 0)}
+    assert await _state(rig) == "abandoned"
+    rig.emu.faults.refuse_create = False
+    await finish(rig)
+    assert await rig.statuses() == {"completed": 3}
+    assert empty(rig), rig.held()
+
+
 async def test_a_deletion_refused_while_cancelling_is_asked_until_done(rig: Rig) -> None:
     subs = await add_submissions(rig.conn, 2, "hw-b", content="photosynthesis")
     await _enqueue(rig, subs)
