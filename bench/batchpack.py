@@ -15,6 +15,7 @@ does.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import tempfile
@@ -57,7 +58,8 @@ async def _seed(conn: asyncpg.Connection, n: int, assignment: str) -> list[objec
     return [r["id"] for r in rows]
 
 
-async def run_pack(dsn: str, rows: int = BATCH_ROWS) -> PackRun:
+async def run_pack(dsn: str, rows: int = BATCH_ROWS, chunk: int | None = None) -> PackRun:
+    """`chunk`: rows packing takes at a time (None: the lane's own)."""
     conn = await asyncpg.connect(dsn)
     with served("openai", Clock(), {}) as (emu, emu_url, fn_url):
         settings = lane_settings("openai", dsn, emu, emu_url, fn_url, max_in_flight=1,
@@ -71,6 +73,8 @@ async def run_pack(dsn: str, rows: int = BATCH_ROWS) -> PackRun:
                                        batch=(due, due - timedelta(hours=1)))
             await rt.store.enqueue(live[at:at + ENQUEUE_ROWS], "hw-live", 0, PAYLOAD)
         config = lane_config(rt, settings.queue.pools[DEFAULT_POOL])
+        if chunk is not None:
+            config = dataclasses.replace(config, render_rows=chunk)
         with tempfile.TemporaryDirectory() as tmp:
             out, stop = Path(tmp) / "claims.json", Path(tmp) / "stop"
             child = spawn(["-m", "bench.batchpack", dsn, str(out), str(stop)])

@@ -108,7 +108,7 @@ class LaneConfig:
     # How long one call to the provider may take (a lost answer is reconciled).
     call_seconds: float = 20.0
     # Rows packing takes (and renders) at a time; between chunks the step's time is checked.
-    render_rows: int = 1000
+    render_rows: int = 250
     # Rendering stops this long before the step's end, to leave time to upload.
     upload_seconds: float = 5.0
 
