@@ -48,7 +48,7 @@ class ResultsStore(Protocol):
 
 
 class WebhookStore(ResultsStore, Protocol):
-    """queue/enqueue.py receive_results, probes.record: a webhook batch's items."""
+    """queue/webhook.py receive_results, probes.record: a webhook batch's items."""
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool: ...

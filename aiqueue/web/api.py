@@ -13,7 +13,8 @@ from aiqueue import logs, wire
 from aiqueue.errors import StoreError
 from aiqueue.queue import loop, review, spend
 from aiqueue.queue.enqueue import enqueue as enqueue_jobs
-from aiqueue.queue.enqueue import list_rows, receive_results, retry_row, verify_results
+from aiqueue.queue.enqueue import list_rows, retry_row
+from aiqueue.queue.webhook import receive_results, verify_results
 from aiqueue.reads import monitor, usage
 from aiqueue.reads.metrics import CONTENT_TYPE, exposition
 from aiqueue.reads.stats import read_stats

@@ -7,7 +7,7 @@ from uuid import uuid4
 import pytest
 
 from aiqueue.errors import Invalid, Unauthorized
-from aiqueue.queue.enqueue import verify_results
+from aiqueue.queue.webhook import verify_results
 from aiqueue.queue.probes import ProbeAnswer
 from aiqueue.queue.results import ResultItem
 from aiqueue.tokens import Tokens
