@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from uuid import UUID
-
 from aiqueue import logs
 from aiqueue.errors import (
-    Conflict,
     Invalid,
     KeyReused,
-    NotFound,
     UnknownKind,
 )
-from aiqueue.models import KeyMismatch, QueueRow, Replayed, Status, UnknownIds
+from aiqueue.models import KeyMismatch, Replayed, UnknownIds
 from aiqueue.queue import overnight
 from aiqueue.queue.lanes import lane_of
 from aiqueue.runtime import Runtime
 from aiqueue.wire import EnqueueRequest
-from aiqueue.wire.answers import EnqueueAccepted, RetryAnswer
+from aiqueue.wire.answers import EnqueueAccepted
 
 
 async def enqueue(
@@ -57,27 +53,3 @@ async def enqueue(
                enqueued=answer.enqueued,
                skipped=answer.skipped, already_marked=answer.already_marked)
     return answer, False
-
-
-async def retry_row(rt: Runtime, queue_id: UUID, actor: str) -> RetryAnswer:
-    """A failed row becomes pending with fresh attempts."""
-    if await rt.store.retry_failed(queue_id, actor):
-        logs.event("retry", queue_id=queue_id, reason="manual")
-        return RetryAnswer(queue_id=queue_id, status="pending")
-    status = await rt.store.row_status(queue_id)
-    if status is None:
-        raise NotFound(f"no queue row {queue_id}")
-    raise Conflict(f"only failed rows can be retried; this row is {status}")
-
-
-async def list_rows(
-    rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int, offset: int,
-    group: str | None = None, kind: str | None = None,
-) -> tuple[list[QueueRow], int]:
-    rows = await rt.store.list_rows(
-        status=status, assignment_id=assignment_id, limit=limit, offset=offset, group=group,
-        kind=kind,
-    )
-    total = await rt.store.count_rows(status=status, assignment_id=assignment_id, group=group,
-                                      kind=kind)
-    return rows, total

@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from aiqueue import wire
 from aiqueue.errors import Unauthorized
-from aiqueue.queue import loop, progress
+from aiqueue.queue import actions, loop, progress
 from aiqueue.reads import live
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
@@ -76,7 +76,7 @@ async def assignment_progress(request: Request) -> Response:
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
-    return respond(await progress.cancel_assignment(rt, assignment_id, actor="api"),
+    return respond(await actions.cancel_assignment(rt, assignment_id, actor="api"),
                    background=BackgroundTask(loop.after_cancel, rt))
 
 

@@ -7,9 +7,9 @@ from uuid import uuid4
 import pytest
 
 from aiqueue.errors import Invalid, Unauthorized
-from aiqueue.queue.webhook import verify_results
 from aiqueue.queue.probes import ProbeAnswer
 from aiqueue.queue.results import ResultItem
+from aiqueue.queue.webhook import verify_results
 from aiqueue.tokens import Tokens
 
 TOKENS = Tokens("unit-secret-0123456789abcdef")
