@@ -15,7 +15,7 @@ from uuid import UUID
 
 from aiqueue import logs, wire
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
-from aiqueue.queue import enqueue, review, spend
+from aiqueue.queue import enqueue, review
 from aiqueue.runtime import Runtime
 from aiqueue.wire import answers
 from aiqueue.wire.answers import RetryAnswer
@@ -103,7 +103,7 @@ async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
                    remark: bool = False) -> answers.EnqueueEstimate:
     """What `mark` would add and use (CONTRACT §9c); writes nothing."""
     request = await _request(rt, assignment_id, submission_id, remark, dry_run=True)
-    return await spend.dry_run(rt, request)
+    return await enqueue.dry_run(rt, request)
 
 
 async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, remark: bool,

@@ -1,19 +1,22 @@
-"""The enqueue: rows for a run's submissions, atomically, once per idempotency key."""
+"""The enqueue: rows for a run's submissions, atomically, once per idempotency key; and its
+dry run, the estimate before Mark All (CONTRACT §9c), which writes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from uuid import UUID
+
 from aiqueue import logs
-from aiqueue.errors import (
-    Invalid,
-    KeyReused,
-    UnknownKind,
-)
-from aiqueue.models import KeyMismatch, Replayed, UnknownIds
+from aiqueue.config import Kind
+from aiqueue.errors import Invalid, KeyReused, UnknownKind
+from aiqueue.models import DryRun, KeyMismatch, Replayed, UnknownIds
+from aiqueue.money import Money, PoolMoney
 from aiqueue.queue import overnight
 from aiqueue.queue.lanes import lane_of
+from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.wire import EnqueueRequest
-from aiqueue.wire.answers import EnqueueAccepted
+from aiqueue.wire.answers import EnqueueAccepted, EnqueueEstimate, SpendCaps
 
 
 async def enqueue(
@@ -25,11 +28,7 @@ async def enqueue(
     is stored stays as it was; both are read here as the type.
     """
     key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
-    kinds = rt.settings.queue.kinds
-    if request.kind not in kinds:
-        raise UnknownKind(f"kind {request.kind!r} is not declared; the kinds are "
-                          f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
-    kind = kinds[request.kind]
+    kind = _declared_kind(rt, request.kind)
     batch = None
     if lane_of(rt, request) == "batch":
         batch = await overnight.lane_times(rt, kind.pool, request.deadline)
@@ -46,10 +45,64 @@ async def enqueue(
             logs.event("enqueue_replayed", assignment_id=request.assignment_id)
             return EnqueueAccepted.model_validate(stored), True
         case UnknownIds(ids):
-            raise Invalid(f"{len(ids)} submission id(s) do not exist; nothing was enqueued",
-                          extra={"unknown_ids": [str(u) for u in ids]})
+            raise _unknown_ids(ids, "; nothing was enqueued")
     answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
                enqueued=answer.enqueued,
                skipped=answer.skipped, already_marked=answer.already_marked)
     return answer, False
+
+
+def _declared_kind(rt: Runtime, name: str) -> Kind:
+    """The kind called `name`; 422 naming the declared ones when there is none."""
+    kinds = rt.settings.queue.kinds
+    if name not in kinds:
+        raise UnknownKind(f"kind {name!r} is not declared; the kinds are "
+                          f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
+    return kinds[name]
+
+
+def _unknown_ids(ids: Sequence[UUID], tail: str = "") -> Invalid:
+    """The 422 for submission ids that do not exist, naming them."""
+    return Invalid(f"{len(ids)} submission id(s) do not exist{tail}",
+                   extra={"unknown_ids": [str(u) for u in ids]})
+
+
+async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
+    """The estimate before Mark All (CONTRACT §9c): rows, tokens, cost, ETA and the caps
+    that would stop the run; writes nothing.
+
+    A row is expected to use what the assignment's recent rows used, else its
+    pool's recent assignments, else a default (aiqueue_estimate).  On the batch
+    lane (asked for, or the kind's default) it is priced at the pool's batch price.
+    """
+    money = Money.of(rt.settings)
+    _declared_kind(rt, request.kind)
+    batch = lane_of(rt, request) == "batch"
+    pool = rt.settings.queue.pool_of(request.kind)
+    d = await rt.store.dry_run(request.submission_ids, request.assignment_id,
+                               group=request.group or request.assignment_id,
+                               remark=request.remark, pool=pool.name, money=money)
+    if d.unknown_ids:
+        raise _unknown_ids(d.unknown_ids)
+    row_cost = d.batch_row_cost_usd if batch else d.row_cost_usd
+    cost = None if row_cost is None else round(d.rows * row_cost, 6)
+    avg = await rt.store.recent_processing_seconds() if d.rows else None
+    eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
+    return EnqueueEstimate(
+        rows=d.rows, already_marked=d.already_marked,
+        estimated_tokens=round(d.rows * (d.prompt_tokens + d.completion_tokens)),
+        estimated_cost_usd=cost, eta_seconds=eta,
+        capped=would_stop(money.pool(pool.name), d, cost))
+
+
+def would_stop(pool: PoolMoney, d: DryRun, cost: float | None) -> SpendCaps | None:
+    """The caps this run's estimated cost would reach, on top of this window's spend."""
+    if cost is None:
+        return None
+    spent = {"group_usd_per_hour": d.group_hour, "group_usd_per_day": d.group_day,
+             "pool_usd_per_day": d.pool_day}
+    stops = {name: cap for name, cap in pool.caps.items()
+             if cap is not None and spent[name] + cost > cap}
+    # Only the caps it would reach are set, so only they are sent.
+    return SpendCaps(**stops) if stops else None

@@ -11,7 +11,8 @@ from starlette.routing import Route
 
 from aiqueue import logs, wire
 from aiqueue.errors import StoreError
-from aiqueue.queue import actions, loop, review, spend
+from aiqueue.queue import actions, loop, review
+from aiqueue.queue.enqueue import dry_run
 from aiqueue.queue.enqueue import enqueue as enqueue_jobs
 from aiqueue.queue.webhook import receive_results, verify_results
 from aiqueue.reads import monitor, usage
@@ -30,7 +31,7 @@ async def enqueue(request: Request) -> Response:
     body = wire.EnqueueRequest.parse(await read_json(request))
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
-        return respond(await spend.dry_run(rt, body))
+        return respond(await dry_run(rt, body))
     answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
         return respond(answer, 202, headers={"Idempotent-Replayed": "true"})
