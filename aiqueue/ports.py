@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from aiqueue.batch.lane import LaneStore
+from aiqueue.batch.pack import LaneStore
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
 from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, OutboxEntry, Status
 from aiqueue.models.records import Retained

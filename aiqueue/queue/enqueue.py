@@ -12,7 +12,6 @@ from aiqueue.errors import Invalid, KeyReused, UnknownKind
 from aiqueue.models import DryRun, KeyMismatch, Replayed, UnknownIds
 from aiqueue.money import Money, PoolMoney
 from aiqueue.queue import overnight
-from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.wire import EnqueueRequest
@@ -30,7 +29,7 @@ async def enqueue(
     key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
     kind = _declared_kind(rt, request.kind)
     batch = None
-    if lane_of(rt, request) == "batch":
+    if overnight.lane_of(rt, request) == "batch":
         batch = await overnight.lane_times(rt, kind.pool, request.deadline)
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
@@ -78,7 +77,7 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     """
     money = Money.of(rt.settings)
     _declared_kind(rt, request.kind)
-    batch = lane_of(rt, request) == "batch"
+    batch = overnight.lane_of(rt, request) == "batch"
     pool = rt.settings.queue.pool_of(request.kind)
     d = await rt.store.dry_run(request.submission_ids, request.assignment_id,
                                group=request.group or request.assignment_id,

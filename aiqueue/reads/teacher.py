@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from aiqueue.batch.lane import live_estimate
+from aiqueue.batch.pack import live_estimate
 from aiqueue.config import DEFAULT_KIND
 from aiqueue.errors import NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult

@@ -1,4 +1,4 @@
--- The overnight lane (CONTRACT §9f, aiqueue/batch/lane.py; migration 0020).
+-- The overnight lane (CONTRACT §9f, aiqueue/batch/pack.py; migration 0020).
 -- The provider is called between these statements, never inside a transaction.
 
 -- batch_lane_rows --
