@@ -4,7 +4,7 @@ Migrations are numbered up/down pairs that change the schema only.  Every SQL
 function and trigger lives, in its current text, in one file that `up`
 re-applies after the migrations whenever its text changed; rolling back the
 last migration drops them first.  Every `up` ends with the lockdown
-(db/sql/security.sql): only the owner and the runtime role reach the queue.
+(db/sql/lockdown.sql): only the owner and the runtime role reach the queue.
 """
 
 from __future__ import annotations

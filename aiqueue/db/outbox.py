@@ -1,4 +1,4 @@
-"""The notification outbox: one method per named query of sql/notify.sql."""
+"""The notification outbox: one method per named query of sql/outbox.sql."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Recovering rows whose function went quiet: sql/recovery.sql's named queries, one method
-each, and recover_stuck, which sits in sql/queries.sql beside the claim it frees slots for."""
+each."""
 
 from __future__ import annotations
 

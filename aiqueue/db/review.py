@@ -1,18 +1,17 @@
-"""Review, usage and counters: one method per named query of sql/review.sql."""
+"""Review of applied results: one method per named query of sql/review.sql."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models import AppliedResult, ReviewOutcome, TallyRow, UsageRow
+from aiqueue.models import AppliedResult, ReviewOutcome
 
 
 class ReviewQueries(Gateway):
-    """Accept and revert applied results; add up usage; read the counters."""
+    """Accept and revert applied results; their history."""
 
     async def accept(self, queue_id: UUID, actor: str | None,
                      adjusted: dict[str, Any] | None) -> ReviewOutcome:
@@ -41,14 +40,3 @@ class ReviewQueries(Gateway):
 
     async def submission_exists(self, submission_id: UUID) -> bool:
         return bool(await self._fetchval("review_submission_exists", submission_id))
-
-    async def usage(self, since: datetime, until: datetime, by: str) -> list[UsageRow]:
-        """One row per key, then the total (key None)."""
-        rows = await self._fetch("usage_report", since, until, by, page=True)
-        return [UsageRow.from_row(r) for r in rows]
-
-    async def counters(self) -> list[TallyRow]:
-        return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters", page=True)]
-
-    async def buckets(self) -> list[float]:
-        return [float(r["le"]) for r in await self._fetch("metrics_buckets", page=True)]

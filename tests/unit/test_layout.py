@@ -47,14 +47,11 @@ def test_every_sql_block_the_code_names_exists():
     assert missing == {}
 
 
-# The query modules whose .sql file has another name (the rest: db/x.py runs sql/x.sql).
-_SQL_FILE_OF = {"queue": "queries", "rows": "queries", "outbox": "notify", "timing": "time"}
 # Statements one query class runs inside another file's transaction, and why.
 _SHARED = {
     "idempotency_claim", "idempotency_answer", "idempotency_save",  # enqueue's and erasure's keys
     "batch_lane_rows",  # an enqueue puts its rows on the overnight lane in its own transaction
     "serial_plans",  # the stats' SET LOCAL, shared with the monitoring page
-    "recover_stuck",  # recovery's sweep, beside the claim it frees slots for
 }
 
 
@@ -81,7 +78,7 @@ def test_each_query_class_runs_the_statements_of_its_own_sql_file():
     strays = {}
     for path in modules:
         names = _named_blocks(path) - _SHARED
-        own = blocks.get(_SQL_FILE_OF.get(path.stem, path.stem), set())
+        own = blocks.get(path.stem, set())
         if names - own:
             strays[path.name] = sorted(names - own)
     assert strays == {}

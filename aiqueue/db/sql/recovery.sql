@@ -1,6 +1,74 @@
--- Asking the platform before recovering a row (CONTRACT §8e, aiqueue/recovery.py).
--- The HTTP call to the platform runs between these statements, never inside a
--- transaction: each statement here is short and decides on what it finds.
+-- Recovery (aiqueue/queue/recovery.py): the sweep of quiet rows, and asking the
+-- platform before recovering a row (CONTRACT §8e).  The HTTP call to the
+-- platform runs between these statements, never inside a transaction: each
+-- statement here is short and decides on what it finds.
+
+-- recover_stuck --
+-- Rows whose function went quiet: no result and no heartbeat for
+-- QUEUE_STUCK_AFTER_SECONDS ($1) after the dispatch, or for the heartbeat
+-- timeout ($3) after the last heartbeat, or past the platform's bound ($4:
+-- dispatch + the function's time limit + a grace; NULL: none); see
+-- aiqueue_recover_at().  Retry now (the lease already waited) or fail when
+-- attempts are used up.  With $5 the platform is asked before a row with an
+-- invocation id is recovered (digitalocean: aiqueue/recovery.py), so those are
+-- left to it.  Only rows of the kinds that dispatch to this platform ($7, $8).  The old dispatch_seq can no longer fail the row; a late
+-- completed result is still welcome.
+WITH stuck AS (
+    SELECT q.queue_id,
+           CASE WHEN q.started_at + make_interval(secs => $4::float8) <= now()
+                THEN 'platform_timeout'
+                WHEN q.progress IS NOT NULL THEN 'heartbeat_timeout'
+                ELSE 'stuck_no_result' END AS why
+    FROM ai_marking_queue q
+    -- A range of ai_marking_queue_lease_idx first (with QUEUE_MAX_IN_FLIGHT=0 many
+    -- rows may hold a lease): no term is due before the shortest threshold has
+    -- passed since the lease (an invocation cannot outlive its platform's limit,
+    -- so it has stopped heartbeating by then).
+    WHERE q.status = 'processing'
+      AND q.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
+      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+                             $1::float8, $3::float8, $4::float8) <= now()
+      AND NOT ($5::boolean AND EXISTS (
+          SELECT 1 FROM ai_marking_attempts a
+          WHERE a.queue_id = q.queue_id AND a.dispatch_seq = q.dispatch_seq
+            AND a.kind = 'dispatch' AND a.dispatch_ref IS NOT NULL))
+      -- Each kind by its own platform's thresholds ($7 these kinds; NULL: all but $8).
+      AND aiqueue_kind_in(q.kind, $7::text[], $8::text[])
+    ORDER BY q.lease_at
+    LIMIT 500
+    FOR UPDATE OF q SKIP LOCKED
+),
+row AS (
+    UPDATE ai_marking_queue q
+    -- A kind may allow its own number of attempts ($6: {kind: n}; else $2).
+    SET status = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer, $2::integer)
+                      THEN 'pending' ELSE 'failed' END,
+        finished_at = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer,
+                                                      $2::integer)
+                           THEN NULL ELSE now() END,
+        run_after = now(), lease_at = NULL, last_error = stuck.why, updated_at = now()
+    FROM stuck WHERE q.queue_id = stuck.queue_id
+    RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = row.why,
+        platform = CASE WHEN row.why = 'platform_timeout' THEN 'timed_out' ELSE a.platform END
+    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = row.dispatch_seq
+      AND a.kind = 'dispatch'
+),
+-- Completed rows still holding a slot for a newer dispatch that never reported.
+released AS (
+    UPDATE ai_marking_queue q SET lease_at = NULL
+    WHERE q.status = 'completed' AND q.lease_at IS NOT NULL
+      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+                             $1::float8, $3::float8, $4::float8) <= now()
+),
+tally AS (
+    INSERT INTO ai_marking_tally (outcome, job, error, n)
+    SELECT 'stuck', CASE WHEN row.status = 'failed' THEN 'failed' END, row.why, count(*)
+    FROM row GROUP BY 2, 3
+)
+SELECT count(*) AS n FROM row;
 
 -- recovery_lookups --
 -- Up to $4 dispatches whose time to ask has come (aiqueue_recover_at with the

@@ -1,4 +1,4 @@
-"""Time (CONTRACT §9d): one method per named query of sql/time.sql."""
+"""Alerts (CONTRACT §9d): one method per named query of sql/alerts.sql."""
 
 from __future__ import annotations
 
@@ -8,20 +8,8 @@ from aiqueue.db.gateway import Gateway
 from aiqueue.models import OpenAlert
 
 
-class TimeQueries(Gateway):
-    """The expiry sweep, when scheduled rows and expiries come due, and the alerts."""
-
-    async def expire_rows(self) -> int:
-        """End pending rows whose expires_at has passed; how many (one bounded batch)."""
-        return int(await self._write_val("expire_rows", idempotent=True))
-
-    async def next_expiry(self) -> float | None:
-        value = await self._fetchval("next_expiry")
-        return None if value is None else float(value)
-
-    async def next_scheduled(self) -> float | None:
-        value = await self._fetchval("next_scheduled")
-        return None if value is None else float(value)
+class AlertQueries(Gateway):
+    """Open and resolve the alerts; read the open ones."""
 
     async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
                               failure_rate: float, at: datetime | None = None
