@@ -68,7 +68,7 @@ class HandoutStore(ResultsStore, Protocol):
 class RecoveryStore(ResultsStore, Protocol):
     """queue/recovery.py: stuck rows, the platform's looks, when the step has work."""
 
-    async def recent_p95(self) -> float | None: ...
+    async def recent_processing_tail(self) -> float | None: ...
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,

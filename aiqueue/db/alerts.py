@@ -16,9 +16,9 @@ class AlertQueries(Gateway):
                               ) -> list[tuple[str, str]]:
         """Open and resolve alerts as of `at` (None: now); the changes, (alert, change)."""
         # A repeat after a lost answer finds the alerts already open or resolved.
-        rows = await self._write("alerts_evaluate", at, backlog, stalled, failures_min,
+        rows = await self._write("evaluate_alerts", at, backlog, stalled, failures_min,
                                  failure_rate, idempotent=True)
         return [(r["alert"], r["change"]) for r in rows]
 
     async def open_alerts(self) -> list[OpenAlert]:
-        return [OpenAlert.from_row(r) for r in await self._fetch("alerts_open", page=True)]
+        return [OpenAlert.from_row(r) for r in await self._fetch("open_alerts", page=True)]

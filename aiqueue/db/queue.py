@@ -45,7 +45,7 @@ class QueueQueries(Gateway):
         """
         # Only the current dispatch can be refused, so a repeat changes nothing.
         status: Status | None = await self._write_val(
-            "flow_refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
+            "refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
             idempotent=True)
         return status
 

@@ -24,7 +24,7 @@ async def page_rows(
 ) -> tuple[list[QueueRow], bool, bool]:
     """One page of rows, newest first, and whether newer / older pages exist."""
     if before is not None:
-        newer = await rt.store.list_rows_newer(
+        newer = await rt.store.monitor_rows_newer(
             status=status, assignment_id=assignment_id, before=before, limit=limit + 1,
             group=group, kind=kind)
         if len(newer) > limit:
@@ -44,12 +44,12 @@ async def control(rt: Runtime) -> Control:
 async def throughput(rt: Runtime, window_seconds: float, bucket_seconds: float
                      ) -> list[tuple[datetime, int, int]]:
     """(bucket start, completed, failed) over the window."""
-    return await rt.store.throughput(window_seconds, bucket_seconds)
+    return await rt.store.monitor_throughput(window_seconds, bucket_seconds)
 
 
 async def assignment_ids(rt: Runtime, limit: int) -> list[str]:
     """Assignments with rows, for the filter's list."""
-    return await rt.store.assignment_ids(limit)
+    return await rt.store.monitor_assignments(limit)
 
 
 async def row_with_history(rt: Runtime, queue_id: UUID) -> tuple[QueueRow, list[Attempt]] | None:

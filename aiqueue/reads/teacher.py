@@ -33,7 +33,7 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
     """The page's data; NotFound when the assignment has neither submissions nor a rubric."""
     # The feed position first: any change committed after it is replayed to the
     # page's event stream, so nothing between this read and the stream is missed.
-    cursor = await rt.store.events_head()
+    cursor = await rt.store.live_events_head()
     info = await rt.store.assignment_info(assignment_id)
     rows = await rt.store.submission_results(assignment_id, MAX_ROWS)
     if info is None and not rows:

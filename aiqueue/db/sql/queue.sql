@@ -31,7 +31,7 @@ UPDATE ai_queue_control
 SET consecutive_failures = 0, circuit_open_until = NULL
 WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL);
 
--- flow_refused --
+-- refused --
 -- A refusal of the row's current dispatch (a 429/503 answer, or a
 -- rate_limited/overloaded item): back to pending without using an attempt, the
 -- row's pool held for the delay, its L cut once per burst.  See

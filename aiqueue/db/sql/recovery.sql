@@ -70,7 +70,7 @@ tally AS (
 )
 SELECT count(*) AS n FROM row;
 
--- recovery_lookups --
+-- take_lookups --
 -- Up to $4 dispatches whose time to ask has come (aiqueue_recover_at with the
 -- platform's look threshold $1 = $2 and its bound $3), each taken for $5
 -- seconds: another instance skips it meanwhile (SKIP LOCKED now, look_after
@@ -96,7 +96,7 @@ WHERE a.id = due.id AND q.queue_id = a.queue_id
 RETURNING a.queue_id, a.dispatch_seq, a.attempt, a.dispatch_ref,
           q.started_at + make_interval(secs => $3::float8) <= now() AS past_bound;
 
--- recovery_note --
+-- platform_waits --
 -- What the platform said about one dispatch, and when to ask again ($4
 -- seconds from now, capped at its bound $5 seconds after the dispatch; NULL:
 -- no need).  Only while that dispatch is still the row's current one.
@@ -108,7 +108,7 @@ FROM ai_marking_queue q
 WHERE a.queue_id = $1 AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
   AND q.queue_id = a.queue_id AND q.dispatch_seq = $2 AND q.status = 'processing';
 
--- recovery_said --
+-- platform_said --
 -- The platform's word on a dispatch that just ended (applied from the
 -- activation, activation failed, timed out): kept on its history line.
 UPDATE ai_marking_attempts SET platform = $3, look_after = NULL

@@ -2,17 +2,17 @@
 -- (db/sql/functions.sql): each takes the submission's lock in the order the
 -- result's application does.
 
--- review_accept --
+-- accept --
 SELECT outcome, accepted_at AS at FROM aiqueue_accept($1::uuid, $2::text, $3::jsonb);
 
--- review_revert --
+-- revert --
 SELECT outcome, reverted_at AS at FROM aiqueue_revert($1::uuid, $2::text);
 
 -- review_run --
 -- Every unreviewed result of the assignment's latest run, one transaction.
 SELECT done, superseded FROM aiqueue_review_run($1::text, $2::text, $3::text);
 
--- review_history --
+-- result_history --
 -- A submission's applied results, newest first.
 SELECT queue_id, applied_at, result::text AS result, review, accepted_at, reverted_at, actor,
        adjusted_result::text AS adjusted_result
@@ -21,10 +21,10 @@ WHERE submission_id = $1
 ORDER BY seq DESC
 LIMIT $2;
 
--- review_of_row --
+-- review_of --
 -- The review of one row's applied result (the /ai-queue row page: no result).
 SELECT review, accepted_at, reverted_at, actor, applied_at
 FROM ai_marking_results WHERE queue_id = $1;
 
--- review_submission_exists --
+-- submission_exists --
 SELECT EXISTS (SELECT 1 FROM submissions WHERE id = $1) AS found;
