@@ -21,7 +21,7 @@ def _budgeted(plan: str | None) -> bool:
 class QueueQueries(Gateway):
     """The loop's writes (the LoopStore port, aiqueue/ports.py): one method per named query."""
 
-    # `plan` (the pools and kinds, aiqueue/config.py QueueConfig.plan): None means
+    # `plan` (the pools and kinds, QueueConfig.plan in aiqueue/config/model.py): None means
     # the default pool with the cap and budget passed, and the one kind `mark`.
 
     async def claim(self, cap: int, breaker_threshold: int,

@@ -132,7 +132,7 @@ UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 -- remark) and how many are marked already; the unknown ids; what a row of the
 -- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,
 -- $6: the money plan); the group's and pool's spend in the windows that hold
--- now; and what runs ahead of it in the pool.
+-- now; and what runs ahead of it (the pending and processing rows of every pool).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT t.id FROM unnest($1::uuid[]) AS t (id)
 ),

@@ -234,7 +234,7 @@ SELECT extract(epoch FROM least(
     -- A lease running out (aiqueue_recover_at; $4 heartbeat timeout, $5 the
     -- platform's bound), not before a look the platform asked us to wait for.
     -- With $6 (the platform is asked first), a dispatch with an invocation id is
-    -- looked at once quiet for $11 (aiqueue/recovery.py: the heartbeat timeout
+    -- looked at once quiet for $11 (aiqueue/queue/recovery.py: the heartbeat timeout
     -- or 3x the recent p95 processing time, whichever comes first).
     (SELECT min(aiqueue_recover_at(
                 q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,

@@ -10,8 +10,9 @@
 -- dispatch + the function's time limit + a grace; NULL: none); see
 -- aiqueue_recover_at().  Retry now (the lease already waited) or fail when
 -- attempts are used up.  With $5 the platform is asked before a row with an
--- invocation id is recovered (digitalocean: aiqueue/recovery.py), so those are
--- left to it.  Only rows of the kinds that dispatch to this platform ($7, $8).  The old dispatch_seq can no longer fail the row; a late
+-- invocation id is recovered (digitalocean: aiqueue/queue/recovery.py), so
+-- those are left to it.  Only rows of the kinds that dispatch to this platform
+-- ($7, $8).  The old dispatch_seq can no longer fail the row; a late
 -- completed result is still welcome.
 WITH stuck AS (
     SELECT q.queue_id,
@@ -75,8 +76,9 @@ SELECT count(*) AS n FROM row;
 -- platform's look threshold $1 = $2 and its bound $3), each taken for $5
 -- seconds: another instance skips it meanwhile (SKIP LOCKED now, look_after
 -- after the commit).  Only rows of the kinds that dispatch to this platform
--- ($6 these kinds; NULL: every kind but $7).  `past_bound`: the platform's time limit and grace have
--- run out by the database's clock, so "not found" now means gone.
+-- ($6 these kinds; NULL: every kind but $7).  `past_bound`: the platform's
+-- time limit and grace have run out by the database's clock, so "not found"
+-- now means gone.
 WITH due AS (
     SELECT a.id
     FROM ai_marking_queue q
