@@ -1,7 +1,7 @@
 """Flow control for a shared paid model (CONTRACT §8a): the rule for the learned limit L.
 
 This module is the documented spec; the database runs the same rule in
-functions.sql (aiqueue_flow_after_refusal, aiqueue_flow_after_result), where
+db/sql/functions/20_flow.sql (aiqueue_flow_after_refusal, aiqueue_flow_after_result), where
 it must live so that every instance moves the one L under a row lock.
 tests/integration/test_flow.py runs the unit test's table of cases through both.
 

@@ -18,7 +18,8 @@ from aiqueue.models import EventCursor, MarkingEvent
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 
-# aiqueue_notify() (db/sql/functions.sql) wakes it on every event, while an instance listens.
+# aiqueue_notify() (db/sql/functions/80_feed.sql) wakes it on every event while an instance
+# listens.
 CHANNEL = "ai_marking"
 TOKEN_MAX_AGE = 600  # a page's events token; the page asks for a fresh one when it lapses
 RETRY_MS = 1500  # how soon EventSource reconnects after a stream ends

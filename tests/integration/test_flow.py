@@ -21,7 +21,7 @@ async def control(conn: asyncpg.Connection) -> asyncpg.Record:
 
 
 async def test_the_database_rule_is_the_documented_one(conn: asyncpg.Connection) -> None:
-    """aiqueue/flow.py is the spec; functions.sql must compute the same, case by case."""
+    """aiqueue/flow.py is the spec; db/sql/functions/20_flow.sql computes the same, case by case."""
     for limit, top, in_flight, same_burst, expected in REFUSAL_CASES:
         got = await conn.fetchval("SELECT aiqueue_flow_after_refusal($1, $2, $3, $4)",
                                   limit, top, in_flight, same_burst)

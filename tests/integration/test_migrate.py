@@ -59,7 +59,7 @@ async def test_functions_are_reapplied_only_when_their_text_changes(
 
 
 def test_migrations_hold_schema_only():
-    # The current text of every function lives in db/sql/functions.sql.
+    # The current text of every function lives in db/sql/functions/.
     for m in discover():
         for path in (m.up, m.down):
             text = path.read_text().upper()

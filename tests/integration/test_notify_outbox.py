@@ -1,7 +1,7 @@
 """The notification outbox against a real PostgreSQL: which changes write which event.
 
 Every event is written by a trigger in the transaction of the change that causes
-it (db/sql/functions.sql, aiqueue_outbox_on_end); these tests drive the queue
+it (db/sql/functions/90_outbox.sql, aiqueue_outbox_on_end); these tests drive the queue
 through the Store's own statements and read the outbox.
 """
 

@@ -2,7 +2,7 @@
 
 An end that finds another processing row of its run pins it and skips the
 claim's advisory lock; only an end that may finish the run takes it (aiqueue
-0023, functions.sql: aiqueue_outbox_run_finished).  These tests race real
+0023, functions/90_outbox.sql: aiqueue_outbox_run_finished).  These tests race real
 transactions against a real PostgreSQL.
 """
 

@@ -431,9 +431,13 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
     # The claim's "another row due?" probe, with most rows pending.
     ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)",
      "ai_marking_queue_group_kind_idx"),
-    # The in-flight count, with most rows in flight.
-    ("'processing', now()", "aiqueue_in_flight",
-     r"SELECT 1 FROM ai_marking_queue p .*?greatest\(cap, 1\)", "ai_marking_queue_lease_idx"),
+    # A pool's in-flight count (the gate, twice per claim), with most rows in flight.
+    ("'processing', now()", "aiqueue_pool_in_flight",
+     r"SELECT 1 FROM ai_marking_queue p .*?greatest\(cap, 1\)", "ai_marking_queue_pool_lease_idx"),
+    # A kind's in-flight count (a kind with a cap of its own), likewise: with one kind
+    # in flight, either lease index serves (both stop at the cap).
+    ("'processing', now()", "aiqueue_kind_in_flight",
+     r"SELECT 1 FROM ai_marking_queue p\s.*?greatest\(cap, 1\)", "lease_idx on ai_marking_queue"),
 ])
 async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
     conn: asyncpg.Connection, row: str, function: str, pattern: str, index: str
@@ -446,7 +450,8 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
         f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
     text = await plan_in_function(conn, function, pattern, cap="1", kinds="ARRAY['mark']",
-                                  plan="NULL::jsonb", except_id="NULL::uuid")
+                                  plan="NULL::jsonb", except_id="NULL::uuid",
+                                  p_pool="'default'", p_kind="'mark'")
     assert index in text
     assert "Seq Scan on ai_marking_queue" not in text
 

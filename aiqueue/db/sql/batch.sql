@@ -57,7 +57,7 @@ LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
 -- batch_charge --
 -- The rows batch $1 just took are charged to their groups' turns and, where the
 -- pool has a spend cap, to its spend windows, at batch prices ($2: the money
--- plan; aiqueue_batch_charge in functions.sql).  Run in batch_open's transaction.
+-- plan; aiqueue_batch_charge in functions/75_batch.sql).  Run in batch_open's transaction.
 SELECT aiqueue_batch_charge($1::bigint, $2::jsonb);
 
 -- batch_refund --

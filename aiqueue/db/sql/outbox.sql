@@ -1,5 +1,5 @@
 -- Notifications (CONTRACT §8d): the outbox's delivery bookkeeping.  The rows
--- themselves are written by a trigger (aiqueue_outbox_on_end, functions.sql).
+-- themselves are written by a trigger (aiqueue_outbox_on_end, functions/90_outbox.sql).
 
 -- claim_deliveries --
 -- Up to $1 due events for this delivery step.  SKIP LOCKED: two instances never

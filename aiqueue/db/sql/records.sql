@@ -11,7 +11,7 @@
 --   * attempt history older than $2 s of rows still kept (a row older than the
 --     history period that has not ended yet).
 -- A DELETE fires no status trigger: pruning writes no live event and no
--- marking.run_finished / row_failed notification (functions.sql); the count
+-- marking.run_finished / row_failed notification (functions/90_outbox.sql); the count
 -- deltas (statement trigger) keep the stats exact.  'expired' is named here by
 -- status only: the state arrives with CONTRACT §9d.  Every path that ends a row
 -- sets finished_at, which ai_marking_queue_finished_idx (status, finished_at) reads.
@@ -250,7 +250,7 @@ LIMIT $4::integer;
 -- NULL = any; $7 dry run; $8 actor.  `matched`: failed rows that match;
 -- `eligible`: those a replay moves, the newest failed row of each submission
 -- that has no live row (as the retry-all always did); `replayed`: moved now,
--- through aiqueue_retry (functions.sql), so each gets fresh attempts and a
+-- through aiqueue_retry (functions/95_recovery.sql), so each gets fresh attempts and a
 -- fresh turn as an enqueue hands them out, and the claim paces them under
 -- every limit as usual.  Only rows still `failed` move: aiqueue_retry locks
 -- and re-checks each, and a completed row never matches.  A dry run hands it
