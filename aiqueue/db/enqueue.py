@@ -24,7 +24,7 @@ from aiqueue.models import (
     SubmissionId,
     UnknownIds,
 )
-from aiqueue.money import Money
+from aiqueue.settings.money import Money
 
 # How often an enqueue runs when it keeps losing a race for a live row.
 _ENQUEUE_RUNS = 5

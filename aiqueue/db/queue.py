@@ -9,7 +9,7 @@ from uuid import UUID
 from aiqueue.db.gateway import Gateway
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import Job, Status
-from aiqueue.money import NO_MONEY, Money
+from aiqueue.settings.money import NO_MONEY, Money
 
 
 def _budgeted(plan: str | None) -> bool:
@@ -21,7 +21,7 @@ def _budgeted(plan: str | None) -> bool:
 class QueueQueries(Gateway):
     """The loop's writes (the LoopStore port, aiqueue/ports.py): one method per named query."""
 
-    # `plan` (the pools and kinds, QueueConfig.plan in aiqueue/config/model.py): None means
+    # `plan` (the pools and kinds, aiqueue/settings/kinds.py QueueConfig.plan): None means
     # the default pool with the cap and budget passed, and the one kind `mark`.
 
     async def claim(self, cap: int, breaker_threshold: int,

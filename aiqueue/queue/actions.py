@@ -17,6 +17,7 @@ from aiqueue import logs, wire
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.queue import enqueue, review
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import Lane
 from aiqueue.wire import answers
 from aiqueue.wire.answers import RetryAnswer
 
@@ -84,7 +85,7 @@ async def login_failed(rt: Runtime, client: str) -> None:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False, lane: wire.Lane = "live",
+               remark: bool = False, lane: Lane = "live",
                not_before: datetime | None = None) -> answers.EnqueueAccepted:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
@@ -107,7 +108,7 @@ async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
 
 
 async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, remark: bool,
-                   lane: wire.Lane = "live", not_before: datetime | None = None,
+                   lane: Lane = "live", not_before: datetime | None = None,
                    dry_run: bool = False) -> wire.EnqueueRequest:
     info = await rt.store.assignment_info(assignment_id)
     if info is None:

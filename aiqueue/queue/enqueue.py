@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from aiqueue import logs
-from aiqueue.config import Kind
 from aiqueue.errors import Invalid, KeyReused, UnknownKind
 from aiqueue.models import DryRun, KeyMismatch, Replayed, UnknownIds
-from aiqueue.money import Money, PoolMoney
 from aiqueue.queue import overnight
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import Kind
+from aiqueue.settings.money import PoolMoney
 from aiqueue.wire import EnqueueRequest
 from aiqueue.wire.answers import EnqueueAccepted, EnqueueEstimate, SpendCaps
 
@@ -75,7 +75,7 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     pool's recent assignments, else a default (aiqueue_estimate).  On the batch
     lane (asked for, or the kind's default) it is priced at the pool's batch price.
     """
-    money = Money.of(rt.settings)
+    money = rt.settings.money
     _declared_kind(rt, request.kind)
     batch = overnight.lane_of(rt, request) == "batch"
     pool = rt.settings.queue.pool_of(request.kind)

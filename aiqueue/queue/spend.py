@@ -2,7 +2,7 @@
 (the estimate before an enqueue is queue/enqueue.py's dry_run).
 
 The spend caps themselves are enforced by the claim, in SQL (functions.sql,
-"A shared model's money"); aiqueue/money.py carries their settings there.
+"A shared model's money"); aiqueue/settings/money.py carries their settings there.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aiqueue.config import BATCH_SHARE, QueueConfig
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.kinds import BATCH_SHARE, QueueConfig
 
 
 def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:

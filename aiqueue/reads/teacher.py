@@ -8,11 +8,11 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue.batch.pack import live_estimate
-from aiqueue.config import DEFAULT_KIND
 from aiqueue.errors import NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.queue import overnight, progress
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import DEFAULT_KIND
 from aiqueue.wire import answers
 
 MAX_ROWS = 2000
