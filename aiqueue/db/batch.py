@@ -10,14 +10,7 @@ from uuid import UUID
 import asyncpg
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models.batch import (
-    BatchGauges,
-    BatchRow,
-    BatchState,
-    LaneBatch,
-    LineFailure,
-    OpenBatch,
-)
+from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 
 
 class BatchQueries(Gateway):
@@ -85,43 +78,12 @@ class BatchQueries(Gateway):
     async def batch_abandon(self, batch_id: int, error: str) -> bool:
         return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
 
-    async def batch_tag(self, batch_id: int) -> str:
-        return str(await self._fetchval("batch_tag", batch_id))
-
-    async def batch_intent(self, batch_id: int, lines: int, files: Sequence[str]) -> bool:
-        return bool(await self._write("batch_intent", batch_id, lines, list(files)))
-
-    async def batch_unsure(self, batch_id: int, error: str) -> None:
-        await self._write("batch_unsure", batch_id, error, idempotent=True)
-
-    async def batch_clear(self, batch_id: int, error: str, files: Sequence[str],
-                          look_in: float) -> bool:
-        return bool(await self._write("batch_clear", batch_id, error, list(files), look_in,
-                                      idempotent=True))
-
-    async def batch_withdrawn(self, batch_id: int, provider_batch_id: str,
-                              files: Sequence[str]) -> None:
-        await self._write("batch_withdrawn", batch_id, provider_batch_id, list(files),
-                          idempotent=True)
-
-    async def batch_known(self, pool: str) -> set[str]:
-        """The provider ids of the pool's batches the lane recorded (the last two days)."""
-        return {r["provider_batch_id"] for r in await self._fetch("batch_known", pool)}
-
-    async def batch_pending(self, batch_id: int) -> tuple[int, datetime | None]:
-        row = (await self._fetch("batch_pending", batch_id))[0]
-        return int(row["n"]), row["deadline"]
-
-    async def batch_backlog(self, pool: str) -> tuple[int, int | None]:
-        row = (await self._fetch("batch_backlog", pool))[0]
-        return int(row["backlog"]), row["learned"]
-
     async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]:
-        return [LaneBatch.from_row(r) for r in await self._fetch("batch_stale", pool,
+        return [LaneBatch.from_row(r) for r in await self._fetch("batches_stale", pool,
                                                                  older_than)]
 
     async def batches_due(self, pool: str, lease: float) -> list[LaneBatch]:
-        return [LaneBatch.from_row(r) for r in await self._write("batch_due", pool, lease)]
+        return [LaneBatch.from_row(r) for r in await self._write("batches_due", pool, lease)]
 
     async def batch_rows(self, batch_id: int) -> list[BatchRow]:
         return [BatchRow.from_row(r) for r in await self._fetch("batch_rows", batch_id)]
@@ -158,10 +120,6 @@ class BatchQueries(Gateway):
     async def batch_prune(self, older_than: float) -> None:
         await self._write("batch_prune", older_than, idempotent=True)
 
-    async def batch_next_look(self) -> float | None:
-        value = await self._fetchval("batch_next_look")
-        return None if value is None else float(value)
-
     async def batch_open_count(self) -> int:
         return int(await self._fetchval("batch_open_count"))
 
@@ -169,17 +127,3 @@ class BatchQueries(Gateway):
                               live_at: datetime) -> None:
         await self._write("batch_lane_rows", list(queue_ids), deadline, live_at,
                           idempotent=True)
-
-    async def batches_open(self, limit: int = 50) -> list[OpenBatch]:
-        """The batches the provider may still keep something of, oldest first."""
-        return [OpenBatch.from_row(r) for r in await self._fetch("batches_open", limit)]
-
-    async def batch_gauges(self) -> BatchGauges:
-        rows: dict[tuple[str, str], int] = {}
-        open_: dict[str, int] = {}
-        for r in await self._fetch("batch_gauges"):
-            if r["what"] == "rows":
-                rows[(r["pool"], r["state"])] = int(r["n"])
-            else:
-                open_[r["pool"]] = int(r["n"])
-        return BatchGauges(rows, open_)

@@ -160,61 +160,7 @@ UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
 WHERE id = $1 AND state IN ('submitting', 'clearing')
 RETURNING id;
 
--- batch_tag --
--- The tag a batch's provider objects carry (aiqueue_batch_tag).
-SELECT aiqueue_batch_tag($1::bigint);
-
--- batch_intent --
--- About to ask the provider to create: the lines sent ($2) and the files it
--- keeps already ($3), recorded first, so a lost answer is looked for by them.
--- Only while the record still says 'submitting' (a reconcile may have won).
-UPDATE ai_marking_batches SET rows = $2, files = $3::text[], submitted_at = now()
-WHERE id = $1 AND state = 'submitting'
-RETURNING id;
-
--- batch_unsure --
--- A create whose answer was lost ($2: its code): the next step's reconcile
--- looks for the batch by its tag at once, not after the grace.
-UPDATE ai_marking_batches SET error = $2 WHERE id = $1 AND state = 'submitting';
-
--- batch_clear --
--- The record's rows go back to waiting, but the provider may keep files ($3)
--- or a batch of it: later steps look for them from $4 seconds on, and delete.
-UPDATE ai_marking_batches
-SET state = 'clearing', error = $2, files = $3::text[],
-    look_after = now() + make_interval(secs => $4::float8)
-WHERE id = $1 AND state IN ('submitting', 'clearing', 'abandoned')
-RETURNING id;
-
--- batch_withdrawn --
--- A provider batch holding none of the record's rows any more (a reconcile
--- gave them back, or found it late): cancelled, looked at like any cancelled
--- batch until it has ended and is deleted.
-UPDATE ai_marking_batches
-SET state = 'cancelling', provider_batch_id = $2, files = $3::text[],
-    submitted_at = coalesce(submitted_at, now()), look_after = now()
-WHERE id = $1 AND state IN ('submitting', 'clearing', 'abandoned');
-
--- batch_known --
--- The provider ids the lane recorded for pool $1 lately: a reconcile never
--- takes one of them for a batch whose create was lost.
-SELECT provider_batch_id FROM ai_marking_batches
-WHERE pool = $1 AND provider_batch_id IS NOT NULL AND created_at > now() - interval '2 days';
-
--- batch_pending --
--- A batch's unresolved rows and their nearest deadline (the fallback's figures).
-SELECT count(*) AS n, min(deadline) AS deadline
-FROM ai_marking_queue WHERE batch_id = $1 AND status = 'processing';
-
--- batch_backlog --
--- The live rows waiting in pool $1 (a batch's rows that go live queue behind
--- them) and its learned in-flight limit L (NULL: at its cap).
-SELECT (SELECT count(*) FROM ai_marking_queue
-        WHERE pool = $1 AND status = 'pending' AND (lane = 'live' OR run_after <= now()))
-           AS backlog,
-       (SELECT in_flight_limit FROM ai_queue_control WHERE pool = $1) AS learned;
-
--- batch_stale --
+-- batches_stale --
 -- Records to reconcile: still 'submitting' $2 seconds after their intent
 -- (their step crashed or is stuck between recording and creating) or after
 -- a create whose answer was lost (error set); and 'clearing' ones due for a
@@ -231,7 +177,7 @@ WHERE pool = $1
 ORDER BY id
 LIMIT 20;
 
--- batch_due --
+-- batches_due --
 -- Batches to look at now, each taken for $2 seconds (another instance skips it).
 WITH due AS (
     SELECT b.id FROM ai_marking_batches b
@@ -337,13 +283,6 @@ FROM (SELECT started_at, ended_at FROM ai_marking_attempts
         AND (dispatch_ref IS NULL OR dispatch_ref NOT LIKE 'batch:%')
       ORDER BY id DESC LIMIT 200) a;
 
--- batch_next_look --
--- Seconds until the next look at any open batch is due (NULL: none open).  A
--- record still 'submitting' is reconciled on the lane's own cadence.
-SELECT date_part('epoch', min(look_after) - now())
-FROM ai_marking_batches
-WHERE state IN ('submitted', 'cancelling', 'ended', 'clearing');
-
 -- batch_open_count --
 -- What the provider may still keep of this app's: batches not done.
 SELECT count(*) FROM ai_marking_batches WHERE state NOT IN ('done', 'abandoned');
@@ -373,31 +312,3 @@ WHERE id IN (SELECT id FROM ai_marking_batches
                AND coalesce(deleted_at, ended_at, created_at)
                    < now() - make_interval(secs => $1::float8)
              LIMIT 500);
-
--- batches_open --
--- The Batches card of /ai-queue: each batch the provider may still keep
--- something of, with its rows still unresolved and their nearest deadline
--- (ids, counts and times only).
-SELECT b.id, b.pool, b.provider, b.state, b.rows, b.created_at, b.error,
-       p.unresolved, p.deadline
-FROM ai_marking_batches b
-CROSS JOIN LATERAL (SELECT count(*) AS unresolved, min(q.deadline) AS deadline
-                    FROM ai_marking_queue q
-                    WHERE q.batch_id = b.id AND q.status = 'processing') p
-WHERE b.state NOT IN ('done', 'abandoned')
-ORDER BY b.id
-LIMIT $1;
-
--- batch_gauges --
--- /metrics: the batch lane's rows per pool and state (a row waiting for a
--- batch: 'waiting'; one in a batch: its batch's state), and the batches open
--- per pool.
-SELECT 'rows' AS what, q.pool, coalesce(b.state, 'waiting') AS state, count(*) AS n
-FROM ai_marking_queue q LEFT JOIN ai_marking_batches b ON b.id = q.batch_id
-WHERE (q.status = 'processing' AND q.batch_id IS NOT NULL)
-   OR (q.status = 'pending' AND q.lane = 'batch')
-GROUP BY 2, 3
-UNION ALL
-SELECT 'batches', pool, '', count(*) FROM ai_marking_batches
-WHERE state NOT IN ('done', 'abandoned')
-GROUP BY pool;
