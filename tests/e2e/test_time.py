@@ -29,9 +29,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timed")]
 
 AUTH = {"authorization": f"Bearer {SECRET}"}
 KEY = new_secret()
-# serve's ticker period in the on-time test: a settable period, shorter than the
-# default minute so the test waits less, still longer than a step's wait.
-TICK = 30.0
 # When the cron test's later rows are due: past every step's wait after the first ones.
 LATER = 5 + HOLD_WAIT_MAX_SECONDS + 10
 
@@ -74,16 +71,14 @@ def p99(values: list[float]) -> float:
 async def test_scheduled_rows_go_out_on_time_and_never_early(
         db_url: str, conn: asyncpg.Connection, function: FunctionHost):
     ids = await submissions(conn, 1000)
-    # serve's ticker is the only cron; the rows span one of its periods, as 60 s
-    # would at its default, and reach beyond a step's wait (HOLD_WAIT_MAX_SECONDS).
-    app = app_for(db_url, function, QUEUE_TICK_SECONDS=str(TICK))
+    app = app_for(db_url, function)  # serve's ticker (QUEUE_TICK_SECONDS 60) is the only cron
     await asyncio.to_thread(app.start)
     try:
         base = datetime.now(UTC) + timedelta(seconds=3)
         async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
-            # 100 enqueues of 10 rows, their not_before evenly spread over TICK.
+            # 100 enqueues of 10 rows, their not_before 0.6 s apart: 60 s in all.
             for k in range(100):
-                at = base + timedelta(seconds=TICK / 100 * k)
+                at = base + timedelta(seconds=0.6 * k)
                 await enqueue(client, ids[10 * k:10 * k + 10], not_before=at.isoformat())
         await drain(conn, timeout=150)
     finally:
