@@ -17,8 +17,6 @@ from tests import pg
 from tests.conftest import AUTH, add_submissions, app_client, make_settings, mocked_function
 from tests.dbpool import Pool, differences, state
 
-pytestmark = pytest.mark.fresh_db
-
 
 @pytest.fixture
 async def pool(pg_admin: str, pg_pool: Pool) -> AsyncIterator[Pool]:
