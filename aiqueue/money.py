@@ -3,7 +3,8 @@
 The rules themselves live in SQL (functions.sql, "A shared model's money"):
 turns by tokens, the spend windows, the estimate.  This leaf gathers what
 they need of the settings into one JSON document sent with each claim and
-result (`Money.doc`), the way flow.Budget carries the declared budgets.
+result (`Money.doc`), inside the claim plan (`ClaimPlan`), the one document the
+claim's SQL reads of a configuration.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from aiqueue.config import QueueConfig
 from aiqueue.settings import ModelPrice, Settings
 
 DEFAULT_POOL = "default"
@@ -115,3 +117,50 @@ def _top(prices: Mapping[str, ModelPrice]) -> ModelPrice | None:
 
 
 NO_MONEY = Money()
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What the claim needs of one configuration, as the one jsonb document its SQL reads
+    (db/sql/functions/10_plan.sql): pools with their caps and budgets, kinds, the
+    breaker's threshold, the budget window and the money.  Built once per settings
+    (`of`), serialised once; `claim`, `settle`, `complete` and `can_claim` send it."""
+
+    json: str
+
+    @classmethod
+    def build(cls, queue: QueueConfig, breaker_threshold: int, window_seconds: float,
+              money: Money) -> ClaimPlan:
+        return cls(_dumps({
+            "pools": [{"name": p.name, "cap": p.max_in_flight, "tpm": p.tokens_per_minute,
+                       "rpm": p.requests_per_minute, "budgeted": p.budget_declared}
+                      for p in queue.pools.values()],
+            "kinds": [{"name": k.name, "pool": k.pool, "cap": k.max_in_flight}
+                      for k in queue.kinds.values()],
+            "breaker_threshold": breaker_threshold,
+            "window": window_seconds,
+            "budgeted": any(p.budget_declared for p in queue.pools.values()),
+            "money": money.doc(),
+        }))
+
+    @classmethod
+    def of(cls, settings: Settings) -> ClaimPlan:
+        """The settings' plan, built on first use and kept with them."""
+        made: ClaimPlan | None = settings.__dict__.get("_claim_plan")
+        if made is None:
+            made = cls.build(settings.queue, settings.breaker_threshold,
+                             settings.budget_window_seconds, Money.of(settings))
+            settings.__dict__["_claim_plan"] = made
+        return made
+
+    @cached_property
+    def stalled(self) -> ClaimPlan:
+        """This plan with every pool's cap at 1: "a row is due and none of its pool is out"."""
+        doc = json.loads(self.json)
+        for pool in doc["pools"]:
+            pool["cap"] = 1
+        return ClaimPlan(_dumps(doc))
+
+
+def _dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, separators=(",", ":"))

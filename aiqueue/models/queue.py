@@ -22,6 +22,22 @@ Row = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class Completed:
+    """A completed result of one dispatch, as the store applies it: the row, the
+    dispatch, the result and the function's usage (priced by the store)."""
+
+    queue_id: UUID
+    dispatch_seq: int
+    result: Mapping[str, Any]
+    usage: Mapping[str, Any] | None = None
+
+    def args(self) -> tuple[UUID, str, str | None, int]:
+        """The complete and settle statements' first four parameters."""
+        usage = None if self.usage is None else json.dumps(self.usage)
+        return self.queue_id, json.dumps(self.result), usage, self.dispatch_seq
+
+
+@dataclass(frozen=True)
 class Job:
     """A row just claimed for dispatch, with what the function needs."""
 

@@ -14,9 +14,8 @@ from typing import Any
 
 from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
-from aiqueue.flow import Budget
 from aiqueue.models import Job
-from aiqueue.money import Money
+from aiqueue.money import ClaimPlan
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
 from aiqueue.queue import hold, housekeeping
@@ -78,8 +77,7 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
-    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
-                               plan=s.queue.plan, money=Money.of(s))
+    job = await rt.store.claim(ClaimPlan.of(s))
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -144,8 +142,7 @@ async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     await send_sync(rt, job)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    s = rt.settings
-    more = await rt.store.can_claim(s.max_in_flight, s.breaker_threshold, s.queue.plan)
+    more = await rt.store.can_claim(ClaimPlan.of(rt.settings))
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
@@ -259,8 +256,7 @@ async def after_read(rt: Runtime[LoopStore]) -> None:
     its pool is in flight, and pause, busy back-off and breaker allow a dispatch".
     """
     try:
-        stalled = await rt.store.can_claim(1, rt.settings.breaker_threshold,
-                                           rt.settings.queue.stalled_plan)
+        stalled = await rt.store.can_claim(ClaimPlan.of(rt.settings).stalled)
     except StoreError:
         return
     if stalled:

@@ -9,10 +9,9 @@ from uuid import UUID
 
 from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
-from aiqueue.flow import REFUSALS, Budget
-from aiqueue.models import Job
-from aiqueue.money import Money
-from aiqueue.queue.spend import priced
+from aiqueue.flow import REFUSALS
+from aiqueue.models import Completed, Job
+from aiqueue.money import ClaimPlan
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
 
@@ -117,11 +116,7 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        usage = priced(item.usage, rt.settings.all_model_prices)
-        done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
-                                       rt.settings.max_in_flight, Budget.of(rt.settings),
-                                       plan=rt.settings.queue.plan,
-                                       money=Money.of(rt.settings))
+        done = await rt.store.complete(completed(item), ClaimPlan.of(rt.settings))
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -165,14 +160,15 @@ async def settle_item(rt: Runtime[ResultsStore], item: ResultItem) -> tuple[bool
     Whether the item changed something, and the job claimed (None when the gate
     is closed or nothing is due).
     """
-    claim, s = item.claim, rt.settings
-    assert item.status == "completed" and item.result is not None
-    done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
-                                      priced(item.usage, s.all_model_prices), s.max_in_flight,
-                                      s.breaker_threshold, Budget.of(s), plan=s.queue.plan,
-                                      money=Money.of(s))
-    _completed(claim, done)
+    done, job = await rt.store.settle(completed(item), ClaimPlan.of(rt.settings))
+    _completed(item.claim, done)
     return done, job
+
+
+def completed(item: ResultItem) -> Completed:
+    """A completed item as the store applies it; its cost is priced there (spend.py)."""
+    assert item.status == "completed" and item.result is not None
+    return Completed(item.claim.queue_id, item.claim.dispatch_seq, item.result, item.usage)
 
 
 def _completed(claim: CallbackClaim, done: bool) -> None:

@@ -18,10 +18,11 @@ import respx
 
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import FN, SECRET, SELF_CHAIN, add_submissions, app_client, make_settings
+from tests.plans import plan_of
 
 CAP, THRESHOLD = 2, 5
 
@@ -36,14 +37,14 @@ async def test_a_repeated_settle_hands_back_the_row_its_lost_answer_claimed(
 ) -> None:
     ids = await add_submissions(conn, 4)
     await store.enqueue(ids, "hw-1", 0, {})
-    a = await store.claim(CAP, THRESHOLD)
+    a = await store.claim(plan_of(CAP, THRESHOLD))
     assert a is not None
-    applied, b = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, {"model": "m"},
-                                    CAP, THRESHOLD)
+    applied, b = await store.settle(Completed(a.queue_id, a.dispatch_seq, {"score": 1},
+                                              {"model": "m"}), plan_of(CAP, THRESHOLD))
     assert applied and b is not None
     # The answer is lost: the app never sees `b`.  The same result comes again.
-    again, handed = await store.settle(a.queue_id, a.dispatch_seq, {"score": 9},
-                                       {"model": "m"}, CAP, THRESHOLD)
+    again, handed = await store.settle(Completed(a.queue_id, a.dispatch_seq, {"score": 9},
+                                                 {"model": "m"}), plan_of(CAP, THRESHOLD))
     assert not again and handed is not None
     assert (handed.queue_id, handed.dispatch_seq, handed.attempt) == \
         (b.queue_id, b.dispatch_seq, b.attempt)
@@ -61,13 +62,15 @@ async def test_a_handed_back_row_is_sent_by_one_taker_only(
 ) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
-    a = await store.claim(CAP, THRESHOLD)
+    a = await store.claim(plan_of(CAP, THRESHOLD))
     assert a is not None
-    _, b = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None, CAP, THRESHOLD)
+    _, b = await store.settle(Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
+                              plan_of(CAP, THRESHOLD))
     assert b is not None
     # Two repeats at once (the store's retry and the function's) both get `b` back...
     repeats = await asyncio.gather(*(
-        store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None, CAP, THRESHOLD)
+        store.settle(Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
+                     plan_of(CAP, THRESHOLD))
         for _ in range(2)))
     assert [job.queue_id for _, job in repeats if job is not None] == [b.queue_id] * 2
     # ...but only the first to take it sends it.
@@ -75,8 +78,8 @@ async def test_a_handed_back_row_is_sent_by_one_taker_only(
                                    for _ in range(5)))
     assert sorted(taken) == [False] * 4 + [True]
     # Once sent, a repeat claims as any result would (here the cap's free slot).
-    _, later = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None, CAP,
-                                  THRESHOLD)
+    _, later = await store.settle(Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
+                                  plan_of(CAP, THRESHOLD))
     assert later is not None and later.queue_id not in (a.queue_id, b.queue_id)
 
 
@@ -98,7 +101,7 @@ async def test_the_webhook_dispatches_the_row_a_lost_answer_claimed_exactly_once
         async with app_client(app) as client:
             rt = await app.state.aiqueue.get()
             await rt.store.enqueue(ids, "hw-1", 0, {"rubric": "r", "max_score": 5})
-            first = await rt.store.claim(1, THRESHOLD)
+            first = await rt.store.claim(plan_of(1, THRESHOLD))
             assert first is not None
             _lose_the_first_settle_answer(rt.store)
             item = {"queue_id": str(first.queue_id), "status": "completed",

@@ -15,8 +15,9 @@ from uuid import UUID
 
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
-from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.flow import FlowState
 from aiqueue.models import (
+    Completed,
     Delivery,
     DeliveryState,
     Job,
@@ -29,7 +30,7 @@ from aiqueue.models import (
 )
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 from aiqueue.models.records import Retained
-from aiqueue.money import NO_MONEY, Money
+from aiqueue.money import ClaimPlan
 from aiqueue.ports import LoopStore
 
 
@@ -148,12 +149,10 @@ class FakeStore(QuietParts):
         self.calls.append(("flow_state", (cap, window_seconds, pool)))
         return FlowState(cap, self.hold_until, 0, 0, 0, 0)
 
-    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+    async def next_wakeup(self, plan: ClaimPlan, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, look: float | None = None,
-                          budget: Budget = NO_BUDGET,
-                          plan: str | None = None) -> float | None:
-        self.calls.append(("next_wakeup", (cap, threshold, stuck_after)))
+                          ask: bool = False, look: float | None = None) -> float | None:
+        self.calls.append(("next_wakeup", (plan, stuck_after)))
         return self.wakeup_in
 
     async def next_scheduled(self) -> float | None:
@@ -206,17 +205,14 @@ class FakeStore(QuietParts):
         self.calls.append(("evaluate_alerts", (backlog, stalled, failures_min, failure_rate)))
         return []
 
-    async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None,
-                    money: Money = NO_MONEY) -> Job | None:
-        self.calls.append(("claim", (cap, breaker_threshold, budget)))
+    async def claim(self, plan: ClaimPlan) -> Job | None:
+        self.calls.append(("claim", (plan,)))
         if not self.jobs:
             return None
         return replace(self.jobs.pop(0), more=self.claimable_after)
 
-    async def can_claim(self, cap: int, breaker_threshold: int,
-                        plan: str | None = None) -> bool:
-        self.calls.append(("can_claim", (cap, breaker_threshold)))
+    async def can_claim(self, plan: ClaimPlan) -> bool:
+        self.calls.append(("can_claim", (plan,)))
         return self.claimable_after
 
     async def dispatch_accepted(self, pool: str = "default") -> None:
@@ -252,23 +248,17 @@ class FakeStore(QuietParts):
         self.calls.append(("breaker_failure", (threshold, cooldown)))
         return self.failures
 
-    async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> bool:
-        self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
+    async def complete(self, item: Completed, plan: ClaimPlan) -> bool:
+        self.calls.append(("complete", (item.queue_id, item.dispatch_seq, item.result,
+                                        item.usage)))
         return True
 
-    async def settle(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> tuple[bool, Job | None]:
-        self.calls.append(("settle", (queue_id, dispatch_seq, result, usage)))
+    async def settle(self, item: Completed, plan: ClaimPlan) -> tuple[bool, Job | None]:
+        self.calls.append(("settle", (item.queue_id, item.dispatch_seq, item.result,
+                                      item.usage)))
         if self.settle_fails:
             raise StoreError("database error: DeadlockDetectedError")
-        return True, await self.claim(cap, breaker_threshold)
+        return True, await self.claim(plan)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
