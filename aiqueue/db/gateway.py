@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from aiqueue.db.pool import Database, Limits, Work, open_database
+from aiqueue.db.prepared import Mode
 
 _HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
 
@@ -31,9 +32,11 @@ def queries() -> dict[str, str]:
     return found
 
 
-async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = None) -> Database:
-    """The instance's bounded connection pool (also works through a transaction pooler)."""
-    return await open_database(dsn, max_size=max_size, limits=limits)
+async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = None,
+                       prepared: Mode = "auto") -> Database:
+    """The instance's bounded connection pool (also works through a transaction pooler:
+    `prepared` statements where the connection keeps them, db/prepared.py)."""
+    return await open_database(dsn, max_size=max_size, limits=limits, prepared=prepared)
 
 
 class Gateway:
