@@ -4,9 +4,12 @@ budget and a breaker threshold, or a configuration's pools and kinds (ClaimPlan.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 
 from aiqueue.config import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig
+from aiqueue.db.store import Store
+from aiqueue.models import Completed, Job
 from aiqueue.money import NO_MONEY, ClaimPlan, Money
 
 
@@ -43,3 +46,15 @@ def _queue(doc: dict[str, list[dict[str, object]]]) -> QueueConfig:
                                   max_in_flight=int(str(k.get("cap") or 0)))
              for k in doc["kinds"]}
     return QueueConfig(pools, kinds)
+
+
+# One caller's token for the hand-offs of its settles: its repeats get back what
+# its first settle claimed (CONTRACT §9a).
+TAKER = uuid.UUID(int=1)
+
+
+async def settle_one(store: Store, item: Completed, plan: ClaimPlan,
+                     taker: uuid.UUID = TAKER) -> tuple[bool, Job | None]:
+    """One result's settle (Store.settle of one item): applied, and the job claimed."""
+    [outcome] = await store.settle([item], plan, taker)
+    return outcome

@@ -101,13 +101,6 @@ class QueueQueries(Gateway):
         )
         return status
 
-    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
-        """Take a row a settle claimed, to send it: False when another taker had it."""
-        # One statement on the hot path.  Its retry after a lost answer reads as
-        # taken: the row then waits for recovery rather than risk two dispatches.
-        rows = await self._write_one("take_handoff", queue_id, dispatch_seq)
-        return bool(rows and rows[0][0])
-
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
@@ -123,12 +116,16 @@ class QueueQueries(Gateway):
         rows = await self._write_one("complete", *item.args(), plan.json)
         return bool(rows and rows[0][0])
 
-    async def settle(self, item: Completed, plan: ClaimPlan) -> tuple[bool, Job | None]:
-        """complete, then claim: whether the result was applied, and the job claimed next."""
+    async def settle(self, items: Sequence[Completed], plan: ClaimPlan,
+                     taker: UUID) -> list[tuple[bool, Job | None]]:
+        """Each item's complete, then a claim, in one statement: per item, whether it was
+        applied and the job claimed for it, taken by `taker` to send (the caller keeps
+        its token across its retries: a repeat whose first answer was lost gets the
+        same jobs back, CONTRACT §9a)."""
         # A repeat applies nothing twice (the status check) and claims under the cap.
-        rows = await self._write_one("settle", *item.args(), plan.json)
-        row = rows[0]  # aiqueue_settle always answers one row
-        return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
+        rows = await self._write_one("settle", Completed.items_json(items), plan.json, taker)
+        # aiqueue_settle_many answers one row per item, in order
+        return [(bool(r["applied"]), Job.from_row(r) if r["queue_id"] else None) for r in rows]
 
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
         rows = await self._write_one("heartbeat", queue_id, dispatch_seq, json.dumps(progress))

@@ -60,6 +60,16 @@ _REF = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 
 def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any]:
     """The contract's dispatch payload for one claimed row."""
+    return {**_envelope(job, settings, tokens), "payload": job.payload}
+
+
+def dispatch_data(job: Job, settings: Settings, tokens: Tokens) -> bytes:
+    """dispatch_body as the bytes sent: the payload goes in as the database returned it."""
+    envelope = json.dumps(_envelope(job, settings, tokens))
+    return f'{envelope[:-1]}, "payload": {job.payload_json}}}'.encode()
+
+
+def _envelope(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any]:
     return {
         "queue_id": str(job.queue_id),
         "submission_id": str(job.submission_id),
@@ -67,7 +77,6 @@ def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any
         "attempt": job.attempt,
         "callback_url": settings.callback_url,
         "callback_token": tokens.callback(job.queue_id, job.dispatch_seq, job.attempt),
-        "payload": job.payload,
         "submission": {
             "id": str(job.submission_id),
             "assignment_id": job.assignment_id,
@@ -95,10 +104,10 @@ async def send(http: httpx.AsyncClient, job: Job, settings: Settings, tokens: To
                aws: AwsCredentials | None = None) -> Outcome:
     """Send the job to the configured target and classify the answer; never raises."""
     try:
-        body = dispatch_body(job, settings, tokens)
+        data = dispatch_data(job, settings, tokens)
     except Exception:
         return Failed("dispatch_error")
-    return await post(http, body, settings, aws, message_id(job.queue_id, job.dispatch_seq))
+    return await post_data(http, data, settings, aws, message_id(job.queue_id, job.dispatch_seq))
 
 
 def probe_body(probe_id: UUID, settings: Settings, tokens: Tokens) -> dict[str, Any]:
@@ -125,12 +134,20 @@ async def post(http: httpx.AsyncClient, body: dict[str, Any], settings: Settings
     """
     try:
         data = json.dumps(body).encode()
+    except Exception:
+        return Failed("dispatch_error")
+    return await post_data(http, data, settings, aws, msg_id or f"{body['queue_id']}.1")
+
+
+async def post_data(http: httpx.AsyncClient, data: bytes, settings: Settings,
+                    aws: AwsCredentials | None, msg_id: str) -> Outcome:
+    """post, of a body already encoded."""
+    try:
         limit = targets.body_limit(settings)
         if limit is not None and len(data) > limit:
             return too_large()
         credentials = await aws.get(http) if aws is not None else None
-        request = targets.build_request(settings, data, datetime.now(UTC), credentials,
-                                        msg_id or f"{body['queue_id']}.1")
+        request = targets.build_request(settings, data, datetime.now(UTC), credentials, msg_id)
         response = await http.post(
             _url(request.url), content=data, headers=request.headers,
             timeout=httpx.Timeout(settings.dispatch_timeout_seconds))

@@ -30,10 +30,10 @@ class Receipt:
     counts: dict[str, int]
     # Slots the batch's results freed.
     freed: int
-    # The batch ended with a completed item, whose transaction also claimed the
-    # next row (`next_job`, None when nothing was claimable): no claim is left to do.
+    # The batch's completed items were settled, and their statement also claimed
+    # the next rows (`next_jobs`, up to one per item): no claim is left to do.
     settled: bool = False
-    next_job: Job | None = None
+    next_jobs: tuple[Job, ...] = ()
 
 
 @dataclass
@@ -92,18 +92,17 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     up comes after; slots that recovery frees then are not in the claim's `more`.
     """
     step = StepResult()
-    job = receipt.next_job
-    if job is not None and not await rt.store.take_handoff(job.queue_id, job.dispatch_seq):
-        # A repeat of a result whose first answer was lost got the row that
-        # first settle claimed, and another taker is sending it (CONTRACT §9a).
-        logs.event("handoff_taken", queue_id=job.queue_id, attempt=job.attempt)
-        job = None
-    busy = await _hand_out(rt, step, job)
+    jobs = receipt.next_jobs
+    # The settle took its rows for this caller (CONTRACT §9a): they are ours to send.
+    busy = await _hand_out_all(rt, step, jobs)
     await _housekeeping(rt, step, force=False)
-    more = (job is not None and job.more) or step.recovered > 0
+    more = any(job.more for job in jobs) or step.recovered > 0
     # With several pools the claim may have filled another pool's slot than the
-    # one the result freed: that one is then refilled only by a chain.
+    # one the result freed: that one is then refilled only by a chain.  Every
+    # freed slot refilled counts as the one a single result refills.
     freed = receipt.freed if rt.settings.queue.single else 0
+    if freed > 1 and len(jobs) >= freed:
+        freed = 1
     if should_chain(more=more, busy=busy, freed=freed, dispatched=step.dispatched,
                     recovered=step.recovered):
         await _chain(rt, step)
@@ -124,6 +123,18 @@ async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -
     outcome = await dispatch_async(rt, job)
     step.dispatched = isinstance(outcome, dispatch.Accepted)
     return isinstance(outcome, dispatch.Busy)
+
+
+async def _hand_out_all(rt: Runtime[LoopStore], step: StepResult,
+                        jobs: tuple[Job, ...]) -> bool:
+    """Dispatch a settle's claimed jobs at once; `step` dispatched means all of them."""
+    if len(jobs) <= 1:
+        return await _hand_out(rt, step, jobs[0] if jobs else None)
+    steps = [StepResult() for _ in jobs]
+    busy = await asyncio.gather(*(_hand_out(rt, one, job) for one, job in zip(steps, jobs,
+                                                                                strict=True)))
+    step.claimed, step.dispatched = jobs[-1], all(one.dispatched for one in steps)
+    return any(busy)
 
 
 async def _chain(rt: Runtime[LoopStore], step: StepResult) -> None:
@@ -178,7 +189,7 @@ async def after_enqueue(rt: Runtime[LoopStore], enqueued: int) -> None:
 async def after_results(rt: Runtime[LoopStore], receipt: Receipt) -> None:
     """After the webhook answered: a slot just freed, so run the next step ourselves
     (its claim may already have run with the last result, see Receipt)."""
-    if receipt.settled and (receipt.freed or receipt.next_job is not None):
+    if receipt.settled and (receipt.freed or receipt.next_jobs):
         await _safely(rt, settled_step(rt, receipt))
     elif receipt.freed:
         await _safe_step(rt, freed=receipt.freed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -154,15 +155,18 @@ async def refuse(
     return status, delay
 
 
-async def settle_item(rt: Runtime[ResultsStore], item: ResultItem) -> tuple[bool, Job | None]:
-    """Apply a completed item and claim the next row in the same transaction.
+async def settle_items(rt: Runtime[ResultsStore], items: Sequence[ResultItem], taker: UUID
+                       ) -> list[tuple[bool, Job | None]]:
+    """Apply completed items, each claiming the next row, in one statement.
 
-    Whether the item changed something, and the job claimed (None when the gate
-    is closed or nothing is due).
+    Per item, whether it changed something and the job claimed for it (None
+    when the gate is closed or nothing is due), taken by `taker` to send.
     """
-    done, job = await rt.store.settle(completed(item), ClaimPlan.of(rt.settings))
-    _completed(item.claim, done)
-    return done, job
+    outcomes = await rt.store.settle([completed(item) for item in items],
+                                     ClaimPlan.of(rt.settings), taker)
+    for item, (done, _job) in zip(items, outcomes, strict=True):
+        _completed(item.claim, done)
+    return outcomes
 
 
 def completed(item: ResultItem) -> Completed:

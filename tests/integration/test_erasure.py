@@ -24,7 +24,7 @@ from aiqueue.models import Completed
 from aiqueue.records.erasure import ANSWER_KEYS, COVERAGE
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
-from tests.plans import Budget, plan_of
+from tests.plans import Budget, plan_of, settle_one
 
 CAP, THRESHOLD = 0, 5
 BUDGET = Budget(tokens_per_minute=1_000_000)
@@ -239,8 +239,9 @@ async def test_an_erasure_racing_a_result_leaves_no_mark_whichever_commits_first
             await results.enqueue([sub], "hw-race", 0, {})
             job = await claim(results)
             await asyncio.gather(
-                results.settle(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
-                               plan_of(CAP, THRESHOLD)),
+                settle_one(results,
+                           Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
+                           plan_of(CAP, THRESHOLD)),
                 erasures.erase([sub], "api"))
             assert {t: n for t, n in (await mentions(conn, sub)).items() if n} == {}
             mark = await conn.fetchval("SELECT ai_marked_at FROM submissions WHERE id = $1", sub)
@@ -256,8 +257,10 @@ async def test_a_settle_that_handed_out_an_erased_row_forgets_it(
     a, b = await add_submissions(conn, 2, "hw-hand")
     await store.enqueue([a, b], "hw-hand", 0, {})
     first = await claim(store)
-    applied, handed = await store.settle(Completed(first.queue_id, first.dispatch_seq, {"score": 1},
-                                                   USAGE), plan_of(CAP, THRESHOLD))
+    applied, handed = await settle_one(store,
+                                       Completed(first.queue_id, first.dispatch_seq, {"score": 1},
+                                                 USAGE),
+                                       plan_of(CAP, THRESHOLD))
     assert applied and handed is not None
     links = "SELECT count(*) FROM ai_marking_attempts WHERE next_queue_id = $1"
     assert await conn.fetchval(links, handed.queue_id) == 1

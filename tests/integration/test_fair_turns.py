@@ -12,7 +12,7 @@ from aiqueue.db.store import Store
 from aiqueue.models import Completed, Job
 from tests.conftest import add_submissions, enqueued
 from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
-from tests.plans import plan_of
+from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(12)
 UNLIMITED, THRESHOLD = 0, 5
@@ -120,8 +120,10 @@ async def test_settle_claims_the_next_turn(groups: Groups, store: Store):
     job = await groups.claim(1)
     order = [groups.of[job.submission_id]]
     while True:
-        applied, nxt = await store.settle(Completed(job.queue_id, job.dispatch_seq, {"score": 1},
-                                                    None), plan_of(1, THRESHOLD))
+        applied, nxt = await settle_one(store,
+                                        Completed(job.queue_id, job.dispatch_seq, {"score": 1},
+                                                  None),
+                                        plan_of(1, THRESHOLD))
         assert applied
         if nxt is None:
             break

@@ -9,7 +9,7 @@ import asyncpg
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Completed
 from tests.conftest import add_submissions
-from tests.plans import Budget, plan_of
+from tests.plans import Budget, plan_of, settle_one
 from tests.unit.flow_cases import REFUSAL_CASES, RESULT_CASES
 
 THRESHOLD, DAY = 5, 86400.0
@@ -110,8 +110,9 @@ async def test_two_instances_claiming_at_once_never_exceed_the_learned_limit(
                 "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'") == 3
             done = [j for j in claims if j is not None]
             settled = await asyncio.gather(*[
-                (a, b)[k % 2].settle(Completed(j.queue_id, j.dispatch_seq, {"score": 1}, None),
-                                     plan_of(8, THRESHOLD))
+                settle_one((a, b)[k % 2],
+                           Completed(j.queue_id, j.dispatch_seq, {"score": 1}, None),
+                           plan_of(8, THRESHOLD))
                 for k, j in enumerate(done)])
             # Each result claims the next row in its own transaction; L still binds.
             # (3 results at L = 3 raise it to 4 on the way: one more row goes.)

@@ -20,7 +20,7 @@ import pytest
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
 from tests.conftest import add_submissions
-from tests.plans import plan_of
+from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(12)
 CAP, THRESHOLD = 0, 5
@@ -83,8 +83,9 @@ async def test_an_end_that_may_finish_the_run_takes_the_lock(
 
 async def _end(store: Store, job: Any, how: str) -> None:
     if how == "settle":
-        await store.settle(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
-                           plan_of(CAP, THRESHOLD))
+        await settle_one(store,
+                         Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
+                         plan_of(CAP, THRESHOLD))
     elif how == "complete":
         await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
                              plan_of())

@@ -15,7 +15,7 @@ from aiqueue.models import Completed, Job
 from aiqueue.settings import Settings
 from tests.conftest import add_submissions
 from tests.integration.pools_kit import KIND_CAPS, POOL_CAPS, pools_settings
-from tests.plans import plan_of
+from tests.plans import plan_of, settle_one
 
 THRESHOLD, DAY = 5, 86400.0
 
@@ -181,12 +181,13 @@ async def test_a_repeated_settle_hands_back_a_row_with_its_kind_and_pool(
     await enqueue(store, conn, settings, "code", 3, "hw-c")
     a = await claim(store, settings)
     assert a is not None and (a.kind, a.pool) == ("code", "beta")
-    applied, b = await store.settle(Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
-                                    plan_of(settings.max_in_flight, THRESHOLD, plan=settings.queue))
+    applied, b = await settle_one(store,
+                                  Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
+                                  plan_of(settings.max_in_flight, THRESHOLD, plan=settings.queue))
     assert applied and b is not None
-    again, handed = await store.settle(Completed(a.queue_id, a.dispatch_seq, {"score": 9}),
-                                       plan_of(settings.max_in_flight, THRESHOLD,
-                                               plan=settings.queue))
+    plan = plan_of(settings.max_in_flight, THRESHOLD, plan=settings.queue)
+    again, handed = await settle_one(store, Completed(a.queue_id, a.dispatch_seq, {"score": 9}),
+                                     plan)
     assert not again and handed is not None
     assert (handed.queue_id, handed.kind, handed.pool) == (b.queue_id, "code", "beta")
 

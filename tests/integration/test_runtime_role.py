@@ -15,7 +15,7 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Completed
 from aiqueue.models.records import ReplayFilter, ReplayOutcome
 from tests.conftest import add_submissions, enqueued
-from tests.plans import plan_of
+from tests.plans import plan_of, settle_one
 from tests.roles import RuntimeDb, runtime_database
 
 
@@ -101,8 +101,10 @@ async def test_the_runtime_role_reads_the_queue_and_marks_submissions(
         assert len(outcome.queue_ids) == 2
         job = await store.claim(plan_of(0, 5))
         assert job is not None and job.content.startswith("answer")
-        applied, _next = await store.settle(
-            Completed(job.queue_id, job.dispatch_seq, {"score": 1, "max_score": 2}), plan_of(0, 5))
+        applied, _next = await settle_one(store,
+                                          Completed(job.queue_id, job.dispatch_seq,
+                                                    {"score": 1, "max_score": 2}),
+                                          plan_of(0, 5))
         assert applied
         assert (await store.stats()).completed == 1
         # A school's data (CONTRACT §9e) as the runtime role: retention, replay, export, erase.

@@ -22,7 +22,7 @@ from aiqueue.models import (
 )
 from tests.conftest import add_submissions
 from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
-from tests.plans import plan_of
+from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(30)
 CAP, THRESHOLD = 1, 5
@@ -188,28 +188,30 @@ async def test_settle_applies_a_result_and_claims_the_next_row_in_one_call(
     store: Store, conn: asyncpg.Connection
 ) -> None:
     first, ids = await claim_first(store, conn, 3, cap=CAP)
-    applied, second = await store.settle(Completed(first.queue_id, first.dispatch_seq, {"score": 1},
-                                                   None), plan_of(CAP, THRESHOLD))
+    applied, second = await settle_one(store,
+                                       Completed(first.queue_id, first.dispatch_seq, {"score": 1},
+                                                 None),
+                                       plan_of(CAP, THRESHOLD))
     assert applied and second is not None and second.submission_id == ids[1]
     assert await status_of(conn, first.queue_id) == ("completed", 1)
     assert await status_of(conn, second.queue_id) == ("processing", 1)
-    # A repeated callback changes nothing and claims nothing new: while nobody has
-    # taken `second` to send it, the repeat (a lost answer's) gets it back (§9a).
-    assert await store.settle(Completed(first.queue_id, first.dispatch_seq, {"score": 9}),
-                              plan_of(CAP, THRESHOLD)) == (False,
-                                                           dataclasses.replace(second, more=False))
-    assert await store.take_handoff(second.queue_id, second.dispatch_seq)
-    # Once it is taken, a repeat gets nothing: the slot is taken, no claim.
-    assert await store.settle(Completed(first.queue_id, first.dispatch_seq, {"score": 9}, None),
-                              plan_of(CAP, THRESHOLD)) == (False, None)
+    # A repeated callback changes nothing and claims nothing new: the same caller's
+    # repeat (its first answer lost) gets `second` back, which it took (§9a)...
+    repeat = Completed(first.queue_id, first.dispatch_seq, {"score": 9})
+    assert await settle_one(store, repeat, plan_of(CAP, THRESHOLD)) == (
+        False, dataclasses.replace(second, more=False))
+    # ...and another caller's gets nothing: the slot is taken, no claim.
+    assert await settle_one(store, repeat, plan_of(CAP, THRESHOLD), uuid.uuid4()) == (False, None)
     assert await conn.fetchval(
         "SELECT ai_result->>'score' FROM submissions WHERE id = $1", ids[0]) == "1"
-    applied, third = await store.settle(Completed(second.queue_id, second.dispatch_seq,
-                                                  {"score": 2}, None), plan_of(CAP, THRESHOLD))
+    applied, third = await settle_one(
+        store, Completed(second.queue_id, second.dispatch_seq, {"score": 2}),
+        plan_of(CAP, THRESHOLD))
     assert applied and third is not None
     # The last result: nothing is left to claim.
-    assert await store.settle(Completed(third.queue_id, third.dispatch_seq, {"score": 3}, None),
-                              plan_of(CAP, THRESHOLD)) == (True, None)
+    assert await settle_one(store,
+                            Completed(third.queue_id, third.dispatch_seq, {"score": 3}, None),
+                            plan_of(CAP, THRESHOLD)) == (True, None)
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'") == 3
 
@@ -221,8 +223,9 @@ async def test_concurrent_settles_and_claims_never_pass_the_cap(
     ids = await add_submissions(conn, 30)
     await store.enqueue(ids, "hw-1", 0, {})
     held = [await store.claim(plan_of(cap, THRESHOLD)) for _ in range(cap)]
-    settles = [store.settle(Completed(j.queue_id, j.dispatch_seq, {"score": 1}, None),
-                            plan_of(cap, THRESHOLD))
+    settles = [settle_one(store,
+                          Completed(j.queue_id, j.dispatch_seq, {"score": 1}, None),
+                          plan_of(cap, THRESHOLD))
                for j in held if j is not None]
     claims = [store.claim(plan_of(cap, THRESHOLD)) for _ in range(8)]
     # Settles and claims all at once (one gather of both).

@@ -6,6 +6,7 @@ checks both (see `_both_satisfy_the_protocol`).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -233,10 +234,6 @@ class FakeStore(QuietParts):
         self.calls.append(("attempt_failed", (queue_id, dispatch_seq, kw)))
         return "pending"
 
-    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
-        self.calls.append(("take_handoff", (queue_id, dispatch_seq)))
-        return True
-
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
         if self.ref_fails:
@@ -253,12 +250,13 @@ class FakeStore(QuietParts):
                                         item.usage)))
         return True
 
-    async def settle(self, item: Completed, plan: ClaimPlan) -> tuple[bool, Job | None]:
-        self.calls.append(("settle", (item.queue_id, item.dispatch_seq, item.result,
-                                      item.usage)))
+    async def settle(self, items: Sequence[Completed], plan: ClaimPlan,
+                     taker: UUID) -> list[tuple[bool, Job | None]]:
+        self.calls.append(("settle", tuple((i.queue_id, i.dispatch_seq, i.result, i.usage)
+                                           for i in items)))
         if self.settle_fails:
             raise StoreError("database error: DeadlockDetectedError")
-        return True, await self.claim(plan)
+        return [(True, await self.claim(plan)) for _ in items]
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -279,6 +277,6 @@ def make_job(attempt: int = 1, payload: dict[str, Any] | None = None) -> Job:
         assignment_id="hw-7",
         attempt=attempt,
         dispatch_seq=attempt,
-        payload={"rubric": "r", "max_score": 10} if payload is None else payload,
+        payload_json=json.dumps({"rubric": "r", "max_score": 10} if payload is None else payload),
         content="the student's answer",
     )

@@ -192,9 +192,10 @@ RETURNING consecutive_failures, circuit_open_until;
 SELECT aiqueue_result($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb) AS applied;
 
 -- settle --
--- A completed result and the next claim in one round trip and one commit: see
--- aiqueue_settle() in functions/70_settle.sql.  $5: the claim plan.
-SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb);
+-- A webhook's completed results, each with the next claim, in one round trip
+-- and one commit: see aiqueue_settle_many() in functions/70_settle.sql.  $1:
+-- the items; $2: the claim plan; $3: the caller's token (its hand-offs).
+SELECT * FROM aiqueue_settle_many($1::jsonb, $2::jsonb, $3::uuid);
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
@@ -587,11 +588,6 @@ SELECT body_hash, answer FROM ai_marking_idempotency WHERE key = $1;
 
 -- idempotency_save --
 UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
-
--- take_handoff --
--- The app takes a row a settle claimed, just before sending it (CONTRACT §9a):
--- false when another taker had it already (aiqueue_take_handoff).
-SELECT aiqueue_take_handoff($1::uuid, $2::integer);
 
 -- set_dispatch_ref --
 -- The platform's id for an accepted dispatch (activation id, request id), on

@@ -43,3 +43,10 @@ DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, integer, boole
 DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer);
 DROP FUNCTION IF EXISTS aiqueue_default_plan(integer, integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_plan_budgeted(jsonb);
+-- The hand-off taken in the settle (aiqueue 0024): the settle and the claim take
+-- the caller's token, and the separate take is gone.
+DROP FUNCTION IF EXISTS aiqueue_claim(jsonb);
+DROP FUNCTION IF EXISTS aiqueue_claim_row(jsonb, text[], jsonb);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
+DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);

@@ -3,8 +3,10 @@
 --   aiqueue_claim_row   the fair pick (40_fair) and the row's claim, one statement
 --   aiqueue_claim_more  whether another row could be claimed after this one
 -- Everything it reads of the settings is its one `plan` document (10_plan).
+-- `p_taker`: a settle's caller, who takes the row to send it (70_settle); NULL:
+-- the caller sends what it claims.
 
-CREATE OR REPLACE FUNCTION aiqueue_claim(plan jsonb)
+CREATE OR REPLACE FUNCTION aiqueue_claim(plan jsonb, p_taker uuid DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
                breaker_dirty boolean, kind text, pool text)
@@ -23,7 +25,7 @@ BEGIN
     IF room.ests <> '{}'::jsonb THEN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
-    SELECT * INTO got FROM aiqueue_claim_row(plan, room.kinds, room.ests);
+    SELECT * INTO got FROM aiqueue_claim_row(plan, room.kinds, room.ests, p_taker);
     IF got.queue_id IS NULL THEN
         RETURN;
     END IF;
@@ -40,7 +42,7 @@ $$;
 -- with its charge, opens its attempt and writes its budget window's entry
 -- (`ests`: the estimate per pool with a declared budget).  NULLs: none.
 CREATE OR REPLACE FUNCTION aiqueue_claim_row(plan jsonb, kinds text[], ests jsonb,
-                                             OUT queue_id uuid, OUT submission_id uuid,
+                                             p_taker uuid, OUT queue_id uuid, OUT submission_id uuid,
                                              OUT assignment_id text, OUT attempts integer,
                                              OUT dispatch_seq integer, OUT payload text,
                                              OUT content text, OUT kind text, OUT pool text)
@@ -68,8 +70,10 @@ BEGIN
                   q.payload_id, q.kind, q.pool
     ),
     history AS (
-        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
-        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts FROM claimed cl
+        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts, p_taker,
+               CASE WHEN p_taker IS NOT NULL THEN now() END
+        FROM claimed cl
     ),
     -- The budget window's entry (only while the row's pool declares a budget).
     budget AS (

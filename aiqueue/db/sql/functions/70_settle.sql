@@ -1,6 +1,7 @@
 -- A result's settle, in call order: apply, raise L, correct the charge, claim the next.
 --
--- One result's round trip: aiqueue_settle (this file, first) calls
+-- A webhook's results in one round trip: aiqueue_settle_many (this file,
+-- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
 --     aiqueue_complete       apply it (its triggers: 80_feed, 90_outbox), priced
 --                            by aiqueue_result_cost (50_spend's prices)
@@ -9,8 +10,8 @@
 --       aiqueue_flow_result    raise the learned limit L (rule in 20_flow)
 --       aiqueue_money_result   learn the estimate, correct the charge (50_spend)
 --   aiqueue_handback       a repeated result: hand back the row it claimed
---   aiqueue_claim          the next row (60_claim: 30_gate, 40_fair, 50_spend)
--- then aiqueue_take_handoff, the sender's later mark that it has the row.
+--   aiqueue_claim          the next row (60_claim: 30_gate, 40_fair, 50_spend),
+--                          taken by the settle's caller to send it
 --
 -- Transaction flags (set_config(..., true): they last to the transaction's
 -- end).  Each is read by a trigger, which takes no arguments, so none can be
@@ -28,6 +29,40 @@
 --   aiqueue.fair_bulk     batch_fair_bulk (batch.sql)          the fair join (40_fair): a
 --                                                              batch's rows join once each
 
+-- A webhook's completed results, each settled in turn (aiqueue_settle), in one
+-- statement: one row per item, in the items' order, with the row claimed for
+-- it.  `items`: [{"queue_id", "dispatch_seq", "result", "usage"}].  Locks:
+-- every item's queue row, then its submission, first, each in one order, so
+-- no later wait for a row lock comes while this holds the claim lock (which
+-- the first settle takes, and a claim's holder never waits for a row lock).
+CREATE OR REPLACE FUNCTION aiqueue_settle_many(items jsonb, plan jsonb, p_taker uuid)
+RETURNS TABLE (item uuid, applied boolean, queue_id uuid, submission_id uuid,
+               assignment_id text, attempts integer, dispatch_seq integer, payload text,
+               content text, more boolean, breaker_dirty boolean, kind text, pool text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    it record;
+BEGIN
+    IF jsonb_array_length(items) > 1 THEN
+        PERFORM 1 FROM ai_marking_queue q
+        WHERE q.queue_id IN (SELECT (x ->> 'queue_id')::uuid FROM jsonb_array_elements(items) x)
+        ORDER BY q.queue_id FOR UPDATE;
+        PERFORM 1 FROM submissions s
+        WHERE s.id IN (SELECT q.submission_id FROM ai_marking_queue q
+                       WHERE q.queue_id IN (SELECT (x ->> 'queue_id')::uuid
+                                            FROM jsonb_array_elements(items) x))
+        ORDER BY s.id FOR UPDATE;
+    END IF;
+    FOR it IN SELECT x.queue_id, x.dispatch_seq, x.result, x.usage
+              FROM jsonb_to_recordset(items)
+                   AS x (queue_id uuid, dispatch_seq integer, result jsonb, usage jsonb) LOOP
+        RETURN QUERY SELECT it.queue_id, s.*
+                     FROM aiqueue_settle(it.queue_id, it.result, it.usage, it.dispatch_seq,
+                                         plan, p_taker) s;
+    END LOOP;
+END
+$$;
+
 -- A completed result, then the next claim, in one transaction.  The claim runs
 -- whether or not the result was new: the gate decides whether a slot is free
 -- (a late result's duplicate may find one).  Always exactly one row: `applied`,
@@ -38,15 +73,17 @@
 -- the claim reads it.
 --
 -- A lost commit answer (CONTRACT §9a): the result's dispatch line keeps the
--- row this settle claimed (next_queue_id, next_seq).  When the same result
--- comes again (the answer was lost, and the store or the webhook retried)
--- and that row is still processing with nobody having taken it to send
--- (sent_at, set by aiqueue_take_handoff), it is handed back instead of a
--- second row being claimed: nothing is applied twice and no claimed row is
--- left without a dispatch.  Whoever takes a handed row first sends it.
+-- row this settle claimed (next_queue_id, next_seq), and that row's line
+-- says who took it to send it (taken_by: the caller's token, which it keeps
+-- across its retries of one webhook).  When the same result comes again from
+-- that caller (the answer was lost, and the store or the webhook retried) and
+-- the row is still processing under that claim, it is handed back instead of
+-- a second row being claimed: nothing is applied twice and no claimed row is
+-- left without a dispatch.  Any other caller (a function repeating a webhook
+-- whose answer it lost) never gets it: the first caller sends it.
 -- The handed-back row was charged (turns, spend) by the settle that claimed it.
 CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
-                                          p_dispatch_seq integer, plan jsonb)
+                                          p_dispatch_seq integer, plan jsonb, p_taker uuid)
 RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id text,
                attempts integer, dispatch_seq integer, payload text, content text,
                more boolean, breaker_dirty boolean, kind text, pool text)
@@ -56,7 +93,7 @@ BEGIN
     IF NOT applied THEN
         SELECT h.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                         payload, content, more, breaker_dirty, kind, pool
-        FROM aiqueue_handback(p_queue_id, p_dispatch_seq) h;
+        FROM aiqueue_handback(p_queue_id, p_dispatch_seq, p_taker) h;
         IF FOUND THEN
             RETURN NEXT;
             RETURN;
@@ -64,8 +101,10 @@ BEGIN
     END IF;
     SELECT c.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                     payload, content, more, breaker_dirty, kind, pool
-    FROM aiqueue_claim(plan) c;
-    IF FOUND THEN
+    FROM aiqueue_claim(plan, p_taker) c;
+    -- Only the first settle's claim is the result's to hand back: a repeat's
+    -- own claim is its caller's, and keeps the first one's link.
+    IF FOUND AND applied THEN
         UPDATE ai_marking_attempts a
         SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
         WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
@@ -307,10 +346,12 @@ END
 $$;
 
 -- The row a first settle of this result claimed, when it is still processing
--- under that claim and nobody has taken it to send (see aiqueue_settle).
--- `more` is false: the repeat only gives back what the first settle took.
--- Its row type grew kind and pool (aiqueue 0019): replaced, not altered.
-CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer)
+-- under that claim and was taken by this caller (see aiqueue_settle).  Rows a
+-- settle claimed before hand-offs were taken in the settle (aiqueue 0024) are
+-- handed to whoever asks while unsent.  `more` is false: the repeat only gives
+-- back what the first settle took.
+CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer,
+                                            p_taker uuid)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
                breaker_dirty boolean, kind text, pool text)
@@ -331,19 +372,8 @@ BEGIN
     -- The breaker of the row's own pool (one control row per pool, aiqueue 0019).
     JOIN ai_queue_control c ON c.pool = q.pool
     WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
-      AND q.status = 'processing' AND n.sent_at IS NULL
+      AND q.status = 'processing'
+      AND (n.taken_by = p_taker OR (n.taken_by IS NULL AND n.sent_at IS NULL))
     LIMIT 1;
-END
-$$;
-
--- Take a claimed row to send it: true for the first taker only, so a row a
--- repeated settle handed back is never sent twice.
-CREATE OR REPLACE FUNCTION aiqueue_take_handoff(p_queue_id uuid, p_dispatch_seq integer)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE ai_marking_attempts a SET sent_at = now()
-    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
-      AND a.kind = 'dispatch' AND a.sent_at IS NULL;
-    RETURN FOUND;
 END
 $$;
