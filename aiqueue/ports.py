@@ -27,7 +27,7 @@ from aiqueue.models import (
     Status,
 )
 from aiqueue.models.records import Retained
-from aiqueue.money import ClaimPlan
+from aiqueue.settings.plan import ClaimPlan
 
 
 class ResultsStore(Protocol):

@@ -7,10 +7,11 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from aiqueue.config import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig
 from aiqueue.db.store import Store
 from aiqueue.models import Completed, Job
-from aiqueue.money import NO_MONEY, ClaimPlan, Money
+from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig
+from aiqueue.settings.money import NO_MONEY, Money
+from aiqueue.settings.plan import ClaimPlan
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import asyncpg
 from aiqueue import logs
 from aiqueue.db import prepared as prepared_statements
 from aiqueue.errors import DatabaseTimeout, StoreError
+from aiqueue.settings.env import PreparedStatements
 
 T = TypeVar("T")
 Work = Callable[[asyncpg.Connection], Awaitable[T]]
@@ -81,7 +82,7 @@ class ConnPool:
     """At most `max_size` connections; the idle ones are reused newest first."""
 
     def __init__(self, dsn: str, max_size: int, limits: Limits,
-                 prepared: prepared_statements.Mode = "off") -> None:
+                 prepared: PreparedStatements = "off") -> None:
         self.dsn, self.max_size, self.limits = dsn, max_size, limits
         self._slots = asyncio.Semaphore(max_size)
         # (connection, monotonic and wall-clock time it went idle)
@@ -262,7 +263,7 @@ def wrap_error(exc: BaseException) -> StoreError:
 
 
 async def open_database(dsn: str, *, max_size: int, limits: Limits | None = None,
-                        prepared: prepared_statements.Mode = "off") -> Database:
+                        prepared: PreparedStatements = "off") -> Database:
     """A pool with one connection opened now, so a wrong DATABASE_URL shows at start-up
     (and `prepared`'s choice is made: db/prepared.py)."""
     pool = ConnPool(dsn, max_size, limits or Limits(), prepared)

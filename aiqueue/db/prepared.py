@@ -16,13 +16,12 @@ taken as said: `on` for a PgBouncer 1.21+ with `max_prepared_statements`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
-Mode = Literal["auto", "on", "off"]
-MODES: tuple[Mode, ...] = ("auto", "on", "off")
+from aiqueue.settings.env import PreparedStatements as Mode
+
 # Statements kept per connection: every named block of the store fits.
 CACHE_SIZE = 256
 # Ports and host parts of the managed transaction poolers: Supabase's listens on

@@ -11,7 +11,8 @@ from uuid import UUID
 from aiqueue.db.enqueue import enqueue_rows
 from aiqueue.db.gateway import Gateway
 from aiqueue.models import Completed, DryRun, EnqueueOutcome, Job, Status
-from aiqueue.money import ClaimPlan, Money
+from aiqueue.settings.money import Money
+from aiqueue.settings.plan import ClaimPlan
 
 
 class QueueQueries(Gateway):

@@ -146,7 +146,7 @@ async def _settle(rt: Runtime[WebhookStore], items: list[ResultItem]
         except StoreError as exc:
             # The claim shares the results' transaction: whatever failed there
             # must not hold the results back.
-            logs.event("settle_failed", code=exc.code, items=len(items),
+            logs.event("settle_failed", code=exc.code, count=len(items),
                        reason="will_repeat" if tries_left else "apply_alone")
     return [(await apply_item(rt, item), None) for item in items], False
 

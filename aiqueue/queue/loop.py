@@ -15,7 +15,6 @@ from typing import Any
 from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.models import Job
-from aiqueue.money import ClaimPlan
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
 from aiqueue.queue import hold, housekeeping
@@ -77,7 +76,7 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
-    job = await rt.store.claim(ClaimPlan.of(s))
+    job = await rt.store.claim(s.claim_plan)
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -153,7 +152,7 @@ async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     await send_sync(rt, job)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    more = await rt.store.can_claim(ClaimPlan.of(rt.settings))
+    more = await rt.store.can_claim(rt.settings.claim_plan)
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
@@ -267,7 +266,7 @@ async def after_read(rt: Runtime[LoopStore]) -> None:
     its pool is in flight, and pause, busy back-off and breaker allow a dispatch".
     """
     try:
-        stalled = await rt.store.can_claim(ClaimPlan.of(rt.settings).stalled)
+        stalled = await rt.store.can_claim(rt.settings.claim_plan.stalled)
     except StoreError:
         return
     if stalled:

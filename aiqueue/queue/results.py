@@ -12,7 +12,6 @@ from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS
 from aiqueue.models import Completed, Job
-from aiqueue.money import ClaimPlan
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
 
@@ -117,7 +116,7 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        done = await rt.store.complete(completed(item), ClaimPlan.of(rt.settings))
+        done = await rt.store.complete(completed(item), rt.settings.claim_plan)
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -163,7 +162,7 @@ async def settle_items(rt: Runtime[ResultsStore], items: Sequence[ResultItem], t
     when the gate is closed or nothing is due), taken by `taker` to send.
     """
     outcomes = await rt.store.settle([completed(item) for item in items],
-                                     ClaimPlan.of(rt.settings), taker)
+                                     rt.settings.claim_plan, taker)
     for item, (done, _job) in zip(items, outcomes, strict=True):
         _completed(item.claim, done)
     return outcomes

@@ -31,8 +31,8 @@ from aiqueue.models import (
 )
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 from aiqueue.models.records import Retained
-from aiqueue.money import ClaimPlan
 from aiqueue.ports import LoopStore
+from aiqueue.settings.plan import ClaimPlan
 
 
 class QuietParts:

@@ -12,7 +12,6 @@ import pytest
 
 from aiqueue import flow
 from aiqueue.errors import SettingsError
-from aiqueue.money import ClaimPlan
 from aiqueue.settings import Settings, load_settings
 from tests.unit.flow_cases import REFUSAL_CASES, RESULT_CASES
 
@@ -53,15 +52,15 @@ def test_a_budget_is_declared_by_either_rate_and_the_claim_plan_carries_it() -> 
     settings = Settings(tokens_per_minute=6000, requests_per_minute=0,
                         budget_window_seconds=10, breaker_threshold=3)
     assert settings.queue.pools["default"].budget_declared
-    doc = json.loads(ClaimPlan.of(settings).json)
+    doc = json.loads(settings.claim_plan.json)
     assert doc["pools"] == [{"name": "default", "cap": 1, "tpm": 6000, "rpm": 0,
                              "budgeted": True}]
     assert (doc["budgeted"], doc["window"], doc["breaker_threshold"]) == (True, 10, 3)
-    assert ClaimPlan.of(settings) is ClaimPlan.of(settings)  # built once per settings
-    assert json.loads(ClaimPlan.of(settings).stalled.json)["pools"][0]["cap"] == 1
+    assert settings.claim_plan is settings.claim_plan  # built once per settings
+    assert json.loads(settings.claim_plan.stalled.json)["pools"][0]["cap"] == 1
     rpm = Settings(tokens_per_minute=0, requests_per_minute=60)
-    assert json.loads(ClaimPlan.of(rpm).json)["budgeted"]
-    assert not json.loads(ClaimPlan.of(Settings()).json)["budgeted"]
+    assert json.loads(rpm.claim_plan.json)["budgeted"]
+    assert not json.loads(Settings().claim_plan.json)["budgeted"]
 
 
 def test_the_flow_variables_are_read_and_checked() -> None:

@@ -1,9 +1,9 @@
 """A shared model's money (CONTRACT §9c): each pool's spend caps and prices for the claim.
 
-The rules themselves live in SQL (functions.sql, "A shared model's money"):
-turns by tokens, the spend windows, the estimate.  This leaf gathers what
+The rules themselves live in SQL (db/sql/functions/40_fair.sql, 50_spend.sql):
+turns by tokens, the spend windows, the estimate.  This gathers what
 they need of the settings into one JSON document sent with each claim and
-result (`Money.doc`), inside the claim plan (`ClaimPlan`), the one document the
+result (`Money.doc`) inside the claim plan (settings/plan.py), the one document the
 claim's SQL reads of a configuration.
 """
 
@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from aiqueue.config import QueueConfig
-from aiqueue.settings import ModelPrice, Settings
+from aiqueue.settings.env import ModelPrice
+from aiqueue.settings.kinds import QueueConfig
 
-DEFAULT_POOL = "default"
 # The caps' names, as the TOML file, the dry run's `capped` and the pages say them.
 CAP_NAMES = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
 
@@ -63,16 +62,12 @@ class Money:
     day_seconds: float = 86400.0
 
     @classmethod
-    def of(cls, settings: Settings) -> Money:
+    def of(cls, queue: QueueConfig, hour_seconds: float, day_seconds: float) -> Money:
         """Every pool's caps and prices: the default pool's from QUEUE_*_USD_* and
-        QUEUE_MODEL_PRICES, the others' from aiqueue.toml (Settings.queue).
+        QUEUE_MODEL_PRICES, the others' from aiqueue.toml.
 
-        Built once per Settings (every claim and result sends it).
+        Built once per Settings (`Settings.money`): every claim and result sends it.
         """
-        made: Money | None = settings.__dict__.get("_money")
-        if made is not None:
-            return made
-        queue = settings.queue
         pools = {
             name: PoolMoney(
                 caps={cap: getattr(pool, cap) for cap in CAP_NAMES},
@@ -80,9 +75,7 @@ class Money:
                 batch_prices={m: ModelPrice(*price) for m in {*pool.prices, *pool.batch_prices}
                               if (price := queue.batch_price(name, m)) is not None})
             for name, pool in queue.pools.items()}
-        made = cls(pools, settings.spend_hour_seconds, settings.spend_day_seconds)
-        settings.__dict__["_money"] = made
-        return made
+        return cls(pools, hour_seconds, day_seconds)
 
     @property
     def capped(self) -> bool:
@@ -117,50 +110,3 @@ def _top(prices: Mapping[str, ModelPrice]) -> ModelPrice | None:
 
 
 NO_MONEY = Money()
-
-
-@dataclass(frozen=True)
-class ClaimPlan:
-    """What the claim needs of one configuration, as the one jsonb document its SQL reads
-    (db/sql/functions/10_plan.sql): pools with their caps and budgets, kinds, the
-    breaker's threshold, the budget window and the money.  Built once per settings
-    (`of`), serialised once; `claim`, `settle`, `complete` and `can_claim` send it."""
-
-    json: str
-
-    @classmethod
-    def build(cls, queue: QueueConfig, breaker_threshold: int, window_seconds: float,
-              money: Money) -> ClaimPlan:
-        return cls(_dumps({
-            "pools": [{"name": p.name, "cap": p.max_in_flight, "tpm": p.tokens_per_minute,
-                       "rpm": p.requests_per_minute, "budgeted": p.budget_declared}
-                      for p in queue.pools.values()],
-            "kinds": [{"name": k.name, "pool": k.pool, "cap": k.max_in_flight}
-                      for k in queue.kinds.values()],
-            "breaker_threshold": breaker_threshold,
-            "window": window_seconds,
-            "budgeted": any(p.budget_declared for p in queue.pools.values()),
-            "money": money.doc(),
-        }))
-
-    @classmethod
-    def of(cls, settings: Settings) -> ClaimPlan:
-        """The settings' plan, built on first use and kept with them."""
-        made: ClaimPlan | None = settings.__dict__.get("_claim_plan")
-        if made is None:
-            made = cls.build(settings.queue, settings.breaker_threshold,
-                             settings.budget_window_seconds, Money.of(settings))
-            settings.__dict__["_claim_plan"] = made
-        return made
-
-    @cached_property
-    def stalled(self) -> ClaimPlan:
-        """This plan with every pool's cap at 1: "a row is due and none of its pool is out"."""
-        doc = json.loads(self.json)
-        for pool in doc["pools"]:
-            pool["cap"] = 1
-        return ClaimPlan(_dumps(doc))
-
-
-def _dumps(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, separators=(",", ":"))

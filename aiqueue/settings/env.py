@@ -1,6 +1,6 @@
 """Values read from the environment, each refused with one line that names its variable.
 
-A leaf: settings.py and the other settings readers import these, so a variable
+The first step of the settings: table.py and the other readers import these, so a variable
 is read and its error worded the same way everywhere. An unset or blank
 variable gives the default.
 
@@ -16,12 +16,15 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from aiqueue.errors import SettingsError
 
 Env = Mapping[str, str]
 N = TypeVar("N", int, float)
+# DATABASE_PREPARED_STATEMENTS (aiqueue/db/prepared.py).
+PreparedStatements = Literal["auto", "on", "off"]
+PREPARED_MODES: tuple[PreparedStatements, ...] = ("auto", "on", "off")
 T = TypeVar("T")
 
 
@@ -75,6 +78,15 @@ def env_usd(env: Mapping[str, str], name: str) -> float | None:
 def env_text(env: Mapping[str, str], name: str) -> str | None:
     """A value taken as it is (a token), or None."""
     return env.get(name, "").strip() or None
+
+
+def env_prepared(env: Mapping[str, str], name: str) -> PreparedStatements:
+    """auto, on or off; default auto (on for a direct connection, off behind a pooler)"""
+    value = env.get(name, "").strip().lower() or "auto"
+    for mode in PREPARED_MODES:
+        if value == mode:
+            return mode
+    raise SettingsError(f"{name} must be auto, on or off, got {value[:20]!r}")
 
 
 def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -152,7 +164,13 @@ def number(name: str, default: N, low: N, high: float = float("inf"), *,
         else:
             value = env_float(env, name, fallback, low, high)
         return value if cap is None else min(value, cap)
-    return field(default=default, metadata={"env": name, "read": read})
+    kind = "an integer" if isinstance(default, int) else "a number"
+    check = f"{kind} >= {low}" if high == float("inf") else f"{kind} from {low} to {high:g}"
+    if on_vercel is not None:
+        check += f"; {on_vercel} on Vercel"
+    if cap is not None:
+        check += f"; a larger value counts as {cap}"
+    return field(default=default, metadata={"env": name, "read": read, "check": check})
 
 
 def optional(name: str, read: Callable[[Env, str], T | None], *, secret: bool = False) -> T | None:
@@ -162,4 +180,5 @@ def optional(name: str, read: Callable[[Env, str], T | None], *, secret: bool = 
 
 def entry(name: str, read: Callable[[Env, str], object]) -> dict[str, object]:
     """A table entry's metadata: the variable and how to read it."""
-    return {"env": name, "read": lambda env: read(env, name)}
+    check = (read.__doc__ or "").strip().splitlines()[0] if read.__doc__ else ""
+    return {"env": name, "read": lambda env: read(env, name), "check": check}
