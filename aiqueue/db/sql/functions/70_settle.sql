@@ -116,7 +116,7 @@ $$;
 
 -- A completed result, applied at most once (aiqueue_complete); when it was new,
 -- what follows a result (aiqueue_after_result).  The settle and a lone complete
--- (queries.sql: complete) both run this.  The claim lock from the end on
+-- (queue.sql: complete) both run this.  The claim lock from the end on
 -- (aiqueue 0023): the outbox test takes it rather than pinning a row, and the
 -- charges after are written under it, in the claim's order (see
 -- aiqueue_outbox_run_finished).
