@@ -1,10 +1,11 @@
-"""Apply and roll back the schema (migrations/) and the SQL functions (db/sql/functions.sql).
+"""Apply and roll back the schema (migrations/) and the SQL functions (db/sql/functions/).
 
 Migrations are numbered up/down pairs that change the schema only.  Every SQL
-function and trigger lives, in its current text, in one file that `up`
-re-applies after the migrations whenever its text changed; rolling back the
+function and trigger lives, in its current text, in db/sql/functions/: one
+file per concern, which `up` re-applies in name order, after the migrations and
+in their transaction, whenever their text changed; rolling back the
 last migration drops them first.  Every `up` ends with the lockdown
-(db/sql/security.sql): only the owner and the runtime role reach the queue.
+(db/sql/lockdown.sql): only the owner and the runtime role reach the queue.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ async def _applied(conn: asyncpg.Connection) -> list[str]:
 
 @cache
 def functions_sql() -> str:
-    """The current text of every function and trigger."""
-    return resources.files("aiqueue.db.sql").joinpath("functions.sql").read_text()
+    """The current text of every function and trigger: the folder's files in name order."""
+    folder = resources.files("aiqueue.db.sql").joinpath("functions")
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+    return "\n".join(f.read_text() for f in files)
 
 
 async def _apply_functions(conn: asyncpg.Connection, *, force: bool) -> bool:

@@ -1,7 +1,7 @@
 """Alerts (CONTRACT §9d): backlog age, a stall, a failure spike, opened and resolved once.
 
 The conditions are measured per pool in the database (aiqueue_alert_values in
-db/sql/functions.sql; a backlog names the kind of its oldest row, and a pool
+db/sql/functions/99_alerts.sql; a backlog names the kind of its oldest row, and a pool
 held by a refusal or a spend cap is not stalled) and each change is written
 to the notification outbox
 in the same transaction as the alert's own row (`ai_queue_alerts`), so an

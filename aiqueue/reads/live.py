@@ -18,7 +18,8 @@ from aiqueue.models import EventCursor, MarkingEvent
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 
-# aiqueue_notify() (db/sql/functions.sql) wakes it on every event, while an instance listens.
+# aiqueue_notify() (db/sql/functions/80_feed.sql) wakes it on every event while an instance
+# listens.
 CHANNEL = "ai_marking"
 TOKEN_MAX_AGE = 600  # a page's events token; the page asks for a fresh one when it lapses
 RETRY_MS = 1500  # how soon EventSource reconnects after a stream ends
@@ -148,7 +149,7 @@ async def start_cursor(store: Store, last_event_id: str | None) -> EventCursor:
         if cursor is None:
             raise Invalid("Last-Event-ID is not an event id this server sent")
         return cursor
-    return await store.events_head()
+    return await store.live_events_head()
 
 
 async def open_stream(
@@ -180,7 +181,7 @@ async def stream(
         while not hub.closed:
             changed = hub.changed()
             try:
-                batch = await store.events_after(assignment_id, cursor, cfg.batch)
+                batch = await store.live_events_after(assignment_id, cursor, cfg.batch)
             except StoreError:
                 return  # the client reconnects with Last-Event-ID and loses nothing
             for event in batch.events:

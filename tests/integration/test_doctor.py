@@ -15,7 +15,8 @@ import respx
 from aiqueue import runtime as runtime_module
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.db.migrate import discover, migrate
-from aiqueue.doctor.checks import Doctor, check_schema
+from aiqueue.doctor.checks import check_schema
+from aiqueue.doctor.report import Doctor
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SECRET, add_submissions, app_client, make_settings
@@ -159,6 +160,7 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
     assert {got[k][0] for k in ("settings", "database", "schema", "pooler", "listen",
                                 "lockdown", "submissions", "role")} == {"pass"}
     assert r.json()["ok"] is (expect["probe"] == "pass")
+    assert "prepared statements on (auto: a direct connection" in got["pooler"][1]
     assert route.calls.last.request.headers["authorization"] == "Bearer fn-token"
     if answer is too_old:
         assert "too old to know probes" in got["probe"][1]

@@ -1,7 +1,7 @@
 -- A school's data (CONTRACT §9e): retention, erasure, export, replay by filter.
 -- The rules that call these: aiqueue/records/.  Gateway: aiqueue/db/records.py.
 
--- records_retain --
+-- retain --
 -- Retention, in bounded batches (at most $3 rows of each kind per call), at most
 -- once per $4 seconds across every instance (the control row is the gate, as
 -- for the prune).  Three kinds, each past its own period:
@@ -11,7 +11,7 @@
 --   * attempt history older than $2 s of rows still kept (a row older than the
 --     history period that has not ended yet).
 -- A DELETE fires no status trigger: pruning writes no live event and no
--- marking.run_finished / row_failed notification (functions.sql); the count
+-- marking.run_finished / row_failed notification (functions/90_outbox.sql); the count
 -- deltas (statement trigger) keep the stats exact.  'expired' is named here by
 -- status only: the state arrives with CONTRACT §9d.  Every path that ends a row
 -- sets finished_at, which ai_marking_queue_finished_idx (status, finished_at) reads.
@@ -75,7 +75,7 @@ WHERE s.id = ANY ($1::uuid[])
 ORDER BY s.id
 FOR UPDATE;
 
--- erase_rows --
+-- erase --
 -- Everything the queue holds that names submissions $1, in one statement after
 -- the locks above: their queue rows (a row in flight too: deleting it is its
 -- cancellation, and its late callback then finds nothing to apply), attempt
@@ -194,7 +194,7 @@ SELECT c.erased::text AS erased, (SELECT count(*) FROM batch_cut) + (SELECT coun
        AS batches
 FROM counts c;
 
--- erase_assignment_subjects --
+-- assignment_subjects --
 -- The submissions an erasure of assignment $1 covers: the host's, and any the
 -- queue still names under that assignment.
 SELECT s.id FROM submissions s WHERE s.assignment_id = $1
@@ -250,7 +250,7 @@ LIMIT $4::integer;
 -- NULL = any; $7 dry run; $8 actor.  `matched`: failed rows that match;
 -- `eligible`: those a replay moves, the newest failed row of each submission
 -- that has no live row (as the retry-all always did); `replayed`: moved now,
--- through aiqueue_retry (functions.sql), so each gets fresh attempts and a
+-- through aiqueue_retry (functions/95_recovery.sql), so each gets fresh attempts and a
 -- fresh turn as an enqueue hands them out, and the claim paces them under
 -- every limit as usual.  Only rows still `failed` move: aiqueue_retry locks
 -- and re-checks each, and a completed row never matches.  A dry run hands it

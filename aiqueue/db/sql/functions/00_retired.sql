@@ -1,0 +1,52 @@
+-- Every SQL function and trigger of aiqueue, in its current text.
+--
+-- `migrate up` applies this file after the schema migrations, in the same
+-- transaction, whenever its text changed (or a migration ran): migrations hold
+-- schema only, and a function's history is this file's git log.  Everything
+-- here must be idempotent: CREATE OR REPLACE, and a DROP ... IF EXISTS first
+-- where a signature or a trigger's shape changes.
+--
+-- The hot statements live in plpgsql functions: without a client-side
+-- prepared-statement cache (transaction poolers forbid one), plpgsql is what
+-- lets the server cache their plans per backend instead of planning each call.
+
+-- Signatures that earlier versions created; dropped so a changed signature or
+-- return type can be created again, and so nothing stale stays callable.
+DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, integer, boolean);
+DROP FUNCTION IF EXISTS aiqueue_budget_estimate(text);
+DROP FUNCTION IF EXISTS aiqueue_budget_opens_at(integer, integer, float8, bigint);
+DROP FUNCTION IF EXISTS aiqueue_budget_use(float8);
+DROP FUNCTION IF EXISTS aiqueue_flow_refused(uuid, integer, text, float8, float8, integer);
+DROP FUNCTION IF EXISTS aiqueue_gate_open(integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
+                                       integer, float8);
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
+                                       integer, float8, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_group_head(text, integer, text, text[]);
+DROP FUNCTION IF EXISTS aiqueue_due_exists(text[], jsonb, uuid);
+DROP FUNCTION IF EXISTS aiqueue_fair_pick(text[], jsonb);
+DROP FUNCTION IF EXISTS aiqueue_due_at();
+DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
+DROP FUNCTION IF EXISTS aiqueue_alert_values(timestamptz, float8, float8, integer, float8);
+DROP FUNCTION IF EXISTS aiqueue_in_flight(integer);
+-- The claim's seven arguments, before its one plan document.
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8, jsonb, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
+                                       integer, float8, jsonb, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_room(jsonb, integer, float8, boolean, boolean);
+DROP FUNCTION IF EXISTS aiqueue_claim_opens_at(jsonb, integer, float8);
+DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, integer, boolean, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer);
+DROP FUNCTION IF EXISTS aiqueue_default_plan(integer, integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_plan_budgeted(jsonb);
+-- The hand-off taken in the settle (aiqueue 0024): the settle and the claim take
+-- the caller's token, and the separate take is gone.
+DROP FUNCTION IF EXISTS aiqueue_claim(jsonb);
+DROP FUNCTION IF EXISTS aiqueue_claim_row(jsonb, text[], jsonb);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
+DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);

@@ -1,0 +1,168 @@
+-- Flow control for a shared paid model: the learned limit L and the declared budget.
+--
+-- The learned in-flight limit L lives on each pool's control row (NULL: at the
+-- ceiling).  Its rule is written here once, as two pure functions, and
+-- aiqueue/flow.py holds the same rule in Python as the documented spec;
+-- tests/integration/test_flow.py runs one table of cases through both.
+--
+-- The ceiling: the pool's max_in_flight (QUEUE_MAX_IN_FLIGHT for the default
+-- pool), or 64 when that is 0 (unlimited).  With the cap at 0 the pool stays
+-- unlimited until the model first refuses; L then
+
+-- lives in 1..64 and becomes unlimited again once it climbs back to 64.
+
+CREATE OR REPLACE FUNCTION aiqueue_flow_ceiling(cap integer) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN cap > 0 THEN cap ELSE 64 END
+$$;
+
+-- The cap the claim enforces: the configured one, or L while L is set.
+CREATE OR REPLACE FUNCTION aiqueue_flow_cap(ctl ai_queue_control, cap integer) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN ctl.in_flight_limit IS NULL THEN cap
+                ELSE least(ctl.in_flight_limit, aiqueue_flow_ceiling(cap)) END
+$$;
+
+-- Multiplicative decrease: a refusal halves L, counted from what was really in
+-- flight (L may be far above it), never below 1.  A refusal of a dispatch sent
+-- before the last cut (same_burst) was already answered by that cut.
+CREATE OR REPLACE FUNCTION aiqueue_flow_after_refusal(lim integer, ceiling integer,
+                                                      in_flight bigint, same_burst boolean)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN same_burst THEN lim
+                ELSE greatest(1, least(coalesce(lim, ceiling), ceiling,
+                                       greatest(in_flight, 1)::integer) / 2) END
+$$;
+
+-- Additive increase: after L results without a refusal, L + 1; back at the
+-- ceiling L is cleared (NULL), which keeps the hot path write-free.
+CREATE OR REPLACE FUNCTION aiqueue_flow_after_result(lim integer, clean integer,
+                                                     ceiling integer,
+                                                     OUT new_limit integer, OUT new_clean integer)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN lim IS NULL OR lim + 1 >= ceiling AND clean + 1 >= lim THEN NULL
+                WHEN clean + 1 >= lim THEN lim + 1
+                ELSE lim END,
+           CASE WHEN lim IS NULL OR clean + 1 >= lim THEN 0 ELSE clean + 1 END
+$$;
+
+-- A row's estimated tokens: what the latest rows of its assignment used in its
+-- pool (the mean of the last 20 reported), else of any assignment of the pool,
+-- else 1000.
+CREATE OR REPLACE FUNCTION aiqueue_budget_estimate(p_assignment_id text,
+                                                   p_pool text DEFAULT 'default')
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce(
+        (SELECT round(avg(x.tokens))::bigint FROM (
+             SELECT b.tokens FROM ai_marking_budget b
+             WHERE b.actual AND b.assignment_id = p_assignment_id AND b.pool = p_pool
+             ORDER BY b.at DESC LIMIT 20) x),
+        (SELECT round(avg(x.tokens))::bigint FROM (
+             SELECT b.tokens FROM ai_marking_budget b
+             WHERE b.actual AND b.pool = p_pool ORDER BY b.at DESC LIMIT 20) x),
+        1000)
+$$;
+
+-- When a pool's budget window has room for `est` more tokens and one more
+-- request: now() or earlier when it has, else the moment enough of its entries
+-- age out.  The window holds at most rate × W / 60 over any W seconds
+-- (CONTRACT §8a).  A row larger than the whole budget waits for an empty
+-- window, not forever.  Entries are walked newest first: the first one whose
+-- running sum (with est) no longer fits is the newest that must leave, at its
+-- time + W.
+CREATE OR REPLACE FUNCTION aiqueue_budget_opens_at(tpm integer, rpm integer, budget_window float8,
+                                                   est bigint, p_pool text DEFAULT 'default')
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    WITH w AS (
+        SELECT b.at,
+               sum(b.tokens) OVER newest AS tokens,
+               count(*) OVER newest AS requests
+        FROM ai_marking_budget b
+        WHERE b.pool = p_pool AND b.at > now() - make_interval(secs => budget_window)
+        WINDOW newest AS (ORDER BY b.at DESC, b.queue_id, b.dispatch_seq)
+    )
+    SELECT coalesce(max(w.at), '-infinity') + make_interval(secs => budget_window)
+    FROM w
+    WHERE (tpm > 0 AND w.tokens + least(est, floor(tpm * budget_window / 60))
+                       > floor(tpm * budget_window / 60))
+       OR (rpm > 0 AND w.requests + 1 > greatest(floor(rpm * budget_window / 60), 1))
+$$;
+
+-- What a pool's budget window holds now (stats, /ai-queue).
+CREATE OR REPLACE FUNCTION aiqueue_budget_use(budget_window float8, p_pool text DEFAULT 'default',
+                                              OUT tokens bigint, OUT requests bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(b.tokens), 0)::bigint, count(*)
+    FROM ai_marking_budget b
+    WHERE b.pool = p_pool AND b.at > now() - make_interval(secs => budget_window)
+$$;
+
+-- A refusal (a `rate_limited`/`overloaded` item, or a dispatch answered
+-- 429/503) of a row's current dispatch: the row goes back to pending without
+-- using an attempt, due after `delay`; every dispatch of the row's pool — and
+-- of no other pool — is held as long (busy_until); the pool's L is cut once per
+-- burst; the refused call used none of the budget's tokens (it still counts as
+-- a request).  A row first refused more than `give_up` seconds ago ends failed
+-- with last_error = rate_limited.  The row's new status, or NULL when that
+-- dispatch is no longer its current one.  `cap`: the default pool's, for a
+-- call without a plan.
+CREATE OR REPLACE FUNCTION aiqueue_flow_refused(p_queue_id uuid, p_dispatch_seq integer,
+                                                p_kind text, delay float8, give_up float8,
+                                                cap integer, plan jsonb DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    r ai_marking_queue%ROWTYPE;
+    ctl ai_queue_control%ROWTYPE;
+    same_burst boolean;
+    gone boolean;
+    outcome text;
+BEGIN
+    SELECT * INTO r FROM ai_marking_queue q
+    WHERE q.queue_id = p_queue_id AND q.status = 'processing' AND q.dispatch_seq = p_dispatch_seq
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A late result completed the row while this dispatch was refused: the
+        -- slot it held is free now (see aiqueue_complete).
+        UPDATE ai_marking_queue q SET lease_at = NULL
+        WHERE q.queue_id = p_queue_id AND q.status = 'completed'
+          AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
+        RETURN NULL;
+    END IF;
+    cap := coalesce((aiqueue_plan_pool(plan, r.pool)).cap, cap);
+    -- The pool's control row lock orders concurrent refusals: the second of a
+    -- burst sees the first one's cut.  (The claim that dispatched the row made it.)
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.pool = r.pool FOR UPDATE;
+    same_burst := ctl.limit_cut_at IS NOT NULL AND r.started_at < ctl.limit_cut_at;
+    UPDATE ai_queue_control c
+    SET in_flight_limit = aiqueue_flow_after_refusal(
+            c.in_flight_limit, aiqueue_flow_ceiling(cap),
+            aiqueue_pool_in_flight(r.pool, aiqueue_flow_ceiling(cap)), same_burst),
+        limit_clean = CASE WHEN same_burst THEN c.limit_clean ELSE 0 END,
+        limit_cut_at = CASE WHEN same_burst THEN c.limit_cut_at ELSE now() END,
+        busy_until = greatest(coalesce(c.busy_until, now()),
+                              now() + make_interval(secs => delay)),
+        refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,
+        refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int
+    WHERE c.pool = r.pool;
+    gone := r.refused_since IS NOT NULL
+            AND r.refused_since < now() - make_interval(secs => give_up);
+    outcome := CASE WHEN gone THEN 'failed' ELSE 'pending' END;
+    UPDATE ai_marking_queue q
+    SET status = outcome, attempts = q.attempts - 1,
+        run_after = now() + make_interval(secs => delay),
+        started_at = NULL, lease_at = NULL, updated_at = now(),
+        finished_at = CASE WHEN gone THEN now() END,
+        last_error = CASE WHEN gone THEN 'rate_limited' ELSE p_kind END,
+        refused_since = coalesce(q.refused_since, now())
+    WHERE q.queue_id = p_queue_id;
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'refused', error = p_kind
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';
+    UPDATE ai_marking_budget b SET tokens = 0
+    WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq;
+    PERFORM aiqueue_money_refund(p_queue_id);
+    INSERT INTO ai_marking_tally (outcome, job, error)
+    VALUES ('refused', CASE WHEN gone THEN 'failed' END, CASE WHEN gone THEN 'rate_limited'
+                                                              ELSE p_kind END);
+    RETURN outcome;
+END
+$$;

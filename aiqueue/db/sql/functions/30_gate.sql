@@ -1,0 +1,161 @@
+-- The gate: may a pool (and which of its kinds) have a row dispatched now.
+
+-- The gate, "may a row be dispatched now?", written once.  Pause, busy
+-- back-off, the in-flight cap and the circuit breaker; when the breaker is
+-- open, one probe may run after the cool-down (half-open) and only while
+-- nothing else is in flight.  aiqueue_gate_opens_at says *when* the gate opens
+-- by time alone (NULL: not by waiting; an operator, a result or a lease must
+-- act first); aiqueue_gate is "that moment has come".  Both are plain SQL
+-- expressions, which the planner inlines into their callers.
+CREATE OR REPLACE FUNCTION aiqueue_gate_opens_at(ctl ai_queue_control, in_flight bigint,
+                                                 cap integer, breaker_threshold integer)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN ctl.paused OR (cap <> 0 AND in_flight >= cap)
+             OR (ctl.consecutive_failures >= breaker_threshold AND in_flight > 0) THEN NULL
+        ELSE greatest(coalesce(ctl.busy_until, '-infinity'),
+                      CASE WHEN ctl.consecutive_failures >= breaker_threshold
+                           THEN coalesce(ctl.circuit_open_until, '-infinity')
+                           ELSE '-infinity' END)
+    END
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_gate(ctl ai_queue_control, in_flight bigint, cap integer,
+                                        breaker_threshold integer)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT coalesce(aiqueue_gate_opens_at(ctl, in_flight, cap, breaker_threshold) <= now(),
+                    false)
+$$;
+
+-- The breaker as the operator sees it: open (cooling down), half_open (a probe
+-- may go, or is out), closed.
+CREATE OR REPLACE FUNCTION aiqueue_circuit_state(ctl ai_queue_control, breaker_threshold integer)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN ctl.consecutive_failures < breaker_threshold THEN 'closed'
+        WHEN coalesce(ctl.circuit_open_until, '-infinity') > now() THEN 'open'
+        ELSE 'half_open'
+    END
+$$;
+
+-- Which kinds may have a row dispatched now: the gate of pools and kinds,
+-- written once (the claim, its `more`, can_claim).  A pool counts when its gate
+-- is open (aiqueue_gate: pause, its hold, its L, its breaker), and then each of
+-- its kinds under its own cap.  With `budgets`, a pool with a declared budget
+-- counts only when its window has room for its first due row's estimate
+-- (`ests`: that estimate per pool, which the claim writes to the window).
+-- `make`: add missing control rows (the claim, under its lock).
+CREATE OR REPLACE FUNCTION aiqueue_room(plan jsonb, budgets boolean, make boolean,
+                                        OUT kinds text[], OUT ests jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    breaker_threshold integer := (plan ->> 'breaker_threshold')::integer;
+    budget_window float8 := (plan ->> 'window')::float8;
+    p record;
+    ctl ai_queue_control%ROWTYPE;
+    pcap integer;
+    open_kinds text[];
+    est bigint;
+BEGIN
+    kinds := '{}';
+    ests := '{}';
+    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm,
+                    coalesce(x.budgeted, false) AS budgeted
+             FROM jsonb_to_recordset(plan -> 'pools')
+                  AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
+        ctl := aiqueue_pool_control(p.name, make);
+        pcap := aiqueue_flow_cap(ctl, p.cap);
+        CONTINUE WHEN NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
+                                       breaker_threshold);
+        open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
+        CONTINUE WHEN open_kinds IS NULL;
+        IF budgets AND p.budgeted THEN
+            est := aiqueue_budget_estimate((
+                SELECT o.assignment_id FROM ai_marking_queue o
+                WHERE o.status = 'pending' AND o.run_after <= now() AND o.kind = ANY (open_kinds)
+                ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1), p.name);
+            CONTINUE WHEN aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window, est, p.name)
+                          > now();
+            ests := ests || jsonb_build_object(p.name, est);
+        END IF;
+        kinds := kinds || open_kinds;
+    END LOOP;
+END
+$$;
+
+-- When a claim could next find room by time alone (the ticker's sleep): per
+-- pool, the later of its gate's opening (a hold or the breaker's cool-down
+-- ending; NULL while paused, full or a half-open probe is out), its budget
+-- window's, and the first run_after of its kinds with room; the earliest
+-- over all pools.  NULL: nothing opens by waiting.
+CREATE OR REPLACE FUNCTION aiqueue_claim_opens_at(plan jsonb)
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    breaker_threshold integer := (plan ->> 'breaker_threshold')::integer;
+    budget_window float8 := (plan ->> 'window')::float8;
+    p record;
+    ctl ai_queue_control%ROWTYPE;
+    pcap integer;
+    open_kinds text[];
+    at timestamptz;
+    due timestamptz;
+    best timestamptz;
+BEGIN
+    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm,
+                    coalesce(x.budgeted, false) AS budgeted
+             FROM jsonb_to_recordset(plan -> 'pools')
+                  AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
+        ctl := aiqueue_pool_control(p.name);
+        pcap := aiqueue_flow_cap(ctl, p.cap);
+        at := aiqueue_gate_opens_at(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
+                                    breaker_threshold);
+        CONTINUE WHEN at IS NULL;
+        open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
+        CONTINUE WHEN open_kinds IS NULL;
+        -- Rows of groups paused at a spend cap come due when it rolls over.
+        due := aiqueue_due_at(open_kinds);
+        CONTINUE WHEN due IS NULL;
+        IF p.budgeted THEN
+            at := greatest(at, aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window,
+                aiqueue_budget_estimate((
+                    SELECT o.assignment_id FROM ai_marking_queue o
+                    WHERE o.status = 'pending' AND o.run_after <= now()
+                      AND o.kind = ANY (open_kinds)
+                    ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1), p.name), p.name));
+        END IF;
+        best := least(best, greatest(due, at));
+    END LOOP;
+    RETURN best;
+END
+$$;
+
+-- The claim's advisory lock (see aiqueue_claim), held until the transaction ends.
+CREATE OR REPLACE FUNCTION aiqueue_claim_lock() RETURNS void LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock(7301730173017301)
+$$;
+
+-- Claim exactly one due row.  The advisory lock serialises count-and-claim
+-- across every instance until this transaction ends, so no pool's L and no
+-- kind's cap can be overshot (a cap counted outside this lock is exceeded
+-- under concurrency: pgqueuer#761); each statement below takes a fresh
+-- snapshot (READ COMMITTED), so it sees what the previous lock holder
+-- committed.  `more` says whether another row could be claimed right now (the
+-- caller chains on it); `breaker_dirty` whether a successful dispatch must
+-- reset the row's pool's breaker.
+--
+-- Pools and kinds (aiqueue 0019, CONTRACT §9b): aiqueue_room names the kinds
+-- with room, and the one walk of the claim index in dispatch order takes the
+-- first due row of any of them: a kind at its cap or a held pool is stepped
+-- over, never waited for, so its backlog delays no other kind's row.
+-- Flow control (aiqueue 0010, CONTRACT §8a), in the same lock: a pool's cap is
+-- its learned limit L when one is set (aiqueue_flow_cap), and with a declared
+-- budget the pool's first due row goes only when the window has room for its
+-- estimated tokens; its window entry is written in the same statement as the
+-- claim.  What the claim reads of the settings is its plan (10_plan).
+-- A pending row may still be dispatched (CONTRACT §9d): it has no expires_at,
+-- or that moment has not come.  The sweep (schedule.sql: expire_rows) ends the
+-- others; until it has, the claim steps over them.
+CREATE OR REPLACE FUNCTION aiqueue_unexpired(expires_at timestamptz)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT expires_at IS NULL OR expires_at > now()
+$$;

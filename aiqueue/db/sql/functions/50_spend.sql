@@ -1,0 +1,295 @@
+-- A shared model's money: prices, spend windows, caps, and a charge given back.
+--
+-- What the rules need of the settings travels with each call as a jsonb
+-- `money` (aiqueue/settings/money.py, Money.doc): per pool its caps, its
+-- prices and the length of its windows:
+--   {"<pool>": {"group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
+--               "prices": {"<model>": [in, out]}, "top": [in, out],
+--               "hour_seconds", "day_seconds"}}
+-- A pool it does not name has no cap and no price.
+
+-- What a row of an assignment is expected to use: the assignment's running
+-- mean, else the mean of its pool's 20 most recently used assignments, else a
+-- default (750 + 250 tokens, the 1000 of CONTRACT §8a).
+CREATE OR REPLACE FUNCTION aiqueue_estimate(p_pool text, p_assignment_id text,
+                                            OUT prompt_tokens float8,
+                                            OUT completion_tokens float8,
+                                            OUT cost_usd float8, OUT model text,
+                                            OUT source text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    SELECT e.prompt_tokens, e.completion_tokens, e.cost_usd, e.model, 'assignment'
+    INTO prompt_tokens, completion_tokens, cost_usd, model, source
+    FROM ai_marking_estimates e WHERE e.pool = p_pool AND e.assignment_id = p_assignment_id;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT avg(r.prompt_tokens), avg(r.completion_tokens), avg(r.cost_usd),
+           (array_agg(r.model ORDER BY r.updated_at DESC))[1], 'pool'
+    INTO prompt_tokens, completion_tokens, cost_usd, model, source
+    FROM (SELECT e.* FROM ai_marking_estimates e WHERE e.pool = p_pool
+          ORDER BY e.updated_at DESC LIMIT 20) r
+    HAVING count(*) > 0;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    prompt_tokens := 750;
+    completion_tokens := 250;
+    source := 'default';
+END
+$$;
+
+-- The assignment's estimate learns a result's usage: a running mean over about
+-- its last 20 rows (aiqueue_estimate reads it).
+CREATE OR REPLACE FUNCTION aiqueue_estimate_learn(p_pool text, p_assignment_id text,
+                                                  prompt float8, completion float8,
+                                                  cost float8, model text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO ai_marking_estimates AS e (pool, assignment_id, prompt_tokens,
+                                           completion_tokens, cost_usd, model, samples)
+    VALUES (p_pool, p_assignment_id, prompt, completion, cost, model, 1)
+    ON CONFLICT (pool, assignment_id) DO UPDATE
+    SET prompt_tokens = e.prompt_tokens
+                        + (EXCLUDED.prompt_tokens - e.prompt_tokens) / least(e.samples + 1, 20),
+        completion_tokens = e.completion_tokens + (EXCLUDED.completion_tokens
+                                                   - e.completion_tokens)
+                                                  / least(e.samples + 1, 20),
+        cost_usd = CASE WHEN EXCLUDED.cost_usd IS NULL OR e.cost_usd IS NULL
+                        THEN coalesce(EXCLUDED.cost_usd, e.cost_usd)
+                        ELSE e.cost_usd + (EXCLUDED.cost_usd - e.cost_usd)
+                                          / least(e.samples + 1, 20) END,
+        model = coalesce(EXCLUDED.model, e.model),
+        samples = e.samples + 1, updated_at = now()
+$$;
+
+-- Tokens priced at a pool's price for the model, else its most expensive
+-- known price ("top"); NULL when the pool knows no price.
+CREATE OR REPLACE FUNCTION aiqueue_price_usd(money jsonb, p_pool text, p_model text,
+                                             prompt float8, completion float8)
+RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+    SELECT (prompt * (x.pr ->> 0)::float8 + completion * (x.pr ->> 1)::float8) / 1e6
+    FROM (SELECT coalesce(money -> p_pool -> 'prices' -> p_model,
+                          money -> p_pool -> 'top') AS pr) x
+    WHERE jsonb_typeof(x.pr) = 'array'
+$$;
+
+-- What a result cost, priced in this one place (the stored usage, the review
+-- record, the spend windows and the estimate all take it from here): the
+-- function's own cost_usd, else its tokens at the pool's price for its model,
+-- else at the pool's most expensive known price (CONTRACT §9c); on the
+-- overnight lane at the pool's batch prices (75_batch).  NULL: no token count,
+-- or no price known.  plpgsql: the batch price is defined in a later file.
+CREATE OR REPLACE FUNCTION aiqueue_result_cost(p_usage jsonb, money jsonb, p_pool text)
+RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    prompt float8 := aiqueue_usage_int(p_usage -> 'prompt_tokens');
+    completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
+BEGIN
+    IF jsonb_typeof(p_usage -> 'cost_usd') = 'number' AND (p_usage ->> 'cost_usd')::float8 >= 0
+    THEN
+        RETURN (p_usage ->> 'cost_usd')::float8;
+    END IF;
+    IF prompt IS NULL AND completion IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN round((CASE WHEN p_usage ->> 'lane' = 'batch'
+                       THEN aiqueue_batch_price_usd(money, p_pool, p_usage ->> 'model',
+                                                    coalesce(prompt, 0),
+                                                    coalesce(completion, 0), NULL)
+                       ELSE aiqueue_price_usd(money, p_pool, p_usage ->> 'model',
+                                              coalesce(prompt, 0), coalesce(completion, 0))
+                  END)::numeric, 9)::float8;
+END
+$$;
+
+-- The usage as stored: with its cost_usd when one is known (aiqueue_result_cost).
+CREATE OR REPLACE FUNCTION aiqueue_priced(p_usage jsonb, money jsonb, p_pool text)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    cost float8 := aiqueue_result_cost(p_usage, money, p_pool);
+BEGIN
+    IF cost IS NULL OR p_usage IS NULL THEN
+        RETURN p_usage;
+    END IF;
+    RETURN p_usage || jsonb_build_object('cost_usd', cost);
+END
+$$;
+
+-- Whether a pool's money plan sets any cap.
+CREATE OR REPLACE FUNCTION aiqueue_spend_capped(spec jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(jsonb_typeof(spec -> 'group_usd_per_hour') = 'number'
+                    OR jsonb_typeof(spec -> 'group_usd_per_day') = 'number'
+                    OR jsonb_typeof(spec -> 'pool_usd_per_day') = 'number', false)
+$$;
+
+-- The UTC clock window of `len` seconds that holds `at` (an hour, a day).
+CREATE OR REPLACE FUNCTION aiqueue_window_start(len float8, at timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT to_timestamp(floor(extract(epoch FROM at) / len) * len)
+$$;
+
+-- A group's and its pool's spend in the windows that hold now.
+CREATE OR REPLACE FUNCTION aiqueue_spend_now(spec jsonb, p_pool text, p_group text,
+                                             OUT group_hour float8, OUT group_day float8,
+                                             OUT pool_day float8, OUT hour_ends timestamptz,
+                                             OUT day_ends timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    hour_len float8 := coalesce((spec ->> 'hour_seconds')::float8, 3600);
+    day_len float8 := coalesce((spec ->> 'day_seconds')::float8, 86400);
+    hour_at timestamptz := aiqueue_window_start(hour_len, now());
+    day_at timestamptz := aiqueue_window_start(day_len, now());
+BEGIN
+    hour_ends := hour_at + make_interval(secs => hour_len);
+    day_ends := day_at + make_interval(secs => day_len);
+    SELECT coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'hour'), 0),
+           coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'day'), 0),
+           coalesce(sum(s.usd) FILTER (WHERE s.group_key = '' AND s.span = 'day'), 0)
+    INTO group_hour, group_day, pool_day
+    FROM ai_marking_spend s
+    WHERE s.pool = p_pool AND s.group_key IN (p_group, '')
+      AND ((s.span = 'hour' AND s.starts_at = hour_at) OR (s.span = 'day' AND s.starts_at = day_at));
+END
+$$;
+
+-- Which cap stops a group's next dispatch now, and until when its window
+-- rolls over; NULL: none.  A dispatch goes while the spend is under the cap,
+-- so a window overshoots by at most what its dispatches in flight cost.
+CREATE OR REPLACE FUNCTION aiqueue_spend_stop(spec jsonb, p_pool text, p_group text,
+                                              OUT cap text, OUT until timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    s record;
+BEGIN
+    IF NOT aiqueue_spend_capped(spec) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO s FROM aiqueue_spend_now(spec, p_pool, p_group);
+    IF s.pool_day >= (spec ->> 'pool_usd_per_day')::float8 THEN
+        cap := 'pool_usd_per_day';
+        until := s.day_ends;
+    ELSIF s.group_day >= (spec ->> 'group_usd_per_day')::float8 THEN
+        cap := 'group_usd_per_day';
+        until := s.day_ends;
+    ELSIF s.group_hour >= (spec ->> 'group_usd_per_hour')::float8 THEN
+        cap := 'group_usd_per_hour';
+        until := s.hour_ends;
+    END IF;
+END
+$$;
+
+-- A dispatch's estimated cost, into the windows that hold `at`.
+CREATE OR REPLACE FUNCTION aiqueue_spend_add(spec jsonb, p_pool text, p_group text,
+                                             usd float8, at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO ai_marking_spend AS s (pool, group_key, span, starts_at, usd)
+    SELECT p_pool, w.grp, w.span,
+           aiqueue_window_start(coalesce((spec ->> (w.span || '_seconds'))::float8, w.len), at),
+           usd
+    FROM (VALUES (p_group, 'hour', 3600::float8), (p_group, 'day', 86400::float8),
+                 ('', 'day', 86400::float8)) w (grp, span, len)
+    ORDER BY 2, 3
+    ON CONFLICT (pool, group_key, span, starts_at) DO UPDATE SET usd = s.usd + EXCLUDED.usd
+$$;
+
+-- A result's cost corrects (or a refusal gives back) a dispatch's charge in
+-- the windows it went to: the latest of each that started by then.
+CREATE OR REPLACE FUNCTION aiqueue_spend_correct(p_pool text, p_group text, delta float8,
+                                                 at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE ai_marking_spend s SET usd = greatest(s.usd + delta, 0)
+    FROM (SELECT DISTINCT ON (w.group_key, w.span) w.group_key, w.span, w.starts_at
+          FROM ai_marking_spend w
+          WHERE w.pool = p_pool AND w.group_key IN (p_group, '') AND w.starts_at <= at
+          ORDER BY w.group_key, w.span, w.starts_at DESC) w
+    WHERE s.pool = p_pool AND s.group_key = w.group_key AND s.span = w.span
+      AND s.starts_at = w.starts_at
+      AND (w.group_key = p_group OR w.span = 'day')
+$$;
+
+-- A group reached a spend cap: its rows wait until `until`.  The live pages
+-- hear of it once per pause: one `pending` event per assignment, listing the
+-- group's pending rows, with why and until when.
+CREATE OR REPLACE FUNCTION aiqueue_spend_pause_group(p_pool text, p_group text,
+                                                     until timestamptz, cap text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET capped_until = until, capped_by = cap
+    WHERE f.pool = p_pool AND f.group_key = p_group
+      AND f.capped_until IS DISTINCT FROM until;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids, summary)
+    SELECT q.assignment_id, 'pending', array_agg(q.queue_id), array_agg(q.submission_id),
+           jsonb_build_object('waiting_for', 'spend_cap', 'resumes_at', until,
+                              'paused_by', cap)
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.pool = p_pool
+      AND coalesce(q.group_key, q.assignment_id) = p_group
+    GROUP BY q.assignment_id;
+    PERFORM aiqueue_notify();
+END
+$$;
+
+-- What a dispatch (or a pack) charged a group is given back: its turn counter,
+-- and its spend windows when money was charged. Counter and spend windows are
+-- the claim's rows too: a caller that gives money back holds the claim's lock
+-- first, so they are locked in its order (aiqueue 0023).
+CREATE OR REPLACE FUNCTION aiqueue_uncharge(p_pool text, p_priority integer, p_group text,
+                                            p_tokens float8, p_usd float8,
+                                            p_charged_at timestamptz, p_ids uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET counter = f.counter - p_tokens
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
+    IF p_usd IS NOT NULL THEN
+        PERFORM aiqueue_spend_correct(p_pool, p_group, -p_usd, p_charged_at);
+        UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
+        WHERE f.pool = p_pool AND f.group_key = p_group AND f.capped_until IS NOT NULL;
+    END IF;
+    UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
+    WHERE q.queue_id = ANY (p_ids);
+END
+$$;
+
+-- A refused dispatch used no tokens: its charge is given back.
+CREATE OR REPLACE FUNCTION aiqueue_money_refund(p_queue_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
+           q.charged_tokens, q.charged_usd, q.charged_at
+    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF NOT FOUND OR r.charged_tokens IS NULL THEN
+        RETURN;
+    END IF;
+    IF r.charged_usd IS NOT NULL THEN
+        PERFORM aiqueue_claim_lock();
+    END IF;
+    PERFORM aiqueue_uncharge(r.pool, r.priority, r.grp, r.charged_tokens, r.charged_usd,
+                             r.charged_at, ARRAY[p_queue_id]);
+END
+$$;
+
+-- When a pending row of a group at a spend cap goes on (NULL: it is not paused).
+CREATE OR REPLACE FUNCTION aiqueue_spend_resumes_at(p_status text, p_pool text,
+                                                    p_priority integer, p_group text)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT f.capped_until FROM ai_marking_fair f
+    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
+      AND f.group_key = p_group AND f.capped_until > now()
+$$;
+
+-- The same, with the cap that paused it (the pages say which window).
+CREATE OR REPLACE FUNCTION aiqueue_spend_pause(p_status text, p_pool text, p_priority integer,
+                                               p_group text, OUT until timestamptz,
+                                               OUT cap text)
+LANGUAGE sql STABLE AS $$
+    SELECT f.capped_until, f.capped_by FROM ai_marking_fair f
+    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
+      AND f.group_key = p_group AND f.capped_until > now()
+$$;

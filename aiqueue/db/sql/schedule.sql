@@ -1,0 +1,40 @@
+-- Scheduled rows and expiry (CONTRACT §9d): the sweep, and when each comes due.
+
+-- expire_rows --
+-- Pending rows whose expires_at has passed end `expired`, using no attempt,
+-- in bounded batches (the claim already steps over them meanwhile).  The
+-- outbox trigger writes each one's marking.row_expired.  SKIP LOCKED: a row a
+-- webhook or a claim holds right now is left to the next sweep.
+WITH gone AS (
+    SELECT q.queue_id FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.expires_at <= now()
+    ORDER BY q.expires_at
+    LIMIT 1000
+    FOR UPDATE SKIP LOCKED
+),
+row AS (
+    UPDATE ai_marking_queue q
+    SET status = 'expired', finished_at = now(), last_error = 'expired', updated_at = now()
+    FROM gone WHERE q.queue_id = gone.queue_id AND q.status = 'pending'
+    RETURNING q.queue_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT queue_id, 'action', 'expired', now(), 'queue' FROM row
+)
+SELECT count(*) AS n FROM row;
+
+-- next_expiry --
+-- Seconds until a pending row expires (the ticker wakes to end it on time;
+-- negative: overdue; NULL: none).
+SELECT extract(epoch FROM min(expires_at) - now())::float8 AS seconds
+FROM ai_marking_queue WHERE status = 'pending' AND expires_at IS NOT NULL;
+
+-- next_scheduled --
+-- Seconds until the next scheduled row (not_before still to come) is due, if
+-- it can still be dispatched then.  A step that ends with one due soon waits
+-- for it (loop.wait_out_hold).
+SELECT extract(epoch FROM min(run_after) - now())::float8 AS seconds
+FROM ai_marking_queue
+WHERE status = 'pending' AND not_before > now() AND run_after > now()
+  AND (expires_at IS NULL OR expires_at > run_after);
