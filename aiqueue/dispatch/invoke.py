@@ -16,6 +16,7 @@ from aiqueue.backoff import parse_retry_after
 from aiqueue.dispatch import targets
 from aiqueue.dispatch.aws import AwsCredentials, CredentialsError
 from aiqueue.models import Job
+from aiqueue.models.queue import payload_key
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
 
@@ -68,6 +69,8 @@ def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any
         "callback_url": settings.callback_url,
         "callback_token": tokens.callback(job.queue_id, job.dispatch_seq, job.attempt),
         "payload": job.payload,
+        # Rows that share a payload share a prompt prefix (CONTRACT §10a).
+        "cache_key": job.cache_key or payload_key(json.dumps(job.payload, ensure_ascii=False)),
         "submission": {
             "id": str(job.submission_id),
             "assignment_id": job.assignment_id,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from aiqueue.models.queue import QueueId, Row, SubmissionId
+from aiqueue.models.queue import QueueId, Row, SubmissionId, payload_key
 
 BatchState = Literal["submitting", "submitted", "cancelling", "ended", "done", "abandoned"]
 
@@ -49,6 +49,8 @@ class BatchRow:
     held: bool = True
     # what the row asks for: its kind's function renders and parses its line
     kind: str = "mark"
+    # its payload's hash: the provider's prompt cache key (§10a)
+    cache_key: str = ""
 
     @property
     def custom_id(self) -> str:
@@ -63,7 +65,8 @@ class BatchRow:
                    dispatch_seq=row["dispatch_seq"], deadline=row["deadline"],
                    payload=json.loads(row["payload"]), content=row["content"],
                    held=bool(row["held"]) if "held" in row.keys() else True,
-                   kind=row["kind"] if "kind" in row.keys() else "mark")
+                   kind=row["kind"] if "kind" in row.keys() else "mark",
+                   cache_key=payload_key(row["payload"]))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
 from aiqueue.money import Money
-from aiqueue.queue.spend import priced
+from aiqueue.queue import cache
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
 
@@ -100,8 +100,8 @@ def _usage(usage: object) -> dict[str, Any] | None:
     """Keep only the cost-tracking fields, so nothing else rides along into storage."""
     if not isinstance(usage, dict):
         return None
-    keep: dict[str, Any] = {}
-    for key in ("model", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
+    keep: dict[str, Any] = cache.counts(usage)
+    for key in ("model", "total_tokens", "cost_usd"):
         value = usage.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             keep[key] = value
@@ -117,7 +117,7 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        usage = priced(item.usage, rt.settings.all_model_prices)
+        usage = cache.bill(item.usage, rt.settings.queue, rt.settings.all_model_prices)
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
                                        rt.settings.max_in_flight, Budget.of(rt.settings),
                                        plan=rt.settings.queue.plan,
@@ -168,7 +168,8 @@ async def settle_item(rt: Runtime[ResultsStore], item: ResultItem) -> tuple[bool
     claim, s = item.claim, rt.settings
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
-                                      priced(item.usage, s.all_model_prices), s.max_in_flight,
+                                      cache.bill(item.usage, s.queue, s.all_model_prices),
+                                      s.max_in_flight,
                                       s.breaker_threshold, Budget.of(s), plan=s.queue.plan,
                                       money=Money.of(s))
     _completed(claim, done)

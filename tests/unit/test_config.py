@@ -64,7 +64,9 @@ def test_a_file_declares_kinds_and_pools_beside_the_default_ones(tmp_path: Path)
     assert q.kind("short").pool == "default" and q.pools["default"].max_in_flight == 2
     plan = json.loads(q.plan)
     assert {"name": "essay", "pool": "openai", "cap": 4} in plan["kinds"]
-    assert {"name": "openai", "cap": 8, "tpm": 450000, "rpm": 5000} in plan["pools"]
+    assert {"name": "openai", "cap": 8, "tpm": 450000, "rpm": 5000,
+            "cache": {"ttl": 300.0, "min": 1024, "quantum": None, "key_rpm": None}
+            } in plan["pools"]
     assert json.loads(q.attempts) == {"essay": 2}
 
 
@@ -89,7 +91,8 @@ def test_no_file_is_todays_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert s.queue_file is None and s.queue.single
     assert s.for_kind("mark") is s
     assert json.loads(s.queue.plan) == {
-        "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0}],
+        "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0,
+                   "cache": {"ttl": 300.0, "min": 1024, "quantum": None, "key_rpm": None}}],
         "kinds": [{"name": "mark", "pool": "default", "cap": 0}]}
 
 

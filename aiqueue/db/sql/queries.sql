@@ -217,6 +217,11 @@ SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::in
                              $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb,
                              $11::jsonb);
 
+-- cache_key --
+-- A dispatch's prompt cache key: the payload's hash, sharded by key_rpm ($2;
+-- aiqueue_cache_key in functions/45_cache.sql).
+SELECT aiqueue_cache_key($1::uuid, $2::integer);
+
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
 -- result completed the row meanwhile: the function is still working on it).
@@ -239,8 +244,11 @@ event AS (
     FROM row WHERE status = 'processing'
     RETURNING 1
 )
--- The scalar subquery wakes listeners once when an event was written.
-SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS quiet
+-- The scalar subquery wakes listeners once when an event was written.  A
+-- progress item also says the call has begun answering: its prompt prefix is
+-- cached now (aiqueue_cache_answered, 45_cache.sql).
+SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS quiet,
+       aiqueue_cache_answered(row.queue_id) AS warmed
 FROM row;
 
 -- recover_stuck --

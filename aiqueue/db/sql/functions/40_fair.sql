@@ -166,23 +166,49 @@ LANGUAGE plpgsql AS $$
 DECLARE
     g record;
     r record;
-    e record;
     stop record;
     spec jsonb;
-    nxt record;
     head uuid;
     held boolean;
+    -- The prompt cache (45_cache.sql): the pool's settings, the pools and
+    -- priorities whose warm groups were looked for, the picked row's prefix.
+    cpool text;
+    cspec jsonb;
+    looked text[] := '{}';
+    w record;
+    st record;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
     walk CURSOR (p_pools text[]) FOR
-        SELECT f.pool, f.priority, f.group_key, f.joins FROM ai_marking_fair f
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter FROM ai_marking_fair f
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
           AND (f.due_at IS NULL OR f.due_at <= now())
           AND (p_pools IS NULL OR f.pool = ANY (p_pools))
         ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
 BEGIN
     FOR g IN walk(aiqueue_kinds_pools(kinds, plan)) LOOP
+        IF g.pool IS DISTINCT FROM cpool THEN
+            cpool := g.pool;
+            cspec := aiqueue_cache_spec(plan, g.pool);
+        END IF;
+        -- Locality within fair turns: at the first group of its pool and
+        -- priority (the smallest counter), a group with a hot prefix within
+        -- the quantum of it goes first.
+        IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
+            looked := looked || (g.pool || '/' || g.priority);
+            SELECT * INTO w FROM aiqueue_cache_warm_pick(cspec, money, kinds, g.pool, g.priority,
+                                                         g.counter) LIMIT 1;
+            IF w.queue_id IS NOT NULL THEN
+                SELECT * INTO tokens, usd FROM aiqueue_fair_take(w.pool, w.priority, w.group_key,
+                                                                 w.joins, w.queue_id,
+                                                                 w.assignment_id, money);
+                PERFORM aiqueue_cache_dispatched(cspec, w.pool, w.priority, w.group_key,
+                                                 w.payload_id, 'hot');
+                queue_id := w.queue_id;
+                RETURN;
+            END IF;
+        END IF;
         spec := money -> g.pool;
         IF aiqueue_spend_capped(spec) THEN
             SELECT * INTO stop FROM aiqueue_spend_stop(spec, g.pool, g.group_key);
@@ -209,16 +235,17 @@ BEGIN
                   AND aiqueue_unexpired(h.expires_at)
                 ORDER BY h.turn, h.seq LIMIT 1) c
             ORDER BY c.turn, c.seq LIMIT 1;
-            SELECT NULL::uuid AS queue_id, NULL::text AS assignment_id INTO r;
+            SELECT NULL::uuid AS queue_id, NULL::text AS assignment_id, NULL::bigint AS payload_id
+            INTO r;
             IF head IS NOT NULL THEN
-                SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+                SELECT q.queue_id, q.assignment_id, q.payload_id INTO r FROM ai_marking_queue q
                 WHERE q.queue_id = head AND q.status = 'pending'
                 FOR UPDATE SKIP LOCKED;
                 held := NOT FOUND;
             END IF;
         END IF;
         IF kinds IS NULL OR held THEN
-            SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+            SELECT q.queue_id, q.assignment_id, q.payload_id INTO r FROM ai_marking_queue q
             WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
               AND coalesce(q.group_key, q.assignment_id) = g.group_key
               AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
@@ -258,27 +285,59 @@ BEGIN
             END IF;
             CONTINUE;
         END IF;
-        SELECT * INTO e FROM aiqueue_estimate(g.pool, r.assignment_id);
-        tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
-        IF aiqueue_spend_capped(spec) THEN
-            usd := coalesce(e.cost_usd, aiqueue_price_usd(money, g.pool, e.model,
-                                                          e.prompt_tokens, e.completion_tokens));
-            PERFORM aiqueue_spend_add(spec, g.pool, g.group_key, usd, now());
+        -- A prefix warming up: the group waits for its answer, one mark at most
+        -- (the walk serves other groups meanwhile); a cold one sends this row alone.
+        IF cspec IS NOT NULL THEN
+            st := aiqueue_cache_state(cspec, g.pool, r.payload_id);
+            IF st.state = 'warming' THEN
+                PERFORM aiqueue_cache_hold(g.pool, g.priority, g.group_key, g.joins, st.hold);
+                CONTINUE;
+            END IF;
         END IF;
-        SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
-          AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.queue_id <> r.queue_id
-        ORDER BY q.turn, q.seq LIMIT 1;
-        -- Its last row: the group stops waiting, unless rows joined since the
-        -- walk looked (a concurrent enqueue's trigger bumped `joins`; on its
-        -- commit this UPDATE re-reads the row and keeps it waiting).
-        UPDATE ai_marking_fair f
-        SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
-            head_seq = coalesce(nxt.seq, f.head_seq),
-            waiting = nxt.turn IS NOT NULL OR f.joins <> g.joins, updated_at = now()
-        WHERE f.pool = g.pool AND f.priority = g.priority AND f.group_key = g.group_key;
+        SELECT * INTO tokens, usd FROM aiqueue_fair_take(g.pool, g.priority, g.group_key, g.joins,
+                                                         r.queue_id, r.assignment_id, money);
+        IF cspec IS NOT NULL THEN
+            PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key, r.payload_id,
+                                             st.state);
+        END IF;
         queue_id := r.queue_id;
         RETURN;
     END LOOP;
+END
+$$;
+
+-- The pick's charge of group (p_pool, p_priority, p_group) for its row
+-- p_queue_id: the counter (and spend while the pool has a cap) grows by the
+-- row's estimate; the group's head moves to its next row, and the group stops
+-- waiting with its last row unless rows joined since the walk saw `p_joins`.
+CREATE OR REPLACE FUNCTION aiqueue_fair_take(p_pool text, p_priority integer, p_group text,
+                                             p_joins bigint, p_queue_id uuid,
+                                             p_assignment_id text, money jsonb,
+                                             OUT tokens float8, OUT usd float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    e record;
+    nxt record;
+    spec jsonb := money -> p_pool;
+BEGIN
+    SELECT * INTO e FROM aiqueue_estimate(p_pool, p_assignment_id);
+    tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
+    IF aiqueue_spend_capped(spec) THEN
+        usd := coalesce(e.cost_usd, aiqueue_price_usd(money, p_pool, e.model,
+                                                      e.prompt_tokens, e.completion_tokens));
+        PERFORM aiqueue_spend_add(spec, p_pool, p_group, usd, now());
+    END IF;
+    SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+      AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_queue_id
+    ORDER BY q.turn, q.seq LIMIT 1;
+    -- Its last row: the group stops waiting, unless rows joined since the
+    -- walk looked (a concurrent enqueue's trigger bumped `joins`; on its
+    -- commit this UPDATE re-reads the row and keeps it waiting).
+    UPDATE ai_marking_fair f
+    SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
+        head_seq = coalesce(nxt.seq, f.head_seq),
+        waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins, updated_at = now()
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
 END
 $$;

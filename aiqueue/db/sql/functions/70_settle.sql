@@ -250,6 +250,10 @@ DECLARE
     model text := p_usage ->> 'model';
     cost float8;
 BEGIN
+    -- The prompt cache (45_cache.sql): the prefix is warm, its counts added up;
+    -- the input is charged at billed tokens (cache reads and writes at their price).
+    PERFORM aiqueue_cache_result(p_queue_id, p_usage);
+    prompt := coalesce(aiqueue_usage_int(p_usage -> 'billed_prompt_tokens'), prompt);
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN;
     END IF;
