@@ -34,11 +34,14 @@ class Model:
     # The largest gap, in weighted tokens (input + 2 x output), between two groups'
     # service after each completion (run_while_both_wait).
     max_gap: float = 0.0
+    # The claim plan (None: the default pool, scheduled without the prompt cache).
+    plan: str | None = None
 
-    async def enqueue(self, group: str, n: int, size: int, assignment: str | None = None) -> None:
+    async def enqueue(self, group: str, n: int, size: int, assignment: str | None = None,
+                      payload: dict[str, object] | None = None) -> None:
         assignment = assignment or group
         ids = await add_submissions(self.conn, n, assignment_id=assignment)
-        out = enqueued(await self.store.enqueue(ids, assignment, 0, {}, group=group))
+        out = enqueued(await self.store.enqueue(ids, assignment, 0, payload or {}, group=group))
         assert len(out.queue_ids) == n
         self.size[group] = size
         self.of.update(dict.fromkeys(ids, group))
@@ -56,7 +59,7 @@ class Model:
     async def fill(self, cap: int) -> None:
         """Claim until `cap` rows are out or nothing more is claimable."""
         while len(self.in_flight) < cap:
-            job = await self.store.claim(cap, THRESHOLD, money=self.money)
+            job = await self.store.claim(cap, THRESHOLD, plan=self.plan, money=self.money)
             if job is None:
                 return
             self.in_flight.append(job)
@@ -66,7 +69,7 @@ class Model:
         job = self.in_flight.pop(0)
         group = self.of[job.submission_id]
         assert await self.store.complete(job.queue_id, job.dispatch_seq, {"score": 1},
-                                         self.usage(group), money=self.money)
+                                         self.usage(group), plan=self.plan, money=self.money)
         self.tokens[group] += self.size[group]
         self.rows[group] += 1
         return group
