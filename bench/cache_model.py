@@ -72,7 +72,7 @@ class Call:
 
 @dataclass
 class Scenario:
-    """Classes of `rows` answers each sharing a `prefix`-token payload, marked at in-flight `cap`."""
+    """Classes of `rows` answers sharing a `prefix`-token payload each, at in-flight `cap`."""
 
     classes: int
     rows: int
