@@ -43,8 +43,11 @@ ALTER TABLE ai_marking_fair ADD COLUMN warm_until timestamptz;
 CREATE INDEX ai_marking_fair_warm_idx ON ai_marking_fair (pool, priority, counter)
     WHERE waiting AND warm_until IS NOT NULL;
 
--- What a result read from and wrote to the cache, and what that saved.
+-- What a result read from and wrote to the cache, and what that saved: input
+-- tokens (all input less the billed input; below 0 when writes cost more)
+-- and USD.
 ALTER TABLE ai_marking_results
     ADD COLUMN cache_read_tokens bigint,
     ADD COLUMN cache_write_tokens bigint,
+    ADD COLUMN cache_saved_tokens bigint,
     ADD COLUMN cache_saved_usd float8;

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models import AppliedResult, ReviewOutcome, TallyRow, UsageRow
+from aiqueue.models import AppliedResult, CacheCounter, ReviewOutcome, TallyRow, UsageRow
 
 
 class ReviewQueries(Gateway):
@@ -49,6 +49,9 @@ class ReviewQueries(Gateway):
 
     async def counters(self) -> list[TallyRow]:
         return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters", page=True)]
+
+    async def cache_counters(self) -> list[CacheCounter]:
+        return [CacheCounter.from_row(r) for r in await self._fetch("cache_counters", page=True)]
 
     async def buckets(self) -> list[float]:
         return [float(r["le"]) for r in await self._fetch("metrics_buckets", page=True)]

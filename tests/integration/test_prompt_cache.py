@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
@@ -14,7 +15,9 @@ from aiqueue.config.prompt_cache import PromptCache
 from aiqueue.db.store import Store
 from aiqueue.models import Job
 from aiqueue.queue.cache import bill, counts
+from aiqueue.reads.usage import usage_json
 from aiqueue.settings import ModelPrice
+from aiqueue.web.costs import cost_card
 from tests.conftest import add_submissions
 from tests.integration.money_kit import Model
 
@@ -159,6 +162,15 @@ async def test_a_result_is_charged_at_billed_tokens(store: Store, conn: asyncpg.
                                 "FROM ai_marking_cache_pools WHERE pool = 'default'")
     assert (tally["read_tokens"], tally["write_tokens"]) == (2000, 0)
     assert tally["saved_usd"] == pytest.approx(1800 / 1e6)
+    # The usage report, the cost card and /metrics read them.
+    total = (await store.usage(datetime.now(UTC) - timedelta(days=1),
+                               datetime.now(UTC) + timedelta(days=1), "day"))[-1]
+    assert (total.cache_read_tokens, total.cache_write_tokens, total.cache_saved_tokens) == (
+        2000, 0, 1800)
+    assert cost_card({"today": usage_json(total), "month": usage_json(total),
+                      "by_model": []})[0].cache == (
+        "2,000 read · 0 written · the cache saved $0.00, 75 % of input")
+    assert [(c.pool, c.read_tokens) for c in await store.cache_counters()] == [("default", 2000)]
 
 
 async def test_the_key_is_sharded_above_key_rpm(store: Store, conn: asyncpg.Connection):

@@ -264,7 +264,9 @@ BEGIN
     END IF;
     IF reads + writes > 0 THEN
         UPDATE ai_marking_results m
-        SET cache_read_tokens = reads, cache_write_tokens = writes, cache_saved_usd = saved
+        SET cache_read_tokens = reads, cache_write_tokens = writes, cache_saved_usd = saved,
+            cache_saved_tokens = coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0)
+                                 - coalesce(prompt, 0)
         WHERE m.queue_id = p_queue_id;
     END IF;
     INSERT INTO ai_marking_cache_pools AS c (pool, read_tokens, write_tokens, prompt_tokens,
