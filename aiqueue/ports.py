@@ -18,7 +18,7 @@ from aiqueue.batch.lane import LaneStore
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
 from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, OutboxEntry, Status
 from aiqueue.models.records import Retained
-from aiqueue.money import NO_MONEY, Money
+from aiqueue.settings.money import NO_MONEY, Money
 
 
 class ResultsStore(Protocol):

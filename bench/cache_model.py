@@ -21,12 +21,12 @@ from typing import Any
 
 import asyncpg
 
-from aiqueue.config import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
-from aiqueue.config.prompt_cache import PromptCache
 from aiqueue.db.store import Store
 from aiqueue.models import Job
 from aiqueue.queue.cache import bill
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
+from aiqueue.settings.prompt_cache import PromptCache
 
 # Emulated prices per token: input 1, output 4; a cache write 1.25×, a read 0.1×.
 PRICE = ModelPrice(1_000_000.0, 4_000_000.0)

@@ -12,15 +12,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
+from aiqueue.doctor.report import Doctor
 from aiqueue.doctor.text import Finding
 from aiqueue.errors import StoreError
 from aiqueue.models import AppRole
 from aiqueue.paths import VERCEL_JSON
-
-if TYPE_CHECKING:
-    from aiqueue.doctor.checks import Doctor
 
 PROCESS_PATH = "/api/marking/process-queue"
 # vercel.json's shipped schedule: every minute.

@@ -13,10 +13,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from aiqueue.config import DEFAULT_POOL, QueueConfig
-from aiqueue.config.prompt_cache import PromptCache
 from aiqueue.queue.spend import priced
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.kinds import DEFAULT_POOL, QueueConfig
+from aiqueue.settings.prompt_cache import PromptCache
 
 
 def _count(value: object) -> int | None:

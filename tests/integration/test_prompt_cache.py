@@ -10,13 +10,13 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from aiqueue.config import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, merged
-from aiqueue.config.prompt_cache import PromptCache
 from aiqueue.db.store import Store
 from aiqueue.models import Job
 from aiqueue.queue.cache import bill, counts
 from aiqueue.reads.usage import usage_json
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, merged
+from aiqueue.settings.prompt_cache import PromptCache
 from aiqueue.web.costs import cost_card
 from tests.conftest import add_submissions
 from tests.integration.money_kit import Model

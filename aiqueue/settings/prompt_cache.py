@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from aiqueue.config.values import check_keys, whole
 from aiqueue.errors import SettingsError
+from aiqueue.settings.toml_values import check_keys, whole
 
 KEYS = frozenset({"ttl_seconds", "min_tokens", "write", "read", "key_rpm", "fair_quantum"})
 
