@@ -163,8 +163,8 @@ async def test_a_result_is_charged_at_billed_tokens(store: Store, conn: asyncpg.
     assert (tally["read_tokens"], tally["write_tokens"]) == (2000, 0)
     assert tally["saved_usd"] == pytest.approx(1800 / 1e6)
     # The usage report, the cost card and /metrics read them.
-    total = (await store.usage(datetime.now(UTC) - timedelta(days=1),
-                               datetime.now(UTC) + timedelta(days=1), "day"))[-1]
+    total = (await store.usage_report(datetime.now(UTC) - timedelta(days=1),
+                                      datetime.now(UTC) + timedelta(days=1), "day"))[-1]
     assert (total.cache_read_tokens, total.cache_write_tokens, total.cache_saved_tokens) == (
         2000, 0, 1800)
     assert cost_card({"today": usage_json(total), "month": usage_json(total),
