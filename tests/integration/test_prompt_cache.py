@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
+from aiqueue.doctor.text import cache_finding
 from aiqueue.models import Job
 from aiqueue.queue.cache import bill, counts
 from aiqueue.reads.usage import usage_json
@@ -101,6 +102,25 @@ async def test_a_short_payload_is_scheduled_as_before(store: Store, conn: asyncp
     for name in ("A", "B", "C"):
         await enqueue(store, conn, name, 3, rubric(name, 600))
     assert await _claim_order(store, plan(ttl, cap=3)) == ["A", "B", "C"] * 3
+
+
+async def test_the_doctor_warns_of_prefixes_too_short_to_cache(
+        store: Store, conn: asyncpg.Connection):
+    await enqueue(store, conn, "A", 2, rubric("A", 600))
+    await enqueue(store, conn, "B", 2, rubric("B", 600))
+    assert len(await claim_all(store, plan())) == 4  # no warm-up either
+    seen = await store.prompt_prefixes()
+    assert seen["default"][0] == 2 and 590 <= seen["default"][1] <= 610
+    assert cache_finding("default", 1024, seen["default"])[:2] == (
+        "warn", "pool default: prefixes of about 600 tokens: the model caches none "
+                "(min_tokens 1024)")
+    await enqueue(store, conn, "C", 1, rubric("C", 2000))
+    await claim_all(store, plan())
+    await enqueue(store, conn, "D", 1, rubric("D", 2000))
+    await enqueue(store, conn, "E", 1, rubric("E", 2000))
+    await claim_all(store, plan())
+    assert cache_finding("default", 1024, (await store.prompt_prefixes())["default"])[0] == (
+        "pass")
 
 
 async def test_locality_stays_within_the_quantum(store: Store, conn: asyncpg.Connection):

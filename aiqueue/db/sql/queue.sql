@@ -163,6 +163,12 @@ spend AS (
     DELETE FROM ai_marking_spend
     WHERE starts_at < now() - interval '2 days' AND EXISTS (SELECT 1 FROM gate)
 ),
+-- A prompt prefix unused for a week is cold and past the doctor's look
+-- (functions/45_cache.sql); a few rows per payload, read by primary key.
+prefixes AS (
+    DELETE FROM ai_marking_prefixes
+    WHERE dispatched_at < now() - interval '8 days' AND EXISTS (SELECT 1 FROM gate)
+),
 -- Idempotency keys answer repeats for 24 h.
 keys AS (
     DELETE FROM ai_marking_idempotency

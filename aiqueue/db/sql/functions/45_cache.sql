@@ -100,6 +100,14 @@ CREATE OR REPLACE FUNCTION aiqueue_cache_dispatched(spec jsonb, p_pool text, p_p
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF state = 'off' THEN
+        -- A prefix too short to cache is noted once an hour, for the doctor
+        -- ("prefixes of about 600 tokens: the model caches none").
+        IF p_payload IS NOT NULL THEN
+            INSERT INTO ai_marking_prefixes AS x (pool, payload_id, tokens, dispatched_at)
+            VALUES (p_pool, p_payload, aiqueue_cache_size(p_payload), now())
+            ON CONFLICT (pool, payload_id) DO UPDATE SET dispatched_at = now()
+            WHERE x.dispatched_at IS NULL OR x.dispatched_at < now() - interval '1 hour';
+        END IF;
         RETURN;
     END IF;
     INSERT INTO ai_marking_prefixes AS x (pool, payload_id, tokens, dispatched_at, warming_at,
