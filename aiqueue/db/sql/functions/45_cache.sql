@@ -261,7 +261,10 @@ DECLARE
                          THEN (p_usage ->> 'cache_saved_usd')::float8 ELSE 0 END;
 BEGIN
     PERFORM aiqueue_cache_answered(p_queue_id);
-    SELECT q.pool, q.payload_id, date_part('epoch', now() - q.started_at) AS seconds
+    -- A batch lane's result took a batch's time, not a mark's: no mean moves.
+    SELECT q.pool, q.payload_id,
+           CASE WHEN p_usage ->> 'lane' IS DISTINCT FROM 'batch'
+                THEN date_part('epoch', now() - q.started_at) END AS seconds
     INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
     IF NOT FOUND THEN
         RETURN;
@@ -281,8 +284,9 @@ BEGIN
                                              saved_usd, mark_seconds, row_tokens, samples)
     VALUES (r.pool, reads, writes,
             coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0), saved, r.seconds,
-            CASE WHEN prompt IS NOT NULL OR completion IS NOT NULL
-                 THEN aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0)) END, 1)
+            CASE WHEN r.seconds IS NOT NULL AND (prompt IS NOT NULL OR completion IS NOT NULL)
+                 THEN aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0)) END,
+            CASE WHEN r.seconds IS NOT NULL THEN 1 ELSE 0 END)
     ON CONFLICT (pool) DO UPDATE
     SET read_tokens = c.read_tokens + EXCLUDED.read_tokens,
         write_tokens = c.write_tokens + EXCLUDED.write_tokens,
@@ -293,7 +297,7 @@ BEGIN
                                 c.mark_seconds),
         row_tokens = coalesce(c.row_tokens + (EXCLUDED.row_tokens - c.row_tokens)
                               / least(c.samples + 1, 20), EXCLUDED.row_tokens, c.row_tokens),
-        samples = c.samples + 1, updated_at = now();
+        samples = c.samples + EXCLUDED.samples, updated_at = now();
 END
 $$;
 
