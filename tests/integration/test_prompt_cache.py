@@ -3,8 +3,6 @@ fair turns and its bound, a short payload as before, billed tokens, the cache ke
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -60,7 +58,9 @@ async def test_a_cold_prefix_sends_one_row_alone_until_it_has_an_answer(
     # prefix is warming.
     assert sorted(j.assignment_id for j in first) == ["A", "B", "C"]
     a = next(j for j in first if j.assignment_id == "A")
-    assert a.cache_key == hashlib.sha256(json.dumps(a.payload).encode()).hexdigest()
+    assert a.cache_key == await conn.fetchval(
+        "SELECT encode(sha256, 'hex') FROM ai_marking_payloads "
+        "WHERE payload ->> 'assignment' = 'A'")
     # A progress item says A's call has begun answering: its entry is readable.
     assert await store.heartbeat(a.queue_id, a.dispatch_seq, {"current": 1})
     fanned = await claim_all(store, p)
@@ -204,3 +204,18 @@ async def test_the_key_is_sharded_above_key_rpm(store: Store, conn: asyncpg.Conn
     assert await store.cache_key(job.queue_id, 2) == job.cache_key + ":1"
     await conn.execute("UPDATE ai_marking_prefixes SET minute_count = 5")
     assert await store.cache_key(job.queue_id, 2) == job.cache_key + ":2"
+
+
+async def test_a_provider_batch_is_ordered_by_cache_key(store: Store, conn: asyncpg.Connection):
+    later = datetime.now(UTC) + timedelta(hours=1)
+    for name in ("A", "B", "A", "B", "C", "A"):
+        ids = await add_submissions(conn, 2, assignment_id=name)
+        await store.enqueue(ids, name, 0, rubric(name), batch=(later, later))
+    rows = await store.batch_open("default", "openai", "m", 100)
+    keys = [r.cache_key for r in rows]
+    assert len(keys) == 12 and len(set(keys)) == 3
+    assert keys == sorted(keys)  # each prefix's requests together
+    # The key is the hash the payload is stored under.
+    stored = await conn.fetch("SELECT payload ->> 'assignment' AS a, encode(sha256, 'hex') AS h "
+                              "FROM ai_marking_payloads")
+    assert {(r.assignment_id, r.cache_key) for r in rows} == {(x["a"], x["h"]) for x in stored}
