@@ -22,10 +22,11 @@ from typing import Any
 import asyncpg
 
 from aiqueue.db.store import Store
-from aiqueue.models import Job
-from aiqueue.queue.cache import bill
+from aiqueue.models import Completed, Job
 from aiqueue.settings import ModelPrice
 from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
+from aiqueue.settings.money import Money
+from aiqueue.settings.plan import ClaimPlan
 from aiqueue.settings.prompt_cache import PromptCache
 
 # Emulated prices per token: input 1, output 4; a cache write 1.25×, a read 0.1×.
@@ -109,9 +110,11 @@ class Run:
 
     def __post_init__(self) -> None:
         self.config = queue_config(self.s)
-        self.plan = self.config.plan
+        self.plan = ClaimPlan.build(self.config, THRESHOLD, 60.0,
+                                    Money.of(self.config, 3600.0, 86400.0))
+        self.cache = self.config.pools[DEFAULT_POOL].prompt_cache
         self.provider = Provider(self.s.ttl, self.s.mark)
-        self.prices = {"m": PRICE}
+        self.taker = uuid.uuid4()
         self.t0 = time.monotonic()
 
     async def enqueue(self, conn: asyncpg.Connection) -> None:
@@ -130,7 +133,7 @@ class Run:
         """Claim until nothing more is claimable (the loop's step and its chain)."""
         async with self.lock:
             while True:
-                job = await self.store.claim(self.s.cap, THRESHOLD, plan=self.plan)
+                job = await self.store.claim(self.plan)
                 if job is None:
                     return
                 self.start(job)
@@ -152,12 +155,12 @@ class Run:
             await self.store.heartbeat(job.queue_id, job.dispatch_seq, {"current": 1})
         await asyncio.sleep(0.7 * self.s.mark)
         usage = self.usage(call.read)
-        billed = bill(usage, self.config, self.prices)
-        assert billed is not None
-        call.billed_weight = billed["billed_prompt_tokens"] + 2 * self.s.feedback
+        call.billed_weight = self.cache.billed(usage["prompt_tokens"], usage["cache_read_tokens"],
+                                               usage["cache_write_tokens"]) + 2 * self.s.feedback
         call.ended = time.monotonic() - self.t0
-        _, nxt = await self.store.settle(job.queue_id, job.dispatch_seq, {"score": 1}, billed,
-                                         self.s.cap, THRESHOLD, plan=self.plan)
+        [(_, nxt)] = await self.store.settle(
+            [Completed(job.queue_id, job.dispatch_seq, {"score": 1}, usage)], self.plan,
+            self.taker)
         self.finished += 1
         if self.finished == self.s.classes * self.s.rows:
             self.done.set()

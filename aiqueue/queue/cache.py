@@ -1,22 +1,15 @@
 """The provider's prompt cache in a result's usage (CONTRACT §10a): its counts read in our
-spelling and the providers', and the input charged at billed tokens.
+spelling and the providers'.
 
-The scheduling itself (warm-up, locality within fair turns) lives in SQL
-(db/sql/functions/45_cache.sql); this module is the one place a result's
-billed tokens are computed: cost, turns by tokens and the spend windows all
-read `billed_prompt_tokens` and the cost priced from it.
+The rest lives in SQL (db/sql/functions/45_cache.sql): warm-up and locality
+within fair turns, and the input at billed tokens (aiqueue_cache_billed),
+which cost, turns by tokens and the spend windows are charged at.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
-
-from aiqueue.queue.spend import priced
-from aiqueue.settings import ModelPrice
-from aiqueue.settings.kinds import DEFAULT_POOL, QueueConfig
-from aiqueue.settings.prompt_cache import PromptCache
 
 
 def _count(value: object) -> int | None:
@@ -56,46 +49,3 @@ def counts(usage: Mapping[str, Any]) -> dict[str, int]:
         if value is not None:
             found[key] = value
     return found
-
-
-def cache_of(queue: QueueConfig, model: str) -> PromptCache:
-    """The write and read factors a result of `model` is billed at: those of the pool that
-    prices it (a model has one price, so one pool's terms), else the default pool's."""
-    for pool in queue.pools.values():
-        if model in pool.prices:
-            return pool.prompt_cache
-    default = queue.pools.get(DEFAULT_POOL)
-    return default.prompt_cache if default is not None else PromptCache()
-
-
-def bill(usage: dict[str, Any] | None, queue: QueueConfig,
-         prices: Mapping[str, ModelPrice]) -> dict[str, Any] | None:
-    """The usage as stored: priced, and with cache counts its input at billed tokens.
-
-    `billed_prompt_tokens` = uncached input × 1 + writes × write + reads × read;
-    its cost (unless the function sent its own) is priced from it, and
-    `cache_saved_usd` is what the same input cost uncached, minus that.
-    """
-    if not usage or not (usage.get("cache_read_tokens") or usage.get("cache_write_tokens")):
-        return priced(usage, prices)
-    model = str(usage.get("model", ""))
-    prompt = float(usage.get("prompt_tokens", 0))
-    reads = float(usage.get("cache_read_tokens", 0))
-    writes = float(usage.get("cache_write_tokens", 0))
-    billed = cache_of(queue, model).billed(prompt, reads, writes)
-    out = {**usage, "billed_prompt_tokens": round(billed)}
-    price = prices.get(model)
-    if price is None:
-        return out
-    if "cost_usd" not in out:
-        completion = float(usage.get("completion_tokens", 0))
-        out["cost_usd"] = round((billed * price.input + completion * price.output) / 1e6, 9)
-    out["cache_saved_usd"] = round((prompt - billed) * price.input / 1e6, 9)
-    return out
-
-
-def cache_key(payload: str, shard: int = 0) -> str:
-    """A dispatch's cache_key: the payload's hash (as stored, ai_marking_payloads.sha256),
-    and ":<n>" when the key is sharded."""
-    digest = hashlib.sha256(payload.encode()).hexdigest()
-    return digest if shard <= 0 else f"{digest}:{shard}"

@@ -3,6 +3,7 @@ fair turns and its bound, a short payload as before, billed tokens, the cache ke
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -10,11 +11,12 @@ import pytest
 
 from aiqueue.db.store import Store
 from aiqueue.doctor.text import cache_finding
-from aiqueue.models import Job
-from aiqueue.queue.cache import bill, counts
+from aiqueue.models import Completed, Job
+from aiqueue.queue.cache import counts
 from aiqueue.reads.usage import usage_json
-from aiqueue.settings import ModelPrice
-from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, merged
+from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
+from aiqueue.settings.money import Money
+from aiqueue.settings.plan import ClaimPlan
 from aiqueue.settings.prompt_cache import PromptCache
 from aiqueue.web.costs import cost_card
 from tests.conftest import add_submissions
@@ -24,10 +26,17 @@ CAP = 8
 THRESHOLD = 5
 
 
-def plan(ttl: float = 300.0, quantum: float | None = None, cap: int = CAP) -> str:
-    pool = Pool(DEFAULT_POOL, cap, prompt_cache=PromptCache(ttl_seconds=ttl,
-                                                            fair_quantum=quantum))
-    return merged(None, pool, Kind(DEFAULT_KIND, DEFAULT_POOL)).plan
+def queue(ttl: float = 300.0, quantum: float | None = None, cap: int = CAP,
+          **pool: object) -> QueueConfig:
+    cache = PromptCache(ttl_seconds=ttl, fair_quantum=quantum, write=1.25, read=0.1)
+    return merged(None, Pool(DEFAULT_POOL, cap, prompt_cache=cache, **pool),  # type: ignore[arg-type]
+                  Kind(DEFAULT_KIND, DEFAULT_POOL))
+
+
+def plan(ttl: float = 300.0, quantum: float | None = None, cap: int = CAP,
+         **pool: object) -> ClaimPlan:
+    q = queue(ttl, quantum, cap, **pool)
+    return ClaimPlan.build(q, THRESHOLD, 60.0, Money.of(q, 3600.0, 86400.0))
 
 
 def rubric(name: str, tokens: int = 2000) -> dict[str, object]:
@@ -41,9 +50,9 @@ async def enqueue(store: Store, conn: asyncpg.Connection, group: str, n: int,
     await store.enqueue(ids, group, 0, payload)
 
 
-async def claim_all(store: Store, the_plan: str, cap: int = CAP) -> list[Job]:
+async def claim_all(store: Store, the_plan: ClaimPlan) -> list[Job]:
     jobs = []
-    while (job := await store.claim(cap, THRESHOLD, plan=the_plan)) is not None:
+    while (job := await store.claim(the_plan)) is not None:
         jobs.append(job)
     return jobs
 
@@ -68,7 +77,7 @@ async def test_a_cold_prefix_sends_one_row_alone_until_it_has_an_answer(
     assert {j.cache_key for j in fanned} == {a.cache_key}
     # B's result: its rows go out too, once slots free.
     b = next(j for j in first if j.assignment_id == "B")
-    assert await store.complete(b.queue_id, b.dispatch_seq, {"score": 1}, None, plan=p)
+    assert await store.complete(Completed(b.queue_id, b.dispatch_seq, {"score": 1}), p)
     assert [j.assignment_id for j in await claim_all(store, p)] == ["B"]
 
 
@@ -85,12 +94,12 @@ async def test_a_slot_waits_for_a_warm_up_one_mark_at_most(
     assert len(await claim_all(store, p)) == 1  # a cold prefix again: one row alone
 
 
-async def _claim_order(store: Store, the_plan: str) -> list[str]:
+async def _claim_order(store: Store, the_plan: ClaimPlan) -> list[str]:
     order = []
-    while (job := await store.claim(2, THRESHOLD, plan=the_plan)) is not None:
+    while (job := await store.claim(the_plan)) is not None:
         order.append(job.assignment_id)
-        assert await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None,
-                                    plan=the_plan)
+        assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}),
+                                    the_plan)
     return order
 
 
@@ -128,7 +137,7 @@ async def test_locality_stays_within_the_quantum(store: Store, conn: asyncpg.Con
     # prefix goes first while its group is within the quantum of the smallest
     # counter: the service gap stays within VTC's bound plus one quantum.
     largest = 4000 * 4 // 5 + 2 * (4000 // 5)
-    model = Model(store, conn, plan=plan(quantum=3 * largest, cap=4))
+    model = Model(store, conn, plan=queue(quantum=3 * largest, cap=4))
     await model.enqueue("essays", 60, 4000, payload=rubric("essays"))
     await model.enqueue("short", 600, 4000)
     left = {"essays": 60, "short": 600}
@@ -154,30 +163,29 @@ def test_usage_counts_in_every_spelling():
 
 async def test_a_result_is_charged_at_billed_tokens(store: Store, conn: asyncpg.Connection):
     await enqueue(store, conn, "A", 2, rubric("A"))
-    p = plan()
-    job = await store.claim(CAP, THRESHOLD, plan=p)
+    p = plan(prices={"m": (1.0, 4.0)})
+    job = await store.claim(p)
     assert job is not None
     before = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'A'")
     charged = await conn.fetchval("SELECT charged_tokens FROM ai_marking_queue "
                                   "WHERE queue_id = $1", job.queue_id)
-    pool = Pool(DEFAULT_POOL, CAP, prices={"m": (1.0, 4.0)},
-                prompt_cache=PromptCache(write=1.25, read=0.1))
-    queue = merged(None, pool, Kind(DEFAULT_KIND, DEFAULT_POOL))
-    usage = bill({"model": "m", **counts({"input_tokens": 400, "output_tokens": 300,
-                                         "cache_read_input_tokens": 2000})},
-                 queue, {"m": ModelPrice(1.0, 4.0)})
-    assert usage is not None
+    usage = {"model": "m", **counts({"input_tokens": 400, "output_tokens": 300,
+                                     "cache_read_input_tokens": 2000})}
+    assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, usage),
+                                p)
+    stored = json.loads(await conn.fetchval("SELECT usage::text FROM ai_marking_queue "
+                                            "WHERE queue_id = $1", job.queue_id))
     # 400 uncached + 2,000 read at 0.1: 600 input tokens billed, of 2,400.
-    assert usage["billed_prompt_tokens"] == 600
-    assert usage["cost_usd"] == pytest.approx((600 * 1.0 + 300 * 4.0) / 1e6)
-    assert usage["cache_saved_usd"] == pytest.approx(1800 / 1e6)
-    assert await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, usage, plan=p)
+    assert stored["billed_prompt_tokens"] == 600
+    assert stored["cost_usd"] == pytest.approx((600 * 1.0 + 300 * 4.0) / 1e6)
+    assert stored["cache_saved_usd"] == pytest.approx(1800 / 1e6)
     after = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'A'")
     assert after - before == pytest.approx(600 + 2 * 300 - charged)
     row = await conn.fetchrow("SELECT cache_read_tokens, cache_write_tokens, cache_saved_usd, "
                               "prompt_tokens, cost_usd FROM ai_marking_results")
     assert (row["cache_read_tokens"], row["cache_write_tokens"], row["prompt_tokens"]) == (
         2000, 0, 2400)
+    assert float(row["cost_usd"]) == pytest.approx((600 * 1.0 + 300 * 4.0) / 1e6)
     tally = await conn.fetchrow("SELECT read_tokens, write_tokens, saved_usd "
                                 "FROM ai_marking_cache_pools WHERE pool = 'default'")
     assert (tally["read_tokens"], tally["write_tokens"]) == (2000, 0)
@@ -197,7 +205,7 @@ async def test_the_key_is_sharded_above_key_rpm(store: Store, conn: asyncpg.Conn
     await enqueue(store, conn, "A", 4, rubric("A"))
     await enqueue(store, conn, "B", 1, rubric("B"))
     p = plan()
-    job = await store.claim(CAP, THRESHOLD, plan=p)
+    job = await store.claim(p)
     assert job is not None and job.assignment_id == "A"
     assert await store.cache_key(job.queue_id, 2) == job.cache_key
     await conn.execute("UPDATE ai_marking_prefixes SET minute_count = 3")

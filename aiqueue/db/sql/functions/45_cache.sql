@@ -46,26 +46,31 @@ BEGIN
 END
 $$;
 
--- A prefix's state at a pool's provider, for the claim:
+-- The state at a pool's provider of row p_queue_id's prefix (its payload,
+-- `payload_id`; NULL: none), for the claim:
 --   off      not cached (no payload, or under min_tokens): scheduled as before
 --   cold     none of its rows had an answer within ttl: one row goes alone
 --   warming  its lone row is out, no answer yet: `hold` until one mark after
 --   warm     a row had an answer within ttl
 --   hot      warm, and a row was dispatched less than ttl minus the margin ago
-CREATE OR REPLACE FUNCTION aiqueue_cache_state(spec jsonb, p_pool text, p_payload bigint,
-                                               OUT state text, OUT hold timestamptz)
+CREATE OR REPLACE FUNCTION aiqueue_cache_state(spec jsonb, p_pool text, p_queue_id uuid,
+                                               OUT state text, OUT hold timestamptz,
+                                               OUT payload_id bigint)
 LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
 DECLARE
     p ai_marking_prefixes%ROWTYPE;
     size float8;
     ttl interval := make_interval(secs => (spec ->> 'ttl')::float8);
 BEGIN
     state := 'off';
-    IF spec IS NULL OR p_payload IS NULL THEN
+    SELECT q.payload_id INTO payload_id FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF spec IS NULL OR payload_id IS NULL THEN
         RETURN;
     END IF;
-    SELECT * INTO p FROM ai_marking_prefixes x WHERE x.pool = p_pool AND x.payload_id = p_payload;
-    size := CASE WHEN FOUND THEN p.tokens ELSE aiqueue_cache_size(p_payload) END;
+    SELECT * INTO p FROM ai_marking_prefixes x
+    WHERE x.pool = p_pool AND x.payload_id = aiqueue_cache_state.payload_id;
+    size := CASE WHEN FOUND THEN p.tokens ELSE aiqueue_cache_size(payload_id) END;
     IF size < coalesce((spec ->> 'min')::float8, 1024) THEN
         RETURN;
     END IF;
@@ -175,32 +180,14 @@ BEGIN
         CONTINUE WHEN aiqueue_spend_capped(money -> w.pool)
                       AND (aiqueue_spend_stop(money -> w.pool, w.pool, w.group_key)).until
                           IS NOT NULL;
-        SELECT * INTO r FROM aiqueue_cache_head(kinds, w.pool, w.priority, w.group_key);
+        SELECT * INTO r FROM aiqueue_fair_head(w.pool, w.priority, w.group_key, kinds);
         CONTINUE WHEN r.queue_id IS NULL;
-        st := aiqueue_cache_state(spec, w.pool, r.payload_id);
+        st := aiqueue_cache_state(spec, w.pool, r.queue_id);
         CONTINUE WHEN st.state <> 'hot';
         RETURN QUERY SELECT w.pool, w.priority, w.group_key, w.joins, r.queue_id,
-                            r.assignment_id, r.payload_id;
+                            r.assignment_id, st.payload_id;
         RETURN;
     END LOOP;
-END
-$$;
-
--- A group's first due row of a kind with room (any kind: NULL), locked.
-CREATE OR REPLACE FUNCTION aiqueue_cache_head(kinds text[], p_pool text, p_priority integer,
-                                              p_group text, OUT queue_id uuid,
-                                              OUT assignment_id text, OUT payload_id bigint)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-BEGIN
-    SELECT q.queue_id, q.assignment_id, q.payload_id INTO queue_id, assignment_id, payload_id
-    FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-      AND coalesce(q.group_key, q.assignment_id) = p_group
-      AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
-      AND aiqueue_unexpired(q.expires_at)
-    ORDER BY q.turn, q.seq LIMIT 1
-    FOR UPDATE SKIP LOCKED;
 END
 $$;
 
@@ -243,22 +230,45 @@ BEGIN
 END
 $$;
 
+-- A usage with its input as billed (`billed_prompt_tokens`: uncached input
+-- × 1 + writes × write + reads × read, the pool's factors in `money`, else
+-- 1.0 and 0.10) and what that saved (`cache_saved_usd`, at the pool's input
+-- price), when it counts cache reads or writes; else the usage as it is.
+CREATE OR REPLACE FUNCTION aiqueue_cache_billed(p_usage jsonb, money jsonb, p_pool text)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    reads float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_read_tokens'), 0);
+    writes float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_write_tokens'), 0);
+    prompt float8 := coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0);
+    f jsonb := money -> p_pool -> 'cache';
+    billed float8;
+    saved float8;
+BEGIN
+    IF p_usage IS NULL OR reads + writes = 0 OR p_usage ? 'billed_prompt_tokens' THEN
+        RETURN p_usage;
+    END IF;
+    billed := round(greatest(prompt - reads - writes, 0)
+                    + writes * coalesce((f ->> 'write')::float8, 1.0)
+                    + reads * coalesce((f ->> 'read')::float8, 0.10));
+    saved := aiqueue_price_usd(money, p_pool, p_usage ->> 'model', prompt - billed, 0);
+    RETURN p_usage || jsonb_strip_nulls(jsonb_build_object(
+        'billed_prompt_tokens', billed, 'cache_saved_usd', round(saved::numeric, 9)));
+END
+$$;
+
 -- A result arrived (aiqueue_money_result): its prefix is warm; the pool's
--- counters add what it read from and wrote to the cache and what that saved
--- (usage's cache_read_tokens, cache_write_tokens, cache_saved_usd and
--- billed_prompt_tokens, queue/cache.py); the prefix's size is the cached part
--- the function reported; a mark's and a row's running means move.
-CREATE OR REPLACE FUNCTION aiqueue_cache_result(p_queue_id uuid, p_usage jsonb)
-RETURNS void LANGUAGE plpgsql AS $$
+-- counters add what it read from and wrote to the cache and what that saved;
+-- the prefix's size is the cached part the function reported; a mark's and a
+-- row's running means move.  The usage at billed tokens (aiqueue_cache_billed).
+CREATE OR REPLACE FUNCTION aiqueue_cache_result(p_queue_id uuid, p_usage jsonb, money jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     r record;
     reads bigint := coalesce(aiqueue_usage_int(p_usage -> 'cache_read_tokens'), 0);
     writes bigint := coalesce(aiqueue_usage_int(p_usage -> 'cache_write_tokens'), 0);
-    prompt float8 := aiqueue_usage_int(coalesce(p_usage -> 'billed_prompt_tokens',
-                                                p_usage -> 'prompt_tokens'));
+    prompt float8;
     completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
-    saved float8 := CASE WHEN jsonb_typeof(p_usage -> 'cache_saved_usd') = 'number'
-                         THEN (p_usage ->> 'cache_saved_usd')::float8 ELSE 0 END;
+    saved float8;
 BEGIN
     PERFORM aiqueue_cache_answered(p_queue_id);
     -- A batch lane's result took a batch's time, not a mark's: no mean moves.
@@ -267,8 +277,12 @@ BEGIN
                 THEN date_part('epoch', now() - q.started_at) END AS seconds
     INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
     IF NOT FOUND THEN
-        RETURN;
+        RETURN p_usage;
     END IF;
+    p_usage := aiqueue_cache_billed(p_usage, money, r.pool);
+    prompt := aiqueue_usage_int(coalesce(p_usage -> 'billed_prompt_tokens',
+                                         p_usage -> 'prompt_tokens'));
+    saved := coalesce((p_usage ->> 'cache_saved_usd')::float8, 0);
     IF greatest(reads, writes) > 0 AND r.payload_id IS NOT NULL THEN
         UPDATE ai_marking_prefixes x SET tokens = greatest(reads, writes)
         WHERE x.pool = r.pool AND x.payload_id = r.payload_id;
@@ -298,6 +312,7 @@ BEGIN
         row_tokens = coalesce(c.row_tokens + (EXCLUDED.row_tokens - c.row_tokens)
                               / least(c.samples + 1, 20), EXCLUDED.row_tokens, c.row_tokens),
         samples = c.samples + EXCLUDED.samples, updated_at = now();
+    RETURN p_usage;
 END
 $$;
 
