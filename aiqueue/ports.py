@@ -66,6 +66,8 @@ class HandoutStore(ResultsStore, Protocol):
     async def breaker_failure(self, threshold: int, cooldown: float,
                               pool: str = "default") -> int: ...
 
+    async def cache_key(self, queue_id: UUID, key_rpm: int) -> str: ...
+
 
 class RecoveryStore(ResultsStore, Protocol):
     """queue/recovery.py: stuck rows, the platform's looks, when the step has work."""

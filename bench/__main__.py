@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, batchpack, db, flow, loop, money, pools, records
+from bench import batchlane, batchpack, cache, db, flow, loop, money, pools, records
 from bench.common import Table, fresh_database, print_table
 
 
@@ -241,6 +241,11 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
+    if only == "cache":
+        await cache.cache_rows(rows, repeats, big)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
     if only == "pools":
         await pools_rows(rows, repeats)
         print("\nall figures:", flush=True)
@@ -280,7 +285,7 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
-                                           "pools", "money", "targets"],
+                                           "pools", "money", "targets", "cache"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from aiqueue.models.queue import QueueId, Row, SubmissionId
+from aiqueue.models.queue import QueueId, Row, SubmissionId, payload_key
 
 BatchState = Literal["submitting", "submitted", "cancelling", "ended", "done", "abandoned",
                      "clearing"]
@@ -57,6 +57,8 @@ class BatchRow:
     kind: str = "mark"
     # the row has not ended (False: completed, failed or cancelled since)
     open: bool = True
+    # its payload's hash: the provider's prompt cache key (§10a)
+    cache_key: str = ""
 
     @property
     def custom_id(self) -> str:
@@ -72,7 +74,8 @@ class BatchRow:
                    payload=json.loads(row["payload"]), content=row["content"],
                    held=bool(row["held"]) if "held" in row.keys() else True,
                    kind=row["kind"] if "kind" in row.keys() else "mark",
-                   open=bool(row["open"]) if "open" in row.keys() else True)
+                   open=bool(row["open"]) if "open" in row.keys() else True,
+                   cache_key=payload_key(row["payload"]))
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,7 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
               dispatch_seq=row.dispatch_seq, payload_json=json.dumps(row.payload),
-              content=row.content)
+              content=row.content, cache_key=row.cache_key)
     return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 

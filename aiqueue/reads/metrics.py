@@ -24,7 +24,7 @@ from prometheus_client.core import (
 )
 
 from aiqueue.flow import FlowState, KindCount, PoolState
-from aiqueue.models import STATUSES, Control, Stats, TallyRow
+from aiqueue.models import STATUSES, CacheCounter, Control, Stats, TallyRow
 from aiqueue.models.batch import BatchGauges
 from aiqueue.reads import batches, stats
 from aiqueue.runtime import Runtime
@@ -51,6 +51,8 @@ class Snapshot:
     kinds: list[KindCount] = field(default_factory=list)
     # The overnight lane (CONTRACT §10f).
     batch: BatchGauges = field(default_factory=lambda: BatchGauges({}, {}))
+    # Each pool's prompt cache counters (CONTRACT §10a).
+    cache: list[CacheCounter] = field(default_factory=list)
 
 
 async def snapshot(rt: Runtime) -> Snapshot:
@@ -68,6 +70,7 @@ async def snapshot(rt: Runtime) -> Snapshot:
                                          s.budget_window_seconds),
         kinds=await rt.store.kind_counts(),
         batch=await batches.gauges(rt),
+        cache=await rt.store.cache_counters(),
     )
 
 
@@ -213,6 +216,7 @@ def job_counters(snap: Snapshot) -> Iterable[Metric]:
     yield _counter("aiqueue_cost_usd",
                     "Known cost of applied results in USD, by model.", ["model"], cost)
     yield processing_histogram(t, snap.buckets)
+    yield from cache_counters(snap)
 
 
 def processing_histogram(t: Totals, bounds: list[float]) -> Metric:
@@ -254,6 +258,24 @@ def batch_families(snap: Snapshot) -> Iterable[Metric]:
     for pool, n in sorted(snap.batch.open.items()):
         opened.add_metric([label(pool)], n)
     yield opened
+def cache_counters(snap: Snapshot) -> Iterable[Metric]:
+    """The provider's prompt cache per pool: input tokens read and written, USD saved.
+
+    Part of job_counters; left out while no result has been counted.
+    """
+    if not snap.cache:
+        return
+    tokens = CounterMetricFamily("aiqueue_cache_tokens",
+                                 "Input tokens the model read from or wrote to its prompt "
+                                 "cache, by pool.", labels=["pool", "use"])
+    saved = CounterMetricFamily("aiqueue_cache_saved_usd",
+                                "What the prompt cache saved in USD (writes counted against "
+                                "it), by pool.", labels=["pool"])
+    for c in snap.cache:
+        tokens.add_metric([label(c.pool), "read"], c.read_tokens)
+        tokens.add_metric([label(c.pool), "write"], c.write_tokens)
+        saved.add_metric([label(c.pool)], round(c.saved_usd, 9))
+    yield from (tokens, saved)
 
 
 # Every family a scrape reports, in order.

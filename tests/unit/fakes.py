@@ -275,6 +275,10 @@ class FakeStore(QuietParts):
         if self.ref_fails:
             raise StoreError("the database went away")
 
+    async def cache_key(self, queue_id: UUID, key_rpm: int) -> str:
+        self.calls.append(("cache_key", (queue_id, key_rpm)))
+        return f"sharded:{queue_id}"
+
     async def breaker_failure(self, threshold: int, cooldown: float,
                               pool: str = "default") -> int:
         self.failures += 1

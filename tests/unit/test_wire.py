@@ -146,17 +146,21 @@ def test_the_replay_answer_sends_what_the_store_keeps() -> None:
 
 def test_the_usage_report_sends_its_lines_and_total() -> None:
     line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
-    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
+    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None, 60, 20, 34, 0.000035)
+    cache = {"cache_read_tokens": 0, "cache_write_tokens": 0, "cache_saved_tokens": 0,
+             "cache_saved_usd": None}
     report = reads.UsageReport(since=NOW.date(), until=NOW.date(), by="assignment",
                                items=[usage_item(line, "hw")], total=usage_total(total))
     sent = json.loads(json.dumps(dump(report)))
     assert sent == {
         "items": [{"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": None,
                    "unpriced_jobs": 1, "avg_processing_seconds": 1.5,
-                   "p95_processing_seconds": 2.0, "key": "hw"}],
+                   "p95_processing_seconds": 2.0, **cache, "key": "hw"}],
         "total": {"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": 0.25,
                   "unpriced_jobs": 0, "avg_processing_seconds": None,
-                  "p95_processing_seconds": None},
+                  "p95_processing_seconds": None, "cache_read_tokens": 60,
+                  "cache_write_tokens": 20, "cache_saved_tokens": 34,
+                  "cache_saved_usd": 0.000035},
         "since": "2026-11-24", "until": "2026-11-24", "by": "assignment"}
     assert conforms("UsageReport", sent) == []
 

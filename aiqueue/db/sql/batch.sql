@@ -52,7 +52,9 @@ history AS (
 SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
        m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
 FROM moved m JOIN submissions s ON s.id = m.submission_id
-LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
+LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id
+-- By cache key (the payload's hash, CONTRACT §10a): a prefix's requests sit together.
+ORDER BY pl.sha256 NULLS FIRST, m.queue_id;
 
 -- batch_add --
 -- Move up to $3 more waiting rows into batch $2, still being packed, as

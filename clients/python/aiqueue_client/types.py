@@ -115,6 +115,11 @@ class UsageTotal(TypedDict):
     unpriced_jobs: int
     avg_processing_seconds: float | None
     p95_processing_seconds: float | None
+    # The provider's prompt cache: input tokens read and written, and what it saved.
+    cache_read_tokens: NotRequired[int]
+    cache_write_tokens: NotRequired[int]
+    cache_saved_tokens: NotRequired[int]
+    cache_saved_usd: NotRequired[float | None]
 
 
 class UsageLine(UsageTotal):

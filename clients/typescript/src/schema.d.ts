@@ -954,6 +954,10 @@ export interface components {
             unpriced_jobs: number;
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
+            cache_read_tokens?: number;
+            cache_write_tokens?: number;
+            cache_saved_tokens?: number;
+            cache_saved_usd?: number | null;
             key: string;
         };
         UsageReport: {
@@ -971,6 +975,10 @@ export interface components {
             unpriced_jobs: number;
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
+            cache_read_tokens?: number;
+            cache_write_tokens?: number;
+            cache_saved_tokens?: number;
+            cache_saved_usd?: number | null;
         };
         WebhookBody: components["schemas"]["WebhookItem"] | components["schemas"]["WebhookItem"][];
         /** @description One result item from the marking function, with its callback token. */
