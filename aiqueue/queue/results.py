@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -108,7 +109,17 @@ def _usage(usage: object) -> dict[str, Any] | None:
             keep[key] = value[:100]
     if usage.get("simulated") is True:
         keep["simulated"] = True  # the reference function's simulator: plausible, not real
-    return keep or None
+    return keep if keep and sound_usage(keep) else None
+
+
+def sound_usage(usage: dict[str, Any]) -> bool:
+    """Whether every number of a usage is finite and not negative.
+
+    A usage that is not is refused for cost and turns (CONTRACT §10f); the
+    result it came with still applies.
+    """
+    return all(math.isfinite(v) and v >= 0 for v in usage.values()
+               if isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:

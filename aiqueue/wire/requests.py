@@ -7,6 +7,7 @@ the only caller of pydantic's validation.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -44,16 +45,29 @@ def _optional(check: Callable[[Any], Any]) -> BeforeValidator:
 
 def _storable(name: str, what: str, kind: type) -> BeforeValidator:
     """A JSON value of `kind` that PostgreSQL's jsonb takes (absent or null: None)."""
-    def check(value: object) -> object:
-        if value is None:
-            return None
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise Invalid(f"{name} must be {what}")
-        problem = unstorable(value)
-        if problem:
-            raise Invalid(f"{name} {problem}")
+    return BeforeValidator(lambda value: _stored(name, what, kind, value))
+
+
+def _stored(name: str, what: str, kind: type, value: object) -> object:
+    if value is None:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise Invalid(f"{name} must be {what}")
+    problem = unstorable(value)
+    if problem:
+        raise Invalid(f"{name} {problem}")
+    return value
+
+
+def _usage_object(value: object) -> object:
+    """usage: a storable object, but a top-level number that isn't finite (`1e400` reads as
+    inf) is let through: the usage is then refused for cost and turns, not the result with
+    it (queue.results.sound_usage)."""
+    if isinstance(value, dict):
+        _stored("usage", "an object", dict, {k: v for k, v in value.items()
+                                             if not (isinstance(v, float) and not math.isfinite(v))})
         return value
-    return BeforeValidator(check)
+    return _stored("usage", "an object", dict, value)
 
 
 # Named EnqueueRequest in the description; enqueue.EnqueueRequest is the parsed command.
@@ -151,7 +165,7 @@ class WebhookItem(Wire):
     # usage and progress are kept as the objects sent (their readers take what they know),
     # described by the types they should have.
     usage: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="WebhookUsage")}),
-                     _storable("usage", "an object", dict)] | None = None
+                     BeforeValidator(_usage_object)] | None = None
     # Any value: only a known code is ever kept (results.error_code), never the words.
     error: Annotated[object, WithJsonSchema({"type": "string"})] = described(
         "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no "
