@@ -64,8 +64,9 @@ def _usage_object(value: object) -> object:
     inf) is let through: the usage is then refused for cost and turns, not the result with
     it (queue.results.sound_usage)."""
     if isinstance(value, dict):
-        _stored("usage", "an object", dict, {k: v for k, v in value.items()
-                                             if not (isinstance(v, float) and not math.isfinite(v))})
+        finite = {k: v for k, v in value.items()
+                  if not (isinstance(v, float) and not math.isfinite(v))}
+        _stored("usage", "an object", dict, finite)
         return value
     return _stored("usage", "an object", dict, value)
 
