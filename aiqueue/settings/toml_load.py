@@ -202,6 +202,6 @@ def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str,
             return replace(kind, digitalocean=load_digitalocean(overlay, local_run=local_run))
         overlay["AI_MARKING_LAMBDA_FUNCTION"] = text(f"{where}.lambda_function",
                                                      body["lambda_function"])
-        return replace(kind, aws_lambda=load_lambda(overlay))
+        return replace(kind, aws_lambda=load_lambda(overlay, local_run=local_run))
     except SettingsError as exc:
         raise SettingsError(f"{where}: {exc}") from None
