@@ -40,7 +40,8 @@ VARIABLES: dict[str, Described] = {
     "APP_BASE_URL": V("The app's public URL: the chain and the function's callbacks use it.",
                       "`https://$VERCEL_PROJECT_PRODUCTION_URL` on Vercel (a preview: its own "
                       "URL), else `http://127.0.0.1:<port>`"),
-    "AI_MARKING_CALLBACK_URL": V("Where the function posts results; `https://` outside `dev` unless local.",
+    "AI_MARKING_CALLBACK_URL": V("Where the function posts results; `https://` outside "
+                                 "`dev` unless local.",
                                 "`APP_BASE_URL` + `/webhooks/ai-mark`"),
     # The marking function and where jobs go.
     "AI_MARKING_DISPATCH": V("Where jobs go: `http`, `digitalocean` or `lambda` "
