@@ -164,5 +164,18 @@ async def test_the_p95_counts_from_the_first_result(db_url: str, conn: asyncpg.C
         rt.own(recovery.RecentP95).due = 0.0  # the next read (a few seconds later)
         t = await recovery.thresholds(rt)
         assert t.p95 == pytest.approx(6.0) and t.quiet == 18.0
+        # A result found by asking the platform took as long as its lost callback was
+        # waited for: it would lengthen the next wait, so it is left out.
+        await seed_results(conn, [31.0, 32.0])
+        await conn.execute(
+            "INSERT INTO ai_marking_queue (queue_id, submission_id, assignment_id, run_id,"
+            " status) SELECT queue_id, submission_id, assignment_id, run_id, 'completed'"
+            " FROM ai_marking_results WHERE processing_seconds > 30")
+        await conn.execute(
+            "INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, platform)"
+            " SELECT queue_id, 1, 1, 'applied_from_activation' FROM ai_marking_results"
+            " WHERE processing_seconds > 30")
+        rt.own(recovery.RecentP95).due = 0.0
+        assert (await recovery.thresholds(rt)).quiet == 18.0
     finally:
         await rt.close()
