@@ -136,10 +136,10 @@ def _text(name: str) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-def _retry_after(value: object) -> object:
+def _retry_after(value: object, name: str) -> object:
     if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
                                   and 0 <= value <= MAX_RETRY_AFTER):
-        raise Invalid(f"retry_after must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
+        raise Invalid(f"{name} must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
     return value
 
 
@@ -172,8 +172,13 @@ class WebhookItem(Wire):
         "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no "
         "attempt", default=None)
     retry_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
-                           rule(_retry_after)] | None = described(
+                           rule(lambda v: _retry_after(v, "retry_after"))] | None = described(
         "with a refusal: seconds to hold every dispatch", default=None)
+    reset_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
+                           rule(lambda v: _retry_after(v, "reset_after"))] | None = described(
+        "with a refusal: seconds until the model's whole budget is back (its "
+        "`x-ratelimit-reset-*` headers); the queue learns the model's window from it",
+        default=None)
     retryable: Annotated[bool, _optional(lambda v: rules.flag(v, "retryable"))] | None = None
     progress: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="ProgressItem")}),
                         _storable("progress", "an object", dict)] | None = None
