@@ -24,6 +24,9 @@ from aiqueue.models.queue import Circuit
 # The ceiling of L when QUEUE_MAX_IN_FLIGHT is 0: after a refusal, the queue
 # learns a limit between 1 and this many jobs at once.
 UNLIMITED_CEILING = 64
+# The longest window L is paced by: a per-minute budget's.  A longer reset (a
+# daily cap) must not slow L's climb to a step an hour once the day is over.
+MAX_LEARNED_WINDOW = 60.0
 # The refusal codes a result item may carry; they use no attempt.
 REFUSALS = ("rate_limited", "overloaded")
 
@@ -49,9 +52,9 @@ def after_result(limit: int | None, clean: int, top: int, paced: bool = False
                  ) -> tuple[int | None, int]:
     """Additive increase: L + 1 after L results without a refusal; None back at the ceiling.
 
-    `paced`: L was cut or raised less than the model's learned window ago
-    (`paced`), so it waits; the results still count, and the first one after
-    the window raises it.  Returns the new (L, results counted towards the next step).
+    `paced`: L was cut or raised less than the model's learned window ago, so
+    it waits; the results still count, and the first one after the window
+    raises it.  Returns the new (L, results counted towards the next step).
     """
     if limit is None:
         return None, 0
@@ -73,9 +76,10 @@ def paced(changed_at: datetime | None, window: float | None, now: datetime) -> b
 
 def learned_window(retry_after: float | None, reset_after: float | None) -> float | None:
     """The model's window as one refusal tells it: the longer of its retry_after and the
-    reset of its whole budget (x-ratelimit-reset-*, when the function relays it)."""
+    reset of its whole budget (x-ratelimit-reset-*, when the function relays it), at most
+    MAX_LEARNED_WINDOW."""
     told = [s for s in (retry_after, reset_after) if s is not None]
-    return max(told) if told else None
+    return min(max(told), MAX_LEARNED_WINDOW) if told else None
 
 
 @dataclass(frozen=True)

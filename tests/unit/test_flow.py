@@ -37,6 +37,7 @@ def test_the_window_is_learned_from_retry_after_and_the_budgets_reset() -> None:
     assert flow.learned_window(0.3, None) == 0.3
     assert flow.learned_window(0.3, 9.7) == 9.7  # retry-after-ms, and the whole budget's reset
     assert flow.learned_window(None, 60.0) == 60.0
+    assert flow.learned_window(None, 86400.0) == 60.0  # a daily cap's reset paces no more
     now = datetime(2026, 11, 27, 12, tzinfo=UTC)
     assert flow.paced(now - timedelta(seconds=5), 10.0, now)
     assert not flow.paced(now - timedelta(seconds=11), 10.0, now)
