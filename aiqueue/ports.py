@@ -41,7 +41,8 @@ class ResultsStore(Protocol):
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool: ...
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int, plan: str | None = None) -> Status | None: ...
+                      give_up: float, cap: int, plan: str | None = None,
+                      window: float | None = None) -> Status | None: ...
 
     async def attempt_failed(
         self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,

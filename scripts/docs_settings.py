@@ -46,7 +46,8 @@ VARIABLES: dict[str, Described] = {
     "APP_BASE_URL": V("The app's public URL: the chain and the function's callbacks use it.",
                       "`https://$VERCEL_PROJECT_PRODUCTION_URL` on Vercel (a preview: its own "
                       "URL), else `http://127.0.0.1:<port>`"),
-    "AI_MARKING_CALLBACK_URL": V("Where the function posts results.",
+    "AI_MARKING_CALLBACK_URL": V("Where the function posts results; `https://` outside "
+                                 "`dev` unless local.",
                                 "`APP_BASE_URL` + `/webhooks/ai-mark`"),
     # The marking function and where jobs go.
     "AI_MARKING_DISPATCH": V("Where jobs go: `http`, `digitalocean` or `lambda` "
@@ -79,9 +80,11 @@ VARIABLES: dict[str, Described] = {
     "VERCEL_OIDC_TOKEN": V("Vercel's OIDC token, exchanged for AWS keys with `AWS_ROLE_ARN` "
                            "(the `x-vercel-oidc-token` header replaces it)."),
     "AI_MARKING_LAMBDA_FUNCTION": V("The function's name or ARN, optionally `:qualifier`."),
-    "AWS_ENDPOINT_URL_LAMBDA": V("Another Lambda endpoint (an emulator).",
+    "AWS_ENDPOINT_URL_LAMBDA": V("Another Lambda endpoint (an emulator); `https://` outside "
+                                 "`dev` unless local.",
                                  "`https://lambda.<region>.amazonaws.com`"),
-    "AWS_ENDPOINT_URL_STS": V("Another STS endpoint.", "`https://sts.<region>.amazonaws.com`"),
+    "AWS_ENDPOINT_URL_STS": V("Another STS endpoint; `https://` outside `dev` unless local.",
+                              "`https://sts.<region>.amazonaws.com`"),
     # The queue's limits and timing.
     "QUEUE_MAX_IN_FLIGHT": V("The most jobs at the function at once (the default pool's cap "
                              "for the learned limit `L`); `0`: unlimited until the model "

@@ -28,14 +28,16 @@ class QueueQueries(Gateway):
         await self._write_one("dispatch_accepted", pool)
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int, plan: str | None = None) -> Status | None:
+                      give_up: float, cap: int, plan: str | None = None,
+                      window: float | None = None) -> Status | None:
         """A refusal of the current dispatch (CONTRACT §8a); the row's new status, or None.
 
         `kind` is the refusal's (rate_limited, overloaded); only the row's pool is held.
+        `window`: the model's window the refusal tells (flow.learned_window), if any.
         """
         # Only the current dispatch can be refused, so a repeat changes nothing.
         status: Status | None = await self._write_val(
-            "refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
+            "refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan, window,
             idempotent=True)
         return status
 

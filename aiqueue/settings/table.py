@@ -194,7 +194,8 @@ class Settings:
         return {name: KindTarget(
             kind=name, dispatch=kind.dispatch,
             function_url=kind.function_url or self.function_url,
-            function_token=kind.function_token, function_mode=self.function_mode,
+            function_token=self.function_token if kind.dispatch == "digitalocean"
+            else kind.function_token, function_mode=self.function_mode,
             digitalocean=kind.digitalocean, aws_lambda=kind.aws_lambda,
             callback_url=self.callback_url, signing_secret=self.signing_secret,
             dispatch_timeout_seconds=self.dispatch_timeout_seconds)

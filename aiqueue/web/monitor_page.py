@@ -33,7 +33,7 @@ from aiqueue.settings import Settings
 from aiqueue.web import batches, chart, costs, deliveries, gate, views
 from aiqueue.web.auth import Session
 from aiqueue.web.state import runtime
-from aiqueue.web.templating import environment, render
+from aiqueue.web.templating import PAGE_HEADERS, environment, render
 
 PATH = "/ai-queue"
 PAGE_SIZE, MAX_PAGE_SIZE = 50, 200
@@ -170,7 +170,7 @@ async def fragment(request: Request, session: Session) -> Response:
     headers = {"etag": etag, "cache-control": "no-store"}
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
-    return HTMLResponse(html, headers={**headers, "x-content-type-options": "nosniff"})
+    return HTMLResponse(html, headers={**PAGE_HEADERS, **headers})
 
 
 @gate.session()

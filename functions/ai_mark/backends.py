@@ -14,7 +14,7 @@ from .errors import MalformedOutput, MarkingError
 from .items import Marking
 from .job import Job, safe_id
 from .prompt import Message, build_messages, parse_marking, repair_messages
-from .ratelimit import retry_after
+from .ratelimit import reset_after, retry_after
 from .settings import Settings
 from .simulate import SimulatorBackend
 
@@ -106,7 +106,8 @@ class ChatBackend:
             # "Slow down", not a failure: the queue uses no attempt for it and
             # holds every dispatch for retry_after (CONTRACT §8a).
             raise MarkingError(refusal, retryable=True,
-                               retry_after=retry_after(response.headers))
+                               retry_after=retry_after(response.headers),
+                               reset_after=reset_after(response.headers))
         if response.status_code >= 300:
             retryable = response.status_code not in _PERMANENT_STATUSES
             raise MarkingError(f"model_http_{response.status_code}", retryable=retryable)

@@ -56,12 +56,13 @@ def completed_item(job: Job, marking: Marking) -> Item:
 
 def failed_item(
     queue_id: object, token: object, error: str, *, retryable: bool,
-    retry_after: float | None = None,
+    retry_after: float | None = None, reset_after: float | None = None,
 ) -> Item:
     """A `failed` item; `error` is a short content-free code.
 
     `retry_after` (seconds) rides along with a refusal (`rate_limited`,
-    `overloaded`): the queue holds every dispatch that long.
+    `overloaded`): the queue holds every dispatch that long.  `reset_after`:
+    when the model's whole budget is back, from which the queue learns its window.
     """
     item: Item = {
         "queue_id": queue_id,
@@ -72,6 +73,8 @@ def failed_item(
     }
     if retry_after is not None:
         item["retry_after"] = retry_after
+    if reset_after is not None:
+        item["reset_after"] = reset_after
     return item
 
 

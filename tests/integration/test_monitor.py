@@ -644,6 +644,11 @@ async def test_fragment_answers_304_while_nothing_changed(
     assert r.status_code == 200 and r.headers["etag"] != etag
     assert len(queue_ids(r.text)) == 3 and '<section class="stats"' in r.text
     assert "<html" not in r.text  # a fragment, not a page
+    # Framed, a fragment could be clicked through like the page: it says no the same way.
+    for part in ("", "?part=chart"):
+        r = await client.get(f"/ai-queue/fragment{part}")
+        assert r.headers["x-frame-options"] == "DENY", part
+        assert r.headers["x-content-type-options"] == "nosniff", part
 
 
 async def test_bad_filters_get_an_error_page(client: httpx.AsyncClient):

@@ -256,8 +256,9 @@ class FakeStore(QuietParts):
         self.calls.append(("dispatch_accepted", ()))
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int, plan: str | None = None) -> Status | None:
-        kw = {"kind": kind, "delay": delay, "give_up": give_up, "cap": cap}
+                      give_up: float, cap: int, plan: str | None = None,
+                      window: float | None = None) -> Status | None:
+        kw = {"kind": kind, "delay": delay, "give_up": give_up, "cap": cap, "window": window}
         self.calls.append(("refused", (queue_id, dispatch_seq, kw)))
         return "pending"
 

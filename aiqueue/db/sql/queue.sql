@@ -29,9 +29,10 @@ WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NO
 -- A refusal of the row's current dispatch (a 429/503 answer, or a
 -- rate_limited/overloaded item): back to pending without using an attempt, the
 -- row's pool held for the delay, its L cut once per burst.  See
--- aiqueue_flow_refused() in functions.sql.  $7: the pools (NULL: default, cap $6).
+-- aiqueue_flow_refused() in functions/20_flow.sql.  $7: the pools (NULL: default,
+-- cap $6); $8: the model's window the refusal tells (NULL: none).
 SELECT aiqueue_flow_refused($1::uuid, $2::integer, $3::text, $4::float8, $5::float8,
-                            $6::integer, $7::jsonb) AS status;
+                            $6::integer, $7::jsonb, $8::float8) AS status;
 
 -- attempt_failed --
 -- A failed attempt (dispatch error, failed callback, bad sync answer): back to

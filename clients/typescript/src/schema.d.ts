@@ -996,6 +996,8 @@ export interface components {
             error?: string;
             /** @description with a refusal: seconds to hold every dispatch */
             retry_after?: number | null;
+            /** @description with a refusal: seconds until the model's whole budget is back (its `x-ratelimit-reset-*` headers); the queue learns the model's window from it */
+            reset_after?: number | null;
             retryable?: boolean | null;
             progress?: components["schemas"]["ProgressItem"] | null;
         };

@@ -278,10 +278,12 @@ BEGIN
         RETURN true;
     END IF;
     UPDATE ai_queue_control c
-    SET (in_flight_limit, limit_clean) = (
-        SELECT r.new_limit, r.new_clean
+    SET (in_flight_limit, limit_clean, limit_raised_at) = (
+        SELECT r.new_limit, r.new_clean,
+               CASE WHEN r.new_limit > c.in_flight_limit THEN now() ELSE c.limit_raised_at END
         FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
-                                       c.limit_clean, aiqueue_flow_ceiling(t.cap)) r)
+                                       c.limit_clean, aiqueue_flow_ceiling(t.cap),
+                                       aiqueue_flow_paced(c)) r)
     FROM (SELECT q.pool, (aiqueue_plan_pool(plan, q.pool)).cap AS cap
           FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) t
     WHERE c.pool = t.pool AND c.in_flight_limit IS NOT NULL;
