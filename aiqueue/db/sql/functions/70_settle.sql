@@ -145,7 +145,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM aiqueue_claim_lock();
     PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, plan);
-    PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, plan -> 'money');
+    PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage);
 END
 $$;
 
@@ -301,12 +301,13 @@ $$;
 
 -- A result's usage: the assignment's estimate learns it (aiqueue_estimate_learn),
 -- and it corrects what the row's current dispatch charged: the group's counter
--- by the weighted tokens, the spend windows by the cost (aiqueue_result_cost;
--- unknown: the charge stands).  A group whose spend went down may dispatch
--- again at once (the claim re-reads the windows).  A result without token
--- counts changes nothing.  The caller holds the claim lock.
+-- by the weighted tokens, the spend windows by the cost (as aiqueue_complete
+-- stored it, priced by aiqueue_result_cost; unknown: the charge stands).  A
+-- group whose spend went down may dispatch again at once (the claim re-reads
+-- the windows).  A result without token counts changes nothing.  The caller
+-- holds the claim lock.
 CREATE OR REPLACE FUNCTION aiqueue_money_result(p_queue_id uuid, p_dispatch_seq integer,
-                                                p_usage jsonb, money jsonb) RETURNS void
+                                                p_usage jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     r record;
@@ -317,13 +318,16 @@ BEGIN
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN;
     END IF;
+    -- The row's usage as aiqueue_complete just stored it: priced there, once.
     SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.assignment_id,
-           q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at
+           q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at,
+           CASE WHEN jsonb_typeof(q.usage -> 'cost_usd') = 'number'
+                THEN (q.usage ->> 'cost_usd')::float8 END AS cost
     INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    cost := aiqueue_result_cost(p_usage, money, r.pool);
+    cost := r.cost;
     PERFORM aiqueue_estimate_learn(r.pool, r.assignment_id, coalesce(prompt, 0),
                                    coalesce(completion, 0), cost, p_usage ->> 'model');
     -- A late result of an earlier dispatch: the row's charge is the current
