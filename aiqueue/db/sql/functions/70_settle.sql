@@ -145,7 +145,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM aiqueue_claim_lock();
     PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, plan);
-    PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage);
+    PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, plan -> 'money');
 END
 $$;
 
@@ -302,12 +302,12 @@ $$;
 -- A result's usage: the assignment's estimate learns it (aiqueue_estimate_learn),
 -- and it corrects what the row's current dispatch charged: the group's counter
 -- by the weighted tokens, the spend windows by the cost (as aiqueue_complete
--- stored it, priced by aiqueue_result_cost; unknown: the charge stands).  A
+-- stored it, else at the pool's top price; no price at all: the charge stands).  A
 -- group whose spend went down may dispatch again at once (the claim re-reads
 -- the windows).  A result without token counts changes nothing.  The caller
 -- holds the claim lock.
 CREATE OR REPLACE FUNCTION aiqueue_money_result(p_queue_id uuid, p_dispatch_seq integer,
-                                                p_usage jsonb) RETURNS void
+                                                p_usage jsonb, money jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     r record;
@@ -327,7 +327,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    cost := r.cost;
+    -- Unpriced, it is charged at the pool's most expensive known price (§9c).
+    cost := coalesce(r.cost, aiqueue_result_cost(p_usage, money, r.pool, true));
     PERFORM aiqueue_estimate_learn(r.pool, r.assignment_id, coalesce(prompt, 0),
                                    coalesce(completion, 0), cost, p_usage ->> 'model');
     -- A late result of an earlier dispatch: the row's charge is the current
