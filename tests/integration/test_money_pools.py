@@ -64,12 +64,13 @@ async def test_a_pools_cap_pauses_its_rows_only_and_unknown_models_pay_its_top_p
         "SELECT usd FROM ai_marking_spend WHERE pool = 'openai' AND group_key = 't1' "
         "AND span = 'hour'")
     assert spent == pytest.approx(0.015)
-    # The result is priced by the same one rule: its record, its stored usage and
-    # the counters say what the spend window was charged (no price: the pool's top).
+    # Priced in one place: the model has no price, so its results are unpriced jobs
+    # (§7d: no cost in the record or the stored usage) while the spend window was
+    # charged the pool's top price for their tokens (§9c), as asserted above.
     priced = await conn.fetch(
-        "SELECT r.cost_usd, (q.usage ->> 'cost_usd')::float8 AS stored FROM ai_marking_results r "
+        "SELECT r.cost_usd, q.usage ? 'cost_usd' AS stored FROM ai_marking_results r "
         "JOIN ai_marking_queue q USING (queue_id) WHERE r.pool = 'openai'")
-    assert [(float(r["cost_usd"]), r["stored"]) for r in priced] == [(0.0075, 0.0075)] * 2
+    assert [(r["cost_usd"], r["stored"]) for r in priced] == [(None, False)] * 2
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_results WHERE pool = 'default' AND cost_usd IS NULL") == 5
     assert await conn.fetchval(

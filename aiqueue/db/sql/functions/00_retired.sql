@@ -52,3 +52,5 @@ DROP FUNCTION IF EXISTS aiqueue_claim_row(jsonb, text[], jsonb);
 DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);
+DROP FUNCTION IF EXISTS aiqueue_money_result(uuid, integer, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_result_cost(jsonb, jsonb, text);

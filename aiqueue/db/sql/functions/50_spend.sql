@@ -75,18 +75,26 @@ RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- What a result cost, priced in this one place (the stored usage, the review
--- record, the spend windows and the estimate all take it from here): the
--- function's own cost_usd, else its tokens at the pool's price for its model,
--- else at the pool's most expensive known price (CONTRACT §9c); on the
--- overnight lane at the pool's batch prices (75_batch).  NULL: no token count,
--- or no price known.  plpgsql: the batch price is defined in a later file.
-CREATE OR REPLACE FUNCTION aiqueue_result_cost(p_usage jsonb, money jsonb, p_pool text)
+-- record, the estimate and the spend windows all take it from here): the
+-- function's own cost_usd, else its tokens at the pool's price for its model
+-- (on the overnight lane its batch price, 75_batch); NULL: no token count or
+-- no price for the model, an unpriced job (CONTRACT §7d).  `at_top`: the
+-- spend windows' charge, where a row without a price counts its tokens at the
+-- pool's most expensive known price (§9c).  plpgsql: the batch price is
+-- defined in a later file.
+CREATE OR REPLACE FUNCTION aiqueue_result_cost(p_usage jsonb, money jsonb, p_pool text,
+                                               at_top boolean DEFAULT false)
 RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     -- The input at billed tokens when the prompt cache counted (45_cache.sql).
     prompt float8 := aiqueue_usage_int(coalesce(p_usage -> 'billed_prompt_tokens',
                                                 p_usage -> 'prompt_tokens'));
     completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
+    -- Without `at_top`, only the model's own price.
+    prices jsonb := CASE WHEN at_top THEN money
+                         ELSE jsonb_build_object(p_pool, jsonb_build_object(
+                             'prices', money -> p_pool -> 'prices',
+                             'batch_prices', money -> p_pool -> 'batch_prices')) END;
 BEGIN
     IF jsonb_typeof(p_usage -> 'cost_usd') = 'number' AND (p_usage ->> 'cost_usd')::float8 >= 0
     THEN
@@ -96,10 +104,10 @@ BEGIN
         RETURN NULL;
     END IF;
     RETURN round((CASE WHEN p_usage ->> 'lane' = 'batch'
-                       THEN aiqueue_batch_price_usd(money, p_pool, p_usage ->> 'model',
+                       THEN aiqueue_batch_price_usd(prices, p_pool, p_usage ->> 'model',
                                                     coalesce(prompt, 0),
                                                     coalesce(completion, 0), NULL)
-                       ELSE aiqueue_price_usd(money, p_pool, p_usage ->> 'model',
+                       ELSE aiqueue_price_usd(prices, p_pool, p_usage ->> 'model',
                                               coalesce(prompt, 0), coalesce(completion, 0))
                   END)::numeric, 9)::float8;
 END

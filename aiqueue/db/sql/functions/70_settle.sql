@@ -303,10 +303,11 @@ $$;
 
 -- A result's usage: the assignment's estimate learns it (aiqueue_estimate_learn),
 -- and it corrects what the row's current dispatch charged: the group's counter
--- by the weighted tokens, the spend windows by the cost (aiqueue_result_cost;
--- unknown: the charge stands).  A group whose spend went down may dispatch
--- again at once (the claim re-reads the windows).  A result without token
--- counts changes nothing.  The caller holds the claim lock.
+-- by the weighted tokens, the spend windows by the cost (as aiqueue_complete
+-- stored it, else at the pool's top price; no price at all: the charge stands).  A
+-- group whose spend went down may dispatch again at once (the claim re-reads
+-- the windows).  A result without token counts changes nothing.  The caller
+-- holds the claim lock.
 CREATE OR REPLACE FUNCTION aiqueue_money_result(p_queue_id uuid, p_dispatch_seq integer,
                                                 p_usage jsonb, money jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -323,13 +324,17 @@ BEGIN
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN;
     END IF;
+    -- The row's usage as aiqueue_complete just stored it: priced there, once.
     SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.assignment_id,
-           q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at
+           q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at,
+           CASE WHEN jsonb_typeof(q.usage -> 'cost_usd') = 'number'
+                THEN (q.usage ->> 'cost_usd')::float8 END AS cost
     INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    cost := aiqueue_result_cost(p_usage, money, r.pool);
+    -- Unpriced, it is charged at the pool's most expensive known price (§9c).
+    cost := coalesce(r.cost, aiqueue_result_cost(p_usage, money, r.pool, true));
     PERFORM aiqueue_estimate_learn(r.pool, r.assignment_id, coalesce(prompt, 0),
                                    coalesce(completion, 0), cost, p_usage ->> 'model');
     -- A late result of an earlier dispatch: the row's charge is the current
