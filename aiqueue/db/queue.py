@@ -68,6 +68,10 @@ class QueueQueries(Gateway):
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
 
+    async def cache_key(self, queue_id: UUID, key_rpm: int) -> str:
+        """The row's cache key, sharded by its prefix's dispatches this minute (§10a)."""
+        return str(await self._fetchval("cache_key", queue_id, key_rpm))
+
     async def breaker_failure(self, threshold: int, cooldown: float,
                               pool: str = "default") -> int:
         rows = await self._write("breaker_failure", threshold, cooldown, pool)

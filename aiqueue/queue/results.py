@@ -13,6 +13,7 @@ from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, learned_window
 from aiqueue.models import Completed, Job
+from aiqueue.queue import cache
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
 
@@ -104,8 +105,8 @@ def _usage(usage: object) -> dict[str, Any] | None:
     """Keep only the cost-tracking fields, so nothing else rides along into storage."""
     if not isinstance(usage, dict):
         return None
-    keep: dict[str, Any] = {}
-    for key in ("model", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
+    keep: dict[str, Any] = cache.counts(usage)
+    for key in ("model", "total_tokens", "cost_usd"):
         value = usage.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             keep[key] = value

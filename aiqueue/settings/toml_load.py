@@ -15,6 +15,7 @@ from typing import Any
 
 from aiqueue import paths
 from aiqueue.errors import SettingsError
+from aiqueue.settings import prompt_cache
 from aiqueue.settings.kinds import DEFAULT_POOL, BatchProvider, Kind, Pool, QueueConfig
 from aiqueue.settings.safety import require_https
 from aiqueue.settings.targets import TARGETS, load_digitalocean, load_lambda
@@ -32,7 +33,7 @@ from aiqueue.settings.toml_values import (
 POOL_KEYS = frozenset({
     "max_in_flight", "tokens_per_minute", "requests_per_minute", "prices",
     "group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
-    "batch", "batch_base_url", "batch_key_env", "batch_model", "batch_prices",
+    "batch", "batch_base_url", "batch_key_env", "batch_model", "batch_prices", "prompt_cache",
 })
 KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
@@ -102,6 +103,8 @@ def _pool(name: str, body: dict[str, Any], env: Mapping[str, str], local_run: bo
     if "prices" in body:
         found["prices"] = prices(f"{where}.prices", body["prices"])
     found |= _batch(where, body, env, local_run)
+    if "prompt_cache" in body:
+        found["prompt_cache"] = prompt_cache.load(f"{where}.prompt_cache", body["prompt_cache"])
     return Pool(name=name, **{"max_in_flight": 0, **found}, declared=frozenset(found))
 
 

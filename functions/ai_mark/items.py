@@ -21,6 +21,9 @@ class Marking:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The provider's prompt cache (parts of prompt_tokens), when it reports them.
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 def completed_item(job: Job, marking: Marking) -> Item:
@@ -36,6 +39,10 @@ def completed_item(job: Job, marking: Marking) -> Item:
         "prompt_tokens": marking.prompt_tokens,
         "completion_tokens": marking.completion_tokens,
     }
+    for key in ("cache_read_tokens", "cache_write_tokens"):
+        value = getattr(marking, key)
+        if value is not None:
+            usage[key] = value
     if marking.extra.get("simulated"):
         usage["simulated"] = True  # counts estimated by the simulator, not a model's
     return {

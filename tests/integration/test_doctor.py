@@ -154,9 +154,11 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
     assert r.status_code == 200
     got = checks(r.json())
     assert list(got) == ["settings", "database", "schema", "pooler", "listen", "lockdown",
-                         "submissions", "role", "function", "probe", "vercel", "cron"]
+                         "submissions", "role", "function", "probe", "vercel", "cron", "batch",
+                         "prompt_cache"]
     assert {k: got[k][0] for k in expect} == expect
-    assert (got["vercel"][0], got["cron"][0]) == ("skip", "skip")
+    assert got["prompt_cache"][:2] == ("pass", "pool default: no prompt prefixes in the last week")
+    assert (got["vercel"][0], got["cron"][0], got["batch"][0]) == ("skip", "skip", "skip")
     assert {got[k][0] for k in ("settings", "database", "schema", "pooler", "listen",
                                 "lockdown", "submissions", "role")} == {"pass"}
     assert r.json()["ok"] is (expect["probe"] == "pass")

@@ -67,7 +67,8 @@ def test_a_budget_is_declared_by_either_rate_and_the_claim_plan_carries_it() -> 
     assert settings.queue.pools["default"].budget_declared
     doc = json.loads(settings.claim_plan.json)
     assert doc["pools"] == [{"name": "default", "cap": 1, "tpm": 6000, "rpm": 0,
-                             "budgeted": True}]
+                             "budgeted": True, "cache": {"ttl": 300.0, "min": 1024,
+                                                         "quantum": None, "key_rpm": None}}]
     assert (doc["budgeted"], doc["window"], doc["breaker_threshold"]) == (True, 10, 3)
     assert settings.claim_plan is settings.claim_plan  # built once per settings
     assert json.loads(settings.claim_plan.stalled.json)["pools"][0]["cap"] == 1

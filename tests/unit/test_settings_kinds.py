@@ -64,7 +64,9 @@ def test_a_file_declares_kinds_and_pools_beside_the_default_ones(tmp_path: Path)
     assert q.kind("short").pool == "default" and q.pools["default"].max_in_flight == 2
     plan = json.loads(q.plan)
     assert {"name": "essay", "pool": "openai", "cap": 4} in plan["kinds"]
-    assert {"name": "openai", "cap": 8, "tpm": 450000, "rpm": 5000} in plan["pools"]
+    assert {"name": "openai", "cap": 8, "tpm": 450000, "rpm": 5000,
+            "cache": {"ttl": 300.0, "min": 1024, "quantum": None, "key_rpm": None}
+            } in plan["pools"]
     assert json.loads(q.attempts) == {"essay": 2}
 
 
@@ -92,7 +94,8 @@ def test_no_file_is_todays_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert (t.kind, t.dispatch, t.function_url, t.function_token, t.callback_url) == (
         "mark", s.dispatch_target, s.function_url, s.function_token, s.callback_url)
     assert json.loads(s.queue.plan) == {
-        "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0}],
+        "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0,
+                   "cache": {"ttl": 300.0, "min": 1024, "quantum": None, "key_rpm": None}}],
         "kinds": [{"name": "mark", "pool": "default", "cap": 0}]}
 
 

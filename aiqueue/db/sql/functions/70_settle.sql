@@ -316,6 +316,10 @@ DECLARE
     completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
     cost float8;
 BEGIN
+    -- The prompt cache (45_cache.sql): the prefix is warm, its counts added up;
+    -- the input is charged at billed tokens (cache reads and writes at their price).
+    p_usage := aiqueue_cache_result(p_queue_id, p_usage, money);
+    prompt := coalesce(aiqueue_usage_int(p_usage -> 'billed_prompt_tokens'), prompt);
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN;
     END IF;
