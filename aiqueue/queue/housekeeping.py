@@ -6,8 +6,9 @@ its way, and when the next thing may come due (the in-process ticker).
 
 from __future__ import annotations
 
+import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiqueue import logs
 from aiqueue.notify import alerts, delivery
@@ -24,6 +25,34 @@ class Housekeeping:
 
     # monotonic time when this instance next runs recovery and pruning
     due: float = 0.0
+
+
+@dataclass
+class TickerSleep:
+    """When the in-process ticker wakes next (kept in Runtime.own), and how to wake it sooner.
+
+    A dispatch sent while the ticker sleeps long (nothing was in flight) wakes
+    it to look again: that dispatch's early look (CONTRACT §9a, at least 10 s
+    after it) may come before the sleep would end.
+    """
+
+    until: float = 0.0  # monotonic
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def sleep(self, seconds: float) -> None:
+        self.woken.clear()
+        self.until = time.monotonic() + seconds
+        try:
+            await asyncio.wait_for(self.woken.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def dispatched(self) -> None:
+        """A dispatch went out: one compare, and the ticker woken only if it would oversleep
+        the dispatch's first look."""
+        if self.until - time.monotonic() > recovery.P95_FLOOR_SECONDS:
+            self.until = 0.0
+            self.woken.set()
 
 
 @dataclass(frozen=True)

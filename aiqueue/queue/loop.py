@@ -123,6 +123,7 @@ async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -
         return False
     outcome = await dispatch_async(rt, job)
     step.dispatched = isinstance(outcome, dispatch.Accepted)
+    rt.own(housekeeping.TickerSleep).dispatched()
     return isinstance(outcome, dispatch.Busy)
 
 
@@ -298,5 +299,7 @@ async def tick_forever(rt: Runtime[LoopStore]) -> None:
             logs.event("tick_error", code=_code(exc))
             wait = None
         delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
-        await asyncio.sleep(delay)
-        await _safe_step(rt)
+        ticker = rt.own(housekeeping.TickerSleep)
+        await ticker.sleep(delay)
+        if ticker.until:  # slept its time, not woken by a dispatch to look again
+            await _safe_step(rt)

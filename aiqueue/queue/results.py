@@ -103,7 +103,7 @@ def _refusal(error: object) -> str | None:
 
 def _usage(usage: object) -> dict[str, Any] | None:
     """Keep only the cost-tracking fields, so nothing else rides along into storage."""
-    if not isinstance(usage, dict):
+    if not isinstance(usage, dict) or not sound_usage(usage):
         return None
     keep: dict[str, Any] = cache.counts(usage)
     for key in ("model", "total_tokens", "cost_usd"):
@@ -114,17 +114,20 @@ def _usage(usage: object) -> dict[str, Any] | None:
             keep[key] = value[:100]
     if usage.get("simulated") is True:
         keep["simulated"] = True  # the reference function's simulator: plausible, not real
-    return keep if keep and sound_usage(keep) else None
+    return keep or None
 
 
 def sound_usage(usage: dict[str, Any]) -> bool:
-    """Whether every number of a usage is finite and not negative.
+    """Whether every number of a usage (and of its nested objects, such as
+    prompt_tokens_details) is finite and not negative.
 
-    A usage that is not is refused for cost and turns (CONTRACT §10f); the
-    result it came with still applies.
+    A usage that is not is refused whole for cost and turns (CONTRACT §10f),
+    not read for its other counts; the result it came with still applies.
     """
-    return all(math.isfinite(v) and v >= 0 for v in usage.values()
-               if isinstance(v, (int, float)) and not isinstance(v, bool))
+    return all(sound_usage(v) if isinstance(v, dict)
+               else v >= 0 and (not isinstance(v, float) or math.isfinite(v))
+               for v in usage.values()
+               if isinstance(v, dict) or isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ import respx
 from aiqueue.dispatch.aws import AwsCredentials, OidcToken
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, configuration_url
 from aiqueue.models import Lookup, QueueId
-from aiqueue.queue import recovery
+from aiqueue.queue import housekeeping, recovery
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.settings.targets import DoTarget, LambdaTarget
@@ -165,3 +166,18 @@ async def test_the_p95_is_not_read_where_no_platform_is_asked():
     store = FakeStore(p95=1.0)
     t = await recovery.thresholds(runtime(store, dispatch_target="lambda", aws_lambda=LAMBDA))
     assert t.p95 is None and "recent_processing_tail" not in store.names()
+
+
+async def test_a_dispatch_wakes_a_ticker_that_would_oversleep_its_first_look() -> None:
+    ticker = housekeeping.TickerSleep()
+    sleeping = asyncio.create_task(ticker.sleep(60))  # nothing was in flight
+    await asyncio.sleep(0)
+    ticker.dispatched()
+    await asyncio.wait_for(sleeping, 1)
+    assert ticker.until == 0.0  # woken: it looks again rather than running a step
+    # A sleep that ends before the dispatch's first look (10 s) is left alone.
+    short = asyncio.create_task(ticker.sleep(0.2))
+    await asyncio.sleep(0)
+    ticker.dispatched()
+    await short
+    assert ticker.until > 0.0

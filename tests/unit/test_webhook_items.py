@@ -70,6 +70,7 @@ def test_error_texts_become_content_free_codes():
     {"prompt_tokens": 5, "cost_usd": -0.01},
     {"prompt_tokens": float("inf"), "completion_tokens": 10},  # `1e400` reads as inf
     {"total_tokens": float("nan")},
+    {"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": -1}},
 ])
 def test_an_unsound_usage_is_refused_and_the_result_still_applies(usage: dict[str, float]) -> None:
     queue_id = uuid4()
@@ -78,6 +79,15 @@ def test_an_unsound_usage_is_refused_and_the_result_still_applies(usage: dict[st
     [parsed] = verify_results(TOKENS, [item])
     assert isinstance(parsed, ResultItem)
     assert parsed.result == {"score": 3} and parsed.usage is None
+
+
+def test_a_huge_whole_number_is_no_500() -> None:
+    queue_id = uuid4()
+    item = {"queue_id": str(queue_id), "token": TOKENS.callback(queue_id, 1, 1),
+            "status": "completed", "result": {"score": 3},
+            "usage": {"prompt_tokens": 10**400, "completion_tokens": 1}}
+    [parsed] = verify_results(TOKENS, [item])
+    assert isinstance(parsed, ResultItem) and parsed.result == {"score": 3}
 
 
 def test_a_sound_usage_is_kept() -> None:
