@@ -79,6 +79,7 @@ async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple
     outcome = Enqueued(
         queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
         already_marked=sum(r["kind"] == "marked" for r in rows),
+        same_answers=sum(r["copies"] for r in rows),
     )
     if batch is not None and outcome.queue_ids:
         await conn.execute(sql["batch_lane_rows"], outcome.queue_ids, *batch)

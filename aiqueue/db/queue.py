@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from aiqueue.answers import AnswerKey
 from aiqueue.db.enqueue import enqueue_rows
 from aiqueue.db.gateway import Gateway
 from aiqueue.flow import NO_BUDGET, Budget
@@ -39,6 +40,7 @@ class QueueQueries(Gateway):
         not_before: datetime | None = None,
         expires_at: datetime | None = None,
         batch: tuple[datetime, datetime] | None = None,
+        answer_key: AnswerKey | None = None,
     ) -> EnqueueOutcome:
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
@@ -47,10 +49,12 @@ class QueueQueries(Gateway):
         `not_before` / `expires_at`: when the rows become due, and when they expire.
         `batch` (deadline, live time) puts the new rows on the overnight lane in the
         same transaction, so no live claim can take them first.
+        `answer_key` groups the same answers (CONTRACT §10c); None marks each on its own.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
-                remark, kind, pool, not_before, expires_at)
+                remark, kind, pool, not_before, expires_at,
+                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
         return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch)
 
     async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,

@@ -190,6 +190,8 @@ class Enqueued:
 
     queue_ids: list[QueueId]
     already_marked: int = 0
+    # New rows that will copy the mark of a row with the same answer (CONTRACT §10c).
+    same_answers: int = 0
 
     def answer(self, requested: int) -> dict[str, Any]:
         """The contract's 202 body for a request of `requested` ids."""
@@ -198,6 +200,7 @@ class Enqueued:
             "skipped": requested - len(self.queue_ids) - self.already_marked,
             "already_marked": self.already_marked,
             "queue_ids": [str(q) for q in self.queue_ids],
+            "same_answers": self.same_answers,
         }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from aiqueue import logs
+from aiqueue.answers import AnswerKey, SameAnswers
 from aiqueue.errors import (
     Conflict,
     Invalid,
@@ -49,6 +50,7 @@ async def enqueue(
         group=request.group, remark=request.remark, key=key, kind=request.kind,
         pool=kind.pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
+        answer_key=answer_key(rt, request.same_answers or kind.same_answers),
     )
     match outcome:
         case KeyMismatch():
@@ -62,8 +64,14 @@ async def enqueue(
     answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
                enqueued=answer.enqueued,
-               skipped=answer.skipped, already_marked=answer.already_marked)
+               skipped=answer.skipped, already_marked=answer.already_marked,
+               same_answers=answer.same_answers)
     return answer, False
+
+
+def answer_key(rt: Runtime, same_answers: SameAnswers) -> AnswerKey | None:
+    """The key that groups the same answers (CONTRACT §10c); None: each is marked alone."""
+    return rt.tokens.answer_key if same_answers == "mark_once" else None
 
 
 WebhookItem = ResultItem | probes.ProbeAnswer | None

@@ -32,6 +32,8 @@ class EnqueueAccepted(Wire):
     skipped: Count
     already_marked: Count
     queue_ids: list[Uuid]
+    same_answers: Count = described(
+        "rows that will copy the mark of a row with the same answer (§10c)", default=0)
 
 
 class SpendCaps(Wire):

@@ -33,18 +33,26 @@
 -- Pools (migration 0019): the rows carry their kind ($7) and its pool ($8),
 -- and turns are the pool's: the head and the group's last turn are its own.
 -- $9 not_before and $10 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
+--
+-- The same answer (aiqueue 0028, CONTRACT §10c; 72_groups.sql): each answer is
+-- read here and keyed by its HMAC under $11/$12 (the derived key's pads; NULL:
+-- "mark_each", no key); only the key is stored.  The live row of the same
+-- pool, kind, payload and key, else the first new row of that key, leads; the
+-- others follow it: run_after 'infinity', never claimed.  `copies` says which.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
     ORDER BY id, ord
 ),
 subs AS MATERIALIZED (
-    SELECT ids.id, ids.ord, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked
+    SELECT ids.id, ids.ord, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
+           aiqueue_answer_key(s.content, $11::bytea, $12::bytea) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
 ),
 todo AS MATERIALIZED (
-    SELECT o.id, o.k, nextval('ai_marking_queue_seq_seq'::regclass) AS seq
-    FROM (SELECT x.id, row_number() OVER (ORDER BY x.ord) - 1 AS k
+    SELECT o.id, o.k, nextval('ai_marking_queue_seq_seq'::regclass) AS seq, o.answer_key,
+           gen_random_uuid() AS queue_id
+    FROM (SELECT x.id, row_number() OVER (ORDER BY x.ord) - 1 AS k, x.answer_key
           FROM subs x
           WHERE (NOT x.marked OR $6::boolean)
             AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
@@ -89,24 +97,41 @@ payload AS (
         last_used_at = greatest(p.last_used_at, now())
     RETURNING p.id
 ),
+leaders AS MATERIALIZED (
+    SELECT DISTINCT ON (t.answer_key) t.answer_key,
+           coalesce((SELECT q.queue_id FROM ai_marking_queue q
+                     WHERE q.answer_key = t.answer_key AND q.leader_id IS NULL
+                       AND q.status IN ('pending', 'processing') AND q.pool = $8::text
+                       AND q.kind = $7::text
+                       AND q.payload_id IS NOT DISTINCT FROM (SELECT id FROM payload)
+                     ORDER BY q.seq LIMIT 1),
+                    t.queue_id) AS leader_id
+    FROM todo t WHERE t.answer_key IS NOT NULL
+    ORDER BY t.answer_key, t.seq
+),
 inserted AS (
-    INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
-                                  priority, payload_id, kind, pool, not_before, run_after,
-                                  expires_at)
+    INSERT INTO ai_marking_queue (queue_id, seq, submission_id, assignment_id, group_key, turn,
+                                  run_id, priority, payload_id, kind, pool, not_before,
+                                  run_after, expires_at, answer_key, leader_id)
     OVERRIDING SYSTEM VALUE
-    SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
-           (SELECT id FROM payload), $7::text, $8::text,
+    SELECT t.queue_id, t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k,
+           run.run_id, $3, (SELECT id FROM payload), $7::text, $8::text,
            -- Not before $9 (§9d): not due until then, like a retry's backoff.
-           $9::timestamptz, coalesce($9::timestamptz, now()), $10::timestamptz
+           $9::timestamptz,
+           CASE WHEN l.leader_id <> t.queue_id THEN 'infinity'::timestamptz
+                ELSE coalesce($9::timestamptz, now()) END,
+           $10::timestamptz, t.answer_key, nullif(l.leader_id, t.queue_id)
     FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
+    LEFT JOIN leaders l ON l.answer_key = t.answer_key
     ORDER BY t.id
-    RETURNING queue_id, seq
+    RETURNING queue_id, seq, leader_id IS NOT NULL AS copies
 )
-SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq FROM subs WHERE NOT known
+SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq, false AS copies
+FROM subs WHERE NOT known
 UNION ALL
-SELECT 'marked', id, 0 FROM subs WHERE known AND marked AND NOT $6::boolean
+SELECT 'marked', id, 0, false FROM subs WHERE known AND marked AND NOT $6::boolean
 UNION ALL
-SELECT 'queued', queue_id, seq FROM inserted
+SELECT 'queued', queue_id, seq, copies FROM inserted
 ORDER BY seq;
 
 -- claim --
