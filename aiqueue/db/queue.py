@@ -58,10 +58,17 @@ class QueueQueries(Gateway):
         return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch)
 
     async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
-                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
-        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
+                      group: str, remark: bool, pool: str, money: Money, kind: str = "mark",
+                      payload: str = "{}", answer_key: AnswerKey | None = None) -> DryRun:
+        """What an enqueue would add and use; writes nothing (CONTRACT §9c).
+
+        With `answer_key`, rows that would copy a mark of the same answer are counted
+        apart (CONTRACT §10c).
+        """
         row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
-                                   group, pool, money.json())
+                                   group, pool, money.json(),
+                                   answer_key and answer_key.inner_pad,
+                                   answer_key and answer_key.outer_pad, kind, payload)
         assert row is not None, "an aggregate always answers one row"
         return DryRun.from_row(row)
 

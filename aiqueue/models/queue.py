@@ -19,6 +19,8 @@ PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = (
     "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
+# Why a pending row is not dispatched yet (CONTRACT §9c, §10c).
+WaitingFor = Literal["spend_cap", "same_answer"]
 
 
 @dataclass(frozen=True)
@@ -80,15 +82,21 @@ class QueueRow:
     # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
     not_before: datetime | None = None
     expires_at: datetime | None = None
+    # CONTRACT §10c: the row whose mark this one copies (the same answer), else None.
+    same_answer_as: QueueId | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     @property
-    def waiting_for(self) -> Literal["spend_cap"] | None:
-        """Why a pending row is not dispatched yet: "spend_cap", or None."""
-        return "spend_cap" if self.resumes_at is not None else None
+    def waiting_for(self) -> WaitingFor | None:
+        """Why a pending row is not dispatched yet: "spend_cap", "same_answer", or None."""
+        if self.resumes_at is not None:
+            return "spend_cap"
+        if self.status == "pending" and self.same_answer_as is not None:
+            return "same_answer"
+        return None
 
     def scheduled_for(self, now: datetime) -> datetime | None:
         """When a pending row still waiting for its not_before becomes due, else None."""
@@ -265,6 +273,9 @@ class DryRun:
     pool_day: float
     # Rows pending or in flight in the queue before these.
     ahead: int
+    # Rows that would copy the mark of a row with the same answer (CONTRACT §10c);
+    # `rows` leaves them out.
+    same_answers: int = 0
 
     @classmethod
     def from_row(cls, row: Row) -> DryRun:

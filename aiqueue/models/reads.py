@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from aiqueue.models.queue import QueueId, Row, Status, SubmissionId
 
@@ -102,6 +103,8 @@ class SubmissionStatus:
     paused_by: str | None = None
     # A pending row's not_before while it is still to come (CONTRACT §9d).
     scheduled_for: datetime | None = None
+    # A pending row that will copy this row's mark (the same answer, CONTRACT §10c).
+    same_answer_as: UUID | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from uuid import UUID
 
 from aiqueue import logs
-from aiqueue.answers import AnswerKey, SameAnswers
 from aiqueue.errors import (
     Conflict,
     Invalid,
@@ -18,7 +17,7 @@ from aiqueue.errors import (
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
 from aiqueue.ports import WebhookStore
 from aiqueue.queue import overnight, probes
-from aiqueue.queue.lanes import lane_of
+from aiqueue.queue.lanes import answer_key, lane_of
 from aiqueue.queue.loop import Receipt
 from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_item
 from aiqueue.runtime import Runtime
@@ -50,7 +49,7 @@ async def enqueue(
         group=request.group, remark=request.remark, key=key, kind=request.kind,
         pool=kind.pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
-        answer_key=answer_key(rt, request.same_answers or kind.same_answers),
+        answer_key=answer_key(rt, request),
     )
     match outcome:
         case KeyMismatch():
@@ -67,11 +66,6 @@ async def enqueue(
                skipped=answer.skipped, already_marked=answer.already_marked,
                same_answers=answer.same_answers)
     return answer, False
-
-
-def answer_key(rt: Runtime, same_answers: SameAnswers) -> AnswerKey | None:
-    """The key that groups the same answers (CONTRACT §10c); None: each is marked alone."""
-    return rt.tokens.answer_key if same_answers == "mark_once" else None
 
 
 WebhookItem = ResultItem | probes.ProbeAnswer | None

@@ -1,7 +1,9 @@
-"""Which lane an enqueue takes (CONTRACT §9f): the one it names, else its kind's default."""
+"""What an enqueue's kind decides when the request does not: its lane (CONTRACT §9f) and
+whether the same answers share a mark (§10c)."""
 
 from __future__ import annotations
 
+from aiqueue.answers import AnswerKey
 from aiqueue.errors import Invalid
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Lane
@@ -24,3 +26,10 @@ def lane_of(rt: Runtime, request: EnqueueRequest) -> Lane:
                       f"pool {kind.pool!r}, which declares none (pools.{kind.pool}.batch in "
                       "aiqueue.toml)", extra={"pool": kind.pool})
     return lane
+
+
+def answer_key(rt: Runtime, request: EnqueueRequest) -> AnswerKey | None:
+    """The key that groups the same answers (`same_answers`: the request's, else its kind's,
+    else mark_once); None: each answer is marked on its own (mark_each)."""
+    same = request.same_answers or rt.settings.queue.kind(request.kind).same_answers
+    return rt.tokens.answer_key if same == "mark_once" else None

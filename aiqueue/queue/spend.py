@@ -12,7 +12,7 @@ from typing import Any
 
 from aiqueue.errors import Invalid, UnknownKind
 from aiqueue.models import DryRun
-from aiqueue.queue.lanes import lane_of
+from aiqueue.queue.lanes import answer_key, lane_of
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
@@ -81,7 +81,9 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     pool = rt.settings.queue.pool_of(request.kind)
     d = await rt.store.dry_run(request.submission_ids, request.assignment_id,
                                group=request.group or request.assignment_id,
-                               remark=request.remark, pool=pool.name, money=money)
+                               remark=request.remark, pool=pool.name, money=money,
+                               kind=request.kind, payload=request.payload,
+                               answer_key=answer_key(rt, request))
     if d.unknown_ids:
         raise Invalid(f"{len(d.unknown_ids)} submission id(s) do not exist",
                       extra={"unknown_ids": [str(u) for u in d.unknown_ids]})
@@ -90,7 +92,7 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     avg = await rt.store.recent_processing_seconds() if d.rows else None
     eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
     return EnqueueEstimate(
-        rows=d.rows, already_marked=d.already_marked,
+        rows=d.rows, already_marked=d.already_marked, same_answers=d.same_answers,
         estimated_tokens=round(d.rows * (d.prompt_tokens + d.completion_tokens)),
         estimated_cost_usd=cost, eta_seconds=eta,
         capped=would_stop(money.pool(pool.name), d, cost))

@@ -182,3 +182,13 @@ def test_a_kinds_function_gets_https_outside_dev(tmp_path: Path) -> None:
     assert toml_load.load_file({}, path, local_run=True) is not None  # dev may use http://
     local = write(tmp_path, '[kinds.a]\nfunction_url = "http://127.0.0.1:8001/mark"\n')
     assert toml_load.load_file({}, local) is not None
+
+
+def test_a_kind_may_mark_each_answer(tmp_path: Path) -> None:
+    text = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "mark_each"')
+    q = load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, text))}).queue
+    assert q.kind("essay").same_answers == "mark_each"
+    assert q.kind("short").same_answers == "mark_once"
+    bad = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "once"')
+    with pytest.raises(SettingsError, match=r"kinds\.essay\.same_answers"):
+        load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, bad))})

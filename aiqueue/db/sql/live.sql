@@ -48,7 +48,7 @@ LIMIT $5;
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
-           pool, coalesce(group_key, assignment_id) AS grp, not_before
+           pool, coalesce(group_key, assignment_id) AS grp, not_before, leader_id
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -73,7 +73,9 @@ SELECT l.queue_id, l.status, l.attempts,
        p.until AS resumes_at, p.cap AS paused_by,
        -- Scheduled (§9d): not due before this moment.
        CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
-           AS scheduled_for
+           AS scheduled_for,
+       -- The same answer (aiqueue 0028): the row whose mark it will copy.
+       CASE WHEN l.status = 'pending' THEN l.leader_id END AS same_answer_as
 FROM latest l
 LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 

@@ -580,7 +580,8 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at
+           AS resumes_at,
+       leader_id AS same_answer_as  -- the row whose mark it copies (aiqueue 0028)
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
@@ -616,7 +617,8 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at
+           AS resumes_at,
+       leader_id AS same_answer_as  -- the row whose mark it copies (aiqueue 0028)
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --
@@ -657,6 +659,9 @@ WHERE queue_id = $1 AND dispatch_seq = $2 AND kind = 'dispatch';
 -- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,
 -- $6: the money plan); the group's and pool's spend in the windows that hold
 -- now; and what runs ahead of it in the pool.
+-- The same answer (aiqueue 0028): `rows` counts only the answers that will be
+-- marked, `same_answers` the rows that would copy a mark, keyed as the enqueue
+-- keys them ($7/$8 the key's pads, NULL: mark_each; $9 the kind; $10 the payload).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT t.id FROM unnest($1::uuid[]) AS t (id)
 ),
@@ -664,14 +669,32 @@ subs AS MATERIALIZED (
     SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
            EXISTS (SELECT 1 FROM ai_marking_queue q
                    WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing'))
-               AS live
+               AS live,
+           aiqueue_answer_key(s.content, $7::bytea, $8::bytea) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
+),
+adds AS MATERIALIZED (
+    SELECT answer_key FROM subs WHERE known AND NOT live AND (NOT marked OR $3::boolean)
+),
+marks AS (
+    SELECT (SELECT count(*) FROM adds WHERE answer_key IS NULL)
+           + (SELECT count(DISTINCT a.answer_key) FROM adds a
+              WHERE a.answer_key IS NOT NULL
+                AND NOT EXISTS (
+                    SELECT 1 FROM ai_marking_queue q
+                    WHERE q.answer_key = a.answer_key AND q.leader_id IS NULL
+                      AND q.status IN ('pending', 'processing') AND q.pool = $5::text
+                      AND q.kind = $9::text
+                      AND q.payload_id IS NOT DISTINCT FROM (
+                          SELECT p.id FROM ai_marking_payloads p
+                          WHERE p.sha256 = sha256(convert_to($10::jsonb::text, 'UTF8'))
+                            AND $10::jsonb <> '{}'::jsonb))) AS n
 ),
 est AS (
     SELECT * FROM aiqueue_estimate($5::text, $2::text)
 )
-SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3::boolean))
-           AS rows,
+SELECT (SELECT n FROM marks) AS rows,
+       (SELECT count(*) FROM adds) - (SELECT n FROM marks) AS same_answers,
        (SELECT count(*) FROM subs WHERE known AND marked AND NOT $3::boolean) AS already_marked,
        (SELECT coalesce(array_agg(id), '{}') FROM subs WHERE NOT known) AS unknown_ids,
        est.prompt_tokens, est.completion_tokens, est.source,
