@@ -75,7 +75,7 @@ async def check_schema(doc: Doctor) -> None:
         found = await rt.store.schema_version()
     except StoreError as exc:
         doc.add("database", "fail", f"DATABASE_URL answered with an error: {exc.detail}",
-                "check the database user's rights (README's Deploy, step 2)")
+                "check the database user's rights (docs/deploying/index.md, step 2)")
         return
     doc.add("database", "pass", "reachable through DATABASE_URL")
     expected = code_schema_version()
@@ -88,7 +88,7 @@ async def check_schema(doc: Doctor) -> None:
     if found < expected:
         doc.add("schema", "fail", f"the database has schema {found}, this code needs {expected}",
                 "run `python -m aiqueue migrate up --runtime-role ROLE` as the database owner "
-                "(README's Deploy, step 2)")
+                "(docs/deploying/index.md, step 2)")
     elif found > expected:
         doc.add("schema", "pass", f"schema {found}, newer than this code's {expected}: "
                                   "deploy the newer code")

@@ -65,7 +65,7 @@ class Report:
 def settings_failed(exc: SettingsError) -> Report:
     """The report when the settings themselves are invalid: nothing else can be checked."""
     return Report([Check("settings", "fail", exc.detail,
-                         "correct the variable named above (CONTRACT §2, README's Deploy)")])
+                         "correct the variable named above (docs/reference/configuration.md)")])
 
 
 @dataclass
