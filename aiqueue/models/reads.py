@@ -183,6 +183,8 @@ class SubmissionResult:
     result_queue_id: QueueId | None = None
     review: str | None = None
     adjusted_result: dict[str, Any] | None = None
+    # Other submissions on the page with the same answer, marked once (CONTRACT §10c).
+    same_answers: int = 0
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
@@ -199,4 +201,5 @@ class SubmissionResult:
             result_queue_id=row["result_queue_id"],
             review=row["review"],
             adjusted_result=loads("adjusted_result"),
+            same_answers=row["same_answers"],
         )

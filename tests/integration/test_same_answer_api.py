@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from aiqueue.web.app import create_app
-from tests.conftest import AUTH, app_client, make_settings
+from tests.conftest import AUTH, SECRET, app_client, make_settings
 
 # Words no id, key or name of the queue could contain by chance.
 ANSWERS = ["Quixotic Zebra", "quixotic  zebra.", "QUIXOTIC ZEBRA!", "Jovial Walrus",
@@ -112,3 +112,14 @@ async def test_no_answer_text_in_a_table_a_log_or_the_export(
     assert not any(n in export.text.lower() for n in needles)
     logged = " ".join(r.getMessage() for r in caplog.records).lower()
     assert "enqueue" in logged and not any(n in logged for n in needles)
+
+
+async def test_the_teacher_page_says_how_many_others_share_the_answer(
+        client: httpx.AsyncClient, conn: asyncpg.Connection) -> None:
+    await enqueue(client, await add(conn, ANSWERS))
+    page = "/results/assignments/hw-s"
+    r = await client.post("/ai-queue/login", data={"password": SECRET, "next": page})
+    assert r.status_code == 303
+    text = (await client.get(page)).text
+    assert text.count("same answer as 2 others") == 3
+    assert text.count("same answer as 1 other<") == 2
