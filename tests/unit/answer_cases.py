@@ -32,5 +32,11 @@ CASES: list[tuple[str, str]] = [
     (".", ""),
     ("!", ""),
     ("a.b.", "a.b"),
+    ("Oxygen.  ", "oxygen"),
+    ("Oxygen  .", "oxygen"),
+    ("two  spaces.", "two spaces"),
+    ("tab\tthen.", "tab then"),
+    (" . ", ""),
+    ("ÉLAN.", "élan"),
     ("½", "1⁄2"),
 ]

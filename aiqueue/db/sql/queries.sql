@@ -50,8 +50,7 @@ subs AS MATERIALIZED (
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
 ),
 todo AS MATERIALIZED (
-    SELECT o.id, o.k, nextval('ai_marking_queue_seq_seq'::regclass) AS seq, o.answer_key,
-           gen_random_uuid() AS queue_id
+    SELECT o.id, o.k, nextval('ai_marking_queue_seq_seq'::regclass) AS seq, o.answer_key
     FROM (SELECT x.id, row_number() OVER (ORDER BY x.ord) - 1 AS k, x.answer_key
           FROM subs x
           WHERE (NOT x.marked OR $6::boolean)
@@ -97,17 +96,27 @@ payload AS (
         last_used_at = greatest(p.last_used_at, now())
     RETURNING p.id
 ),
+-- One row per key (a hash aggregate, no sort): its first new row, and its
+-- leader's queue_id, a live row's or the one the first new row will get.
 leaders AS MATERIALIZED (
-    SELECT DISTINCT ON (t.answer_key) t.answer_key,
-           coalesce((SELECT q.queue_id FROM ai_marking_queue q
-                     WHERE q.answer_key = t.answer_key AND q.leader_id IS NULL
-                       AND q.status IN ('pending', 'processing') AND q.pool = $8::text
-                       AND q.kind = $7::text
-                       AND q.payload_id IS NOT DISTINCT FROM (SELECT id FROM payload)
-                     ORDER BY q.seq LIMIT 1),
-                    t.queue_id) AS leader_id
-    FROM todo t WHERE t.answer_key IS NOT NULL
-    ORDER BY t.answer_key, t.seq
+    SELECT k.answer_key, k.first_seq, k.live IS NULL AS new_leader,
+           coalesce(k.live, gen_random_uuid()) AS leader_id
+    FROM (SELECT t.answer_key, min(t.seq) AS first_seq,
+                 (SELECT q.queue_id FROM ai_marking_queue q
+                  WHERE q.answer_key = t.answer_key AND q.leader_id IS NULL
+                    AND q.status IN ('pending', 'processing') AND q.pool = $8::text
+                    AND q.kind = $7::text
+                    AND q.payload_id IS NOT DISTINCT FROM (SELECT id FROM payload)
+                  ORDER BY q.seq LIMIT 1) AS live
+          FROM todo t WHERE t.answer_key IS NOT NULL
+          GROUP BY t.answer_key) k
+),
+lead AS (
+    SELECT t.*, CASE WHEN l.new_leader AND l.first_seq = t.seq THEN l.leader_id
+                     ELSE gen_random_uuid() END AS queue_id,
+           CASE WHEN NOT (l.new_leader AND l.first_seq = t.seq) THEN l.leader_id END
+               AS leader_id
+    FROM todo t LEFT JOIN leaders l ON l.answer_key = t.answer_key
 ),
 inserted AS (
     INSERT INTO ai_marking_queue (queue_id, seq, submission_id, assignment_id, group_key, turn,
@@ -118,11 +127,10 @@ inserted AS (
            run.run_id, $3, (SELECT id FROM payload), $7::text, $8::text,
            -- Not before $9 (§9d): not due until then, like a retry's backoff.
            $9::timestamptz,
-           CASE WHEN l.leader_id <> t.queue_id THEN 'infinity'::timestamptz
+           CASE WHEN t.leader_id IS NOT NULL THEN 'infinity'::timestamptz
                 ELSE coalesce($9::timestamptz, now()) END,
-           $10::timestamptz, t.answer_key, nullif(l.leader_id, t.queue_id)
-    FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
-    LEFT JOIN leaders l ON l.answer_key = t.answer_key
+           $10::timestamptz, t.answer_key, t.leader_id
+    FROM lead t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
     RETURNING queue_id, seq, leader_id IS NOT NULL AS copies
 )

@@ -20,22 +20,37 @@
 -- one space, trimmed, a final `.` or `!` dropped.  aiqueue/answers.py
 -- normalise() is its specification; tests/integration/test_same_answer_key.py
 -- holds the two to one table.
+-- The common case first, at a fraction of the cost (the enqueue keys 10,000
+-- answers in its one statement): printable ASCII words with single spaces,
+-- which NFKC, the folds, the collapse and the trim leave as they are, and
+-- whose lower case the "C" collation gives byte by byte.
 CREATE OR REPLACE FUNCTION aiqueue_answer_norm(answer text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT btrim(regexp_replace(btrim(regexp_replace(
-               replace(translate(lower(normalize(answer, NFKC)), 'ς', 'σ'), 'ß', 'ss'),
-               '[\t\n\v\f\r \u001c-\u001f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+',
-               ' ', 'g'), ' '), '[.!]$', ''), ' ')
+    SELECT CASE
+        WHEN answer ~ '^[!-~]+( [!-~]+)*$'
+        THEN CASE WHEN right(answer, 1) IN ('.', '!')
+                  THEN rtrim(left(lower(answer COLLATE "C"), -1), ' ')
+                  ELSE lower(answer COLLATE "C") END
+        ELSE btrim(regexp_replace(btrim(regexp_replace(
+                 replace(translate(lower(normalize(answer, NFKC)), 'ς', 'σ'), 'ß', 'ss'),
+                 '[\t\n\v\f\r \u001c-\u001f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+',
+                 ' ', 'g'), ' '), '[.!]$', ''), ' ')
+    END
 $$;
 
 -- HMAC-SHA256 of the normalised answer (RFC 2104, with the built-in sha256):
 -- `inner_pad` and `outer_pad` are the key, padded to sha256's 64-byte block,
 -- XORed with 0x36 and 0x5c (aiqueue/answers.py AnswerKey).  NULL pads
 -- ("mark_each") or no content: NULL, a row marked on its own.
+-- STABLE as convert_to is: so the planner inlines it into the enqueue (an
+-- IMMUTABLE wrapper around a STABLE call is run row by row, twice as slow).
 CREATE OR REPLACE FUNCTION aiqueue_answer_key(answer text, inner_pad bytea, outer_pad bytea)
-RETURNS bytea LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT sha256(outer_pad || sha256(inner_pad
-                                      || convert_to(aiqueue_answer_norm(answer), 'UTF8')))
+RETURNS bytea LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    -- mark_each (no pads) normalises nothing.
+    SELECT CASE WHEN inner_pad IS NOT NULL AND answer IS NOT NULL
+                THEN sha256(outer_pad || sha256(inner_pad || convert_to(
+                                                    aiqueue_answer_norm(answer), 'UTF8')))
+           END
 $$;
 
 -- The leader `p_leader` completed: its followers complete with its result
