@@ -70,7 +70,7 @@ BEGIN
     ),
     rows AS MATERIALIZED (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key, q.kind,
-               q.pool
+               q.pool, q.lane
         FROM ai_marking_queue q
         WHERE q.leader_id = p_leader AND q.status = 'pending' AND q.run_after = 'infinity'
         ORDER BY q.queue_id
@@ -104,7 +104,7 @@ BEGIN
                                         processing_seconds, kind, pool, lane)
         SELECT r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key,
                lead.result, prev.ai_result, prev.ai_marked_at, lead.model, 0, 0, 0, NULL,
-               r.kind, r.pool, 'live'
+               r.kind, r.pool, r.lane
         FROM rows r JOIN prev ON prev.id = r.submission_id CROSS JOIN lead
         ON CONFLICT (queue_id) DO NOTHING
     )
