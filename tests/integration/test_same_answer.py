@@ -198,3 +198,15 @@ async def test_two_instances_apply_leader_and_members_once_each(
         "SELECT count(DISTINCT submission_id) FROM ai_marking_results") == 100
     assert await conn.fetchval("SELECT count(*) FROM submissions "
                                "WHERE ai_marked_at IS NULL AND id = ANY($1::uuid[])", ids) == 0
+
+
+async def test_a_remark_groups_the_same_way(store: Store, conn: asyncpg.Connection) -> None:
+    ids = await add_answers(conn, ["Oxygen", "oxygen.", "water"])
+    await conn.execute("UPDATE submissions SET ai_result = '{\"score\": 1}', "
+                       "ai_marked_at = now() WHERE id = ANY($1::uuid[])", ids)
+    out = enqueued(await store.enqueue(ids, "hw-1", 0, {"q": "1"}, remark=True,
+                                       answer_key=KEY))
+    assert (len(out.queue_ids), out.same_answers) == (3, 1)
+    calls: Counter[str] = Counter()
+    await drain(store, calls)
+    assert sum(calls.values()) == 2

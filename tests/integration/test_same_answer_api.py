@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
+from aiqueue.db.store import Store, connect_pool
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, SECRET, app_client, make_settings
 
@@ -123,3 +124,32 @@ async def test_the_teacher_page_says_how_many_others_share_the_answer(
     text = (await client.get(page)).text
     assert text.count("same answer as 2 others") == 3
     assert text.count("same answer as 1 other<") == 2
+
+
+async def test_each_copy_is_reviewed_on_its_own_and_its_row_names_the_leader(
+        client: httpx.AsyncClient, conn: asyncpg.Connection, db_url: str) -> None:
+    ids = await add(conn, ANSWERS[:3])
+    await enqueue(client, ids)
+    store = Store(await connect_pool(db_url, max_size=2))
+    try:
+        await conn.execute("UPDATE ai_queue_control SET paused = false")
+        job = await store.claim(0, 5)
+        assert job is not None and await store.claim(0, 5) is None
+        assert await store.complete(job.queue_id, job.dispatch_seq,
+                                    {"score": 2, "max_score": 5}, None)
+    finally:
+        await store.close()
+    copies = [r["queue_id"] for r in await conn.fetch(
+        "SELECT queue_id FROM ai_marking_queue WHERE leader_id = $1", job.queue_id)]
+    assert len(copies) == 2
+    r = await client.post(f"/api/marking/queue/{copies[0]}/revert", headers=AUTH)
+    assert r.status_code == 200, r.text
+    reviews = dict(await conn.fetch("SELECT queue_id, review FROM ai_marking_results"))
+    assert reviews[copies[0]] == "reverted"
+    assert reviews[copies[1]] != "reverted" and reviews[job.queue_id] != "reverted"
+    marks = dict(await conn.fetch("SELECT id, ai_result::text FROM submissions "
+                                  "WHERE id = ANY($1::uuid[])", ids))
+    assert sum(m is None for m in marks.values()) == 1
+    await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
+    page = await client.get(f"/ai-queue/rows/{copies[1]}")
+    assert f"same answer as row {job.queue_id}" in page.text

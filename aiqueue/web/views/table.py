@@ -34,10 +34,16 @@ class TableRow:
 
 
 def waiting_text(row: QueueRow) -> str:
-    """Why a pending row is not dispatched yet, in words ('' when nothing holds it)."""
-    if row.resumes_at is None:
+    """Why a pending row is not dispatched yet, in words ('' when nothing holds it); a row
+    of the same answer as another (CONTRACT §10c) names that row, also once it copied."""
+    if row.resumes_at is not None:
+        return f"paused: budget until {row.resumes_at.astimezone(UTC):%H:%M} UTC"
+    if row.same_answer_as is None:
         return ""
-    return f"paused: budget until {row.resumes_at.astimezone(UTC):%H:%M} UTC"
+    lead = str(row.same_answer_as)
+    if row.status == "pending":
+        return f"same answer as row {lead}: its mark, when it has one"
+    return f"same answer as row {lead}: its mark, copied"
 
 
 def processing_seconds(row: QueueRow, now: datetime) -> float | None:
