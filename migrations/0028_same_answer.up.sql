@@ -9,8 +9,9 @@
 -- 'infinity', which every claim and the batch packer already step over.
 ALTER TABLE ai_marking_queue ADD COLUMN answer_key bytea, ADD COLUMN leader_id uuid;
 
--- The enqueue's look-up of a live leader with the same answer.
-CREATE INDEX ai_marking_queue_answer_idx ON ai_marking_queue (answer_key)
+-- The enqueue's look-up of the live leaders of a payload (none: 0), by answer.
+CREATE INDEX ai_marking_queue_answer_idx
+    ON ai_marking_queue ((coalesce(payload_id, 0)), answer_key)
     WHERE answer_key IS NOT NULL AND leader_id IS NULL
       AND status IN ('pending', 'processing');
 

@@ -97,20 +97,24 @@ payload AS (
         last_used_at = greatest(p.last_used_at, now())
     RETURNING p.id
 ),
--- One row per key (a hash aggregate, no sort): its first new row, and its
+-- The live leaders of this pool, kind and payload (one probe of their index),
+-- then one row per key (a hash aggregate, no sort): its first new row, and its
 -- leader's queue_id, a live row's or the one the first new row will get.
+live AS MATERIALIZED (
+    SELECT DISTINCT ON (q.answer_key) q.answer_key, q.queue_id
+    FROM ai_marking_queue q
+    WHERE coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
+      AND q.answer_key IS NOT NULL AND q.leader_id IS NULL
+      AND q.status IN ('pending', 'processing') AND q.pool = $8::text AND q.kind = $7::text
+      AND $11::bytea IS NOT NULL
+    ORDER BY q.answer_key, q.seq
+),
 leaders AS MATERIALIZED (
-    SELECT k.answer_key, k.first_seq, k.live IS NULL AS new_leader,
-           coalesce(k.live, gen_random_uuid()) AS leader_id
-    FROM (SELECT t.answer_key, min(t.seq) AS first_seq,
-                 (SELECT q.queue_id FROM ai_marking_queue q
-                  WHERE q.answer_key = t.answer_key AND q.leader_id IS NULL
-                    AND q.status IN ('pending', 'processing') AND q.pool = $8::text
-                    AND q.kind = $7::text
-                    AND q.payload_id IS NOT DISTINCT FROM (SELECT id FROM payload)
-                  ORDER BY q.seq LIMIT 1) AS live
-          FROM todo t WHERE t.answer_key IS NOT NULL
-          GROUP BY t.answer_key) k
+    SELECT t.answer_key, min(t.seq) AS first_seq, l.queue_id IS NULL AS new_leader,
+           coalesce(l.queue_id, gen_random_uuid()) AS leader_id
+    FROM todo t LEFT JOIN live l ON l.answer_key = t.answer_key
+    WHERE t.answer_key IS NOT NULL
+    GROUP BY t.answer_key, l.queue_id
 ),
 lead AS (
     SELECT t.*, CASE WHEN l.new_leader AND l.first_seq = t.seq THEN l.leader_id
@@ -192,10 +196,10 @@ marks AS (
                     WHERE q.answer_key = a.answer_key AND q.leader_id IS NULL
                       AND q.status IN ('pending', 'processing') AND q.pool = $5::text
                       AND q.kind = $9::text
-                      AND q.payload_id IS NOT DISTINCT FROM (
+                      AND coalesce(q.payload_id, 0) = coalesce((
                           SELECT p.id FROM ai_marking_payloads p
                           WHERE p.sha256 = sha256(convert_to($10::jsonb::text, 'UTF8'))
-                            AND $10::jsonb <> '{}'::jsonb))) AS n
+                            AND $10::jsonb <> '{}'::jsonb), 0))) AS n
 ),
 est AS (
     SELECT * FROM aiqueue_estimate($5::text, $2::text)
