@@ -23,6 +23,10 @@ from aiqueue.answers import AnswerKey
 from aiqueue.db.gateway import queries
 from aiqueue.db.pool import Limits
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Completed
+from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig
+from aiqueue.settings.money import NO_MONEY
+from aiqueue.settings.plan import ClaimPlan
 from bench.common import fresh_database
 
 KEY = AnswerKey.derive("bench-secret-0123456789-abcdefgh")
@@ -110,11 +114,14 @@ async def short_answer_class(name: str, keyed: bool, students: int = 30,
             ids = await _seed(dsn, answers, f"quiz-{q}")
             await store.enqueue(ids, f"quiz-{q}", 0, {"question": q},
                                 answer_key=KEY if keyed else None)
-        while (job := await store.claim(0, 5)) is not None:
+        plan = ClaimPlan.build(QueueConfig({DEFAULT_POOL: Pool(DEFAULT_POOL, 0)},
+                                           {DEFAULT_KIND: Kind(DEFAULT_KIND, DEFAULT_POOL)}),
+                               5, 60.0, NO_MONEY)
+        while (job := await store.claim(plan)) is not None:
             calls += 1
             cost += PRICE_USD
-            await store.complete(job.queue_id, job.dispatch_seq, {"score": 1},
-                                 {**USAGE, "cost_usd": PRICE_USD})
+            await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1},
+                                           {**USAGE, "cost_usd": PRICE_USD}), plan)
         conn = await asyncpg.connect(dsn)
         try:
             marked = await conn.fetchval(

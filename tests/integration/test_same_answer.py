@@ -13,12 +13,14 @@ import pytest
 
 from aiqueue.answers import AnswerKey, normalise
 from aiqueue.db.store import Store, connect_pool
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from tests.conftest import enqueued
 from tests.integration.conftest import STORE_POOL
+from tests.plans import plan_of, settle_one
 
 KEY = AnswerKey.derive("a-test-secret-of-some-length-000")
 THRESHOLD = 5
+PLAN = plan_of(0, THRESHOLD)
 WORDS = ["oxygen", "chloroplasts", "I don't know", "photosynthesis", "carbon dioxide",
          "glucose", "water", "sunlight", "stomata", "chlorophyll"]
 
@@ -52,15 +54,26 @@ def mark_of(content: str) -> dict[str, Any]:
 
 async def drain(store: Store, calls: Counter[str]) -> None:
     """Claim and complete until nothing is due (no cap); count the model's calls."""
-    while (job := await store.claim(0, THRESHOLD)) is not None:
+    while (job := await store.claim(PLAN)) is not None:
         await complete(store, job, calls)
+
+
+async def drain_settling(store: Store, calls: Counter[str]) -> None:
+    """As drain, through the webhook's path: each result settled with the next claim."""
+    job = await store.claim(PLAN)
+    while job is not None:
+        calls[job.content] += 1
+        applied, job = await settle_one(store, Completed(
+            job.queue_id, job.dispatch_seq, mark_of(job.content),
+            {"prompt_tokens": 100, "completion_tokens": 10, "cost_usd": 0.01}), PLAN)
+        assert applied
 
 
 async def complete(store: Store, job: Job, calls: Counter[str]) -> None:
     calls[job.content] += 1
-    assert await store.complete(job.queue_id, job.dispatch_seq, mark_of(job.content),
-                                {"prompt_tokens": 100, "completion_tokens": 10,
-                                 "cost_usd": 0.01, "model": "m"})
+    assert await store.complete(Completed(job.queue_id, job.dispatch_seq, mark_of(job.content),
+                                          {"prompt_tokens": 100, "completion_tokens": 10,
+                                           "cost_usd": 0.01, "model": "m"}), PLAN)
 
 
 async def marks(conn: asyncpg.Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:
@@ -108,7 +121,7 @@ async def test_a_later_enqueue_joins_the_live_leader(
         store: Store, conn: asyncpg.Connection) -> None:
     first = await add_answers(conn, ["Oxygen"])
     enqueued(await store.enqueue(first, "hw-1", 0, {"q": "1"}, answer_key=KEY))
-    job = await store.claim(0, THRESHOLD)
+    job = await store.claim(PLAN)
     assert job is not None
     later = await add_answers(conn, ["oxygen.", "oxygen"], "hw-2")
     out = enqueued(await store.enqueue(later, "hw-2", 0, {"q": "1"}, answer_key=KEY))
@@ -128,10 +141,10 @@ async def leader_and_followers(store: Store, conn: asyncpg.Connection, n: int = 
                                ) -> tuple[Job, list[uuid.UUID]]:
     ids = await add_answers(conn, ["Oxygen"] * n)
     enqueued(await store.enqueue(ids, "hw-1", 0, {"q": "1"}, answer_key=KEY))
-    job = await store.claim(0, THRESHOLD)
+    job = await store.claim(PLAN)
     assert job is not None
     # The claim never dispatches a follower.
-    assert await store.claim(0, THRESHOLD) is None
+    assert await store.claim(PLAN) is None
     return job, ids
 
 
@@ -140,9 +153,9 @@ async def test_a_leader_that_fails_for_good_hands_over_with_no_attempt_used(
     job, ids = await leader_and_followers(store, conn)
     assert await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
                                       max_attempts=3, error="bad", outcome="failed") == "failed"
-    heir = await store.claim(0, THRESHOLD)
+    heir = await store.claim(PLAN)
     assert heir is not None and heir.attempt == 1 and heir.queue_id != job.queue_id
-    assert await store.claim(0, THRESHOLD) is None
+    assert await store.claim(PLAN) is None
     calls: Counter[str] = Counter()
     await complete(store, heir, calls)
     got = await marks(conn, ids)
@@ -155,7 +168,7 @@ async def test_a_cancelled_leader_hands_over(store: Store, conn: asyncpg.Connect
     out = enqueued(await store.enqueue(ids, "hw-1", 0, {"q": "1"}, answer_key=KEY))
     leader = await conn.fetchval("SELECT queue_id FROM ai_marking_queue WHERE leader_id IS NULL")
     assert await store.cancel_row(leader, "test")
-    heir = await store.claim(0, THRESHOLD)
+    heir = await store.claim(PLAN)
     assert heir is not None and heir.queue_id in out.queue_ids and heir.queue_id != leader
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue WHERE leader_id = $1",
                                heir.queue_id) == 1
@@ -166,7 +179,7 @@ async def test_erasing_a_leader_in_flight_still_marks_the_rest(
     job, ids = await leader_and_followers(store, conn)
     await store.erase([job.submission_id], "api")
     calls: Counter[str] = Counter()
-    late = await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+    late = await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}), PLAN)
     assert not late  # its row is gone: nothing applied
     await drain(store, calls)
     assert sum(calls.values()) == 1
@@ -188,7 +201,8 @@ async def test_two_instances_apply_leader_and_members_once_each(
     try:
         enqueued(await stores[0].enqueue(ids, "hw-1", 0, {"q": "1"}, answer_key=KEY))
         calls: Counter[str] = Counter()
-        await asyncio.gather(*(drain(s, calls) for s in stores))
+        # One instance completes results alone, the other settles them with its next claim.
+        await asyncio.gather(drain(stores[0], calls), drain_settling(stores[1], calls))
         assert sum(calls.values()) == 60
     finally:
         for s in stores:

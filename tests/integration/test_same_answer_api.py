@@ -13,8 +13,10 @@ import httpx
 import pytest
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Completed
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, SECRET, app_client, make_settings
+from tests.plans import plan_of
 
 # Words no id, key or name of the queue could contain by chance.
 ANSWERS = ["Quixotic Zebra", "quixotic  zebra.", "QUIXOTIC ZEBRA!", "Jovial Walrus",
@@ -133,10 +135,10 @@ async def test_each_copy_is_reviewed_on_its_own_and_its_row_names_the_leader(
     store = Store(await connect_pool(db_url, max_size=2))
     try:
         await conn.execute("UPDATE ai_queue_control SET paused = false")
-        job = await store.claim(0, 5)
-        assert job is not None and await store.claim(0, 5) is None
-        assert await store.complete(job.queue_id, job.dispatch_seq,
-                                    {"score": 2, "max_score": 5}, None)
+        job = await store.claim(plan_of())
+        assert job is not None and await store.claim(plan_of()) is None
+        assert await store.complete(Completed(job.queue_id, job.dispatch_seq,
+                                              {"score": 2, "max_score": 5}), plan_of())
     finally:
         await store.close()
     copies = [r["queue_id"] for r in await conn.fetch(

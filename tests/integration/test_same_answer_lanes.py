@@ -10,12 +10,14 @@ import pytest
 
 from aiqueue.answers import AnswerKey
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from aiqueue.queue.overnight import lane_times
 from aiqueue.settings import ModelPrice
 from aiqueue.settings.kinds import DEFAULT_POOL
 from aiqueue.settings.money import Money, PoolMoney
 from tests.conftest import enqueued
 from tests.integration.batch_kit import Rig, lane_rig
+from tests.plans import plan_of
 
 pytestmark = pytest.mark.e2e
 KEY = AnswerKey.derive("a-test-secret-of-some-length-000")
@@ -66,12 +68,13 @@ async def test_copies_spend_nothing_under_a_spend_cap(store: Store,
                            [(i, "Xylem" if k % 2 else "phloem.") for k, i in enumerate(ids)])
     enqueued(await store.enqueue(ids, "hw-c", 0, {"q": 1}, answer_key=KEY))
     calls = 0
-    while (job := await store.claim(1, 5, money=money)) is not None:
+    plan = plan_of(1, 5, money=money)
+    while (job := await store.claim(plan)) is not None:
         calls += 1
-        assert await store.complete(job.queue_id, job.dispatch_seq, {"score": calls},
-                                    {"model": "m", "prompt_tokens": 500_000,
-                                     "completion_tokens": 500_000, "cost_usd": 1.0},
-                                    money=money)
+        assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": calls},
+                                              {"model": "m", "prompt_tokens": 500_000,
+                                               "completion_tokens": 500_000, "cost_usd": 1.0}),
+                                    plan)
     assert calls == 2
     assert await conn.fetchval("SELECT count(*) FROM submissions "
                                "WHERE ai_marked_at IS NOT NULL AND assignment_id = 'hw-c'") == 10
