@@ -31,19 +31,17 @@ class TableRow:
     waiting: str = ""
     # "scheduled for …" while a pending row waits for its not_before (CONTRACT §9d).
     scheduled: str = ""
+    # The row whose mark this one copies (the same answer, CONTRACT §10c), else "".
+    same_answer_as: str = ""
 
 
 def waiting_text(row: QueueRow) -> str:
-    """Why a pending row is not dispatched yet, in words ('' when nothing holds it); a row
-    of the same answer as another (CONTRACT §10c) names that row, also once it copied."""
+    """Why a pending row is not dispatched yet, in words ('' when nothing holds it)."""
     if row.resumes_at is not None:
         return f"paused: budget until {row.resumes_at.astimezone(UTC):%H:%M} UTC"
-    if row.same_answer_as is None:
-        return ""
-    lead = str(row.same_answer_as)
-    if row.status == "pending":
-        return f"same answer as row {lead}: its mark, when it has one"
-    return f"same answer as row {lead}: its mark, copied"
+    if row.same_answer_as is not None and row.status == "pending":
+        return f"same answer as row {str(row.same_answer_as)[:8]}: its mark"
+    return ""
 
 
 def processing_seconds(row: QueueRow, now: datetime) -> float | None:
@@ -73,6 +71,7 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         can_cancel=row.status == "pending",
         waiting=waiting_text(row),
         scheduled=fmt_scheduled(row.scheduled_for(now)),
+        same_answer_as=str(row.same_answer_as or ""),
     )
 
 
