@@ -37,10 +37,18 @@ from aiqueue.models.reads import (
     SubmissionResult,
     SubmissionStatus,
 )
-from aiqueue.models.review import AppliedResult, Review, ReviewOutcome, TallyRow, UsageRow
+from aiqueue.models.review import (
+    AppliedResult,
+    CacheCounter,
+    Review,
+    ReviewOutcome,
+    TallyRow,
+    UsageRow,
+)
 from aiqueue.models.security import ANY_ROLE, AppRole, Exposure, ObjectKind, Reader
 
 __all__ = [
+    "CacheCounter",
     "ANY_ROLE", "AppRole", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
     "Completed", "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure",
     "Job",

@@ -10,6 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue.models.queue import QueueId, Row, Status, SubmissionId
+from aiqueue.settings.kinds import Lane
 
 _CURSOR = re.compile(r"^(\d{1,20})-(\d{1,20})(?:-(\d{1,9}))?$")
 
@@ -103,6 +104,9 @@ class SubmissionStatus:
     paused_by: str | None = None
     # A pending row's not_before while it is still to come (CONTRACT §9d).
     scheduled_for: datetime | None = None
+    # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
+    lane: Lane = "live"
+    deadline: datetime | None = None
     # A pending row that will copy this row's mark (the same answer, CONTRACT §10c).
     same_answer_as: UUID | None = None
 
@@ -144,6 +148,9 @@ class RunProgress:
     expired: int = 0
     scheduled: int = 0
     scheduled_for: datetime | None = None
+    # CONTRACT §9f: unfinished rows on the batch lane, and the latest of their deadlines.
+    batch: int = 0
+    deadline: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> RunProgress:

@@ -48,7 +48,8 @@ LIMIT $5;
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
-           pool, coalesce(group_key, assignment_id) AS grp, not_before, leader_id
+           pool, coalesce(group_key, assignment_id) AS grp, not_before, lane, deadline,
+           leader_id
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -74,6 +75,8 @@ SELECT l.queue_id, l.status, l.attempts,
        -- Scheduled (§9d): not due before this moment.
        CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
            AS scheduled_for,
+       -- The overnight lane (§9f): the row's lane and its deadline.
+       l.lane, l.deadline,
        -- The same answer (aiqueue 0028): the row whose mark it will copy.
        CASE WHEN l.status = 'pending' THEN l.leader_id END AS same_answer_as
 FROM latest l
@@ -101,7 +104,7 @@ WITH run AS (
 ),
 rows AS MATERIALIZED (
     SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at, q.pool,
-           coalesce(q.group_key, q.assignment_id) AS grp, q.not_before
+           coalesce(q.group_key, q.assignment_id) AS grp, q.not_before, q.lane, q.deadline
     FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
     WHERE q.assignment_id = $1
 ),
@@ -124,6 +127,11 @@ SELECT (SELECT run_id FROM run) AS run_id,
            AS scheduled,
        (SELECT min(not_before) FROM rows WHERE status = 'pending' AND not_before > now())
            AS scheduled_for,
+       -- Unfinished rows on the overnight lane (§9f), and when the last is due.
+       (SELECT count(*) FROM rows
+        WHERE status IN ('pending', 'processing') AND lane = 'batch') AS batch,
+       (SELECT max(deadline) FROM rows
+        WHERE status IN ('pending', 'processing') AND lane = 'batch') AS deadline,
        CASE WHEN EXISTS (SELECT 1 FROM last) THEN (
            SELECT count(*) FROM ai_marking_queue q, last l
            WHERE q.status = 'pending'

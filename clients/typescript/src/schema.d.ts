@@ -743,6 +743,13 @@ export interface components {
             not_before?: string | null;
             /** @description expires if not dispatched by then */
             expires_at?: string | null;
+            /**
+             * @description the lane it is marked on: live, or the overnight batch lane (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description on the batch lane: marked by then (§9f) */
+            deadline?: string | null;
             /** @description §10c: the queue_id of the row with the same answer whose mark this row copies */
             same_answer_as?: string | null;
         };
@@ -858,6 +865,15 @@ export interface components {
             expired?: number;
             scheduled?: number;
             scheduled_for?: string | null;
+            /**
+             * @description "batch" while unfinished rows are on the batch lane (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description unfinished rows on the batch lane (§9f) */
+            batch?: number;
+            /** @description the latest deadline of those rows (§9f) */
+            deadline?: string | null;
         };
         RunReverted: {
             reverted: number;
@@ -931,6 +947,13 @@ export interface components {
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description pending, not due before then */
             scheduled_for?: string | null;
+            /**
+             * @description the lane its row is marked on (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description on the batch lane: marked by then (§9f) */
+            deadline?: string | null;
             /** @description §10c: pending, and will copy the mark of this queue row (the same answer) */
             same_answer_as?: string | null;
         };
@@ -942,6 +965,10 @@ export interface components {
             unpriced_jobs: number;
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
+            cache_read_tokens?: number;
+            cache_write_tokens?: number;
+            cache_saved_tokens?: number;
+            cache_saved_usd?: number | null;
             key: string;
         };
         UsageReport: {
@@ -959,6 +986,10 @@ export interface components {
             unpriced_jobs: number;
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
+            cache_read_tokens?: number;
+            cache_write_tokens?: number;
+            cache_saved_tokens?: number;
+            cache_saved_usd?: number | null;
         };
         WebhookBody: components["schemas"]["WebhookItem"] | components["schemas"]["WebhookItem"][];
         /** @description One result item from the marking function, with its callback token. */
@@ -976,6 +1007,8 @@ export interface components {
             error?: string;
             /** @description with a refusal: seconds to hold every dispatch */
             retry_after?: number | null;
+            /** @description with a refusal: seconds until the model's whole budget is back (its `x-ratelimit-reset-*` headers); the queue learns the model's window from it */
+            reset_after?: number | null;
             retryable?: boolean | null;
             progress?: components["schemas"]["ProgressItem"] | null;
         };
