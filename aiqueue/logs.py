@@ -29,6 +29,8 @@ ALLOWED = frozenset({
     "matched", "replayed", "erased",
     # alerts (CONTRACT §9d): the alert's name and "opened" or "resolved"
     "alert", "change",
+    # the same answer (CONTRACT §10c): a count of rows, never an answer or its key
+    "same_answers",
 })
 
 

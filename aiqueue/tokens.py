@@ -10,6 +10,8 @@ from uuid import UUID
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
+from aiqueue.answers import AnswerKey
+
 # A callback may come late (a slow model, a retried callback): accept it for as
 # long as the row could still exist unpruned.
 CALLBACK_MAX_AGE = 14 * 24 * 3600
@@ -40,6 +42,9 @@ class Tokens:
         self._events = URLSafeTimedSerializer(keys, salt="aiqueue.events")
         self._session = URLSafeTimedSerializer(keys, salt=_session_salt(session_binding))
         self._probe = URLSafeTimedSerializer(keys, salt="aiqueue.probe")
+        # The same answer's key (CONTRACT §10c), derived for that purpose alone from
+        # the newest secret: rows enqueued after a rotation start new groups.
+        self.answer_key = AnswerKey.derive(keys[-1])
 
     def callback(self, queue_id: UUID, dispatch_seq: int, attempt: int) -> str:
         return self._callback.dumps([str(queue_id), dispatch_seq, attempt])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, batchpack, cache, db, flow, loop, money, pools, records
+from bench import batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records
 from bench.common import Table, fresh_database, print_table
 
 
@@ -35,6 +35,32 @@ async def enqueue_rows(rows: Table, repeats: int) -> None:
 # on the default pool (a price known, so the cap is allowed) and a pool budget.
 MONEY_ENV = {"QUEUE_MODEL_PRICES": '{"bench-model": {"input": 1.0, "output": 4.0}}',
              "QUEUE_GROUP_USD_PER_HOUR": "1000000", "QUEUE_TOKENS_PER_MINUTE": "100000000"}
+
+
+async def groups_rows(rows: Table, repeats: int) -> None:
+    """The same answer, marked once (CONTRACT §10c): keying's cost at enqueue, interleaved
+    with the unkeyed enqueue so both see the same machine, and what groups save."""
+    for repeating in (False, True):
+        what = "a class's repeating answers" if repeating else "distinct answers"
+        plain, keyed = [], []
+        for i in range(repeats):
+            plain.append(await groups.enqueue_ms(f"bench_grp_p{i}", False, repeating))
+            keyed.append(await groups.enqueue_ms(f"bench_grp_k{i}", True, repeating))
+        for n, unit in ((0, "ms"), (1, "server CPU ms")):
+            base = sorted(p[n] for p in plain)[len(plain) // 2]
+            rows.append((f"enqueue statement, 10,000 ids, {what}, mark_each", unit,
+                         [p[n] for p in plain], None, "-"))
+            rows.append((f"enqueue statement, 10,000 ids, {what}, mark_once", unit,
+                         [k[n] for k in keyed], base, "<= 1.1x mark_each"))
+    each = await groups.short_answer_class("bench_grp_each", False)
+    once = await groups.short_answer_class("bench_grp_once", True)
+    for label, run in (("mark_each", each), ("mark_once", once)):
+        rows.append((f"short-answer class (30 x 20): model calls, {label}", "calls",
+                     [run.calls], None, "-"))
+        rows.append((f"short-answer class (30 x 20): cost, {label}", "USD",
+                     [run.cost_usd], None, "-"))
+        rows.append((f"short-answer class (30 x 20): submissions marked, {label}", "rows",
+                     [run.marked], None, "600"))
 
 
 async def loop_rows(rows: Table, repeats: int, jobs: int) -> None:
@@ -255,8 +281,9 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only in ("enqueue", "flow", "records"):
-        run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows}[only]
+    if only in ("enqueue", "flow", "records", "groups"):
+        run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows,
+               "groups": groups_rows}[only]
         await run(rows, repeats)
         print("\nall figures:", flush=True)
         print_table(rows)
@@ -289,7 +316,7 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
-                                           "pools", "money", "targets", "cache"],
+                                           "pools", "money", "targets", "cache", "groups"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

@@ -8,6 +8,7 @@ import time
 import asyncpg
 import httpx
 
+from aiqueue.answers import AnswerKey
 from aiqueue.db.store import queries
 from bench.common import free_port, fresh_database, spawn, wait_http
 from tests.plans import plan_of
@@ -111,8 +112,11 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
     conn = await asyncpg.connect(dsn)
     try:
         subs = [r["id"] for r in await conn.fetch("SELECT id FROM submissions")]
-        # Kind mark in the default pool; no not_before, no expiry.
-        args = (subs, "bulk", 0, "{}", "bulk", False, "mark", "default", None, None)
+        # Kind mark in the default pool; no not_before, no expiry; the answers keyed, as
+        # the app's default (same_answers: mark_once) keys them.
+        key = AnswerKey.derive(SECRET)
+        args = (subs, "bulk", 0, "{}", "bulk", False, "mark", "default", None, None,
+                key.inner_pad, key.outer_pad)
         await conn.fetch(queries()["enqueue"], *args)
         await conn.execute("TRUNCATE ai_marking_queue, ai_marking_events, ai_marking_groups "
                            "CASCADE")

@@ -202,5 +202,8 @@ KEYS: dict[str, dict[str, Described]] = {
         "max_attempts": V("Attempts before a row of the kind fails.", "`QUEUE_MAX_ATTEMPTS`"),
         "lane": V("The lane an enqueue of the kind takes when it names none: `live` or "
                   "`batch`."),
+        "same_answers": V("When an enqueue of the kind does not say: `mark_once` marks "
+                          "answers that are the same after normalising once and copies the "
+                          "mark; `mark_each` marks every answer.", "`mark_once`"),
     },
 }

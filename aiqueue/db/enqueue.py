@@ -11,6 +11,7 @@ from uuid import UUID
 
 import asyncpg
 
+from aiqueue.answers import AnswerKey
 from aiqueue.db.gateway import Gateway
 from aiqueue.db.pool import Database, Rollback
 from aiqueue.errors import Conflict
@@ -85,6 +86,7 @@ async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple
     outcome = Enqueued(
         queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
         already_marked=sum(r["kind"] == "marked" for r in rows),
+        same_answers=sum(r["copies"] for r in rows),
     )
     if batch is not None and outcome.queue_ids:
         await conn.execute(sql["batch_lane_rows"], outcome.queue_ids, *batch)
@@ -112,6 +114,7 @@ class EnqueueQueries(Gateway):
         not_before: datetime | None = None,
         expires_at: datetime | None = None,
         batch: tuple[datetime, datetime] | None = None,
+        answer_key: AnswerKey | None = None,
     ) -> EnqueueOutcome:
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
@@ -120,16 +123,25 @@ class EnqueueQueries(Gateway):
         `not_before` / `expires_at`: when the rows become due, and when they expire.
         `batch` (deadline, live time) puts the new rows on the overnight lane in the
         same transaction, so no live claim can take them first.
+        `answer_key` groups the same answers (CONTRACT §10c); None marks each on its own.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
-                remark, kind, pool, not_before, expires_at)
+                remark, kind, pool, not_before, expires_at,
+                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
         return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch)
 
     async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
-                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
-        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
+                      group: str, remark: bool, pool: str, money: Money, kind: str = "mark",
+                      payload: str = "{}", answer_key: AnswerKey | None = None) -> DryRun:
+        """What an enqueue would add and use; writes nothing (CONTRACT §9c).
+
+        With `answer_key`, rows that would copy a mark of the same answer are counted
+        apart (CONTRACT §10c).
+        """
         row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
-                                   group, pool, money.json())
+                                   group, pool, money.json(),
+                                   answer_key and answer_key.inner_pad,
+                                   answer_key and answer_key.outer_pad, kind, payload)
         assert row is not None, "an aggregate always answers one row"
         return DryRun.from_row(row)

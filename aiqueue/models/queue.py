@@ -22,6 +22,8 @@ PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = (
     "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
+# Why a pending row is not dispatched yet (CONTRACT §9c, §10c).
+WaitingFor = Literal["spend_cap", "same_answer"]
 
 
 def payload_key(payload_text: str) -> str:
@@ -125,15 +127,21 @@ class QueueRow:
     # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
     lane: Lane = "live"
     deadline: datetime | None = None
+    # CONTRACT §10c: the row whose mark this one copies (the same answer), else None.
+    same_answer_as: QueueId | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     @property
-    def waiting_for(self) -> Literal["spend_cap"] | None:
-        """Why a pending row is not dispatched yet: "spend_cap", or None."""
-        return "spend_cap" if self.resumes_at is not None else None
+    def waiting_for(self) -> WaitingFor | None:
+        """Why a pending row is not dispatched yet: "spend_cap", "same_answer", or None."""
+        if self.resumes_at is not None:
+            return "spend_cap"
+        if self.status == "pending" and self.same_answer_as is not None:
+            return "same_answer"
+        return None
 
     def scheduled_for(self, now: datetime) -> datetime | None:
         """When a pending row still waiting for its not_before becomes due, else None."""
@@ -235,6 +243,8 @@ class Enqueued:
 
     queue_ids: list[QueueId]
     already_marked: int = 0
+    # New rows that will copy the mark of a row with the same answer (CONTRACT §10c).
+    same_answers: int = 0
 
     def answer(self, requested: int) -> dict[str, Any]:
         """The contract's 202 body for a request of `requested` ids."""
@@ -243,6 +253,7 @@ class Enqueued:
             "skipped": requested - len(self.queue_ids) - self.already_marked,
             "already_marked": self.already_marked,
             "queue_ids": [str(q) for q in self.queue_ids],
+            "same_answers": self.same_answers,
         }
 
 
@@ -307,6 +318,9 @@ class DryRun:
     pool_day: float
     # Rows pending or in flight in the queue before these.
     ahead: int
+    # Rows that would copy the mark of a row with the same answer (CONTRACT §10c);
+    # `rows` leaves them out.
+    same_answers: int = 0
 
     @classmethod
     def from_row(cls, row: Row) -> DryRun:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from aiqueue.models.queue import QueueId, Row, Status, SubmissionId
 from aiqueue.settings.kinds import Lane
@@ -106,6 +107,8 @@ class SubmissionStatus:
     # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
     lane: Lane = "live"
     deadline: datetime | None = None
+    # A pending row that will copy this row's mark (the same answer, CONTRACT §10c).
+    same_answer_as: UUID | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:
@@ -187,6 +190,8 @@ class SubmissionResult:
     result_queue_id: QueueId | None = None
     review: str | None = None
     adjusted_result: dict[str, Any] | None = None
+    # Other submissions on the page with the same answer, marked once (CONTRACT §10c).
+    same_answers: int = 0
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
@@ -203,4 +208,5 @@ class SubmissionResult:
             result_queue_id=row["result_queue_id"],
             review=row["review"],
             adjusted_result=loads("adjusted_result"),
+            same_answers=row["same_answers"],
         )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from aiqueue import logs
+from aiqueue.answers import AnswerKey
 from aiqueue.errors import Invalid, KeyReused, UnknownKind
 from aiqueue.models import DryRun, KeyMismatch, Replayed, UnknownIds
 from aiqueue.queue import overnight
@@ -36,6 +37,7 @@ async def enqueue(
         group=request.group, remark=request.remark, key=key, kind=request.kind,
         pool=kind.pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
+        answer_key=answer_key(rt, request, kind),
     )
     match outcome:
         case KeyMismatch():
@@ -48,7 +50,8 @@ async def enqueue(
     answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
                enqueued=answer.enqueued,
-               skipped=answer.skipped, already_marked=answer.already_marked)
+               skipped=answer.skipped, already_marked=answer.already_marked,
+               same_answers=answer.same_answers)
     return answer, False
 
 
@@ -59,6 +62,13 @@ def _declared_kind(rt: Runtime, name: str) -> Kind:
         raise UnknownKind(f"kind {name!r} is not declared; the kinds are "
                           f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
     return kinds[name]
+
+
+def answer_key(rt: Runtime, request: EnqueueRequest, kind: Kind) -> AnswerKey | None:
+    """The key that groups the same answers (CONTRACT §10c): `same_answers` is the
+    request's, else its kind's, else mark_once; None: each is marked on its own."""
+    same = request.same_answers or kind.same_answers
+    return rt.tokens.answer_key if same == "mark_once" else None
 
 
 def _unknown_ids(ids: Sequence[UUID], tail: str = "") -> Invalid:
@@ -76,12 +86,14 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     lane (asked for, or the kind's default) it is priced at the pool's batch price.
     """
     money = rt.settings.money
-    _declared_kind(rt, request.kind)
+    kind = _declared_kind(rt, request.kind)
     batch = overnight.lane_of(rt, request) == "batch"
     pool = rt.settings.queue.pool_of(request.kind)
     d = await rt.store.dry_run(request.submission_ids, request.assignment_id,
                                group=request.group or request.assignment_id,
-                               remark=request.remark, pool=pool.name, money=money)
+                               remark=request.remark, pool=pool.name, money=money,
+                               kind=request.kind, payload=request.payload,
+                               answer_key=answer_key(rt, request, kind))
     if d.unknown_ids:
         raise _unknown_ids(d.unknown_ids)
     row_cost = d.batch_row_cost_usd if batch else d.row_cost_usd
@@ -89,7 +101,7 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     avg = await rt.store.recent_processing_seconds() if d.rows else None
     eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
     return EnqueueEstimate(
-        rows=d.rows, already_marked=d.already_marked,
+        rows=d.rows, already_marked=d.already_marked, same_answers=d.same_answers,
         estimated_tokens=round(d.rows * (d.prompt_tokens + d.completion_tokens)),
         estimated_cost_usd=cost, eta_seconds=eta,
         capped=would_stop(money.pool(pool.name), d, cost))

@@ -38,6 +38,9 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.Su
     # `progress` is sent only while processing: set only then (dump leaves unset fields out).
     # The store's review is checked text; the type checks it is one of the three.
     fields: dict[str, Any] = {"review": st.review, **paused(st.resumes_at, st.paused_by)}
+    if st.same_answer_as is not None and fields["waiting_for"] is None:
+        # It is marked when its leader is (CONTRACT §10c).
+        fields.update(waiting_for="same_answer", same_answer_as=st.same_answer_as)
     if st.status == "processing":
         fields["progress"] = progress_item(st.progress)
     return answers.SubmissionStatus(

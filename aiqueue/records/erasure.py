@@ -30,7 +30,8 @@ CHUNK = 200
 # "erased": erase (sql/records.sql) deletes the rows naming the
 # submission; "none": its rows can't name one, for the reason given.
 COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
-    "ai_marking_queue": ("erased", "rows by submission_id (a row in flight too)"),
+    "ai_marking_queue": ("erased", "rows by submission_id (a row in flight too), the answer's "
+                                   "key (answer_key) with its row; a group's next row leads"),
     "ai_marking_attempts": ("erased", "with their queue rows (ON DELETE CASCADE); another "
                                       "row's handoff to one of them is cleared"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),

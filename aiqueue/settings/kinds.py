@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Literal
 
+from aiqueue.answers import DEFAULT_SAME_ANSWERS, SameAnswers
 from aiqueue.errors import SettingsError
 from aiqueue.settings.prompt_cache import PromptCache
 from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
@@ -91,6 +92,9 @@ class Kind:
     max_attempts: int | None = None
     # The lane an enqueue of this kind takes when it names none.
     lane: Lane = "live"
+    # CONTRACT §10c: whether rows with the same answer share one mark, when the
+    # enqueue does not say.
+    same_answers: SameAnswers = DEFAULT_SAME_ANSWERS
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aiqueue import paths
+from aiqueue.answers import DEFAULT_SAME_ANSWERS, SAME_ANSWERS
 from aiqueue.errors import SettingsError
 from aiqueue.settings import prompt_cache
 from aiqueue.settings.kinds import DEFAULT_POOL, BatchProvider, Kind, Pool, QueueConfig
@@ -37,7 +38,7 @@ POOL_KEYS = frozenset({
 })
 KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
-    "token_env", "max_in_flight", "max_attempts", "lane",
+    "token_env", "max_in_flight", "max_attempts", "lane", "same_answers",
 })
 # Where each provider's batch API is, unless batch_base_url says otherwise.
 _BATCH_URLS: dict[BatchProvider, str] = {"openai": "https://api.openai.com/v1",
@@ -162,8 +163,13 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
     lane = body.get("lane", "live")
     if lane not in ("live", "batch"):
         raise SettingsError(f"{where}.lane must be \"live\" or \"batch\", got {lane!r}")
+    same = body.get("same_answers", DEFAULT_SAME_ANSWERS)
+    if same not in SAME_ANSWERS:
+        raise SettingsError(f"{where}.same_answers must be \"mark_once\" or \"mark_each\", "
+                            f"got {same!r}")
     kind = Kind(
         name=name, pool=pool, dispatch=target, token_env=token_env, lane=lane,
+        same_answers=same,
         max_in_flight=whole(f"{where}.max_in_flight", body.get("max_in_flight", 0), 0),
         max_attempts=whole(f"{where}.max_attempts", body["max_attempts"], 1)
         if "max_attempts" in body else None,

@@ -135,7 +135,15 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
         "status": status or "none",
         "label": label,
         "marked": row.ai_marked_at is not None or row.ai_result is not None,
+        "same_answer": same_answer_text(row.same_answers),
     }
+
+
+def same_answer_text(others: int) -> str:
+    """'same answer as 3 others': the submissions marked once with this one (§10c)."""
+    if others <= 0:
+        return ""
+    return f"same answer as {others} other{'s' if others != 1 else ''}"
 
 
 MARK_TITLE = "Mark this submission with AI"

@@ -27,12 +27,18 @@ from aiqueue.wire.fields import (
     described,
 )
 
+# Why a pending row is not dispatched yet: a spend cap (§9c), or it copies the
+# mark of a row with the same answer (§10c).
+WaitingFor = Literal["spend_cap", "same_answer"]
+
 
 class EnqueueAccepted(Wire):
     enqueued: Count
     skipped: Count
     already_marked: Count
     queue_ids: list[Uuid]
+    same_answers: Count = described(
+        "rows that will copy the mark of a row with the same answer (§10c)", default=0)
 
 
 class SpendCaps(Wire):
@@ -44,11 +50,13 @@ class SpendCaps(Wire):
 class EnqueueEstimate(Wire):
     """A dry run of the enqueue (§9c): what it would add and use; nothing was written."""
 
-    rows: Count
+    rows: Count = described("the answers that will be marked (copies of a mark excluded)")
     already_marked: Count
     estimated_tokens: Count
     estimated_cost_usd: Usd | None
     eta_seconds: Seconds
+    same_answers: Count = described(
+        "§10c: rows that would copy the mark of a row with the same answer", default=0)
     capped: SpendCaps | None = described(
         "the spend caps this run would reach, with their values; null when none would")
 
@@ -80,7 +88,7 @@ class QueueRow(Wire):
     kind: KindName = "mark"
     pool: KindName = "default"
     # A pending row paused at a spend cap (§9c): why, until when, and which cap.
-    waiting_for: Literal["spend_cap"] | None = None
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     not_before: Time | None = described("not due before (§9d)", default=None)
@@ -88,6 +96,9 @@ class QueueRow(Wire):
     lane: Lane = described("the lane it is marked on: live, or the overnight batch lane (§9f)",
                            default="live")
     deadline: Time | None = described("on the batch lane: marked by then (§9f)", default=None)
+    same_answer_as: Uuid | None = described(
+        "§10c: the queue_id of the row with the same answer whose mark this row copies",
+        default=None)
 
     @classmethod
     def of(cls, row: models.QueueRow) -> QueueRow:
@@ -99,7 +110,8 @@ class QueueRow(Wire):
             last_error=row.last_error, created_at=row.created_at, updated_at=row.updated_at,
             waiting_for=row.waiting_for, resumes_at=row.resumes_at,
             not_before=row.not_before, expires_at=row.expires_at, lane=row.lane,
-            deadline=row.deadline if row.lane == "batch" else None)
+            deadline=row.deadline if row.lane == "batch" else None,
+            same_answer_as=row.same_answer_as)
 
 
 class QueuePage(Wire):
@@ -126,12 +138,15 @@ class SubmissionStatus(Wire):
     queue_id: Uuid | None = None
     review: Review | None = None
     progress: ProgressItem | None = None
-    waiting_for: Literal["spend_cap"] | None = None
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     scheduled_for: Time | None = described("pending, not due before then", default=None)
     lane: Lane = described("the lane its row is marked on (§9f)", default="live")
     deadline: Time | None = described("on the batch lane: marked by then (§9f)", default=None)
+    same_answer_as: Uuid | None = described(
+        "§10c: pending, and will copy the mark of this queue row (the same answer)",
+        default=None)
 
 
 class ReviewCounts(Wire):

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from aiqueue.answers import SameAnswers
 from aiqueue.errors import Invalid
 from aiqueue.settings.kinds import Lane
 from aiqueue.wire.base import parse
@@ -48,6 +49,8 @@ class EnqueueRequest:
     # None: the request names no lane, and its kind's default lane holds.
     lane: Lane | None = None
     deadline: datetime | None = None
+    # CONTRACT §10c; None: the kind's `same_answers`.
+    same_answers: SameAnswers | None = None
 
     @classmethod
     def parse(cls, body: object, now: datetime | None = None) -> EnqueueRequest:
@@ -64,7 +67,7 @@ class EnqueueRequest:
         return cls(b.assignment_id, b.submission_ids, b.priority or 0, payload, b.group,
                    bool(b.remark), fingerprint(body, payload), kind=b.kind or "mark",
                    dry_run=bool(b.dry_run), not_before=not_before, expires_at=expires_at,
-                   lane=lane, deadline=deadline)
+                   lane=lane, deadline=deadline, same_answers=b.same_answers)
 
 
 def parse_lane(lane: object, deadline: object, now: datetime | None = None

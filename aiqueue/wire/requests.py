@@ -112,6 +112,10 @@ class EnqueueBody(Wire):
     expires_at: Annotated[Time, SkipValidation] | None = described(
         "expired if not dispatched by then", default=None)
     expire_after_seconds: Annotated[float, Field(ge=1, le=31_536_000), SkipValidation] | None = None
+    same_answers: Literal["mark_once", "mark_each"] | None = described(
+        "§10c: mark_once (the default: the kind's `same_answers`, else mark_once) marks "
+        "answers that are the same after normalising once and copies the mark; mark_each "
+        "marks every answer", default=None)
 
 
 class WebhookUsage(Wire):

@@ -48,7 +48,8 @@ async def test_enqueue_answers_202_and_kicks_one_dispatch(
     sent = json.loads(function.calls.last.request.content)
     assert sent["payload"] == {"rubric": "r", "max_score": 10}
     again = await enqueue(client, ids)
-    assert again.json() == {"enqueued": 0, "skipped": 3, "already_marked": 0, "queue_ids": []}
+    assert again.json() == {"enqueued": 0, "skipped": 3, "already_marked": 0, "queue_ids": [],
+                            "same_answers": 0}
 
 
 async def test_enqueue_with_unknown_ids_is_422_and_enqueues_nothing(

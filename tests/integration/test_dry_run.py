@@ -58,7 +58,8 @@ async def test_a_dry_run_writes_nothing_and_says_what_a_run_would_use(
     assert r.status_code == 200, r.text
     body = r.json()
     assert set(body) == {"rows", "already_marked", "estimated_tokens", "estimated_cost_usd",
-                         "eta_seconds", "capped"}
+                         "eta_seconds", "capped", "same_answers"}
+    assert body["same_answers"] == 0  # 30 different answers
     # Nothing ran yet: the default estimate, no price, no cap.
     assert (body["rows"], body["already_marked"]) == (29, 1)
     assert body["estimated_tokens"] == 29 * 1000

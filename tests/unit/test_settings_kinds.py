@@ -223,3 +223,13 @@ def test_a_digitalocean_kinds_namespace_key_is_never_a_bearer(tmp_path: Path) ->
     assert target.function_token == "fn-token-0123456789"
     without = load_settings({k: v for k, v in env.items() if k != "AI_MARKING_FUNCTION_TOKEN"})
     assert without.target("code").function_token is None
+
+
+def test_a_kind_may_mark_each_answer(tmp_path: Path) -> None:
+    text = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "mark_each"')
+    q = load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, text))}).queue
+    assert q.kind("essay").same_answers == "mark_each"
+    assert q.kind("short").same_answers == "mark_once"
+    bad = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "once"')
+    with pytest.raises(SettingsError, match=r"kinds\.essay\.same_answers"):
+        load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, bad))})

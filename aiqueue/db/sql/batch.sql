@@ -4,10 +4,12 @@
 -- batch_lane_rows --
 -- Rows just enqueued on the batch lane (the enqueue's transaction): their
 -- deadline, and run_after = when they must go live if no batch has them ($3).
--- A row that also has a not_before (§9d) is never live before it either.
+-- A row that also has a not_before (§9d) is never live before it either.  A
+-- follower of the same answer (72_groups.sql) keeps waiting for its leader.
 UPDATE ai_marking_queue
 SET lane = 'batch', deadline = $2::timestamptz,
-    run_after = greatest($3::timestamptz, not_before)
+    run_after = CASE WHEN leader_id IS NULL THEN greatest($3::timestamptz, not_before)
+                     ELSE run_after END
 WHERE queue_id = ANY($1::uuid[]) AND status = 'pending';
 
 -- batch_open --
@@ -22,6 +24,7 @@ WITH picked AS MATERIALIZED (
     SELECT q.queue_id
     FROM ai_marking_queue q
     WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
+      AND q.run_after < 'infinity'  -- a follower of the same answer waits (72_groups.sql)
       AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
       AND (NOT aiqueue_spend_capped($5::jsonb -> $1)
            OR (aiqueue_spend_stop($5::jsonb -> $1, $1,

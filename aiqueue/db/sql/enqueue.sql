@@ -34,18 +34,25 @@
 -- Pools (migration 0019): the rows carry their kind ($7) and its pool ($8),
 -- and turns are the pool's: the head and the group's last turn are its own.
 -- $9 not_before and $10 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
+--
+-- The same answer (aiqueue 0028, CONTRACT §10c; 72_groups.sql): each answer is
+-- read here and keyed by its HMAC under $11/$12 (the derived key's pads; NULL:
+-- "mark_each", no key); only the key is stored.  The live row of the same
+-- pool, kind, payload and key, else the first new row of that key, leads; the
+-- others follow it: run_after 'infinity', never claimed.  `copies` says which.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
     ORDER BY id, ord
 ),
 subs AS MATERIALIZED (
-    SELECT ids.id, ids.ord, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked
+    SELECT ids.id, ids.ord, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
+           aiqueue_answer_key(s.content, $11::bytea, $12::bytea) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
 ),
 todo AS MATERIALIZED (
-    SELECT o.id, o.k, nextval('ai_marking_queue_seq_seq'::regclass) AS seq
-    FROM (SELECT x.id, row_number() OVER (ORDER BY x.ord) - 1 AS k
+    SELECT o.id, o.k, nextval('ai_marking_queue_seq_seq'::regclass) AS seq, o.answer_key
+    FROM (SELECT x.id, row_number() OVER (ORDER BY x.ord) - 1 AS k, x.answer_key
           FROM subs x
           WHERE (NOT x.marked OR $6::boolean)
             AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
@@ -90,24 +97,54 @@ payload AS (
         last_used_at = greatest(p.last_used_at, now())
     RETURNING p.id
 ),
+-- The live leaders of this pool, kind and payload (one probe of their index),
+-- then one row per key (a hash aggregate, no sort): its first new row, and its
+-- leader's queue_id, a live row's or the one the first new row will get.
+live AS MATERIALIZED (
+    SELECT DISTINCT ON (q.answer_key) q.answer_key, q.queue_id
+    FROM ai_marking_queue q
+    WHERE coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
+      AND q.answer_key IS NOT NULL AND q.leader_id IS NULL
+      AND q.status IN ('pending', 'processing') AND q.pool = $8::text AND q.kind = $7::text
+      AND $11::bytea IS NOT NULL
+    ORDER BY q.answer_key, q.seq
+),
+leaders AS MATERIALIZED (
+    SELECT t.answer_key, min(t.seq) AS first_seq, l.queue_id IS NULL AS new_leader,
+           coalesce(l.queue_id, gen_random_uuid()) AS leader_id
+    FROM todo t LEFT JOIN live l ON l.answer_key = t.answer_key
+    WHERE t.answer_key IS NOT NULL
+    GROUP BY t.answer_key, l.queue_id
+),
+lead AS (
+    SELECT t.*, CASE WHEN l.new_leader AND l.first_seq = t.seq THEN l.leader_id
+                     ELSE gen_random_uuid() END AS queue_id,
+           CASE WHEN NOT (l.new_leader AND l.first_seq = t.seq) THEN l.leader_id END
+               AS leader_id
+    FROM todo t LEFT JOIN leaders l ON l.answer_key = t.answer_key
+),
 inserted AS (
-    INSERT INTO ai_marking_queue (seq, submission_id, assignment_id, group_key, turn, run_id,
-                                  priority, payload_id, kind, pool, not_before, run_after,
-                                  expires_at)
+    INSERT INTO ai_marking_queue (queue_id, seq, submission_id, assignment_id, group_key, turn,
+                                  run_id, priority, payload_id, kind, pool, not_before,
+                                  run_after, expires_at, answer_key, leader_id)
     OVERRIDING SYSTEM VALUE
-    SELECT t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k, run.run_id, $3,
-           (SELECT id FROM payload), $7::text, $8::text,
+    SELECT t.queue_id, t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k,
+           run.run_id, $3, (SELECT id FROM payload), $7::text, $8::text,
            -- Not before $9 (§9d): not due until then, like a retry's backoff.
-           $9::timestamptz, coalesce($9::timestamptz, now()), $10::timestamptz
-    FROM todo t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
+           $9::timestamptz,
+           CASE WHEN t.leader_id IS NOT NULL THEN 'infinity'::timestamptz
+                ELSE coalesce($9::timestamptz, now()) END,
+           $10::timestamptz, t.answer_key, t.leader_id
+    FROM lead t CROSS JOIN grp CROSS JOIN total CROSS JOIN run
     ORDER BY t.id
-    RETURNING queue_id, seq
+    RETURNING queue_id, seq, leader_id IS NOT NULL AS copies
 )
-SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq FROM subs WHERE NOT known
+SELECT 'unknown' AS kind, id AS value, 0::bigint AS seq, false AS copies
+FROM subs WHERE NOT known
 UNION ALL
-SELECT 'marked', id, 0 FROM subs WHERE known AND marked AND NOT $6::boolean
+SELECT 'marked', id, 0, false FROM subs WHERE known AND marked AND NOT $6::boolean
 UNION ALL
-SELECT 'queued', queue_id, seq FROM inserted
+SELECT 'queued', queue_id, seq, copies FROM inserted
 ORDER BY seq;
 
 -- idempotency_claim --
@@ -133,6 +170,9 @@ UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 -- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,
 -- $6: the money plan); the group's and pool's spend in the windows that hold
 -- now; and what runs ahead of it (the pending and processing rows of every pool).
+-- The same answer (aiqueue 0028): `rows` counts only the answers that will be
+-- marked, `same_answers` the rows that would copy a mark, keyed as the enqueue
+-- keys them ($7/$8 the key's pads, NULL: mark_each; $9 the kind; $10 the payload).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT t.id FROM unnest($1::uuid[]) AS t (id)
 ),
@@ -140,14 +180,32 @@ subs AS MATERIALIZED (
     SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
            EXISTS (SELECT 1 FROM ai_marking_queue q
                    WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing'))
-               AS live
+               AS live,
+           aiqueue_answer_key(s.content, $7::bytea, $8::bytea) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
+),
+adds AS MATERIALIZED (
+    SELECT answer_key FROM subs WHERE known AND NOT live AND (NOT marked OR $3::boolean)
+),
+marks AS (
+    SELECT (SELECT count(*) FROM adds WHERE answer_key IS NULL)
+           + (SELECT count(DISTINCT a.answer_key) FROM adds a
+              WHERE a.answer_key IS NOT NULL
+                AND NOT EXISTS (
+                    SELECT 1 FROM ai_marking_queue q
+                    WHERE q.answer_key = a.answer_key AND q.leader_id IS NULL
+                      AND q.status IN ('pending', 'processing') AND q.pool = $5::text
+                      AND q.kind = $9::text
+                      AND coalesce(q.payload_id, 0) = coalesce((
+                          SELECT p.id FROM ai_marking_payloads p
+                          WHERE p.sha256 = sha256(convert_to($10::jsonb::text, 'UTF8'))
+                            AND $10::jsonb <> '{}'::jsonb), 0))) AS n
 ),
 est AS (
     SELECT * FROM aiqueue_estimate($5::text, $2::text)
 )
-SELECT (SELECT count(*) FROM subs WHERE known AND NOT live AND (NOT marked OR $3::boolean))
-           AS rows,
+SELECT (SELECT n FROM marks) AS rows,
+       (SELECT count(*) FROM adds) - (SELECT n FROM marks) AS same_answers,
        (SELECT count(*) FROM subs WHERE known AND marked AND NOT $3::boolean) AS already_marked,
        (SELECT coalesce(array_agg(id), '{}') FROM subs WHERE NOT known) AS unknown_ids,
        est.prompt_tokens, est.completion_tokens, est.source,

@@ -48,7 +48,8 @@ LIMIT $5;
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
-           pool, coalesce(group_key, assignment_id) AS grp, not_before, lane, deadline
+           pool, coalesce(group_key, assignment_id) AS grp, not_before, lane, deadline,
+           leader_id
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -75,7 +76,9 @@ SELECT l.queue_id, l.status, l.attempts,
        CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
            AS scheduled_for,
        -- The overnight lane (§9f): the row's lane and its deadline.
-       l.lane, l.deadline
+       l.lane, l.deadline,
+       -- The same answer (aiqueue 0028): the row whose mark it will copy.
+       CASE WHEN l.status = 'pending' THEN l.leader_id END AS same_answer_as
 FROM latest l
 LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 

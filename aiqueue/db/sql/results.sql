@@ -9,14 +9,18 @@ FROM ai_marking_assignments WHERE assignment_id = $1;
 -- with its AI result, the status (and last progress item) of its latest queue
 -- row, and the review of the newest result still applied (none reverted after
 -- it: that is the one the mark shows).  student_name is read through to_jsonb
--- so a host's submissions table without that column works.
+-- so a host's submissions table without that column works.  same_answers: how
+-- many other submissions of the assignment had their latest row keyed with the
+-- same answer (aiqueue 0028), so marked once.
 SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
        s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status,
        CASE WHEN q.status = 'processing' THEN q.progress::text END AS progress,
-       m.queue_id AS result_queue_id, m.review, m.adjusted_result::text AS adjusted_result
+       m.queue_id AS result_queue_id, m.review, m.adjusted_result::text AS adjusted_result,
+       CASE WHEN q.answer_key IS NOT NULL
+            THEN count(*) OVER (PARTITION BY q.answer_key) - 1 ELSE 0 END AS same_answers
 FROM submissions s
 LEFT JOIN LATERAL (
-    SELECT status, progress FROM ai_marking_queue
+    SELECT status, progress, answer_key FROM ai_marking_queue
     WHERE submission_id = s.id
     ORDER BY created_at DESC, seq DESC
     LIMIT 1

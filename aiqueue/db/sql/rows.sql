@@ -136,7 +136,8 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        lane, deadline,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at
+           AS resumes_at,
+       leader_id AS same_answer_as  -- the row whose mark it copies (aiqueue 0028)
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
@@ -173,7 +174,8 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        lane, deadline,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at
+           AS resumes_at,
+       leader_id AS same_answer_as  -- the row whose mark it copies (aiqueue 0028)
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --

@@ -34,13 +34,17 @@ class TableRow:
     # The lane it is marked on (CONTRACT §9f), and on the batch lane its deadline.
     lane: str = "live"
     deadline: str = ""
+    # The row whose mark this one copies (the same answer, CONTRACT §10c), else "".
+    same_answer_as: str = ""
 
 
 def waiting_text(row: QueueRow) -> str:
     """Why a pending row is not dispatched yet, in words ('' when nothing holds it)."""
-    if row.resumes_at is None:
-        return ""
-    return f"paused: budget until {row.resumes_at.astimezone(UTC):%H:%M} UTC"
+    if row.resumes_at is not None:
+        return f"paused: budget until {row.resumes_at.astimezone(UTC):%H:%M} UTC"
+    if row.same_answer_as is not None and row.status == "pending":
+        return f"same answer as row {str(row.same_answer_as)[:8]}: its mark"
+    return ""
 
 
 def processing_seconds(row: QueueRow, now: datetime) -> float | None:
@@ -72,6 +76,7 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         scheduled=fmt_scheduled(row.scheduled_for(now)),
         lane=row.lane,
         deadline=fmt_time(row.deadline) if row.lane == "batch" and row.deadline else "",
+        same_answer_as=str(row.same_answer_as or ""),
     )
 
 

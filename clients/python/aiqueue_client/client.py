@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Literal, cast
 from urllib.parse import quote
 
 import httpx
@@ -91,14 +91,17 @@ class AsyncMarkingClient:
                       not_before: datetime | str | None = None,
                       delay_seconds: float | None = None,
                       expires_at: datetime | str | None = None,
-                      expire_after_seconds: float | None = None) -> Enqueued:
+                      expire_after_seconds: float | None = None,
+                      same_answers: Literal["mark_once", "mark_each"] | None = None
+                      ) -> Enqueued:
         """Enqueue submissions for marking; retried safely under one Idempotency-Key.
 
         Without a key one is made, so a retry after a lost answer enqueues nothing twice.
         `kind` names the function and pool that mark them (aiqueue.toml; default `mark`).
         `not_before`/`delay_seconds` schedule the rows; `expires_at`/`expire_after_seconds`
         end them `expired` if they are not dispatched by then (an aware datetime or an
-        RFC 3339 string).
+        RFC 3339 string).  `same_answers`: "mark_once" (the default) marks answers that
+        are the same after normalising once and copies the mark; "mark_each" marks each.
         """
         key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"assignment_id": assignment_id,
@@ -108,7 +111,8 @@ class AsyncMarkingClient:
                             ("not_before", _rfc3339(not_before)),
                             ("delay_seconds", delay_seconds),
                             ("expires_at", _rfc3339(expires_at)),
-                            ("expire_after_seconds", expire_after_seconds)):
+                            ("expire_after_seconds", expire_after_seconds),
+                            ("same_answers", same_answers)):
             if value is not None:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body,

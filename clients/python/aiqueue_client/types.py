@@ -19,6 +19,8 @@ class EnqueueAccepted(TypedDict):
     skipped: int
     already_marked: int
     queue_ids: list[str]
+    # Rows that will copy the mark of a row with the same answer.
+    same_answers: NotRequired[int]
 
 
 SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
@@ -34,6 +36,8 @@ class EnqueueEstimate(TypedDict):
     eta_seconds: float | None
     # The spend caps the run would reach, with their values; None when none would.
     capped: dict[SpendCap, float] | None
+    # Rows that would copy a mark of the same answer (`rows` counts only the marked).
+    same_answers: NotRequired[int]
 
 
 class ProgressItem(TypedDict, total=False):
@@ -51,13 +55,15 @@ class SubmissionStatus(TypedDict):
     review: NotRequired[Review | None]
     progress: NotRequired[ProgressItem | None]
     # Paused at a spend cap: "spend_cap", and when it goes on by itself.
-    waiting_for: NotRequired[Literal["spend_cap"] | None]
+    waiting_for: NotRequired[Literal["spend_cap", "same_answer"] | None]
     resumes_at: NotRequired[str | None]
     paused_by: NotRequired[SpendCap | None]
     scheduled_for: NotRequired[str | None]
     # The overnight lane: "batch" rows are marked by `deadline` at batch prices.
     lane: NotRequired[Lane]
     deadline: NotRequired[str | None]
+    # Waiting for the row with the same answer, whose mark it will copy.
+    same_answer_as: NotRequired[str | None]
 
 
 class RunProgress(TypedDict):

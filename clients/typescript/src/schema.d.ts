@@ -572,14 +572,19 @@ export interface components {
             skipped: number;
             already_marked: number;
             queue_ids: string[];
+            /** @description rows that will copy the mark of a row with the same answer (§10c) */
+            same_answers?: number;
         };
         /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
         EnqueueEstimate: {
+            /** @description the answers that will be marked (copies of a mark excluded) */
             rows: number;
             already_marked: number;
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
+            /** @description §10c: rows that would copy the mark of a row with the same answer */
+            same_answers?: number;
             /** @description the spend caps this run would reach, with their values; null when none would */
             capped: components["schemas"]["SpendCaps"] | null;
         };
@@ -608,6 +613,8 @@ export interface components {
             /** @description expired if not dispatched by then */
             expires_at?: string | null;
             expire_after_seconds?: number | null;
+            /** @description §10c: mark_once (the default: the kind's `same_answers`, else mark_once) marks answers that are the same after normalising once and copies the mark; mark_each marks every answer */
+            same_answers?: ("mark_once" | "mark_each") | null;
         };
         Erased: {
             /** @description rows removed (or marks cleared) per table; all zero for an id the queue never saw */
@@ -729,7 +736,7 @@ export interface components {
             updated_at: string;
             kind?: string;
             pool?: string;
-            waiting_for?: "spend_cap" | null;
+            waiting_for?: ("spend_cap" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description not due before (§9d) */
@@ -743,6 +750,8 @@ export interface components {
             lane?: "live" | "batch";
             /** @description on the batch lane: marked by then (§9f) */
             deadline?: string | null;
+            /** @description §10c: the queue_id of the row with the same answer whose mark this row copies */
+            same_answer_as?: string | null;
         };
         Refusals: {
             rate_limited: number;
@@ -933,7 +942,7 @@ export interface components {
             queue_id?: string | null;
             review?: ("unreviewed" | "accepted" | "reverted") | null;
             progress?: components["schemas"]["ProgressItem"] | null;
-            waiting_for?: "spend_cap" | null;
+            waiting_for?: ("spend_cap" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description pending, not due before then */
@@ -945,6 +954,8 @@ export interface components {
             lane?: "live" | "batch";
             /** @description on the batch lane: marked by then (§9f) */
             deadline?: string | null;
+            /** @description §10c: pending, and will copy the mark of this queue row (the same answer) */
+            same_answer_as?: string | null;
         };
         UsageLine: {
             jobs: number;

@@ -1,0 +1,178 @@
+-- The same answer is marked once (CONTRACT §10c; migration 0028).
+--
+-- The enqueue keys each answer (aiqueue_answer_key) and makes the first live
+-- row of each (pool, kind, payload, key) its group's leader; the others are
+-- followers: pending, leader_id set, run_after = 'infinity', so no claim and
+-- no batch packer ever takes them.  Two triggers here end the wait:
+--   ai_marking_queue_group_done    the leader completed: every follower
+--                                  completes with a copy of its result, with
+--                                  zero usage and zero cost, in the same
+--                                  transaction (aiqueue_group_complete)
+--   ai_marking_queue_group_left    the leader failed for good, was cancelled,
+--   ai_marking_queue_group_erased  expired or erased: the first follower
+--                                  leads, with no attempt used (aiqueue_group_lead)
+-- A follower is exactly a pending row with leader_id set and run_after
+-- 'infinity' (a row an operator retried has a finite run_after: it is marked
+-- on its own).
+
+-- The answer as keyed: Unicode NFKC, lower case (then ß → ss and ς → σ, what
+-- case folding adds for the scripts schools write in), whitespace runs made
+-- one space, trimmed, a final `.` or `!` dropped.  aiqueue/answers.py
+-- normalise() is its specification; tests/integration/test_same_answer_key.py
+-- holds the two to one table.
+-- The common case first, at a fraction of the cost (the enqueue keys 10,000
+-- answers in its one statement): printable ASCII words with single spaces,
+-- which NFKC, the folds, the collapse and the trim leave as they are, and
+-- whose lower case the "C" collation gives byte by byte.
+CREATE OR REPLACE FUNCTION aiqueue_answer_norm(answer text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN answer ~ '^[!-~]+( [!-~]+)*$'
+        THEN CASE WHEN right(answer, 1) IN ('.', '!')
+                  THEN rtrim(left(lower(answer COLLATE "C"), -1), ' ')
+                  ELSE lower(answer COLLATE "C") END
+        ELSE btrim(regexp_replace(btrim(regexp_replace(
+                 replace(translate(lower(normalize(answer, NFKC)), 'ς', 'σ'), 'ß', 'ss'),
+                 '[\t\n\v\f\r \u001c-\u001f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+',
+                 ' ', 'g'), ' '), '[.!]$', ''), ' ')
+    END
+$$;
+
+-- HMAC-SHA256 of the normalised answer (RFC 2104, with the built-in sha256):
+-- `inner_pad` and `outer_pad` are the key, padded to sha256's 64-byte block,
+-- XORed with 0x36 and 0x5c (aiqueue/answers.py AnswerKey).  NULL pads
+-- ("mark_each") or no content: NULL, a row marked on its own.
+-- STABLE as convert_to is: so the planner inlines it into the enqueue (an
+-- IMMUTABLE wrapper around a STABLE call is run row by row, twice as slow).
+CREATE OR REPLACE FUNCTION aiqueue_answer_key(answer text, inner_pad bytea, outer_pad bytea)
+RETURNS bytea LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    -- mark_each (no pads) normalises nothing.
+    SELECT CASE WHEN inner_pad IS NOT NULL AND answer IS NOT NULL
+                THEN sha256(outer_pad || sha256(inner_pad || convert_to(
+                                                    aiqueue_answer_norm(answer), 'UTF8')))
+           END
+$$;
+
+-- The leader `p_leader` completed: its followers complete with its result
+-- (the one its submission now holds), zero usage and zero cost.  Locks: the
+-- followers' rows, then their submissions, each in key order (the erasure's
+-- order).  Each copy gets its own result record, so it is reviewed on its
+-- own; the row triggers (feed, outbox, counts) see each one complete.
+CREATE OR REPLACE FUNCTION aiqueue_group_complete(p_leader uuid) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH lead AS (
+        SELECT s.ai_result AS result, q.usage ->> 'model' AS model
+        FROM ai_marking_queue q JOIN submissions s ON s.id = q.submission_id
+        WHERE q.queue_id = p_leader
+    ),
+    rows AS MATERIALIZED (
+        SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key, q.kind,
+               q.pool, q.lane
+        FROM ai_marking_queue q
+        WHERE q.leader_id = p_leader AND q.status = 'pending' AND q.run_after = 'infinity'
+        ORDER BY q.queue_id
+        FOR UPDATE
+    ),
+    prev AS MATERIALIZED (
+        SELECT s.id, s.ai_result, s.ai_marked_at
+        FROM submissions s JOIN rows ON s.id = rows.submission_id
+        ORDER BY s.id
+        FOR UPDATE OF s
+    ),
+    sub AS (
+        UPDATE submissions s SET ai_result = lead.result, ai_marked_at = now()
+        FROM prev, lead WHERE s.id = prev.id
+    ),
+    done AS (
+        UPDATE ai_marking_queue q
+        SET status = 'completed', finished_at = now(), last_error = NULL, run_after = now(),
+            usage = jsonb_build_object('prompt_tokens', 0, 'completion_tokens', 0,
+                                       'cost_usd', 0, 'model', lead.model,
+                                       'same_answer_as', p_leader),
+            updated_at = now()
+        FROM rows, lead
+        WHERE q.queue_id = rows.queue_id
+        RETURNING q.queue_id
+    ),
+    record AS (
+        INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
+                                        result, previous_result, previous_marked_at, model,
+                                        prompt_tokens, completion_tokens, cost_usd,
+                                        processing_seconds, kind, pool, lane)
+        SELECT r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key,
+               lead.result, prev.ai_result, prev.ai_marked_at, lead.model, 0, 0, 0, NULL,
+               r.kind, r.pool, r.lane
+        FROM rows r JOIN prev ON prev.id = r.submission_id CROSS JOIN lead
+        ON CONFLICT (queue_id) DO NOTHING
+    )
+    SELECT count(*) INTO n FROM done;
+    RETURN n;
+END
+$$;
+
+-- The leader `p_gone` left its group without a result: its first follower
+-- (in enqueue order) leads, due at once (a batch-lane row: when the leader
+-- would have gone live, `p_live_at`), and the others follow it.
+CREATE OR REPLACE FUNCTION aiqueue_group_lead(p_gone uuid, p_live_at timestamptz)
+RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE
+    heir uuid;
+BEGIN
+    SELECT q.queue_id INTO heir FROM ai_marking_queue q
+    WHERE q.leader_id = p_gone AND q.status = 'pending' AND q.run_after = 'infinity'
+    ORDER BY q.seq LIMIT 1
+    FOR UPDATE;
+    IF heir IS NULL THEN
+        RETURN NULL;
+    END IF;
+    UPDATE ai_marking_queue q
+    SET leader_id = heir, updated_at = now()
+    WHERE q.leader_id = p_gone AND q.status = 'pending' AND q.run_after = 'infinity'
+      AND q.queue_id <> heir;
+    -- Due sooner: the fair walk's trigger (40_fair) forgets the group's due_at.
+    UPDATE ai_marking_queue q
+    SET leader_id = NULL, updated_at = now(),
+        run_after = CASE WHEN q.lane = 'batch' AND p_live_at > now()
+                              AND p_live_at < 'infinity'
+                         THEN p_live_at
+                         ELSE greatest(now(), q.not_before) END
+    WHERE q.queue_id = heir;
+    RETURN heir;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_group_done() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_group_complete(NEW.queue_id);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION aiqueue_group_left() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_group_lead(OLD.queue_id, OLD.run_after);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_group_done
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (NEW.status = 'completed' AND OLD.status <> 'completed'
+                       AND NEW.answer_key IS NOT NULL AND NEW.leader_id IS NULL)
+    EXECUTE FUNCTION aiqueue_group_done();
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_group_left
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (NEW.status IN ('failed', 'cancelled', 'expired')
+                       AND OLD.status IN ('pending', 'processing')
+                       AND OLD.answer_key IS NOT NULL AND OLD.leader_id IS NULL)
+    EXECUTE FUNCTION aiqueue_group_left();
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_group_erased
+    AFTER DELETE ON ai_marking_queue
+    FOR EACH ROW WHEN (OLD.status IN ('pending', 'processing')
+                       AND OLD.answer_key IS NOT NULL AND OLD.leader_id IS NULL)
+    EXECUTE FUNCTION aiqueue_group_left();
