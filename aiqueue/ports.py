@@ -17,6 +17,8 @@ from uuid import UUID
 from aiqueue.batch.lane import LaneStore
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
 from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, OutboxEntry, Status
+from aiqueue.models.agreement import Review
+from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.money import NO_MONEY, Money
 
@@ -135,8 +137,21 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
     async def batch_prune(self, older_than: float) -> None: ...
 
 
+class CalibrationStore(Protocol):
+    """queue/calibration.py: release a run's held rows, sweep the gates, read reviews."""
+
+    async def release(self, run_id: UUID, actor: str | None) -> Release: ...
+
+    async def calibration_sweep(self) -> list[tuple[UUID, Thresholds]]: ...
+
+    async def reviews(self, *, assignment_id: str | None = None, group: str | None = None,
+                      kind: str | None = None, model: str | None = None,
+                      since: datetime | None = None, run_id: UUID | None = None,
+                      calibration_only: bool = False) -> list[tuple[Review, str | None]]: ...
+
+
 class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, DeliveryStore,
-                OvernightStore, WebhookStore, Protocol):
+                OvernightStore, WebhookStore, CalibrationStore, Protocol):
     """queue/loop.py, housekeeping.py, hold.py: claim and hand out, tidy, wait out a hold."""
 
     async def claim(self, cap: int, breaker_threshold: int,

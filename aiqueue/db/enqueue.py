@@ -19,6 +19,7 @@ from aiqueue.models import (
     SubmissionId,
     UnknownIds,
 )
+from aiqueue.models.calibration import GateAsked, spread_sample
 
 # How often an enqueue runs when it keeps losing a race for a live row.
 _ENQUEUE_RUNS = 5
@@ -41,13 +42,15 @@ def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
 
 async def enqueue_rows(db: Database, sql: dict[str, str], args: tuple[Any, ...],
                        key: tuple[str, str] | None, requested: int,
-                       batch: tuple[datetime, datetime] | None) -> EnqueueOutcome:
+                       batch: tuple[datetime, datetime] | None,
+                       gate: GateAsked | None = None) -> EnqueueOutcome:
     """Run the enqueue's transaction until it does not lose a race (409 after a few)."""
     for _ in range(_ENQUEUE_RUNS):
         # Idempotent by design: a repeat skips what the first run inserted,
         # and a key's repeat replays the answer the first run saved.
         outcome = await db.write(
-            lambda conn: _enqueue_in(conn, sql, args, key, requested, batch), idempotent=True)
+            lambda conn: _enqueue_in(conn, sql, args, key, requested, batch, gate),
+            idempotent=True)
         if not isinstance(outcome, _LostRace):
             return outcome
         # The run rolled back; the next one skips the submission that got a live row.
@@ -56,7 +59,8 @@ async def enqueue_rows(db: Database, sql: dict[str, str], args: tuple[Any, ...],
 
 async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple[Any, ...],
                       key: tuple[str, str] | None, requested: int,
-                      batch: tuple[datetime, datetime] | None) -> EnqueueOutcome | _LostRace:
+                      batch: tuple[datetime, datetime] | None,
+                      gate: GateAsked | None) -> EnqueueOutcome | _LostRace:
     """The enqueue's transaction (db.write runs it; Rollback undoes it)."""
     if key is not None and not await conn.fetchval(sql["idempotency_claim"], *key):
         # The key's first request committed: replay its answer.
@@ -79,10 +83,32 @@ async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple
     outcome = Enqueued(
         queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
         already_marked=sum(r["kind"] == "marked" for r in rows),
+        run_id=next((r["value"] for r in rows if r["kind"] == "run"), None),
     )
-    if batch is not None and outcome.queue_ids:
-        await conn.execute(sql["batch_lane_rows"], outcome.queue_ids, *batch)
+    first: list[QueueId] = []
+    rest = outcome.queue_ids
+    if gate is not None and outcome.run_id is not None:
+        first = await _calibration_rows(conn, sql, outcome, gate)
+        chosen = set(first)
+        rest = [q for q in outcome.queue_ids if q not in chosen]
+    if batch is not None and rest:
+        # Calibration rows stay live: the teacher is waiting to check them.
+        await conn.execute(sql["batch_lane_rows"], rest, *batch)
+    if gate is not None and outcome.run_id is not None:
+        await conn.execute(sql["calibration_hold"], outcome.run_id, args[1], first, rest,
+                           gate.count, gate.release_when)
     if key is not None:
         answer = json.dumps(outcome.answer(requested))
         await conn.execute(sql["idempotency_save"], key[0], answer)
     return outcome
+
+
+async def _calibration_rows(conn: asyncpg.Connection, sql: dict[str, str], outcome: Enqueued,
+                            gate: GateAsked) -> list[QueueId]:
+    """The new rows marked first: a spread sample fixed by the run's id, or those named."""
+    assert outcome.run_id is not None
+    if gate.rows is not None:
+        return spread_sample(outcome.run_id, outcome.queue_ids, gate.rows)
+    rows = await conn.fetch(sql["calibration_rows_named"], outcome.queue_ids,
+                            list(gate.submission_ids))
+    return [QueueId(r["queue_id"]) for r in rows]

@@ -12,6 +12,7 @@ from aiqueue.db.enqueue import enqueue_rows
 from aiqueue.db.gateway import Gateway
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import DryRun, EnqueueOutcome, Job, Status
+from aiqueue.models.calibration import GateAsked
 from aiqueue.money import NO_MONEY, Money
 
 
@@ -39,6 +40,7 @@ class QueueQueries(Gateway):
         not_before: datetime | None = None,
         expires_at: datetime | None = None,
         batch: tuple[datetime, datetime] | None = None,
+        gate: GateAsked | None = None,
     ) -> EnqueueOutcome:
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
@@ -47,11 +49,13 @@ class QueueQueries(Gateway):
         `not_before` / `expires_at`: when the rows become due, and when they expire.
         `batch` (deadline, live time) puts the new rows on the overnight lane in the
         same transaction, so no live claim can take them first.
+        `gate` (CONTRACT §10b): the rows marked first, the rest held in the same transaction.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
                 remark, kind, pool, not_before, expires_at)
-        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch)
+        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch,
+                                  gate)
 
     async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
                       group: str, remark: bool, pool: str, money: Money) -> DryRun:

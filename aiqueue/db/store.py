@@ -10,6 +10,7 @@ a method on that file's class; a new .sql file gets a new class, listed here.
 from __future__ import annotations
 
 from aiqueue.db.batch import BatchQueries
+from aiqueue.db.calibration import CalibrationQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.live import LiveQueries
@@ -38,6 +39,7 @@ class Store(
     MonitorQueries,    # monitor.sql
     ResultsQueries,    # results.sql
     ReviewQueries,     # review.sql
+    CalibrationQueries,  # calibration.sql: the gate, agreement's reviews
     RecordsQueries,    # records.sql
     SecurityQueries,   # security.sql
     DoctorQueries,     # doctor.sql

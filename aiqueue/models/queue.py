@@ -56,6 +56,9 @@ class Job:
             pool=row["pool"],
         )
 
+# Why a pending row waits (CONTRACT §9c, §10b).
+WaitingFor = Literal["spend_cap", "calibration"]
+
 
 @dataclass(frozen=True)
 class QueueRow:
@@ -80,14 +83,18 @@ class QueueRow:
     # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
     not_before: datetime | None = None
     expires_at: datetime | None = None
+    # CONTRACT §10b: pending, held until its run's calibration is released.
+    held: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     @property
-    def waiting_for(self) -> Literal["spend_cap"] | None:
-        """Why a pending row is not dispatched yet: "spend_cap", or None."""
+    def waiting_for(self) -> WaitingFor | None:
+        """Why a pending row is not dispatched yet: "calibration", "spend_cap", or None."""
+        if self.held:
+            return "calibration"
         return "spend_cap" if self.resumes_at is not None else None
 
     def scheduled_for(self, now: datetime) -> datetime | None:
@@ -190,6 +197,8 @@ class Enqueued:
 
     queue_ids: list[QueueId]
     already_marked: int = 0
+    # The run the new rows joined (None: no row was added).
+    run_id: UUID | None = None
 
     def answer(self, requested: int) -> dict[str, Any]:
         """The contract's 202 body for a request of `requested` ids."""
@@ -198,6 +207,7 @@ class Enqueued:
             "skipped": requested - len(self.queue_ids) - self.already_marked,
             "already_marked": self.already_marked,
             "queue_ids": [str(q) for q in self.queue_ids],
+            "run_id": None if self.run_id is None else str(self.run_id),
         }
 
 

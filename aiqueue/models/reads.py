@@ -102,6 +102,8 @@ class SubmissionStatus:
     paused_by: str | None = None
     # A pending row's not_before while it is still to come (CONTRACT §9d).
     scheduled_for: datetime | None = None
+    # Held for its run's calibration (CONTRACT §10b).
+    held: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:

@@ -16,7 +16,7 @@ from aiqueue.errors import (
 )
 from aiqueue.models import Job, KeyMismatch, QueueRow, Replayed, Status, UnknownIds
 from aiqueue.ports import WebhookStore
-from aiqueue.queue import overnight, probes
+from aiqueue.queue import calibration, overnight, probes
 from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.loop import Receipt
 from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_item
@@ -49,6 +49,7 @@ async def enqueue(
         group=request.group, remark=request.remark, key=key, kind=request.kind,
         pool=kind.pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
+        gate=calibration.asked(request),
     )
     match outcome:
         case KeyMismatch():

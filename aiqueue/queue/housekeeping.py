@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from aiqueue import logs
 from aiqueue.notify import alerts, delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import overnight, recovery, schedule
+from aiqueue.queue import calibration, overnight, recovery, schedule
 from aiqueue.runtime import Runtime
 
 HOUSEKEEPING_EVERY = 1.0
@@ -55,6 +55,8 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     if recovered or pruned:
         logs.event("housekeeping", recovered=recovered, pruned=pruned)
     await alerts.evaluate(rt, force=force)
+    # A calibration_ready two ends at once left unwritten; thresholds met (§10b).
+    await calibration.release_when_met(rt)
     # Before the claim: rows the lane sends live (fallback) are claimable at once.
     await overnight.run_if_due(rt, force)
     return Tidied(recovered, pruned)

@@ -19,7 +19,7 @@ from aiqueue.models import Job
 from aiqueue.money import Money
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import hold, housekeeping
+from aiqueue.queue import calibration, hold, housekeeping
 from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
 
@@ -205,6 +205,17 @@ async def on_cron(rt: Runtime[LoopStore]) -> StepResult:
 async def after_action(rt: Runtime[LoopStore]) -> None:
     """After a manual action answered (retry, resume...): it may have freed work."""
     await _safe_step(rt)
+
+
+async def after_review(rt: Runtime[LoopStore]) -> None:
+    """After a review answered: its run's thresholds may now release held rows (§10b)."""
+    try:
+        released = await calibration.release_when_met(rt)
+    except Exception as exc:
+        logs.event("step_error", code=_code(exc))
+        return
+    if released:
+        await _safe_step(rt)
 
 
 async def after_cancel(rt: Runtime[LoopStore]) -> None:

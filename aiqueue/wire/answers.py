@@ -23,6 +23,7 @@ from aiqueue.wire.fields import (
     Time,
     Usd,
     Uuid,
+    WaitingFor,
     described,
 )
 
@@ -32,6 +33,9 @@ class EnqueueAccepted(Wire):
     skipped: Count
     already_marked: Count
     queue_ids: list[Uuid]
+    run_id: Uuid | None = described(
+        "the run its rows joined (the one marking.run_finished reports); null when no row "
+        "was added", default=None)
 
 
 class SpendCaps(Wire):
@@ -50,6 +54,18 @@ class EnqueueEstimate(Wire):
     eta_seconds: Seconds
     capped: SpendCaps | None = described(
         "the spend caps this run would reach, with their values; null when none would")
+    calibration: EstimatePart | None = described(
+        "§10b, with `calibrate`: the rows marked first", default=None)
+    rest: EstimatePart | None = described(
+        "§10b, with `calibrate`: the rows held until the release", default=None)
+
+
+class EstimatePart(Wire):
+    """A part of a dry run's rows, priced on its own."""
+
+    rows: Count
+    estimated_tokens: Count
+    estimated_cost_usd: Usd | None
 
 
 class ProcessStep(Wire):
@@ -78,8 +94,9 @@ class QueueRow(Wire):
     updated_at: Time
     kind: KindName = "mark"
     pool: KindName = "default"
-    # A pending row paused at a spend cap (§9c): why, until when, and which cap.
-    waiting_for: Literal["spend_cap"] | None = None
+    # A pending row paused at a spend cap (§9c): why, until when, and which cap; or held
+    # for its run's calibration (§10b).
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     not_before: Time | None = described("not due before (§9d)", default=None)
@@ -121,7 +138,7 @@ class SubmissionStatus(Wire):
     queue_id: Uuid | None = None
     review: Review | None = None
     progress: ProgressItem | None = None
-    waiting_for: Literal["spend_cap"] | None = None
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     scheduled_for: Time | None = described("pending, not due before then", default=None)
@@ -148,7 +165,7 @@ class RunProgress(Wire):
     completion_tokens: Count = 0
     unpriced_jobs: Count = 0
     review: ReviewCounts | None = None
-    waiting_for: Literal["spend_cap"] | None = None
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     expired: Count = 0

@@ -16,6 +16,7 @@ from uuid import UUID
 
 from aiqueue.errors import Invalid
 from aiqueue.wire.base import parse
+from aiqueue.wire.calibration import Calibrate, ReleaseWhen
 from aiqueue.wire.requests import EnqueueBody
 from aiqueue.wire.rules import parse_rfc3339
 
@@ -48,6 +49,9 @@ class EnqueueRequest:
     # None: the request names no lane, and its kind's default lane holds.
     lane: Lane | None = None
     deadline: datetime | None = None
+    # The calibration gate (§10b): these rows first, the rest held until released.
+    calibrate: Calibrate | None = None
+    release_when: ReleaseWhen | None = None
 
     @classmethod
     def parse(cls, body: object, now: datetime | None = None) -> EnqueueRequest:
@@ -64,7 +68,8 @@ class EnqueueRequest:
         return cls(b.assignment_id, b.submission_ids, b.priority or 0, payload, b.group,
                    bool(b.remark), fingerprint(body, payload), kind=b.kind or "mark",
                    dry_run=bool(b.dry_run), not_before=not_before, expires_at=expires_at,
-                   lane=lane, deadline=deadline)
+                   lane=lane, deadline=deadline, calibrate=b.calibrate,
+                   release_when=b.release_when)
 
 
 def parse_lane(lane: object, deadline: object, now: datetime | None = None

@@ -8,7 +8,17 @@ from pydantic import Field
 
 from aiqueue.wire.answers import ProgressItem
 from aiqueue.wire.base import Wire
-from aiqueue.wire.fields import AlertName, AnyObject, Count, RowStatus, SpendCap, Time, Usd, Uuid
+from aiqueue.wire.fields import (
+    AlertName,
+    AnyObject,
+    Count,
+    RowStatus,
+    SpendCap,
+    Time,
+    Usd,
+    Uuid,
+    WaitingFor,
+)
 
 
 class MarkingEvent(Wire):
@@ -22,7 +32,7 @@ class MarkingEvent(Wire):
     review: str = ""
     progress: ProgressItem | None = None
     # pending: the row's group reached a spend cap (§9c).
-    waiting_for: Literal["spend_cap"] | None = None
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
 

@@ -33,6 +33,7 @@
 -- Pools (migration 0019): the rows carry their kind ($7) and its pool ($8),
 -- and turns are the pool's: the head and the group's last turn are its own.
 -- $9 not_before and $10 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
+-- The run comes back as a row of its own ('run', CONTRACT §10b).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -107,6 +108,9 @@ UNION ALL
 SELECT 'marked', id, 0 FROM subs WHERE known AND marked AND NOT $6::boolean
 UNION ALL
 SELECT 'queued', queue_id, seq FROM inserted
+UNION ALL
+-- The run the new rows joined (none joined: no run).
+SELECT 'run', run.run_id, 0 FROM run, total WHERE total.n > 0
 ORDER BY seq;
 
 -- claim --
@@ -524,16 +528,18 @@ SELECT
     t.avg_seconds, t.p95_seconds,
     -- A scheduled row waits from its not_before on, and not at all before it (§9d).
     -- A batch-lane row waiting for a provider batch (its live time still to come,
-    -- §9f) is no backlog either: it waits by design, up to its deadline.
+    -- §9f) is no backlog either: it waits by design, up to its deadline; nor is a
+    -- row held for its run's calibration (§10b), until it is released.
     -- Two index probes: the oldest unscheduled row (status, created_at), and the
     -- earliest not_before that has come (ai_marking_queue_not_before_idx).
     date_part('epoch', coalesce($1::timestamptz, now()) - least(
         (SELECT created_at FROM ai_marking_queue
-         WHERE status = 'pending' AND not_before IS NULL
+         WHERE status = 'pending' AND not_before IS NULL AND held_run_after IS NULL
            AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now()))
          ORDER BY created_at LIMIT 1),
         (SELECT min(not_before) FROM ai_marking_queue
          WHERE status = 'pending' AND not_before <= coalesce($1::timestamptz, now())
+           AND held_run_after IS NULL
            AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now())))))
         AS oldest_pending_seconds
 FROM (
@@ -555,7 +561,9 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at
+           AS resumes_at,
+       -- Held for its run's calibration (aiqueue 0027).
+       held_run_after IS NOT NULL AND status = 'pending' AS held
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
@@ -591,7 +599,9 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at
+           AS resumes_at,
+       -- Held for its run's calibration (aiqueue 0027).
+       held_run_after IS NOT NULL AND status = 'pending' AS held
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --
