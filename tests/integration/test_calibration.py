@@ -214,7 +214,7 @@ async def test_cancel_ends_the_held_rows(client: httpx.AsyncClient, conn: asyncp
 async def test_unknown_fields_and_bad_gates(client: httpx.AsyncClient,
                                             conn: asyncpg.Connection) -> None:
     subs = [str(s) for s in await add_submissions(conn, 3, assignment_id="hw-7")]
-    bodies = {
+    bodies: dict[str, dict[str, Any]] = {
         "unknown field: calibrat": {"calibrat": {"rows": 5}},
         "unknown field: calibrate.row": {"calibrate": {"row": 5}},
         "calibrate.rows must be a whole number from 1 to 50": {"calibrate": {"rows": 51}},
