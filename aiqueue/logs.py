@@ -29,6 +29,8 @@ ALLOWED = frozenset({
     "matched", "replayed", "erased",
     # alerts (CONTRACT §9d): the alert's name and "opened" or "resolved"
     "alert", "change",
+    # the calibration gate (CONTRACT §10b): the run released
+    "run_id",
 })
 
 

@@ -105,3 +105,18 @@ class AlertResolved(_Alert):
 
     type: Literal["marking.alert_resolved"]
     resolved_at: Time | None = None
+
+
+class CalibrationReady(Wire):
+    """A run's calibration rows have all ended (§10b): the teacher can check them."""
+
+    type: Literal["marking.calibration_ready"]
+    assignment_id: str
+    run_id: Uuid
+    calibration_rows: Count
+    completed: Count
+    failed: Count
+    cancelled: Count
+    expired: Count
+    held: Count = Field(description="rows still waiting for the release")
+    ready_at: Time
