@@ -40,5 +40,5 @@ class CalibrationQueries(Gateway):
         rows = await self._fetch("agreement_reviews", assignment_id, group, kind, model, since,
                                  run_id, calibration_only, MAX_REVIEWS, page=True)
         return [(Review(r["queue_id"], r["review"], json.loads(r["result"]),
-                        json.loads(r["adjusted"]) if r["adjusted"] is not None else None),
-                 r["model"]) for r in rows]
+                        json.loads(r["adjusted"]) if r["adjusted"] is not None else None,
+                        r["submission_id"]), r["model"]) for r in rows]

@@ -30,6 +30,8 @@ class Review:
     review: str  # 'accepted' or 'reverted'
     result: Mapping[str, Any] | None
     adjusted: Mapping[str, Any] | None = None
+    # Where the page links a disagreement to (not part of any figure).
+    submission_id: UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Pair:
     teacher: float
     max_score: float | None
     criteria: tuple[tuple[str, float, float], ...] = ()
+    submission_id: UUID | None = None
 
     @property
     def difference(self) -> float:
@@ -75,6 +78,8 @@ class Agreement:
     qwk: float | None = None
     criteria: list[CriterionAgreement] = field(default_factory=list)
     disagreements: list[UUID] = field(default_factory=list)
+    # The same rows' submissions (where known), for the page's links.
+    disagreement_submissions: list[UUID] = field(default_factory=list)
     # Counts behind the shares, for the pages' sentences.
     pairs: int = 0
     exact_count: int = 0
@@ -119,7 +124,8 @@ def pair_of(review: Review) -> Pair | None:
     theirs = ai_criteria if adjusted is None else _criteria(adjusted) or {}
     criteria = tuple((cid, score, theirs[cid]) for cid, score in ai_criteria.items()
                      if cid in theirs)
-    return Pair(review.queue_id, ai, ai if teacher is None else teacher, max_score, criteria)
+    return Pair(review.queue_id, ai, ai if teacher is None else teacher, max_score, criteria,
+                review.submission_id)
 
 
 def _integer(score: float, max_score: float | None) -> int:
@@ -185,5 +191,7 @@ def agreement(reviews: Iterable[Review]) -> Agreement:
                                        _integer(p.teacher, p.max_score)) for p in pairs]),
         criteria=_criteria_agreement(pairs),
         disagreements=[p.queue_id for p in apart[:MAX_DISAGREEMENTS]],
+        disagreement_submissions=[p.submission_id for p in apart[:MAX_DISAGREEMENTS]
+                                  if p.submission_id is not None],
         pairs=n, exact_count=exact, adjacent_count=adjacent,
         max_difference=max(p.difference for p in pairs))

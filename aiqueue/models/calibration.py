@@ -86,13 +86,15 @@ class Gate:
     calibration: int
     calibration_ended: int
     held: int
+    # The run's results' mean cost so far (None: none priced yet).
+    row_cost_usd: float | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Gate:
         return cls(row["run_id"], row["assignment_id"], int(row["calibration_rows"]),
                    Thresholds.of(row["release_when"]), row["released_at"], row["released_by"],
                    row["ready_at"], int(row["calibration"]), int(row["calibration_ended"]),
-                   int(row["held"]))
+                   int(row["held"]), row["row_cost_usd"])
 
 
 @dataclass(frozen=True)

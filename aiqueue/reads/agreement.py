@@ -6,9 +6,13 @@ reviews (one SQL read, marks only) and shapes the answers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 from aiqueue.models.agreement import Agreement, Review, agreement
+from aiqueue.models.calibration import Gate
+from aiqueue.queue import calibration
 from aiqueue.runtime import Runtime
 from aiqueue.wire.calibration import AgreementReport
 
@@ -38,3 +42,22 @@ async def by_model(rt: Runtime, now: datetime | None = None) -> list[tuple[str, 
     for review, model in await rt.store.reviews(since=since):
         per.setdefault(model or "unknown", []).append(review)
     return [(model, agreement(rows)) for model, rows in sorted(per.items())]
+
+
+@dataclass(frozen=True)
+class Card:
+    """The teacher page's agreement card: the run's gate (if any), the figures, why rows wait."""
+
+    gate: Gate | None
+    figures: Agreement
+    why: str | None = None
+
+
+async def card(rt: Runtime, assignment_id: str, run_id: UUID | None) -> Card:
+    """While a calibrated run holds rows: its calibration rows' agreement and what the rest
+    wait for; otherwise the assignment's agreement over every review."""
+    gate = await rt.store.gate(run_id) if run_id is not None else None
+    if gate is not None and gate.held:
+        figures = await calibration.measured(rt, gate.run_id)
+        return Card(gate, figures, calibration.why_waiting(gate, figures))
+    return Card(gate, await of_assignment(rt, assignment_id))

@@ -139,6 +139,8 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
 
 
 MARK_TITLE = "Mark this submission with AI"
+# "Check 5 first" (CONTRACT §10b): the rows marked before the rest are released.
+CHECK_FIRST = 5
 REMARK_TITLE = "This submission already has an AI mark: mark it again, replacing that mark"
 
 

@@ -12,7 +12,7 @@ import httpx
 from .errors import MalformedOutput, MarkingError
 from .items import Marking
 from .job import Job, safe_id
-from .prompt import Message, build_messages, parse_marking, repair_messages
+from .prompt import Message, build_messages, parse_criteria, parse_marking, repair_messages
 from .ratelimit import retry_after
 from .settings import Settings
 from .simulate import SimulatorBackend
@@ -62,6 +62,7 @@ class ChatBackend:
         replies = [first]
         try:
             score, feedback = parse_marking(first.text, job.max_score)
+            criteria = parse_criteria(first.text, job)
         except MalformedOutput as exc:
             log.warning("malformed model output queue_id=%s; repairing", safe_id(job.queue_id))
             repair = repair_messages(messages, first.text or "", exc.reason, job.max_score)
@@ -69,6 +70,7 @@ class ChatBackend:
             replies.append(second)
             try:
                 score, feedback = parse_marking(second.text, job.max_score)
+                criteria = parse_criteria(second.text, job)
             except MalformedOutput:
                 raise MarkingError("malformed_model_output", retryable=True) from None
         return Marking(
@@ -77,6 +79,7 @@ class ChatBackend:
             model=replies[-1].model,
             prompt_tokens=sum(r.prompt_tokens for r in replies),
             completion_tokens=sum(r.completion_tokens for r in replies),
+            criteria=criteria,
         )
 
     async def chat(self, messages: list[Message]) -> ChatReply:

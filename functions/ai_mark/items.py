@@ -21,6 +21,8 @@ class Marking:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Per rubric criterion: (id, score, max_score); empty when the model gave none.
+    criteria: tuple[tuple[str, Score, Score], ...] = ()
 
 
 def completed_item(job: Job, marking: Marking) -> Item:
@@ -31,6 +33,9 @@ def completed_item(job: Job, marking: Marking) -> Item:
         "feedback": marking.feedback,
         **marking.extra,
     }
+    if marking.criteria:
+        result["criteria"] = [{"id": cid, "score": score, "max_score": most}
+                              for cid, score, most in marking.criteria]
     usage: dict[str, Any] = {
         "model": marking.model,
         "prompt_tokens": marking.prompt_tokens,

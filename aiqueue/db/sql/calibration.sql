@@ -65,7 +65,10 @@ SELECT r.run_id, r.assignment_id, r.calibration_rows, r.release_when::text AS re
        count(q.*) FILTER (WHERE q.calibration) AS calibration,
        count(q.*) FILTER (WHERE q.calibration AND q.status NOT IN ('pending', 'processing'))
            AS calibration_ended,
-       count(q.*) FILTER (WHERE q.held_run_after IS NOT NULL AND q.status = 'pending') AS held
+       count(q.*) FILTER (WHERE q.held_run_after IS NOT NULL AND q.status = 'pending') AS held,
+       -- What a calibration row cost: the page's "about $…" for the rest.
+       (SELECT avg(m.cost_usd)::float8 FROM ai_marking_results m
+        WHERE m.run_id = r.run_id AND m.cost_usd IS NOT NULL) AS row_cost_usd
 FROM ai_marking_runs r LEFT JOIN ai_marking_queue q ON q.run_id = r.run_id
 WHERE r.run_id = $1::uuid
 GROUP BY r.run_id;
@@ -75,7 +78,7 @@ GROUP BY r.run_id;
 -- criteria of the AI's result and the teacher's adjustment (never their text).
 -- Filters: $1 assignment, $2 group, $3 kind, $4 model, $5 reviewed since,
 -- $6 run, $7 only the run's calibration rows.  Applied order (ties keep it).
-SELECT m.queue_id, m.review, m.model, aiqueue_marks(m.result)::text AS result,
+SELECT m.queue_id, m.submission_id, m.review, m.model, aiqueue_marks(m.result)::text AS result,
        aiqueue_marks(m.adjusted_result)::text AS adjusted
 FROM ai_marking_results m
 WHERE m.review <> 'unreviewed'
