@@ -182,6 +182,8 @@ class SubmissionResult:
     result_queue_id: QueueId | None = None
     review: str | None = None
     adjusted_result: dict[str, Any] | None = None
+    # Pending, held until the teacher releases its run's calibration (§10b).
+    held: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
@@ -198,4 +200,5 @@ class SubmissionResult:
             result_queue_id=row["result_queue_id"],
             review=row["review"],
             adjusted_result=loads("adjusted_result"),
+            held=bool(row["held"]),
         )

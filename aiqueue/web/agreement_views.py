@@ -58,6 +58,15 @@ def gate_text(card: Card) -> str:
             f"then release the other {g.held}.")
 
 
+def with_held(view: dict[str, Any], card: Card) -> dict[str, Any]:
+    """The progress bar's words when rows wait for the teacher: no ETA for them."""
+    g = card.gate
+    if g is None or not g.held or not view.get("total"):
+        return view
+    text = view["text"].split(" — ")[0]
+    return {**view, "text": f"{text} — the other {g.held} wait for your check"}
+
+
 def card_view(card: Card, max_score: float | None) -> dict[str, Any]:
     """The card as the page's script renders it."""
     g = card.gate
@@ -67,7 +76,9 @@ def card_view(card: Card, max_score: float | None) -> dict[str, Any]:
         "reviewed": card.figures.reviewed,
         "disagreements": [str(q) for q in card.figures.disagreement_submissions],
         "gate_text": gate_text(card),
-        "why": card.why if held else None,
+        # The plain case is said by gate_text; thresholds and unmarked ones need a word.
+        "why": card.why if held and g and (g.thresholds or g.calibration_ended < g.calibration)
+        else None,
         "held": held,
         "run_id": str(g.run_id) if g else None,
         "release_text": release_text(held, g.row_cost_usd) if g and held else "",

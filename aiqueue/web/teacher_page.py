@@ -21,7 +21,7 @@ from aiqueue.errors import Invalid, NotFound
 from aiqueue.queue import calibration, loop, progress, review
 from aiqueue.reads import agreement, teacher
 from aiqueue.web import gate
-from aiqueue.web.agreement_views import card_view
+from aiqueue.web.agreement_views import card_view, with_held
 from aiqueue.web.auth import Session
 from aiqueue.web.estimate import capped_text, estimate_text
 from aiqueue.web.http import respond
@@ -94,7 +94,7 @@ async def page(request: Request, session: Session) -> Response:
         overnight_share=f"{round(choices.overnight_price * 100)} %",
         MARK_TITLE=MARK_TITLE,
         REMARK_TITLE=REMARK_TITLE,
-        progress=progress_view(data.progress),
+        progress=with_held(progress_view(data.progress), card),
         csrf=session.csrf,
         base=base,
         live=live,
@@ -177,7 +177,7 @@ async def progress_json(request: Request, session: Session) -> Response:
     p = await progress.assignment_progress(rt, assignment_id)
     info = await teacher.info(rt, assignment_id)
     card = await agreement.card(rt, assignment_id, p.run_id)
-    body = {**progress_view(p),
+    body = {**with_held(progress_view(p), card),
             "calibration": card_view(card, _max_score(info.payload if info else {}))}
     return JSONResponse(body, headers={"cache-control": "no-store"})
 

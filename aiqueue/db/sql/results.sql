@@ -13,10 +13,12 @@ FROM ai_marking_assignments WHERE assignment_id = $1;
 SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
        s.ai_result::text AS ai_result, s.ai_marked_at, q.status AS queue_status,
        CASE WHEN q.status = 'processing' THEN q.progress::text END AS progress,
-       m.queue_id AS result_queue_id, m.review, m.adjusted_result::text AS adjusted_result
+       m.queue_id AS result_queue_id, m.review, m.adjusted_result::text AS adjusted_result,
+       -- Held for its run's calibration (§10b).
+       coalesce(q.status = 'pending' AND q.held, false) AS held
 FROM submissions s
 LEFT JOIN LATERAL (
-    SELECT status, progress FROM ai_marking_queue
+    SELECT status, progress, held_run_after IS NOT NULL AS held FROM ai_marking_queue
     WHERE submission_id = s.id
     ORDER BY created_at DESC, seq DESC
     LIMIT 1
