@@ -83,3 +83,15 @@ def card_view(card: Card, max_score: float | None) -> dict[str, Any]:
         "run_id": str(g.run_id) if g else None,
         "release_text": release_text(held, g.row_cost_usd) if g and held else "",
     }
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def model_rows(by_model: list[tuple[str, Agreement]]) -> list[dict[str, str]]:
+    """/ai-queue's agreement by model (last 30 days): one row of words per model."""
+    return [{"model": model, "reviewed": str(a.reviewed), "reverted": str(a.reverted),
+             "exact": _share(a.exact), "adjacent": _share(a.adjacent),
+             "mae": "–" if a.mean_abs_error is None else f"{a.mean_abs_error:.2f}",
+             "qwk": "–" if a.qwk is None else f"{a.qwk:.2f}"} for model, a in by_model]

@@ -24,12 +24,13 @@ from aiqueue.errors import Invalid, NotFound
 from aiqueue.models import STATUSES, Status
 from aiqueue.notify import delivery
 from aiqueue.queue import review
-from aiqueue.reads import monitor, usage
+from aiqueue.reads import agreement, monitor, usage
 from aiqueue.reads.stats import read_stats
 from aiqueue.records import retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.web import chart, costs, deliveries, gate, views
+from aiqueue.web.agreement_views import model_rows
 from aiqueue.web.auth import Session
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import environment, render
@@ -112,8 +113,10 @@ async def _chart_context(rt: Runtime) -> dict[str, Any]:
     buckets = await monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS)
     summary = await usage.cost_summary(rt)
     outbox = await delivery.panel(rt)
+    by_model = await agreement.by_model(rt)
     return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
             "costs": costs.cost_card(summary),
+            "agreement": model_rows(by_model),
             "notify": deliveries.panel(outbox, datetime.now(UTC),
                                        enabled=delivery.enabled(rt.settings))}
 

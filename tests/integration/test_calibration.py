@@ -7,6 +7,7 @@ back through the webhook with varied scores and criteria.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from aiqueue.web.app import create_app
-from tests.conftest import AUTH, add_submissions, app_client, make_settings
+from tests.conftest import AUTH, SECRET, add_submissions, app_client, make_settings
 
 TOL = 1e-9
 
@@ -232,3 +233,26 @@ async def test_unknown_fields_and_bad_gates(client: httpx.AsyncClient,
     r = await client.post(f"/api/marking/runs/{uuid.uuid4()}/release", headers=AUTH,
                           json={"now": True})
     assert r.status_code == 422 and r.json()["detail"] == "unknown field: now"
+
+
+async def test_the_monitor_shows_agreement_by_model(client: httpx.AsyncClient,
+                                                    conn: asyncpg.Connection,
+                                                    function: Any) -> None:
+    subs = await add_submissions(conn, 6, assignment_id="hw-7")
+    await enqueue(client, subs)
+    await drain(client)
+    sent = dispatched(function)
+    for s, score in zip(sent, [1, 2, 3, 4, 5, 6], strict=True):
+        await complete(client, s, score)
+    for s, mine in zip(sent[:5], [1, 2, 3, 4, 7], strict=True):
+        await client.post(f"/api/marking/queue/{s['queue_id']}/accept", headers=AUTH,
+                          json={"result": {"score": mine}})
+    await client.post(f"/api/marking/queue/{sent[5]['queue_id']}/revert", headers=AUTH)
+    await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
+    html = (await client.get("/ai-queue/fragment?part=chart")).text
+    row = re.search(r'<tr data-model="m-1">(.*?)</tr>', html, re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+    kappa = reference([(1, 1), (2, 2), (3, 3), (4, 4), (5, 7)])["qwk"]
+    assert cells == ["m-1", "6", "1", "80%", "80%", "0.40", f"{kappa:.2f}"]
+    assert "secret words" not in html
