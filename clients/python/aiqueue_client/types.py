@@ -18,6 +18,8 @@ class EnqueueAccepted(TypedDict):
     skipped: int
     already_marked: int
     queue_ids: list[str]
+    # The run the rows joined (the one marking.run_finished reports); None if none was added.
+    run_id: NotRequired[str | None]
 
 
 SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
@@ -33,6 +35,15 @@ class EnqueueEstimate(TypedDict):
     eta_seconds: float | None
     # The spend caps the run would reach, with their values; None when none would.
     capped: dict[SpendCap, float] | None
+    # With `calibrate`: the rows marked first and the rest, each priced on its own.
+    calibration: NotRequired[EstimatePart | None]
+    rest: NotRequired[EstimatePart | None]
+
+
+class EstimatePart(TypedDict):
+    rows: int
+    estimated_tokens: int
+    estimated_cost_usd: float | None
 
 
 class ProgressItem(TypedDict, total=False):
@@ -49,8 +60,9 @@ class SubmissionStatus(TypedDict):
     queue_id: NotRequired[str]
     review: NotRequired[Review | None]
     progress: NotRequired[ProgressItem | None]
-    # Paused at a spend cap: "spend_cap", and when it goes on by itself.
-    waiting_for: NotRequired[Literal["spend_cap"] | None]
+    # Paused at a spend cap ("spend_cap", and when it goes on by itself), or held until its
+    # run's calibration is released ("calibration").
+    waiting_for: NotRequired[Literal["spend_cap", "calibration"] | None]
     resumes_at: NotRequired[str | None]
     paused_by: NotRequired[SpendCap | None]
     scheduled_for: NotRequired[str | None]
@@ -169,3 +181,28 @@ class ReplayAnswer(TypedDict):
     replayed: int
     dry_run: NotRequired[bool]
     would_replay: NotRequired[int]
+
+
+class CriterionAgreement(TypedDict):
+    id: str
+    reviewed: int
+    exact: float
+
+
+class AgreementReport(TypedDict):
+    """Agreement between the AI's scores and the teacher's reviews."""
+
+    reviewed: int
+    reverted: int
+    exact: float | None
+    adjacent: float | None
+    mean_abs_error: float | None
+    qwk: float | None
+    criteria: list[CriterionAgreement]
+    disagreements: list[str]
+
+
+class Released(TypedDict):
+    run_id: str
+    released: int
+    released_at: NotRequired[str | None]
