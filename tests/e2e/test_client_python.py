@@ -85,7 +85,8 @@ async def test_enqueue_watch_review_and_read_usage(db_url: str, conn: asyncpg.Co
 
             gated = await add_submissions(conn, 3, "hw-gate", ANSWER)
             estimate = await client.estimate("hw-gate", gated, calibrate=1)
-            assert (estimate["calibration"] or {}).get("rows") == 1
+            part = estimate.get("calibration")
+            assert part is not None and part["rows"] == 1
             run = await client.enqueue("hw-gate", gated, payload=PAYLOAD, calibrate=[gated[0]],
                                        release_when={"reviewed": 1})
             run_id = run.answer.get("run_id")
