@@ -23,7 +23,7 @@ from aiqueue.settings import ModelPrice
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, enqueued, make_settings
 from tests.integration.batch_kit import lane_rig
-from tests.integration.test_calibration import dispatched, drain, enqueue, statuses
+from tests.integration.calibration_kit import dispatched, drain, enqueue, statuses
 
 
 @pytest.fixture
