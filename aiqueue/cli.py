@@ -74,7 +74,7 @@ def run_erase(submission: str | None, assignment: str | None) -> int:
 def run_doctor(as_json: bool, probe_timeout: float) -> int:
     """Print the doctor's report; 0 unless a check failed (a warning still exits 0)."""
     from aiqueue.doctor.checks import run_doctor as run
-    from aiqueue.doctor.checks import settings_failed
+    from aiqueue.doctor.report import settings_failed
 
     try:
         settings = doctor_settings(load_doctor(os.environ), os.environ)

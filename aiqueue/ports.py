@@ -20,7 +20,7 @@ from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, Outb
 from aiqueue.models.agreement import Review
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
-from aiqueue.money import NO_MONEY, Money
+from aiqueue.settings.money import NO_MONEY, Money
 
 
 class ResultsStore(Protocol):

@@ -30,10 +30,10 @@ from typing import Literal
 import asyncpg
 
 from aiqueue.batch.lane import live_estimate
-from aiqueue.config import DEFAULT_POOL
 from aiqueue.queue.overnight import lane_config, run
 from aiqueue.queue.spend import cost_usd
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import DEFAULT_POOL
 from tests.batchapi.common import Behaviour, Clock
 from tests.integration.batch_kit import lane_settings, served
 

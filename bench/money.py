@@ -17,8 +17,8 @@ import asyncpg
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Job
-from aiqueue.money import NO_MONEY, Money, PoolMoney
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.money import NO_MONEY, Money, PoolMoney
 from bench.common import fresh_database
 
 IN_FLIGHT = 4

@@ -18,7 +18,7 @@ import httpx
 
 from aiqueue.dispatch.targets import http_request
 from aiqueue.errors import AiQueueError
-from aiqueue.settings import Settings
+from aiqueue.settings.targets import KindTarget
 
 # The function refuses bodies over 1 MiB; leave room for the envelope.
 SLICE_BYTES = 900 * 1024
@@ -43,8 +43,8 @@ class Rendered:
 class FunctionModes:
     """Render jobs into provider requests and parse provider answers into webhook items."""
 
-    def __init__(self, http: httpx.AsyncClient, settings: Settings) -> None:
-        self.http, self.settings = http, settings
+    def __init__(self, http: httpx.AsyncClient, target: KindTarget) -> None:
+        self.http, self.target = http, target
 
     async def render(self, provider: str, model: str, jobs: Sequence[dict[str, Any]]
                      ) -> Rendered:
@@ -70,11 +70,11 @@ class FunctionModes:
 
     async def _call(self, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps(body).encode()
-        out = http_request(self.settings, data, datetime.now(UTC),
+        out = http_request(self.target, data, datetime.now(UTC),
                            message_id=f"batch.{uuid.uuid4()}")
         try:
             response = await self.http.post(out.url, content=data, headers=out.headers,
-                                            timeout=self.settings.dispatch_timeout_seconds)
+                                            timeout=self.target.dispatch_timeout_seconds)
         except httpx.TimeoutException:
             raise FunctionModeError("function_timeout") from None
         except httpx.HTTPError:

@@ -83,7 +83,8 @@ class LaneConfig:
     poll_seconds: float = 30.0
     # At most this many rows per batch (None: the provider's limit).
     max_requests: int | None = None
-    # The money plan (aiqueue/money.py) packing charges turns and spend by, at batch prices.
+    # The money plan (aiqueue/settings/money.py) packing charges turns and spend by, at
+    # batch prices.
     money: str | None = None
     # The kinds' own max attempts ({kind: n} as JSON; QueueConfig.attempts).
     attempts: str | None = None

@@ -13,7 +13,7 @@ from aiqueue.db.gateway import Gateway
 from aiqueue.flow import NO_BUDGET, Budget
 from aiqueue.models import DryRun, EnqueueOutcome, Job, Status
 from aiqueue.models.calibration import GateAsked
-from aiqueue.money import NO_MONEY, Money
+from aiqueue.settings.money import NO_MONEY, Money
 
 
 def _budgeted(plan: str | None) -> bool:
@@ -65,7 +65,7 @@ class QueueQueries(Gateway):
         assert row is not None, "an aggregate always answers one row"
         return DryRun.from_row(row)
 
-    # `plan` (the pools and kinds, aiqueue/config.py QueueConfig.plan): None means
+    # `plan` (the pools and kinds, aiqueue/settings/kinds.py QueueConfig.plan): None means
     # the default pool with the cap and budget passed, and the one kind `mark`.
 
     async def claim(self, cap: int, breaker_threshold: int,

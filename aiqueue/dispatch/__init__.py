@@ -3,8 +3,8 @@
 The queue's rules send through it (queue/: the loop's handout, the doctor's probe,
 recovery's platform looks, the overnight lane's request bodies); the batch lane
 calls the function with its HTTP requests, the doctor words its outcomes, and the
-runtime holds its AWS credentials. The targets' *settings* stay a leaf
-(`aiqueue/target_settings.py`) because `aiqueue.settings` reads them.
+runtime holds its AWS credentials. Each send takes the kind's `KindTarget`
+(`Settings.target(kind)`, aiqueue/settings/targets.py), not the whole settings.
 """
 
 from aiqueue.dispatch.invoke import (

@@ -21,7 +21,7 @@ from xml.etree import ElementTree
 import httpx
 
 from aiqueue.dispatch.sigv4 import Credentials
-from aiqueue.target_settings import LambdaTarget
+from aiqueue.settings.targets import LambdaTarget
 
 # Renew this long before STS's expiry: a dispatch signed just before expiry
 # may still be in flight when it passes.

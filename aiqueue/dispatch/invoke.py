@@ -17,6 +17,7 @@ from aiqueue.dispatch import targets
 from aiqueue.dispatch.aws import AwsCredentials, CredentialsError
 from aiqueue.models import Job
 from aiqueue.settings import Settings
+from aiqueue.settings.targets import KindTarget
 from aiqueue.tokens import Tokens
 
 
@@ -58,14 +59,14 @@ _PREFIX = {"http": "function", "digitalocean": "do", "lambda": "lambda"}
 _REF = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 
 
-def dispatch_body(job: Job, settings: Settings, tokens: Tokens) -> dict[str, Any]:
+def dispatch_body(job: Job, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
     """The contract's dispatch payload for one claimed row."""
     return {
         "queue_id": str(job.queue_id),
         "submission_id": str(job.submission_id),
         "assignment_id": job.assignment_id,
         "attempt": job.attempt,
-        "callback_url": settings.callback_url,
+        "callback_url": target.callback_url,
         "callback_token": tokens.callback(job.queue_id, job.dispatch_seq, job.attempt),
         "payload": job.payload,
         "submission": {
@@ -91,17 +92,17 @@ def too_large(http_status: int | None = None) -> Failed:
     return Failed("payload_too_large", http_status, retryable=False)
 
 
-async def send(http: httpx.AsyncClient, job: Job, settings: Settings, tokens: Tokens,
+async def send(http: httpx.AsyncClient, job: Job, target: KindTarget, tokens: Tokens,
                aws: AwsCredentials | None = None) -> Outcome:
-    """Send the job to the configured target and classify the answer; never raises."""
+    """Send the job to its kind's target and classify the answer; never raises."""
     try:
-        body = dispatch_body(job, settings, tokens)
+        body = dispatch_body(job, target, tokens)
     except Exception:
         return Failed("dispatch_error")
-    return await post(http, body, settings, aws, message_id(job.queue_id, job.dispatch_seq))
+    return await post(http, body, target, aws, message_id(job.queue_id, job.dispatch_seq))
 
 
-def probe_body(probe_id: UUID, settings: Settings, tokens: Tokens) -> dict[str, Any]:
+def probe_body(probe_id: UUID, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
     """The doctor's probe (CONTRACT §8c): no row, no submission, nothing to mark.
 
     A function that knows probes calls back a `probe` item without calling a
@@ -112,12 +113,12 @@ def probe_body(probe_id: UUID, settings: Settings, tokens: Tokens) -> dict[str, 
         "probe": True,
         "queue_id": str(probe_id),
         "attempt": 1,
-        "callback_url": settings.callback_url,
+        "callback_url": target.callback_url,
         "callback_token": tokens.probe(probe_id),
     }
 
 
-async def post(http: httpx.AsyncClient, body: dict[str, Any], settings: Settings,
+async def post(http: httpx.AsyncClient, body: dict[str, Any], target: KindTarget,
                aws: AwsCredentials | None = None, msg_id: str | None = None) -> Outcome:
     """POST one dispatch body to the target and classify the answer; never raises.
 
@@ -125,15 +126,15 @@ async def post(http: httpx.AsyncClient, body: dict[str, Any], settings: Settings
     """
     try:
         data = json.dumps(body).encode()
-        limit = targets.body_limit(settings)
+        limit = targets.body_limit(target)
         if limit is not None and len(data) > limit:
             return too_large()
         credentials = await aws.get(http) if aws is not None else None
-        request = targets.build_request(settings, data, datetime.now(UTC), credentials,
+        request = targets.build_request(target, data, datetime.now(UTC), credentials,
                                         msg_id or f"{body['queue_id']}.1")
         response = await http.post(
             _url(request.url), content=data, headers=request.headers,
-            timeout=httpx.Timeout(settings.dispatch_timeout_seconds))
+            timeout=httpx.Timeout(target.dispatch_timeout_seconds))
     except CredentialsError as exc:
         return Failed(exc.code)
     except httpx.TimeoutException:
@@ -147,7 +148,7 @@ async def post(http: httpx.AsyncClient, body: dict[str, Any], settings: Settings
     except Exception:
         # Anything else must still end this attempt now, not in stuck recovery.
         return Failed("dispatch_error")
-    return classify(response, settings)
+    return classify(response, target)
 
 
 @functools.lru_cache(maxsize=32)
@@ -156,32 +157,32 @@ def _url(url: str) -> httpx.URL:
     return httpx.URL(url)
 
 
-def classify(response: httpx.Response, settings: Settings) -> Outcome:
+def classify(response: httpx.Response, target: KindTarget) -> Outcome:
     """Map the target's answer to accepted / busy / failed: the one place that decides."""
     status = response.status_code
-    target = settings.dispatch_target
+    platform = target.dispatch
     if status in (429, 503):
         # Up to an hour, like a callback's retry_after (CONTRACT §9a): the backoff's
         # cap is for our own guesses, not for the model's word.
         retry_after = parse_retry_after(response.headers.get("retry-after"))
         return Busy(retry_after, status)
-    if target == "http" and 200 <= status < 300:
-        if settings.function_mode == "sync":
+    if platform == "http" and 200 <= status < 300:
+        if target.function_mode == "sync":
             try:
                 return Accepted(response.json())
             except ValueError:
                 return Failed("sync_answer_not_json", status)
         return Accepted()
-    if target != "http" and status == 202:
-        return Accepted(ref=_ref(response, target))
-    if target != "http" and status == 413:
+    if platform != "http" and status == 202:
+        return Accepted(ref=_ref(response, platform))
+    if platform != "http" and status == 413:
         return too_large(status)
-    return Failed(f"{_PREFIX[target]}_http_{status}", status)
+    return Failed(f"{_PREFIX[platform]}_http_{status}", status)
 
 
-def _ref(response: httpx.Response, target: str) -> str | None:
+def _ref(response: httpx.Response, platform: str) -> str | None:
     """DigitalOcean's activationId (body) or Lambda's x-amzn-RequestId (header)."""
-    if target == "lambda":
+    if platform == "lambda":
         ref: object = response.headers.get("x-amzn-requestid")
     else:
         try:

@@ -22,7 +22,7 @@ import httpx
 from aiqueue.dispatch.aws import AwsCredentials, CredentialsError
 from aiqueue.dispatch.sigv4 import Credentials, sign
 from aiqueue.dispatch.targets import lambda_url
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.targets import DoTarget, LambdaTarget
 
 # A look is housekeeping: it must never hold a process step for long.
 LOOKUP_TIMEOUT_SECONDS = 5.0

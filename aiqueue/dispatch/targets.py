@@ -10,8 +10,7 @@ from urllib.parse import quote
 from standardwebhooks.webhooks import Webhook
 
 from aiqueue.dispatch.sigv4 import Credentials, sign
-from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.targets import DoTarget, KindTarget, LambdaTarget
 
 # DigitalOcean Functions takes input parameters up to 1 MB; Lambda's Event
 # invokes were limited to 256 KB until AWS raised them to 1 MB in October 2025.
@@ -28,7 +27,7 @@ class Outgoing:
     headers: dict[str, str]
 
 
-def http_request(settings: Settings, body: bytes = b"", now: datetime | None = None,
+def http_request(target: KindTarget, body: bytes = b"", now: datetime | None = None,
                  message_id: str | None = None) -> Outgoing:
     """§4: POST to AI_MARKING_FUNCTION_URL, with the bearer token when one is set.
 
@@ -37,11 +36,11 @@ def http_request(settings: Settings, body: bytes = b"", now: datetime | None = N
     captured dispatch can be neither altered nor replayed after the tolerance.
     """
     headers = {"content-type": JSON}
-    if settings.function_token:
-        headers["authorization"] = f"Bearer {settings.function_token}"
-    if settings.signing_secret and message_id and now is not None:
-        headers |= signature_headers(settings.signing_secret, message_id, now, body)
-    return Outgoing(settings.function_url, headers)
+    if target.function_token:
+        headers["authorization"] = f"Bearer {target.function_token}"
+    if target.signing_secret and message_id and now is not None:
+        headers |= signature_headers(target.signing_secret, message_id, now, body)
+    return Outgoing(target.function_url, headers)
 
 
 def signature_headers(secret: str, message_id: str, now: datetime, body: bytes
@@ -83,7 +82,7 @@ def lambda_request(target: LambdaTarget, body: bytes, now: datetime,
     return Outgoing(url, headers)
 
 
-def build_request(settings: Settings, body: bytes, now: datetime,
+def build_request(target: KindTarget, body: bytes, now: datetime,
                   credentials: Credentials | None = None,
                   message_id: str | None = None) -> Outgoing:
     """The request for the configured target (`message_id`: the signed dispatch's id).
@@ -91,15 +90,15 @@ def build_request(settings: Settings, body: bytes, now: datetime,
     DigitalOcean and Lambda authenticate the caller themselves (Basic auth,
     SigV4) and pass no request header on to the function: only `http` is signed.
     """
-    if settings.dispatch_target == "http":
-        return http_request(settings, body, now, message_id)
-    if settings.dispatch_target == "digitalocean" and settings.digitalocean is not None:
-        return do_request(settings.digitalocean)
-    if settings.dispatch_target == "lambda" and settings.aws_lambda is not None:
-        return lambda_request(settings.aws_lambda, body, now, credentials)
-    raise ValueError(f"no settings for the {settings.dispatch_target} target")
+    if target.dispatch == "http":
+        return http_request(target, body, now, message_id)
+    if target.dispatch == "digitalocean" and target.digitalocean is not None:
+        return do_request(target.digitalocean)
+    if target.dispatch == "lambda" and target.aws_lambda is not None:
+        return lambda_request(target.aws_lambda, body, now, credentials)
+    raise ValueError(f"no settings for the {target.dispatch} target")
 
 
-def body_limit(settings: Settings) -> int | None:
+def body_limit(target: KindTarget) -> int | None:
     """The largest dispatch body the target accepts (None: the http target sets its own)."""
-    return None if settings.dispatch_target == "http" else PLATFORM_BODY_LIMIT
+    return None if target.dispatch == "http" else PLATFORM_BODY_LIMIT

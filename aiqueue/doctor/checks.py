@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
-from aiqueue.config import DEFAULT_KIND
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
+from aiqueue.doctor.report import Doctor, Report
 from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
 from aiqueue.doctor.text import function_finding, probe_finding
-from aiqueue.errors import SettingsError, StoreError
+from aiqueue.errors import StoreError
 from aiqueue.queue import probes
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.setup_settings import is_local_url
+from aiqueue.settings.kinds import DEFAULT_KIND
+from aiqueue.settings.safety import is_local_url
 
-# `warn`: worth fixing, but nothing is broken (the doctor still exits 0).
-CheckStatus = Literal["pass", "warn", "fail", "skip"]
 LISTEN_TIMEOUT_SECONDS = 5.0
 # Where LISTEN and migrations can go (CONTRACT §9a).  Supabase's direct host is
 # IPv6-only and Vercel has no IPv6, so from Vercel only Supavisor's session mode works.
@@ -31,74 +28,6 @@ SESSION_HINT = ("Supabase: Supavisor's session mode, port 5432 on "
                 "aws-0-<region>.pooler.supabase.com, user postgres.<ref>; the direct host "
                 "db.<ref>.supabase.co is IPv6-only and Vercel has no IPv6. Neon: the host "
                 "without -pooler")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report; a failure says how to fix it."""
-
-    name: str
-    status: CheckStatus
-    detail: str
-    fix: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "detail": self.detail,
-                "fix": self.fix}
-
-
-@dataclass
-class Report:
-    """Every check, in order; `ok` only when none failed."""
-
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.status != "fail" for c in self.checks)
-
-    @property
-    def warnings(self) -> int:
-        return sum(c.status == "warn" for c in self.checks)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "checks": [c.to_json() for c in self.checks]}
-
-    def text(self) -> str:
-        """One line per check (and an indented fix under a failure or a warning)."""
-        out = []
-        for c in self.checks:
-            out.append(f"{c.status.upper():4}  {c.name:11} {c.detail}")
-            if c.fix:
-                out.append(f"{'':18}fix: {c.fix}")
-        out.append(self.summary())
-        return "\n".join(out)
-
-    def summary(self) -> str:
-        if not self.ok:
-            return "some checks failed"
-        n = self.warnings
-        return f"all checks passed, {n} with a warning" if n else "all checks passed"
-
-
-def settings_failed(exc: SettingsError) -> Report:
-    """The report when the settings themselves are invalid: nothing else can be checked."""
-    return Report([Check("settings", "fail", exc.detail,
-                         "correct the variable named above (CONTRACT §2, README's Deploy)")])
-
-
-@dataclass
-class Doctor:
-    """One run: the settings, the instance's Runtime (None: unreachable), the probe's wait."""
-
-    settings: Settings
-    rt: Runtime | None
-    probe_timeout: float = probes.PROBE_TIMEOUT_SECONDS
-    report: Report = field(default_factory=Report)
-    schema_current: bool = False
-
-    def add(self, name: str, status: CheckStatus, detail: str, fix: str | None = None) -> None:
-        self.report.checks.append(Check(name, status, detail, fix))
 
 
 async def run_doctor(settings: Settings, rt: Runtime | None = None, *,
@@ -146,7 +75,7 @@ async def check_schema(doc: Doctor) -> None:
         found = await rt.store.schema_version()
     except StoreError as exc:
         doc.add("database", "fail", f"DATABASE_URL answered with an error: {exc.detail}",
-                "check the database user's rights (README's Deploy, step 2)")
+                "check the database user's rights (docs/deploying/index.md, step 2)")
         return
     doc.add("database", "pass", "reachable through DATABASE_URL")
     expected = code_schema_version()
@@ -159,7 +88,7 @@ async def check_schema(doc: Doctor) -> None:
     if found < expected:
         doc.add("schema", "fail", f"the database has schema {found}, this code needs {expected}",
                 "run `python -m aiqueue migrate up --runtime-role ROLE` as the database owner "
-                "(README's Deploy, step 2)")
+                "(docs/deploying/index.md, step 2)")
     elif found > expected:
         doc.add("schema", "pass", f"schema {found}, newer than this code's {expected}: "
                                   "deploy the newer code")
@@ -235,14 +164,14 @@ async def check_function(doc: Doctor) -> None:
     kinds = sorted(doc.settings.queue.kinds)
     rt = doc.rt
     results = await asyncio.gather(*(
-        probes.run_probe(rt, doc.probe_timeout, doc.settings.for_kind(k)) for k in kinds))
+        probes.run_probe(rt, doc.probe_timeout, doc.settings.target(k)) for k in kinds))
     for kind, result in zip(kinds, results, strict=True):
         suffix = "" if kind == DEFAULT_KIND else f":{kind}"
-        settings = doc.settings.for_kind(kind)
-        status, detail, fix = function_finding(settings, result.sent)
+        target = doc.settings.target(kind)
+        status, detail, fix = function_finding(target, result.sent, doc.settings.aws_env_names)
         doc.add(f"function{suffix}", status, detail, fix)
         if status == "pass":
-            status, detail, fix = probe_finding(settings, result)
+            status, detail, fix = probe_finding(target, result)
             doc.add(f"probe{suffix}", status, detail, fix)
         else:
             doc.add(f"probe{suffix}", "skip", "not run: the function did not take the probe")

@@ -12,15 +12,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
+from aiqueue.doctor.report import Doctor
 from aiqueue.doctor.text import Finding
 from aiqueue.errors import StoreError
 from aiqueue.models import AppRole
 from aiqueue.paths import VERCEL_JSON
-
-if TYPE_CHECKING:
-    from aiqueue.doctor.checks import Doctor
 
 PROCESS_PATH = "/api/marking/process-queue"
 # vercel.json's shipped schedule: every minute.
@@ -28,7 +25,8 @@ DEFAULT_CRON = "* * * * *"
 CRON_PERIODS_LATE = 3
 RUNTIME_FIX = ("create a role for the app with SQL (CREATE ROLE aiqueue_app LOGIN PASSWORD "
                "'…'), run `python -m aiqueue migrate up --runtime-role aiqueue_app` as the "
-               "owner, and point DATABASE_URL at aiqueue_app (README's Deploy, step 2)")
+               "owner, and point DATABASE_URL at aiqueue_app "
+               "(docs/deploying/index.md, step 2)")
 
 
 def _not_ready(doc: Doctor, name: str) -> bool:
@@ -61,7 +59,7 @@ async def check_lockdown(doc: Doctor) -> None:
     shown = "; ".join(f"{e.role}: {e.privilege} on {e.kind} {e.object}" for e in found[:5])
     more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
     fix = ("run `python -m aiqueue migrate up` as the owner: every `up` re-applies the "
-           "lockdown (see the README, Deploying on Supabase or Neon)")
+           "lockdown (see docs/deploying/databases.md)")
     wide = sorted({e.role for e in found} & set(await doc.rt.store.wide_members()))
     if wide:
         fix += (f"; {', '.join(wide)} reach every table through pg_read_all_data or "

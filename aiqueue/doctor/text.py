@@ -6,61 +6,66 @@ from typing import Literal
 
 from aiqueue import dispatch
 from aiqueue.queue.probes import ProbeResult
-from aiqueue.settings import Settings
+from aiqueue.settings.targets import KindTarget
 
 Finding = tuple[Literal["pass", "warn", "fail", "skip"], str, str | None]
 DEPLOY_CURRENT = ("deploy the current functions/ai_mark (a function of your own must answer a "
                   "dispatch with \"probe\": true by calling back a \"probe\" item, see its README)")
 
 
-def _where(settings: Settings) -> str:
+def _where(target: KindTarget) -> str:
     """The function as the settings name it (no secret)."""
-    if settings.dispatch_target == "digitalocean" and settings.digitalocean is not None:
-        d = settings.digitalocean
+    if target.dispatch == "digitalocean" and target.digitalocean is not None:
+        d = target.digitalocean
         return f"DigitalOcean action {d.package}/{d.action} at {d.api_host}"
-    if settings.dispatch_target == "lambda" and settings.aws_lambda is not None:
-        a = settings.aws_lambda
+    if target.dispatch == "lambda" and target.aws_lambda is not None:
+        a = target.aws_lambda
         return f"Lambda function {a.function} in {a.region}"
-    return f"AI_MARKING_FUNCTION_URL ({settings.function_url})"
+    return f"AI_MARKING_FUNCTION_URL ({target.function_url})"
 
 
-def function_finding(settings: Settings, sent: dispatch.Outcome) -> Finding:
-    """Did the function take the probe's dispatch with these credentials?"""
-    where = _where(settings)
+def function_finding(target: KindTarget, sent: dispatch.Outcome,
+                     aws_env: tuple[str, ...] = ()) -> Finding:
+    """Did the function take the probe's dispatch with these credentials?
+
+    `aws_env`: the AWS_* variables present (Settings.aws_env_names), named when AWS refuses.
+    """
+    where = _where(target)
     if isinstance(sent, dispatch.Accepted):
         ref = f" ({sent.ref})" if sent.ref else ""
         return "pass", f"{where} took the probe{ref}", None
     if isinstance(sent, dispatch.Busy):
         return ("pass", f"{where} answered busy (HTTP {sent.http_status}): reachable, "
                         "but the probe could not run now", None)
-    return "fail", *_refusal(settings, sent, where)
+    return "fail", *_refusal(target, sent, where, aws_env)
 
 
-def _refusal(settings: Settings, sent: dispatch.Failed, where: str) -> tuple[str, str]:
+def _refusal(target: KindTarget, sent: dispatch.Failed, where: str,
+             aws_env: tuple[str, ...]) -> tuple[str, str]:
     code, status = sent.code, sent.http_status
-    target = settings.dispatch_target
+    platform = target.dispatch
     if code == "dispatch_connect_error":
         return (f"cannot connect to {where}",
                 "check the URL/host and that the function is deployed and public")
     if code == "dispatch_timeout":
         return (f"{where} did not answer within QUEUE_DISPATCH_TIMEOUT_SECONDS="
-                f"{settings.dispatch_timeout_seconds:g}",
+                f"{target.dispatch_timeout_seconds:g}",
                 "check the function is up; it must acknowledge at once")
     if code.startswith(("sts_", "oidc_")):
-        return _sts_refusal(settings, code)
-    if target == "http" and status in (401, 403):
+        return _sts_refusal(code, aws_env)
+    if platform == "http" and status in (401, 403):
         return (f"{where} refused AI_MARKING_FUNCTION_TOKEN (HTTP {status})",
                 "set AI_MARKING_FUNCTION_TOKEN here to the function's own "
                 "AI_MARKING_FUNCTION_TOKEN")
-    if target == "digitalocean" and status in (401, 403):
+    if platform == "digitalocean" and status in (401, 403):
         return (f"DigitalOcean refused DO_FUNCTIONS_AUTH (HTTP {status})",
                 "set DO_FUNCTIONS_AUTH to the namespace's access key "
                 "(`doctl serverless namespaces list` / the console's Settings → API)")
-    if target == "digitalocean" and status == 404:
+    if platform == "digitalocean" and status == 404:
         return (f"no such action: {where} (HTTP 404)",
                 "check DO_FUNCTIONS_NAMESPACE and DO_FUNCTIONS_ACTION (package/action)")
-    if target == "lambda" and status in (401, 403, 404):
-        return _lambda_refusal(settings, status)
+    if platform == "lambda" and status in (401, 403, 404):
+        return _lambda_refusal(target, status, aws_env)
     if status in (400, 422):
         return (f"{where} refused the probe (HTTP {status}): the function may be too old "
                 "to know probes", DEPLOY_CURRENT)
@@ -68,8 +73,7 @@ def _refusal(settings: Settings, sent: dispatch.Failed, where: str) -> tuple[str
             "check the function's own logs for this request")
 
 
-def _placeholders(settings: Settings) -> str:
-    names = settings.aws_env_names
+def _placeholders(names: tuple[str, ...]) -> str:
     if not names:
         return ""
     return (f" The environment has {', '.join(names)}: on Vercel these may be the platform's "
@@ -77,40 +81,41 @@ def _placeholders(settings: Settings) -> str:
             "preset to Vercel's own region).")
 
 
-def _lambda_refusal(settings: Settings, status: int) -> tuple[str, str]:
-    assert settings.aws_lambda is not None
-    a = settings.aws_lambda
+def _lambda_refusal(target: KindTarget, status: int, aws_env: tuple[str, ...]
+                    ) -> tuple[str, str]:
+    assert target.aws_lambda is not None
+    a = target.aws_lambda
     keys = "the assumed role (AWS_ROLE_ARN)" if a.role_arn else \
         "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
     if status == 404:
         detail = (f"AWS found no function {a.function} in AWS_REGION={a.region} (HTTP 404)."
-                  + _placeholders(settings))
+                  + _placeholders(aws_env))
         fix = ("set AWS_REGION to the function's region and AI_MARKING_LAMBDA_FUNCTION to its "
                "name or ARN")
     else:
         detail = (f"AWS refused the invoke signed with {keys} (HTTP {status})."
-                  + _placeholders(settings))
+                  + _placeholders(aws_env))
         fix = ("set AWS_ROLE_ARN to a role that trusts Vercel's OIDC provider and may "
                "lambda:InvokeFunction (no static keys), or set your own "
                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
     return detail, fix
 
 
-def _sts_refusal(settings: Settings, code: str) -> tuple[str, str]:
+def _sts_refusal(code: str, aws_env: tuple[str, ...]) -> tuple[str, str]:
     if code == "oidc_token_missing":
         return ("AWS_ROLE_ARN is set but no Vercel OIDC token came (no x-vercel-oidc-token "
-                "header, no VERCEL_OIDC_TOKEN)" + _placeholders(settings),
+                "header, no VERCEL_OIDC_TOKEN)" + _placeholders(aws_env),
                 "turn on OIDC Federation (Secure backend access) in the Vercel project's "
                 "settings, or run the doctor through GET /api/marking/doctor on Vercel")
     return (f"STS refused to exchange Vercel's OIDC token for AWS_ROLE_ARN ({code})."
-            + _placeholders(settings),
+            + _placeholders(aws_env),
             "check the role's trust policy: it must trust Vercel's OIDC provider with your "
             "team's issuer, audience and project")
 
 
-def probe_finding(settings: Settings, result: ProbeResult) -> Finding:
+def probe_finding(target: KindTarget, result: ProbeResult) -> Finding:
     """Did the function call back through the webhook, and as one that knows probes?"""
-    url = settings.callback_url
+    url = target.callback_url
     if result.answer == "probe":
         facts = " ".join(f"{k} {v}" for k, v in sorted(result.detail.items()))
         about = f" ({facts})" if facts else ""

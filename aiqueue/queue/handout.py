@@ -17,7 +17,7 @@ async def send(rt: Runtime[HandoutStore], job: Job) -> tuple[dispatch.Outcome, f
     """Dispatch a job to its kind's function and time it; an accepted dispatch closes
     its pool's breaker."""
     started = time.perf_counter()
-    outcome = await dispatch.send(rt.http, job, rt.settings.for_kind(job.kind), rt.tokens,
+    outcome = await dispatch.send(rt.http, job, rt.settings.target(job.kind), rt.tokens,
                                   rt.aws)
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from aiqueue.money import Money
 from aiqueue.ports import LoopStore
 from aiqueue.queue import recovery, schedule
 from aiqueue.runtime import Runtime
@@ -52,7 +51,7 @@ async def held_back(rt: Runtime[LoopStore]) -> bool:
     """Whether some pool is held by a refusal, declares a budget (CONTRACT §8a, §9b) or has
     a spend cap, whose paused rows come due when its window rolls over (§9c)."""
     s = rt.settings
-    if Money.of(s).capped:
+    if s.money.capped:
         return True
     for pool in s.queue.pools.values():
         if pool.budget_declared:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from aiqueue.errors import Invalid
 from aiqueue.runtime import Runtime
-from aiqueue.wire import EnqueueRequest, Lane
+from aiqueue.settings.kinds import Lane
+from aiqueue.wire import EnqueueRequest
 
 
 def lane_of(rt: Runtime, request: EnqueueRequest) -> Lane:

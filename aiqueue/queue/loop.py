@@ -16,7 +16,6 @@ from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
 from aiqueue.flow import Budget
 from aiqueue.models import Job
-from aiqueue.money import Money
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
 from aiqueue.queue import calibration, hold, housekeeping
@@ -79,7 +78,7 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     step = StepResult()
     await _housekeeping(rt, step, force)
     job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
-                               plan=s.queue.plan, money=Money.of(s))
+                               plan=s.queue.plan, money=s.money)
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):

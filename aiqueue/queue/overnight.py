@@ -22,16 +22,15 @@ from aiqueue.batch.connect import connect
 from aiqueue.batch.function import FunctionModes
 from aiqueue.batch.lane import Lane, LaneConfig, StepReport, live_estimate
 from aiqueue.batch.poll import step
-from aiqueue.config import BATCH_SHARE, Pool
 from aiqueue.dispatch.invoke import dispatch_body
 from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
-from aiqueue.money import Money
 from aiqueue.ports import OvernightStore
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.queue.spend import batch_cost
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import BATCH_SHARE, Pool
 
 # Without a deadline, a batch-lane row is due by this long after its enqueue.
 DEFAULT_DEADLINE = timedelta(hours=24)
@@ -57,7 +56,7 @@ def lane_config(rt: Runtime[OvernightStore], pool: Pool) -> LaneConfig:
     assert pool.batch_model is not None, "config.load checks batch_model with batch"
     return LaneConfig(pool=pool.name, model=pool.batch_model, max_attempts=s.max_attempts,
                       slots=pool.max_in_flight, margin_seconds=s.batch_margin_seconds,
-                      money=Money.of(s).json(), attempts=s.queue.attempts)
+                      money=s.money.json(), attempts=s.queue.attempts)
 
 
 async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> None:
@@ -94,7 +93,7 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
     assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
     provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
     lane = Lane(store=rt.store, provider=provider,
-                modes=lambda kind: FunctionModes(rt.http, rt.settings.for_kind(kind)),
+                modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
                 settle=lambda items: settle(rt, items, pool.name),
                 job_body=lambda row: job_body(rt, row), config=config)
     try:
@@ -116,7 +115,7 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
               dispatch_seq=row.dispatch_seq, payload=row.payload, content=row.content)
-    return dispatch_body(job, rt.settings, rt.tokens)
+    return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 
 async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]],

@@ -22,7 +22,7 @@ from aiqueue import dispatch, logs
 from aiqueue.ports import WebhookStore
 from aiqueue.queue.results import error_code
 from aiqueue.runtime import Runtime
-from aiqueue.settings import Settings
+from aiqueue.settings.targets import KindTarget
 from aiqueue.tokens import Tokens
 
 PROBE_TIMEOUT_SECONDS = 30.0
@@ -89,12 +89,13 @@ class ProbeResult:
 
 
 async def run_probe(rt: Runtime, timeout: float = PROBE_TIMEOUT_SECONDS,
-                    settings: Settings | None = None) -> ProbeResult:
+                    target: KindTarget | None = None) -> ProbeResult:
     """Dispatch a probe and wait up to `timeout` for its callback.
 
-    `settings`: a kind's (Settings.for_kind), to probe that kind's function.
+    `target`: a kind's (Settings.target), to probe that kind's function (default: the
+    default kind's).
     """
-    s = settings or rt.settings
+    s = target or rt.settings.target()
     probe_id = uuid.uuid4()
     started = time.monotonic()
     await rt.store.prune_probe_answers()

@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 
 from aiqueue import logs
-from aiqueue.config import DEFAULT_KIND
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.errors import Invalid
 from aiqueue.flow import Budget
@@ -37,8 +36,8 @@ from aiqueue.models import Lookup
 from aiqueue.ports import RecoveryStore
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
-from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.kinds import DEFAULT_KIND
+from aiqueue.settings.targets import DoTarget, KindTarget, LambdaTarget
 
 # Looks per process step and instance: a step stays short, the rest wait a second.
 LOOKS_PER_STEP = 3
@@ -102,13 +101,13 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Platform:
-    """The kinds that dispatch to one platform, and their settings (Settings.for_kind).
+    """The kinds that dispatch to one platform, and that platform (one kind's target).
 
     `kinds` None: every kind but `others` (the default kind's platform, which
     also takes rows of kinds no longer declared).
     """
 
-    settings: Settings
+    target: KindTarget
     kinds: tuple[str, ...] | None = None
     others: tuple[str, ...] = ()
 
@@ -116,13 +115,13 @@ class Platform:
 def platforms(rt: Runtime[RecoveryStore]) -> list[Platform]:
     """The kinds grouped by the platform they dispatch to; one group without aiqueue.toml."""
     s = rt.settings
-    groups: dict[object, tuple[Settings, list[str]]] = {}
+    groups: dict[object, tuple[KindTarget, list[str]]] = {}
     for name in s.queue.kinds:
-        k = s.for_kind(name)
-        key = (k.dispatch_target, k.digitalocean, k.aws_lambda)
+        k = s.target(name)
+        key = (k.dispatch, k.digitalocean, k.aws_lambda)
         groups.setdefault(key, (k, []))[1].append(name)
     if len(groups) == 1:
-        return [Platform(s)]
+        return [Platform(next(iter(groups.values()))[0])]
     found = []
     for k, names in groups.values():
         if DEFAULT_KIND in names:
@@ -146,17 +145,19 @@ def _lambda_timeout(rt: Runtime[RecoveryStore], target: LambdaTarget) -> LambdaT
     return rt.own(LambdaTimeouts).by_function.setdefault(target, LambdaTimeout())
 
 
-async def thresholds(rt: Runtime[RecoveryStore], s: Settings | None = None) -> Thresholds:
-    """The recovery thresholds of a platform (default: the deployment's; Lambda's timeout
+async def thresholds(rt: Runtime[RecoveryStore], target: KindTarget | None = None
+                     ) -> Thresholds:
+    """The recovery thresholds of a platform (default: the default kind's; Lambda's timeout
     read once)."""
-    s = rt.settings if s is None else s
+    s = rt.settings
+    t = s.target() if target is None else target
     bound: float | None = None
-    if s.dispatch_target == "digitalocean" and s.digitalocean is not None:
-        bound = s.digitalocean.action_timeout_seconds + s.platform_grace_seconds
-    elif s.dispatch_target == "lambda" and s.aws_lambda is not None:
-        timeout = await _lambda_timeout(rt, s.aws_lambda).get(rt.http, s.aws_lambda, rt.aws)
+    if t.dispatch == "digitalocean" and t.digitalocean is not None:
+        bound = t.digitalocean.action_timeout_seconds + s.platform_grace_seconds
+    elif t.dispatch == "lambda" and t.aws_lambda is not None:
+        timeout = await _lambda_timeout(rt, t.aws_lambda).get(rt.http, t.aws_lambda, rt.aws)
         bound = None if timeout is None else timeout + s.platform_grace_seconds
-    ask = s.dispatch_target == "digitalocean" and s.digitalocean is not None
+    ask = t.dispatch == "digitalocean" and t.digitalocean is not None
     # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"
     # (CONTRACT §2): the heartbeat timeout can shorten the wait, never lengthen it.
     heartbeat = min(s.heartbeat_timeout_seconds, s.stuck_after_seconds)
@@ -169,12 +170,12 @@ async def recover(rt: Runtime[RecoveryStore]) -> int:
     can tell); how many were freed."""
     freed = 0
     for p in platforms(rt):
-        t = await thresholds(rt, p.settings)
+        t = await thresholds(rt, p.target)
         freed += await rt.store.recover_stuck(t.stuck, rt.settings.max_attempts,
                                               heartbeat=t.heartbeat, bound=t.bound, ask=t.ask,
                                               attempts=rt.settings.queue.attempts,
                                               kinds=p.kinds, others=p.others)
-        target = p.settings.digitalocean
+        target = p.target.digitalocean
         if t.ask and t.bound is not None and target is not None:
             freed += await ask_digitalocean(rt, target, t.quiet, t.bound, p)
     return freed
@@ -186,7 +187,7 @@ async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
     s = rt.settings
     waits = []
     for p in platforms(rt):
-        t = await thresholds(rt, p.settings)
+        t = await thresholds(rt, p.target)
         waits.append(await rt.store.next_wakeup(
             s.max_in_flight, s.breaker_threshold, t.stuck, heartbeat=t.heartbeat,
             bound=t.bound, ask=t.ask, look=t.quiet, budget=Budget.of(s), plan=s.queue.plan))
@@ -197,7 +198,7 @@ async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
 async def ask_digitalocean(rt: Runtime[RecoveryStore], target: DoTarget, quiet: float,
                            bound: float, platform: Platform | None = None) -> int:
     """Look at the activations of a few quiet dispatches and act on each; how many ended."""
-    p = platform or Platform(rt.settings)
+    p = platform or Platform(rt.settings.target())
     looks = await rt.store.take_lookups(quiet, bound, LOOKS_PER_STEP, LOOK_HOLD_SECONDS,
                                         kinds=p.kinds, others=p.others)
     if not looks:

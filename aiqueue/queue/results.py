@@ -11,7 +11,6 @@ from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
-from aiqueue.money import Money
 from aiqueue.queue.spend import priced
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
@@ -121,7 +120,7 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
                                        rt.settings.max_in_flight, Budget.of(rt.settings),
                                        plan=rt.settings.queue.plan,
-                                       money=Money.of(rt.settings))
+                                       money=rt.settings.money)
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -170,7 +169,7 @@ async def settle_item(rt: Runtime[ResultsStore], item: ResultItem) -> tuple[bool
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
                                       priced(item.usage, s.all_model_prices), s.max_in_flight,
                                       s.breaker_threshold, Budget.of(s), plan=s.queue.plan,
-                                      money=Money.of(s))
+                                      money=s.money)
     _completed(claim, done)
     return done, job
 

@@ -2,7 +2,7 @@
 the estimate of what an enqueue would cost before it is sent (CONTRACT §9c).
 
 The spend caps themselves are enforced by the claim, in SQL (functions.sql,
-"A shared model's money"); aiqueue/money.py carries their settings there.
+"A shared model's money"); aiqueue/settings/money.py carries their settings there.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aiqueue.config import BATCH_SHARE, QueueConfig
 from aiqueue.errors import Invalid, UnknownKind
 from aiqueue.models import DryRun
-from aiqueue.money import Money, PoolMoney
 from aiqueue.queue.lanes import lane_of
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.kinds import BATCH_SHARE, QueueConfig
+from aiqueue.settings.money import PoolMoney
 from aiqueue.wire import EnqueueRequest
 from aiqueue.wire.answers import EnqueueEstimate, EstimatePart, SpendCaps
 
@@ -72,7 +72,7 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     pool's recent assignments, else a default (aiqueue_estimate).  On the batch
     lane (asked for, or the kind's default) it is priced at the pool's batch price.
     """
-    money = Money.of(rt.settings)
+    money = rt.settings.money
     kinds = rt.settings.queue.kinds
     if request.kind not in kinds:
         raise UnknownKind(f"kind {request.kind!r} is not declared; the kinds are "

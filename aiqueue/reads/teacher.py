@@ -13,11 +13,11 @@ from uuid import UUID
 
 from aiqueue import wire
 from aiqueue.batch.lane import live_estimate
-from aiqueue.config import DEFAULT_KIND
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
 from aiqueue.queue import enqueue, overnight, progress, review, spend
 from aiqueue.runtime import Runtime
+from aiqueue.settings.kinds import DEFAULT_KIND, Lane
 from aiqueue.wire import answers
 from aiqueue.wire.calibration import Calibrate
 
@@ -56,7 +56,7 @@ async def info(rt: Runtime, assignment_id: str) -> AssignmentInfo | None:
 
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False, lane: wire.Lane = "live",
+               remark: bool = False, lane: Lane = "live",
                not_before: datetime | None = None,
                calibrate: int | None = None) -> answers.EnqueueAccepted:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
@@ -84,7 +84,7 @@ async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
 
 
 async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, remark: bool,
-                   lane: wire.Lane = "live", not_before: datetime | None = None,
+                   lane: Lane = "live", not_before: datetime | None = None,
                    dry_run: bool = False, calibrate: int | None = None) -> wire.EnqueueRequest:
     info = await rt.store.assignment_info(assignment_id)
     if info is None:

@@ -13,7 +13,8 @@ from aiqueue.settings import Settings
 
 @dataclass(frozen=True)
 class Kept:
-    """One line of "what is kept, for how long" (the /ai-queue panel, the README)."""
+    """One line of "what is kept, for how long" (the /ai-queue panel; the docs' Data
+    protection page)."""
 
     what: str
     where: str

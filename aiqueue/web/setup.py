@@ -7,7 +7,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aiqueue.doctor.checks import Report, run_doctor
+from aiqueue.doctor.checks import run_doctor
+from aiqueue.doctor.report import Report
 from aiqueue.errors import StoreError
 from aiqueue.runtime import Runtime
 from aiqueue.web import gate

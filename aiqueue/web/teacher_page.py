@@ -20,6 +20,7 @@ from aiqueue import wire
 from aiqueue.errors import Invalid, NotFound
 from aiqueue.queue import calibration, loop, progress, review
 from aiqueue.reads import agreement, teacher
+from aiqueue.settings.kinds import Lane
 from aiqueue.web import gate
 from aiqueue.web.agreement_views import card_view, with_held
 from aiqueue.web.auth import Session
@@ -115,7 +116,7 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
         d = await teacher.estimate(rt, assignment_id, submission_id, remark, calibrate)
         return JSONResponse({**wire.dump(d), "text": estimate_text(d),
                              "capped_text": capped_text(d)})
-    lane: wire.Lane = "batch" if form.get("lane") == "batch" else "live"
+    lane: Lane = "batch" if form.get("lane") == "batch" else "live"
     # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
     raw_at = form.get("not_before")
     not_before, _ = wire.parse_times({"not_before": raw_at or None}, datetime.now(UTC))

@@ -11,17 +11,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from aiqueue.errors import Invalid
+from aiqueue.settings.kinds import Lane
 from aiqueue.wire.base import parse
 from aiqueue.wire.calibration import Calibrate, ReleaseWhen
 from aiqueue.wire.requests import EnqueueBody
 from aiqueue.wire.rules import parse_rfc3339
 
 EMPTY_PAYLOAD = "{}"
-Lane = Literal["live", "batch"]
 
 
 @dataclass(frozen=True)

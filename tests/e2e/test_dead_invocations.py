@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from aiqueue.dispatch.platform import lambda_timeout
-from aiqueue.target_settings import LambdaTarget
+from aiqueue.settings.targets import LambdaTarget
 from tests.conftest import SECRET, add_submissions
 from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, Fate, LambdaProxy, MotoLambda
 from tests.e2e.servers import AppProcess, drain, free_port, run_asgi

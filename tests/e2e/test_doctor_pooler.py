@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from aiqueue.db.doctor import detect_pooler, listen_works
-from aiqueue.doctor.checks import Doctor, check_pooler
+from aiqueue.doctor.checks import check_pooler
+from aiqueue.doctor.report import Doctor
 from aiqueue.runtime import Runtime
 from tests.conftest import make_settings
 from tests.e2e.pgbouncer import PgBouncer

@@ -76,7 +76,7 @@ def signed_headers(body: bytes, seq: int) -> dict[str, str]:
     """What the app sends (aiqueue's own signing code), with the bearer."""
     app = AppSettings(signing_secret=SECRET, function_url="https://fn.test/mark",
                       function_token=TOKEN)
-    request = http_request(app, body, datetime.now(UTC), f"{uuid.uuid4()}.{seq}")
+    request = http_request(app.target(), body, datetime.now(UTC), f"{uuid.uuid4()}.{seq}")
     return request.headers
 
 

@@ -45,7 +45,7 @@ def signed(body: bytes, *, secret: str = SECRET, seq: int = 1,
            at: datetime | None = None) -> dict[str, str]:
     """The headers the app sends with this body (aiqueue's own signing code)."""
     settings = AppSettings(signing_secret=secret, function_url="http://fn.test/mark")
-    request = http_request(settings, body, at or datetime.now(UTC),
+    request = http_request(settings.target(), body, at or datetime.now(UTC),
                            message_id(UUID(QUEUE_ID), seq))
     return request.headers
 

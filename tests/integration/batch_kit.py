@@ -10,11 +10,11 @@ from typing import Any
 
 import asyncpg
 
-from aiqueue import config
 from aiqueue.batch.lane import LaneConfig, StepReport
 from aiqueue.queue.overnight import lane_config, lane_times, run
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice, Settings
+from aiqueue.settings.kinds import DEFAULT_POOL, Pool, QueueConfig
 from functions.ai_mark.server import create_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.batchapi.anthropic_api import AnthropicBatchAPI
@@ -43,7 +43,7 @@ class Rig:
     async def enqueue(self, n: int, deadline: datetime | None = None,
                       assignment: str = "hw-b") -> list[Any]:
         ids = await add_submissions(self.conn, n, assignment, content="photosynthesis")
-        batch = await lane_times(self.rt, config.DEFAULT_POOL, deadline)
+        batch = await lane_times(self.rt, DEFAULT_POOL, deadline)
         outcome = await self.rt.store.enqueue(
             ids, assignment, 0, {"rubric": "- names chlorophyll", "max_score": 10},
             batch=batch)
@@ -74,22 +74,22 @@ def served(provider: str, clock: Clock, fates: dict[int, Behaviour]
         yield emu, f"http://127.0.0.1:{emu_port}/v1", f"http://127.0.0.1:{fn_port}/"
 
 
-def batch_pool(name: str, provider: str, emu: Any, emu_url: str, **keys: Any) -> config.Pool:
+def batch_pool(name: str, provider: str, emu: Any, emu_url: str, **keys: Any) -> Pool:
     """A pool whose batch API is the emulator (as `[pools.<name>] batch = ...` declares it)."""
     found = {"batch": provider, "batch_base_url": emu_url, "batch_key_env": "BATCH_KEY",
              "batch_model": MODELS[provider], "batch_api_key": emu.key, **keys}
-    return config.Pool(name=name, **{"max_in_flight": 0, **found}, declared=frozenset(found))
+    return Pool(name=name, **{"max_in_flight": 0, **found}, declared=frozenset(found))
 
 
 def lane_settings(provider: str, db_url: str, emu: Any, emu_url: str, fn_url: str,
                   **settings: Any) -> Settings:
     """The app's settings with a batch lane on the emulator and the function on loopback:
     the default pool's, as `[pools.default]` in aiqueue.toml declares it."""
-    pool = batch_pool(config.DEFAULT_POOL, provider, emu, emu_url)
+    pool = batch_pool(DEFAULT_POOL, provider, emu, emu_url)
     base = make_settings(db_url, function_url=fn_url, function_token=FN_TOKEN,
                          **{"max_in_flight": 4, **settings})
-    return dataclasses.replace(base, model_prices=PRICES, queue_file=config.QueueConfig(
-        {config.DEFAULT_POOL: pool}, {}))
+    return dataclasses.replace(base, model_prices=PRICES, queue_file=QueueConfig(
+        {DEFAULT_POOL: pool}, {}))
 
 
 @asynccontextmanager
@@ -100,7 +100,7 @@ async def lane_rig(provider: str, db_url: str, conn: asyncpg.Connection, **setti
     with served(provider, clock, fates) as (emu, emu_url, fn_url):
         s = lane_settings(provider, db_url, emu, emu_url, fn_url, **settings)
         rt = await Runtime.create(s, db_url)
-        lane = dataclasses.replace(lane_config(rt, s.queue.pools[config.DEFAULT_POOL]),
+        lane = dataclasses.replace(lane_config(rt, s.queue.pools[DEFAULT_POOL]),
                                    poll_seconds=0.0, default_live_seconds=5.0)
         try:
             yield Rig(rt, emu, clock, fates, conn, lane, provider)

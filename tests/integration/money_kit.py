@@ -10,7 +10,7 @@ import asyncpg
 
 from aiqueue.db.store import Store
 from aiqueue.models import Job
-from aiqueue.money import NO_MONEY, Money
+from aiqueue.settings.money import NO_MONEY, Money
 from tests.conftest import add_submissions, enqueued
 
 THRESHOLD = 5

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aiqueue import config
-from aiqueue.settings import Settings
+from aiqueue.settings import Settings, toml_load
 from tests.conftest import make_settings
 
 TOML = """
@@ -43,5 +42,5 @@ def pools_settings(db_url: str, tmp_path: Path, **overrides: Any) -> Settings:
     """Test settings with the three kinds declared in a file."""
     path = tmp_path / "aiqueue.toml"
     path.write_text(TOML)
-    file = config.load_file(ENV, path, local_run=True)  # the test hosts are not https
+    file = toml_load.load_file(ENV, path, local_run=True)  # the test hosts are not https
     return make_settings(db_url, queue_file=file, **overrides)

@@ -17,7 +17,7 @@ import respx
 from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget
+from aiqueue.settings.targets import DoTarget
 from tests.conftest import SELF_CHAIN, add_submissions, enqueued, make_settings
 
 DO_HOST = "https://faas-test.doserverless.co"

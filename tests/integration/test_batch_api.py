@@ -131,7 +131,7 @@ async def test_render_and_parse_calls_carry_the_dispatch_signature(
            "submission": {"content": "an answer"}}
     with run_asgi(fn, port):
         async with httpx.AsyncClient() as http:
-            modes = FunctionModes(http, settings)
+            modes = FunctionModes(http, settings.target())
             if answered == 200:
                 rendered = await modes.render("openai", "m", [job])
                 assert list(rendered.requests) == ["q-1"]

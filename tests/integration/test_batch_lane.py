@@ -208,7 +208,7 @@ async def test_a_crash_after_the_provider_created_the_batch_adopts_it(rig: Rig) 
 
 
 async def _render(rig: Rig, provider: str, rows: list[BatchRow]) -> list[Line]:
-    modes = FunctionModes(rig.rt.http, rig.rt.settings)
+    modes = FunctionModes(rig.rt.http, rig.rt.settings.target())
     out = await modes.render(provider, rig.config.model, [job_body(rig.rt, r) for r in rows])
     return [Line(r.custom_id, out.requests[str(r.queue_id)]) for r in rows]
 

@@ -15,8 +15,8 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue import config
 from aiqueue.settings import Settings
+from aiqueue.settings.kinds import Kind, Pool, QueueConfig
 from aiqueue.web.app import create_app
 from tests.batchapi.common import Behaviour, Clock
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
@@ -49,19 +49,19 @@ def pools_settings(db_url: str, emus: dict[str, tuple[Any, str]], fn_url: str) -
         "an": batch_pool("an", "anthropic", an_emu, an_url, max_in_flight=2,
                          prices={"claude-haiku-4-5": (1.0, 5.0)},
                          batch_prices={"claude-haiku-4-5": AN_BATCH}, group_usd_per_day=50.0),
-        "plain": config.Pool("plain", 2),
+        "plain": Pool("plain", 2),
     }
     kinds = {
-        "essay": config.Kind("essay", "oa", lane="batch", max_attempts=1,
+        "essay": Kind("essay", "oa", lane="batch", max_attempts=1,
                              function_url=fn_url, function_token=FN_TOKEN),
-        "short": config.Kind("short", "an", function_url=fn_url, function_token=FN_TOKEN),
-        "quiz": config.Kind("quiz", "plain", function_url=fn_url, function_token=FN_TOKEN),
+        "short": Kind("short", "an", function_url=fn_url, function_token=FN_TOKEN),
+        "quiz": Kind("quiz", "plain", function_url=fn_url, function_token=FN_TOKEN),
     }
     nowhere = f"http://127.0.0.1:{free_port()}"  # the chain goes nowhere: the test drives
     return dataclasses.replace(
         make_settings(db_url, function_url=fn_url, function_token=FN_TOKEN, max_in_flight=2,
                       app_base_url=nowhere),
-        queue_file=config.QueueConfig(pools, kinds))
+        queue_file=QueueConfig(pools, kinds))
 
 
 @contextmanager

@@ -16,10 +16,10 @@ import asyncpg
 import httpx
 import pytest
 
-from aiqueue import config
 from aiqueue.models.calibration import GateAsked
 from aiqueue.queue.overnight import lane_times
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.kinds import DEFAULT_POOL
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, enqueued, make_settings
 from tests.integration.batch_kit import lane_rig
@@ -115,7 +115,7 @@ async def test_calibration_and_the_batch_lane(db_url: str, conn: asyncpg.Connect
         ids = await add_submissions(conn, 10, "hw-b", content="photosynthesis")
         outcome = enqueued(await rig.rt.store.enqueue(
             ids, "hw-b", 0, {"rubric": "- names chlorophyll", "max_score": 10},
-            batch=await lane_times(rig.rt, config.DEFAULT_POOL, None), gate=GateAsked(rows=3)))
+            batch=await lane_times(rig.rt, DEFAULT_POOL, None), gate=GateAsked(rows=3)))
         assert outcome.run_id is not None
         run_id = outcome.run_id
         lanes = dict(await conn.fetch("SELECT calibration, lane FROM ai_marking_queue "

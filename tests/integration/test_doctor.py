@@ -15,7 +15,8 @@ import respx
 from aiqueue import runtime as runtime_module
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.db.migrate import discover, migrate
-from aiqueue.doctor.checks import Doctor, check_schema
+from aiqueue.doctor.checks import check_schema
+from aiqueue.doctor.report import Doctor
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, FN, SECRET, add_submissions, app_client, make_settings

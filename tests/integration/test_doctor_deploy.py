@@ -11,7 +11,8 @@ import httpx
 import pytest
 import respx
 
-from aiqueue.doctor.checks import Doctor, check_function, check_pooler
+from aiqueue.doctor.checks import check_function, check_pooler
+from aiqueue.doctor.report import Doctor
 from aiqueue.doctor.roles import check_cron
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings

@@ -75,7 +75,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 async def send(client: httpx.AsyncClient, url: str, **kw: Any) -> dispatch.Outcome:
     settings = Settings(queue_secrets=(SECRET,), function_url=url, dispatch_timeout_seconds=30,
                         **kw)
-    return await dispatch.send(client, make_job(), settings, Tokens(SECRET))
+    return await dispatch.send(client, make_job(), settings.target(), Tokens(SECRET))
 
 
 def reset(writer: asyncio.StreamWriter) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from aiqueue.db.store import Store
 from aiqueue.models import MarkingEvent
-from aiqueue.money import Money, PoolMoney
 from aiqueue.settings import ModelPrice
+from aiqueue.settings.money import Money, PoolMoney
 from tests.integration.money_kit import THRESHOLD, Model
 
 CAP = 4

@@ -7,10 +7,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from aiqueue import config
 from aiqueue.db.store import Store
-from aiqueue.money import Money
-from aiqueue.settings import Settings
+from aiqueue.settings import Settings, toml_load
 from tests.conftest import add_submissions, make_settings
 
 THRESHOLD = 5
@@ -30,13 +28,13 @@ function_url = "http://essay.test/mark"
 def settings(db_url: str, tmp_path: Path) -> Settings:
     path = tmp_path / "aiqueue.toml"
     path.write_text(TOML)
-    return make_settings(db_url, queue_file=config.load_file({}, path, local_run=True),
+    return make_settings(db_url, queue_file=toml_load.load_file({}, path, local_run=True),
                          max_in_flight=4)
 
 
 async def test_a_pools_cap_pauses_its_rows_only_and_unknown_models_pay_its_top_price(
         store: Store, conn: asyncpg.Connection, settings: Settings):
-    money, plan = Money.of(settings), settings.queue.plan
+    money, plan = settings.money, settings.queue.plan
     # The unknown model is charged at the pool's most expensive price: gpt-4o's.
     doc = money.doc()
     assert doc is not None and doc["openai"]["top"] == [2.5, 10.0]

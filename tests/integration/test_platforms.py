@@ -17,7 +17,8 @@ import asyncpg
 import pytest
 import respx
 
-from aiqueue.doctor.checks import Check, Doctor, check_schema
+from aiqueue.doctor.checks import check_schema
+from aiqueue.doctor.report import Check, Doctor
 from aiqueue.doctor.roles import check_lockdown, check_role, check_submissions
 from aiqueue.runtime import Runtime
 from aiqueue.web.app import create_app

@@ -16,7 +16,7 @@ import respx
 from aiqueue.queue import recovery
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.runtime import Runtime
-from aiqueue.target_settings import LambdaTarget
+from aiqueue.settings.targets import LambdaTarget
 from tests.conftest import SELF_CHAIN
 from tests.integration.recovery_kit import (
     GRACE,

@@ -16,10 +16,10 @@ import asyncpg
 import pytest
 import respx
 
-from aiqueue import config
 from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
-from aiqueue.target_settings import DoTarget
+from aiqueue.settings.kinds import DEFAULT_POOL, Kind, QueueConfig
+from aiqueue.settings.targets import DoTarget
 from tests.conftest import FN, add_submissions, enqueued
 from tests.integration.recovery_kit import (
     DO_HOST,
@@ -48,12 +48,12 @@ def mock() -> Iterator[respx.MockRouter]:
 async def rt(db_url: str) -> AsyncIterator[Runtime]:
     """The default kind `mark` dispatches by http; the kind `code` to DigitalOcean."""
     target = DoTarget(DO_HOST, NS, "ai-mark", "mark", "user", "key", LIMIT)
-    code = config.Kind("code", config.DEFAULT_POOL, dispatch="digitalocean",
+    code = Kind("code", DEFAULT_POOL, dispatch="digitalocean",
                        digitalocean=target)
     made = await runtime(db_url)
     await made.close()
     settings = dataclasses.replace(made.settings, max_in_flight=2,
-                                   queue_file=config.QueueConfig({}, {"code": code}))
+                                   queue_file=QueueConfig({}, {"code": code}))
     out = await Runtime.create(settings, db_url)
     yield out
     await out.close()
@@ -68,7 +68,7 @@ async def start(rt: Runtime, conn: asyncpg.Connection, kind: str) -> uuid.UUID:
 
 def test_the_kinds_are_grouped_by_their_platform(rt: Runtime) -> None:
     groups = recovery.platforms(rt)
-    assert sorted((p.settings.dispatch_target, p.kinds, p.others) for p in groups) == [
+    assert sorted((p.target.dispatch, p.kinds, p.others) for p in groups) == [
         ("digitalocean", ("code",), ()), ("http", None, ("code",))]
 
 

@@ -31,8 +31,8 @@ from aiqueue.models.agreement import Review
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
-from aiqueue.money import NO_MONEY, Money
 from aiqueue.ports import LoopStore
+from aiqueue.settings.money import NO_MONEY, Money
 
 
 class QuietParts:

@@ -18,7 +18,7 @@ from aiqueue.dispatch.aws import (
     jwt_expiry,
     parse_assumed,
 )
-from aiqueue.target_settings import LambdaTarget
+from aiqueue.settings.targets import LambdaTarget
 
 STS = "https://sts.eu-west-1.amazonaws.com/"
 ROLE = "arn:aws:iam::123456789012:role/aiqueue-dispatch"

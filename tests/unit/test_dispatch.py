@@ -21,7 +21,7 @@ from tests.unit.fakes import FakeStore, make_job
 async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.AsyncClient):
     route = respx.post(FN).mock(return_value=httpx.Response(202))
     job = make_job()
-    outcome = await dispatch.send(client, job, settings(), Tokens(SECRET))
+    outcome = await dispatch.send(client, job, settings().target(), Tokens(SECRET))
     assert outcome == dispatch.Accepted()
     request = route.calls.last.request
     assert request.headers["authorization"] == "Bearer fn-token"
@@ -50,7 +50,7 @@ async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.Asy
 async def test_dispatch_classifies_answers(client: httpx.AsyncClient, status: int,
                                            headers: dict[str, str], expected: Any):
     respx.post(FN).mock(return_value=httpx.Response(status, headers=headers))
-    assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == expected
+    assert await dispatch.send(client, make_job(), settings().target(), Tokens(SECRET)) == expected
 
 
 @respx.mock
@@ -58,21 +58,21 @@ async def test_dispatch_timeout_and_refused_connection_are_failed_attempts(
     client: httpx.AsyncClient,
 ):
     respx.post(FN).mock(side_effect=httpx.ReadTimeout("slow"))
-    assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == \
+    assert await dispatch.send(client, make_job(), settings().target(), Tokens(SECRET)) == \
         dispatch.Failed("dispatch_timeout")
     respx.post(FN).mock(side_effect=httpx.ConnectError("refused"))
-    assert await dispatch.send(client, make_job(), settings(), Tokens(SECRET)) == \
+    assert await dispatch.send(client, make_job(), settings().target(), Tokens(SECRET)) == \
         dispatch.Failed("dispatch_connect_error")
 
 
 @respx.mock
 async def test_sync_mode_reads_the_result_from_the_answer(client: httpx.AsyncClient):
     respx.post(FN).mock(return_value=httpx.Response(200, json={"status": "completed"}))
-    outcome = await dispatch.send(client, make_job(), settings(function_mode="sync"),
+    outcome = await dispatch.send(client, make_job(), settings(function_mode="sync").target(),
                                   Tokens(SECRET))
     assert outcome == dispatch.Accepted({"status": "completed"})
     respx.post(FN).mock(return_value=httpx.Response(200, text="not json"))
-    outcome = await dispatch.send(client, make_job(), settings(function_mode="sync"),
+    outcome = await dispatch.send(client, make_job(), settings(function_mode="sync").target(),
                                   Tokens(SECRET))
     assert outcome == dispatch.Failed("sync_answer_not_json", 200)
 

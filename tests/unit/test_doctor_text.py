@@ -11,7 +11,8 @@ import pytest
 from aiqueue import dispatch
 from aiqueue.cli import doctor_settings, load_doctor
 from aiqueue.dev.defaults import DEV_FUNCTION_PORT, dev_settings
-from aiqueue.doctor.checks import Check, Doctor, Report, check_vercel, settings_failed
+from aiqueue.doctor.checks import check_vercel
+from aiqueue.doctor.report import Check, Doctor, Report, settings_failed
 from aiqueue.doctor.roles import check_lockdown, cron_period_seconds
 from aiqueue.doctor.text import function_finding, probe_finding
 from aiqueue.errors import SettingsError
@@ -50,26 +51,28 @@ LAMBDA = {**BASE, "AI_MARKING_DISPATCH": "lambda", "AWS_REGION": "us-east-1",
      dispatch.Failed("oidc_token_missing"), "no Vercel OIDC token", "OIDC Federation"),
 ])
 def test_each_refusal_names_the_mistake_and_the_fix(env, failed, says, fix):
-    status, detail, how = function_finding(load_settings(env), failed)
+    s = load_settings(env)
+    status, detail, how = function_finding(s.target(), failed, s.aws_env_names)
     assert status == "fail" and says in detail and how is not None and fix in how
 
 
 def test_an_accepted_or_busy_function_is_reachable():
     s = load_settings(DO)
-    assert function_finding(s, dispatch.Accepted(ref="act-1"))[:2] == (
+    assert function_finding(s.target(), dispatch.Accepted(ref="act-1"))[:2] == (
         "pass", "DigitalOcean action ai-mark/mark at "
                 "https://faas-nyc1-2ef2e6cc.doserverless.co took the probe (act-1)")
-    assert function_finding(s, dispatch.Busy(None, 429))[0] == "pass"
+    assert function_finding(s.target(), dispatch.Busy(None, 429))[0] == "pass"
 
 
 def test_probe_outcomes():
     s = load_settings(BASE)
     sent = dispatch.Accepted()
-    ok = probe_finding(s, ProbeResult(sent, "probe", {"function": "ai_mark"}, 0.25))
+    ok = probe_finding(s.target(), ProbeResult(sent, "probe", {"function": "ai_mark"}, 0.25))
     assert ok[0] == "pass" and "0.25 s (function ai_mark)" in ok[1]
-    old = probe_finding(s, ProbeResult(sent, "failed", {"error": "function:invalid_input"}, 1))
+    old = probe_finding(s.target(),
+                        ProbeResult(sent, "failed", {"error": "function:invalid_input"}, 1))
     assert old[0] == "fail" and "too old" in old[1] and "function:invalid_input" in old[1]
-    lost = probe_finding(s, ProbeResult(sent, None, {}, 30))
+    lost = probe_finding(s.target(), ProbeResult(sent, None, {}, 30))
     assert lost[0] == "fail" and "no callback reached http://127.0.0.1:8000/webhooks/ai-mark" \
         in lost[1] and lost[2] is not None and "APP_BASE_URL" in lost[2]
 
@@ -150,7 +153,8 @@ def test_the_doctor_beside_dev_uses_devs_secret_and_function(
 
 def test_a_probe_callback_the_app_rejected_names_the_two_secrets():
     s = load_settings(BASE)
-    rejected = probe_finding(s, ProbeResult(dispatch.Accepted(), None, {}, 30, app_status=401))
+    rejected = probe_finding(s.target(),
+                             ProbeResult(dispatch.Accepted(), None, {}, 30, app_status=401))
     assert rejected[0] == "fail" and "rejected" in rejected[1]
     assert "the two sides hold different secrets" in rejected[1]
     assert rejected[2] is not None and "MARKING_QUEUE_SECRET" in rejected[2]

@@ -22,7 +22,7 @@ from aiqueue.dispatch.platform import (
 )
 from aiqueue.errors import SettingsError
 from aiqueue.settings import load_settings
-from aiqueue.target_settings import DoTarget, LambdaTarget, load_digitalocean
+from aiqueue.settings.targets import DoTarget, LambdaTarget, load_digitalocean
 
 DO = DoTarget("https://faas.test", "fn-ns", "ai-mark", "mark", "user", "key")
 LAMBDA = LambdaTarget("eu-west-1", "AKID", "secret", None, "ai-mark", "live",

@@ -15,7 +15,7 @@ from aiqueue.models import Lookup, QueueId
 from aiqueue.queue import recovery
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.targets import DoTarget, LambdaTarget
 from aiqueue.tokens import Tokens
 from tests.unit.fakes import FakeStore, make_job
 

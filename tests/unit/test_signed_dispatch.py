@@ -19,7 +19,7 @@ from aiqueue import dispatch
 from aiqueue.dispatch import targets
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
-from aiqueue.target_settings import DoTarget
+from aiqueue.settings.targets import DoTarget
 from aiqueue.tokens import Tokens
 from tests.unit.fakes import make_job
 
@@ -40,7 +40,8 @@ async def test_every_http_dispatch_carries_a_verifiable_signature() -> None:
     # the attempt back, and the next dispatch must not look like a replay.
     job = dataclasses.replace(make_job(attempt=2), dispatch_seq=5)
     async with httpx.AsyncClient() as client:
-        assert await dispatch.send(client, job, settings(), Tokens(SECRET)) == dispatch.Accepted()
+        outcome = await dispatch.send(client, job, settings().target(), Tokens(SECRET))
+    assert outcome == dispatch.Accepted()
     request = route.calls.last.request
     headers = dict(request.headers)
     assert headers["webhook-id"] == f"{job.queue_id}.5"
@@ -57,7 +58,8 @@ async def test_every_http_dispatch_carries_a_verifiable_signature() -> None:
 async def test_without_the_secret_no_signature_headers() -> None:
     route = respx.post(FN).mock(return_value=httpx.Response(202))
     async with httpx.AsyncClient() as client:
-        await dispatch.send(client, make_job(), settings(signing_secret=None), Tokens(SECRET))
+        unsigned = settings(signing_secret=None).target()
+        await dispatch.send(client, make_job(), unsigned, Tokens(SECRET))
     assert not {"webhook-id", "webhook-signature"} & set(route.calls.last.request.headers)
 
 
@@ -65,7 +67,7 @@ def test_platform_targets_are_not_signed() -> None:
     # DigitalOcean and Lambda authenticate the call themselves; headers don't reach the action.
     do = settings(dispatch_target="digitalocean",
                   digitalocean=DoTarget("https://do.test", "ns", "pkg", "act", "u", "k"))
-    request = targets.build_request(do, json.dumps({}).encode(), datetime.now(UTC),
+    request = targets.build_request(do.target(), json.dumps({}).encode(), datetime.now(UTC),
                                     message_id="q.1")
     assert "webhook-signature" not in request.headers
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from aiqueue.dispatch.sigv4 import Credentials, sign
 from aiqueue.dispatch.targets import lambda_request, lambda_url
-from aiqueue.target_settings import LambdaTarget
+from aiqueue.settings.targets import LambdaTarget
 
 EVENT = {"content-type": "application/json", "x-amz-invocation-type": "Event"}
 

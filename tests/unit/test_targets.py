@@ -20,7 +20,7 @@ from aiqueue.dispatch.platform import LambdaTimeout
 from aiqueue.queue import loop
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.target_settings import DoTarget, LambdaTarget
+from aiqueue.settings.targets import DoTarget, LambdaTarget
 from aiqueue.tokens import Tokens
 from tests.unit.fakes import FakeStore, make_job
 
@@ -56,21 +56,21 @@ def accepted(target: str) -> httpx.Response:
 
 
 async def send(client: httpx.AsyncClient, target: str, **kw: Any) -> dispatch.Outcome:
-    return await dispatch.send(client, make_job(**kw), settings(target), Tokens(SECRET))
+    return await dispatch.send(client, make_job(**kw), settings(target).target(), Tokens(SECRET))
 
 
 @respx.mock
 async def test_digitalocean_invokes_the_action_without_blocking(client: httpx.AsyncClient):
     route = respx.post(DO_URL).mock(return_value=accepted("digitalocean"))
     job = make_job()
-    outcome = await dispatch.send(client, job, settings("digitalocean"), Tokens(SECRET))
+    outcome = await dispatch.send(client, job, settings("digitalocean").target(), Tokens(SECRET))
     assert outcome == dispatch.Accepted(ref=ACTIVATION_ID)
     request = route.calls.last.request
     assert request.url.params["blocking"] == "false"
     assert request.headers["authorization"] == "Basic " + base64.b64encode(
         b"uuid-1:key-2").decode()
     body = json.loads(request.content)
-    assert body == dispatch.dispatch_body(job, settings("digitalocean"), Tokens(SECRET))
+    assert body == dispatch.dispatch_body(job, settings("digitalocean").target(), Tokens(SECRET))
 
 
 @respx.mock
@@ -149,7 +149,7 @@ async def test_oversized_payload_fails_without_a_request(client: httpx.AsyncClie
         "payload_too_large", None, retryable=False)
     assert route.call_count == 0
     # Just under the limit goes out.
-    body = json.dumps(dispatch.dispatch_body(make_job(), settings(target), Tokens(SECRET)))
+    body = json.dumps(dispatch.dispatch_body(make_job(), settings(target).target(), Tokens(SECRET)))
     fits = {"rubric": "x" * (1024 * 1024 - len(body) - 20)}
     assert isinstance(await send(client, target, payload=fits), dispatch.Accepted)
     respx.post(URLS[target]).mock(return_value=httpx.Response(413))

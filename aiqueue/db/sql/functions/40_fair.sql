@@ -8,8 +8,6 @@
 -- starts waiting is first lifted to the smallest counter of the groups already
 -- waiting, so idleness banks no credit.  Spend caps pause a group (or a pool)
 -- until its UTC hour or day rolls over; they never fail a row.
---
--- What the rules need of the settings travels with each call as a jsonb
 
 -- The weight a dispatch is charged: input + 2 × output tokens (VTC's weights).
 CREATE OR REPLACE FUNCTION aiqueue_fair_weight(prompt float8, completion float8) RETURNS float8

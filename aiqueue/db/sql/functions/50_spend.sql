@@ -1,5 +1,7 @@
 -- A shared model's money: prices, spend windows, caps, and a charge given back.
--- `money` (aiqueue/money.py, Money.doc): per pool its caps, its
+--
+-- What the rules need of the settings travels with each call as a jsonb
+-- `money` (aiqueue/settings/money.py, Money.doc): per pool its caps, its
 -- prices and the length of its windows:
 --   {"<pool>": {"group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
 --               "prices": {"<model>": [in, out]}, "top": [in, out],

@@ -11,8 +11,8 @@ import ipaddress
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from aiqueue.env_values import env_url
 from aiqueue.errors import SettingsError
+from aiqueue.settings.env import env_url
 
 # What Vercel may put in a function's environment by itself (they grant nothing).
 AWS_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",

@@ -6,7 +6,7 @@ import pytest
 
 from aiqueue.errors import SettingsError
 from aiqueue.settings import load_settings
-from aiqueue.setup_settings import is_local_url
+from aiqueue.settings.safety import is_local_url
 
 VERCEL = {"VERCEL": "1", "DATABASE_URL": "postgresql://u@db.example.org/x",
           "MARKING_QUEUE_SECRET": "unit-secret-0123456789abcdef",

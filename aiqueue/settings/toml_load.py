@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from aiqueue import paths
-from aiqueue.config.model import DEFAULT_POOL, BatchProvider, Kind, Pool, QueueConfig
-from aiqueue.config.values import (
+from aiqueue.errors import SettingsError
+from aiqueue.settings.kinds import DEFAULT_POOL, BatchProvider, Kind, Pool, QueueConfig
+from aiqueue.settings.safety import require_https
+from aiqueue.settings.targets import TARGETS, load_digitalocean, load_lambda
+from aiqueue.settings.toml_values import (
     check_keys,
     env_name,
     prices,
@@ -25,16 +28,13 @@ from aiqueue.config.values import (
     usd,
     whole,
 )
-from aiqueue.errors import SettingsError
-from aiqueue.setup_settings import require_https
-from aiqueue.target_settings import TARGETS, load_digitalocean, load_lambda
 
-_POOL_KEYS = frozenset({
+POOL_KEYS = frozenset({
     "max_in_flight", "tokens_per_minute", "requests_per_minute", "prices",
     "group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
     "batch", "batch_base_url", "batch_key_env", "batch_model", "batch_prices",
 })
-_KIND_KEYS = frozenset({
+KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
     "token_env", "max_in_flight", "max_attempts", "lane",
 })
@@ -89,7 +89,7 @@ def load_file(env: Mapping[str, str], path: Path | None, *,
 
 def _pool(name: str, body: dict[str, Any], env: Mapping[str, str], local_run: bool) -> Pool:
     where = f"pools.{name}"
-    check_keys(where, body, _POOL_KEYS)
+    check_keys(where, body, POOL_KEYS)
     # `[pools.default]` changes the keys it sets; the rest are the environment's.
     if "max_in_flight" not in body and name != DEFAULT_POOL:
         raise SettingsError(f"{where}.max_in_flight is required (the cap for L; 0 = unlimited)")
@@ -136,7 +136,7 @@ def _batch(where: str, body: dict[str, Any], env: Mapping[str, str], local_run: 
 def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[str],
           local_run: bool) -> Kind:
     where = f"kinds.{name}"
-    check_keys(where, body, _KIND_KEYS)
+    check_keys(where, body, KIND_KEYS)
     pool = text(f"{where}.pool", body.get("pool", DEFAULT_POOL))
     if pool not in pools:
         raise SettingsError(f"{where}.pool names {pool!r}, which is no pool "
@@ -166,7 +166,7 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
 
 def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str, str],
                  token: str | None, local_run: bool) -> Kind:
-    """The kind's function, checked as AI_MARKING_DISPATCH's targets are (target_settings).
+    """The kind's function, checked as AI_MARKING_DISPATCH's targets are (targets.py).
 
     A DigitalOcean or Lambda kind may name a `function_url` too: its web URL, which
     a batch lane's render and parse modes are posted to.

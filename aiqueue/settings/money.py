@@ -1,7 +1,7 @@
 """A shared model's money (CONTRACT §9c): each pool's spend caps and prices for the claim.
 
 The rules themselves live in SQL (functions.sql, "A shared model's money"):
-turns by tokens, the spend windows, the estimate.  This leaf gathers what
+turns by tokens, the spend windows, the estimate.  This gathers what
 they need of the settings into one JSON document sent with each claim and
 result (`Money.doc`), the way flow.Budget carries the declared budgets.
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from aiqueue.settings import ModelPrice, Settings
+from aiqueue.settings.env import ModelPrice
+from aiqueue.settings.kinds import QueueConfig
 
-DEFAULT_POOL = "default"
 # The caps' names, as the TOML file, the dry run's `capped` and the pages say them.
 CAP_NAMES = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
 
@@ -61,16 +61,12 @@ class Money:
     day_seconds: float = 86400.0
 
     @classmethod
-    def of(cls, settings: Settings) -> Money:
+    def of(cls, queue: QueueConfig, hour_seconds: float, day_seconds: float) -> Money:
         """Every pool's caps and prices: the default pool's from QUEUE_*_USD_* and
-        QUEUE_MODEL_PRICES, the others' from aiqueue.toml (Settings.queue).
+        QUEUE_MODEL_PRICES, the others' from aiqueue.toml.
 
-        Built once per Settings (every claim and result sends it).
+        Built once per Settings (`Settings.money`): every claim and result sends it.
         """
-        made: Money | None = settings.__dict__.get("_money")
-        if made is not None:
-            return made
-        queue = settings.queue
         pools = {
             name: PoolMoney(
                 caps={cap: getattr(pool, cap) for cap in CAP_NAMES},
@@ -78,9 +74,7 @@ class Money:
                 batch_prices={m: ModelPrice(*price) for m in {*pool.prices, *pool.batch_prices}
                               if (price := queue.batch_price(name, m)) is not None})
             for name, pool in queue.pools.items()}
-        made = cls(pools, settings.spend_hour_seconds, settings.spend_day_seconds)
-        settings.__dict__["_money"] = made
-        return made
+        return cls(pools, hour_seconds, day_seconds)
 
     @property
     def capped(self) -> bool:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from aiqueue import config, paths
+from aiqueue import paths
 from aiqueue.errors import SettingsError
-from aiqueue.settings import load_settings
+from aiqueue.settings import load_settings, toml_load
 
 GOOD = """
 [pools.openai]
@@ -72,22 +72,25 @@ def test_each_kind_dispatches_with_its_own_function(tmp_path: Path) -> None:
     env = {**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, GOOD)),
            "AI_MARKING_FUNCTION_TOKEN": "default-token-0123"}
     s = load_settings(env)
-    assert s.for_kind("mark") is not s.for_kind("essay")
-    essay = s.for_kind("essay")
-    assert (essay.function_url, essay.function_token, essay.max_attempts) == (
-        "https://essay.example/mark", ENV["ESSAY_FUNCTION_TOKEN"], 2)
+    essay = s.target("essay")
+    assert s.target("mark") != essay and s.target("essay") is essay  # built once
+    assert (essay.kind, essay.function_url, essay.function_token) == (
+        "essay", "https://essay.example/mark", ENV["ESSAY_FUNCTION_TOKEN"])
     # A kind with no token_env sends none: never the default kind's token.
-    assert s.for_kind("short").function_token is None
-    assert s.for_kind("mark").function_token == "default-token-0123"
+    assert s.target("short").function_token is None
+    assert s.target("mark").function_token == "default-token-0123"
+    assert s.target() is s.target("mark")
     with pytest.raises(KeyError):
-        s.for_kind("poetry")
+        s.target("poetry")
 
 
 def test_no_file_is_todays_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(paths, "ROOT", tmp_path)
     s = load_settings({"QUEUE_MAX_IN_FLIGHT": "3"})
     assert s.queue_file is None and s.queue.single
-    assert s.for_kind("mark") is s
+    t = s.target()
+    assert (t.kind, t.dispatch, t.function_url, t.function_token, t.callback_url) == (
+        "mark", s.dispatch_target, s.function_url, s.function_token, s.callback_url)
     assert json.loads(s.queue.plan) == {
         "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0}],
         "kinds": [{"name": "mark", "pool": "default", "cap": 0}]}
@@ -99,7 +102,7 @@ def test_aiqueue_toml_at_the_apps_root_is_read_without_the_variable(
     write(tmp_path, GOOD)
     monkeypatch.setattr(paths, "ROOT", tmp_path)
     assert "essay" in load_settings(ENV).queue.kinds
-    assert config.config_path({}, tmp_path / "elsewhere") is None
+    assert toml_load.config_path({}, tmp_path / "elsewhere") is None
 
 
 @pytest.mark.parametrize(("text", "env", "named"), [
@@ -142,7 +145,7 @@ def test_kinds_of_other_targets_reuse_the_targets_checks(tmp_path: Path) -> None
             'do_action = "grade/run"\ntoken_env = "CODE_DO_AUTH"\n')
     env = {"AIQUEUE_CONFIG": str(write(tmp_path, text)), "CODE_DO_AUTH": "u:s",
            "DO_FUNCTIONS_API_HOST": "https://faas.example"}
-    kind = config.load_file(env, Path(env["AIQUEUE_CONFIG"]))
+    kind = toml_load.load_file(env, Path(env["AIQUEUE_CONFIG"]))
     assert kind is not None
     target = kind.kind("code").digitalocean
     assert target is not None
@@ -175,7 +178,7 @@ def test_the_default_pool_takes_its_spend_caps_from_the_environment() -> None:
 def test_a_kinds_function_gets_https_outside_dev(tmp_path: Path) -> None:
     path = write(tmp_path, '[kinds.a]\nfunction_url = "http://marker.example/mark"\n')
     with pytest.raises(SettingsError, match=r"kinds\.a\.function_url must be an https://"):
-        config.load_file({}, path)
-    assert config.load_file({}, path, local_run=True) is not None  # dev may use http://
+        toml_load.load_file({}, path)
+    assert toml_load.load_file({}, path, local_run=True) is not None  # dev may use http://
     local = write(tmp_path, '[kinds.a]\nfunction_url = "http://127.0.0.1:8001/mark"\n')
-    assert config.load_file({}, local) is not None
+    assert toml_load.load_file({}, local) is not None

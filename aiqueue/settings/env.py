@@ -1,6 +1,6 @@
 """Values read from the environment, each refused with one line that names its variable.
 
-A leaf: settings.py and the other settings readers import these, so a variable
+The first step of the settings: table.py and the other readers import these, so a variable
 is read and its error worded the same way everywhere. An unset or blank
 variable gives the default.
 
@@ -152,7 +152,13 @@ def number(name: str, default: N, low: N, high: float = float("inf"), *,
         else:
             value = env_float(env, name, fallback, low, high)
         return value if cap is None else min(value, cap)
-    return field(default=default, metadata={"env": name, "read": read})
+    kind = "an integer" if isinstance(default, int) else "a number"
+    check = f"{kind} >= {low}" if high == float("inf") else f"{kind} from {low} to {high:g}"
+    if on_vercel is not None:
+        check += f"; {on_vercel} on Vercel"
+    if cap is not None:
+        check += f"; a larger value counts as {cap}"
+    return field(default=default, metadata={"env": name, "read": read, "check": check})
 
 
 def optional(name: str, read: Callable[[Env, str], T | None], *, secret: bool = False) -> T | None:
@@ -162,4 +168,5 @@ def optional(name: str, read: Callable[[Env, str], T | None], *, secret: bool = 
 
 def entry(name: str, read: Callable[[Env, str], object]) -> dict[str, object]:
     """A table entry's metadata: the variable and how to read it."""
-    return {"env": name, "read": lambda env: read(env, name)}
+    check = (read.__doc__ or "").strip().splitlines()[0] if read.__doc__ else ""
+    return {"env": name, "read": lambda env: read(env, name), "check": check}

@@ -1,16 +1,18 @@
-"""The dispatch target's settings (AI_MARKING_DISPATCH, DO_FUNCTIONS_*, AWS_*), validated once."""
+"""The dispatch target's settings (AI_MARKING_DISPATCH, DO_FUNCTIONS_*, AWS_*), validated once,
+and each kind's `KindTarget`: what dispatch needs to reach that kind's function."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from aiqueue.errors import SettingsError
-from aiqueue.setup_settings import require_https
+from aiqueue.settings.safety import require_https
 
 DispatchTarget = Literal["http", "digitalocean", "lambda"]
+FunctionMode = Literal["async", "sync"]
 TARGETS: tuple[DispatchTarget, ...] = ("http", "digitalocean", "lambda")
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
@@ -53,6 +55,24 @@ class LambdaTarget:
     # AWS_ROLE_ARN: assume this role with Vercel's OIDC token (no static keys then).
     role_arn: str | None = None
     sts_endpoint: str = "https://sts.amazonaws.com"
+
+
+@dataclass(frozen=True)
+class KindTarget:
+    """One kind's function as dispatch reaches it (`Settings.target(kind)`): the platform,
+    the function's URL and credentials, and what every dispatch carries."""
+
+    kind: str
+    dispatch: DispatchTarget
+    # The http target's URL; a DigitalOcean or Lambda kind's web URL (the batch lane's).
+    function_url: str
+    function_token: str | None = field(repr=False)
+    function_mode: FunctionMode
+    digitalocean: DoTarget | None
+    aws_lambda: LambdaTarget | None
+    callback_url: str
+    signing_secret: str | None = field(repr=False)
+    dispatch_timeout_seconds: float
 
 
 def _required(env: Mapping[str, str], name: str, target: str) -> str:

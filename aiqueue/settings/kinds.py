@@ -1,5 +1,17 @@
-"""The kinds and pools an instance routes by (CONTRACT §9b), and how the file's join the
-default ones the environment builds."""
+"""Task kinds and model pools (CONTRACT §9b): the shapes, and how aiqueue.toml's join
+the default ones the environment builds.
+
+A *kind* names what a row asks for and which function does it, and the lane
+it takes by default; a *pool* is one model key with its own limits (the cap
+for the learned limit L, declared budgets, prices, spend caps) and, if it
+allows the overnight lane (§9f), its provider's batch API.  Every kind
+belongs to one pool.
+
+Without a file there is one kind, `mark`, in one pool, `default`, both built
+from the environment (`Settings.queue`): the file adds kinds and pools beside
+them, and may redeclare either to change it (`[pools.default]` changes only
+the keys it sets).  toml_load.py reads the file.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +22,11 @@ from functools import cached_property
 from typing import Literal
 
 from aiqueue.errors import SettingsError
-from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget
+from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
 
 DEFAULT_KIND = "mark"
 DEFAULT_POOL = "default"
+# The lane a row takes (CONTRACT §9f): live dispatch, or the overnight batch API.
 Lane = Literal["live", "batch"]
 BatchProvider = Literal["openai", "anthropic"]
 # A model's batch price, unless the pool declares one: the providers' published
@@ -188,7 +201,7 @@ def _check_lanes(pools: Mapping[str, Pool], kinds: Mapping[str, Kind]) -> None:
         if kind.lane == "batch" and pool.batch is None:
             raise SettingsError(f"kinds.{kind.name}.lane = \"batch\" needs a batch API, but "
                                 f"pools.{pool.name}.batch is not set")
-        # The default kind's is AI_MARKING_FUNCTION_URL, which settings.py checks.
+        # The default kind's is AI_MARKING_FUNCTION_URL, which pools.py checks.
         if pool.batch is not None and kind.function_url is None and kind.name != DEFAULT_KIND:
             raise SettingsError(f"kinds.{kind.name}.function_url is required: pool "
                                 f"{pool.name}'s batch lane posts the function's render and "

@@ -1,52 +1,39 @@
-"""Settings read once from the environment into a frozen object.
+"""The settings table: one frozen `Settings`, each field read from one variable.
 
-`Settings` is the table: a field read from one variable names it, its
-default and its check once (`number`, `optional`, `entry` in
-aiqueue/env_values.py).  `load_settings` reads all of those in one loop,
-then the few whose meaning depends on others: production, a local run, the
-dispatch target and aiqueue.toml, with its pools' batch lanes (aiqueue/pool_settings.py).
+A field read from one variable names it, its default and its check once
+(`number`, `optional`, `entry` in aiqueue/settings/env.py); `load_settings`
+(aiqueue/settings/__init__.py) reads them all in one loop.  What is derived
+from the table (every kind and pool, each kind's dispatch target, the money
+document) is built once per Settings, as a cached property.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal
 
-from aiqueue import config
-from aiqueue.env_values import (
-    Env,
+from aiqueue.settings.env import (
     ModelPrice,
     entry,
-    env_db_url,
     env_prices,
     env_text,
-    env_url,
     env_usd,
     env_whsec,
     number,
     optional,
 )
-from aiqueue.errors import SettingsError
-from aiqueue.pool_settings import batch_reaches_function, caps_priced, queue_file
-from aiqueue.setup_settings import (
-    AWS_ENV_NAMES,
-    MIN_PASSWORD,
-    app_base_url,
-    cron_values,
-    secret_values,
-    secure_url,
-    single_secret,
-    vercel_dev,
+from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
+from aiqueue.settings.money import Money
+from aiqueue.settings.safety import cron_values, single_secret
+from aiqueue.settings.targets import (
+    DispatchTarget,
+    DoTarget,
+    FunctionMode,
+    KindTarget,
+    LambdaTarget,
 )
-from aiqueue.target_settings import DispatchTarget, DoTarget, LambdaTarget, load_target
 
-__all__ = ["ModelPrice", "Settings", "load_settings"]
-
-FunctionMode = Literal["async", "sync"]
 # Where jobs go in development: the bundled reference function (aiqueue/dev).
 DEV_FUNCTION_URL = "http://127.0.0.1:8001/"
 
@@ -67,7 +54,7 @@ class Settings:
     function_url: str = DEV_FUNCTION_URL
     function_token: str | None = optional("AI_MARKING_FUNCTION_TOKEN", env_text)
     function_mode: FunctionMode = "async"
-    # AI_MARKING_DISPATCH and its target's settings (aiqueue/target_settings.py).
+    # AI_MARKING_DISPATCH and its target's settings (aiqueue/settings/targets.py).
     dispatch_target: DispatchTarget = "http"
     digitalocean: DoTarget | None = None
     aws_lambda: LambdaTarget | None = None
@@ -153,46 +140,50 @@ class Settings:
     alert_failures_min: int = number("QUEUE_ALERT_FAILURES_MIN", 5, 1)
     alert_failure_rate: float = number("QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0)
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
-    queue_file: config.QueueConfig | None = field(default=None, hash=False, compare=False)
+    queue_file: QueueConfig | None = field(default=None, hash=False, compare=False)
 
     @cached_property
-    def queue(self) -> config.QueueConfig:
+    def queue(self) -> QueueConfig:
         """Every kind and pool: the default ones from the fields above, and the file's."""
-        default_pool = config.Pool(
-            name=config.DEFAULT_POOL, max_in_flight=self.max_in_flight,
+        default_pool = Pool(
+            name=DEFAULT_POOL, max_in_flight=self.max_in_flight,
             tokens_per_minute=self.tokens_per_minute,
             requests_per_minute=self.requests_per_minute,
             prices={m: (p.input, p.output) for m, p in self.model_prices.items()},
             group_usd_per_hour=self.group_usd_per_hour,
             group_usd_per_day=self.group_usd_per_day, pool_usd_per_day=self.pool_usd_per_day)
-        default_kind = config.Kind(
-            name=config.DEFAULT_KIND, pool=config.DEFAULT_POOL, dispatch=self.dispatch_target,
+        default_kind = Kind(
+            name=DEFAULT_KIND, pool=DEFAULT_POOL, dispatch=self.dispatch_target,
             function_url=self.function_url, function_token=self.function_token,
             digitalocean=self.digitalocean, aws_lambda=self.aws_lambda)
-        return config.merged(self.queue_file, default_pool, default_kind)
+        return merged(self.queue_file, default_pool, default_kind)
 
     @cached_property
     def all_model_prices(self) -> Mapping[str, ModelPrice]:
         """QUEUE_MODEL_PRICES and every pool's prices (CONTRACT §7d, §9b)."""
         return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
 
-    def for_kind(self, name: str) -> Settings:
-        """These settings with the kind's function: target, URL, token, attempts.
+    @cached_property
+    def money(self) -> Money:
+        """Every pool's spend caps and prices, and the spend windows' lengths."""
+        return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds)
 
-        The default kind's are the settings themselves; unknown kinds raise KeyError.
-        """
-        kind = self.queue.kind(name)
-        if name == config.DEFAULT_KIND and self.queue_file is None:
-            return self
-        cache: dict[str, Settings] = self.__dict__.setdefault("_kind_settings", {})
-        if name not in cache:
-            cache[name] = replace(
-                self, dispatch_target=kind.dispatch,
-                function_url=kind.function_url or self.function_url,
-                function_token=kind.function_token, digitalocean=kind.digitalocean,
-                aws_lambda=kind.aws_lambda,
-                max_attempts=kind.max_attempts or self.max_attempts)
-        return cache[name]
+    @cached_property
+    def targets(self) -> Mapping[str, KindTarget]:
+        """Each kind's dispatch target: its own function, token and platform, else the
+        deployment's (AI_MARKING_FUNCTION_URL's, when a kind names no URL)."""
+        return {name: KindTarget(
+            kind=name, dispatch=kind.dispatch,
+            function_url=kind.function_url or self.function_url,
+            function_token=kind.function_token, function_mode=self.function_mode,
+            digitalocean=kind.digitalocean, aws_lambda=kind.aws_lambda,
+            callback_url=self.callback_url, signing_secret=self.signing_secret,
+            dispatch_timeout_seconds=self.dispatch_timeout_seconds)
+            for name, kind in self.queue.kinds.items()}
+
+    def target(self, kind: str = DEFAULT_KIND) -> KindTarget:
+        """The kind's dispatch target; unknown kinds raise KeyError."""
+        return self.targets[kind]
 
     @property
     def queue_secret(self) -> str:
@@ -212,75 +203,3 @@ class Settings:
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (tests and the dev command)."""
         return replace(self, **changes)  # type: ignore[arg-type]
-
-
-def load_settings(
-    env: Mapping[str, str] | None = None, *, port: int = 8000, dev: bool = False
-) -> Settings:
-    """Read and validate the environment; raise SettingsError naming the bad variable.
-
-    `dev` is the `dev` command, which (like `vercel dev`) may use http:// to any host.
-    """
-    env = os.environ if env is None else env
-    local_run = dev or vercel_dev(env)
-    production = bool(env.get("VERCEL")) or env.get("AIQUEUE_ENV", "").lower() == "production"
-    database_url = env_db_url(env, "DATABASE_URL", None)
-    if production and database_url is None:
-        raise SettingsError("DATABASE_URL is required in production")
-    queue_secrets = secret_values(env, "MARKING_QUEUE_SECRET")
-    generated = not queue_secrets
-    if generated:
-        if production:
-            raise SettingsError("MARKING_QUEUE_SECRET is required in production")
-        queue_secrets = (secrets.token_urlsafe(24),)
-    mode = env.get("AI_MARKING_FUNCTION_MODE", "async").strip().lower() or "async"
-    if mode not in ("async", "sync"):
-        raise SettingsError(f"AI_MARKING_FUNCTION_MODE must be 'async' or 'sync', got {mode!r}")
-    base = app_base_url(env, port, secure_url(env, "APP_BASE_URL", local_run))
-    target, digitalocean, aws_lambda = load_target(env, mode, local_run=local_run)
-    function_url = secure_url(env, "AI_MARKING_FUNCTION_URL", local_run)
-    if function_url is None and production and target == "http":
-        raise SettingsError("AI_MARKING_FUNCTION_URL is required in production")
-    notify_url = secure_url(env, "QUEUE_NOTIFY_URL", local_run)
-    table = _table(env)
-    file = queue_file(env, mode, local_run, table["model_prices"])
-    batch_reaches_function(file, target, function_url)
-    settings = Settings(
-        database_url=database_url,
-        database_direct_url=env_db_url(env, "DATABASE_DIRECT_URL", database_url),
-        queue_secrets=queue_secrets,
-        admin_password=(single_secret(env, "AI_QUEUE_ADMIN_PASSWORD", MIN_PASSWORD)
-                        or queue_secrets[0]),
-        app_base_url=base,
-        function_url=function_url or DEV_FUNCTION_URL,
-        function_mode="sync" if mode == "sync" else "async",
-        dispatch_target=target, digitalocean=digitalocean, aws_lambda=aws_lambda,
-        callback_url=env_url(env, "AI_MARKING_CALLBACK_URL") or f"{base}/webhooks/ai-mark",
-        production=production,
-        secret_generated=generated,
-        notify_url=notify_url,
-        notify_secret=_notify_secret(env, notify_url),
-        on_vercel=bool(env.get("VERCEL")),
-        vercel_dev=vercel_dev(env),
-        aws_env_names=tuple(n for n in AWS_ENV_NAMES if env.get(n, "").strip()),
-        queue_file=file,
-        **table,
-    )
-    caps_priced(settings.queue)
-    return settings
-
-
-def _table(env: Env) -> dict[str, Any]:
-    """Every field the table reads from one variable, by field name."""
-    return {f.name: f.metadata["read"](env) for f in fields(Settings) if "read" in f.metadata}
-
-
-def _notify_secret(env: Env, url: str | None) -> str | None:
-    """QUEUE_NOTIFY_SECRET: a Standard Webhooks secret, required with QUEUE_NOTIFY_URL."""
-    secret = env_whsec(env, "QUEUE_NOTIFY_SECRET")
-    if secret is None and url is not None:
-        raise SettingsError("QUEUE_NOTIFY_SECRET is required with QUEUE_NOTIFY_URL "
-                            "(a Standard Webhooks secret, whsec_...)")
-    if secret is not None and url is None:
-        raise SettingsError("QUEUE_NOTIFY_SECRET is set but QUEUE_NOTIFY_URL is not")
-    return secret

@@ -6,7 +6,7 @@ import pytest
 
 from aiqueue.errors import SettingsError
 from aiqueue.settings import load_settings
-from aiqueue.target_settings import DoTarget, LambdaTarget, split_function
+from aiqueue.settings.targets import DoTarget, LambdaTarget, split_function
 
 DO = {
     "AI_MARKING_DISPATCH": "digitalocean",
