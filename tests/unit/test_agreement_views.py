@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from aiqueue.models.agreement import Review, agreement
 from aiqueue.models.calibration import Gate, Thresholds
@@ -11,7 +12,7 @@ from aiqueue.reads.agreement import Card
 from aiqueue.web.agreement_views import agreement_text, card_view, release_text, with_held
 
 
-def reviews(pairs: list[tuple[float, float]], reverted: int = 0) -> list[Review]:
+def reviews(pairs: Sequence[tuple[float, float]], reverted: int = 0) -> list[Review]:
     done = [Review(uuid.uuid4(), "accepted", {"score": a, "max_score": 10},
                    None if a == b else {"score": b}, uuid.uuid4()) for a, b in pairs]
     return done + [Review(uuid.uuid4(), "reverted", {"score": 1}) for _ in range(reverted)]
