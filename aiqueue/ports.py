@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from aiqueue.batch.lane import LaneStore
+from aiqueue.batch.pack import LaneStore
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
 from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, OutboxEntry, Status
 from aiqueue.models.agreement import Review
@@ -50,7 +50,7 @@ class ResultsStore(Protocol):
 
 
 class WebhookStore(ResultsStore, Protocol):
-    """queue/enqueue.py receive_results, probes.record: a webhook batch's items."""
+    """queue/webhook.py receive_results, probes.record: a webhook batch's items."""
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool: ...
@@ -70,7 +70,7 @@ class HandoutStore(ResultsStore, Protocol):
 class RecoveryStore(ResultsStore, Protocol):
     """queue/recovery.py: stuck rows, the platform's looks, when the step has work."""
 
-    async def recent_p95(self) -> float | None: ...
+    async def recent_processing_tail(self) -> float | None: ...
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,

@@ -29,7 +29,7 @@ from typing import Literal
 
 import asyncpg
 
-from aiqueue.batch.lane import live_estimate
+from aiqueue.batch.pack import live_estimate
 from aiqueue.queue.overnight import lane_config, run
 from aiqueue.queue.spend import cost_usd
 from aiqueue.runtime import Runtime

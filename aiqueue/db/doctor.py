@@ -43,7 +43,7 @@ class DoctorQueries(Gateway):
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool:
         """Keep the first answer to a probe; True if this one was the first."""
-        return await self._write_one_status("probe_answer_record", probe_id, answer,
+        return await self._write_one_status("record_probe_answer", probe_id, answer,
                                             json.dumps(detail))
 
     async def _write_one_status(self, name: str, *args: Any) -> bool:
@@ -54,11 +54,11 @@ class DoctorQueries(Gateway):
 
     async def probe_answer(self, probe_id: UUID) -> tuple[str, dict[str, Any]] | None:
         """What the function answered to a probe, or None while nothing came."""
-        row = await self._fetchrow("probe_answer_read", probe_id)
+        row = await self._fetchrow("probe_answer", probe_id)
         return None if row is None else (row["answer"], json.loads(row["detail"]))
 
     async def prune_probe_answers(self) -> None:
-        await self._write_one_status("probe_answers_prune")
+        await self._write_one_status("prune_probe_answers")
 
     async def cron_called(self) -> None:
         """Keep the time of this cron call in the control row (at most every 10 s)."""

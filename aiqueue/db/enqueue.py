@@ -1,16 +1,21 @@
-"""The enqueue's transaction (sql/queries.sql `enqueue`, `idempotency_*`), rerun on a lost race."""
+"""The enqueue's statements of sql/enqueue.sql: its transaction (`enqueue`, `idempotency_*`),
+rerun on a lost race, and the dry run."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 
+from aiqueue.db.gateway import Gateway
 from aiqueue.db.pool import Database, Rollback
 from aiqueue.errors import Conflict
 from aiqueue.models import (
+    DryRun,
     Enqueued,
     EnqueueOutcome,
     KeyMismatch,
@@ -20,6 +25,7 @@ from aiqueue.models import (
     UnknownIds,
 )
 from aiqueue.models.calibration import GateAsked, spread_sample
+from aiqueue.settings.money import Money
 
 # How often an enqueue runs when it keeps losing a race for a live row.
 _ENQUEUE_RUNS = 5
@@ -112,3 +118,47 @@ async def _calibration_rows(conn: asyncpg.Connection, sql: dict[str, str], outco
     rows = await conn.fetch(sql["calibration_rows_named"], outcome.queue_ids,
                             list(gate.submission_ids))
     return [QueueId(r["queue_id"]) for r in rows]
+
+
+class EnqueueQueries(Gateway):
+    """The enqueue and its dry run: one method per named query of sql/enqueue.sql."""
+
+    async def enqueue(
+        self,
+        submission_ids: Sequence[UUID | str],
+        assignment_id: str,
+        priority: int,
+        payload: str | Mapping[str, Any],
+        *,
+        group: str | None = None,
+        remark: bool = False,
+        key: tuple[str, str] | None = None,
+        kind: str = "mark",
+        pool: str = "default",
+        not_before: datetime | None = None,
+        expires_at: datetime | None = None,
+        batch: tuple[datetime, datetime] | None = None,
+        gate: GateAsked | None = None,
+    ) -> EnqueueOutcome:
+        """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
+
+        `payload` is the JSON text the request's parser made (or an object, serialised here).
+        `kind` and its `pool` are stored on every row (CONTRACT §9b).
+        `not_before` / `expires_at`: when the rows become due, and when they expire.
+        `batch` (deadline, live time) puts the new rows on the overnight lane in the
+        same transaction, so no live claim can take them first.
+        `gate` (CONTRACT §10b): the rows marked first, the rest held in the same transaction.
+        """
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
+                remark, kind, pool, not_before, expires_at)
+        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch,
+                                  gate)
+
+    async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
+                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
+        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
+        row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
+                                   group, pool, money.json())
+        assert row is not None, "an aggregate always answers one row"
+        return DryRun.from_row(row)

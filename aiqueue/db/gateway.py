@@ -16,11 +16,11 @@ _HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
 
 @cache
 def queries() -> dict[str, str]:
-    """Split every sql/*.sql file (queries.sql first) into {name: statement}."""
+    """Split every sql/*.sql file into {name: statement}."""
     found: dict[str, str] = {}
     files = sorted(
         (f for f in resources.files("aiqueue.db.sql").iterdir() if f.name.endswith(".sql")),
-        key=lambda f: (f.name != "queries.sql", f.name),
+        key=lambda f: f.name,
     )
     for file in files:
         parts = _HEADER.split(file.read_text())[1:]

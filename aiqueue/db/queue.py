@@ -1,18 +1,14 @@
-"""The loop's statements of sql/queries.sql: enqueue, claim, settle, fail, wake up."""
+"""The loop's statements of sql/queue.sql: claim, settle, fail, wake up."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from aiqueue.db.enqueue import enqueue_rows
 from aiqueue.db.gateway import Gateway
 from aiqueue.flow import NO_BUDGET, Budget
-from aiqueue.models import DryRun, EnqueueOutcome, Job, Status
-from aiqueue.models.calibration import GateAsked
+from aiqueue.models import Job, Status
 from aiqueue.settings.money import NO_MONEY, Money
 
 
@@ -24,46 +20,6 @@ def _budgeted(plan: str | None) -> bool:
 
 class QueueQueries(Gateway):
     """The loop's writes (the LoopStore port, aiqueue/ports.py): one method per named query."""
-
-    async def enqueue(
-        self,
-        submission_ids: Sequence[UUID | str],
-        assignment_id: str,
-        priority: int,
-        payload: str | Mapping[str, Any],
-        *,
-        group: str | None = None,
-        remark: bool = False,
-        key: tuple[str, str] | None = None,
-        kind: str = "mark",
-        pool: str = "default",
-        not_before: datetime | None = None,
-        expires_at: datetime | None = None,
-        batch: tuple[datetime, datetime] | None = None,
-        gate: GateAsked | None = None,
-    ) -> EnqueueOutcome:
-        """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
-
-        `payload` is the JSON text the request's parser made (or an object, serialised here).
-        `kind` and its `pool` are stored on every row (CONTRACT §9b).
-        `not_before` / `expires_at`: when the rows become due, and when they expire.
-        `batch` (deadline, live time) puts the new rows on the overnight lane in the
-        same transaction, so no live claim can take them first.
-        `gate` (CONTRACT §10b): the rows marked first, the rest held in the same transaction.
-        """
-        text = payload if isinstance(payload, str) else json.dumps(payload)
-        args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
-                remark, kind, pool, not_before, expires_at)
-        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch,
-                                  gate)
-
-    async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
-                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
-        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
-        row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
-                                   group, pool, money.json())
-        assert row is not None, "an aggregate always answers one row"
-        return DryRun.from_row(row)
 
     # `plan` (the pools and kinds, aiqueue/settings/kinds.py QueueConfig.plan): None means
     # the default pool with the cap and budget passed, and the one kind `mark`.
@@ -89,7 +45,7 @@ class QueueQueries(Gateway):
         """
         # Only the current dispatch can be refused, so a repeat changes nothing.
         status: Status | None = await self._write_val(
-            "flow_refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
+            "refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
             idempotent=True)
         return status
 

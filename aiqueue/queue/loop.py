@@ -158,13 +158,22 @@ async def _safely(rt: Runtime[LoopStore], running: Coroutine[Any, Any, StepResul
                   wait: bool = True) -> None:
     try:
         step = await running
-        if step.sync_job is not None:
-            await run_sync(rt, step.sync_job)
     except Exception as exc:
         # Whatever went wrong (not only the database), the ticker and the next
         # request must live on: this runs where nobody could catch it.
         logs.event("step_error", code=_code(exc))
         step = StepResult(chained=True)  # nothing to wait out: the error is logged
+    await _after(rt, step, wait=wait)
+
+
+async def _after(rt: Runtime[LoopStore], step: StepResult, *, wait: bool = True) -> None:
+    """After a step, once its caller answered: its sync job (errors logged, never raised),
+    notifications, a short hold waited out."""
+    if step.sync_job is not None:
+        try:
+            await run_sync(rt, step.sync_job)
+        except Exception as exc:
+            logs.event("step_error", code=_code(exc), queue_id=step.sync_job.queue_id)
     # Notifications go after the step, never before it: the queue comes first.
     await delivery.deliver_safely(rt)
     if wait:
@@ -224,10 +233,7 @@ async def after_cancel(rt: Runtime[LoopStore]) -> None:
 
 async def after_process(rt: Runtime[LoopStore], step: StepResult) -> None:
     """After the process endpoint (chain, cron) answered: a sync job, notifications, a hold."""
-    if step.sync_job is not None:
-        await safe_run_sync(rt, step.sync_job)
-    await delivery.deliver_safely(rt)
-    await wait_out_hold(rt, step)
+    await _after(rt, step)
 
 
 async def wait_out_hold(rt: Runtime[LoopStore], step: StepResult) -> None:
@@ -245,14 +251,6 @@ async def wait_out_hold(rt: Runtime[LoopStore], step: StepResult) -> None:
     await asyncio.sleep(wait + 0.01)
     # Once per invocation: a second wait could outlast the platform's time limit.
     await _safely(rt, process_step(rt), wait=False)
-
-
-async def safe_run_sync(rt: Runtime[LoopStore], job: Job) -> None:
-    """run_sync after the process call answered: errors are logged, never raised."""
-    try:
-        await run_sync(rt, job)
-    except Exception as exc:
-        logs.event("step_error", code=_code(exc), queue_id=job.queue_id)
 
 
 def _code(exc: Exception) -> str:

@@ -66,7 +66,7 @@ class RecentP95:
             return self.value
         async with self.lock:
             if time.monotonic() >= self.due:
-                self.value = await rt.store.recent_p95()
+                self.value = await rt.store.recent_processing_tail()
                 self.due = time.monotonic() + P95_REFRESH_SECONDS
         return self.value
 

@@ -80,7 +80,7 @@ async def report(rt: Runtime, since: str | None, until: str | None, by: str | No
     """The body of GET /api/marking/usage."""
     start, end = usage_range(since, until, datetime.now(UTC).date())
     grouping = parse_by(by)
-    rows = await rt.store.usage(start, end, grouping)
+    rows = await rt.store.usage_report(start, end, grouping)
     items = [usage_item(r, r.key) for r in rows if r.key is not None]
     total = next(usage_total(r) for r in rows if r.key is None)
     last = (end - timedelta(days=1)).date()
@@ -90,9 +90,9 @@ async def report(rt: Runtime, since: str | None, until: str | None, by: str | No
 async def cost_summary(rt: Runtime) -> dict[str, Any]:
     """What /ai-queue shows: cost and tokens today, over 30 days, by model and by lane."""
     today = datetime.now(UTC).date()
-    day = await rt.store.usage(*usage_range(today.isoformat(), None, today), "model")
-    month = await rt.store.usage(*usage_range(None, None, today), "model")
-    lanes = await rt.store.usage(*usage_range(None, None, today), "lane")
+    day = await rt.store.usage_report(*usage_range(today.isoformat(), None, today), "model")
+    month = await rt.store.usage_report(*usage_range(None, None, today), "model")
+    lanes = await rt.store.usage_report(*usage_range(None, None, today), "lane")
     return {
         "today": usage_json(day[-1]),
         "month": usage_json(month[-1]),

@@ -193,7 +193,7 @@ async def test_live_feed_carries_progress_messages_only_while_processing(
 
     async def feed() -> list[dict[str, Any]]:
         for _ in range(200):  # other sessions' open transactions may hold events back
-            batch = await store.events_after("hw-r", EventCursor(0, 0), 100)
+            batch = await store.live_events_after("hw-r", EventCursor(0, 0), 100)
             if not batch.held_back:
                 return [e.to_json() for e in batch.events]
             await asyncio.sleep(0.05)

@@ -177,8 +177,8 @@ class FakeStore(QuietParts):
         self.calls.append(("next_scheduled", ()))
         return self.scheduled_in
 
-    async def recent_p95(self) -> float | None:
-        self.calls.append(("recent_p95", ()))
+    async def recent_processing_tail(self) -> float | None:
+        self.calls.append(("recent_processing_tail", ()))
         return self.p95
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,

@@ -10,7 +10,7 @@ import pytest
 import respx
 
 from aiqueue import dispatch
-from aiqueue.queue import enqueue, loop
+from aiqueue.queue import loop, webhook
 from aiqueue.queue.loop import Receipt
 from aiqueue.tokens import Tokens
 from tests.unit.dispatch_kit import FN, SECRET, SELF, runtime, settings
@@ -133,7 +133,7 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
     rt = runtime(store, client)
     item = {"queue_id": str(job.queue_id), "status": "completed", "result": {"score": 1},
             "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
-    receipt = await enqueue.receive_results(rt, enqueue.verify_results(rt.tokens, [item]))
+    receipt = await webhook.receive_results(rt, webhook.verify_results(rt.tokens, [item]))
     assert receipt.counts == {"accepted": 1, "ignored": 0, "rejected": 0}
     assert receipt.freed == 1
     if settle_fails:

@@ -149,7 +149,7 @@ $$;
 -- estimated tokens; its window entry is written in the same statement as the
 -- claim.  cap/tpm/rpm: the default pool's, for a call without a plan.
 -- A pending row may still be dispatched (CONTRACT §9d): it has no expires_at,
--- or that moment has not come.  The sweep (queries.sql: expire_rows) ends the
+-- or that moment has not come.  The sweep (schedule.sql: expire_rows) ends the
 -- others; until it has, the claim steps over them.
 CREATE OR REPLACE FUNCTION aiqueue_unexpired(expires_at timestamptz)
 RETURNS boolean LANGUAGE sql STABLE AS $$

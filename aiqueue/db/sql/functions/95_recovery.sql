@@ -18,7 +18,7 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $$
 $$;
 
 -- Manual retry (one row or all): failed rows start over with fresh attempts
--- and a fresh turn, exactly as an enqueue hands them out (queries.sql:
+-- and a fresh turn, exactly as an enqueue hands them out (enqueue.sql:
 -- enqueue): a group's k-th retried row gets start + k, start being the turn
 -- after the group's last one or the turn at the head of its priority's due
 -- rows, and a fresh seq.  Without them a retried row kept the turn it had
