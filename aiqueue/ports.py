@@ -140,11 +140,11 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
 class CalibrationStore(Protocol):
     """queue/calibration.py: release a run's held rows, sweep the gates, read reviews."""
 
-    async def release(self, run_id: UUID, actor: str | None) -> Release: ...
+    async def calibration_release(self, run_id: UUID, actor: str | None) -> Release: ...
 
     async def calibration_sweep(self) -> list[tuple[UUID, Thresholds]]: ...
 
-    async def reviews(self, *, assignment_id: str | None = None, group: str | None = None,
+    async def agreement_reviews(self, *, assignment_id: str | None = None, group: str | None = None,
                       kind: str | None = None, model: str | None = None,
                       since: datetime | None = None, run_id: UUID | None = None,
                       calibration_only: bool = False) -> list[tuple[Review, str | None]]: ...

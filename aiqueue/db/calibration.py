@@ -17,12 +17,12 @@ MAX_REVIEWS = 100_000
 class CalibrationQueries(Gateway):
     """Release a run's held rows, read its gate, sweep for readiness; read reviews."""
 
-    async def release(self, run_id: UUID, actor: str | None) -> Release:
+    async def calibration_release(self, run_id: UUID, actor: str | None) -> Release:
         rows = await self._write("calibration_release", run_id, actor)
         r = rows[0]  # an aggregate: always one row
         return Release(int(r["released"]), r["released_at"], bool(r["known"]))
 
-    async def gate(self, run_id: UUID) -> Gate | None:
+    async def calibration_gate(self, run_id: UUID) -> Gate | None:
         row = await self._fetchrow("calibration_gate", run_id)
         return Gate.from_row(row) if row else None
 
@@ -32,7 +32,7 @@ class CalibrationQueries(Gateway):
         found = [(r["run_id"], Thresholds.of(r["release_when"])) for r in rows]
         return [(run, t) for run, t in found if t is not None]
 
-    async def reviews(self, *, assignment_id: str | None = None, group: str | None = None,
+    async def agreement_reviews(self, *, assignment_id: str | None = None, group: str | None = None,
                       kind: str | None = None, model: str | None = None,
                       since: datetime | None = None, run_id: UUID | None = None,
                       calibration_only: bool = False) -> list[tuple[Review, str | None]]:

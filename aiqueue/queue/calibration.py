@@ -38,7 +38,7 @@ def asked(request: EnqueueRequest) -> GateAsked | None:
 
 async def release(rt: Runtime[CalibrationStore], run_id: UUID, actor: str | None) -> Released:
     """Release a run's held rows (none held: 0); NotFound when the run asked for no gate."""
-    done = await rt.store.release(run_id, actor)
+    done = await rt.store.calibration_release(run_id, actor)
     if not done.known:
         raise NotFound(f"no calibrated run {run_id}")
     logs.event("calibration_release", run_id=run_id, released=done.released,
@@ -48,7 +48,7 @@ async def release(rt: Runtime[CalibrationStore], run_id: UUID, actor: str | None
 
 async def measured(rt: Runtime[CalibrationStore], run_id: UUID) -> Agreement:
     """Agreement over the run's calibration rows' reviews."""
-    reviews = await rt.store.reviews(run_id=run_id, calibration_only=True)
+    reviews = await rt.store.agreement_reviews(run_id=run_id, calibration_only=True)
     return agreement(review for review, _model in reviews)
 
 

@@ -24,14 +24,14 @@ async def report(rt: Runtime, *, assignment_id: str | None = None, group: str | 
                  kind: str | None = None, model: str | None = None,
                  since: datetime | None = None) -> AgreementReport:
     """GET /api/marking/agreement's answer."""
-    reviews = await rt.store.reviews(assignment_id=assignment_id, group=group, kind=kind,
+    reviews = await rt.store.agreement_reviews(assignment_id=assignment_id, group=group, kind=kind,
                                      model=model, since=since)
     return AgreementReport.of(agreement(review for review, _model in reviews))
 
 
 async def of_assignment(rt: Runtime, assignment_id: str) -> Agreement:
     """The teacher page's card: every review of the assignment."""
-    reviews = await rt.store.reviews(assignment_id=assignment_id)
+    reviews = await rt.store.agreement_reviews(assignment_id=assignment_id)
     return agreement(review for review, _model in reviews)
 
 
@@ -39,7 +39,7 @@ async def by_model(rt: Runtime, now: datetime | None = None) -> list[tuple[str, 
     """/ai-queue's table: agreement per model over the reviews of the last 30 days."""
     since = (now or datetime.now(UTC)) - MODEL_WINDOW
     per: dict[str, list[Review]] = {}
-    for review, model in await rt.store.reviews(since=since):
+    for review, model in await rt.store.agreement_reviews(since=since):
         per.setdefault(model or "unknown", []).append(review)
     return [(model, agreement(rows)) for model, rows in sorted(per.items())]
 
@@ -56,7 +56,7 @@ class Card:
 async def card(rt: Runtime, assignment_id: str, run_id: UUID | None) -> Card:
     """While a calibrated run holds rows: its calibration rows' agreement and what the rest
     wait for; otherwise the assignment's agreement over every review."""
-    gate = await rt.store.gate(run_id) if run_id is not None else None
+    gate = await rt.store.calibration_gate(run_id) if run_id is not None else None
     if gate is not None and gate.held:
         figures = await calibration.measured(rt, gate.run_id)
         return Card(gate, figures, calibration.why_waiting(gate, figures))

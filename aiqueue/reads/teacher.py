@@ -14,7 +14,6 @@ from aiqueue.queue import overnight, progress
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import DEFAULT_KIND
 from aiqueue.wire import answers
-from aiqueue.wire.calibration import Calibrate
 
 MAX_ROWS = 2000
 

@@ -126,7 +126,7 @@ async def test_calibration_and_the_batch_lane(db_url: str, conn: asyncpg.Connect
         assert report.packed == 0  # nothing held is packed
         claimed = [await rig.rt.store.claim(4, 5) for _ in range(4)]
         assert len([c for c in claimed if c is not None]) == 3
-        released = await rig.rt.store.release(run_id, "teacher")
+        released = await rig.rt.store.calibration_release(run_id, "teacher")
         assert released.released == 7
         # Back on the lane with their own live time, and packed by the next step.
         assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue WHERE lane = 'batch' "

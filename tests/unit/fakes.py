@@ -61,14 +61,14 @@ class QuietParts:
 
     # -- the calibration gate: no gated run ------------------------------------
 
-    async def release(self, run_id: UUID, actor: str | None) -> Release:
-        self.calls.append(("release", (run_id, actor)))
+    async def calibration_release(self, run_id: UUID, actor: str | None) -> Release:
+        self.calls.append(("calibration_release", (run_id, actor)))
         return Release(0, None, False)
 
     async def calibration_sweep(self) -> list[tuple[UUID, Thresholds]]:
         return []
 
-    async def reviews(self, *, assignment_id: str | None = None, group: str | None = None,
+    async def agreement_reviews(self, *, assignment_id: str | None = None, group: str | None = None,
                       kind: str | None = None, model: str | None = None,
                       since: datetime | None = None, run_id: UUID | None = None,
                       calibration_only: bool = False) -> list[tuple[Review, str | None]]:
