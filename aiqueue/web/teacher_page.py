@@ -29,6 +29,7 @@ from aiqueue.web.http import respond
 from aiqueue.web.state import runtime
 from aiqueue.web.teacher_views import (
     CHECK_FIRST,
+    HELD_LABEL,
     MARK_TITLE,
     REMARK_TITLE,
     fmt_by,
@@ -76,6 +77,7 @@ async def page(request: Request, session: Session) -> Response:
         "urls": {"progress": f"{base}/progress", "token": f"{base}/events-token",
                  "submission": f"{base}/submissions/"},
         "calibration": card_view(card, _max_score(payload)),
+        "held_label": HELD_LABEL,
     }
     return render(
         "results.html",
