@@ -38,7 +38,7 @@ async def agreement_report(request: Request) -> Response:
 async def release(request: Request) -> Response:
     rt = await runtime(request)
     run_id = wire.parse_uuid(request.path_params["run_id"], "run")
-    body = await read_json(request, 1024, optional=True)
+    body = await read_json(request, 64 * 1024, optional=True)
     if body is not None:
         wire.parse(ReleaseBody, body)
     actor = review.parse_actor(request.headers.get("x-actor"))

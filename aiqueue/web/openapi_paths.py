@@ -102,6 +102,8 @@ def _enqueue_links() -> dict[str, Schema]:
         "AcceptRow": {"operationId": "acceptRow", "parameters": row},
         "RevertRow": {"operationId": "revertRow", "parameters": row},
         "RetryRow": {"operationId": "retryRow", "parameters": row},
+        "ReleaseRun": {"operationId": "releaseRun",
+                       "parameters": {"run_id": "$response.body#/run_id"}},
     }
 
 
