@@ -91,6 +91,10 @@ async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple
         already_marked=sum(r["kind"] == "marked" for r in rows),
         run_id=next((r["value"] for r in rows if r["kind"] == "run"), None),
     )
+    if gate is None and outcome.run_id is not None and outcome.queue_ids \
+            and await conn.fetchval(sql["calibration_run_holds"], outcome.run_id):
+        # Rows joining a run that still holds its rest for a check wait with them.
+        gate = GateAsked(rows=0)
     first: list[QueueId] = []
     rest = outcome.queue_ids
     if gate is not None and outcome.run_id is not None:

@@ -218,3 +218,28 @@ async def test_the_monitor_shows_agreement_by_model(client: httpx.AsyncClient,
     kappa = reference([(1, 1), (2, 2), (3, 3), (4, 4), (5, 7)])["qwk"]
     assert cells == ["m-1", "6", "1", "80%", "80%", "0.40", f"{kappa:.2f}"]
     assert "secret words" not in html
+
+
+async def test_rows_joining_a_held_run_wait_with_it(client: httpx.AsyncClient,
+                                                    conn: asyncpg.Connection,
+                                                    function: Any) -> None:
+    subs = await add_submissions(conn, 9, assignment_id="hw-7")
+    first = await enqueue(client, subs[:6], calibrate={"rows": 2})
+    await drain(client)
+    for s in dispatched(function):
+        await complete(client, s, 5)
+    # A later Mark All of the same assignment joins the run, and waits with its rest.
+    later = await enqueue(client, subs[6:])
+    assert later["run_id"] == first["run_id"]
+    await drain(client)
+    assert function.call_count == 2
+    r = await client.get("/api/marking/queue?status=pending&limit=100", headers=AUTH)
+    assert [i["waiting_for"] for i in r.json()["items"]] == ["calibration"] * 7
+    r = await client.post(f"/api/marking/runs/{first['run_id']}/release", headers=AUTH)
+    assert r.json()["released"] == 7
+    await drain(client)
+    assert function.call_count == 9
+    # Its calibration rows had ended already: still one calibration_ready.
+    await client.get("/api/marking/process-queue", headers=AUTH)
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_outbox "
+                               "WHERE type = 'marking.calibration_ready'") == 1

@@ -6,14 +6,17 @@
 -- calibration rows ($3) marked, and the run's other new rows ($4) held: not due
 -- until the release gives them back their own run_after (a not_before, a
 -- batch row's live time).  A run joined again by a later enqueue that asks
--- for calibration holds its new rows too, under the newer thresholds.
+-- for calibration holds its new rows too, under the newer thresholds; one
+-- that joins a run still holding its rest ($5 = 0: no calibration rows of its
+-- own) holds them with the rest, and its run stays ready if it was.
 WITH run AS (
     INSERT INTO ai_marking_runs AS r (run_id, assignment_id, calibration_rows, release_when)
     VALUES ($1::uuid, $2::text, $5::integer, $6::jsonb)
     ON CONFLICT (run_id) DO UPDATE
     SET calibration_rows = r.calibration_rows + EXCLUDED.calibration_rows,
         release_when = coalesce(EXCLUDED.release_when, r.release_when),
-        released_at = NULL, released_by = NULL, ready_at = NULL
+        released_at = NULL, released_by = NULL,
+        ready_at = CASE WHEN EXCLUDED.calibration_rows > 0 THEN NULL ELSE r.ready_at END
     RETURNING r.run_id
 ),
 first AS (
@@ -99,3 +102,9 @@ LIMIT $8::integer;
 SELECT q.queue_id FROM ai_marking_queue q
 WHERE q.queue_id = ANY ($1::uuid[]) AND q.submission_id = ANY ($2::uuid[])
 ORDER BY q.seq;
+
+-- calibration_run_holds --
+-- The enqueue's transaction: does the run its rows joined ($1) hold rows for a
+-- check not yet released?  (Its new rows are held with them.)
+SELECT EXISTS (SELECT 1 FROM ai_marking_runs r
+               WHERE r.run_id = $1::uuid AND r.released_at IS NULL) AS holds;
