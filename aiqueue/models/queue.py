@@ -202,13 +202,15 @@ class Enqueued:
 
     def answer(self, requested: int) -> dict[str, Any]:
         """The contract's 202 body for a request of `requested` ids."""
-        return {
+        answer: dict[str, Any] = {
             "enqueued": len(self.queue_ids),
             "skipped": requested - len(self.queue_ids) - self.already_marked,
             "already_marked": self.already_marked,
             "queue_ids": [str(q) for q in self.queue_ids],
-            "run_id": None if self.run_id is None else str(self.run_id),
         }
+        if self.run_id is not None:  # no row added: no run joined, and the answer as before
+            answer["run_id"] = str(self.run_id)
+        return answer
 
 
 @dataclass(frozen=True)

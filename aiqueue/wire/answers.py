@@ -34,7 +34,7 @@ class EnqueueAccepted(Wire):
     already_marked: Count
     queue_ids: list[Uuid]
     run_id: Uuid | None = described(
-        "the run its rows joined (the one marking.run_finished reports); null when no row "
+        "the run its rows joined (the one marking.run_finished reports); absent when no row "
         "was added", default=None)
 
 

@@ -18,7 +18,7 @@ class EnqueueAccepted(TypedDict):
     skipped: int
     already_marked: int
     queue_ids: list[str]
-    # The run the rows joined (the one marking.run_finished reports); None if none was added.
+    # The run the rows joined (the one marking.run_finished reports); absent if none was added.
     run_id: NotRequired[str | None]
 
 
