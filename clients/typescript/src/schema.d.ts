@@ -669,7 +669,7 @@ export interface components {
             skipped: number;
             already_marked: number;
             queue_ids: string[];
-            /** @description the run its rows joined (the one marking.run_finished reports); null when no row was added */
+            /** @description the run its rows joined (the one marking.run_finished reports); absent when no row was added */
             run_id?: string | null;
         };
         /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
