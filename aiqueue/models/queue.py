@@ -88,7 +88,9 @@ class QueueRow:
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+        # `held` is read only where a page or answer says why a row waits.
+        found = {name: row[name] for name in cls.__dataclass_fields__ if name != "held"}
+        return cls(**found, held=bool(row.get("held", False)))
 
     @property
     def waiting_for(self) -> WaitingFor | None:

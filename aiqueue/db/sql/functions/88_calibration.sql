@@ -57,15 +57,17 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_calibration
 
 -- A result's marks without its words: score, max_score and each criterion's id
 -- and score (a criterion's comment is student-facing text, never read out).
+-- NULL for NULL.  Not STRICT: the planner folds a strict call on a NULL
+-- constant without asking whether the caller may execute it.
 CREATE OR REPLACE FUNCTION aiqueue_marks(doc jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE STRICT AS $$
-    SELECT jsonb_strip_nulls(jsonb_build_object(
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN doc IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object(
         'score', doc -> 'score', 'max_score', doc -> 'max_score',
         'criteria', (SELECT jsonb_agg(jsonb_build_object('id', c -> 'id', 'score', c -> 'score',
                                                          'max_score', c -> 'max_score'))
                      FROM jsonb_array_elements(CASE jsonb_typeof(doc -> 'criteria')
                                                WHEN 'array' THEN doc -> 'criteria' END) c
-                     WHERE jsonb_typeof(c) = 'object')))
+                     WHERE jsonb_typeof(c) = 'object'))) END
 $$;
 
 -- Housekeeping's sweep: the calibration_ready events two ends at once left
