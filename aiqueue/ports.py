@@ -15,28 +15,30 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from aiqueue.batch.pack import LaneStore
-from aiqueue.flow import NO_BUDGET, Budget, FlowState
-from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, OutboxEntry, Status
+from aiqueue.flow import FlowState
+from aiqueue.models import (
+    Completed,
+    Delivery,
+    DeliveryState,
+    Job,
+    Lookup,
+    OpenAlert,
+    OutboxEntry,
+    Status,
+)
 from aiqueue.models.agreement import Review
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
-from aiqueue.settings.money import NO_MONEY, Money
+from aiqueue.settings.plan import ClaimPlan
 
 
 class ResultsStore(Protocol):
     """queue/results.py: apply a result once, note progress, put a row back, fail it."""
 
-    async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> bool: ...
+    async def complete(self, item: Completed, plan: ClaimPlan) -> bool: ...
 
-    async def settle(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> tuple[bool, Job | None]: ...
+    async def settle(self, items: Sequence[Completed], plan: ClaimPlan,
+                     taker: UUID) -> list[tuple[bool, Job | None]]: ...
 
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool: ...
 
@@ -78,11 +80,9 @@ class RecoveryStore(ResultsStore, Protocol):
                             kinds: Sequence[str] | None = None,
                             others: Sequence[str] = ()) -> int: ...
 
-    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+    async def next_wakeup(self, plan: ClaimPlan, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, look: float | None = None,
-                          budget: Budget = NO_BUDGET,
-                          plan: str | None = None) -> float | None: ...
+                          ask: bool = False, look: float | None = None) -> float | None: ...
 
     async def take_lookups(self, quiet: float, bound: float, limit: int, hold: float, *,
                            kinds: Sequence[str] | None = None,
@@ -144,24 +144,20 @@ class CalibrationStore(Protocol):
 
     async def calibration_sweep(self) -> list[tuple[UUID, Thresholds]]: ...
 
-    async def agreement_reviews(self, *, assignment_id: str | None = None, group: str | None = None,
-                      kind: str | None = None, model: str | None = None,
-                      since: datetime | None = None, run_id: UUID | None = None,
-                      calibration_only: bool = False) -> list[tuple[Review, str | None]]: ...
+    async def agreement_reviews(self, *, assignment_id: str | None = None,
+                                group: str | None = None, kind: str | None = None,
+                                model: str | None = None, since: datetime | None = None,
+                                run_id: UUID | None = None, calibration_only: bool = False
+                                ) -> list[tuple[Review, str | None]]: ...
 
 
 class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, DeliveryStore,
                 OvernightStore, WebhookStore, CalibrationStore, Protocol):
     """queue/loop.py, housekeeping.py, hold.py: claim and hand out, tidy, wait out a hold."""
 
-    async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None,
-                    money: Money = NO_MONEY) -> Job | None: ...
+    async def claim(self, plan: ClaimPlan) -> Job | None: ...
 
-    async def can_claim(self, cap: int, breaker_threshold: int,
-                        plan: str | None = None) -> bool: ...
-
-    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool: ...
+    async def can_claim(self, plan: ClaimPlan) -> bool: ...
 
     async def cron_called(self) -> None: ...
 

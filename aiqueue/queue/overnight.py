@@ -12,6 +12,7 @@ pool's batch price (declared, else half of live).  Which lane an enqueue takes i
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -134,7 +135,8 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     """The row's dispatch body (§4), the same a live dispatch would carry."""
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
-              dispatch_seq=row.dispatch_seq, payload=row.payload, content=row.content)
+              dispatch_seq=row.dispatch_seq, payload_json=json.dumps(row.payload),
+              content=row.content)
     return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 

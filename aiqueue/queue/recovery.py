@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from aiqueue import logs
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.errors import Invalid
-from aiqueue.flow import Budget
 from aiqueue.models import Lookup
 from aiqueue.ports import RecoveryStore
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
@@ -184,13 +183,12 @@ async def recover(rt: Runtime[RecoveryStore]) -> int:
 async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
     """Seconds until the process step has something to do (the ticker's sleep): the
     earliest by any platform's thresholds (an early wake-up finds nothing and sleeps)."""
-    s = rt.settings
+    plan = rt.settings.claim_plan
     waits = []
     for p in platforms(rt):
         t = await thresholds(rt, p.target)
         waits.append(await rt.store.next_wakeup(
-            s.max_in_flight, s.breaker_threshold, t.stuck, heartbeat=t.heartbeat,
-            bound=t.bound, ask=t.ask, look=t.quiet, budget=Budget.of(s), plan=s.queue.plan))
+            plan, t.stuck, heartbeat=t.heartbeat, bound=t.bound, ask=t.ask, look=t.quiet))
     known = [w for w in waits if w is not None]
     return min(known) if known else None
 

@@ -1,5 +1,9 @@
-"""What a result cost: the function's own figure, else priced from QUEUE_MODEL_PRICES
-(the estimate before an enqueue is queue/enqueue.py's dry_run).
+"""What a batch-lane result cost (the estimate before an enqueue is queue/enqueue.py's
+dry_run).
+
+A live result is priced by the store, in one place (aiqueue_result_cost, in
+db/sql/functions/50_spend.sql): the function's own cost, else the pool's price
+for its model, else the pool's most expensive known price (CONTRACT §9c).
 
 The spend caps themselves are enforced by the claim, in SQL (functions.sql,
 "A shared model's money"); aiqueue/settings/money.py carries their settings there.
@@ -45,12 +49,3 @@ def batch_cost(usage: Mapping[str, Any] | None, queue: QueueConfig, pool: str) -
             return cost
     live = cost_usd(usage, {m: ModelPrice(*p) for m, p in queue.prices.items()})
     return None if live is None else round(live * BATCH_SHARE, 9)
-
-
-def priced(usage: dict[str, Any] | None, prices: Mapping[str, ModelPrice]
-           ) -> dict[str, Any] | None:
-    """The usage as stored: with its cost_usd when known (the function's or priced)."""
-    cost = cost_usd(usage, prices)
-    if usage is None or cost is None:
-        return usage
-    return {**usage, "cost_usd": cost}

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from uuid import uuid4
+
 from aiqueue import logs
 from aiqueue.errors import Invalid, StoreError, Unauthorized
 from aiqueue.models import Job
 from aiqueue.ports import WebhookStore
 from aiqueue.queue import probes
 from aiqueue.queue.loop import Receipt
-from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_item
+from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_items
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
 from aiqueue.wire.requests import MAX_ITEMS
@@ -49,11 +51,12 @@ def verify_results(tokens: Tokens, body: object) -> list[WebhookItem]:
 
 
 async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) -> Receipt:
-    """Apply a verified webhook batch (from verify_results)."""
+    """Apply a verified webhook batch (from verify_results): its completed items settle
+    together at the end, in one statement that also claims the rows they free."""
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
     freed = 0
-    settled, next_job = False, None
-    for n, item in enumerate(parsed, 1):
+    completed: list[ResultItem] = []
+    for item in parsed:
         if item is None:
             counts["rejected"] += 1
             continue
@@ -61,35 +64,37 @@ async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) 
             # No row, no submission: only the waiting doctor hears of it.
             counts["accepted" if await probes.record(rt, item) else "ignored"] += 1
             continue
-        applied = None
-        if n == len(parsed) and item.status == "completed":
-            # The usual callback (one completed item): apply it and claim the
-            # next row in one round trip; every other item has been applied.
-            applied, next_job, settled = await _settle(rt, item)
-        if applied is None:
-            applied = await apply_item(rt, item)
+        if item.status == "completed":
+            completed.append(item)
+            continue
+        applied = await apply_item(rt, item)
         counts["accepted" if applied else "ignored"] += 1
         freed += applied and item.status != "progress"
+    outcomes, settled = await _settle(rt, completed) if completed else ([], False)
+    for applied, _job in outcomes:
+        counts["accepted" if applied else "ignored"] += 1
+        freed += applied
     logs.event("webhook", **counts)
-    return Receipt(counts, freed, settled, next_job)
+    return Receipt(counts, freed, settled, tuple(job for _, job in outcomes if job))
 
 
-async def _settle(rt: Runtime[WebhookStore], item: ResultItem
-                  ) -> tuple[bool | None, Job | None, bool]:
-    """settle_item, once more when it failed: (applied or None, next job, settled).
+async def _settle(rt: Runtime[WebhookStore], items: list[ResultItem]
+                  ) -> tuple[list[tuple[bool, Job | None]], bool]:
+    """settle_items, once more when it failed: (per item applied and job, settled).
 
     The first failure may be a lost answer of a settle that committed; its
-    repeat then hands back the row that settle claimed (CONTRACT §9a) rather
-    than leave it claimed with no dispatch.  Should the repeat fail too, the
-    result is applied alone by the caller and the step after answering claims.
+    repeat, with the same token, then hands back the rows that settle claimed
+    (CONTRACT §9a) rather than leave them claimed with no dispatch.  Should the
+    repeat fail too, the results are applied alone and the step after answering
+    claims.
     """
+    taker = uuid4()
     for tries_left in (1, 0):
         try:
-            applied, job = await settle_item(rt, item)
-            return applied, job, True
+            return await settle_items(rt, items, taker), True
         except StoreError as exc:
-            # The claim shares the result's transaction: whatever failed there
-            # must not hold the result back.
-            logs.event("settle_failed", code=exc.code, queue_id=item.claim.queue_id,
+            # The claim shares the results' transaction: whatever failed there
+            # must not hold the results back.
+            logs.event("settle_failed", code=exc.code, count=len(items),
                        reason="will_repeat" if tries_left else "apply_alone")
-    return None, None, False
+    return [(await apply_item(rt, item), None) for item in items], False

@@ -148,14 +148,6 @@ class QueueConfig:
         }, separators=(",", ":"))
 
     @cached_property
-    def stalled_plan(self) -> str:
-        """The plan with every pool's cap at 1: "a row is due and none of its pool is out"."""
-        data = json.loads(self.plan)
-        for pool in data["pools"]:
-            pool["cap"] = 1
-        return json.dumps(data, separators=(",", ":"))
-
-    @cached_property
     def attempts(self) -> str:
         """{kind: max_attempts} of the kinds that set their own, as jsonb text."""
         return json.dumps({k.name: k.max_attempts for k in self.kinds.values()

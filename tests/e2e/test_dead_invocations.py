@@ -30,7 +30,8 @@ from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, Fate, LambdaProxy,
 from tests.e2e.servers import AppProcess, drain, free_port, run_asgi
 from tests.e2e.targets_kit import DO_KEY, NAMESPACE, do_target, enqueue_through, lambda_target
 
-pytestmark = pytest.mark.e2e
+# One worker starts the Lambda emulator once for every test here.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dead_invocations")]
 
 STUCK = 600  # today's wait for every dead invocation
 HEARTBEAT = 0.5

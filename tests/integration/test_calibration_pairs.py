@@ -24,6 +24,7 @@ from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, enqueued, make_settings
 from tests.integration.batch_kit import lane_rig
 from tests.integration.calibration_kit import dispatched, drain, enqueue, statuses
+from tests.plans import plan_of
 
 
 @pytest.fixture
@@ -124,7 +125,7 @@ async def test_calibration_and_the_batch_lane(db_url: str, conn: asyncpg.Connect
         assert lanes == {True: "live", False: "batch"}
         report = await rig.step()
         assert report.packed == 0  # nothing held is packed
-        claimed = [await rig.rt.store.claim(4, 5) for _ in range(4)]
+        claimed = [await rig.rt.store.claim(plan_of(4, 5)) for _ in range(4)]
         assert len([c for c in claimed if c is not None]) == 3
         released = await rig.rt.store.calibration_release(run_id, "teacher")
         assert released.released == 7

@@ -31,6 +31,7 @@ def schema_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
     return [line for line in lines if "schema_behind" in (line.get("event"), line.get("code"))]
 
 
+@pytest.mark.fresh_db
 async def test_code_ahead_of_its_migration_answers_503_schema_behind_and_logs_once(
     db_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
@@ -159,6 +160,7 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
     assert {got[k][0] for k in ("settings", "database", "schema", "pooler", "listen",
                                 "lockdown", "submissions", "role")} == {"pass"}
     assert r.json()["ok"] is (expect["probe"] == "pass")
+    assert "prepared statements on (auto: a direct connection" in got["pooler"][1]
     assert route.calls.last.request.headers["authorization"] == "Bearer fn-token"
     if answer is too_old:
         assert "too old to know probes" in got["probe"][1]
@@ -167,6 +169,7 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
         assert "AI_MARKING_FUNCTION_TOKEN" in got["function"][1]
 
 
+@pytest.mark.fresh_db
 async def test_a_role_that_may_not_read_the_migrations_is_served_and_reported(
     db_url: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ):
@@ -194,6 +197,7 @@ async def test_a_role_that_may_not_read_the_migrations_is_served_and_reported(
         await conn.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
 
 
+@pytest.mark.fresh_db
 async def test_the_lockdown_check_names_a_role_that_reaches_the_queue(
     db_url: str, conn: asyncpg.Connection
 ):

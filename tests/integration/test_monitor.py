@@ -321,6 +321,7 @@ async def clocked(db_url: str, fn: respx.MockRouter) -> AsyncIterator[
     await app.state.aiqueue.close()
 
 
+@pytest.mark.fresh_db
 @pytest.mark.parametrize("moment", ["now", "the UTC day's last second"])
 async def test_stats_match_sql_on_a_seeded_table_today_in_utc(
     db_url: str, clocked: tuple[httpx.AsyncClient, list[datetime]], conn: asyncpg.Connection,
@@ -671,6 +672,7 @@ async def test_assignment_suggestions_are_distinct_and_sorted(
 # -- query plans: the page's statements read indexes, not the table ----------------
 
 
+@pytest.mark.fresh_db
 async def test_page_queries_use_indexes_on_a_large_table(db_url: str, conn: asyncpg.Connection):
     await conn.execute(
         """INSERT INTO submissions (id, assignment_id, content)

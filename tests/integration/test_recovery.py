@@ -196,6 +196,7 @@ async def test_the_row_page_says_what_the_platform_said(
     assert "platform: still running (no activation record yet)" in waiting
 
 
+@pytest.mark.fresh_db
 async def test_recovery_keeps_to_the_lease_index_with_many_rows_in_flight(
     conn: asyncpg.Connection
 ):

@@ -140,10 +140,10 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
         # Tried once more (a lost answer's repeat hands back what the first claimed),
         # then the result did not wait on the claim; the step after answering claims.
         assert store.names() == ["settle", "settle", "complete"]
-        assert not receipt.settled and receipt.next_job is None
+        assert not receipt.settled and receipt.next_jobs == ()
     else:
         assert store.names() == ["settle", "claim"]
-        assert receipt.settled and receipt.next_job is not None
+        assert receipt.settled and len(receipt.next_jobs) == 1
 
 
 @respx.mock
@@ -158,11 +158,11 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: httpx
 
     respx.post(FN).mock(side_effect=accept)
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
-    settled = Receipt({"accepted": 1, "ignored": 0, "rejected": 0}, 1, True, make_job())
+    settled = Receipt({"accepted": 1, "ignored": 0, "rejected": 0}, 1, True, (make_job(),))
     step = await loop.settled_step(runtime(store, client), settled)
     # The result's transaction claimed already: no claim here, and housekeeping
     # (due on an instance's first step) waits until the job has gone out.
-    assert store.names() == ["take_handoff", "dispatch", "recover_stuck", "prune", "retain",
+    assert store.names() == ["dispatch", "recover_stuck", "prune", "retain",
                              "expire_rows", "evaluate_alerts"]
     assert step.dispatched
     # Slots that recovery freed get a chained step; otherwise nothing chains.

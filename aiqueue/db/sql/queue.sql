@@ -1,28 +1,22 @@
 -- The loop's writes (aiqueue/db/queue.py): claim, dispatch outcomes, results,
--- heartbeats, the hand-off, pruning and when the loop next needs to wake.
+-- heartbeats, pruning and when the loop next needs to wake.
 -- Values only ever travel as $n parameters (as in every sql/*.sql file).
 
 -- claim --
 -- Exactly one due row, under the in-flight cap, across every instance: see
--- aiqueue_claim() in functions.sql (a plpgsql function so the server caches
--- its plan even through a transaction pooler).
--- $3..$5: the declared budget (aiqueue 0010; 0 = none); $6: the pools and kinds
--- (aiqueue 0019; NULL: the default pool with $1, $3 and $4).
--- $7: the pools' caps and prices (aiqueue 0022, Money.doc; NULL: none).
-SELECT * FROM aiqueue_claim($1::integer, $2::integer, $3::integer, $4::integer, $5::float8,
-                            $6::jsonb, $7::jsonb);
+-- aiqueue_claim() in functions/60_claim.sql (a plpgsql function so the server
+-- caches its plan even through a transaction pooler).  $1: the claim plan
+-- (ClaimPlan: pools, kinds, caps, budgets, breaker, window, money).
+SELECT * FROM aiqueue_claim($1::jsonb);
 
 -- can_claim --
--- Would a claim succeed right now?  Decides whether to chain.  $3: the pools
--- and kinds (NULL: the default pool with cap $1).  The kinds with room are
--- asked once (not per row), and a row of a group paused at a spend cap does
--- not count (aiqueue_due_exists).
-WITH p AS MATERIALIZED (
-    SELECT coalesce($3::jsonb, aiqueue_default_plan($1::integer, 0, 0)) AS plan
-), room AS MATERIALIZED (
-    SELECT p.plan, (aiqueue_room(p.plan, $2::integer, 60, false, false)).kinds FROM p
+-- Would a claim succeed right now?  Decides whether to chain.  $1: the claim
+-- plan.  The kinds with room are asked once (not per row), and a row of a
+-- group paused at a spend cap does not count (aiqueue_due_exists).
+WITH room AS MATERIALIZED (
+    SELECT (aiqueue_room($1::jsonb, false, false)).kinds
 )
-SELECT aiqueue_due_exists(room.kinds, room.plan, NULL) AS ok FROM room;
+SELECT aiqueue_due_exists(room.kinds, $1::jsonb, NULL) AS ok FROM room;
 
 -- dispatch_accepted --
 -- A 2xx ack closes its pool's breaker ($1); the WHERE keeps the common case
@@ -86,29 +80,15 @@ WHERE pool = $3::text
 RETURNING consecutive_failures, circuit_open_until;
 
 -- complete --
--- Applies a result at most once; see aiqueue_complete() in functions.sql.  A new
--- result also raises the learned limit and ($6: a budget is declared) corrects
--- the budget window (aiqueue_flow_result, aiqueue 0010).
-WITH done AS MATERIALIZED (
-    SELECT aiqueue_complete($1::uuid, $2::jsonb, $3::jsonb, $4::integer) AS applied
-)
--- The result's usage also corrects its dispatch's charge ($8: the pools' caps
--- and prices, aiqueue_money_result, aiqueue 0022).
-SELECT done.applied,
-       CASE WHEN done.applied THEN aiqueue_flow_result($1::uuid, $4::integer, $3::jsonb,
-                                                       $5::integer, $6::boolean, $7::jsonb)
-       END AS flowed,
-       CASE WHEN done.applied THEN aiqueue_money_result($1::uuid, $4::integer, $3::jsonb,
-                                                        $8::jsonb) END AS charged
-FROM done;
+-- Applies a result at most once and, when it was new, what follows a result:
+-- see aiqueue_result() in functions/70_settle.sql.  $5: the claim plan.
+SELECT aiqueue_result($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb) AS applied;
 
 -- settle --
--- A completed result and the next claim in one round trip and one commit: see
--- aiqueue_settle() in functions.sql.
--- $10: the pools and kinds (aiqueue 0019); $11: their caps and prices (aiqueue 0022).
-SELECT * FROM aiqueue_settle($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::integer,
-                             $6::integer, $7::integer, $8::integer, $9::float8, $10::jsonb,
-                             $11::jsonb);
+-- A webhook's completed results, each with the next claim, in one round trip
+-- and one commit: see aiqueue_settle_many() in functions/70_settle.sql.  $1:
+-- the items; $2: the claim plan; $3: the caller's token (its hand-offs).
+SELECT * FROM aiqueue_settle_many($1::jsonb, $2::jsonb, $3::uuid);
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
@@ -220,38 +200,29 @@ SELECT count(*) AS n FROM gone;
 -- Seconds until something needs the process step: a due row once its pool's
 -- gate opens (aiqueue_claim_opens_at: a hold or a breaker cool-down ending, a
 -- budget window refilling, per pool; NULL while paused, full, or a half-open
--- probe is out), or a lease running out.  $7/$8/$9: the default pool's budget
--- (aiqueue 0010); $10: the pools and kinds (aiqueue 0019; NULL: the default
--- pool with cap $1).
+-- probe is out), or a lease running out.  $1: the claim plan.
 WITH opens AS (
-    SELECT aiqueue_claim_opens_at(
-        coalesce($10::jsonb, aiqueue_default_plan($1::integer, $7::integer, $8::integer)),
-        $2::integer, $9::float8) AS at
+    SELECT aiqueue_claim_opens_at($1::jsonb) AS at
 )
 SELECT extract(epoch FROM least(
     -- least() skips NULLs: a closed gate or no due row makes the term NULL.
     (SELECT opens.at FROM opens),
-    -- A lease running out (aiqueue_recover_at; $4 heartbeat timeout, $5 the
+    -- A lease running out (aiqueue_recover_at; $3 heartbeat timeout, $4 the
     -- platform's bound), not before a look the platform asked us to wait for.
-    -- With $6 (the platform is asked first), a dispatch with an invocation id is
-    -- looked at once quiet for $11 (aiqueue/queue/recovery.py: the heartbeat timeout
+    -- With $5 (the platform is asked first), a dispatch with an invocation id is
+    -- looked at once quiet for $6 (aiqueue/recovery.py: the heartbeat timeout
     -- or 3x the recent p95 processing time, whichever comes first).
     (SELECT min(aiqueue_recover_at(
                 q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
-                $3::float8, CASE WHEN asked THEN $11::float8 ELSE $4 END,
-                $5::float8))
+                $2::float8, CASE WHEN asked THEN $6::float8 ELSE $3 END,
+                $4::float8))
      FROM ai_marking_queue q
      LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
           AND a.dispatch_seq = q.dispatch_seq AND a.kind = 'dispatch',
-     LATERAL (SELECT $6::boolean AND a.dispatch_ref IS NOT NULL
+     LATERAL (SELECT $5::boolean AND a.dispatch_ref IS NOT NULL
                      AND q.status = 'processing' AS asked) l
      WHERE q.lease_at IS NOT NULL)
 ) - now())::float8 AS seconds;
-
--- take_handoff --
--- The app takes a row a settle claimed, just before sending it (CONTRACT §9a):
--- false when another taker had it already (aiqueue_take_handoff).
-SELECT aiqueue_take_handoff($1::uuid, $2::integer);
 
 -- set_dispatch_ref --
 -- The platform's id for an accepted dispatch (activation id, request id), on
