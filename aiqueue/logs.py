@@ -31,6 +31,8 @@ ALLOWED = frozenset({
     "alert", "change",
     # the same answer (CONTRACT §10c): a count of rows, never an answer or its key
     "same_answers",
+    # the calibration gate (CONTRACT §10b): the run released
+    "run_id",
 })
 
 

@@ -26,6 +26,8 @@ from aiqueue.models import (
     OutboxEntry,
     Status,
 )
+from aiqueue.models.agreement import Review
+from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.settings.plan import ClaimPlan
 
@@ -139,8 +141,22 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
     async def batch_next_look(self) -> float | None: ...
 
 
+class CalibrationStore(Protocol):
+    """queue/calibration.py: release a run's held rows, sweep the gates, read reviews."""
+
+    async def calibration_release(self, run_id: UUID, actor: str | None) -> Release: ...
+
+    async def calibration_sweep(self) -> list[tuple[UUID, Thresholds]]: ...
+
+    async def agreement_reviews(self, *, assignment_id: str | None = None,
+                                group: str | None = None, kind: str | None = None,
+                                model: str | None = None, since: datetime | None = None,
+                                run_id: UUID | None = None, calibration_only: bool = False
+                                ) -> list[tuple[Review, str | None]]: ...
+
+
 class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, DeliveryStore,
-                OvernightStore, WebhookStore, Protocol):
+                OvernightStore, WebhookStore, CalibrationStore, Protocol):
     """queue/loop.py, housekeeping.py, hold.py: claim and hand out, tidy, wait out a hold."""
 
     async def claim(self, plan: ClaimPlan) -> Job | None: ...

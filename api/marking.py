@@ -1,10 +1,11 @@
-"""Vercel function: the JSON twins, status/progress/cancel, live events, and a school's
-data (erase, export, replay) under /api/marking."""
+"""Vercel function: the JSON twins, status/progress/cancel, live events, a school's
+data (erase, export, replay), agreement and a run's release under /api/marking."""
 
 from aiqueue.vercel import vercel_app
 
 app = vercel_app(["/api/marking/queue", "/api/marking/stats", "/api/marking/submissions",
                   "/api/marking/assignments", "/api/marking/events",
                   "/api/marking/usage", "/api/marking/doctor", "/api/marking/openapi.json",
-                  "/api/marking/export", "/api/marking/replay"],
+                  "/api/marking/export", "/api/marking/replay", "/api/marking/agreement",
+                  "/api/marking/runs"],
                  streams=True)

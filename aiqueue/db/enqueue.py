@@ -25,6 +25,7 @@ from aiqueue.models import (
     SubmissionId,
     UnknownIds,
 )
+from aiqueue.models.calibration import GateAsked, spread_sample
 from aiqueue.settings.money import Money
 
 # How often an enqueue runs when it keeps losing a race for a live row.
@@ -48,13 +49,15 @@ def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
 
 async def enqueue_rows(db: Database, sql: dict[str, str], args: tuple[Any, ...],
                        key: tuple[str, str] | None, requested: int,
-                       batch: tuple[datetime, datetime] | None) -> EnqueueOutcome:
+                       batch: tuple[datetime, datetime] | None,
+                       gate: GateAsked | None = None) -> EnqueueOutcome:
     """Run the enqueue's transaction until it does not lose a race (409 after a few)."""
     for _ in range(_ENQUEUE_RUNS):
         # Idempotent by design: a repeat skips what the first run inserted,
         # and a key's repeat replays the answer the first run saved.
         outcome = await db.write(
-            lambda conn: _enqueue_in(conn, sql, args, key, requested, batch), idempotent=True)
+            lambda conn: _enqueue_in(conn, sql, args, key, requested, batch, gate),
+            idempotent=True)
         if not isinstance(outcome, _LostRace):
             return outcome
         # The run rolled back; the next one skips the submission that got a live row.
@@ -63,7 +66,8 @@ async def enqueue_rows(db: Database, sql: dict[str, str], args: tuple[Any, ...],
 
 async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple[Any, ...],
                       key: tuple[str, str] | None, requested: int,
-                      batch: tuple[datetime, datetime] | None) -> EnqueueOutcome | _LostRace:
+                      batch: tuple[datetime, datetime] | None,
+                      gate: GateAsked | None) -> EnqueueOutcome | _LostRace:
     """The enqueue's transaction (db.write runs it; Rollback undoes it)."""
     if key is not None and not await conn.fetchval(sql["idempotency_claim"], *key):
         # The key's first request committed: replay its answer.
@@ -87,13 +91,41 @@ async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple
         queue_ids=[QueueId(r["value"]) for r in rows if r["kind"] == "queued"],
         already_marked=sum(r["kind"] == "marked" for r in rows),
         same_answers=sum(r["copies"] for r in rows),
+        run_id=next((r["value"] for r in rows if r["kind"] == "run"), None),
     )
-    if batch is not None and outcome.queue_ids:
-        await conn.execute(sql["batch_lane_rows"], outcome.queue_ids, *batch)
+    if gate is None and outcome.run_id is not None and outcome.queue_ids \
+            and await conn.fetchval(sql["calibration_run_holds"], outcome.run_id):
+        # Rows joining a run that still holds its rest for a check wait with them.
+        gate = GateAsked(rows=0)
+    first: list[QueueId] = []
+    rest = outcome.queue_ids
+    if gate is not None and outcome.run_id is not None:
+        # A row that copies another's mark is never a check: it waits for its leader.
+        leaders = [QueueId(r["value"]) for r in rows if r["kind"] == "queued" and not r["copies"]]
+        first = await _calibration_rows(conn, sql, outcome, leaders, gate)
+        chosen = set(first)
+        rest = [q for q in outcome.queue_ids if q not in chosen]
+    if batch is not None and rest:
+        # Calibration rows stay live: the teacher is waiting to check them.
+        await conn.execute(sql["batch_lane_rows"], rest, *batch)
+    if gate is not None and outcome.run_id is not None:
+        await conn.execute(sql["calibration_hold"], outcome.run_id, args[1], first, rest,
+                           gate.count, gate.release_when)
     if key is not None:
         answer = json.dumps(outcome.answer(requested))
         await conn.execute(sql["idempotency_save"], key[0], answer)
     return outcome
+
+
+async def _calibration_rows(conn: asyncpg.Connection, sql: dict[str, str], outcome: Enqueued,
+                            leaders: list[QueueId], gate: GateAsked) -> list[QueueId]:
+    """The new rows marked first: a spread sample fixed by the run's id, or those named
+    (of the rows that will be marked themselves, `leaders`)."""
+    assert outcome.run_id is not None
+    if gate.rows is not None:
+        return spread_sample(outcome.run_id, leaders, gate.rows)
+    rows = await conn.fetch(sql["calibration_rows_named"], leaders, list(gate.submission_ids))
+    return [QueueId(r["queue_id"]) for r in rows]
 
 
 class EnqueueQueries(Gateway):
@@ -115,6 +147,7 @@ class EnqueueQueries(Gateway):
         expires_at: datetime | None = None,
         batch: tuple[datetime, datetime] | None = None,
         answer_key: AnswerKey | None = None,
+        gate: GateAsked | None = None,
     ) -> EnqueueOutcome:
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
@@ -124,12 +157,14 @@ class EnqueueQueries(Gateway):
         `batch` (deadline, live time) puts the new rows on the overnight lane in the
         same transaction, so no live claim can take them first.
         `answer_key` groups the same answers (CONTRACT §10c); None marks each on its own.
+        `gate` (CONTRACT §10b): the rows marked first, the rest held in the same transaction.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
                 remark, kind, pool, not_before, expires_at,
                 answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
-        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch)
+        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch,
+                                  gate)
 
     async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
                       group: str, remark: bool, pool: str, money: Money, kind: str = "mark",

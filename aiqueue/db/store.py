@@ -13,6 +13,7 @@ from aiqueue.db.alerts import AlertQueries
 from aiqueue.db.batch import BatchQueries
 from aiqueue.db.batch_intent import BatchIntentQueries
 from aiqueue.db.batch_watch import BatchWatchQueries
+from aiqueue.db.calibration import CalibrationQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.enqueue import EnqueueQueries
 from aiqueue.db.gateway import connect_pool, queries
@@ -48,6 +49,7 @@ class Store(
     ResultsQueries,    # results.sql
     ReviewQueries,     # review.sql
     UsageQueries,      # usage.sql: the usage report, the /metrics counters
+    CalibrationQueries,  # calibration.sql: the gate, agreement's reviews
     RecordsQueries,    # records.sql
     SecurityQueries,   # security.sql (lockdown.sql: migrate runs it)
     DoctorQueries,     # doctor.sql

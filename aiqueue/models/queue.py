@@ -22,8 +22,8 @@ PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = (
     "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
-# Why a pending row is not dispatched yet (CONTRACT §9c, §10c).
-WaitingFor = Literal["spend_cap", "same_answer"]
+# Why a pending row is not dispatched yet (CONTRACT §9c, §10b, §10c).
+WaitingFor = Literal["spend_cap", "calibration", "same_answer"]
 
 
 def payload_key(payload_text: str) -> str:
@@ -129,14 +129,21 @@ class QueueRow:
     deadline: datetime | None = None
     # CONTRACT §10c: the row whose mark this one copies (the same answer), else None.
     same_answer_as: QueueId | None = None
+    # CONTRACT §10b: pending, held until its run's calibration is released.
+    held: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+        # `held` is read only where a page or answer says why a row waits.
+        found = {name: row[name] for name in cls.__dataclass_fields__ if name != "held"}
+        return cls(**found, held=bool(row.get("held", False)))
 
     @property
     def waiting_for(self) -> WaitingFor | None:
-        """Why a pending row is not dispatched yet: "spend_cap", "same_answer", or None."""
+        """Why a pending row is not dispatched yet: "calibration", "spend_cap",
+        "same_answer", or None."""
+        if self.held:
+            return "calibration"
         if self.resumes_at is not None:
             return "spend_cap"
         if self.status == "pending" and self.same_answer_as is not None:
@@ -245,16 +252,21 @@ class Enqueued:
     already_marked: int = 0
     # New rows that will copy the mark of a row with the same answer (CONTRACT §10c).
     same_answers: int = 0
+    # The run the new rows joined (None: no row was added).
+    run_id: UUID | None = None
 
     def answer(self, requested: int) -> dict[str, Any]:
         """The contract's 202 body for a request of `requested` ids."""
-        return {
+        answer: dict[str, Any] = {
             "enqueued": len(self.queue_ids),
             "skipped": requested - len(self.queue_ids) - self.already_marked,
             "already_marked": self.already_marked,
             "queue_ids": [str(q) for q in self.queue_ids],
             "same_answers": self.same_answers,
         }
+        if self.run_id is not None:  # no row added: no run joined, and the answer as before
+            answer["run_id"] = str(self.run_id)
+        return answer
 
 
 @dataclass(frozen=True)

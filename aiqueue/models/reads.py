@@ -109,6 +109,8 @@ class SubmissionStatus:
     deadline: datetime | None = None
     # A pending row that will copy this row's mark (the same answer, CONTRACT §10c).
     same_answer_as: UUID | None = None
+    # Held for its run's calibration (CONTRACT §10b).
+    held: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:
@@ -192,6 +194,8 @@ class SubmissionResult:
     adjusted_result: dict[str, Any] | None = None
     # Other submissions on the page with the same answer, marked once (CONTRACT §10c).
     same_answers: int = 0
+    # Pending, held until the teacher releases its run's calibration (§10b).
+    held: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
@@ -209,4 +213,5 @@ class SubmissionResult:
             review=row["review"],
             adjusted_result=loads("adjusted_result"),
             same_answers=row["same_answers"],
+            held=bool(row["held"]),
         )

@@ -21,6 +21,7 @@ from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Lane
 from aiqueue.wire import answers
 from aiqueue.wire.answers import RetryAnswer
+from aiqueue.wire.calibration import Calibrate
 
 # One row the teacher is waiting on goes ahead of a class-wide run.
 SINGLE_ROW_PRIORITY = 10
@@ -87,14 +88,17 @@ async def login_failed(rt: Runtime, client: str) -> None:
 
 async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
                remark: bool = False, lane: Lane = "live",
-               not_before: datetime | None = None) -> answers.EnqueueAccepted:
+               not_before: datetime | None = None,
+               calibrate: int | None = None) -> answers.EnqueueAccepted:
     """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
 
     `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
     default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
-    then (CONTRACT §9d).
+    then (CONTRACT §9d).  With `calibrate` ("Check 5 first") that many go first and the
+    rest wait for the teacher's release (§10b).
     """
-    request = await _request(rt, assignment_id, submission_id, remark, lane, not_before)
+    request = await _request(rt, assignment_id, submission_id, remark, lane, not_before,
+                             calibrate=calibrate)
     if not request.submission_ids:
         return answers.EnqueueAccepted(enqueued=0, skipped=0, already_marked=0, queue_ids=[])
     answer, _ = await enqueue.enqueue(rt, request)
@@ -102,15 +106,17 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
 
 
 async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-                   remark: bool = False) -> answers.EnqueueEstimate:
+                   remark: bool = False, calibrate: int | None = None
+                   ) -> answers.EnqueueEstimate:
     """What `mark` would add and use (CONTRACT §9c); writes nothing."""
-    request = await _request(rt, assignment_id, submission_id, remark, dry_run=True)
+    request = await _request(rt, assignment_id, submission_id, remark, dry_run=True,
+                             calibrate=calibrate)
     return await enqueue.dry_run(rt, request)
 
 
 async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, remark: bool,
                    lane: Lane = "live", not_before: datetime | None = None,
-                   dry_run: bool = False) -> wire.EnqueueRequest:
+                   dry_run: bool = False, calibrate: int | None = None) -> wire.EnqueueRequest:
     info = await rt.store.assignment_info(assignment_id)
     if info is None:
         raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
@@ -125,7 +131,8 @@ async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, 
         ids, priority = list(await rt.store.unmarked_submissions(assignment_id, wire.MAX_IDS)), 0
     return wire.EnqueueRequest(assignment_id, ids, priority, wire.payload_json(info.payload),
                                remark=remark, lane=lane, not_before=not_before,
-                               dry_run=dry_run)
+                               dry_run=dry_run,
+                               calibrate=Calibrate(rows=calibrate) if calibrate else None)
 
 
 def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[str, Any] | None:

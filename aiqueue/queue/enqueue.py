@@ -10,13 +10,13 @@ from aiqueue import logs
 from aiqueue.answers import AnswerKey
 from aiqueue.errors import Invalid, KeyReused, UnknownKind
 from aiqueue.models import DryRun, KeyMismatch, Replayed, UnknownIds
-from aiqueue.queue import overnight
+from aiqueue.queue import calibration, overnight
 from aiqueue.queue.progress import eta_seconds
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Kind
 from aiqueue.settings.money import PoolMoney
 from aiqueue.wire import EnqueueRequest
-from aiqueue.wire.answers import EnqueueAccepted, EnqueueEstimate, SpendCaps
+from aiqueue.wire.answers import EnqueueAccepted, EnqueueEstimate, EstimatePart, SpendCaps
 
 
 async def enqueue(
@@ -38,6 +38,7 @@ async def enqueue(
         pool=kind.pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
         answer_key=answer_key(rt, request, kind),
+        gate=calibration.asked(request),
     )
     match outcome:
         case KeyMismatch():
@@ -97,14 +98,28 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     if d.unknown_ids:
         raise _unknown_ids(d.unknown_ids)
     row_cost = d.batch_row_cost_usd if batch else d.row_cost_usd
-    cost = None if row_cost is None else round(d.rows * row_cost, 6)
+    first = min(request.calibrate.rows or len(request.calibrate.submission_ids or ()), d.rows) \
+        if request.calibrate else 0
+    # Calibration rows go live (the teacher is waiting for them); the rest at the lane's price.
+    parts = [_part(d, first, d.row_cost_usd), _part(d, d.rows - first, row_cost)]
+    costs = [p.estimated_cost_usd for p in parts]
+    cost = None if None in costs else round(sum(c or 0 for c in costs), 6)
     avg = await rt.store.recent_processing_seconds() if d.rows else None
     eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
     return EnqueueEstimate(
         rows=d.rows, already_marked=d.already_marked, same_answers=d.same_answers,
         estimated_tokens=round(d.rows * (d.prompt_tokens + d.completion_tokens)),
         estimated_cost_usd=cost, eta_seconds=eta,
-        capped=would_stop(money.pool(pool.name), d, cost))
+        capped=would_stop(money.pool(pool.name), d, cost),
+        **({"calibration": parts[0], "rest": parts[1]} if request.calibrate else {}))
+
+
+def _part(d: DryRun, rows: int, row_cost: float | None) -> EstimatePart:
+    """A part of the dry run's rows (§10b: the calibration rows, the rest), priced alone."""
+    return EstimatePart(rows=rows, estimated_tokens=round(rows * (d.prompt_tokens
+                                                                  + d.completion_tokens)),
+                        estimated_cost_usd=0.0 if rows == 0 else None if row_cost is None
+                        else round(rows * row_cost, 6))
 
 
 def would_stop(pool: PoolMoney, d: DryRun, cost: float | None) -> SpendCaps | None:

@@ -17,7 +17,7 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import hold, housekeeping, overnight
+from aiqueue.queue import calibration, hold, housekeeping, overnight
 from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
 
@@ -234,6 +234,17 @@ async def on_cron(rt: Runtime[LoopStore]) -> StepResult:
 async def after_action(rt: Runtime[LoopStore]) -> None:
     """After a manual action answered (retry, resume...): it may have freed work."""
     await _safe_step(rt)
+
+
+async def after_review(rt: Runtime[LoopStore]) -> None:
+    """After a review answered: its run's thresholds may now release held rows (§10b)."""
+    try:
+        released = await calibration.release_when_met(rt)
+    except Exception as exc:
+        logs.event("step_error", code=_code(exc))
+        return
+    if released:
+        await _safe_step(rt)
 
 
 async def after_cancel(rt: Runtime[LoopStore]) -> None:

@@ -28,7 +28,7 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.Su
     """The contract's body for /api/marking/submissions/<id>/status."""
     position: int | None = None
     wait: float | None = None
-    if st.status == "pending":
+    if st.status == "pending" and not st.held:  # held (§10b): no place in line yet
         position = (st.ahead or 0) + 1
         wait = eta_seconds(position - 1 + st.in_flight, cap, avg)
     elif st.status == "processing":
@@ -43,6 +43,8 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.Su
         fields.update(waiting_for="same_answer", same_answer_as=st.same_answer_as)
     if st.status == "processing":
         fields["progress"] = progress_item(st.progress)
+    if st.held:
+        fields["waiting_for"] = "calibration"
     return answers.SubmissionStatus(
         queue_id=st.queue_id, status=st.status, attempts=st.attempts,
         queue_position=position, estimated_wait_seconds=wait,

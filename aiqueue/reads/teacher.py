@@ -42,6 +42,11 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
     return ResultsPage(assignment_id, info, rows, run, cursor)
 
 
+async def info(rt: Runtime, assignment_id: str) -> AssignmentInfo | None:
+    """The assignment's stored title and payload (question, rubric, max_score)."""
+    return await rt.store.assignment_info(assignment_id)
+
+
 @dataclass(frozen=True)
 class MarkChoices:
     """The two ways to mark the class and what each is expected to take."""

@@ -128,20 +128,21 @@ async def accept(request: Request) -> Response:
     rt = await runtime(request)
     adjusted = review.parse_adjusted(await read_json(request, 64 * 1024, optional=True))
     done = await review.accept(rt, _queue_id(request), _actor(request), adjusted)
-    return respond(done)
+    return respond(done, background=BackgroundTask(loop.after_review, rt))
 
 
 @gate.bearer()
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
-    return respond(await review.revert(rt, _queue_id(request), _actor(request)))
+    return respond(await review.revert(rt, _queue_id(request), _actor(request)),
+                   background=BackgroundTask(loop.after_review, rt))
 
 
 async def _review_run(request: Request, action: str) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     done = await review.review_run(rt, assignment_id, action, _actor(request))
-    return respond(done)
+    return respond(done, background=BackgroundTask(loop.after_review, rt))
 
 
 @gate.bearer()

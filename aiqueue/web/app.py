@@ -19,6 +19,7 @@ from aiqueue.runtime import Clock, database_clock
 from aiqueue.settings import Settings
 from aiqueue.web import (
     api,
+    calibration_api,
     live_api,
     login,
     monitor_actions,
@@ -95,4 +96,4 @@ def create_app(
 def all_routes() -> list[BaseRoute]:
     return [*api.ROUTES, *login.ROUTES, *monitor_page.ROUTES, *monitor_actions.ROUTES,
             *live_api.ROUTES, *teacher_page.ROUTES, *setup.ROUTES, *openapi.ROUTES,
-            *records.ROUTES]
+            *records.ROUTES, *calibration_api.ROUTES]

@@ -43,16 +43,36 @@ def fmt_duration(seconds: float) -> str:
 
 
 def estimate_text(d: EnqueueEstimate) -> str:
-    """'30 answers · about 42k tokens · about $0.18 · about 3 min' from a dry run's answer."""
+    """'30 answers · about 42k tokens · about $0.18 · about 3 min' from a dry run's answer;
+    with a calibration, each part priced: '5 to check first (about $0.03), then the other
+    25 once you release them (about $0.15) · ...'."""
     if not d.rows:
         return "Nothing new to mark."
+    if d.calibration is not None and d.rest is not None:
+        return " · ".join([_parts_text(d.calibration.rows, d.calibration.estimated_cost_usd,
+                                       d.rest.rows, d.rest.estimated_cost_usd),
+                           *_totals(d)[1:]])
+    return " · ".join(_totals(d))
+
+
+def _about(usd: float | None) -> str:
+    return f" (about {fmt_usd(usd)})" if usd is not None else ""
+
+
+def _parts_text(first: int, first_usd: float | None, rest: int, rest_usd: float | None) -> str:
+    text = f"{first} to check first{_about(first_usd)}"
+    return text + (f", then the other {rest} once you release them{_about(rest_usd)}"
+                   if rest else "")
+
+
+def _totals(d: EnqueueEstimate) -> list[str]:
     parts = [f"{d.rows} answer{'s' if d.rows != 1 else ''}",
              f"about {fmt_tokens(d.estimated_tokens)} tokens"]
     if d.estimated_cost_usd is not None:
         parts.append(f"about {fmt_usd(d.estimated_cost_usd)}")
     if d.eta_seconds is not None:
         parts.append(f"about {fmt_duration(d.eta_seconds)}")
-    return " · ".join(parts)
+    return parts
 
 
 def capped_text(d: EnqueueEstimate) -> str:

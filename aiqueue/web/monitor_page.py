@@ -24,13 +24,14 @@ from aiqueue.errors import Invalid, NotFound
 from aiqueue.models import STATUSES, Status
 from aiqueue.notify import delivery
 from aiqueue.queue import review
+from aiqueue.reads import agreement, monitor, usage
 from aiqueue.reads import batches as batch_reads
-from aiqueue.reads import monitor, usage
 from aiqueue.reads.stats import read_stats
 from aiqueue.records import retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.web import batches, chart, costs, deliveries, gate, views
+from aiqueue.web.agreement_views import model_rows
 from aiqueue.web.auth import Session
 from aiqueue.web.state import runtime
 from aiqueue.web.templating import PAGE_HEADERS, environment, render
@@ -114,10 +115,12 @@ async def _chart_context(rt: Runtime) -> dict[str, Any]:
     summary = await usage.cost_summary(rt)
     outbox = await delivery.panel(rt)
     open_batches = await batch_reads.open_batches(rt)
+    by_model = await agreement.by_model(rt)
     return {"batches": batches.card(open_batches, datetime.now(UTC),
                                     enabled=bool(rt.settings.queue.batch_pools)),
             "chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
             "costs": costs.cost_card(summary),
+            "agreement": model_rows(by_model),
             "notify": deliveries.panel(outbox, datetime.now(UTC),
                                        enabled=delivery.enabled(rt.settings))}
 

@@ -46,7 +46,9 @@ def _webhooks() -> dict[str, Schema]:
             "marking.row_failed": event("marking.row_failed", "RowFailed"),
             "marking.row_expired": event("marking.row_expired", "RowExpired"),
             "marking.alert_opened": event("marking.alert_opened", "AlertOpened"),
-            "marking.alert_resolved": event("marking.alert_resolved", "AlertResolved")}
+            "marking.alert_resolved": event("marking.alert_resolved", "AlertResolved"),
+            "marking.calibration_ready": event("marking.calibration_ready",
+                                               "CalibrationReady")}
 
 
 def _schemas() -> dict[str, Schema]:

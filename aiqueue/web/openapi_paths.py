@@ -102,6 +102,8 @@ def _enqueue_links() -> dict[str, Schema]:
         "AcceptRow": {"operationId": "acceptRow", "parameters": row},
         "RevertRow": {"operationId": "revertRow", "parameters": row},
         "RetryRow": {"operationId": "retryRow", "parameters": row},
+        "ReleaseRun": {"operationId": "releaseRun",
+                       "parameters": {"run_id": "$response.body#/run_id"}},
     }
 
 
@@ -218,6 +220,31 @@ def paths() -> dict[str, dict[str, Schema]]:
                    "content": {"application/json": {"schema": {"type": "object"}}}}},
             (), security=PUBLIC, tag="operations")},
         **_record_paths(),
+        **_calibration_paths(),
+    }
+
+
+def _calibration_paths() -> dict[str, dict[str, Schema]]:
+    """Agreement and the calibration gate (CONTRACT §10b)."""
+    text = {"type": "string", "maxLength": 200}
+    release = _op("releaseRun", "Release a calibrated run's held rows",
+                  {200: _json("Released")}, (400, 401, 404, 413, 422, 503), tag="review",
+                  params=(parameter("run_id", "path", {"type": "string", "format": "uuid"}),
+                          ACTOR))
+    # No fields: an empty body or {} (wire.calibration.ReleaseBody); any field is a 422.
+    release["requestBody"] = {"required": False, "content": {"application/json": {
+        "schema": {"type": "object", "additionalProperties": False}}}}
+    return {
+        "/api/marking/agreement": {"get": _op(
+            "agreement", "Agreement between the AI's scores and the teacher's reviews",
+            {200: _json("AgreementReport")}, (401, 422, 503), tag="review",
+            params=(parameter("assignment_id", "query", text),
+                    parameter("group", "query", text),
+                    parameter("kind", "query", {"type": "string", "maxLength": 32}),
+                    parameter("model", "query", text),
+                    parameter("since", "query", {"type": "string", "format": "date-time"},
+                              "only reviews made since (RFC 3339)")))},
+        "/api/marking/runs/{run_id}/release": {"post": release},
     }
 
 

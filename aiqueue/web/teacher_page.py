@@ -17,16 +17,19 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from aiqueue import wire
-from aiqueue.errors import Invalid
-from aiqueue.queue import actions, loop, progress, review
-from aiqueue.reads import teacher
+from aiqueue.errors import Invalid, NotFound
+from aiqueue.queue import actions, calibration, loop, progress, review
+from aiqueue.reads import agreement, teacher
 from aiqueue.settings.kinds import Lane
 from aiqueue.web import gate
+from aiqueue.web.agreement_views import card_view, with_held
 from aiqueue.web.auth import Session
 from aiqueue.web.estimate import capped_text, estimate_text
 from aiqueue.web.http import respond
 from aiqueue.web.state import runtime
 from aiqueue.web.teacher_views import (
+    CHECK_FIRST,
+    HELD_LABEL,
     MARK_TITLE,
     REMARK_TITLE,
     fmt_by,
@@ -62,7 +65,10 @@ async def page(request: Request, session: Session) -> Response:
     base = page_url(assignment_id)
     payload = data.info.payload if data.info else {}
     rows = [row_view(r) for r in data.rows]
-    choices = await teacher.mark_choices(rt, sum(not r["marked"] for r in rows))
+    unmarked = sum(not r["marked"] for r in rows)
+    choices = await teacher.mark_choices(rt, unmarked)
+    first = await teacher.mark_choices(rt, min(CHECK_FIRST, unmarked))
+    card = await agreement.card(rt, assignment_id, data.progress.run_id)
     live = {
         "remark_title": REMARK_TITLE,
         "assignment_id": assignment_id,
@@ -70,6 +76,8 @@ async def page(request: Request, session: Session) -> Response:
         "cursor": str(data.cursor),
         "urls": {"progress": f"{base}/progress", "token": f"{base}/events-token",
                  "submission": f"{base}/submissions/"},
+        "calibration": card_view(card, _max_score(payload)),
+        "held_label": HELD_LABEL,
     }
     return render(
         "results.html",
@@ -82,11 +90,14 @@ async def page(request: Request, session: Session) -> Response:
         rows=rows,
         marked_count=sum(r["marked"] for r in rows),
         live_estimate=fmt_duration(choices.live_seconds),
+        check_first=CHECK_FIRST,
+        check_first_estimate=f"{fmt_duration(first.live_seconds)}, then the rest once you "
+                             "release them",
         overnight_by=fmt_by(choices.overnight_by) if choices.overnight_by else None,
         overnight_share=f"{round(choices.overnight_price * 100)} %",
         MARK_TITLE=MARK_TITLE,
         REMARK_TITLE=REMARK_TITLE,
-        progress=progress_view(data.progress),
+        progress=with_held(progress_view(data.progress), card),
         csrf=session.csrf,
         base=base,
         live=live,
@@ -100,9 +111,11 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     raw = form.get("submission_id")
     submission_id = wire.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
+    # "Check 5 first" (§10b): that many marked first, the rest held for the release.
+    calibrate = CHECK_FIRST if form.get("calibrate") == str(CHECK_FIRST) else None
     if form.get("dry_run") == "true":
         # The estimate Mark All shows before it sends (CONTRACT §9c).
-        d = await actions.estimate(rt, assignment_id, submission_id, remark)
+        d = await actions.estimate(rt, assignment_id, submission_id, remark, calibrate)
         return JSONResponse({**wire.dump(d), "text": estimate_text(d),
                              "capped_text": capped_text(d)})
     lane: Lane = "batch" if form.get("lane") == "batch" else "live"
@@ -112,7 +125,7 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     if raw_at is not None and not_before is None:
         raise Invalid("choose the date and time to mark at")
     answer = await actions.mark(rt, assignment_id, submission_id, remark, lane,
-                                 not_before)
+                                 not_before, calibrate)
     # The page's answer says when the rows are due, beside the API's 202 body.
     body = wire.dump(answer) | ({} if not_before is None
                                 else {"not_before": not_before.isoformat()})
@@ -137,7 +150,7 @@ async def review_row(request: Request, session: Session, form: dict[str, str]) -
     # The operator's login is the actor: the page is behind the /ai-queue sign-in.
     answer = await actions.review_row(rt, assignment_id, submission_id, action, session.user,
                                       form.get("score"))
-    return _answer(request, assignment_id, answer)
+    return _answer(request, assignment_id, answer, BackgroundTask(loop.after_review, rt))
 
 
 @gate.form(gate.unauthorized)
@@ -145,14 +158,37 @@ async def accept_all(request: Request, session: Session, form: dict[str, str]) -
     rt = await runtime(request)
     assignment_id = _assignment(request)
     answer = await review.review_run(rt, assignment_id, "accept", session.user)
-    return _answer(request, assignment_id, answer)
+    return _answer(request, assignment_id, answer, BackgroundTask(loop.after_review, rt))
+
+
+@gate.form(gate.unauthorized)
+async def release(request: Request, session: Session, form: dict[str, str]) -> Response:
+    """The card's "Release the other 25": the latest run's held rows (§10b)."""
+    rt = await runtime(request)
+    assignment_id = _assignment(request)
+    p = await progress.assignment_progress(rt, assignment_id)
+    if p.run_id is None:
+        raise NotFound("this assignment has no run to release")
+    answer = await calibration.release(rt, p.run_id, session.user)
+    return _answer(request, assignment_id, answer, BackgroundTask(loop.after_action, rt))
 
 
 @gate.session(gate.unauthorized)
 async def progress_json(request: Request, session: Session) -> Response:
     rt = await runtime(request)
-    p = await progress.assignment_progress(rt, _assignment(request))
-    return JSONResponse(progress_view(p), headers={"cache-control": "no-store"})
+    assignment_id = _assignment(request)
+    p = await progress.assignment_progress(rt, assignment_id)
+    info = await teacher.info(rt, assignment_id)
+    card = await agreement.card(rt, assignment_id, p.run_id)
+    body = {**with_held(progress_view(p), card),
+            "calibration": card_view(card, _max_score(info.payload if info else {}))}
+    return JSONResponse(body, headers={"cache-control": "no-store"})
+
+
+def _max_score(payload: dict[str, Any]) -> float | None:
+    value = payload.get("max_score")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
 
 
 @gate.session(gate.unauthorized)
@@ -178,6 +214,7 @@ ROUTES = [
     Route("/results/assignments/{assignment_id}/cancel", cancel, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/review", review_row, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/accept-all", accept_all, methods=["POST"]),
+    Route("/results/assignments/{assignment_id}/release", release, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/progress", progress_json, methods=["GET"]),
     Route("/results/assignments/{assignment_id}/events-token", events_token, methods=["GET"]),
     Route("/results/assignments/{assignment_id}/submissions/{submission_id}", submission,

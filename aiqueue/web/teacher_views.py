@@ -15,6 +15,8 @@ from aiqueue.models import Status, SubmissionResult
 from aiqueue.web.estimate import paused_text
 from aiqueue.wire import answers, dump
 
+# A row held for its run's calibration (§10b): it waits for the teacher, not the queue.
+HELD_LABEL = "after your check"
 STATUS_LABELS: dict[Status, str] = {
     "pending": "queued", "processing": "marking…", "completed": "marked",
     "failed": "failed", "cancelled": "cancelled", "expired": "expired",
@@ -121,6 +123,8 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
         label = ""
     else:
         label = STATUS_LABELS[status] if status else "not marked"
+        if row.held:
+            label = HELD_LABEL
     adjusted = mark_text(row.adjusted_result)
     return {
         "id": str(row.submission_id),
@@ -147,6 +151,8 @@ def same_answer_text(others: int) -> str:
 
 
 MARK_TITLE = "Mark this submission with AI"
+# "Check 5 first" (CONTRACT §10b): the rows marked before the rest are released.
+CHECK_FIRST = 5
 REMARK_TITLE = "This submission already has an AI mark: mark it again, replacing that mark"
 
 

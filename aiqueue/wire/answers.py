@@ -24,12 +24,9 @@ from aiqueue.wire.fields import (
     Time,
     Usd,
     Uuid,
+    WaitingFor,
     described,
 )
-
-# Why a pending row is not dispatched yet: a spend cap (§9c), or it copies the
-# mark of a row with the same answer (§10c).
-WaitingFor = Literal["spend_cap", "same_answer"]
 
 
 class EnqueueAccepted(Wire):
@@ -39,6 +36,9 @@ class EnqueueAccepted(Wire):
     queue_ids: list[Uuid]
     same_answers: Count = described(
         "rows that will copy the mark of a row with the same answer (§10c)", default=0)
+    run_id: Uuid | None = described(
+        "the run its rows joined (the one marking.run_finished reports); absent when no row "
+        "was added", default=None)
 
 
 class SpendCaps(Wire):
@@ -59,6 +59,18 @@ class EnqueueEstimate(Wire):
         "§10c: rows that would copy the mark of a row with the same answer", default=0)
     capped: SpendCaps | None = described(
         "the spend caps this run would reach, with their values; null when none would")
+    calibration: EstimatePart | None = described(
+        "§10b, with `calibrate`: the rows marked first", default=None)
+    rest: EstimatePart | None = described(
+        "§10b, with `calibrate`: the rows held until the release", default=None)
+
+
+class EstimatePart(Wire):
+    """A part of a dry run's rows, priced on its own."""
+
+    rows: Count
+    estimated_tokens: Count
+    estimated_cost_usd: Usd | None
 
 
 class ProcessStep(Wire):
@@ -87,7 +99,8 @@ class QueueRow(Wire):
     updated_at: Time
     kind: KindName = "mark"
     pool: KindName = "default"
-    # A pending row paused at a spend cap (§9c): why, until when, and which cap.
+    # A pending row paused at a spend cap (§9c): why, until when, and which cap; or held
+    # for its run's calibration (§10b).
     waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
@@ -170,7 +183,7 @@ class RunProgress(Wire):
     completion_tokens: Count = 0
     unpriced_jobs: Count = 0
     review: ReviewCounts | None = None
-    waiting_for: Literal["spend_cap"] | None = None
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     expired: Count = 0

@@ -18,6 +18,7 @@ from aiqueue.answers import SameAnswers
 from aiqueue.errors import Invalid
 from aiqueue.settings.kinds import Lane
 from aiqueue.wire.base import parse
+from aiqueue.wire.calibration import Calibrate, ReleaseWhen
 from aiqueue.wire.requests import EnqueueBody
 from aiqueue.wire.rules import parse_rfc3339
 
@@ -51,6 +52,9 @@ class EnqueueRequest:
     deadline: datetime | None = None
     # CONTRACT §10c; None: the kind's `same_answers`.
     same_answers: SameAnswers | None = None
+    # The calibration gate (§10b): these rows first, the rest held until released.
+    calibrate: Calibrate | None = None
+    release_when: ReleaseWhen | None = None
 
     @classmethod
     def parse(cls, body: object, now: datetime | None = None) -> EnqueueRequest:
@@ -67,7 +71,8 @@ class EnqueueRequest:
         return cls(b.assignment_id, b.submission_ids, b.priority or 0, payload, b.group,
                    bool(b.remark), fingerprint(body, payload), kind=b.kind or "mark",
                    dry_run=bool(b.dry_run), not_before=not_before, expires_at=expires_at,
-                   lane=lane, deadline=deadline, same_answers=b.same_answers)
+                   lane=lane, deadline=deadline, same_answers=b.same_answers,
+                   calibrate=b.calibrate, release_when=b.release_when)
 
 
 def parse_lane(lane: object, deadline: object, now: datetime | None = None

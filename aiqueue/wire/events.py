@@ -8,7 +8,17 @@ from pydantic import Field
 
 from aiqueue.wire.answers import ProgressItem
 from aiqueue.wire.base import Wire
-from aiqueue.wire.fields import AlertName, AnyObject, Count, RowStatus, SpendCap, Time, Usd, Uuid
+from aiqueue.wire.fields import (
+    AlertName,
+    AnyObject,
+    Count,
+    RowStatus,
+    SpendCap,
+    Time,
+    Usd,
+    Uuid,
+    WaitingFor,
+)
 
 
 class MarkingEvent(Wire):
@@ -22,7 +32,7 @@ class MarkingEvent(Wire):
     review: str = ""
     progress: ProgressItem | None = None
     # pending: the row's group reached a spend cap (§9c).
-    waiting_for: Literal["spend_cap"] | None = None
+    waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
 
@@ -95,3 +105,18 @@ class AlertResolved(_Alert):
 
     type: Literal["marking.alert_resolved"]
     resolved_at: Time | None = None
+
+
+class CalibrationReady(Wire):
+    """A run's calibration rows have all ended (§10b): the teacher can check them."""
+
+    type: Literal["marking.calibration_ready"]
+    assignment_id: str
+    run_id: Uuid
+    calibration_rows: Count
+    completed: Count
+    failed: Count
+    cancelled: Count
+    expired: Count
+    held: Count = Field(description="rows still waiting for the release")
+    ready_at: Time

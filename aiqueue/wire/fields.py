@@ -10,6 +10,7 @@ from pydantic import Field, PlainSerializer, WithJsonSchema
 
 from aiqueue.models.queue import Circuit as Circuit
 from aiqueue.models.queue import Status
+from aiqueue.models.queue import WaitingFor as WaitingFor
 
 Count = Annotated[int, Field(ge=0)]
 # Seconds as a measured figure: null while nothing was measured.

@@ -27,6 +27,7 @@ from aiqueue.errors import Invalid
 from aiqueue.storable import unstorable
 from aiqueue.wire import rules
 from aiqueue.wire.base import Wire
+from aiqueue.wire.calibration import Calibrate, ReleaseWhen
 from aiqueue.wire.fields import AnyObject, Count, KindName, ShortText, Time, described
 
 REF = "#/components/schemas/{model}"
@@ -75,7 +76,9 @@ def _usage_object(value: object) -> object:
 class EnqueueBody(Wire):
     """Submissions to mark, and how (§4, §7b, §9b-§9f)."""
 
-    model_config = ConfigDict(title="EnqueueRequest")
+    # A field it doesn't name is a 422 that names it (§10b): a host that believes it
+    # asked for something must not get something else.
+    model_config = ConfigDict(title="EnqueueRequest", extra="forbid")
 
     assignment_id: Annotated[ShortText, rule(rules.parse_assignment_id)]
     # Canonical UUID strings as sent (rules.parse_submission_ids says why not uuid.UUID).
@@ -112,10 +115,23 @@ class EnqueueBody(Wire):
     expires_at: Annotated[Time, SkipValidation] | None = described(
         "expired if not dispatched by then", default=None)
     expire_after_seconds: Annotated[float, Field(ge=1, le=31_536_000), SkipValidation] | None = None
+    calibrate: Calibrate | None = described(
+        "§10b: these rows are marked first; the rest wait for a release", default=None)
+    release_when: ReleaseWhen | None = described(
+        "§10b: the calibration rows' reviews release the rest once these are met", default=None)
     same_answers: Literal["mark_once", "mark_each"] | None = described(
         "§10c: mark_once (the default: the kind's `same_answers`, else mark_once) marks "
         "answers that are the same after normalising once and copies the mark; mark_each "
         "marks every answer", default=None)
+
+    @model_validator(mode="after")
+    def _calibration_rows_are_sent(self) -> EnqueueBody:
+        chosen = self.calibrate.submission_ids if self.calibrate else None
+        if chosen and not set(chosen) <= set(self.submission_ids):
+            raise Invalid("calibrate.submission_ids must be among submission_ids")
+        if self.release_when is not None and self.calibrate is None:
+            raise Invalid("release_when needs calibrate")
+        return self
 
 
 class WebhookUsage(Wire):

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from aiqueue.wire import answers, events, reads, requests
+from aiqueue.wire import answers, calibration, events, reads, requests
 from aiqueue.wire.requests import REF
 
 Schema = dict[str, Any]
@@ -30,7 +30,8 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     answers.RunAccepted, answers.RunReverted, answers.ResultHistory, answers.Erased,
     answers.ReplayAnswer, reads.Stats, reads.UsageReport, reads.Health, reads.DoctorReport,
     events.MarkingEvent, events.SseEvent, events.RunFinished, events.RowFailed,
-    events.RowExpired, events.AlertOpened, events.AlertResolved,
+    events.RowExpired, events.AlertOpened, events.AlertResolved, events.CalibrationReady,
+    calibration.AgreementReport, calibration.Released,
 )
 # A class whose OpenAPI name is not its Python name.
 RENAMED = {"EnqueueBody": "EnqueueRequest"}

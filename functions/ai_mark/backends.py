@@ -13,7 +13,7 @@ from .anthropic_backend import make_anthropic
 from .errors import MalformedOutput, MarkingError
 from .items import Marking
 from .job import Job, safe_id
-from .prompt import Message, build_messages, parse_marking, repair_messages
+from .prompt import Message, build_messages, parse_criteria, parse_marking, repair_messages
 from .ratelimit import reset_after, retry_after
 from .settings import Settings
 from .simulate import SimulatorBackend
@@ -65,6 +65,7 @@ class ChatBackend:
         replies = [first]
         try:
             score, feedback = parse_marking(first.text, job.max_score)
+            criteria = parse_criteria(first.text, job)
         except MalformedOutput as exc:
             log.warning("malformed model output queue_id=%s; repairing", safe_id(job.queue_id))
             repair = repair_messages(messages, first.text or "", exc.reason, job.max_score)
@@ -72,6 +73,7 @@ class ChatBackend:
             replies.append(second)
             try:
                 score, feedback = parse_marking(second.text, job.max_score)
+                criteria = parse_criteria(second.text, job)
             except MalformedOutput:
                 raise MarkingError("malformed_model_output", retryable=True) from None
         reads = [r.cache_read_tokens for r in replies if r.cache_read_tokens is not None]
@@ -82,6 +84,7 @@ class ChatBackend:
             prompt_tokens=sum(r.prompt_tokens for r in replies),
             completion_tokens=sum(r.completion_tokens for r in replies),
             cache_read_tokens=sum(reads) if reads else None,
+            criteria=criteria,
         )
 
     async def chat(self, messages: list[Message], cache_key: str | None = None) -> ChatReply:

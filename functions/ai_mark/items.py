@@ -24,6 +24,8 @@ class Marking:
     # The provider's prompt cache (parts of prompt_tokens), when it reports them.
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    # Per rubric criterion: (id, score, max_score); empty when the model gave none.
+    criteria: tuple[tuple[str, Score, Score], ...] = ()
 
 
 def completed_item(job: Job, marking: Marking) -> Item:
@@ -34,6 +36,9 @@ def completed_item(job: Job, marking: Marking) -> Item:
         "feedback": marking.feedback,
         **marking.extra,
     }
+    if marking.criteria:
+        result["criteria"] = [{"id": cid, "score": score, "max_score": most}
+                              for cid, score, most in marking.criteria]
     usage: dict[str, Any] = {
         "model": marking.model,
         "prompt_tokens": marking.prompt_tokens,

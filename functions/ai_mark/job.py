@@ -27,6 +27,8 @@ class Criterion:
     text: str
     weight: float = 1.0
     keywords: tuple[str, ...] = ()
+    # The rubric item's own "id"; without one a criterion is "c1", "c2", ... by position.
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,23 @@ def _criterion(item: object) -> Criterion | None:
         raise InvalidDispatch("payload.rubric")
     if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
         raise InvalidDispatch("payload.rubric")
-    return Criterion(text, float(weight), tuple(k.strip() for k in keywords if k.strip()))
+    own_id = item.get("id")
+    if own_id is not None and (not isinstance(own_id, str) or not _SAFE_ID.fullmatch(own_id)):
+        raise InvalidDispatch("payload.rubric")
+    return Criterion(text, float(weight), tuple(k.strip() for k in keywords if k.strip()),
+                     own_id)
+
+
+def criteria_shape(job: Job) -> list[tuple[str, Score]]:
+    """Each criterion's id and its share of max_score (its weight, scaled), in rubric order."""
+    total = sum(c.weight for c in job.criteria)
+    return [(c.id or f"c{n}", _points(c.weight / total * job.max_score))
+            for n, c in enumerate(job.criteria, 1)]
+
+
+def _points(value: float) -> Score:
+    rounded = round(value, 2)
+    return int(rounded) if rounded.is_integer() else rounded
 
 
 def _format(criteria: tuple[Criterion, ...]) -> str:

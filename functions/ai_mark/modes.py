@@ -27,7 +27,7 @@ from .errors import InvalidDispatch, MalformedOutput
 from .invoke import HttpError
 from .items import Item, failed_item
 from .job import Job, Score, parse_dispatch, safe_id
-from .prompt import build_messages, parse_marking
+from .prompt import build_messages, parse_criteria, parse_marking
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,11 @@ def _item(provider: str, entry: Mapping[str, Any]) -> Item:
     result: dict[str, Any] = {"score": score, "feedback": feedback}
     if not math.isinf(max_score):
         result = {"score": score, "max_score": max_score, "feedback": feedback}
+    job = _job(entry.get("job"))
+    criteria = parse_criteria(text, job) if job is not None else ()
+    if criteria:
+        result["criteria"] = [{"id": cid, "score": s, "max_score": most}
+                              for cid, s, most in criteria]
     return {"queue_id": queue_id, "token": token, "status": "completed", "result": result,
             "usage": usage}
 
@@ -156,6 +161,16 @@ def _reply(provider: str, response: Mapping[str, Any]) -> tuple[str, dict[str, A
     if not isinstance(text, str):
         return None
     return text, found
+
+
+def _job(job: object) -> Job | None:
+    """The dispatch a batch line was made from, when it came back with it."""
+    if not isinstance(job, Mapping):
+        return None
+    try:
+        return parse_dispatch(job)
+    except InvalidDispatch:
+        return None
 
 
 def _max_score(job: object, text: str) -> Score:

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .errors import MalformedOutput
-from .job import Job, Score
+from .job import Job, Score, criteria_shape
 
 Message = dict[str, str]
 
@@ -35,6 +35,13 @@ def prompt_parts(job: Job) -> tuple[str, str]:
     if job.question:
         parts.append(f"Question:\n{job.question}")
     parts.append(f"Rubric (maximum score {job.max_score:g}):\n{job.rubric_text}")
+    # Per-criterion scores let a teacher's review be compared criterion by criterion;
+    # before the answer, so the prompt's prefix stays the same for the whole class.
+    shape = criteria_shape(job)
+    listed = "\n".join(f"- {cid}: {c.text} (at most {most:g})"
+                       for (cid, most), c in zip(shape, job.criteria, strict=True))
+    parts.append(f"Criteria:\n{listed}\nAlso give \"criteria\": [{{\"id\": \"<id>\", "
+                 f"\"score\": <number>}}, ...], one per criterion above.")
     # Fences make the end of the answer unambiguous even if it contains rubric-like text.
     return "\n\n".join(parts), f"Student answer:\n<<<ANSWER\n{job.content}\nANSWER>>>"
 
@@ -105,3 +112,24 @@ def _score(value: object, max_score: Score) -> Score:
     if not 0 <= value <= max_score:
         raise MalformedOutput(f'"score" must be between 0 and {max_score:g}')
     return int(value) if float(value).is_integer() else value
+
+
+def parse_criteria(reply: str | None, job: Job) -> tuple[tuple[str, Score, Score], ...]:
+    """The reply's per-criterion scores, each within its share; () when any is missing or
+    out of range (the total mark stands on its own, so a bad list is left out, not refused)."""
+    try:
+        data = _load_object(reply or "")
+    except MalformedOutput:
+        return ()
+    given = data.get("criteria")
+    if not isinstance(given, list):
+        return ()
+    scores = {str(c.get("id")): c.get("score") for c in given if isinstance(c, dict)}
+    found = []
+    for cid, most in criteria_shape(job):
+        value = scores.get(cid)
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or not 0 <= value <= most:
+            return ()
+        found.append((cid, int(value) if float(value).is_integer() else value, most))
+    return tuple(found)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from .errors import MarkingError
 from .items import Marking
-from .job import Criterion, Job, Score
+from .job import Criterion, Job, Score, criteria_shape
 from .prompt import build_messages
 
 _WORD = re.compile(r"\w+")
@@ -64,6 +64,8 @@ def score_answer(job: Job) -> Marking:
     earned = sum(c.weight for c, ok in zip(job.criteria, met, strict=True) if ok)
     score = _round_half(earned / total * job.max_score)
     feedback = _feedback(job.criteria, met)
+    criteria = tuple((cid, most if ok else 0, most)
+                     for (cid, most), ok in zip(criteria_shape(job), met, strict=True))
     return Marking(
         score=score,
         feedback=feedback,
@@ -73,6 +75,7 @@ def score_answer(job: Job) -> Marking:
         prompt_tokens=estimate_tokens(" ".join(m["content"] for m in build_messages(job))),
         completion_tokens=estimate_tokens(feedback) + 12,  # + the JSON around it
         extra={"simulated": True, "criteria_met": sum(met), "criteria_total": len(met)},
+        criteria=criteria,
     )
 
 

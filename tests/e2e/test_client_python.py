@@ -78,6 +78,21 @@ async def test_enqueue_watch_review_and_read_usage(db_url: str, conn: asyncpg.Co
             usage = await client.usage(by="assignment")
             assert usage["total"]["jobs"] == 3
             assert [i["key"] for i in usage["items"]] == ["hw-py"]
+            # One adjusted accept, one plain (by the run), one revert: 1 exact pair of 2.
+            agreement = await client.agreement(assignment_id="hw-py")
+            assert (agreement["reviewed"], agreement["reverted"]) == (3, 1)
+            assert agreement["exact"] is not None and agreement["qwk"] is None
+
+            gated = await add_submissions(conn, 3, "hw-gate", ANSWER)
+            estimate = await client.estimate("hw-gate", gated, calibrate=1)
+            part = estimate.get("calibration")
+            assert part is not None and part["rows"] == 1
+            run = await client.enqueue("hw-gate", gated, payload=PAYLOAD, calibrate=[gated[0]],
+                                       release_when={"reviewed": 1})
+            run_id = run.answer.get("run_id")
+            assert run_id is not None
+            assert (await client.status(gated[1])).get("waiting_for") == "calibration"
+            assert (await client.release(run_id, actor="teacher-7"))["released"] == 2
 
             with pytest.raises(MarkingError) as unknown:
                 await client.enqueue("hw-py", [uuid.uuid4()])

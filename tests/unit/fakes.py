@@ -29,7 +29,9 @@ from aiqueue.models import (
     Status,
     SubmissionId,
 )
+from aiqueue.models.agreement import Review
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
+from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
 from aiqueue.settings.plan import ClaimPlan
@@ -58,6 +60,21 @@ class QuietParts:
 
     async def cron_called(self) -> None:
         self.calls.append(("cron_called", ()))
+
+    # -- the calibration gate: no gated run ------------------------------------
+
+    async def calibration_release(self, run_id: UUID, actor: str | None) -> Release:
+        self.calls.append(("calibration_release", (run_id, actor)))
+        return Release(0, None, False)
+
+    async def calibration_sweep(self) -> list[tuple[UUID, Thresholds]]:
+        return []
+
+    async def agreement_reviews(self, *, assignment_id: str | None = None, group: str | None = None,
+                      kind: str | None = None, model: str | None = None,
+                      since: datetime | None = None, run_id: UUID | None = None,
+                      calibration_only: bool = False) -> list[tuple[Review, str | None]]:
+        return []
 
     # -- the outbox: nothing to deliver --------------------------------------
 

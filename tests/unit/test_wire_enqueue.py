@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -105,12 +106,40 @@ def test_a_payload_just_under_the_limit_fits():
     GOOD,
     {**GOOD, "payload": {"rubric": "r\u00e9", "max_score": 10, "nested": {"b": 1, "a": [1, 2]}}},
     {**GOOD, "payload": None, "priority": 3, "remark": False, "group": "g"},
-    {**GOOD, "payload": {}, "extra": {"z": 1, "a": None}},
+    {**GOOD, "payload": {}, "release_when": {"reviewed": 2, "exact": 0.5},
+     "calibrate": {"rows": 2}},
 ])
 def test_the_fingerprint_is_the_hash_of_the_canonical_body(body: dict[str, Any]):
     # The bytes keys saved before the single serialisation were hashed from.
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     assert EnqueueRequest.parse(body).fingerprint == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@pytest.mark.parametrize(("extra", "detail"), [
+    ({"extra": 1}, "unknown field: extra"),
+    ({"calibrate": {"rows": 5, "spread": True}}, "unknown field: calibrate.spread"),
+    ({"calibrate": {"rows": 5}, "release_when": {"exact": 0.9, "kappa": 0.8}},
+     "unknown field: release_when.kappa"),
+])
+def test_a_field_the_contract_does_not_name_is_refused(extra: dict[str, Any], detail: str):
+    with pytest.raises(Invalid) as caught:
+        EnqueueRequest.parse({**GOOD, **extra})
+    assert str(caught.value) == detail
+
+
+def test_every_field_the_contract_names_is_taken():
+    # §4, §7b, §9b-f, §10b, §10c: each optional field, at once.
+    EnqueueRequest.parse({
+        **GOOD, "priority": 1, "payload": {"rubric": "r"}, "group": "g", "remark": True,
+        "dry_run": False, "kind": "mark", "lane": "batch",
+        "deadline": "2999-01-01T00:00:00Z", "delay_seconds": 5, "expire_after_seconds": 3600,
+        "calibrate": {"rows": 1}, "release_when": {"reviewed": 1, "exact": 1, "adjacent": 0},
+        "same_answers": "mark_each"})
+    soon = datetime.now(UTC) + timedelta(days=1)
+    EnqueueRequest.parse({**GOOD, "not_before": soon.isoformat(),
+                          "expires_at": (soon + timedelta(hours=1)).isoformat(),
+                          "same_answers": "mark_once",
+                          "calibrate": {"submission_ids": GOOD["submission_ids"][:1]}})
 
 
 def test_the_fingerprint_ignores_key_order_and_tells_bodies_apart():

@@ -26,6 +26,8 @@ WITH picked AS MATERIALIZED (
     WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
       AND q.run_after < 'infinity'  -- a follower of the same answer waits (72_groups.sql)
       AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
+      -- A row held for its run's calibration (§10b) waits for the release.
+      AND q.held_run_after IS NULL
       AND (NOT aiqueue_spend_capped($5::jsonb -> $1)
            OR (aiqueue_spend_stop($5::jsonb -> $1, $1,
                                   coalesce(q.group_key, q.assignment_id))).until IS NULL)

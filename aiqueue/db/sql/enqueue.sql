@@ -40,6 +40,7 @@
 -- "mark_each", no key); only the key is stored.  The live row of the same
 -- pool, kind, payload and key, else the first new row of that key, leads; the
 -- others follow it: run_after 'infinity', never claimed.  `copies` says which.
+-- The run comes back as a row of its own ('run', CONTRACT §10b).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -145,6 +146,9 @@ UNION ALL
 SELECT 'marked', id, 0, false FROM subs WHERE known AND marked AND NOT $6::boolean
 UNION ALL
 SELECT 'queued', queue_id, seq, copies FROM inserted
+UNION ALL
+-- The run the new rows joined (none joined: no run).
+SELECT 'run', run.run_id, 0, false FROM run, total WHERE total.n > 0
 ORDER BY seq;
 
 -- idempotency_claim --

@@ -49,14 +49,16 @@ LIMIT $5;
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
            pool, coalesce(group_key, assignment_id) AS grp, not_before, lane, deadline,
-           leader_id
+           leader_id, held_run_after
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
     LIMIT 1
 )
 SELECT l.queue_id, l.status, l.attempts,
-       CASE WHEN l.status = 'pending' THEN (
+       -- Held for its run's calibration (§10b): no place in line until released.
+       l.status = 'pending' AND l.held_run_after IS NOT NULL AS held,
+       CASE WHEN l.status = 'pending' AND l.held_run_after IS NULL THEN (
            SELECT count(*) FROM ai_marking_queue q
            WHERE q.status = 'pending'
              AND (q.priority > l.priority

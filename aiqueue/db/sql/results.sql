@@ -17,10 +17,13 @@ SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
        CASE WHEN q.status = 'processing' THEN q.progress::text END AS progress,
        m.queue_id AS result_queue_id, m.review, m.adjusted_result::text AS adjusted_result,
        CASE WHEN q.answer_key IS NOT NULL
-            THEN count(*) OVER (PARTITION BY q.answer_key) - 1 ELSE 0 END AS same_answers
+            THEN count(*) OVER (PARTITION BY q.answer_key) - 1 ELSE 0 END AS same_answers,
+       -- Held for its run's calibration (§10b).
+       coalesce(q.status = 'pending' AND q.held, false) AS held
 FROM submissions s
 LEFT JOIN LATERAL (
-    SELECT status, progress, answer_key FROM ai_marking_queue
+    SELECT status, progress, answer_key, held_run_after IS NOT NULL AS held
+    FROM ai_marking_queue
     WHERE submission_id = s.id
     ORDER BY created_at DESC, seq DESC
     LIMIT 1

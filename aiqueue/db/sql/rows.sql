@@ -104,16 +104,18 @@ SELECT
     t.avg_seconds, t.p95_seconds,
     -- A scheduled row waits from its not_before on, and not at all before it (§9d).
     -- A batch-lane row waiting for a provider batch (its live time still to come,
-    -- §9f) is no backlog either: it waits by design, up to its deadline.
+    -- §9f) is no backlog either: it waits by design, up to its deadline; nor is a
+    -- row held for its run's calibration (§10b), until it is released.
     -- Two index probes: the oldest unscheduled row (status, created_at), and the
     -- earliest not_before that has come (ai_marking_queue_not_before_idx).
     date_part('epoch', coalesce($1::timestamptz, now()) - least(
         (SELECT created_at FROM ai_marking_queue
-         WHERE status = 'pending' AND not_before IS NULL
+         WHERE status = 'pending' AND not_before IS NULL AND held_run_after IS NULL
            AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now()))
          ORDER BY created_at LIMIT 1),
         (SELECT min(not_before) FROM ai_marking_queue
          WHERE status = 'pending' AND not_before <= coalesce($1::timestamptz, now())
+           AND held_run_after IS NULL
            AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now())))))
         AS oldest_pending_seconds
 FROM (
@@ -137,7 +139,9 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at,
-       leader_id AS same_answer_as  -- the row whose mark it copies (aiqueue 0028)
+       leader_id AS same_answer_as,  -- the row whose mark it copies (aiqueue 0028)
+       -- Held for its run's calibration (aiqueue 0027).
+       held_run_after IS NOT NULL AND status = 'pending' AS held
 FROM ai_marking_queue
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR assignment_id = $2)
@@ -175,7 +179,9 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at,
-       leader_id AS same_answer_as  -- the row whose mark it copies (aiqueue 0028)
+       leader_id AS same_answer_as,  -- the row whose mark it copies (aiqueue 0028)
+       -- Held for its run's calibration (aiqueue 0027).
+       held_run_after IS NOT NULL AND status = 'pending' AS held
 FROM ai_marking_queue WHERE queue_id = $1;
 
 -- ping --

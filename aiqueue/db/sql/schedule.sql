@@ -2,12 +2,14 @@
 
 -- expire_rows --
 -- Pending rows whose expires_at has passed end `expired`, using no attempt,
+-- except rows held for their run's calibration (§10b: the hold never ends a
+-- row; once released, an expiry that has passed ends it at the next sweep),
 -- in bounded batches (the claim already steps over them meanwhile).  The
 -- outbox trigger writes each one's marking.row_expired.  SKIP LOCKED: a row a
 -- webhook or a claim holds right now is left to the next sweep.
 WITH gone AS (
     SELECT q.queue_id FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.expires_at <= now()
+    WHERE q.status = 'pending' AND q.expires_at <= now() AND q.held_run_after IS NULL
     ORDER BY q.expires_at
     LIMIT 1000
     FOR UPDATE SKIP LOCKED
@@ -28,7 +30,8 @@ SELECT count(*) AS n FROM row;
 -- Seconds until a pending row expires (the ticker wakes to end it on time;
 -- negative: overdue; NULL: none).
 SELECT extract(epoch FROM min(expires_at) - now())::float8 AS seconds
-FROM ai_marking_queue WHERE status = 'pending' AND expires_at IS NOT NULL;
+FROM ai_marking_queue WHERE status = 'pending' AND expires_at IS NOT NULL
+  AND held_run_after IS NULL;
 
 -- next_scheduled --
 -- Seconds until the next scheduled row (not_before still to come) is due, if
@@ -37,4 +40,4 @@ FROM ai_marking_queue WHERE status = 'pending' AND expires_at IS NOT NULL;
 SELECT extract(epoch FROM min(run_after) - now())::float8 AS seconds
 FROM ai_marking_queue
 WHERE status = 'pending' AND not_before > now() AND run_after > now()
-  AND (expires_at IS NULL OR expires_at > run_after);
+  AND (expires_at IS NULL OR expires_at > run_after) AND held_run_after IS NULL;

@@ -6,11 +6,13 @@ from aiqueue_client.notifications import BadSignature, verify_notification
 from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
+    AgreementReport,
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
     Erased,
     MarkingEvent,
+    Released,
     ReplayAnswer,
     ResultHistory,
     Reverted,
@@ -22,8 +24,9 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "EnqueueEstimate",
-    "Enqueued", "Erased", "MarkingError", "MarkingEvent", "ReplayAnswer", "ResultHistory",
+    "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
+    "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
+    "ReplayAnswer", "ResultHistory",
     "Reverted", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
     "call", "verify_notification",
 ]

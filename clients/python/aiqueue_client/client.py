@@ -17,12 +17,14 @@ from aiqueue_client.errors import MarkingError, error_from
 from aiqueue_client.events import follow
 from aiqueue_client.types import (
     Accepted,
+    AgreementReport,
     CancelAnswer,
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
     Erased,
     MarkingEvent,
+    Released,
     ReplayAnswer,
     ResultHistory,
     Reverted,
@@ -92,8 +94,9 @@ class AsyncMarkingClient:
                       delay_seconds: float | None = None,
                       expires_at: datetime | str | None = None,
                       expire_after_seconds: float | None = None,
-                      same_answers: Literal["mark_once", "mark_each"] | None = None
-                      ) -> Enqueued:
+                      same_answers: Literal["mark_once", "mark_each"] | None = None,
+                      calibrate: int | Sequence[str | uuid.UUID] | None = None,
+                      release_when: dict[str, float] | None = None) -> Enqueued:
         """Enqueue submissions for marking; retried safely under one Idempotency-Key.
 
         Without a key one is made, so a retry after a lost answer enqueues nothing twice.
@@ -102,6 +105,8 @@ class AsyncMarkingClient:
         end them `expired` if they are not dispatched by then (an aware datetime or an
         RFC 3339 string).  `same_answers`: "mark_once" (the default) marks answers that
         are the same after normalising once and copies the mark; "mark_each" marks each.
+        `calibrate` (a number of rows, or submission ids) marks those first and holds the
+        rest until `release` (or `release_when`'s thresholds).
         """
         key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"assignment_id": assignment_id,
@@ -112,7 +117,9 @@ class AsyncMarkingClient:
                             ("delay_seconds", delay_seconds),
                             ("expires_at", _rfc3339(expires_at)),
                             ("expire_after_seconds", expire_after_seconds),
-                            ("same_answers", same_answers)):
+                            ("same_answers", same_answers),
+                            ("calibrate", _calibrate(calibrate)),
+                            ("release_when", release_when)):
             if value is not None:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body,
@@ -121,18 +128,37 @@ class AsyncMarkingClient:
                         response.headers.get("idempotent-replayed") == "true")
 
     async def estimate(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
-                       group: str | None = None, remark: bool | None = None) -> EnqueueEstimate:
+                       group: str | None = None, remark: bool | None = None,
+                       calibrate: int | Sequence[str | uuid.UUID] | None = None
+                       ) -> EnqueueEstimate:
         """What an enqueue would add, use and cost, and which spend cap would stop it.
 
         A dry run: nothing is written.  Show it before a Mark All.
         """
         body: dict[str, Any] = {"assignment_id": assignment_id, "dry_run": True,
                                 "submission_ids": [str(s) for s in submission_ids]}
-        for name, value in (("group", group), ("remark", remark)):
+        for name, value in (("group", group), ("remark", remark),
+                            ("calibrate", _calibrate(calibrate))):
             if value is not None:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body, retry=True)
         return cast(EnqueueEstimate, response.json())
+
+    async def release(self, run_id: str | uuid.UUID, *, actor: str | None = None) -> Released:
+        """Release a calibrated run's held rows (none left: `released` is 0)."""
+        path = f"/api/marking/runs/{_seg(run_id)}/release"
+        return cast(Released, (await self._call("POST", path, headers=_actor(actor),
+                                                retry=True)).json())
+
+    async def agreement(self, *, assignment_id: str | None = None, group: str | None = None,
+                        kind: str | None = None, model: str | None = None,
+                        since: datetime | str | None = None) -> AgreementReport:
+        """How often the teacher's reviews agree with the AI's scores."""
+        params = {k: v for k, v in (("assignment_id", assignment_id), ("group", group),
+                                    ("kind", kind), ("model", model),
+                                    ("since", _rfc3339(since))) if v is not None}
+        answer = await self._call("GET", "/api/marking/agreement", params=params, retry=True)
+        return cast(AgreementReport, answer.json())
 
     async def status(self, submission_id: str | uuid.UUID) -> SubmissionStatus:
         """Status, queue position and ETA of the submission's latest row."""
@@ -253,6 +279,14 @@ def _rfc3339(value: datetime | str | None) -> str | None:
             raise ValueError("give a time zone-aware datetime (e.g. datetime.now(UTC))")
         return value.isoformat()
     return value
+
+
+def _calibrate(value: int | Sequence[str | uuid.UUID] | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return {"rows": value}
+    return {"submission_ids": [str(s) for s in value]}
 
 
 def _seg(value: object) -> str:

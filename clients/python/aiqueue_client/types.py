@@ -21,6 +21,8 @@ class EnqueueAccepted(TypedDict):
     queue_ids: list[str]
     # Rows that will copy the mark of a row with the same answer.
     same_answers: NotRequired[int]
+    # The run the rows joined (the one marking.run_finished reports); absent if none was added.
+    run_id: NotRequired[str | None]
 
 
 SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
@@ -38,6 +40,15 @@ class EnqueueEstimate(TypedDict):
     capped: dict[SpendCap, float] | None
     # Rows that would copy a mark of the same answer (`rows` counts only the marked).
     same_answers: NotRequired[int]
+    # With `calibrate`: the rows marked first and the rest, each priced on its own.
+    calibration: NotRequired[EstimatePart | None]
+    rest: NotRequired[EstimatePart | None]
+
+
+class EstimatePart(TypedDict):
+    rows: int
+    estimated_tokens: int
+    estimated_cost_usd: float | None
 
 
 class ProgressItem(TypedDict, total=False):
@@ -54,8 +65,10 @@ class SubmissionStatus(TypedDict):
     queue_id: NotRequired[str]
     review: NotRequired[Review | None]
     progress: NotRequired[ProgressItem | None]
-    # Paused at a spend cap: "spend_cap", and when it goes on by itself.
-    waiting_for: NotRequired[Literal["spend_cap", "same_answer"] | None]
+    # Paused at a spend cap ("spend_cap", and when it goes on by itself), held until its
+    # run's calibration is released ("calibration"), or waiting for the row with the same
+    # answer ("same_answer").
+    waiting_for: NotRequired[Literal["spend_cap", "calibration", "same_answer"] | None]
     resumes_at: NotRequired[str | None]
     paused_by: NotRequired[SpendCap | None]
     scheduled_for: NotRequired[str | None]
@@ -188,3 +201,28 @@ class ReplayAnswer(TypedDict):
     replayed: int
     dry_run: NotRequired[bool]
     would_replay: NotRequired[int]
+
+
+class CriterionAgreement(TypedDict):
+    id: str
+    reviewed: int
+    exact: float
+
+
+class AgreementReport(TypedDict):
+    """Agreement between the AI's scores and the teacher's reviews."""
+
+    reviewed: int
+    reverted: int
+    exact: float | None
+    adjacent: float | None
+    mean_abs_error: float | None
+    qwk: float | None
+    criteria: list[CriterionAgreement]
+    disagreements: list[str]
+
+
+class Released(TypedDict):
+    run_id: str
+    released: int
+    released_at: NotRequired[str | None]

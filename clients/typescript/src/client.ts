@@ -31,6 +31,8 @@ export type Stats = Answer<"/api/marking/stats", "get">;
 export type Erased = Answer<"/api/marking/submissions/{submission_id}", "delete">;
 export type ReplayRequest = Schemas["ReplayRequest"];
 export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
+export type AgreementReport = Answer<"/api/marking/agreement", "get">;
+export type Released = Answer<"/api/marking/runs/{run_id}/release", "post">;
 export type { MarkingEvent };
 
 export interface Enqueued {
@@ -168,6 +170,21 @@ export class MarkingClient {
     const key = options.idempotencyKey ?? crypto.randomUUID();
     return (await this.call<ReplayAnswer>("POST", "/api/marking/replay",
       { body: request, headers: { "idempotency-key": key }, retry: true })).data;
+  }
+
+  /** Release a calibrated run's held rows (`released` is 0 when none are left). */
+  async release(runId: string, options: { actor?: string } = {}): Promise<Released> {
+    return (await this.call<Released>("POST", `/api/marking/runs/${seg(runId)}/release`,
+      { headers: actor(options.actor), retry: true })).data;
+  }
+
+  /** How often the teacher's reviews agree with the AI's scores. */
+  async agreement(query: { assignment_id?: string; group?: string; kind?: string;
+    model?: string; since?: string } = {}): Promise<AgreementReport> {
+    const params = new URLSearchParams(Object.entries(query)
+      .filter((entry): entry is [string, string] => entry[1] !== undefined));
+    return (await this.call<AgreementReport>("GET", `/api/marking/agreement?${params}`,
+      { retry: true })).data;
   }
 
   async stats(): Promise<Stats> {

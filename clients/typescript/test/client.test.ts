@@ -77,3 +77,27 @@ test("a replay's dry run counts without moving, and an erasure answers its count
   assert.ok(Object.values(unknown.erased).every((n) => n === 0));
   assert.equal(unknown.erased.ai_marking_queue, 0);
 });
+
+test("a calibrated run: the first rows go, the rest wait for the release", async () => {
+  const api = client();
+  const submissions = ids("ts-gate");
+  const estimate = await api.estimate({ assignment_id: "ts-gate", submission_ids: submissions,
+    calibrate: { rows: 1 } });
+  assert.deepEqual([estimate.calibration?.rows, estimate.rest?.rows], [1, submissions.length - 1]);
+  const run = await api.enqueue({ assignment_id: "ts-gate", submission_ids: submissions,
+    payload, calibrate: { rows: 1 } });
+  const runId = run.answer.run_id;
+  assert.ok(runId);
+  const waiting = await Promise.all(submissions.map((id) => api.status(id)));
+  assert.equal(waiting.filter((s) => s.waiting_for === "calibration").length,
+    submissions.length - 1);
+  assert.equal((await api.release(runId, { actor: "t-1" })).released, submissions.length - 1);
+  const agreement = await api.agreement({ assignment_id: "ts-gate" });
+  assert.equal(typeof agreement.reviewed, "number");
+  await assert.rejects(api.enqueue({ assignment_id: "ts-gate", submission_ids: submissions,
+    calibrat: { rows: 1 } } as never), (error: unknown) => {
+    assert.ok(error instanceof MarkingError);
+    assert.deepEqual([error.status, error.body.detail], [422, "unknown field: calibrat"]);
+    return true;
+  });
+});

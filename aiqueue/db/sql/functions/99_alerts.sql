@@ -10,7 +10,8 @@
 -- A waiting row is pending, not expired, and not scheduled for later: a row
 -- with a not_before is no backlog until its time, and its wait starts then; a
 -- batch-lane row waiting for a provider batch (§9f) is no backlog until its
--- live time comes.  A row waiting out a retry's backoff still waits: counting
+-- live time comes; a row held for its run's calibration (§10b) is none until
+-- it is released (it is never due before, so it is no stall either).  A row waiting out a retry's backoff still waits: counting
 -- it out would make both alerts flap open and shut through an outage, as
 -- every row goes in and out of its backoff.
 
@@ -37,13 +38,13 @@ BEGIN
             (SELECT q.created_at AS since, q.kind FROM ai_marking_queue q
              WHERE q.status = 'pending' AND q.pool = p.pool AND q.not_before IS NULL
                AND q.created_at <= t AND (q.expires_at IS NULL OR q.expires_at > t)
-               AND NOT (q.lane = 'batch' AND q.run_after > t)
+               AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
              ORDER BY q.created_at LIMIT 1)
             UNION ALL
             (SELECT q.not_before, q.kind FROM ai_marking_queue q
              WHERE q.status = 'pending' AND q.pool = p.pool AND q.not_before <= t
                AND (q.expires_at IS NULL OR q.expires_at > t)
-               AND NOT (q.lane = 'batch' AND q.run_after > t)
+               AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
              ORDER BY q.not_before LIMIT 1)) o
         ORDER BY o.since LIMIT 1;
         wait := coalesce(date_part('epoch', t - oldest.since), 0);
