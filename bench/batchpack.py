@@ -27,6 +27,7 @@ from pathlib import Path
 import asyncpg
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Completed
 from aiqueue.queue.overnight import LANE_SECONDS, lane_config, run
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import DEFAULT_POOL
@@ -34,6 +35,7 @@ from bench.batchlane import ANSWER, PAYLOAD
 from bench.common import percentile, spawn
 from tests.batchapi.common import Clock
 from tests.integration.batch_kit import lane_settings, served
+from tests.plans import plan_of
 
 BATCH_ROWS, LIVE_ROWS = 20_000, 40_000
 ENQUEUE_ROWS = 2000
@@ -118,13 +120,15 @@ async def _mark_live(dsn: str, out: Path, stop: Path) -> None:
     claims: list[float] = []
     try:
         while not stop.exists():
-            job = await store.claim(1, 5)
+            job = await store.claim(plan_of(1, 5))
             if job is None:
                 await asyncio.sleep(0.001)
                 continue
             claims.append(time.time())
-            await store.complete(job.queue_id, job.dispatch_seq, {"score": 5, "max_score": 10},
-                                 {"prompt_tokens": 300, "completion_tokens": 40}, 0)
+            await store.complete(Completed(job.queue_id, job.dispatch_seq,
+                                           {"score": 5, "max_score": 10},
+                                           {"prompt_tokens": 300, "completion_tokens": 40}),
+                                 plan_of(1, 5))
     finally:
         out.write_text(json.dumps(claims))
         await store.close()

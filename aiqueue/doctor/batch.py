@@ -42,8 +42,9 @@ async def check_batch_keys(doc: Doctor) -> None:
 async def _check(pool: Pool) -> str | None:
     """None when the key works, else the call's content-free error code."""
     assert pool.batch is not None and pool.batch_base_url
-    provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key or "",
-                       timeout=KEY_TIMEOUT_SECONDS)
+    # In a thread: the first use imports the SDK, which would stall the instance's loop.
+    provider = await asyncio.to_thread(connect, pool.batch, pool.batch_base_url,
+                                       pool.batch_api_key or "", KEY_TIMEOUT_SECONDS)
     try:
         await provider.check()
     except ProviderError as exc:

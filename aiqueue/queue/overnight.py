@@ -11,6 +11,7 @@ pool's batch price (declared, else half of live).  Which lane an enqueue takes i
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import math
@@ -150,9 +151,12 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
     """
     pool = rt.settings.queue.pools[config.pool]
     assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
-    # No one call to the provider outlasts the step's lane time.
-    provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key,
-                       timeout=min(config.call_seconds, LANE_SECONDS))
+    # No one call to the provider outlasts the step's lane time.  Made in a thread: the
+    # first use imports the provider's SDK, seconds of work that would otherwise stall
+    # every other request of this instance (their database budgets run out meanwhile).
+    provider = await asyncio.to_thread(connect, pool.batch, pool.batch_base_url,
+                                       pool.batch_api_key,
+                                       min(config.call_seconds, LANE_SECONDS))
     packer = Packer(store=rt.store, provider=provider,
                     modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
                     settle=lambda items: settle(rt, items, pool.name),
