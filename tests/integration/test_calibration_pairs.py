@@ -97,7 +97,7 @@ async def test_calibration_and_not_before(client: httpx.AsyncClient, conn: async
     assert function.call_count == 6
 
     # Released before its time, a run's rows still wait for not_before.
-    later = await add_submissions(conn, 4, assignment_id="hw-9")
+    later = await add_submissions(conn, 4, assignment_id="hw-9", content="late answer")
     r = await client.post("/api/marking/enqueue", headers=AUTH, json={
         "assignment_id": "hw-9", "submission_ids": [str(s) for s in later],
         "calibrate": {"rows": 1}, "delay_seconds": 600})

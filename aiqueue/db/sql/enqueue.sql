@@ -107,6 +107,9 @@ live AS MATERIALIZED (
     WHERE coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
       AND q.answer_key IS NOT NULL AND q.leader_id IS NULL
       AND q.status IN ('pending', 'processing') AND q.pool = $8::text AND q.kind = $7::text
+      -- A row held for its run's calibration leads no one else: the rows would
+      -- wait for another teacher's release (§10b).
+      AND q.held_run_after IS NULL
       AND $11::bytea IS NOT NULL
     ORDER BY q.answer_key, q.seq
 ),
