@@ -106,7 +106,8 @@ class AlertStore(Protocol):
     """notify/alerts.py: open and resolve alerts, list the open ones."""
 
     async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
-                              failure_rate: float, at: datetime | None = None
+                              failure_rate: float, p95: float = 600.0,
+                              at: datetime | None = None
                               ) -> list[tuple[str, str]]: ...
 
     async def open_alerts(self) -> list[OpenAlert]: ...

@@ -1,4 +1,5 @@
-"""Vercel function: the JSON twins, status/progress/cancel, live events, and a school's
+"""Vercel function: the JSON twins, status/progress/cancel, one row
+(detail, cancel, fail), live events, and a school's
 data (erase, export, replay) under /api/marking."""
 
 from aiqueue.vercel import vercel_app
@@ -6,5 +7,5 @@ from aiqueue.vercel import vercel_app
 app = vercel_app(["/api/marking/queue", "/api/marking/stats", "/api/marking/submissions",
                   "/api/marking/assignments", "/api/marking/events",
                   "/api/marking/usage", "/api/marking/doctor", "/api/marking/openapi.json",
-                  "/api/marking/export", "/api/marking/replay"],
+                  "/api/marking/export", "/api/marking/replay", "/api/marking/rows"],
                  streams=True)

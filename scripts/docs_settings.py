@@ -118,6 +118,8 @@ VARIABLES: dict[str, Described] = {
     "QUEUE_ALERT_FAILURES_MIN": V("`failure_spike` needs at least this many failures in "
                                   "15 minutes…"),
     "QUEUE_ALERT_FAILURE_RATE": V("…and at least this share of the rows that ended."),
+    "QUEUE_ALERT_P95_SECONDS": V("The `latency` alert opens when the p95 processing time of "
+                                 "the last 15 minutes is above this."),
     # Retention.
     "QUEUE_PRUNE_AFTER_DAYS": V("Completed rows (and delivered notifications) are kept this "
                                 "long."),

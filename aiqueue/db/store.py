@@ -14,6 +14,7 @@ from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.live import LiveQueries
 from aiqueue.db.monitor import MonitorQueries
+from aiqueue.db.one_row import OneRowQueries
 from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.queue import QueueQueries
 from aiqueue.db.records import RecordsQueries
@@ -30,6 +31,7 @@ __all__ = ["Store", "connect_pool", "queries"]
 class Store(
     QueueQueries,      # queries.sql: enqueue, claim, settle, fail, wake up
     RowQueries,        # queries.sql: operator actions, rows, control, stats
+    OneRowQueries,     # one_row.sql: one row from the outside
     RecoveryQueries,   # recovery.sql
     TimeQueries,       # time.sql: expiry, schedule, alerts
     OutboxQueries,     # notify.sql

@@ -36,15 +36,22 @@ from aiqueue.models.reads import (
     SubmissionResult,
     SubmissionStatus,
 )
-from aiqueue.models.review import AppliedResult, Review, ReviewOutcome, TallyRow, UsageRow
+from aiqueue.models.review import (
+    AppliedResult,
+    Review,
+    ReviewOutcome,
+    RowResult,
+    TallyRow,
+    UsageRow,
+)
 from aiqueue.models.security import ANY_ROLE, AppRole, Exposure, ObjectKind, Reader
 
 __all__ = [
     "ANY_ROLE", "AppRole", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
     "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job",
     "KeyMismatch", "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow",
-    "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status",
-    "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
+    "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RowResult", "RunProgress", "Stats",
+    "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
     "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
     "ALERTS", "AlertName", "OpenAlert",

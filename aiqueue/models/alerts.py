@@ -1,4 +1,4 @@
-"""Alerts (CONTRACT §9d): an open incident, as /ai-queue shows it."""
+"""Alerts (CONTRACT §9d, §10d): an open incident, as /ai-queue shows it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Literal
 
 from aiqueue.models.queue import Row
 
-AlertName = Literal["backlog_age", "stalled", "failure_spike"]
-ALERTS: tuple[AlertName, ...] = ("backlog_age", "stalled", "failure_spike")
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
+ALERTS: tuple[AlertName, ...] = ("backlog_age", "stalled", "failure_spike", "latency")
 
 
 @dataclass(frozen=True)

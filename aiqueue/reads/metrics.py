@@ -171,6 +171,10 @@ class Totals:
     by_le: dict[float | None, int] = field(default_factory=lambda: defaultdict(int))
 
 
+# The tally's outcome of a row an operator failed (a job counted, not an attempt).
+OPERATOR = "operator"
+
+
 def label(value: str | None) -> str:
     return (value or "unknown")[:_LABEL_CHARS]
 
@@ -178,7 +182,8 @@ def label(value: str | None) -> str:
 def totals(rows: Iterable[TallyRow]) -> Totals:
     t = Totals()
     for r in rows:
-        t.attempts[label(r.outcome)] += r.n
+        if r.outcome != OPERATOR:  # an operator's fail ended no dispatch
+            t.attempts[label(r.outcome)] += r.n
         if r.job == "failed":
             t.failed[label(r.error)] += r.n
         if r.job != "completed":

@@ -139,6 +139,8 @@ class Settings:
     alert_stalled_seconds: float = number("QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0)
     alert_failures_min: int = number("QUEUE_ALERT_FAILURES_MIN", 5, 1)
     alert_failure_rate: float = number("QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0)
+    # ... and slow marking (CONTRACT §10d): the last 15 minutes' p95 processing time.
+    alert_p95_seconds: float = number("QUEUE_ALERT_P95_SECONDS", 600.0, 0.0)
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
     queue_file: QueueConfig | None = field(default=None, hash=False, compare=False)
 

@@ -25,6 +25,7 @@ from aiqueue.web import (
     monitor_page,
     openapi,
     records,
+    rows_api,
     setup,
     teacher_page,
 )
@@ -95,4 +96,4 @@ def create_app(
 def all_routes() -> list[BaseRoute]:
     return [*api.ROUTES, *login.ROUTES, *monitor_page.ROUTES, *monitor_actions.ROUTES,
             *live_api.ROUTES, *teacher_page.ROUTES, *setup.ROUTES, *openapi.ROUTES,
-            *records.ROUTES]
+            *records.ROUTES, *rows_api.ROUTES]

@@ -201,7 +201,8 @@ class FakeStore(QuietParts):
         return 0
 
     async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
-                              failure_rate: float, at: datetime | None = None
+                              failure_rate: float, p95: float = 600.0,
+                              at: datetime | None = None
                               ) -> list[tuple[str, str]]:
         self.calls.append(("evaluate_alerts", (backlog, stalled, failures_min, failure_rate)))
         return []

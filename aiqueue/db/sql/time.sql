@@ -43,7 +43,7 @@ WHERE status = 'pending' AND not_before > now() AND run_after > now()
 -- Open and resolve alerts (aiqueue_alerts_evaluate in functions.sql); $1 the
 -- moment (NULL: now()), then the thresholds.
 SELECT * FROM aiqueue_alerts_evaluate($1::timestamptz, $2::float8, $3::float8, $4::integer,
-                                      $5::float8);
+                                      $5::float8, $6::float8);
 
 -- alerts_open --
 -- The open alerts, for /ai-queue (oldest first).

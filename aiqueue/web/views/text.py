@@ -124,6 +124,8 @@ _ALERT_WORDS = {
     "stalled": "rows are due but nothing has been dispatched for {value} (threshold {threshold})",
     "failure_spike": "{value} of the rows that ended in the last 15 min failed "
                      "(threshold {threshold})",
+    "latency": "the p95 processing time of the last 15 min is {value} "
+               "(threshold {threshold})",
 }
 
 

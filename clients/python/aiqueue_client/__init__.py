@@ -14,6 +14,7 @@ from aiqueue_client.types import (
     ReplayAnswer,
     ResultHistory,
     Reverted,
+    RowDetail,
     RunAccepted,
     RunProgress,
     RunReverted,
@@ -24,6 +25,7 @@ from aiqueue_client.types import (
 __all__ = [
     "Accepted", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted", "EnqueueEstimate",
     "Enqueued", "Erased", "MarkingError", "MarkingEvent", "ReplayAnswer", "ResultHistory",
-    "Reverted", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
+    "Reverted", "RowDetail", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus",
+    "UsageReport",
     "call", "verify_notification",
 ]

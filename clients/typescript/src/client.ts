@@ -31,6 +31,8 @@ export type Stats = Answer<"/api/marking/stats", "get">;
 export type Erased = Answer<"/api/marking/submissions/{submission_id}", "delete">;
 export type ReplayRequest = Schemas["ReplayRequest"];
 export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
+/** One row as the queue list shows it, its history and its result's status (no content). */
+export type RowDetail = Schemas["RowDetail"];
 export type { MarkingEvent };
 
 export interface Enqueued {
@@ -168,6 +170,24 @@ export class MarkingClient {
     const key = options.idempotencyKey ?? crypto.randomUUID();
     return (await this.call<ReplayAnswer>("POST", "/api/marking/replay",
       { body: request, headers: { "idempotency-key": key }, retry: true })).data;
+  }
+
+  /** One row, its attempts (time, outcome, error code, duration) and its result's status. */
+  async row(queueId: string): Promise<RowDetail> {
+    return (await this.call<RowDetail>("GET", `/api/marking/rows/${seg(queueId)}`,
+      { retry: true })).data;
+  }
+
+  /** Cancel one pending or processing row (its late result is refused); 409 once ended. */
+  async cancelRow(queueId: string): Promise<RowDetail> {
+    return (await this.call<RowDetail>("POST", `/api/marking/rows/${seg(queueId)}/cancel`))
+      .data;
+  }
+
+  /** End one pending row as failed with last_error "operator: <note>" (≤ 200 characters). */
+  async failRow(queueId: string, note: string): Promise<RowDetail> {
+    return (await this.call<RowDetail>("POST", `/api/marking/rows/${seg(queueId)}/fail`,
+      { body: { note } })).data;
   }
 
   async stats(): Promise<Stats> {

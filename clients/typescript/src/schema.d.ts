@@ -396,6 +396,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/marking/rows/{queue_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One row as the queue list shows it, with its attempts (time, outcome, error code, duration) and its result's status; no content */
+        get: operations["getRow"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/rows/{queue_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a pending or processing row (its late result is refused); 409 once it has ended */
+        post: operations["cancelRow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/rows/{queue_id}/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An operator ends a pending row as failed with last_error "operator: <note>"; 409 when it is not pending */
+        post: operations["failRow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "marking.run_finished": {
@@ -504,7 +555,7 @@ export interface components {
         /** @description An alert's condition began (one per incident). */
         AlertOpened: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
             pool: string;
             kind: string | null;
             value: number;
@@ -517,7 +568,7 @@ export interface components {
         /** @description The incident's condition ended; `value` is the figure at that moment. */
         AlertResolved: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
             pool: string;
             kind: string | null;
             value: number;
@@ -631,6 +682,11 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** @description An operator ends a pending row as failed; last_error becomes "operator: <note>". */
+        FailRequest: {
+            /** @description the operator's words (no student content) */
+            note: string;
+        };
         /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (§9a), and a 503 while the database does not answer or its schema is behind. */
         Health: {
             /** @enum {string} */
@@ -674,7 +730,7 @@ export interface components {
         /** @description An alert that is open now (§9d). */
         OpenAlert: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
             pool: string;
             kind: string | null;
             value: number;
@@ -785,6 +841,53 @@ export interface components {
             reverted: number;
             unreviewed: number;
         };
+        /** @description One line of a row's history: a dispatch or an operator's action, without content. */
+        RowAttempt: {
+            /**
+             * Format: date-time
+             * @description when the dispatch or action started
+             */
+            at: string;
+            /** @enum {string} */
+            kind: "dispatch" | "action";
+            /** @description how it ended (null: still out) */
+            outcome: string | null;
+            /** @description the content-free error code */
+            error: string | null;
+            /** @description null while still out, or for an action */
+            duration_seconds: number | null;
+            /** @description the kind whose function ran it, when not the row's own (a fallback) */
+            ran_as?: string | null;
+        };
+        /** @description One row as the queue list shows it, its history and its result's status (§10d). */
+        RowDetail: {
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            assignment_id: string;
+            group: string;
+            /** @enum {string} */
+            status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
+            attempts: number;
+            last_error: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            kind?: string;
+            pool?: string;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+            /** @description not due before (§9d) */
+            not_before?: string | null;
+            /** @description expires if not dispatched by then */
+            expires_at?: string | null;
+            history: components["schemas"]["RowAttempt"][];
+            /** @description null until a result was applied */
+            result: components["schemas"]["RowResultStatus"] | null;
+        };
         /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
         RowExpired: {
             /** @constant */
@@ -806,6 +909,17 @@ export interface components {
             submission_id: string;
             assignment_id: string;
             error: string | null;
+        };
+        /** @description A row's applied result, by status only (never its content). */
+        RowResultStatus: {
+            /** @enum {string} */
+            review: "unreviewed" | "accepted" | "reverted";
+            /** Format: date-time */
+            applied_at: string;
+            /** @description a later result of the same submission was applied */
+            superseded: boolean;
+            /** @description the model that marked it, as the function reported it */
+            model: string | null;
         };
         RunAccepted: {
             accepted: number;
@@ -1714,6 +1828,92 @@ export interface operations {
             };
             400: components["responses"]["E400"];
             401: components["responses"]["E401"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    getRow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RowDetail"];
+                };
+            };
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    cancelRow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RowDetail"];
+                };
+            };
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    failRow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FailRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RowDetail"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
             409: components["responses"]["E409"];
             413: components["responses"]["E413"];
             422: components["responses"]["E422"];

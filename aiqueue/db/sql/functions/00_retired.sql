@@ -33,3 +33,4 @@ DROP FUNCTION IF EXISTS aiqueue_due_at();
 DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_alert_values(timestamptz, float8, float8, integer, float8);
 DROP FUNCTION IF EXISTS aiqueue_in_flight(integer);
+DROP FUNCTION IF EXISTS aiqueue_alerts_evaluate(timestamptz, float8, float8, integer, float8);
