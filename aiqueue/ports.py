@@ -16,7 +16,16 @@ from uuid import UUID
 
 from aiqueue.batch.lane import LaneStore
 from aiqueue.flow import NO_BUDGET, Budget, FlowState
-from aiqueue.models import Delivery, DeliveryState, Job, Lookup, OpenAlert, OutboxEntry, Status
+from aiqueue.models import (
+    Delivery,
+    DeliveryState,
+    Job,
+    Lookup,
+    NearCap,
+    OpenAlert,
+    OutboxEntry,
+    Status,
+)
 from aiqueue.models.records import Retained
 from aiqueue.settings.money import NO_MONEY, Money
 
@@ -103,7 +112,8 @@ class ScheduleStore(Protocol):
 
 
 class AlertStore(Protocol):
-    """notify/alerts.py: open and resolve alerts, list the open ones."""
+    """notify/alerts.py and budget.py: open and resolve alerts, list the open ones; budget
+    warnings and the groups near a cap."""
 
     async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
                               failure_rate: float, p95: float = 600.0,
@@ -111,6 +121,11 @@ class AlertStore(Protocol):
                               ) -> list[tuple[str, str]]: ...
 
     async def open_alerts(self) -> list[OpenAlert]: ...
+
+    async def budget_warnings(self, money: str | None, at: datetime | None = None
+                              ) -> list[tuple[str, str, str, float]]: ...
+
+    async def budget_near(self, money: str | None) -> list[NearCap]: ...
 
 
 class DeliveryStore(Protocol):

@@ -101,8 +101,12 @@ VARIABLES: dict[str, Described] = {
     "QUEUE_MODEL_PRICES": V("USD per 1M tokens by model, "
                             "`{\"<model>\": {\"input\": …, \"output\": …}}`."),
     "QUEUE_GROUP_USD_PER_HOUR": V("The default pool's spend cap per group and UTC hour."),
-    "QUEUE_GROUP_USD_PER_DAY": V("The default pool's spend cap per group and UTC day."),
-    "QUEUE_USD_PER_DAY": V("The default pool's spend cap per UTC day."),
+    "QUEUE_GROUP_USD_PER_DAY": V("The default pool's spend cap per group and day (days begin "
+                                 "at midnight in `QUEUE_TIMEZONE`)."),
+    "QUEUE_USD_PER_DAY": V("The default pool's spend cap per day."),
+    "QUEUE_TIMEZONE": V("Where days begin (an IANA name, e.g. `Europe/Berlin`): the daily "
+                        "spend caps, the usage report's days, the charts and the pages' times. "
+                        "Hourly windows stay clock hours."),
     # The overnight lane.
     "QUEUE_BATCH_FALLBACK_MARGIN_SECONDS": V("A batch goes live this long before its rows' "
                                              "live marking would miss the deadline."),
@@ -152,9 +156,11 @@ KEYS: dict[str, dict[str, Described]] = {
         "prices": V("USD per 1M input / output tokens by model: "
                     "`{ \"gpt-4o-mini\" = [0.15, 0.60] }`. A model priced differently by two "
                     "pools is refused."),
-        "group_usd_per_hour": V("Spend cap per group and UTC hour (needs `prices`)."),
-        "group_usd_per_day": V("Spend cap per group and UTC day (needs `prices`)."),
-        "pool_usd_per_day": V("Spend cap for the pool per UTC day (needs `prices`)."),
+        "group_usd_per_hour": V("Spend cap per group and clock hour (needs `prices`)."),
+        "group_usd_per_day": V("Spend cap per group and day (needs `prices`)."),
+        "pool_usd_per_day": V("Spend cap for the pool per day (needs `prices`)."),
+        "timezone": V("Where the pool's days begin for its daily caps (an IANA name).",
+                      "`QUEUE_TIMEZONE`"),
         "batch": V("The overnight lane's provider: `openai` or `anthropic`."),
         "batch_base_url": V("The provider's API.", "the provider's own"),
         "batch_key_env": V("The variable holding the provider's key (required with `batch`)."),
@@ -176,5 +182,10 @@ KEYS: dict[str, dict[str, Described]] = {
         "max_attempts": V("Attempts before a row of the kind fails.", "`QUEUE_MAX_ATTEMPTS`"),
         "lane": V("The lane an enqueue of the kind takes when it names none: `live` or "
                   "`batch`."),
+        "fallback": V("Another kind, in another pool, whose function takes this kind's due "
+                      "rows while this kind's pool is down."),
+        "fallback_after_seconds": V("How long the pool must refuse every call before its "
+                                    "rows fall back (an open circuit falls back at once).",
+                                    "`120`"),
     },
 }

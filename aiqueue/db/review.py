@@ -42,9 +42,10 @@ class ReviewQueries(Gateway):
     async def submission_exists(self, submission_id: UUID) -> bool:
         return bool(await self._fetchval("review_submission_exists", submission_id))
 
-    async def usage(self, since: datetime, until: datetime, by: str) -> list[UsageRow]:
-        """One row per key, then the total (key None)."""
-        rows = await self._fetch("usage_report", since, until, by, page=True)
+    async def usage(self, since: datetime, until: datetime, by: str,
+                    timezone: str = "UTC") -> list[UsageRow]:
+        """One row per key, then the total (key None); days are dates in `timezone`."""
+        rows = await self._fetch("usage_report", since, until, by, timezone, page=True)
         return [UsageRow.from_row(r) for r in rows]
 
     async def counters(self) -> list[TallyRow]:

@@ -24,6 +24,7 @@ from aiqueue.db.review import ReviewQueries
 from aiqueue.db.rows import RowQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.db.timing import TimeQueries
+from aiqueue.db.warnings import WarningQueries
 
 __all__ = ["Store", "connect_pool", "queries"]
 
@@ -34,6 +35,7 @@ class Store(
     OneRowQueries,     # one_row.sql: one row from the outside
     RecoveryQueries,   # recovery.sql
     TimeQueries,       # time.sql: expiry, schedule, alerts
+    WarningQueries,    # warnings.sql: budget warnings, groups near a cap
     OutboxQueries,     # notify.sql
     BatchQueries,      # batch.sql
     LiveQueries,       # live.sql

@@ -5,7 +5,7 @@ review.py: applied results, usage and counters; security.py: the lockdown
 check's rows; outbox.py: notifications; alerts.py: open alerts.  Import them from here.
 """
 
-from aiqueue.models.alerts import ALERTS, AlertName, OpenAlert
+from aiqueue.models.alerts import ALERTS, AlertName, NearCap, OpenAlert
 from aiqueue.models.outbox import Delivery, DeliveryState, EventId, EventType, OutboxEntry
 from aiqueue.models.queue import (
     STATUSES,
@@ -54,5 +54,5 @@ __all__ = [
     "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
     "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
-    "ALERTS", "AlertName", "OpenAlert",
+    "ALERTS", "AlertName", "NearCap", "OpenAlert",
 ]

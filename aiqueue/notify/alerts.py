@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from aiqueue import logs
 from aiqueue.errors import StoreError
 from aiqueue.models import OpenAlert
+from aiqueue.notify import budget
 from aiqueue.ports import AlertStore
 from aiqueue.runtime import Runtime
 
@@ -57,6 +58,7 @@ async def evaluate(rt: Runtime[AlertStore], *, force: bool = False) -> list[tupl
         return []
     for alert, change in changes:
         logs.event("alert", alert=alert, change=change)
+    await budget.warn(rt)
     return changes
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from aiqueue.settings.calendar import UTC_NAME, env_timezone
 from aiqueue.settings.env import (
     ModelPrice,
     entry,
@@ -131,7 +132,9 @@ class Settings:
     group_usd_per_hour: float | None = optional("QUEUE_GROUP_USD_PER_HOUR", env_usd)
     group_usd_per_day: float | None = optional("QUEUE_GROUP_USD_PER_DAY", env_usd)
     pool_usd_per_day: float | None = optional("QUEUE_USD_PER_DAY", env_usd)
-    # The spend windows' lengths: a UTC hour and day (tests shorten them).
+    # Where days begin (CONTRACT §10e, aiqueue/settings/calendar.py): an IANA name.
+    timezone: str = field(default=UTC_NAME, metadata=entry("QUEUE_TIMEZONE", env_timezone))
+    # The spend windows' lengths: a clock hour and a day (tests shorten them).
     spend_hour_seconds: float = 3600.0
     spend_day_seconds: float = 86400.0
     # Alerts (CONTRACT §9d, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
@@ -168,7 +171,8 @@ class Settings:
     @cached_property
     def money(self) -> Money:
         """Every pool's spend caps and prices, and the spend windows' lengths."""
-        return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds)
+        return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds,
+                        self.timezone)
 
     @cached_property
     def targets(self) -> Mapping[str, KindTarget]:

@@ -46,7 +46,8 @@ def _webhooks() -> dict[str, Schema]:
             "marking.row_failed": event("marking.row_failed", "RowFailed"),
             "marking.row_expired": event("marking.row_expired", "RowExpired"),
             "marking.alert_opened": event("marking.alert_opened", "AlertOpened"),
-            "marking.alert_resolved": event("marking.alert_resolved", "AlertResolved")}
+            "marking.alert_resolved": event("marking.alert_resolved", "AlertResolved"),
+            "marking.budget_warning": event("marking.budget_warning", "BudgetWarning")}
 
 
 def _schemas() -> dict[str, Schema]:

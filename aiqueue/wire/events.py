@@ -8,7 +8,17 @@ from pydantic import Field
 
 from aiqueue.wire.answers import ProgressItem
 from aiqueue.wire.base import Wire
-from aiqueue.wire.fields import AlertName, AnyObject, Count, RowStatus, SpendCap, Time, Usd, Uuid
+from aiqueue.wire.fields import (
+    AlertName,
+    AnyObject,
+    Count,
+    RowStatus,
+    SpendCap,
+    Time,
+    Usd,
+    Uuid,
+    described,
+)
 
 
 class MarkingEvent(Wire):
@@ -95,3 +105,17 @@ class AlertResolved(_Alert):
 
     type: Literal["marking.alert_resolved"]
     resolved_at: Time | None = None
+
+
+class BudgetWarning(Wire):
+    """A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group,
+    window and threshold."""
+
+    type: Literal["marking.budget_warning"]
+    cap: SpendCap
+    pool: str
+    group: str | None = described("null for the pool's own daily cap")
+    threshold: float = described("0.8, then 0.95")
+    spent_usd: Usd
+    limit_usd: Usd
+    window_ends_at: Time

@@ -31,7 +31,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     answers.ReplayAnswer, answers.RowDetail, reads.Stats, reads.UsageReport, reads.Health,
     reads.DoctorReport,
     events.MarkingEvent, events.SseEvent, events.RunFinished, events.RowFailed,
-    events.RowExpired, events.AlertOpened, events.AlertResolved,
+    events.RowExpired, events.AlertOpened, events.AlertResolved, events.BudgetWarning,
 )
 # A class whose OpenAPI name is not its Python name.
 RENAMED = {"EnqueueBody": "EnqueueRequest"}

@@ -21,6 +21,7 @@ from aiqueue.models import (
     DeliveryState,
     Job,
     Lookup,
+    NearCap,
     OpenAlert,
     OutboxEntry,
     QueueId,
@@ -47,6 +48,13 @@ class QuietParts:
         return None
 
     async def open_alerts(self) -> list[OpenAlert]:
+        return []
+
+    async def budget_warnings(self, money: str | None, at: datetime | None = None
+                              ) -> list[tuple[str, str, str, float]]:
+        return []
+
+    async def budget_near(self, money: str | None) -> list[NearCap]:
         return []
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,

@@ -86,7 +86,8 @@ def test_every_operation_answers_json_errors_and_has_an_id():
 def test_the_notification_events_are_described_as_webhooks():
     hooks = document()["webhooks"]
     assert set(hooks) == {"marking.run_finished", "marking.row_failed", "marking.row_expired",
-                          "marking.alert_opened", "marking.alert_resolved"}
+                          "marking.alert_opened", "marking.alert_resolved",
+                          "marking.budget_warning"}
     schemas = document()["components"]["schemas"]
     assert set(schemas["RunFinished"]["required"]) == {
         "type", "assignment_id", "completed", "failed", "cancelled", "expired", "tokens",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aiqueue.models import PageCursor
-from aiqueue.wire.reads import CircuitState, OpenAlert, Stats
+from aiqueue.wire.reads import CircuitState, NearCap, OpenAlert, Stats
 
 DASH = "—"
 Cursor = PageCursor
@@ -82,6 +82,9 @@ class Header:
     scheduled: int = 0
     expired: int = 0
     alerts: tuple[str, ...] = ()
+    # CONTRACT §10e: the groups near a spend cap, and the kinds running on their fallback.
+    near_caps: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
 
 
 def header(
@@ -116,7 +119,20 @@ def header(
         scheduled=stats.scheduled,
         expired=stats.expired,
         alerts=tuple(alert_text(a, now) for a in stats.alerts),
+        near_caps=tuple(near_cap_text(n) for n in stats.near_caps),
+        fallbacks=tuple(f"Kind {name} is running on its fallback, {k.on_fallback}: its pool "
+                        f"{k.pool} is down." for name, k in stats.kinds.items() if k.on_fallback),
     )
+
+
+def near_cap_text(near: NearCap) -> str:
+    """'Group teacher-7 (pool default) has spent $0.46 of its $0.50 group_usd_per_hour (92 %)
+    until 14:00.'"""
+    who = f"Group {near.group}" if near.group else "The pool"
+    share = near.spent_usd / near.limit_usd if near.limit_usd else 0.0
+    return (f"{who} (pool {near.pool}) has spent ${near.spent_usd:,.2f} of its "
+            f"${near.limit_usd:,.2f} {near.cap} ({share:.0%}) until "
+            f"{fmt_time(near.window_ends_at)}.")
 
 
 _ALERT_WORDS = {
