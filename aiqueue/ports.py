@@ -151,8 +151,17 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
     async def batch_prune(self, older_than: float) -> None: ...
 
 
+class FallbackStore(Protocol):
+    """queue/fallback.py: whether pools are down; a kind's rows to its fallback and back."""
+
+    async def pools_down(self, pools: Sequence[str]
+                         ) -> dict[str, tuple[bool, bool, float | None]]: ...
+
+    async def fallback_move(self, moves: str) -> int: ...
+
+
 class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, DeliveryStore,
-                OvernightStore, WebhookStore, Protocol):
+                OvernightStore, WebhookStore, FallbackStore, Protocol):
     """queue/loop.py, housekeeping.py, hold.py: claim and hand out, tidy, wait out a hold."""
 
     async def claim(self, cap: int, breaker_threshold: int,

@@ -1,7 +1,9 @@
 -- aiqueue 0029: slow marking, fallback between kinds, budget warnings (CONTRACT §10d, §10e).
 -- * the `latency` alert (the last 15 minutes' p95 processing time);
--- * a dispatch line names the kind whose function ran it when that was a
---   fallback (`ran_kind`; NULL: the row's own kind);
+-- * ordered fallback: a row dispatched as its kind's fallback kind carries it
+--   (`run_kind`; NULL: its own kind) while it sits in that kind's pool, and its
+--   dispatch line names the kind that ran it (`ran_kind`); a pool's control row
+--   remembers since when it has refused every call (`refused_since`);
 -- * `marking.budget_warning` in the outbox, sent once per cap, group, window
 --   and threshold: ai_marking_budget_warnings remembers which were sent.
 ALTER TABLE ai_queue_alerts DROP CONSTRAINT IF EXISTS ai_queue_alerts_alert_check;
@@ -9,6 +11,8 @@ ALTER TABLE ai_queue_alerts ADD CONSTRAINT ai_queue_alerts_alert_check
     CHECK (alert IN ('backlog_age', 'stalled', 'failure_spike', 'latency'));
 
 ALTER TABLE ai_marking_attempts ADD COLUMN ran_kind text;
+ALTER TABLE ai_marking_queue ADD COLUMN run_kind text;
+ALTER TABLE ai_queue_control ADD COLUMN refused_since timestamptz;
 
 ALTER TABLE ai_marking_outbox DROP CONSTRAINT IF EXISTS ai_marking_outbox_type_check;
 ALTER TABLE ai_marking_outbox ADD CONSTRAINT ai_marking_outbox_type_check

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from aiqueue.db.batch import BatchQueries
 from aiqueue.db.doctor import DoctorQueries
+from aiqueue.db.fallback import FallbackQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.live import LiveQueries
 from aiqueue.db.monitor import MonitorQueries
@@ -36,6 +37,7 @@ class Store(
     RecoveryQueries,   # recovery.sql
     TimeQueries,       # time.sql: expiry, schedule, alerts
     WarningQueries,    # warnings.sql: budget warnings, groups near a cap
+    FallbackQueries,   # fallback.sql: pools down, rows moved to a fallback and back
     OutboxQueries,     # notify.sql
     BatchQueries,      # batch.sql
     LiveQueries,       # live.sql

@@ -18,7 +18,7 @@ from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import hold, housekeeping
+from aiqueue.queue import fallback, hold, housekeeping
 from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
 
@@ -77,8 +77,10 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
+    # A kind whose pool is down goes to its fallback's pool before the claim (§10e).
+    await fallback.refresh(rt, force=force)
     job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
-                               plan=s.queue.plan, money=s.money)
+                               plan=fallback.plan(rt), money=s.money)
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -101,6 +103,7 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
         job = None
     busy = await _hand_out(rt, step, job)
     await _housekeeping(rt, step, force=False)
+    await fallback.refresh(rt)
     more = (job is not None and job.more) or step.recovered > 0
     # With several pools the claim may have filled another pool's slot than the
     # one the result freed: that one is then refilled only by a chain.
@@ -144,7 +147,7 @@ async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
     s = rt.settings
-    more = await rt.store.can_claim(s.max_in_flight, s.breaker_threshold, s.queue.plan)
+    more = await rt.store.can_claim(s.max_in_flight, s.breaker_threshold, fallback.plan(rt))
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 

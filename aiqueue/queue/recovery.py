@@ -34,6 +34,7 @@ from aiqueue.errors import Invalid
 from aiqueue.flow import Budget
 from aiqueue.models import Lookup
 from aiqueue.ports import RecoveryStore
+from aiqueue.queue import fallback
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import DEFAULT_KIND
@@ -190,7 +191,7 @@ async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
         t = await thresholds(rt, p.target)
         waits.append(await rt.store.next_wakeup(
             s.max_in_flight, s.breaker_threshold, t.stuck, heartbeat=t.heartbeat,
-            bound=t.bound, ask=t.ask, look=t.quiet, budget=Budget.of(s), plan=s.queue.plan))
+            bound=t.bound, ask=t.ask, look=t.quiet, budget=Budget.of(s), plan=fallback.plan(rt)))
     known = [w for w in waits if w is not None]
     return min(known) if known else None
 

@@ -11,6 +11,7 @@ from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, Budget
 from aiqueue.models import Job
+from aiqueue.queue import fallback
 from aiqueue.queue.spend import priced
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
@@ -119,8 +120,7 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
         usage = priced(item.usage, rt.settings.all_model_prices)
         done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
                                        rt.settings.max_in_flight, Budget.of(rt.settings),
-                                       plan=rt.settings.queue.plan,
-                                       money=rt.settings.money)
+                                       plan=fallback.plan(rt), money=rt.settings.money)
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -168,7 +168,7 @@ async def settle_item(rt: Runtime[ResultsStore], item: ResultItem) -> tuple[bool
     assert item.status == "completed" and item.result is not None
     done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
                                       priced(item.usage, s.all_model_prices), s.max_in_flight,
-                                      s.breaker_threshold, Budget.of(s), plan=s.queue.plan,
+                                      s.breaker_threshold, Budget.of(s), plan=fallback.plan(rt),
                                       money=s.money)
     _completed(claim, done)
     return done, job

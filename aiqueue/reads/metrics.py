@@ -25,6 +25,7 @@ from prometheus_client.core import (
 
 from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import STATUSES, Control, Stats, TallyRow
+from aiqueue.queue import fallback
 from aiqueue.reads import stats
 from aiqueue.runtime import Runtime
 
@@ -48,6 +49,8 @@ class Snapshot:
     # Per pool and per kind (CONTRACT §9b); empty: those families are left out.
     pools: list[PoolState] = field(default_factory=list)
     kinds: list[KindCount] = field(default_factory=list)
+    # The kinds running on their fallback (§10e): {kind: fallback}.
+    fallbacks: dict[str, str] = field(default_factory=dict)
 
 
 async def snapshot(rt: Runtime) -> Snapshot:
@@ -64,6 +67,7 @@ async def snapshot(rt: Runtime) -> Snapshot:
         pools=await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
                                          s.budget_window_seconds),
         kinds=await rt.store.kind_counts(),
+        fallbacks=await fallback.on_fallback(rt),
     )
 
 
@@ -153,7 +157,12 @@ def pool_families(snap: Snapshot) -> Iterable[Metric]:
                              labels=["kind", "pool", "status"])
     for c in snap.kinds:
         rows.add_metric([c.kind, c.pool, c.status], c.n)
-    yield from (limit, busy, held, refusals, rows)
+    fallen = GaugeMetricFamily("aiqueue_kind_on_fallback",
+                               "1 while a kind's rows go to its fallback kind (its pool is "
+                               "down).", labels=["kind", "fallback"])
+    for kind, other in sorted(snap.fallbacks.items()):
+        fallen.add_metric([kind, other], 1)
+    yield from (limit, busy, held, refusals, rows, fallen)
 
 
 # -- counters that only grow (ai_marking_tally) ---------------------------------

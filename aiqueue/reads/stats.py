@@ -7,6 +7,7 @@ from typing import Any, cast
 from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import OpenAlert
 from aiqueue.notify import budget
+from aiqueue.queue import fallback
 from aiqueue.runtime import Runtime
 from aiqueue.wire import reads
 from aiqueue.wire.fields import SpendCap
@@ -59,8 +60,10 @@ async def breakdown(rt: Runtime) -> tuple[dict[str, KindStats], dict[str, PoolSt
     s = rt.settings
     pools = await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
                                        s.budget_window_seconds)
-    return (kind_stats(rt, await rt.store.kind_counts()),
-            {p.pool: pool_stats(rt, p) for p in pools})
+    kinds = kind_stats(rt, await rt.store.kind_counts())
+    for name, other in (await fallback.on_fallback(rt)).items():
+        kinds[name] = kinds[name].model_copy(update={"on_fallback": other})
+    return kinds, {p.pool: pool_stats(rt, p) for p in pools}
 
 
 def kind_stats(rt: Runtime, counts: list[KindCount]) -> dict[str, KindStats]:

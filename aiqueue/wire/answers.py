@@ -131,7 +131,8 @@ class RowDetail(QueueRow):
         lines = [RowAttempt(
             at=a.started_at, kind=a.kind, outcome=a.outcome, error=a.error,
             duration_seconds=None if a.ended_at is None or a.kind == "action"
-            else max(0.0, (a.ended_at - a.started_at).total_seconds()))
+            else max(0.0, (a.ended_at - a.started_at).total_seconds()),
+            **({"ran_as": a.ran_kind} if a.ran_kind else {}))
             for a in history]
         status = None if result is None else RowResultStatus(
             review=result.review, applied_at=result.applied_at,

@@ -57,6 +57,13 @@ class QuietParts:
     async def budget_near(self, money: str | None) -> list[NearCap]:
         return []
 
+    async def pools_down(self, pools: Sequence[str]
+                         ) -> dict[str, tuple[bool, bool, float | None]]:
+        return {}
+
+    async def fallback_move(self, moves: str) -> int:
+        return 0
+
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool:
         self.calls.append(("record_probe_answer", (probe_id, answer)))

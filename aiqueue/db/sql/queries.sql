@@ -132,11 +132,13 @@ WITH p AS MATERIALIZED (
 SELECT aiqueue_due_exists(room.kinds, room.plan, NULL) AS ok FROM room;
 
 -- dispatch_accepted --
--- A 2xx ack closes its pool's breaker ($1); the WHERE keeps the common case
--- write-free.
+-- A 2xx ack closes its pool's breaker ($1) and ends its run of refusals (the
+-- pool takes work again: its kinds' rows come back from a fallback); the WHERE
+-- keeps the common case write-free.
 UPDATE ai_queue_control
-SET consecutive_failures = 0, circuit_open_until = NULL
-WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL);
+SET consecutive_failures = 0, circuit_open_until = NULL, refused_since = NULL
+WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL
+                           OR refused_since IS NOT NULL);
 
 -- flow_refused --
 -- A refusal of the row's current dispatch (a 429/503 answer, or a
@@ -582,7 +584,7 @@ SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
 
 -- attempts_of --
 SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,
-       actor, dispatch_ref, platform
+       actor, dispatch_ref, platform, ran_kind
 FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --

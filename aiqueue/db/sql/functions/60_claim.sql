@@ -46,11 +46,12 @@ BEGIN
         FROM next
         WHERE q.queue_id = next.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-                  q.payload_id, q.kind, q.pool
+                  q.payload_id, q.kind, q.pool, q.run_kind
     ),
     history AS (
-        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt)
-        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts FROM claimed cl
+        -- ran_kind: the fallback kind that runs it (§10e; NULL: its own).
+        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, ran_kind)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts, cl.run_kind FROM claimed cl
     ),
     -- The budget window's entry (only while the row's pool declares a budget).
     budget AS (
@@ -95,7 +96,8 @@ BEGIN
     RETURN QUERY SELECT
         got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
         got.payload, got.content, more,
-        ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL,
+        ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
+            OR ctl.refused_since IS NOT NULL,
         got.kind, got.pool;
 END
 $$;
