@@ -71,8 +71,10 @@ async def enqueue(client: httpx.AsyncClient, conn: asyncpg.Connection, kind: str
 class Function:
     """A function that took dispatches: answers each by the webhook, once, as `model`."""
 
-    def __init__(self, client: httpx.AsyncClient, route: respx.Route, model: str) -> None:
+    def __init__(self, client: httpx.AsyncClient, route: respx.Route, model: str,
+                 tokens: tuple[int, int] = (5, 2)) -> None:
         self.client, self.route, self.model, self.answered = client, route, model, 0
+        self.tokens = tokens
 
     async def answer(self) -> int:
         calls = list(self.route.calls)[self.answered:]
@@ -81,8 +83,8 @@ class Function:
             sent = json.loads(call.request.content)
             item = {"queue_id": sent["queue_id"], "token": sent["callback_token"],
                     "status": "completed", "result": {"score": 1},
-                    "usage": {"model": self.model, "prompt_tokens": 5,
-                              "completion_tokens": 2}}
+                    "usage": {"model": self.model, "prompt_tokens": self.tokens[0],
+                              "completion_tokens": self.tokens[1]}}
             await self.client.post("/webhooks/ai-mark", json=item)
         return len(calls)
 
@@ -164,3 +166,56 @@ async def test_a_pool_answering_503_falls_back_and_comes_back(
     assert [r["model"] for r in models] == ["essay-model"] * 2
     stats = (await client.get("/api/marking/stats", headers=AUTH)).json()
     assert stats["kinds"]["essay"].get("on_fallback") is None
+
+
+CAPPED = TOML.replace("[pools.spare]\nmax_in_flight = 3\n", """[pools.spare]
+max_in_flight = 3
+prices = { "mini-model" = [100.0, 100.0] }
+group_usd_per_hour = 0.3
+""")
+
+
+async def test_the_fallbacks_spend_cap_holds_while_it_serves_two_kinds(
+        db_url: str, tmp_path: Path, conn: asyncpg.Connection, routes: respx.MockRouter):
+    path = tmp_path / "capped.toml"
+    path.write_text(CAPPED)
+    file = toml_load.load_file({}, path, local_run=True)
+    async with app_client(create_app(make_settings(db_url, queue_file=file))) as client:
+        mini = Function(client, routes.routes[2], "mini-model", (750, 250))
+        ids = await add_submissions(conn, 8, "hw-cap")
+
+        async def steps(seconds: float, until: str | None = None) -> None:
+            loop = asyncio.get_running_loop()
+            end = loop.time() + seconds
+            while loop.time() < end and not (until and await conn.fetchval(until)):
+                await client.get("/api/marking/process-queue", headers=AUTH)
+                await mini.answer()
+                await asyncio.sleep(0.05)
+
+        for kind, part in (("essay", ids[:4]), ("mini", ids[4:])):
+            r = await client.post("/api/marking/enqueue", headers=AUTH, json={
+                "assignment_id": "hw-cap", "submission_ids": [str(i) for i in part],
+                "kind": kind, "group": "teacher"})
+            assert r.status_code == 202
+            # The essays first fall back and use part of the budget, then mini's own come.
+            await steps(8 if kind == "essay" else 3,
+                        "SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'"
+                        if kind == "essay" else None)
+        rows = await conn.fetch("SELECT kind, status, run_kind FROM ai_marking_queue")
+        done = [r for r in rows if r["status"] == "completed"]
+        # Each row costs $0.10 (750 + 250 tokens at $100 per 1M): the group's $0.30 an
+        # hour in the fallback's pool bought three rows of both kinds together.
+        assert len(done) == 3
+        assert any(r["kind"] == "essay" and r["run_kind"] == "mini" for r in done)
+        assert {r["status"] for r in rows} == {"completed", "pending"}  # none failed
+        # mini's own rows wait too, though they alone spent less than the cap.
+        waiting = {r["kind"] for r in rows if r["status"] == "pending"}
+        assert "mini" in waiting
+        assert sum(r["kind"] == "mini" for r in done) < 3
+        spent = await conn.fetchval("SELECT sum(usd) FROM ai_marking_spend WHERE pool = 'spare' "
+                                    "AND group_key = 'teacher' AND span = 'hour'")
+        assert spent == pytest.approx(0.3)
+        listed = (await client.get("/api/marking/queue?status=pending", headers=AUTH)).json()
+        # (An essay row back in its own pool between two refusals waits for that pool.)
+        assert {i["waiting_for"] for i in listed["items"] if i["pool"] == "spare"} == {
+            "spend_cap"}
