@@ -43,6 +43,7 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_groups": ("none", "a group's name and last turn"),
     "ai_marking_fair": ("none", "a group's name, token counter and spend pause"),
     "ai_marking_spend": ("none", "a group's name and its spend per hour and day"),
+    "ai_marking_budget_warnings": ("none", "a group's name and which spend warnings it had"),
     "ai_marking_estimates": ("none", "an assignment's mean tokens and cost per row"),
     "ai_marking_assignments": ("none", "an assignment's title and payload"),
     "ai_marking_counts": ("none", "counts per status"),

@@ -141,7 +141,8 @@ async def test_a_scrape_reads_the_store_then_writes_fresh_text():
     rt = SimpleNamespace(store=ReadOnlyStore(), clock=lambda: None,
                          settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8,
                                                   budget_window_seconds=60.0,
-                                                  queue=SimpleNamespace(plan="{}")))
+                                                  queue=SimpleNamespace(plan="{}",
+                                                                        fallbacks=[])))
     first, second = await exposition(rt), await exposition(rt)  # type: ignore[arg-type]
     assert first == second  # a fresh registry per scrape: nothing accumulates
     assert first.decode() == scrape(snap())

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from aiqueue.models import PageCursor
+from aiqueue.settings.calendar import UTC_NAME, local
 from aiqueue.wire.reads import CircuitState, NearCap, OpenAlert, Stats
 
 DASH = "—"
@@ -41,11 +43,21 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
+# Where the pages' times are shown (QUEUE_TIMEZONE): set per request by the app
+# (web/app.py's DisplayZone), so these pure helpers need no settings.
+DISPLAY_ZONE: ContextVar[str] = ContextVar("display_zone", default=UTC_NAME)
+
+
+def shown(value: datetime) -> datetime:
+    """`value` on the wall clock where the pages' times are shown."""
+    return local(value, DISPLAY_ZONE.get())
+
+
 def fmt_time(value: datetime | None) -> str:
-    """A timestamp in UTC, to the second."""
+    """A timestamp where the school is (QUEUE_TIMEZONE), to the second, with its zone."""
     if value is None:
         return DASH
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return shown(value).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def fmt_in_flight(processing: int, cap: int) -> str:

@@ -534,6 +534,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "marking.budget_warning": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** marking.budget_warning */
+        post: operations["marking_budget_warning"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -595,6 +612,22 @@ export interface components {
             adjusted_result?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /** @description A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group, window and threshold. */
+        BudgetWarning: {
+            /** @constant */
+            type: "marking.budget_warning";
+            /** @enum {string} */
+            cap: "group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day";
+            pool: string;
+            /** @description null for the pool's own daily cap */
+            group: string | null;
+            /** @description 0.8, then 0.95 */
+            threshold: number;
+            spent_usd: number;
+            limit_usd: number;
+            /** Format: date-time */
+            window_ends_at: string;
         };
         CancelAnswer: {
             cancelled: number;
@@ -708,6 +741,8 @@ export interface components {
             failed: number;
             cancelled: number;
             expired?: number;
+            /** @description the kind whose function takes this kind's due rows now (its pool is down, §10e) */
+            on_fallback?: string | null;
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
         MarkingEvent: {
@@ -726,6 +761,17 @@ export interface components {
             waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+        };
+        /** @description A group (or, group null, a pool) whose spend is at 80 % of a cap or more (§10e). */
+        NearCap: {
+            /** @enum {string} */
+            cap: "group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day";
+            pool: string;
+            group: string | null;
+            spent_usd: number;
+            limit_usd: number;
+            /** Format: date-time */
+            window_ends_at: string;
         };
         /** @description An alert that is open now (§9d). */
         OpenAlert: {
@@ -1009,6 +1055,8 @@ export interface components {
             /** @description pending rows not due before their not_before */
             scheduled?: number;
             alerts?: components["schemas"]["OpenAlert"][];
+            /** @description spend at 80 % of a cap or more, nearest first */
+            near_caps?: components["schemas"]["NearCap"][];
             max_in_flight?: number;
             paused?: boolean;
             circuit?: components["schemas"]["CircuitState"] | null;
@@ -2109,6 +2157,49 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["AlertResolved"];
+            };
+        };
+        responses: {
+            /** @description Gone: stop delivering this event */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else: retried with backoff for 24 h */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    marking_budget_warning: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the event's id: the same on every retry (deduplicate on it) */
+                "webhook-id": string;
+                /** @description seconds since the epoch */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` keyed by QUEUE_NOTIFY_SECRET */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetWarning"];
             };
         };
         responses: {
