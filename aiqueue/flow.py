@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any
 
 from aiqueue.models.queue import Circuit
-from aiqueue.settings import Settings
 
 # The ceiling of L when QUEUE_MAX_IN_FLIGHT is 0: after a refusal, the queue
 # learns a limit between 1 and this many jobs at once.
@@ -55,31 +54,6 @@ def after_result(limit: int | None, clean: int, top: int) -> tuple[int | None, i
     if clean + 1 < limit:
         return limit, clean + 1
     return (None if limit + 1 >= top else limit + 1), 0
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The declared budgets (0 = none): per minute, held over any `window_seconds`."""
-
-    tokens_per_minute: int = 0
-    requests_per_minute: int = 0
-    window_seconds: float = 60.0
-
-    @classmethod
-    def of(cls, settings: Settings) -> Budget:
-        return cls(settings.tokens_per_minute, settings.requests_per_minute,
-                   settings.budget_window_seconds)
-
-    @property
-    def declared(self) -> bool:
-        return self.tokens_per_minute > 0 or self.requests_per_minute > 0
-
-    def args(self) -> tuple[int, int, float]:
-        """The claim's SQL parameters."""
-        return self.tokens_per_minute, self.requests_per_minute, self.window_seconds
-
-
-NO_BUDGET = Budget()
 
 
 @dataclass(frozen=True)

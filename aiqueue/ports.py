@@ -14,9 +14,10 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from aiqueue.batch.lane import LaneStore
-from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.batch.pack import LaneStore
+from aiqueue.flow import FlowState
 from aiqueue.models import (
+    Completed,
     Delivery,
     DeliveryState,
     Job,
@@ -27,23 +28,16 @@ from aiqueue.models import (
     Status,
 )
 from aiqueue.models.records import Retained
-from aiqueue.settings.money import NO_MONEY, Money
+from aiqueue.settings.plan import ClaimPlan
 
 
 class ResultsStore(Protocol):
     """queue/results.py: apply a result once, note progress, put a row back, fail it."""
 
-    async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> bool: ...
+    async def complete(self, item: Completed, plan: ClaimPlan) -> bool: ...
 
-    async def settle(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> tuple[bool, Job | None]: ...
+    async def settle(self, items: Sequence[Completed], plan: ClaimPlan,
+                     taker: UUID) -> list[tuple[bool, Job | None]]: ...
 
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool: ...
 
@@ -57,7 +51,7 @@ class ResultsStore(Protocol):
 
 
 class WebhookStore(ResultsStore, Protocol):
-    """queue/enqueue.py receive_results, probes.record: a webhook batch's items."""
+    """queue/webhook.py receive_results, probes.record: a webhook batch's items."""
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool: ...
@@ -77,7 +71,7 @@ class HandoutStore(ResultsStore, Protocol):
 class RecoveryStore(ResultsStore, Protocol):
     """queue/recovery.py: stuck rows, the platform's looks, when the step has work."""
 
-    async def recent_p95(self) -> float | None: ...
+    async def recent_processing_tail(self) -> float | None: ...
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,
@@ -85,11 +79,9 @@ class RecoveryStore(ResultsStore, Protocol):
                             kinds: Sequence[str] | None = None,
                             others: Sequence[str] = ()) -> int: ...
 
-    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+    async def next_wakeup(self, plan: ClaimPlan, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, look: float | None = None,
-                          budget: Budget = NO_BUDGET,
-                          plan: str | None = None) -> float | None: ...
+                          ask: bool = False, look: float | None = None) -> float | None: ...
 
     async def take_lookups(self, quiet: float, bound: float, limit: int, hold: float, *,
                            kinds: Sequence[str] | None = None,
@@ -164,14 +156,9 @@ class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, Delivery
                 OvernightStore, WebhookStore, FallbackStore, Protocol):
     """queue/loop.py, housekeeping.py, hold.py: claim and hand out, tidy, wait out a hold."""
 
-    async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None,
-                    money: Money = NO_MONEY) -> Job | None: ...
+    async def claim(self, plan: ClaimPlan) -> Job | None: ...
 
-    async def can_claim(self, cap: int, breaker_threshold: int,
-                        plan: str | None = None) -> bool: ...
-
-    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool: ...
+    async def can_claim(self, plan: ClaimPlan) -> bool: ...
 
     async def cron_called(self) -> None: ...
 

@@ -66,7 +66,8 @@ class Runtime(Generic[StoreT]):
     async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None,
                      oidc: OidcToken | None = None,
                      clock: Clock = database_clock) -> Runtime:
-        pool = await connect_pool(dsn, max_size=settings.database_pool_max)
+        pool = await connect_pool(dsn, max_size=settings.database_pool_max,
+                                  prepared=settings.database_prepared_statements)
         target = settings.aws_lambda
         aws = None
         if settings.dispatch_target == "lambda" and target is not None and target.role_arn:

@@ -29,13 +29,15 @@ from typing import Literal
 
 import asyncpg
 
-from aiqueue.batch.lane import live_estimate
+from aiqueue.batch.pack import live_estimate
+from aiqueue.models import Completed
 from aiqueue.queue.overnight import lane_config, run
 from aiqueue.queue.spend import cost_usd
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import DEFAULT_POOL
 from tests.batchapi.common import Behaviour, Clock
 from tests.integration.batch_kit import lane_settings, served
+from tests.plans import plan_of
 
 Scenario = Literal["healthy", "stalled", "slow"]
 PAYLOAD = {"question": "Explain photosynthesis.", "max_score": 10,
@@ -85,12 +87,12 @@ async def _seed(conn: asyncpg.Connection, n: int) -> list[object]:
 async def _live(rt: Runtime, now: float, deadline: float, tally: _Tally) -> None:
     """Mark the live-due rows as a live function would: SLOTS at once, LIVE_SECONDS each."""
     wave = []
-    while (job := await rt.store.claim(0, 5)) is not None:
+    while (job := await rt.store.claim(plan_of(0, 5))) is not None:
         usage = {"model": rt.settings.queue.pools[DEFAULT_POOL].batch_model,
                  "prompt_tokens": 300, "completion_tokens": 40}
-        await rt.store.complete(job.queue_id, job.dispatch_seq, {"score": 5, "max_score": 10},
-                                {**usage, "cost_usd": cost_usd(usage, rt.settings.model_prices)},
-                                0)
+        priced = {**usage, "cost_usd": cost_usd(usage, rt.settings.model_prices)}
+        await rt.store.complete(Completed(job.queue_id, job.dispatch_seq,
+                                          {"score": 5, "max_score": 10}, priced), plan_of(0))
         wave.append(str(job.queue_id))
     for k in range(len(wave)):
         done = now + live_estimate(k + 1, LIVE_SECONDS, SLOTS)

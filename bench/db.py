@@ -10,6 +10,7 @@ import httpx
 
 from aiqueue.db.store import queries
 from bench.common import free_port, fresh_database, spawn, wait_http
+from tests.plans import plan_of
 
 SECRET = "bench-secret-0123456789abcdef"
 
@@ -174,8 +175,8 @@ async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[floa
                 pass
             server.append(_ms(plan, "Planning Time") + _ms(plan, "Execution Time"))
             started = time.perf_counter()
-            # No budget, no plan (the default pool), no caps.
-            row = await conn.fetchrow(queries()["claim"], 0, 5, 0, 0, 60, None, None)
+            # No budget, the default pool unlimited, no caps.
+            row = await conn.fetchrow(queries()["claim"], plan_of(0, 5).json)
             wall.append((time.perf_counter() - started) * 1000)
             assert row is not None
         return server, wall

@@ -41,6 +41,33 @@ class LoopRun:
     gap_p99_ms: float
     invocations_per_job: float
     max_in_flight: int
+    # The database's own counts (pg_stat_database, pg_stat_user_functions), per job:
+    # its transactions (one per round trip of a per-job statement), the time its
+    # backends spent running statements, and the settle function's own time per call.
+    xacts_per_job: float = float("nan")
+    server_ms_per_job: float = float("nan")
+    settle_ms: float = float("nan")
+
+
+# The database's counters, read once the app's sessions have ended (their
+# statistics are flushed then): transactions, time spent running statements.
+_DB_STATS = ("SELECT xact_commit + xact_rollback AS xacts, active_time FROM pg_stat_database "
+             "WHERE datname = current_database()")
+_SETTLE_STATS = ("SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(total_time), 0) AS ms "
+                 "FROM pg_stat_user_functions WHERE funcname IN ('aiqueue_settle_many', "
+                 "'aiqueue_settle')")
+
+
+async def _db_stats(dsn: str) -> tuple[float, float, float, float]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        db = await conn.fetchrow(_DB_STATS)
+        fn = await conn.fetchrow(_SETTLE_STATS)
+        return float(db["xacts"]), float(db["active_time"] or 0), float(fn["calls"]), \
+            float(fn["ms"])
+    finally:
+        await conn.close()
 
 
 async def _seed(dsn: str, n: int) -> list[str]:
@@ -55,16 +82,18 @@ async def _seed(dsn: str, n: int) -> list[str]:
         await conn.close()
 
 
-async def _wait_done(dsn: str, done_sql: str, n: int, timeout: float) -> float:
-    """The moment `done_sql` (a count of completed jobs) reaches n."""
+async def _wait_done(dsn: str, done_sql: str, n: int, timeout: float) -> tuple[float, int]:
+    """The moment `done_sql` (a count of completed jobs) reaches n, and how many times it
+    was asked (its transactions are not the app's)."""
     conn = await asyncpg.connect(dsn)
+    polls = 0
     try:
         deadline = time.perf_counter() + timeout
         while time.perf_counter() < deadline:
             done = await conn.fetchval(done_sql)
+            polls += 1
             if done >= n:
-                return time.perf_counter()
-            await asyncio.sleep(0.02)
+                return time.perf_counter(), polls
         raise RuntimeError(f"only {done} of {n} jobs completed in {timeout}s")
     finally:
         await conn.close()
@@ -84,11 +113,19 @@ def _count_invocations(log: Path) -> int:
 async def _timed_run(
     cap: int, jobs: int, dsn: str, fn_port: int, *, app_args: list[str], app_env: dict[str, str],
     health: str, enqueue: str, body: dict[str, Any], headers: dict[str, str], done_sql: str,
-    log: Path | None = None,
+    log: Path | None = None, batch: int = 1,
 ) -> LoopRun:
     """Start an app and the instant function, enqueue, time it until every job is done."""
     app_port = free_port()
-    fn = spawn(["-m", "bench.fnserver", str(fn_port)])
+    # Each plpgsql function's calls and time, for the settle's server time.
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f"ALTER DATABASE {await admin.fetchval('SELECT current_database()')}"
+                            " SET track_functions = 'pl'")
+    finally:
+        await admin.close()
+    before = await _db_stats(dsn)
+    fn = spawn(["-m", "bench.fnserver", str(fn_port), str(batch)])
     app = spawn([*app_args, str(app_port)], env=app_env, log=log)
     try:
         wait_http(f"http://127.0.0.1:{fn_port}/stats")
@@ -99,27 +136,36 @@ async def _timed_run(
             r = await client.post(f"http://127.0.0.1:{app_port}{enqueue}", headers=headers,
                                   json=body)
             r.raise_for_status()
-            finished = await _wait_done(dsn, done_sql, jobs, timeout=300)
+            finished, polls = await _wait_done(dsn, done_sql, jobs, timeout=300)
             cpu_after = cpu_seconds(app.pid)
             await asyncio.sleep(0.3)  # let trailing log lines land
             stats = (await client.get(f"http://127.0.0.1:{fn_port}/stats")).json()
-        seconds = finished - started
-        gaps = [g * 1000 for g in stats["gaps"]]
-        return LoopRun(
-            cap=cap, jobs=jobs, seconds=seconds, jobs_per_s=jobs / seconds,
-            cpu_ms_per_job=(cpu_after - cpu_before) * 1000 / jobs,
-            gap_p50_ms=percentile(gaps, 0.5), gap_p99_ms=percentile(gaps, 0.99),
-            invocations_per_job=_count_invocations(log) / jobs if log else float("nan"),
-            max_in_flight=stats["max_in_flight"],
-        )
     finally:
         for proc in (app, fn):
             proc.terminate()
             proc.wait(10)
+    await asyncio.sleep(0.5)  # the app's sessions end and flush their statistics
+    after = await _db_stats(dsn)
+    seconds = finished - started
+    gaps = [g * 1000 for g in stats["gaps"]]
+    # Less the bench's own: its polls, and the two statistics reads of `before`.
+    xacts = after[0] - before[0] - polls - 3
+    settles = after[2] - before[2]
+    return LoopRun(
+        cap=cap, jobs=jobs, seconds=seconds, jobs_per_s=jobs / seconds,
+        cpu_ms_per_job=(cpu_after - cpu_before) * 1000 / jobs,
+        gap_p50_ms=percentile(gaps, 0.5), gap_p99_ms=percentile(gaps, 0.99),
+        invocations_per_job=_count_invocations(log) / jobs if log else float("nan"),
+        max_in_flight=stats["max_in_flight"],
+        xacts_per_job=xacts / jobs, server_ms_per_job=(after[1] - before[1]) / jobs,
+        settle_ms=(after[3] - before[3]) / settles if settles else float("nan"),
+    )
 
 
-async def run_loop(cap: int, jobs: int, name: str, env: dict[str, str] | None = None) -> LoopRun:
-    """The product: `python -m aiqueue serve` dispatching to the instant function."""
+async def run_loop(cap: int, jobs: int, name: str, env: dict[str, str] | None = None,
+                   batch: int = 1) -> LoopRun:
+    """The product: `python -m aiqueue serve` dispatching to the instant function, which
+    calls back with `batch` results per webhook (bench/fnserver.py)."""
     dsn = await fresh_database(name)
     ids = await _seed(dsn, jobs)
     fn_port = free_port()
@@ -133,7 +179,7 @@ async def run_loop(cap: int, jobs: int, name: str, env: dict[str, str] | None = 
         body={"assignment_id": "bench", "submission_ids": ids, "payload": PAYLOAD_2KB},
         headers={"authorization": f"Bearer {SECRET}"},
         done_sql="SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'",
-        log=ROOT / "bench" / f".serve-{name}.log")
+        log=ROOT / "bench" / f".serve-{name}.log", batch=batch)
 
 
 async def run_baseline(jobs: int, name: str) -> float:

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from aiqueue.db.store import Store, connect_pool
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from aiqueue.settings import ModelPrice
 from aiqueue.settings.money import NO_MONEY, Money, PoolMoney
 from bench.common import fresh_database
+from tests.plans import plan_of
 
 IN_FLIGHT = 4
 
@@ -48,7 +49,7 @@ class _Model:
     async def step(self) -> str | None:
         """Fill the slots, then finish the oldest row out; its group (None: nothing out)."""
         while len(self.out) < IN_FLIGHT:
-            job = await self.store.claim(IN_FLIGHT, 5, money=self.money)
+            job = await self.store.claim(plan_of(IN_FLIGHT, 5, money=self.money))
             if job is None:
                 break
             self.out.append(job)
@@ -61,8 +62,8 @@ class _Model:
             usage.update(prompt_tokens=size * 4 // 5, completion_tokens=size - size * 4 // 5)
         if group in self.usd_per_token:
             usage["cost_usd"] = size * self.usd_per_token[group]
-        await self.store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, usage,
-                                  money=self.money)
+        await self.store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, usage),
+                                  plan_of(money=self.money))
         self.tokens[group] += size
         return group
 

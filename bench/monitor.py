@@ -160,11 +160,12 @@ async def run(dsn: str, repeats: int) -> None:
                 ("SELECT count(*) FROM ai_marking_queue",
                  lambda: conn.fetchval("SELECT count(*) FROM ai_marking_queue")),
                 ("stats (read_stats)", lambda: stats.read_stats(rt)),
-                ("throughput, 24 h in 5-min buckets", lambda: rt.store.throughput(86400, 300)),
+                ("throughput, 24 h in 5-min buckets",
+                 lambda: rt.store.monitor_throughput(86400, 300)),
                 ("table: newest 51 rows", lambda: rt.store.list_rows(
                     status=None, assignment_id=None, limit=51)),
                 ("assignment suggestions (loose index scan)",
-                 lambda: rt.store.assignment_ids(500)),
+                 lambda: rt.store.monitor_assignments(500)),
                 ("GET /api/marking/stats", lambda: c.get(
                     "/api/marking/stats", headers={"authorization": f"Bearer {SECRET}"})),
                 ("GET /ai-queue (page + stats)", lambda: get("/ai-queue")),

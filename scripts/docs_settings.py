@@ -28,6 +28,12 @@ VARIABLES: dict[str, Described] = {
     "DATABASE_DIRECT_URL": V("A session connection for migrations and `LISTEN` (live events "
                              "are pushed; without it they poll).", "`DATABASE_URL`"),
     "DATABASE_POOL_MAX": V("The most database connections one instance opens."),
+    "DATABASE_PREPARED_STATEMENTS": V("Prepared statements kept per connection: `auto` is "
+                                      "on for a direct connection and off behind a "
+                                      "transaction-mode pooler (Supavisor's port 6543, a "
+                                      "PgBouncer in front); `on` for a PgBouncer 1.21+ with "
+                                      "`max_prepared_statements`. The doctor says which it "
+                                      "chose and why."),
     # Secrets and who may call.
     "MARKING_QUEUE_SECRET": V("The bearer your app sends; signs callback tokens. Several "
                               "values separated by spaces, newest first, for rotation.",

@@ -63,11 +63,11 @@ class BatchQueries(Gateway):
         return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
 
     async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]:
-        return [LaneBatch.from_row(r) for r in await self._fetch("batch_stale", pool,
+        return [LaneBatch.from_row(r) for r in await self._fetch("batches_stale", pool,
                                                                  older_than)]
 
     async def batches_due(self, pool: str, lease: float) -> list[LaneBatch]:
-        return [LaneBatch.from_row(r) for r in await self._write("batch_due", pool, lease)]
+        return [LaneBatch.from_row(r) for r in await self._write("batches_due", pool, lease)]
 
     async def batch_rows(self, batch_id: int) -> list[BatchRow]:
         return [BatchRow.from_row(r) for r in await self._fetch("batch_rows", batch_id)]

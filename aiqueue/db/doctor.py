@@ -9,7 +9,6 @@ import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 from uuid import UUID
 
 import asyncpg
@@ -17,12 +16,8 @@ import asyncpg
 from aiqueue.db.gateway import Gateway, queries
 from aiqueue.db.migrate import discover
 from aiqueue.db.pool import app_name, wrap_error
+from aiqueue.db.prepared import known_pooler_url
 from aiqueue.errors import StoreError
-
-# Ports and host parts of the managed poolers: Supabase's transaction pooler
-# listens on 6543, Neon's pooled endpoints carry "-pooler" in the host.
-_POOLER_PORTS = {6543}
-_POOLER_HOST_PART = "-pooler"
 
 
 class DoctorQueries(Gateway):
@@ -43,7 +38,7 @@ class DoctorQueries(Gateway):
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool:
         """Keep the first answer to a probe; True if this one was the first."""
-        return await self._write_one_status("probe_answer_record", probe_id, answer,
+        return await self._write_one_status("record_probe_answer", probe_id, answer,
                                             json.dumps(detail))
 
     async def _write_one_status(self, name: str, *args: Any) -> bool:
@@ -54,11 +49,11 @@ class DoctorQueries(Gateway):
 
     async def probe_answer(self, probe_id: UUID) -> tuple[str, dict[str, Any]] | None:
         """What the function answered to a probe, or None while nothing came."""
-        row = await self._fetchrow("probe_answer_read", probe_id)
+        row = await self._fetchrow("probe_answer", probe_id)
         return None if row is None else (row["answer"], json.loads(row["detail"]))
 
     async def prune_probe_answers(self) -> None:
-        await self._write_one_status("probe_answers_prune")
+        await self._write_one_status("prune_probe_answers")
 
     async def cron_called(self) -> None:
         """Keep the time of this cron call in the control row (at most every 10 s)."""
@@ -86,16 +81,6 @@ async def _connect(dsn: str, name: str) -> asyncpg.Connection:
         return conn
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise StoreError(f"cannot connect: {type(exc).__name__}") from exc
-
-
-def known_pooler_url(dsn: str) -> bool:
-    """A managed pooler's well-known endpoint (Supabase port 6543, Neon's -pooler host)."""
-    parts = urlsplit(dsn)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return port in _POOLER_PORTS or _POOLER_HOST_PART in (parts.hostname or "")
 
 
 async def detect_pooler(dsn: str) -> PoolerFinding:

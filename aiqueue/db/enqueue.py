@@ -1,16 +1,21 @@
-"""The enqueue's transaction (sql/queries.sql `enqueue`, `idempotency_*`), rerun on a lost race."""
+"""The enqueue's statements of sql/enqueue.sql: its transaction (`enqueue`, `idempotency_*`),
+rerun on a lost race, and the dry run."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 
+from aiqueue.db.gateway import Gateway
 from aiqueue.db.pool import Database, Rollback
 from aiqueue.errors import Conflict
 from aiqueue.models import (
+    DryRun,
     Enqueued,
     EnqueueOutcome,
     KeyMismatch,
@@ -19,6 +24,7 @@ from aiqueue.models import (
     SubmissionId,
     UnknownIds,
 )
+from aiqueue.settings.money import Money
 
 # How often an enqueue runs when it keeps losing a race for a live row.
 _ENQUEUE_RUNS = 5
@@ -86,3 +92,44 @@ async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple
         answer = json.dumps(outcome.answer(requested))
         await conn.execute(sql["idempotency_save"], key[0], answer)
     return outcome
+
+
+class EnqueueQueries(Gateway):
+    """The enqueue and its dry run: one method per named query of sql/enqueue.sql."""
+
+    async def enqueue(
+        self,
+        submission_ids: Sequence[UUID | str],
+        assignment_id: str,
+        priority: int,
+        payload: str | Mapping[str, Any],
+        *,
+        group: str | None = None,
+        remark: bool = False,
+        key: tuple[str, str] | None = None,
+        kind: str = "mark",
+        pool: str = "default",
+        not_before: datetime | None = None,
+        expires_at: datetime | None = None,
+        batch: tuple[datetime, datetime] | None = None,
+    ) -> EnqueueOutcome:
+        """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
+
+        `payload` is the JSON text the request's parser made (or an object, serialised here).
+        `kind` and its `pool` are stored on every row (CONTRACT §9b).
+        `not_before` / `expires_at`: when the rows become due, and when they expire.
+        `batch` (deadline, live time) puts the new rows on the overnight lane in the
+        same transaction, so no live claim can take them first.
+        """
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
+                remark, kind, pool, not_before, expires_at)
+        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch)
+
+    async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
+                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
+        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
+        row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
+                                   group, pool, money.json())
+        assert row is not None, "an aggregate always answers one row"
+        return DryRun.from_row(row)

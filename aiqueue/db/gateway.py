@@ -10,17 +10,19 @@ from typing import Any
 import asyncpg
 
 from aiqueue.db.pool import Database, Limits, Work, open_database
+from aiqueue.db.prepared import Choice
+from aiqueue.settings.env import PreparedStatements
 
 _HEADER = re.compile(r"^-- ([a-z_]+) --$", re.MULTILINE)
 
 
 @cache
 def queries() -> dict[str, str]:
-    """Split every sql/*.sql file (queries.sql first) into {name: statement}."""
+    """Split every sql/*.sql file into {name: statement}."""
     found: dict[str, str] = {}
     files = sorted(
         (f for f in resources.files("aiqueue.db.sql").iterdir() if f.name.endswith(".sql")),
-        key=lambda f: (f.name != "queries.sql", f.name),
+        key=lambda f: f.name,
     )
     for file in files:
         parts = _HEADER.split(file.read_text())[1:]
@@ -31,9 +33,11 @@ def queries() -> dict[str, str]:
     return found
 
 
-async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = None) -> Database:
-    """The instance's bounded connection pool (also works through a transaction pooler)."""
-    return await open_database(dsn, max_size=max_size, limits=limits)
+async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = None,
+                       prepared: PreparedStatements = "auto") -> Database:
+    """The instance's bounded connection pool (also works through a transaction pooler:
+    `prepared` statements where the connection keeps them, db/prepared.py)."""
+    return await open_database(dsn, max_size=max_size, limits=limits, prepared=prepared)
 
 
 class Gateway:
@@ -81,6 +85,11 @@ class Gateway:
 
     async def close(self) -> None:
         await self.db.pool.close()
+
+    def prepared_statements(self) -> Choice | None:
+        """Whether this pool's connections keep prepared statements, and why (None: no
+        connection has asked the server yet)."""
+        return self.db.pool.prepared
 
     async def ping(self) -> bool:
         return bool(await self._fetchval("ping"))

@@ -11,11 +11,11 @@ from aiqueue.models import EventBatch, EventCursor, MarkingEvent, RunProgress, S
 class LiveQueries(Gateway):
     """The live-events cursor, a submission's place in the queue, a run's progress."""
 
-    async def events_head(self) -> EventCursor:
+    async def live_events_head(self) -> EventCursor:
         """Where a new live-events subscriber starts reading."""
         return EventCursor(int(await self._fetchval("live_events_head")), 0)
 
-    async def events_after(
+    async def live_events_after(
         self, assignment_id: str, cursor: EventCursor, limit: int
     ) -> EventBatch:
         """The assignment's events past `cursor` whose transactions have all ended."""
@@ -27,14 +27,14 @@ class LiveQueries(Gateway):
         return EventBatch(ready, held_back=len(ready) < len(rows), full=len(rows) == limit)
 
     async def submission_status(self, submission_id: UUID) -> SubmissionStatus | None:
-        row = await self._fetchrow("live_submission_status", submission_id)
+        row = await self._fetchrow("submission_status", submission_id)
         return SubmissionStatus.from_row(row) if row else None
 
     async def recent_processing_seconds(self) -> float | None:
-        value = await self._fetchval("live_recent_seconds")
+        value = await self._fetchval("recent_processing_seconds")
         return None if value is None else float(value)
 
     async def run_progress(self, assignment_id: str) -> RunProgress:
-        row = await self._fetchrow("live_assignment_progress", assignment_id)
+        row = await self._fetchrow("run_progress", assignment_id)
         assert row is not None, "an aggregate always answers one row"
         return RunProgress.from_row(row)

@@ -5,7 +5,7 @@ function and trigger lives, in its current text, in db/sql/functions/: one
 file per concern, which `up` re-applies in name order, after the migrations and
 in their transaction, whenever their text changed; rolling back the
 last migration drops them first.  Every `up` ends with the lockdown
-(db/sql/security.sql): only the owner and the runtime role reach the queue.
+(db/sql/lockdown.sql): only the owner and the runtime role reach the queue.
 """
 
 from __future__ import annotations

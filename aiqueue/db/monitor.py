@@ -12,7 +12,7 @@ from aiqueue.models import QueueRow, Status
 class MonitorQueries(Gateway):
     """Throughput buckets, the rows newer than a cursor, the assignments to filter by."""
 
-    async def throughput(
+    async def monitor_throughput(
         self, window_seconds: float, bucket_seconds: float
     ) -> list[tuple[datetime, int, int]]:
         """(bucket start, completed, failed) for every bucket of the window, oldest first."""
@@ -20,7 +20,7 @@ class MonitorQueries(Gateway):
                                 page=True)
         return [(r["bucket"], int(r["completed"]), int(r["failed"])) for r in rows]
 
-    async def list_rows_newer(
+    async def monitor_rows_newer(
         self,
         *,
         status: Status | None,
@@ -37,7 +37,7 @@ class MonitorQueries(Gateway):
         )
         return [QueueRow.from_row(r) for r in rows]
 
-    async def assignment_ids(self, limit: int) -> list[str]:
+    async def monitor_assignments(self, limit: int) -> list[str]:
         """Distinct assignment ids in the queue, alphabetically, at most `limit`."""
         rows = await self._fetch("monitor_assignments", limit, page=True)
         return [r["assignment_id"] for r in rows]

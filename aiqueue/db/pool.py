@@ -33,7 +33,9 @@ from urllib.parse import parse_qs, urlsplit
 import asyncpg
 
 from aiqueue import logs
+from aiqueue.db import prepared as prepared_statements
 from aiqueue.errors import DatabaseTimeout, StoreError
+from aiqueue.settings.env import PreparedStatements
 
 T = TypeVar("T")
 Work = Callable[[asyncpg.Connection], Awaitable[T]]
@@ -79,20 +81,34 @@ class Limits:
 class ConnPool:
     """At most `max_size` connections; the idle ones are reused newest first."""
 
-    def __init__(self, dsn: str, max_size: int, limits: Limits) -> None:
+    def __init__(self, dsn: str, max_size: int, limits: Limits,
+                 prepared: PreparedStatements = "off") -> None:
         self.dsn, self.max_size, self.limits = dsn, max_size, limits
         self._slots = asyncio.Semaphore(max_size)
         # (connection, monotonic and wall-clock time it went idle)
         self._idle: list[tuple[asyncpg.Connection, float, float]] = []
         self._closed = False
         self._settings = app_name(dsn, "aiqueue")
+        # Prepared statements kept per connection, or not (db/prepared.py); None
+        # until the first connection asked the server (`auto`).
+        self.prepared = prepared_statements.by_url(prepared, dsn)
 
     async def connect(self) -> asyncpg.Connection:
-        # No prepared-statement cache and no session state: PgBouncer/Supavisor in
-        # transaction mode may hand each transaction a different backend.
+        # No session state: PgBouncer/Supavisor in transaction mode may hand each
+        # transaction a different backend (so no statement cache there either).
+        choice = self.prepared
         conn: asyncpg.Connection = await asyncpg.connect(
-            self.dsn, statement_cache_size=0, timeout=self.limits.connect,
-            server_settings=self._settings)
+            self.dsn, statement_cache_size=choice.cache_size if choice else 0,
+            timeout=self.limits.connect, server_settings=self._settings)
+        if choice is None:
+            try:
+                self.prepared = await prepared_statements.ask_server(conn, self.dsn)
+            except BaseException:
+                conn.terminate()
+                raise
+            if self.prepared.on:
+                conn.terminate()  # this one was opened without the cache
+                return await self.connect()
         return conn
 
     async def acquire(self) -> asyncpg.Connection:
@@ -246,9 +262,11 @@ def wrap_error(exc: BaseException) -> StoreError:
     return StoreError(f"database error: {type(exc).__name__}")
 
 
-async def open_database(dsn: str, *, max_size: int, limits: Limits | None = None) -> Database:
-    """A pool with one connection opened now, so a wrong DATABASE_URL shows at start-up."""
-    pool = ConnPool(dsn, max_size, limits or Limits())
+async def open_database(dsn: str, *, max_size: int, limits: Limits | None = None,
+                        prepared: PreparedStatements = "off") -> Database:
+    """A pool with one connection opened now, so a wrong DATABASE_URL shows at start-up
+    (and `prepared`'s choice is made: db/prepared.py)."""
+    pool = ConnPool(dsn, max_size, limits or Limits(), prepared)
     try:
         conn = await pool.acquire()
     except (*_BROKEN, asyncpg.PostgresError) as exc:

@@ -1,78 +1,28 @@
-"""The loop's statements of sql/queries.sql: enqueue, claim, settle, fail, wake up."""
+"""The loop's statements of sql/queue.sql: claim, settle, fail, wake up."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from aiqueue.db.enqueue import enqueue_rows
 from aiqueue.db.gateway import Gateway
-from aiqueue.flow import NO_BUDGET, Budget
-from aiqueue.models import DryRun, EnqueueOutcome, Job, Status
-from aiqueue.settings.money import NO_MONEY, Money
-
-
-def _budgeted(plan: str | None) -> bool:
-    """Whether a plan's pools declare a budget (the result then corrects the window)."""
-    return plan is not None and any(
-        p["tpm"] > 0 or p["rpm"] > 0 for p in json.loads(plan)["pools"])
+from aiqueue.models import Completed, Job, Status
+from aiqueue.settings.plan import ClaimPlan
 
 
 class QueueQueries(Gateway):
     """The loop's writes (the LoopStore port, aiqueue/ports.py): one method per named query."""
 
-    async def enqueue(
-        self,
-        submission_ids: Sequence[UUID | str],
-        assignment_id: str,
-        priority: int,
-        payload: str | Mapping[str, Any],
-        *,
-        group: str | None = None,
-        remark: bool = False,
-        key: tuple[str, str] | None = None,
-        kind: str = "mark",
-        pool: str = "default",
-        not_before: datetime | None = None,
-        expires_at: datetime | None = None,
-        batch: tuple[datetime, datetime] | None = None,
-    ) -> EnqueueOutcome:
-        """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
+    # `plan`: the claim plan (Settings.claim_plan, settings/plan.py), built once per settings.
 
-        `payload` is the JSON text the request's parser made (or an object, serialised here).
-        `kind` and its `pool` are stored on every row (CONTRACT §9b).
-        `not_before` / `expires_at`: when the rows become due, and when they expire.
-        `batch` (deadline, live time) puts the new rows on the overnight lane in the
-        same transaction, so no live claim can take them first.
-        """
-        text = payload if isinstance(payload, str) else json.dumps(payload)
-        args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
-                remark, kind, pool, not_before, expires_at)
-        return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch)
-
-    async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
-                      group: str, remark: bool, pool: str, money: Money) -> DryRun:
-        """What an enqueue would add and use; writes nothing (CONTRACT §9c)."""
-        row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
-                                   group, pool, money.json())
-        assert row is not None, "an aggregate always answers one row"
-        return DryRun.from_row(row)
-
-    # `plan` (the pools and kinds, aiqueue/settings/kinds.py QueueConfig.plan): None means
-    # the default pool with the cap and budget passed, and the one kind `mark`.
-
-    async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None,
-                    money: Money = NO_MONEY) -> Job | None:
-        rows = await self._write("claim", cap, breaker_threshold, *budget.args(), plan,
-                                 money.json())
+    async def claim(self, plan: ClaimPlan) -> Job | None:
+        rows = await self._write("claim", plan.json)
         return Job.from_row(rows[0]) if rows else None
 
-    async def can_claim(self, cap: int, breaker_threshold: int, plan: str | None = None) -> bool:
-        return bool(await self._fetchval("can_claim", cap, breaker_threshold, plan))
+    async def can_claim(self, plan: ClaimPlan) -> bool:
+        return bool(await self._fetchval("can_claim", plan.json))
 
     async def dispatch_accepted(self, pool: str = "default") -> None:
         await self._write_one("dispatch_accepted", pool)
@@ -85,7 +35,7 @@ class QueueQueries(Gateway):
         """
         # Only the current dispatch can be refused, so a repeat changes nothing.
         status: Status | None = await self._write_val(
-            "flow_refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
+            "refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
             idempotent=True)
         return status
 
@@ -112,13 +62,6 @@ class QueueQueries(Gateway):
         )
         return status
 
-    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
-        """Take a row a settle claimed, to send it: False when another taker had it."""
-        # One statement on the hot path.  Its retry after a lost answer reads as
-        # taken: the row then waits for recovery rather than risk two dispatches.
-        rows = await self._write_one("take_handoff", queue_id, dispatch_seq)
-        return bool(rows and rows[0][0])
-
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
@@ -128,32 +71,22 @@ class QueueQueries(Gateway):
         rows = await self._write("breaker_failure", threshold, cooldown, pool)
         return int(rows[0]["consecutive_failures"]) if rows else 0
 
-    async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> bool:
-        """Apply a result at most once; it raises L (up to `cap`) and corrects the budget
-        and the dispatch's charge (turns by tokens, spend)."""
-        usage_json = json.dumps(usage) if usage is not None else None
-        rows = await self._write_one("complete", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap, budget.declared or _budgeted(plan),
-                                     plan, money.json())
+    async def complete(self, item: Completed, plan: ClaimPlan) -> bool:
+        """Apply a result at most once; it raises its pool's L and corrects the budget
+        window and the dispatch's charge (turns by tokens, spend)."""
+        rows = await self._write_one("complete", *item.args(), plan.json)
         return bool(rows and rows[0][0])
 
-    async def settle(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> tuple[bool, Job | None]:
-        """complete, then claim: whether the result was applied, and the job claimed next."""
-        usage_json = json.dumps(usage) if usage is not None else None
+    async def settle(self, items: Sequence[Completed], plan: ClaimPlan,
+                     taker: UUID) -> list[tuple[bool, Job | None]]:
+        """Each item's complete, then a claim, in one statement: per item, whether it was
+        applied and the job claimed for it, taken by `taker` to send (the caller keeps
+        its token across its retries: a repeat whose first answer was lost gets the
+        same jobs back, CONTRACT §9a)."""
         # A repeat applies nothing twice (the status check) and claims under the cap.
-        rows = await self._write_one("settle", queue_id, json.dumps(result), usage_json,
-                                     dispatch_seq, cap, breaker_threshold, *budget.args(),
-                                     plan, money.json())
-        row = rows[0]  # aiqueue_settle always answers one row
-        return bool(row["applied"]), Job.from_row(row) if row["queue_id"] else None
+        rows = await self._write_one("settle", Completed.items_json(items), plan.json, taker)
+        # aiqueue_settle_many answers one row per item, in order
+        return [(bool(r["applied"]), Job.from_row(r) if r["queue_id"] else None) for r in rows]
 
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
         rows = await self._write_one("heartbeat", queue_id, dispatch_seq, json.dumps(progress))
@@ -162,15 +95,13 @@ class QueueQueries(Gateway):
     async def prune(self, older_than_seconds: float) -> int:
         return int(await self._write_val("prune", older_than_seconds, idempotent=True))
 
-    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+    async def next_wakeup(self, plan: ClaimPlan, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, look: float | None = None,
-                          budget: Budget = NO_BUDGET,
-                          plan: str | None = None) -> float | None:
+                          ask: bool = False, look: float | None = None) -> float | None:
         """Seconds until the step has work; `look`: how long a dispatch the platform
         is asked about stays quiet before the look (default: the heartbeat timeout)."""
         heartbeat = stuck_after if heartbeat is None else heartbeat
         look = min(stuck_after, heartbeat) if look is None else look
-        value = await self._fetchval("next_wakeup", cap, threshold, stuck_after, heartbeat,
-                                     bound, ask, *budget.args(), plan, look)
+        value = await self._fetchval("next_wakeup", plan.json, stuck_after, heartbeat,
+                                     bound, ask, look)
         return None if value is None else float(value)

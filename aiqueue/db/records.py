@@ -33,7 +33,7 @@ class RecordsQueries(Gateway):
         Each pass deletes at most `batch` rows of each kind (ended rows, results,
         attempts), so it holds its locks for a moment; a backlog clears over minutes.
         """
-        rows = await self._write("records_retain", ended_seconds, history_seconds, batch,
+        rows = await self._write("retain", ended_seconds, history_seconds, batch,
                                  every_seconds, idempotent=True)
         return Retained.from_row(rows[0])
 
@@ -44,7 +44,7 @@ class RecordsQueries(Gateway):
         async def work(conn: asyncpg.Connection) -> dict[str, int]:
             await conn.execute(self.sql["erase_lock_rows"], ids)
             await conn.execute(self.sql["erase_lock_submissions"], ids)
-            row = await conn.fetchrow(self.sql["erase_rows"], ids, via)
+            row = await conn.fetchrow(self.sql["erase"], ids, via)
             assert row is not None  # an aggregate answers one row
             counts: dict[str, int] = json.loads(row["erased"])
             return counts
@@ -52,7 +52,7 @@ class RecordsQueries(Gateway):
         return await self.db.write(work, page=True, idempotent=True)
 
     async def assignment_subjects(self, assignment_id: str) -> list[UUID]:
-        rows = await self._fetch("erase_assignment_subjects", assignment_id, page=True)
+        rows = await self._fetch("assignment_subjects", assignment_id, page=True)
         return [r["id"] for r in rows]
 
     async def export_attempts(self, since: datetime, until: datetime, after: int,

@@ -1,5 +1,5 @@
 """Recovering rows whose function went quiet: sql/recovery.sql's named queries, one method
-each, and recover_stuck, which sits in sql/queries.sql beside the claim it frees slots for."""
+each."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class RecoveryQueries(Gateway):
             "recover_stuck", stuck_after, max_attempts, heartbeat, bound, ask, attempts or "{}",
             _kinds(kinds), list(others), idempotent=True))
 
-    async def recent_p95(self) -> float | None:
+    async def recent_processing_tail(self) -> float | None:
         """The p95 of the last hour's processing times (newest 200); None with fewer than 5."""
         value = await self._fetchval("recent_processing_tail")
         return None if value is None else float(value)
@@ -39,18 +39,18 @@ class RecoveryQueries(Gateway):
         """Dispatches quiet for `quiet` seconds (or past `bound`), each taken for `hold` s;
         only rows of `kinds` (None: of every kind but `others`)."""
         # A repeat only takes what the first run left: at worst a look waits `hold`.
-        rows = await self._write("recovery_lookups", quiet, quiet, bound, limit, hold,
+        rows = await self._write("take_lookups", quiet, quiet, bound, limit, hold,
                                  _kinds(kinds), list(others), idempotent=True)
         return [Lookup.from_row(r) for r in rows]
 
     async def platform_waits(self, queue_id: UUID, dispatch_seq: int, said: str,
                              again_in: float, bound: float) -> None:
         """Note "not finished yet" (or "could not tell") and when to ask again."""
-        await self._write_one("recovery_note", queue_id, dispatch_seq, said, again_in, bound)
+        await self._write_one("platform_waits", queue_id, dispatch_seq, said, again_in, bound)
 
     async def platform_said(self, queue_id: UUID, dispatch_seq: int, said: str) -> None:
         """Note the platform's word on a dispatch that has just ended."""
-        await self._write_one("recovery_said", queue_id, dispatch_seq, said)
+        await self._write_one("platform_said", queue_id, dispatch_seq, said)
 
 
 def _kinds(kinds: Sequence[str] | None) -> list[str] | None:

@@ -1,4 +1,4 @@
-"""Operator actions and reads of sql/queries.sql: retry, cancel, pause; rows, control, stats."""
+"""Operator actions and reads of sql/rows.sql: retry, cancel, pause; rows, control, stats."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The queue's PostgreSQL gateway: every query class in one object (LISTEN: listener.py).
 
-Each sql/*.sql file has its own query class in this package (queries.sql two:
-the loop's writes and the rows' reads), one method per named statement; the
+Each sql/*.sql file has its own query class in this package, one method per
+named statement (a method has its statement's name); the
 rules are typed against the ports they use (aiqueue/ports.py), which this
 Store satisfies. To add a query: write its named block in the .sql file, then
 a method on that file's class; a new .sql file gets a new class, listed here.
@@ -9,9 +9,11 @@ a method on that file's class; a new .sql file gets a new class, listed here.
 
 from __future__ import annotations
 
+from aiqueue.db.alerts import AlertQueries
 from aiqueue.db.batch import BatchQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.fallback import FallbackQueries
+from aiqueue.db.enqueue import EnqueueQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.live import LiveQueries
 from aiqueue.db.monitor import MonitorQueries
@@ -23,29 +25,33 @@ from aiqueue.db.recovery import RecoveryQueries
 from aiqueue.db.results import ResultsQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.rows import RowQueries
+from aiqueue.db.schedule import ScheduleQueries
 from aiqueue.db.security import SecurityQueries
-from aiqueue.db.timing import TimeQueries
+from aiqueue.db.usage import UsageQueries
 from aiqueue.db.warnings import WarningQueries
 
 __all__ = ["Store", "connect_pool", "queries"]
 
 
 class Store(
-    QueueQueries,      # queries.sql: enqueue, claim, settle, fail, wake up
-    RowQueries,        # queries.sql: operator actions, rows, control, stats
+    EnqueueQueries,    # enqueue.sql: the enqueue and its dry run
+    QueueQueries,      # queue.sql: claim, settle, fail, wake up
+    RowQueries,        # rows.sql: operator actions, rows, control, stats
     OneRowQueries,     # one_row.sql: one row from the outside
     RecoveryQueries,   # recovery.sql
-    TimeQueries,       # time.sql: expiry, schedule, alerts
+    ScheduleQueries,   # schedule.sql: expiry, scheduled rows
+    AlertQueries,      # alerts.sql
     WarningQueries,    # warnings.sql: budget warnings, groups near a cap
     FallbackQueries,   # fallback.sql: pools down, rows moved to a fallback and back
-    OutboxQueries,     # notify.sql
+    OutboxQueries,     # outbox.sql
     BatchQueries,      # batch.sql
     LiveQueries,       # live.sql
     MonitorQueries,    # monitor.sql
     ResultsQueries,    # results.sql
     ReviewQueries,     # review.sql
+    UsageQueries,      # usage.sql: the usage report, the /metrics counters
     RecordsQueries,    # records.sql
-    SecurityQueries,   # security.sql
+    SecurityQueries,   # security.sql (lockdown.sql: migrate runs it)
     DoctorQueries,     # doctor.sql
 ):
     """Queue persistence: all query classes over one bounded pool (db/pool.py)."""

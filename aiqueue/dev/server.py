@@ -111,7 +111,8 @@ async def _prepare(settings: Settings) -> int:
     assert settings.database_url and settings.database_direct_url
     applied = await migrate(settings.database_direct_url, "up")
     logs.event("migrate", count=len(applied))
-    store = Store(await connect_pool(settings.database_url, max_size=2))
+    store = Store(await connect_pool(settings.database_url, max_size=2,
+                                     prepared=settings.database_prepared_statements))
     try:
         return await demo.seed(store)
     finally:

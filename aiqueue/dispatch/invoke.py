@@ -61,6 +61,16 @@ _REF = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 
 def dispatch_body(job: Job, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
     """The contract's dispatch payload for one claimed row."""
+    return {**_envelope(job, target, tokens), "payload": job.payload}
+
+
+def dispatch_data(job: Job, target: KindTarget, tokens: Tokens) -> bytes:
+    """dispatch_body as the bytes sent: the payload goes in as the database returned it."""
+    envelope = json.dumps(_envelope(job, target, tokens))
+    return f'{envelope[:-1]}, "payload": {job.payload_json}}}'.encode()
+
+
+def _envelope(job: Job, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
     return {
         "queue_id": str(job.queue_id),
         "submission_id": str(job.submission_id),
@@ -68,7 +78,6 @@ def dispatch_body(job: Job, target: KindTarget, tokens: Tokens) -> dict[str, Any
         "attempt": job.attempt,
         "callback_url": target.callback_url,
         "callback_token": tokens.callback(job.queue_id, job.dispatch_seq, job.attempt),
-        "payload": job.payload,
         "submission": {
             "id": str(job.submission_id),
             "assignment_id": job.assignment_id,
@@ -96,10 +105,10 @@ async def send(http: httpx.AsyncClient, job: Job, target: KindTarget, tokens: To
                aws: AwsCredentials | None = None) -> Outcome:
     """Send the job to its kind's target and classify the answer; never raises."""
     try:
-        body = dispatch_body(job, target, tokens)
+        data = dispatch_data(job, target, tokens)
     except Exception:
         return Failed("dispatch_error")
-    return await post(http, body, target, aws, message_id(job.queue_id, job.dispatch_seq))
+    return await post_data(http, data, target, aws, message_id(job.queue_id, job.dispatch_seq))
 
 
 def probe_body(probe_id: UUID, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
@@ -126,12 +135,20 @@ async def post(http: httpx.AsyncClient, body: dict[str, Any], target: KindTarget
     """
     try:
         data = json.dumps(body).encode()
+    except Exception:
+        return Failed("dispatch_error")
+    return await post_data(http, data, target, aws, msg_id or f"{body['queue_id']}.1")
+
+
+async def post_data(http: httpx.AsyncClient, data: bytes, target: KindTarget,
+                    aws: AwsCredentials | None, msg_id: str) -> Outcome:
+    """post, of a body already encoded."""
+    try:
         limit = targets.body_limit(target)
         if limit is not None and len(data) > limit:
             return too_large()
         credentials = await aws.get(http) if aws is not None else None
-        request = targets.build_request(target, data, datetime.now(UTC), credentials,
-                                        msg_id or f"{body['queue_id']}.1")
+        request = targets.build_request(target, data, datetime.now(UTC), credentials, msg_id)
         response = await http.post(
             _url(request.url), content=data, headers=request.headers,
             timeout=httpx.Timeout(target.dispatch_timeout_seconds))

@@ -110,18 +110,34 @@ async def check_pooler(doc: Doctor) -> None:
     except StoreError as exc:
         doc.add("pooler", "fail", f"could not look behind DATABASE_URL: {exc.detail}")
         return
+    prepared = _prepared(doc, found.pooled)
     if not found.pooled:
-        doc.add("pooler", "pass", f"no transaction pooler in the way ({found.evidence})")
+        doc.add("pooler", "pass",
+                f"no transaction pooler in the way ({found.evidence}); {prepared}")
     elif not direct_set:
         doc.add("pooler", "fail",
                 f"DATABASE_URL goes through a transaction pooler ({found.evidence}) and "
-                "DATABASE_DIRECT_URL is not set: live events fall back to polling",
+                f"DATABASE_DIRECT_URL is not set: live events fall back to polling; {prepared}",
                 f"set DATABASE_DIRECT_URL to a session connection ({SESSION_HINT})")
         return
     else:
         doc.add("pooler", "pass", f"DATABASE_URL goes through a transaction pooler "
-                                  f"({found.evidence}); DATABASE_DIRECT_URL is set")
+                                  f"({found.evidence}); DATABASE_DIRECT_URL is set; {prepared}")
     await _check_listen(doc, direct, direct_set)
+
+
+def _prepared(doc: Doctor, pooled: bool) -> str:
+    """DATABASE_PREPARED_STATEMENTS: which the instance chose, and why (the pooler's line)."""
+    assert doc.rt is not None
+    choice = doc.rt.store.prepared_statements()
+    if choice is None:
+        return "prepared statements not chosen yet (no connection was opened)"
+    said = f"prepared statements {'on' if choice.on else 'off'} ({choice.why})"
+    if choice.on and pooled:
+        # Only a PgBouncer 1.21+ with max_prepared_statements keeps them there.
+        return said + ": the pooler must keep them (PgBouncer 1.21+ with " \
+                      "max_prepared_statements), else set DATABASE_PREPARED_STATEMENTS=auto"
+    return said
 
 
 async def _check_listen(doc: Doctor, direct: str, direct_set: bool) -> None:

@@ -10,6 +10,7 @@ from aiqueue.models.outbox import Delivery, DeliveryState, EventId, EventType, O
 from aiqueue.models.queue import (
     STATUSES,
     Attempt,
+    Completed,
     Control,
     DryRun,
     Enqueued,
@@ -48,7 +49,8 @@ from aiqueue.models.security import ANY_ROLE, AppRole, Exposure, ObjectKind, Rea
 
 __all__ = [
     "ANY_ROLE", "AppRole", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
-    "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure", "Job",
+    "Completed", "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure",
+    "Job",
     "KeyMismatch", "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow",
     "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RowResult", "RunProgress", "Stats",
     "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NewType
@@ -22,6 +22,28 @@ Row = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class Completed:
+    """A completed result of one dispatch, as the store applies it: the row, the
+    dispatch, the result and the function's usage (priced by the store)."""
+
+    queue_id: UUID
+    dispatch_seq: int
+    result: Mapping[str, Any]
+    usage: Mapping[str, Any] | None = None
+
+    def args(self) -> tuple[UUID, str, str | None, int]:
+        """The complete statement's first four parameters."""
+        usage = None if self.usage is None else json.dumps(self.usage)
+        return self.queue_id, json.dumps(self.result), usage, self.dispatch_seq
+
+    @staticmethod
+    def items_json(items: Sequence[Completed]) -> str:
+        """The settle statement's items: [{"queue_id", "dispatch_seq", "result", "usage"}]."""
+        return json.dumps([{"queue_id": str(i.queue_id), "dispatch_seq": i.dispatch_seq,
+                            "result": i.result, "usage": i.usage} for i in items])
+
+
+@dataclass(frozen=True)
 class Job:
     """A row just claimed for dispatch, with what the function needs."""
 
@@ -30,7 +52,9 @@ class Job:
     assignment_id: str
     attempt: int
     dispatch_seq: int
-    payload: dict[str, Any]
+    # The enqueue's payload as the database returns it (JSON text): it goes into
+    # the dispatch as it is, never decoded and encoded again (dispatch_data).
+    payload_json: str
     content: str
     # Another row could be claimed right now (the claimer chains on it).
     more: bool = False
@@ -48,13 +72,19 @@ class Job:
             assignment_id=row["assignment_id"],
             attempt=row["attempts"],
             dispatch_seq=row["dispatch_seq"],
-            payload=json.loads(row["payload"]),
+            payload_json=row["payload"],
             content=row["content"],
             more=bool(row["more"]),
             breaker_dirty=bool(row["breaker_dirty"]),
             kind=row["kind"],
             pool=row["pool"],
         )
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The payload as an object (the dispatch itself sends `payload_json`)."""
+        value: dict[str, Any] = json.loads(self.payload_json)
+        return value
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from aiqueue.models import Job
 from aiqueue.ports import FallbackStore
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
+from aiqueue.settings.plan import ClaimPlan
 
 EVERY = 1.0
 
@@ -98,9 +99,9 @@ def away(rt: Runtime[object]) -> frozenset[str]:
     return rt.own(FallbackState).away if rt.settings.queue.fallbacks else frozenset()
 
 
-def plan(rt: Runtime[object]) -> str:
+def plan(rt: Runtime[object]) -> ClaimPlan:
     """The claim's plan now: the kinds away listed in their fallbacks' pools."""
-    return rt.settings.queue.plan_with(away(rt))
+    return rt.settings.claim_plan.with_away(rt.settings.queue, away(rt))
 
 
 def run_kind(settings: Settings, job: Job) -> str:

@@ -14,7 +14,6 @@ from typing import Any
 
 from aiqueue import dispatch, logs
 from aiqueue.errors import StoreError
-from aiqueue.flow import Budget
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
@@ -30,10 +29,10 @@ class Receipt:
     counts: dict[str, int]
     # Slots the batch's results freed.
     freed: int
-    # The batch ended with a completed item, whose transaction also claimed the
-    # next row (`next_job`, None when nothing was claimable): no claim is left to do.
+    # The batch's completed items were settled, and their statement also claimed
+    # the next rows (`next_jobs`, up to one per item): no claim is left to do.
     settled: bool = False
-    next_job: Job | None = None
+    next_jobs: tuple[Job, ...] = ()
 
 
 @dataclass
@@ -79,8 +78,7 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     await _housekeeping(rt, step, force)
     # A kind whose pool is down goes to its fallback's pool before the claim (§10e).
     await fallback.refresh(rt, force=force)
-    job = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s),
-                               plan=fallback.plan(rt), money=s.money)
+    job = await rt.store.claim(fallback.plan(rt))
     busy = await _hand_out(rt, step, job)
     if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
                     dispatched=step.dispatched, recovered=step.recovered):
@@ -95,19 +93,18 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     up comes after; slots that recovery frees then are not in the claim's `more`.
     """
     step = StepResult()
-    job = receipt.next_job
-    if job is not None and not await rt.store.take_handoff(job.queue_id, job.dispatch_seq):
-        # A repeat of a result whose first answer was lost got the row that
-        # first settle claimed, and another taker is sending it (CONTRACT §9a).
-        logs.event("handoff_taken", queue_id=job.queue_id, attempt=job.attempt)
-        job = None
-    busy = await _hand_out(rt, step, job)
+    jobs = receipt.next_jobs
+    # The settle took its rows for this caller (CONTRACT §9a): they are ours to send.
+    busy = await _hand_out_all(rt, step, jobs)
     await _housekeeping(rt, step, force=False)
     await fallback.refresh(rt)
-    more = (job is not None and job.more) or step.recovered > 0
+    more = any(job.more for job in jobs) or step.recovered > 0
     # With several pools the claim may have filled another pool's slot than the
-    # one the result freed: that one is then refilled only by a chain.
+    # one the result freed: that one is then refilled only by a chain.  Every
+    # freed slot refilled counts as the one a single result refills.
     freed = receipt.freed if rt.settings.queue.single else 0
+    if freed > 1 and len(jobs) >= freed:
+        freed = 1
     if should_chain(more=more, busy=busy, freed=freed, dispatched=step.dispatched,
                     recovered=step.recovered):
         await _chain(rt, step)
@@ -130,6 +127,18 @@ async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -
     return isinstance(outcome, dispatch.Busy)
 
 
+async def _hand_out_all(rt: Runtime[LoopStore], step: StepResult,
+                        jobs: tuple[Job, ...]) -> bool:
+    """Dispatch a settle's claimed jobs at once; `step` dispatched means all of them."""
+    if len(jobs) <= 1:
+        return await _hand_out(rt, step, jobs[0] if jobs else None)
+    steps = [StepResult() for _ in jobs]
+    busy = await asyncio.gather(*(_hand_out(rt, one, job) for one, job in zip(steps, jobs,
+                                                                                strict=True)))
+    step.claimed, step.dispatched = jobs[-1], all(one.dispatched for one in steps)
+    return any(busy)
+
+
 async def _chain(rt: Runtime[LoopStore], step: StepResult) -> None:
     step.chained = await dispatch.chain(rt.http, rt.settings)
     logs.event("chain", chained=step.chained)
@@ -146,8 +155,7 @@ async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     await send_sync(rt, job)
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    s = rt.settings
-    more = await rt.store.can_claim(s.max_in_flight, s.breaker_threshold, fallback.plan(rt))
+    more = await rt.store.can_claim(fallback.plan(rt))
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 
@@ -161,13 +169,22 @@ async def _safely(rt: Runtime[LoopStore], running: Coroutine[Any, Any, StepResul
                   wait: bool = True) -> None:
     try:
         step = await running
-        if step.sync_job is not None:
-            await run_sync(rt, step.sync_job)
     except Exception as exc:
         # Whatever went wrong (not only the database), the ticker and the next
         # request must live on: this runs where nobody could catch it.
         logs.event("step_error", code=_code(exc))
         step = StepResult(chained=True)  # nothing to wait out: the error is logged
+    await _after(rt, step, wait=wait)
+
+
+async def _after(rt: Runtime[LoopStore], step: StepResult, *, wait: bool = True) -> None:
+    """After a step, once its caller answered: its sync job (errors logged, never raised),
+    notifications, a short hold waited out."""
+    if step.sync_job is not None:
+        try:
+            await run_sync(rt, step.sync_job)
+        except Exception as exc:
+            logs.event("step_error", code=_code(exc), queue_id=step.sync_job.queue_id)
     # Notifications go after the step, never before it: the queue comes first.
     await delivery.deliver_safely(rt)
     if wait:
@@ -183,7 +200,7 @@ async def after_enqueue(rt: Runtime[LoopStore], enqueued: int) -> None:
 async def after_results(rt: Runtime[LoopStore], receipt: Receipt) -> None:
     """After the webhook answered: a slot just freed, so run the next step ourselves
     (its claim may already have run with the last result, see Receipt)."""
-    if receipt.settled and (receipt.freed or receipt.next_job is not None):
+    if receipt.settled and (receipt.freed or receipt.next_jobs):
         await _safely(rt, settled_step(rt, receipt))
     elif receipt.freed:
         await _safe_step(rt, freed=receipt.freed)
@@ -216,10 +233,7 @@ async def after_cancel(rt: Runtime[LoopStore]) -> None:
 
 async def after_process(rt: Runtime[LoopStore], step: StepResult) -> None:
     """After the process endpoint (chain, cron) answered: a sync job, notifications, a hold."""
-    if step.sync_job is not None:
-        await safe_run_sync(rt, step.sync_job)
-    await delivery.deliver_safely(rt)
-    await wait_out_hold(rt, step)
+    await _after(rt, step)
 
 
 async def wait_out_hold(rt: Runtime[LoopStore], step: StepResult) -> None:
@@ -239,14 +253,6 @@ async def wait_out_hold(rt: Runtime[LoopStore], step: StepResult) -> None:
     await _safely(rt, process_step(rt), wait=False)
 
 
-async def safe_run_sync(rt: Runtime[LoopStore], job: Job) -> None:
-    """run_sync after the process call answered: errors are logged, never raised."""
-    try:
-        await run_sync(rt, job)
-    except Exception as exc:
-        logs.event("step_error", code=_code(exc), queue_id=job.queue_id)
-
-
 def _code(exc: Exception) -> str:
     """A log-safe code for an error: ours carry one; others only their type's name."""
     return exc.code if isinstance(exc, StoreError) else type(exc).__name__
@@ -261,8 +267,7 @@ async def after_read(rt: Runtime[LoopStore]) -> None:
     its pool is in flight, and pause, busy back-off and breaker allow a dispatch".
     """
     try:
-        stalled = await rt.store.can_claim(1, rt.settings.breaker_threshold,
-                                           rt.settings.queue.stalled_plan)
+        stalled = await rt.store.can_claim(rt.settings.claim_plan.stalled)
     except StoreError:
         return
     if stalled:

@@ -5,12 +5,14 @@ has its own lane: its rows are packed into its own provider batches, polled and
 fallen back on its own.  Results are applied by the webhook's own path
 (`parse_item` + `apply_item`): the token check, exactly-once, the review record
 and the counters are the same as for a callback.  A batch result costs the
-pool's batch price (declared, else half of live).
+pool's batch price (declared, else half of live).  Which lane an enqueue takes is
+`lane_of`: the one it names, else its kind's default.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from typing import Any
 from aiqueue import logs
 from aiqueue.batch.connect import connect
 from aiqueue.batch.function import FunctionModes
-from aiqueue.batch.lane import Lane, LaneConfig, StepReport, live_estimate
+from aiqueue.batch.pack import LaneConfig, Packer, StepReport, live_estimate
 from aiqueue.batch.poll import step
 from aiqueue.dispatch.invoke import dispatch_body
 from aiqueue.errors import Invalid, StoreError
@@ -30,7 +32,8 @@ from aiqueue.ports import OvernightStore
 from aiqueue.queue.results import apply_item, parse_item
 from aiqueue.queue.spend import batch_cost
 from aiqueue.runtime import Runtime
-from aiqueue.settings.kinds import BATCH_SHARE, Pool
+from aiqueue.settings.kinds import BATCH_SHARE, Lane, Pool
+from aiqueue.wire import EnqueueRequest
 
 # Without a deadline, a batch-lane row is due by this long after its enqueue.
 DEFAULT_DEADLINE = timedelta(hours=24)
@@ -48,6 +51,24 @@ class LaneTimer:
 
     # monotonic time when this instance next runs the lane's step from the chain
     due: float = 0.0
+
+
+def lane_of(rt: Runtime, request: EnqueueRequest) -> Lane:
+    """The lane the request asks for, else its kind's (`lane` in `[kinds.*]`).
+
+    422 when the batch lane's pool declares no batch API, or a deadline comes
+    with the live lane.  The kind must be known (the caller checks it first).
+    """
+    kind = rt.settings.queue.kind(request.kind)
+    lane = request.lane or kind.lane
+    if lane == "live" and request.deadline is not None:
+        raise Invalid(f'deadline is for "lane": "batch" only; kind {kind.name!r} takes the '
+                      "live lane")
+    if lane == "batch" and rt.settings.queue.pools[kind.pool].batch is None:
+        raise Invalid(f'lane "batch" needs a pool with a batch API: kind {kind.name!r} is in '
+                      f"pool {kind.pool!r}, which declares none (pools.{kind.pool}.batch in "
+                      "aiqueue.toml)", extra={"pool": kind.pool})
+    return lane
 
 
 def lane_config(rt: Runtime[OvernightStore], pool: Pool) -> LaneConfig:
@@ -92,12 +113,12 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
     pool = rt.settings.queue.pools[config.pool]
     assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
     provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
-    lane = Lane(store=rt.store, provider=provider,
-                modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
+    packer = Packer(store=rt.store, provider=provider,
+                    modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
                 settle=lambda items: settle(rt, items, pool.name),
                 job_body=lambda row: job_body(rt, row), config=config)
     try:
-        report = await step(lane, now)
+        report = await step(packer, now)
     finally:
         await provider.aclose()
     await rt.store.batch_prune(BATCH_RECORDS_KEPT)
@@ -114,7 +135,8 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     """The row's dispatch body (§4), the same a live dispatch would carry."""
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
-              dispatch_seq=row.dispatch_seq, payload=row.payload, content=row.content)
+              dispatch_seq=row.dispatch_seq, payload_json=json.dumps(row.payload),
+              content=row.content)
     return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 

@@ -1,4 +1,4 @@
-"""Queue position, ETA, run progress and cancel: what a waiting teacher wants to know."""
+"""Queue position, ETA and run progress: what a waiting teacher wants to know."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from aiqueue import logs
 from aiqueue.errors import NotFound
 from aiqueue.models import RunProgress, SubmissionStatus
 from aiqueue.runtime import Runtime
@@ -103,11 +102,3 @@ async def assignment_progress(rt: Runtime, assignment_id: str) -> answers.RunPro
     p = await rt.store.run_progress(assignment_id)
     avg = await rt.store.recent_processing_seconds() if p.pending or p.processing else None
     return progress_json(p, rt.settings.max_in_flight, avg)
-
-
-async def cancel_assignment(rt: Runtime, assignment_id: str, actor: str
-                            ) -> answers.CancelAnswer:
-    """The assignment's pending rows become cancelled (rows in flight finish)."""
-    n = await rt.store.cancel_assignment(assignment_id, actor)
-    logs.event("cancel", assignment_id=assignment_id, count=n, reason=actor)
-    return answers.CancelAnswer(cancelled=n)

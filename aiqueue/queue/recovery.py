@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from aiqueue import logs
 from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.errors import Invalid
-from aiqueue.flow import Budget
 from aiqueue.models import Lookup
 from aiqueue.ports import RecoveryStore
 from aiqueue.queue import fallback
@@ -67,7 +66,7 @@ class RecentP95:
             return self.value
         async with self.lock:
             if time.monotonic() >= self.due:
-                self.value = await rt.store.recent_p95()
+                self.value = await rt.store.recent_processing_tail()
                 self.due = time.monotonic() + P95_REFRESH_SECONDS
         return self.value
 
@@ -185,13 +184,12 @@ async def recover(rt: Runtime[RecoveryStore]) -> int:
 async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
     """Seconds until the process step has something to do (the ticker's sleep): the
     earliest by any platform's thresholds (an early wake-up finds nothing and sleeps)."""
-    s = rt.settings
+    plan = fallback.plan(rt)
     waits = []
     for p in platforms(rt):
         t = await thresholds(rt, p.target)
         waits.append(await rt.store.next_wakeup(
-            s.max_in_flight, s.breaker_threshold, t.stuck, heartbeat=t.heartbeat,
-            bound=t.bound, ask=t.ask, look=t.quiet, budget=Budget.of(s), plan=fallback.plan(rt)))
+            plan, t.stuck, heartbeat=t.heartbeat, bound=t.bound, ask=t.ask, look=t.quiet))
     known = [w for w in waits if w is not None]
     return min(known) if known else None
 

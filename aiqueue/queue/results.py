@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
-from aiqueue.flow import REFUSALS, Budget
-from aiqueue.models import Job
+from aiqueue.flow import REFUSALS
+from aiqueue.models import Completed, Job
 from aiqueue.queue import fallback
-from aiqueue.queue.spend import priced
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
 
@@ -117,10 +117,7 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        usage = priced(item.usage, rt.settings.all_model_prices)
-        done = await rt.store.complete(claim.queue_id, claim.dispatch_seq, item.result, usage,
-                                       rt.settings.max_in_flight, Budget.of(rt.settings),
-                                       plan=fallback.plan(rt), money=rt.settings.money)
+        done = await rt.store.complete(completed(item), fallback.plan(rt))
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -158,20 +155,24 @@ async def refuse(
     return status, delay
 
 
-async def settle_item(rt: Runtime[ResultsStore], item: ResultItem) -> tuple[bool, Job | None]:
-    """Apply a completed item and claim the next row in the same transaction.
+async def settle_items(rt: Runtime[ResultsStore], items: Sequence[ResultItem], taker: UUID
+                       ) -> list[tuple[bool, Job | None]]:
+    """Apply completed items, each claiming the next row, in one statement.
 
-    Whether the item changed something, and the job claimed (None when the gate
-    is closed or nothing is due).
+    Per item, whether it changed something and the job claimed for it (None
+    when the gate is closed or nothing is due), taken by `taker` to send.
     """
-    claim, s = item.claim, rt.settings
+    outcomes = await rt.store.settle([completed(item) for item in items],
+                                     fallback.plan(rt), taker)
+    for item, (done, _job) in zip(items, outcomes, strict=True):
+        _completed(item.claim, done)
+    return outcomes
+
+
+def completed(item: ResultItem) -> Completed:
+    """A completed item as the store applies it; its cost is priced there (spend.py)."""
     assert item.status == "completed" and item.result is not None
-    done, job = await rt.store.settle(claim.queue_id, claim.dispatch_seq, item.result,
-                                      priced(item.usage, s.all_model_prices), s.max_in_flight,
-                                      s.breaker_threshold, Budget.of(s), plan=fallback.plan(rt),
-                                      money=s.money)
-    _completed(claim, done)
-    return done, job
+    return Completed(item.claim.queue_id, item.claim.dispatch_seq, item.result, item.usage)
 
 
 def _completed(claim: CallbackClaim, done: bool) -> None:

@@ -5,7 +5,7 @@ are read in aiqueue/wire/enqueue.py (parse_times) and stored with the rows by th
 enqueue statement.  A scheduled row's run_after is its not_before, so the claim
 leaves it alone until then, and the ticker's next_wakeup (every pending row's
 run_after) wakes for it.  The claim never hands out a row past its expires_at;
-the sweep here ends such rows `expired` (db/sql/time.sql).
+the sweep here ends such rows `expired` (db/sql/schedule.sql).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""What a result cost (the function's own figure, else priced from QUEUE_MODEL_PRICES), and
-the estimate of what an enqueue would cost before it is sent (CONTRACT §9c).
+"""What a batch-lane result cost (the estimate before an enqueue is queue/enqueue.py's
+dry_run).
+
+A live result is priced by the store, in one place (aiqueue_result_cost, in
+db/sql/functions/50_spend.sql): the function's own cost, else the pool's price
+for its model, else the pool's most expensive known price (CONTRACT §9c).
 
 The spend caps themselves are enforced by the claim, in SQL (functions.sql,
 "A shared model's money"); aiqueue/settings/money.py carries their settings there.
@@ -10,16 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aiqueue.errors import Invalid, UnknownKind
-from aiqueue.models import DryRun
-from aiqueue.queue.lanes import lane_of
-from aiqueue.queue.progress import eta_seconds
-from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice
 from aiqueue.settings.kinds import BATCH_SHARE, QueueConfig
-from aiqueue.settings.money import PoolMoney
-from aiqueue.wire import EnqueueRequest
-from aiqueue.wire.answers import EnqueueEstimate, SpendCaps
 
 
 def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:
@@ -53,56 +49,3 @@ def batch_cost(usage: Mapping[str, Any] | None, queue: QueueConfig, pool: str) -
             return cost
     live = cost_usd(usage, {m: ModelPrice(*p) for m, p in queue.prices.items()})
     return None if live is None else round(live * BATCH_SHARE, 9)
-
-
-def priced(usage: dict[str, Any] | None, prices: Mapping[str, ModelPrice]
-           ) -> dict[str, Any] | None:
-    """The usage as stored: with its cost_usd when known (the function's or priced)."""
-    cost = cost_usd(usage, prices)
-    if usage is None or cost is None:
-        return usage
-    return {**usage, "cost_usd": cost}
-
-
-async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
-    """The estimate before Mark All (CONTRACT §9c): rows, tokens, cost, ETA and the caps
-    that would stop the run; writes nothing.
-
-    A row is expected to use what the assignment's recent rows used, else its
-    pool's recent assignments, else a default (aiqueue_estimate).  On the batch
-    lane (asked for, or the kind's default) it is priced at the pool's batch price.
-    """
-    money = rt.settings.money
-    kinds = rt.settings.queue.kinds
-    if request.kind not in kinds:
-        raise UnknownKind(f"kind {request.kind!r} is not declared; the kinds are "
-                          f"{', '.join(sorted(kinds))}", extra={"kinds": sorted(kinds)})
-    batch = lane_of(rt, request) == "batch"
-    pool = rt.settings.queue.pool_of(request.kind)
-    d = await rt.store.dry_run(request.submission_ids, request.assignment_id,
-                               group=request.group or request.assignment_id,
-                               remark=request.remark, pool=pool.name, money=money)
-    if d.unknown_ids:
-        raise Invalid(f"{len(d.unknown_ids)} submission id(s) do not exist",
-                      extra={"unknown_ids": [str(u) for u in d.unknown_ids]})
-    row_cost = d.batch_row_cost_usd if batch else d.row_cost_usd
-    cost = None if row_cost is None else round(d.rows * row_cost, 6)
-    avg = await rt.store.recent_processing_seconds() if d.rows else None
-    eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
-    return EnqueueEstimate(
-        rows=d.rows, already_marked=d.already_marked,
-        estimated_tokens=round(d.rows * (d.prompt_tokens + d.completion_tokens)),
-        estimated_cost_usd=cost, eta_seconds=eta,
-        capped=would_stop(money.pool(pool.name), d, cost))
-
-
-def would_stop(pool: PoolMoney, d: DryRun, cost: float | None) -> SpendCaps | None:
-    """The caps this run's estimated cost would reach, on top of this window's spend."""
-    if cost is None:
-        return None
-    spent = {"group_usd_per_hour": d.group_hour, "group_usd_per_day": d.group_day,
-             "pool_usd_per_day": d.pool_day}
-    stops = {name: cap for name, cap in pool.caps.items()
-             if cap is not None and spent[name] + cost > cap}
-    # Only the caps it would reach are set, so only they are sent.
-    return SpendCaps(**stops) if stops else None

@@ -149,7 +149,7 @@ async def start_cursor(store: Store, last_event_id: str | None) -> EventCursor:
         if cursor is None:
             raise Invalid("Last-Event-ID is not an event id this server sent")
         return cursor
-    return await store.events_head()
+    return await store.live_events_head()
 
 
 async def open_stream(
@@ -181,7 +181,7 @@ async def stream(
         while not hub.closed:
             changed = hub.changed()
             try:
-                batch = await store.events_after(assignment_id, cursor, cfg.batch)
+                batch = await store.live_events_after(assignment_id, cursor, cfg.batch)
             except StoreError:
                 return  # the client reconnects with Last-Event-ID and loses nothing
             for event in batch.events:

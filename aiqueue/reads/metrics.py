@@ -61,8 +61,8 @@ async def snapshot(rt: Runtime) -> Snapshot:
         control=await rt.store.control(rt.settings.breaker_threshold),
         max_in_flight=rt.settings.max_in_flight,
         # Counters from the deltas of ai_marking_tally: pruning rows never lowers them.
-        tally=await rt.store.counters(),
-        buckets=await rt.store.buckets(),
+        tally=await rt.store.metrics_counters(),
+        buckets=await rt.store.metrics_buckets(),
         flow=await stats.flow_state(rt),
         pools=await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
                                          s.budget_window_seconds),

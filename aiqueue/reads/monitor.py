@@ -1,8 +1,7 @@
-"""What the operator's /ai-queue page reads and does, over the store.
+"""What the operator's /ai-queue page and the JSON API's row list read, over the store.
 
 The page's handlers (web/monitor_page.py) call these and never the store: the
-queries behind the table, chart and row history, and the operator's actions,
-each logged with its reason and never with content.
+queries behind the table, chart and row history (its actions are queue/actions.py).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from aiqueue import logs
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.errors import SchemaBehind, StoreError
 from aiqueue.models import Attempt, Control, PageCursor, QueueRow, Status
@@ -26,7 +24,7 @@ async def page_rows(
 ) -> tuple[list[QueueRow], bool, bool]:
     """One page of rows, newest first, and whether newer / older pages exist."""
     if before is not None:
-        newer = await rt.store.list_rows_newer(
+        newer = await rt.store.monitor_rows_newer(
             status=status, assignment_id=assignment_id, before=before, limit=limit + 1,
             group=group, kind=kind)
         if len(newer) > limit:
@@ -46,12 +44,12 @@ async def control(rt: Runtime) -> Control:
 async def throughput(rt: Runtime, window_seconds: float, bucket_seconds: float
                      ) -> list[tuple[datetime, int, int]]:
     """(bucket start, completed, failed) over the window."""
-    return await rt.store.throughput(window_seconds, bucket_seconds)
+    return await rt.store.monitor_throughput(window_seconds, bucket_seconds)
 
 
 async def assignment_ids(rt: Runtime, limit: int) -> list[str]:
     """Assignments with rows, for the filter's list."""
-    return await rt.store.assignment_ids(limit)
+    return await rt.store.monitor_assignments(limit)
 
 
 async def row_with_history(rt: Runtime, queue_id: UUID) -> tuple[QueueRow, list[Attempt]] | None:
@@ -60,27 +58,6 @@ async def row_with_history(rt: Runtime, queue_id: UUID) -> tuple[QueueRow, list[
     if row is None:
         return None
     return row, await rt.store.attempts_of(queue_id)
-
-
-async def cancel_row(rt: Runtime, queue_id: UUID, actor: str) -> bool:
-    """A pending row becomes cancelled; False when it was not pending."""
-    done = await rt.store.cancel_row(queue_id, actor)
-    if done:
-        logs.event("operator", reason="cancel", queue_id=queue_id)
-    return done
-
-
-async def cancel_pending(rt: Runtime, assignment_id: str, actor: str) -> int:
-    """An assignment's pending rows become cancelled; how many."""
-    n = await rt.store.cancel_assignment(assignment_id, actor)
-    logs.event("operator", reason="cancel_assignment", assignment_id=assignment_id, count=n)
-    return n
-
-
-async def set_paused(rt: Runtime, paused: bool, actor: str) -> None:
-    """Pause or resume dispatching for every instance."""
-    await rt.store.set_paused(paused, actor)
-    logs.event("operator", reason="pause" if paused else "resume")
 
 
 @dataclass(frozen=True)
@@ -114,19 +91,15 @@ async def health(rt: Runtime) -> Health:
     return Health(200, shapes.Health(status="ok", database=True, schema=schema))
 
 
-# The /ai-queue login throttle: failed logins per client address within the
-# window before every attempt is refused.  Counted in the database, so every
-# instance (serverless ones too) sees the same failures.
-LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_SECONDS = 5, 300.0
-
-
-async def login_blocked(rt: Runtime, client: str) -> bool:
-    """Whether `client` used up its failed logins for now."""
-    return await rt.store.login_blocked(client, LOGIN_FAILURE_WINDOW_SECONDS,
-                                        LOGIN_FAILURE_LIMIT)
-
-
-async def login_failed(rt: Runtime, client: str) -> None:
-    """Count a failed login of `client`."""
-    await rt.store.login_failed(client, LOGIN_FAILURE_WINDOW_SECONDS)
-    logs.event("login_failed", reason="wrong_password")
+async def list_rows(
+    rt: Runtime, *, status: Status | None, assignment_id: str | None, limit: int, offset: int,
+    group: str | None = None, kind: str | None = None,
+) -> tuple[list[QueueRow], int]:
+    """One page of rows by offset, and how many rows match (the JSON API's list)."""
+    rows = await rt.store.list_rows(
+        status=status, assignment_id=assignment_id, limit=limit, offset=offset, group=group,
+        kind=kind,
+    )
+    total = await rt.store.count_rows(status=status, assignment_id=assignment_id, group=group,
+                                      kind=kind)
+    return rows, total

@@ -1,8 +1,4 @@
-"""The teacher's results page: what it shows and the marking actions behind its buttons.
-
-This is the worked example of a teacher-facing app on aiqueue: it calls the same
-queue functions (queue/enqueue.py) the JSON API does, with the assignment's stored payload.
-"""
+"""The teacher's results page: what it shows (its buttons' actions are queue/actions.py)."""
 
 from __future__ import annotations
 
@@ -11,18 +7,15 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from aiqueue import wire
-from aiqueue.batch.lane import live_estimate
-from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
+from aiqueue.batch.pack import live_estimate
+from aiqueue.errors import NotFound
 from aiqueue.models import AssignmentInfo, EventCursor, SubmissionResult
-from aiqueue.queue import enqueue, overnight, progress, review, spend
+from aiqueue.queue import overnight, progress
 from aiqueue.runtime import Runtime
-from aiqueue.settings.kinds import DEFAULT_KIND, Lane
+from aiqueue.settings.kinds import DEFAULT_KIND
 from aiqueue.wire import answers
 
 MAX_ROWS = 2000
-# One row the teacher is waiting on goes ahead of a class-wide run.
-SINGLE_ROW_PRIORITY = 10
 
 
 @dataclass(frozen=True)
@@ -40,56 +33,13 @@ async def load(rt: Runtime, assignment_id: str) -> ResultsPage:
     """The page's data; NotFound when the assignment has neither submissions nor a rubric."""
     # The feed position first: any change committed after it is replayed to the
     # page's event stream, so nothing between this read and the stream is missed.
-    cursor = await rt.store.events_head()
+    cursor = await rt.store.live_events_head()
     info = await rt.store.assignment_info(assignment_id)
     rows = await rt.store.submission_results(assignment_id, MAX_ROWS)
     if info is None and not rows:
         raise NotFound(f"no assignment {assignment_id!r}")
     run = await progress.assignment_progress(rt, assignment_id)
     return ResultsPage(assignment_id, info, rows, run, cursor)
-
-
-async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-               remark: bool = False, lane: Lane = "live",
-               not_before: datetime | None = None) -> answers.EnqueueAccepted:
-    """Enqueue one submission, or the class: without `remark` only what has no AI mark yet.
-
-    `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
-    default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
-    then (CONTRACT §9d).
-    """
-    request = await _request(rt, assignment_id, submission_id, remark, lane, not_before)
-    if not request.submission_ids:
-        return answers.EnqueueAccepted(enqueued=0, skipped=0, already_marked=0, queue_ids=[])
-    answer, _ = await enqueue.enqueue(rt, request)
-    return answer
-
-
-async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
-                   remark: bool = False) -> answers.EnqueueEstimate:
-    """What `mark` would add and use (CONTRACT §9c); writes nothing."""
-    request = await _request(rt, assignment_id, submission_id, remark, dry_run=True)
-    return await spend.dry_run(rt, request)
-
-
-async def _request(rt: Runtime, assignment_id: str, submission_id: UUID | None, remark: bool,
-                   lane: Lane = "live", not_before: datetime | None = None,
-                   dry_run: bool = False) -> wire.EnqueueRequest:
-    info = await rt.store.assignment_info(assignment_id)
-    if info is None:
-        raise Conflict("this assignment has no marking payload (rubric, max_score) yet")
-    if submission_id is not None:
-        if await rt.store.submission_result(submission_id, assignment_id) is None:
-            raise NotFound(f"no submission {submission_id} in this assignment")
-        ids, priority = [submission_id], SINGLE_ROW_PRIORITY
-    elif remark:
-        rows = await rt.store.submission_results(assignment_id, wire.MAX_IDS)
-        ids, priority = [r.submission_id for r in rows], 0
-    else:
-        ids, priority = list(await rt.store.unmarked_submissions(assignment_id, wire.MAX_IDS)), 0
-    return wire.EnqueueRequest(assignment_id, ids, priority, wire.payload_json(info.payload),
-                               remark=remark, lane=lane, not_before=not_before,
-                               dry_run=dry_run)
 
 
 @dataclass(frozen=True)
@@ -139,34 +89,3 @@ def _progress_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
     if not item:
         return None
     return {key: item.get(key) for key in ("current", "total", "message")}
-
-
-def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The teacher's score from the Adjust field as a result beside the AI's (None: none)."""
-    if raw is None or not raw.strip():
-        return None
-    try:
-        score = float(raw)
-    except ValueError:
-        raise Invalid("the adjusted score must be a number") from None
-    top = (ai_result or {}).get("max_score")
-    if not 0 <= score <= (top if isinstance(top, (int, float)) else float("inf")):
-        raise Invalid(f"the adjusted score must be between 0 and {top}")
-    adjusted: dict[str, Any] = {"score": int(score) if score.is_integer() else score}
-    if isinstance(top, (int, float)):
-        adjusted["max_score"] = top
-    return adjusted
-
-
-async def review_row(rt: Runtime, assignment_id: str, submission_id: UUID, action: str,
-                     actor: str, score: str | None = None) -> answers.Accepted | answers.Reverted:
-    """Accept (or adjust) or revert the result a submission's mark shows."""
-    row = await rt.store.submission_result(submission_id, assignment_id)
-    if row is None:
-        raise NotFound(f"no submission {submission_id} in this assignment")
-    if row.result_queue_id is None:
-        raise NotCompleted("this submission has no AI mark to review")
-    if action == "revert":
-        return await review.revert(rt, row.result_queue_id, actor)
-    adjusted = adjusted_result(score, row.ai_result)
-    return await review.accept(rt, row.result_queue_id, actor, adjusted)

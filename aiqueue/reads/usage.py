@@ -85,7 +85,7 @@ async def report(rt: Runtime, since: str | None, until: str | None, by: str | No
     tz = rt.settings.timezone
     start, end = usage_range(since, until, local(datetime.now(UTC), tz).date(), tz)
     grouping = parse_by(by)
-    rows = await rt.store.usage(start, end, grouping, tz)
+    rows = await rt.store.usage_report(start, end, grouping, tz)
     items = [usage_item(r, r.key) for r in rows if r.key is not None]
     total = next(usage_total(r) for r in rows if r.key is None)
     last = (end - timedelta(days=1)).date()
@@ -97,9 +97,9 @@ async def cost_summary(rt: Runtime) -> dict[str, Any]:
     model and by lane."""
     tz = rt.settings.timezone
     today = local(datetime.now(UTC), tz).date()
-    day = await rt.store.usage(*usage_range(today.isoformat(), None, today, tz), "model", tz)
-    month = await rt.store.usage(*usage_range(None, None, today, tz), "model", tz)
-    lanes = await rt.store.usage(*usage_range(None, None, today, tz), "lane", tz)
+    day = await rt.store.usage_report(*usage_range(today.isoformat(), None, today, tz), "model", tz)
+    month = await rt.store.usage_report(*usage_range(None, None, today, tz), "model", tz)
+    lanes = await rt.store.usage_report(*usage_range(None, None, today, tz), "lane", tz)
     return {
         "today": usage_json(day[-1]),
         "month": usage_json(month[-1]),

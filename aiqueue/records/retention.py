@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aiqueue.settings import Settings
 
 # The pruning itself runs in the process step's housekeeping, beside the prune
-# of completed rows (queue loop -> Store.retain, sql/records.sql records_retain):
+# of completed rows (queue loop -> Store.retain, sql/records.sql retain):
 # at most once a minute across instances, at most 5,000 rows of each kind a pass.
 
 

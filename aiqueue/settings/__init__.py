@@ -10,6 +10,7 @@ start-up with one line that names its variable or key (`SettingsError`).
 - toml_load.py, toml_values.py: reading aiqueue.toml, each value checked
 - pools.py: aiqueue.toml checked against the environment
 - money.py: each pool's spend caps and prices, as the SQL rules take them
+- plan.py: the claim plan, everything the claim's SQL reads of these settings
 - reference.py: `env_fields()` and `toml_keys()`, every variable and key (the
   configuration reference is generated from them)
 """

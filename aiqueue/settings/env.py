@@ -16,12 +16,15 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from aiqueue.errors import SettingsError
 
 Env = Mapping[str, str]
 N = TypeVar("N", int, float)
+# DATABASE_PREPARED_STATEMENTS (aiqueue/db/prepared.py).
+PreparedStatements = Literal["auto", "on", "off"]
+PREPARED_MODES: tuple[PreparedStatements, ...] = ("auto", "on", "off")
 T = TypeVar("T")
 
 
@@ -75,6 +78,15 @@ def env_usd(env: Mapping[str, str], name: str) -> float | None:
 def env_text(env: Mapping[str, str], name: str) -> str | None:
     """A value taken as it is (a token), or None."""
     return env.get(name, "").strip() or None
+
+
+def env_prepared(env: Mapping[str, str], name: str) -> PreparedStatements:
+    """auto, on or off; default auto (on for a direct connection, off behind a pooler)"""
+    value = env.get(name, "").strip().lower() or "auto"
+    for mode in PREPARED_MODES:
+        if value == mode:
+            return mode
+    raise SettingsError(f"{name} must be auto, on or off, got {value[:20]!r}")
 
 
 def env_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:

@@ -159,34 +159,6 @@ class QueueConfig:
         """The kinds that name a fallback (§10e)."""
         return [k for k in self.kinds.values() if k.fallback is not None]
 
-    def plan_with(self, away: frozenset[str]) -> str:
-        """The plan while the kinds `away` run on their fallbacks: each is listed in its
-        fallback's pool, with the fallback's cap, which the two share (`runs_as`)."""
-        if not away:
-            return self.plan
-        return self._plans.setdefault(away, self._plan_away(away))
-
-    def _plan_away(self, away: frozenset[str]) -> str:
-        data = json.loads(self.plan)
-        for entry in data["kinds"]:
-            kind = self.kinds[entry["name"]]
-            if entry["name"] in away and kind.fallback is not None:
-                other = self.kinds[kind.fallback]
-                entry.update(pool=other.pool, cap=other.max_in_flight, runs_as=other.name)
-        return json.dumps(data, separators=(",", ":"))
-
-    @cached_property
-    def _plans(self) -> dict[frozenset[str], str]:
-        return {}
-
-    @cached_property
-    def stalled_plan(self) -> str:
-        """The plan with every pool's cap at 1: "a row is due and none of its pool is out"."""
-        data = json.loads(self.plan)
-        for pool in data["pools"]:
-            pool["cap"] = 1
-        return json.dumps(data, separators=(",", ":"))
-
     @cached_property
     def attempts(self) -> str:
         """{kind: max_attempts} of the kinds that set their own, as jsonb text."""

@@ -1,9 +1,10 @@
 """A shared model's money (CONTRACT §9c): each pool's spend caps and prices for the claim.
 
-The rules themselves live in SQL (functions.sql, "A shared model's money"):
+The rules themselves live in SQL (db/sql/functions/40_fair.sql, 50_spend.sql):
 turns by tokens, the spend windows, the estimate.  This gathers what
 they need of the settings into one JSON document sent with each claim and
-result (`Money.doc`), the way flow.Budget carries the declared budgets.
+result (`Money.doc`) inside the claim plan (settings/plan.py), the one document the
+claim's SQL reads of a configuration.
 """
 
 from __future__ import annotations

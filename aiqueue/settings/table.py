@@ -16,7 +16,9 @@ from functools import cached_property
 from aiqueue.settings.calendar import UTC_NAME, env_timezone
 from aiqueue.settings.env import (
     ModelPrice,
+    PreparedStatements,
     entry,
+    env_prepared,
     env_prices,
     env_text,
     env_usd,
@@ -26,6 +28,7 @@ from aiqueue.settings.env import (
 )
 from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
 from aiqueue.settings.money import Money
+from aiqueue.settings.plan import ClaimPlan
 from aiqueue.settings.safety import cron_values, single_secret
 from aiqueue.settings.targets import (
     DispatchTarget,
@@ -47,6 +50,9 @@ class Settings:
     database_direct_url: str | None = None
     # The most connections one instance opens.
     database_pool_max: int = number("DATABASE_POOL_MAX", 4, 1)
+    # Prepared statements kept per connection (aiqueue/db/prepared.py).
+    database_prepared_statements: PreparedStatements = field(
+        default="auto", metadata=entry("DATABASE_PREPARED_STATEMENTS", env_prepared))
     # MARKING_QUEUE_SECRET and CRON_SECRET: several values, newest first (rotation).
     queue_secrets: tuple[str, ...] = ()
     cron_secrets: tuple[str, ...] = field(default=(), metadata=entry("CRON_SECRET", cron_values))
@@ -173,6 +179,12 @@ class Settings:
         """Every pool's spend caps and prices, and the spend windows' lengths."""
         return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds,
                         self.timezone)
+
+    @cached_property
+    def claim_plan(self) -> ClaimPlan:
+        """What the claim needs of these settings, as one jsonb document (settings/plan.py)."""
+        return ClaimPlan.build(self.queue, self.breaker_threshold, self.budget_window_seconds,
+                               self.money)
 
     @cached_property
     def targets(self) -> Mapping[str, KindTarget]:

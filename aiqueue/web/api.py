@@ -11,9 +11,10 @@ from starlette.routing import Route
 
 from aiqueue import logs, wire
 from aiqueue.errors import StoreError
-from aiqueue.queue import loop, review, spend
+from aiqueue.queue import actions, loop, review
+from aiqueue.queue.enqueue import dry_run
 from aiqueue.queue.enqueue import enqueue as enqueue_jobs
-from aiqueue.queue.enqueue import list_rows, receive_results, retry_row, verify_results
+from aiqueue.queue.webhook import receive_results, verify_results
 from aiqueue.reads import monitor, usage
 from aiqueue.reads.metrics import CONTENT_TYPE, exposition
 from aiqueue.reads.stats import read_stats
@@ -30,7 +31,7 @@ async def enqueue(request: Request) -> Response:
     body = wire.EnqueueRequest.parse(await read_json(request))
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
-        return respond(await spend.dry_run(rt, body))
+        return respond(await dry_run(rt, body))
     answer, replayed = await enqueue_jobs(rt, body, key)
     if replayed:
         return respond(answer, 202, headers={"Idempotent-Replayed": "true"})
@@ -74,7 +75,7 @@ async def queue_list(request: Request) -> Response:
     kind = request.query_params.get("kind") or None
     limit = query_int(request, "limit", 50, 1, 500)
     offset = query_int(request, "offset", 0, 0, 10_000_000)
-    rows, total = await list_rows(
+    rows, total = await monitor.list_rows(
         rt, status=status, assignment_id=assignment, limit=limit, offset=offset, group=group,
         kind=wire.parse_kind(kind) if kind else None,
     )
@@ -91,7 +92,7 @@ async def stats(request: Request) -> Response:
 @gate.bearer()
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
-    answer = await retry_row(rt, _queue_id(request), actor="api")
+    answer = await actions.retry_row(rt, _queue_id(request), actor="api")
     return respond(answer, background=BackgroundTask(loop.after_action, rt))
 
 

@@ -1,7 +1,8 @@
-"""The one gate in front of every protected route: a bearer secret or an operator session,
-and for a form that changes something, the session's CSRF token too (`form`).
+"""The one gate in front of every protected route: a bearer secret (or, for the live
+events, a page's events token), or an operator session, and for a form that changes
+something, the session's CSRF token too (`form`).
 
-It reads only the settings, the signed cookie and the form, and runs before a
+It reads only the settings, the signed cookie or token and the form, and runs before a
 handler builds the Runtime, so a request without credentials opens no database
 connection and a forged form changes nothing.
 """
@@ -15,7 +16,9 @@ from typing import Literal
 from starlette.requests import Request
 from starlette.responses import Response
 
+from aiqueue import wire
 from aiqueue.errors import Unauthorized
+from aiqueue.reads.live import TOKEN_MAX_AGE
 from aiqueue.web.auth import Session, check_csrf, current_session, login_redirect, read_form
 from aiqueue.web.http import require_bearer
 from aiqueue.web.state import app_state
@@ -23,17 +26,20 @@ from aiqueue.web.state import app_state
 Handler = Callable[[Request], Awaitable[Response]]
 SessionHandler = Callable[[Request, Session], Awaitable[Response]]
 FormHandler = Callable[[Request, Session, dict[str, str]], Awaitable[Response]]
-Also = Literal["cron", "metrics"]
+Also = Literal["cron", "metrics", "events"]
 
 
 def bearer(*also: Also) -> Callable[[Handler], Handler]:
     """Require `Authorization: Bearer <MARKING_QUEUE_SECRET>`.
 
-    `"cron"` also accepts CRON_SECRET on GET, `"metrics"` also METRICS_TOKEN.
+    `"cron"` also accepts CRON_SECRET on GET, `"metrics"` also METRICS_TOKEN, `"events"`
+    also a page's events token (`events_token`).
     """
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def gated(request: Request) -> Response:
+            if "events" in also and events_token(request):
+                return await handler(request)
             settings = app_state(request).settings
             accepted = list(settings.queue_secrets)
             if "cron" in also and request.method == "GET":
@@ -44,6 +50,23 @@ def bearer(*also: Also) -> Callable[[Handler], Handler]:
             return await handler(request)
         return gated
     return decorate
+
+
+def events_token(request: Request) -> bool:
+    """Whether a page's events token lets the request in: `?token=`, signed for the
+    `?assignment_id=` it names (422 when that is malformed); a wrong one is 401.
+
+    The app's own pages carry this short-lived token, bound to one assignment, so the
+    queue secret never reaches a browser.  A request whose bearer is the queue secret
+    is let in by that instead.
+    """
+    assignment_id = wire.parse_assignment_id(request.query_params.get("assignment_id"))
+    token = request.query_params.get("token")
+    if token is None or holds_bearer(request):
+        return False
+    if not app_state(request).tokens.verify_events(token, assignment_id, max_age=TOKEN_MAX_AGE):
+        raise Unauthorized("the events token is wrong, expired or for another assignment")
+    return True
 
 
 def holds_bearer(request: Request) -> bool:

@@ -9,12 +9,10 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from aiqueue import wire
-from aiqueue.errors import Unauthorized
-from aiqueue.queue import loop, progress
+from aiqueue.queue import actions, loop, progress
 from aiqueue.reads import live
-from aiqueue.tokens import same_secret
 from aiqueue.web import gate
-from aiqueue.web.http import bearer, require_bearer, respond
+from aiqueue.web.http import respond
 from aiqueue.web.state import app_state, runtime
 
 
@@ -28,22 +26,9 @@ async def close_streams(app: Starlette) -> None:
     await app.state.aiqueue.close_streams()
 
 
-def _authorize(request: Request, assignment_id: str) -> None:
-    # The app's own pages carry a short-lived token bound to one assignment, so
-    # the queue secret never reaches a browser.
-    state = app_state(request)
-    token = request.query_params.get("token")
-    given = bearer(request)
-    if token is not None and not any(same_secret(given, s) for s in state.settings.queue_secrets):
-        if not state.tokens.verify_events(token, assignment_id, max_age=live.TOKEN_MAX_AGE):
-            raise Unauthorized("the events token is wrong, expired or for another assignment")
-        return
-    require_bearer(request, *state.settings.queue_secrets)
-
-
+@gate.bearer("events")
 async def events(request: Request) -> Response:
     assignment_id = wire.parse_assignment_id(request.query_params.get("assignment_id"))
-    _authorize(request, assignment_id)
     rt = await runtime(request)
     # The header wins: EventSource sends it on reconnect, the query is the page's start.
     resume = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
@@ -76,7 +61,7 @@ async def assignment_progress(request: Request) -> Response:
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
-    return respond(await progress.cancel_assignment(rt, assignment_id, actor="api"),
+    return respond(await actions.cancel_assignment(rt, assignment_id, actor="api"),
                    background=BackgroundTask(loop.after_cancel, rt))
 
 

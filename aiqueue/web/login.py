@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from aiqueue.reads import monitor
+from aiqueue.queue import actions
 from aiqueue.tokens import same_secret
 from aiqueue.web import gate
 from aiqueue.web.auth import COOKIE, SESSION_MAX_AGE, Session, read_form, safe_next
@@ -30,11 +30,11 @@ async def login(request: Request) -> Response:
     form = await read_form(request)
     target = safe_next(form.get("next"))
     rt = await runtime(request)
-    if await monitor.login_blocked(rt, key):
+    if await actions.login_blocked(rt, key):
         return render("login.html", status_code=429, next=target,
                       error="Too many failed attempts. Wait a few minutes and try again.")
     if not same_secret(form.get("password"), state.settings.admin_password):
-        await monitor.login_failed(rt, key)
+        await actions.login_failed(rt, key)
         return render("login.html", status_code=401, next=target, error="Wrong password.")
     token = state.tokens.session("admin", secrets.token_urlsafe(24))
     response = RedirectResponse(target, status_code=303)

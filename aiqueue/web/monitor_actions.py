@@ -17,8 +17,7 @@ from starlette.routing import Route
 from aiqueue import wire
 from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound, Superseded
 from aiqueue.models.records import ReplayFilter
-from aiqueue.queue import enqueue, loop, review
-from aiqueue.reads import monitor
+from aiqueue.queue import actions, loop, review
 from aiqueue.records import replay
 from aiqueue.runtime import Runtime
 from aiqueue.web import gate, views
@@ -63,7 +62,7 @@ async def _retry_one(rt: Runtime, actor: str, request: Request, form: dict[str, 
     if queue_id is None:
         return {"notice": "missing"}
     try:
-        await enqueue.retry_row(rt, queue_id, actor)
+        await actions.retry_row(rt, queue_id, actor)
     except NotFound:
         return {"notice": "missing"}
     except Conflict:
@@ -74,7 +73,7 @@ async def _retry_one(rt: Runtime, actor: str, request: Request, form: dict[str, 
 async def _cancel_one(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                       ) -> dict[str, str]:
     queue_id = queue_id_of(request)
-    if queue_id is None or not await monitor.cancel_row(rt, queue_id, actor):
+    if queue_id is None or not await actions.cancel_row(rt, queue_id, actor):
         return {"notice": "not_pending", "row": str(queue_id or "")}
     return {"notice": "cancelled", "row": str(queue_id)}
 
@@ -112,19 +111,19 @@ async def _cancel_pending(rt: Runtime, actor: str, request: Request, form: dict[
     assignment = _form_assignment(form)
     if assignment is None:
         return {"notice": "missing_assignment"}
-    n = await monitor.cancel_pending(rt, assignment, actor)
+    n = await actions.cancel_pending(rt, assignment, actor)
     return {"notice": "cancelled_all", "n": str(n)}
 
 
 async def _pause(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                  ) -> dict[str, str]:
-    await monitor.set_paused(rt, True, actor)
+    await actions.set_paused(rt, True, actor)
     return {"notice": "paused"}
 
 
 async def _resume(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                   ) -> dict[str, str]:
-    await monitor.set_paused(rt, False, actor)
+    await actions.set_paused(rt, False, actor)
     return {"notice": "resumed"}
 
 

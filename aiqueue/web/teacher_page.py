@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from aiqueue import wire
 from aiqueue.errors import Invalid
-from aiqueue.queue import loop, progress, review
+from aiqueue.queue import actions, loop, progress, review
 from aiqueue.reads import teacher
 from aiqueue.settings.kinds import Lane
 from aiqueue.web import gate
@@ -102,7 +102,7 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     remark = form.get("remark") == "true"
     if form.get("dry_run") == "true":
         # The estimate Mark All shows before it sends (CONTRACT §9c).
-        d = await teacher.estimate(rt, assignment_id, submission_id, remark)
+        d = await actions.estimate(rt, assignment_id, submission_id, remark)
         return JSONResponse({**wire.dump(d), "text": estimate_text(d),
                              "capped_text": capped_text(d)})
     lane: Lane = "batch" if form.get("lane") == "batch" else "live"
@@ -111,7 +111,7 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     not_before, _ = wire.parse_times({"not_before": raw_at or None}, datetime.now(UTC))
     if raw_at is not None and not_before is None:
         raise Invalid("choose the date and time to mark at")
-    answer = await teacher.mark(rt, assignment_id, submission_id, remark, lane,
+    answer = await actions.mark(rt, assignment_id, submission_id, remark, lane,
                                  not_before)
     # The page's answer says when the rows are due, beside the API's 202 body.
     body = wire.dump(answer) | ({} if not_before is None
@@ -124,7 +124,7 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
 async def cancel(request: Request, session: Session, form: dict[str, str]) -> Response:
     rt = await runtime(request)
     assignment_id = _assignment(request)
-    answer = await progress.cancel_assignment(rt, assignment_id, actor="teacher")
+    answer = await actions.cancel_assignment(rt, assignment_id, actor="teacher")
     return _answer(request, assignment_id, answer, BackgroundTask(loop.after_cancel, rt))
 
 
@@ -135,7 +135,7 @@ async def review_row(request: Request, session: Session, form: dict[str, str]) -
     submission_id = wire.parse_uuid(form.get("submission_id", ""), "submission")
     action = "revert" if form.get("review_action") == "revert" else "accept"
     # The operator's login is the actor: the page is behind the /ai-queue sign-in.
-    answer = await teacher.review_row(rt, assignment_id, submission_id, action, session.user,
+    answer = await actions.review_row(rt, assignment_id, submission_id, action, session.user,
                                       form.get("score"))
     return _answer(request, assignment_id, answer)
 

@@ -142,7 +142,7 @@ def test_each_function_ships_the_runtime_dependencies_and_not_the_tests(built):
         files = set(vc["filePathMap"])
         tops = {name.split("/")[1] for name in files if name.startswith("_vendor/")}
         assert set(RUNTIME_DEPS) <= tops, (entry, sorted(tops))
-        assert {"vercel.json", "templates/ai_queue.html", "aiqueue/db/sql/queries.sql",
+        assert {"vercel.json", "templates/ai_queue.html", "aiqueue/db/sql/queue.sql",
                 "aiqueue/db/sql/functions/70_settle.sql"} <= files
         # The schema check (503 schema_behind) reads the newest migration's number.
         assert {f"migrations/{p.name}" for p in (ROOT / "migrations").glob("*.sql")} <= files

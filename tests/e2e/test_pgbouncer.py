@@ -71,8 +71,11 @@ async def _pages(base: str) -> None:
         assert rows.status_code == 200
 
 
+# A PgBouncer before 1.21 (as here) keeps no prepared statements: `auto` must see
+# the pooler and leave them off, as `off` does.
+@pytest.mark.parametrize("prepared", ["auto", "off"])
 async def test_the_chain_pages_and_live_events_through_pgbouncer_transaction_mode(
-    db_url: str, conn: asyncpg.Connection, pooler: PgBouncer
+    db_url: str, conn: asyncpg.Connection, pooler: PgBouncer, prepared: str
 ) -> None:
     database = urlsplit(db_url).path.lstrip("/")
     fn = MarkingFunction(Faults(work_seconds=(0.01, 0.03)), cap=2)
@@ -85,6 +88,7 @@ async def test_the_chain_pages_and_live_events_through_pgbouncer_transaction_mod
         "QUEUE_MAX_IN_FLIGHT": "2",
         "QUEUE_RETRY_BASE_SECONDS": "0",
         "DATABASE_POOL_MAX": "3",
+        "DATABASE_PREPARED_STATEMENTS": prepared,
     }
     listened = [str(i) for i in await add_submissions(conn, JOBS, "hw-listen")]
     polled = [str(i) for i in await add_submissions(conn, 10, "hw-poll")]
@@ -103,7 +107,7 @@ async def test_the_chain_pages_and_live_events_through_pgbouncer_transaction_mod
         settings = make_settings(
             pooler.dsn(database), database_direct_url=None, app_base_url=base,
             callback_url=f"{base}/webhooks/ai-mark", function_url=f"http://127.0.0.1:{fn_port}/mark",
-            max_in_flight=2)
+            max_in_flight=2, database_prepared_statements=prepared)
         polling_app = create_app(settings)
         configure(polling_app, LiveConfig(max_seconds=60, heartbeat_seconds=5, poll_seconds=0.3))
         with serve(polling_app, port):

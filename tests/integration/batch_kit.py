@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from aiqueue.batch.lane import LaneConfig, StepReport
+from aiqueue.batch.pack import LaneConfig, StepReport
 from aiqueue.queue.overnight import lane_config, lane_times, run
 from aiqueue.runtime import Runtime
 from aiqueue.settings import ModelPrice, Settings

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from aiqueue.db.store import Store
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from aiqueue.settings.money import NO_MONEY, Money
 from tests.conftest import add_submissions, enqueued
+from tests.plans import plan_of
 
 THRESHOLD = 5
 
@@ -56,7 +57,7 @@ class Model:
     async def fill(self, cap: int) -> None:
         """Claim until `cap` rows are out or nothing more is claimable."""
         while len(self.in_flight) < cap:
-            job = await self.store.claim(cap, THRESHOLD, money=self.money)
+            job = await self.store.claim(plan_of(cap, THRESHOLD, money=self.money))
             if job is None:
                 return
             self.in_flight.append(job)
@@ -65,8 +66,8 @@ class Model:
         """Complete the oldest row out; its group."""
         job = self.in_flight.pop(0)
         group = self.of[job.submission_id]
-        assert await self.store.complete(job.queue_id, job.dispatch_seq, {"score": 1},
-                                         self.usage(group), money=self.money)
+        assert await self.store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1},
+                                                   self.usage(group)), plan_of(money=self.money))
         self.tokens[group] += self.size[group]
         self.rows[group] += 1
         return group

@@ -6,8 +6,10 @@ import re
 
 import asyncpg
 
-# plan_in_function's values for aiqueue_fair_pick's group variables.
+# plan_in_function's values for the group variables of aiqueue_fair_pick (g.*) and of
+# its helpers (p_*).
 GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'",
+                "p_pool": "'default'", "p_priority": "0", "p_group": "'hw-1'",
                 "kinds": "NULL::text[]"}
 
 

@@ -12,12 +12,14 @@ import pytest
 from aiqueue.batch.connect import connect
 from aiqueue.batch.function import FunctionModes
 from aiqueue.batch.provider import Line
+from aiqueue.models import Completed
 from aiqueue.models.batch import BatchRow
 from aiqueue.queue.overnight import job_body
 from aiqueue.queue.spend import cost_usd
 from tests.batchapi.common import Behaviour, LineFate
 from tests.conftest import add_submissions
 from tests.integration.batch_kit import Rig, lane_rig, soon
+from tests.plans import plan_of
 
 pytestmark = pytest.mark.e2e
 MAX = 3
@@ -38,7 +40,7 @@ async def test_a_healthy_batch_marks_every_row_once_at_half_price(rig: Rig) -> N
     # In a batch: processing, on the batch lane, holding no slot of L.
     assert {(r["status"], r["lane"], r["lease_at"]) for r in rows} == {
         ("processing", "batch", None)}
-    assert await rig.rt.store.claim(4, 5) is None  # nothing for the live claim
+    assert await rig.rt.store.claim(plan_of(4, 5)) is None  # nothing for the live claim
     rig.clock.advance(2)
     second = await rig.step()
     assert (second.applied, second.deleted, second.packed) == (30, 1, 0)
@@ -125,7 +127,7 @@ async def test_a_stalled_batch_falls_back_to_live_before_the_deadline(rig: Rig) 
     # group waits for its turn again: the live claim serves it.
     fair = await rig.conn.fetch("SELECT counter, waiting FROM ai_marking_fair")
     assert [tuple(r) for r in fair] == [(0.0, True)]
-    jobs = [await rig.rt.store.claim(4, 5) for _ in range(4)]
+    jobs = [await rig.rt.store.claim(plan_of(4, 5)) for _ in range(4)]
     assert all(j is not None and j.attempt == 1 for j in jobs)  # the batch's attempt is back
     assert all(not v for v in rig.held().values()), rig.held()
 
@@ -150,14 +152,14 @@ async def test_first_result_wins_when_a_fallen_back_row_is_answered_by_both(rig:
     await rig.step(margin_seconds=3600)  # cancel...
     # ...which takes longer than the time left: the row goes live meanwhile.
     assert (await rig.step(default_live_seconds=4000)).fell_back == 1
-    job = await rig.rt.store.claim(4, 5)
+    job = await rig.rt.store.claim(plan_of(4, 5))
     assert job is not None
     rig.clock.advance(601)  # the batch answers the line too (the cancel came too late)
     report = await rig.step()
     assert report.applied == 1
     # The live answer arrives second: not applied again.
-    assert not await rig.rt.store.complete(job.queue_id, job.dispatch_seq, {"score": 1},
-                                           None, 4)
+    assert not await rig.rt.store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1},
+                                                     None), plan_of(4))
     assert await rig.conn.fetchval("SELECT count(*) FROM ai_marking_results") == 1
     assert await rig.conn.fetchval(
         "SELECT ai_result->>'score' FROM submissions s JOIN ai_marking_queue q "
@@ -231,9 +233,9 @@ async def test_rows_in_a_batch_hold_no_live_slot(rig: Rig) -> None:
     live = await add_submissions(rig.conn, 1, "hw-live")
     await rig.rt.store.enqueue(live, "hw-live", 0, {"rubric": "r", "max_score": 1})
     # L = 1: five rows processing in a batch, and the live row still gets the slot.
-    job = await rig.rt.store.claim(1, 5)
+    job = await rig.rt.store.claim(plan_of(1, 5))
     assert job is not None and job.submission_id == live[0]
-    assert await rig.rt.store.claim(1, 5) is None  # and that one slot is all there is
+    assert await rig.rt.store.claim(plan_of(1, 5)) is None  # and that one slot is all there is
 
 
 async def test_the_lane_packs_only_its_own_pools_rows(rig: Rig) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncpg
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 
 async def assert_counts_match(store: Store, conn: asyncpg.Connection) -> None:
@@ -26,12 +28,13 @@ async def test_counts_follow_enqueue_claim_finish_cancel_prune_and_delete(
         ids = await add_submissions(conn, 12)
         await store.enqueue(ids, "hw-1", 0, {})
         await assert_counts_match(store, conn)
-        jobs = [await store.claim(0, 5) for _ in range(6)]
+        jobs = [await store.claim(plan_of(0, 5)) for _ in range(6)]
         await assert_counts_match(store, conn)
         assert all(jobs)
         for job in jobs[:3]:
             assert job is not None
-            await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+            await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                 plan_of())
         for job in jobs[3:5]:
             assert job is not None
             await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,

@@ -27,6 +27,7 @@ from aiqueue.runtime import Runtime
 from aiqueue.web.http import error_response
 from tests.conftest import add_submissions, enqueued, make_settings
 from tests.e2e.faultproxy import FaultProxy
+from tests.plans import plan_of
 
 LIMITS = Limits(hot=1.0, page=1.5, connect=1.0, check_idle_after=0.3, ping=0.3)
 
@@ -124,8 +125,8 @@ async def test_a_claim_after_a_silent_drop_is_retried_and_the_cap_holds(
     ids = await add_submissions(conn, 2)
     assert await _enqueue(proxied, ids) == 2
     proxy.silent_drop()
-    assert await proxied.claim(1, 5) is not None
-    assert await proxied.claim(1, 5) is None  # the cap of 1 holds: one row processing
+    assert await proxied.claim(plan_of(1, 5)) is not None
+    assert await proxied.claim(plan_of(1, 5)) is None  # the cap of 1 holds: one row processing
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'") == 1
 

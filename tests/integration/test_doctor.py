@@ -159,6 +159,7 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
     assert {got[k][0] for k in ("settings", "database", "schema", "pooler", "listen",
                                 "lockdown", "submissions", "role")} == {"pass"}
     assert r.json()["ok"] is (expect["probe"] == "pass")
+    assert "prepared statements on (auto: a direct connection" in got["pooler"][1]
     assert route.calls.last.request.headers["authorization"] == "Bearer fn-token"
     if answer is too_old:
         assert "too old to know probes" in got["probe"][1]

@@ -11,9 +11,11 @@ import httpx
 import pytest
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from aiqueue.settings import ModelPrice
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
+from tests.plans import plan_of
 
 
 @pytest.fixture(autouse=True)
@@ -35,12 +37,12 @@ async def _mark_run(store: Store, conn: asyncpg.Connection, ids: list[uuid.UUID]
     await conn.execute("UPDATE ai_queue_control SET paused = false")
     await store.enqueue(ids, "essay-1", 0, {})
     used = 0
-    while (job := await store.claim(1, 5)) is not None:
+    while (job := await store.claim(plan_of(1, 5))) is not None:
         prompt, completion = rng.randint(600, 1400), rng.randint(150, 350)
         used += prompt + completion
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1},
-                             {"model": "m", "prompt_tokens": prompt,
-                              "completion_tokens": completion})
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1},
+                                       {"model": "m", "prompt_tokens": prompt,
+                              "completion_tokens": completion}), plan_of())
     await conn.execute("UPDATE ai_queue_control SET paused = true")
     return used
 

@@ -20,10 +20,11 @@ import pytest
 
 from aiqueue import cli, logs
 from aiqueue.db.store import Store, connect_pool
-from aiqueue.flow import Budget
+from aiqueue.models import Completed
 from aiqueue.records.erasure import ANSWER_KEYS, COVERAGE
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
+from tests.plans import Budget, plan_of, settle_one
 
 CAP, THRESHOLD = 0, 5
 BUDGET = Budget(tokens_per_minute=1_000_000)
@@ -56,7 +57,7 @@ async def mentions(conn: asyncpg.Connection, needle: uuid.UUID) -> dict[str, int
 
 
 async def claim(store: Store) -> Any:
-    job = await store.claim(CAP, THRESHOLD, BUDGET)
+    job = await store.claim(plan_of(CAP, THRESHOLD, budget=BUDGET))
     assert job is not None
     return job
 
@@ -67,9 +68,9 @@ async def fail(store: Store, job: Any, *, retryable: bool) -> None:
 
 
 async def complete(store: Store, job: Any, score: int) -> None:
-    assert await store.complete(job.queue_id, job.dispatch_seq,
-                                {"score": score, "max_score": 10, "feedback": "secret words"},
-                                USAGE, budget=BUDGET)
+    result = {"score": score, "max_score": 10, "feedback": "secret words"}
+    assert await store.complete(Completed(job.queue_id, job.dispatch_seq, result, USAGE),
+                                plan_of(budget=BUDGET))
 
 
 async def a_full_history(store: Store, conn: asyncpg.Connection
@@ -142,8 +143,8 @@ async def test_erasing_a_submission_leaves_no_row_that_names_it_and_spares_the_o
     counted = await conn.fetchval("SELECT coalesce(sum(n), 0) FROM ai_marking_counts")
     assert counted == await conn.fetchval("SELECT count(*) FROM ai_marking_queue")
     # The row in flight is gone, and its late result changes nothing.
-    assert not await store.complete(in_flight.queue_id, in_flight.dispatch_seq, {"score": 1},
-                                    USAGE)
+    assert not await store.complete(Completed(in_flight.queue_id, in_flight.dispatch_seq,
+                                              {"score": 1}, USAGE), plan_of())
     assert (await mentions(conn, a))["ai_marking_results"] == 0
     # Erasing again finds nothing, and says so.
     assert set((await store.erase([a], "api")).values()) == {0}
@@ -156,7 +157,7 @@ async def test_every_queue_table_that_could_name_a_submission_is_covered(
     carriers = {t for t, cols in tables.items()
                 if any(kind in CARRIERS or "submission" in name for name, kind in cols)}
     assert carriers, "the catalog query finds the queue tables"
-    # A table not listed in records/erasure.py COVERAGE: say how erase_rows covers it.
+    # A table not listed in records/erasure.py COVERAGE: say how erase (sql/records.sql) covers it.
     assert carriers - set(COVERAGE) == set()
     # Every table the erasure claims to clear exists, and answers in the API's counts.
     erased = {t for t, (how, _) in COVERAGE.items() if how == "erased"}
@@ -238,8 +239,9 @@ async def test_an_erasure_racing_a_result_leaves_no_mark_whichever_commits_first
             await results.enqueue([sub], "hw-race", 0, {})
             job = await claim(results)
             await asyncio.gather(
-                results.settle(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE, CAP,
-                               THRESHOLD),
+                settle_one(results,
+                           Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
+                           plan_of(CAP, THRESHOLD)),
                 erasures.erase([sub], "api"))
             assert {t: n for t, n in (await mentions(conn, sub)).items() if n} == {}
             mark = await conn.fetchval("SELECT ai_marked_at FROM submissions WHERE id = $1", sub)
@@ -255,8 +257,10 @@ async def test_a_settle_that_handed_out_an_erased_row_forgets_it(
     a, b = await add_submissions(conn, 2, "hw-hand")
     await store.enqueue([a, b], "hw-hand", 0, {})
     first = await claim(store)
-    applied, handed = await store.settle(first.queue_id, first.dispatch_seq, {"score": 1}, USAGE,
-                                         CAP, THRESHOLD)
+    applied, handed = await settle_one(store,
+                                       Completed(first.queue_id, first.dispatch_seq, {"score": 1},
+                                                 USAGE),
+                                       plan_of(CAP, THRESHOLD))
     assert applied and handed is not None
     links = "SELECT count(*) FROM ai_marking_attempts WHERE next_queue_id = $1"
     assert await conn.fetchval(links, handed.queue_id) == 1

@@ -9,9 +9,10 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from tests.conftest import add_submissions, enqueued
 from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
+from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(12)
 UNLIMITED, THRESHOLD = 0, 5
@@ -31,7 +32,7 @@ class Groups:
         self.of.update(dict.fromkeys(ids, group))
 
     async def claim(self, cap: int = UNLIMITED) -> Job:
-        job = await self.store.claim(cap, THRESHOLD)
+        job = await self.store.claim(plan_of(cap, THRESHOLD))
         assert job is not None
         return job
 
@@ -41,7 +42,8 @@ class Groups:
         for _ in range(n):
             job = await self.claim(cap)
             order.append(self.of[job.submission_id])
-            assert await self.store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+            assert await self.store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1},
+                                                       None), plan_of())
         return order
 
 
@@ -100,11 +102,12 @@ async def test_in_flight_above_one_keeps_the_rotation(groups: Groups, store: Sto
         await groups.enqueue(g, 4)
     cap = 3
     out = [await groups.claim(cap) for _ in range(3)]
-    assert await store.claim(cap, THRESHOLD) is None  # the cap holds
+    assert await store.claim(plan_of(cap, THRESHOLD)) is None  # the cap holds
     order = [groups.of[j.submission_id] for j in out]
     for _ in range(9):
         done = out.pop(0)
-        await store.complete(done.queue_id, done.dispatch_seq, {"score": 1}, None)
+        await store.complete(Completed(done.queue_id, done.dispatch_seq, {"score": 1}, None),
+                             plan_of())
         job = await groups.claim(cap)
         out.append(job)
         order.append(groups.of[job.submission_id])
@@ -117,8 +120,10 @@ async def test_settle_claims_the_next_turn(groups: Groups, store: Store):
     job = await groups.claim(1)
     order = [groups.of[job.submission_id]]
     while True:
-        applied, nxt = await store.settle(job.queue_id, job.dispatch_seq, {"score": 1}, None,
-                                          1, THRESHOLD)
+        applied, nxt = await settle_one(store,
+                                        Completed(job.queue_id, job.dispatch_seq, {"score": 1},
+                                                  None),
+                                        plan_of(1, THRESHOLD))
         assert applied
         if nxt is None:
             break
@@ -131,7 +136,7 @@ async def test_concurrent_claims_keep_the_rotation(groups: Groups, store: Store,
                                                    conn: asyncpg.Connection):
     for g in "ABCD":
         await groups.enqueue(g, 10)
-    jobs = await asyncio.gather(*[store.claim(UNLIMITED, THRESHOLD) for _ in range(40)])
+    jobs = await asyncio.gather(*[store.claim(plan_of(UNLIMITED, THRESHOLD)) for _ in range(40)])
     assert all(jobs)
     # The claim order is the order the advisory lock let them through, which
     # numbers the attempts: every window of four holds each group once.
@@ -161,7 +166,7 @@ async def test_an_explicit_group_spans_assignments(store: Store, conn: asyncpg.C
     await store.enqueue(t2, "t2-hw", 0, {})
     order = []
     for _ in range(6):
-        job = await store.claim(UNLIMITED, THRESHOLD)
+        job = await store.claim(plan_of(UNLIMITED, THRESHOLD))
         assert job is not None
         order.append(job.assignment_id)
     assert order == ["t1-hw", "t2-hw", "t1-hw", "t2-hw", "t1-quiz", "t1-quiz"]
@@ -207,21 +212,21 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     for function, pattern, index, cursor in (
             ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",
              "ai_marking_fair_walk_idx", True),
-            ("aiqueue_fair_pick", r"SELECT q\.queue_id, q\.assignment_id INTO r FROM "
+            ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id INTO r FROM "
              r"ai_marking_queue q\s+WHERE q\.status.*?SKIP LOCKED",
              "ai_marking_queue_group_idx", False)):
         text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
-                                      **{**GROUP_VALUES, "g.group_key": "'g1'"})
+                                      **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'"})
         assert index in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text
     # The group's first due row per kind with room (aiqueue 0023), and "another
     # row due?": one probe per group and kind (a sort of at most one row per kind).
     head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
-    for function, pattern in (("aiqueue_fair_pick", head),
+    for function, pattern in (("aiqueue_fair_head", head),
                               ("aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)")):
         text = await plan_in_function(conn, function, pattern,
                                       plan="NULL::jsonb", except_id="NULL::uuid",
-                                      **{**GROUP_VALUES, "g.group_key": "'g1'",
+                                      **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'",
                                          "kinds": "ARRAY['mark']"})
         assert "ai_marking_queue_group_kind_idx" in text, text
         assert "Seq Scan on ai_marking_queue" not in text, text

@@ -7,8 +7,9 @@ import asyncio
 import asyncpg
 
 from aiqueue.db.store import Store, connect_pool
-from aiqueue.flow import Budget
+from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.plans import Budget, plan_of, settle_one
 from tests.unit.flow_cases import REFUSAL_CASES, RESULT_CASES
 
 THRESHOLD, DAY = 5, 86400.0
@@ -37,7 +38,7 @@ async def test_a_refusal_uses_no_attempt_holds_the_whole_queue_and_cuts_the_limi
 ) -> None:
     ids = await add_submissions(conn, 6)
     await store.enqueue(ids, "hw-1", 0, {})
-    jobs = [await store.claim(8, THRESHOLD) for _ in range(4)]
+    jobs = [await store.claim(plan_of(8, THRESHOLD)) for _ in range(4)]
     assert all(jobs)
     first = jobs[0]
     assert first is not None
@@ -52,7 +53,7 @@ async def test_a_refusal_uses_no_attempt_holds_the_whole_queue_and_cuts_the_limi
     assert ctl["in_flight_limit"] == 2  # 4 were in flight: halved
     assert ctl["refusals_rate_limited"] == 1 and ctl["refusals_overloaded"] == 0
     # The whole queue waits, not only the refused row: two rows are due and slots free.
-    assert await store.claim(8, THRESHOLD) is None
+    assert await store.claim(plan_of(8, THRESHOLD)) is None
     # The rest of the burst (sent before the cut) cuts nothing more.
     for job in jobs[1:3]:
         assert job is not None
@@ -65,8 +66,8 @@ async def test_a_refusal_uses_no_attempt_holds_the_whole_queue_and_cuts_the_limi
     # The hold over: one row is still out, so L = 2 lets exactly one more go.
     await conn.execute("UPDATE ai_queue_control SET busy_until = now() - interval '1 second'")
     await conn.execute("UPDATE ai_marking_queue SET run_after = now()")
-    assert await store.claim(8, THRESHOLD) is not None
-    assert await store.claim(8, THRESHOLD) is None
+    assert await store.claim(plan_of(8, THRESHOLD)) is not None
+    assert await store.claim(plan_of(8, THRESHOLD)) is None
     # A refusal of a dispatch sent after the cut is a new burst: L halves again.
     late = await conn.fetchrow("SELECT queue_id, dispatch_seq FROM ai_marking_queue"
                                " WHERE status = 'processing' ORDER BY started_at DESC LIMIT 1")
@@ -83,9 +84,10 @@ async def test_results_raise_the_limit_back_to_the_cap(
     await conn.execute("UPDATE ai_queue_control SET in_flight_limit = 1")
     seen = []
     for _ in range(30):
-        job = await store.claim(4, THRESHOLD)
+        job = await store.claim(plan_of(4, THRESHOLD))
         assert job is not None
-        assert await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None, 4)
+        assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                    plan_of(4))
         seen.append((await control(conn))["in_flight_limit"])
     # 1 result at 1, 2 at 2, then 3 results at 3 reach the cap: cleared.
     assert seen[:6] == [2, 2, 3, 3, 3, None] and seen[-1] is None
@@ -102,14 +104,15 @@ async def test_two_instances_claiming_at_once_never_exceed_the_learned_limit(
         await conn.execute("UPDATE ai_queue_control SET in_flight_limit = 3")
         for _ in range(5):
             # Both instances race for slots under cap 8, as webhooks would.
-            claims = await asyncio.gather(*[s.claim(8, THRESHOLD) for s in (a, b) * 6])
+            claims = await asyncio.gather(*[s.claim(plan_of(8, THRESHOLD)) for s in (a, b) * 6])
             assert sum(j is not None for j in claims) == 3
             assert await conn.fetchval(
                 "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'") == 3
             done = [j for j in claims if j is not None]
             settled = await asyncio.gather(*[
-                (a, b)[k % 2].settle(j.queue_id, j.dispatch_seq, {"score": 1}, None, 8,
-                                     THRESHOLD)
+                settle_one((a, b)[k % 2],
+                           Completed(j.queue_id, j.dispatch_seq, {"score": 1}, None),
+                           plan_of(8, THRESHOLD))
                 for k, j in enumerate(done)])
             # Each result claims the next row in its own transaction; L still binds.
             # (3 results at L = 3 raise it to 4 on the way: one more row goes.)
@@ -119,7 +122,8 @@ async def test_two_instances_claiming_at_once_never_exceed_the_learned_limit(
             assert busy <= (limit or 8) and busy == sum(j is not None for _, j in settled)
             for _applied, job in settled:
                 if job is not None:
-                    await a.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None, 8)
+                    await a.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                     plan_of(8))
             await conn.execute("UPDATE ai_queue_control SET in_flight_limit = 3,"
                                " limit_clean = 0")
     finally:
@@ -132,13 +136,13 @@ async def test_a_row_refused_for_too_long_fails_as_rate_limited(
 ) -> None:
     (sub,) = await add_submissions(conn, 1)
     await store.enqueue([sub], "hw-1", 0, {})
-    job = await store.claim(1, THRESHOLD)
+    job = await store.claim(plan_of(1, THRESHOLD))
     assert job is not None
     assert await store.refused(job.queue_id, job.dispatch_seq, kind="overloaded", delay=0,
                                give_up=60, cap=1) == "pending"
     # Still refused a minute after the first refusal: give up.
     await conn.execute("UPDATE ai_marking_queue SET refused_since = now() - interval '61 s'")
-    job = await store.claim(1, THRESHOLD)
+    job = await store.claim(plan_of(1, THRESHOLD))
     assert job is not None
     assert await store.refused(job.queue_id, job.dispatch_seq, kind="overloaded", delay=0,
                                give_up=60, cap=1) == "failed"
@@ -157,19 +161,20 @@ async def test_the_budget_window_holds_dispatches_and_learns_from_usage(
     await store.enqueue(first, "hw-1", 0, {})
     # 3000 tokens per 10 s: three rows at the first guess of 1000 tokens each.
     budget = Budget(tokens_per_minute=18000, requests_per_minute=0, window_seconds=10)
-    jobs = [await store.claim(0, THRESHOLD, budget) for _ in range(4)]
+    jobs = [await store.claim(plan_of(0, THRESHOLD, budget=budget)) for _ in range(4)]
     assert all(jobs[:3]) and jobs[3] is None
     state = await store.flow_state(0, 10)
     assert (state.tokens_in_window, state.requests_in_window) == (3000, 3)
-    wait = await store.next_wakeup(0, THRESHOLD, 600, budget=budget)
+    wait = await store.next_wakeup(plan_of(0, THRESHOLD, budget=budget), 600)
     assert wait is not None and 9 < wait <= 10  # when the first entry leaves the window
     # The reported usage replaces the estimate: room for the fourth row now.
     job = jobs[0]
     assert job is not None
-    assert await store.complete(job.queue_id, job.dispatch_seq, {"score": 1},
-                                {"prompt_tokens": 300, "completion_tokens": 100}, 0, budget)
+    usage = {"prompt_tokens": 300, "completion_tokens": 100}
+    assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, usage),
+                                plan_of(0, budget=budget))
     assert (await store.flow_state(0, 10)).tokens_in_window == 2400
-    fourth = await store.claim(0, THRESHOLD, budget)
+    fourth = await store.claim(plan_of(0, THRESHOLD, budget=budget))
     assert fourth is not None
     assert await conn.fetchval("SELECT tokens FROM ai_marking_budget WHERE queue_id = $1",
                                fourth.queue_id) == 400  # its assignment's recent usage
@@ -188,10 +193,10 @@ async def test_a_request_budget_counts_dispatches(store: Store, conn: asyncpg.Co
     ids = await add_submissions(conn, 5)
     await store.enqueue(ids, "hw-1", 0, {})
     budget = Budget(tokens_per_minute=0, requests_per_minute=12, window_seconds=10)
-    claims = [await store.claim(0, THRESHOLD, budget) for _ in range(3)]
+    claims = [await store.claim(plan_of(0, THRESHOLD, budget=budget)) for _ in range(3)]
     assert [j is not None for j in claims] == [True, True, False]
     await conn.execute("UPDATE ai_marking_budget SET at = at - interval '11 s'")
-    assert await store.claim(0, THRESHOLD, budget) is not None
+    assert await store.claim(plan_of(0, THRESHOLD, budget=budget)) is not None
 
 
 async def test_a_retried_row_gets_a_fresh_turn(store: Store, conn: asyncpg.Connection) -> None:
@@ -199,7 +204,7 @@ async def test_a_retried_row_gets_a_fresh_turn(store: Store, conn: asyncpg.Conne
     a = await add_submissions(conn, 2, "a")
     await store.enqueue(a, "a", 0, {})
     for _ in range(2):
-        job = await store.claim(0, THRESHOLD)
+        job = await store.claim(plan_of(0, THRESHOLD))
         assert job is not None
         await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
                                    max_attempts=3, error="e", outcome="callback_failed")
@@ -209,7 +214,7 @@ async def test_a_retried_row_gets_a_fresh_turn(store: Store, conn: asyncpg.Conne
     await store.enqueue(c, "c", 0, {})
     assert await store.retry_all_failed(None, "teacher") == 2
     order = []
-    while (job := await store.claim(0, THRESHOLD)) is not None:
+    while (job := await store.claim(plan_of(0, THRESHOLD))) is not None:
         order.append(job.assignment_id)
     # One row per group per round, the retried group joining last: not a, a first.
     assert order == ["b", "c", "a", "b", "c", "a", "b", "c"]

@@ -27,7 +27,7 @@ async def drain(store: Store, cursor: EventCursor, want: int) -> list[MarkingEve
     got: list[MarkingEvent] = []
     deadline = time.monotonic() + 10
     while len(got) < want and time.monotonic() < deadline:
-        batch = await store.events_after("hw-1", cursor, 100)
+        batch = await store.live_events_after("hw-1", cursor, 100)
         got += batch.events
         if batch.events:
             cursor = batch.events[-1].cursor
@@ -49,7 +49,7 @@ async def test_a_new_subscriber_starts_after_what_is_already_committed(
 ):
     ids = await add_submissions(conn, 2)
     await store.enqueue(ids[:1], "hw-1", 0, {})
-    head = await store.events_head()
+    head = await store.live_events_head()
     await store.enqueue(ids[1:], "hw-1", 0, {})
     got = await drain(store, head, 1)
     if got[-1].submission_id != ids[1]:
@@ -57,14 +57,14 @@ async def test_a_new_subscriber_starts_after_what_is_already_committed(
     # What committed before the head is normally behind it (only a transaction
     # of another session still open then could make it come again): never lost.
     assert got[-1].submission_id == ids[1]
-    assert (await store.events_after("hw-1", got[-1].cursor, 100)).events == []
+    assert (await store.live_events_after("hw-1", got[-1].cursor, 100)).events == []
 
 
 async def test_an_event_that_commits_after_a_newer_id_is_not_skipped(
     store: Store, conn: asyncpg.Connection, other: asyncpg.Connection
 ):
     ids = await add_submissions(conn, 2)
-    start = await store.events_head()
+    start = await store.live_events_head()
     q1, q2 = enqueued(await store.enqueue(ids, "hw-1", 0, {})).queue_ids
     pending = await drain(store, start, 2)
     cursor = pending[-1].cursor
@@ -75,7 +75,7 @@ async def test_an_event_that_commits_after_a_newer_id_is_not_skipped(
     visible = await other.fetch(
         "SELECT id, queue_id FROM ai_marking_events WHERE status = 'processing'")
     assert [r["queue_id"] for r in visible] == [q2]  # what a bare id cursor would pass by
-    held: EventBatch = await store.events_after("hw-1", cursor, 100)
+    held: EventBatch = await store.live_events_after("hw-1", cursor, 100)
     assert held.events == [] and held.held_back
     await tx.commit()
     after = await drain(store, cursor, 2)
@@ -88,21 +88,21 @@ async def test_an_older_transaction_with_a_newer_id_is_ordered_by_transaction(
     store: Store, conn: asyncpg.Connection, other: asyncpg.Connection
 ):
     ids = await add_submissions(conn, 2)
-    start = await store.events_head()
+    start = await store.live_events_head()
     q1, q2 = enqueued(await store.enqueue(ids, "hw-1", 0, {})).queue_ids
     cursor = (await drain(store, start, 2))[-1].cursor
     tx = conn.transaction()
     await tx.start()
     await conn.fetchval("SELECT pg_current_xact_id()")  # the older transaction id
     await take(other, q2)  # smaller event id, newer transaction, committed
-    assert (await store.events_after("hw-1", cursor, 100)).held_back
+    assert (await store.live_events_after("hw-1", cursor, 100)).held_back
     await take(conn, q1)  # larger event id, older transaction
     await tx.commit()
     after = await drain(store, cursor, 2)
     assert [e.queue_id for e in after] == [q1, q2]
     assert after[0].cursor.id > after[1].cursor.id and after[0].cursor < after[1].cursor
     # And nothing comes twice from the new position.
-    assert (await store.events_after("hw-1", after[-1].cursor, 100)).events == []
+    assert (await store.live_events_after("hw-1", after[-1].cursor, 100)).events == []
 
 
 async def test_events_after_reads_the_cursor_index(conn: asyncpg.Connection, store: Store):
@@ -155,7 +155,7 @@ async def test_an_enqueue_is_one_feed_row_read_back_as_one_event_per_row(
     store: Store, conn: asyncpg.Connection
 ):
     ids = await add_submissions(conn, 5)
-    head = await store.events_head()
+    head = await store.live_events_head()
     outcome = enqueued(await store.enqueue(ids, "hw-1", 0, {}))
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_events") == 1
     # Read in pages of two: each page resumes inside the batch from the last cursor.
@@ -163,7 +163,7 @@ async def test_an_enqueue_is_one_feed_row_read_back_as_one_event_per_row(
     cursor = head
     deadline = time.monotonic() + 10
     while len(seen) < 5 and time.monotonic() < deadline:
-        batch = await store.events_after("hw-1", cursor, 2)
+        batch = await store.live_events_after("hw-1", cursor, 2)
         assert len(batch.events) <= 2
         seen += batch.events
         if batch.events:
@@ -177,4 +177,4 @@ async def test_an_enqueue_is_one_feed_row_read_back_as_one_event_per_row(
     after = await drain(store, cursor, 1)
     assert [(e.queue_id, e.status, e.cursor.k) for e in after] == [
         (seen[2].queue_id, "processing", 0)]
-    assert (await store.events_after("hw-1", after[-1].cursor, 100)).events == []
+    assert (await store.live_events_after("hw-1", after[-1].cursor, 100)).events == []

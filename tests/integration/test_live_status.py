@@ -11,8 +11,10 @@ import httpx
 import pytest
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings
+from tests.plans import plan_of
 
 AUTH = {"authorization": f"Bearer {SECRET}"}
 THRESHOLD = 5
@@ -47,7 +49,7 @@ async def status(client: httpx.AsyncClient, submission_id: uuid.UUID) -> dict[st
 
 async def claim(store: Store, conn: asyncpg.Connection) -> Any:
     await conn.execute("UPDATE ai_queue_control SET paused = false")
-    job = await store.claim(0, THRESHOLD)
+    job = await store.claim(plan_of(0, THRESHOLD))
     await conn.execute("UPDATE ai_queue_control SET paused = true")
     assert job is not None
     return job
@@ -66,7 +68,8 @@ async def test_queue_position_follows_claim_order(
     st = await status(client, ids[3])
     assert st["status"] == "processing" and st["queue_position"] == 0 and st["attempts"] == 1
     assert [(await status(client, i))["queue_position"] for i in ids[:3]] == [1, 2, 3]
-    assert await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+    assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                plan_of())
     done = await status(client, ids[3])
     assert done["status"] == "completed" and done["queue_position"] is None
     assert done["estimated_wait_seconds"] is None
@@ -89,7 +92,7 @@ async def test_wait_estimate_uses_recent_processing_time_and_the_cap(
     await enqueue(client, ids)
     assert (await status(client, ids[0]))["estimated_wait_seconds"] is None  # no history yet
     job = await claim(store, conn)
-    await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+    await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None), plan_of())
     # The one finished row took 10 s from dispatch to result.
     await conn.execute("UPDATE ai_marking_queue SET started_at = finished_at - interval '10 s' "
                        "WHERE queue_id = $1", job.queue_id)
@@ -124,7 +127,8 @@ async def test_progress_counts_the_latest_run_and_late_rows_join_it(
     await enqueue(client, ids[:2])
     for _ in range(2):
         job = await claim(store, conn)
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
     done = (await client.get("/api/marking/assignments/hw-1/progress", headers=AUTH)).json()
     assert (done["total"], done["completed"], done["estimated_remaining_seconds"]) == (2, 2, 0.0)
     await conn.execute("UPDATE ai_marking_queue SET started_at = finished_at - interval '10 s'")

@@ -25,6 +25,7 @@ from tests.integration.lockdown_kit import (
     QUEUE_ROUTINES,
     probe,
 )
+from tests.plans import plan_of
 from tests.roles import SUPABASE_ROLES, RuntimeDb, runtime_database
 
 
@@ -77,7 +78,7 @@ async def test_supabase_roles_read_write_and_execute_nothing(
                                " VALUES ('hw', 'essay') RETURNING id")
     await owner.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id)"
                         " VALUES ($1, 'hw', gen_random_uuid())", sub)
-    await owner.fetchrow("SELECT * FROM aiqueue_claim(1, 5)")
+    await owner.fetchrow("SELECT * FROM aiqueue_claim($1::jsonb)", plan_of(1, 5).json)
     for role in (*SUPABASE_ROLES, "authenticator"):
         found = await probe(su, role)
         assert found.allowed == [], f"{role} may: {found.allowed}"

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 import asyncpg
 import httpx
 
-from aiqueue.reads.monitor import LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_SECONDS
+from aiqueue.queue.actions import LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_SECONDS
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, make_settings
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 import asyncpg
@@ -18,10 +19,11 @@ import respx
 
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import FN, SECRET, SELF_CHAIN, add_submissions, app_client, make_settings
+from tests.plans import TAKER, plan_of, settle_one
 
 CAP, THRESHOLD = 2, 5
 
@@ -36,14 +38,14 @@ async def test_a_repeated_settle_hands_back_the_row_its_lost_answer_claimed(
 ) -> None:
     ids = await add_submissions(conn, 4)
     await store.enqueue(ids, "hw-1", 0, {})
-    a = await store.claim(CAP, THRESHOLD)
+    a = await store.claim(plan_of(CAP, THRESHOLD))
     assert a is not None
-    applied, b = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, {"model": "m"},
-                                    CAP, THRESHOLD)
+    applied, b = await settle_one(store, Completed(a.queue_id, a.dispatch_seq, {"score": 1},
+                                              {"model": "m"}), plan_of(CAP, THRESHOLD))
     assert applied and b is not None
     # The answer is lost: the app never sees `b`.  The same result comes again.
-    again, handed = await store.settle(a.queue_id, a.dispatch_seq, {"score": 9},
-                                       {"model": "m"}, CAP, THRESHOLD)
+    again, handed = await settle_one(store, Completed(a.queue_id, a.dispatch_seq, {"score": 9},
+                                                 {"model": "m"}), plan_of(CAP, THRESHOLD))
     assert not again and handed is not None
     assert (handed.queue_id, handed.dispatch_seq, handed.attempt) == \
         (b.queue_id, b.dispatch_seq, b.attempt)
@@ -56,28 +58,28 @@ async def test_a_repeated_settle_hands_back_the_row_its_lost_answer_claimed(
         "SELECT count(*) FROM ai_marking_attempts WHERE queue_id = $1", b.queue_id) == 1
 
 
-async def test_a_handed_back_row_is_sent_by_one_taker_only(
+async def test_a_claimed_row_is_handed_back_to_its_taker_only(
     store: Store, conn: asyncpg.Connection
 ) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
-    a = await store.claim(CAP, THRESHOLD)
+    a = await store.claim(plan_of(CAP, THRESHOLD))
     assert a is not None
-    _, b = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None, CAP, THRESHOLD)
+    result = Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None)
+    # The settle takes `b` for its caller, in the same statement (one round trip).
+    _, b = await settle_one(store, result, plan_of(CAP, THRESHOLD), TAKER)
     assert b is not None
-    # Two repeats at once (the store's retry and the function's) both get `b` back...
-    repeats = await asyncio.gather(*(
-        store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None, CAP, THRESHOLD)
-        for _ in range(2)))
-    assert [job.queue_id for _, job in repeats if job is not None] == [b.queue_id] * 2
-    # ...but only the first to take it sends it.
-    taken = await asyncio.gather(*(store.take_handoff(b.queue_id, b.dispatch_seq)
-                                   for _ in range(5)))
-    assert sorted(taken) == [False] * 4 + [True]
-    # Once sent, a repeat claims as any result would (here the cap's free slot).
-    _, later = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None, CAP,
-                                  THRESHOLD)
-    assert later is not None and later.queue_id not in (a.queue_id, b.queue_id)
+    # Repeats from other callers (a function repeating a webhook whose answer it
+    # lost) never get `b`: its caller sends it.  They claim as any result would:
+    # here the cap's one free slot, once.
+    others = await asyncio.gather(*(settle_one(store, result, plan_of(CAP, THRESHOLD),
+                                               uuid.uuid4()) for _ in range(4)))
+    got = [job.queue_id for _, job in others if job is not None]
+    assert b.queue_id not in got and len(got) == 1 and a.queue_id not in got
+    # The caller's own repeat (its first answer lost) still gets `b` back.
+    again, handed = await settle_one(store, result, plan_of(CAP, THRESHOLD), TAKER)
+    assert not again and handed is not None and handed.queue_id == b.queue_id
+    assert await processing(conn) == {b.queue_id, got[0]}
 
 
 async def test_the_webhook_dispatches_the_row_a_lost_answer_claimed_exactly_once(
@@ -98,7 +100,7 @@ async def test_the_webhook_dispatches_the_row_a_lost_answer_claimed_exactly_once
         async with app_client(app) as client:
             rt = await app.state.aiqueue.get()
             await rt.store.enqueue(ids, "hw-1", 0, {"rubric": "r", "max_score": 5})
-            first = await rt.store.claim(1, THRESHOLD)
+            first = await rt.store.claim(plan_of(1, THRESHOLD))
             assert first is not None
             _lose_the_first_settle_answer(rt.store)
             item = {"queue_id": str(first.queue_id), "status": "completed",
@@ -118,7 +120,7 @@ def _lose_the_first_settle_answer(store: Store) -> None:
     real = store.settle
     calls = {"n": 0}
 
-    async def settle(*args: Any, **kw: Any) -> tuple[bool, Job | None]:
+    async def settle(*args: Any, **kw: Any) -> list[tuple[bool, Job | None]]:
         calls["n"] += 1
         answer = await real(*args, **kw)
         if calls["n"] == 1:
@@ -126,3 +128,25 @@ def _lose_the_first_settle_answer(store: Store) -> None:
         return answer
 
     store.settle = settle  # type: ignore[method-assign]
+
+
+async def test_a_webhook_of_several_results_settles_them_in_one_statement_and_its_repeat_too(
+    store: Store, conn: asyncpg.Connection
+) -> None:
+    ids = await add_submissions(conn, 9)
+    await store.enqueue(ids, "hw-1", 0, {})
+    plan = plan_of(3, THRESHOLD)
+    out = [await store.claim(plan) for _ in range(3)]
+    items = [Completed(j.queue_id, j.dispatch_seq, {"score": 1}, {"model": "m"})
+             for j in out if j is not None]
+    # Three results free three slots: the one statement claims three rows.
+    first = await store.settle(items, plan, TAKER)
+    assert [applied for applied, _ in first] == [True] * 3
+    claimed = {job.queue_id for _, job in first if job is not None}
+    assert len(claimed) == 3 and await processing(conn) == claimed
+    # Its answer lost, the same caller repeats the webhook: the same rows come back.
+    again = await store.settle(items, plan, TAKER)
+    assert [applied for applied, _ in again] == [False] * 3
+    assert {job.queue_id for _, job in again if job is not None} == claimed
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_results") == 3
+    assert await processing(conn) == claimed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from aiqueue.db.migrate import discover, migrate
+from tests.plans import plan_of
 
 OBJECTS = """
 SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE 'aiqueue\\_%')
@@ -27,7 +28,7 @@ async def test_every_migration_rolls_back_and_reapplies(db_url: str, conn: async
     ids = await conn.fetch("INSERT INTO submissions (assignment_id) VALUES ('hw') RETURNING id")
     await conn.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
                        "VALUES ($1, 'hw', gen_random_uuid())", ids[0]["id"])
-    row = await conn.fetchrow("SELECT * FROM aiqueue_claim(1, 5)")
+    row = await conn.fetchrow("SELECT * FROM aiqueue_claim($1::jsonb)", plan_of(1, 5).json)
     assert row is not None and row["submission_id"] == ids[0]["id"]
 
 
@@ -40,7 +41,8 @@ async def test_stepping_back_and_up_again_leaves_working_functions(
     ids = await conn.fetch("INSERT INTO submissions (assignment_id) VALUES ('hw') RETURNING id")
     await conn.execute("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
                        "VALUES ($1, 'hw', gen_random_uuid())", ids[0]["id"])
-    assert await conn.fetchrow("SELECT * FROM aiqueue_claim(1, 5)") is not None
+    assert await conn.fetchrow("SELECT * FROM aiqueue_claim($1::jsonb)",
+                              plan_of(1, 5).json) is not None
 
 
 async def test_functions_are_reapplied_only_when_their_text_changes(

@@ -12,6 +12,7 @@ from aiqueue.models import MarkingEvent
 from aiqueue.settings import ModelPrice
 from aiqueue.settings.money import Money, PoolMoney
 from tests.integration.money_kit import THRESHOLD, Model
+from tests.plans import plan_of
 
 CAP = 4
 
@@ -70,7 +71,7 @@ async def test_a_group_back_from_idleness_banks_no_credit(model: Model, store: S
 async def test_a_refused_dispatch_gives_its_charge_back(model: Model, store: Store,
                                                         conn: asyncpg.Connection):
     await model.enqueue("a", 2, 1000)
-    job = await store.claim(1, THRESHOLD)
+    job = await store.claim(plan_of(1, THRESHOLD))
     assert job is not None
     before = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'a'")
     assert before > 0
@@ -131,13 +132,13 @@ async def test_a_paused_group_wakes_the_ticker_when_its_window_rolls_over(
     await model.enqueue("teacher", 5, 1000)
     await model.fill(1)
     await model.finish_one()  # $1: the cap is reached
-    assert await store.claim(1, THRESHOLD, money=model.money) is None
+    assert await store.claim(plan_of(1, THRESHOLD, money=model.money)) is None
     row = await conn.fetchrow(
         "SELECT capped_until, capped_by, extract(epoch FROM capped_until - now()) AS left "
         "FROM ai_marking_fair WHERE group_key = 'teacher'")
     assert row["capped_by"] == "group_usd_per_hour"
     # Due rows, all paused: the ticker sleeps until the window ends, not 0 s.
-    wait = await store.next_wakeup(1, THRESHOLD, 600)
+    wait = await store.next_wakeup(plan_of(1, THRESHOLD), 600)
     assert wait is not None and wait == pytest.approx(float(row["left"]), abs=1.0)
     assert 0 < wait <= window
     # The queue list says why the rows wait, and until when.
@@ -153,7 +154,7 @@ async def test_a_pause_is_one_live_event_per_assignment(model: Model, store: Sto
     await model.fill(1)
     await model.finish_one()
     for _ in range(2):  # a second look at the paused group tells nobody again
-        assert await store.claim(1, THRESHOLD, money=model.money) is None
+        assert await store.claim(plan_of(1, THRESHOLD, money=model.money)) is None
     # Read from the feed itself: the stream hands an event out only once every
     # older transaction of the server has ended (other databases' too).
     rows = await conn.fetch(
@@ -182,7 +183,7 @@ async def test_a_replayed_row_lifts_its_idle_group_and_is_charged(model: Model, 
     # bulk move keeps the events' row trigger out) still puts b back in the walk,
     # lifted to a's counter: it banks no credit for the time its row lay failed.
     await model.enqueue("b", 1, 1000)
-    job = await store.claim(1, THRESHOLD)
+    job = await store.claim(plan_of(1, THRESHOLD))
     assert job is not None
     await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
                                max_attempts=1, error="dispatch_failed", outcome="error")
@@ -195,7 +196,7 @@ async def test_a_replayed_row_lifts_its_idle_group_and_is_charged(model: Model, 
     b = await conn.fetchrow("SELECT waiting, counter FROM ai_marking_fair WHERE group_key = 'b'")
     assert b["waiting"] and b["counter"] == pytest.approx(a_counter)
     # Its claim charges it as any row's.
-    again = await store.claim(1, THRESHOLD)
+    again = await store.claim(plan_of(1, THRESHOLD))
     assert again is not None and again.queue_id == job.queue_id
     charged = await conn.fetchval("SELECT counter FROM ai_marking_fair WHERE group_key = 'b'")
     assert charged > a_counter
@@ -225,7 +226,7 @@ async def test_a_replay_joins_each_group_once_and_its_rows_are_served_in_turn(
         assert (f["head_turn"], f["head_seq"]) == tuple(f["first"])
     # Every replayed row is claimed and charged, in turns across the groups.
     served = []
-    while (got := await store.claim(0, THRESHOLD)) is not None:
+    while (got := await store.claim(plan_of(0, THRESHOLD))) is not None:
         served.append(model.of[got.submission_id])
     assert sorted(served) == ["x"] * 4 + ["y"] * 4 + ["z"] * 4
     assert set(served[:3]) == {"x", "y", "z"}
@@ -237,14 +238,14 @@ async def test_rows_of_a_group_paused_at_a_spend_cap_are_not_claimable(
     await model.enqueue("paused", 3, 100)
     await conn.execute("UPDATE ai_marking_fair SET capped_until = now() + interval '1 hour', "
                        "capped_by = 'group_hour' WHERE group_key = 'paused'")
-    assert not await store.can_claim(0, THRESHOLD)
+    assert not await store.can_claim(plan_of(0, THRESHOLD))
     await model.enqueue("open", 2, 100)
-    assert await store.can_claim(0, THRESHOLD)
+    assert await store.can_claim(plan_of(0, THRESHOLD))
     # The claim's own "more?" leaves the paused group's rows out too.
-    first = await store.claim(0, THRESHOLD)
+    first = await store.claim(plan_of(0, THRESHOLD))
     assert first is not None and model.of[first.submission_id] == "open" and first.more
-    last = await store.claim(0, THRESHOLD)
+    last = await store.claim(plan_of(0, THRESHOLD))
     assert last is not None and model.of[last.submission_id] == "open" and not last.more
-    assert not await store.can_claim(0, THRESHOLD)
+    assert not await store.can_claim(plan_of(0, THRESHOLD))
     await conn.execute("UPDATE ai_marking_fair SET capped_until = now() - interval '1 second'")
-    assert await store.can_claim(0, THRESHOLD)
+    assert await store.can_claim(plan_of(0, THRESHOLD))

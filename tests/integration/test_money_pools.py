@@ -8,8 +8,10 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from aiqueue.settings import Settings, toml_load
 from tests.conftest import add_submissions, make_settings
+from tests.plans import plan_of
 
 THRESHOLD = 5
 TOML = """
@@ -46,11 +48,11 @@ async def test_a_pools_cap_pauses_its_rows_only_and_unknown_models_pay_its_top_p
     assert {r["pool"] for r in await conn.fetch("SELECT pool FROM ai_marking_fair")} == \
         {"openai", "default"}
     kinds: list[str] = []
-    while (job := await store.claim(4, THRESHOLD, plan=plan, money=money)) is not None:
+    while (job := await store.claim(plan_of(4, THRESHOLD, plan=plan, money=money))) is not None:
         kinds.append(job.kind)
         usage = {"model": "some-new-model", "prompt_tokens": 1000, "completion_tokens": 500}
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, usage, plan=plan,
-                             money=money)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, usage),
+                             plan_of(plan=plan, money=money))
     # One essay row costs 1000 × $2.5 + 500 × $10 per 1M = $0.0075: the second
     # reaches $0.015 >= $0.01, so the pool's rows wait; the default pool (no cap)
     # marks all its rows of the same group.
@@ -62,5 +64,13 @@ async def test_a_pools_cap_pauses_its_rows_only_and_unknown_models_pay_its_top_p
         "SELECT usd FROM ai_marking_spend WHERE pool = 'openai' AND group_key = 't1' "
         "AND span = 'hour'")
     assert spent == pytest.approx(0.015)
+    # The result is priced by the same one rule: its record, its stored usage and
+    # the counters say what the spend window was charged (no price: the pool's top).
+    priced = await conn.fetch(
+        "SELECT r.cost_usd, (q.usage ->> 'cost_usd')::float8 AS stored FROM ai_marking_results r "
+        "JOIN ai_marking_queue q USING (queue_id) WHERE r.pool = 'openai'")
+    assert [(float(r["cost_usd"]), r["stored"]) for r in priced] == [(0.0075, 0.0075)] * 2
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_results WHERE pool = 'default' AND cost_usd IS NULL") == 5
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_queue WHERE kind = 'essay' AND status = 'pending'") == 3

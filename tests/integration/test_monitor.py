@@ -448,7 +448,7 @@ async def test_throughput_counts_finished_rows_per_five_minutes(
                finished=now - timedelta(hours=25))
     store = Store(await connect_pool(db_url, max_size=2))
     try:
-        buckets = await store.throughput(86400, 300)
+        buckets = await store.monitor_throughput(86400, 300)
     finally:
         await store.close()
     assert len(buckets) == 288
@@ -662,8 +662,8 @@ async def test_assignment_suggestions_are_distinct_and_sorted(
         await seed(conn, 2, "failed", assignment=name, attempts=3)
     store = Store(await connect_pool(db_url, max_size=2))
     try:
-        assert await store.assignment_ids(10) == ["hw-1", "hw-2", "hw-3"]
-        assert await store.assignment_ids(2) == ["hw-1", "hw-2"]
+        assert await store.monitor_assignments(10) == ["hw-1", "hw-2", "hw-3"]
+        assert await store.monitor_assignments(2) == ["hw-1", "hw-2"]
     finally:
         await store.close()
 

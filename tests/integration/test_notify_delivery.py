@@ -17,11 +17,13 @@ import httpx
 import pytest
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from aiqueue.notify import delivery
 from aiqueue.runtime import Runtime
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings
 from tests.e2e.receiver import Receiver, new_secret, serving
+from tests.plans import plan_of
 
 CAP, THRESHOLD = 0, 5
 KEY = new_secret()
@@ -51,9 +53,10 @@ async def finish_runs(store: Store, conn: asyncpg.Connection, n: int) -> None:
     for k in range(n):
         ids = await add_submissions(conn, 1, f"hw-{k}")
         await store.enqueue(ids, f"hw-{k}", 0, {})
-        job = await store.claim(CAP, THRESHOLD)
+        job = await store.claim(plan_of(CAP, THRESHOLD))
         assert job is not None
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
 
 
 async def outbox(conn: asyncpg.Connection) -> list[asyncpg.Record]:

@@ -15,8 +15,10 @@ from typing import Any
 import asyncpg
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from aiqueue.wire.events import RowFailed, RunFinished
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 CAP, THRESHOLD = 0, 5
 USAGE = {"model": "m", "prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.25}
@@ -33,7 +35,7 @@ async def events(conn: asyncpg.Connection, kind: str | None = None) -> list[dict
 
 
 async def claim_all(store: Store, n: int) -> list[Any]:
-    jobs = [await store.claim(CAP, THRESHOLD) for _ in range(n)]
+    jobs = [await store.claim(plan_of(CAP, THRESHOLD)) for _ in range(n)]
     assert all(jobs)
     return jobs
 
@@ -44,11 +46,14 @@ async def test_completing_the_last_row_finishes_the_run_once(
     ids = await add_submissions(conn, 2, "hw-n")
     await store.enqueue(ids, "hw-n", 0, {})
     a, b = await claim_all(store, 2)
-    assert await store.complete(a.queue_id, a.dispatch_seq, {"score": 1}, USAGE)
+    assert await store.complete(Completed(a.queue_id, a.dispatch_seq, {"score": 1}, USAGE),
+                                plan_of())
     assert await events(conn) == []
-    assert await store.complete(b.queue_id, b.dispatch_seq, {"score": 2}, USAGE)
+    assert await store.complete(Completed(b.queue_id, b.dispatch_seq, {"score": 2}, USAGE),
+                                plan_of())
     # A repeated result changes nothing, and writes nothing either.
-    assert not await store.complete(b.queue_id, b.dispatch_seq, {"score": 2}, USAGE)
+    assert not await store.complete(Completed(b.queue_id, b.dispatch_seq, {"score": 2}, USAGE),
+                                    plan_of())
     [run] = await events(conn)
     assert set(run) == RUN_KEYS
     RunFinished.model_validate(run)  # the notification is what the description says
@@ -81,7 +86,8 @@ async def test_final_failure_writes_row_failed_and_a_retryable_one_nothing(
     RowFailed.model_validate(failed)
     # The retried row ends the run when it completes: counts cover both rows.
     [again] = await claim_all(store, 1)
-    await store.complete(again.queue_id, again.dispatch_seq, {"score": 3}, None)
+    await store.complete(Completed(again.queue_id, again.dispatch_seq, {"score": 3}, None),
+                         plan_of())
     [run] = await events(conn, "marking.run_finished")
     assert (run["completed"], run["failed"], run["cancelled"]) == (1, 1, 0)
     assert run["tokens"] == 0 and run["cost_usd"] is None
@@ -109,7 +115,7 @@ async def test_cancelling_the_rest_ends_the_run_with_one_event_once_nothing_runs
     [job] = await claim_all(store, 1)
     assert await store.cancel_assignment("hw-c", "api") == 49
     assert await events(conn) == []  # one row is still processing
-    await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE)
+    await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE), plan_of())
     [run] = await events(conn)
     assert (run["completed"], run["failed"], run["cancelled"]) == (1, 0, 49)
     # Cancelling every row of a run at once: one event, not one per row.
@@ -172,10 +178,12 @@ async def test_no_event_carries_the_submissions_content(store: Store, conn: asyn
     ids = await add_submissions(conn, 3, "hw-p", content=secret_text)
     await store.enqueue(ids, "hw-p", 0, {"rubric": secret_text})
     a, b, c = await claim_all(store, 3)
-    await store.complete(a.queue_id, a.dispatch_seq, {"feedback": secret_text}, USAGE)
+    await store.complete(Completed(a.queue_id, a.dispatch_seq, {"feedback": secret_text}, USAGE),
+                         plan_of())
     await store.attempt_failed(b.queue_id, b.dispatch_seq, delay=0, retryable=False,
                                max_attempts=3, error="function_error", outcome="failed")
-    await store.complete(c.queue_id, c.dispatch_seq, {"feedback": secret_text}, USAGE)
+    await store.complete(Completed(c.queue_id, c.dispatch_seq, {"feedback": secret_text}, USAGE),
+                         plan_of())
     bodies = await conn.fetch("SELECT body::text AS body FROM ai_marking_outbox")
     assert len(bodies) == 2
     assert all(secret_text not in r["body"] for r in bodies)

@@ -18,7 +18,9 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(12)
 CAP, THRESHOLD = 0, 5
@@ -39,7 +41,7 @@ async def test_an_end_with_another_row_in_flight_leaves_the_claim_lock_free(
     """The pin, not the lock: claims go on while the end's transaction is open."""
     ids = await add_submissions(conn, 3, "hw-pin")
     await store.enqueue(ids, "hw-pin", 0, {})
-    a, b = await store.claim(CAP, THRESHOLD), await store.claim(CAP, THRESHOLD)
+    a, b = await store.claim(plan_of(CAP, THRESHOLD)), await store.claim(plan_of(CAP, THRESHOLD))
     assert a and b
     ender, other = await asyncpg.connect(db_url), await asyncpg.connect(db_url)
     try:
@@ -64,7 +66,7 @@ async def test_an_end_that_may_finish_the_run_takes_the_lock(
 ) -> None:
     ids = await add_submissions(conn, 1, "hw-last")
     await store.enqueue(ids, "hw-last", 0, {})
-    job = await store.claim(CAP, THRESHOLD)
+    job = await store.claim(plan_of(CAP, THRESHOLD))
     assert job
     ender, other = await asyncpg.connect(db_url), await asyncpg.connect(db_url)
     try:
@@ -81,9 +83,12 @@ async def test_an_end_that_may_finish_the_run_takes_the_lock(
 
 async def _end(store: Store, job: Any, how: str) -> None:
     if how == "settle":
-        await store.settle(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE, CAP, THRESHOLD)
+        await settle_one(store,
+                         Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
+                         plan_of(CAP, THRESHOLD))
     elif how == "complete":
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE),
+                             plan_of())
     else:
         await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
                                    max_attempts=1, error="function_error", outcome="failed")
@@ -99,7 +104,7 @@ async def test_concurrent_ends_of_many_runs_write_each_run_finished_exactly_once
     for assignment, n in runs.items():
         await store.enqueue(await add_submissions(conn, n, assignment), assignment, 0, {})
     while True:
-        jobs = [j for j in [await store.claim(CAP, THRESHOLD) for _ in range(12)] if j]
+        jobs = [j for j in [await store.claim(plan_of(CAP, THRESHOLD)) for _ in range(12)] if j]
         if not jobs:
             break
         hows = [rnd.choice(["settle", "complete", "fail"]) for _ in jobs]
@@ -107,7 +112,8 @@ async def test_concurrent_ends_of_many_runs_write_each_run_finished_exactly_once
         # A settle's claim is sent by nobody here: end those too, next round.
         rows = await conn.fetch("SELECT queue_id, dispatch_seq, assignment_id FROM "
                                 "ai_marking_queue WHERE status = 'processing'")
-        await asyncio.gather(*(store.complete(r["queue_id"], r["dispatch_seq"], {"s": 1}, USAGE)
+        await asyncio.gather(*(store.complete(Completed(r["queue_id"], r["dispatch_seq"], {"s": 1},
+                                                        USAGE), plan_of())
                                for r in rows))
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue "
                                "WHERE status IN ('pending', 'processing')") == 0

@@ -12,6 +12,7 @@ from aiqueue.db.migrate import migrate
 from aiqueue.db.store import Store, queries
 from aiqueue.wire.rules import payload_json
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 THRESHOLD = 5
 RUBRIC = {"question": "Why is the sky blue?", "rubric": "r" * 2000, "max_score": 10,
@@ -54,7 +55,7 @@ async def test_a_batch_stores_its_payload_once_and_each_claim_gets_it_whole(
         "SELECT count(DISTINCT payload_id) FROM ai_marking_queue WHERE payload_id IS NOT NULL"
     ) == 1
     for _ in range(3):
-        job = await store.claim(0, THRESHOLD)
+        job = await store.claim(plan_of(0, THRESHOLD))
         assert job is not None and job.payload == RUBRIC
 
 
@@ -70,7 +71,7 @@ async def test_equal_payloads_share_a_row_and_an_empty_one_stores_none(
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_queue WHERE payload_id IS NULL") == 1
     payloads = []
-    while (job := await store.claim(0, THRESHOLD)) is not None:
+    while (job := await store.claim(plan_of(0, THRESHOLD))) is not None:
         payloads.append(job.payload)
     assert sorted(payloads, key=json.dumps) == sorted(
         [{"a": 1, "b": [1, 2]}, {"a": 1, "b": [1, 2]}, {"a": 2}, {}], key=json.dumps)
@@ -175,7 +176,7 @@ async def test_rolling_0014_back_copies_the_payload_into_every_row_again(
     await migrate(db_url, "up")
     assert await payload_rows(conn) == 1
     claimed = []
-    while (job := await store.claim(0, THRESHOLD)) is not None:
+    while (job := await store.claim(plan_of(0, THRESHOLD))) is not None:
         claimed.append(job.payload)
     # (Claims take turns between the two assignments.)
     assert sorted(claimed, key=json.dumps) == sorted([RUBRIC, RUBRIC, RUBRIC, {}], key=json.dumps)

@@ -11,10 +11,11 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store, connect_pool
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from aiqueue.settings import Settings
 from tests.conftest import add_submissions
 from tests.integration.pools_kit import KIND_CAPS, POOL_CAPS, pools_settings
+from tests.plans import plan_of, settle_one
 
 THRESHOLD, DAY = 5, 86400.0
 
@@ -41,7 +42,7 @@ async def enqueue(store: Store, conn: asyncpg.Connection, settings: Settings, ki
 
 
 async def claim(store: Store, settings: Settings) -> Job | None:
-    return await store.claim(settings.max_in_flight, THRESHOLD, plan=settings.queue.plan)
+    return await store.claim(plan_of(settings.max_in_flight, THRESHOLD, plan=settings.queue))
 
 
 async def in_flight(conn: asyncpg.Connection) -> tuple[dict[str, int], dict[str, int]]:
@@ -82,9 +83,9 @@ async def test_three_instances_never_exceed_a_kind_cap_or_a_pool_limit(
                                " WHERE status = 'processing'")
         for row in out:
             if rng.random() < 0.6:
-                assert await stores[rng.randrange(3)].complete(
-                    row["queue_id"], row["dispatch_seq"], {"score": 1}, None,
-                    plan=settings.queue.plan)
+                done_row = Completed(row["queue_id"], row["dispatch_seq"], {"score": 1})
+                assert await stores[rng.randrange(3)].complete(done_row,
+                                                               plan_of(plan=settings.queue))
                 done += 1
     # The caps were reached, not merely respected by an idle queue.
     assert peak_kinds["short"] == 2 and peak_kinds["code"] == 2 and peak_kinds["essay"] >= 1
@@ -116,7 +117,7 @@ async def test_a_refusal_in_one_pool_holds_no_row_of_another(
     assert [tuple(r) for r in ctl] == [("alpha", True, 1, 1), ("beta", False, None, 0),
                                        ("default", False, None, 0)]
     # The next wake-up is alpha's hold: beta's rows wait for nothing but a slot.
-    wake = await store.next_wakeup(1, THRESHOLD, 600, plan=settings.queue.plan)
+    wake = await store.next_wakeup(plan_of(1, THRESHOLD, plan=settings.queue), 600)
     assert wake is not None and 25 < wake <= 30
 
 
@@ -180,12 +181,13 @@ async def test_a_repeated_settle_hands_back_a_row_with_its_kind_and_pool(
     await enqueue(store, conn, settings, "code", 3, "hw-c")
     a = await claim(store, settings)
     assert a is not None and (a.kind, a.pool) == ("code", "beta")
-    applied, b = await store.settle(a.queue_id, a.dispatch_seq, {"score": 1}, None,
-                                    settings.max_in_flight, THRESHOLD, plan=settings.queue.plan)
+    applied, b = await settle_one(store,
+                                  Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
+                                  plan_of(settings.max_in_flight, THRESHOLD, plan=settings.queue))
     assert applied and b is not None
-    again, handed = await store.settle(a.queue_id, a.dispatch_seq, {"score": 9}, None,
-                                       settings.max_in_flight, THRESHOLD,
-                                       plan=settings.queue.plan)
+    plan = plan_of(settings.max_in_flight, THRESHOLD, plan=settings.queue)
+    again, handed = await settle_one(store, Completed(a.queue_id, a.dispatch_seq, {"score": 9}),
+                                     plan)
     assert not again and handed is not None
     assert (handed.queue_id, handed.kind, handed.pool) == (b.queue_id, "code", "beta")
 

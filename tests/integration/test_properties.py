@@ -35,9 +35,10 @@ from hypothesis.stateful import (
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import Conflict
-from aiqueue.models import STATUSES
+from aiqueue.models import STATUSES, Completed
 from tests import pg
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 MAX_ATTEMPTS, THRESHOLD, SUBMISSIONS = 3, 1000, 4
 EXAMPLES = int(os.environ.get("AIQUEUE_PROPERTY_EXAMPLES", "25"))
@@ -151,7 +152,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(answer=st.sampled_from(["accepted", "accepted", "failed", "busy"]))
     def claim(self, answer: str) -> None:
-        job = self.h.run(self.h.store.claim(self.cap, THRESHOLD))
+        job = self.h.run(self.h.store.claim(plan_of(self.cap, THRESHOLD)))
         due = [q for q, r in self.m.rows.items() if r.status == "pending"]
         if not due or self.m.slots() >= self.cap:
             assert job is None, "claimed past the cap or without a due row"
@@ -190,7 +191,8 @@ class QueueMachine(RuleBasedStateMachine):
         assert status == row.status
 
     def complete(self, d: Delivery) -> None:
-        done = self.h.run(self.h.store.complete(d.queue_id, d.seq, {"score": d.seq}, None))
+        done = self.h.run(self.h.store.complete(Completed(d.queue_id, d.seq, {"score": d.seq},
+                                                          None), plan_of()))
         row = self.m.rows.get(d.queue_id)
         if row is None or row.status in ("completed", "cancelled"):
             assert not done, "a result was applied to a finished row"
@@ -380,24 +382,25 @@ async def test_a_late_result_does_not_free_the_slot_a_newer_dispatch_still_holds
     try:
         x, y = await add_submissions(conn, 2)
         await store.enqueue([x], "hw-1", 0, {})
-        first = await store.claim(1, THRESHOLD)
+        first = await store.claim(plan_of(1, THRESHOLD))
         assert first is not None
         await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'")
         assert await store.recover_stuck(600, 3) == 1
-        second = await store.claim(1, THRESHOLD)  # dispatch 2 is at the function now
+        second = await store.claim(plan_of(1, THRESHOLD))  # dispatch 2 is at the function now
         assert second is not None and second.dispatch_seq == first.dispatch_seq + 1
         await store.enqueue([y], "hw-1", 0, {})
         # Dispatch 1's result arrives late: applied, the row completes (the contract)…
-        assert await store.complete(first.queue_id, first.dispatch_seq, {"score": 1}, None)
+        assert await store.complete(Completed(first.queue_id, first.dispatch_seq, {"score": 1},
+                                              None), plan_of())
         row = await store.get_row(first.queue_id)
         assert row is not None and row.status == "completed"
         # …but dispatch 2 is still being worked on: at cap 1, y must wait.
-        assert await store.claim(1, THRESHOLD) is None
+        assert await store.claim(plan_of(1, THRESHOLD)) is None
         assert await store.heartbeat(second.queue_id, second.dispatch_seq, {"current": 1})
-        assert await store.claim(1, THRESHOLD) is None
+        assert await store.claim(plan_of(1, THRESHOLD)) is None
         if newer_reports == "completed":
-            assert not await store.complete(second.queue_id, second.dispatch_seq, {"s": 2},
-                                            None)
+            assert not await store.complete(Completed(second.queue_id, second.dispatch_seq,
+                                                      {"s": 2}, None), plan_of())
         elif newer_reports == "failed":
             assert await store.attempt_failed(
                 second.queue_id, second.dispatch_seq, delay=0, retryable=True, max_attempts=3,
@@ -409,7 +412,7 @@ async def test_a_late_result_does_not_free_the_slot_a_newer_dispatch_still_holds
             await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'"
                                " WHERE queue_id = $1", second.queue_id)
             assert await store.recover_stuck(600, 3) == 0  # released, not recovered
-        assert await store.claim(1, THRESHOLD) is not None  # the slot is free again
+        assert await store.claim(plan_of(1, THRESHOLD)) is not None  # the slot is free again
         writes = await conn.fetchval("SELECT ai_result::text FROM submissions WHERE id = $1", x)
         assert writes == '{"score": 1}'  # the result was applied once, by dispatch 1
     finally:

@@ -8,9 +8,11 @@ from datetime import timedelta
 import asyncpg
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from aiqueue.records.retention import periods
 from aiqueue.settings import Settings
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 CAP, THRESHOLD = 0, 5
 DAY = 86400.0
@@ -30,14 +32,15 @@ async def ended_rows(store: Store, conn: asyncpg.Connection, n: int,
         await store.cancel_assignment(assignment, "t")
     else:
         for _ in qids:
-            job = await store.claim(CAP, THRESHOLD)
+            job = await store.claim(plan_of(CAP, THRESHOLD))
             assert job is not None
             if status == "failed":
                 await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0,
                                            retryable=False, max_attempts=3, error="e",
                                            outcome="failed")
             else:
-                await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+                await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                     plan_of())
     return qids
 
 

@@ -12,9 +12,11 @@ import httpx
 import pytest
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Completed
 from aiqueue.settings import ModelPrice
 from aiqueue.web.app import create_app
 from tests.conftest import SECRET, add_submissions, make_settings
+from tests.plans import plan_of
 
 
 @pytest.fixture
@@ -39,11 +41,11 @@ async def completed(db_url: str, conn: asyncpg.Connection, usage: dict[str, Any]
     try:
         [sub] = await add_submissions(conn, 1, content="secret-answer-words")
         await store.enqueue([sub], "hw-p", 0, {})
-        job = await store.claim(0, 5)
+        job = await store.claim(plan_of(0, 5))
         assert job is not None
-        await store.complete(job.queue_id, job.dispatch_seq,
-                             {"score": 2, "feedback": "quotes secret-answer-words"},
-                             {**usage, "cost_usd": 0.25})
+        result = {"score": 2, "feedback": "quotes secret-answer-words"}
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, result,
+                                       {**usage, "cost_usd": 0.25}), plan_of())
         return str(job.queue_id)
     finally:
         await store.close()

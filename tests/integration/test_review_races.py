@@ -12,7 +12,9 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from tests.conftest import add_submissions, enqueued
+from tests.plans import plan_of
 
 pytestmark = pytest.mark.store_pool(20)
 CAP, THRESHOLD = 0, 5
@@ -21,14 +23,14 @@ CAP, THRESHOLD = 0, 5
 async def claimed(store: Store, sub: uuid.UUID) -> tuple[uuid.UUID, int]:
     """Enqueue one submission and claim its row: (queue_id, dispatch_seq)."""
     out = enqueued(await store.enqueue([sub], "hw-r", 0, {}, remark=True))
-    job = await store.claim(CAP, THRESHOLD)
+    job = await store.claim(plan_of(CAP, THRESHOLD))
     assert job is not None and job.queue_id == out.queue_ids[0]
     return job.queue_id, job.dispatch_seq
 
 
 async def applied(store: Store, sub: uuid.UUID, score: int) -> uuid.UUID:
     queue_id, seq = await claimed(store, sub)
-    assert await store.complete(queue_id, seq, {"score": score}, None)
+    assert await store.complete(Completed(queue_id, seq, {"score": score}, None), plan_of())
     return queue_id
 
 
@@ -76,7 +78,7 @@ async def test_revert_then_late_result(store: Store, conn: asyncpg.Connection):
     first = await applied(store, sub, 3)
     queue_id, seq = await claimed(store, sub)  # a re-mark is out at the function
     assert (await store.revert(first, "t")).outcome == "reverted"
-    assert await store.complete(queue_id, seq, {"score": 9}, None)
+    assert await store.complete(Completed(queue_id, seq, {"score": 9}, None), plan_of())
     assert await mark_of(conn, sub) == {"score": 9}
     prev = await conn.fetchval("SELECT previous_result FROM ai_marking_results "
                                "WHERE queue_id = $1", queue_id)
@@ -89,7 +91,7 @@ async def test_late_result_then_revert(store: Store, conn: asyncpg.Connection):
     [sub] = await add_submissions(conn, 1)
     first = await applied(store, sub, 3)
     queue_id, seq = await claimed(store, sub)
-    assert await store.complete(queue_id, seq, {"score": 9}, None)
+    assert await store.complete(Completed(queue_id, seq, {"score": 9}, None), plan_of())
     assert (await store.revert(first, "t")).outcome == "superseded"
     assert await mark_of(conn, sub) == {"score": 9}
     await consistent(conn, sub)
@@ -126,7 +128,8 @@ async def test_concurrent_revert_and_result_serialise_on_the_submission(
         await blocker.execute("SELECT 1 FROM submissions WHERE id = $1 FOR UPDATE", sub)
         calls: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {
             "revert": lambda: store.revert(prior, "t"),
-            "result": lambda: store.complete(queue_id, seq, {"score": 9}, None)}
+            "result": lambda: store.complete(Completed(queue_id, seq, {"score": 9}, None),
+                                             plan_of())}
         tasks: dict[str, asyncio.Task[Any]] = {}
         for name in (first, *(n for n in calls if n != first)):
             tasks[name] = asyncio.create_task(calls[name]())
@@ -161,7 +164,8 @@ async def test_concurrent_reverts_and_accepts_of_one_result(
 async def test_duplicate_deliveries_record_one_result(store: Store, conn: asyncpg.Connection):
     [sub] = await add_submissions(conn, 1)
     queue_id, seq = await claimed(store, sub)
-    done = await asyncio.gather(*[store.complete(queue_id, seq, {"score": 1}, None)
+    done = await asyncio.gather(*[store.complete(Completed(queue_id, seq, {"score": 1}, None),
+                                                 plan_of())
                                   for _ in range(5)])
     assert sum(done) == 1
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_results") == 1
@@ -175,9 +179,10 @@ async def test_review_run_accepts_or_reverts_the_latest_run_only(
     old = await applied(store, subs[0], 1)  # an earlier run
     await store.enqueue(subs, "hw-r", 0, {}, remark=True)
     for _ in subs:
-        job = await store.claim(CAP, THRESHOLD)
+        job = await store.claim(plan_of(CAP, THRESHOLD))
         assert job is not None
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 2}, None)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 2}, None),
+                             plan_of())
     assert await store.review_run("hw-r", "accept", "t") == (3, 0)
     assert await store.review_run("hw-r", "accept", "t") == (0, 0)
     assert await conn.fetchval("SELECT review FROM ai_marking_results WHERE queue_id = $1",
@@ -193,7 +198,7 @@ async def test_live_feed_carries_progress_messages_only_while_processing(
 
     async def feed() -> list[dict[str, Any]]:
         for _ in range(200):  # other sessions' open transactions may hold events back
-            batch = await store.events_after("hw-r", EventCursor(0, 0), 100)
+            batch = await store.live_events_after("hw-r", EventCursor(0, 0), 100)
             if not batch.held_back:
                 return [e.to_json() for e in batch.events]
             await asyncio.sleep(0.05)
@@ -210,7 +215,7 @@ async def test_live_feed_carries_progress_messages_only_while_processing(
     stored = await conn.fetchval("SELECT summary::text FROM ai_marking_events "
                                  "WHERE summary ? 'progress'")
     assert stored == '{"progress": {"total": 5, "current": 2}}'
-    assert await store.complete(queue_id, seq, {"score": 1}, None)
+    assert await store.complete(Completed(queue_id, seq, {"score": 1}, None), plan_of())
     replay = [e for e in await feed() if "progress" in e]
     assert replay[0]["progress"] == {"current": 2, "total": 5, "message": None}
     assert (await store.accept(queue_id, "t", None)).outcome == "accepted"

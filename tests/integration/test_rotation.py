@@ -16,6 +16,7 @@ from aiqueue.settings import load_settings
 from aiqueue.tokens import Tokens
 from aiqueue.web.app import create_app
 from tests.conftest import PASSWORD, add_submissions, make_settings, mocked_function
+from tests.plans import plan_of
 
 OLD = "old-secret-0123456789abcdef"
 NEW = "new-secret-fedcba9876543210"
@@ -44,7 +45,7 @@ async def dispatched_job(db_url: str, conn: asyncpg.Connection) -> Job:
     store = Store(await connect_pool(db_url, max_size=1))
     try:
         await store.enqueue(subs, "hw-rot", 0, {})
-        job = await store.claim(0, 5)
+        job = await store.claim(plan_of(0, 5))
     finally:
         await store.close()
     assert job is not None

@@ -12,8 +12,10 @@ from aiqueue import cli
 from aiqueue.db.migrate import may_migrate, migrate
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.errors import StoreError
+from aiqueue.models import Completed
 from aiqueue.models.records import ReplayFilter, ReplayOutcome
 from tests.conftest import add_submissions, enqueued
+from tests.plans import plan_of, settle_one
 from tests.roles import RuntimeDb, runtime_database
 
 
@@ -97,10 +99,12 @@ async def test_the_runtime_role_reads_the_queue_and_marks_submissions(
     try:
         outcome = enqueued(await store.enqueue(subs, "hw-rt", 0, {"rubric": "r"}))
         assert len(outcome.queue_ids) == 2
-        job = await store.claim(0, 5)
+        job = await store.claim(plan_of(0, 5))
         assert job is not None and job.content.startswith("answer")
-        applied, _next = await store.settle(job.queue_id, job.dispatch_seq,
-                                            {"score": 1, "max_score": 2}, None, 0, 5)
+        applied, _next = await settle_one(store,
+                                          Completed(job.queue_id, job.dispatch_seq,
+                                                    {"score": 1, "max_score": 2}),
+                                          plan_of(0, 5))
         assert applied
         assert (await store.stats()).completed == 1
         # A school's data (CONTRACT §9e) as the runtime role: retention, replay, export, erase.
@@ -145,7 +149,7 @@ async def test_migrate_keeps_the_runtime_role_and_a_new_one_replaces_it(
         try:
             for statement in ("SELECT count(*) FROM ai_marking_queue",
                               "SELECT count(*) FROM submissions",
-                              "SELECT * FROM aiqueue_claim(1, 5)"):
+                              "SELECT * FROM aiqueue_claim('{}'::jsonb)"):
                 with pytest.raises(asyncpg.InsufficientPrivilegeError):
                     await rt.fetchval(statement)
         finally:

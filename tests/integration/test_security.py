@@ -29,11 +29,12 @@ from starlette.routing import Route
 
 from aiqueue import tokens as tokens_module
 from aiqueue.db.store import Store, connect_pool
-from aiqueue.models import Job
+from aiqueue.models import Completed, Job
 from aiqueue.tokens import Tokens
 from aiqueue.web import http as http_module
 from aiqueue.web.app import create_app
 from tests.conftest import CRON, SECRET, add_submissions, make_settings
+from tests.plans import plan_of
 
 FN = "http://function.test/mark"
 CHAIN = "http://app.test/api/marking/process-queue"
@@ -96,14 +97,15 @@ async def world(db_url: str, conn: asyncpg.Connection, sink: LogSink) -> AsyncIt
     store = Store(await connect_pool(db_url))
     try:
         await store.enqueue(subs[:3], "hw-sec", 0, {"rubric": "r", "max_score": 10})
-        jobs = [await store.claim(0, 5) for _ in range(3)]
+        jobs = [await store.claim(plan_of(0, 5)) for _ in range(3)]
         processing, retried, done = jobs
         assert processing and retried and done
         await store.attempt_failed(retried.queue_id, retried.dispatch_seq, delay=3600,
                                    retryable=True, max_attempts=3, error="x",
                                    outcome="dispatch_error")
-        await store.complete(done.queue_id, done.dispatch_seq,
-                             {"score": 5, "max_score": 10, "feedback": "fine"}, None)
+        await store.complete(Completed(done.queue_id, done.dispatch_seq,
+                                       {"score": 5, "max_score": 10, "feedback": "fine"}),
+                             plan_of())
     finally:
         await store.close()
     app = create_app(make_settings(db_url, cron_secrets=(CRON,), max_in_flight=1))

@@ -19,7 +19,6 @@ import respx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aiqueue.dispatch import Accepted
-from aiqueue.flow import Budget
 from aiqueue.queue.handout import dispatch_async
 from aiqueue.queue.results import refuse
 from aiqueue.runtime import Runtime
@@ -77,7 +76,7 @@ async def test_a_fast_refusal_then_a_redispatch_in_the_same_second_is_no_replay(
     s = rt.settings
     [sub] = await add_submissions(conn, 1)
     await rt.store.enqueue([sub], "hw-1", 0, {"rubric": "Names light", "max_score": 2})
-    first = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
+    first = await rt.store.claim(s.claim_plan)
     assert first is not None
     assert isinstance(await dispatch_async(rt, first), Accepted)
     # The model refused at once (OpenAI's retry-after-ms: 20): the attempt is given back.
@@ -85,7 +84,7 @@ async def test_a_fast_refusal_then_a_redispatch_in_the_same_second_is_no_replay(
                              kind="rate_limited", retry_after=0.02)
     assert status == "pending"
     await asyncio.sleep(0.05)
-    again = await rt.store.claim(s.max_in_flight, s.breaker_threshold, Budget.of(s))
+    again = await rt.store.claim(s.claim_plan)
     assert again is not None and again.attempt == first.attempt == 1
     assert isinstance(await dispatch_async(rt, again), Accepted)
     # Two dispatches, two ids, both taken: neither answered 409 replayed.

@@ -11,9 +11,18 @@ import pytest
 
 from aiqueue.db.store import Store
 from aiqueue.errors import Conflict
-from aiqueue.models import Enqueued, EnqueueOutcome, Job, QueueId, SubmissionId, UnknownIds
+from aiqueue.models import (
+    Completed,
+    Enqueued,
+    EnqueueOutcome,
+    Job,
+    QueueId,
+    SubmissionId,
+    UnknownIds,
+)
 from tests.conftest import add_submissions
 from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
+from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(30)
 CAP, THRESHOLD = 1, 5
@@ -24,7 +33,7 @@ async def claim_first(store: Store, conn: asyncpg.Connection, n: int = 1, *, cap
     """The common preamble: enqueue `n` new submissions of hw-1, claim the first row."""
     ids = await add_submissions(conn, n)
     await store.enqueue(ids, "hw-1", 0, {})
-    job = await store.claim(cap, threshold)
+    job = await store.claim(plan_of(cap, threshold))
     assert job is not None
     return job, ids
 
@@ -32,7 +41,7 @@ async def claim_first(store: Store, conn: asyncpg.Connection, n: int = 1, *, cap
 async def claim_all(store: Store, conn: asyncpg.Connection, n: int) -> list[Job]:
     """Enqueue `n` new submissions of hw-1 and claim every row (no cap)."""
     await store.enqueue(await add_submissions(conn, n), "hw-1", 0, {})
-    jobs = [await store.claim(0, THRESHOLD) for _ in range(n)]
+    jobs = [await store.claim(plan_of(0, THRESHOLD)) for _ in range(n)]
     claimed = [j for j in jobs if j is not None]
     assert len(claimed) == n
     return claimed
@@ -120,11 +129,11 @@ async def test_claim_takes_one_due_row_by_priority_then_order(
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids[:2], "hw-1", 0, {})
     await store.enqueue(ids[2:], "hw-1", 5, {})
-    job = await store.claim(0, THRESHOLD)
+    job = await store.claim(plan_of(0, THRESHOLD))
     assert job is not None and job.submission_id == ids[2]
     assert job.attempt == 1 and job.dispatch_seq == 1
     assert job.content == "answer 2"
-    job2 = await store.claim(0, THRESHOLD)
+    job2 = await store.claim(plan_of(0, THRESHOLD))
     assert job2 is not None and job2.submission_id == ids[0]
     assert await status_of(conn, job.queue_id) == ("processing", 1)
     history = await store.attempts_of(job.queue_id)
@@ -134,13 +143,13 @@ async def test_claim_takes_one_due_row_by_priority_then_order(
 async def test_claim_respects_the_cap_and_run_after(store: Store, conn: asyncpg.Connection) -> None:
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
-    assert await store.claim(1, THRESHOLD) is not None
-    assert await store.claim(1, THRESHOLD) is None
-    assert not await store.can_claim(1, THRESHOLD)
-    assert await store.can_claim(2, THRESHOLD)
+    assert await store.claim(plan_of(1, THRESHOLD)) is not None
+    assert await store.claim(plan_of(1, THRESHOLD)) is None
+    assert not await store.can_claim(plan_of(1, THRESHOLD))
+    assert await store.can_claim(plan_of(2, THRESHOLD))
     await conn.execute("UPDATE ai_marking_queue SET run_after = now() + interval '1 hour' "
                        "WHERE status = 'pending'")
-    assert await store.claim(0, THRESHOLD) is None
+    assert await store.claim(plan_of(0, THRESHOLD)) is None
 
 
 @pytest.mark.parametrize("cap", [0, 1, 3])
@@ -149,7 +158,7 @@ async def test_concurrent_claimers_never_share_a_row_or_pass_the_cap(
 ) -> None:
     ids = await add_submissions(conn, 40)
     await store.enqueue(ids, "hw-1", 0, {})
-    jobs = await asyncio.gather(*[store.claim(cap, THRESHOLD) for _ in range(25)])
+    jobs = await asyncio.gather(*[store.claim(plan_of(cap, THRESHOLD)) for _ in range(25)])
     won = [j.queue_id for j in jobs if j is not None]
     assert len(won) == len(set(won))
     assert len(won) == (25 if cap == 0 else cap)
@@ -162,14 +171,16 @@ async def test_complete_applies_once_even_when_delivered_concurrently(
 ) -> None:
     job, _ = await claim_first(store, conn)
     results = await asyncio.gather(*[
-        store.complete(job.queue_id, job.dispatch_seq, {"score": k}, {"model": "m"})
+        store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": k}, {"model": "m"}),
+                       plan_of())
         for k in range(10)
     ])
     assert sum(results) == 1
     assert await status_of(conn, job.queue_id) == ("completed", 1)
     row = await conn.fetchrow("SELECT ai_result, ai_marked_at FROM submissions")
     assert row["ai_marked_at"] is not None
-    assert not await store.complete(job.queue_id, job.dispatch_seq, {"score": 99}, None)
+    assert not await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 99}, None),
+                                    plan_of())
     assert await conn.fetchval("SELECT ai_result->>'score' FROM submissions") != "99"
 
 
@@ -177,27 +188,30 @@ async def test_settle_applies_a_result_and_claims_the_next_row_in_one_call(
     store: Store, conn: asyncpg.Connection
 ) -> None:
     first, ids = await claim_first(store, conn, 3, cap=CAP)
-    applied, second = await store.settle(first.queue_id, first.dispatch_seq, {"score": 1}, None,
-                                         CAP, THRESHOLD)
+    applied, second = await settle_one(store,
+                                       Completed(first.queue_id, first.dispatch_seq, {"score": 1},
+                                                 None),
+                                       plan_of(CAP, THRESHOLD))
     assert applied and second is not None and second.submission_id == ids[1]
     assert await status_of(conn, first.queue_id) == ("completed", 1)
     assert await status_of(conn, second.queue_id) == ("processing", 1)
-    # A repeated callback changes nothing and claims nothing new: while nobody has
-    # taken `second` to send it, the repeat (a lost answer's) gets it back (§9a).
-    assert await store.settle(first.queue_id, first.dispatch_seq, {"score": 9}, None,
-                              CAP, THRESHOLD) == (False, dataclasses.replace(second, more=False))
-    assert await store.take_handoff(second.queue_id, second.dispatch_seq)
-    # Once it is taken, a repeat gets nothing: the slot is taken, no claim.
-    assert await store.settle(first.queue_id, first.dispatch_seq, {"score": 9}, None,
-                              CAP, THRESHOLD) == (False, None)
+    # A repeated callback changes nothing and claims nothing new: the same caller's
+    # repeat (its first answer lost) gets `second` back, which it took (§9a)...
+    repeat = Completed(first.queue_id, first.dispatch_seq, {"score": 9})
+    assert await settle_one(store, repeat, plan_of(CAP, THRESHOLD)) == (
+        False, dataclasses.replace(second, more=False))
+    # ...and another caller's gets nothing: the slot is taken, no claim.
+    assert await settle_one(store, repeat, plan_of(CAP, THRESHOLD), uuid.uuid4()) == (False, None)
     assert await conn.fetchval(
         "SELECT ai_result->>'score' FROM submissions WHERE id = $1", ids[0]) == "1"
-    applied, third = await store.settle(second.queue_id, second.dispatch_seq, {"score": 2},
-                                        None, CAP, THRESHOLD)
+    applied, third = await settle_one(
+        store, Completed(second.queue_id, second.dispatch_seq, {"score": 2}),
+        plan_of(CAP, THRESHOLD))
     assert applied and third is not None
     # The last result: nothing is left to claim.
-    assert await store.settle(third.queue_id, third.dispatch_seq, {"score": 3}, None,
-                              CAP, THRESHOLD) == (True, None)
+    assert await settle_one(store,
+                            Completed(third.queue_id, third.dispatch_seq, {"score": 3}, None),
+                            plan_of(CAP, THRESHOLD)) == (True, None)
     assert await conn.fetchval(
         "SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'") == 3
 
@@ -208,10 +222,12 @@ async def test_concurrent_settles_and_claims_never_pass_the_cap(
 ) -> None:
     ids = await add_submissions(conn, 30)
     await store.enqueue(ids, "hw-1", 0, {})
-    held = [await store.claim(cap, THRESHOLD) for _ in range(cap)]
-    settles = [store.settle(j.queue_id, j.dispatch_seq, {"score": 1}, None, cap, THRESHOLD)
+    held = [await store.claim(plan_of(cap, THRESHOLD)) for _ in range(cap)]
+    settles = [settle_one(store,
+                          Completed(j.queue_id, j.dispatch_seq, {"score": 1}, None),
+                          plan_of(cap, THRESHOLD))
                for j in held if j is not None]
-    claims = [store.claim(cap, THRESHOLD) for _ in range(8)]
+    claims = [store.claim(plan_of(cap, THRESHOLD)) for _ in range(8)]
     # Settles and claims all at once (one gather of both).
     settled, claimed = await asyncio.gather(asyncio.gather(*settles), asyncio.gather(*claims))
     assert all(applied for applied, _ in settled)
@@ -228,14 +244,17 @@ async def test_late_result_completes_a_pending_or_failed_row_but_not_cancelled(
     assert await store.attempt_failed(a.queue_id, a.dispatch_seq, delay=60, retryable=True,
                                       max_attempts=3, error="x",
                                       outcome="dispatch_error") == "pending"
-    assert await store.complete(a.queue_id, a.dispatch_seq, {"score": 1}, None)
+    assert await store.complete(Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
+                                plan_of())
     assert await store.attempt_failed(b.queue_id, b.dispatch_seq, delay=0, retryable=False,
                                       max_attempts=3, error="x",
                                       outcome="callback_failed") == "failed"
-    assert await store.complete(b.queue_id, b.dispatch_seq, {"score": 2}, None)
+    assert await store.complete(Completed(b.queue_id, b.dispatch_seq, {"score": 2}, None),
+                                plan_of())
     await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled' WHERE queue_id = $1",
                        c.queue_id)
-    assert not await store.complete(c.queue_id, c.dispatch_seq, {"score": 3}, None)
+    assert not await store.complete(Completed(c.queue_id, c.dispatch_seq, {"score": 3}, None),
+                                    plan_of())
     assert (await status_of(conn, a.queue_id))[0] == "completed"
     assert (await status_of(conn, b.queue_id))[0] == "completed"
     assert (await status_of(conn, c.queue_id))[0] == "cancelled"
@@ -247,13 +266,13 @@ async def test_failure_retries_with_backoff_then_fails_when_attempts_are_used(
     ids = await add_submissions(conn, 1)
     await store.enqueue(ids, "hw-1", 0, {})
     for attempt in (1, 2, 3):
-        job = await store.claim(1, THRESHOLD)
+        job = await store.claim(plan_of(1, THRESHOLD))
         assert job is not None and job.attempt == attempt
         status = await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0,
                                             retryable=True, max_attempts=3, error="http_500",
                                             outcome="dispatch_error")
         assert status == ("failed" if attempt == 3 else "pending")
-    assert await store.claim(1, THRESHOLD) is None
+    assert await store.claim(plan_of(1, THRESHOLD)) is None
     row = await conn.fetchrow(
         "SELECT status, attempts, last_error, finished_at FROM ai_marking_queue")
     assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 3, "http_500")
@@ -264,8 +283,8 @@ async def test_backoff_delays_the_next_claim(store: Store, conn: asyncpg.Connect
     job, _ = await claim_first(store, conn)
     await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=30, retryable=True,
                                max_attempts=3, error="e", outcome="dispatch_error")
-    assert await store.claim(1, THRESHOLD) is None
-    wait = await store.next_wakeup(1, THRESHOLD, 600)
+    assert await store.claim(plan_of(1, THRESHOLD)) is None
+    wait = await store.next_wakeup(plan_of(1, THRESHOLD), 600)
     assert wait is not None and 25 < wait <= 30
 
 
@@ -275,7 +294,7 @@ async def test_only_the_current_dispatch_can_fail_a_row(
     old, _ = await claim_first(store, conn)
     await store.attempt_failed(old.queue_id, old.dispatch_seq, delay=0, retryable=True,
                                max_attempts=3, error="e", outcome="dispatch_error")
-    new = await store.claim(1, THRESHOLD)
+    new = await store.claim(plan_of(1, THRESHOLD))
     assert new is not None and new.dispatch_seq == old.dispatch_seq + 1
     stale = await store.attempt_failed(old.queue_id, old.dispatch_seq, delay=0, retryable=False,
                                        max_attempts=3, error="late", outcome="callback_failed")
@@ -292,9 +311,9 @@ async def test_busy_returns_the_row_without_using_an_attempt_and_pauses(
     assert await store.refused(job.queue_id, job.dispatch_seq, kind="overloaded", delay=30,
                                give_up=86400, cap=1) == "pending"
     assert await status_of(conn, job.queue_id) == ("pending", 0)
-    assert await store.claim(1, THRESHOLD) is None  # busy_until holds everyone back
+    assert await store.claim(plan_of(1, THRESHOLD)) is None  # busy_until holds everyone back
     await conn.execute("UPDATE ai_queue_control SET busy_until = now() - interval '1 second'")
-    assert await store.claim(1, THRESHOLD) is not None
+    assert await store.claim(plan_of(1, THRESHOLD)) is not None
 
 
 async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Connection) -> None:
@@ -309,7 +328,8 @@ async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Con
     # The recovered dispatch can no longer fail the row; its late result still counts.
     assert await store.attempt_failed(a.queue_id, a.dispatch_seq, delay=0, retryable=False,
                                       max_attempts=3, error="e", outcome="x") is None
-    assert await store.complete(a.queue_id, a.dispatch_seq, {"score": 1}, None)
+    assert await store.complete(Completed(a.queue_id, a.dispatch_seq, {"score": 1}, None),
+                                plan_of())
     outcomes = [h.outcome for h in await store.attempts_of(a.queue_id)]
     assert outcomes == ["completed_late"]
 
@@ -320,9 +340,10 @@ async def test_prune_deletes_old_completed_rows_at_most_once_a_minute(
     ids = await add_submissions(conn, 3)
     await store.enqueue(ids, "hw-1", 0, {})
     for _ in range(3):
-        job = await store.claim(0, THRESHOLD)
+        job = await store.claim(plan_of(0, THRESHOLD))
         assert job is not None
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
     await conn.execute("UPDATE ai_marking_queue SET finished_at = now() - interval '8 days' "
                        "WHERE submission_id = ANY($1::uuid[])", ids[:2])
     assert await store.prune(7 * 86400) == 2
@@ -341,13 +362,13 @@ async def test_breaker_opens_after_threshold_and_half_opens_for_one_probe(
     for _ in range(3):
         await store.breaker_failure(3, 60)
     assert (await store.control(3)).circuit_open
-    assert await store.claim(0, 3) is None
+    assert await store.claim(plan_of(0, 3)) is None
     await conn.execute("UPDATE ai_queue_control SET circuit_open_until = now()")
-    probe = await store.claim(0, 3)
+    probe = await store.claim(plan_of(0, 3))
     assert probe is not None
-    assert await store.claim(0, 3) is None  # half-open: one probe at a time
+    assert await store.claim(plan_of(0, 3)) is None  # half-open: one probe at a time
     await store.dispatch_accepted()
-    assert await store.claim(0, 3) is not None
+    assert await store.claim(plan_of(0, 3)) is not None
     control = await store.control(3)
     assert control.consecutive_failures == 0 and not control.circuit_open
 
@@ -356,9 +377,9 @@ async def test_pause_stops_claims(store: Store, conn: asyncpg.Connection) -> Non
     ids = await add_submissions(conn, 1)
     await store.enqueue(ids, "hw-1", 0, {})
     await store.set_paused(True, "ops")
-    assert await store.claim(0, THRESHOLD) is None
+    assert await store.claim(plan_of(0, THRESHOLD)) is None
     await store.set_paused(False, "ops")
-    assert await store.claim(0, THRESHOLD) is not None
+    assert await store.claim(plan_of(0, THRESHOLD)) is not None
 
 
 async def test_manual_retry_restarts_attempts_and_refuses_live_rows(
@@ -370,7 +391,7 @@ async def test_manual_retry_restarts_attempts_and_refuses_live_rows(
                                max_attempts=3, error="e", outcome="x")
     assert await store.retry_failed(job.queue_id, "ops")
     assert await status_of(conn, job.queue_id) == ("pending", 0)
-    again = await store.claim(1, THRESHOLD)
+    again = await store.claim(plan_of(1, THRESHOLD))
     assert again is not None and again.attempt == 1 and again.dispatch_seq == 2
 
 
@@ -390,8 +411,8 @@ async def test_status_changes_are_recorded_as_events(
 ) -> None:
     job, _ = await claim_first(store, conn, 2)
     await store.heartbeat(job.queue_id, job.dispatch_seq, {"current": 1})
-    await store.complete(job.queue_id, job.dispatch_seq, {"score": 4, "max_score": 5,
-                                                           "feedback": "f"}, None)
+    await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 4, "max_score": 5,
+                                                           "feedback": "f"}, None), plan_of())
     rows = await conn.fetch("SELECT status, summary::text FROM ai_marking_event_feed "
                             "WHERE queue_id = $1 ORDER BY id, k", job.queue_id)
     # The progress item is a second `processing` event carrying it (live pages show it).
@@ -414,13 +435,13 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
     # The claim's pick takes the chosen group's first due row (aiqueue 0022), one
     # probe per kind with room (aiqueue 0023).
     head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
-    text = await plan_in_function(conn, "aiqueue_fair_pick", head,
+    text = await plan_in_function(conn, "aiqueue_fair_head", head,
                                   **{**GROUP_VALUES, "kinds": "ARRAY['mark']"})
     assert "ai_marking_queue_group_kind_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
     # Its walk in turn order, when that row is held or any kind will do.
     text = await plan_in_function(
-        conn, "aiqueue_fair_pick",
+        conn, "aiqueue_fair_head",
         r"SELECT q\.queue_id, q\.assignment_id INTO r FROM ai_marking_queue q\s+WHERE q\.status"
         r".*?SKIP LOCKED", **GROUP_VALUES)
     assert "ai_marking_queue_group_idx" in text
@@ -462,8 +483,8 @@ async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.
     for _ in range(3):
         await store.breaker_failure(3, 60)
     await conn.execute("UPDATE ai_queue_control SET circuit_open_until = now()")
-    assert await store.claim(2, 3) is not None  # the probe
-    wait = await store.next_wakeup(2, 3, 600)
+    assert await store.claim(plan_of(2, 3)) is not None  # the probe
+    wait = await store.next_wakeup(plan_of(2, 3), 600)
     # Nothing to do until the probe reports or its lease runs out (600 s).
     assert wait is not None and wait > 500
 
@@ -471,7 +492,7 @@ async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.
 async def test_an_idle_queue_has_nothing_to_wake_for(
     store: Store, conn: asyncpg.Connection
 ) -> None:
-    assert await store.next_wakeup(1, 5, 600) is None
+    assert await store.next_wakeup(plan_of(1, 5), 600) is None
     job, _ = await claim_first(store, conn, threshold=5)
-    await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
-    assert await store.next_wakeup(1, 5, 600) is None
+    await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None), plan_of())
+    assert await store.next_wakeup(plan_of(1, 5), 600) is None

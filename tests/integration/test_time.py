@@ -15,7 +15,9 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 CAP, THRESHOLD = 0, 5
 ALERT_KEYS = {"type", "alert", "pool", "kind", "value", "threshold", "opened_at"}
@@ -47,7 +49,7 @@ async def test_a_scheduled_row_is_pending_but_not_claimed_nor_backlog(
         store: Store, conn: asyncpg.Connection):
     ids = await add_submissions(conn, 2, "hw-s")
     await store.enqueue(ids[:1], "hw-s", 0, {}, not_before=now() + timedelta(hours=1))
-    assert await store.claim(CAP, THRESHOLD) is None
+    assert await store.claim(plan_of(CAP, THRESHOLD)) is None
     stats = await store.stats()
     assert (stats.pending, stats.scheduled, stats.oldest_pending_seconds) == (1, 1, None)
     progress = await store.run_progress("hw-s")
@@ -56,7 +58,7 @@ async def test_a_scheduled_row_is_pending_but_not_claimed_nor_backlog(
     assert row.not_before is not None and row.scheduled_for(now()) == row.not_before
     # A row enqueued without a time beside it goes at once.
     await store.enqueue(ids[1:], "hw-s", 0, {})
-    job = await store.claim(CAP, THRESHOLD)
+    job = await store.claim(plan_of(CAP, THRESHOLD))
     assert job is not None and job.submission_id == ids[1]
 
 
@@ -65,11 +67,11 @@ async def test_a_scheduled_row_is_claimed_once_its_time_has_come(
     ids = await add_submissions(conn, 1, "hw-s")
     at = now() + timedelta(seconds=0.5)
     await store.enqueue(ids, "hw-s", 0, {}, not_before=at)
-    assert await store.claim(CAP, THRESHOLD) is None
+    assert await store.claim(plan_of(CAP, THRESHOLD)) is None
     wait = await store.next_scheduled()
     assert wait is not None and 0 < wait <= 0.5
     await asyncio.sleep(wait + 0.05)
-    assert await store.claim(CAP, THRESHOLD) is not None
+    assert await store.claim(plan_of(CAP, THRESHOLD)) is not None
     started = await conn.fetchval("SELECT started_at FROM ai_marking_queue")
     assert started >= at
 
@@ -83,7 +85,7 @@ async def test_rows_that_expire_undispatched_end_expired_with_no_attempt(
     await store.enqueue(ids, "hw-x", 0, {}, expires_at=now() + timedelta(seconds=0.3))
     await asyncio.sleep(0.4)
     # Before any sweep the claim already refuses them.
-    assert await store.claim(CAP, THRESHOLD) is None
+    assert await store.claim(plan_of(CAP, THRESHOLD)) is None
     assert await store.expire_rows() == 3
     rows = await conn.fetch("SELECT status, attempts, last_error FROM ai_marking_queue")
     assert {(r["status"], r["attempts"], r["last_error"]) for r in rows} == {
@@ -100,18 +102,19 @@ async def test_rows_that_expire_undispatched_end_expired_with_no_attempt(
     assert (await store.run_progress("hw-x")).expired == 3
     # A second sweep finds nothing, and nothing is ever claimed.
     assert await store.expire_rows() == 0
-    assert await store.claim(CAP, THRESHOLD) is None
+    assert await store.claim(plan_of(CAP, THRESHOLD)) is None
 
 
 async def test_a_row_dispatched_before_its_expiry_is_not_expired(
         store: Store, conn: asyncpg.Connection):
     ids = await add_submissions(conn, 1, "hw-x")
     await store.enqueue(ids, "hw-x", 0, {}, expires_at=now() + timedelta(seconds=0.3))
-    job = await store.claim(CAP, THRESHOLD)
+    job = await store.claim(plan_of(CAP, THRESHOLD))
     assert job is not None
     await asyncio.sleep(0.4)
     assert await store.expire_rows() == 0
-    assert await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+    assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                plan_of())
 
 
 # -- alerts ------------------------------------------------------------------
@@ -128,9 +131,10 @@ async def test_backlog_age_opens_once_and_resolves_once(store: Store, conn: asyn
     # Its pool, and the kind of the row that waited longest (aiqueue 0023).
     assert (alert.alert, alert.pool, alert.kind, alert.threshold) == (
         "backlog_age", "default", "mark", 30)
-    for job in [await store.claim(CAP, THRESHOLD) for _ in ids]:
+    for job in [await store.claim(plan_of(CAP, THRESHOLD)) for _ in ids]:
         assert job is not None
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
     assert await evaluate(store, at=later + timedelta(seconds=10), backlog=30) == [
         ("backlog_age", "resolved")]
     assert await store.open_alerts() == []
@@ -165,7 +169,7 @@ async def test_stalled_opens_when_nothing_is_dispatched_but_not_while_held(
     await conn.execute("UPDATE ai_queue_control SET busy_until = NULL")
     assert await evaluate(store, at=later, stalled=10) == [("stalled", "opened")]
     # A dispatch the function takes resolves it.
-    job = await store.claim(CAP, THRESHOLD)
+    job = await store.claim(plan_of(CAP, THRESHOLD))
     assert job is not None
     assert await evaluate(store, stalled=10) == [("stalled", "resolved")]
 
@@ -174,10 +178,11 @@ async def test_a_failure_spike_opens_its_alert(store: Store, conn: asyncpg.Conne
     ids = await add_submissions(conn, 10, "hw-f")
     await store.enqueue(ids, "hw-f", 0, {})
     for n in range(10):
-        job = await store.claim(CAP, THRESHOLD)
+        job = await store.claim(plan_of(CAP, THRESHOLD))
         assert job is not None
         if n < 6:
-            await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+            await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                 plan_of())
         else:
             await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
                                        max_attempts=3, error="model_error", outcome="failed")
@@ -273,13 +278,14 @@ async def test_a_failure_spike_is_its_pools(store: Store, conn: asyncpg.Connecti
     ids = await add_submissions(conn, 6, "hw-fs")
     await store.enqueue(ids[:3], "hw-fs", 0, {}, kind="essay", pool="openai")
     await store.enqueue(ids[3:], "hw-fs", 0, {})
-    while (job := await store.claim(CAP, THRESHOLD, plan=plan)) is not None:
+    while (job := await store.claim(plan_of(CAP, THRESHOLD, plan=plan))) is not None:
         if job.pool == "openai":
             await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0,
                                        retryable=False, max_attempts=1, error="model_error",
                                        outcome="failed")
         else:
-            await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+            await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                 plan_of())
     # 3 of 6 rows failed overall (50 %), but all of them in openai.
     assert await evaluate(store, failures_min=3, rate=0.9) == [("failure_spike", "opened")]
     [alert] = await store.open_alerts()

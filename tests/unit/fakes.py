@@ -6,6 +6,7 @@ checks both (see `_both_satisfy_the_protocol`).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -15,8 +16,9 @@ from uuid import UUID
 
 from aiqueue.db.store import Store
 from aiqueue.errors import StoreError
-from aiqueue.flow import NO_BUDGET, Budget, FlowState
+from aiqueue.flow import FlowState
 from aiqueue.models import (
+    Completed,
     Delivery,
     DeliveryState,
     Job,
@@ -31,7 +33,7 @@ from aiqueue.models import (
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
-from aiqueue.settings.money import NO_MONEY, Money
+from aiqueue.settings.plan import ClaimPlan
 
 
 class QuietParts:
@@ -163,20 +165,18 @@ class FakeStore(QuietParts):
         self.calls.append(("flow_state", (cap, window_seconds, pool)))
         return FlowState(cap, self.hold_until, 0, 0, 0, 0)
 
-    async def next_wakeup(self, cap: int, threshold: int, stuck_after: float, *,
+    async def next_wakeup(self, plan: ClaimPlan, stuck_after: float, *,
                           heartbeat: float | None = None, bound: float | None = None,
-                          ask: bool = False, look: float | None = None,
-                          budget: Budget = NO_BUDGET,
-                          plan: str | None = None) -> float | None:
-        self.calls.append(("next_wakeup", (cap, threshold, stuck_after)))
+                          ask: bool = False, look: float | None = None) -> float | None:
+        self.calls.append(("next_wakeup", (plan, stuck_after)))
         return self.wakeup_in
 
     async def next_scheduled(self) -> float | None:
         self.calls.append(("next_scheduled", ()))
         return self.scheduled_in
 
-    async def recent_p95(self) -> float | None:
-        self.calls.append(("recent_p95", ()))
+    async def recent_processing_tail(self) -> float | None:
+        self.calls.append(("recent_processing_tail", ()))
         return self.p95
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
@@ -222,17 +222,14 @@ class FakeStore(QuietParts):
         self.calls.append(("evaluate_alerts", (backlog, stalled, failures_min, failure_rate)))
         return []
 
-    async def claim(self, cap: int, breaker_threshold: int,
-                    budget: Budget = NO_BUDGET, plan: str | None = None,
-                    money: Money = NO_MONEY) -> Job | None:
-        self.calls.append(("claim", (cap, breaker_threshold, budget)))
+    async def claim(self, plan: ClaimPlan) -> Job | None:
+        self.calls.append(("claim", (plan,)))
         if not self.jobs:
             return None
         return replace(self.jobs.pop(0), more=self.claimable_after)
 
-    async def can_claim(self, cap: int, breaker_threshold: int,
-                        plan: str | None = None) -> bool:
-        self.calls.append(("can_claim", (cap, breaker_threshold)))
+    async def can_claim(self, plan: ClaimPlan) -> bool:
+        self.calls.append(("can_claim", (plan,)))
         return self.claimable_after
 
     async def dispatch_accepted(self, pool: str = "default") -> None:
@@ -253,10 +250,6 @@ class FakeStore(QuietParts):
         self.calls.append(("attempt_failed", (queue_id, dispatch_seq, kw)))
         return "pending"
 
-    async def take_handoff(self, queue_id: UUID, dispatch_seq: int) -> bool:
-        self.calls.append(("take_handoff", (queue_id, dispatch_seq)))
-        return True
-
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
         if self.ref_fails:
@@ -268,23 +261,18 @@ class FakeStore(QuietParts):
         self.calls.append(("breaker_failure", (threshold, cooldown)))
         return self.failures
 
-    async def complete(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any,
-        cap: int = 0, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> bool:
-        self.calls.append(("complete", (queue_id, dispatch_seq, result, usage)))
+    async def complete(self, item: Completed, plan: ClaimPlan) -> bool:
+        self.calls.append(("complete", (item.queue_id, item.dispatch_seq, item.result,
+                                        item.usage)))
         return True
 
-    async def settle(
-        self, queue_id: UUID, dispatch_seq: int, result: dict[str, Any], usage: Any, cap: int,
-        breaker_threshold: int, budget: Budget = NO_BUDGET, plan: str | None = None,
-        money: Money = NO_MONEY,
-    ) -> tuple[bool, Job | None]:
-        self.calls.append(("settle", (queue_id, dispatch_seq, result, usage)))
+    async def settle(self, items: Sequence[Completed], plan: ClaimPlan,
+                     taker: UUID) -> list[tuple[bool, Job | None]]:
+        self.calls.append(("settle", tuple((i.queue_id, i.dispatch_seq, i.result, i.usage)
+                                           for i in items)))
         if self.settle_fails:
             raise StoreError("database error: DeadlockDetectedError")
-        return True, await self.claim(cap, breaker_threshold)
+        return [(True, await self.claim(plan)) for _ in items]
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -305,6 +293,6 @@ def make_job(attempt: int = 1, payload: dict[str, Any] | None = None) -> Job:
         assignment_id="hw-7",
         attempt=attempt,
         dispatch_seq=attempt,
-        payload={"rubric": "r", "max_score": 10} if payload is None else payload,
+        payload_json=json.dumps({"rubric": "r", "max_score": 10} if payload is None else payload),
         content="the student's answer",
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aiqueue.batch.lane import live_estimate
+from aiqueue.batch.pack import live_estimate
 from aiqueue.errors import SettingsError
 from aiqueue.settings import Settings, load_settings
 

@@ -10,7 +10,7 @@ import pytest
 import respx
 
 from aiqueue import dispatch
-from aiqueue.queue import enqueue, loop
+from aiqueue.queue import loop, webhook
 from aiqueue.queue.loop import Receipt
 from aiqueue.tokens import Tokens
 from tests.unit.dispatch_kit import FN, SECRET, SELF, runtime, settings
@@ -133,17 +133,17 @@ async def test_a_completed_callback_settles_or_at_least_applies_its_result(
     rt = runtime(store, client)
     item = {"queue_id": str(job.queue_id), "status": "completed", "result": {"score": 1},
             "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt)}
-    receipt = await enqueue.receive_results(rt, enqueue.verify_results(rt.tokens, [item]))
+    receipt = await webhook.receive_results(rt, webhook.verify_results(rt.tokens, [item]))
     assert receipt.counts == {"accepted": 1, "ignored": 0, "rejected": 0}
     assert receipt.freed == 1
     if settle_fails:
         # Tried once more (a lost answer's repeat hands back what the first claimed),
         # then the result did not wait on the claim; the step after answering claims.
         assert store.names() == ["settle", "settle", "complete"]
-        assert not receipt.settled and receipt.next_job is None
+        assert not receipt.settled and receipt.next_jobs == ()
     else:
         assert store.names() == ["settle", "claim"]
-        assert receipt.settled and receipt.next_job is not None
+        assert receipt.settled and len(receipt.next_jobs) == 1
 
 
 @respx.mock
@@ -158,11 +158,11 @@ async def test_a_settled_step_dispatches_first_and_tidies_up_after(client: httpx
 
     respx.post(FN).mock(side_effect=accept)
     chain = respx.post(SELF).mock(return_value=httpx.Response(200, json={}))
-    settled = Receipt({"accepted": 1, "ignored": 0, "rejected": 0}, 1, True, make_job())
+    settled = Receipt({"accepted": 1, "ignored": 0, "rejected": 0}, 1, True, (make_job(),))
     step = await loop.settled_step(runtime(store, client), settled)
     # The result's transaction claimed already: no claim here, and housekeeping
     # (due on an instance's first step) waits until the job has gone out.
-    assert store.names() == ["take_handoff", "dispatch", "recover_stuck", "prune", "retain",
+    assert store.names() == ["dispatch", "recover_stuck", "prune", "retain",
                              "expire_rows", "evaluate_alerts"]
     assert step.dispatched
     # Slots that recovery freed get a chained step; otherwise nothing chains.

@@ -6,6 +6,8 @@ tests/integration/test_flow.py: the two must agree.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from aiqueue import flow
@@ -46,12 +48,19 @@ def test_the_ceiling_is_the_cap_or_a_sane_bound_when_unlimited() -> None:
     assert flow.ceiling(0) == flow.UNLIMITED_CEILING == 64
 
 
-def test_a_budget_is_declared_by_either_rate() -> None:
-    assert not flow.NO_BUDGET.declared
-    assert flow.Budget(1000, 0, 10).declared and flow.Budget(0, 60, 10).declared
+def test_a_budget_is_declared_by_either_rate_and_the_claim_plan_carries_it() -> None:
     settings = Settings(tokens_per_minute=6000, requests_per_minute=0,
-                        budget_window_seconds=10)
-    assert flow.Budget.of(settings).args() == (6000, 0, 10)
+                        budget_window_seconds=10, breaker_threshold=3)
+    assert settings.queue.pools["default"].budget_declared
+    doc = json.loads(settings.claim_plan.json)
+    assert doc["pools"] == [{"name": "default", "cap": 1, "tpm": 6000, "rpm": 0,
+                             "budgeted": True}]
+    assert (doc["budgeted"], doc["window"], doc["breaker_threshold"]) == (True, 10, 3)
+    assert settings.claim_plan is settings.claim_plan  # built once per settings
+    assert json.loads(settings.claim_plan.stalled.json)["pools"][0]["cap"] == 1
+    rpm = Settings(tokens_per_minute=0, requests_per_minute=60)
+    assert json.loads(rpm.claim_plan.json)["budgeted"]
+    assert not json.loads(Settings().claim_plan.json)["budgeted"]
 
 
 def test_the_flow_variables_are_read_and_checked() -> None:
@@ -60,7 +69,7 @@ def test_the_flow_variables_are_read_and_checked() -> None:
     assert (s.tokens_per_minute, s.requests_per_minute) == (90000, 500)
     assert (s.budget_window_seconds, s.refused_give_up_seconds) == (10.0, 60.0)
     defaults = load_settings({})
-    assert flow.Budget.of(defaults) == flow.NO_BUDGET
+    assert not defaults.queue.pools["default"].budget_declared
     assert defaults.refused_give_up_seconds == 86400
     for name, value in (("QUEUE_TOKENS_PER_MINUTE", "-1"), ("QUEUE_REQUESTS_PER_MINUTE", "x"),
                         ("QUEUE_BUDGET_WINDOW_SECONDS", "0"),

@@ -40,21 +40,18 @@ def test_every_sql_block_the_code_names_exists():
              *ROOT.joinpath("bench").rglob("*.py")]
     used = {name: path for path in files for name in _named_blocks(path)}
     assert len(used) > 20, "the scan finds the store's queries"
-    assert {"claim", "recover_stuck", "review_accept", "probe_answer_record"} <= set(used), (
+    assert {"claim", "recover_stuck", "accept", "record_probe_answer"} <= set(used), (
         "the scan finds the names the writers run")
     missing = {name: str(path.relative_to(ROOT)) for name, path in used.items()
                if name not in queries()}
     assert missing == {}
 
 
-# The query modules whose .sql file has another name (the rest: db/x.py runs sql/x.sql).
-_SQL_FILE_OF = {"queue": "queries", "rows": "queries", "outbox": "notify", "timing": "time"}
 # Statements one query class runs inside another file's transaction, and why.
 _SHARED = {
     "idempotency_claim", "idempotency_answer", "idempotency_save",  # enqueue's and erasure's keys
     "batch_lane_rows",  # an enqueue puts its rows on the overnight lane in its own transaction
     "serial_plans",  # the stats' SET LOCAL, shared with the monitoring page
-    "recover_stuck",  # recovery's sweep, beside the claim it frees slots for
 }
 
 
@@ -81,11 +78,59 @@ def test_each_query_class_runs_the_statements_of_its_own_sql_file():
     strays = {}
     for path in modules:
         names = _named_blocks(path) - _SHARED
-        own = blocks.get(_SQL_FILE_OF.get(path.stem, path.stem), set())
+        own = blocks.get(path.stem, set())
         if names - own:
             strays[path.name] = sorted(names - own)
     assert strays == {}
     assert _SHARED <= set().union(*blocks.values())
+
+
+# Methods that run a statement of another name, and why.
+_OTHER_NAME = {
+    "cancel_row": "cancel_pending",  # one statement cancels a row, or an assignment's rest
+    "cancel_assignment": "cancel_pending",
+    "submission_result": "submission_results",  # the list's statement, for one submission
+}
+
+
+def _blocks_run_by_method(path: Path) -> dict[str, set[str]]:
+    """Each public method of the file's query classes, and the named statements it runs."""
+    known = queries()
+    found: dict[str, set[str]] = {}
+    for cls in ast.parse(path.read_text()).body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for fn in cls.body:
+            if isinstance(fn, ast.AsyncFunctionDef | ast.FunctionDef) and \
+                    not fn.name.startswith("_"):
+                found[fn.name] = {
+                    node.value for node in ast.walk(fn)
+                    if isinstance(node, ast.Constant) and node.value in known}
+    return found
+
+
+def _misnamed(paths: list[Path]) -> dict[str, list[str]]:
+    """Methods that run named statements, none of them of the method's own name."""
+    wrong = {}
+    for path in paths:
+        for method, runs in _blocks_run_by_method(path).items():
+            if runs and _OTHER_NAME.get(method, method) not in runs:
+                wrong[method] = sorted(runs)
+    return wrong
+
+
+def test_each_query_method_runs_the_statement_of_its_own_name():
+    # A newcomer who reads a method's name finds its statement by the same name.
+    modules = _query_modules()
+    assert len({m for p in modules for m in _blocks_run_by_method(p)}) > 90
+    assert _misnamed(modules) == {}
+
+
+def test_the_method_name_check_sees_a_stray(tmp_path: Path):
+    stray = tmp_path / "stray.py"
+    stray.write_text("class Q(Gateway):\n    async def ping_twice(self) -> bool:\n"
+                     "        return bool(await self._fetchval('ping'))\n")
+    assert _misnamed([stray]) == {"ping_twice": ["ping"]}
 
 
 def _contracts() -> list[dict[str, object]]:

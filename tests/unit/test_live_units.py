@@ -41,7 +41,7 @@ class FakeFeed:
     fail: bool = False
     reads: int = 0
 
-    async def events_after(self, assignment_id: str, cursor: EventCursor, limit: int
+    async def live_events_after(self, assignment_id: str, cursor: EventCursor, limit: int
                            ) -> EventBatch:
         self.reads += 1
         if self.fail:

@@ -120,10 +120,10 @@ class ReadOnlyStore:
         assert threshold == 5
         return snap().control
 
-    async def counters(self) -> list[TallyRow]:
+    async def metrics_counters(self) -> list[TallyRow]:
         return TALLY
 
-    async def buckets(self) -> list[float]:
+    async def metrics_buckets(self) -> list[float]:
         return [0.5, 1.0]
 
     async def flow_state(self, cap: int, window_seconds: float) -> FlowState:

@@ -154,10 +154,10 @@ async def test_digitalocean_is_asked_at_3x_the_recent_p95_at_least_10_s(
     t = await recovery.thresholds(rt)
     assert (t.p95, t.quiet, t.bound) == (p95, quiet, 330.0)
     await recovery.thresholds(rt)
-    assert store.names().count("recent_p95") == 1  # read once a minute, not every step
+    assert store.names().count("recent_processing_tail") == 1  # read once a minute, not every step
 
 
 async def test_the_p95_is_not_read_where_no_platform_is_asked():
     store = FakeStore(p95=1.0)
     t = await recovery.thresholds(runtime(store, dispatch_target="lambda", aws_lambda=LAMBDA))
-    assert t.p95 is None and "recent_p95" not in store.names()
+    assert t.p95 is None and "recent_processing_tail" not in store.names()

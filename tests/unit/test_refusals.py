@@ -9,7 +9,7 @@ import pytest
 import respx
 
 from aiqueue.errors import Invalid
-from aiqueue.queue import enqueue, loop
+from aiqueue.queue import loop, webhook
 from tests.unit.dispatch_kit import FN, runtime
 from tests.unit.fakes import FakeStore, make_job
 
@@ -30,8 +30,8 @@ async def test_a_refusal_item_goes_back_without_an_attempt(
     job = make_job()
     store = FakeStore()
     rt = runtime(store, client, max_in_flight=8, refused_give_up_seconds=120)
-    receipt = await enqueue.receive_results(
-        rt, enqueue.verify_results(rt.tokens, [failed(rt, job, **extra)]))
+    receipt = await webhook.receive_results(
+        rt, webhook.verify_results(rt.tokens, [failed(rt, job, **extra)]))
     assert receipt.counts["accepted"] == 1 and receipt.freed == 1
     _qid, _seq, kw = store.args_of("refused")
     if delay is None:  # the first retry's jittered backoff, base 10 s
@@ -46,7 +46,7 @@ async def test_other_errors_still_use_an_attempt(client: httpx.AsyncClient) -> N
     job = make_job()
     store = FakeStore()
     rt = runtime(store, client)
-    await enqueue.receive_results(rt, enqueue.verify_results(
+    await webhook.receive_results(rt, webhook.verify_results(
         rt.tokens, [failed(rt, job, error="model_timeout", retry_after=5)]))
     assert "refused" not in store.names() and "attempt_failed" in store.names()
 
@@ -59,10 +59,10 @@ async def test_a_bad_retry_after_fails_the_whole_batch(
     rt = runtime(FakeStore(), client)
     items = [failed(rt, job, error="rate_limited", retry_after=bad)]
     if bad is None:  # null is "not given"
-        enqueue.verify_results(rt.tokens, items)
+        webhook.verify_results(rt.tokens, items)
         return
     with pytest.raises(Invalid, match="retry_after"):
-        enqueue.verify_results(rt.tokens, [failed(rt, make_job(), error="overloaded"), *items])
+        webhook.verify_results(rt.tokens, [failed(rt, make_job(), error="overloaded"), *items])
 
 
 @respx.mock

@@ -10,7 +10,7 @@ import pytest
 from aiqueue.errors import Invalid, SettingsError
 from aiqueue.models import EventCursor, MarkingEvent, QueueId, SubmissionId
 from aiqueue.queue.review import parse_actor, parse_adjusted
-from aiqueue.queue.spend import cost_usd, priced
+from aiqueue.queue.spend import cost_usd
 from aiqueue.reads.usage import usage_range
 from aiqueue.settings import ModelPrice, load_settings
 from tests.conftest import METRICS
@@ -25,9 +25,6 @@ def test_cost_is_the_functions_own_else_priced_else_unknown():
                     PRICES) == pytest.approx(0.004)
     assert cost_usd({"model": "other", "prompt_tokens": 10}, PRICES) is None
     assert cost_usd(None, PRICES) is None
-    assert priced({"model": "gpt-x", "prompt_tokens": 500000}, PRICES) == {
-        "model": "gpt-x", "prompt_tokens": 500000, "cost_usd": 1.0}
-    assert priced({"model": "other"}, PRICES) == {"model": "other"}
 
 
 def test_model_prices_setting_is_validated_with_one_line_naming_it():

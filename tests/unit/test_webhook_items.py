@@ -1,4 +1,5 @@
-"""verify_results checks a callback token first and once: what each kind of item becomes."""
+"""Webhook items: verify_results checks a callback token first and once (what each kind of
+item becomes), and an item's error text becomes a content-free code."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from uuid import uuid4
 import pytest
 
 from aiqueue.errors import Invalid, Unauthorized
-from aiqueue.queue.enqueue import verify_results
 from aiqueue.queue.probes import ProbeAnswer
-from aiqueue.queue.results import ResultItem
+from aiqueue.queue.results import ResultItem, error_code
+from aiqueue.queue.webhook import verify_results
 from aiqueue.tokens import Tokens
 
 TOKENS = Tokens("unit-secret-0123456789abcdef")
@@ -55,3 +56,10 @@ def test_a_malformed_item_with_a_good_token_is_still_422() -> None:
             "status": "completed"}  # no result
     with pytest.raises(Invalid):
         verify_results(TOKENS, [item])
+
+
+def test_error_texts_become_content_free_codes():
+    assert error_code("model_timeout") == "function:model_timeout"
+    assert error_code("The student wrote about photosynthesis") == "function_failed"
+    assert error_code(None) == "function_failed"
+    assert error_code("x" * 100) == "function_failed"

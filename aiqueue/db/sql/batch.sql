@@ -1,4 +1,4 @@
--- The overnight lane (CONTRACT §9f, aiqueue/batch/lane.py; migration 0020).
+-- The overnight lane (CONTRACT §9f, aiqueue/batch/pack.py; migration 0020).
 -- The provider is called between these statements, never inside a transaction.
 
 -- batch_lane_rows --
@@ -108,7 +108,7 @@ UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
 WHERE id = $1 AND state = 'submitting'
 RETURNING id;
 
--- batch_stale --
+-- batches_stale --
 -- Batches still 'submitting' after $2 seconds: their step crashed or is stuck
 -- between recording and creating (reconciled by the next step).
 SELECT id, provider, model, provider_batch_id, files, state, rows,
@@ -118,7 +118,7 @@ WHERE pool = $1 AND state = 'submitting' AND created_at < now() - make_interval(
 ORDER BY id
 LIMIT 20;
 
--- batch_due --
+-- batches_due --
 -- Batches to look at now, each taken for $2 seconds (another instance skips it).
 WITH due AS (
     SELECT b.id FROM ai_marking_batches b

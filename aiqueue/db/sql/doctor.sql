@@ -7,16 +7,16 @@ SELECT coalesce(max(split_part(version, '_', 1)::int), 0) AS found
 FROM aiqueue_migrations
 WHERE version ~ '^[0-9]+_'
 
--- probe_answer_record --
+-- record_probe_answer --
 -- The first answer wins: a repeated callback of the same probe changes nothing.
 INSERT INTO ai_marking_probes (probe_id, answer, detail)
 VALUES ($1, $2, $3::jsonb)
 ON CONFLICT (probe_id) DO NOTHING
 
--- probe_answer_read --
+-- probe_answer --
 SELECT answer, detail::text AS detail FROM ai_marking_probes WHERE probe_id = $1
 
--- probe_answers_prune --
+-- prune_probe_answers --
 -- Probes are answered within seconds; an hour keeps a late answer visible.
 DELETE FROM ai_marking_probes WHERE answered_at < now() - interval '1 hour'
 

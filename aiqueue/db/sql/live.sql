@@ -40,7 +40,7 @@ WHERE e.assignment_id = $1
 ORDER BY e.tx, e.id, e.k
 LIMIT $5;
 
--- live_submission_status --
+-- submission_status --
 -- The submission's latest row and, when it is pending, how many pending rows the
 -- claim takes before it: those ahead in claim order (priority DESC, turn, seq)
 -- that are due no later than it is; while it waits out a backoff, every row of
@@ -77,7 +77,7 @@ SELECT l.queue_id, l.status, l.attempts,
 FROM latest l
 LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 
--- live_recent_seconds --
+-- recent_processing_seconds --
 -- Average dispatch-to-result time of the last 50 completed rows (read backwards
 -- on the (status, finished_at) index): the basis of every ETA.
 SELECT avg(d)::float8 AS seconds
@@ -87,7 +87,7 @@ FROM (SELECT extract(epoch FROM finished_at - started_at) AS d
       ORDER BY finished_at DESC
       LIMIT 50) recent;
 
--- live_assignment_progress --
+-- run_progress --
 -- Counts over the assignment's latest run (its newest row's run_id: an enqueue
 -- joins the live run, so "Mark All" and then one more row is still one run),
 -- plus the queue position of the run's last pending row, other runs included.

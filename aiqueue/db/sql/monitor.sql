@@ -1,5 +1,5 @@
 -- The operator page's own statements (/ai-queue), as named blocks.
--- Loaded with queries.sql; names must not repeat any there.
+-- Loaded with every sql/*.sql file; names must not repeat any there.
 
 -- serial_plans --
 -- For the statement after it, in the same transaction (`stats`): a dozen

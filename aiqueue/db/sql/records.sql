@@ -1,7 +1,7 @@
 -- A school's data (CONTRACT §9e): retention, erasure, export, replay by filter.
 -- The rules that call these: aiqueue/records/.  Gateway: aiqueue/db/records.py.
 
--- records_retain --
+-- retain --
 -- Retention, in bounded batches (at most $3 rows of each kind per call), at most
 -- once per $4 seconds across every instance (the control row is the gate, as
 -- for the prune).  Three kinds, each past its own period:
@@ -75,7 +75,7 @@ WHERE s.id = ANY ($1::uuid[])
 ORDER BY s.id
 FOR UPDATE;
 
--- erase_rows --
+-- erase --
 -- Everything the queue holds that names submissions $1, in one statement after
 -- the locks above: their queue rows (a row in flight too: deleting it is its
 -- cancellation, and its late callback then finds nothing to apply), attempt
@@ -194,7 +194,7 @@ SELECT c.erased::text AS erased, (SELECT count(*) FROM batch_cut) + (SELECT coun
        AS batches
 FROM counts c;
 
--- erase_assignment_subjects --
+-- assignment_subjects --
 -- The submissions an erasure of assignment $1 covers: the host's, and any the
 -- queue still names under that assignment.
 SELECT s.id FROM submissions s WHERE s.assignment_id = $1

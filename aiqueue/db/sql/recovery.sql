@@ -1,14 +1,84 @@
--- Asking the platform before recovering a row (CONTRACT §8e, aiqueue/recovery.py).
--- The HTTP call to the platform runs between these statements, never inside a
--- transaction: each statement here is short and decides on what it finds.
+-- Recovery (aiqueue/queue/recovery.py): the sweep of quiet rows, and asking the
+-- platform before recovering a row (CONTRACT §8e).  The HTTP call to the
+-- platform runs between these statements, never inside a transaction: each
+-- statement here is short and decides on what it finds.
 
--- recovery_lookups --
+-- recover_stuck --
+-- Rows whose function went quiet: no result and no heartbeat for
+-- QUEUE_STUCK_AFTER_SECONDS ($1) after the dispatch, or for the heartbeat
+-- timeout ($3) after the last heartbeat, or past the platform's bound ($4:
+-- dispatch + the function's time limit + a grace; NULL: none); see
+-- aiqueue_recover_at().  Retry now (the lease already waited) or fail when
+-- attempts are used up.  With $5 the platform is asked before a row with an
+-- invocation id is recovered (digitalocean: aiqueue/queue/recovery.py), so
+-- those are left to it.  Only rows of the kinds that dispatch to this platform
+-- ($7, $8).  The old dispatch_seq can no longer fail the row; a late
+-- completed result is still welcome.
+WITH stuck AS (
+    SELECT q.queue_id,
+           CASE WHEN q.started_at + make_interval(secs => $4::float8) <= now()
+                THEN 'platform_timeout'
+                WHEN q.progress IS NOT NULL THEN 'heartbeat_timeout'
+                ELSE 'stuck_no_result' END AS why
+    FROM ai_marking_queue q
+    -- A range of ai_marking_queue_lease_idx first (with QUEUE_MAX_IN_FLIGHT=0 many
+    -- rows may hold a lease): no term is due before the shortest threshold has
+    -- passed since the lease (an invocation cannot outlive its platform's limit,
+    -- so it has stopped heartbeating by then).
+    WHERE q.status = 'processing'
+      AND q.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
+      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+                             $1::float8, $3::float8, $4::float8) <= now()
+      AND NOT ($5::boolean AND EXISTS (
+          SELECT 1 FROM ai_marking_attempts a
+          WHERE a.queue_id = q.queue_id AND a.dispatch_seq = q.dispatch_seq
+            AND a.kind = 'dispatch' AND a.dispatch_ref IS NOT NULL))
+      -- Each kind by its own platform's thresholds ($7 these kinds; NULL: all but $8).
+      AND aiqueue_kind_in(q.kind, $7::text[], $8::text[])
+    ORDER BY q.lease_at
+    LIMIT 500
+    FOR UPDATE OF q SKIP LOCKED
+),
+row AS (
+    UPDATE ai_marking_queue q
+    -- A kind may allow its own number of attempts ($6: {kind: n}; else $2).
+    SET status = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer, $2::integer)
+                      THEN 'pending' ELSE 'failed' END,
+        finished_at = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer,
+                                                      $2::integer)
+                           THEN NULL ELSE now() END,
+        run_after = now(), lease_at = NULL, last_error = stuck.why, updated_at = now()
+    FROM stuck WHERE q.queue_id = stuck.queue_id
+    RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why
+),
+history AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = row.why,
+        platform = CASE WHEN row.why = 'platform_timeout' THEN 'timed_out' ELSE a.platform END
+    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = row.dispatch_seq
+      AND a.kind = 'dispatch'
+),
+-- Completed rows still holding a slot for a newer dispatch that never reported.
+released AS (
+    UPDATE ai_marking_queue q SET lease_at = NULL
+    WHERE q.status = 'completed' AND q.lease_at IS NOT NULL
+      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+                             $1::float8, $3::float8, $4::float8) <= now()
+),
+tally AS (
+    INSERT INTO ai_marking_tally (outcome, job, error, n)
+    SELECT 'stuck', CASE WHEN row.status = 'failed' THEN 'failed' END, row.why, count(*)
+    FROM row GROUP BY 2, 3
+)
+SELECT count(*) AS n FROM row;
+
+-- take_lookups --
 -- Up to $4 dispatches whose time to ask has come (aiqueue_recover_at with the
 -- platform's look threshold $1 = $2 and its bound $3), each taken for $5
 -- seconds: another instance skips it meanwhile (SKIP LOCKED now, look_after
 -- after the commit).  Only rows of the kinds that dispatch to this platform
--- ($6 these kinds; NULL: every kind but $7).  `past_bound`: the platform's time limit and grace have
--- run out by the database's clock, so "not found" now means gone.
+-- ($6 these kinds; NULL: every kind but $7).  `past_bound`: the platform's
+-- time limit and grace have run out by the database's clock, so "not found"
+-- now means gone.
 WITH due AS (
     SELECT a.id
     FROM ai_marking_queue q
@@ -28,7 +98,7 @@ WHERE a.id = due.id AND q.queue_id = a.queue_id
 RETURNING a.queue_id, a.dispatch_seq, a.attempt, a.dispatch_ref,
           q.started_at + make_interval(secs => $3::float8) <= now() AS past_bound;
 
--- recovery_note --
+-- platform_waits --
 -- What the platform said about one dispatch, and when to ask again ($4
 -- seconds from now, capped at its bound $5 seconds after the dispatch; NULL:
 -- no need).  Only while that dispatch is still the row's current one.
@@ -40,7 +110,7 @@ FROM ai_marking_queue q
 WHERE a.queue_id = $1 AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
   AND q.queue_id = a.queue_id AND q.dispatch_seq = $2 AND q.status = 'processing';
 
--- recovery_said --
+-- platform_said --
 -- The platform's word on a dispatch that just ended (applied from the
 -- activation, activation failed, timed out): kept on its history line.
 UPDATE ai_marking_attempts SET platform = $3, look_after = NULL

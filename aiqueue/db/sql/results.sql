@@ -1,10 +1,10 @@
 -- The teacher's results page and the demo data (aiqueue/reads/teacher.py, aiqueue/dev/demo.py).
 
--- results_assignment --
+-- assignment_info --
 SELECT assignment_id, title, payload::text AS payload
 FROM ai_marking_assignments WHERE assignment_id = $1;
 
--- results_submissions --
+-- submission_results --
 -- The teacher's table: every submission of the assignment (or the one $3 names)
 -- with its AI result, the status (and last progress item) of its latest queue
 -- row, and the review of the newest result still applied (none reverted after
@@ -31,7 +31,7 @@ WHERE s.assignment_id = $1 AND ($3::uuid IS NULL OR s.id = $3)
 ORDER BY 2 NULLS LAST, s.id
 LIMIT $2;
 
--- results_unmarked --
+-- unmarked_submissions --
 -- "Mark All" marks what has no AI mark yet, in the table's order.
 SELECT s.id
 FROM submissions s
@@ -39,7 +39,7 @@ WHERE s.assignment_id = $1 AND s.ai_result IS NULL
 ORDER BY to_jsonb(s) ->> 'student_name' NULLS LAST, s.id
 LIMIT $2;
 
--- results_upsert_assignment --
+-- save_assignment --
 INSERT INTO ai_marking_assignments (assignment_id, title, payload)
 VALUES ($1, $2, $3::jsonb)
 ON CONFLICT (assignment_id) DO UPDATE
@@ -47,7 +47,7 @@ SET title = excluded.title, payload = excluded.payload, updated_at = now()
 WHERE (ai_marking_assignments.title, ai_marking_assignments.payload)
       IS DISTINCT FROM (excluded.title, excluded.payload);
 
--- results_seed_submissions --
+-- seed_submissions --
 -- Demo submissions with fixed ids; ones already there are left alone, so seeding
 -- twice changes nothing.  jsonb_populate_recordset fills only the columns the
 -- submissions table has (a host's table may lack student_name).

@@ -33,4 +33,21 @@ DROP FUNCTION IF EXISTS aiqueue_due_at();
 DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_alert_values(timestamptz, float8, float8, integer, float8);
 DROP FUNCTION IF EXISTS aiqueue_in_flight(integer);
+-- The claim's seven arguments, before its one plan document.
+DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8, jsonb, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, integer, integer, integer,
+                                       integer, float8, jsonb, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_room(jsonb, integer, float8, boolean, boolean);
+DROP FUNCTION IF EXISTS aiqueue_claim_opens_at(jsonb, integer, float8);
+DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, integer, boolean, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer);
+DROP FUNCTION IF EXISTS aiqueue_default_plan(integer, integer, integer);
+DROP FUNCTION IF EXISTS aiqueue_plan_budgeted(jsonb);
+-- The hand-off taken in the settle (aiqueue 0024): the settle and the claim take
+-- the caller's token, and the separate take is gone.
+DROP FUNCTION IF EXISTS aiqueue_claim(jsonb);
+DROP FUNCTION IF EXISTS aiqueue_claim_row(jsonb, text[], jsonb);
+DROP FUNCTION IF EXISTS aiqueue_settle(uuid, jsonb, jsonb, integer, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
+DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_alerts_evaluate(timestamptz, float8, float8, integer, float8);

@@ -2,22 +2,16 @@
 --
 -- A kind names what a row asks for and which function does it; a pool is one
 -- model key with its own limits (L, the hold, the budgets, the breaker, turns).
--- What the claim needs of aiqueue.toml travels with each call as a jsonb
--- `plan` (QueueConfig.plan, in the settings):
---   {"pools": [{"name", "cap", "tpm", "rpm"}], "kinds": [{"name", "pool", "cap"}]}
+-- What the claim needs of the settings travels with each call as one jsonb
+-- `plan`, built once per configuration (ClaimPlan, in the settings):
+--   {"pools": [{"name", "cap", "tpm", "rpm", "budgeted"}],
+--    "kinds": [{"name", "pool", "cap"}],
+--    "breaker_threshold", "window", "budgeted", "money"}
+-- `budgeted`: a pool (or, at the top, any pool) declares a budget, decided in
+-- one place (Pool.budget_declared); `window`: the budget window in seconds;
+-- `money`: the pools' caps and prices (50_spend) or null.
 -- Sent, not stored: the file is the one place it is declared, and an instance
--- routes by the file it was started with.  Without a plan a call means what it
--- meant before pools: one pool 'default' with the cap (and budget) passed, and
--- one kind 'mark' with no cap of its own.
-
-CREATE OR REPLACE FUNCTION aiqueue_default_plan(cap integer, tpm integer, rpm integer)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
-    SELECT jsonb_build_object(
-        'pools', jsonb_build_array(jsonb_build_object('name', 'default', 'cap', cap,
-                                                      'tpm', tpm, 'rpm', rpm)),
-        'kinds', jsonb_build_array(jsonb_build_object('name', 'mark', 'pool', 'default',
-                                                      'cap', 0)))
-$$;
+-- routes by the file it was started with.
 
 -- Why the plan's readers below are plpgsql, not SQL functions: an SQL function
 -- that can't be inlined (a set-returning call in FROM) is planned again on every
@@ -34,16 +28,6 @@ BEGIN
     FROM jsonb_to_recordset(plan -> 'pools') AS x (name text, cap integer, tpm integer,
                                                    rpm integer)
     WHERE x.name = p_pool;
-END
-$$;
-
--- Whether any pool of the plan declares a budget.
-CREATE OR REPLACE FUNCTION aiqueue_plan_budgeted(plan jsonb) RETURNS boolean
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RETURN coalesce((SELECT bool_or(coalesce(x.tpm, 0) > 0 OR coalesce(x.rpm, 0) > 0)
-                     FROM jsonb_to_recordset(plan -> 'pools') AS x (tpm integer, rpm integer)),
-                    false);
 END
 $$;
 

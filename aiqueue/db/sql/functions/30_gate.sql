@@ -45,11 +45,12 @@ $$;
 -- counts only when its window has room for its first due row's estimate
 -- (`ests`: that estimate per pool, which the claim writes to the window).
 -- `make`: add missing control rows (the claim, under its lock).
-CREATE OR REPLACE FUNCTION aiqueue_room(plan jsonb, breaker_threshold integer,
-                                        budget_window float8, budgets boolean, make boolean,
+CREATE OR REPLACE FUNCTION aiqueue_room(plan jsonb, budgets boolean, make boolean,
                                         OUT kinds text[], OUT ests jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
+    breaker_threshold integer := (plan ->> 'breaker_threshold')::integer;
+    budget_window float8 := (plan ->> 'window')::float8;
     p record;
     ctl ai_queue_control%ROWTYPE;
     pcap integer;
@@ -58,16 +59,17 @@ DECLARE
 BEGIN
     kinds := '{}';
     ests := '{}';
-    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm
+    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm,
+                    coalesce(x.budgeted, false) AS budgeted
              FROM jsonb_to_recordset(plan -> 'pools')
-                  AS x (name text, cap integer, tpm integer, rpm integer) LOOP
+                  AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
         ctl := aiqueue_pool_control(p.name, make);
         pcap := aiqueue_flow_cap(ctl, p.cap);
         CONTINUE WHEN NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
                                        breaker_threshold);
         open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
         CONTINUE WHEN open_kinds IS NULL;
-        IF budgets AND (p.tpm > 0 OR p.rpm > 0) THEN
+        IF budgets AND p.budgeted THEN
             est := aiqueue_budget_estimate((
                 SELECT o.assignment_id FROM ai_marking_queue o
                 WHERE o.status = 'pending' AND o.run_after <= now() AND o.kind = ANY (open_kinds)
@@ -86,10 +88,11 @@ $$;
 -- ending; NULL while paused, full or a half-open probe is out), its budget
 -- window's, and the first run_after of its kinds with room; the earliest
 -- over all pools.  NULL: nothing opens by waiting.
-CREATE OR REPLACE FUNCTION aiqueue_claim_opens_at(plan jsonb, breaker_threshold integer,
-                                                  budget_window float8)
+CREATE OR REPLACE FUNCTION aiqueue_claim_opens_at(plan jsonb)
 RETURNS timestamptz LANGUAGE plpgsql AS $$
 DECLARE
+    breaker_threshold integer := (plan ->> 'breaker_threshold')::integer;
+    budget_window float8 := (plan ->> 'window')::float8;
     p record;
     ctl ai_queue_control%ROWTYPE;
     pcap integer;
@@ -98,9 +101,10 @@ DECLARE
     due timestamptz;
     best timestamptz;
 BEGIN
-    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm
+    FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm,
+                    coalesce(x.budgeted, false) AS budgeted
              FROM jsonb_to_recordset(plan -> 'pools')
-                  AS x (name text, cap integer, tpm integer, rpm integer) LOOP
+                  AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
         ctl := aiqueue_pool_control(p.name);
         pcap := aiqueue_flow_cap(ctl, p.cap);
         at := aiqueue_gate_opens_at(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
@@ -111,7 +115,7 @@ BEGIN
         -- Rows of groups paused at a spend cap come due when it rolls over.
         due := aiqueue_due_at(open_kinds);
         CONTINUE WHEN due IS NULL;
-        IF p.tpm > 0 OR p.rpm > 0 THEN
+        IF p.budgeted THEN
             at := greatest(at, aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window,
                 aiqueue_budget_estimate((
                     SELECT o.assignment_id FROM ai_marking_queue o
@@ -147,9 +151,9 @@ $$;
 -- its learned limit L when one is set (aiqueue_flow_cap), and with a declared
 -- budget the pool's first due row goes only when the window has room for its
 -- estimated tokens; its window entry is written in the same statement as the
--- claim.  cap/tpm/rpm: the default pool's, for a call without a plan.
+-- claim.  What the claim reads of the settings is its plan (10_plan).
 -- A pending row may still be dispatched (CONTRACT §9d): it has no expires_at,
--- or that moment has not come.  The sweep (queries.sql: expire_rows) ends the
+-- or that moment has not come.  The sweep (schedule.sql: expire_rows) ends the
 -- others; until it has, the claim steps over them.
 CREATE OR REPLACE FUNCTION aiqueue_unexpired(expires_at timestamptz)
 RETURNS boolean LANGUAGE sql STABLE AS $$

@@ -152,10 +152,10 @@ $$;
 -- breaking ties; groups at a spend cap are stepped over.  It charges the
 -- group (counter; spend while the pool has a cap) and returns the charge,
 -- which the claim writes on the row.  One walk of ai_marking_fair_walk_idx;
--- one probe of ai_marking_queue_group_idx per group it looks at.
--- `kinds`: the kinds with room (NULL: any); a group is walked only in a pool
--- that has one (`plan`: the pools and kinds), and its first due row of one of
--- them is taken.
+-- one probe of ai_marking_queue_group_idx per group it looks at
+-- (aiqueue_fair_head).  `kinds`: the kinds with room (NULL: any); a group is
+-- walked only in a pool that has one (`plan`: the pools and kinds), and its
+-- first due row of one of them is taken.
 CREATE OR REPLACE FUNCTION aiqueue_fair_pick(kinds text[], plan jsonb, money jsonb,
                                              OUT queue_id uuid, OUT tokens float8,
                                              OUT usd float8)
@@ -164,12 +164,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     g record;
     r record;
-    e record;
-    stop record;
     spec jsonb;
-    nxt record;
-    head uuid;
-    held boolean;
+    stop record;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
@@ -189,94 +185,133 @@ BEGIN
                 CONTINUE;
             END IF;
         END IF;
-        -- The group's first due row of a kind with room (one probe per kind),
-        -- then its lock; SKIP LOCKED steps over a row a webhook or the
-        -- recovery holds right now, and only then is the group walked in turn
-        -- order (as it always is when any kind will do).
-        -- (aiqueue 0023: one probe of ai_marking_queue_group_kind_idx per kind
-        -- with room, so a kind at its cap is never walked; before, its rows
-        -- were read one by one from the heap to learn their kind.)
-        held := false;
-        IF kinds IS NOT NULL THEN
-            SELECT c.queue_id INTO head FROM unnest(kinds) k (kind)
-            CROSS JOIN LATERAL (
-                SELECT h.queue_id, h.turn, h.seq FROM ai_marking_queue h
-                WHERE h.status = 'pending' AND h.pool = g.pool AND h.priority = g.priority
-                  AND coalesce(h.group_key, h.assignment_id) = g.group_key
-                  AND h.kind = k.kind AND h.run_after <= now()
-                  AND aiqueue_unexpired(h.expires_at)
-                ORDER BY h.turn, h.seq LIMIT 1) c
-            ORDER BY c.turn, c.seq LIMIT 1;
-            SELECT NULL::uuid AS queue_id, NULL::text AS assignment_id INTO r;
-            IF head IS NOT NULL THEN
-                SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
-                WHERE q.queue_id = head AND q.status = 'pending'
-                FOR UPDATE SKIP LOCKED;
-                held := NOT FOUND;
-            END IF;
-        END IF;
-        IF kinds IS NULL OR held THEN
-            SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
-            WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
-              AND coalesce(q.group_key, q.assignment_id) = g.group_key
-              AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
-              -- Never an expired row, even before the sweep has ended it (§9d); a
-              -- not_before is the row's first run_after, so the test above holds it.
-              AND aiqueue_unexpired(q.expires_at)
-            ORDER BY q.turn, q.seq LIMIT 1
-            FOR UPDATE SKIP LOCKED;
-        END IF;
+        SELECT * INTO r FROM aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
         IF r.queue_id IS NULL THEN
-            -- No due row: a group whose rows all went (cancelled, erased) stops
-            -- waiting, unless rows joined since the walk looked.
-            UPDATE ai_marking_fair f SET waiting = false
-            WHERE f.pool = g.pool AND f.priority = g.priority AND f.group_key = g.group_key
-              AND f.joins = g.joins
-              AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                              WHERE q.status = 'pending' AND q.pool = g.pool
-                                AND q.priority = g.priority
-                                AND coalesce(q.group_key, q.assignment_id) = g.group_key);
-            -- Its rows wait for later (scheduled, on the batch lane, backing
-            -- off), not only for room: walks step over the group until its
-            -- first comes due (aiqueue 0023).  Rows joining or made due sooner
-            -- forget it.  (A due row of a kind without room stops the test at
-            -- once; a group waiting for later is read twice, once.)
-            IF NOT FOUND AND NOT EXISTS (
-                SELECT 1 FROM ai_marking_queue q
-                WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
-                  AND coalesce(q.group_key, q.assignment_id) = g.group_key
-                  AND q.run_after <= now()) THEN
-                UPDATE ai_marking_fair f SET due_at = m.at
-                FROM (SELECT min(q.run_after) AS at FROM ai_marking_queue q
-                      WHERE q.status = 'pending' AND q.pool = g.pool
-                        AND q.priority = g.priority
-                        AND coalesce(q.group_key, q.assignment_id) = g.group_key) m
-                WHERE f.pool = g.pool AND f.priority = g.priority
-                  AND f.group_key = g.group_key AND f.joins = g.joins AND m.at > now();
-            END IF;
+            PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
             CONTINUE;
         END IF;
-        SELECT * INTO e FROM aiqueue_estimate(g.pool, r.assignment_id);
-        tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
-        IF aiqueue_spend_capped(spec) THEN
-            usd := coalesce(e.cost_usd, aiqueue_price_usd(money, g.pool, e.model,
-                                                          e.prompt_tokens, e.completion_tokens));
-            PERFORM aiqueue_spend_add(spec, g.pool, g.group_key, usd, now());
-        END IF;
-        SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = g.pool AND q.priority = g.priority
-          AND coalesce(q.group_key, q.assignment_id) = g.group_key AND q.queue_id <> r.queue_id
-        ORDER BY q.turn, q.seq LIMIT 1;
-        -- Its last row: the group stops waiting, unless rows joined since the
-        -- walk looked (a concurrent enqueue's trigger bumped `joins`; on its
-        -- commit this UPDATE re-reads the row and keeps it waiting).
-        UPDATE ai_marking_fair f
-        SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
-            head_seq = coalesce(nxt.seq, f.head_seq),
-            waiting = nxt.turn IS NOT NULL OR f.joins <> g.joins, updated_at = now()
-        WHERE f.pool = g.pool AND f.priority = g.priority AND f.group_key = g.group_key;
+        SELECT c.tokens, c.usd INTO tokens, usd
+        FROM aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
+                                 r.assignment_id, money) c;
         queue_id := r.queue_id;
         RETURN;
     END LOOP;
+END
+$$;
+
+-- A group's first due row of a kind with room, locked (NULLs: none).  One
+-- probe of ai_marking_queue_group_kind_idx per kind with room, so a kind at its
+-- cap is never walked (aiqueue 0023), then its lock; SKIP LOCKED steps over a
+-- row a webhook or the recovery holds right now, and only then is the group
+-- walked in turn order (as it always is when any kind will do).
+CREATE OR REPLACE FUNCTION aiqueue_fair_head(p_pool text, p_priority integer, p_group text,
+                                             kinds text[], OUT queue_id uuid,
+                                             OUT assignment_id text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    head uuid;
+    r record;
+    held boolean := false;
+BEGIN
+    IF kinds IS NOT NULL THEN
+        SELECT c.queue_id INTO head FROM unnest(kinds) k (kind)
+        CROSS JOIN LATERAL (
+            SELECT h.queue_id, h.turn, h.seq FROM ai_marking_queue h
+            WHERE h.status = 'pending' AND h.pool = p_pool AND h.priority = p_priority
+              AND coalesce(h.group_key, h.assignment_id) = p_group
+              AND h.kind = k.kind AND h.run_after <= now()
+              AND aiqueue_unexpired(h.expires_at)
+            ORDER BY h.turn, h.seq LIMIT 1) c
+        ORDER BY c.turn, c.seq LIMIT 1;
+        IF head IS NULL THEN
+            RETURN;
+        END IF;
+        SELECT q.queue_id, q.assignment_id INTO queue_id, assignment_id
+        FROM ai_marking_queue q
+        WHERE q.queue_id = head AND q.status = 'pending'
+        FOR UPDATE SKIP LOCKED;
+        held := NOT FOUND;
+    END IF;
+    IF kinds IS NULL OR held THEN
+        SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group
+          AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
+          -- Never an expired row, even before the sweep has ended it (§9d); a
+          -- not_before is the row's first run_after, so the test above holds it.
+          AND aiqueue_unexpired(q.expires_at)
+        ORDER BY q.turn, q.seq LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        queue_id := r.queue_id;
+        assignment_id := r.assignment_id;
+    END IF;
+END
+$$;
+
+-- A walked group without a due row.  When all its rows went (cancelled,
+-- erased) it stops waiting, unless rows joined since the walk looked
+-- (`p_joins`).  When its rows wait for later (scheduled, on the batch lane,
+-- backing off), not only for room, walks step over it until its first comes
+-- due (aiqueue 0023); rows joining or made due sooner forget that.  (A due row
+-- of a kind without room stops the test at once.)
+CREATE OR REPLACE FUNCTION aiqueue_fair_idle(p_pool text, p_priority integer, p_group text,
+                                             p_joins bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET waiting = false
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
+      AND f.joins = p_joins
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
+                      WHERE q.status = 'pending' AND q.pool = p_pool
+                        AND q.priority = p_priority
+                        AND coalesce(q.group_key, q.assignment_id) = p_group);
+    IF NOT FOUND AND NOT EXISTS (
+        SELECT 1 FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group
+          AND q.run_after <= now()) THEN
+        UPDATE ai_marking_fair f SET due_at = m.at
+        FROM (SELECT min(q.run_after) AS at FROM ai_marking_queue q
+              WHERE q.status = 'pending' AND q.pool = p_pool
+                AND q.priority = p_priority
+                AND coalesce(q.group_key, q.assignment_id) = p_group) m
+        WHERE f.pool = p_pool AND f.priority = p_priority
+          AND f.group_key = p_group AND f.joins = p_joins AND m.at > now();
+    END IF;
+END
+$$;
+
+-- The charge of a group's row `p_id` (its assignment's estimate): the weighted
+-- tokens on its counter, and its cost in the spend windows while the pool has
+-- a cap.  The group's head moves to its next pending row; on its last row it
+-- stops waiting, unless rows joined since the walk looked (a concurrent
+-- enqueue's trigger bumped `joins`; on its commit the UPDATE re-reads the row
+-- and keeps it waiting).
+CREATE OR REPLACE FUNCTION aiqueue_fair_charge(p_pool text, p_priority integer, p_group text,
+                                               p_joins bigint, p_id uuid, p_assignment text,
+                                               money jsonb, OUT tokens float8,
+                                               OUT usd float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    e record;
+    nxt record;
+BEGIN
+    SELECT * INTO e FROM aiqueue_estimate(p_pool, p_assignment);
+    tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
+    IF aiqueue_spend_capped(money -> p_pool) THEN
+        usd := coalesce(e.cost_usd, aiqueue_price_usd(money, p_pool, e.model,
+                                                      e.prompt_tokens, e.completion_tokens));
+        PERFORM aiqueue_spend_add(money -> p_pool, p_pool, p_group, usd, now());
+    END IF;
+    SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+      AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
+    ORDER BY q.turn, q.seq LIMIT 1;
+    UPDATE ai_marking_fair f
+    SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
+        head_seq = coalesce(nxt.seq, f.head_seq),
+        waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins, updated_at = now()
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
 END
 $$;

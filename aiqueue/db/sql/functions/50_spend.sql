@@ -41,6 +41,29 @@ BEGIN
 END
 $$;
 
+-- The assignment's estimate learns a result's usage: a running mean over about
+-- its last 20 rows (aiqueue_estimate reads it).
+CREATE OR REPLACE FUNCTION aiqueue_estimate_learn(p_pool text, p_assignment_id text,
+                                                  prompt float8, completion float8,
+                                                  cost float8, model text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO ai_marking_estimates AS e (pool, assignment_id, prompt_tokens,
+                                           completion_tokens, cost_usd, model, samples)
+    VALUES (p_pool, p_assignment_id, prompt, completion, cost, model, 1)
+    ON CONFLICT (pool, assignment_id) DO UPDATE
+    SET prompt_tokens = e.prompt_tokens
+                        + (EXCLUDED.prompt_tokens - e.prompt_tokens) / least(e.samples + 1, 20),
+        completion_tokens = e.completion_tokens + (EXCLUDED.completion_tokens
+                                                   - e.completion_tokens)
+                                                  / least(e.samples + 1, 20),
+        cost_usd = CASE WHEN EXCLUDED.cost_usd IS NULL OR e.cost_usd IS NULL
+                        THEN coalesce(EXCLUDED.cost_usd, e.cost_usd)
+                        ELSE e.cost_usd + (EXCLUDED.cost_usd - e.cost_usd)
+                                          / least(e.samples + 1, 20) END,
+        model = coalesce(EXCLUDED.model, e.model),
+        samples = e.samples + 1, updated_at = now()
+$$;
+
 -- Tokens priced at a pool's price for the model, else its most expensive
 -- known price ("top"); NULL when the pool knows no price.
 CREATE OR REPLACE FUNCTION aiqueue_price_usd(money jsonb, p_pool text, p_model text,
@@ -50,6 +73,48 @@ RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
     FROM (SELECT coalesce(money -> p_pool -> 'prices' -> p_model,
                           money -> p_pool -> 'top') AS pr) x
     WHERE jsonb_typeof(x.pr) = 'array'
+$$;
+
+-- What a result cost, priced in this one place (the stored usage, the review
+-- record, the spend windows and the estimate all take it from here): the
+-- function's own cost_usd, else its tokens at the pool's price for its model,
+-- else at the pool's most expensive known price (CONTRACT §9c); on the
+-- overnight lane at the pool's batch prices (75_batch).  NULL: no token count,
+-- or no price known.  plpgsql: the batch price is defined in a later file.
+CREATE OR REPLACE FUNCTION aiqueue_result_cost(p_usage jsonb, money jsonb, p_pool text)
+RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    prompt float8 := aiqueue_usage_int(p_usage -> 'prompt_tokens');
+    completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
+BEGIN
+    IF jsonb_typeof(p_usage -> 'cost_usd') = 'number' AND (p_usage ->> 'cost_usd')::float8 >= 0
+    THEN
+        RETURN (p_usage ->> 'cost_usd')::float8;
+    END IF;
+    IF prompt IS NULL AND completion IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN round((CASE WHEN p_usage ->> 'lane' = 'batch'
+                       THEN aiqueue_batch_price_usd(money, p_pool, p_usage ->> 'model',
+                                                    coalesce(prompt, 0),
+                                                    coalesce(completion, 0), NULL)
+                       ELSE aiqueue_price_usd(money, p_pool, p_usage ->> 'model',
+                                              coalesce(prompt, 0), coalesce(completion, 0))
+                  END)::numeric, 9)::float8;
+END
+$$;
+
+-- The usage as stored: with its cost_usd when one is known (aiqueue_result_cost).
+CREATE OR REPLACE FUNCTION aiqueue_priced(p_usage jsonb, money jsonb, p_pool text)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    cost float8 := aiqueue_result_cost(p_usage, money, p_pool);
+BEGIN
+    IF cost IS NULL OR p_usage IS NULL THEN
+        RETURN p_usage;
+    END IF;
+    RETURN p_usage || jsonb_build_object('cost_usd', cost);
+END
 $$;
 
 -- Whether a pool's money plan sets any cap.

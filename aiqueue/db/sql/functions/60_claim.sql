@@ -1,9 +1,12 @@
--- The claim: the next due rows, under the claim's lock.
+-- The claim: the next due row, under the claim's lock, in three steps:
+--   aiqueue_room        which kinds have room (30_gate)
+--   aiqueue_claim_row   the fair pick (40_fair) and the row's claim, one statement
+--   aiqueue_claim_more  whether another row could be claimed after this one
+-- Everything it reads of the settings is its one `plan` document (10_plan).
+-- `p_taker`: a settle's caller, who takes the row to send it (70_settle); NULL:
+-- the caller sends what it claims.
 
-CREATE OR REPLACE FUNCTION aiqueue_claim(cap integer, breaker_threshold integer,
-                                         tpm integer DEFAULT 0, rpm integer DEFAULT 0,
-                                         budget_window float8 DEFAULT 60,
-                                         plan jsonb DEFAULT NULL, money jsonb DEFAULT NULL)
+CREATE OR REPLACE FUNCTION aiqueue_claim(plan jsonb, p_taker uuid DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
                breaker_dirty boolean, kind text, pool text)
@@ -11,31 +14,49 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     room record;
-    claimable text[];
     got record;
-    ctl ai_queue_control%ROWTYPE;
-    pcap integer;
-    kcap integer;
+    after record;
 BEGIN
     PERFORM aiqueue_claim_lock();
-    plan := coalesce(plan, aiqueue_default_plan(cap, tpm, rpm));
-    SELECT * INTO room FROM aiqueue_room(plan, breaker_threshold, budget_window, true, true);
-    claimable := room.kinds;
-    IF cardinality(claimable) = 0 THEN
+    SELECT * INTO room FROM aiqueue_room(plan, true, true);
+    IF cardinality(room.kinds) = 0 THEN
         RETURN;
     END IF;
     IF room.ests <> '{}'::jsonb THEN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
+    SELECT * INTO got FROM aiqueue_claim_row(plan, room.kinds, room.ests, p_taker);
+    IF got.queue_id IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT * INTO after FROM aiqueue_claim_more(plan, room.kinds, got.pool, got.kind,
+                                                got.queue_id);
+    RETURN QUERY SELECT
+        got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
+        got.payload, got.content, after.more, after.breaker_dirty, got.kind, got.pool;
+END
+$$;
+
+-- The claim of one row of `kinds` (those with room): turns by tokens (aiqueue
+-- 0022) pick it (aiqueue_fair_pick), and one statement marks it processing
+-- with its charge, opens its attempt and writes its budget window's entry
+-- (`ests`: the estimate per pool with a declared budget).  NULLs: none.
+CREATE OR REPLACE FUNCTION aiqueue_claim_row(plan jsonb, kinds text[], ests jsonb,
+                                             p_taker uuid, OUT queue_id uuid, OUT submission_id uuid,
+                                             OUT assignment_id text, OUT attempts integer,
+                                             OUT dispatch_seq integer, OUT payload text,
+                                             OUT content text, OUT kind text, OUT pool text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
     WITH next AS MATERIALIZED (
-        -- Turns by tokens (aiqueue 0022): the first due row, of a kind with
-        -- room, of the waiting group with the smallest counter; priority first,
-        -- turns by rows (aiqueue 0007) breaking ties; rows waiting out a backoff,
-        -- kinds without room and groups at a spend cap are stepped over, not
-        -- waited for.  It comes locked (SKIP LOCKED) with the charge its group
-        -- was given.
+        -- The first due row, of a kind with room, of the waiting group with the
+        -- smallest counter; priority first, turns by rows (aiqueue 0007)
+        -- breaking ties; rows waiting out a backoff, kinds without room and
+        -- groups at a spend cap are stepped over, not waited for.  It comes
+        -- locked (SKIP LOCKED) with the charge its group was given.
         SELECT p.queue_id, p.tokens, p.usd
-        FROM aiqueue_fair_pick(claimable, plan, money) p
+        FROM aiqueue_fair_pick(kinds, plan, plan -> 'money') p
         WHERE p.queue_id IS NOT NULL
     ),
     claimed AS (
@@ -50,55 +71,64 @@ BEGIN
     ),
     history AS (
         -- ran_kind: the fallback kind that runs it (§10e; NULL: its own).
-        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, ran_kind)
-        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts, cl.run_kind FROM claimed cl
+        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at,
+                                         ran_kind)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.attempts, p_taker,
+               CASE WHEN p_taker IS NOT NULL THEN now() END, cl.run_kind
+        FROM claimed cl
     ),
     -- The budget window's entry (only while the row's pool declares a budget).
     budget AS (
         INSERT INTO ai_marking_budget (queue_id, dispatch_seq, assignment_id, tokens, pool)
-        SELECT cl.queue_id, cl.dispatch_seq, cl.assignment_id, (room.ests ->> cl.pool)::bigint,
+        SELECT cl.queue_id, cl.dispatch_seq, cl.assignment_id, (ests ->> cl.pool)::bigint,
                cl.pool
         FROM claimed cl
-        WHERE room.ests ? cl.pool
+        WHERE ests ? cl.pool
     )
     SELECT cl.queue_id, cl.submission_id, cl.assignment_id, cl.attempts, cl.dispatch_seq,
            -- The enqueue's payload, stored once (migration 0014); none is '{}'.
-           coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content, cl.kind, cl.pool
-    INTO got
+           coalesce(pl.payload, '{}'::jsonb)::text, s.content, cl.kind, cl.pool
+    INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq, payload, content,
+         kind, pool
     FROM claimed cl JOIN submissions s ON s.id = cl.submission_id
     LEFT JOIN ai_marking_payloads pl ON pl.id = cl.payload_id;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    -- After the claim (this transaction sees its own row as processing): which
-    -- kinds still have room, and whether one of them has a due row.  Only the
-    -- claimed row's pool and kind changed (the lock keeps every other pool as
-    -- aiqueue_room found it): its pool's gate, then its kind's cap.
-    ctl := aiqueue_pool_control(got.pool);
-    pcap := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, got.pool)).cap);
+END
+$$;
+
+-- After a claim of a row of `p_kind` in `p_pool` (this transaction sees it as
+-- processing): `more`, whether a kind of `kinds` still has room and a due row
+-- (in a group not paused at a spend cap); `breaker_dirty`, whether a
+-- successful dispatch must reset the pool's breaker.  Only the claimed row's
+-- pool and kind changed (the lock keeps every other pool as aiqueue_room
+-- found it): its pool's gate, then its kind's cap.
+CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_pool text,
+                                              p_kind text, p_claimed uuid,
+                                              OUT more boolean, OUT breaker_dirty boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    ctl ai_queue_control%ROWTYPE := aiqueue_pool_control(p_pool);
+    pcap integer := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, p_pool)).cap);
+    kcap integer;
+BEGIN
+    -- A run of refusals ends too (a fallback's clock, §10e).
+    breaker_dirty := ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
+                     OR ctl.refused_since IS NOT NULL;
     kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
-             WHERE k.name = got.kind);
-    IF NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(got.pool, pcap), pcap, breaker_threshold)
-    THEN
-        claimable := ARRAY(SELECT c FROM unnest(claimable) c
-                           WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
-                                                AS k (name text, pool text)
-                                           WHERE k.pool = got.pool));
-    ELSIF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(got.pool, got.kind, kcap) >= kcap THEN
-        claimable := array_remove(claimable, got.kind);
+             WHERE k.name = p_kind);
+    IF NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p_pool, pcap), pcap,
+                        (plan ->> 'breaker_threshold')::integer) THEN
+        kinds := ARRAY(SELECT c FROM unnest(kinds) c
+                       WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
+                                            AS k (name text, pool text)
+                                       WHERE k.pool = p_pool));
+    ELSIF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(p_pool, p_kind, kcap) >= kcap THEN
+        kinds := array_remove(kinds, p_kind);
     END IF;
     -- No kind with room: no walk (it would step over every pending row).
-    more := cardinality(claimable) > 0;
+    more := cardinality(kinds) > 0;
     IF more THEN
-        -- Another due row of a kind with room, in a group not paused at a spend cap.
-        more := aiqueue_due_exists(claimable, plan, got.queue_id);
+        more := aiqueue_due_exists(kinds, plan, p_claimed);
     END IF;
-    RETURN QUERY SELECT
-        got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
-        got.payload, got.content, more,
-        ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
-            OR ctl.refused_since IS NOT NULL,
-        got.kind, got.pool;
 END
 $$;
 

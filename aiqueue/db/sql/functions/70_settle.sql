@@ -1,19 +1,23 @@
 -- A result's settle, in call order: apply, raise L, correct the charge, claim the next.
 --
--- One result's round trip: aiqueue_settle (this file, first) calls
---   aiqueue_complete      apply the result (its triggers: 80_feed, 90_outbox)
---   aiqueue_claim_lock    (30_gate) before any row the claim writes too
---   aiqueue_flow_result   raise the learned limit L (rule in 20_flow)
---   aiqueue_money_result  correct the turn counter and spend windows (50_spend)
---   aiqueue_handback      a repeated result: hand back the row it claimed
---   aiqueue_claim         the next row (60_claim: 30_gate, 40_fair, 50_spend)
--- then aiqueue_take_handoff, the sender's later mark that it has the row.
+-- A webhook's results in one round trip: aiqueue_settle_many (this file,
+-- first) locks their rows, then settles each (aiqueue_settle), which calls
+--   aiqueue_result         a result, the same for a settle and a lone complete:
+--     aiqueue_complete       apply it (its triggers: 80_feed, 90_outbox), priced
+--                            by aiqueue_result_cost (50_spend's prices)
+--     aiqueue_after_result   the claim lock (30_gate) before any row the claim
+--                            writes too, then:
+--       aiqueue_flow_result    raise the learned limit L (rule in 20_flow)
+--       aiqueue_money_result   learn the estimate, correct the charge (50_spend)
+--   aiqueue_handback       a repeated result: hand back the row it claimed
+--   aiqueue_claim          the next row (60_claim: 30_gate, 40_fair, 50_spend),
+--                          taken by the settle's caller to send it
 --
 -- Transaction flags (set_config(..., true): they last to the transaction's
 -- end).  Each is read by a trigger, which takes no arguments, so none can be
 -- a parameter:
 --   flag                  set by                              read by
---   aiqueue.end_lock      aiqueue_settle, around its complete  aiqueue_outbox_run_finished
+--   aiqueue.end_lock      aiqueue_result, around its complete  aiqueue_outbox_run_finished
 --                                                              (90_outbox): take the claim
 --                                                              lock instead of pinning a row
 --   aiqueue.live_witness  aiqueue_outbox_run_finished          itself: a run's live row seen
@@ -25,6 +29,40 @@
 --   aiqueue.fair_bulk     batch_fair_bulk (batch.sql)          the fair join (40_fair): a
 --                                                              batch's rows join once each
 
+-- A webhook's completed results, each settled in turn (aiqueue_settle), in one
+-- statement: one row per item, in the items' order, with the row claimed for
+-- it.  `items`: [{"queue_id", "dispatch_seq", "result", "usage"}].  Locks:
+-- every item's queue row, then its submission, first, each in one order, so
+-- no later wait for a row lock comes while this holds the claim lock (which
+-- the first settle takes, and a claim's holder never waits for a row lock).
+CREATE OR REPLACE FUNCTION aiqueue_settle_many(items jsonb, plan jsonb, p_taker uuid)
+RETURNS TABLE (item uuid, applied boolean, queue_id uuid, submission_id uuid,
+               assignment_id text, attempts integer, dispatch_seq integer, payload text,
+               content text, more boolean, breaker_dirty boolean, kind text, pool text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    it record;
+BEGIN
+    IF jsonb_array_length(items) > 1 THEN
+        PERFORM 1 FROM ai_marking_queue q
+        WHERE q.queue_id IN (SELECT (x ->> 'queue_id')::uuid FROM jsonb_array_elements(items) x)
+        ORDER BY q.queue_id FOR UPDATE;
+        PERFORM 1 FROM submissions s
+        WHERE s.id IN (SELECT q.submission_id FROM ai_marking_queue q
+                       WHERE q.queue_id IN (SELECT (x ->> 'queue_id')::uuid
+                                            FROM jsonb_array_elements(items) x))
+        ORDER BY s.id FOR UPDATE;
+    END IF;
+    FOR it IN SELECT x.queue_id, x.dispatch_seq, x.result, x.usage
+              FROM jsonb_to_recordset(items)
+                   AS x (queue_id uuid, dispatch_seq integer, result jsonb, usage jsonb) LOOP
+        RETURN QUERY SELECT it.queue_id, s.*
+                     FROM aiqueue_settle(it.queue_id, it.result, it.usage, it.dispatch_seq,
+                                         plan, p_taker) s;
+    END LOOP;
+END
+$$;
+
 -- A completed result, then the next claim, in one transaction.  The claim runs
 -- whether or not the result was new: the gate decides whether a slot is free
 -- (a late result's duplicate may find one).  Always exactly one row: `applied`,
@@ -35,38 +73,27 @@
 -- the claim reads it.
 --
 -- A lost commit answer (CONTRACT §9a): the result's dispatch line keeps the
--- row this settle claimed (next_queue_id, next_seq).  When the same result
--- comes again (the answer was lost, and the store or the webhook retried)
--- and that row is still processing with nobody having taken it to send
--- (sent_at, set by aiqueue_take_handoff), it is handed back instead of a
--- second row being claimed: nothing is applied twice and no claimed row is
--- left without a dispatch.  Whoever takes a handed row first sends it.
+-- row this settle claimed (next_queue_id, next_seq), and that row's line
+-- says who took it to send it (taken_by: the caller's token, which it keeps
+-- across its retries of one webhook).  When the same result comes again from
+-- that caller (the answer was lost, and the store or the webhook retried) and
+-- the row is still processing under that claim, it is handed back instead of
+-- a second row being claimed: nothing is applied twice and no claimed row is
+-- left without a dispatch.  Any other caller (a function repeating a webhook
+-- whose answer it lost) never gets it: the first caller sends it.
 -- The handed-back row was charged (turns, spend) by the settle that claimed it.
 CREATE OR REPLACE FUNCTION aiqueue_settle(p_queue_id uuid, p_result jsonb, p_usage jsonb,
-                               p_dispatch_seq integer, cap integer,
-                               breaker_threshold integer, tpm integer DEFAULT 0,
-                               rpm integer DEFAULT 0, budget_window float8 DEFAULT 60,
-                               plan jsonb DEFAULT NULL, money jsonb DEFAULT NULL)
+                                          p_dispatch_seq integer, plan jsonb, p_taker uuid)
 RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id text,
                attempts integer, dispatch_seq integer, payload text, content text,
                more boolean, breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql AS $$
 BEGIN
-    -- The claim lock from the end on (aiqueue 0023): the outbox test takes it
-    -- rather than pinning a row, and the charges below are written under it,
-    -- in the claim's order (see aiqueue_outbox_run_finished).
-    PERFORM set_config('aiqueue.end_lock', 'on', true);
-    applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq);
-    PERFORM set_config('aiqueue.end_lock', 'off', true);
-    IF applied THEN
-        PERFORM aiqueue_claim_lock();
-        PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, cap,
-                                    tpm > 0 OR rpm > 0 OR aiqueue_plan_budgeted(plan), plan);
-        PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, money);
-    ELSE
+    applied := aiqueue_result(p_queue_id, p_result, p_usage, p_dispatch_seq, plan);
+    IF NOT applied THEN
         SELECT h.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                         payload, content, more, breaker_dirty, kind, pool
-        FROM aiqueue_handback(p_queue_id, p_dispatch_seq) h;
+        FROM aiqueue_handback(p_queue_id, p_dispatch_seq, p_taker) h;
         IF FOUND THEN
             RETURN NEXT;
             RETURN;
@@ -74,8 +101,10 @@ BEGIN
     END IF;
     SELECT c.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                     payload, content, more, breaker_dirty, kind, pool
-    FROM aiqueue_claim(cap, breaker_threshold, tpm, rpm, budget_window, plan, money) c;
-    IF FOUND THEN
+    FROM aiqueue_claim(plan, p_taker) c;
+    -- Only the first settle's claim is the result's to hand back: a repeat's
+    -- own claim is its caller's, and keeps the first one's link.
+    IF FOUND AND applied THEN
         UPDATE ai_marking_attempts a
         SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
         WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
@@ -85,27 +114,63 @@ BEGIN
 END
 $$;
 
+-- A completed result, applied at most once (aiqueue_complete); when it was new,
+-- what follows a result (aiqueue_after_result).  The settle and a lone complete
+-- (queue.sql: complete) both run this.  The claim lock from the end on
+-- (aiqueue 0023): the outbox test takes it rather than pinning a row, and the
+-- charges after are written under it, in the claim's order (see
+-- aiqueue_outbox_run_finished).
+CREATE OR REPLACE FUNCTION aiqueue_result(p_queue_id uuid, p_result jsonb, p_usage jsonb,
+                                          p_dispatch_seq integer, plan jsonb)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    applied boolean;
+BEGIN
+    PERFORM set_config('aiqueue.end_lock', 'on', true);
+    applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, plan -> 'money');
+    PERFORM set_config('aiqueue.end_lock', 'off', true);
+    IF applied THEN
+        PERFORM aiqueue_after_result(p_queue_id, p_dispatch_seq, p_usage, plan);
+    END IF;
+    RETURN applied;
+END
+$$;
+
+-- After a new result: its pool's L rises and its usage corrects what its
+-- dispatch charged.  The counters, spend windows and budget window it writes
+-- are the claim's rows too, so the claim's lock comes first (aiqueue 0023).
+CREATE OR REPLACE FUNCTION aiqueue_after_result(p_queue_id uuid, p_dispatch_seq integer,
+                                                p_usage jsonb, plan jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_claim_lock();
+    PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, plan);
+    PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, plan -> 'money');
+END
+$$;
+
 -- Apply a result at most once: the row lock plus the status test mean a second
 -- (concurrent or later) delivery finds the row completed and changes nothing.
 -- A late result of an earlier dispatch still completes a row that is not done.
--- In the same statement: the review record of what the result replaced
--- (ai_marking_results) and one counter delta (ai_marking_tally).
+-- The usage is stored priced (aiqueue_result_cost: the function's cost, else
+-- the pool's prices in `money`); aiqueue_complete_record then writes the
+-- review record and the counters.
 CREATE OR REPLACE FUNCTION aiqueue_complete(p_queue_id uuid, p_result jsonb, p_usage jsonb,
-                                 p_dispatch_seq integer)
+                                            p_dispatch_seq integer, money jsonb DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     n integer;
 BEGIN
     WITH row AS (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key,
-               q.kind, q.pool, date_part('epoch', now() - q.started_at) AS seconds
+               q.kind, q.pool, date_part('epoch', now() - q.started_at) AS seconds,
+               aiqueue_priced(p_usage, money, q.pool) AS usage
         FROM ai_marking_queue q
         WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
         FOR UPDATE
     ),
-    -- What the result replaces.  The lock makes this read the newest committed
-    -- mark (a revert that committed while we waited), not this statement's
-    -- snapshot: the record then says exactly what a revert must restore.
+    -- What the result replaces.  The lock reads the newest committed mark (a
+    -- revert that committed while we waited), which a revert must restore.
     prev AS (
         SELECT s.id, s.ai_result, s.ai_marked_at
         FROM submissions s JOIN row ON s.id = row.submission_id
@@ -113,17 +178,15 @@ BEGIN
     ),
     sub AS (
         UPDATE submissions s SET ai_result = p_result, ai_marked_at = now()
-        FROM prev WHERE s.id = prev.id
-        RETURNING s.id
+        FROM prev WHERE s.id = prev.id RETURNING s.id
     ),
     done AS (
         UPDATE ai_marking_queue q
         SET status = 'completed', finished_at = now(), last_error = NULL,
-            usage = p_usage, updated_at = now(),
+            usage = row.usage, updated_at = now(),
             -- A late result of an earlier dispatch: the current one is still at
-            -- the function, so the row keeps its slot until that one reports
-            -- or its lease runs out; otherwise the function would get one
-            -- job more than the cap.
+            -- the function, which keeps the row's slot until it reports or its
+            -- lease runs out (else the function would get one job over the cap).
             lease_at = CASE WHEN q.status = 'processing' AND q.dispatch_seq <> p_dispatch_seq
                             THEN q.lease_at END
         FROM row, sub
@@ -132,55 +195,58 @@ BEGIN
     ),
     history AS (
         UPDATE ai_marking_attempts a
-        SET ended_at = now(), usage = p_usage,
+        SET ended_at = now(), usage = row.usage,
             outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
-        FROM done
+        FROM done, row
         WHERE a.queue_id = done.queue_id AND a.dispatch_seq = p_dispatch_seq
           AND a.kind = 'dispatch'
         RETURNING a.outcome
-    ),
-    usage AS (
-        SELECT p_usage ->> 'model' AS model,
-               coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0) AS prompt_tokens,
-               coalesce(aiqueue_usage_int(p_usage -> 'completion_tokens'), 0)
-                   AS completion_tokens,
-               CASE WHEN jsonb_typeof(p_usage -> 'cost_usd') = 'number'
-                    THEN (p_usage ->> 'cost_usd')::numeric END AS cost_usd
-    ),
-    record AS (
-        INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
-                                        result, previous_result, previous_marked_at, model,
-                                        prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds, kind, pool, lane)
-        SELECT row.queue_id, row.submission_id, row.assignment_id, row.run_id, row.group_key,
-               p_result, prev.ai_result, prev.ai_marked_at, u.model,
-               aiqueue_usage_int(p_usage -> 'prompt_tokens'),
-               aiqueue_usage_int(p_usage -> 'completion_tokens'), u.cost_usd, row.seconds,
-               row.kind, row.pool,
-               -- the overnight lane (0020) marks its usage; everything else is live
-               CASE WHEN p_usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END
-        FROM row JOIN prev ON prev.id = row.submission_id JOIN done ON true, usage u
-        -- A backfilled record (migration 0008) of a row completed before: keep it.
-        ON CONFLICT (queue_id) DO NOTHING
-    ),
-    tally AS (
-        INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
-                                      cost_usd, seconds)
-        SELECT coalesce((SELECT h.outcome FROM history h LIMIT 1), 'completed'), 'completed',
-               u.model,
-               (SELECT min(b) FROM unnest(aiqueue_buckets()) b WHERE b >= row.seconds),
-               u.prompt_tokens, u.completion_tokens, coalesce(u.cost_usd, 0),
-               coalesce(row.seconds, 0)
-        FROM done, row, usage u
     )
-    SELECT count(*) INTO n FROM done;
-    IF n = 0 THEN
-        -- The current dispatch of a row a late result completed: its slot is free.
+    -- In this statement: the row's end triggers (the run's end, 90_outbox) read
+    -- the record when the statement ends.
+    SELECT count(aiqueue_complete_record(t, p_result, prev.ai_result, prev.ai_marked_at,
+                                         (SELECT h.outcome FROM history h LIMIT 1))) INTO n
+    FROM row t JOIN prev ON prev.id = t.submission_id JOIN done ON true;
+    IF n = 0 THEN  -- the current dispatch of a row a late result completed: free its slot
         UPDATE ai_marking_queue q SET lease_at = NULL
         WHERE q.queue_id = p_queue_id AND q.status = 'completed'
           AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
     END IF;
     RETURN n > 0;
+END
+$$;
+
+-- A completed row's review record of what the result replaced
+-- (ai_marking_results) and its one counter delta (ai_marking_tally).  `r`:
+-- aiqueue_complete's row, with the priced usage; `outcome`: its attempt's.
+CREATE OR REPLACE FUNCTION aiqueue_complete_record(r record, p_result jsonb, previous jsonb,
+                                                   previous_at timestamptz, outcome text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    model text := r.usage ->> 'model';
+    prompt bigint := aiqueue_usage_int(r.usage -> 'prompt_tokens');
+    completion bigint := aiqueue_usage_int(r.usage -> 'completion_tokens');
+    cost numeric := CASE WHEN jsonb_typeof(r.usage -> 'cost_usd') = 'number'
+                         THEN (r.usage ->> 'cost_usd')::numeric END;
+BEGIN
+    INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
+                                    result, previous_result, previous_marked_at, model,
+                                    prompt_tokens, completion_tokens, cost_usd,
+                                    processing_seconds, kind, pool, lane)
+    VALUES (r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
+            previous, previous_at, model, prompt, completion, cost,
+            r.seconds, r.kind, r.pool,
+            -- the overnight lane (0020) marks its usage; everything else is live
+            CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END)
+    -- A backfilled record (migration 0008) of a row completed before: keep it.
+    ON CONFLICT (queue_id) DO NOTHING;
+    INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
+                                  cost_usd, seconds)
+    VALUES (coalesce(outcome, 'completed'), 'completed', model,
+            (SELECT min(b) FROM unnest(aiqueue_buckets()) b WHERE b >= r.seconds),
+            coalesce(prompt, 0), coalesce(completion, 0), coalesce(cost, 0),
+            coalesce(r.seconds, 0));
+    RETURN true;
 END
 $$;
 
@@ -196,15 +262,16 @@ CREATE OR REPLACE FUNCTION aiqueue_buckets() RETURNS float8[] LANGUAGE sql IMMUT
     SELECT ARRAY[0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600]::float8[]
 $$;
 
--- A result arrived (no refusal): raise its pool's L, and (`budgeted`: a budget
--- is declared) put the result's reported usage in place of the claim's
--- estimate in the budget window.  The common case (every L at its ceiling, no
--- budget) costs one read of the control rows and writes nothing: this runs
--- once per job.  `cap`: the default pool's, for a call without a plan.
+-- A result arrived (no refusal): raise its pool's L, and (a budget is
+-- declared: the plan's `budgeted`) put the result's reported usage in place of
+-- the claim's estimate in the budget window.  The common case (every L at its
+-- ceiling, no budget) costs one read of the control rows and writes nothing:
+-- this runs once per job.  The caller holds the claim lock (aiqueue_after_result).
 CREATE OR REPLACE FUNCTION aiqueue_flow_result(p_queue_id uuid, p_dispatch_seq integer,
-                                               p_usage jsonb, cap integer, budgeted boolean,
-                                               plan jsonb DEFAULT NULL)
+                                               p_usage jsonb, plan jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    budgeted boolean := coalesce((plan ->> 'budgeted')::boolean, false);
 BEGIN
     IF NOT budgeted AND NOT EXISTS (SELECT 1 FROM ai_queue_control c
                                     WHERE c.in_flight_limit IS NOT NULL) THEN
@@ -215,14 +282,12 @@ BEGIN
         SELECT r.new_limit, r.new_clean
         FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
                                        c.limit_clean, aiqueue_flow_ceiling(t.cap)) r)
-    FROM (SELECT q.pool, coalesce((aiqueue_plan_pool(plan, q.pool)).cap, cap) AS cap
+    FROM (SELECT q.pool, (aiqueue_plan_pool(plan, q.pool)).cap AS cap
           FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) t
     WHERE c.pool = t.pool AND c.in_flight_limit IS NOT NULL;
     IF NOT budgeted THEN
         RETURN true;
     END IF;
-    -- The claim writes the window too (and prunes it): its lock first (aiqueue 0023).
-    PERFORM aiqueue_claim_lock();
     UPDATE ai_marking_budget b
     SET tokens = aiqueue_usage_int(p_usage -> 'prompt_tokens')
                  + aiqueue_usage_int(p_usage -> 'completion_tokens'),
@@ -234,12 +299,12 @@ BEGIN
 END
 $$;
 
--- A result's usage: the assignment's estimate learns it (a running mean over
--- about its last 20 rows), and it corrects what the row's current dispatch
--- charged: the group's counter by the weighted tokens, the spend windows by
--- the cost (the function's, else priced; unknown: the charge stands).  A
--- group whose spend went down may dispatch again at once (the claim re-reads
--- the windows).  A result without token counts changes nothing.
+-- A result's usage: the assignment's estimate learns it (aiqueue_estimate_learn),
+-- and it corrects what the row's current dispatch charged: the group's counter
+-- by the weighted tokens, the spend windows by the cost (aiqueue_result_cost;
+-- unknown: the charge stands).  A group whose spend went down may dispatch
+-- again at once (the claim re-reads the windows).  A result without token
+-- counts changes nothing.  The caller holds the claim lock.
 CREATE OR REPLACE FUNCTION aiqueue_money_result(p_queue_id uuid, p_dispatch_seq integer,
                                                 p_usage jsonb, money jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -247,51 +312,28 @@ DECLARE
     r record;
     prompt float8 := aiqueue_usage_int(p_usage -> 'prompt_tokens');
     completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
-    model text := p_usage ->> 'model';
     cost float8;
 BEGIN
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN;
     END IF;
-    prompt := coalesce(prompt, 0);
-    completion := coalesce(completion, 0);
     SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.assignment_id,
            q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at
     INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    cost := CASE WHEN jsonb_typeof(p_usage -> 'cost_usd') = 'number'
-                 THEN (p_usage ->> 'cost_usd')::float8
-                 ELSE aiqueue_price_usd(money, r.pool, model, prompt, completion) END;
-    INSERT INTO ai_marking_estimates AS e (pool, assignment_id, prompt_tokens,
-                                           completion_tokens, cost_usd, model, samples)
-    VALUES (r.pool, r.assignment_id, prompt, completion, cost, model, 1)
-    ON CONFLICT (pool, assignment_id) DO UPDATE
-    SET prompt_tokens = e.prompt_tokens
-                        + (EXCLUDED.prompt_tokens - e.prompt_tokens) / least(e.samples + 1, 20),
-        completion_tokens = e.completion_tokens + (EXCLUDED.completion_tokens
-                                                   - e.completion_tokens)
-                                                  / least(e.samples + 1, 20),
-        cost_usd = CASE WHEN EXCLUDED.cost_usd IS NULL OR e.cost_usd IS NULL
-                        THEN coalesce(EXCLUDED.cost_usd, e.cost_usd)
-                        ELSE e.cost_usd + (EXCLUDED.cost_usd - e.cost_usd)
-                                          / least(e.samples + 1, 20) END,
-        model = coalesce(EXCLUDED.model, e.model),
-        samples = e.samples + 1, updated_at = now();
+    cost := aiqueue_result_cost(p_usage, money, r.pool);
+    PERFORM aiqueue_estimate_learn(r.pool, r.assignment_id, coalesce(prompt, 0),
+                                   coalesce(completion, 0), cost, p_usage ->> 'model');
     -- A late result of an earlier dispatch: the row's charge is the current
     -- dispatch's, which its own result corrects.
     IF r.dispatch_seq <> p_dispatch_seq OR r.charged_tokens IS NULL THEN
         RETURN;
     END IF;
-    -- The counter alone is one row, safe to wait for; with the spend windows
-    -- too, the claim's lock first, so they are locked in the claim's order
-    -- (aiqueue 0023: a completion no longer holds it from its row's end).
-    IF r.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> r.charged_usd THEN
-        PERFORM aiqueue_claim_lock();
-    END IF;
     UPDATE ai_marking_fair f
-    SET counter = f.counter + aiqueue_fair_weight(prompt, completion) - r.charged_tokens
+    SET counter = f.counter + aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0))
+                  - r.charged_tokens
     WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
     IF r.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> r.charged_usd THEN
         PERFORM aiqueue_spend_correct(r.pool, r.grp, cost - r.charged_usd, r.charged_at);
@@ -304,10 +346,12 @@ END
 $$;
 
 -- The row a first settle of this result claimed, when it is still processing
--- under that claim and nobody has taken it to send (see aiqueue_settle).
--- `more` is false: the repeat only gives back what the first settle took.
--- Its row type grew kind and pool (aiqueue 0019): replaced, not altered.
-CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer)
+-- under that claim and was taken by this caller (see aiqueue_settle).  Rows a
+-- settle claimed before hand-offs were taken in the settle (aiqueue 0024) are
+-- handed to whoever asks while unsent.  `more` is false: the repeat only gives
+-- back what the first settle took.
+CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer,
+                                            p_taker uuid)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
                breaker_dirty boolean, kind text, pool text)
@@ -328,19 +372,8 @@ BEGIN
     -- The breaker of the row's own pool (one control row per pool, aiqueue 0019).
     JOIN ai_queue_control c ON c.pool = q.pool
     WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
-      AND q.status = 'processing' AND n.sent_at IS NULL
+      AND q.status = 'processing'
+      AND (n.taken_by = p_taker OR (n.taken_by IS NULL AND n.sent_at IS NULL))
     LIMIT 1;
-END
-$$;
-
--- Take a claimed row to send it: true for the first taker only, so a row a
--- repeated settle handed back is never sent twice.
-CREATE OR REPLACE FUNCTION aiqueue_take_handoff(p_queue_id uuid, p_dispatch_seq integer)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE ai_marking_attempts a SET sent_at = now()
-    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
-      AND a.kind = 'dispatch' AND a.sent_at IS NULL;
-    RETURN FOUND;
 END
 $$;

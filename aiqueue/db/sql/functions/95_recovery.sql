@@ -18,24 +18,20 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $$
 $$;
 
 -- Manual retry (one row or all): failed rows start over with fresh attempts
--- and a fresh turn, exactly as an enqueue hands them out (queries.sql:
+-- and a fresh turn, exactly as an enqueue hands them out (enqueue.sql:
 -- enqueue): a group's k-th retried row gets start + k, start being the turn
 -- after the group's last one or the turn at the head of its priority's due
--- rows, and a fresh seq.  Without them a retried row kept the turn it had
--- when first enqueued and went ahead of every group that enqueued since
--- (issue 23).
+-- rows, and a fresh seq: a retried row keeping the turn it had when first
+-- enqueued would go ahead of every group that enqueued since.
 -- It records the moves itself, set-based (a replay by filter moves 10,000 rows
--- in one call, CONTRACT §9e): one change-feed row per assignment (the batch
--- form an enqueue writes, migration 0009), one count delta per status, one
--- wake-up, while aiqueue.bulk_move keeps the row trigger out.
+-- in one call), while aiqueue.bulk_move keeps the row trigger out.
 CREATE OR REPLACE FUNCTION aiqueue_retry(p_ids uuid[], p_actor text)
 RETURNS TABLE (queue_id uuid) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    moved bigint;
+    moved record;
 BEGIN
     PERFORM set_config('aiqueue.bulk_move', 'on', true);
-    RETURN QUERY
     WITH locked AS MATERIALIZED (
         SELECT q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
                q.seq
@@ -53,22 +49,10 @@ BEGIN
         SELECT p.pool, p.priority, p.grp, count(*) AS n FROM picked p
         GROUP BY p.pool, p.priority, p.grp
     ),
-    -- Turns are a pool's (aiqueue 0019): the head of the row's own pool.
-    head AS (
-        SELECT pr.pool, pr.priority, coalesce(
-            (SELECT q.turn FROM ai_marking_queue q
-             WHERE q.status = 'pending' AND q.priority = pr.priority AND q.run_after <= now()
-               AND q.pool = pr.pool
-             ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
-            (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g
-             WHERE g.pool = pr.pool AND g.priority = pr.priority),
-            0) AS turn
-        FROM (SELECT DISTINCT gr.pool, gr.priority FROM groups gr) pr
-    ),
     turns AS (
         INSERT INTO ai_marking_groups AS g (pool, priority, group_key, last_turn)
-        SELECT gr.pool, gr.priority, gr.grp, h.turn + gr.n - 1
-        FROM groups gr JOIN head h ON h.pool = gr.pool AND h.priority = gr.priority
+        SELECT gr.pool, gr.priority, gr.grp, aiqueue_turn_head(gr.pool, gr.priority) + gr.n - 1
+        FROM groups gr
         ON CONFLICT (pool, priority, group_key) DO UPDATE
         SET last_turn = greatest(g.last_turn + (SELECT gr.n FROM groups gr
                                                 WHERE gr.pool = g.pool
@@ -91,37 +75,54 @@ BEGIN
         JOIN turns t ON t.pool = p.pool AND t.priority = p.priority AND t.group_key = p.grp
         WHERE q.queue_id = p.queue_id
         RETURNING q.queue_id, q.assignment_id, q.submission_id
-    ),
-    history AS (
-        INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
-        SELECT u.queue_id, 'action', 'retry', now(), p_actor FROM updated u
-    ),
-    feed AS (
-        INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids)
-        SELECT u.assignment_id, 'pending', array_agg(u.queue_id), array_agg(u.submission_id)
-        FROM updated u GROUP BY u.assignment_id
-    ),
-    counts AS (
-        INSERT INTO ai_marking_counts (status, n)
-        SELECT x.status, x.n FROM (SELECT count(*) AS n FROM updated) c,
-             LATERAL (VALUES ('failed', -c.n), ('pending', c.n)) AS x (status, n)
-        WHERE c.n > 0
     )
-    SELECT u.queue_id FROM updated u;
-    GET DIAGNOSTICS moved = ROW_COUNT;
+    SELECT array_agg(u.queue_id) AS ids, array_agg(u.assignment_id) AS assignments,
+           array_agg(u.submission_id) AS submissions
+    INTO moved FROM updated u;
     PERFORM set_config('aiqueue.bulk_move', 'off', true);
-    -- Each group the rows joined waits (lifted to the floor when it was idle),
-    -- once per group, in key order like an enqueue (the row trigger stayed out).
-    IF moved > 0 THEN
-        PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
-        FROM (SELECT DISTINCT ON (1, 2, 3) q.pool, q.priority,
-                     coalesce(q.group_key, q.assignment_id) AS grp, q.turn, q.seq
-              FROM ai_marking_queue q
-              WHERE q.queue_id = ANY (p_ids) AND q.status = 'pending'
-              ORDER BY 1, 2, 3, q.turn, q.seq) n;
+    IF moved.ids IS NOT NULL THEN
+        PERFORM aiqueue_retry_recorded(moved.ids, moved.assignments, moved.submissions, p_actor);
+        RETURN QUERY SELECT unnest(moved.ids);
     END IF;
-    IF moved > 0 THEN
-        PERFORM aiqueue_notify();
-    END IF;
+END
+$$;
+
+-- Where a pool's retried groups go in its turns (aiqueue_retry, one call per
+-- pool and priority): at the turn of its first due row, else after its last
+-- group's, else at 0.  Turns are a pool's: the head of the row's own pool.
+CREATE OR REPLACE FUNCTION aiqueue_turn_head(p_pool text, p_priority integer) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(
+        (SELECT q.turn FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.priority = p_priority AND q.run_after <= now()
+           AND q.pool = p_pool
+         ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
+        (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g
+         WHERE g.pool = p_pool AND g.priority = p_priority),
+        0)
+$$;
+
+-- What a retry of rows `ids` leaves behind it: a history line each, one
+-- change-feed event per assignment and one count delta per status (the row
+-- trigger stayed out), each group joining its turns once (lifted to the floor
+-- when it was idle, in key order like an enqueue), and one wake-up.
+CREATE OR REPLACE FUNCTION aiqueue_retry_recorded(ids uuid[], assignments text[],
+                                                  submissions uuid[], p_actor text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT u, 'action', 'retry', now(), p_actor FROM unnest(ids) u;
+    INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids)
+    SELECT m.a, 'pending', array_agg(m.q), array_agg(m.s)
+    FROM unnest(ids, assignments, submissions) AS m (q, a, s) GROUP BY m.a;
+    INSERT INTO ai_marking_counts (status, n)
+    VALUES ('failed', -cardinality(ids)), ('pending', cardinality(ids));
+    PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
+    FROM (SELECT DISTINCT ON (1, 2, 3) q.pool, q.priority,
+                 coalesce(q.group_key, q.assignment_id) AS grp, q.turn, q.seq
+          FROM ai_marking_queue q
+          WHERE q.queue_id = ANY (ids) AND q.status = 'pending'
+          ORDER BY 1, 2, 3, q.turn, q.seq) n;
+    PERFORM aiqueue_notify();
 END
 $$;

@@ -91,9 +91,10 @@ class LaneConfig:
 
 
 @dataclass
-class Lane:
-    """The ports of one pool's lane; `modes` gives a kind's function (rows of a pool's kinds
-    share one provider batch, each rendered and parsed by its own kind's function)."""
+class Packer:
+    """The ports of one pool's lane, which pack, reconcile and poll work over; `modes` gives
+    a kind's function (rows of a pool's kinds share one provider batch, each rendered and
+    parsed by its own kind's function)."""
 
     store: LaneStore
     provider: Provider
@@ -123,37 +124,37 @@ def live_estimate(rows: int, per_row: float, slots: int) -> float:
     return math.ceil(rows / max(lanes, 1)) * per_row
 
 
-async def pack(lane: Lane, report: StepReport) -> None:
+async def pack(packer: Packer, report: StepReport) -> None:
     """Pack the pool's waiting rows into one provider batch (none waiting: nothing)."""
-    cfg, limits = lane.config, lane.provider.limits
+    cfg, limits = packer.config, packer.provider.limits
     limit = min(cfg.max_requests or limits.max_requests, limits.max_requests)
-    rows = await lane.store.batch_open(cfg.pool, lane.provider.name, cfg.model, limit,
+    rows = await packer.store.batch_open(cfg.pool, packer.provider.name, cfg.model, limit,
                                        cfg.money)
     if not rows:
         return
     batch_id = rows[0].batch_id
     try:
-        rendered = await _render(lane, rows)
+        rendered = await _render(packer, rows)
     except FunctionModeError as exc:
-        await _give_back(lane, batch_id, exc.code, report)
+        await _give_back(packer, batch_id, exc.code, report)
         return
     # Jobs the function can never mark fail now, as on the live path.
-    report.failed_lines += len(await lane.settle(rendered.items))
+    report.failed_lines += len(await packer.settle(rendered.items))
     lines, surplus = _fit(rows, rendered, limits.max_bytes)
     if surplus:
-        report.released += await lane.store.batch_release(batch_id, surplus)
+        report.released += await packer.store.batch_release(batch_id, surplus)
     if not lines:
-        await _give_back(lane, batch_id, "nothing_to_send", report)
+        await _give_back(packer, batch_id, "nothing_to_send", report)
         return
     try:
-        handle = await lane.provider.submit(lines, tag=str(batch_id))
+        handle = await packer.provider.submit(lines, tag=str(batch_id))
     except ProviderError as exc:
-        await _give_back(lane, batch_id, exc.code, report)
+        await _give_back(packer, batch_id, exc.code, report)
         return
-    if not await lane.store.batch_submitted(batch_id, handle.batch_id, handle.files,
+    if not await packer.store.batch_submitted(batch_id, handle.batch_id, handle.files,
                                             cfg.poll_seconds):
         # A reconcile gave the rows back meanwhile: what was just created must go.
-        await _withdraw(lane, handle)
+        await _withdraw(packer, handle)
         return
     report.packed += len(lines)
     report.batches += 1
@@ -167,13 +168,13 @@ def by_kind(rows: Sequence[BatchRow]) -> dict[str, list[BatchRow]]:
     return groups
 
 
-async def _render(lane: Lane, rows: Sequence[BatchRow]) -> Rendered:
+async def _render(packer: Packer, rows: Sequence[BatchRow]) -> Rendered:
     """Each kind's rows rendered by its own function, as one set of provider requests."""
     requests: dict[str, dict[str, Any]] = {}
     items: list[dict[str, Any]] = []
     for kind, group in by_kind(rows).items():
-        part = await lane.modes(kind).render(lane.provider.name, lane.config.model,
-                                             [lane.job_body(r) for r in group])
+        part = await packer.modes(kind).render(packer.provider.name, packer.config.model,
+                                             [packer.job_body(r) for r in group])
         requests |= part.requests
         items += part.items
     return Rendered(requests, items)
@@ -199,40 +200,40 @@ def _fit(rows: Sequence[BatchRow], rendered: Rendered, max_bytes: int
     return lines, surplus
 
 
-async def _give_back(lane: Lane, batch_id: int, code: str, report: StepReport) -> None:
+async def _give_back(packer: Packer, batch_id: int, code: str, report: StepReport) -> None:
     """The provider never got the batch: its rows wait again, without the attempt.
 
     The record is ended first: a slow step that records its provider batch
     after this finds it abandoned (and withdraws the batch), never the reverse.
     """
     report.errors.append(code)
-    if await lane.store.batch_abandon(batch_id, code):
-        report.released += await lane.store.batch_release(batch_id)
+    if await packer.store.batch_abandon(batch_id, code):
+        report.released += await packer.store.batch_release(batch_id)
 
 
-async def _withdraw(lane: Lane, handle: Handle) -> None:
+async def _withdraw(packer: Packer, handle: Handle) -> None:
     """Cancel and delete a provider batch the lane no longer owns (best effort)."""
     try:
-        await lane.provider.cancel(handle)
-        await lane.provider.delete(handle)
+        await packer.provider.cancel(handle)
+        await packer.provider.delete(handle)
     except ProviderError:
         pass  # the provider's own window ends it; its results match no held row
 
 
-async def reconcile(lane: Lane, report: StepReport) -> None:
+async def reconcile(packer: Packer, report: StepReport) -> None:
     """Settle batches left 'submitting' by a step that died between record and create."""
-    cfg = lane.config
-    for batch in await lane.store.batches_stale(cfg.pool, cfg.submit_grace_seconds):
-        rows = await lane.store.batch_rows(batch.id)
+    cfg = packer.config
+    for batch in await packer.store.batches_stale(cfg.pool, cfg.submit_grace_seconds):
+        rows = await packer.store.batch_rows(batch.id)
         try:
-            found = await lane.provider.find(str(batch.id), len(rows), batch.created_at)
+            found = await packer.provider.find(str(batch.id), len(rows), batch.created_at)
         except ProviderError as exc:
             report.errors.append(exc.code)
             continue  # ask again next step
         if found is not None and rows:
-            await lane.store.batch_submitted(batch.id, found.batch_id, found.files,
+            await packer.store.batch_submitted(batch.id, found.batch_id, found.files,
                                              cfg.poll_seconds)
             continue
         if found is not None:
-            await _withdraw(lane, found)
-        await _give_back(lane, batch.id, "not_created", report)
+            await _withdraw(packer, found)
+        await _give_back(packer, batch.id, "not_created", report)

@@ -1,7 +1,7 @@
 -- Notifications (CONTRACT §8d): the outbox's delivery bookkeeping.  The rows
 -- themselves are written by a trigger (aiqueue_outbox_on_end, functions/90_outbox.sql).
 
--- notify_claim --
+-- claim_deliveries --
 -- Up to $1 due events for this delivery step.  SKIP LOCKED: two instances never
 -- take the same event; the claim moves next_at past the attempt's lease ($2 s,
 -- longer than the HTTP timeout), so while one instance is sending, no other
@@ -20,14 +20,14 @@ SET attempts = o.attempts + 1, next_at = now() + make_interval(secs => $2::float
 FROM due WHERE o.id = due.id
 RETURNING o.id, o.type, o.body::text AS body, o.attempts, o.created_at;
 
--- notify_delivered --
+-- delivery_succeeded --
 -- A 2xx: done, whichever claim sent it (a late success still counts).
 UPDATE ai_marking_outbox
 SET state = 'delivered', last_outcome = $2, last_at = now(), ended_at = now()
 WHERE id = $1 AND state = 'waiting'
 RETURNING state;
 
--- notify_failed --
+-- delivery_failed --
 -- A failed attempt of claim $2: due again after $4 s, but no later than the end
 -- of the retry window ($5 s after the event was written, so the last try comes
 -- at its end); given up once that window has passed, or at once on a 410 ($6).
@@ -43,7 +43,7 @@ SET state = CASE WHEN $6::boolean OR created_at + make_interval(secs => $5::floa
 WHERE id = $1 AND attempts = $2 AND state = 'waiting'
 RETURNING state;
 
--- notify_prune --
+-- prune_outbox --
 -- Bounded, by age: delivered and given-up events after $1 s (QUEUE_PRUNE_AFTER_DAYS);
 -- events still waiting once that time has passed after the retry window ($2 s):
 -- no instance could deliver them (QUEUE_NOTIFY_URL unset), so nobody will.
@@ -56,12 +56,12 @@ WHERE id IN (
     LIMIT 1000)
 RETURNING 1;
 
--- notify_next_due --
+-- next_delivery_due --
 -- Seconds until the next waiting event is due (negative: overdue; NULL: none).
 SELECT extract(epoch FROM min(next_at) - now())::float8 AS seconds
 FROM ai_marking_outbox WHERE state = 'waiting';
 
--- notify_panel --
+-- outbox_entries --
 -- The /ai-queue panel: events waiting or given up, newest first (no body).
 SELECT id, type, assignment_id, queue_id, state, attempts, created_at, next_at,
        last_outcome, last_at,

@@ -1,4 +1,4 @@
--- Time (CONTRACT §9d): expiry, scheduled rows, alerts.
+-- Scheduled rows and expiry (CONTRACT §9d): the sweep, and when each comes due.
 
 -- expire_rows --
 -- Pending rows whose expires_at has passed end `expired`, using no attempt,
@@ -38,15 +38,3 @@ SELECT extract(epoch FROM min(run_after) - now())::float8 AS seconds
 FROM ai_marking_queue
 WHERE status = 'pending' AND not_before > now() AND run_after > now()
   AND (expires_at IS NULL OR expires_at > run_after);
-
--- alerts_evaluate --
--- Open and resolve alerts (aiqueue_alerts_evaluate in functions.sql); $1 the
--- moment (NULL: now()), then the thresholds.
-SELECT * FROM aiqueue_alerts_evaluate($1::timestamptz, $2::float8, $3::float8, $4::integer,
-                                      $5::float8, $6::float8);
-
--- alerts_open --
--- The open alerts, for /ai-queue (oldest first).
-SELECT alert, pool, kind, value, threshold, opened_at
-FROM ai_queue_alerts WHERE resolved_at IS NULL
-ORDER BY opened_at, id;

@@ -1,0 +1,44 @@
+-- The usage report (aiqueue/reads/usage.py) and the /metrics counters
+-- (aiqueue/reads/metrics.py).
+
+-- usage_report --
+-- Applied results in [$1, $2) per key ($3: day, assignment, group, model, kind,
+-- pool or lane; a day is a date in the time zone $4, QUEUE_TIMEZONE),
+-- then the total (ROLLUP's empty grouping set, also when nothing matched).
+-- The BRIN index on applied_at bounds the scan to the range's blocks.
+WITH r AS (
+    SELECT CASE $3::text
+               WHEN 'day' THEN to_char(applied_at AT TIME ZONE $4::text, 'YYYY-MM-DD')
+               WHEN 'assignment' THEN assignment_id
+               WHEN 'group' THEN coalesce("group", assignment_id)
+               WHEN 'kind' THEN kind
+               WHEN 'pool' THEN pool
+               WHEN 'lane' THEN lane
+               ELSE coalesce(model, 'unknown')
+           END AS key,
+           prompt_tokens, completion_tokens, cost_usd, processing_seconds
+    FROM ai_marking_results
+    WHERE applied_at >= $1::timestamptz AND applied_at < $2::timestamptz
+)
+SELECT key, grouping(key) = 1 AS is_total, count(*) AS jobs,
+       coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens,
+       coalesce(sum(completion_tokens), 0)::bigint AS completion_tokens,
+       sum(cost_usd)::float8 AS cost_usd,
+       count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_jobs,
+       avg(processing_seconds)::float8 AS avg_seconds,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY processing_seconds)::float8 AS p95_seconds
+FROM r
+GROUP BY ROLLUP (key)
+ORDER BY is_total, key;
+
+-- metrics_counters --
+-- The counters' deltas summed (ai_marking_tally, folded by the prune).
+SELECT outcome, job, error, model, le, sum(n)::bigint AS n,
+       sum(prompt_tokens)::bigint AS prompt_tokens,
+       sum(completion_tokens)::bigint AS completion_tokens,
+       sum(cost_usd)::float8 AS cost_usd, sum(seconds)::float8 AS seconds
+FROM ai_marking_tally
+GROUP BY outcome, job, error, model, le;
+
+-- metrics_buckets --
+SELECT unnest(aiqueue_buckets()) AS le;
