@@ -12,8 +12,8 @@ from __future__ import annotations
 from aiqueue.db.alerts import AlertQueries
 from aiqueue.db.batch import BatchQueries
 from aiqueue.db.doctor import DoctorQueries
-from aiqueue.db.fallback import FallbackQueries
 from aiqueue.db.enqueue import EnqueueQueries
+from aiqueue.db.fallback import FallbackQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.live import LiveQueries
 from aiqueue.db.monitor import MonitorQueries

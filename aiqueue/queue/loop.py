@@ -73,7 +73,6 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     In sync mode the claimed job is left in `sync_job` for the caller to run
     after it has answered (`run_sync`): the function may take long to reply.
     """
-    s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
     # A kind whose pool is down goes to its fallback's pool before the claim (§10e).

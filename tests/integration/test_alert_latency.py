@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 NEVER = 10**9
 
@@ -24,13 +26,14 @@ async def test_slow_marking_opens_the_latency_alert_once_and_it_resolves(
     ids = await add_submissions(conn, 20, "hw-l")
     await store.enqueue(ids, "hw-l", 0, {})
     for n in range(20):
-        job = await store.claim(0, 5)
+        job = await store.claim(plan_of(0, 5))
         assert job is not None
         # Two of twenty took 15 minutes: above the p95's 5 %.
         took = 900 if n < 2 else 30
         await conn.execute("UPDATE ai_marking_queue SET started_at = now() - $2::float8 "
                            "* interval '1 second' WHERE queue_id = $1", job.queue_id, took)
-        await store.complete(job.queue_id, job.dispatch_seq, {"score": 1}, None)
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
     assert await evaluate(store, p95=1000) == []
     assert await evaluate(store, p95=600) == [("latency", "opened")]
     assert await evaluate(store, p95=600) == []  # one incident, one event
