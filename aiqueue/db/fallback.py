@@ -13,7 +13,7 @@ class FallbackQueries(Gateway):
     async def pools_down(self, pools: Sequence[str]
                          ) -> dict[str, tuple[bool, bool, float | None]]:
         """{pool: (circuit open, held by a refusal, seconds every call was refused)}."""
-        rows = await self._fetch("fallback_pools", list(pools))
+        rows = await self._fetch("pools_down", list(pools))
         return {r["pool"]: (r["circuit_open"], r["held"],
                             None if r["refusing_seconds"] is None
                             else float(r["refusing_seconds"])) for r in rows}

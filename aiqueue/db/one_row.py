@@ -20,9 +20,9 @@ class OneRowQueries(Gateway):
                          ) -> Literal["pending", "processing"] | None:
         """Cancel a pending or processing row: the status it had, None when it had ended."""
         was: Literal["pending", "processing"] | None = await self._write_val(
-            "row_cancel", queue_id, actor, page=True)
+            "cancel_one", queue_id, actor, page=True)
         return was
 
     async def fail_one(self, queue_id: UUID, error: str, actor: str) -> bool:
         """End a pending row as failed with `error`; False when it was not pending."""
-        return await self._write_val("row_fail", queue_id, error, actor, page=True) is not None
+        return await self._write_val("fail_one", queue_id, error, actor, page=True) is not None

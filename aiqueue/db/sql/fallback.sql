@@ -1,7 +1,7 @@
 -- Ordered fallback between kinds (CONTRACT §10e).  The rule: aiqueue/queue/fallback.py.
 -- Functions: functions/65_fallback.sql.  Gateway: aiqueue/db/fallback.py.
 
--- fallback_pools --
+-- pools_down --
 -- Whether pools $1 are down: the circuit open, held by a refusal, and for how
 -- many seconds every call has been refused (NULL: the last one was taken).
 SELECT c.pool, coalesce(c.circuit_open_until > now(), false) AS circuit_open,

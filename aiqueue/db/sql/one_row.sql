@@ -11,7 +11,7 @@ SELECT m.review, m.applied_at, m.model, m.kind,
                WHERE n.submission_id = m.submission_id AND n.seq > m.seq) AS superseded
 FROM ai_marking_results m WHERE m.queue_id = $1;
 
--- row_cancel --
+-- cancel_one --
 -- Row $1 becomes cancelled when it is pending or processing ($2: the actor).
 -- A processing row's slot is freed, as an erasure frees it, and its late
 -- result finds a row that is not live (aiqueue_complete refuses it); its open
@@ -48,7 +48,7 @@ regroup AS (
 )
 SELECT was FROM row;
 
--- row_fail --
+-- fail_one --
 -- A pending row $1 ends as failed with last_error $2 ("operator: <note>"),
 -- recorded as the actor $3's action; the outbox's status trigger notifies
 -- marking.row_failed as for any failure, and /metrics counts it (error code
