@@ -13,6 +13,9 @@ ALTER TABLE ai_queue_alerts ADD CONSTRAINT ai_queue_alerts_alert_check
 ALTER TABLE ai_marking_attempts ADD COLUMN ran_kind text;
 ALTER TABLE ai_marking_queue ADD COLUMN run_kind text;
 ALTER TABLE ai_queue_control ADD COLUMN refused_since timestamptz;
+-- A kind's rows on its fallback, found without reading every pending row.
+CREATE INDEX ai_marking_queue_fallback_idx ON ai_marking_queue (kind, pool)
+    WHERE run_kind IS NOT NULL AND status = 'pending';
 
 ALTER TABLE ai_marking_outbox DROP CONSTRAINT IF EXISTS ai_marking_outbox_type_check;
 ALTER TABLE ai_marking_outbox ADD CONSTRAINT ai_marking_outbox_type_check

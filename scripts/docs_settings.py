@@ -191,7 +191,8 @@ KEYS: dict[str, dict[str, Described]] = {
         "fallback": V("Another kind, in another pool, whose function takes this kind's due "
                       "rows while this kind's pool is down."),
         "fallback_after_seconds": V("How long the pool must refuse every call before its "
-                                    "rows fall back (an open circuit falls back at once).",
+                                    "rows fall back (an open circuit falls back at once), "
+                                    "and how long after its last hold it is tried again.",
                                     "`120`"),
     },
 }

@@ -2,16 +2,17 @@
 
 A kind may name `fallback = "<kind>"` (another kind, in another pool) and
 `fallback_after_seconds` (default 120) in aiqueue.toml.  While its pool has its
-circuit open, or is held by a refusal after refusing every call for that
-long, the kind is *away*: its pending live rows move to the fallback kind's
-pool (db/sql/functions/65_fallback.sql) and the claim's plan lists it there,
+circuit open, or has refused every call for that long, the kind is *away*:
+its pending live rows move to the fallback kind's pool
+(db/sql/functions/65_fallback.sql) and the claim's plan lists it there,
 sharing the fallback's cap, so they are dispatched to the fallback's function
 within the fallback pool's limits, turns and caps.  Each row keeps its kind;
 the attempt records the kind that ran it and the result the model that marked
-it.  When the pool's hold ends (or its breaker's cool-down), the kind comes
-home: its rows move back and the next dispatch tries its own function; a
-call it takes ends the run of refusals, one it refuses sends the rows away
-again.  A row on a fallback never moves on to the fallback's own fallback.
+it.  To learn whether the pool is back, `fallback_after_seconds` after its
+last hold ended (or when its breaker's cool-down does) the kind comes home:
+its rows move back and the next dispatch tries its own function; a result
+ends the run of refusals, a refusal sends the rows away again.  A row on a
+fallback never moves on to the fallback's own fallback.
 
 Each instance looks at most every EVERY seconds (the chain's steps and the
 cron move the rows); the settle's claim uses the plan of the last look.
@@ -42,15 +43,19 @@ class FallbackState:
     away: frozenset[str] = frozenset()
 
 
-def down(state: tuple[bool, bool, float | None] | None, after: float, *,
-         held_only: bool = True) -> bool:
+def down(state: tuple[bool, float | None, float | None] | None, after: float, *,
+         probing: bool = True) -> bool:
     """A pool is down for a kind: its circuit is open, or it has refused every call for
-    `after` seconds and (`held_only`) is held by the last refusal now."""
+    `after` seconds.  With `probing`, a pool whose last hold ended `after` seconds ago is
+    tried again (its kind comes home for a call)."""
     if state is None:
         return False
-    circuit_open, held, refusing = state
-    return circuit_open or ((held or not held_only) and refusing is not None
-                            and refusing >= after)
+    circuit_open, hold_ended, refusing = state
+    if circuit_open:
+        return True
+    if refusing is None or refusing < after:
+        return False
+    return not probing or hold_ended is None or hold_ended < after
 
 
 async def on_fallback(rt: Runtime[FallbackStore]) -> dict[str, str]:
@@ -61,7 +66,7 @@ async def on_fallback(rt: Runtime[FallbackStore]) -> dict[str, str]:
         return {}
     pools = await rt.store.pools_down(sorted({k.pool for k in kinds}))
     return {k.name: k.fallback for k in kinds if k.fallback is not None
-            and down(pools.get(k.pool), k.fallback_after_seconds, held_only=False)}
+            and down(pools.get(k.pool), k.fallback_after_seconds, probing=False)}
 
 
 async def refresh(rt: Runtime[FallbackStore], *, force: bool = False) -> frozenset[str]:

@@ -38,6 +38,7 @@ max_in_flight = 2
 ESSAY, MINI = "http://essay.test/mark", "http://mini.test/mark"
 # The pool's hold after each 503: the model's Retry-After.
 HOLD = 1
+AFTER = 0.3  # fallback_after_seconds
 
 
 @pytest.fixture
@@ -145,7 +146,7 @@ async def test_a_pool_answering_503_falls_back_and_comes_back(
 
     # The model is back: once the pool's hold ends, new rows go to essay's function again.
     routes.routes[1].mock(return_value=httpx.Response(202))
-    await asyncio.sleep(HOLD + 0.2)
+    await asyncio.sleep(HOLD + AFTER + 0.3)  # the hold, then the wait before a probe
     before = mini.route.call_count
     essay = Function(client, routes.routes[1], "essay-model")
     essay.answered = routes.routes[1].call_count  # the 503s need no answer
@@ -219,3 +220,30 @@ async def test_the_fallbacks_spend_cap_holds_while_it_serves_two_kinds(
         # (An essay row back in its own pool between two refusals waits for that pool.)
         assert {i["waiting_for"] for i in listed["items"] if i["pool"] == "spare"} == {
             "spend_cap"}
+
+
+async def test_a_function_that_takes_calls_but_reports_overloaded_falls_back_too(
+        client: httpx.AsyncClient, conn: asyncpg.Connection, routes: respx.MockRouter):
+    # The function acknowledges each dispatch (202), then its callback says the model is
+    # overloaded: the ack is no result, so the run of refusals goes on.
+    routes.routes[1].mock(return_value=httpx.Response(202))
+    mini = Function(client, routes.routes[2], "mini-model")
+    essays = await enqueue(client, conn, "essay", 3)
+    refused = 0
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 20
+    while loop.time() < end and await conn.fetchval(
+            "SELECT count(*) FROM ai_marking_queue WHERE status <> 'completed'"):
+        await client.get("/api/marking/process-queue", headers=AUTH)
+        for call in list(routes.routes[1].calls)[refused:]:
+            sent = json.loads(call.request.content)
+            item = {"queue_id": sent["queue_id"], "token": sent["callback_token"],
+                    "status": "failed", "error": "overloaded", "retry_after": HOLD}
+            await client.post("/webhooks/ai-mark", json=item)
+            refused += 1
+        await mini.answer()
+        await asyncio.sleep(0.05)
+    rows = await conn.fetch("SELECT status, run_kind FROM ai_marking_queue WHERE queue_id = "
+                            "ANY ($1)", [uuid.UUID(q) for q in essays])
+    assert {(r["status"], r["run_kind"]) for r in rows} == {("completed", "mini")}
+    assert refused >= 1

@@ -60,7 +60,7 @@ class QuietParts:
         return []
 
     async def pools_down(self, pools: Sequence[str]
-                         ) -> dict[str, tuple[bool, bool, float | None]]:
+                         ) -> dict[str, tuple[bool, float | None, float | None]]:
         return {}
 
     async def fallback_move(self, moves: str) -> int:

@@ -2,10 +2,11 @@
 -- Functions: functions/65_fallback.sql.  Gateway: aiqueue/db/fallback.py.
 
 -- pools_down --
--- Whether pools $1 are down: the circuit open, held by a refusal, and for how
--- many seconds every call has been refused (NULL: the last one was taken).
+-- Whether pools $1 are down: the circuit open, how many seconds ago the last
+-- refusal's hold ended (negative while it lasts; NULL: never held), and for
+-- how many seconds every call has been refused (NULL: a result came since).
 SELECT c.pool, coalesce(c.circuit_open_until > now(), false) AS circuit_open,
-       coalesce(c.busy_until > now(), false) AS held,
+       date_part('epoch', now() - c.busy_until) AS hold_ended,
        date_part('epoch', now() - c.refused_since) AS refusing_seconds
 FROM ai_queue_control c WHERE c.pool = ANY ($1::text[]);
 

@@ -19,13 +19,11 @@ WITH room AS MATERIALIZED (
 SELECT aiqueue_due_exists(room.kinds, $1::jsonb, NULL) AS ok FROM room;
 
 -- dispatch_accepted --
--- A 2xx ack closes its pool's breaker ($1) and ends its run of refusals (the
--- pool takes work again: its kinds' rows come back from a fallback); the WHERE
--- keeps the common case write-free.
+-- A 2xx ack closes its pool's breaker ($1); the WHERE keeps the common case
+-- write-free.
 UPDATE ai_queue_control
-SET consecutive_failures = 0, circuit_open_until = NULL, refused_since = NULL
-WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL
-                           OR refused_since IS NOT NULL);
+SET consecutive_failures = 0, circuit_open_until = NULL
+WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL);
 
 -- refused --
 -- A refusal of the row's current dispatch (a 429/503 answer, or a

@@ -110,9 +110,7 @@ DECLARE
     pcap integer := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, p_pool)).cap);
     kcap integer;
 BEGIN
-    -- A run of refusals ends too (a fallback's clock, §10e).
-    breaker_dirty := ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL
-                     OR ctl.refused_since IS NOT NULL;
+    breaker_dirty := ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL;
     kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
              WHERE k.name = p_kind);
     IF NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p_pool, pcap), pcap,

@@ -281,7 +281,10 @@ BEGIN
     SET (in_flight_limit, limit_clean) = (
         SELECT r.new_limit, r.new_clean
         FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
-                                       c.limit_clean, aiqueue_flow_ceiling(t.cap)) r)
+                                       c.limit_clean, aiqueue_flow_ceiling(t.cap)) r),
+        -- A result ends the pool's run of refusals (a refusal cut L, so it runs here):
+        -- its kinds' rows stay home from their fallback (§10e).
+        refused_since = NULL
     FROM (SELECT q.pool, (aiqueue_plan_pool(plan, q.pool)).cap AS cap
           FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) t
     WHERE c.pool = t.pool AND c.in_flight_limit IS NOT NULL;
