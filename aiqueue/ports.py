@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from aiqueue.batch.pack import LaneStore
+from aiqueue.batch.ports import LaneStore
 from aiqueue.flow import FlowState
 from aiqueue.models import (
     Completed,
@@ -42,7 +42,8 @@ class ResultsStore(Protocol):
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool: ...
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int, plan: str | None = None) -> Status | None: ...
+                      give_up: float, cap: int, plan: str | None = None,
+                      window: float | None = None) -> Status | None: ...
 
     async def attempt_failed(
         self, queue_id: UUID, dispatch_seq: int, *, delay: float, retryable: bool,
@@ -66,6 +67,8 @@ class HandoutStore(ResultsStore, Protocol):
 
     async def breaker_failure(self, threshold: int, cooldown: float,
                               pool: str = "default") -> int: ...
+
+    async def cache_key(self, queue_id: UUID, key_rpm: int) -> str: ...
 
 
 class RecoveryStore(ResultsStore, Protocol):
@@ -141,6 +144,7 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
     """queue/overnight.py: the lane's statements, and its results applied as callbacks."""
 
     async def batch_prune(self, older_than: float) -> None: ...
+    async def batch_next_look(self) -> float | None: ...
 
 
 class FallbackStore(Protocol):

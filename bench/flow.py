@@ -34,6 +34,9 @@ class FlowSetup:
     call_tokens: int = 800
     latency: tuple[float, float] = (0.4, 0.6)
     declare: bool = False  # QUEUE_TOKENS_PER_MINUTE set to the model's budget
+    # The model also sends `retry-after-ms` (when one call fits), as Azure's OpenAI does;
+    # the function then relays that, not the reset of the whole budget.
+    retry_after_ms: bool = False
     timeout: float = 600.0
 
     @property
@@ -91,7 +94,8 @@ async def run_flow(setup: FlowSetup, dsn: str, logs: Path | None = None) -> Flow
     logs = logs or ROOT / "bench"
     model = spawn(["-m", "bench.model", str(model_port), "--tokens", str(setup.budget_tokens),
                    "--window", str(setup.window), "--call-tokens", str(setup.call_tokens),
-                   "--latency", *map(str, setup.latency)])
+                   "--latency", *map(str, setup.latency),
+                   *(["--retry-after-ms"] if setup.retry_after_ms else [])])
     fn = spawn(["-m", "functions.ai_mark", "--port", str(fn_port), "--log-level", "warning"],
                env={"AI_MARK_BACKEND": "openai", "AI_MARK_MODEL": "emulated",
                     "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}"})

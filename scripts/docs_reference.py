@@ -82,9 +82,10 @@ def variables_in_source() -> set[str]:
 
 def toml_keys() -> dict[str, dict[str, object]]:
     """aiqueue.toml's keys by table, with the model's default where the key is a field."""
-    from aiqueue.settings import kinds, toml_keys
+    from aiqueue.settings import kinds, prompt_cache, toml_keys
     found: dict[str, dict[str, object]] = {}
-    for table, shape in (("pools", kinds.Pool), ("kinds", kinds.Kind)):
+    for table, shape in (("pools", kinds.Pool), ("kinds", kinds.Kind),
+                         ("pools.prompt_cache", prompt_cache.PromptCache)):
         defaults = {f.name: f.default for f in fields(shape) if f.default is not MISSING}
         defaults |= {f.name: {} for f in fields(shape) if f.default_factory is not MISSING}
         found[table] = {k: defaults.get(k, MISSING) for k in toml_keys()[table]}
@@ -137,15 +138,19 @@ def toml_checks(table: str, key: str) -> tuple[str, ...]:
     env = {**_DO_ENV, "AI_MARKING_DISPATCH": "http", "DOC_KEY": "k",
            "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "s"}
     base = _toml_base(table, key)
-    where = f"{table}.x.{key}"
+    # A pool's prompt cache is a table of its own inside the pool's.
+    head = ("[pools.x]\nmax_in_flight = 1\n[pools.x.prompt_cache]\n"
+            if table == "pools.prompt_cache" else f"[{table}.x]\n")
+    where = ("pools.x.prompt_cache" if table == "pools.prompt_cache" else f"{table}.x") + \
+        f".{key}"
     found: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "aiqueue.toml"
-        path.write_text(f"[{table}.x]\n" + "\n".join(f"{k} = {v}" for k, v in base.items()))
+        path.write_text(head + "\n".join(f"{k} = {v}" for k, v in base.items()))
         load_file(env, path)  # the starting point itself is valid
         for value in TOML_PROBES:
             body = {**base, key: value}
-            path.write_text(f"[{table}.x]\n" + "\n".join(f"{k} = {v}" for k, v in body.items()))
+            path.write_text(head + "\n".join(f"{k} = {v}" for k, v in body.items()))
             try:
                 load_file(env, path)
             except SettingsError as exc:
@@ -154,6 +159,8 @@ def toml_checks(table: str, key: str) -> tuple[str, ...]:
 
 
 def _toml_base(table: str, key: str) -> dict[str, str]:
+    if table == "pools.prompt_cache":
+        return {}
     if table == "pools":
         base = {"max_in_flight": "1"}
         if key.startswith("batch"):
@@ -218,6 +225,9 @@ def config_page() -> str:
         "only the names of the variables that hold them. `x` stands for the table's name; "
         "a key not listed here is refused.", "",
         "### `[pools.<name>]`", "", *_table(keys["pools"], "key"), "",
+        "### `[pools.<name>.prompt_cache]`", "",
+        "The provider's prompt cache ([The prompt cache](../prompt-cache.md)).", "",
+        *_table(keys["pools.prompt_cache"], "key"), "",
         "### `[kinds.<name>]`", "", *_table(keys["kinds"], "key"), "",
     ]
     return HEADER + "\n".join(lines)

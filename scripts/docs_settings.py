@@ -46,7 +46,8 @@ VARIABLES: dict[str, Described] = {
     "APP_BASE_URL": V("The app's public URL: the chain and the function's callbacks use it.",
                       "`https://$VERCEL_PROJECT_PRODUCTION_URL` on Vercel (a preview: its own "
                       "URL), else `http://127.0.0.1:<port>`"),
-    "AI_MARKING_CALLBACK_URL": V("Where the function posts results.",
+    "AI_MARKING_CALLBACK_URL": V("Where the function posts results; `https://` outside "
+                                 "`dev` unless local.",
                                 "`APP_BASE_URL` + `/webhooks/ai-mark`"),
     # The marking function and where jobs go.
     "AI_MARKING_DISPATCH": V("Where jobs go: `http`, `digitalocean` or `lambda` "
@@ -79,9 +80,11 @@ VARIABLES: dict[str, Described] = {
     "VERCEL_OIDC_TOKEN": V("Vercel's OIDC token, exchanged for AWS keys with `AWS_ROLE_ARN` "
                            "(the `x-vercel-oidc-token` header replaces it)."),
     "AI_MARKING_LAMBDA_FUNCTION": V("The function's name or ARN, optionally `:qualifier`."),
-    "AWS_ENDPOINT_URL_LAMBDA": V("Another Lambda endpoint (an emulator).",
+    "AWS_ENDPOINT_URL_LAMBDA": V("Another Lambda endpoint (an emulator); `https://` outside "
+                                 "`dev` unless local.",
                                  "`https://lambda.<region>.amazonaws.com`"),
-    "AWS_ENDPOINT_URL_STS": V("Another STS endpoint.", "`https://sts.<region>.amazonaws.com`"),
+    "AWS_ENDPOINT_URL_STS": V("Another STS endpoint; `https://` outside `dev` unless local.",
+                              "`https://sts.<region>.amazonaws.com`"),
     # The queue's limits and timing.
     "QUEUE_MAX_IN_FLIGHT": V("The most jobs at the function at once (the default pool's cap "
                              "for the learned limit `L`); `0`: unlimited until the model "
@@ -113,6 +116,11 @@ VARIABLES: dict[str, Described] = {
     "QUEUE_TIMEZONE": V("Where days begin (an IANA name, e.g. `Europe/Berlin`): the daily "
                         "spend caps, the usage report's days, the charts and the pages' times. "
                         "Hourly windows stay clock hours."),
+    # The provider's prompt cache (docs/prompt-cache.md).
+    "QUEUE_PROMPT_CACHE_TTL_SECONDS": V("The default pool's: how long the provider keeps an "
+                                        "unused prompt prefix; `0`: schedule as before."),
+    "QUEUE_PROMPT_CACHE_MIN_TOKENS": V("The default pool's: the shortest prefix the provider "
+                                       "caches; a shorter payload is scheduled as before."),
     # The overnight lane.
     "QUEUE_BATCH_FALLBACK_MARGIN_SECONDS": V("A batch goes live this long before its rows' "
                                              "live marking would miss the deadline."),
@@ -172,6 +180,20 @@ KEYS: dict[str, dict[str, Described]] = {
         "batch_key_env": V("The variable holding the provider's key (required with `batch`)."),
         "batch_model": V("The model batches use (required with `batch`)."),
         "batch_prices": V("USD per 1M tokens on the batch lane.", "half of `prices`"),
+        "prompt_cache": V("The provider's prompt cache: the `[pools.<name>.prompt_cache]` "
+                          "table below.", "see below", probe=False),
+    },
+    "pools.prompt_cache": {
+        "ttl_seconds": V("How long the provider keeps an unused prefix; `0`: schedule as "
+                         "before. The default pool's: `QUEUE_PROMPT_CACHE_TTL_SECONDS`."),
+        "min_tokens": V("The shortest prefix the provider caches; a payload under it (its "
+                        "JSON length / 4) is scheduled as before. The default pool's: "
+                        "`QUEUE_PROMPT_CACHE_MIN_TOKENS`."),
+        "write": V("A cache write's price, as a multiple of the input price."),
+        "read": V("A cache read's price, as a multiple of the input price."),
+        "key_rpm": V("Above this rate per prefix, the cache key is sharded (`:<n>`)."),
+        "fair_quantum": V("How far, in weighted tokens, a warm group may run ahead of the "
+                          "smallest counter.", "4 × the pool's mean row charge"),
     },
     "kinds": {
         "pool": V("The pool the kind's rows belong to.", "`default`"),

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real PostgreSQL, one migrated template, a fresh database per test."""
+"""Shared fixtures: a real PostgreSQL, one migrated template, a database in its state per test."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ import pytest
 import respx
 from starlette.applications import Starlette
 
+from aiqueue.db.embedded import with_database
 from aiqueue.models import Enqueued
 from aiqueue.settings import Settings
 from tests import pg
+from tests.dbpool import Pool, Tally, snapshot
 from tests.roles import RuntimeDb, runtime_database
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
@@ -26,6 +28,8 @@ CRON = "cron-secret-0123456789abcdef"
 METRICS = "metrics-token-0123456789abcdef"
 PASSWORD = "operator-password-0123456789"
 AUTH = {"authorization": f"Bearer {SECRET}"}
+POOL = pytest.StashKey[Pool]()
+POOL_TALLY = pytest.StashKey[Tally]()  # the workers' pools, under pytest-xdist
 # Where make_settings sends dispatches and chains (mocked with respx, never reached).
 FN = "http://function.test/mark"
 SELF_CHAIN = "http://app.test/api/marking/process-queue"
@@ -40,11 +44,58 @@ def pg_admin() -> Iterator[str]:
     del handle
 
 
+@pytest.fixture(scope="session")
+def pg_pool(pg_admin: str, pytestconfig: pytest.Config) -> Iterator[Pool]:
+    """The session's databases, each put back to the template's state before reuse."""
+    snap = pg.run(snapshot(with_database(pg_admin, pg.TEMPLATE)))
+    pool = pytestconfig.stash[POOL] = Pool(pg_admin, pg.TEMPLATE, snap, pg.next_name)
+    if os.environ.get("AIQUEUE_TEST_DB_AUDIT"):
+        pool.expected = pg.run(pg.template_state(pg_admin))
+    yield pool
+    pg.run(pool.close())
+
+
 @pytest.fixture
-async def db_url(pg_admin: str) -> AsyncIterator[str]:
-    dsn = await pg.create_test_db(pg_admin)
+async def db_url(pg_admin: str, pg_pool: Pool, request: pytest.FixtureRequest
+                 ) -> AsyncIterator[str]:
+    """A database as a fresh copy of the migrated template has it: one used before and
+    put back (tests/dbpool.py), or, for a test marked `fresh_db`, a new copy."""
+    if request.node.get_closest_marker("fresh_db"):
+        dsn = await pg.create_test_db(pg_admin)
+        yield dsn
+        await pg.drop_test_db(pg_admin, dsn)
+        return
+    dsn = await pg_pool.acquire()
     yield dsn
-    await pg.drop_test_db(pg_admin, dsn)
+    pg_pool.release(dsn, request.node.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its pool's tally to the controller."""
+    pool, out = session.config.stash.get(POOL, None), getattr(session.config, "workeroutput", None)
+    if pool is not None and out is not None:
+        out["db_pool"] = (pool.tally.reused, pool.tally.dirtied)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    reused, dirtied = getattr(node, "workeroutput", {}).get("db_pool", (0, []))
+    tally = node.config.stash.setdefault(POOL_TALLY, Tally())
+    tally.reused += reused
+    tally.dirtied += dirtied
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """How often a database was used again, and which tests changed one's catalog
+    (marked `fresh_db`, they would not pay for the check and a new copy both)."""
+    pool = config.stash.get(POOL, None)
+    tally = pool.tally if pool is not None else config.stash.get(POOL_TALLY, None)
+    if tally is None:
+        return
+    terminalreporter.write_line(f"test databases used again: {tally.reused}; "
+                                f"changed by a test, so dropped: {len(tally.dirtied)}")
+    for nodeid in tally.dirtied:
+        terminalreporter.write_line(f"  changed its database's catalog: {nodeid}")
 
 
 @pytest.fixture

@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from aiqueue.db.embedded import recreate_database
+import asyncpg
+
+from aiqueue.db.embedded import recreate_database, with_database
 from aiqueue.db.migrate import migrate
+from tests.dbpool import state
 
 # One template per test session: sessions may share a server.
 TEMPLATE = f"aiqueue_template_{os.getpid()}"
@@ -25,7 +28,22 @@ def start_server() -> tuple[str, Any]:
     from aiqueue.db.embedded import start_embedded
 
     # A short path: the server's unix socket lives in it.
-    return start_embedded(Path(f"/tmp/aiqueue-test-pg-{os.getuid()}"))
+    dsn, handle = start_embedded(Path(f"/tmp/aiqueue-test-pg-{os.getuid()}"))
+    run(_no_fsync(dsn))
+    return dsn, handle
+
+
+async def _no_fsync(admin_dsn: str) -> None:
+    """fsync off on the tests' own server: a crash there is a process crash (the
+    chaos tests' kill -9), never an OS crash, so nothing committed is lost; without
+    it every CREATE/DROP DATABASE and TRUNCATE waits for the disk."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        if await conn.fetchval("SHOW fsync") == "on":
+            await conn.execute("ALTER SYSTEM SET fsync = off")
+            await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
 
 
 async def make_template(admin_dsn: str) -> None:
@@ -33,14 +51,27 @@ async def make_template(admin_dsn: str) -> None:
     await migrate(await recreate_database(admin_dsn, TEMPLATE), "up")
 
 
+async def template_state(admin_dsn: str) -> dict[str, object]:
+    """The template's tables, sequences, relations and catalog (tests/dbpool.py's `state`)."""
+    conn = await asyncpg.connect(with_database(admin_dsn, TEMPLATE))
+    try:
+        return await state(conn)
+    finally:
+        await conn.close()
+
+
 async def drop_template(admin_dsn: str) -> None:
     await recreate_database(admin_dsn, TEMPLATE, create=False)
 
 
+def next_name() -> str:
+    """A database name of this session's own."""
+    return f"aiqueue_t{os.getpid()}_{next(_counter)}"
+
+
 async def create_test_db(admin_dsn: str) -> str:
     """A fresh database copied from the template; returns its DSN."""
-    name = f"aiqueue_t{os.getpid()}_{next(_counter)}"
-    return await recreate_database(admin_dsn, name, template=TEMPLATE)
+    return await recreate_database(admin_dsn, next_name(), template=TEMPLATE)
 
 
 async def drop_test_db(admin_dsn: str, dsn: str) -> None:

@@ -9,7 +9,7 @@ as for OpenAI.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Literal, TypeVar
 
 import anthropic
@@ -39,26 +39,44 @@ class AnthropicBatches:
     limits = Limits(max_requests=100_000, max_bytes=256 * 1024 * 1024)
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        # No SDK retries: a create retried after a lost answer would make (and bill) a
+        # second batch; a lost answer is found by the record instead (find).
         # api_key= too: without it the SDK would look for credentials of its own.
         # (Omit is the SDK's "remove this header", which its stubs type as a str.)
         headers: dict[str, Any] = {"x-api-key": api_key, "authorization": anthropic.Omit()}
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url.removesuffix("/v1"), timeout=timeout,
-            max_retries=2, default_headers=headers)
+            max_retries=0, default_headers=headers)
 
-    async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
+    async def upload(self, lines: Sequence[Line], tag: str) -> tuple[str, ...]:
+        return ()  # one create holds every request
+
+    async def create(self, lines: Sequence[Line], tag: str, files: Sequence[str]) -> Handle:
         requests: Any = [{"custom_id": line.custom_id, "params": line.body} for line in lines]
         batch = await _call(lambda: self.client.messages.batches.create(requests=requests))
         return Handle(batch.id)
 
-    async def find(self, tag: str, count: int, since: float) -> Handle | None:
+    async def leftovers(self, tag: str) -> tuple[str, ...]:
+        return ()
+
+    async def delete_files(self, files: Sequence[str]) -> None:
+        return None
+
+    async def check(self) -> None:
+        await _call(lambda: self.client.messages.batches.list(limit=1))
+
+    async def find(self, tag: str, count: int, since: float,
+                   known: Collection[str] = ()) -> Handle | None:
         """A batch with `count` requests created just after `since` that the lane never recorded.
 
         Message batches carry no metadata, so the lane's record (made before the
-        create) gives the time, and the request count confirms it.
+        create) gives the time, and the request count confirms it; a batch the lane
+        has recorded (`known`) is never taken for a lost one.
         """
         page = await _call(lambda: self.client.messages.batches.list(limit=100))
         for batch in page.data:
+            if batch.id in known:
+                continue  # the lane's own, recorded
             created = batch.created_at.timestamp()
             counts = batch.request_counts
             total = (counts.processing + counts.succeeded + counts.errored + counts.canceled

@@ -7,7 +7,7 @@ become content-free codes (provider.py: `sdk_call`, `unanswered`).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 import openai
@@ -27,6 +27,8 @@ from aiqueue.batch.provider import (
 )
 
 ENDPOINT: Final = "/v1/chat/completions"
+# The batch's metadata key that holds the lane's tag (the input file is named after it).
+TAG_KEY: Final = "aiqueue_batch"
 # A status the lane keeps looking at; the rest have ended.
 _RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
 _MISSING: dict[str, LineKind] = {"completed": "errored", "expired": "expired",
@@ -41,32 +43,44 @@ class OpenAIBatches:
     limits = Limits(max_requests=50_000, max_bytes=200 * 1024 * 1024, one_model=True)
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        # No SDK retries: a create retried after a lost answer makes a second file or
+        # batch (no idempotency key); reads are looked at again on a later step anyway.
         self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout,
-                                         max_retries=2)
+                                         max_retries=0)
 
-    async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
+    async def upload(self, lines: Sequence[Line], tag: str) -> tuple[str, ...]:
         data = "".join(json.dumps({"custom_id": line.custom_id, "method": "POST",
                                    "url": ENDPOINT, "body": line.body}) + "\n"
                        for line in lines).encode()
         upload = await _call(lambda: self.client.files.create(
-            file=(f"aiqueue-{tag}.jsonl", data), purpose="batch"))
-        try:
-            batch = await _call(lambda: self.client.batches.create(
-                input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h",
-                metadata={"aiqueue_batch": tag}))
-        except ProviderError:
-            # No batch holds the file: it would only keep the students' answers.
-            await self._delete_file(upload.id)
-            raise
-        return Handle(batch.id, (upload.id,))
+            file=(_file_name(tag), data), purpose="batch"))
+        return (upload.id,)
 
-    async def find(self, tag: str, count: int, since: float) -> Handle | None:
+    async def create(self, lines: Sequence[Line], tag: str, files: Sequence[str]) -> Handle:
+        batch = await _call(lambda: self.client.batches.create(
+            input_file_id=files[0], endpoint=ENDPOINT, completion_window="24h",
+            metadata={TAG_KEY: tag}))
+        return Handle(batch.id, tuple(files))
+
+    async def find(self, tag: str, count: int, since: float,
+                   known: Collection[str] = ()) -> Handle | None:
         page = await _call(lambda: self.client.batches.list(limit=100))
         for batch in page.data:
-            if (batch.metadata or {}).get("aiqueue_batch") == tag:
+            if (batch.metadata or {}).get(TAG_KEY) == tag and batch.id not in known:
                 return Handle(batch.id).with_files(batch.input_file_id, batch.output_file_id,
                                                    batch.error_file_id)
         return None
+
+    async def leftovers(self, tag: str) -> tuple[str, ...]:
+        page = await _call(lambda: self.client.files.list(purpose="batch"))
+        return tuple(f.id for f in page.data if f.filename == _file_name(tag))
+
+    async def delete_files(self, files: Sequence[str]) -> None:
+        for file_id in files:
+            await self._delete_file(file_id)
+
+    async def check(self) -> None:
+        await _call(lambda: self.client.batches.list(limit=1))
 
     async def poll(self, handle: Handle) -> Polled:
         batch = await _call(lambda: self.client.batches.retrieve(handle.batch_id))
@@ -100,7 +114,12 @@ class OpenAIBatches:
                 raise
 
     async def delete(self, handle: Handle) -> bool:
-        polled = await self.poll(handle)
+        try:
+            polled = await self.poll(handle)
+        except ProviderError as exc:
+            if exc.code != "provider_http_404":
+                raise
+            polled = Polled("ended", handle)  # the batch is forgotten; its files may not be
         if polled.state == "running":
             return False  # its output files are not written yet
         for file_id in polled.handle.files:
@@ -116,6 +135,10 @@ class OpenAIBatches:
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def _file_name(tag: str) -> str:
+    return f"{tag}.jsonl"
 
 
 def _outcome(line: dict[str, Any]) -> Outcome:

@@ -5,63 +5,30 @@ and `Settle`, the webhook's apply path), so the queue's rules above wire it
 and the tests drive it with the real database and the emulators.
 
 Packing is crash-safe by order: one statement records the batch
-('submitting') and moves its rows into it; only then is the provider called;
-then the provider's id is recorded. A step that dies in between leaves a
-'submitting' record, which a later step reconciles: the provider has the
-batch (found by its tag or, for Anthropic, its time and size), or the rows go
-back to waiting. A row is in one batch at most, and a waiting row is never in
-none.
+('submitting') and moves its rows into it; each create at the provider (the
+input file, the batch) is recorded before it is asked for and its answer
+right after. A step that dies or loses an answer in between leaves a record
+that a later step reconciles (reconcile.py). A row is in one batch at most,
+and a waiting row is never in none.
+
+One step's lane work is bounded (`Packer.until`): rendering stops in time
+for the upload, and the rows not rendered wait for the next step.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from aiqueue.batch.function import FunctionModeError, Rendered
-from aiqueue.batch.provider import Handle, Line, Provider, ProviderError
-from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
-
-# The webhook's apply path for parsed items: applies `completed` ones once
-# (exactly-once, first result wins) and returns the failures to handle.
-Settle = Callable[[Sequence[dict[str, Any]]], Awaitable[list[LineFailure]]]
-# The dispatch body (§4) of one row in a batch: what `render` and `parse` read.
-JobBody = Callable[[BatchRow], dict[str, Any]]
-
-
-class LaneStore(Protocol):
-    """The lane's statements (aiqueue/db/batch.py)."""
-
-    async def batch_open(self, pool: str, provider: str, model: str, limit: int,
-                         money: str | None = None) -> list[BatchRow]: ...
-    async def batch_submitted(self, batch_id: int, provider_batch_id: str,
-                              files: Sequence[str], look_in: float) -> bool: ...
-    async def batch_release(self, batch_id: int, queue_ids: Sequence[UUID] | None = None
-                            ) -> int: ...
-    async def batch_abandon(self, batch_id: int, error: str) -> bool: ...
-    async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]: ...
-    async def batches_due(self, pool: str, lease: float) -> list[LaneBatch]: ...
-    async def batch_rows(self, batch_id: int) -> list[BatchRow]: ...
-    async def batch_lines(self, batch_id: int) -> list[BatchRow]: ...
-    async def batch_lines_failed(self, failures: Sequence[LineFailure], max_attempts: int,
-                                 window: float, attempts: str | None = None) -> int: ...
-    async def batch_fallback(self, batch_id: int) -> int: ...
-    async def batch_mark(self, batch_id: int, state: BatchState, files: Sequence[str],
-                         look_in: float) -> None: ...
-    async def batch_live_seconds(self) -> float | None: ...
-
-
-class Modes(Protocol):
-    """The marking function's render and parse modes (aiqueue/batch/function.py)."""
-
-    async def render(self, provider: str, model: str, jobs: Sequence[dict[str, Any]]
-                     ) -> Rendered: ...
-    async def parse(self, provider: str, responses: Sequence[dict[str, Any]]
-                    ) -> list[dict[str, Any]]: ...
+from aiqueue.batch.ports import JobBody, LaneStore, Modes, Settle
+from aiqueue.batch.provider import UNSURE, Handle, Line, Provider, ProviderError
+from aiqueue.models.batch import BatchRow
 
 
 @dataclass(frozen=True)
@@ -88,6 +55,12 @@ class LaneConfig:
     money: str | None = None
     # The kinds' own max attempts ({kind: n} as JSON; QueueConfig.attempts).
     attempts: str | None = None
+    # How long one call to the provider may take (a lost answer is reconciled).
+    call_seconds: float = 20.0
+    # Rows packing takes (and renders) at a time; between chunks the step's time is checked.
+    render_rows: int = 250
+    # Rendering stops this long before the step's end, to leave time to upload.
+    upload_seconds: float = 5.0
 
 
 @dataclass
@@ -102,6 +75,12 @@ class Packer:
     settle: Settle
     job_body: JobBody
     config: LaneConfig
+    # time.monotonic() by which this step's lane work ends (the rest waits)
+    until: float = math.inf
+
+    def left(self) -> float:
+        """Seconds of this step's lane work left."""
+        return self.until - time.monotonic()
 
 
 @dataclass
@@ -127,37 +106,101 @@ def live_estimate(rows: int, per_row: float, slots: int) -> float:
 async def pack(packer: Packer, report: StepReport) -> None:
     """Pack the pool's waiting rows into one provider batch (none waiting: nothing)."""
     cfg, limits = packer.config, packer.provider.limits
+    if packer.left() <= 2 * cfg.upload_seconds:
+        return  # this step's lane time is spent: the next step packs
     limit = min(cfg.max_requests or limits.max_requests, limits.max_requests)
-    rows = await packer.store.batch_open(cfg.pool, packer.provider.name, cfg.model, limit,
-                                       cfg.money)
+    rows = await packer.store.batch_open(cfg.pool, packer.provider.name, cfg.model,
+                                         min(cfg.render_rows, limit), cfg.money)
     if not rows:
         return
     batch_id = rows[0].batch_id
     try:
-        rendered = await _render(packer, rows)
+        taken, rendered = await _take(packer, batch_id, rows, limit)
     except FunctionModeError as exc:
-        await _give_back(packer, batch_id, exc.code, report)
+        await give_back(packer, batch_id, exc.code, report)
         return
     # Jobs the function can never mark fail now, as on the live path.
     report.failed_lines += len(await packer.settle(rendered.items))
-    lines, surplus = _fit(rows, rendered, limits.max_bytes)
+    # Erasure wins: a row erased while it was rendered is not in the batch any more.
+    held = await packer.store.batch_held(batch_id)
+    lines, surplus = _fit([r for r in taken if r.queue_id in held], rendered,
+                          limits.max_bytes)
     if surplus:
         report.released += await packer.store.batch_release(batch_id, surplus)
     if not lines:
-        await _give_back(packer, batch_id, "nothing_to_send", report)
+        await give_back(packer, batch_id, "nothing_to_send", report)
         return
+    await _submit(packer, batch_id, lines, report)
+
+
+async def _submit(packer: Packer, batch_id: int, lines: Sequence[Line],
+                  report: StepReport) -> None:
+    """Upload and create, each recorded before it is asked for (reconcile.py)."""
+    tag = await packer.store.batch_tag(batch_id)
+    files: tuple[str, ...] = ()
+    stage = "upload"
     try:
-        handle = await packer.provider.submit(lines, tag=str(batch_id))
+        if not await packer.store.batch_intent(batch_id, len(lines), files):
+            return  # a reconcile gave the rows back meanwhile
+        files = await packer.provider.upload(lines, tag)
+        if files and not await packer.store.batch_intent(batch_id, len(lines), files):
+            await packer.provider.delete_files(files)
+            return
+        stage = "create"
+        handle = await packer.provider.create(lines, tag, files)
     except ProviderError as exc:
-        await _give_back(packer, batch_id, exc.code, report)
+        if stage == "create" and exc.code in UNSURE:
+            # The provider may have made it: the next step looks for it by its tag.
+            report.errors.append(exc.code)
+            await packer.store.batch_unsure(batch_id, exc.code)
+            return
+        # An upload whose answer was lost may have stored the file: clearing finds it by
+        # its tag. A refused create's file is deleted now.
+        await give_back(packer, batch_id, exc.code, report, files=files,
+                        clearing=stage == "upload" and exc.code in UNSURE)
         return
     if not await packer.store.batch_submitted(batch_id, handle.batch_id, handle.files,
-                                            cfg.poll_seconds):
+                                              packer.config.poll_seconds):
         # A reconcile gave the rows back meanwhile: what was just created must go.
-        await _withdraw(packer, handle)
+        await withdraw(packer, batch_id, handle.batch_id, handle.files)
         return
     report.packed += len(lines)
     report.batches += 1
+
+
+async def give_back(packer: Packer, batch_id: int, code: str, report: StepReport, *,
+                    files: Sequence[str] = (), clearing: bool = False) -> None:
+    """The provider never got the batch: its rows wait again, without the attempt.
+
+    The record is ended first: a slow step that records its provider batch
+    after this finds it ended (and withdraws the batch), never the reverse.
+    `clearing`: the provider may still keep a file or a batch of it, which later
+    steps look for and delete (reconcile.py); else what `files` names goes now.
+    """
+    report.errors.append(code)
+    store = packer.store
+    if clearing:
+        ended = await store.batch_clear(batch_id, code, files, 0.0)
+    else:
+        ended = await store.batch_abandon(batch_id, code)
+    if ended:
+        report.released += await store.batch_release(batch_id)
+    if files and not clearing:
+        try:
+            await packer.provider.delete_files(files)
+        except ProviderError:
+            await store.batch_clear(batch_id, code, files, packer.config.poll_seconds)
+
+
+async def withdraw(packer: Packer, batch_id: int, provider_batch_id: str,
+                   files: Sequence[str]) -> None:
+    """A provider batch the lane no longer packs rows into: cancelled, then looked at
+    like any cancelled batch (poll.py) until everything of it is deleted."""
+    try:
+        await packer.provider.cancel(Handle(provider_batch_id, tuple(files)))
+    except ProviderError:
+        pass  # asked again when it is next looked at
+    await packer.store.batch_withdrawn(batch_id, provider_batch_id, files)
 
 
 def by_kind(rows: Sequence[BatchRow]) -> dict[str, list[BatchRow]]:
@@ -168,13 +211,33 @@ def by_kind(rows: Sequence[BatchRow]) -> dict[str, list[BatchRow]]:
     return groups
 
 
+async def _take(packer: Packer, batch_id: int, rows: list[BatchRow], limit: int
+                ) -> tuple[list[BatchRow], Rendered]:
+    """Render the rows taken, and take and render more a chunk at a time (each chunk one
+    short transaction), while the provider's limit and the step's time allow: rendering
+    stops `upload_seconds` before the step's end, to leave time to upload."""
+    cfg = packer.config
+    taken, rendered = list(rows), Rendered({}, [])
+    while rows:
+        part = await _render(packer, rows)
+        rendered.requests.update(part.requests)
+        rendered.items.extend(part.items)
+        room = limit - len(taken)
+        if room <= 0 or len(rows) < cfg.render_rows or packer.left() <= cfg.upload_seconds:
+            break
+        rows = await packer.store.batch_add(cfg.pool, batch_id, min(cfg.render_rows, room),
+                                            cfg.money)
+        taken += rows
+    return taken, rendered
+
+
 async def _render(packer: Packer, rows: Sequence[BatchRow]) -> Rendered:
     """Each kind's rows rendered by its own function, as one set of provider requests."""
     requests: dict[str, dict[str, Any]] = {}
     items: list[dict[str, Any]] = []
     for kind, group in by_kind(rows).items():
         part = await packer.modes(kind).render(packer.provider.name, packer.config.model,
-                                             [packer.job_body(r) for r in group])
+                                               [packer.job_body(r) for r in group])
         requests |= part.requests
         items += part.items
     return Rendered(requests, items)
@@ -198,42 +261,3 @@ def _fit(rows: Sequence[BatchRow], rendered: Rendered, max_bytes: int
         size += length
         lines.append(Line(row.custom_id, body))
     return lines, surplus
-
-
-async def _give_back(packer: Packer, batch_id: int, code: str, report: StepReport) -> None:
-    """The provider never got the batch: its rows wait again, without the attempt.
-
-    The record is ended first: a slow step that records its provider batch
-    after this finds it abandoned (and withdraws the batch), never the reverse.
-    """
-    report.errors.append(code)
-    if await packer.store.batch_abandon(batch_id, code):
-        report.released += await packer.store.batch_release(batch_id)
-
-
-async def _withdraw(packer: Packer, handle: Handle) -> None:
-    """Cancel and delete a provider batch the lane no longer owns (best effort)."""
-    try:
-        await packer.provider.cancel(handle)
-        await packer.provider.delete(handle)
-    except ProviderError:
-        pass  # the provider's own window ends it; its results match no held row
-
-
-async def reconcile(packer: Packer, report: StepReport) -> None:
-    """Settle batches left 'submitting' by a step that died between record and create."""
-    cfg = packer.config
-    for batch in await packer.store.batches_stale(cfg.pool, cfg.submit_grace_seconds):
-        rows = await packer.store.batch_rows(batch.id)
-        try:
-            found = await packer.provider.find(str(batch.id), len(rows), batch.created_at)
-        except ProviderError as exc:
-            report.errors.append(exc.code)
-            continue  # ask again next step
-        if found is not None and rows:
-            await packer.store.batch_submitted(batch.id, found.batch_id, found.files,
-                                             cfg.poll_seconds)
-            continue
-        if found is not None:
-            await _withdraw(packer, found)
-        await _give_back(packer, batch.id, "not_created", report)

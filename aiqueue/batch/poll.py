@@ -1,38 +1,51 @@
 """Looking at a pool's batches: apply what ended, fall back before a deadline, delete.
 
-Every line's answer goes through the function's `parse` and the webhook's
-apply path (`Settle`), so a result is applied at most once whichever way it
-came: a row that fell back to live and whose batch answer arrives too keeps
-the first. A line that errored, expired or was never run uses an attempt and
-waits for the next batch (or goes live once its live time or the provider's
-window has come). Once a batch's results are applied, or it failed, expired or
-was cancelled, everything the provider keeps of it is deleted.
+A batch is looked at every `poll_seconds`, and never later than its fallback
+point: when the live time of its unresolved rows (behind the live rows
+already waiting in the pool, at its learned limit L) plus the margin would
+pass the nearest deadline, it is cancelled and its rows go live. A batch the
+provider no longer knows, or whose results can't be read by then, falls back
+the same way. Once a batch's results are applied, or it failed, expired or
+was cancelled, everything the provider keeps of it is deleted; a deletion
+refused (still cancelling) is asked again on later looks until it is done.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any
 
+from aiqueue.batch.apply import apply
 from aiqueue.batch.function import FunctionModeError
-from aiqueue.batch.pack import Packer, StepReport, by_kind, live_estimate, pack, reconcile
-from aiqueue.batch.provider import Handle, Outcome, Polled, ProviderError
-from aiqueue.models.batch import BatchRow, LaneBatch, LineFailure
+from aiqueue.batch.pack import LaneConfig, Packer, StepReport, live_estimate, pack
+from aiqueue.batch.provider import Handle, Polled, ProviderError
+from aiqueue.batch.reconcile import reconcile
+from aiqueue.models.batch import LaneBatch
+
+# The soonest a batch is looked at again (a fallback point just past is acted on now).
+MIN_LOOK = 1.0
 
 
 async def poll(packer: Packer, report: StepReport, now: float | None = None) -> None:
-    """Look once at each of the pool's batches that is due."""
+    """Look once at each of the pool's batches that is due, while the step has time."""
     cfg = packer.config
     for batch in await packer.store.batches_due(cfg.pool, cfg.poll_seconds):
+        if packer.left() <= 0:
+            # Taken for poll_seconds by batches_due: hand it back for the next step.
+            await packer.store.batch_mark(batch.id, batch.state, batch.files, 0)
+            continue
+        clock = time.time() if now is None else now
         try:
-            await _look(packer, batch, report, time.time() if now is None else now)
-        except (ProviderError, FunctionModeError) as exc:
+            await _look(packer, batch, report, clock)
+        except ProviderError as exc:
+            report.errors.append(exc.code)
+            await _unreadable(packer, batch, report, clock, exc.code)
+        except FunctionModeError as exc:
             # Looked at again once its hold passes; nothing was half-applied.
             report.errors.append(exc.code)
 
 
 async def _look(packer: Packer, batch: LaneBatch, report: StepReport, now: float) -> None:
-    cfg = packer.config
     assert batch.provider_batch_id is not None  # set with 'submitted'
     handle = Handle(batch.provider_batch_id, batch.files)
     if batch.state == "ended":
@@ -40,88 +53,94 @@ async def _look(packer: Packer, batch: LaneBatch, report: StepReport, now: float
         return
     polled = await packer.provider.poll(handle)
     if polled.state == "running":
-        state = batch.state
-        if state == "submitted" and await _must_fall_back(packer, batch, now, cfg.margin_seconds):
-            # Cancel first and keep the rows: lines the provider finishes while it
-            # cancels are paid already, so they are applied, not marked again.
-            await packer.provider.cancel(polled.handle)
-            state = "cancelling"
-        elif state == "cancelling" and await _must_fall_back(packer, batch, now, 0.0):
-            # The cancel takes longer than the margin allowed: go live now; a
-            # line that is answered after all is applied if it comes first.
-            report.fell_back += await packer.store.batch_fallback(batch.id)
-        await packer.store.batch_mark(batch.id, state, polled.handle.files, cfg.poll_seconds)
+        await _running(packer, batch, polled, report, now)
         return
-    await _apply(packer, batch, polled, report)
-    if batch.state == "cancelling":
+    applied = await apply(packer, batch, polled, report)
+    if applied == "more":  # the step's time ran out: the rest on the next step
+        await packer.store.batch_mark(batch.id, batch.state, polled.handle.files, 0)
+        return
+    if applied == "not_ours" or batch.state == "cancelling":
         # What the cancel stopped goes live without using an attempt.
         report.fell_back += await packer.store.batch_fallback(batch.id)
+    if applied == "not_ours":
+        # Adopted by its time and size (Anthropic), but no line is ours: not deleted.
+        report.errors.append("batch_not_ours")
+        await packer.store.batch_mark(batch.id, "done", (), 0)
+        return
     await packer.store.batch_mark(batch.id, "ended", polled.handle.files, 0)
     await _delete(packer, batch, polled.handle, report)
 
 
-async def _must_fall_back(packer: Packer, batch: LaneBatch, now: float, margin: float) -> bool:
-    """The deadline is nearer than the live time of the unresolved rows plus `margin`."""
-    cfg = packer.config
-    rows = await packer.store.batch_rows(batch.id)
-    deadlines = [r.deadline.timestamp() for r in rows if r.deadline is not None]
-    if not deadlines:
-        return False
-    per_row = await packer.store.batch_live_seconds() or cfg.default_live_seconds
-    needed = live_estimate(len(rows), per_row, cfg.slots) + margin
-    # Past the provider's window a batch only expires: go live rather than wait for it.
-    late = now >= batch.created_at + cfg.window_seconds
-    return late or now + needed >= min(deadlines)
+async def _running(packer: Packer, batch: LaneBatch, polled: Polled, report: StepReport,
+                   now: float) -> None:
+    """A batch still running: cancel it at its fallback point, go live once the cancel
+    outlasts the margin, and look again no later than the next of those."""
+    cfg, state = packer.config, batch.state
+    margin = cfg.margin_seconds if state == "submitted" else 0.0
+    until = await fallback_in(packer, batch, now, margin)
+    if until <= 0 and state == "submitted":
+        # Cancel first and keep the rows: lines the provider finishes while it
+        # cancels are paid already, so they are applied, not marked again.
+        await packer.provider.cancel(polled.handle)
+        state = "cancelling"
+        until = await fallback_in(packer, batch, now, 0.0)
+    if until <= 0 and state == "cancelling":
+        # The cancel takes longer than the margin allowed: go live now; a
+        # line that is answered after all is applied if it comes first.
+        report.fell_back += await packer.store.batch_fallback(batch.id)
+        until = math.inf
+    await packer.store.batch_mark(batch.id, state, polled.handle.files, _next_look(cfg, until))
 
 
-async def _apply(packer: Packer, batch: LaneBatch, polled: Polled, report: StepReport) -> None:
-    """Apply an ended (or failed) batch's lines; lines without an answer fail.
-
-    Lines our own cancel stopped are not failures: the caller sends them live.
-    """
-    cancelled = batch.state == "cancelling"
-    lines = {r.custom_id: r for r in await packer.store.batch_lines(batch.id)}
-    outcomes = await packer.provider.results(polled) if polled.state == "ended" else []
-    answered: list[tuple[BatchRow, Outcome]] = []
-    failures: list[LineFailure] = []
-    seen: set[str] = set()
-    for outcome in outcomes:
-        row = lines.get(outcome.custom_id)
-        if row is None or outcome.custom_id in seen:
-            continue  # not this app's line, an erased row's, or a repeat
-        seen.add(outcome.custom_id)
-        if outcome.kind == "succeeded" and outcome.response is not None:
-            answered.append((row, outcome))
-        elif row.held and not (cancelled and outcome.kind == "canceled"):
-            failures.append(LineFailure(row.queue_id, row.dispatch_seq,
-                                        _code(outcome.kind, outcome.error)))
-    missing = "batch_failed" if polled.state == "failed" else f"batch_{polled.missing}"
-    if not (cancelled and polled.missing == "canceled"):
-        failures += [LineFailure(r.queue_id, r.dispatch_seq, missing)
-                     for cid, r in lines.items() if r.held and cid not in seen]
-    if answered:
-        found = {row.custom_id: outcome for row, outcome in answered}
-        items: list[dict[str, Any]] = []
-        for kind, rows in by_kind([row for row, _ in answered]).items():
-            items += await packer.modes(kind).parse(packer.provider.name, [
-                _response(packer, row, found[row.custom_id]) for row in rows])
-        settled = await packer.settle(items)
-        report.applied += len(answered) - len(settled)
-        held = {(r.queue_id, r.dispatch_seq) for r in lines.values() if r.held}
-        failures += [f for f in settled if (f.queue_id, f.dispatch_seq) in held]
-    report.failed_lines += await packer.store.batch_lines_failed(
-        failures, packer.config.max_attempts, packer.config.window_seconds, packer.config.attempts)
+def _next_look(cfg: LaneConfig, until: float) -> float:
+    """Seconds to the next look: every poll, and no later than the fallback point."""
+    return max(min(MIN_LOOK, cfg.poll_seconds), min(cfg.poll_seconds, until))
 
 
-def _response(packer: Packer, row: BatchRow, outcome: Outcome) -> dict[str, Any]:
-    job = packer.job_body(row)
-    return {"queue_id": str(row.queue_id), "callback_token": job["callback_token"],
-            "response": outcome.response, "job": job}
+async def fallback_in(packer: Packer, batch: LaneBatch, now: float, margin: float) -> float:
+    """Seconds until the batch must fall back (≤ 0: now): its nearest deadline less the
+    live time of its unresolved rows behind the pool's live backlog, and `margin`; and
+    never past the provider's window, after which a batch only expires."""
+    cfg, store = packer.config, packer.store
+    rows, deadline = await store.batch_pending(batch.id)
+    window = batch.created_at + cfg.window_seconds - now
+    if not rows or deadline is None:
+        return window if rows else math.inf
+    per_row = await store.batch_live_seconds() or cfg.default_live_seconds
+    backlog, learned = await store.batch_backlog(cfg.pool)
+    slots = cfg.slots if learned is None else min(learned, cfg.slots or learned)
+    needed = live_estimate(rows + backlog, per_row, slots) + margin
+    return min(deadline.timestamp() - needed - now, window)
 
 
-def _code(kind: str, error: str | None) -> str:
-    """A stored code for a line that gave no mark (content-free: made by the client)."""
-    return error if error and error.replace("_", "").isalnum() else f"batch_{kind}"
+async def _unreadable(packer: Packer, batch: LaneBatch, report: StepReport, now: float,
+                      code: str) -> None:
+    """A look that failed: a batch the provider no longer knows falls back now; one whose
+    state or results can't be read falls back at its fallback point, like a stalled one."""
+    if batch.state == "ended":
+        await packer.store.batch_mark(batch.id, "ended", batch.files, packer.config.poll_seconds)
+        return  # its rows are applied; the deletion is asked again
+    gone = code == "provider_http_404"
+    margin = packer.config.margin_seconds if batch.state == "submitted" else 0.0
+    until = 0.0 if gone else await fallback_in(packer, batch, now, margin)
+    if until > 0:
+        await packer.store.batch_mark(batch.id, batch.state, batch.files,
+                                      _next_look(packer.config, until))
+        return
+    report.fell_back += await packer.store.batch_fallback(batch.id)
+    # Whatever the provider still keeps of it is deleted on the next looks.
+    await packer.store.batch_mark(batch.id, "ended", batch.files,
+                                  0 if gone else _next_look(packer.config, 0))
+    if not gone:
+        await _cancel_quietly(packer, batch)
+
+
+async def _cancel_quietly(packer: Packer, batch: LaneBatch) -> None:
+    assert batch.provider_batch_id is not None
+    try:
+        await packer.provider.cancel(Handle(batch.provider_batch_id, batch.files))
+    except ProviderError:
+        pass  # its deletion, asked on each look, waits until it has ended
 
 
 async def _delete(packer: Packer, batch: LaneBatch, handle: Handle, report: StepReport) -> None:
@@ -134,10 +153,10 @@ async def _delete(packer: Packer, batch: LaneBatch, handle: Handle, report: Step
 
 
 async def step(packer: Packer, now: float | None = None) -> StepReport:
-    """One lane step, as the cron and the chain run it: reconcile, poll, pack."""
+    """One lane step, as the cron and the chain run it: reconcile, poll, pack (each only
+    while the step's lane time lasts)."""
     report = StepReport()
     await reconcile(packer, report)
     await poll(packer, report, now)
     await pack(packer, report)
     return report
-

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -128,8 +128,21 @@ class Limits:
     one_model: bool = field(default=False)
 
 
+# A failed call after which the provider may still have done it (the answer was
+# lost): what it made is looked for by its tag, never assumed absent.
+UNSURE = frozenset({"provider_timeout", "provider_unreachable", "provider_http_500",
+                    "provider_http_502", "provider_http_503", "provider_http_504",
+                    "provider_http_529"})
+
+
 class Provider(Protocol):
-    """A provider's batch API, as the lane uses it."""
+    """A provider's batch API, as the lane uses it.
+
+    Creating a batch is two steps, each recorded before it is asked for:
+    `upload` (OpenAI's input file; nothing for Anthropic) and `create`.
+    Neither is retried by the SDK (a retry without an idempotency key could make a
+    second file or batch): a lost answer is reconciled by the tag instead.
+    """
 
     @property
     def name(self) -> ProviderName: ...
@@ -137,12 +150,26 @@ class Provider(Protocol):
     @property
     def limits(self) -> Limits: ...
 
-    async def submit(self, lines: Sequence[Line], tag: str) -> Handle:
-        """Create a batch of `lines`; `tag` (the lane's id) helps find it after a crash."""
+    async def upload(self, lines: Sequence[Line], tag: str) -> tuple[str, ...]:
+        """Store the requests where the provider needs them first; the files made."""
         ...
 
-    async def find(self, tag: str, count: int, since: float) -> Handle | None:
-        """A batch this app created with `tag` whose creation was never recorded."""
+    async def create(self, lines: Sequence[Line], tag: str, files: Sequence[str]) -> Handle:
+        """Create a batch of `lines` (already in `files`, if the provider takes files)."""
+        ...
+
+    async def find(self, tag: str, count: int, since: float,
+                   known: Collection[str] = ()) -> Handle | None:
+        """A batch this deployment created with `tag` whose creation was never recorded
+        (`known`: the provider ids the lane has recorded, never one of them)."""
+        ...
+
+    async def leftovers(self, tag: str) -> tuple[str, ...]:
+        """Files kept with `tag` that no batch record knows (an upload whose answer was lost)."""
+        ...
+
+    async def delete_files(self, files: Sequence[str]) -> None:
+        """Delete these files (gone already counts as deleted)."""
         ...
 
     async def poll(self, handle: Handle) -> Polled:
@@ -161,6 +188,16 @@ class Provider(Protocol):
         """Delete what the provider keeps; False while it can't yet (still cancelling)."""
         ...
 
+    async def check(self) -> None:
+        """One read-only call that needs the key (the doctor's); raises ProviderError."""
+        ...
+
     async def aclose(self) -> None:
         """Close the SDK's connections."""
         ...
+
+
+async def submit(provider: Provider, lines: Sequence[Line], tag: str) -> Handle:
+    """Upload and create in one go, with no record kept (the providers' own checks)."""
+    files = await provider.upload(lines, tag)
+    return await provider.create(lines, tag, files)

@@ -28,6 +28,22 @@ class BatchQueries(Gateway):
             return rows
         return [BatchRow.from_row(r) for r in await self.db.write(work)]
 
+    async def batch_add(self, pool: str, batch_id: int, limit: int, money: str | None = None
+                        ) -> list[BatchRow]:
+        """Move up to `limit` more waiting rows into batch `batch_id` (still being packed),
+        charged as `batch_open` charges."""
+        async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self.sql["batch_add"], pool,
+                                                          batch_id, limit, money)
+            if rows:
+                await conn.execute(self.sql["batch_charge_more"], batch_id, money,
+                                   [r["queue_id"] for r in rows])
+            return rows
+        return [BatchRow.from_row(r) for r in await self.db.write(work)]
+
+    async def batch_held(self, batch_id: int) -> set[UUID]:
+        return {r["queue_id"] for r in await self._fetch("batch_held", batch_id)}
+
     async def batch_submitted(self, batch_id: int, provider_batch_id: str,
                               files: Sequence[str], look_in: float) -> bool:
         """Record the provider's batch; False when a reconcile gave its rows back meanwhile."""

@@ -35,6 +35,12 @@ class DoctorQueries(Gateway):
                 return None
         return await self.db.read(work)
 
+    async def prompt_prefixes(self) -> dict[str, tuple[int, float]]:
+        """Per pool, the prompt prefixes of the last week: (how many, their middle size in
+        tokens)."""
+        rows = await self._fetch("prompt_prefixes")
+        return {r["pool"]: (int(r["prefixes"]), float(r["tokens"])) for r in rows}
+
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool:
         """Keep the first answer to a probe; True if this one was the first."""

@@ -28,14 +28,16 @@ class QueueQueries(Gateway):
         await self._write_one("dispatch_accepted", pool)
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int, plan: str | None = None) -> Status | None:
+                      give_up: float, cap: int, plan: str | None = None,
+                      window: float | None = None) -> Status | None:
         """A refusal of the current dispatch (CONTRACT §8a); the row's new status, or None.
 
         `kind` is the refusal's (rate_limited, overloaded); only the row's pool is held.
+        `window`: the model's window the refusal tells (flow.learned_window), if any.
         """
         # Only the current dispatch can be refused, so a repeat changes nothing.
         status: Status | None = await self._write_val(
-            "refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan,
+            "refused", queue_id, dispatch_seq, kind, delay, give_up, cap, plan, window,
             idempotent=True)
         return status
 
@@ -65,6 +67,10 @@ class QueueQueries(Gateway):
     async def set_dispatch_ref(self, queue_id: UUID, dispatch_seq: int, ref: str) -> None:
         # Idempotent: the same id written again changes nothing.
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
+
+    async def cache_key(self, queue_id: UUID, key_rpm: int) -> str:
+        """The row's cache key, sharded by its prefix's dispatches this minute (§10a)."""
+        return str(await self._fetchval("cache_key", queue_id, key_rpm))
 
     async def breaker_failure(self, threshold: int, cooldown: float,
                               pool: str = "default") -> int:

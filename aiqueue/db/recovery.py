@@ -29,7 +29,7 @@ class RecoveryQueries(Gateway):
             _kinds(kinds), list(others), idempotent=True))
 
     async def recent_processing_tail(self) -> float | None:
-        """The p95 of the last hour's processing times (newest 200); None with fewer than 5."""
+        """The p95 of the last hour's processing times (newest 200); None with none."""
         value = await self._fetchval("recent_processing_tail")
         return None if value is None else float(value)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from aiqueue.db.alerts import AlertQueries
 from aiqueue.db.batch import BatchQueries
+from aiqueue.db.batch_intent import BatchIntentQueries
+from aiqueue.db.batch_watch import BatchWatchQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.enqueue import EnqueueQueries
 from aiqueue.db.fallback import FallbackQueries
@@ -45,6 +47,8 @@ class Store(
     FallbackQueries,   # fallback.sql: pools down, rows moved to a fallback and back
     OutboxQueries,     # outbox.sql
     BatchQueries,      # batch.sql
+    BatchIntentQueries,  # batch_intent.sql
+    BatchWatchQueries,  # batch_watch.sql
     LiveQueries,       # live.sql
     MonitorQueries,    # monitor.sql
     ResultsQueries,    # results.sql

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models import TallyRow, UsageRow
+from aiqueue.models import CacheCounter, TallyRow, UsageRow
 
 
 class UsageQueries(Gateway):
@@ -19,6 +19,10 @@ class UsageQueries(Gateway):
 
     async def metrics_counters(self) -> list[TallyRow]:
         return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters", page=True)]
+
+    async def cache_counters(self) -> list[CacheCounter]:
+        """Each pool's prompt cache counters (CONTRACT §10a)."""
+        return [CacheCounter.from_row(r) for r in await self._fetch("cache_counters", page=True)]
 
     async def metrics_buckets(self) -> list[float]:
         return [float(r["le"]) for r in await self._fetch("metrics_buckets", page=True)]

@@ -16,6 +16,7 @@ from aiqueue.backoff import parse_retry_after
 from aiqueue.dispatch import targets
 from aiqueue.dispatch.aws import AwsCredentials, CredentialsError
 from aiqueue.models import Job
+from aiqueue.models.queue import payload_key
 from aiqueue.settings import Settings
 from aiqueue.settings.targets import KindTarget
 from aiqueue.tokens import Tokens
@@ -78,6 +79,8 @@ def _envelope(job: Job, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
         "attempt": job.attempt,
         "callback_url": target.callback_url,
         "callback_token": tokens.callback(job.queue_id, job.dispatch_seq, job.attempt),
+        # Rows that share a payload share a prompt prefix (CONTRACT §10a).
+        "cache_key": job.cache_key or payload_key(job.payload_json),
         "submission": {
             "id": str(job.submission_id),
             "assignment_id": job.assignment_id,

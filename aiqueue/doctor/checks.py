@@ -11,9 +11,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
+from aiqueue.doctor.batch import check_batch_keys
 from aiqueue.doctor.report import Doctor, Report
 from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
-from aiqueue.doctor.text import function_finding, probe_finding
+from aiqueue.doctor.text import cache_finding, function_finding, probe_finding
 from aiqueue.errors import StoreError
 from aiqueue.queue import probes
 from aiqueue.runtime import Runtime
@@ -212,6 +213,20 @@ async def check_vercel(doc: Doctor) -> None:
         doc.add("vercel", "pass", f"APP_BASE_URL {where}, CRON_SECRET set")
 
 
+async def check_prompt_cache(doc: Doctor) -> None:
+    """Each pool's recent prompt prefixes against its min_tokens (CONTRACT §10a)."""
+    if doc.rt is None or not doc.schema_current:
+        doc.add("prompt_cache", "skip", "not checked: the database is unreachable or behind")
+        return
+    seen = await doc.rt.store.prompt_prefixes()
+    for name, pool in sorted(doc.settings.queue.pools.items()):
+        if pool.prompt_cache.on:
+            suffix = "" if name == "default" else f":{name}"
+            status, detail, fix = cache_finding(name, pool.prompt_cache.min_tokens,
+                                                seen.get(name))
+            doc.add(f"prompt_cache{suffix}", status, detail, fix)
+
+
 Step = Callable[[Doctor], Awaitable[None]]
 # The checks in the order they print (a name for the line when one breaks down).
 # ("lockdown", check_lockdown) is the slot of §8b's check; roles.py holds
@@ -220,4 +235,6 @@ CHECKS: list[tuple[str, Step]] = [
     ("schema", check_schema), ("pooler", check_pooler), ("lockdown", check_lockdown),
     ("submissions", check_submissions), ("role", check_role),
     ("function", check_function), ("vercel", check_vercel), ("cron", check_cron),
+    ("batch", check_batch_keys),
+    ("prompt_cache", check_prompt_cache),
 ]

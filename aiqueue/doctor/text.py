@@ -13,6 +13,20 @@ DEPLOY_CURRENT = ("deploy the current functions/ai_mark (a function of your own 
                   "dispatch with \"probe\": true by calling back a \"probe\" item, see its README)")
 
 
+def cache_finding(pool: str, min_tokens: int, seen: tuple[int, float] | None) -> Finding:
+    """Are a pool's recent prompt prefixes long enough for the provider to cache them?"""
+    if seen is None:
+        return "pass", f"pool {pool}: no prompt prefixes in the last week", None
+    count, tokens = seen
+    size = f"prefixes of about {round(tokens, -1 if tokens < 1000 else -2):,.0f} tokens"
+    if tokens < min_tokens:
+        return ("warn", f"pool {pool}: {size}: the model caches none (min_tokens {min_tokens})",
+                "a payload (question and rubric) shorter than min_tokens pays full price on "
+                "every answer; a longer shared rubric (worked examples, marking notes) is "
+                "cached, see docs/prompt-cache.md")
+    return "pass", f"pool {pool}: {size} ({count} in the last week), cached", None
+
+
 def _where(target: KindTarget) -> str:
     """The function as the settings name it (no secret)."""
     if target.dispatch == "digitalocean" and target.digitalocean is not None:

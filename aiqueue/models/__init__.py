@@ -39,6 +39,7 @@ from aiqueue.models.reads import (
 )
 from aiqueue.models.review import (
     AppliedResult,
+    CacheCounter,
     Review,
     ReviewOutcome,
     RowResult,
@@ -48,6 +49,7 @@ from aiqueue.models.review import (
 from aiqueue.models.security import ANY_ROLE, AppRole, Exposure, ObjectKind, Reader
 
 __all__ = [
+    "CacheCounter",
     "ANY_ROLE", "AppRole", "STATUSES", "AppliedResult", "AssignmentInfo", "Attempt", "Control",
     "Completed", "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure",
     "Job",

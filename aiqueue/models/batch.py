@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from aiqueue.models.queue import QueueId, Row, SubmissionId
+from aiqueue.models.queue import QueueId, Row, SubmissionId, payload_key
 
-BatchState = Literal["submitting", "submitted", "cancelling", "ended", "done", "abandoned"]
+BatchState = Literal["submitting", "submitted", "cancelling", "ended", "done", "abandoned",
+                     "clearing"]
 
 
 @dataclass(frozen=True)
@@ -24,12 +25,17 @@ class LaneBatch:
     state: BatchState
     rows: int
     created_at: float
+    # what its provider objects are tagged with (aiqueue_batch_tag)
+    tag: str = ""
+    # why its creation went wrong, if it did (a content-free code)
+    error: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> LaneBatch:
         return cls(id=row["id"], provider=row["provider"], model=row["model"],
                    provider_batch_id=row["provider_batch_id"], files=tuple(row["files"] or ()),
-                   state=row["state"], rows=row["rows"], created_at=float(row["created_at"]))
+                   state=row["state"], rows=row["rows"], created_at=float(row["created_at"]),
+                   tag=row["tag"], error=row["error"])
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,10 @@ class BatchRow:
     held: bool = True
     # what the row asks for: its kind's function renders and parses its line
     kind: str = "mark"
+    # the row has not ended (False: completed, failed or cancelled since)
+    open: bool = True
+    # its payload's hash: the provider's prompt cache key (§10a)
+    cache_key: str = ""
 
     @property
     def custom_id(self) -> str:
@@ -63,7 +73,9 @@ class BatchRow:
                    dispatch_seq=row["dispatch_seq"], deadline=row["deadline"],
                    payload=json.loads(row["payload"]), content=row["content"],
                    held=bool(row["held"]) if "held" in row.keys() else True,
-                   kind=row["kind"] if "kind" in row.keys() else "mark")
+                   kind=row["kind"] if "kind" in row.keys() else "mark",
+                   open=bool(row["open"]) if "open" in row.keys() else True,
+                   cache_key=payload_key(row["payload"]))
 
 
 @dataclass(frozen=True)
@@ -74,3 +86,33 @@ class LineFailure:
     dispatch_seq: int
     code: str
     retryable: bool = True
+
+
+@dataclass(frozen=True)
+class OpenBatch:
+    """A batch the provider may still keep something of (the Batches card)."""
+
+    id: int
+    pool: str
+    provider: str
+    state: BatchState
+    rows: int
+    # rows still waiting for its answer, and the nearest of their deadlines
+    unresolved: int
+    deadline: datetime | None
+    created_at: datetime
+    error: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> OpenBatch:
+        return cls(id=row["id"], pool=row["pool"], provider=row["provider"],
+                   state=row["state"], rows=row["rows"], unresolved=row["unresolved"],
+                   deadline=row["deadline"], created_at=row["created_at"], error=row["error"])
+
+
+@dataclass(frozen=True)
+class BatchGauges:
+    """/metrics' view of the lane: rows by (pool, state), open batches by pool."""
+
+    rows: dict[tuple[str, str], int]
+    open: dict[str, int]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NewType
 from uuid import UUID
+
+from aiqueue.settings.kinds import Lane
 
 QueueId = NewType("QueueId", UUID)
 SubmissionId = NewType("SubmissionId", UUID)
@@ -19,6 +22,12 @@ PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = (
     "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
+
+
+def payload_key(payload_text: str) -> str:
+    """A payload's cache key (CONTRACT §10a): the sha256 of its JSON text as stored
+    (ai_marking_payloads.sha256), in hex."""
+    return hashlib.sha256(payload_text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class Job:
     # Its kind (which function does it) and that kind's pool (CONTRACT §9b).
     kind: str = "mark"
     pool: str = "default"
+    # The provider's prompt cache key: the payload's hash, ":<n>" when sharded (§10a).
+    cache_key: str = ""
 
     @classmethod
     def from_row(cls, row: Row) -> Job:
@@ -78,6 +89,7 @@ class Job:
             breaker_dirty=bool(row["breaker_dirty"]),
             kind=row["kind"],
             pool=row["pool"],
+            cache_key=payload_key(row["payload"]),
         )
 
     @property
@@ -110,6 +122,9 @@ class QueueRow:
     # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
     not_before: datetime | None = None
     expires_at: datetime | None = None
+    # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
+    lane: Lane = "live"
+    deadline: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> QueueRow:

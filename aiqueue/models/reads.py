@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from aiqueue.models.queue import QueueId, Row, Status, SubmissionId
+from aiqueue.settings.kinds import Lane
 
 _CURSOR = re.compile(r"^(\d{1,20})-(\d{1,20})(?:-(\d{1,9}))?$")
 
@@ -102,6 +103,9 @@ class SubmissionStatus:
     paused_by: str | None = None
     # A pending row's not_before while it is still to come (CONTRACT §9d).
     scheduled_for: datetime | None = None
+    # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
+    lane: Lane = "live"
+    deadline: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionStatus:
@@ -141,6 +145,9 @@ class RunProgress:
     expired: int = 0
     scheduled: int = 0
     scheduled_for: datetime | None = None
+    # CONTRACT §9f: unfinished rows on the batch lane, and the latest of their deadlines.
+    batch: int = 0
+    deadline: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> RunProgress:

@@ -74,6 +74,11 @@ class UsageRow:
     unpriced_jobs: int
     avg_seconds: float | None
     p95_seconds: float | None
+    # The provider's prompt cache: input tokens read and written, and what it saved.
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_saved_tokens: int = 0
+    cache_saved_usd: float | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> UsageRow:
@@ -99,4 +104,18 @@ class TallyRow:
 
     @classmethod
     def from_row(cls, row: Row) -> TallyRow:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class CacheCounter:
+    """A pool's prompt cache counters (CONTRACT §10a): tokens read and written, USD saved."""
+
+    pool: str
+    read_tokens: int
+    write_tokens: int
+    saved_usd: float
+
+    @classmethod
+    def from_row(cls, row: Row) -> CacheCounter:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})

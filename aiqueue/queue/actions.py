@@ -9,6 +9,7 @@ stored payload.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -135,6 +136,8 @@ def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[s
         score = float(raw)
     except ValueError:
         raise Invalid("the adjusted score must be a number") from None
+    if not math.isfinite(score):  # "inf", "nan", "1e400": no mark, and jsonb holds none
+        raise Invalid("the adjusted score must be a number")
     top = (ai_result or {}).get("max_score")
     if not 0 <= score <= (top if isinstance(top, (int, float)) else float("inf")):
         raise Invalid(f"the adjusted score must be between 0 and {top}")

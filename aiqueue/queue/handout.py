@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from aiqueue import dispatch, logs
@@ -18,6 +19,7 @@ async def send(rt: Runtime[HandoutStore], job: Job) -> tuple[dispatch.Outcome, f
     """Dispatch a job to its kind's function and time it; an accepted dispatch closes
     its pool's breaker."""
     started = time.perf_counter()
+    job = await _sharded(rt, job)
     # A row on its kind's fallback (§10e) goes to the fallback kind's function.
     target = rt.settings.target(fallback.run_kind(rt.settings, job))
     outcome = await dispatch.send(rt.http, job, target, rt.tokens, rt.aws)
@@ -25,6 +27,16 @@ async def send(rt: Runtime[HandoutStore], job: Job) -> tuple[dispatch.Outcome, f
     if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
         await rt.store.dispatch_accepted(job.pool)
     return outcome, ms
+
+
+async def _sharded(rt: Runtime[HandoutStore], job: Job) -> Job:
+    """The job with its cache key sharded (":<n>") once its prefix's dispatches this minute
+    pass the pool's key_rpm (CONTRACT §10a); unchanged without a key_rpm."""
+    pool = rt.settings.queue.pools.get(job.pool)
+    key_rpm = pool.prompt_cache.key_rpm if pool is not None else None
+    if not key_rpm:
+        return job
+    return replace(job, cache_key=await rt.store.cache_key(job.queue_id, key_rpm))
 
 
 async def dispatch_async(rt: Runtime[HandoutStore], job: Job) -> dispatch.Outcome:

@@ -1,4 +1,4 @@
-"""Housekeeping around the loop's steps: recovery, pruning, retention, expiry, alerts, the lane.
+"""Housekeeping around the loop's steps: recovery, pruning, retention, expiry, alerts.
 
 The loop decides when a step runs; this module is what a step tidies on
 its way, and when the next thing may come due (the in-process ticker).
@@ -55,16 +55,16 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     if recovered or pruned:
         logs.event("housekeeping", recovered=recovered, pruned=pruned)
     await alerts.evaluate(rt, force=force)
-    # Before the claim: rows the lane sends live (fallback) are claimable at once.
-    await overnight.run_if_due(rt, force)
     return Tidied(recovered, pruned)
 
 
 async def next_due(rt: Runtime[LoopStore]) -> float | None:
     """Seconds until something may be due: a row, a breaker probe, a lease's end, a
-    notification's retry or an expiry (CONTRACT §9d); None when nothing is."""
+    notification's retry, an expiry (CONTRACT §9d) or a look at a batch; None when nothing
+    is."""
     wait = await recovery.next_wakeup(rt)
     wait = _sooner(wait, await delivery.next_due(rt))
+    wait = _sooner(wait, overnight.next_look(rt))
     return _sooner(wait, await schedule.next_expiry(rt))
 
 

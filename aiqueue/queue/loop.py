@@ -17,7 +17,7 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import fallback, hold, housekeeping
+from aiqueue.queue import fallback, hold, housekeeping, overnight
 from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
 
@@ -79,8 +79,9 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     await fallback.refresh(rt, force=force)
     job = await rt.store.claim(fallback.plan(rt))
     busy = await _hand_out(rt, step, job)
-    if should_chain(more=job is not None and job.more, busy=busy, freed=freed,
-                    dispatched=step.dispatched, recovered=step.recovered):
+    fell_back = await _lane(rt, step, force)
+    if should_chain(more=(job is not None and job.more) or fell_back > 0, busy=busy,
+                    freed=freed, dispatched=step.dispatched, recovered=step.recovered):
         await _chain(rt, step)
     return step
 
@@ -97,7 +98,8 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     busy = await _hand_out_all(rt, step, jobs)
     await _housekeeping(rt, step, force=False)
     await fallback.refresh(rt)
-    more = any(job.more for job in jobs) or step.recovered > 0
+    fell_back = await _lane(rt, step, force=False)
+    more = any(job.more for job in jobs) or step.recovered > 0 or fell_back > 0
     # With several pools the claim may have filled another pool's slot than the
     # one the result freed: that one is then refilled only by a chain.  Every
     # freed slot refilled counts as the one a single result refills.
@@ -126,6 +128,15 @@ async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -
     return isinstance(outcome, dispatch.Busy)
 
 
+async def _lane(rt: Runtime[LoopStore], step: StepResult, force: bool) -> int:
+    """The overnight lane's step, after the live dispatch (a sync job: beside its call);
+    the rows it sent live, which a chain then claims."""
+    if step.sync_job is not None:
+        overnight.defer(rt, force)
+        return 0
+    return await overnight.run_if_due(rt, force)
+
+
 async def _hand_out_all(rt: Runtime[LoopStore], step: StepResult,
                         jobs: tuple[Job, ...]) -> bool:
     """Dispatch a settle's claimed jobs at once; `step` dispatched means all of them."""
@@ -151,10 +162,11 @@ async def _housekeeping(rt: Runtime[LoopStore], step: StepResult, force: bool) -
 
 async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     """Sync mode: the function's answer is the result item; apply it like a callback."""
-    await send_sync(rt, job)
+    # A lane step this step deferred runs beside the call, not before it.
+    fell_back = (await asyncio.gather(send_sync(rt, job), overnight.run_deferred(rt)))[1]
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    more = await rt.store.can_claim(fallback.plan(rt))
+    more = fell_back > 0 or await rt.store.can_claim(fallback.plan(rt))
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 

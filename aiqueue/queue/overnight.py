@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,8 +38,14 @@ from aiqueue.wire import EnqueueRequest
 
 # Without a deadline, a batch-lane row is due by this long after its enqueue.
 DEFAULT_DEADLINE = timedelta(hours=24)
-# The chain runs the lane's step at most this often per instance (the cron always).
+# The chain runs the lane's step at most this often per instance (the cron always),
+# and sooner when a batch's next look (its fallback point among them) comes first.
 LANE_EVERY = 10.0
+# The chain runs the lane's step for a batch's look at most this often per instance.
+LOOK_AT_MOST = 1.0
+# One step's lane work, all pools together (packing, polling, applying): the rest
+# waits for the next step.
+LANE_SECONDS = 20.0
 # How long the record of a finished batch is kept (its ids only; no content).
 BATCH_RECORDS_KEPT = 30 * 86400.0
 # One row's live time when nothing was marked live lately.
@@ -51,6 +58,10 @@ class LaneTimer:
 
     # monotonic time when this instance next runs the lane's step from the chain
     due: float = 0.0
+    # monotonic time of the next look at a batch the last step knew of
+    look: float = math.inf
+    # a sync-mode step left its lane step to run beside its sync call: its `force`
+    deferred: bool | None = None
 
 
 def lane_of(rt: Runtime, request: EnqueueRequest) -> Lane:
@@ -80,43 +91,72 @@ def lane_config(rt: Runtime[OvernightStore], pool: Pool) -> LaneConfig:
                       money=s.money.json(), attempts=s.queue.attempts)
 
 
-async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> None:
-    """Each pool's lane step from the cron (`force`) and, at most every LANE_EVERY seconds,
-    the chain.
+async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> int:
+    """Each pool's lane step from the cron (`force`) and, at most every LANE_EVERY seconds
+    or when a batch's next look has come, the chain; the rows it sent live.
 
-    The lane is an extra: whatever goes wrong in it must not stop the live
-    step it rides on, so an unexpected error is logged (its type only) and
-    the next step tries again.  One pool's trouble stops no other pool's lane.
+    Run after the step's live claim and dispatch, never before: a live dispatch
+    does not wait behind the lane.  The lane is an extra: whatever goes wrong in
+    it must not stop the live step it rides on, so an unexpected error is logged
+    (its type only) and the next step tries again.  One pool's trouble stops no
+    other pool's lane.
     """
     now = time.monotonic()
     timer = rt.own(LaneTimer)
     pools = rt.settings.queue.batch_pools
-    if not pools or (not force and now < timer.due):
-        return
-    timer.due = now + LANE_EVERY
+    if not pools or (not force and now < min(timer.due, timer.look)):
+        return 0
+    timer.due, timer.look = now + LANE_EVERY, math.inf
+    until, fell_back = now + LANE_SECONDS, 0
     for pool in pools:
         try:
-            await run(rt, lane_config(rt, pool))
+            fell_back += (await run(rt, lane_config(rt, pool), until=until)).fell_back
         except StoreError:
             raise
         except Exception as exc:  # an SDK's surprise; the batch's hold brings it back
             logs.event("batch_lane_failed", pool=pool.name, error_type=type(exc).__name__)
+    wait = await rt.store.batch_next_look()
+    # At most one lane step a second per instance, however overdue a look is.
+    timer.look = math.inf if wait is None else time.monotonic() + max(wait, LOOK_AT_MOST)
+    return fell_back
 
 
-async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None = None
-              ) -> StepReport:
-    """One lane step for the pool `config` names (it must declare a batch API).
+def defer(rt: Runtime[OvernightStore], force: bool) -> None:
+    """A sync-mode step hands its lane step to run beside its sync call (run_deferred)."""
+    timer = rt.own(LaneTimer)
+    timer.deferred = force or bool(timer.deferred)
+
+
+async def run_deferred(rt: Runtime[OvernightStore]) -> int:
+    """The lane step a sync-mode step deferred, if any."""
+    timer = rt.own(LaneTimer)
+    force, timer.deferred = timer.deferred, None
+    return 0 if force is None else await run_if_due(rt, force)
+
+
+def next_look(rt: Runtime[OvernightStore]) -> float | None:
+    """Seconds until the lane's next look at a batch is due (None: none known)."""
+    look = rt.own(LaneTimer).look
+    return None if math.isinf(look) else max(look - time.monotonic(), 0.0)
+
+
+async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None = None,
+              until: float = math.inf) -> StepReport:
+    """One lane step for the pool `config` names (it must declare a batch API), its work
+    ending by `until` (time.monotonic()).
 
     `now` (epoch seconds) is the time the fallback reckons with; the bench runs
     the lane on an emulated clock.
     """
     pool = rt.settings.queue.pools[config.pool]
     assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
-    provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key)
+    # No one call to the provider outlasts the step's lane time.
+    provider = connect(pool.batch, pool.batch_base_url, pool.batch_api_key,
+                       timeout=min(config.call_seconds, LANE_SECONDS))
     packer = Packer(store=rt.store, provider=provider,
                     modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
-                settle=lambda items: settle(rt, items, pool.name),
-                job_body=lambda row: job_body(rt, row), config=config)
+                    settle=lambda items: settle(rt, items, pool.name),
+                    job_body=lambda row: job_body(rt, row), config=config, until=until)
     try:
         report = await step(packer, now)
     finally:
@@ -136,7 +176,7 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
               dispatch_seq=row.dispatch_seq, payload_json=json.dumps(row.payload),
-              content=row.content)
+              content=row.content, cache_key=row.cache_key)
     return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 

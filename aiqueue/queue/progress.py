@@ -43,7 +43,8 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.Su
     return answers.SubmissionStatus(
         queue_id=st.queue_id, status=st.status, attempts=st.attempts,
         queue_position=position, estimated_wait_seconds=wait,
-        scheduled_for=st.scheduled_for, **fields)
+        scheduled_for=st.scheduled_for, lane=st.lane,
+        deadline=st.deadline if st.lane == "batch" else None, **fields)
 
 
 def paused(resumes_at: datetime | None, cap: str | None) -> dict[str, Any]:
@@ -84,6 +85,7 @@ def progress_json(p: RunProgress, cap: int, avg: float | None) -> answers.RunPro
         unpriced_jobs=p.unpriced_jobs,
         review=answers.ReviewCounts(accepted=p.accepted, reverted=p.reverted,
                                     unreviewed=p.unreviewed),
+        lane="batch" if p.batch else "live", batch=p.batch, deadline=p.deadline,
         **paused(p.resumes_at if p.pending else None, p.paused_by))
 
 

@@ -48,14 +48,16 @@ LOOK_HOLD_SECONDS = 30.0
 # and a look that finds it still running only costs one more look later.
 P95_FACTOR = 3.0
 P95_FLOOR_SECONDS = 10.0
-# The recent p95 is read again this often per instance (one short query).
+# The recent p95 is read again this often per instance (one short query); while
+# there is no result yet, sooner, so that the first results count at once.
 P95_REFRESH_SECONDS = 60.0
+P95_UNKNOWN_REFRESH_SECONDS = 5.0
 
 
 @dataclass
 class RecentP95:
-    """The recent p95 processing time (seconds; None: too few results), kept per
-    instance (Runtime.own) and read again once a minute."""
+    """The recent p95 processing time (seconds; None: no recent result), kept per
+    instance (Runtime.own) and read again once a minute (every few seconds while None)."""
 
     value: float | None = None
     due: float = 0.0  # monotonic
@@ -67,7 +69,8 @@ class RecentP95:
         async with self.lock:
             if time.monotonic() >= self.due:
                 self.value = await rt.store.recent_processing_tail()
-                self.due = time.monotonic() + P95_REFRESH_SECONDS
+                self.due = time.monotonic() + (
+                    P95_UNKNOWN_REFRESH_SECONDS if self.value is None else P95_REFRESH_SECONDS)
         return self.value
 
 
@@ -82,7 +85,7 @@ class Thresholds:
     bound: float | None
     # The platform is asked before a row with an invocation id is recovered.
     ask: bool
-    # The recent p95 processing time, when the platform is asked and it is known.
+    # The recent p95 processing time, when the platform is asked and there are results.
     p95: float | None = None
 
     @property
@@ -93,10 +96,12 @@ class Thresholds:
         10 s); the bound (the action's limit plus the grace) caps it in SQL.
         The dispatch counts as the first sign of life: a short job sends no
         heartbeat, and its lost callback should not hold the slot for long.
+        Before any result the p95 term is the floor: the first job's lost
+        callback is found as fast as a later one's, and a slow first job only
+        costs a look every 10 s ("still running").
         """
-        if self.p95 is None:
-            return self.heartbeat
-        return min(self.heartbeat, max(P95_FLOOR_SECONDS, P95_FACTOR * self.p95))
+        p95 = 0.0 if self.p95 is None else self.p95
+        return min(self.heartbeat, max(P95_FLOOR_SECONDS, P95_FACTOR * p95))
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,9 +11,9 @@ from uuid import UUID
 
 from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
-from aiqueue.flow import REFUSALS
+from aiqueue.flow import REFUSALS, learned_window
 from aiqueue.models import Completed, Job
-from aiqueue.queue import fallback
+from aiqueue.queue import cache, fallback
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
 
@@ -50,6 +51,8 @@ class ResultItem:
     # or "overloaded", with the model's retry_after in seconds when it gave one.
     refusal: str | None = None
     retry_after: float | None = None
+    # With a refusal: when the model's whole budget is back (x-ratelimit-reset-*).
+    reset_after: float | None = None
 
 
 def error_code(error: object) -> str:
@@ -87,6 +90,8 @@ def parse_item(raw: object, tokens: Tokens, claim: CallbackClaim | None = None
         refusal=refusal,
         retry_after=float(item.retry_after) if refusal and item.retry_after is not None
         else None,
+        reset_after=float(item.reset_after) if refusal and item.reset_after is not None
+        else None,
     )
 
 
@@ -100,8 +105,8 @@ def _usage(usage: object) -> dict[str, Any] | None:
     """Keep only the cost-tracking fields, so nothing else rides along into storage."""
     if not isinstance(usage, dict):
         return None
-    keep: dict[str, Any] = {}
-    for key in ("model", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd"):
+    keep: dict[str, Any] = cache.counts(usage)
+    for key in ("model", "total_tokens", "cost_usd"):
         value = usage.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             keep[key] = value
@@ -109,7 +114,17 @@ def _usage(usage: object) -> dict[str, Any] | None:
             keep[key] = value[:100]
     if usage.get("simulated") is True:
         keep["simulated"] = True  # the reference function's simulator: plausible, not real
-    return keep or None
+    return keep if keep and sound_usage(keep) else None
+
+
+def sound_usage(usage: dict[str, Any]) -> bool:
+    """Whether every number of a usage is finite and not negative.
+
+    A usage that is not is refused for cost and turns (CONTRACT §10f); the
+    result it came with still applies.
+    """
+    return all(math.isfinite(v) and v >= 0 for v in usage.values()
+               if isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
@@ -124,7 +139,8 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
         return await rt.store.heartbeat(claim.queue_id, claim.dispatch_seq, item.progress or {})
     if item.refusal is not None:
         status, delay = await refuse(rt, claim.queue_id, claim.dispatch_seq, claim.attempt,
-                                     kind=item.refusal, retry_after=item.retry_after)
+                                     kind=item.refusal, retry_after=item.retry_after,
+                                     reset_after=item.reset_after)
         logs.event("callback", queue_id=claim.queue_id, attempt=claim.attempt,
                    outcome="refused", code=item.refusal, status=status or "ignored",
                    delay_s=round(delay, 3))
@@ -139,19 +155,21 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
 
 async def refuse(
     rt: Runtime[ResultsStore], queue_id: UUID, dispatch_seq: int, attempt: int, *, kind: str,
-    retry_after: float | None,
+    retry_after: float | None, reset_after: float | None = None,
 ) -> tuple[str | None, float]:
     """The model refused (CONTRACT §8a): no attempt used, the row's pool held, its L cut.
 
     The row's new status (None: a stale dispatch) and the hold in seconds: the
-    model's retry_after, else the backoff.
+    model's retry_after, else the backoff.  The pool learns the model's window
+    from retry_after and `reset_after` (flow.learned_window).
     """
     s = rt.settings
     delay = retry_after if retry_after is not None else retry_delay(
         attempt, s.retry_base_seconds, s.retry_max_seconds)
     status = await rt.store.refused(queue_id, dispatch_seq, kind=kind, delay=delay,
                                     give_up=s.refused_give_up_seconds, cap=s.max_in_flight,
-                                    plan=s.queue.plan)
+                                    plan=s.queue.plan,
+                                    window=learned_window(retry_after, reset_after))
     return status, delay
 
 

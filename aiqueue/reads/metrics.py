@@ -24,9 +24,10 @@ from prometheus_client.core import (
 )
 
 from aiqueue.flow import FlowState, KindCount, PoolState
-from aiqueue.models import STATUSES, Control, Stats, TallyRow
+from aiqueue.models import STATUSES, CacheCounter, Control, Stats, TallyRow
+from aiqueue.models.batch import BatchGauges
 from aiqueue.queue import fallback
-from aiqueue.reads import stats
+from aiqueue.reads import batches, stats
 from aiqueue.runtime import Runtime
 
 # What generate_latest writes: the text format, version 0.0.4.
@@ -49,6 +50,10 @@ class Snapshot:
     # Per pool and per kind (CONTRACT §9b); empty: those families are left out.
     pools: list[PoolState] = field(default_factory=list)
     kinds: list[KindCount] = field(default_factory=list)
+    # The overnight lane (CONTRACT §10f).
+    batch: BatchGauges = field(default_factory=lambda: BatchGauges({}, {}))
+    # Each pool's prompt cache counters (CONTRACT §10a).
+    cache: list[CacheCounter] = field(default_factory=list)
     # The kinds running on their fallback (§10e): {kind: fallback}.
     fallbacks: dict[str, str] = field(default_factory=dict)
 
@@ -67,6 +72,8 @@ async def snapshot(rt: Runtime) -> Snapshot:
         pools=await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
                                          s.budget_window_seconds),
         kinds=await rt.store.kind_counts(),
+        batch=await batches.gauges(rt),
+        cache=await rt.store.cache_counters(),
         fallbacks=await fallback.on_fallback(rt),
     )
 
@@ -104,6 +111,7 @@ def queue_gauges(snap: Snapshot) -> Iterable[Metric]:
     yield GaugeMetricFamily("aiqueue_scheduled_rows",
                             "Pending rows not due before their not_before.",
                             value=snap.stats.scheduled)
+    yield from batch_families(snap)
 
 
 def dispatch_gauges(snap: Snapshot) -> Iterable[Metric]:
@@ -222,6 +230,7 @@ def job_counters(snap: Snapshot) -> Iterable[Metric]:
     yield _counter("aiqueue_cost_usd",
                     "Known cost of applied results in USD, by model.", ["model"], cost)
     yield processing_histogram(t, snap.buckets)
+    yield from cache_counters(snap)
 
 
 def processing_histogram(t: Totals, bounds: list[float]) -> Metric:
@@ -244,6 +253,43 @@ def _counter(name: str, doc: str, labels: list[str],
         names: tuple[str, ...] = key if isinstance(key, tuple) else (key,)
         family.add_metric(list(names), value)
     return family
+
+
+def batch_families(snap: Snapshot) -> Iterable[Metric]:
+    """The overnight lane: its rows by pool and state, its open batches by pool (left out
+    while no pool declares a batch API and no batch is open)."""
+    if not snap.batch.rows and not snap.batch.open:
+        return
+    rows = GaugeMetricFamily(
+        "aiqueue_batch_rows", "Batch-lane rows by pool and state: 'waiting' for a batch, "
+        "else the state of the batch that holds them.", labels=["pool", "state"])
+    for (pool, state), n in sorted(snap.batch.rows.items()):
+        rows.add_metric([label(pool), label(state)], n)
+    yield rows
+    opened = GaugeMetricFamily(
+        "aiqueue_batches_open", "Provider batches the app may still keep something at, by "
+        "pool.", labels=["pool"])
+    for pool, n in sorted(snap.batch.open.items()):
+        opened.add_metric([label(pool)], n)
+    yield opened
+def cache_counters(snap: Snapshot) -> Iterable[Metric]:
+    """The provider's prompt cache per pool: input tokens read and written, USD saved.
+
+    Part of job_counters; left out while no result has been counted.
+    """
+    if not snap.cache:
+        return
+    tokens = CounterMetricFamily("aiqueue_cache_tokens",
+                                 "Input tokens the model read from or wrote to its prompt "
+                                 "cache, by pool.", labels=["pool", "use"])
+    saved = CounterMetricFamily("aiqueue_cache_saved_usd",
+                                "What the prompt cache saved in USD (writes counted against "
+                                "it), by pool.", labels=["pool"])
+    for c in snap.cache:
+        tokens.add_metric([label(c.pool), "read"], c.read_tokens)
+        tokens.add_metric([label(c.pool), "write"], c.write_tokens)
+        saved.add_metric([label(c.pool)], round(c.saved_usd, 9))
+    yield from (tokens, saved)
 
 
 # Every family a scrape reports, in order.

@@ -61,7 +61,11 @@ def _usage_fields(row: UsageRow) -> dict[str, Any]:
     return {"jobs": row.jobs, "prompt_tokens": row.prompt_tokens,
             "completion_tokens": row.completion_tokens, "cost_usd": _r(cost, 6),
             "unpriced_jobs": row.unpriced_jobs, "avg_processing_seconds": _r(row.avg_seconds, 3),
-            "p95_processing_seconds": _r(row.p95_seconds, 3)}
+            "p95_processing_seconds": _r(row.p95_seconds, 3),
+            "cache_read_tokens": row.cache_read_tokens,
+            "cache_write_tokens": row.cache_write_tokens,
+            "cache_saved_tokens": row.cache_saved_tokens,
+            "cache_saved_usd": _r(row.cache_saved_usd, 6)}
 
 
 def usage_total(row: UsageRow) -> UsageTotal:

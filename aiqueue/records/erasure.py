@@ -45,6 +45,9 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_spend": ("none", "a group's name and its spend per hour and day"),
     "ai_marking_budget_warnings": ("none", "a group's name and which spend warnings it had"),
     "ai_marking_estimates": ("none", "an assignment's mean tokens and cost per row"),
+    "ai_marking_prefixes": ("none", "a payload's id, pool, size in tokens and when it was "
+                                    "used (the prompt cache)"),
+    "ai_marking_cache_pools": ("none", "a pool's prompt cache counters and means"),
     "ai_marking_assignments": ("none", "an assignment's title and payload"),
     "ai_marking_counts": ("none", "counts per status"),
     "ai_marking_tally": ("none", "counters: outcome, error code, model"),

@@ -14,13 +14,14 @@ import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from aiqueue import logs
 from aiqueue.errors import Invalid
 from aiqueue.models.records import ExportLine
 from aiqueue.runtime import Runtime
+from aiqueue.wire.rules import in_utc
 
 Format = Literal["csv", "jsonl"]
 PAGE = 2000
@@ -67,11 +68,12 @@ class ExportRequest:
 def _moment(value: str | None, name: str) -> datetime | None:
     if not value:
         return None
+    problem = f"{name} must be an RFC 3339 time or a date (YYYY-MM-DD)"
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        raise Invalid(f"{name} must be an RFC 3339 time or a date (YYYY-MM-DD)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        raise Invalid(problem) from None
+    return in_utc(moment, problem)
 
 
 Page = Callable[[int], Awaitable[list[ExportLine]]]

@@ -24,7 +24,7 @@ from dataclasses import fields
 from typing import Any
 
 from aiqueue.errors import SettingsError
-from aiqueue.settings.env import Env, ModelPrice, env_db_url, env_url, env_whsec
+from aiqueue.settings.env import Env, ModelPrice, env_db_url, env_whsec
 from aiqueue.settings.pools import batch_reaches_function, caps_priced, queue_file
 from aiqueue.settings.reference import EnvField, env_fields, toml_keys
 from aiqueue.settings.safety import (
@@ -83,7 +83,9 @@ def load_settings(
         function_url=function_url or DEV_FUNCTION_URL,
         function_mode="sync" if mode == "sync" else "async",
         dispatch_target=target, digitalocean=digitalocean, aws_lambda=aws_lambda,
-        callback_url=env_url(env, "AI_MARKING_CALLBACK_URL") or f"{base}/webhooks/ai-mark",
+        # Each dispatch's callback token comes back to it: https like APP_BASE_URL.
+        callback_url=secure_url(env, "AI_MARKING_CALLBACK_URL", local_run)
+        or f"{base}/webhooks/ai-mark",
         production=production,
         secret_generated=generated,
         notify_url=notify_url,

@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Literal
 
 from aiqueue.errors import SettingsError
+from aiqueue.settings.prompt_cache import PromptCache
 from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
 
 DEFAULT_KIND = "mark"
@@ -61,6 +62,8 @@ class Pool:
     batch_prices: Mapping[str, Price] = field(default_factory=dict, hash=False)
     # The value of the variable batch_key_env names (never written to the file).
     batch_api_key: str | None = field(default=None, repr=False, compare=False)
+    # The provider's prompt cache (§10a).
+    prompt_cache: PromptCache = PromptCache()
     # The keys the file set: a `[pools.default]` table changes only these.
     declared: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -149,7 +152,8 @@ class QueueConfig:
         """What the claim needs, as the jsonb of functions.sql (aiqueue_room)."""
         return json.dumps({
             "pools": [{"name": p.name, "cap": p.max_in_flight, "tpm": p.tokens_per_minute,
-                       "rpm": p.requests_per_minute} for p in self.pools.values()],
+                       "rpm": p.requests_per_minute, "cache": p.prompt_cache.plan()}
+                      for p in self.pools.values()],
             "kinds": [{"name": k.name, "pool": k.pool, "cap": k.max_in_flight}
                       for k in self.kinds.values()],
         }, separators=(",", ":"))

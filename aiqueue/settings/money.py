@@ -30,6 +30,8 @@ class PoolMoney:
     caps: Mapping[str, float | None] = field(default_factory=dict)
     prices: Mapping[str, ModelPrice] = field(default_factory=dict)
     batch_prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    # The prompt cache's write and read prices, as multiples of the input price (§10a).
+    cache: tuple[float, float] = (1.0, 0.10)
 
     @property
     def capped(self) -> bool:
@@ -53,6 +55,7 @@ class PoolMoney:
             "batch_top": [batch_top.input, batch_top.output] if batch_top else None,
             "hour_seconds": hour_seconds,
             "day_seconds": day_seconds,
+            "cache": {"write": self.cache[0], "read": self.cache[1]},
             "timezone": self.timezone,
         }
 
@@ -79,6 +82,7 @@ class Money:
                 prices={m: ModelPrice(*p) for m, p in pool.prices.items()},
                 batch_prices={m: ModelPrice(*price) for m in {*pool.prices, *pool.batch_prices}
                               if (price := queue.batch_price(name, m)) is not None},
+                cache=(pool.prompt_cache.write, pool.prompt_cache.read),
                 timezone=pool.timezone or timezone)
             for name, pool in queue.pools.items()}
         return cls(pools, hour_seconds, day_seconds)
@@ -93,7 +97,8 @@ class Money:
 
     def doc(self) -> dict[str, Any] | None:
         """The claim's `money` parameter; None when no pool has a cap or a price."""
-        if not any(p.capped or p.prices for p in self.pools.values()):
+        if not any(p.capped or p.prices or p.cache != (1.0, 0.10)
+                   for p in self.pools.values()):
             return None
         return {name: p.doc(self.hour_seconds, self.day_seconds)
                 for name, p in self.pools.items()}

@@ -25,7 +25,8 @@ class ClaimPlan:
               money: Money) -> ClaimPlan:
         return cls(_dumps({
             "pools": [{"name": p.name, "cap": p.max_in_flight, "tpm": p.tokens_per_minute,
-                       "rpm": p.requests_per_minute, "budgeted": p.budget_declared}
+                       "rpm": p.requests_per_minute, "budgeted": p.budget_declared,
+                       "cache": p.prompt_cache.plan()}
                       for p in queue.pools.values()],
             "kinds": [{"name": k.name, "pool": k.pool, "cap": k.max_in_flight}
                       for k in queue.kinds.values()],

@@ -29,6 +29,7 @@ from aiqueue.settings.env import (
 from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig, merged
 from aiqueue.settings.money import Money
 from aiqueue.settings.plan import ClaimPlan
+from aiqueue.settings.prompt_cache import PromptCache
 from aiqueue.settings.safety import cron_values, single_secret
 from aiqueue.settings.targets import (
     DispatchTarget,
@@ -138,6 +139,10 @@ class Settings:
     group_usd_per_hour: float | None = optional("QUEUE_GROUP_USD_PER_HOUR", env_usd)
     group_usd_per_day: float | None = optional("QUEUE_GROUP_USD_PER_DAY", env_usd)
     pool_usd_per_day: float | None = optional("QUEUE_USD_PER_DAY", env_usd)
+    # The default pool's provider prompt cache (CONTRACT §10a): an unused prefix's
+    # life (0: schedule as before) and the shortest prefix it caches.
+    prompt_cache_ttl_seconds: float = number("QUEUE_PROMPT_CACHE_TTL_SECONDS", 300.0, 0.0)
+    prompt_cache_min_tokens: int = number("QUEUE_PROMPT_CACHE_MIN_TOKENS", 1024, 0)
     # Where days begin (CONTRACT §10e, aiqueue/settings/calendar.py): an IANA name.
     timezone: str = field(default=UTC_NAME, metadata=entry("QUEUE_TIMEZONE", env_timezone))
     # The spend windows' lengths: a clock hour and a day (tests shorten them).
@@ -162,7 +167,9 @@ class Settings:
             requests_per_minute=self.requests_per_minute,
             prices={m: (p.input, p.output) for m, p in self.model_prices.items()},
             group_usd_per_hour=self.group_usd_per_hour,
-            group_usd_per_day=self.group_usd_per_day, pool_usd_per_day=self.pool_usd_per_day)
+            group_usd_per_day=self.group_usd_per_day, pool_usd_per_day=self.pool_usd_per_day,
+            prompt_cache=PromptCache(ttl_seconds=self.prompt_cache_ttl_seconds,
+                                     min_tokens=self.prompt_cache_min_tokens))
         default_kind = Kind(
             name=DEFAULT_KIND, pool=DEFAULT_POOL, dispatch=self.dispatch_target,
             function_url=self.function_url, function_token=self.function_token,
@@ -193,7 +200,8 @@ class Settings:
         return {name: KindTarget(
             kind=name, dispatch=kind.dispatch,
             function_url=kind.function_url or self.function_url,
-            function_token=kind.function_token, function_mode=self.function_mode,
+            function_token=self.function_token if kind.dispatch == "digitalocean"
+            else kind.function_token, function_mode=self.function_mode,
             digitalocean=kind.digitalocean, aws_lambda=kind.aws_lambda,
             callback_url=self.callback_url, signing_secret=self.signing_secret,
             dispatch_timeout_seconds=self.dispatch_timeout_seconds)

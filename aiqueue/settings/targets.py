@@ -149,7 +149,7 @@ def split_function(raw: str, region: str) -> tuple[str, str | None]:
     return name, qualifier
 
 
-def load_lambda(env: Mapping[str, str]) -> LambdaTarget:
+def load_lambda(env: Mapping[str, str], *, local_run: bool = False) -> LambdaTarget:
     """AWS_REGION, credentials, AI_MARKING_LAMBDA_FUNCTION and AWS_ENDPOINT_URL_LAMBDA."""
     region = _required(env, "AWS_REGION", "lambda")
     if not _REGION.fullmatch(region):
@@ -174,6 +174,9 @@ def load_lambda(env: Mapping[str, str]) -> LambdaTarget:
                          f"https://lambda.{region}.amazonaws.com{suffix}", "lambda")
     sts = _base_url(env, "AWS_ENDPOINT_URL_STS",
                     f"https://sts.{region}.amazonaws.com{suffix}", "lambda")
+    # The signed calls (and the answers they carry) and Vercel's OIDC token travel to them.
+    require_https("AWS_ENDPOINT_URL_LAMBDA", endpoint, local_run=local_run)
+    require_https("AWS_ENDPOINT_URL_STS", sts, local_run=local_run)
     return LambdaTarget(region, key_id, secret, session, function, qualifier, endpoint,
                         role_arn, sts)
 
@@ -197,5 +200,5 @@ def load_target(
     if target == "digitalocean":
         return target, load_digitalocean(env, local_run=local_run), None
     if target == "lambda":
-        return target, None, load_lambda(env)
+        return target, None, load_lambda(env, local_run=local_run)
     return target, None, None

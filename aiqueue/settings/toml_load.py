@@ -15,6 +15,7 @@ from typing import Any
 
 from aiqueue import paths
 from aiqueue.errors import SettingsError
+from aiqueue.settings import prompt_cache
 from aiqueue.settings.calendar import check_zone
 from aiqueue.settings.kinds import DEFAULT_POOL, BatchProvider, Kind, Pool, QueueConfig
 from aiqueue.settings.safety import require_https
@@ -33,7 +34,8 @@ from aiqueue.settings.toml_values import (
 POOL_KEYS = frozenset({
     "max_in_flight", "tokens_per_minute", "requests_per_minute", "prices",
     "group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
-    "batch", "batch_base_url", "batch_key_env", "batch_model", "batch_prices", "timezone",
+    "batch", "batch_base_url", "batch_key_env", "batch_model", "batch_prices", "prompt_cache",
+    "timezone",
 })
 KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
@@ -105,6 +107,8 @@ def _pool(name: str, body: dict[str, Any], env: Mapping[str, str], local_run: bo
     if "timezone" in body:
         found["timezone"] = check_zone(body["timezone"], f"{where}.timezone")
     found |= _batch(where, body, env, local_run)
+    if "prompt_cache" in body:
+        found["prompt_cache"] = prompt_cache.load(f"{where}.prompt_cache", body["prompt_cache"])
     return Pool(name=name, **{"max_in_flight": 0, **found}, declared=frozenset(found))
 
 
@@ -127,7 +131,8 @@ def _batch(where: str, body: dict[str, Any], env: Mapping[str, str], local_run: 
     base = url(f"{where}.batch_base_url", body.get("batch_base_url", _BATCH_URLS[provider]))
     # The provider sees the students' answers: https outside dev, as for a function.
     require_https(f"{where}.batch_base_url", base, local_run=local_run)
-    key_env = env_name(f"{where}.batch_key_env", body["batch_key_env"])
+    key_env = env_name(f"{where}.batch_key_env", body["batch_key_env"],
+                       also=frozenset({"DO_FUNCTIONS_AUTH", "AI_MARKING_FUNCTION_TOKEN"}))
     key = env.get(key_env, "").strip()
     if not key:
         raise SettingsError(f"{where}.batch_key_env names {key_env}, which is not set")
@@ -149,7 +154,10 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
     if target is None:
         raise SettingsError(f"{where}.dispatch must be http, digitalocean or lambda, "
                             f"got {dispatch!r}")
-    token_env = env_name(f"{where}.token_env", body["token_env"]) if "token_env" in body else None
+    # The namespace's own key is a DigitalOcean kind's alone (it is never a bearer).
+    app_keys = frozenset() if target == "digitalocean" else frozenset({"DO_FUNCTIONS_AUTH"})
+    token_env = env_name(f"{where}.token_env", body["token_env"], also=app_keys) \
+        if "token_env" in body else None
     token = None
     if token_env is not None:
         token = env.get(token_env, "").strip()
@@ -194,7 +202,10 @@ def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str,
     if "function_url" in body:
         found = url(f"{where}.function_url", body["function_url"])
         require_https(f"{where}.function_url", found, local_run=local_run)
-        kind = replace(kind, function_url=found, function_token=token)
+        # A DigitalOcean kind's token is its namespace's key, which runs any action of
+        # the namespace: its web URL gets AI_MARKING_FUNCTION_TOKEN (table.py), never it.
+        kind = replace(kind, function_url=found,
+                       function_token=None if kind.dispatch == "digitalocean" else token)
     if kind.dispatch == "http":
         return kind
     overlay = dict(env)
@@ -211,6 +222,6 @@ def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str,
             return replace(kind, digitalocean=load_digitalocean(overlay, local_run=local_run))
         overlay["AI_MARKING_LAMBDA_FUNCTION"] = text(f"{where}.lambda_function",
                                                      body["lambda_function"])
-        return replace(kind, aws_lambda=load_lambda(overlay))
+        return replace(kind, aws_lambda=load_lambda(overlay, local_run=local_run))
     except SettingsError as exc:
         raise SettingsError(f"{where}: {exc}") from None

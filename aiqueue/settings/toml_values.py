@@ -57,10 +57,23 @@ def url(where: str, value: object) -> str:
     return found
 
 
-def env_name(where: str, value: object) -> str:
+# The app's own secrets: a key a function or a provider is sent never names one.
+APP_SECRETS = frozenset({
+    "MARKING_QUEUE_SECRET", "DATABASE_URL", "DATABASE_DIRECT_URL", "CRON_SECRET",
+    "METRICS_TOKEN", "AI_QUEUE_ADMIN_PASSWORD", "AI_MARKING_SIGNING_SECRET",
+    "QUEUE_NOTIFY_SECRET", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "VERCEL_OIDC_TOKEN",
+})
+
+
+def env_name(where: str, value: object, *, also: frozenset[str] = frozenset()) -> str:
+    """The name of a variable holding a key the app sends; never one of the app's own
+    secrets (nor one of `also`)."""
     name = text(where, value)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise SettingsError(f"{where} must name an environment variable, got {name!r}")
+    if name.upper() in APP_SECRETS | also:
+        raise SettingsError(f"{where} names {name}, one of the app's own secrets: it would be "
+                            "sent to others; name a variable of its own")
     return name
 
 

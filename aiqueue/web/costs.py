@@ -14,6 +14,8 @@ class CostLine:
     cost: str
     tokens: str
     jobs: str
+    # The provider's prompt cache: what was read and written, what it saved ("" for none).
+    cache: str = ""
 
 
 def fmt_cost(item: dict[str, Any]) -> str:
@@ -25,9 +27,26 @@ def fmt_cost(item: dict[str, Any]) -> str:
     return f"{text} + {unpriced} unpriced" if unpriced else text
 
 
+def fmt_cache(item: dict[str, Any]) -> str:
+    """'58,000 read · 2,000 written · the cache saved $4.10, 61 % of input', or '' for none.
+
+    Writes billed above the input price can make it cost more than it saved.
+    """
+    reads, writes = item.get("cache_read_tokens") or 0, item.get("cache_write_tokens") or 0
+    if not reads and not writes:
+        return ""
+    saved_usd, saved = item.get("cache_saved_usd"), item.get("cache_saved_tokens") or 0
+    parts = [f"${abs(saved_usd):.2f}"] if saved_usd is not None else []
+    if item["prompt_tokens"]:
+        parts.append(f"{round(abs(saved) * 100 / item['prompt_tokens'])} % of input")
+    verb = "saved" if saved >= 0 else "cost more by"
+    return f"{reads:,} read · {writes:,} written · the cache {verb} {', '.join(parts)}".strip()
+
+
 def line(label: str, item: dict[str, Any]) -> CostLine:
     tokens = item["prompt_tokens"] + item["completion_tokens"]
-    return CostLine(label, fmt_cost(item), f"{tokens:,}", f"{item['jobs']:,}")
+    return CostLine(label, fmt_cost(item), f"{tokens:,}", f"{item['jobs']:,}",
+                    fmt_cache(item))
 
 
 def cost_card(summary: dict[str, Any]) -> list[CostLine]:

@@ -24,15 +24,16 @@ from aiqueue.errors import Invalid, NotFound
 from aiqueue.models import STATUSES, Status
 from aiqueue.notify import delivery
 from aiqueue.queue import review
+from aiqueue.reads import batches as batch_reads
 from aiqueue.reads import monitor, usage
 from aiqueue.reads.stats import read_stats
 from aiqueue.records import retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.web import chart, costs, deliveries, gate, views
+from aiqueue.web import batches, chart, costs, deliveries, gate, views
 from aiqueue.web.auth import Session
 from aiqueue.web.state import runtime
-from aiqueue.web.templating import environment, render
+from aiqueue.web.templating import PAGE_HEADERS, environment, render
 
 PATH = "/ai-queue"
 PAGE_SIZE, MAX_PAGE_SIZE = 50, 200
@@ -112,7 +113,10 @@ async def _chart_context(rt: Runtime) -> dict[str, Any]:
     buckets = await monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS)
     summary = await usage.cost_summary(rt)
     outbox = await delivery.panel(rt)
-    return {"chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
+    open_batches = await batch_reads.open_batches(rt)
+    return {"batches": batches.card(open_batches, datetime.now(UTC),
+                                    enabled=bool(rt.settings.queue.batch_pools)),
+            "chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
             "costs": costs.cost_card(summary),
             "notify": deliveries.panel(outbox, datetime.now(UTC),
                                        enabled=delivery.enabled(rt.settings))}
@@ -166,7 +170,7 @@ async def fragment(request: Request, session: Session) -> Response:
     headers = {"etag": etag, "cache-control": "no-store"}
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
-    return HTMLResponse(html, headers={**headers, "x-content-type-options": "nosniff"})
+    return HTMLResponse(html, headers={**PAGE_HEADERS, **headers})
 
 
 @gate.session()

@@ -25,10 +25,14 @@ def environment() -> Environment:
 def render(name: str, status_code: int = 200, headers: dict[str, str] | None = None,
            **context: Any) -> HTMLResponse:
     html = environment().get_template(name).render(**context)
-    base = {
-        "cache-control": "no-store",
-        "x-frame-options": "DENY",
-        "x-content-type-options": "nosniff",
-        "referrer-policy": "same-origin",
-    }
-    return HTMLResponse(html, status_code=status_code, headers={**base, **(headers or {})})
+    return HTMLResponse(html, status_code=status_code,
+                        headers={**PAGE_HEADERS, **(headers or {})})
+
+
+# Every HTML answer, a whole page or a fragment of one: never framed (clickjacking).
+PAGE_HEADERS = {
+    "cache-control": "no-store",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+}

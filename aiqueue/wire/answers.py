@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from aiqueue import models
+from aiqueue.settings.kinds import Lane
 from aiqueue.wire.base import Wire
 from aiqueue.wire.fields import (
     AnyObject,
@@ -84,6 +85,9 @@ class QueueRow(Wire):
     paused_by: SpendCap | None = None
     not_before: Time | None = described("not due before (§9d)", default=None)
     expires_at: Time | None = described("expires if not dispatched by then", default=None)
+    lane: Lane = described("the lane it is marked on: live, or the overnight batch lane (§9f)",
+                           default="live")
+    deadline: Time | None = described("on the batch lane: marked by then (§9f)", default=None)
 
     @classmethod
     def of(cls, row: models.QueueRow) -> QueueRow:
@@ -94,7 +98,8 @@ class QueueRow(Wire):
             pool=row.pool, status=row.status, attempts=row.attempts,
             last_error=row.last_error, created_at=row.created_at, updated_at=row.updated_at,
             waiting_for=row.waiting_for, resumes_at=row.resumes_at,
-            not_before=row.not_before, expires_at=row.expires_at)
+            not_before=row.not_before, expires_at=row.expires_at, lane=row.lane,
+            deadline=row.deadline if row.lane == "batch" else None)
 
 
 class RowAttempt(Wire):
@@ -168,6 +173,8 @@ class SubmissionStatus(Wire):
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     scheduled_for: Time | None = described("pending, not due before then", default=None)
+    lane: Lane = described("the lane its row is marked on (§9f)", default="live")
+    deadline: Time | None = described("on the batch lane: marked by then (§9f)", default=None)
 
 
 class ReviewCounts(Wire):
@@ -197,6 +204,10 @@ class RunProgress(Wire):
     expired: Count = 0
     scheduled: Count = 0
     scheduled_for: Time | None = None
+    lane: Lane = described('"batch" while unfinished rows are on the batch lane (§9f)',
+                           default="live")
+    batch: Count = described("unfinished rows on the batch lane (§9f)", default=0)
+    deadline: Time | None = described("the latest deadline of those rows (§9f)", default=None)
 
 
 class CancelAnswer(Wire):

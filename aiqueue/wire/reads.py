@@ -128,6 +128,12 @@ class UsageTotal(Wire):
     unpriced_jobs: Count
     avg_processing_seconds: Seconds
     p95_processing_seconds: Seconds
+    # The provider's prompt cache (CONTRACT §10a): input tokens read from and written
+    # to it, and what it saved (input tokens, then USD when priced).
+    cache_read_tokens: Count = 0
+    cache_write_tokens: Count = 0
+    cache_saved_tokens: int = 0
+    cache_saved_usd: float | None = None
 
 
 class UsageLine(UsageTotal):

@@ -7,6 +7,7 @@ the only caller of pydantic's validation.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -44,16 +45,30 @@ def _optional(check: Callable[[Any], Any]) -> BeforeValidator:
 
 def _storable(name: str, what: str, kind: type) -> BeforeValidator:
     """A JSON value of `kind` that PostgreSQL's jsonb takes (absent or null: None)."""
-    def check(value: object) -> object:
-        if value is None:
-            return None
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            raise Invalid(f"{name} must be {what}")
-        problem = unstorable(value)
-        if problem:
-            raise Invalid(f"{name} {problem}")
+    return BeforeValidator(lambda value: _stored(name, what, kind, value))
+
+
+def _stored(name: str, what: str, kind: type, value: object) -> object:
+    if value is None:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise Invalid(f"{name} must be {what}")
+    problem = unstorable(value)
+    if problem:
+        raise Invalid(f"{name} {problem}")
+    return value
+
+
+def _usage_object(value: object) -> object:
+    """usage: a storable object, but a top-level number that isn't finite (`1e400` reads as
+    inf) is let through: the usage is then refused for cost and turns, not the result with
+    it (queue.results.sound_usage)."""
+    if isinstance(value, dict):
+        finite = {k: v for k, v in value.items()
+                  if not (isinstance(v, float) and not math.isfinite(v))}
+        _stored("usage", "an object", dict, finite)
         return value
-    return BeforeValidator(check)
+    return _stored("usage", "an object", dict, value)
 
 
 # Named EnqueueRequest in the description; enqueue.EnqueueRequest is the parsed command.
@@ -121,10 +136,10 @@ def _text(name: str) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-def _retry_after(value: object) -> object:
+def _retry_after(value: object, name: str) -> object:
     if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
                                   and 0 <= value <= MAX_RETRY_AFTER):
-        raise Invalid(f"retry_after must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
+        raise Invalid(f"{name} must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
     return value
 
 
@@ -151,14 +166,19 @@ class WebhookItem(Wire):
     # usage and progress are kept as the objects sent (their readers take what they know),
     # described by the types they should have.
     usage: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="WebhookUsage")}),
-                     _storable("usage", "an object", dict)] | None = None
+                     BeforeValidator(_usage_object)] | None = None
     # Any value: only a known code is ever kept (results.error_code), never the words.
     error: Annotated[object, WithJsonSchema({"type": "string"})] = described(
         "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no "
         "attempt", default=None)
     retry_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
-                           rule(_retry_after)] | None = described(
+                           rule(lambda v: _retry_after(v, "retry_after"))] | None = described(
         "with a refusal: seconds to hold every dispatch", default=None)
+    reset_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
+                           rule(lambda v: _retry_after(v, "reset_after"))] | None = described(
+        "with a refusal: seconds until the model's whole budget is back (its "
+        "`x-ratelimit-reset-*` headers); the queue learns the model's window from it",
+        default=None)
     retryable: Annotated[bool, _optional(lambda v: rules.flag(v, "retryable"))] | None = None
     progress: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="ProgressItem")}),
                         _storable("progress", "an object", dict)] | None = None

@@ -171,5 +171,22 @@ def parse_iso_time(value: object, name: str) -> datetime:
         except ValueError:
             pass
         else:
-            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            return in_utc(moment, f"{name} must be an RFC 3339 time")
     raise Invalid(f"{name} must be an RFC 3339 time")
+
+
+def in_utc(moment: datetime, problem: str) -> datetime:
+    """A time in UTC (none given: UTC), a day clear of Python's years 1 and 9999 so that
+    an offset or a default span around it never overflows (Invalid: `problem`)."""
+    try:
+        found = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:
+        raise Invalid(problem) from None
+    if not EARLIEST <= found <= LATEST:
+        raise Invalid(f"{problem} between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
+    return found
+
+
+# The times a query may name: no record is older, and any span from them stays in range.
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)

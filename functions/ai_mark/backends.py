@@ -9,11 +9,12 @@ from typing import Any, Protocol
 
 import httpx
 
+from .anthropic_backend import make_anthropic
 from .errors import MalformedOutput, MarkingError
 from .items import Marking
 from .job import Job, safe_id
 from .prompt import Message, build_messages, parse_marking, repair_messages
-from .ratelimit import retry_after
+from .ratelimit import reset_after, retry_after
 from .settings import Settings
 from .simulate import SimulatorBackend
 
@@ -43,6 +44,8 @@ class ChatReply:
     model: str
     prompt_tokens: int
     completion_tokens: int
+    # Prompt tokens the provider read from its cache (None: it does not say).
+    cache_read_tokens: int | None = None
 
 
 class ChatBackend:
@@ -58,29 +61,34 @@ class ChatBackend:
     async def mark(self, job: Job) -> Marking:
         """Mark `job`; malformed output gets exactly one repair request."""
         messages = build_messages(job)
-        first = await self.chat(messages)
+        first = await self.chat(messages, job.cache_key)
         replies = [first]
         try:
             score, feedback = parse_marking(first.text, job.max_score)
         except MalformedOutput as exc:
             log.warning("malformed model output queue_id=%s; repairing", safe_id(job.queue_id))
             repair = repair_messages(messages, first.text or "", exc.reason, job.max_score)
-            second = await self.chat(repair)
+            second = await self.chat(repair, job.cache_key)
             replies.append(second)
             try:
                 score, feedback = parse_marking(second.text, job.max_score)
             except MalformedOutput:
                 raise MarkingError("malformed_model_output", retryable=True) from None
+        reads = [r.cache_read_tokens for r in replies if r.cache_read_tokens is not None]
         return Marking(
             score=score,
             feedback=feedback,
             model=replies[-1].model,
             prompt_tokens=sum(r.prompt_tokens for r in replies),
             completion_tokens=sum(r.completion_tokens for r in replies),
+            cache_read_tokens=sum(reads) if reads else None,
         )
 
-    async def chat(self, messages: list[Message]) -> ChatReply:
-        """Send one chat request; subclasses say where and how."""
+    async def chat(self, messages: list[Message], cache_key: str | None = None) -> ChatReply:
+        """Send one chat request; subclasses say where and how.
+
+        `cache_key`: the dispatch's prompt cache key, for APIs that route by one.
+        """
         raise NotImplementedError
 
     async def post_json(
@@ -98,7 +106,8 @@ class ChatBackend:
             # "Slow down", not a failure: the queue uses no attempt for it and
             # holds every dispatch for retry_after (CONTRACT §8a).
             raise MarkingError(refusal, retryable=True,
-                               retry_after=retry_after(response.headers))
+                               retry_after=retry_after(response.headers),
+                               reset_after=reset_after(response.headers))
         if response.status_code >= 300:
             retryable = response.status_code not in _PERMANENT_STATUSES
             raise MarkingError(f"model_http_{response.status_code}", retryable=retryable)
@@ -120,8 +129,8 @@ class OllamaBackend(ChatBackend):
         super().__init__(client, model, timeout)
         self.url = f"{url.rstrip('/')}/api/chat"
 
-    async def chat(self, messages: list[Message]) -> ChatReply:
-        """One non-streaming Ollama chat call."""
+    async def chat(self, messages: list[Message], cache_key: str | None = None) -> ChatReply:
+        """One non-streaming Ollama chat call (Ollama keeps its own prefix cache)."""
         body = {
             "model": self.model,
             "messages": messages,
@@ -159,14 +168,17 @@ class OpenAIBackend(ChatBackend):
         self.url = f"{base if base.endswith('/v1') else base + '/v1'}/chat/completions"
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    async def chat(self, messages: list[Message]) -> ChatReply:
-        """One chat completion in JSON-object mode."""
-        body = {
+    async def chat(self, messages: list[Message], cache_key: str | None = None) -> ChatReply:
+        """One chat completion in JSON-object mode; `prompt_cache_key` routes the rows that
+        share a prefix to the machine that caches it."""
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "response_format": {"type": "json_object"},
             "temperature": 0,
         }
+        if cache_key is not None:
+            body["prompt_cache_key"] = cache_key
         data = await self.post_json(self.url, body, self.headers)
         choices = data.get("choices")
         first = choices[0] if isinstance(choices, list) and choices else None
@@ -174,11 +186,14 @@ class OpenAIBackend(ChatBackend):
         text = message.get("content") if isinstance(message, dict) else None
         usage = data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
         return ChatReply(
             text=text if isinstance(text, str) else None,
             model=_text(data.get("model"), self.model),
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
+            cache_read_tokens=_count(cached) if cached is not None else None,
         )
 
 
@@ -194,6 +209,9 @@ def make_backend(settings: Settings, client: httpx.AsyncClient) -> Backend:
             settings.openai_base_url,
             settings.openai_api_key,
         )
+    if settings.backend == "anthropic":
+        return make_anthropic(settings.anthropic_api_key, settings.anthropic_base_url,
+                              settings.model, settings.model_timeout)
     return SimulatorBackend(settings.simulate_latency, settings.simulate_failure_rate)
 
 

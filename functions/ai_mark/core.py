@@ -40,7 +40,7 @@ async def mark(dispatch: Mapping[str, Any], backend: Backend) -> Item:
     except MarkingError as exc:
         log.warning("marking failed queue_id=%s code=%s retryable=%s", qid, exc.code, exc.retryable)
         return failed_item(job.queue_id, job.token, exc.code, retryable=exc.retryable,
-                           retry_after=exc.retry_after)
+                           retry_after=exc.retry_after, reset_after=exc.reset_after)
     except Exception as exc:
         # The queue must hear back whatever broke; only the type is logged, because an
         # exception's text may quote the answer or the model's reply.

@@ -23,12 +23,15 @@ class InvalidDispatch(AiMarkError):
 class MarkingError(AiMarkError):
     """Marking failed; `code` is short and content-free, `retryable` says if trying again helps."""
 
-    def __init__(self, code: str, *, retryable: bool, retry_after: float | None = None) -> None:
+    def __init__(self, code: str, *, retryable: bool, retry_after: float | None = None,
+                 reset_after: float | None = None) -> None:
         super().__init__(code)
         self.code = code
         self.retryable = retryable
-        # For a refusal (rate_limited, overloaded): the seconds the model asked us to wait.
+        # For a refusal (rate_limited, overloaded): the seconds the model asked us to wait,
+        # and until its whole budget is back (the queue learns the model's window from it).
         self.retry_after = retry_after
+        self.reset_after = reset_after
 
 
 class MalformedOutput(AiMarkError):

@@ -21,6 +21,9 @@ class Marking:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The provider's prompt cache (parts of prompt_tokens), when it reports them.
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 def completed_item(job: Job, marking: Marking) -> Item:
@@ -36,6 +39,10 @@ def completed_item(job: Job, marking: Marking) -> Item:
         "prompt_tokens": marking.prompt_tokens,
         "completion_tokens": marking.completion_tokens,
     }
+    for key in ("cache_read_tokens", "cache_write_tokens"):
+        value = getattr(marking, key)
+        if value is not None:
+            usage[key] = value
     if marking.extra.get("simulated"):
         usage["simulated"] = True  # counts estimated by the simulator, not a model's
     return {
@@ -49,12 +56,13 @@ def completed_item(job: Job, marking: Marking) -> Item:
 
 def failed_item(
     queue_id: object, token: object, error: str, *, retryable: bool,
-    retry_after: float | None = None,
+    retry_after: float | None = None, reset_after: float | None = None,
 ) -> Item:
     """A `failed` item; `error` is a short content-free code.
 
     `retry_after` (seconds) rides along with a refusal (`rate_limited`,
-    `overloaded`): the queue holds every dispatch that long.
+    `overloaded`): the queue holds every dispatch that long.  `reset_after`:
+    when the model's whole budget is back, from which the queue learns its window.
     """
     item: Item = {
         "queue_id": queue_id,
@@ -65,6 +73,8 @@ def failed_item(
     }
     if retry_after is not None:
         item["retry_after"] = retry_after
+    if reset_after is not None:
+        item["reset_after"] = reset_after
     return item
 
 

@@ -15,6 +15,7 @@ Score = int | float
 _SAFE_ID = re.compile(r"[A-Za-z0-9._:/@-]{1,80}")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 _POINTS = re.compile(r"\s*[(\[](\d+(?:\.\d+)?)\s*(?:points?|pts?|marks?)?[)\]]\s*$", re.I)
+_CACHE_KEY = re.compile(r"[0-9a-f]{16,64}(?::[0-9]{1,6})?")
 _TEXT_KEYS = ("criterion", "description", "name", "text")
 _WEIGHT_KEYS = ("points", "weight", "marks")
 
@@ -43,6 +44,9 @@ class Job:
     criteria: tuple[Criterion, ...]
     max_score: Score
     content: str
+    # The app's prompt cache key (the payload's hash): rows that share it share the prompt's
+    # prefix, so the provider can route them to the machine that caches it.
+    cache_key: str | None = None
 
 
 def safe_id(value: object) -> str:
@@ -82,6 +86,7 @@ def parse_dispatch(dispatch: Mapping[str, Any]) -> Job:
         criteria=criteria,
         max_score=_max_score(payload.get("max_score")),
         content=content,
+        cache_key=_cache_key(dispatch.get("cache_key")),
     )
 
 
@@ -141,6 +146,13 @@ def _optional_str(data: Mapping[str, Any], field: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidDispatch(field)
     return value
+
+
+def _cache_key(value: object) -> str | None:
+    """The dispatch's cache_key: a hash and maybe ":<n>"; anything else is left out."""
+    if isinstance(value, str) and _CACHE_KEY.fullmatch(value):
+        return value
+    return None
 
 
 def _attempt(value: object) -> int:

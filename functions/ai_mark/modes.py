@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .anthropic_backend import messages_body, usage_counts
 from .errors import InvalidDispatch, MalformedOutput
 from .invoke import HttpError
 from .items import Item, failed_item
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 
 MODES = ("render", "parse")
 PROVIDERS = ("openai", "anthropic")
-# Enough for a mark and 2–4 sentences of feedback, with room to spare.
-MAX_TOKENS = 1024
 
 
 def is_mode(body: Mapping[str, Any]) -> bool:
@@ -75,14 +74,19 @@ def render(provider: str, model: object, jobs: object) -> dict[str, Any]:
 
 
 def request_body(provider: str, model: str, job: Job) -> dict[str, Any]:
-    """The provider's request for `job`: the live path's prompt, in its API's shape."""
-    messages = build_messages(job)
+    """The provider's request for `job`: the live path's prompt, in its API's shape.
+
+    The shared prefix is cached: OpenAI routes by `prompt_cache_key`; Anthropic's
+    prefix block is marked for a 1-hour entry (a batch's requests may run an hour
+    apart), and its cached reads stack with the batch discount.
+    """
     if provider == "openai":
-        return {"model": model, "messages": messages,
-                "response_format": {"type": "json_object"}, "temperature": 0}
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    return {"model": model, "max_tokens": MAX_TOKENS, "temperature": 0, "system": system,
-            "messages": [m for m in messages if m["role"] != "system"]}
+        body: dict[str, Any] = {"model": model, "messages": build_messages(job),
+                                "response_format": {"type": "json_object"}, "temperature": 0}
+        if job.cache_key is not None:
+            body["prompt_cache_key"] = job.cache_key
+        return body
+    return messages_body(job, model, ttl="1h")
 
 
 def parse(provider: str, responses: object) -> dict[str, Any]:
@@ -106,7 +110,7 @@ def _item(provider: str, entry: Mapping[str, Any]) -> Item:
     reply = _reply(provider, response) if isinstance(response, Mapping) else None
     if reply is None:
         return failed_item(queue_id, token, "model_bad_response", retryable=True)
-    text, model, prompt_tokens, completion_tokens = reply
+    text, usage = reply
     max_score = _max_score(entry.get("job"), text)
     try:
         score, feedback = parse_marking(text, max_score)
@@ -118,12 +122,12 @@ def _item(provider: str, entry: Mapping[str, Any]) -> Item:
     if not math.isinf(max_score):
         result = {"score": score, "max_score": max_score, "feedback": feedback}
     return {"queue_id": queue_id, "token": token, "status": "completed", "result": result,
-            "usage": {"model": model, "prompt_tokens": prompt_tokens,
-                      "completion_tokens": completion_tokens}}
+            "usage": usage}
 
 
-def _reply(provider: str, response: Mapping[str, Any]) -> tuple[str, str, int, int] | None:
-    """(text, model, prompt tokens, completion tokens) of a chat completion or a message."""
+def _reply(provider: str, response: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(text, usage) of a chat completion or a message; the usage in the queue's spelling,
+    with the provider's cache counts."""
     raw_usage = response.get("usage")
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
     model = response.get("model") if isinstance(response.get("model"), str) else "unknown"
@@ -132,16 +136,26 @@ def _reply(provider: str, response: Mapping[str, Any]) -> tuple[str, str, int, i
         first = choices[0] if isinstance(choices, list) and choices else None
         message = first.get("message") if isinstance(first, Mapping) else None
         text = message.get("content") if isinstance(message, Mapping) else None
-        tokens = (_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+        found = {"model": str(model), "prompt_tokens": _count(usage.get("prompt_tokens")),
+                 "completion_tokens": _count(usage.get("completion_tokens"))}
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, Mapping) and "cached_tokens" in details:
+            found["cache_read_tokens"] = _count(details["cached_tokens"])
     else:
         blocks = response.get("content")
         texts = [b.get("text") for b in blocks if isinstance(b, Mapping)
                  and b.get("type") == "text"] if isinstance(blocks, list) else []
         text = "".join(t for t in texts if isinstance(t, str)) if texts else None
-        tokens = (_count(usage.get("input_tokens")), _count(usage.get("output_tokens")))
+        prompt, completion, reads, writes = usage_counts(dict(usage))
+        found = {"model": str(model), "prompt_tokens": prompt, "completion_tokens": completion}
+        # Relayed when the provider reports them (Anthropic always does).
+        if "cache_read_input_tokens" in usage:
+            found["cache_read_tokens"] = reads
+        if "cache_creation_input_tokens" in usage:
+            found["cache_write_tokens"] = writes
     if not isinstance(text, str):
         return None
-    return text, str(model), *tokens
+    return text, found
 
 
 def _max_score(job: object, text: str) -> Score:

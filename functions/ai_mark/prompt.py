@@ -24,17 +24,31 @@ REPAIR = (
 )
 
 
-def build_messages(job: Job) -> list[Message]:
-    """The chat messages that ask a model to mark `job`."""
+def prompt_parts(job: Job) -> tuple[str, str]:
+    """The user message's two parts: the prefix every answer to the assignment shares (the
+    question and the rubric: the payload) and the answer, always last.
+
+    The prefix comes first and is the same text for every answer, so a provider's prompt
+    cache can serve it again (CONTRACT §10a).
+    """
     parts = []
     if job.question:
         parts.append(f"Question:\n{job.question}")
     parts.append(f"Rubric (maximum score {job.max_score:g}):\n{job.rubric_text}")
     # Fences make the end of the answer unambiguous even if it contains rubric-like text.
-    parts.append(f"Student answer:\n<<<ANSWER\n{job.content}\nANSWER>>>")
+    return "\n\n".join(parts), f"Student answer:\n<<<ANSWER\n{job.content}\nANSWER>>>"
+
+
+def system_prompt(job: Job) -> str:
+    return SYSTEM.format(max_score=f"{job.max_score:g}")
+
+
+def build_messages(job: Job) -> list[Message]:
+    """The chat messages that ask a model to mark `job`: system, then prefix and answer."""
+    prefix, answer = prompt_parts(job)
     return [
-        {"role": "system", "content": SYSTEM.format(max_score=f"{job.max_score:g}")},
-        {"role": "user", "content": "\n\n".join(parts)},
+        {"role": "system", "content": system_prompt(job)},
+        {"role": "user", "content": f"{prefix}\n\n{answer}"},
     ]
 
 

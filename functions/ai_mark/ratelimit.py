@@ -4,7 +4,8 @@ OpenAI-compatible APIs say it in several ways, tried in this order:
 `retry-after-ms` (milliseconds), `retry-after` (seconds or an HTTP date), and
 `x-ratelimit-reset-tokens` / `x-ratelimit-reset-requests` (durations such as
 `6m0s`, `1.5s`, `20ms`: when that budget is whole again).  The answer goes to
-the queue as the failed item's `retry_after`, which holds every dispatch.
+the queue as the failed item's `retry_after`, which holds every dispatch; the
+reset alone also goes as `reset_after`, from which the queue learns the window.
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ def _reset(headers: Mapping[str, str]) -> float | None:
              if headers.get(f"x-ratelimit-remaining-{k}", "").strip() == "0"]
     candidates = spent or list(found.values())
     return max(candidates) if candidates else None
+
+
+def reset_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds until the model's whole budget is back (`x-ratelimit-reset-*`, 0..3600), or
+    None: the queue learns the model's window from it, whatever retry_after says."""
+    value = _reset(headers)
+    if value is None or not math.isfinite(value):
+        return None
+    return round(min(max(value, 0.0), MAX_RETRY_AFTER), 3)
 
 
 def retry_after(headers: Mapping[str, str], now: datetime | None = None) -> float | None:

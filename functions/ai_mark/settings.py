@@ -12,12 +12,13 @@ from typing import Literal
 
 from .errors import SettingsError
 
-BackendName = Literal["simulate", "ollama", "openai"]
-BACKENDS: tuple[BackendName, ...] = ("simulate", "ollama", "openai")
+BackendName = Literal["simulate", "ollama", "openai", "anthropic"]
+BACKENDS: tuple[BackendName, ...] = ("simulate", "ollama", "openai", "anthropic")
 DEFAULT_MODELS: dict[BackendName, str] = {
     "simulate": "simulator",
     "ollama": "llama3.1:8b",
     "openai": "gpt-4o-mini",
+    "anthropic": "claude-haiku-4-5",
 }
 
 
@@ -30,6 +31,8 @@ class Settings:
     ollama_url: str = "http://127.0.0.1:11434"
     openai_base_url: str = "https://api.openai.com"
     openai_api_key: str | None = None
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: str | None = None
     model_timeout: float = 120.0
     simulate_latency: float = 0.5
     simulate_failure_rate: float = 0.0
@@ -51,6 +54,8 @@ class Settings:
         rate = _number(env, "AI_MARK_SIMULATE_FAILURE_RATE", 0.0)
         if rate > 1:
             raise SettingsError("AI_MARK_SIMULATE_FAILURE_RATE must be between 0 and 1")
+        if name == "anthropic" and not _text(env, "ANTHROPIC_API_KEY"):
+            raise SettingsError("ANTHROPIC_API_KEY is required with AI_MARK_BACKEND=anthropic")
         tries = _number(env, "AI_MARK_CALLBACK_TRIES", 5.0)
         if tries < 1 or not tries.is_integer():
             raise SettingsError("AI_MARK_CALLBACK_TRIES must be a whole number >= 1")
@@ -60,6 +65,8 @@ class Settings:
             ollama_url=_url(env, "OLLAMA_URL", "http://127.0.0.1:11434"),
             openai_base_url=_url(env, "OPENAI_BASE_URL", "https://api.openai.com"),
             openai_api_key=_text(env, "OPENAI_API_KEY"),
+            anthropic_base_url=_url(env, "ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+            anthropic_api_key=_text(env, "ANTHROPIC_API_KEY"),
             model_timeout=_number(env, "AI_MARK_TIMEOUT_SECONDS", 120.0, positive=True),
             simulate_latency=_number(env, "AI_MARK_SIMULATE_LATENCY", 0.5),
             simulate_failure_rate=rate,

@@ -74,11 +74,16 @@ class AnthropicBatchAPI(EmulatorBase):
             ("/v1/messages/batches/{batch_id}/results", ["GET"], self.results),
         ]
 
+    def forget(self) -> None:
+        self.batches.clear()
+
     def held(self) -> dict[str, list[str]]:
         """What the provider still keeps: every batch not deleted."""
         return {"batches": sorted(self.batches)}
 
     async def create(self, request: Request) -> Response:
+        if self.faults.refuse_create:
+            return _error(400, "invalid_request_error", "Too many batches in progress.")
         raw = await request.body()
         if len(raw) > self.max_bytes:
             return _error(413, "request_too_large", "Request exceeds the maximum size.")
@@ -93,6 +98,8 @@ class AnthropicBatchAPI(EmulatorBase):
         batch = Batch(new_id("msgbatch_01"), now, behaviour, requests,
                       line_times(now, behaviour, len(requests)))
         self.batches[batch.id] = batch
+        self.received += [entry["custom_id"] for entry in requests]
+        await self.late(self.faults.create_delay)
         return JSONResponse(self._json(batch, request))
 
     async def batch(self, request: Request) -> Response:
@@ -125,6 +132,8 @@ class AnthropicBatchAPI(EmulatorBase):
         self._advance(batch)
         if batch.status != "ended":
             return _error(400, "invalid_request_error", "Batch has not ended yet.")
+        if (broken := self.broken()) is not None:
+            return broken
         body = "".join(json.dumps(line) + "\n" for line in batch.results)
         return Response(body.encode(), media_type="application/binary")
 

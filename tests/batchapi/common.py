@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -45,6 +46,24 @@ class Behaviour:
     stall: bool = False
     cancel_delay: float = 0.0
     line: Callable[[str, dict[str, Any]], LineFate] = _all_ok
+
+
+@dataclass
+class Faults:
+    """Trouble a real provider sometimes gives, injected into an emulator.
+
+    - `create_delay` / `upload_delay`: the create's (OpenAI: also the upload's)
+      answer comes this many seconds late, after the batch (file) was made, so a
+      client that timed out never learns its id;
+    - `results_broken`: an ended batch's results can't be read (500);
+    - `refuse_create`: a create is refused (400) and makes nothing;
+    - `forget()` on the emulator: its records are reset under running batches (404).
+    """
+
+    create_delay: float = 0.0
+    upload_delay: float = 0.0
+    results_broken: bool = False
+    refuse_create: bool = False
 
 
 @dataclass
@@ -114,10 +133,15 @@ class EmulatorBase:
         self.window_seconds = window_seconds
         self.max_requests, self.max_bytes = max_requests, max_bytes
         self.created = 0
+        self.faults = Faults()
+        # every custom_id the provider was ever sent (uploaded or in a create)
+        self.received: list[str] = []
         self.requests_answered = 0  # lines the "model" ran (each one is paid)
         self.answered_ids: list[str] = []
         # How the key came: the names of the credential headers each request carried.
         self.auth_seen: set[tuple[str, ...]] = set()
+        # every request, as "METHOD /path?query"
+        self.calls: list[str] = []
         self.app = Starlette(routes=[Route(path, self._guarded(handler), methods=methods)
                                      for path, methods, handler in self.routes()])
 
@@ -127,6 +151,22 @@ class EmulatorBase:
     def refuse(self, request: Request) -> Response | None:
         """The provider's answer to a request without the right key (None: it has it)."""
         raise NotImplementedError
+
+    def forget(self) -> None:
+        """The provider's records of batches are reset (running ones among them)."""
+        raise NotImplementedError
+
+    async def late(self, seconds: float) -> None:
+        """Answer `seconds` late (a fault), the work already done."""
+        if seconds:
+            await asyncio.sleep(seconds)
+
+    def broken(self) -> Response | None:
+        """The results' answer while `results_broken` (None: they can be read)."""
+        if not self.faults.results_broken:
+            return None
+        return Response(b'{"error": {"message": "Internal error"}}', status_code=500,
+                        media_type="application/json")
 
     def next_behaviour(self) -> Behaviour:
         """The behaviour of the batch being created now."""
@@ -140,6 +180,8 @@ class EmulatorBase:
 
     def _guarded(self, handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
+            query = f"?{request.url.query}" if request.url.query else ""
+            self.calls.append(f"{request.method} {request.url.path}{query}")
             self.auth_seen.add(tuple(sorted(h for h in ("authorization", "x-api-key")
                                             if h in request.headers)))
             refused = self.refuse(request)

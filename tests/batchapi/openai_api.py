@@ -98,6 +98,9 @@ class OpenAIBatchAPI(EmulatorBase):
             ("/v1/batches/{batch_id}/cancel", ["POST"], self.cancel),
         ]
 
+    def forget(self) -> None:
+        self.batches.clear()
+
     def held(self) -> dict[str, list[str]]:
         """What the provider still keeps: files, and batches not yet ended."""
         open_batches = [b.id for b in self.batches.values() if b.status not in TERMINAL]
@@ -117,10 +120,15 @@ class OpenAIBatchAPI(EmulatorBase):
             name = upload.filename or "upload.jsonl"
         file = File(new_id("file-"), str(purpose), name, data, int(self.clock()))
         self.files[file.id] = file
+        self.received += [json.loads(raw).get("custom_id", "") for raw in
+                          data.decode(errors="replace").splitlines() if raw.strip()]
+        await self.late(self.faults.upload_delay)
         return JSONResponse(file.json())
 
     async def list_files(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [f.json() for f in self.files.values()],
+        purpose = request.query_params.get("purpose")
+        files = [f.json() for f in self.files.values() if purpose in (None, f.purpose)]
+        return JSONResponse({"object": "list", "data": files,
                              "has_more": False, "first_id": None, "last_id": None})
 
     async def file(self, request: Request) -> Response:
@@ -138,11 +146,15 @@ class OpenAIBatchAPI(EmulatorBase):
         file = self.files.get(request.path_params["file_id"])
         if file is None:
             return _error(404, "No such File object.", "invalid_request_error", "id")
+        if (broken := self.broken()) is not None and file.purpose == "batch_output":
+            return broken
         return Response(file.data, media_type="application/octet-stream")
 
     # -- batches -------------------------------------------------------------
 
     async def create(self, request: Request) -> Response:
+        if self.faults.refuse_create:
+            return _error(400, "Enqueued token limit reached.", "invalid_request_error", None)
         body = await request.json()
         file = self.files.get(body.get("input_file_id", ""))
         if file is None or file.purpose != "batch":
@@ -167,6 +179,7 @@ class OpenAIBatchAPI(EmulatorBase):
         batch = Batch(new_id("batch_"), file.id, endpoint, now, behaviour, lines, model,
                       invalid, metadata, times=line_times(now, behaviour, len(lines)))
         self.batches[batch.id] = batch
+        await self.late(self.faults.create_delay)
         return JSONResponse(self._json(batch))
 
     async def retrieve(self, request: Request) -> Response:

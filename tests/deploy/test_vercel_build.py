@@ -34,7 +34,8 @@ from tests.deploy.vercel_build import (
 from tests.e2e.servers import Faults, MarkingFunction, drain, free_port, run_asgi
 from tests.roles import as_user, ensure_role
 
-pytestmark = [pytest.mark.vercel, pytest.mark.e2e]
+# One worker builds once for every test here (pytest-xdist keeps a group on one worker).
+pytestmark = [pytest.mark.vercel, pytest.mark.e2e, pytest.mark.xdist_group("vercel")]
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_DEPS = ("starlette", "asyncpg", "httpx", "itsdangerous", "jinja2", "sniffio")
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aiqueue.batch.connect import connect
-from aiqueue.batch.provider import Line, Provider, ProviderError
+from aiqueue.batch.provider import Line, Provider, ProviderError, submit
 from tests.batchapi.anthropic_api import AnthropicBatchAPI
 from tests.batchapi.common import Behaviour, Clock, LineFate
 from tests.batchapi.openai_api import OpenAIBatchAPI
@@ -63,7 +63,7 @@ def lines(provider: str, ids: list[str]) -> list[Line]:
 
 
 async def test_submit_poll_results_delete(rig: Rig) -> None:
-    handle = await rig.provider.submit(lines(rig.provider.name, ["q1-1", "q2-1"]), tag="b1")
+    handle = await submit(rig.provider, lines(rig.provider.name, ["q1-1", "q2-1"]), tag="b1")
     assert (await rig.provider.poll(handle)).state == "running"
     assert await rig.provider.delete(handle) is False  # not while it runs
     rig.clock.advance(3)
@@ -81,8 +81,8 @@ async def test_errored_expired_and_failed_lines(rig: Rig) -> None:
     fates: dict[str, LineFate] = {"e-1": "error", "x-1": "expire"}
     rig.fates[1] = Behaviour(delay=1, line=lambda cid, b: fates.get(cid, "ok"))
     rig.fates[2] = Behaviour(fail=True)
-    mixed = await rig.provider.submit(lines(rig.provider.name, ["ok-1", "e-1", "x-1"]), "b1")
-    failed = await rig.provider.submit(lines(rig.provider.name, ["f-1"]), "b2")
+    mixed = await submit(rig.provider, lines(rig.provider.name, ["ok-1", "e-1", "x-1"]), "b1")
+    failed = await submit(rig.provider, lines(rig.provider.name, ["f-1"]), "b2")
     rig.clock.advance(61)
     polled = await rig.provider.poll(mixed)
     assert polled.state == "ended"
@@ -101,7 +101,7 @@ async def test_errored_expired_and_failed_lines(rig: Rig) -> None:
 
 async def test_cancel_a_stalled_batch_then_delete(rig: Rig) -> None:
     rig.fates[1] = Behaviour(stall=True)
-    handle = await rig.provider.submit(lines(rig.provider.name, ["a-1", "b-1"]), "b1")
+    handle = await submit(rig.provider, lines(rig.provider.name, ["a-1", "b-1"]), "b1")
     await rig.provider.cancel(handle)
     polled = await rig.provider.poll(handle)
     assert polled.state == "ended" and polled.missing == "canceled"
@@ -114,7 +114,7 @@ async def test_cancel_a_stalled_batch_then_delete(rig: Rig) -> None:
 
 async def test_find_a_batch_whose_creation_was_not_recorded(rig: Rig) -> None:
     since = time.time()
-    handle = await rig.provider.submit(lines(rig.provider.name, ["a-1", "b-1"]), "lane-7")
+    handle = await submit(rig.provider, lines(rig.provider.name, ["a-1", "b-1"]), "lane-7")
     found = await rig.provider.find("lane-7", 2, since)
     assert found is not None and found.batch_id == handle.batch_id
     # OpenAI's batch carries the tag; Anthropic's is known by its time and its size.
@@ -126,7 +126,7 @@ async def test_a_wrong_key_is_a_content_free_error(served: tuple[str, Any, Clock
     name, emu, clock, port = served
     provider = connect(name, f"http://127.0.0.1:{port}/v1", "wrong-key")  # type: ignore[arg-type]
     with pytest.raises(ProviderError) as caught:
-        await provider.submit(lines(name, ["a-1"]), "b1")
+        await submit(provider, lines(name, ["a-1"]), "b1")
     assert caught.value.code == "provider_http_401"
     await provider.aclose()
 
@@ -139,7 +139,7 @@ async def test_anthropics_key_goes_in_its_own_header_only(
     emu, port = AnthropicBatchAPI(behaviours=lambda n: Behaviour(delay=2)), free_port()
     with run_asgi(emu.app, port):
         provider = connect("anthropic", f"http://127.0.0.1:{port}/v1", emu.key)
-        handle = await provider.submit(lines("anthropic", ["a-1"]), "b1")
+        handle = await submit(provider, lines("anthropic", ["a-1"]), "b1")
         await provider.poll(handle)
         await provider.cancel(handle)
         await provider.aclose()

@@ -42,7 +42,8 @@ from tests.e2e.audit import AUDIT_SQL
 from tests.e2e.cluster import PgCluster
 from tests.e2e.servers import ROOT, AppProcess, Faults, FunctionHost, MarkingFunction, free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+# Timed end to end: one after another on one worker, never two of them at once.
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.xdist_group("timed")]
 
 JOBS = int(os.environ.get("AIQUEUE_CHAOS_JOBS", "150"))
 SEED = int(os.environ.get("AIQUEUE_CHAOS_SEED", "20261122"))

@@ -32,7 +32,8 @@ from tests.e2e.audit import AUDIT_SQL
 from tests.e2e.faultproxy import FaultProxy
 from tests.e2e.servers import AppProcess, Faults, MarkingFunction, drain, free_port, run_asgi
 
-pytestmark = pytest.mark.e2e
+# Timed end to end: one after another on one worker, never two of them at once.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timed")]
 CAP = 2
 BATCH = 12
 AUTH = {"authorization": f"Bearer {SECRET}"}

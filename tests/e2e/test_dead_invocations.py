@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -30,7 +30,8 @@ from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, Fate, LambdaProxy,
 from tests.e2e.servers import AppProcess, drain, free_port, run_asgi
 from tests.e2e.targets_kit import DO_KEY, NAMESPACE, do_target, enqueue_through, lambda_target
 
-pytestmark = pytest.mark.e2e
+# One worker starts the Lambda emulator once for every test here.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dead_invocations")]
 
 STUCK = 600  # today's wait for every dead invocation
 HEARTBEAT = 0.5
@@ -252,3 +253,64 @@ async def test_a_silent_heartbeat_is_recovered_and_its_late_result_applied_once(
     # The slot came back when the second attempt went out (QUEUE_MAX_IN_FLIGHT=1).
     gap = held(first, "heartbeat went silent", HEARTBEAT, until=second["started_at"])
     assert HEARTBEAT <= gap < 10
+
+
+def every_third_of_ten(fate: Fate) -> Any:
+    """30 % of invocations, spread out (the 2nd, 5th and 8th of every ten)."""
+    return lambda n: fate if n % 10 in (2, 5, 8) else "run"
+
+
+@pytest.mark.parametrize("fate", ["lose", "crash"])
+async def test_at_in_flight_1_dead_invocations_are_freed_in_seconds(
+    db_url: str, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch, fate: Fate
+):
+    """The issue's scenario: a 3 s action, 0.1 s jobs, in-flight 1, 20 rows, the heartbeat
+    timeout and the grace as shipped; 30 % of callbacks lost, or of actions crashing.
+
+    Each dead invocation is asked about 10 s after its dispatch (3x p95 is less), not at the
+    action's limit plus the grace (33 s): a lost callback is applied from its activation, a
+    crash fails the attempt and is retried.
+    """
+    monkeypatch.setenv("AI_MARK_SIMULATE_LATENCY", "0.1")
+    rows, limit = 20, 3.0
+    platform = DoFunctions(NAMESPACE, "ai-mark/mark", DO_KEY, fates=every_third_of_ten(fate),
+                           limit_seconds=limit)
+    port = free_port()
+    scenario = {**env(db_url, **digitalocean(port, limit)), "QUEUE_MAX_ATTEMPTS": "10"}
+    for shipped in ("QUEUE_HEARTBEAT_TIMEOUT_SECONDS", "QUEUE_PLATFORM_GRACE_SECONDS"):
+        del scenario[shipped]
+    ids = await add_submissions(conn, rows, "hw-dead")
+    app = AppProcess(scenario, free_port())
+    with run_asgi(platform.app, port):
+        app.start()
+        started = time.monotonic()
+        try:
+            await enqueue_through(app, ids, "hw-dead")
+            await drain(conn, timeout=240)
+        finally:
+            app.stop()
+    seconds = time.monotonic() - started
+    history = await attempts(conn)
+    dead = [a for a in history if a["platform"] is not None]
+    holds = sorted((a["ended_at"] - a["started_at"]).total_seconds() for a in dead)
+    print(f"\n[§9a] {rows} rows, 30 % {fate}: done in {seconds:.1f} s, {len(platform.activations)}"
+          f" dispatches, {len(dead)} dead invocations each held its slot "
+          f"{holds[0]:.1f}-{holds[-1]:.1f} s (before: {limit:g} s + the 30 s grace)")
+    statuses = await conn.fetch("SELECT status, count(*) AS n FROM ai_marking_queue"
+                                " GROUP BY status")
+    assert {r["status"]: r["n"] for r in statuses} == {"completed": rows}
+    assert await conn.fetchval("SELECT count(*) FROM submissions WHERE ai_result IS NOT NULL"
+                               ) == rows
+    lost = [n for n in range(1, len(platform.activations) + 1) if n % 10 in (2, 5, 8)]
+    assert len(dead) == len(lost) >= 6
+    if fate == "lose":
+        # Applied from the activation: no second model call.
+        assert len(platform.activations) == rows
+        assert {a["platform"] for a in dead} == {"applied_from_activation"}
+    else:
+        # Every crash failed its attempt at the first look, and was retried.
+        assert len(platform.activations) == rows + len(dead)
+        assert {(a["outcome"], a["platform"]) for a in dead} == {
+            ("activation_failed", "activation_failed")}
+    # Freed at the first look, well before the action's limit plus the grace.
+    assert all(a["ended_at"] - a["started_at"] < timedelta(seconds=limit + 30) for a in dead)

@@ -16,7 +16,8 @@ from tests.e2e.emulators import ACCOUNT, REGION, DoFunctions, LambdaProxy, MotoL
 from tests.e2e.servers import AppProcess, free_port, run_asgi
 from tests.e2e.targets_kit import DO_KEY, NAMESPACE, app_env, do_target, lambda_target, run_queue
 
-pytestmark = pytest.mark.e2e
+# One worker starts the Lambda emulator once for every test here.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dispatch_targets")]
 
 ROWS = 12
 

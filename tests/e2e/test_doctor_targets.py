@@ -23,7 +23,8 @@ from tests.e2e.targets_kit import (
 )
 from tests.roles import RuntimeDb
 
-pytestmark = pytest.mark.e2e
+# One worker starts the Lambda emulators once for every test here.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("doctor_targets")]
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/aiqueue-dispatch"
 ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:ai-mark"
 

@@ -9,7 +9,8 @@ import pytest
 from bench.flow import FlowSetup, run_flow
 from tests.e2e.servers import ROOT
 
-pytestmark = pytest.mark.e2e
+# Timed end to end: one after another on one worker, never two of them at once.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timed")]
 
 # 40 jobs against a budget of 6 jobs' tokens per second (jobs of 40-60 ms), cap 8:
 # even a loaded machine dispatches faster than that.

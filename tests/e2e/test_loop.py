@@ -10,7 +10,8 @@ from tests.conftest import SECRET, add_submissions
 from tests.e2e.servers import AppProcess, Faults, MarkingFunction, drain, free_port, run_asgi
 from tests.prom import value
 
-pytestmark = pytest.mark.e2e
+# Timed end to end: one after another on one worker, never two of them at once.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timed")]
 
 
 @pytest.mark.parametrize("cap", [1, 4])

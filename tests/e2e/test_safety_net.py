@@ -83,7 +83,9 @@ async def test_a_status_read_restarts_a_stalled_queue_when_nothing_else_would(
     host = FunctionHost(MarkingFunction(Faults(fail_first_attempts=1)), free_port())
     host.up()
     # No ticker, no cron: after the first attempts fail, nothing is left to run a step.
-    app = broken_chain_app(db_url, host.url, QUEUE_RETRY_BASE_SECONDS="0.3",
+    # The retries wait 2.4 s or more: the six first attempts fail before any retry is
+    # due, even on a busy machine (a step that ends one would find it due).
+    app = broken_chain_app(db_url, host.url, QUEUE_RETRY_BASE_SECONDS="3",
                            QUEUE_TICK_SECONDS="0")
     try:
         await asyncio.to_thread(app.start)

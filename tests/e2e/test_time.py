@@ -19,14 +19,18 @@ import asyncpg
 import httpx
 import pytest
 
+from aiqueue.queue.hold import HOLD_WAIT_MAX_SECONDS
 from tests.conftest import SECRET
 from tests.e2e.receiver import Receiver, new_secret, serving
 from tests.e2e.servers import AppProcess, Faults, FunctionHost, MarkingFunction, drain, free_port
 
-pytestmark = pytest.mark.e2e
+# Timed end to end: one after another on one worker, never two of them at once.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timed")]
 
 AUTH = {"authorization": f"Bearer {SECRET}"}
 KEY = new_secret()
+# When the cron test's later rows are due: past every step's wait after the first ones.
+LATER = 5 + HOLD_WAIT_MAX_SECONDS + 10
 
 
 @pytest.fixture
@@ -94,22 +98,26 @@ async def test_scheduled_rows_go_out_on_time_and_never_early(
 async def test_with_only_a_per_minute_cron_scheduled_rows_are_at_most_65_s_late(
         db_url: str, conn: asyncpg.Connection, function: FunctionHost):
     ids = await submissions(conn, 200)
-    # No ticker: only the chain, the steps' short waits and a cron each minute (the test).
+    # No ticker: only the chain, the steps' short waits and the cron (the test).
     app = app_for(db_url, function, QUEUE_TICK_SECONDS="0")
     await asyncio.to_thread(app.start)
     try:
         base = datetime.now(UTC) + timedelta(seconds=3)
         async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
-            # 100 rows over the first 10 s, then a 35 s gap no step waits across.
+            # 100 rows over the first 5 s, then a gap no step waits across
+            # (HOLD_WAIT_MAX_SECONDS, with 10 s to spare), then 100 rows over 5 s.
             for k in range(20):
-                for offset, part in ((0.5 * k, ids[5 * k:5 * k + 5]),
-                                     (45 + 0.5 * k, ids[100 + 5 * k:105 + 5 * k])):
+                for offset, part in ((0.25 * k, ids[5 * k:5 * k + 5]),
+                                     (LATER + 0.25 * k, ids[100 + 5 * k:105 + 5 * k])):
                     at = base + timedelta(seconds=offset)
                     await enqueue(client, part, not_before=at.isoformat())
-            for n in range(2):  # the cron at 0 s and at 60 s
-                await asyncio.sleep(60 * n)
-                r = await client.get("/api/marking/process-queue", headers=AUTH)
-                assert r.status_code == 200
+            r = await client.get("/api/marking/process-queue", headers=AUTH)
+            assert r.status_code == 200
+            # The next cron: after the later rows are due (at most a minute after).
+            await asyncio.sleep((base - datetime.now(UTC)).total_seconds() + LATER + 6)
+            cron_at = datetime.now(UTC)
+            r = await client.get("/api/marking/process-queue", headers=AUTH)
+            assert r.status_code == 200
         await drain(conn, timeout=60)
     finally:
         await asyncio.to_thread(app.stop)
@@ -121,6 +129,10 @@ async def test_with_only_a_per_minute_cron_scheduled_rows_are_at_most_65_s_late(
     assert len(rows) == 200
     late = [(r["first_dispatch"] - r["not_before"]).total_seconds() for r in rows]
     assert min(late) >= 0 and max(late) <= 65, (min(late), max(late))
+    # The later rows waited for the cron: no step waited across the gap for them.
+    second = base + timedelta(seconds=LATER)
+    later = [r["first_dispatch"] for r in rows if r["not_before"] >= second]
+    assert len(later) == 100 and min(later) >= cron_at, (min(later), cron_at)
     print(f"cron only: lateness p50 {sorted(late)[100]:.3f} s, max {max(late):.3f} s")
 
 

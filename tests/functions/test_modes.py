@@ -49,9 +49,50 @@ def test_render_builds_the_live_prompt_in_the_providers_shape(provider: str) -> 
     if provider == "openai":
         assert body["messages"] == live and body["response_format"] == {"type": "json_object"}
     else:
-        assert body["system"] == live[0]["content"] and body["messages"] == live[1:]
+        # The same text, the shared prefix in its own block marked for a 1-hour entry,
+        # the answer last.
+        assert body["system"] == live[0]["content"]
+        [message] = body["messages"]
+        prefix, last = message["content"]
+        assert prefix["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+        assert "cache_control" not in last and ANSWER in last["text"]
+        assert f"{prefix['text']}\n\n{last['text']}" == live[1]["content"]
+        assert ANSWER not in prefix["text"]
         assert isinstance(body["max_tokens"], int) and body["max_tokens"] > 0
     assert ANSWER in json.dumps(body)
+
+
+def test_render_sends_the_cache_key_and_orders_prefix_first() -> None:
+    keyed = [{**j, "cache_key": "ab" * 32} for j in jobs()]
+    out = answer({"mode": "render", "provider": "openai", "model": "m-1", "jobs": keyed})
+    body = out["requests"][0]["body"]
+    assert body["prompt_cache_key"] == "ab" * 32
+    text = body["messages"][1]["content"]
+    assert text.index("Rubric") < text.index(ANSWER)
+    # Not a key: left out rather than sent on.
+    odd = [{**j, "cache_key": "not a key"} for j in jobs()]
+    body = answer({"mode": "render", "provider": "openai", "model": "m-1",
+                   "jobs": odd})["requests"][0]["body"]
+    assert "prompt_cache_key" not in body
+
+
+def test_parse_relays_the_providers_cache_counts() -> None:
+    job = jobs(1)[0]
+    reply = {"content": [{"type": "text", "text": '{"score": 7, "feedback": "Good."}'}],
+             "model": "claude-x", "usage": {"input_tokens": 400, "output_tokens": 60,
+                                            "cache_read_input_tokens": 2000,
+                                            "cache_creation_input_tokens": 0}}
+    [item] = answer({"mode": "parse", "provider": "anthropic", "responses": [
+        {"queue_id": job["queue_id"], "callback_token": "t", "response": reply}]})["items"]
+    assert item["usage"] == {"model": "claude-x", "prompt_tokens": 2400,
+                             "completion_tokens": 60, "cache_read_tokens": 2000,
+                             "cache_write_tokens": 0}
+    chat = {"choices": [{"message": {"content": '{"score": 7, "feedback": "Good."}'}}],
+            "model": "gpt-x", "usage": {"prompt_tokens": 2400, "completion_tokens": 60,
+                                        "prompt_tokens_details": {"cached_tokens": 1920}}}
+    [item] = answer({"mode": "parse", "provider": "openai", "responses": [
+        {"queue_id": job["queue_id"], "callback_token": "t", "response": chat}]})["items"]
+    assert item["usage"]["cache_read_tokens"] == 1920
 
 
 def test_render_fails_a_job_that_cannot_be_marked_for_good() -> None:

@@ -10,7 +10,7 @@ import respx
 
 from functions.ai_mark.backends import OllamaBackend, OpenAIBackend
 from functions.ai_mark.core import mark
-from functions.ai_mark.ratelimit import parse_duration, retry_after
+from functions.ai_mark.ratelimit import parse_duration, reset_after, retry_after
 
 from .conftest import OLLAMA_URL, OPENAI_URL, make_dispatch
 
@@ -57,6 +57,15 @@ def test_the_wait_comes_from_the_headers(headers: dict[str, str], seconds: float
     assert retry_after(httpx.Headers(headers), NOW) == seconds
 
 
+def test_the_budgets_reset_is_relayed_beside_a_shorter_retry_after() -> None:
+    """Azure's retry-after-ms is one call's wait; the reset says when the whole budget is
+    back, from which the queue learns the model's window."""
+    headers = {**OPENAI_TOKENS_429, "retry-after-ms": "300"}
+    assert retry_after(httpx.Headers(headers), NOW) == 0.3
+    assert reset_after(httpx.Headers(headers)) == 90.5
+    assert reset_after(httpx.Headers({"retry-after": "7"})) is None
+
+
 async def test_a_429_is_rate_limited_with_retry_after(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(OPENAI_CHAT).mock(return_value=httpx.Response(
         429, headers=OPENAI_TOKENS_429,
@@ -67,6 +76,7 @@ async def test_a_429_is_rate_limited_with_retry_after(respx_mock: respx.MockRout
                                                          "sk-test"))
     assert item["status"] == "failed" and item["error"] == "rate_limited"
     assert item["retry_after"] == 90.5 and item["retryable"] is True
+    assert item["reset_after"] == 90.5
 
 
 @pytest.mark.parametrize("status", [503, 529])

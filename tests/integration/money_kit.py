@@ -10,6 +10,7 @@ import asyncpg
 
 from aiqueue.db.store import Store
 from aiqueue.models import Completed, Job
+from aiqueue.settings.kinds import QueueConfig
 from aiqueue.settings.money import NO_MONEY, Money
 from tests.conftest import add_submissions, enqueued
 from tests.plans import plan_of
@@ -35,11 +36,14 @@ class Model:
     # The largest gap, in weighted tokens (input + 2 x output), between two groups'
     # service after each completion (run_while_both_wait).
     max_gap: float = 0.0
+    # The pools and kinds (None: the default pool with the cap `fill` is given).
+    plan: QueueConfig | None = None
 
-    async def enqueue(self, group: str, n: int, size: int, assignment: str | None = None) -> None:
+    async def enqueue(self, group: str, n: int, size: int, assignment: str | None = None,
+                      payload: dict[str, object] | None = None) -> None:
         assignment = assignment or group
         ids = await add_submissions(self.conn, n, assignment_id=assignment)
-        out = enqueued(await self.store.enqueue(ids, assignment, 0, {}, group=group))
+        out = enqueued(await self.store.enqueue(ids, assignment, 0, payload or {}, group=group))
         assert len(out.queue_ids) == n
         self.size[group] = size
         self.of.update(dict.fromkeys(ids, group))
@@ -57,7 +61,8 @@ class Model:
     async def fill(self, cap: int) -> None:
         """Claim until `cap` rows are out or nothing more is claimable."""
         while len(self.in_flight) < cap:
-            job = await self.store.claim(plan_of(cap, THRESHOLD, money=self.money))
+            job = await self.store.claim(plan_of(cap, THRESHOLD, plan=self.plan,
+                                                 money=self.money))
             if job is None:
                 return
             self.in_flight.append(job)
@@ -67,7 +72,8 @@ class Model:
         job = self.in_flight.pop(0)
         group = self.of[job.submission_id]
         assert await self.store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1},
-                                                   self.usage(group)), plan_of(money=self.money))
+                                                   self.usage(group)),
+                                         plan_of(plan=self.plan, money=self.money))
         self.tokens[group] += self.size[group]
         self.rows[group] += 1
         return group

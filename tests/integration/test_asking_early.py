@@ -59,7 +59,7 @@ async def test_the_recent_p95_sets_when_a_quiet_dispatch_is_asked_about(do_rt: R
     assert t.p95 == pytest.approx(P95) and t.quiet == 10.0
     assert recovery.Thresholds(600, 90, 330, True, 25.0).quiet == 75.0
     assert recovery.Thresholds(600, 90, 330, True, 40.0).quiet == 90.0  # the heartbeat's
-    assert recovery.Thresholds(600, 90, 330, True, None).quiet == 90.0
+    assert recovery.Thresholds(600, 90, 330, True, None).quiet == 10.0  # no result yet
 
 
 async def test_a_lost_callback_frees_its_slot_after_3x_p95_not_the_heartbeat_timeout(
@@ -116,7 +116,28 @@ async def test_the_ticker_wakes_for_the_early_look(
     assert wait is not None and 9.0 < wait <= 10.0 < HEARTBEAT
 
 
-async def test_a_short_action_limit_bounds_the_wait_without_any_p95(
+async def test_before_any_result_a_quiet_dispatch_is_asked_about_after_10_s(
+    db_url: str, conn: asyncpg.Connection, mock: respx.MockRouter
+):
+    """A 3 s action, no result yet: its lost callback is found at the first look (10 s)."""
+    rt = await do_runtime(db_url, limit=3.0)
+    try:
+        platform = Platform(mock)
+        queue_id = await start_one(rt, conn)
+        (sent,) = platform.dispatches
+        platform.finish(1, success=True, result={"callback": [completed_item(sent)]})
+        assert (await recovery.thresholds(rt)).p95 is None  # no results yet
+        wait = await recovery.next_wakeup(rt)
+        assert wait is not None and 9.0 < wait <= 10.0 < 3.0 + GRACE
+        await age(conn, 11)
+        assert (await step(rt)).recovered == 1 and platform.looks == 1
+        assert (await row(conn, queue_id))["status"] == "completed"
+        assert len(platform.dispatches) == 1
+    finally:
+        await rt.close()
+
+
+async def test_a_short_action_limit_bounds_the_wait_when_the_record_never_shows(
     db_url: str, conn: asyncpg.Connection, mock: respx.MockRouter
 ):
     """A 3 s action whose callback is lost and whose record never shows: slot back at 33 s."""
@@ -124,12 +145,37 @@ async def test_a_short_action_limit_bounds_the_wait_without_any_p95(
     try:
         platform = Platform(mock)
         queue_id = await start_one(rt, conn)
-        assert (await recovery.thresholds(rt)).p95 is None  # no results yet
-        wait = await recovery.next_wakeup(rt)
-        assert wait is not None and 32.0 < wait <= 3.0 + GRACE
-        await age(conn, 3.0 + GRACE + 1)
-        assert (await step(rt)).recovered == 1 and platform.looks == 1
+        await age(conn, 11)
+        await step(rt)
+        assert platform.looks == 1 and (await row(conn, queue_id))["status"] == "processing"
+        await age(conn, 3.0 + GRACE - 10)
+        assert (await step(rt)).recovered == 1 and platform.looks == 2
         assert (await history(conn, queue_id))[0] == (1, "stuck", "platform_timeout",
                                                       "timed_out")
+    finally:
+        await rt.close()
+
+
+async def test_the_p95_counts_from_the_first_result(db_url: str, conn: asyncpg.Connection):
+    rt = await do_runtime(db_url, limit=300.0)
+    try:
+        assert (await recovery.thresholds(rt)).p95 is None
+        await seed_results(conn, [6.0])
+        rt.own(recovery.RecentP95).due = 0.0  # the next read (a few seconds later)
+        t = await recovery.thresholds(rt)
+        assert t.p95 == pytest.approx(6.0) and t.quiet == 18.0
+        # A result found by asking the platform took as long as its lost callback was
+        # waited for: it would lengthen the next wait, so it is left out.
+        await seed_results(conn, [31.0, 32.0])
+        await conn.execute(
+            "INSERT INTO ai_marking_queue (queue_id, submission_id, assignment_id, run_id,"
+            " status) SELECT queue_id, submission_id, assignment_id, run_id, 'completed'"
+            " FROM ai_marking_results WHERE processing_seconds > 30")
+        await conn.execute(
+            "INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, platform)"
+            " SELECT queue_id, 1, 1, 'applied_from_activation' FROM ai_marking_results"
+            " WHERE processing_seconds > 30")
+        rt.own(recovery.RecentP95).due = 0.0
+        assert (await recovery.thresholds(rt)).quiet == 18.0
     finally:
         await rt.close()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench import db
+
+# The benchmarks' measurements VACUUM ANALYZE: a database of its own each.
+pytestmark = pytest.mark.fresh_db
 
 
 async def test_claim_and_page_measurements_run_on_a_small_queue(db_url: str):

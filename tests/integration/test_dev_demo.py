@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from aiqueue.db.store import Store
 from aiqueue.dev import demo
@@ -36,6 +37,7 @@ async def test_seeding_keeps_marks_already_made(store: Store, conn: asyncpg.Conn
     assert await conn.fetchval("SELECT count(*) FROM submissions WHERE ai_result IS NULL") == 0
 
 
+@pytest.mark.fresh_db
 async def test_seeding_works_without_a_student_name_column(
     store: Store, conn: asyncpg.Connection
 ):

@@ -31,6 +31,7 @@ def schema_events(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
     return [line for line in lines if "schema_behind" in (line.get("event"), line.get("code"))]
 
 
+@pytest.mark.fresh_db
 async def test_code_ahead_of_its_migration_answers_503_schema_behind_and_logs_once(
     db_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
@@ -153,9 +154,11 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
     assert r.status_code == 200
     got = checks(r.json())
     assert list(got) == ["settings", "database", "schema", "pooler", "listen", "lockdown",
-                         "submissions", "role", "function", "probe", "vercel", "cron"]
+                         "submissions", "role", "function", "probe", "vercel", "cron", "batch",
+                         "prompt_cache"]
     assert {k: got[k][0] for k in expect} == expect
-    assert (got["vercel"][0], got["cron"][0]) == ("skip", "skip")
+    assert got["prompt_cache"][:2] == ("pass", "pool default: no prompt prefixes in the last week")
+    assert (got["vercel"][0], got["cron"][0], got["batch"][0]) == ("skip", "skip", "skip")
     assert {got[k][0] for k in ("settings", "database", "schema", "pooler", "listen",
                                 "lockdown", "submissions", "role")} == {"pass"}
     assert r.json()["ok"] is (expect["probe"] == "pass")
@@ -168,6 +171,7 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
         assert "AI_MARKING_FUNCTION_TOKEN" in got["function"][1]
 
 
+@pytest.mark.fresh_db
 async def test_a_role_that_may_not_read_the_migrations_is_served_and_reported(
     db_url: str, conn: asyncpg.Connection, caplog: pytest.LogCaptureFixture
 ):
@@ -195,6 +199,7 @@ async def test_a_role_that_may_not_read_the_migrations_is_served_and_reported(
         await conn.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
 
 
+@pytest.mark.fresh_db
 async def test_the_lockdown_check_names_a_role_that_reaches_the_queue(
     db_url: str, conn: asyncpg.Connection
 ):

@@ -195,6 +195,7 @@ async def test_a_cancelled_tail_gives_its_turns_back(groups: Groups, store: Stor
     assert await groups.run(4) == list("BABA")
 
 
+@pytest.mark.fresh_db
 async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connection):
     # 20,000 pending rows over 200 groups, statistics fresh: the claim must stop
     # at the first due row of the index, neither scanning nor sorting the backlog.

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from aiqueue import flow
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Completed
 from tests.conftest import add_submissions
 from tests.plans import Budget, plan_of, settle_one
-from tests.unit.flow_cases import REFUSAL_CASES, RESULT_CASES
+from tests.unit.flow_cases import PACED_CASES, REFUSAL_CASES, RESULT_CASES
 
 THRESHOLD, DAY = 5, 86400.0
 
@@ -27,10 +29,21 @@ async def test_the_database_rule_is_the_documented_one(conn: asyncpg.Connection)
         got = await conn.fetchval("SELECT aiqueue_flow_after_refusal($1, $2, $3, $4)",
                                   limit, top, in_flight, same_burst)
         assert got == expected, (limit, top, in_flight, same_burst)
-    for limit, clean, top, expected_pair in RESULT_CASES:
-        row = await conn.fetchrow("SELECT * FROM aiqueue_flow_after_result($1, $2, $3)",
-                                  limit, clean, top)
-        assert (row["new_limit"], row["new_clean"]) == expected_pair, (limit, clean, top)
+    for limit, clean, top, paced, expected_pair in RESULT_CASES:
+        row = await conn.fetchrow("SELECT * FROM aiqueue_flow_after_result($1, $2, $3, $4)",
+                                  limit, clean, top, paced)
+        assert (row["new_limit"], row["new_clean"]) == expected_pair, (limit, clean, top, paced)
+    for cut, raised, window, expected in PACED_CASES:
+        await conn.execute(
+            "UPDATE ai_queue_control SET limit_cut_at = now() - make_interval(secs => $1),"
+            " limit_raised_at = now() - make_interval(secs => $2), learned_window = $3"
+            " WHERE id = 1", cut, raised, window)
+        got = await conn.fetchval("SELECT aiqueue_flow_paced(c) FROM ai_queue_control c"
+                                  " WHERE id = 1")
+        now = datetime.now(UTC)
+        changed = [now - timedelta(seconds=s) for s in (cut, raised) if s is not None]
+        assert got == flow.paced(max(changed, default=None), window, now) == expected, (
+            cut, raised, window)
 
 
 async def test_a_refusal_uses_no_attempt_holds_the_whole_queue_and_cuts_the_limit(

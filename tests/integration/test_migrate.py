@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncpg
+import pytest
 
 from aiqueue.db.migrate import discover, migrate
 from tests.plans import plan_of
+
+# The tests here migrate their database down, or up over its own functions: a new copy each.
+pytestmark = pytest.mark.fresh_db
 
 OBJECTS = """
 SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE 'aiqueue\\_%')

@@ -321,6 +321,7 @@ async def clocked(db_url: str, fn: respx.MockRouter) -> AsyncIterator[
     await app.state.aiqueue.close()
 
 
+@pytest.mark.fresh_db
 @pytest.mark.parametrize("moment", ["now", "the UTC day's last second"])
 async def test_stats_match_sql_on_a_seeded_table_today_in_utc(
     db_url: str, clocked: tuple[httpx.AsyncClient, list[datetime]], conn: asyncpg.Connection,
@@ -643,6 +644,11 @@ async def test_fragment_answers_304_while_nothing_changed(
     assert r.status_code == 200 and r.headers["etag"] != etag
     assert len(queue_ids(r.text)) == 3 and '<section class="stats"' in r.text
     assert "<html" not in r.text  # a fragment, not a page
+    # Framed, a fragment could be clicked through like the page: it says no the same way.
+    for part in ("", "?part=chart"):
+        r = await client.get(f"/ai-queue/fragment{part}")
+        assert r.headers["x-frame-options"] == "DENY", part
+        assert r.headers["x-content-type-options"] == "nosniff", part
 
 
 async def test_bad_filters_get_an_error_page(client: httpx.AsyncClient):
@@ -671,6 +677,7 @@ async def test_assignment_suggestions_are_distinct_and_sorted(
 # -- query plans: the page's statements read indexes, not the table ----------------
 
 
+@pytest.mark.fresh_db
 async def test_page_queries_use_indexes_on_a_large_table(db_url: str, conn: asyncpg.Connection):
     await conn.execute(
         """INSERT INTO submissions (id, assignment_id, content)

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 
 import asyncpg
+import pytest
 
 from aiqueue.db.migrate import migrate
 from aiqueue.db.store import Store, queries
@@ -162,6 +163,7 @@ async def test_rows_lie_in_their_payloads_window_even_when_an_older_transaction_
     assert await payload_rows(conn) == 1  # every row still names it
 
 
+@pytest.mark.fresh_db
 async def test_rolling_0014_back_copies_the_payload_into_every_row_again(
     store: Store, conn: asyncpg.Connection, db_url: str
 ):

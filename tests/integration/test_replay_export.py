@@ -132,6 +132,9 @@ async def test_pressed_twice_with_one_key_it_replays_once(
     [], {"filter": []}, {"filter": {"colour": "red"}}, {"filter": {"kind": "Essay!"}},
     {"dry_run": "yes"}, {"filter": {"failed_after": "yesterday"}},
     {"filter": {"failed_after": "2026-01-02T00:00:00Z", "failed_before": "2026-01-01T00:00:00Z"}},
+    {"filter": {"failed_after": "0001-01-01T00:00:00+05:00"}},
+    {"filter": {"failed_before": "9999-12-31T23:59:59-05:00"}},
+    {"filter": {"failed_after": "0001-01-01", "failed_before": "9999-12-31"}},
 ])
 async def test_a_bad_replay_body_is_refused_and_changes_nothing(
     client: httpx.AsyncClient, body: Any
@@ -188,6 +191,9 @@ async def test_the_export_streams_every_attempt_and_result_without_content(
 @pytest.mark.parametrize("params", [
     {"format": "xml"}, {"include": "answers"}, {"from": "tuesday"},
     {"from": "2026-02-01", "to": "2026-01-01"},
+    # Extreme dates: an offset or the default 30 days would leave Python's years.
+    {"to": "0001-01-05"}, {"from": "0001-01-01T00:00:00+05:00"},
+    {"to": "9999-12-31T23:59:59-05:00"}, {"from": "0001-01-01", "to": "9999-12-31"},
 ])
 async def test_a_bad_export_query_is_refused(client: httpx.AsyncClient, params: dict[str, str]):
     r = await client.get("/api/marking/export", headers=AUTH, params=params)

@@ -421,6 +421,7 @@ async def test_status_changes_are_recorded_as_events(
     assert rows[-1]["summary"] == '{"score": 4, "max_score": 5}'
 
 
+@pytest.mark.fresh_db
 async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
     await add_submissions(conn, 2000)
     await conn.execute(
@@ -448,6 +449,7 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
     assert "Seq Scan on ai_marking_queue" not in text
 
 
+@pytest.mark.fresh_db
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [
     # The claim's "another row due?" probe, with most rows pending.
     ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)",

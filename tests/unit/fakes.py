@@ -141,6 +141,42 @@ class QuietParts:
     async def batch_prune(self, older_than: float) -> None:
         return None
 
+    async def batch_next_look(self) -> float | None:
+        return None
+
+    async def batch_add(self, pool: str, batch_id: int, limit: int, money: str | None = None
+                        ) -> list[BatchRow]:
+        return []
+
+    async def batch_held(self, batch_id: int) -> set[UUID]:
+        return set()
+
+    async def batch_tag(self, batch_id: int) -> str:
+        return f"aiqueue-fake-{batch_id}"
+
+    async def batch_intent(self, batch_id: int, lines: int, files: Sequence[str]) -> bool:
+        return False
+
+    async def batch_unsure(self, batch_id: int, error: str) -> None:
+        return None
+
+    async def batch_clear(self, batch_id: int, error: str, files: Sequence[str],
+                          look_in: float) -> bool:
+        return False
+
+    async def batch_withdrawn(self, batch_id: int, provider_batch_id: str,
+                              files: Sequence[str]) -> None:
+        return None
+
+    async def batch_backlog(self, pool: str) -> tuple[int, int | None]:
+        return 0, None
+
+    async def batch_known(self, pool: str) -> set[str]:
+        return set()
+
+    async def batch_pending(self, batch_id: int) -> tuple[int, datetime | None]:
+        return 0, None
+
 
 @dataclass
 class FakeStore(QuietParts):
@@ -236,8 +272,9 @@ class FakeStore(QuietParts):
         self.calls.append(("dispatch_accepted", ()))
 
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
-                      give_up: float, cap: int, plan: str | None = None) -> Status | None:
-        kw = {"kind": kind, "delay": delay, "give_up": give_up, "cap": cap}
+                      give_up: float, cap: int, plan: str | None = None,
+                      window: float | None = None) -> Status | None:
+        kw = {"kind": kind, "delay": delay, "give_up": give_up, "cap": cap, "window": window}
         self.calls.append(("refused", (queue_id, dispatch_seq, kw)))
         return "pending"
 
@@ -254,6 +291,10 @@ class FakeStore(QuietParts):
         self.calls.append(("set_dispatch_ref", (queue_id, dispatch_seq, ref)))
         if self.ref_fails:
             raise StoreError("the database went away")
+
+    async def cache_key(self, queue_id: UUID, key_rpm: int) -> str:
+        self.calls.append(("cache_key", (queue_id, key_rpm)))
+        return f"sharded:{queue_id}"
 
     async def breaker_failure(self, threshold: int, cooldown: float,
                               pool: str = "default") -> int:

@@ -7,6 +7,7 @@ tests/integration/test_flow.py: the two must agree.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -24,11 +25,23 @@ def test_a_refusal_halves_the_limit_once_per_burst(
     assert flow.after_refusal(limit, top, in_flight, same_burst) == expected
 
 
-@pytest.mark.parametrize(("limit", "clean", "top", "expected"), RESULT_CASES)
+@pytest.mark.parametrize(("limit", "clean", "top", "paced", "expected"), RESULT_CASES)
 def test_results_without_refusals_raise_the_limit_by_one_per_round(
-    limit: int | None, clean: int, top: int, expected: tuple[int | None, int]
+    limit: int | None, clean: int, top: int, paced: bool, expected: tuple[int | None, int]
 ) -> None:
-    assert flow.after_result(limit, clean, top) == expected
+    assert flow.after_result(limit, clean, top, paced) == expected
+
+
+def test_the_window_is_learned_from_retry_after_and_the_budgets_reset() -> None:
+    assert flow.learned_window(None, None) is None
+    assert flow.learned_window(0.3, None) == 0.3
+    assert flow.learned_window(0.3, 9.7) == 9.7  # retry-after-ms, and the whole budget's reset
+    assert flow.learned_window(None, 60.0) == 60.0
+    assert flow.learned_window(None, 86400.0) == 60.0  # a daily cap's reset paces no more
+    now = datetime(2026, 11, 27, 12, tzinfo=UTC)
+    assert flow.paced(now - timedelta(seconds=5), 10.0, now)
+    assert not flow.paced(now - timedelta(seconds=11), 10.0, now)
+    assert not flow.paced(now, None, now) and not flow.paced(None, 10.0, now)
 
 
 def test_the_limit_climbs_back_additively_and_falls_multiplicatively() -> None:
@@ -54,7 +67,8 @@ def test_a_budget_is_declared_by_either_rate_and_the_claim_plan_carries_it() -> 
     assert settings.queue.pools["default"].budget_declared
     doc = json.loads(settings.claim_plan.json)
     assert doc["pools"] == [{"name": "default", "cap": 1, "tpm": 6000, "rpm": 0,
-                             "budgeted": True}]
+                             "budgeted": True, "cache": {"ttl": 300.0, "min": 1024,
+                                                         "quantum": None, "key_rpm": None}}]
     assert (doc["budgeted"], doc["window"], doc["breaker_threshold"]) == (True, 10, 3)
     assert settings.claim_plan is settings.claim_plan  # built once per settings
     assert json.loads(settings.claim_plan.stalled.json)["pools"][0]["cap"] == 1

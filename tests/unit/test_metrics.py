@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import replace
 from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from aiqueue.flow import FlowState
-from aiqueue.models import Control, Stats, TallyRow
+from aiqueue.models import CacheCounter, Control, Stats, TallyRow
+from aiqueue.models.batch import BatchGauges
 from aiqueue.reads.metrics import FAMILIES, Snapshot, SnapshotCollector, exposition
 
 TALLY = [
@@ -72,6 +75,17 @@ def test_every_contract_metric_keeps_its_name_type_and_labels():
     assert families["aiqueue_max_in_flight"][1] == {(("__name__", "aiqueue_max_in_flight"),): 8}
 
 
+def test_the_prompt_cache_counts_reads_and_writes_per_pool():
+    s = replace(snap(), cache=[CacheCounter("default", 58000, 2000, 4.1),
+                               CacheCounter("essays", 0, 0, 0.0)])
+    text = scrape(s)
+    assert 'aiqueue_cache_tokens_total{pool="default",use="read"} 58000.0' in text
+    assert 'aiqueue_cache_tokens_total{pool="default",use="write"} 2000.0' in text
+    assert 'aiqueue_cache_tokens_total{pool="essays",use="read"} 0.0' in text
+    assert 'aiqueue_cache_saved_usd_total{pool="default"} 4.1' in text
+    assert "aiqueue_cache_tokens" not in scrape(snap())
+
+
 def test_counters_and_the_histogram_are_cumulative():
     text = scrape(snap())
     assert "aiqueue_jobs_completed_total 4.0" in text
@@ -110,7 +124,7 @@ def test_families_are_plain_functions_of_the_snapshot():
 
 
 class ReadOnlyStore:
-    """The five reads a scrape makes, answering the snapshot above."""
+    """The reads a scrape makes, answering the snapshot above."""
 
     async def stats(self, at: object) -> Stats:
         assert at is None  # the database's own clock
@@ -136,13 +150,32 @@ class ReadOnlyStore:
     async def kind_counts(self) -> list[object]:
         return []
 
+    async def batch_gauges(self) -> BatchGauges:
+        return BatchGauges({}, {})  # no batch lane
+    async def cache_counters(self) -> list[CacheCounter]:
+        return []
+
 
 async def test_a_scrape_reads_the_store_then_writes_fresh_text():
     rt = SimpleNamespace(store=ReadOnlyStore(), clock=lambda: None,
                          settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8,
                                                   budget_window_seconds=60.0,
                                                   queue=SimpleNamespace(plan="{}",
+                                                                        batch_pools=[],
                                                                         fallbacks=[])))
     first, second = await exposition(rt), await exposition(rt)  # type: ignore[arg-type]
     assert first == second  # a fresh registry per scrape: nothing accumulates
     assert first.decode() == scrape(snap())
+
+
+def test_the_batch_lane_rows_by_pool_and_state_and_its_open_batches():
+    lane = BatchGauges({("default", "waiting"): 7, ("default", "submitted"): 30,
+                        ("essays", "cancelling"): 2}, {"default": 1, "essays": 1, "idle": 0})
+    families = parsed(scrape(dataclasses.replace(snap(), batch=lane)))
+    rows = families["aiqueue_batch_rows"][1]
+    assert rows[(("__name__", "aiqueue_batch_rows"), ("pool", "default"),
+                 ("state", "submitted"))] == 30
+    assert len(rows) == 3
+    opened = families["aiqueue_batches_open"][1]
+    assert {dict(k)["pool"]: v for k, v in opened.items()} == {"default": 1, "essays": 1,
+                                                               "idle": 0}

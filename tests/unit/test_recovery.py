@@ -140,7 +140,7 @@ async def test_with_a_role_but_no_token_yet_the_timeout_is_read_again_soon():
 
 
 @pytest.mark.parametrize(("p95", "quiet"), [
-    (None, 90.0),  # no recent results: the heartbeat timeout
+    (None, 10.0),  # no recent results yet: the floor, not the heartbeat timeout
     (1.0, 10.0),  # 3 s, but never sooner than 10 s
     (20.0, 60.0),
     (45.0, 90.0),  # the heartbeat timeout comes first
@@ -154,7 +154,11 @@ async def test_digitalocean_is_asked_at_3x_the_recent_p95_at_least_10_s(
     t = await recovery.thresholds(rt)
     assert (t.p95, t.quiet, t.bound) == (p95, quiet, 330.0)
     await recovery.thresholds(rt)
-    assert store.names().count("recent_processing_tail") == 1  # read once a minute, not every step
+    # Read once a minute, not every step (while there is no result: every few seconds).
+    assert store.names().count("recent_processing_tail") == 1
+    rt.own(recovery.RecentP95).due -= recovery.P95_UNKNOWN_REFRESH_SECONDS
+    await recovery.thresholds(rt)
+    assert store.names().count("recent_processing_tail") == (2 if p95 is None else 1)
 
 
 async def test_the_p95_is_not_read_where_no_platform_is_asked():

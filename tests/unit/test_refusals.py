@@ -19,13 +19,17 @@ def failed(rt: Any, job: Any, **extra: Any) -> dict[str, Any]:
             "token": rt.tokens.callback(job.queue_id, job.dispatch_seq, job.attempt), **extra}
 
 
-@pytest.mark.parametrize(("extra", "kind", "delay"), [
-    ({"error": "rate_limited", "retry_after": 12.5}, "rate_limited", 12.5),
-    ({"error": "overloaded", "retry_after": 0}, "overloaded", 0.0),
-    ({"error": "Rate_Limited"}, "rate_limited", None),  # no wait given: the backoff
+@pytest.mark.parametrize(("extra", "kind", "delay", "window"), [
+    ({"error": "rate_limited", "retry_after": 12.5}, "rate_limited", 12.5, 12.5),
+    ({"error": "overloaded", "retry_after": 0}, "overloaded", 0.0, 0.0),
+    ({"error": "Rate_Limited"}, "rate_limited", None, None),  # no wait given: the backoff
+    # retry-after-ms (one call's wait), and when the whole budget is back: the window.
+    ({"error": "rate_limited", "retry_after": 0.3, "reset_after": 9.7}, "rate_limited", 0.3,
+     9.7),
 ])
 async def test_a_refusal_item_goes_back_without_an_attempt(
-    client: httpx.AsyncClient, extra: dict[str, Any], kind: str, delay: float | None
+    client: httpx.AsyncClient, extra: dict[str, Any], kind: str, delay: float | None,
+    window: float | None
 ) -> None:
     job = make_job()
     store = FakeStore()
@@ -38,7 +42,7 @@ async def test_a_refusal_item_goes_back_without_an_attempt(
         assert 5 <= kw.pop("delay") <= 15
     else:
         assert kw.pop("delay") == delay
-    assert kw == {"kind": kind, "give_up": 120, "cap": 8}
+    assert kw == {"kind": kind, "give_up": 120, "cap": 8, "window": window}
     assert "attempt_failed" not in store.names()
 
 

@@ -64,7 +64,9 @@ def test_a_file_declares_kinds_and_pools_beside_the_default_ones(tmp_path: Path)
     assert q.kind("short").pool == "default" and q.pools["default"].max_in_flight == 2
     plan = json.loads(q.plan)
     assert {"name": "essay", "pool": "openai", "cap": 4} in plan["kinds"]
-    assert {"name": "openai", "cap": 8, "tpm": 450000, "rpm": 5000} in plan["pools"]
+    assert {"name": "openai", "cap": 8, "tpm": 450000, "rpm": 5000,
+            "cache": {"ttl": 300.0, "min": 1024, "quantum": None, "key_rpm": None}
+            } in plan["pools"]
     assert json.loads(q.attempts) == {"essay": 2}
 
 
@@ -92,7 +94,8 @@ def test_no_file_is_todays_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert (t.kind, t.dispatch, t.function_url, t.function_token, t.callback_url) == (
         "mark", s.dispatch_target, s.function_url, s.function_token, s.callback_url)
     assert json.loads(s.queue.plan) == {
-        "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0}],
+        "pools": [{"name": "default", "cap": 3, "tpm": 0, "rpm": 0,
+                   "cache": {"ttl": 300.0, "min": 1024, "quantum": None, "key_rpm": None}}],
         "kinds": [{"name": "mark", "pool": "default", "cap": 0}]}
 
 
@@ -182,3 +185,41 @@ def test_a_kinds_function_gets_https_outside_dev(tmp_path: Path) -> None:
     assert toml_load.load_file({}, path, local_run=True) is not None  # dev may use http://
     local = write(tmp_path, '[kinds.a]\nfunction_url = "http://127.0.0.1:8001/mark"\n')
     assert toml_load.load_file({}, local) is not None
+
+
+@pytest.mark.parametrize(("key", "name"), [
+    ("token_env", "MARKING_QUEUE_SECRET"), ("token_env", "DATABASE_URL"),
+    ("token_env", "CRON_SECRET"), ("token_env", "aws_secret_access_key"),
+    ("token_env", "DO_FUNCTIONS_AUTH"),  # an http kind: it would be a bearer
+    ("batch_key_env", "MARKING_QUEUE_SECRET"), ("batch_key_env", "METRICS_TOKEN"),
+])
+def test_a_key_variable_may_not_name_the_apps_own_secrets(tmp_path: Path, key: str,
+                                                          name: str) -> None:
+    text = GOOD.replace('"ESSAY_FUNCTION_TOKEN"' if key == "token_env" else '"OPENAI_API_KEY"',
+                        f'"{name}"')
+    env = {**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, text)),
+           "MARKING_QUEUE_SECRET": "unit-secret-0123456789abcdef",
+           "DATABASE_URL": "postgresql://u@db.example.org/x"}
+    env.setdefault(name, "x" * 20)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(env)
+    message = str(caught.value)
+    assert "\n" not in message and name in message and f".{key}" in message, message
+
+
+def test_a_digitalocean_kinds_namespace_key_is_never_a_bearer(tmp_path: Path) -> None:
+    text = ('[pools.default]\nbatch = "openai"\nbatch_key_env = "OPENAI_API_KEY"\n'
+            'batch_model = "gpt-4o-mini"\n'
+            '[kinds.code]\ndispatch = "digitalocean"\ndo_namespace = "fn-1234"\n'
+            'do_action = "grade/run"\ntoken_env = "CODE_DO_AUTH"\n'
+            'function_url = "https://faas.example/api/v1/web/fn-1234/grade/run"\n')
+    env = {**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, text)), "CODE_DO_AUTH": "uuid:key",
+           "DO_FUNCTIONS_API_HOST": "https://faas.example",
+           "AI_MARKING_FUNCTION_TOKEN": "fn-token-0123456789"}
+    target = load_settings(env).target("code")
+    assert target.digitalocean is not None and target.digitalocean.secret == "key"
+    # Render and parse go to the kind's own web URL with the function's token.
+    assert target.function_url.endswith("/grade/run")
+    assert target.function_token == "fn-token-0123456789"
+    without = load_settings({k: v for k, v in env.items() if k != "AI_MARKING_FUNCTION_TOKEN"})
+    assert without.target("code").function_token is None

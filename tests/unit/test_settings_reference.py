@@ -29,10 +29,11 @@ def test_each_listed_default_is_what_an_empty_environment_loads() -> None:
         assert getattr(s, f.field) == f.default, f.name
 
 
-@pytest.mark.parametrize("table", ["pools", "kinds"])
+@pytest.mark.parametrize("table", ["pools", "kinds", "pools.prompt_cache"])
 def test_the_toml_keys_are_the_ones_the_file_accepts(tmp_path: Path, table: str) -> None:
     path = tmp_path / "aiqueue.toml"
-    path.write_text(f"[{table}.x]\nno_such_key = 1\n")
+    header = "pools.default.prompt_cache" if table == "pools.prompt_cache" else f"{table}.x"
+    path.write_text(f"[{header}]\nno_such_key = 1\n")
     with pytest.raises(SettingsError) as caught:
         load_settings({"AIQUEUE_CONFIG": str(path)})
     assert f"(known: {', '.join(toml_keys()[table])})" in str(caught.value)

@@ -46,3 +46,25 @@ def test_vercel_dev_and_local_runs_may_use_a_local_address():
 ])
 def test_what_counts_as_local(url, local):
     assert is_local_url(url) is local
+
+
+LAMBDA = {"AI_MARKING_DISPATCH": "lambda", "AWS_REGION": "eu-west-1",
+          "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret-key-example",
+          "AI_MARKING_LAMBDA_FUNCTION": "ai-mark"}
+
+
+@pytest.mark.parametrize(("name", "extra"), [
+    ("AI_MARKING_CALLBACK_URL", {}),
+    ("AWS_ENDPOINT_URL_LAMBDA", LAMBDA),
+    ("AWS_ENDPOINT_URL_STS", {**LAMBDA, "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/r"}),
+])
+def test_the_callback_and_aws_endpoints_must_be_https_outside_dev(name: str,
+                                                                  extra: dict[str, str]):
+    env = {**VERCEL, "VERCEL_PROJECT_PRODUCTION_URL": "marking.vercel.app", **extra}
+    with pytest.raises(SettingsError, match=f"^{name} must be an https:// URL") as caught:
+        load_settings({**env, name: "http://aws.example.org"})
+    assert "\n" not in caught.value.detail
+    assert load_settings({**env, name: "https://aws.example.org"})
+    local = load_settings({**env, "VERCEL_ENV": "development", "APP_BASE_URL":
+                           "http://127.0.0.1:3000", name: "http://aws.example.org"})
+    assert local.vercel_dev

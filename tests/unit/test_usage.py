@@ -9,6 +9,7 @@ import pytest
 
 from aiqueue.errors import Invalid, SettingsError
 from aiqueue.models import EventCursor, MarkingEvent, QueueId, SubmissionId
+from aiqueue.queue.actions import adjusted_result
 from aiqueue.queue.review import parse_actor, parse_adjusted
 from aiqueue.queue.spend import cost_usd
 from aiqueue.reads.usage import usage_range
@@ -73,3 +74,12 @@ def test_sse_events_carry_progress_and_review():
     assert beat["progress"] == {"current": 1, "total": 2, "message": "m"}
     reviewed = event("completed", {"score": 3, "review": "reverted"})
     assert reviewed["review"] == "reverted" and reviewed["result"] == {"score": 3}
+
+
+@pytest.mark.parametrize("raw", ["inf", "-inf", "nan", "1e400", "Infinity"])
+def test_a_teachers_score_that_is_no_number_is_refused(raw: str) -> None:
+    with pytest.raises(Invalid, match="must be a number"):
+        adjusted_result(raw, None)  # no max_score: no upper bound to catch it
+    with pytest.raises(Invalid):
+        adjusted_result(raw, {"score": 3, "max_score": 10})
+    assert adjusted_result("7.5", None) == {"score": 7.5}

@@ -63,3 +63,27 @@ def test_error_texts_become_content_free_codes():
     assert error_code("The student wrote about photosynthesis") == "function_failed"
     assert error_code(None) == "function_failed"
     assert error_code("x" * 100) == "function_failed"
+
+
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": -5, "completion_tokens": 10},
+    {"prompt_tokens": 5, "cost_usd": -0.01},
+    {"prompt_tokens": float("inf"), "completion_tokens": 10},  # `1e400` reads as inf
+    {"total_tokens": float("nan")},
+])
+def test_an_unsound_usage_is_refused_and_the_result_still_applies(usage: dict[str, float]) -> None:
+    queue_id = uuid4()
+    item = {"queue_id": str(queue_id), "token": TOKENS.callback(queue_id, 1, 1),
+            "status": "completed", "result": {"score": 3}, "usage": usage}
+    [parsed] = verify_results(TOKENS, [item])
+    assert isinstance(parsed, ResultItem)
+    assert parsed.result == {"score": 3} and parsed.usage is None
+
+
+def test_a_sound_usage_is_kept() -> None:
+    queue_id = uuid4()
+    usage = {"model": "m", "prompt_tokens": 0, "completion_tokens": 10, "cost_usd": 0.5}
+    item = {"queue_id": str(queue_id), "token": TOKENS.callback(queue_id, 1, 1),
+            "status": "completed", "result": {"score": 3}, "usage": usage}
+    [parsed] = verify_results(TOKENS, [item])
+    assert isinstance(parsed, ResultItem) and parsed.usage == usage

@@ -146,17 +146,21 @@ def test_the_replay_answer_sends_what_the_store_keeps() -> None:
 
 def test_the_usage_report_sends_its_lines_and_total() -> None:
     line = UsageRow("hw", 2, 100, 20, None, 1, 1.5, 2.0)
-    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None)
+    total = UsageRow(None, 2, 100, 20, 0.25, 0, None, None, 60, 20, 34, 0.000035)
+    cache = {"cache_read_tokens": 0, "cache_write_tokens": 0, "cache_saved_tokens": 0,
+             "cache_saved_usd": None}
     report = reads.UsageReport(since=NOW.date(), until=NOW.date(), by="assignment",
                                items=[usage_item(line, "hw")], total=usage_total(total))
     sent = json.loads(json.dumps(dump(report)))
     assert sent == {
         "items": [{"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": None,
                    "unpriced_jobs": 1, "avg_processing_seconds": 1.5,
-                   "p95_processing_seconds": 2.0, "key": "hw"}],
+                   "p95_processing_seconds": 2.0, **cache, "key": "hw"}],
         "total": {"jobs": 2, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": 0.25,
                   "unpriced_jobs": 0, "avg_processing_seconds": None,
-                  "p95_processing_seconds": None},
+                  "p95_processing_seconds": None, "cache_read_tokens": 60,
+                  "cache_write_tokens": 20, "cache_saved_tokens": 34,
+                  "cache_saved_usd": 0.000035},
         "since": "2026-11-24", "until": "2026-11-24", "by": "assignment"}
     assert conforms("UsageReport", sent) == []
 
@@ -175,7 +179,7 @@ def test_status_and_progress_send_every_field_they_always_sent() -> None:
                       cost_usd=0.5, resumes_at=NOW, paused_by="pool_usd_per_day")
     status_fields = {"queue_id", "status", "attempts", "queue_position", "review",
                      "estimated_wait_seconds", "scheduled_for", "waiting_for", "resumes_at",
-                     "paused_by"}
+                     "paused_by", "lane", "deadline"}
     sent = json.loads(json.dumps(dump(status_json(pending, 1, 5.0))))
     assert set(sent) == status_fields and sent["review"] is None
     assert sent["resumes_at"] == sent["scheduled_for"] == "2026-11-24T09:00:00+00:00"

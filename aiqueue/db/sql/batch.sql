@@ -52,7 +52,60 @@ history AS (
 SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
        m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
 FROM moved m JOIN submissions s ON s.id = m.submission_id
+LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id
+-- By cache key (the payload's hash, CONTRACT §10a): a prefix's requests sit together.
+ORDER BY pl.sha256 NULLS FIRST, m.queue_id;
+
+-- batch_add --
+-- Move up to $3 more waiting rows into batch $2, still being packed, as
+-- batch_open does (packing takes a batch's rows a chunk at a time, each chunk
+-- one short transaction).  $1 the pool, $4 the money plan.
+WITH batch AS (
+    SELECT id FROM ai_marking_batches WHERE id = $2 AND state = 'submitting' FOR UPDATE
+),
+picked AS MATERIALIZED (
+    SELECT q.queue_id
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
+      AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
+      AND EXISTS (SELECT FROM batch)
+      AND (NOT aiqueue_spend_capped($4::jsonb -> $1)
+           OR (aiqueue_spend_stop($4::jsonb -> $1, $1,
+                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
+    ORDER BY q.priority DESC, q.seq
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    UPDATE ai_marking_queue q
+    SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
+        started_at = now(), lease_at = NULL, progress = NULL, batch_id = batch.id,
+        charged_tokens = NULL, charged_usd = NULL, updated_at = now()
+    FROM picked, batch
+    WHERE q.queue_id = picked.queue_id
+    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+              q.payload_id, q.deadline, q.kind, batch.id AS batch_id
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
+    SELECT m.queue_id, m.dispatch_seq, m.attempts, 'batch:' || m.batch_id FROM moved m
+),
+counted AS (
+    UPDATE ai_marking_batches b SET rows = b.rows + (SELECT count(*) FROM moved)
+    FROM batch WHERE b.id = batch.id
+)
+SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
+       m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
+FROM moved m JOIN submissions s ON s.id = m.submission_id
 LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
+
+-- batch_charge_more --
+-- The rows batch_add just took ($3), charged as batch_charge charges a batch's first.
+SELECT aiqueue_batch_charge($1::bigint, $2::jsonb, $3::uuid[]);
+
+-- batch_held --
+-- The ids of the rows batch $1 still holds (an erased row is in none).
+SELECT queue_id FROM ai_marking_queue WHERE batch_id = $1 AND status = 'processing';
 
 -- batch_charge --
 -- The rows batch $1 just took are charged to their groups' turns and, where the
@@ -103,18 +156,26 @@ history AS (
 SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 
 -- batch_abandon --
--- A batch the provider never created (or whose creation failed): ended.
+-- A batch the provider never created (or whose creation failed), or one whose
+-- clearing is over: ended.
 UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
-WHERE id = $1 AND state = 'submitting'
+WHERE id = $1 AND state IN ('submitting', 'clearing')
 RETURNING id;
 
 -- batches_stale --
--- Batches still 'submitting' after $2 seconds: their step crashed or is stuck
--- between recording and creating (reconciled by the next step).
-SELECT id, provider, model, provider_batch_id, files, state, rows,
-       date_part('epoch', created_at) AS created_at
+-- Records to reconcile: still 'submitting' $2 seconds after their intent
+-- (their step crashed or is stuck between recording and creating) or after
+-- a create whose answer was lost (error set); and 'clearing' ones due for a
+-- look.  created_at is the intent's time (what a lost create is found by).
+SELECT id, provider, model, provider_batch_id, files, state, rows, error,
+       aiqueue_batch_tag(id) AS tag,
+       date_part('epoch', coalesce(submitted_at, created_at)) AS created_at
 FROM ai_marking_batches
-WHERE pool = $1 AND state = 'submitting' AND created_at < now() - make_interval(secs => $2::float8)
+WHERE pool = $1
+  AND ((state = 'submitting'
+        AND (error IS NOT NULL
+             OR coalesce(submitted_at, created_at) < now() - make_interval(secs => $2::float8)))
+       OR (state = 'clearing' AND look_after <= now()))
 ORDER BY id
 LIMIT 20;
 
@@ -130,8 +191,8 @@ WITH due AS (
 )
 UPDATE ai_marking_batches b SET look_after = now() + make_interval(secs => $2::float8)
 FROM due WHERE b.id = due.id
-RETURNING b.id, b.provider, b.model, b.provider_batch_id, b.files, b.state, b.rows,
-          date_part('epoch', b.created_at) AS created_at;
+RETURNING b.id, b.provider, b.model, b.provider_batch_id, b.files, b.state, b.rows, b.error,
+          aiqueue_batch_tag(b.id) AS tag, date_part('epoch', b.created_at) AS created_at;
 
 -- batch_rows --
 -- The rows a batch still holds (those not yet resolved), with what the
@@ -236,7 +297,8 @@ SELECT a.queue_id, a.dispatch_seq, a.attempt AS attempts, q.submission_id, q.ass
        q.deadline, q.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content,
        $1::bigint AS batch_id,
        (q.batch_id = $1 AND q.status = 'processing' AND q.dispatch_seq = a.dispatch_seq)
-           AS held
+           AS held,
+       q.status IN ('pending', 'processing') AS open
 FROM ai_marking_attempts a
 JOIN ai_marking_queue q ON q.queue_id = a.queue_id
 JOIN submissions s ON s.id = q.submission_id

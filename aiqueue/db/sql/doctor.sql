@@ -20,6 +20,15 @@ SELECT answer, detail::text AS detail FROM ai_marking_probes WHERE probe_id = $1
 -- Probes are answered within seconds; an hour keeps a late answer visible.
 DELETE FROM ai_marking_probes WHERE answered_at < now() - interval '1 hour'
 
+-- prompt_prefixes --
+-- Per pool, the prompt prefixes (payloads) dispatched in the last week and
+-- their middle size in tokens (functions/45_cache.sql keeps them).
+SELECT pool, count(*) AS prefixes,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY tokens)::float8 AS tokens
+FROM ai_marking_prefixes
+WHERE dispatched_at > now() - interval '7 days'
+GROUP BY pool ORDER BY pool
+
 -- doctor_backend_pid --
 SELECT pg_backend_pid() AS pid, inet_server_port() AS port
 

@@ -48,7 +48,7 @@ LIMIT $5;
 -- is a range condition on the claim index, so the count reads only those rows.
 WITH latest AS (
     SELECT queue_id, status, attempts, priority, turn, run_after, seq, started_at, progress,
-           pool, coalesce(group_key, assignment_id) AS grp, not_before
+           pool, coalesce(group_key, assignment_id) AS grp, not_before, lane, deadline
     FROM ai_marking_queue
     WHERE submission_id = $1
     ORDER BY created_at DESC, seq DESC
@@ -73,7 +73,9 @@ SELECT l.queue_id, l.status, l.attempts,
        p.until AS resumes_at, p.cap AS paused_by,
        -- Scheduled (§9d): not due before this moment.
        CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
-           AS scheduled_for
+           AS scheduled_for,
+       -- The overnight lane (§9f): the row's lane and its deadline.
+       l.lane, l.deadline
 FROM latest l
 LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 
@@ -99,7 +101,7 @@ WITH run AS (
 ),
 rows AS MATERIALIZED (
     SELECT q.status, q.priority, q.turn, q.run_after, q.seq, q.started_at, q.pool,
-           coalesce(q.group_key, q.assignment_id) AS grp, q.not_before
+           coalesce(q.group_key, q.assignment_id) AS grp, q.not_before, q.lane, q.deadline
     FROM ai_marking_queue q JOIN run ON q.run_id = run.run_id
     WHERE q.assignment_id = $1
 ),
@@ -122,6 +124,11 @@ SELECT (SELECT run_id FROM run) AS run_id,
            AS scheduled,
        (SELECT min(not_before) FROM rows WHERE status = 'pending' AND not_before > now())
            AS scheduled_for,
+       -- Unfinished rows on the overnight lane (§9f), and when the last is due.
+       (SELECT count(*) FROM rows
+        WHERE status IN ('pending', 'processing') AND lane = 'batch') AS batch,
+       (SELECT max(deadline) FROM rows
+        WHERE status IN ('pending', 'processing') AND lane = 'batch') AS deadline,
        CASE WHEN EXISTS (SELECT 1 FROM last) THEN (
            SELECT count(*) FROM ai_marking_queue q, last l
            WHERE q.status = 'pending'

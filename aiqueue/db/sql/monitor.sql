@@ -34,6 +34,7 @@ ORDER BY s.bucket;
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       lane, deadline,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at

@@ -29,9 +29,10 @@ WHERE pool = $1::text AND (consecutive_failures <> 0 OR circuit_open_until IS NO
 -- A refusal of the row's current dispatch (a 429/503 answer, or a
 -- rate_limited/overloaded item): back to pending without using an attempt, the
 -- row's pool held for the delay, its L cut once per burst.  See
--- aiqueue_flow_refused() in functions.sql.  $7: the pools (NULL: default, cap $6).
+-- aiqueue_flow_refused() in functions/20_flow.sql.  $7: the pools (NULL: default,
+-- cap $6); $8: the model's window the refusal tells (NULL: none).
 SELECT aiqueue_flow_refused($1::uuid, $2::integer, $3::text, $4::float8, $5::float8,
-                            $6::integer, $7::jsonb) AS status;
+                            $6::integer, $7::jsonb, $8::float8) AS status;
 
 -- attempt_failed --
 -- A failed attempt (dispatch error, failed callback, bad sync answer): back to
@@ -90,6 +91,11 @@ SELECT aiqueue_result($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb) AS
 -- the items; $2: the claim plan; $3: the caller's token (its hand-offs).
 SELECT * FROM aiqueue_settle_many($1::jsonb, $2::jsonb, $3::uuid);
 
+-- cache_key --
+-- A dispatch's prompt cache key: the payload's hash, sharded by key_rpm ($2;
+-- aiqueue_cache_key in functions/45_cache.sql).
+SELECT aiqueue_cache_key($1::uuid, $2::integer);
+
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
 -- result completed the row meanwhile: the function is still working on it).
@@ -112,8 +118,11 @@ event AS (
     FROM row WHERE status = 'processing'
     RETURNING 1
 )
--- The scalar subquery wakes listeners once when an event was written.
-SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS quiet
+-- The scalar subquery wakes listeners once when an event was written.  A
+-- progress item also says the call has begun answering: its prompt prefix is
+-- cached now (aiqueue_cache_answered, 45_cache.sql).
+SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS quiet,
+       aiqueue_cache_answered(row.queue_id) AS warmed
 FROM row;
 
 -- prune --
@@ -134,6 +143,12 @@ events AS (
 spend AS (
     DELETE FROM ai_marking_spend
     WHERE starts_at < now() - interval '2 days' AND EXISTS (SELECT 1 FROM gate)
+),
+-- A prompt prefix unused for a week is cold and past the doctor's look
+-- (functions/45_cache.sql); a few rows per payload, read by primary key.
+prefixes AS (
+    DELETE FROM ai_marking_prefixes
+    WHERE dispatched_at < now() - interval '8 days' AND EXISTS (SELECT 1 FROM gate)
 ),
 -- Idempotency keys answer repeats for 24 h.
 keys AS (

@@ -133,6 +133,7 @@ FROM (
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       lane, deadline,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at
@@ -169,6 +170,7 @@ FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
+       lane, deadline,
        -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
        aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
            AS resumes_at

@@ -16,7 +16,8 @@ WITH r AS (
                WHEN 'lane' THEN lane
                ELSE coalesce(model, 'unknown')
            END AS key,
-           prompt_tokens, completion_tokens, cost_usd, processing_seconds
+           prompt_tokens, completion_tokens, cost_usd, processing_seconds, cache_read_tokens,
+           cache_write_tokens, cache_saved_tokens, cache_saved_usd
     FROM ai_marking_results
     WHERE applied_at >= $1::timestamptz AND applied_at < $2::timestamptz
 )
@@ -26,7 +27,12 @@ SELECT key, grouping(key) = 1 AS is_total, count(*) AS jobs,
        sum(cost_usd)::float8 AS cost_usd,
        count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_jobs,
        avg(processing_seconds)::float8 AS avg_seconds,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY processing_seconds)::float8 AS p95_seconds
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY processing_seconds)::float8 AS p95_seconds,
+       -- The provider's prompt cache (CONTRACT §10a).
+       coalesce(sum(cache_read_tokens), 0)::bigint AS cache_read_tokens,
+       coalesce(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens,
+       coalesce(sum(cache_saved_tokens), 0)::bigint AS cache_saved_tokens,
+       sum(cache_saved_usd)::float8 AS cache_saved_usd
 FROM r
 GROUP BY ROLLUP (key)
 ORDER BY is_total, key;
@@ -39,6 +45,11 @@ SELECT outcome, job, error, model, le, sum(n)::bigint AS n,
        sum(cost_usd)::float8 AS cost_usd, sum(seconds)::float8 AS seconds
 FROM ai_marking_tally
 GROUP BY outcome, job, error, model, le;
+
+-- cache_counters --
+-- Each pool's prompt cache counters (only growing): tokens read and written,
+-- and what the cache saved in USD (aiqueue_cache_result, 45_cache.sql).
+SELECT pool, read_tokens, write_tokens, saved_usd FROM ai_marking_cache_pools ORDER BY pool;
 
 -- metrics_buckets --
 SELECT unnest(aiqueue_buckets()) AS le;

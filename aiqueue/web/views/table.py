@@ -31,6 +31,9 @@ class TableRow:
     waiting: str = ""
     # "scheduled for …" while a pending row waits for its not_before (CONTRACT §9d).
     scheduled: str = ""
+    # The lane it is marked on (CONTRACT §9f), and on the batch lane its deadline.
+    lane: str = "live"
+    deadline: str = ""
 
 
 def waiting_text(row: QueueRow) -> str:
@@ -67,6 +70,8 @@ def table_row(row: QueueRow, now: datetime, max_attempts: int) -> TableRow:
         can_cancel=row.status == "pending",
         waiting=waiting_text(row),
         scheduled=fmt_scheduled(row.scheduled_for(now)),
+        lane=row.lane,
+        deadline=fmt_time(row.deadline) if row.lane == "batch" and row.deadline else "",
     )
 
 

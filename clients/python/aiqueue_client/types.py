@@ -11,6 +11,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 Status = Literal["pending", "processing", "completed", "failed", "cancelled", "expired"]
 Review = Literal["unreviewed", "accepted", "reverted"]
+Lane = Literal["live", "batch"]
 
 
 class EnqueueAccepted(TypedDict):
@@ -54,6 +55,9 @@ class SubmissionStatus(TypedDict):
     resumes_at: NotRequired[str | None]
     paused_by: NotRequired[SpendCap | None]
     scheduled_for: NotRequired[str | None]
+    # The overnight lane: "batch" rows are marked by `deadline` at batch prices.
+    lane: NotRequired[Lane]
+    deadline: NotRequired[str | None]
 
 
 class RunProgress(TypedDict):
@@ -72,6 +76,10 @@ class RunProgress(TypedDict):
     expired: NotRequired[int]
     scheduled: NotRequired[int]
     scheduled_for: NotRequired[str | None]
+    # Unfinished rows on the overnight lane, and the latest of their deadlines.
+    lane: NotRequired[Lane]
+    batch: NotRequired[int]
+    deadline: NotRequired[str | None]
 
 
 class Accepted(TypedDict):
@@ -107,6 +115,11 @@ class UsageTotal(TypedDict):
     unpriced_jobs: int
     avg_processing_seconds: float | None
     p95_processing_seconds: float | None
+    # The provider's prompt cache: input tokens read and written, and what it saved.
+    cache_read_tokens: NotRequired[int]
+    cache_write_tokens: NotRequired[int]
+    cache_saved_tokens: NotRequired[int]
+    cache_saved_usd: NotRequired[float | None]
 
 
 class UsageLine(UsageTotal):

@@ -838,6 +838,13 @@ export interface components {
             not_before?: string | null;
             /** @description expires if not dispatched by then */
             expires_at?: string | null;
+            /**
+             * @description the lane it is marked on: live, or the overnight batch lane (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description on the batch lane: marked by then (§9f) */
+            deadline?: string | null;
         };
         Refusals: {
             rate_limited: number;
@@ -1009,6 +1016,15 @@ export interface components {
             expired?: number;
             scheduled?: number;
             scheduled_for?: string | null;
+            /**
+             * @description "batch" while unfinished rows are on the batch lane (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description unfinished rows on the batch lane (§9f) */
+            batch?: number;
+            /** @description the latest deadline of those rows (§9f) */
+            deadline?: string | null;
         };
         RunReverted: {
             reverted: number;
@@ -1084,6 +1100,13 @@ export interface components {
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description pending, not due before then */
             scheduled_for?: string | null;
+            /**
+             * @description the lane its row is marked on (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description on the batch lane: marked by then (§9f) */
+            deadline?: string | null;
         };
         UsageLine: {
             jobs: number;
@@ -1093,6 +1116,10 @@ export interface components {
             unpriced_jobs: number;
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
+            cache_read_tokens?: number;
+            cache_write_tokens?: number;
+            cache_saved_tokens?: number;
+            cache_saved_usd?: number | null;
             key: string;
         };
         UsageReport: {
@@ -1110,6 +1137,10 @@ export interface components {
             unpriced_jobs: number;
             avg_processing_seconds: number | null;
             p95_processing_seconds: number | null;
+            cache_read_tokens?: number;
+            cache_write_tokens?: number;
+            cache_saved_tokens?: number;
+            cache_saved_usd?: number | null;
         };
         WebhookBody: components["schemas"]["WebhookItem"] | components["schemas"]["WebhookItem"][];
         /** @description One result item from the marking function, with its callback token. */
@@ -1127,6 +1158,8 @@ export interface components {
             error?: string;
             /** @description with a refusal: seconds to hold every dispatch */
             retry_after?: number | null;
+            /** @description with a refusal: seconds until the model's whole budget is back (its `x-ratelimit-reset-*` headers); the queue learns the model's window from it */
+            reset_after?: number | null;
             retryable?: boolean | null;
             progress?: components["schemas"]["ProgressItem"] | null;
         };

@@ -17,6 +17,8 @@ DROP FUNCTION IF EXISTS aiqueue_budget_estimate(text);
 DROP FUNCTION IF EXISTS aiqueue_budget_opens_at(integer, integer, float8, bigint);
 DROP FUNCTION IF EXISTS aiqueue_budget_use(float8);
 DROP FUNCTION IF EXISTS aiqueue_flow_refused(uuid, integer, text, float8, float8, integer);
+DROP FUNCTION IF EXISTS aiqueue_flow_refused(uuid, integer, text, float8, float8, integer, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_flow_after_result(integer, integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_gate_open(integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer);
 DROP FUNCTION IF EXISTS aiqueue_claim(integer, integer, integer, integer, float8);

@@ -60,6 +60,8 @@ BEGIN
     ctl.in_flight_limit := NULL;
     ctl.limit_clean := 0;
     ctl.limit_cut_at := NULL;
+    ctl.limit_raised_at := NULL;
+    ctl.learned_window := NULL;
     ctl.refusals_rate_limited := 0;
     ctl.refusals_overloaded := 0;
     RETURN ctl;

@@ -35,15 +35,29 @@ RETURNS integer LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Additive increase: after L results without a refusal, L + 1; back at the
--- ceiling L is cleared (NULL), which keeps the hot path write-free.
+-- ceiling L is cleared (NULL), which keeps the hot path write-free.  `paced`:
+-- L was cut or raised less than the model's learned window ago, so it waits
+-- (the results still count: the first one after the window raises it).
 CREATE OR REPLACE FUNCTION aiqueue_flow_after_result(lim integer, clean integer,
-                                                     ceiling integer,
+                                                     ceiling integer, paced boolean,
                                                      OUT new_limit integer, OUT new_clean integer)
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN lim IS NULL OR lim + 1 >= ceiling AND clean + 1 >= lim THEN NULL
-                WHEN clean + 1 >= lim THEN lim + 1
-                ELSE lim END,
-           CASE WHEN lim IS NULL OR clean + 1 >= lim THEN 0 ELSE clean + 1 END
+    SELECT CASE WHEN lim IS NULL THEN NULL
+                WHEN clean + 1 < lim OR paced THEN lim
+                WHEN lim + 1 >= ceiling THEN NULL
+                ELSE lim + 1 END,
+           CASE WHEN lim IS NULL THEN 0
+                WHEN clean + 1 < lim THEN clean + 1
+                WHEN paced THEN lim - 1
+                ELSE 0 END
+$$;
+
+-- Whether a pool's L waits before it climbs: it was cut or raised less than
+-- the model's learned window ago (NULL window: never learned, never waits).
+CREATE OR REPLACE FUNCTION aiqueue_flow_paced(ctl ai_queue_control) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(greatest(ctl.limit_cut_at, ctl.limit_raised_at)
+                    > now() - make_interval(secs => ctl.learned_window), false)
 $$;
 
 -- A row's estimated tokens: what the latest rows of its assignment used in its
@@ -105,10 +119,12 @@ $$;
 -- a request).  A row first refused more than `give_up` seconds ago ends failed
 -- with last_error = rate_limited.  The row's new status, or NULL when that
 -- dispatch is no longer its current one.  `cap`: the default pool's, for a
--- call without a plan.
+-- call without a plan.  `learned`: the model's window as this refusal tells it
+-- (its retry_after, or the reset of its whole budget), NULL: it tells none.
 CREATE OR REPLACE FUNCTION aiqueue_flow_refused(p_queue_id uuid, p_dispatch_seq integer,
                                                 p_kind text, delay float8, give_up float8,
-                                                cap integer, plan jsonb DEFAULT NULL)
+                                                cap integer, plan jsonb DEFAULT NULL,
+                                                learned float8 DEFAULT NULL)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     r ai_marking_queue%ROWTYPE;
@@ -139,6 +155,7 @@ BEGIN
             aiqueue_pool_in_flight(r.pool, aiqueue_flow_ceiling(cap)), same_burst),
         limit_clean = CASE WHEN same_burst THEN c.limit_clean ELSE 0 END,
         limit_cut_at = CASE WHEN same_burst THEN c.limit_cut_at ELSE now() END,
+        learned_window = coalesce(learned, c.learned_window),
         busy_until = greatest(coalesce(c.busy_until, now()),
                               now() + make_interval(secs => delay)),
         refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,

@@ -166,17 +166,45 @@ DECLARE
     r record;
     spec jsonb;
     stop record;
+    -- The prompt cache (45_cache.sql): the pool's settings, the pools and
+    -- priorities looked at for a warm group, the row's prefix.
+    cpool text;
+    cspec jsonb;
+    looked text[] := '{}';
+    w record;
+    st record;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
     walk CURSOR (p_pools text[]) FOR
-        SELECT f.pool, f.priority, f.group_key, f.joins FROM ai_marking_fair f
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter FROM ai_marking_fair f
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
           AND (f.due_at IS NULL OR f.due_at <= now())
           AND (p_pools IS NULL OR f.pool = ANY (p_pools))
         ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
 BEGIN
     FOR g IN walk(aiqueue_kinds_pools(kinds, plan)) LOOP
+        IF g.pool IS DISTINCT FROM cpool THEN
+            cpool := g.pool;
+            cspec := aiqueue_cache_spec(plan, g.pool);
+        END IF;
+        -- Locality within fair turns: at the first group of its pool and
+        -- priority (the smallest counter), a group with a hot prefix within
+        -- the quantum of it goes first.
+        IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
+            looked := looked || (g.pool || '/' || g.priority);
+            SELECT * INTO w FROM aiqueue_cache_warm_pick(cspec, money, kinds, g.pool, g.priority,
+                                                         g.counter) LIMIT 1;
+            IF w.queue_id IS NOT NULL THEN
+                SELECT c.tokens, c.usd INTO tokens, usd
+                FROM aiqueue_fair_charge(w.pool, w.priority, w.group_key, w.joins, w.queue_id,
+                                         w.assignment_id, money) c;
+                PERFORM aiqueue_cache_dispatched(cspec, w.pool, w.priority, w.group_key,
+                                                 w.payload_id, 'hot');
+                queue_id := w.queue_id;
+                RETURN;
+            END IF;
+        END IF;
         spec := money -> g.pool;
         IF aiqueue_spend_capped(spec) THEN
             SELECT * INTO stop FROM aiqueue_spend_stop(spec, g.pool, g.group_key);
@@ -190,9 +218,22 @@ BEGIN
             PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
             CONTINUE;
         END IF;
+        -- A prefix warming up: the group waits for its answer, one mark at most
+        -- (the walk serves other groups meanwhile); a cold one sends this row alone.
+        IF cspec IS NOT NULL THEN
+            st := aiqueue_cache_state(cspec, g.pool, r.queue_id);
+            IF st.state = 'warming' THEN
+                PERFORM aiqueue_cache_hold(g.pool, g.priority, g.group_key, g.joins, st.hold);
+                CONTINUE;
+            END IF;
+        END IF;
         SELECT c.tokens, c.usd INTO tokens, usd
         FROM aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
                                  r.assignment_id, money) c;
+        IF cspec IS NOT NULL THEN
+            PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key,
+                                             st.payload_id, st.state);
+        END IF;
         queue_id := r.queue_id;
         RETURN;
     END LOOP;

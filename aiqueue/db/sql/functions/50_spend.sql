@@ -84,7 +84,9 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_result_cost(p_usage jsonb, money jsonb, p_pool text)
 RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    prompt float8 := aiqueue_usage_int(p_usage -> 'prompt_tokens');
+    -- The input at billed tokens when the prompt cache counted (45_cache.sql).
+    prompt float8 := aiqueue_usage_int(coalesce(p_usage -> 'billed_prompt_tokens',
+                                                p_usage -> 'prompt_tokens'));
     completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
 BEGIN
     IF jsonb_typeof(p_usage -> 'cost_usd') = 'number' AND (p_usage ->> 'cost_usd')::float8 >= 0
@@ -108,8 +110,11 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_priced(p_usage jsonb, money jsonb, p_pool text)
 RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    cost float8 := aiqueue_result_cost(p_usage, money, p_pool);
+    cost float8;
 BEGIN
+    -- With its billed input and what the prompt cache saved (45_cache.sql).
+    p_usage := aiqueue_cache_billed(p_usage, money, p_pool);
+    cost := aiqueue_result_cost(p_usage, money, p_pool);
     IF cost IS NULL OR p_usage IS NULL THEN
         RETURN p_usage;
     END IF;

@@ -278,10 +278,12 @@ BEGIN
         RETURN true;
     END IF;
     UPDATE ai_queue_control c
-    SET (in_flight_limit, limit_clean) = (
-        SELECT r.new_limit, r.new_clean
+    SET (in_flight_limit, limit_clean, limit_raised_at) = (
+        SELECT r.new_limit, r.new_clean,
+               CASE WHEN r.new_limit > c.in_flight_limit THEN now() ELSE c.limit_raised_at END
         FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
-                                       c.limit_clean, aiqueue_flow_ceiling(t.cap)) r),
+                                       c.limit_clean, aiqueue_flow_ceiling(t.cap),
+                                       aiqueue_flow_paced(c)) r),
         -- A result ends the pool's run of refusals (a refusal cut L, so it runs here):
         -- its kinds' rows stay home from their fallback (§10e).
         refused_since = NULL
@@ -317,6 +319,10 @@ DECLARE
     completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
     cost float8;
 BEGIN
+    -- The prompt cache (45_cache.sql): the prefix is warm, its counts added up;
+    -- the input is charged at billed tokens (cache reads and writes at their price).
+    p_usage := aiqueue_cache_result(p_queue_id, p_usage, money);
+    prompt := coalesce(aiqueue_usage_int(p_usage -> 'billed_prompt_tokens'), prompt);
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN;
     END IF;

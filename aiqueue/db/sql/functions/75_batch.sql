@@ -21,7 +21,9 @@ RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
         recorded * 0.5)
 $$;
 
-CREATE OR REPLACE FUNCTION aiqueue_batch_charge(p_batch bigint, money jsonb) RETURNS void
+-- p_ids: only these rows (the chunk just taken); NULL: all the batch holds.
+CREATE OR REPLACE FUNCTION aiqueue_batch_charge(p_batch bigint, money jsonb,
+                                                p_ids uuid[] DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     c record;
@@ -41,7 +43,8 @@ BEGIN
                                                  e.completion_tokens, e.cost_usd) END AS usd
               FROM ai_marking_queue q
               CROSS JOIN LATERAL aiqueue_estimate(q.pool, q.assignment_id) e
-              WHERE q.batch_id = p_batch AND q.status = 'processing') r
+              WHERE q.batch_id = p_batch AND q.status = 'processing'
+                AND (p_ids IS NULL OR q.queue_id = ANY (p_ids))) r
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
         UPDATE ai_marking_fair f SET counter = f.counter + c.tokens, updated_at = now()
@@ -83,4 +86,13 @@ BEGIN
                                  c.ids);
     END LOOP;
 END
+$$;
+
+-- The tag a batch's provider objects carry (OpenAI: the batch's metadata and the
+-- input file's name): the deployment's own id (aiqueue_meta, migration 0025)
+-- and the record's, so that no other deployment on the same account matches it.
+CREATE OR REPLACE FUNCTION aiqueue_batch_tag(p_batch bigint) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT 'aiqueue-' || coalesce((SELECT left(value, 16) FROM aiqueue_meta
+                                   WHERE key = 'deployment'), 'local') || '-' || p_batch
 $$;

@@ -1,0 +1,340 @@
+-- The provider's prompt cache (CONTRACT §10a): warm-up and locality within fair turns.
+--
+-- A row's prefix is its payload.  A provider keeps a prefix it has seen for
+-- about ttl_seconds from its last use, and bills a read of it at a fraction of
+-- the input price; an entry is readable only once the call that wrote it has
+-- begun its answer.  So the claim (aiqueue_fair_pick, 40_fair):
+--   * sends one row of a cold prefix alone and holds the prefix's other rows
+--     until that row's answer (or a progress item) arrived, one mark at most;
+--     meanwhile the walk serves other groups;
+--   * among the waiting groups whose counter is within the pool's quantum of
+--     the smallest, serves first a group whose prefix is warm and was used less
+--     than ttl minus a margin ago: Deficit Longest Prefix Match (Cao et al.,
+--     "Locality-aware Fair Scheduling in LLM Serving", 2025) with time in place
+--     of GPU memory.
+-- A prefix under min_tokens (its JSON length / 4, or the cached size the
+-- function last reported) is never cached: scheduled as before.
+--
+-- The pool's settings travel in the claim plan (QueueConfig.plan):
+--   pools[].cache = {"ttl", "min", "quantum" (NULL: 4 × the pool's mean row
+--   charge), "key_rpm"}; no "cache" (or ttl 0): scheduled as before.
+
+-- A pool's cache settings from the plan; NULL when the pool schedules as before.
+CREATE OR REPLACE FUNCTION aiqueue_cache_spec(plan jsonb, p_pool text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN (SELECT x.cache FROM jsonb_to_recordset(plan -> 'pools') AS x (name text, cache jsonb)
+            WHERE x.name = p_pool AND jsonb_typeof(x.cache -> 'ttl') = 'number'
+              AND (x.cache ->> 'ttl')::float8 > 0);
+END
+$$;
+
+-- The margin a warm prefix keeps before its entry's life runs out: the time a
+-- dispatch takes to reach the provider, and a mark's jitter.
+CREATE OR REPLACE FUNCTION aiqueue_cache_margin(spec jsonb) RETURNS interval
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT make_interval(secs => (spec ->> 'ttl')::float8 * 0.1)
+$$;
+
+-- How long a slot waits for a warm-up at most: one mark of the pool (its
+-- recent mean), 30 s before any is known.
+CREATE OR REPLACE FUNCTION aiqueue_cache_mark(p_pool text) RETURNS interval
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN make_interval(secs => coalesce(
+        (SELECT c.mark_seconds FROM ai_marking_cache_pools c WHERE c.pool = p_pool), 30));
+END
+$$;
+
+-- The state at a pool's provider of row p_queue_id's prefix (its payload,
+-- `payload_id`; NULL: none), for the claim:
+--   off      not cached (no payload, or under min_tokens): scheduled as before
+--   cold     none of its rows had an answer within ttl: one row goes alone
+--   warming  its lone row is out, no answer yet: `hold` until one mark after
+--   warm     a row had an answer within ttl
+--   hot      warm, and a row was dispatched less than ttl minus the margin ago
+CREATE OR REPLACE FUNCTION aiqueue_cache_state(spec jsonb, p_pool text, p_queue_id uuid,
+                                               OUT state text, OUT hold timestamptz,
+                                               OUT payload_id bigint)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    p ai_marking_prefixes%ROWTYPE;
+    size float8;
+    ttl interval := make_interval(secs => (spec ->> 'ttl')::float8);
+BEGIN
+    state := 'off';
+    SELECT q.payload_id INTO payload_id FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF spec IS NULL OR payload_id IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT * INTO p FROM ai_marking_prefixes x
+    WHERE x.pool = p_pool AND x.payload_id = aiqueue_cache_state.payload_id;
+    size := CASE WHEN FOUND THEN p.tokens ELSE aiqueue_cache_size(payload_id) END;
+    IF size < coalesce((spec ->> 'min')::float8, 1024) THEN
+        RETURN;
+    END IF;
+    IF p.answered_at > now() - ttl THEN
+        state := CASE WHEN p.dispatched_at > now() - ttl + aiqueue_cache_margin(spec)
+                      THEN 'hot' ELSE 'warm' END;
+    ELSIF p.warming_at IS NOT NULL AND (p.answered_at IS NULL OR p.answered_at < p.warming_at)
+          AND p.warming_at + aiqueue_cache_mark(p_pool) > now() THEN
+        state := 'warming';
+        hold := p.warming_at + aiqueue_cache_mark(p_pool);
+    ELSE
+        state := 'cold';
+    END IF;
+END
+$$;
+
+-- A payload's estimated tokens: its JSON length / 4.
+CREATE OR REPLACE FUNCTION aiqueue_cache_size(p_payload bigint) RETURNS float8
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT length(pl.payload::text) / 4.0 FROM ai_marking_payloads pl
+                     WHERE pl.id = p_payload), 0);
+END
+$$;
+
+-- A row of a cacheable prefix was picked (`state` as aiqueue_cache_state saw
+-- it): the prefix is used now (a cold one starts warming with this row), its
+-- minute's count grows (key_rpm), and its group is warm until ttl minus the
+-- margin from now.
+CREATE OR REPLACE FUNCTION aiqueue_cache_dispatched(spec jsonb, p_pool text, p_priority integer,
+                                                    p_group text, p_payload bigint, state text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF state = 'off' THEN
+        -- A prefix too short to cache is noted once an hour, for the doctor
+        -- ("prefixes of about 600 tokens: the model caches none").
+        IF p_payload IS NOT NULL THEN
+            INSERT INTO ai_marking_prefixes AS x (pool, payload_id, tokens, dispatched_at)
+            VALUES (p_pool, p_payload, aiqueue_cache_size(p_payload), now())
+            ON CONFLICT (pool, payload_id) DO UPDATE SET dispatched_at = now()
+            WHERE x.dispatched_at IS NULL OR x.dispatched_at < now() - interval '1 hour';
+        END IF;
+        RETURN;
+    END IF;
+    INSERT INTO ai_marking_prefixes AS x (pool, payload_id, tokens, dispatched_at, warming_at,
+                                          minute_at, minute_count)
+    VALUES (p_pool, p_payload, aiqueue_cache_size(p_payload), now(),
+            CASE WHEN state = 'cold' THEN now() END, date_trunc('minute', now()), 1)
+    ON CONFLICT (pool, payload_id) DO UPDATE
+    SET dispatched_at = now(),
+        warming_at = CASE WHEN state = 'cold' THEN now() ELSE x.warming_at END,
+        minute_count = CASE WHEN x.minute_at = date_trunc('minute', now())
+                            THEN x.minute_count + 1 ELSE 1 END,
+        minute_at = date_trunc('minute', now());
+    UPDATE ai_marking_fair f
+    SET warm_until = now() + make_interval(secs => (spec ->> 'ttl')::float8)
+                     - aiqueue_cache_margin(spec)
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
+END
+$$;
+
+-- The pool's quantum in weighted tokens: fair_quantum, else 4 × its mean row
+-- charge (1,250 weighted tokens before any result: aiqueue_estimate's default).
+CREATE OR REPLACE FUNCTION aiqueue_cache_quantum(spec jsonb, p_pool text) RETURNS float8
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF jsonb_typeof(spec -> 'quantum') = 'number' THEN
+        RETURN (spec ->> 'quantum')::float8;
+    END IF;
+    RETURN 4 * coalesce((SELECT c.row_tokens FROM ai_marking_cache_pools c
+                         WHERE c.pool = p_pool), 1250);
+END
+$$;
+
+-- Locality: the first due row, of a kind with room, of a waiting group of
+-- p_pool and p_priority whose counter is within the quantum of `anchor` (the
+-- smallest counter the walk met) and whose prefix is hot, smallest counter
+-- first; locked (SKIP LOCKED).  A few candidates at most, by
+-- ai_marking_fair_warm_idx; one whose warmth ran out is forgotten.  A group
+-- at a spend cap is left to the walk (which pauses it).
+CREATE OR REPLACE FUNCTION aiqueue_cache_warm_pick(spec jsonb, money jsonb, kinds text[],
+                                                   p_pool text, p_priority integer,
+                                                   anchor float8)
+RETURNS TABLE (pool text, priority integer, group_key text, joins bigint, queue_id uuid,
+               assignment_id text, payload_id bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    w record;
+    r record;
+    st record;
+BEGIN
+    FOR w IN
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.warm_until, f.capped_until, f.due_at
+        FROM ai_marking_fair f
+        WHERE f.waiting AND f.warm_until IS NOT NULL AND f.pool = p_pool
+          AND f.priority = p_priority
+          AND f.counter <= anchor + aiqueue_cache_quantum(spec, p_pool)
+        ORDER BY f.pool, f.priority, f.counter LIMIT 8
+    LOOP
+        IF w.warm_until <= now() THEN
+            UPDATE ai_marking_fair f SET warm_until = NULL
+            WHERE f.pool = w.pool AND f.priority = w.priority AND f.group_key = w.group_key;
+            CONTINUE;
+        END IF;
+        CONTINUE WHEN w.capped_until > now() OR w.due_at > now();
+        CONTINUE WHEN aiqueue_spend_capped(money -> w.pool)
+                      AND (aiqueue_spend_stop(money -> w.pool, w.pool, w.group_key)).until
+                          IS NOT NULL;
+        SELECT * INTO r FROM aiqueue_fair_head(w.pool, w.priority, w.group_key, kinds);
+        CONTINUE WHEN r.queue_id IS NULL;
+        st := aiqueue_cache_state(spec, w.pool, r.queue_id);
+        CONTINUE WHEN st.state <> 'hot';
+        RETURN QUERY SELECT w.pool, w.priority, w.group_key, w.joins, r.queue_id,
+                            r.assignment_id, st.payload_id;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+-- A group whose next row waits for its prefix's warm-up: walks step over it
+-- until one mark after the warm-up began, or its answer (aiqueue_cache_answered).
+CREATE OR REPLACE FUNCTION aiqueue_cache_hold(p_pool text, p_priority integer, p_group text,
+                                              p_joins bigint, hold timestamptz)
+RETURNS void LANGUAGE sql AS $$
+    UPDATE ai_marking_fair f SET due_at = hold
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
+      AND f.joins = p_joins
+$$;
+
+-- A row of a prefix had an answer (a result, or a progress item: its call has
+-- begun answering, so the entry is readable): the prefix is warm, and the
+-- row's group no longer waits for it.
+-- True when the prefix was cold or warming (a group may wait for it).
+CREATE OR REPLACE FUNCTION aiqueue_cache_answered(p_queue_id uuid) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.payload_id
+    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF r.payload_id IS NULL THEN
+        RETURN false;
+    END IF;
+    -- Once a second at most per prefix: a class's answers arrive together.
+    UPDATE ai_marking_prefixes x SET answered_at = now()
+    WHERE x.pool = r.pool AND x.payload_id = r.payload_id
+      AND (x.answered_at IS NULL OR x.answered_at < now() - interval '1 second'
+           OR x.answered_at < x.warming_at);
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE ai_marking_fair f SET due_at = NULL, joins = f.joins + 1
+    WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp
+      AND f.due_at IS NOT NULL;
+    RETURN true;
+END
+$$;
+
+-- A usage with its input as billed (`billed_prompt_tokens`: uncached input
+-- × 1 + writes × write + reads × read, the pool's factors in `money`, else
+-- 1.0 and 0.10) and what that saved (`cache_saved_usd`, at the pool's input
+-- price), when it counts cache reads or writes; else the usage as it is.
+CREATE OR REPLACE FUNCTION aiqueue_cache_billed(p_usage jsonb, money jsonb, p_pool text)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    reads float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_read_tokens'), 0);
+    writes float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_write_tokens'), 0);
+    prompt float8 := coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0);
+    f jsonb := money -> p_pool -> 'cache';
+    billed float8;
+    saved float8;
+BEGIN
+    IF p_usage IS NULL OR reads + writes = 0 OR p_usage ? 'billed_prompt_tokens' THEN
+        RETURN p_usage;
+    END IF;
+    billed := round(greatest(prompt - reads - writes, 0)
+                    + writes * coalesce((f ->> 'write')::float8, 1.0)
+                    + reads * coalesce((f ->> 'read')::float8, 0.10));
+    saved := aiqueue_price_usd(money, p_pool, p_usage ->> 'model', prompt - billed, 0);
+    RETURN p_usage || jsonb_strip_nulls(jsonb_build_object(
+        'billed_prompt_tokens', billed, 'cache_saved_usd', round(saved::numeric, 9)));
+END
+$$;
+
+-- A result arrived (aiqueue_money_result): its prefix is warm; the pool's
+-- counters add what it read from and wrote to the cache and what that saved;
+-- the prefix's size is the cached part the function reported; a mark's and a
+-- row's running means move.  The usage at billed tokens (aiqueue_cache_billed).
+CREATE OR REPLACE FUNCTION aiqueue_cache_result(p_queue_id uuid, p_usage jsonb, money jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+    reads bigint := coalesce(aiqueue_usage_int(p_usage -> 'cache_read_tokens'), 0);
+    writes bigint := coalesce(aiqueue_usage_int(p_usage -> 'cache_write_tokens'), 0);
+    prompt float8;
+    completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
+    saved float8;
+BEGIN
+    PERFORM aiqueue_cache_answered(p_queue_id);
+    -- A batch lane's result took a batch's time, not a mark's: no mean moves.
+    SELECT q.pool, q.payload_id,
+           CASE WHEN p_usage ->> 'lane' IS DISTINCT FROM 'batch'
+                THEN date_part('epoch', now() - q.started_at) END AS seconds
+    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF NOT FOUND THEN
+        RETURN p_usage;
+    END IF;
+    p_usage := aiqueue_cache_billed(p_usage, money, r.pool);
+    prompt := aiqueue_usage_int(coalesce(p_usage -> 'billed_prompt_tokens',
+                                         p_usage -> 'prompt_tokens'));
+    saved := coalesce((p_usage ->> 'cache_saved_usd')::float8, 0);
+    IF greatest(reads, writes) > 0 AND r.payload_id IS NOT NULL THEN
+        UPDATE ai_marking_prefixes x SET tokens = greatest(reads, writes)
+        WHERE x.pool = r.pool AND x.payload_id = r.payload_id;
+    END IF;
+    IF reads + writes > 0 THEN
+        UPDATE ai_marking_results m
+        SET cache_read_tokens = reads, cache_write_tokens = writes, cache_saved_usd = saved,
+            cache_saved_tokens = coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0)
+                                 - coalesce(prompt, 0)
+        WHERE m.queue_id = p_queue_id;
+    END IF;
+    INSERT INTO ai_marking_cache_pools AS c (pool, read_tokens, write_tokens, prompt_tokens,
+                                             saved_usd, mark_seconds, row_tokens, samples)
+    VALUES (r.pool, reads, writes,
+            coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0), saved, r.seconds,
+            CASE WHEN r.seconds IS NOT NULL AND (prompt IS NOT NULL OR completion IS NOT NULL)
+                 THEN aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0)) END,
+            CASE WHEN r.seconds IS NOT NULL THEN 1 ELSE 0 END)
+    ON CONFLICT (pool) DO UPDATE
+    SET read_tokens = c.read_tokens + EXCLUDED.read_tokens,
+        write_tokens = c.write_tokens + EXCLUDED.write_tokens,
+        prompt_tokens = c.prompt_tokens + EXCLUDED.prompt_tokens,
+        saved_usd = c.saved_usd + EXCLUDED.saved_usd,
+        mark_seconds = coalesce(c.mark_seconds + (EXCLUDED.mark_seconds - c.mark_seconds)
+                                / least(c.samples + 1, 20), EXCLUDED.mark_seconds,
+                                c.mark_seconds),
+        row_tokens = coalesce(c.row_tokens + (EXCLUDED.row_tokens - c.row_tokens)
+                              / least(c.samples + 1, 20), EXCLUDED.row_tokens, c.row_tokens),
+        samples = c.samples + EXCLUDED.samples, updated_at = now();
+    RETURN p_usage;
+END
+$$;
+
+-- The cache key of a dispatch: the payload's hash, and ":<n>" once its
+-- prefix's dispatches this minute pass key_rpm (the provider then spreads the
+-- key's requests over n + 1 machines, each of which caches it).
+CREATE OR REPLACE FUNCTION aiqueue_cache_key(p_queue_id uuid, key_rpm integer) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT encode(coalesce(pl.sha256, sha256(convert_to('{}', 'UTF8'))), 'hex') AS hash,
+           x.minute_count, x.minute_at
+    INTO r
+    FROM ai_marking_queue q
+    LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
+    LEFT JOIN ai_marking_prefixes x ON x.pool = q.pool AND x.payload_id = q.payload_id
+    WHERE q.queue_id = p_queue_id;
+    IF coalesce(key_rpm, 0) <= 0 OR r.minute_at IS DISTINCT FROM date_trunc('minute', now())
+       OR r.minute_count <= key_rpm THEN
+        RETURN r.hash;
+    END IF;
+    RETURN r.hash || ':' || ((r.minute_count - 1) / key_rpm)::text;
+END
+$$;
