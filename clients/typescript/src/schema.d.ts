@@ -937,6 +937,13 @@ export interface components {
             not_before?: string | null;
             /** @description expires if not dispatched by then */
             expires_at?: string | null;
+            /**
+             * @description the lane it is marked on: live, or the overnight batch lane (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description on the batch lane: marked by then (§9f) */
+            deadline?: string | null;
             history: components["schemas"]["RowAttempt"][];
             /** @description null until a result was applied */
             result: components["schemas"]["RowResultStatus"] | null;
