@@ -22,6 +22,7 @@ from aiqueue.models import (
     DeliveryState,
     Job,
     Lookup,
+    NearCap,
     OpenAlert,
     OutboxEntry,
     Status,
@@ -108,13 +109,20 @@ class ScheduleStore(Protocol):
 
 
 class AlertStore(Protocol):
-    """notify/alerts.py: open and resolve alerts, list the open ones."""
+    """notify/alerts.py and budget.py: open and resolve alerts, list the open ones; budget
+    warnings and the groups near a cap."""
 
     async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
-                              failure_rate: float, at: datetime | None = None
+                              failure_rate: float, p95: float = 600.0,
+                              at: datetime | None = None
                               ) -> list[tuple[str, str]]: ...
 
     async def open_alerts(self) -> list[OpenAlert]: ...
+
+    async def budget_warnings(self, money: str | None, at: datetime | None = None
+                              ) -> list[tuple[str, str, str, float]]: ...
+
+    async def budget_near(self, money: str | None) -> list[NearCap]: ...
 
 
 class DeliveryStore(Protocol):
@@ -155,8 +163,17 @@ class CalibrationStore(Protocol):
                                 ) -> list[tuple[Review, str | None]]: ...
 
 
+class FallbackStore(Protocol):
+    """queue/fallback.py: whether pools are down; a kind's rows to its fallback and back."""
+
+    async def pools_down(self, pools: Sequence[str]
+                         ) -> dict[str, tuple[bool, float | None, float | None]]: ...
+
+    async def fallback_move(self, moves: str) -> int: ...
+
+
 class LoopStore(HandoutStore, RecoveryStore, ScheduleStore, AlertStore, DeliveryStore,
-                OvernightStore, WebhookStore, CalibrationStore, Protocol):
+                OvernightStore, WebhookStore, CalibrationStore, FallbackStore, Protocol):
     """queue/loop.py, housekeeping.py, hold.py: claim and hand out, tidy, wait out a hold."""
 
     async def claim(self, plan: ClaimPlan) -> Job | None: ...

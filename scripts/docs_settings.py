@@ -110,8 +110,12 @@ VARIABLES: dict[str, Described] = {
     "QUEUE_MODEL_PRICES": V("USD per 1M tokens by model, "
                             "`{\"<model>\": {\"input\": …, \"output\": …}}`."),
     "QUEUE_GROUP_USD_PER_HOUR": V("The default pool's spend cap per group and UTC hour."),
-    "QUEUE_GROUP_USD_PER_DAY": V("The default pool's spend cap per group and UTC day."),
-    "QUEUE_USD_PER_DAY": V("The default pool's spend cap per UTC day."),
+    "QUEUE_GROUP_USD_PER_DAY": V("The default pool's spend cap per group and day (days begin "
+                                 "at midnight in `QUEUE_TIMEZONE`)."),
+    "QUEUE_USD_PER_DAY": V("The default pool's spend cap per day."),
+    "QUEUE_TIMEZONE": V("Where days begin (an IANA name, e.g. `Europe/Berlin`): the daily "
+                        "spend caps, the usage report's days, the charts and the pages' times. "
+                        "Hourly windows stay clock hours."),
     # The provider's prompt cache (docs/prompt-cache.md).
     "QUEUE_PROMPT_CACHE_TTL_SECONDS": V("The default pool's: how long the provider keeps an "
                                         "unused prompt prefix; `0`: schedule as before."),
@@ -132,6 +136,8 @@ VARIABLES: dict[str, Described] = {
     "QUEUE_ALERT_FAILURES_MIN": V("`failure_spike` needs at least this many failures in "
                                   "15 minutes…"),
     "QUEUE_ALERT_FAILURE_RATE": V("…and at least this share of the rows that ended."),
+    "QUEUE_ALERT_P95_SECONDS": V("The `latency` alert opens when the p95 processing time of "
+                                 "the last 15 minutes is above this."),
     # Retention.
     "QUEUE_PRUNE_AFTER_DAYS": V("Completed rows (and delivered notifications) are kept this "
                                 "long."),
@@ -164,9 +170,11 @@ KEYS: dict[str, dict[str, Described]] = {
         "prices": V("USD per 1M input / output tokens by model: "
                     "`{ \"gpt-4o-mini\" = [0.15, 0.60] }`. A model priced differently by two "
                     "pools is refused."),
-        "group_usd_per_hour": V("Spend cap per group and UTC hour (needs `prices`)."),
-        "group_usd_per_day": V("Spend cap per group and UTC day (needs `prices`)."),
-        "pool_usd_per_day": V("Spend cap for the pool per UTC day (needs `prices`)."),
+        "group_usd_per_hour": V("Spend cap per group and clock hour (needs `prices`)."),
+        "group_usd_per_day": V("Spend cap per group and day (needs `prices`)."),
+        "pool_usd_per_day": V("Spend cap for the pool per day (needs `prices`)."),
+        "timezone": V("Where the pool's days begin for its daily caps (an IANA name).",
+                      "`QUEUE_TIMEZONE`"),
         "batch": V("The overnight lane's provider: `openai` or `anthropic`."),
         "batch_base_url": V("The provider's API.", "the provider's own"),
         "batch_key_env": V("The variable holding the provider's key (required with `batch`)."),
@@ -205,5 +213,11 @@ KEYS: dict[str, dict[str, Described]] = {
         "same_answers": V("When an enqueue of the kind does not say: `mark_once` marks "
                           "answers that are the same after normalising once and copies the "
                           "mark; `mark_each` marks every answer.", "`mark_once`"),
+        "fallback": V("Another kind, in another pool, whose function takes this kind's due "
+                      "rows while this kind's pool is down."),
+        "fallback_after_seconds": V("How long the pool must refuse every call before its "
+                                    "rows fall back (an open circuit falls back at once), "
+                                    "and how long after its last hold it is tried again.",
+                                    "`120`"),
     },
 }

@@ -16,9 +16,11 @@ from aiqueue.db.batch_watch import BatchWatchQueries
 from aiqueue.db.calibration import CalibrationQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.enqueue import EnqueueQueries
+from aiqueue.db.fallback import FallbackQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.live import LiveQueries
 from aiqueue.db.monitor import MonitorQueries
+from aiqueue.db.one_row import OneRowQueries
 from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.queue import QueueQueries
 from aiqueue.db.records import RecordsQueries
@@ -29,6 +31,7 @@ from aiqueue.db.rows import RowQueries
 from aiqueue.db.schedule import ScheduleQueries
 from aiqueue.db.security import SecurityQueries
 from aiqueue.db.usage import UsageQueries
+from aiqueue.db.warnings import WarningQueries
 
 __all__ = ["Store", "connect_pool", "queries"]
 
@@ -37,9 +40,12 @@ class Store(
     EnqueueQueries,    # enqueue.sql: the enqueue and its dry run
     QueueQueries,      # queue.sql: claim, settle, fail, wake up
     RowQueries,        # rows.sql: operator actions, rows, control, stats
+    OneRowQueries,     # one_row.sql: one row from the outside
     RecoveryQueries,   # recovery.sql
     ScheduleQueries,   # schedule.sql: expiry, scheduled rows
     AlertQueries,      # alerts.sql
+    WarningQueries,    # warnings.sql: budget warnings, groups near a cap
+    FallbackQueries,   # fallback.sql: pools down, rows moved to a fallback and back
     OutboxQueries,     # outbox.sql
     BatchQueries,      # batch.sql
     BatchIntentQueries,  # batch_intent.sql

@@ -11,9 +11,10 @@ from aiqueue.models import CacheCounter, TallyRow, UsageRow
 class UsageQueries(Gateway):
     """Add up usage; read the counters and the histogram's buckets."""
 
-    async def usage_report(self, since: datetime, until: datetime, by: str) -> list[UsageRow]:
-        """One row per key, then the total (key None)."""
-        rows = await self._fetch("usage_report", since, until, by, page=True)
+    async def usage_report(self, since: datetime, until: datetime, by: str,
+                           timezone: str = "UTC") -> list[UsageRow]:
+        """One row per key, then the total (key None); days are dates in `timezone`."""
+        rows = await self._fetch("usage_report", since, until, by, timezone, page=True)
         return [UsageRow.from_row(r) for r in rows]
 
     async def metrics_counters(self) -> list[TallyRow]:

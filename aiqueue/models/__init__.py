@@ -5,7 +5,7 @@ review.py: applied results, usage and counters; security.py: the lockdown
 check's rows; outbox.py: notifications; alerts.py: open alerts.  Import them from here.
 """
 
-from aiqueue.models.alerts import ALERTS, AlertName, OpenAlert
+from aiqueue.models.alerts import ALERTS, AlertName, NearCap, OpenAlert
 from aiqueue.models.outbox import Delivery, DeliveryState, EventId, EventType, OutboxEntry
 from aiqueue.models.queue import (
     STATUSES,
@@ -42,6 +42,7 @@ from aiqueue.models.review import (
     CacheCounter,
     Review,
     ReviewOutcome,
+    RowResult,
     TallyRow,
     UsageRow,
 )
@@ -53,9 +54,9 @@ __all__ = [
     "Completed", "DryRun", "EnqueueOutcome", "Enqueued", "EventBatch", "EventCursor", "Exposure",
     "Job",
     "KeyMismatch", "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow",
-    "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RunProgress", "Stats", "Status",
-    "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
+    "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RowResult", "RunProgress", "Stats",
+    "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
     "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
-    "ALERTS", "AlertName", "OpenAlert",
+    "ALERTS", "AlertName", "NearCap", "OpenAlert",
 ]

@@ -1,4 +1,5 @@
-"""Alerts (CONTRACT §9d): an open incident, as /ai-queue shows it."""
+"""Alerts (CONTRACT §9d, §10d): an open incident, and a spend near its cap (§10e), as
+/ai-queue shows them."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Literal
 
 from aiqueue.models.queue import Row
 
-AlertName = Literal["backlog_age", "stalled", "failure_spike"]
-ALERTS: tuple[AlertName, ...] = ("backlog_age", "stalled", "failure_spike")
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
+ALERTS: tuple[AlertName, ...] = ("backlog_age", "stalled", "failure_spike", "latency")
 
 
 @dataclass(frozen=True)
@@ -27,3 +28,24 @@ class OpenAlert:
     def from_row(cls, row: Row) -> OpenAlert:
         return cls(row["alert"], row["pool"], row["kind"], float(row["value"]),
                    float(row["threshold"]), row["opened_at"])
+
+
+@dataclass(frozen=True)
+class NearCap:
+    """A group (or a pool: group None) whose spend is at 80 % of a cap or more (§10e)."""
+
+    cap: str
+    pool: str
+    group: str | None
+    spent_usd: float
+    limit_usd: float
+    window_ends_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Row) -> NearCap:
+        return cls(row["cap"], row["pool"], row["group_key"], float(row["spent_usd"]),
+                   float(row["limit_usd"]), row["window_ends_at"])
+
+    @property
+    def share(self) -> float:
+        return self.spent_usd / self.limit_usd if self.limit_usd else 0.0

@@ -11,7 +11,7 @@ from aiqueue.models.queue import QueueId, Row
 
 EventId = NewType("EventId", UUID)
 EventType = Literal["marking.run_finished", "marking.row_failed", "marking.row_expired",
-                    "marking.alert_opened", "marking.alert_resolved"]
+                    "marking.alert_opened", "marking.alert_resolved", "marking.budget_warning"]
 DeliveryState = Literal["waiting", "delivered", "gave_up"]
 
 

@@ -178,6 +178,8 @@ class Attempt:
     # What the platform said about it (CONTRACT §8e): still_running,
     # applied_from_activation, activation_failed, timed_out, lookup_failed.
     platform: str | None = None
+    # The fallback kind whose function ran it (CONTRACT §10e); None: the row's own.
+    ran_kind: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Attempt:

@@ -25,6 +25,22 @@ class ReviewOutcome:
 
 
 @dataclass(frozen=True)
+class RowResult:
+    """The status of a row's applied result, never its content (CONTRACT §10d)."""
+
+    review: Review
+    applied_at: datetime
+    model: str | None
+    kind: str | None
+    superseded: bool
+
+    @classmethod
+    def from_row(cls, row: Row) -> RowResult:
+        return cls(row["review"], row["applied_at"], row["model"], row["kind"],
+                   row["superseded"])
+
+
+@dataclass(frozen=True)
 class AppliedResult:
     """One applied result of a submission and its review."""
 

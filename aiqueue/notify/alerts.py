@@ -1,4 +1,5 @@
-"""Alerts (CONTRACT §9d): backlog age, a stall, a failure spike, opened and resolved once.
+"""Alerts (CONTRACT §9d, §10d): backlog age, a stall, a failure spike, slow marking (latency),
+opened and resolved once.
 
 The conditions are measured per pool in the database (aiqueue_alert_values in
 db/sql/functions/99_alerts.sql; a backlog names the kind of its oldest row, and a pool
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from aiqueue import logs
 from aiqueue.errors import StoreError
 from aiqueue.models import OpenAlert
+from aiqueue.notify import budget
 from aiqueue.ports import AlertStore
 from aiqueue.runtime import Runtime
 
@@ -48,13 +50,15 @@ async def evaluate(rt: Runtime[AlertStore], *, force: bool = False) -> list[tupl
     try:
         changes = await rt.store.evaluate_alerts(
             backlog=s.alert_backlog_age_seconds, stalled=s.alert_stalled_seconds,
-            failures_min=s.alert_failures_min, failure_rate=s.alert_failure_rate)
+            failures_min=s.alert_failures_min, failure_rate=s.alert_failure_rate,
+            p95=s.alert_p95_seconds)
     except StoreError as exc:
         # Alerts never hold the queue back; the next step evaluates again.
         logs.event("alert_error", code=exc.code)
         return []
     for alert, change in changes:
         logs.event("alert", alert=alert, change=change)
+    await budget.warn(rt)
     return changes
 
 

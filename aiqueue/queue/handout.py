@@ -10,6 +10,7 @@ from aiqueue import dispatch, logs
 from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job
 from aiqueue.ports import HandoutStore
+from aiqueue.queue import fallback
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item, refuse
 from aiqueue.runtime import Runtime
 
@@ -19,8 +20,9 @@ async def send(rt: Runtime[HandoutStore], job: Job) -> tuple[dispatch.Outcome, f
     its pool's breaker."""
     started = time.perf_counter()
     job = await _sharded(rt, job)
-    outcome = await dispatch.send(rt.http, job, rt.settings.target(job.kind), rt.tokens,
-                                  rt.aws)
+    # A row on its kind's fallback (§10e) goes to the fallback kind's function.
+    target = rt.settings.target(fallback.run_kind(rt.settings, job))
+    outcome = await dispatch.send(rt.http, job, target, rt.tokens, rt.aws)
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
         await rt.store.dispatch_accepted(job.pool)

@@ -17,7 +17,7 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import calibration, hold, housekeeping, overnight
+from aiqueue.queue import calibration, fallback, hold, housekeeping, overnight
 from aiqueue.queue.handout import dispatch_async, send_sync
 from aiqueue.runtime import Runtime
 
@@ -73,10 +73,11 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     In sync mode the claimed job is left in `sync_job` for the caller to run
     after it has answered (`run_sync`): the function may take long to reply.
     """
-    s = rt.settings
     step = StepResult()
     await _housekeeping(rt, step, force)
-    job = await rt.store.claim(s.claim_plan)
+    # A kind whose pool is down goes to its fallback's pool before the claim (§10e).
+    await fallback.refresh(rt, force=force)
+    job = await rt.store.claim(fallback.plan(rt))
     busy = await _hand_out(rt, step, job)
     fell_back = await _lane(rt, step, force)
     if should_chain(more=(job is not None and job.more) or fell_back > 0, busy=busy,
@@ -96,6 +97,7 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     # The settle took its rows for this caller (CONTRACT §9a): they are ours to send.
     busy = await _hand_out_all(rt, step, jobs)
     await _housekeeping(rt, step, force=False)
+    await fallback.refresh(rt)
     fell_back = await _lane(rt, step, force=False)
     more = any(job.more for job in jobs) or step.recovered > 0 or fell_back > 0
     # With several pools the claim may have filled another pool's slot than the
@@ -165,7 +167,7 @@ async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
     fell_back = (await asyncio.gather(send_sync(rt, job), overnight.run_deferred(rt)))[1]
     # The slot is free again; the next row gets an invocation of its own so no
     # single invocation runs into the platform's time limit.
-    more = fell_back > 0 or await rt.store.can_claim(rt.settings.claim_plan)
+    more = fell_back > 0 or await rt.store.can_claim(fallback.plan(rt))
     if should_chain(more=more, busy=False):
         logs.event("chain", chained=await dispatch.chain(rt.http, rt.settings))
 

@@ -33,6 +33,7 @@ from aiqueue.dispatch.platform import Activation, LambdaTimeout, activation
 from aiqueue.errors import Invalid
 from aiqueue.models import Lookup
 from aiqueue.ports import RecoveryStore
+from aiqueue.queue import fallback
 from aiqueue.queue.results import ResultItem, apply_item, fail_attempt, parse_item
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import DEFAULT_KIND
@@ -188,7 +189,7 @@ async def recover(rt: Runtime[RecoveryStore]) -> int:
 async def next_wakeup(rt: Runtime[RecoveryStore]) -> float | None:
     """Seconds until the process step has something to do (the ticker's sleep): the
     earliest by any platform's thresholds (an early wake-up finds nothing and sleeps)."""
-    plan = rt.settings.claim_plan
+    plan = fallback.plan(rt)
     waits = []
     for p in platforms(rt):
         t = await thresholds(rt, p.target)

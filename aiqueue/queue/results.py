@@ -13,7 +13,7 @@ from aiqueue import logs, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, learned_window
 from aiqueue.models import Completed, Job
-from aiqueue.queue import cache
+from aiqueue.queue import cache, fallback
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.requests import WebhookItem
 
@@ -135,7 +135,7 @@ async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
-        done = await rt.store.complete(completed(item), rt.settings.claim_plan)
+        done = await rt.store.complete(completed(item), fallback.plan(rt))
         _completed(claim, done)
         return done
     if item.status == "progress":
@@ -184,7 +184,7 @@ async def settle_items(rt: Runtime[ResultsStore], items: Sequence[ResultItem], t
     when the gate is closed or nothing is due), taken by `taker` to send.
     """
     outcomes = await rt.store.settle([completed(item) for item in items],
-                                     rt.settings.claim_plan, taker)
+                                     fallback.plan(rt), taker)
     for item, (done, _job) in zip(items, outcomes, strict=True):
         _completed(item.claim, done)
     return outcomes

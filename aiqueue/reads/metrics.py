@@ -26,6 +26,7 @@ from prometheus_client.core import (
 from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import STATUSES, CacheCounter, Control, Stats, TallyRow
 from aiqueue.models.batch import BatchGauges
+from aiqueue.queue import fallback
 from aiqueue.reads import batches, stats
 from aiqueue.runtime import Runtime
 
@@ -53,6 +54,8 @@ class Snapshot:
     batch: BatchGauges = field(default_factory=lambda: BatchGauges({}, {}))
     # Each pool's prompt cache counters (CONTRACT §10a).
     cache: list[CacheCounter] = field(default_factory=list)
+    # The kinds running on their fallback (§10e): {kind: fallback}.
+    fallbacks: dict[str, str] = field(default_factory=dict)
 
 
 async def snapshot(rt: Runtime) -> Snapshot:
@@ -71,6 +74,7 @@ async def snapshot(rt: Runtime) -> Snapshot:
         kinds=await rt.store.kind_counts(),
         batch=await batches.gauges(rt),
         cache=await rt.store.cache_counters(),
+        fallbacks=await fallback.on_fallback(rt),
     )
 
 
@@ -161,7 +165,12 @@ def pool_families(snap: Snapshot) -> Iterable[Metric]:
                              labels=["kind", "pool", "status"])
     for c in snap.kinds:
         rows.add_metric([c.kind, c.pool, c.status], c.n)
-    yield from (limit, busy, held, refusals, rows)
+    fallen = GaugeMetricFamily("aiqueue_kind_on_fallback",
+                               "1 while a kind's rows go to its fallback kind (its pool is "
+                               "down).", labels=["kind", "fallback"])
+    for kind, other in sorted(snap.fallbacks.items()):
+        fallen.add_metric([kind, other], 1)
+    yield from (limit, busy, held, refusals, rows, fallen)
 
 
 # -- counters that only grow (ai_marking_tally) ---------------------------------
@@ -179,6 +188,10 @@ class Totals:
     by_le: dict[float | None, int] = field(default_factory=lambda: defaultdict(int))
 
 
+# The tally's outcome of a row an operator failed (a job counted, not an attempt).
+OPERATOR = "operator"
+
+
 def label(value: str | None) -> str:
     return (value or "unknown")[:_LABEL_CHARS]
 
@@ -186,7 +199,8 @@ def label(value: str | None) -> str:
 def totals(rows: Iterable[TallyRow]) -> Totals:
     t = Totals()
     for r in rows:
-        t.attempts[label(r.outcome)] += r.n
+        if r.outcome != OPERATOR:  # an operator's fail ended no dispatch
+            t.attempts[label(r.outcome)] += r.n
         if r.job == "failed":
             t.failed[label(r.error)] += r.n
         if r.job != "completed":

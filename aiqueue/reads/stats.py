@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import OpenAlert
+from aiqueue.notify import budget
+from aiqueue.queue import fallback
 from aiqueue.runtime import Runtime
 from aiqueue.wire import reads
+from aiqueue.wire.fields import SpendCap
 from aiqueue.wire.reads import CircuitState, KindStats, PoolStats, Refusals, Stats
 
 
@@ -41,6 +44,10 @@ async def read_stats(rt: Runtime) -> Stats:
         kinds=kinds,
         pools=pools,
         alerts=[open_alert(a) for a in await rt.store.open_alerts()],
+        near_caps=[reads.NearCap(cap=cast(SpendCap, n.cap), pool=n.pool, group=n.group,
+                                 spent_usd=n.spent_usd, limit_usd=n.limit_usd,
+                                 window_ends_at=n.window_ends_at)
+                   for n in await budget.near_caps(rt)],
     )
 
 
@@ -53,8 +60,10 @@ async def breakdown(rt: Runtime) -> tuple[dict[str, KindStats], dict[str, PoolSt
     s = rt.settings
     pools = await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
                                        s.budget_window_seconds)
-    return (kind_stats(rt, await rt.store.kind_counts()),
-            {p.pool: pool_stats(rt, p) for p in pools})
+    kinds = kind_stats(rt, await rt.store.kind_counts())
+    for name, other in (await fallback.on_fallback(rt)).items():
+        kinds[name] = kinds[name].model_copy(update={"on_fallback": other})
+    return kinds, {p.pool: pool_stats(rt, p) for p in pools}
 
 
 def kind_stats(rt: Runtime, counts: list[KindCount]) -> dict[str, KindStats]:
@@ -67,7 +76,8 @@ def kind_stats(rt: Runtime, counts: list[KindCount]) -> dict[str, KindStats]:
         by_status = rows.setdefault(c.kind, dict.fromkeys(_STATUSES, 0))
         if c.status in _STATUSES:
             by_status[c.status] += c.n
-    return {name: KindStats(pool=pool, max_in_flight=cap, **rows[name])
+    counted: dict[str, dict[str, Any]] = dict(rows)
+    return {name: KindStats(pool=pool, max_in_flight=cap, **counted[name])
             for name, (pool, cap) in pools.items()}
 
 

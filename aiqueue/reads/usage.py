@@ -8,6 +8,7 @@ from typing import Any, cast
 from aiqueue.errors import Invalid
 from aiqueue.models import UsageRow
 from aiqueue.runtime import Runtime
+from aiqueue.settings.calendar import UTC_NAME, local, zone
 from aiqueue.wire import dump
 from aiqueue.wire.fields import UsageBy
 from aiqueue.wire.reads import UsageLine, UsageReport, UsageTotal
@@ -27,16 +28,19 @@ def parse_day(value: str | None, name: str, default: date) -> date:
         raise Invalid(f"{name} must be a date (YYYY-MM-DD)") from None
 
 
-def usage_range(since: str | None, until: str | None, today: date) -> tuple[datetime, datetime]:
-    """[since 00:00 UTC, the day after until) — both days included; default: the last 30 days."""
+def usage_range(since: str | None, until: str | None, today: date,
+                timezone: str = UTC_NAME) -> tuple[datetime, datetime]:
+    """[since 00:00, the day after until) where `timezone` is (QUEUE_TIMEZONE) — both days
+    included; default: the last 30 days."""
     end = parse_day(until, "until", today)
     start = parse_day(since, "since", end - timedelta(days=29))
     if start > end:
         raise Invalid("since must not be after until")
     if (end - start).days >= MAX_DAYS:
         raise Invalid(f"the range may span at most {MAX_DAYS} days")
-    return (datetime.combine(start, time(), UTC),
-            datetime.combine(end + timedelta(days=1), time(), UTC))
+    there = zone(timezone)
+    return (datetime.combine(start, time(), there),
+            datetime.combine(end + timedelta(days=1), time(), there))
 
 
 def parse_by(value: str | None) -> UsageBy:
@@ -82,9 +86,10 @@ def usage_json(row: UsageRow) -> dict[str, Any]:
 async def report(rt: Runtime, since: str | None, until: str | None, by: str | None
                  ) -> UsageReport:
     """The body of GET /api/marking/usage."""
-    start, end = usage_range(since, until, datetime.now(UTC).date())
+    tz = rt.settings.timezone
+    start, end = usage_range(since, until, local(datetime.now(UTC), tz).date(), tz)
     grouping = parse_by(by)
-    rows = await rt.store.usage_report(start, end, grouping)
+    rows = await rt.store.usage_report(start, end, grouping, tz)
     items = [usage_item(r, r.key) for r in rows if r.key is not None]
     total = next(usage_total(r) for r in rows if r.key is None)
     last = (end - timedelta(days=1)).date()
@@ -92,11 +97,13 @@ async def report(rt: Runtime, since: str | None, until: str | None, by: str | No
 
 
 async def cost_summary(rt: Runtime) -> dict[str, Any]:
-    """What /ai-queue shows: cost and tokens today, over 30 days, by model and by lane."""
-    today = datetime.now(UTC).date()
-    day = await rt.store.usage_report(*usage_range(today.isoformat(), None, today), "model")
-    month = await rt.store.usage_report(*usage_range(None, None, today), "model")
-    lanes = await rt.store.usage_report(*usage_range(None, None, today), "lane")
+    """What /ai-queue shows: cost and tokens today (QUEUE_TIMEZONE's day), over 30 days, by
+    model and by lane."""
+    tz = rt.settings.timezone
+    today = local(datetime.now(UTC), tz).date()
+    day = await rt.store.usage_report(*usage_range(today.isoformat(), None, today, tz), "model", tz)
+    month = await rt.store.usage_report(*usage_range(None, None, today, tz), "model", tz)
+    lanes = await rt.store.usage_report(*usage_range(None, None, today, tz), "lane", tz)
     return {
         "today": usage_json(day[-1]),
         "month": usage_json(month[-1]),

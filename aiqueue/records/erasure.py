@@ -44,6 +44,7 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_groups": ("none", "a group's name and last turn"),
     "ai_marking_fair": ("none", "a group's name, token counter and spend pause"),
     "ai_marking_spend": ("none", "a group's name and its spend per hour and day"),
+    "ai_marking_budget_warnings": ("none", "a group's name and which spend warnings it had"),
     "ai_marking_estimates": ("none", "an assignment's mean tokens and cost per row"),
     "ai_marking_prefixes": ("none", "a payload's id, pool, size in tokens and when it was "
                                     "used (the prompt cache)"),

@@ -52,6 +52,8 @@ class Pool:
     group_usd_per_hour: float | None = None
     group_usd_per_day: float | None = None
     pool_usd_per_day: float | None = None
+    # Where this pool's days begin for its daily caps (an IANA name); None: QUEUE_TIMEZONE.
+    timezone: str | None = None
     # The overnight lane (§9f): the provider's batch API; None = live only.
     batch: BatchProvider | None = None
     batch_base_url: str | None = None
@@ -95,6 +97,11 @@ class Kind:
     # CONTRACT §10c: whether rows with the same answer share one mark, when the
     # enqueue does not say.
     same_answers: SameAnswers = DEFAULT_SAME_ANSWERS
+    # Ordered fallback (CONTRACT §10e): the kind whose function takes this kind's due
+    # rows while this kind's pool has its circuit open or has refused every call for
+    # `fallback_after_seconds`.
+    fallback: str | None = None
+    fallback_after_seconds: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,11 @@ class QueueConfig:
         }, separators=(",", ":"))
 
     @cached_property
+    def fallbacks(self) -> list[Kind]:
+        """The kinds that name a fallback (§10e)."""
+        return [k for k in self.kinds.values() if k.fallback is not None]
+
+    @cached_property
     def attempts(self) -> str:
         """{kind: max_attempts} of the kinds that set their own, as jsonb text."""
         return json.dumps({k.name: k.max_attempts for k in self.kinds.values()
@@ -181,6 +193,7 @@ def merged(file: QueueConfig | None, default_pool: Pool, default_kind: Kind) -> 
         kinds |= dict(file.kinds)
     _check_prices(pools)
     _check_lanes(pools, kinds)
+    _check_fallbacks(kinds)
     return QueueConfig(pools, kinds, file.source if file else None)
 
 
@@ -192,6 +205,21 @@ def _check_prices(pools: Mapping[str, Pool]) -> None:
             if other[1] != price:
                 raise SettingsError(f"pools.{pool.name}.prices.{model}: the model is priced "
                                     f"differently in pool {other[0]}")
+
+
+def _check_fallbacks(kinds: Mapping[str, Kind]) -> None:
+    """A fallback is another kind, declared, in another pool (a pool that is down
+    would take its own kind's rows no better)."""
+    for kind in kinds.values():
+        if kind.fallback is None:
+            continue
+        other = kinds.get(kind.fallback)
+        if other is None:
+            raise SettingsError(f"kinds.{kind.name}.fallback names {kind.fallback!r}, which is "
+                                f"no kind (declared: {', '.join(sorted(kinds))})")
+        if other.pool == kind.pool:
+            raise SettingsError(f"kinds.{kind.name}.fallback names {other.name!r}, which is in "
+                                f"the same pool ({kind.pool}); a fallback is in another pool")
 
 
 def _check_lanes(pools: Mapping[str, Pool], kinds: Mapping[str, Kind]) -> None:

@@ -42,6 +42,9 @@ class PoolMoney:
         """The most expensive known price: what a row of an unknown model is charged."""
         return _top(self.prices)
 
+    # Where this pool's days begin (its own `timezone`, else QUEUE_TIMEZONE).
+    timezone: str = "UTC"
+
     def doc(self, hour_seconds: float, day_seconds: float) -> dict[str, Any]:
         top, batch_top = self.top, _top(self.batch_prices)
         return {
@@ -53,19 +56,21 @@ class PoolMoney:
             "hour_seconds": hour_seconds,
             "day_seconds": day_seconds,
             "cache": {"write": self.cache[0], "read": self.cache[1]},
+            "timezone": self.timezone,
         }
 
 
 @dataclass(frozen=True)
 class Money:
-    """Every pool's money settings, and the length of the spend windows (UTC hour, day)."""
+    """Every pool's money settings, and the length of the spend windows (hour, day)."""
 
     pools: Mapping[str, PoolMoney] = field(default_factory=dict)
     hour_seconds: float = 3600.0
     day_seconds: float = 86400.0
 
     @classmethod
-    def of(cls, queue: QueueConfig, hour_seconds: float, day_seconds: float) -> Money:
+    def of(cls, queue: QueueConfig, hour_seconds: float, day_seconds: float,
+           timezone: str = "UTC") -> Money:
         """Every pool's caps and prices: the default pool's from QUEUE_*_USD_* and
         QUEUE_MODEL_PRICES, the others' from aiqueue.toml.
 
@@ -77,7 +82,8 @@ class Money:
                 prices={m: ModelPrice(*p) for m, p in pool.prices.items()},
                 batch_prices={m: ModelPrice(*price) for m in {*pool.prices, *pool.batch_prices}
                               if (price := queue.batch_price(name, m)) is not None},
-                cache=(pool.prompt_cache.write, pool.prompt_cache.read))
+                cache=(pool.prompt_cache.write, pool.prompt_cache.read),
+                timezone=pool.timezone or timezone)
             for name, pool in queue.pools.items()}
         return cls(pools, hour_seconds, day_seconds)
 

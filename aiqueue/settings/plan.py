@@ -36,6 +36,26 @@ class ClaimPlan:
             "money": money.doc(),
         }))
 
+    def with_away(self, queue: QueueConfig, away: frozenset[str]) -> ClaimPlan:
+        """This plan while the kinds `away` run on their fallbacks (§10e): each is listed in
+        its fallback's pool, with the fallback's cap, which the two share (`runs_as`)."""
+        if not away:
+            return self
+        found = self._away.get(away)
+        if found is None:
+            doc = json.loads(self.json)
+            for entry in doc["kinds"]:
+                kind = queue.kinds[entry["name"]]
+                if kind.name in away and kind.fallback is not None:
+                    other = queue.kinds[kind.fallback]
+                    entry.update(pool=other.pool, cap=other.max_in_flight, runs_as=other.name)
+            found = self._away[away] = ClaimPlan(_dumps(doc))
+        return found
+
+    @cached_property
+    def _away(self) -> dict[frozenset[str], ClaimPlan]:
+        return {}
+
     @cached_property
     def stalled(self) -> ClaimPlan:
         """This plan with every pool's cap at 1: "a row is due and none of its pool is out"."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from aiqueue.settings.calendar import UTC_NAME, env_timezone
 from aiqueue.settings.env import (
     ModelPrice,
     PreparedStatements,
@@ -142,7 +143,9 @@ class Settings:
     # life (0: schedule as before) and the shortest prefix it caches.
     prompt_cache_ttl_seconds: float = number("QUEUE_PROMPT_CACHE_TTL_SECONDS", 300.0, 0.0)
     prompt_cache_min_tokens: int = number("QUEUE_PROMPT_CACHE_MIN_TOKENS", 1024, 0)
-    # The spend windows' lengths: a UTC hour and day (tests shorten them).
+    # Where days begin (CONTRACT §10e, aiqueue/settings/calendar.py): an IANA name.
+    timezone: str = field(default=UTC_NAME, metadata=entry("QUEUE_TIMEZONE", env_timezone))
+    # The spend windows' lengths: a clock hour and a day (tests shorten them).
     spend_hour_seconds: float = 3600.0
     spend_day_seconds: float = 86400.0
     # Alerts (CONTRACT §9d, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
@@ -150,6 +153,8 @@ class Settings:
     alert_stalled_seconds: float = number("QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0)
     alert_failures_min: int = number("QUEUE_ALERT_FAILURES_MIN", 5, 1)
     alert_failure_rate: float = number("QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0)
+    # ... and slow marking (CONTRACT §10d): the last 15 minutes' p95 processing time.
+    alert_p95_seconds: float = number("QUEUE_ALERT_P95_SECONDS", 600.0, 0.0)
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
     queue_file: QueueConfig | None = field(default=None, hash=False, compare=False)
 
@@ -179,7 +184,8 @@ class Settings:
     @cached_property
     def money(self) -> Money:
         """Every pool's spend caps and prices, and the spend windows' lengths."""
-        return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds)
+        return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds,
+                        self.timezone)
 
     @cached_property
     def claim_plan(self) -> ClaimPlan:

@@ -17,6 +17,7 @@ from aiqueue import paths
 from aiqueue.answers import DEFAULT_SAME_ANSWERS, SAME_ANSWERS
 from aiqueue.errors import SettingsError
 from aiqueue.settings import prompt_cache
+from aiqueue.settings.calendar import check_zone
 from aiqueue.settings.kinds import DEFAULT_POOL, BatchProvider, Kind, Pool, QueueConfig
 from aiqueue.settings.safety import require_https
 from aiqueue.settings.targets import TARGETS, load_digitalocean, load_lambda
@@ -35,10 +36,12 @@ POOL_KEYS = frozenset({
     "max_in_flight", "tokens_per_minute", "requests_per_minute", "prices",
     "group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
     "batch", "batch_base_url", "batch_key_env", "batch_model", "batch_prices", "prompt_cache",
+    "timezone",
 })
 KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
-    "token_env", "max_in_flight", "max_attempts", "lane", "same_answers",
+    "token_env", "max_in_flight", "max_attempts", "lane", "same_answers", "fallback",
+    "fallback_after_seconds",
 })
 # Where each provider's batch API is, unless batch_base_url says otherwise.
 _BATCH_URLS: dict[BatchProvider, str] = {"openai": "https://api.openai.com/v1",
@@ -103,6 +106,8 @@ def _pool(name: str, body: dict[str, Any], env: Mapping[str, str], local_run: bo
             found[key] = whole(f"{where}.{key}", body[key], 0)
     if "prices" in body:
         found["prices"] = prices(f"{where}.prices", body["prices"])
+    if "timezone" in body:
+        found["timezone"] = check_zone(body["timezone"], f"{where}.timezone")
     found |= _batch(where, body, env, local_run)
     if "prompt_cache" in body:
         found["prompt_cache"] = prompt_cache.load(f"{where}.prompt_cache", body["prompt_cache"])
@@ -173,8 +178,21 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
         max_in_flight=whole(f"{where}.max_in_flight", body.get("max_in_flight", 0), 0),
         max_attempts=whole(f"{where}.max_attempts", body["max_attempts"], 1)
         if "max_attempts" in body else None,
+        fallback=text(f"{where}.fallback", body["fallback"]) if "fallback" in body else None,
+        fallback_after_seconds=seconds(f"{where}.fallback_after_seconds",
+                                       body.get("fallback_after_seconds", 120)),
     )
+    if "fallback_after_seconds" in body and kind.fallback is None:
+        raise SettingsError(f"{where}.fallback_after_seconds needs {where}.fallback")
     return _with_target(kind, where, body, env, token, local_run)
+
+
+def seconds(where: str, value: object) -> float:
+    """A whole or decimal number of seconds, 0 or more."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
+            or value == float("inf"):
+        raise SettingsError(f"{where} must be a number of seconds, 0 or more")
+    return float(value)
 
 
 def _with_target(kind: Kind, where: str, body: dict[str, Any], env: Mapping[str, str],

@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aiqueue import logs
 from aiqueue.errors import AiQueueError, SchemaBehind
@@ -26,11 +27,13 @@ from aiqueue.web import (
     monitor_page,
     openapi,
     records,
+    rows_api,
     setup,
     teacher_page,
 )
 from aiqueue.web.http import error_response
 from aiqueue.web.state import AppState
+from aiqueue.web.views.text import DISPLAY_ZONE
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
 
@@ -90,10 +93,25 @@ def create_app(
         },
     )
     app.state.aiqueue = state
+    app.add_middleware(DisplayZone, zone=settings.timezone)
     return app
+
+
+class DisplayZone:
+    """Every request's pages show times where the school is (QUEUE_TIMEZONE)."""
+
+    def __init__(self, app: ASGIApp, zone: str) -> None:
+        self.app, self.zone = app, zone
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = DISPLAY_ZONE.set(self.zone)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            DISPLAY_ZONE.reset(token)
 
 
 def all_routes() -> list[BaseRoute]:
     return [*api.ROUTES, *login.ROUTES, *monitor_page.ROUTES, *monitor_actions.ROUTES,
             *live_api.ROUTES, *teacher_page.ROUTES, *setup.ROUTES, *openapi.ROUTES,
-            *records.ROUTES, *calibration_api.ROUTES]
+            *records.ROUTES, *calibration_api.ROUTES, *rows_api.ROUTES]

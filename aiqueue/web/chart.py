@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from aiqueue.web.views.text import shown
+
 
 @dataclass(frozen=True)
 class Bar:
@@ -71,14 +73,17 @@ def chart(
     bars, ticks = [], []
     for i, (start, completed, failed) in enumerate(buckets):
         x = round(i * bar_width, 2)
-        second_of_day = int(start.timestamp()) % 86400
+        # The school's clock (QUEUE_TIMEZONE): ticks at its hours.
+        wall = shown(start)
+        second_of_day = wall.hour * 3600 + wall.minute * 60 + wall.second
         if second_of_day % (tick_hours * 3600) == 0:
             ticks.append((x, _clock(second_of_day)))
         if completed + failed == 0:
             continue
         ch = round(completed * scale, 2)
         fh = round(failed * scale, 2)
-        title = (f"{_clock(second_of_day)}–{_clock(second_of_day + bucket_seconds)} UTC: "
+        title = (f"{_clock(second_of_day)}–{_clock(second_of_day + bucket_seconds)} "
+                 f"{wall.strftime('%Z')}: "
                  f"{completed} completed, {failed} failed")
         bars.append(Bar(x=x, width=inner, completed_y=round(base - ch, 2), completed_h=ch,
                         failed_y=round(base - ch - fh, 2), failed_h=fh, title=title))

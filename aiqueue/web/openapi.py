@@ -48,7 +48,8 @@ def _webhooks() -> dict[str, Schema]:
             "marking.alert_opened": event("marking.alert_opened", "AlertOpened"),
             "marking.alert_resolved": event("marking.alert_resolved", "AlertResolved"),
             "marking.calibration_ready": event("marking.calibration_ready",
-                                               "CalibrationReady")}
+                                               "CalibrationReady"),
+            "marking.budget_warning": event("marking.budget_warning", "BudgetWarning")}
 
 
 def _schemas() -> dict[str, Schema]:

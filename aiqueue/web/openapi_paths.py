@@ -221,6 +221,7 @@ def paths() -> dict[str, dict[str, Schema]]:
             (), security=PUBLIC, tag="operations")},
         **_record_paths(),
         **_calibration_paths(),
+        **_row_paths(),
     }
 
 
@@ -247,6 +248,23 @@ def _calibration_paths() -> dict[str, dict[str, Schema]]:
         "/api/marking/runs/{run_id}/release": {"post": release},
     }
 
+
+def _row_paths() -> dict[str, dict[str, Schema]]:
+    """One row from the outside (CONTRACT §10d): its detail, cancel and an operator's fail."""
+    return {
+        "/api/marking/rows/{queue_id}": {"get": _op(
+            "getRow", "One row as the queue list shows it, with its attempts (time, outcome, "
+            "error code, duration) and its result's status; no content",
+            {200: _json("RowDetail")}, (401, 404, 422, 503), params=(QUEUE_ID,))},
+        "/api/marking/rows/{queue_id}/cancel": {"post": _op(
+            "cancelRow", "Cancel a pending or processing row (its late result is refused); "
+            "409 once it has ended", {200: _json("RowDetail")}, (401, 404, 409, 422, 503),
+            params=(QUEUE_ID,))},
+        "/api/marking/rows/{queue_id}/fail": {"post": _op(
+            "failRow", 'An operator ends a pending row as failed with last_error '
+            '"operator: <note>"; 409 when it is not pending', {200: _json("RowDetail")},
+            (400, 401, 404, 409, 413, 422, 503), body="FailRequest", params=(QUEUE_ID,))},
+    }
 
 
 def _record_paths() -> dict[str, dict[str, Schema]]:

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from aiqueue.models import Status, SubmissionResult
 from aiqueue.web.estimate import paused_text
+from aiqueue.web.views.text import shown
 from aiqueue.wire import answers, dump
 
 # A row held for its run's calibration (§10b): it waits for the teacher, not the queue.
@@ -41,8 +42,8 @@ def fmt_duration(seconds: float) -> str:
 
 
 def fmt_by(when: datetime) -> str:
-    """'Tue 14:00 UTC': when an overnight run is due."""
-    return when.astimezone(UTC).strftime("%a %H:%M UTC")
+    """'Tue 14:00 CET': when an overnight run is due, where the school is."""
+    return shown(when).strftime("%a %H:%M %Z")
 
 
 def fmt_number(value: object) -> str:

@@ -127,6 +127,49 @@ class QueueRow(Wire):
             same_answer_as=row.same_answer_as)
 
 
+class RowAttempt(Wire):
+    """One line of a row's history: a dispatch or an operator's action, without content."""
+
+    at: Time = described("when the dispatch or action started")
+    kind: Literal["dispatch", "action"]
+    outcome: str | None = described("how it ended (null: still out)")
+    error: str | None = described("the content-free error code")
+    duration_seconds: Seconds = described("null while still out, or for an action")
+    ran_as: KindName | None = described(
+        "the kind whose function ran it, when not the row's own (a fallback)", default=None)
+
+
+class RowResultStatus(Wire):
+    """A row's applied result, by status only (never its content)."""
+
+    review: Review
+    applied_at: Time
+    superseded: bool = described("a later result of the same submission was applied")
+    model: str | None = described("the model that marked it, as the function reported it")
+
+
+class RowDetail(QueueRow):
+    """One row as the queue list shows it, its history and its result's status (§10d)."""
+
+    history: list[RowAttempt]
+    result: RowResultStatus | None = described("null until a result was applied")
+
+    @classmethod
+    def of_parts(cls, row: models.QueueRow, history: list[models.Attempt],
+                 result: models.RowResult | None) -> RowDetail:
+        """A stored row, its attempts and its result's status, as the API answers it."""
+        lines = [RowAttempt(
+            at=a.started_at, kind=a.kind, outcome=a.outcome, error=a.error,
+            duration_seconds=None if a.ended_at is None or a.kind == "action"
+            else max(0.0, (a.ended_at - a.started_at).total_seconds()),
+            **({"ran_as": a.ran_kind} if a.ran_kind else {}))
+            for a in history]
+        status = None if result is None else RowResultStatus(
+            review=result.review, applied_at=result.applied_at,
+            superseded=result.superseded, model=result.model)
+        return cls(**dict(QueueRow.of(row)), history=lines, result=status)
+
+
 class QueuePage(Wire):
     items: list[QueueRow]
     total: Count

@@ -18,6 +18,7 @@ from aiqueue.wire.fields import (
     Usd,
     Uuid,
     WaitingFor,
+    described,
 )
 
 
@@ -120,3 +121,15 @@ class CalibrationReady(Wire):
     expired: Count
     held: Count = Field(description="rows still waiting for the release")
     ready_at: Time
+class BudgetWarning(Wire):
+    """A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group,
+    window and threshold."""
+
+    type: Literal["marking.budget_warning"]
+    cap: SpendCap
+    pool: str
+    group: str | None = described("null for the pool's own daily cap")
+    threshold: float = described("0.8, then 0.95")
+    spent_usd: Usd
+    limit_usd: Usd
+    window_ends_at: Time

@@ -14,6 +14,7 @@ from aiqueue.wire.fields import (
     Count,
     KindName,
     Seconds,
+    SpendCap,
     Time,
     UsageBy,
     Usd,
@@ -38,6 +39,17 @@ class OpenAlert(Wire):
     opened_at: Time
 
 
+class NearCap(Wire):
+    """A group (or, group null, a pool) whose spend is at 80 % of a cap or more (§10e)."""
+
+    cap: SpendCap
+    pool: str
+    group: str | None
+    spent_usd: Usd
+    limit_usd: Usd
+    window_ends_at: Time
+
+
 class KindStats(Wire):
     pool: KindName
     max_in_flight: Count | None
@@ -47,6 +59,9 @@ class KindStats(Wire):
     failed: Count
     cancelled: Count
     expired: Count = 0
+    on_fallback: KindName | None = described(
+        "the kind whose function takes this kind's due rows now (its pool is down, §10e)",
+        default=None)
 
 
 class Refusals(Wire):
@@ -93,6 +108,8 @@ class Stats(Wire):
     expired: Count = 0
     scheduled: Count = described("pending rows not due before their not_before", default=0)
     alerts: list[OpenAlert] = []
+    near_caps: list[NearCap] = described("spend at 80 % of a cap or more, nearest first",
+                                         default=[])
     max_in_flight: Count = 0
     paused: bool = False
     circuit: CircuitState | None = None

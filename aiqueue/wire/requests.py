@@ -273,6 +273,28 @@ class ReplayRequest(Wire):
         = False
 
 
+NOTE_CHARS = 200
+
+
+def _note(value: object) -> str:
+    """An operator's words: 1-200 characters, not only spaces, no control characters."""
+    if value is None:
+        raise Invalid("note is required")
+    if (not isinstance(value, str) or not value.strip() or len(value) > NOTE_CHARS
+            or any(ord(c) < 32 or ord(c) == 127 for c in value)):
+        raise Invalid(f"note must be text of 1-{NOTE_CHARS} characters on one line")
+    return value.strip()
+
+
+class FailRequest(Wire):
+    """An operator ends a pending row as failed; last_error becomes "operator: <note>"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: Annotated[str, Field(min_length=1, max_length=NOTE_CHARS), rule(_note)] = described(
+        "the operator's words (no student content)")
+
+
 class Error(Wire):
     """Every JSON error; some add fields (invalid_ids, unknown_ids, expected, found, kinds)."""
 

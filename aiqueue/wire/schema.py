@@ -21,17 +21,18 @@ Schema = dict[str, Any]
 # Bodies are described as they are validated, answers as they are serialised.
 REQUESTS: tuple[type[BaseModel], ...] = (
     requests.EnqueueBody, requests.WebhookItem, requests.WebhookUsage, requests.AcceptBody,
-    requests.ReplayRequest,
+    requests.ReplayRequest, requests.FailRequest,
 )
 ANSWERS: tuple[type[BaseModel], ...] = (
     requests.Error, answers.EnqueueAccepted, answers.EnqueueEstimate, answers.ProcessStep,
     answers.WebhookReceipt, answers.QueuePage, answers.RetryAnswer, answers.SubmissionStatus,
     answers.RunProgress, answers.CancelAnswer, answers.Accepted, answers.Reverted,
     answers.RunAccepted, answers.RunReverted, answers.ResultHistory, answers.Erased,
-    answers.ReplayAnswer, reads.Stats, reads.UsageReport, reads.Health, reads.DoctorReport,
+    answers.ReplayAnswer, answers.RowDetail, reads.Stats, reads.UsageReport, reads.Health,
+    reads.DoctorReport,
     events.MarkingEvent, events.SseEvent, events.RunFinished, events.RowFailed,
     events.RowExpired, events.AlertOpened, events.AlertResolved, events.CalibrationReady,
-    calibration.AgreementReport, calibration.Released,
+    events.BudgetWarning, calibration.AgreementReport, calibration.Released,
 )
 # A class whose OpenAPI name is not its Python name.
 RENAMED = {"EnqueueBody": "EnqueueRequest"}

@@ -88,7 +88,7 @@ async def test_cost_card_today_month_and_by_model(
     html = (await client.get("/ai-queue/fragment?part=chart")).text
     cells = re.findall(r'<tr data-cost="\d+"><td>([^<]*)</td><td class="num">([^<]*)</td>\s*'
                        r'<td class="num">([^<]*)</td><td class="num">([^<]*)</td>', html)
-    assert cells == [("Today (UTC)", "$0.2500", "120", "1"),
+    assert cells == [("Today", "$0.2500", "120", "1"),
                      ("Last 30 days", "$0.2500", "120", "1"),
                      ("Model: gpt-x", "$0.2500", "120", "1")]
     assert "secret-answer-words" not in html

@@ -23,6 +23,7 @@ from aiqueue.models import (
     DeliveryState,
     Job,
     Lookup,
+    NearCap,
     OpenAlert,
     OutboxEntry,
     QueueId,
@@ -52,6 +53,20 @@ class QuietParts:
 
     async def open_alerts(self) -> list[OpenAlert]:
         return []
+
+    async def budget_warnings(self, money: str | None, at: datetime | None = None
+                              ) -> list[tuple[str, str, str, float]]:
+        return []
+
+    async def budget_near(self, money: str | None) -> list[NearCap]:
+        return []
+
+    async def pools_down(self, pools: Sequence[str]
+                         ) -> dict[str, tuple[bool, float | None, float | None]]:
+        return {}
+
+    async def fallback_move(self, moves: str) -> int:
+        return 0
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool:
@@ -254,7 +269,8 @@ class FakeStore(QuietParts):
         return 0
 
     async def evaluate_alerts(self, *, backlog: float, stalled: float, failures_min: int,
-                              failure_rate: float, at: datetime | None = None
+                              failure_rate: float, p95: float = 600.0,
+                              at: datetime | None = None
                               ) -> list[tuple[str, str]]:
         self.calls.append(("evaluate_alerts", (backlog, stalled, failures_min, failure_rate)))
         return []

@@ -12,7 +12,8 @@ from aiqueue.web.openapi import document
 SCHEMAS = document()["components"]["schemas"]
 TYPED = ["EnqueueAccepted", "EnqueueEstimate", "SubmissionStatus", "RunProgress", "Accepted",
          "Reverted", "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal",
-         "UsageReport", "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer"]
+         "UsageReport", "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer",
+         "RowAttempt", "RowResultStatus", "RowDetail"]
 
 
 @pytest.mark.parametrize("name", TYPED)

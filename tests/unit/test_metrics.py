@@ -161,7 +161,8 @@ async def test_a_scrape_reads_the_store_then_writes_fresh_text():
                          settings=SimpleNamespace(breaker_threshold=5, max_in_flight=8,
                                                   budget_window_seconds=60.0,
                                                   queue=SimpleNamespace(plan="{}",
-                                                                        batch_pools=[])))
+                                                                        batch_pools=[],
+                                                                        fallbacks=[])))
     first, second = await exposition(rt), await exposition(rt)  # type: ignore[arg-type]
     assert first == second  # a fresh registry per scrape: nothing accumulates
     assert first.decode() == scrape(snap())

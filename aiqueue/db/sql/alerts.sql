@@ -4,7 +4,7 @@
 -- Open and resolve alerts (aiqueue_alerts_evaluate in functions.sql); $1 the
 -- moment (NULL: now()), then the thresholds.
 SELECT * FROM aiqueue_alerts_evaluate($1::timestamptz, $2::float8, $3::float8, $4::integer,
-                                      $5::float8);
+                                      $5::float8, $6::float8);
 
 -- open_alerts --
 -- The open alerts, for /ai-queue (oldest first).

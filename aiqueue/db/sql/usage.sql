@@ -3,12 +3,12 @@
 
 -- usage_report --
 -- Applied results in [$1, $2) per key ($3: day, assignment, group, model, kind,
--- pool or lane),
+-- pool or lane; a day is a date in the time zone $4, QUEUE_TIMEZONE),
 -- then the total (ROLLUP's empty grouping set, also when nothing matched).
 -- The BRIN index on applied_at bounds the scan to the range's blocks.
 WITH r AS (
     SELECT CASE $3::text
-               WHEN 'day' THEN to_char(applied_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')
+               WHEN 'day' THEN to_char(applied_at AT TIME ZONE $4::text, 'YYYY-MM-DD')
                WHEN 'assignment' THEN assignment_id
                WHEN 'group' THEN coalesce("group", assignment_id)
                WHEN 'kind' THEN kind

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from aiqueue.models import PageCursor
-from aiqueue.wire.reads import CircuitState, OpenAlert, Stats
+from aiqueue.settings.calendar import UTC_NAME, local
+from aiqueue.wire.reads import CircuitState, NearCap, OpenAlert, Stats
 
 DASH = "—"
 Cursor = PageCursor
@@ -41,11 +43,21 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
+# Where the pages' times are shown (QUEUE_TIMEZONE): set per request by the app
+# (web/app.py's DisplayZone), so these pure helpers need no settings.
+DISPLAY_ZONE: ContextVar[str] = ContextVar("display_zone", default=UTC_NAME)
+
+
+def shown(value: datetime) -> datetime:
+    """`value` on the wall clock where the pages' times are shown."""
+    return local(value, DISPLAY_ZONE.get())
+
+
 def fmt_time(value: datetime | None) -> str:
-    """A timestamp in UTC, to the second."""
+    """A timestamp where the school is (QUEUE_TIMEZONE), to the second, with its zone."""
     if value is None:
         return DASH
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return shown(value).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def fmt_in_flight(processing: int, cap: int) -> str:
@@ -82,6 +94,9 @@ class Header:
     scheduled: int = 0
     expired: int = 0
     alerts: tuple[str, ...] = ()
+    # CONTRACT §10e: the groups near a spend cap, and the kinds running on their fallback.
+    near_caps: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
 
 
 def header(
@@ -116,7 +131,20 @@ def header(
         scheduled=stats.scheduled,
         expired=stats.expired,
         alerts=tuple(alert_text(a, now) for a in stats.alerts),
+        near_caps=tuple(near_cap_text(n) for n in stats.near_caps),
+        fallbacks=tuple(f"Kind {name} is running on its fallback, {k.on_fallback}: its pool "
+                        f"{k.pool} is down." for name, k in stats.kinds.items() if k.on_fallback),
     )
+
+
+def near_cap_text(near: NearCap) -> str:
+    """'Group teacher-7 (pool default) has spent $0.46 of its $0.50 group_usd_per_hour (92 %)
+    until 14:00.'"""
+    who = f"Group {near.group}" if near.group else "The pool"
+    share = near.spent_usd / near.limit_usd if near.limit_usd else 0.0
+    return (f"{who} (pool {near.pool}) has spent ${near.spent_usd:,.2f} of its "
+            f"${near.limit_usd:,.2f} {near.cap} ({share:.0%}) until "
+            f"{fmt_time(near.window_ends_at)}.")
 
 
 _ALERT_WORDS = {
@@ -124,6 +152,8 @@ _ALERT_WORDS = {
     "stalled": "rows are due but nothing has been dispatched for {value} (threshold {threshold})",
     "failure_spike": "{value} of the rows that ended in the last 15 min failed "
                      "(threshold {threshold})",
+    "latency": "the p95 processing time of the last 15 min is {value} "
+               "(threshold {threshold})",
 }
 
 

@@ -16,6 +16,7 @@ from aiqueue_client.types import (
     ReplayAnswer,
     ResultHistory,
     Reverted,
+    RowDetail,
     RunAccepted,
     RunProgress,
     RunReverted,
@@ -26,7 +27,7 @@ from aiqueue_client.types import (
 __all__ = [
     "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
-    "ReplayAnswer", "ResultHistory",
-    "Reverted", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
+    "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
+    "RunReverted", "SubmissionStatus", "UsageReport",
     "call", "verify_notification",
 ]

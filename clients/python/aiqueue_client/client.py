@@ -28,6 +28,7 @@ from aiqueue_client.types import (
     ReplayAnswer,
     ResultHistory,
     Reverted,
+    RowDetail,
     RunAccepted,
     RunProgress,
     RunReverted,
@@ -200,6 +201,22 @@ class AsyncMarkingClient:
         """The assignment's pending rows become cancelled."""
         path = f"/api/marking/assignments/{_seg(assignment_id)}/cancel"
         return cast(CancelAnswer, (await self._call("POST", path, retry=True)).json())
+
+    async def row(self, queue_id: str | uuid.UUID) -> RowDetail:
+        """One row, its attempts and its result's status (no content)."""
+        path = f"/api/marking/rows/{_seg(queue_id)}"
+        return cast(RowDetail, (await self._call("GET", path, retry=True)).json())
+
+    async def cancel_row(self, queue_id: str | uuid.UUID) -> RowDetail:
+        """Cancel one pending or processing row (its late result is refused)."""
+        path = f"/api/marking/rows/{_seg(queue_id)}/cancel"
+        return cast(RowDetail, (await self._call("POST", path)).json())
+
+    async def fail_row(self, queue_id: str | uuid.UUID, note: str) -> RowDetail:
+        """End one pending row as failed with last_error "operator: <note>"."""
+        path = f"/api/marking/rows/{_seg(queue_id)}/fail"
+        answer = await self._call("POST", path, json={"note": note})
+        return cast(RowDetail, answer.json())
 
     async def usage(self, *, since: str | None = None, until: str | None = None,
                     by: str = "day") -> UsageReport:

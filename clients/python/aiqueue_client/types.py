@@ -226,3 +226,38 @@ class Released(TypedDict):
     run_id: str
     released: int
     released_at: NotRequired[str | None]
+class RowAttempt(TypedDict):
+    """One line of a row's history: a dispatch or an operator's action (no content)."""
+
+    at: str
+    kind: Literal["dispatch", "action"]
+    outcome: str | None
+    error: str | None
+    duration_seconds: float | None
+    ran_as: NotRequired[str | None]
+
+
+class RowResultStatus(TypedDict):
+    review: Review
+    applied_at: str
+    superseded: bool
+    model: str | None
+
+
+class RowDetail(TypedDict):
+    """GET /api/marking/rows/{queue_id}: the row as the queue list shows it, its history
+    and its result's status."""
+
+    queue_id: str
+    submission_id: str
+    assignment_id: str
+    group: str
+    status: Status
+    attempts: int
+    last_error: str | None
+    created_at: str
+    updated_at: str
+    kind: NotRequired[str]
+    pool: NotRequired[str]
+    history: list[RowAttempt]
+    result: NotRequired[RowResultStatus | None]

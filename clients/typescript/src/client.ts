@@ -33,6 +33,8 @@ export type ReplayRequest = Schemas["ReplayRequest"];
 export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
 export type AgreementReport = Answer<"/api/marking/agreement", "get">;
 export type Released = Answer<"/api/marking/runs/{run_id}/release", "post">;
+/** One row as the queue list shows it, its history and its result's status (no content). */
+export type RowDetail = Schemas["RowDetail"];
 export type { MarkingEvent };
 
 export interface Enqueued {
@@ -185,6 +187,24 @@ export class MarkingClient {
       .filter((entry): entry is [string, string] => entry[1] !== undefined));
     return (await this.call<AgreementReport>("GET", `/api/marking/agreement?${params}`,
       { retry: true })).data;
+  }
+
+  /** One row, its attempts (time, outcome, error code, duration) and its result's status. */
+  async row(queueId: string): Promise<RowDetail> {
+    return (await this.call<RowDetail>("GET", `/api/marking/rows/${seg(queueId)}`,
+      { retry: true })).data;
+  }
+
+  /** Cancel one pending or processing row (its late result is refused); 409 once ended. */
+  async cancelRow(queueId: string): Promise<RowDetail> {
+    return (await this.call<RowDetail>("POST", `/api/marking/rows/${seg(queueId)}/cancel`))
+      .data;
+  }
+
+  /** End one pending row as failed with last_error "operator: <note>" (≤ 200 characters). */
+  async failRow(queueId: string, note: string): Promise<RowDetail> {
+    return (await this.call<RowDetail>("POST", `/api/marking/rows/${seg(queueId)}/fail`,
+      { body: { note } })).data;
   }
 
   async stats(): Promise<Stats> {

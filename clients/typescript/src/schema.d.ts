@@ -396,15 +396,15 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/marking/agreement": {
+    "/api/marking/rows/{queue_id}": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** Agreement between the AI's scores and the teacher's reviews */
-        get: operations["agreement"];
+        /** One row as the queue list shows it, with its attempts (time, outcome, error code, duration) and its result's status; no content */
+        get: operations["getRow"];
         put?: never;
         post?: never;
         delete?: never;
@@ -413,7 +413,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/marking/runs/{run_id}/release": {
+    "/api/marking/rows/{queue_id}/cancel": {
         parameters: {
             query?: never;
             header?: never;
@@ -422,8 +422,25 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Release a calibrated run's held rows */
-        post: operations["releaseRun"];
+        /** Cancel a pending or processing row (its late result is refused); 409 once it has ended */
+        post: operations["cancelRow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/rows/{queue_id}/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An operator ends a pending row as failed with last_error "operator: <note>"; 409 when it is not pending */
+        post: operations["failRow"];
         delete?: never;
         options?: never;
         head?: never;
@@ -517,7 +534,7 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
-    "marking.calibration_ready": {
+    "marking.budget_warning": {
         parameters: {
             query?: never;
             header?: never;
@@ -526,8 +543,8 @@ export interface webhooks {
         };
         get?: never;
         put?: never;
-        /** marking.calibration_ready */
-        post: operations["marking_calibration_ready"];
+        /** marking.budget_warning */
+        post: operations["marking_budget_warning"];
         delete?: never;
         options?: never;
         head?: never;
@@ -552,27 +569,10 @@ export interface components {
             /** Format: date-time */
             accepted_at: string;
         };
-        /** @description Agreement between the AI's scores and the teacher's reviews. */
-        AgreementReport: {
-            /** @description reviewed rows: pairs and reverts */
-            reviewed: number;
-            reverted: number;
-            /** @description share of pairs with equal scores */
-            exact: number | null;
-            /** @description share of pairs within max(1, 10 % of max_score) points */
-            adjacent: number | null;
-            /** @description in points */
-            mean_abs_error: number | null;
-            /** @description quadratic weighted kappa over the integer scores 0..max_score; null under 5 pairs or when a single score is seen */
-            qwk: number | null;
-            criteria: components["schemas"]["CriterionAgreement"][];
-            /** @description up to 20 rows, largest difference first */
-            disagreements: string[];
-        };
         /** @description An alert's condition began (one per incident). */
         AlertOpened: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
             pool: string;
             kind: string | null;
             value: number;
@@ -585,7 +585,7 @@ export interface components {
         /** @description The incident's condition ended; `value` is the figure at that moment. */
         AlertResolved: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
             pool: string;
             kind: string | null;
             value: number;
@@ -613,29 +613,21 @@ export interface components {
                 [key: string]: unknown;
             } | null;
         };
-        /** @description The rows marked first: `rows` (a spread sample) or `submission_ids`, not both. */
-        Calibrate: {
-            /** @description a spread sample of the run, fixed by its id */
-            rows?: number | null;
-            /** @description these submissions of the request */
-            submission_ids?: string[] | null;
-        };
-        /** @description A run's calibration rows have all ended (§10b): the teacher can check them. */
-        CalibrationReady: {
+        /** @description A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group, window and threshold. */
+        BudgetWarning: {
             /** @constant */
-            type: "marking.calibration_ready";
-            assignment_id: string;
-            /** Format: uuid */
-            run_id: string;
-            calibration_rows: number;
-            completed: number;
-            failed: number;
-            cancelled: number;
-            expired: number;
-            /** @description rows still waiting for the release */
-            held: number;
+            type: "marking.budget_warning";
+            /** @enum {string} */
+            cap: "group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day";
+            pool: string;
+            /** @description null for the pool's own daily cap */
+            group: string | null;
+            /** @description 0.8, then 0.95 */
+            threshold: number;
+            spent_usd: number;
+            limit_usd: number;
             /** Format: date-time */
-            ready_at: string;
+            window_ends_at: string;
         };
         CancelAnswer: {
             cancelled: number;
@@ -645,11 +637,6 @@ export interface components {
             state: "open" | "half_open" | "closed";
             consecutive_failures: number;
             next_probe_at: string | null;
-        };
-        CriterionAgreement: {
-            id: string;
-            reviewed: number;
-            exact: number;
         };
         /** @description One check. `warn`: worth fixing, nothing broken (the report stays ok); a failure's or a warning's `fix` says what to do. */
         DoctorCheck: {
@@ -669,27 +656,16 @@ export interface components {
             skipped: number;
             already_marked: number;
             queue_ids: string[];
-            /** @description rows that will copy the mark of a row with the same answer (§10c) */
-            same_answers?: number;
-            /** @description the run its rows joined (the one marking.run_finished reports); absent when no row was added */
-            run_id?: string | null;
         };
         /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
         EnqueueEstimate: {
-            /** @description the answers that will be marked (copies of a mark excluded) */
             rows: number;
             already_marked: number;
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
-            /** @description §10c: rows that would copy the mark of a row with the same answer */
-            same_answers?: number;
             /** @description the spend caps this run would reach, with their values; null when none would */
             capped: components["schemas"]["SpendCaps"] | null;
-            /** @description §10b, with `calibrate`: the rows marked first */
-            calibration?: components["schemas"]["EstimatePart"] | null;
-            /** @description §10b, with `calibrate`: the rows held until the release */
-            rest?: components["schemas"]["EstimatePart"] | null;
         };
         /** @description Submissions to mark, and how (§4, §7b, §9b-§9f). */
         EnqueueRequest: {
@@ -716,12 +692,6 @@ export interface components {
             /** @description expired if not dispatched by then */
             expires_at?: string | null;
             expire_after_seconds?: number | null;
-            /** @description §10b: these rows are marked first; the rest wait for a release */
-            calibrate?: components["schemas"]["Calibrate"] | null;
-            /** @description §10b: the calibration rows' reviews release the rest once these are met */
-            release_when?: components["schemas"]["ReleaseWhen"] | null;
-            /** @description §10c: mark_once (the default: the kind's `same_answers`, else mark_once) marks answers that are the same after normalising once and copies the mark; mark_each marks every answer */
-            same_answers?: ("mark_once" | "mark_each") | null;
         };
         Erased: {
             /** @description rows removed (or marks cleared) per table; all zero for an id the queue never saw */
@@ -745,11 +715,10 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /** @description A part of a dry run's rows, priced on its own. */
-        EstimatePart: {
-            rows: number;
-            estimated_tokens: number;
-            estimated_cost_usd: number | null;
+        /** @description An operator ends a pending row as failed; last_error becomes "operator: <note>". */
+        FailRequest: {
+            /** @description the operator's words (no student content) */
+            note: string;
         };
         /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (§9a), and a 503 while the database does not answer or its schema is behind. */
         Health: {
@@ -772,6 +741,8 @@ export interface components {
             failed: number;
             cancelled: number;
             expired?: number;
+            /** @description the kind whose function takes this kind's due rows now (its pool is down, §10e) */
+            on_fallback?: string | null;
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
         MarkingEvent: {
@@ -787,14 +758,25 @@ export interface components {
             };
             review?: string;
             progress?: components["schemas"]["ProgressItem"] | null;
-            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
+            waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+        };
+        /** @description A group (or, group null, a pool) whose spend is at 80 % of a cap or more (§10e). */
+        NearCap: {
+            /** @enum {string} */
+            cap: "group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day";
+            pool: string;
+            group: string | null;
+            spent_usd: number;
+            limit_usd: number;
+            /** Format: date-time */
+            window_ends_at: string;
         };
         /** @description An alert that is open now (§9d). */
         OpenAlert: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
             pool: string;
             kind: string | null;
             value: number;
@@ -849,7 +831,7 @@ export interface components {
             updated_at: string;
             kind?: string;
             pool?: string;
-            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
+            waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description not due before (§9d) */
@@ -863,29 +845,10 @@ export interface components {
             lane?: "live" | "batch";
             /** @description on the batch lane: marked by then (§9f) */
             deadline?: string | null;
-            /** @description §10c: the queue_id of the row with the same answer whose mark this row copies */
-            same_answer_as?: string | null;
         };
         Refusals: {
             rate_limited: number;
             overloaded: number;
-        };
-        /** @description Thresholds over the calibration rows' reviews that release the rest by themselves. */
-        ReleaseWhen: {
-            /** @description at least this many calibration rows reviewed */
-            reviewed?: number | null;
-            /** @description at least this share of the pairs exact */
-            exact?: number | null;
-            /** @description at least this share within max(1, 10 % of max_score) */
-            adjacent?: number | null;
-        };
-        /** @description A run's held rows released. */
-        Released: {
-            /** Format: uuid */
-            run_id: string;
-            /** @description rows that stopped waiting for calibration */
-            released: number;
-            released_at?: string | null;
         };
         /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
         ReplayAnswer: {
@@ -931,6 +894,60 @@ export interface components {
             reverted: number;
             unreviewed: number;
         };
+        /** @description One line of a row's history: a dispatch or an operator's action, without content. */
+        RowAttempt: {
+            /**
+             * Format: date-time
+             * @description when the dispatch or action started
+             */
+            at: string;
+            /** @enum {string} */
+            kind: "dispatch" | "action";
+            /** @description how it ended (null: still out) */
+            outcome: string | null;
+            /** @description the content-free error code */
+            error: string | null;
+            /** @description null while still out, or for an action */
+            duration_seconds: number | null;
+            /** @description the kind whose function ran it, when not the row's own (a fallback) */
+            ran_as?: string | null;
+        };
+        /** @description One row as the queue list shows it, its history and its result's status (§10d). */
+        RowDetail: {
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            assignment_id: string;
+            group: string;
+            /** @enum {string} */
+            status: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
+            attempts: number;
+            last_error: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            kind?: string;
+            pool?: string;
+            waiting_for?: "spend_cap" | null;
+            resumes_at?: string | null;
+            paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
+            /** @description not due before (§9d) */
+            not_before?: string | null;
+            /** @description expires if not dispatched by then */
+            expires_at?: string | null;
+            /**
+             * @description the lane it is marked on: live, or the overnight batch lane (§9f)
+             * @enum {string}
+             */
+            lane?: "live" | "batch";
+            /** @description on the batch lane: marked by then (§9f) */
+            deadline?: string | null;
+            history: components["schemas"]["RowAttempt"][];
+            /** @description null until a result was applied */
+            result: components["schemas"]["RowResultStatus"] | null;
+        };
         /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
         RowExpired: {
             /** @constant */
@@ -952,6 +969,17 @@ export interface components {
             submission_id: string;
             assignment_id: string;
             error: string | null;
+        };
+        /** @description A row's applied result, by status only (never its content). */
+        RowResultStatus: {
+            /** @enum {string} */
+            review: "unreviewed" | "accepted" | "reverted";
+            /** Format: date-time */
+            applied_at: string;
+            /** @description a later result of the same submission was applied */
+            superseded: boolean;
+            /** @description the model that marked it, as the function reported it */
+            model: string | null;
         };
         RunAccepted: {
             accepted: number;
@@ -989,7 +1017,7 @@ export interface components {
             completion_tokens?: number;
             unpriced_jobs?: number;
             review?: components["schemas"]["ReviewCounts"] | null;
-            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
+            waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             expired?: number;
@@ -1050,6 +1078,8 @@ export interface components {
             /** @description pending rows not due before their not_before */
             scheduled?: number;
             alerts?: components["schemas"]["OpenAlert"][];
+            /** @description spend at 80 % of a cap or more, nearest first */
+            near_caps?: components["schemas"]["NearCap"][];
             max_in_flight?: number;
             paused?: boolean;
             circuit?: components["schemas"]["CircuitState"] | null;
@@ -1072,7 +1102,7 @@ export interface components {
             queue_id?: string | null;
             review?: ("unreviewed" | "accepted" | "reverted") | null;
             progress?: components["schemas"]["ProgressItem"] | null;
-            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
+            waiting_for?: "spend_cap" | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description pending, not due before then */
@@ -1084,8 +1114,6 @@ export interface components {
             lane?: "live" | "batch";
             /** @description on the batch lane: marked by then (§9f) */
             deadline?: string | null;
-            /** @description §10c: pending, and will copy the mark of this queue row (the same answer) */
-            same_answer_as?: string | null;
         };
         UsageLine: {
             jobs: number;
@@ -1894,18 +1922,13 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
-    agreement: {
+    getRow: {
         parameters: {
-            query?: {
-                assignment_id?: string;
-                group?: string;
-                kind?: string;
-                model?: string;
-                /** @description only reviews made since (RFC 3339) */
-                since?: string;
-            };
+            query?: never;
             header?: never;
-            path?: never;
+            path: {
+                queue_id: string;
+            };
             cookie?: never;
         };
         requestBody?: never;
@@ -1916,29 +1939,54 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AgreementReport"];
+                    "application/json": components["schemas"]["RowDetail"];
                 };
             };
             401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
-    releaseRun: {
+    cancelRow: {
         parameters: {
             query?: never;
-            header?: {
-                /** @description who reviews (the host app's user id); recorded with the action */
-                "X-Actor"?: string;
-            };
+            header?: never;
             path: {
-                run_id: string;
+                queue_id: string;
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RowDetail"];
+                };
+            };
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    failRow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                queue_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
             content: {
-                "application/json": Record<string, never>;
+                "application/json": components["schemas"]["FailRequest"];
             };
         };
         responses: {
@@ -1948,12 +1996,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Released"];
+                    "application/json": components["schemas"]["RowDetail"];
                 };
             };
             400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
             413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
@@ -2174,7 +2223,7 @@ export interface operations {
             };
         };
     };
-    marking_calibration_ready: {
+    marking_budget_warning: {
         parameters: {
             query?: never;
             header: {
@@ -2190,7 +2239,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["CalibrationReady"];
+                "application/json": components["schemas"]["BudgetWarning"];
             };
         };
         responses: {

@@ -54,3 +54,4 @@ DROP FUNCTION IF EXISTS aiqueue_handback(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_money_result(uuid, integer, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_result_cost(jsonb, jsonb, text);
+DROP FUNCTION IF EXISTS aiqueue_alerts_evaluate(timestamptz, float8, float8, integer, float8);

@@ -86,7 +86,8 @@ BEGIN
 END
 $$;
 
--- The same for one kind of a pool, up to the kind's cap.
+-- The same for one kind of a pool, up to the kind's cap: its own rows and the
+-- rows it runs as another kind's fallback (run_kind, §10e).
 CREATE OR REPLACE FUNCTION aiqueue_kind_in_flight(p_pool text, p_kind text, cap integer)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -94,21 +95,26 @@ DECLARE
 BEGIN
     SELECT count(*) INTO n FROM (
         SELECT 1 FROM ai_marking_queue p
-        WHERE p.pool = p_pool AND p.kind = p_kind AND p.lease_at IS NOT NULL
+        WHERE p.pool = p_pool AND (p.kind = p_kind OR p.run_kind = p_kind)
+          AND p.lease_at IS NOT NULL
         ORDER BY p.lease_at LIMIT greatest(cap, 1)) leased;
     RETURN n;
 END
 $$;
 
 -- The kinds of one pool that are under their own cap (0: none of their own).
+-- A kind on its fallback is listed in the fallback's pool with the fallback's
+-- cap (`runs_as`): the two share it (§10e).
 CREATE OR REPLACE FUNCTION aiqueue_pool_kinds_with_room(plan jsonb, p_pool text)
 RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (SELECT array_agg(k.name)
-            FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, pool text, cap integer)
+            FROM jsonb_to_recordset(plan -> 'kinds')
+                 AS k (name text, pool text, cap integer, runs_as text)
             WHERE k.pool = p_pool
               AND (coalesce(k.cap, 0) = 0
-                   OR aiqueue_kind_in_flight(p_pool, k.name, k.cap) < k.cap));
+                   OR aiqueue_kind_in_flight(p_pool, coalesce(k.runs_as, k.name), k.cap)
+                      < k.cap));
 END
 $$;
 

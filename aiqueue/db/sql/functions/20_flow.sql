@@ -159,7 +159,9 @@ BEGIN
         busy_until = greatest(coalesce(c.busy_until, now()),
                               now() + make_interval(secs => delay)),
         refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,
-        refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int
+        refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int,
+        -- Since when every call of the pool was refused (a fallback's clock, §10e).
+        refused_since = coalesce(c.refused_since, now())
     WHERE c.pool = r.pool;
     gone := r.refused_since IS NOT NULL
             AND r.refused_since < now() - make_interval(secs => give_up);

@@ -5,8 +5,9 @@
 -- prices and the length of its windows:
 --   {"<pool>": {"group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day",
 --               "prices": {"<model>": [in, out]}, "top": [in, out],
---               "hour_seconds", "day_seconds"}}
--- A pool it does not name has no cap and no price.
+--               "hour_seconds", "day_seconds", "timezone"}}
+-- A pool it does not name has no cap and no price.  `timezone` (an IANA name:
+-- the pool's own, else QUEUE_TIMEZONE) says where its days begin.
 
 -- What a row of an assignment is expected to use: the assignment's running
 -- mean, else the mean of its pool's 20 most recently used assignments, else a
@@ -143,6 +144,29 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT to_timestamp(floor(extract(epoch FROM at) / len) * len)
 $$;
 
+-- The spend window of `span` ('hour' | 'day') that holds `at`, and its end.
+-- Hours are clock hours.  A day starts at midnight in the pool's timezone (a
+-- day across a daylight-saving change is 23 or 25 hours long); a window
+-- length other than a day's (a test's short windows) is counted from the epoch.
+CREATE OR REPLACE FUNCTION aiqueue_spend_window(spec jsonb, span text, at timestamptz,
+                                                OUT starts_at timestamptz,
+                                                OUT ends_at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    len float8 := coalesce((spec ->> (span || '_seconds'))::float8,
+                           CASE WHEN span = 'hour' THEN 3600 ELSE 86400 END);
+    zone text := spec ->> 'timezone';
+BEGIN
+    IF span = 'day' AND len = 86400 AND zone IS NOT NULL AND zone <> 'UTC' THEN
+        starts_at := date_trunc('day', at AT TIME ZONE zone) AT TIME ZONE zone;
+        ends_at := (date_trunc('day', at AT TIME ZONE zone) + interval '1 day') AT TIME ZONE zone;
+        RETURN;
+    END IF;
+    starts_at := aiqueue_window_start(len, at);
+    ends_at := starts_at + make_interval(secs => len);
+END
+$$;
+
 -- A group's and its pool's spend in the windows that hold now.
 CREATE OR REPLACE FUNCTION aiqueue_spend_now(spec jsonb, p_pool text, p_group text,
                                              OUT group_hour float8, OUT group_day float8,
@@ -150,13 +174,13 @@ CREATE OR REPLACE FUNCTION aiqueue_spend_now(spec jsonb, p_pool text, p_group te
                                              OUT day_ends timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    hour_len float8 := coalesce((spec ->> 'hour_seconds')::float8, 3600);
-    day_len float8 := coalesce((spec ->> 'day_seconds')::float8, 86400);
-    hour_at timestamptz := aiqueue_window_start(hour_len, now());
-    day_at timestamptz := aiqueue_window_start(day_len, now());
+    hour_at timestamptz;
+    day_at timestamptz;
 BEGIN
-    hour_ends := hour_at + make_interval(secs => hour_len);
-    day_ends := day_at + make_interval(secs => day_len);
+    SELECT w.starts_at, w.ends_at INTO hour_at, hour_ends
+    FROM aiqueue_spend_window(spec, 'hour', now()) w;
+    SELECT w.starts_at, w.ends_at INTO day_at, day_ends
+    FROM aiqueue_spend_window(spec, 'day', now()) w;
     SELECT coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'hour'), 0),
            coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'day'), 0),
            coalesce(sum(s.usd) FILTER (WHERE s.group_key = '' AND s.span = 'day'), 0)
@@ -198,11 +222,8 @@ CREATE OR REPLACE FUNCTION aiqueue_spend_add(spec jsonb, p_pool text, p_group te
                                              usd float8, at timestamptz) RETURNS void
 LANGUAGE sql AS $$
     INSERT INTO ai_marking_spend AS s (pool, group_key, span, starts_at, usd)
-    SELECT p_pool, w.grp, w.span,
-           aiqueue_window_start(coalesce((spec ->> (w.span || '_seconds'))::float8, w.len), at),
-           usd
-    FROM (VALUES (p_group, 'hour', 3600::float8), (p_group, 'day', 86400::float8),
-                 ('', 'day', 86400::float8)) w (grp, span, len)
+    SELECT p_pool, w.grp, w.span, (aiqueue_spend_window(spec, w.span, at)).starts_at, usd
+    FROM (VALUES (p_group, 'hour'), (p_group, 'day'), ('', 'day')) w (grp, span)
     ORDER BY 2, 3
     ON CONFLICT (pool, group_key, span, starts_at) DO UPDATE SET usd = s.usd + EXCLUDED.usd
 $$;

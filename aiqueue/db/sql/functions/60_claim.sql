@@ -67,12 +67,14 @@ BEGIN
         FROM next
         WHERE q.queue_id = next.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-                  q.payload_id, q.kind, q.pool
+                  q.payload_id, q.kind, q.pool, q.run_kind
     ),
     history AS (
-        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at)
+        -- ran_kind: the fallback kind that runs it (§10e; NULL: its own).
+        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at,
+                                         ran_kind)
         SELECT cl.queue_id, cl.dispatch_seq, cl.attempts, p_taker,
-               CASE WHEN p_taker IS NOT NULL THEN now() END
+               CASE WHEN p_taker IS NOT NULL THEN now() END, cl.run_kind
         FROM claimed cl
     ),
     -- The budget window's entry (only while the row's pool declares a budget).

@@ -283,7 +283,10 @@ BEGIN
                CASE WHEN r.new_limit > c.in_flight_limit THEN now() ELSE c.limit_raised_at END
         FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
                                        c.limit_clean, aiqueue_flow_ceiling(t.cap),
-                                       aiqueue_flow_paced(c)) r)
+                                       aiqueue_flow_paced(c)) r),
+        -- A result ends the pool's run of refusals (a refusal cut L, so it runs here):
+        -- its kinds' rows stay home from their fallback (§10e).
+        refused_since = NULL
     FROM (SELECT q.pool, (aiqueue_plan_pool(plan, q.pool)).cap AS cap
           FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) t
     WHERE c.pool = t.pool AND c.in_flight_limit IS NOT NULL;

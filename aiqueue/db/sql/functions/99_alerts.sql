@@ -5,7 +5,9 @@
 -- p_now (NULL: now(); tests inject a later moment instead of waiting): the
 -- oldest due row's wait (backlog_age, naming that row's kind), how long due
 -- rows have waited with nothing dispatched (stalled), and the share of rows
--- that failed among those that ended in the last 15 minutes (failure_spike).
+-- that failed among those that ended in the last 15 minutes (failure_spike),
+-- and the p95 processing time of the live rows completed in the last 15
+-- minutes (latency; an overnight batch's hours are its plan, not a delay).
 -- One row per alert and pool: its kind, value, threshold, whether it fires.
 -- A waiting row is pending, not expired, and not scheduled for later: a row
 -- with a not_before is no backlog until its time, and its wait starts then; a
@@ -17,7 +19,7 @@
 
 CREATE OR REPLACE FUNCTION aiqueue_alert_values(p_now timestamptz, backlog_s float8,
                                                 stalled_s float8, failures_min integer,
-                                                failure_rate float8)
+                                                failure_rate float8, p95_s float8)
 RETURNS TABLE (alert text, pool text, kind text, value float8, threshold float8,
                firing boolean)
 LANGUAGE plpgsql STABLE AS $$
@@ -93,6 +95,18 @@ BEGIN
                  AND q.finished_at > t - interval '15 minutes' AND q.finished_at <= t
                GROUP BY q.pool) e ON e.pool = c.pool
     ORDER BY c.pool;
+
+    RETURN QUERY
+    SELECT 'latency'::text, c.pool, NULL::text, coalesce(l.p95, 0), p95_s,
+           coalesce(l.p95 > p95_s, false)
+    FROM ai_queue_control c
+    LEFT JOIN (SELECT q.pool, percentile_cont(0.95) WITHIN GROUP (
+                          ORDER BY date_part('epoch', q.finished_at - q.started_at)) AS p95
+               FROM ai_marking_queue q
+               WHERE q.status = 'completed' AND q.lane <> 'batch'
+                 AND q.finished_at > t - interval '15 minutes' AND q.finished_at <= t
+               GROUP BY q.pool) l ON l.pool = c.pool
+    ORDER BY c.pool;
 END
 $$;
 
@@ -103,7 +117,7 @@ $$;
 -- Answers one row per change: (alert, 'opened' | 'resolved').
 CREATE OR REPLACE FUNCTION aiqueue_alerts_evaluate(p_now timestamptz, backlog_s float8,
                                                    stalled_s float8, failures_min integer,
-                                                   failure_rate float8)
+                                                   failure_rate float8, p95_s float8)
 RETURNS TABLE (alert text, change text) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
@@ -113,7 +127,7 @@ BEGIN
     RETURN QUERY
     WITH v AS MATERIALIZED (
         SELECT * FROM aiqueue_alert_values(p_now, backlog_s, stalled_s, failures_min,
-                                           failure_rate)
+                                           failure_rate, p95_s)
     ),
     -- One incident per alert and pool (aiqueue 0023; each names its pool, and
     -- backlog_age the kind of the row that waited longest when it opened).

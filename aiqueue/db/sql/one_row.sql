@@ -1,0 +1,77 @@
+-- One row from the outside (CONTRACT §10d): its result's status, and the
+-- operator's cancel and fail of one row.  The rules: aiqueue/queue/one_row.py
+-- (writes) and aiqueue/reads/one_row.py (the detail).  Gateway: aiqueue/db/one_row.py.
+
+-- row_result --
+-- The status of row $1's applied result, if any (never its content): its
+-- review, when it was applied, the model that marked it, and whether a later
+-- result of the same submission superseded it.
+SELECT m.review, m.applied_at, m.model, m.kind,
+       EXISTS (SELECT 1 FROM ai_marking_results n
+               WHERE n.submission_id = m.submission_id AND n.seq > m.seq) AS superseded
+FROM ai_marking_results m WHERE m.queue_id = $1;
+
+-- cancel_one --
+-- Row $1 becomes cancelled when it is pending or processing ($2: the actor).
+-- A processing row's slot is freed, as an erasure frees it, and its late
+-- result finds a row that is not live (aiqueue_complete refuses it); its open
+-- dispatch line ends as cancelled.  A group whose last turn was this row
+-- continues where its live rows end (as cancel_pending does).  Answers the
+-- status the row had, or nothing when it was neither.
+WITH was AS (
+    SELECT q.queue_id, q.status, q.dispatch_seq FROM ai_marking_queue q
+    WHERE q.queue_id = $1 AND q.status IN ('pending', 'processing')
+    FOR UPDATE
+),
+row AS (
+    UPDATE ai_marking_queue q
+    SET status = 'cancelled', finished_at = now(), updated_at = now(), lease_at = NULL
+    FROM was WHERE q.queue_id = was.queue_id
+    RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
+              q.turn, was.status AS was, was.dispatch_seq
+),
+dispatch AS (
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'cancelled'
+    FROM row
+    WHERE row.was = 'processing' AND a.queue_id = row.queue_id
+      AND a.dispatch_seq = row.dispatch_seq AND a.kind = 'dispatch' AND a.ended_at IS NULL
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
+    SELECT queue_id, 'action', 'cancel', now(), $2 FROM row
+),
+regroup AS (
+    UPDATE ai_marking_groups g SET last_turn = row.turn - 1, updated_at = now()
+    FROM row
+    WHERE row.was = 'pending' AND g.pool = row.pool AND g.priority = row.priority
+      AND g.group_key = row.group_key AND row.turn >= g.last_turn
+)
+SELECT was FROM row;
+
+-- fail_one --
+-- A pending row $1 ends as failed with last_error $2 ("operator: <note>"),
+-- recorded as the actor $3's action; the outbox's status trigger notifies
+-- marking.row_failed as for any failure, and /metrics counts it (error code
+-- `operator`).  Answers nothing when the row was not pending.
+WITH row AS (
+    UPDATE ai_marking_queue q
+    SET status = 'failed', finished_at = now(), updated_at = now(), last_error = $2
+    WHERE q.queue_id = $1 AND q.status = 'pending'
+    RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
+              q.turn
+),
+history AS (
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor, error)
+    SELECT queue_id, 'action', 'fail', now(), $3, 'operator' FROM row
+),
+regroup AS (
+    UPDATE ai_marking_groups g SET last_turn = row.turn - 1, updated_at = now()
+    FROM row
+    WHERE g.pool = row.pool AND g.priority = row.priority AND g.group_key = row.group_key
+      AND row.turn >= g.last_turn
+),
+tally AS (
+    INSERT INTO ai_marking_tally (outcome, job, error)
+    SELECT 'operator', 'failed', 'operator' FROM row
+)
+SELECT 1 FROM row;
