@@ -21,7 +21,7 @@ async def seed_submissions(dsn: str, n: int) -> None:
     try:
         await conn.execute(
             "INSERT INTO submissions (id, assignment_id, content) "
-            "SELECT gen_random_uuid(), 'bulk', 'answer' FROM generate_series(1, $1)", n)
+            "SELECT gen_random_uuid(), 'bulk', 'answer ' || g FROM generate_series(1, $1) g", n)
     finally:
         await conn.close()
 

@@ -75,7 +75,7 @@ async def _seed(dsn: str, n: int) -> list[str]:
     try:
         ids = [uuid.uuid4() for _ in range(n)]
         await conn.copy_records_to_table(
-            "submissions", records=[(i, "bench", "answer") for i in ids],
+            "submissions", records=[(i, "bench", f"answer {k}") for k, i in enumerate(ids)],
             columns=["id", "assignment_id", "content"])
         return [str(i) for i in ids]
     finally:

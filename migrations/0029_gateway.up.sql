@@ -21,7 +21,7 @@ ALTER TABLE ai_marking_outbox DROP CONSTRAINT IF EXISTS ai_marking_outbox_type_c
 ALTER TABLE ai_marking_outbox ADD CONSTRAINT ai_marking_outbox_type_check
     CHECK (type IN ('marking.run_finished', 'marking.row_failed', 'marking.row_expired',
                     'marking.alert_opened', 'marking.alert_resolved',
-                    'marking.budget_warning'));
+                    'marking.calibration_ready', 'marking.budget_warning'));
 
 CREATE TABLE ai_marking_budget_warnings (
     cap text NOT NULL,

@@ -52,8 +52,10 @@ def app_for(db_url: str, host: FunctionHost, receiver: Receiver | None = None,
 
 async def submissions(conn: asyncpg.Connection, n: int) -> list[uuid.UUID]:
     ids = [uuid.uuid4() for _ in range(n)]
+    # Each answer its own: the same answer would be marked once (same_answers).
     await conn.executemany("INSERT INTO submissions (id, assignment_id, content) "
-                           "VALUES ($1, 'hw-t', 'an answer')", [(i,) for i in ids])
+                           "VALUES ($1, 'hw-t', $2)",
+                           [(i, f"answer {k}") for k, i in enumerate(ids)])
     return ids
 
 

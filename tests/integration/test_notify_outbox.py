@@ -225,3 +225,16 @@ async def test_recovery_across_runs_writes_one_event_per_finished_run(
     assert sorted(runs) == ["hw-a", "hw-b"]
     assert runs["hw-b"]["failed"] == 3
     assert len(await events(conn, "marking.row_failed")) == 6
+
+
+async def test_the_outbox_takes_every_event_the_description_names(conn: asyncpg.Connection):
+    # Each event type the API describes can be written: a migration's list of
+    # types that misses one fails its notification at the database.
+    from aiqueue.web.openapi import document
+
+    types = sorted(document()["webhooks"])
+    assert "marking.calibration_ready" in types and "marking.budget_warning" in types
+    for kind in types:
+        await conn.execute("INSERT INTO ai_marking_outbox (type, assignment_id, body) "
+                           "VALUES ($1, 'hw-1', '{}')", kind)
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_outbox") == len(types)

@@ -101,8 +101,13 @@ payload AS (
 -- The live leaders of this pool, kind and payload (one probe of their index),
 -- then one row per key (a hash aggregate, no sort): its first new row, and its
 -- leader's queue_id, a live row's or the one the first new row will get.
-live AS MATERIALIZED (
-    SELECT DISTINCT ON (q.answer_key) q.answer_key, q.queue_id
+-- The leaders are share-locked: a leader's end (its result, failure, cancel or
+-- erasure) updates its row, so it either waits for this enqueue to commit and
+-- then sees the new followers, or ends first and this statement, re-reading
+-- the row, no longer takes it as a leader.  Without the lock a follower could
+-- join a leader whose end had already handed its group out, and wait for ever.
+live_locked AS MATERIALIZED (
+    SELECT q.answer_key, q.queue_id, q.seq
     FROM ai_marking_queue q
     WHERE coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
       AND q.answer_key IS NOT NULL AND q.leader_id IS NULL
@@ -111,7 +116,12 @@ live AS MATERIALIZED (
       -- wait for another teacher's release (§10b).
       AND q.held_run_after IS NULL
       AND $11::bytea IS NOT NULL
-    ORDER BY q.answer_key, q.seq
+    FOR SHARE OF q
+),
+live AS MATERIALIZED (
+    SELECT DISTINCT ON (l.answer_key) l.answer_key, l.queue_id
+    FROM live_locked l
+    ORDER BY l.answer_key, l.seq
 ),
 leaders AS MATERIALIZED (
     SELECT t.answer_key, min(t.seq) AS first_seq, l.queue_id IS NULL AS new_leader,

@@ -396,6 +396,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/marking/agreement": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Agreement between the AI's scores and the teacher's reviews */
+        get: operations["agreement"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/runs/{run_id}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Release a calibrated run's held rows */
+        post: operations["releaseRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/marking/rows/{queue_id}": {
         parameters: {
             query?: never;
@@ -534,6 +568,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "marking.calibration_ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** marking.calibration_ready */
+        post: operations["marking_calibration_ready"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "marking.budget_warning": {
         parameters: {
             query?: never;
@@ -568,6 +619,23 @@ export interface components {
             review: "accepted";
             /** Format: date-time */
             accepted_at: string;
+        };
+        /** @description Agreement between the AI's scores and the teacher's reviews. */
+        AgreementReport: {
+            /** @description reviewed rows: pairs and reverts */
+            reviewed: number;
+            reverted: number;
+            /** @description share of pairs with equal scores */
+            exact: number | null;
+            /** @description share of pairs within max(1, 10 % of max_score) points */
+            adjacent: number | null;
+            /** @description in points */
+            mean_abs_error: number | null;
+            /** @description quadratic weighted kappa over the integer scores 0..max_score; null under 5 pairs or when a single score is seen */
+            qwk: number | null;
+            criteria: components["schemas"]["CriterionAgreement"][];
+            /** @description up to 20 rows, largest difference first */
+            disagreements: string[];
         };
         /** @description An alert's condition began (one per incident). */
         AlertOpened: {
@@ -629,6 +697,30 @@ export interface components {
             /** Format: date-time */
             window_ends_at: string;
         };
+        /** @description The rows marked first: `rows` (a spread sample) or `submission_ids`, not both. */
+        Calibrate: {
+            /** @description a spread sample of the run, fixed by its id */
+            rows?: number | null;
+            /** @description these submissions of the request */
+            submission_ids?: string[] | null;
+        };
+        /** @description A run's calibration rows have all ended (§10b): the teacher can check them. */
+        CalibrationReady: {
+            /** @constant */
+            type: "marking.calibration_ready";
+            assignment_id: string;
+            /** Format: uuid */
+            run_id: string;
+            calibration_rows: number;
+            completed: number;
+            failed: number;
+            cancelled: number;
+            expired: number;
+            /** @description rows still waiting for the release */
+            held: number;
+            /** Format: date-time */
+            ready_at: string;
+        };
         CancelAnswer: {
             cancelled: number;
         };
@@ -637,6 +729,11 @@ export interface components {
             state: "open" | "half_open" | "closed";
             consecutive_failures: number;
             next_probe_at: string | null;
+        };
+        CriterionAgreement: {
+            id: string;
+            reviewed: number;
+            exact: number;
         };
         /** @description One check. `warn`: worth fixing, nothing broken (the report stays ok); a failure's or a warning's `fix` says what to do. */
         DoctorCheck: {
@@ -656,16 +753,27 @@ export interface components {
             skipped: number;
             already_marked: number;
             queue_ids: string[];
+            /** @description rows that will copy the mark of a row with the same answer (§10c) */
+            same_answers?: number;
+            /** @description the run its rows joined (the one marking.run_finished reports); absent when no row was added */
+            run_id?: string | null;
         };
         /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
         EnqueueEstimate: {
+            /** @description the answers that will be marked (copies of a mark excluded) */
             rows: number;
             already_marked: number;
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
+            /** @description §10c: rows that would copy the mark of a row with the same answer */
+            same_answers?: number;
             /** @description the spend caps this run would reach, with their values; null when none would */
             capped: components["schemas"]["SpendCaps"] | null;
+            /** @description §10b, with `calibrate`: the rows marked first */
+            calibration?: components["schemas"]["EstimatePart"] | null;
+            /** @description §10b, with `calibrate`: the rows held until the release */
+            rest?: components["schemas"]["EstimatePart"] | null;
         };
         /** @description Submissions to mark, and how (§4, §7b, §9b-§9f). */
         EnqueueRequest: {
@@ -692,6 +800,12 @@ export interface components {
             /** @description expired if not dispatched by then */
             expires_at?: string | null;
             expire_after_seconds?: number | null;
+            /** @description §10b: these rows are marked first; the rest wait for a release */
+            calibrate?: components["schemas"]["Calibrate"] | null;
+            /** @description §10b: the calibration rows' reviews release the rest once these are met */
+            release_when?: components["schemas"]["ReleaseWhen"] | null;
+            /** @description §10c: mark_once (the default: the kind's `same_answers`, else mark_once) marks answers that are the same after normalising once and copies the mark; mark_each marks every answer */
+            same_answers?: ("mark_once" | "mark_each") | null;
         };
         Erased: {
             /** @description rows removed (or marks cleared) per table; all zero for an id the queue never saw */
@@ -714,6 +828,12 @@ export interface components {
             detail: string;
         } & {
             [key: string]: unknown;
+        };
+        /** @description A part of a dry run's rows, priced on its own. */
+        EstimatePart: {
+            rows: number;
+            estimated_tokens: number;
+            estimated_cost_usd: number | null;
         };
         /** @description An operator ends a pending row as failed; last_error becomes "operator: <note>". */
         FailRequest: {
@@ -758,7 +878,7 @@ export interface components {
             };
             review?: string;
             progress?: components["schemas"]["ProgressItem"] | null;
-            waiting_for?: "spend_cap" | null;
+            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
@@ -831,7 +951,7 @@ export interface components {
             updated_at: string;
             kind?: string;
             pool?: string;
-            waiting_for?: "spend_cap" | null;
+            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description not due before (§9d) */
@@ -845,10 +965,29 @@ export interface components {
             lane?: "live" | "batch";
             /** @description on the batch lane: marked by then (§9f) */
             deadline?: string | null;
+            /** @description §10c: the queue_id of the row with the same answer whose mark this row copies */
+            same_answer_as?: string | null;
         };
         Refusals: {
             rate_limited: number;
             overloaded: number;
+        };
+        /** @description Thresholds over the calibration rows' reviews that release the rest by themselves. */
+        ReleaseWhen: {
+            /** @description at least this many calibration rows reviewed */
+            reviewed?: number | null;
+            /** @description at least this share of the pairs exact */
+            exact?: number | null;
+            /** @description at least this share within max(1, 10 % of max_score) */
+            adjacent?: number | null;
+        };
+        /** @description A run's held rows released. */
+        Released: {
+            /** Format: uuid */
+            run_id: string;
+            /** @description rows that stopped waiting for calibration */
+            released: number;
+            released_at?: string | null;
         };
         /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
         ReplayAnswer: {
@@ -930,7 +1069,7 @@ export interface components {
             updated_at: string;
             kind?: string;
             pool?: string;
-            waiting_for?: "spend_cap" | null;
+            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description not due before (§9d) */
@@ -944,6 +1083,8 @@ export interface components {
             lane?: "live" | "batch";
             /** @description on the batch lane: marked by then (§9f) */
             deadline?: string | null;
+            /** @description §10c: the queue_id of the row with the same answer whose mark this row copies */
+            same_answer_as?: string | null;
             history: components["schemas"]["RowAttempt"][];
             /** @description null until a result was applied */
             result: components["schemas"]["RowResultStatus"] | null;
@@ -1017,7 +1158,7 @@ export interface components {
             completion_tokens?: number;
             unpriced_jobs?: number;
             review?: components["schemas"]["ReviewCounts"] | null;
-            waiting_for?: "spend_cap" | null;
+            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             expired?: number;
@@ -1102,7 +1243,7 @@ export interface components {
             queue_id?: string | null;
             review?: ("unreviewed" | "accepted" | "reverted") | null;
             progress?: components["schemas"]["ProgressItem"] | null;
-            waiting_for?: "spend_cap" | null;
+            waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
             /** @description pending, not due before then */
@@ -1114,6 +1255,8 @@ export interface components {
             lane?: "live" | "batch";
             /** @description on the batch lane: marked by then (§9f) */
             deadline?: string | null;
+            /** @description §10c: pending, and will copy the mark of this queue row (the same answer) */
+            same_answer_as?: string | null;
         };
         UsageLine: {
             jobs: number;
@@ -1922,6 +2065,71 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    agreement: {
+        parameters: {
+            query?: {
+                assignment_id?: string;
+                group?: string;
+                kind?: string;
+                model?: string;
+                /** @description only reviews made since (RFC 3339) */
+                since?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgreementReport"];
+                };
+            };
+            401: components["responses"]["E401"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    releaseRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description who reviews (the host app's user id); recorded with the action */
+                "X-Actor"?: string;
+            };
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Released"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
     getRow: {
         parameters: {
             query?: never;
@@ -2197,6 +2405,49 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["AlertResolved"];
+            };
+        };
+        responses: {
+            /** @description Gone: stop delivering this event */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else: retried with backoff for 24 h */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    marking_calibration_ready: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the event's id: the same on every retry (deduplicate on it) */
+                "webhook-id": string;
+                /** @description seconds since the epoch */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` keyed by QUEUE_NOTIFY_SECRET */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CalibrationReady"];
             };
         };
         responses: {
