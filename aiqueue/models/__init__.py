@@ -1,32 +1,35 @@
 """Typed rows that leave the store; nothing above it sees a driver record.
 
-queue.py: the queue's own rows; reads.py: what pages and streams read;
-review.py: applied results, usage and counters; security.py: the lockdown
-check's rows; outbox.py: notifications; alerts.py: open alerts.  Import them from here.
+queue.py: the queue's own rows; enqueue.py: what an enqueue did or would do;
+reads.py: what pages and streams read; review.py: applied results, usage and
+counters; security.py: the lockdown check's rows; outbox.py: notifications;
+alerts.py: open alerts.  Import them from here.
 """
 
 from aiqueue.models.alerts import ALERTS, AlertName, NearCap, OpenAlert
+from aiqueue.models.enqueue import (
+    DryRun,
+    Enqueued,
+    EnqueueOutcome,
+    KeyMismatch,
+    Replayed,
+    UnknownIds,
+)
 from aiqueue.models.outbox import Delivery, DeliveryState, EventId, EventType, OutboxEntry
 from aiqueue.models.queue import (
     STATUSES,
     Attempt,
     Completed,
     Control,
-    DryRun,
-    Enqueued,
-    EnqueueOutcome,
     Job,
-    KeyMismatch,
     Lookup,
     PageCursor,
     QueueId,
     QueueRow,
-    Replayed,
     Row,
     Stats,
     Status,
     SubmissionId,
-    UnknownIds,
 )
 from aiqueue.models.reads import (
     AssignmentInfo,

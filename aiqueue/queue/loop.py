@@ -17,8 +17,9 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import calibration, fallback, hold, housekeeping, overnight
-from aiqueue.queue.handout import dispatch_async, send_sync
+from aiqueue.queue import calibration, fallback, hold, housekeeping, overnight, step_parts
+from aiqueue.queue.handout import send_sync
+from aiqueue.queue.step_parts import StepResult
 from aiqueue.runtime import Runtime
 
 
@@ -33,18 +34,6 @@ class Receipt:
     # the next rows (`next_jobs`, up to one per item): no claim is left to do.
     settled: bool = False
     next_jobs: tuple[Job, ...] = ()
-
-
-@dataclass
-class StepResult:
-    """What one process step did (web/api.py answers it as wire's ProcessStep)."""
-
-    claimed: Job | None = None
-    dispatched: bool = False
-    recovered: int = 0
-    pruned: int = 0
-    chained: bool = False
-    sync_job: Job | None = None
 
 
 def should_chain(*, more: bool, busy: bool, freed: int = 0, dispatched: bool = False,
@@ -74,15 +63,15 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     after it has answered (`run_sync`): the function may take long to reply.
     """
     step = StepResult()
-    await _housekeeping(rt, step, force)
+    await step_parts.tidy(rt, step, force)
     # A kind whose pool is down goes to its fallback's pool before the claim (§10e).
     await fallback.refresh(rt, force=force)
     job = await rt.store.claim(fallback.plan(rt))
-    busy = await _hand_out(rt, step, job)
-    fell_back = await _lane(rt, step, force)
+    busy = await step_parts.hand_out(rt, step, job)
+    fell_back = await step_parts.lane(rt, step, force)
     if should_chain(more=(job is not None and job.more) or fell_back > 0, busy=busy,
                     freed=freed, dispatched=step.dispatched, recovered=step.recovered):
-        await _chain(rt, step)
+        await step_parts.chain(rt, step)
     return step
 
 
@@ -95,10 +84,10 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     step = StepResult()
     jobs = receipt.next_jobs
     # The settle took its rows for this caller (CONTRACT §9a): they are ours to send.
-    busy = await _hand_out_all(rt, step, jobs)
-    await _housekeeping(rt, step, force=False)
+    busy = await step_parts.hand_out_all(rt, step, jobs)
+    await step_parts.tidy(rt, step, force=False)
     await fallback.refresh(rt)
-    fell_back = await _lane(rt, step, force=False)
+    fell_back = await step_parts.lane(rt, step, force=False)
     more = any(job.more for job in jobs) or step.recovered > 0 or fell_back > 0
     # With several pools the claim may have filled another pool's slot than the
     # one the result freed: that one is then refilled only by a chain.  Every
@@ -108,57 +97,8 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
         freed = 1
     if should_chain(more=more, busy=busy, freed=freed, dispatched=step.dispatched,
                     recovered=step.recovered):
-        await _chain(rt, step)
+        await step_parts.chain(rt, step)
     return step
-
-
-async def _hand_out(rt: Runtime[LoopStore], step: StepResult, job: Job | None) -> bool:
-    """Dispatch a claimed job (sync mode: leave it for run_sync); True if the function is busy."""
-    step.claimed = job
-    if job is None:
-        return False
-    logs.event("claim", queue_id=job.queue_id, attempt=job.attempt, kind=job.kind,
-               pool=job.pool)
-    if rt.settings.function_mode == "sync":
-        step.dispatched = True
-        step.sync_job = job
-        return False
-    outcome = await dispatch_async(rt, job)
-    step.dispatched = isinstance(outcome, dispatch.Accepted)
-    rt.own(housekeeping.TickerSleep).dispatched()
-    return isinstance(outcome, dispatch.Busy)
-
-
-async def _lane(rt: Runtime[LoopStore], step: StepResult, force: bool) -> int:
-    """The overnight lane's step, after the live dispatch (a sync job: beside its call);
-    the rows it sent live, which a chain then claims."""
-    if step.sync_job is not None:
-        overnight.defer(rt, force)
-        return 0
-    return await overnight.run_if_due(rt, force)
-
-
-async def _hand_out_all(rt: Runtime[LoopStore], step: StepResult,
-                        jobs: tuple[Job, ...]) -> bool:
-    """Dispatch a settle's claimed jobs at once; `step` dispatched means all of them."""
-    if len(jobs) <= 1:
-        return await _hand_out(rt, step, jobs[0] if jobs else None)
-    steps = [StepResult() for _ in jobs]
-    busy = await asyncio.gather(*(_hand_out(rt, one, job) for one, job in zip(steps, jobs,
-                                                                                strict=True)))
-    step.claimed, step.dispatched = jobs[-1], all(one.dispatched for one in steps)
-    return any(busy)
-
-
-async def _chain(rt: Runtime[LoopStore], step: StepResult) -> None:
-    step.chained = await dispatch.chain(rt.http, rt.settings)
-    logs.event("chain", chained=step.chained)
-
-
-async def _housekeeping(rt: Runtime[LoopStore], step: StepResult, force: bool) -> None:
-    """Tidy on the step's way (housekeeping.py): at most once a second, unless forced."""
-    tidied = await housekeeping.tidy(rt, force)
-    step.recovered, step.pruned = tidied.recovered, tidied.pruned
 
 
 async def run_sync(rt: Runtime[LoopStore], job: Job) -> None:
@@ -184,7 +124,7 @@ async def _safely(rt: Runtime[LoopStore], running: Coroutine[Any, Any, StepResul
     except Exception as exc:
         # Whatever went wrong (not only the database), the ticker and the next
         # request must live on: this runs where nobody could catch it.
-        logs.event("step_error", code=_code(exc))
+        logs.event("step_error", code=step_parts.error_code(exc))
         step = StepResult(chained=True)  # nothing to wait out: the error is logged
     await _after(rt, step, wait=wait)
 
@@ -196,7 +136,8 @@ async def _after(rt: Runtime[LoopStore], step: StepResult, *, wait: bool = True)
         try:
             await run_sync(rt, step.sync_job)
         except Exception as exc:
-            logs.event("step_error", code=_code(exc), queue_id=step.sync_job.queue_id)
+            logs.event("step_error", code=step_parts.error_code(exc),
+                       queue_id=step.sync_job.queue_id)
     # Notifications go after the step, never before it: the queue comes first.
     await delivery.deliver_safely(rt)
     if wait:
@@ -243,7 +184,7 @@ async def after_review(rt: Runtime[LoopStore]) -> None:
     try:
         released = await calibration.release_when_met(rt)
     except Exception as exc:
-        logs.event("step_error", code=_code(exc))
+        logs.event("step_error", code=step_parts.error_code(exc))
         return
     if released:
         await _safe_step(rt)
@@ -267,18 +208,13 @@ async def wait_out_hold(rt: Runtime[LoopStore], step: StepResult) -> None:
     try:
         wait = await hold.short_wait(rt)
     except Exception as exc:
-        logs.event("step_error", code=_code(exc))
+        logs.event("step_error", code=step_parts.error_code(exc))
         return
     if wait is None:
         return
     await asyncio.sleep(wait + 0.01)
     # Once per invocation: a second wait could outlast the platform's time limit.
     await _safely(rt, process_step(rt), wait=False)
-
-
-def _code(exc: Exception) -> str:
-    """A log-safe code for an error: ours carry one; others only their type's name."""
-    return exc.code if isinstance(exc, StoreError) else type(exc).__name__
 
 
 async def after_read(rt: Runtime[LoopStore]) -> None:
@@ -309,7 +245,7 @@ async def tick_forever(rt: Runtime[LoopStore]) -> None:
         try:
             wait = await housekeeping.next_due(rt)
         except Exception as exc:
-            logs.event("tick_error", code=_code(exc))
+            logs.event("tick_error", code=step_parts.error_code(exc))
             wait = None
         delay = s.tick_seconds if wait is None else min(max(wait, 0.05), s.tick_seconds)
         ticker = rt.own(housekeeping.TickerSleep)

@@ -15,7 +15,7 @@ from aiqueue.flow import REFUSALS, learned_window
 from aiqueue.models import Completed, Job
 from aiqueue.queue import cache, fallback
 from aiqueue.tokens import CallbackClaim, Tokens
-from aiqueue.wire.requests import WebhookItem
+from aiqueue.wire.webhook import WebhookItem
 
 if TYPE_CHECKING:
     from aiqueue.ports import ResultsStore
@@ -69,7 +69,7 @@ def parse_item(raw: object, tokens: Tokens, claim: CallbackClaim | None = None
     """A verified item, or None when its token is missing, forged, expired or for another row.
 
     `claim`: the item's token already verified by the caller (None: verify it here).
-    Raises Invalid (422) for a malformed item (wire.requests.WebhookItem says what fits).
+    Raises Invalid (422) for a malformed item (wire.webhook.WebhookItem says what fits).
     """
     item = wire.parse(WebhookItem, raw)
     if claim is None:

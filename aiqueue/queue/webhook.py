@@ -13,7 +13,7 @@ from aiqueue.queue.loop import Receipt
 from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_items
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
-from aiqueue.wire.requests import MAX_ITEMS
+from aiqueue.wire.webhook import MAX_ITEMS
 
 WebhookItem = ResultItem | probes.ProbeAnswer | None
 

@@ -3,11 +3,11 @@
 The one source of truth for the client kit (clients/): built once per
 process, then served as the same bytes.  Bodies and answers are generated
 from their types (aiqueue.wire.schema); the routes' operations are in
-openapi_paths.py; the webhooks and the document's frame are here.  The
-operator's and teacher's HTML pages (/ai-queue…, /results…) are not
-described: they are forms for people, not an interface to integrate with;
-tests/unit/test_openapi.py lists them by name, so a new route must be
-described or listed there.
+openapi_paths.py (each built by openapi_ops.py); the webhooks and the
+document's frame are here.  The operator's and teacher's HTML pages
+(/ai-queue…, /results…) are not described: they are forms for people, not
+an interface to integrate with; tests/unit/test_openapi.py lists them by
+name, so a new route must be described or listed there.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from aiqueue.records.erasure import ANSWER_KEYS
-from aiqueue.web.openapi_paths import ERRORS, PATH, error_response, parameter, paths
+from aiqueue.web.openapi_ops import ERRORS, error_response, parameter
+from aiqueue.web.openapi_paths import PATH, paths
 from aiqueue.wire.schema import Schema, components, ref
 
 

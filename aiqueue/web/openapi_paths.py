@@ -2,7 +2,7 @@
 
 The bodies and answers they name are generated from the wire types
 (aiqueue.wire.schema); this module only says which route takes and answers
-which, with what parameters, auth and errors.
+which, with what parameters, auth and errors (openapi_ops.py builds each).
 """
 
 from __future__ import annotations
@@ -11,70 +11,11 @@ from typing import Any
 
 from aiqueue.models import STATUSES
 from aiqueue.models.records import ExportLine
+from aiqueue.web.openapi_ops import PUBLIC, op, parameter, reply
 from aiqueue.wire.schema import Schema, ref
 
-BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
-PUBLIC: list[dict[str, list[str]]] = []
+# This description's own route.
 PATH = "/api/marking/openapi.json"
-
-ERRORS = {
-    400: "The body is not JSON, or a header (Idempotency-Key, Content-Length) is malformed.",
-    401: "Missing or wrong credentials.",
-    404: "No such row, submission or route.",
-    409: "The row is not in a state that allows the action.",
-    413: "The body is too large.",
-    422: "Valid JSON (or query) with wrong or missing fields.",
-    503: "The database is unavailable or its schema is behind this code (`schema_behind`, "
-         "with `expected` and `found`); nothing was applied. Retry after Retry-After.",
-}
-
-
-def error_response(code: int) -> Schema:
-    answer: Schema = {"description": ERRORS[code],
-                      "content": {"application/json": {"schema": ref("Error")}}}
-    if code == 401:
-        answer["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
-    if code == 503:
-        answer["headers"] = {"Retry-After": {"schema": {"type": "string"}}}
-    return answer
-
-
-def _json(schema: str, description: str = "OK", **headers: Schema) -> Schema:
-    answer: Schema = {"description": description,
-                      "content": {"application/json": {"schema": ref(schema)}}}
-    if headers:
-        answer["headers"] = headers
-    return answer
-
-
-def _op(op_id: str, summary: str, ok: dict[int, Schema], errors: tuple[int, ...], *,
-        security: list[dict[str, list[str]]] | None = None, body: str | None = None,
-        optional_body: bool = False, params: tuple[Schema, ...] = (), tag: str = "marking",
-        ) -> Schema:
-    """One operation: its answers (success and JSON errors), body, parameters, auth."""
-    op: Schema = {"operationId": op_id, "summary": summary, "tags": [tag],
-                  "security": BEARER if security is None else security,
-                  "responses": {**{str(c): a for c, a in ok.items()},
-                                **{str(c): {"$ref": f"#/components/responses/E{c}"}
-                                   for c in errors}}}
-    if body is not None:
-        op["requestBody"] = {"required": not optional_body,
-                             "content": {"application/json": {"schema": ref(body)}}}
-    if params:
-        op["parameters"] = list(params)
-    return op
-
-
-def parameter(name: str, where: str, schema: Schema, description: str = "",
-           required: bool = False) -> Schema:
-    param: Schema = {"name": name, "in": where, "required": required or where == "path",
-                     "schema": schema}
-    if where == "query" and not required:
-        param["allowEmptyValue"] = True  # an empty value means the default, as if absent
-    if description:
-        param["description"] = description
-    return param
-
 
 QUEUE_ID = parameter("queue_id", "path", {"type": "string", "format": "uuid"})
 SUBMISSION_ID = parameter("submission_id", "path", {"type": "string", "format": "uuid"})
@@ -109,12 +50,12 @@ def _enqueue_links() -> dict[str, Schema]:
 
 def paths() -> dict[str, dict[str, Schema]]:
     """Every JSON route of the app, by path and method."""
-    enqueue = _op(
+    enqueue = op(
         "enqueue", "Enqueue submissions for marking (one pending row each)",
-        {202: _json("EnqueueAccepted", "Enqueued; a repeated Idempotency-Key replays the first "
+        {202: reply("EnqueueAccepted", "Enqueued; a repeated Idempotency-Key replays the first "
                     "answer", **{"Idempotent-Replayed": {"schema": {"const": "true"},
                                  "description": "present on a replayed answer"}}),
-         200: _json("EnqueueEstimate", "A dry run (`dry_run: true`): nothing was written")},
+         200: reply("EnqueueEstimate", "A dry run (`dry_run: true`): nothing was written")},
         (400, 401, 413, 422, 503), body="EnqueueRequest",
         params=(parameter("Idempotency-Key", "header",
                        {"type": "string", "minLength": 1, "maxLength": 255,
@@ -122,12 +63,12 @@ def paths() -> dict[str, dict[str, Schema]]:
                        "24 h: the same key and body replay the answer; another body is 422 "
                        "idempotency_key_reused"),))
     enqueue["responses"]["202"]["links"] = _enqueue_links()
-    step = _json("ProcessStep")
-    process_get = _op("processQueueCron", "One process step (the cron; CRON_SECRET accepted)",
-                      {200: step}, (401, 503), tag="process")
-    process_post = _op("processQueue", "One process step: recover, prune, claim one row, "
-                       "dispatch, chain", {200: step}, (401, 503), tag="process")
-    events = _op(
+    step = reply("ProcessStep")
+    process_get = op("processQueueCron", "One process step (the cron; CRON_SECRET accepted)",
+                     {200: step}, (401, 503), tag="process")
+    process_post = op("processQueue", "One process step: recover, prune, claim one row, "
+                      "dispatch, chain", {200: step}, (401, 503), tag="process")
+    events = op(
         "events", "Live events of an assignment (Server-Sent Events)",
         {200: {"description": "`event: marking` per status change, `data:` a MarkingEvent, "
                "`id:` its cursor; heartbeat comments; the stream ends before the platform's "
@@ -143,12 +84,12 @@ def paths() -> dict[str, dict[str, Schema]]:
     return {
         "/api/marking/enqueue": {"post": enqueue},
         "/api/marking/process-queue": {"get": process_get, "post": process_post},
-        "/webhooks/ai-mark": {"post": _op(
+        "/webhooks/ai-mark": {"post": op(
             "webhook", "Results, failures and progress from the marking function",
-            {200: _json("WebhookReceipt")}, (400, 401, 413, 422, 503), security=PUBLIC,
+            {200: reply("WebhookReceipt")}, (400, 401, 413, 422, 503), security=PUBLIC,
             body="WebhookBody", tag="function")},
-        "/api/marking/queue": {"get": _op(
-            "listQueue", "Queue rows, newest first", {200: _json("QueuePage")}, (401, 422, 503),
+        "/api/marking/queue": {"get": op(
+            "listQueue", "Queue rows, newest first", {200: reply("QueuePage")}, (401, 422, 503),
             params=(parameter("status", "query", {"type": "string", "enum": list(STATUSES)}),
                     parameter("assignment_id", "query", {"type": "string", "maxLength": 200}),
                     parameter("group", "query", {"type": "string", "maxLength": 200}),
@@ -157,64 +98,64 @@ def paths() -> dict[str, dict[str, Schema]]:
                     parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500}),
                     parameter("offset", "query", {"type": "integer", "minimum": 0,
                                                 "maximum": 10_000_000})))},
-        "/api/marking/stats": {"get": _op("stats", "Queue stats and flow control",
-                                          {200: _json("Stats")}, (401, 503))},
-        "/api/marking/queue/{queue_id}/retry": {"post": _op(
+        "/api/marking/stats": {"get": op("stats", "Queue stats and flow control",
+                                          {200: reply("Stats")}, (401, 503))},
+        "/api/marking/queue/{queue_id}/retry": {"post": op(
             "retryRow", "A failed row becomes pending with fresh attempts",
-            {200: _json("RetryAnswer")}, (401, 404, 409, 503), params=(QUEUE_ID,))},
-        "/api/marking/queue/{queue_id}/accept": {"post": _op(
+            {200: reply("RetryAnswer")}, (401, 404, 409, 503), params=(QUEUE_ID,))},
+        "/api/marking/queue/{queue_id}/accept": {"post": op(
             "acceptRow", "Accept a row's applied result (optionally adjusted)",
-            {200: _json("Accepted")}, (400, 413, *_REVIEW_ERRORS), body="AcceptBody",
+            {200: reply("Accepted")}, (400, 413, *_REVIEW_ERRORS), body="AcceptBody",
             optional_body=True, params=(QUEUE_ID, ACTOR), tag="review")},
-        "/api/marking/queue/{queue_id}/revert": {"post": _op(
+        "/api/marking/queue/{queue_id}/revert": {"post": op(
             "revertRow", "Put the submission's mark back to what it was before this row",
-            {200: _json("Reverted")}, _REVIEW_ERRORS, params=(QUEUE_ID, ACTOR), tag="review")},
-        "/api/marking/assignments/{assignment_id}/accept": {"post": _op(
+            {200: reply("Reverted")}, _REVIEW_ERRORS, params=(QUEUE_ID, ACTOR), tag="review")},
+        "/api/marking/assignments/{assignment_id}/accept": {"post": op(
             "acceptRun", "Accept every unreviewed result of the assignment's latest run",
-            {200: _json("RunAccepted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
+            {200: reply("RunAccepted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
             tag="review")},
-        "/api/marking/assignments/{assignment_id}/revert": {"post": _op(
+        "/api/marking/assignments/{assignment_id}/revert": {"post": op(
             "revertRun", "Revert every unreviewed result of the assignment's latest run",
-            {200: _json("RunReverted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
+            {200: reply("RunReverted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
             tag="review")},
-        "/api/marking/submissions/{submission_id}/results": {"get": _op(
+        "/api/marking/submissions/{submission_id}/results": {"get": op(
             "resultHistory", "A submission's applied results, newest first",
-            {200: _json("ResultHistory")}, (401, 404, 503), params=(SUBMISSION_ID,),
+            {200: reply("ResultHistory")}, (401, 404, 503), params=(SUBMISSION_ID,),
             tag="review")},
-        "/api/marking/usage": {"get": _op(
+        "/api/marking/usage": {"get": op(
             "usage", "Tokens and cost by day, assignment, group, model, kind, pool or lane",
-            {200: _json("UsageReport")}, (401, 422, 503),
+            {200: reply("UsageReport")}, (401, 422, 503),
             params=(parameter("since", "query", DAY, "default: 29 days before `until`"),
                     parameter("until", "query", DAY, "default: today (UTC); at most 366 days"),
                     parameter("by", "query", {"type": "string", "enum": [
                         "day", "assignment", "group", "model", "kind", "pool", "lane"]})))},
         "/api/marking/events": {"get": events},
-        "/api/marking/submissions/{submission_id}/status": {"get": _op(
+        "/api/marking/submissions/{submission_id}/status": {"get": op(
             "submissionStatus", "Status, queue position and ETA of a submission's latest row",
-            {200: _json("SubmissionStatus")}, (401, 404, 503), params=(SUBMISSION_ID,))},
-        "/api/marking/assignments/{assignment_id}/progress": {"get": _op(
+            {200: reply("SubmissionStatus")}, (401, 404, 503), params=(SUBMISSION_ID,))},
+        "/api/marking/assignments/{assignment_id}/progress": {"get": op(
             "assignmentProgress", "Counts, ETA, tokens and cost of the latest run",
-            {200: _json("RunProgress")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
-        "/api/marking/assignments/{assignment_id}/cancel": {"post": _op(
+            {200: reply("RunProgress")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
+        "/api/marking/assignments/{assignment_id}/cancel": {"post": op(
             "cancelAssignment", "The assignment's pending rows become cancelled",
-            {200: _json("CancelAnswer")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
-        "/api/marking/doctor": {"get": _op(
+            {200: reply("CancelAnswer")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
+        "/api/marking/doctor": {"get": op(
             "doctor", "The deployment's checks (as `python -m aiqueue doctor --json`)",
-            {200: _json("DoctorReport")}, (401, 503), tag="operations")},
-        "/healthz": {"get": _op(
+            {200: reply("DoctorReport")}, (401, 503), tag="operations")},
+        "/healthz": {"get": op(
             "healthz", "Public: 200 `{\"status\": \"ok\"}`, no database connection. With the "
             "bearer: also the database and the schema",
-            {200: _json("Health"),
-             503: _json("Health", "(bearer) The database does not answer, or its schema is "
+            {200: reply("Health"),
+             503: reply("Health", "(bearer) The database does not answer, or its schema is "
                                   "behind the code")}, (),
             security=[{}, {"bearer": []}], tag="operations")},
-        "/metrics": {"get": _op(
+        "/metrics": {"get": op(
             "metrics", "Prometheus text computed at scrape time (bearer: the queue secret or "
             "METRICS_TOKEN)",
             {200: {"description": "Prometheus text exposition 0.0.4",
                    "content": {"text/plain": {"schema": {"type": "string"}}}}},
             (401, 503), tag="operations")},
-        PATH: {"get": _op(
+        PATH: {"get": op(
             "openapi", "This description (public: it holds no secret and no data)",
             {200: {"description": "OpenAPI 3.1",
                    "content": {"application/json": {"schema": {"type": "object"}}}}},
@@ -228,17 +169,17 @@ def paths() -> dict[str, dict[str, Schema]]:
 def _calibration_paths() -> dict[str, dict[str, Schema]]:
     """Agreement and the calibration gate (CONTRACT §10b)."""
     text = {"type": "string", "maxLength": 200}
-    release = _op("releaseRun", "Release a calibrated run's held rows",
-                  {200: _json("Released")}, (400, 401, 404, 413, 422, 503), tag="review",
-                  params=(parameter("run_id", "path", {"type": "string", "format": "uuid"}),
-                          ACTOR))
+    release = op("releaseRun", "Release a calibrated run's held rows",
+                 {200: reply("Released")}, (400, 401, 404, 413, 422, 503), tag="review",
+                 params=(parameter("run_id", "path", {"type": "string", "format": "uuid"}),
+                         ACTOR))
     # No fields: an empty body or {} (wire.calibration.ReleaseBody); any field is a 422.
     release["requestBody"] = {"required": False, "content": {"application/json": {
         "schema": {"type": "object", "additionalProperties": False}}}}
     return {
-        "/api/marking/agreement": {"get": _op(
+        "/api/marking/agreement": {"get": op(
             "agreement", "Agreement between the AI's scores and the teacher's reviews",
-            {200: _json("AgreementReport")}, (401, 422, 503), tag="review",
+            {200: reply("AgreementReport")}, (401, 422, 503), tag="review",
             params=(parameter("assignment_id", "query", text),
                     parameter("group", "query", text),
                     parameter("kind", "query", {"type": "string", "maxLength": 32}),
@@ -252,17 +193,17 @@ def _calibration_paths() -> dict[str, dict[str, Schema]]:
 def _row_paths() -> dict[str, dict[str, Schema]]:
     """One row from the outside (CONTRACT §10d): its detail, cancel and an operator's fail."""
     return {
-        "/api/marking/rows/{queue_id}": {"get": _op(
+        "/api/marking/rows/{queue_id}": {"get": op(
             "getRow", "One row as the queue list shows it, with its attempts (time, outcome, "
             "error code, duration) and its result's status; no content",
-            {200: _json("RowDetail")}, (401, 404, 422, 503), params=(QUEUE_ID,))},
-        "/api/marking/rows/{queue_id}/cancel": {"post": _op(
+            {200: reply("RowDetail")}, (401, 404, 422, 503), params=(QUEUE_ID,))},
+        "/api/marking/rows/{queue_id}/cancel": {"post": op(
             "cancelRow", "Cancel a pending or processing row (its late result is refused); "
-            "409 once it has ended", {200: _json("RowDetail")}, (401, 404, 409, 422, 503),
+            "409 once it has ended", {200: reply("RowDetail")}, (401, 404, 409, 422, 503),
             params=(QUEUE_ID,))},
-        "/api/marking/rows/{queue_id}/fail": {"post": _op(
+        "/api/marking/rows/{queue_id}/fail": {"post": op(
             "failRow", 'An operator ends a pending row as failed with last_error '
-            '"operator: <note>"; 409 when it is not pending', {200: _json("RowDetail")},
+            '"operator: <note>"; 409 when it is not pending', {200: reply("RowDetail")},
             (400, 401, 404, 409, 413, 422, 503), body="FailRequest", params=(QUEUE_ID,))},
     }
 
@@ -282,11 +223,11 @@ def _record_paths() -> dict[str, dict[str, Schema]]:
                              "application/x-ndjson": {"schema": {"type": "string"}}}}
     moment = {"type": "string", "description": "RFC 3339 time or YYYY-MM-DD (UTC)"}
     return {
-        "/api/marking/submissions/{submission_id}": {"delete": _op(
+        "/api/marking/submissions/{submission_id}": {"delete": op(
             "eraseSubmission", "Erase a submission's data from every queue table and clear "
             "its mark; a row in flight is cancelled and its late result refused",
-            {200: _json("Erased")}, (401, 404, 503), params=(submission,), tag="records")},
-        "/api/marking/export": {"get": _op(
+            {200: reply("Erased")}, (401, 404, 503), params=(submission,), tag="records")},
+        "/api/marking/export": {"get": op(
             "exportRecords", "The attempts and results of a period, content-free unless "
             "include=feedback", {200: export_ok}, (401, 422, 503), tag="records",
             params=(parameter("from", "query", moment, "default: 30 days before `to`"),
@@ -294,9 +235,9 @@ def _record_paths() -> dict[str, dict[str, Schema]]:
                     parameter("format", "query", {"type": "string", "enum": ["csv", "jsonl"]}),
                     parameter("include", "query", {"type": "string", "enum": ["feedback"]},
                           "feedback: add the AI's feedback to result lines")))},
-        "/api/marking/replay": {"post": _op(
+        "/api/marking/replay": {"post": op(
             "replay", "Failed rows matching a filter back to pending (fresh attempts and "
-            "turn); dry_run counts only", {200: _json("ReplayAnswer", **{
+            "turn); dry_run counts only", {200: reply("ReplayAnswer", **{
                 "Idempotent-Replayed": replayed})},
             (400, 401, 409, 413, 422, 503), body="ReplayRequest", optional_body=False,
             params=(key,), tag="records")},

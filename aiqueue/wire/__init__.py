@@ -1,6 +1,7 @@
 """The API's JSON, each request and answer once, as a type (pydantic models).
 
 - requests.py: the bodies routes take, each field with its rule (rules.py);
+- webhook.py: the webhook's items, as the marking function posts them;
 - enqueue.py: an enqueue parsed into the queue's command, with the rules that need the clock;
 - answers.py, reads.py, events.py: what routes answer and what the app sends;
 - base.py: `parse` (the one place a body is validated, one 4xx convention)

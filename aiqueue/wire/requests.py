@@ -2,12 +2,11 @@
 
 Each field carries its rule (rules.py) as a before-validator, so a wrong value
 gets the same 422 sentence whichever route it came in by; `base.parse` is
-the only caller of pydantic's validation.
+the only caller of pydantic's validation.  The webhook's items are in webhook.py.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -22,17 +21,14 @@ from pydantic import (
     model_validator,
 )
 
-from aiqueue.backoff import MAX_RETRY_AFTER
 from aiqueue.errors import Invalid
 from aiqueue.storable import unstorable
 from aiqueue.wire import rules
 from aiqueue.wire.base import Wire
 from aiqueue.wire.calibration import Calibrate, ReleaseWhen
-from aiqueue.wire.fields import AnyObject, Count, KindName, ShortText, Time, described
+from aiqueue.wire.fields import AnyObject, KindName, ShortText, Time, described
 
 REF = "#/components/schemas/{model}"
-# The most items one webhook request may carry.
-MAX_ITEMS = 1000
 
 
 def rule(check: Callable[[Any], Any]) -> BeforeValidator:
@@ -40,16 +36,17 @@ def rule(check: Callable[[Any], Any]) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-def _optional(check: Callable[[Any], Any]) -> BeforeValidator:
+def optional(check: Callable[[Any], Any]) -> BeforeValidator:
+    """A field's rule for a value that may be absent or null (then None)."""
     return BeforeValidator(lambda v: None if v is None else check(v))
 
 
-def _storable(name: str, what: str, kind: type) -> BeforeValidator:
+def storable(name: str, what: str, kind: type) -> BeforeValidator:
     """A JSON value of `kind` that PostgreSQL's jsonb takes (absent or null: None)."""
-    return BeforeValidator(lambda value: _stored(name, what, kind, value))
+    return BeforeValidator(lambda value: stored(name, what, kind, value))
 
 
-def _stored(name: str, what: str, kind: type, value: object) -> object:
+def stored(name: str, what: str, kind: type, value: object) -> object:
     if value is None:
         return None
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
@@ -58,18 +55,6 @@ def _stored(name: str, what: str, kind: type, value: object) -> object:
     if problem:
         raise Invalid(f"{name} {problem}")
     return value
-
-
-def _usage_object(value: object) -> object:
-    """usage: a storable object, but a top-level number that isn't finite (`1e400` reads as
-    inf) is let through: the usage is then refused for cost and turns, not the result with
-    it (queue.results.sound_usage)."""
-    if isinstance(value, dict):
-        finite = {k: v for k, v in value.items()
-                  if not (isinstance(v, float) and not math.isfinite(v))}
-        _stored("usage", "an object", dict, finite)
-        return value
-    return _stored("usage", "an object", dict, value)
 
 
 # Named EnqueueRequest in the description; enqueue.EnqueueRequest is the parsed command.
@@ -86,19 +71,19 @@ class EnqueueBody(Wire):
         "type": "array", "items": {"type": "string", "format": "uuid"}, "minItems": 1,
         "maxItems": rules.MAX_IDS}), rule(rules.parse_submission_ids)]
     priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000),
-                        _optional(rules.parse_priority)] | None = None
+                        optional(rules.parse_priority)] | None = None
     # Kept as the compact JSON text that is measured, stored and hashed (rules.payload_json).
     payload: Annotated[str, WithJsonSchema({
         "type": "object", "additionalProperties": True,
         "description": "up to 64 KiB, given to the function unchanged"}),
-        _optional(rules.payload_json)] | None = None
-    group: Annotated[ShortText, _optional(rules.parse_group)] | None = described(
+        optional(rules.payload_json)] | None = None
+    group: Annotated[ShortText, optional(rules.parse_group)] | None = described(
         "whose turn and spend cap it is (default: the assignment); a host wanting turns and "
         "caps per teacher sends the teacher's id", default=None)
-    remark: Annotated[bool, _optional(lambda v: rules.flag(v, "remark"))] | None = None
-    dry_run: Annotated[bool, _optional(lambda v: rules.flag(v, "dry_run"))] | None = described(
+    remark: Annotated[bool, optional(lambda v: rules.flag(v, "remark"))] | None = None
+    dry_run: Annotated[bool, optional(lambda v: rules.flag(v, "dry_run"))] | None = described(
         "§9c: write nothing and answer 200 with an EnqueueEstimate", default=None)
-    kind: Annotated[KindName, _optional(rules.parse_kind)] | None = described(
+    kind: Annotated[KindName, optional(rules.parse_kind)] | None = described(
         "what the rows ask for, which names their function and pool (aiqueue.toml); default "
         "`mark`; a kind not declared is refused with 422 `unknown_kind`", default=None)
     lane: Annotated[Literal["live", "batch"], SkipValidation] | None = described(
@@ -134,82 +119,6 @@ class EnqueueBody(Wire):
         return self
 
 
-class WebhookUsage(Wire):
-    model: str = ""
-    prompt_tokens: Count = 0
-    completion_tokens: Count = 0
-    total_tokens: Count = 0
-    cost_usd: float = Field(default=0, ge=0)
-
-
-def _status(value: object) -> object:
-    if value not in ("completed", "failed", "progress"):
-        raise Invalid("status must be 'completed', 'failed' or 'progress'")
-    return value
-
-
-def _text(name: str) -> BeforeValidator:
-    def check(value: object) -> object:
-        if not isinstance(value, str):
-            raise Invalid(f"{name} must be a string")
-        return value
-    return BeforeValidator(check)
-
-
-def _retry_after(value: object, name: str) -> object:
-    if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
-                                  and 0 <= value <= MAX_RETRY_AFTER):
-        raise Invalid(f"{name} must be a number of seconds from 0 to {MAX_RETRY_AFTER}")
-    return value
-
-
-def _item_schema(schema: dict[str, Any]) -> None:
-    # Every item carries its token (a missing one is rejected, not refused: see `token`),
-    # and a completed item its result.
-    schema["required"] = [*schema["required"], "token"]
-    schema["if"] = {"properties": {"status": {"const": "completed"}}}
-    schema["then"] = {"required": ["result"]}
-
-
-class WebhookItem(Wire):
-    """One result item from the marking function, with its callback token."""
-
-    NOT_OBJECT: ClassVar[str] = "each item must be a JSON object"
-    model_config = ConfigDict(json_schema_extra=_item_schema)
-
-    queue_id: Annotated[str, _text("queue_id")]
-    # Absent or wrong, the item is rejected by the token check (a 401 if none is good).
-    token: Annotated[str | None, SkipValidation, WithJsonSchema({"type": "string"})] = None
-    status: Annotated[Literal["completed", "failed", "progress"], rule(_status)]
-    result: Annotated[AnyObject, SkipValidation, _storable("result", "an object", dict)] | None = \
-        described("completed: the mark, stored as sent", default=None)
-    # usage and progress are kept as the objects sent (their readers take what they know),
-    # described by the types they should have.
-    usage: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="WebhookUsage")}),
-                     BeforeValidator(_usage_object)] | None = None
-    # Any value: only a known code is ever kept (results.error_code), never the words.
-    error: Annotated[object, WithJsonSchema({"type": "string"})] = described(
-        "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no "
-        "attempt", default=None)
-    retry_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
-                           rule(lambda v: _retry_after(v, "retry_after"))] | None = described(
-        "with a refusal: seconds to hold every dispatch", default=None)
-    reset_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
-                           rule(lambda v: _retry_after(v, "reset_after"))] | None = described(
-        "with a refusal: seconds until the model's whole budget is back (its "
-        "`x-ratelimit-reset-*` headers); the queue learns the model's window from it",
-        default=None)
-    retryable: Annotated[bool, _optional(lambda v: rules.flag(v, "retryable"))] | None = None
-    progress: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="ProgressItem")}),
-                        _storable("progress", "an object", dict)] | None = None
-
-    @model_validator(mode="after")
-    def _completed_has_a_result(self) -> WebhookItem:
-        if self.status == "completed" and self.result is None:
-            raise Invalid("a completed item needs a result object")
-        return self
-
-
 class AcceptBody(Wire):
     """An accept's optional body: the teacher's adjusted result."""
 
@@ -217,7 +126,7 @@ class AcceptBody(Wire):
     model_config = ConfigDict(extra="forbid")
 
     result: Annotated[AnyObject, SkipValidation,
-                      _storable("result", "a JSON object", dict)] | None = described(
+                      storable("result", "a JSON object", dict)] | None = described(
         "the teacher's adjusted result", default=None)
 
 
@@ -247,8 +156,8 @@ class ReplayFilter(Wire):
     NOT_OBJECT: ClassVar[str] = "filter must be a JSON object"
     model_config = ConfigDict(extra="forbid")
 
-    assignment_id: Annotated[ShortText, _optional(rules.parse_assignment_id)] | None = None
-    group: Annotated[ShortText, _optional(rules.parse_group)] | None = None
+    assignment_id: Annotated[ShortText, optional(rules.parse_assignment_id)] | None = None
+    group: Annotated[ShortText, optional(rules.parse_group)] | None = None
     kind: Annotated[KindName, _pattern("[a-z0-9_-]{1,32}", "kind", "[a-z0-9_-]{1,32}")] \
         | None = None
     error: Annotated[str, Field(pattern="^[a-z0-9_.:-]{1,64}$"),

@@ -13,14 +13,14 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from aiqueue.wire import answers, calibration, events, reads, requests
+from aiqueue.wire import answers, calibration, events, reads, requests, webhook
 from aiqueue.wire.requests import REF
 
 Schema = dict[str, Any]
 
 # Bodies are described as they are validated, answers as they are serialised.
 REQUESTS: tuple[type[BaseModel], ...] = (
-    requests.EnqueueBody, requests.WebhookItem, requests.WebhookUsage, requests.AcceptBody,
+    requests.EnqueueBody, webhook.WebhookItem, webhook.WebhookUsage, requests.AcceptBody,
     requests.ReplayRequest, requests.FailRequest,
 )
 ANSWERS: tuple[type[BaseModel], ...] = (
@@ -52,7 +52,7 @@ def components() -> dict[str, Schema]:
     # The webhook takes one item or a batch of them.
     schemas["WebhookBody"] = {"oneOf": [ref("WebhookItem"), {
         "type": "array", "items": ref("WebhookItem"), "minItems": 1,
-        "maxItems": requests.MAX_ITEMS}]}
+        "maxItems": webhook.MAX_ITEMS}]}
     return dict(sorted(schemas.items()))
 
 

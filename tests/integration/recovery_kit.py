@@ -15,6 +15,7 @@ import httpx
 import respx
 
 from aiqueue.queue import loop
+from aiqueue.queue.step_parts import StepResult
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
 from aiqueue.settings.targets import DoTarget
@@ -78,7 +79,7 @@ async def do_runtime(db_url: str, limit: float) -> Runtime:
     return await runtime(db_url, dispatch_target="digitalocean", digitalocean=target)
 
 
-async def step(rt: Runtime) -> loop.StepResult:
+async def step(rt: Runtime) -> StepResult:
     return await loop.process_step(rt, force=True)
 
 

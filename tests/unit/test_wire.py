@@ -21,8 +21,9 @@ from aiqueue.web.openapi import document
 from aiqueue.wire import answers, dump, parse, reads
 from aiqueue.wire.answers import ProcessStep, QueuePage, QueueRow, RetryAnswer
 from aiqueue.wire.reads import CircuitState, OpenAlert, PoolStats, Refusals, Stats
-from aiqueue.wire.requests import AcceptBody, EnqueueBody, ReplayRequest, WebhookItem
+from aiqueue.wire.requests import AcceptBody, EnqueueBody, ReplayRequest
 from aiqueue.wire.schema import ANSWERS, REQUESTS
+from aiqueue.wire.webhook import WebhookItem
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 # Text a student might have written: it must never come back in an error.
