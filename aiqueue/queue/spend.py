@@ -5,8 +5,8 @@ A live result is priced by the store, in one place (aiqueue_result_cost, in
 db/sql/functions/50_spend.sql): the function's own cost, else the pool's price
 for its model, else the pool's most expensive known price (CONTRACT §9c).
 
-The spend caps themselves are enforced by the claim, in SQL (functions.sql,
-"A shared model's money"); aiqueue/settings/money.py carries their settings there.
+The spend caps themselves are enforced by the claim, in SQL (db/sql/functions/50_spend.sql,
+and 42_fair_pick.sql); aiqueue/settings/money.py carries their settings there.
 """
 
 from __future__ import annotations

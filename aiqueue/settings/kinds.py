@@ -153,7 +153,7 @@ class QueueConfig:
 
     @cached_property
     def plan(self) -> str:
-        """What the claim needs, as the jsonb of functions.sql (aiqueue_room)."""
+        """What the claim needs, as the jsonb the SQL rules read (30_gate.sql, aiqueue_room)."""
         return json.dumps({
             "pools": [{"name": p.name, "cap": p.max_in_flight, "tpm": p.tokens_per_minute,
                        "rpm": p.requests_per_minute, "cache": p.prompt_cache.plan()}

@@ -1,7 +1,7 @@
--- Alerts (CONTRACT §9d): opened and resolved in SQL (functions.sql), read here.
+-- Alerts (CONTRACT §9d): opened and resolved in SQL (functions/99_alerts.sql), read here.
 
 -- evaluate_alerts --
--- Open and resolve alerts (aiqueue_alerts_evaluate in functions.sql); $1 the
+-- Open and resolve alerts (aiqueue_alerts_evaluate, functions/99_alerts.sql); $1 the
 -- moment (NULL: now()), then the thresholds.
 SELECT * FROM aiqueue_alerts_evaluate($1::timestamptz, $2::float8, $3::float8, $4::integer,
                                       $5::float8, $6::float8);

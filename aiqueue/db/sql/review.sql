@@ -1,5 +1,5 @@
 -- Review of applied results (aiqueue/queue/review.py).  The writes are functions
--- (db/sql/functions.sql): each takes the submission's lock in the order the
+-- (db/sql/functions/85_review.sql): each takes the submission's lock in the order the
 -- result's application does.
 
 -- accept --

@@ -4,7 +4,7 @@
 
 -- retry_failed --
 -- Manual retry: a failed row starts over with fresh attempts and a fresh turn,
--- as an enqueue gives one (aiqueue_retry in functions.sql).
+-- as an enqueue gives one (aiqueue_retry in functions/95_recovery.sql).
 SELECT r.queue_id FROM aiqueue_retry(ARRAY[$1::uuid], $2::text) r;
 
 -- retry_all_failed --

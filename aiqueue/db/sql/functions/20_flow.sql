@@ -111,6 +111,37 @@ LANGUAGE sql STABLE AS $$
     WHERE b.pool = p_pool AND b.at > now() - make_interval(secs => budget_window)
 $$;
 
+-- A refusal cuts its pool's L (aiqueue_flow_after_refusal), once per burst, and
+-- holds the pool for `delay`; it counts the refusal and learns the model's
+-- window (`learned`).
+CREATE OR REPLACE FUNCTION aiqueue_flow_cut(p_pool text, p_started_at timestamptz, p_kind text,
+                                            delay float8, cap integer, learned float8)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    ctl ai_queue_control%ROWTYPE;
+    same_burst boolean;
+BEGIN
+    -- The pool's control row lock orders concurrent refusals: the second of a
+    -- burst sees the first one's cut.  (The claim that dispatched the row made it.)
+    SELECT * INTO ctl FROM ai_queue_control c WHERE c.pool = p_pool FOR UPDATE;
+    same_burst := ctl.limit_cut_at IS NOT NULL AND p_started_at < ctl.limit_cut_at;
+    UPDATE ai_queue_control c
+    SET in_flight_limit = aiqueue_flow_after_refusal(
+            c.in_flight_limit, aiqueue_flow_ceiling(cap),
+            aiqueue_pool_in_flight(p_pool, aiqueue_flow_ceiling(cap)), same_burst),
+        limit_clean = CASE WHEN same_burst THEN c.limit_clean ELSE 0 END,
+        limit_cut_at = CASE WHEN same_burst THEN c.limit_cut_at ELSE now() END,
+        learned_window = coalesce(learned, c.learned_window),
+        busy_until = greatest(coalesce(c.busy_until, now()),
+                              now() + make_interval(secs => delay)),
+        refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,
+        refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int,
+        -- Since when every call of the pool was refused (a fallback's clock, §10e).
+        refused_since = coalesce(c.refused_since, now())
+    WHERE c.pool = p_pool;
+END
+$$;
+
 -- A refusal (a `rate_limited`/`overloaded` item, or a dispatch answered
 -- 429/503) of a row's current dispatch: the row goes back to pending without
 -- using an attempt, due after `delay`; every dispatch of the row's pool — and
@@ -128,8 +159,6 @@ CREATE OR REPLACE FUNCTION aiqueue_flow_refused(p_queue_id uuid, p_dispatch_seq 
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     r ai_marking_queue%ROWTYPE;
-    ctl ai_queue_control%ROWTYPE;
-    same_burst boolean;
     gone boolean;
     outcome text;
 BEGIN
@@ -145,24 +174,7 @@ BEGIN
         RETURN NULL;
     END IF;
     cap := coalesce((aiqueue_plan_pool(plan, r.pool)).cap, cap);
-    -- The pool's control row lock orders concurrent refusals: the second of a
-    -- burst sees the first one's cut.  (The claim that dispatched the row made it.)
-    SELECT * INTO ctl FROM ai_queue_control c WHERE c.pool = r.pool FOR UPDATE;
-    same_burst := ctl.limit_cut_at IS NOT NULL AND r.started_at < ctl.limit_cut_at;
-    UPDATE ai_queue_control c
-    SET in_flight_limit = aiqueue_flow_after_refusal(
-            c.in_flight_limit, aiqueue_flow_ceiling(cap),
-            aiqueue_pool_in_flight(r.pool, aiqueue_flow_ceiling(cap)), same_burst),
-        limit_clean = CASE WHEN same_burst THEN c.limit_clean ELSE 0 END,
-        limit_cut_at = CASE WHEN same_burst THEN c.limit_cut_at ELSE now() END,
-        learned_window = coalesce(learned, c.learned_window),
-        busy_until = greatest(coalesce(c.busy_until, now()),
-                              now() + make_interval(secs => delay)),
-        refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,
-        refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int,
-        -- Since when every call of the pool was refused (a fallback's clock, §10e).
-        refused_since = coalesce(c.refused_since, now())
-    WHERE c.pool = r.pool;
+    PERFORM aiqueue_flow_cut(r.pool, r.started_at, p_kind, delay, cap, learned);
     gone := r.refused_since IS NOT NULL
             AND r.refused_since < now() - make_interval(secs => give_up);
     outcome := CASE WHEN gone THEN 'failed' ELSE 'pending' END;

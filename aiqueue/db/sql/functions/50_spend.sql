@@ -268,62 +268,21 @@ BEGIN
 END
 $$;
 
--- What a dispatch (or a pack) charged a group is given back: its turn counter,
--- and its spend windows when money was charged. Counter and spend windows are
--- the claim's rows too: a caller that gives money back holds the claim's lock
--- first, so they are locked in its order (aiqueue 0023).
-CREATE OR REPLACE FUNCTION aiqueue_uncharge(p_pool text, p_priority integer, p_group text,
-                                            p_tokens float8, p_usd float8,
-                                            p_charged_at timestamptz, p_ids uuid[])
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE ai_marking_fair f SET counter = f.counter - p_tokens
-    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
-    IF p_usd IS NOT NULL THEN
-        PERFORM aiqueue_spend_correct(p_pool, p_group, -p_usd, p_charged_at);
-        UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
-        WHERE f.pool = p_pool AND f.group_key = p_group AND f.capped_until IS NOT NULL;
-    END IF;
-    UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
-    WHERE q.queue_id = ANY (p_ids);
-END
-$$;
-
--- A refused dispatch used no tokens: its charge is given back.
-CREATE OR REPLACE FUNCTION aiqueue_money_refund(p_queue_id uuid) RETURNS void
-LANGUAGE plpgsql AS $$
+-- Is a group stopped by a spend cap now?  Then it is paused until its window
+-- rolls over (aiqueue_spend_pause_group), and the fair walk steps over it.
+CREATE OR REPLACE FUNCTION aiqueue_spend_stopped(spec jsonb, p_pool text, p_group text)
+RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
+    stop record;
 BEGIN
-    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
-           q.charged_tokens, q.charged_usd, q.charged_at
-    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
-    IF NOT FOUND OR r.charged_tokens IS NULL THEN
-        RETURN;
+    IF NOT aiqueue_spend_capped(spec) THEN
+        RETURN false;
     END IF;
-    IF r.charged_usd IS NOT NULL THEN
-        PERFORM aiqueue_claim_lock();
+    SELECT * INTO stop FROM aiqueue_spend_stop(spec, p_pool, p_group);
+    IF stop.until IS NULL THEN
+        RETURN false;
     END IF;
-    PERFORM aiqueue_uncharge(r.pool, r.priority, r.grp, r.charged_tokens, r.charged_usd,
-                             r.charged_at, ARRAY[p_queue_id]);
+    PERFORM aiqueue_spend_pause_group(p_pool, p_group, stop.until, stop.cap);
+    RETURN true;
 END
-$$;
-
--- When a pending row of a group at a spend cap goes on (NULL: it is not paused).
-CREATE OR REPLACE FUNCTION aiqueue_spend_resumes_at(p_status text, p_pool text,
-                                                    p_priority integer, p_group text)
-RETURNS timestamptz LANGUAGE sql STABLE AS $$
-    SELECT f.capped_until FROM ai_marking_fair f
-    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
-      AND f.group_key = p_group AND f.capped_until > now()
-$$;
-
--- The same, with the cap that paused it (the pages say which window).
-CREATE OR REPLACE FUNCTION aiqueue_spend_pause(p_status text, p_pool text, p_priority integer,
-                                               p_group text, OUT until timestamptz,
-                                               OUT cap text)
-LANGUAGE sql STABLE AS $$
-    SELECT f.capped_until, f.capped_by FROM ai_marking_fair f
-    WHERE p_status = 'pending' AND f.pool = p_pool AND f.priority = p_priority
-      AND f.group_key = p_group AND f.capped_until > now()
 $$;

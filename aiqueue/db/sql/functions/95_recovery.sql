@@ -23,6 +23,8 @@ $$;
 -- after the group's last one or the turn at the head of its priority's due
 -- rows, and a fresh seq: a retried row keeping the turn it had when first
 -- enqueued would go ahead of every group that enqueued since.
+-- Inside a round groups go in the order they joined (seq): a fresh seq puts
+-- the retried row behind the groups already waiting.
 -- It records the moves itself, set-based (a replay by filter moves 10,000 rows
 -- in one call), while aiqueue.bulk_move keeps the row trigger out.
 CREATE OR REPLACE FUNCTION aiqueue_retry(p_ids uuid[], p_actor text)
@@ -66,10 +68,7 @@ BEGIN
         UPDATE ai_marking_queue q
         SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
             last_error = NULL, refused_since = NULL, updated_at = now(),
-            turn = t.last_turn - gr.n + 1 + p.k,
-            -- Inside a round groups go in the order they joined (seq): a fresh
-            -- seq puts the retried row behind the groups already waiting.
-            seq = DEFAULT
+            turn = t.last_turn - gr.n + 1 + p.k, seq = DEFAULT
         FROM picked p
         JOIN groups gr ON gr.pool = p.pool AND gr.priority = p.priority AND gr.grp = p.grp
         JOIN turns t ON t.pool = p.pool AND t.priority = p.priority AND t.group_key = p.grp

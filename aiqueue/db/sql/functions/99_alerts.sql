@@ -17,6 +17,60 @@
 -- it out would make both alerts flap open and shut through an outage, as
 -- every row goes in and out of its backoff.
 
+-- A pool's longest-waiting row (backlog_age): rows without a not_before in
+-- created order (the status index, stopping at the pool's first unexpired one),
+-- and scheduled rows whose time has come.
+CREATE OR REPLACE FUNCTION aiqueue_alert_oldest(p_pool text, t timestamptz)
+RETURNS TABLE (since timestamptz, kind text) LANGUAGE sql STABLE AS $$
+    SELECT o.since, o.kind FROM (
+        (SELECT q.created_at AS since, q.kind FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.pool = p_pool AND q.not_before IS NULL
+           AND q.created_at <= t AND (q.expires_at IS NULL OR q.expires_at > t)
+           AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
+         ORDER BY q.created_at LIMIT 1)
+        UNION ALL
+        (SELECT q.not_before, q.kind FROM ai_marking_queue q
+         WHERE q.status = 'pending' AND q.pool = p_pool AND q.not_before <= t
+           AND (q.expires_at IS NULL OR q.expires_at > t)
+           AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
+         ORDER BY q.not_before LIMIT 1)) o
+    ORDER BY o.since LIMIT 1
+$$;
+
+-- How long a pool with rows waiting since `since` has dispatched nothing the
+-- function took (a dispatch error or a refusal is no progress), walking the
+-- attempts' primary key backwards; NULL when it is held by a refusal or paused
+-- by an operator, or every due row is in a group paused at a spend cap
+-- (CONTRACT §9c): waiting is the plan, not a stall.
+CREATE OR REPLACE FUNCTION aiqueue_alert_quiet(p_pool text, paused boolean,
+                                               busy_until timestamptz, since timestamptz,
+                                               t timestamptz)
+RETURNS float8 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    last_dispatch timestamptz;
+BEGIN
+    IF paused OR coalesce(busy_until > t, false) OR NOT EXISTS (
+        SELECT 1 FROM ai_marking_fair f
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM ai_marking_queue q
+            WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
+              AND coalesce(q.group_key, q.assignment_id) = f.group_key
+              AND q.run_after <= t AND (q.expires_at IS NULL OR q.expires_at > t)
+            LIMIT 1) due
+        WHERE f.pool = p_pool AND f.waiting
+          AND (f.capped_until IS NULL OR f.capped_until <= t)
+          AND (f.due_at IS NULL OR f.due_at <= t)) THEN
+        RETURN NULL;
+    END IF;
+    SELECT a.started_at INTO last_dispatch
+    FROM ai_marking_attempts a JOIN ai_marking_queue q ON q.queue_id = a.queue_id
+    WHERE a.kind = 'dispatch' AND a.outcome IS DISTINCT FROM 'dispatch_error'
+      AND a.outcome IS DISTINCT FROM 'refused' AND q.pool = p_pool
+    ORDER BY a.id DESC LIMIT 1;
+    RETURN date_part('epoch', t - greatest(last_dispatch, since));
+END
+$$;
+
 CREATE OR REPLACE FUNCTION aiqueue_alert_values(p_now timestamptz, backlog_s float8,
                                                 stalled_s float8, failures_min integer,
                                                 failure_rate float8, p95_s float8)
@@ -28,56 +82,17 @@ DECLARE
     t timestamptz := coalesce(p_now, now());
     p record;
     oldest record;
-    last_dispatch timestamptz;
-    held boolean;
     quiet float8;
     wait float8;
 BEGIN
     FOR p IN SELECT c.pool, c.paused, c.busy_until FROM ai_queue_control c ORDER BY c.pool LOOP
-        -- Rows without a not_before in created order (the status index, stopping
-        -- at the pool's first unexpired one), and scheduled rows whose time has come.
-        SELECT o.since, o.kind INTO oldest FROM (
-            (SELECT q.created_at AS since, q.kind FROM ai_marking_queue q
-             WHERE q.status = 'pending' AND q.pool = p.pool AND q.not_before IS NULL
-               AND q.created_at <= t AND (q.expires_at IS NULL OR q.expires_at > t)
-               AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
-             ORDER BY q.created_at LIMIT 1)
-            UNION ALL
-            (SELECT q.not_before, q.kind FROM ai_marking_queue q
-             WHERE q.status = 'pending' AND q.pool = p.pool AND q.not_before <= t
-               AND (q.expires_at IS NULL OR q.expires_at > t)
-               AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
-             ORDER BY q.not_before LIMIT 1)) o
-        ORDER BY o.since LIMIT 1;
+        SELECT o.since, o.kind INTO oldest FROM aiqueue_alert_oldest(p.pool, t) o;
         wait := coalesce(date_part('epoch', t - oldest.since), 0);
         RETURN QUERY SELECT 'backlog_age'::text, p.pool, oldest.kind, wait, backlog_s,
                             oldest.since IS NOT NULL AND wait > backlog_s;
-
-        -- Held by a refusal or paused by an operator, or every due row is in a
-        -- group paused at a spend cap (CONTRACT §9c): waiting is the plan, not
-        -- a stall.  Otherwise: the newest dispatch of the pool the function
-        -- took (a dispatch error or a refusal is no progress), walking the
-        -- attempts' primary key backwards.
-        held := p.paused OR coalesce(p.busy_until > t, false) OR NOT EXISTS (
-            SELECT 1 FROM ai_marking_fair f
-            CROSS JOIN LATERAL (
-                SELECT 1 FROM ai_marking_queue q
-                WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
-                  AND coalesce(q.group_key, q.assignment_id) = f.group_key
-                  AND q.run_after <= t AND (q.expires_at IS NULL OR q.expires_at > t)
-                LIMIT 1) due
-            WHERE f.pool = p.pool AND f.waiting
-              AND (f.capped_until IS NULL OR f.capped_until <= t)
-              AND (f.due_at IS NULL OR f.due_at <= t));
-        quiet := NULL;
-        IF oldest.since IS NOT NULL AND NOT held THEN
-            SELECT a.started_at INTO last_dispatch
-            FROM ai_marking_attempts a JOIN ai_marking_queue q ON q.queue_id = a.queue_id
-            WHERE a.kind = 'dispatch' AND a.outcome IS DISTINCT FROM 'dispatch_error'
-              AND a.outcome IS DISTINCT FROM 'refused' AND q.pool = p.pool
-            ORDER BY a.id DESC LIMIT 1;
-            quiet := date_part('epoch', t - greatest(last_dispatch, oldest.since));
-        END IF;
+        quiet := CASE WHEN oldest.since IS NOT NULL
+                      THEN aiqueue_alert_quiet(p.pool, p.paused, p.busy_until, oldest.since, t)
+                 END;
         RETURN QUERY SELECT 'stalled'::text, p.pool, NULL::text, coalesce(quiet, 0), stalled_s,
                             coalesce(quiet > stalled_s, false);
     END LOOP;

@@ -1,0 +1,191 @@
+-- The fair pick: the claim's walk over the waiting groups, by turns by tokens.
+
+-- The claim's choice (inside its advisory lock): the first due row of the
+-- waiting group with the smallest counter, priority first, turns by rows
+-- breaking ties; groups at a spend cap are stepped over.  It charges the
+-- group (counter; spend while the pool has a cap) and returns the charge,
+-- which the claim writes on the row.  One walk of ai_marking_fair_walk_idx;
+-- one probe of ai_marking_queue_group_idx per group it looks at
+-- (aiqueue_fair_head).  `kinds`: the kinds with room (NULL: any); a group is
+-- walked only in a pool that has one (`plan`: the pools and kinds), and its
+-- first due row of one of them is taken.
+-- Locality within fair turns (45_cache.sql): at the first group of its pool and
+-- priority (the smallest counter), a group with a hot prefix within the
+-- quantum of it goes first.
+CREATE OR REPLACE FUNCTION aiqueue_fair_pick(kinds text[], plan jsonb, money jsonb,
+                                             OUT queue_id uuid, OUT tokens float8,
+                                             OUT usd float8)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    g record;
+    r record;
+    -- The prompt cache (45_cache.sql): the pool's settings, where a warm group was looked for.
+    cspec jsonb;
+    looked text[] := '{}';
+    w record;
+    st record;
+    -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
+    -- the walk index in order, where a plain FOR query would sort every
+    -- waiting group first.
+    walk CURSOR (p_pools text[]) FOR
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter FROM ai_marking_fair f
+        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (f.due_at IS NULL OR f.due_at <= now())
+          AND (p_pools IS NULL OR f.pool = ANY (p_pools))
+        ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
+BEGIN
+    FOR g IN walk(aiqueue_kinds_pools(kinds, plan)) LOOP
+        cspec := aiqueue_cache_spec(plan, g.pool);
+        IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
+            looked := looked || (g.pool || '/' || g.priority);
+            SELECT * INTO w FROM aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority,
+                                                     g.counter);
+            IF w.queue_id IS NOT NULL THEN
+                SELECT w.queue_id, w.tokens, w.usd INTO queue_id, tokens, usd;
+                RETURN;
+            END IF;
+        END IF;
+        IF aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key) THEN
+            CONTINUE;
+        END IF;
+        SELECT * INTO r FROM aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
+        IF r.queue_id IS NULL THEN
+            PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
+            CONTINUE;
+        END IF;
+        -- A prefix warming up: the group waits for its answer, one mark at most
+        -- (the walk serves other groups meanwhile); a cold one sends this row alone.
+        st := aiqueue_cache_check(cspec, g.pool, g.priority, g.group_key, g.joins, r.queue_id);
+        IF st.state = 'warming' THEN
+            CONTINUE;
+        END IF;
+        SELECT c.tokens, c.usd INTO tokens, usd
+        FROM aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
+                                 r.assignment_id, money) c;
+        IF st.state IS NOT NULL THEN
+            PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key,
+                                             st.payload_id, st.state);
+        END IF;
+        queue_id := r.queue_id;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+-- A group's first due row of a kind with room, locked (NULLs: none).  One
+-- probe of ai_marking_queue_group_kind_idx per kind with room, so a kind at its
+-- cap is never walked (aiqueue 0023), then its lock; SKIP LOCKED steps over a
+-- row a webhook or the recovery holds right now, and only then is the group
+-- walked in turn order (as it always is when any kind will do).
+CREATE OR REPLACE FUNCTION aiqueue_fair_head(p_pool text, p_priority integer, p_group text,
+                                             kinds text[], OUT queue_id uuid,
+                                             OUT assignment_id text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    head uuid;
+    r record;
+    held boolean := false;
+BEGIN
+    IF kinds IS NOT NULL THEN
+        SELECT c.queue_id INTO head FROM unnest(kinds) k (kind)
+        CROSS JOIN LATERAL (
+            SELECT h.queue_id, h.turn, h.seq FROM ai_marking_queue h
+            WHERE h.status = 'pending' AND h.pool = p_pool AND h.priority = p_priority
+              AND coalesce(h.group_key, h.assignment_id) = p_group
+              AND h.kind = k.kind AND h.run_after <= now()
+              AND aiqueue_unexpired(h.expires_at)
+            ORDER BY h.turn, h.seq LIMIT 1) c
+        ORDER BY c.turn, c.seq LIMIT 1;
+        IF head IS NULL THEN
+            RETURN;
+        END IF;
+        SELECT q.queue_id, q.assignment_id INTO queue_id, assignment_id
+        FROM ai_marking_queue q
+        WHERE q.queue_id = head AND q.status = 'pending'
+        FOR UPDATE SKIP LOCKED;
+        held := NOT FOUND;
+    END IF;
+    IF kinds IS NULL OR held THEN
+        SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group
+          AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
+          -- Never an expired row, even before the sweep has ended it (§9d); a
+          -- not_before is the row's first run_after, so the test above holds it.
+          AND aiqueue_unexpired(q.expires_at)
+        ORDER BY q.turn, q.seq LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        queue_id := r.queue_id;
+        assignment_id := r.assignment_id;
+    END IF;
+END
+$$;
+
+-- A walked group without a due row.  When all its rows went (cancelled,
+-- erased) it stops waiting, unless rows joined since the walk looked
+-- (`p_joins`).  When its rows wait for later (scheduled, on the batch lane,
+-- backing off), not only for room, walks step over it until its first comes
+-- due (aiqueue 0023); rows joining or made due sooner forget that.  (A due row
+-- of a kind without room stops the test at once.)
+CREATE OR REPLACE FUNCTION aiqueue_fair_idle(p_pool text, p_priority integer, p_group text,
+                                             p_joins bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_fair f SET waiting = false
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
+      AND f.joins = p_joins
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
+                      WHERE q.status = 'pending' AND q.pool = p_pool
+                        AND q.priority = p_priority
+                        AND coalesce(q.group_key, q.assignment_id) = p_group);
+    IF NOT FOUND AND NOT EXISTS (
+        SELECT 1 FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group
+          AND q.run_after <= now()) THEN
+        UPDATE ai_marking_fair f SET due_at = m.at
+        FROM (SELECT min(q.run_after) AS at FROM ai_marking_queue q
+              WHERE q.status = 'pending' AND q.pool = p_pool
+                AND q.priority = p_priority
+                AND coalesce(q.group_key, q.assignment_id) = p_group) m
+        WHERE f.pool = p_pool AND f.priority = p_priority
+          AND f.group_key = p_group AND f.joins = p_joins AND m.at > now();
+    END IF;
+END
+$$;
+
+-- The charge of a group's row `p_id` (its assignment's estimate): the weighted
+-- tokens on its counter, and its cost in the spend windows while the pool has
+-- a cap.  The group's head moves to its next pending row; on its last row it
+-- stops waiting, unless rows joined since the walk looked (a concurrent
+-- enqueue's trigger bumped `joins`; on its commit the UPDATE re-reads the row
+-- and keeps it waiting).
+CREATE OR REPLACE FUNCTION aiqueue_fair_charge(p_pool text, p_priority integer, p_group text,
+                                               p_joins bigint, p_id uuid, p_assignment text,
+                                               money jsonb, OUT tokens float8,
+                                               OUT usd float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    e record;
+    nxt record;
+BEGIN
+    SELECT * INTO e FROM aiqueue_estimate(p_pool, p_assignment);
+    tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
+    IF aiqueue_spend_capped(money -> p_pool) THEN
+        usd := coalesce(e.cost_usd, aiqueue_price_usd(money, p_pool, e.model,
+                                                      e.prompt_tokens, e.completion_tokens));
+        PERFORM aiqueue_spend_add(money -> p_pool, p_pool, p_group, usd, now());
+    END IF;
+    SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+      AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
+    ORDER BY q.turn, q.seq LIMIT 1;
+    UPDATE ai_marking_fair f
+    SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
+        head_seq = coalesce(nxt.seq, f.head_seq),
+        waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins, updated_at = now()
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
+END
+$$;

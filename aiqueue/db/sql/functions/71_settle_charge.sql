@@ -1,0 +1,132 @@
+-- The settle's after-result writes, in call order: L rises, the charge is corrected;
+-- and a repeated result's hand-back (70_settle.sql calls them).
+
+-- A result arrived (no refusal): raise its pool's L, and (a budget is
+-- declared: the plan's `budgeted`) put the result's reported usage in place of
+-- the claim's estimate in the budget window.  The common case (every L at its
+-- ceiling, no budget) costs one read of the control rows and writes nothing:
+-- this runs once per job.  The caller holds the claim lock (aiqueue_after_result).
+CREATE OR REPLACE FUNCTION aiqueue_flow_result(p_queue_id uuid, p_dispatch_seq integer,
+                                               p_usage jsonb, plan jsonb)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    budgeted boolean := coalesce((plan ->> 'budgeted')::boolean, false);
+BEGIN
+    IF NOT budgeted AND NOT EXISTS (SELECT 1 FROM ai_queue_control c
+                                    WHERE c.in_flight_limit IS NOT NULL) THEN
+        RETURN true;
+    END IF;
+    UPDATE ai_queue_control c
+    SET (in_flight_limit, limit_clean, limit_raised_at) = (
+        SELECT r.new_limit, r.new_clean,
+               CASE WHEN r.new_limit > c.in_flight_limit THEN now() ELSE c.limit_raised_at END
+        FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
+                                       c.limit_clean, aiqueue_flow_ceiling(t.cap),
+                                       aiqueue_flow_paced(c)) r),
+        -- A result ends the pool's run of refusals (a refusal cut L, so it runs here):
+        -- its kinds' rows stay home from their fallback (§10e).
+        refused_since = NULL
+    FROM (SELECT q.pool, (aiqueue_plan_pool(plan, q.pool)).cap AS cap
+          FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) t
+    WHERE c.pool = t.pool AND c.in_flight_limit IS NOT NULL;
+    IF NOT budgeted THEN
+        RETURN true;
+    END IF;
+    UPDATE ai_marking_budget b
+    SET tokens = aiqueue_usage_int(p_usage -> 'prompt_tokens')
+                 + aiqueue_usage_int(p_usage -> 'completion_tokens'),
+        actual = true
+    WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq
+      AND aiqueue_usage_int(p_usage -> 'prompt_tokens') IS NOT NULL
+      AND aiqueue_usage_int(p_usage -> 'completion_tokens') IS NOT NULL;
+    RETURN true;
+END
+$$;
+
+-- A result's usage: the assignment's estimate learns it (aiqueue_estimate_learn),
+-- and it corrects what the row's current dispatch charged: the group's counter
+-- by the weighted tokens, the spend windows by the cost (as aiqueue_complete
+-- stored it, else at the pool's top price; no price at all: the charge stands).  A
+-- group whose spend went down may dispatch again at once (the claim re-reads
+-- the windows).  A result without token counts changes nothing.  The caller
+-- holds the claim lock.
+CREATE OR REPLACE FUNCTION aiqueue_money_result(p_queue_id uuid, p_dispatch_seq integer,
+                                                p_usage jsonb, money jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+    prompt float8 := aiqueue_usage_int(p_usage -> 'prompt_tokens');
+    completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
+    cost float8;
+BEGIN
+    -- The prompt cache (45_cache.sql): the prefix is warm, its counts added up;
+    -- the input is charged at billed tokens (cache reads and writes at their price).
+    p_usage := aiqueue_cache_result(p_queue_id, p_usage, money);
+    prompt := coalesce(aiqueue_usage_int(p_usage -> 'billed_prompt_tokens'), prompt);
+    IF prompt IS NULL AND completion IS NULL THEN
+        RETURN;
+    END IF;
+    -- The row's usage as aiqueue_complete just stored it: priced there, once.
+    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.assignment_id,
+           q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at,
+           CASE WHEN jsonb_typeof(q.usage -> 'cost_usd') = 'number'
+                THEN (q.usage ->> 'cost_usd')::float8 END AS cost
+    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- Unpriced, it is charged at the pool's most expensive known price (§9c).
+    cost := coalesce(r.cost, aiqueue_result_cost(p_usage, money, r.pool, true));
+    PERFORM aiqueue_estimate_learn(r.pool, r.assignment_id, coalesce(prompt, 0),
+                                   coalesce(completion, 0), cost, p_usage ->> 'model');
+    -- A late result of an earlier dispatch: the row's charge is the current
+    -- dispatch's, which its own result corrects.
+    IF r.dispatch_seq <> p_dispatch_seq OR r.charged_tokens IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE ai_marking_fair f
+    SET counter = f.counter + aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0))
+                  - r.charged_tokens
+    WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
+    IF r.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> r.charged_usd THEN
+        PERFORM aiqueue_spend_correct(r.pool, r.grp, cost - r.charged_usd, r.charged_at);
+        IF cost < r.charged_usd THEN
+            UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
+            WHERE f.pool = r.pool AND f.group_key = r.grp AND f.capped_until IS NOT NULL;
+        END IF;
+    END IF;
+END
+$$;
+
+-- The row a first settle of this result claimed, when it is still processing
+-- under that claim and was taken by this caller (see aiqueue_settle).  Rows a
+-- settle claimed before hand-offs were taken in the settle (aiqueue 0024) are
+-- handed to whoever asks while unsent.  `more` is false: the repeat only gives
+-- back what the first settle took.
+CREATE OR REPLACE FUNCTION aiqueue_handback(p_queue_id uuid, p_dispatch_seq integer,
+                                            p_taker uuid)
+RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
+               dispatch_seq integer, payload text, content text, more boolean,
+               breaker_dirty boolean, kind text, pool text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+           coalesce(pl.payload, '{}'::jsonb)::text, s.content, false,
+           c.consecutive_failures > 0 OR c.circuit_open_until IS NOT NULL,
+           q.kind, q.pool
+    FROM ai_marking_attempts a
+    JOIN ai_marking_queue q ON q.queue_id = a.next_queue_id AND q.dispatch_seq = a.next_seq
+    JOIN ai_marking_attempts n ON n.queue_id = q.queue_id AND n.dispatch_seq = q.dispatch_seq
+                              AND n.kind = 'dispatch'
+    JOIN submissions s ON s.id = q.submission_id
+    LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
+    -- The breaker of the row's own pool (one control row per pool, aiqueue 0019).
+    JOIN ai_queue_control c ON c.pool = q.pool
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND q.status = 'processing'
+      AND (n.taken_by = p_taker OR (n.taken_by IS NULL AND n.sent_at IS NULL))
+    LIMIT 1;
+END
+$$;
