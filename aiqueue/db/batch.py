@@ -78,10 +78,6 @@ class BatchQueries(Gateway):
     async def batch_abandon(self, batch_id: int, error: str) -> bool:
         return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
 
-    async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]:
-        return [LaneBatch.from_row(r) for r in await self._fetch("batches_stale", pool,
-                                                                 older_than)]
-
     async def batches_due(self, pool: str, lease: float) -> list[LaneBatch]:
         return [LaneBatch.from_row(r) for r in await self._write("batches_due", pool, lease)]
 
@@ -113,15 +109,8 @@ class BatchQueries(Gateway):
                          look_in: float) -> None:
         await self._write("batch_mark", batch_id, state, list(files), look_in, idempotent=True)
 
-    async def batch_live_seconds(self) -> float | None:
-        value = await self._fetchval("batch_live_seconds")
-        return None if value is None else float(value)
-
     async def batch_prune(self, older_than: float) -> None:
         await self._write("batch_prune", older_than, idempotent=True)
-
-    async def batch_open_count(self) -> int:
-        return int(await self._fetchval("batch_open_count"))
 
     async def batch_lane_rows(self, queue_ids: Sequence[UUID], deadline: datetime,
                               live_at: datetime) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aiqueue.db.gateway import Gateway
+from aiqueue.models.batch import LaneBatch
 
 
 class BatchIntentQueries(Gateway):
@@ -33,3 +34,7 @@ class BatchIntentQueries(Gateway):
     async def batch_known(self, pool: str) -> set[str]:
         """The provider ids of the pool's batches the lane recorded (the last two days)."""
         return {r["provider_batch_id"] for r in await self._fetch("batch_known", pool)}
+
+    async def batches_stale(self, pool: str, older_than: float) -> list[LaneBatch]:
+        return [LaneBatch.from_row(r) for r in await self._fetch("batches_stale", pool,
+                                                                 older_than)]

@@ -36,3 +36,10 @@ class BatchWatchQueries(Gateway):
             else:
                 open_[r["pool"]] = int(r["n"])
         return BatchGauges(rows, open_)
+
+    async def batch_live_seconds(self) -> float | None:
+        value = await self._fetchval("batch_live_seconds")
+        return None if value is None else float(value)
+
+    async def batch_open_count(self) -> int:
+        return int(await self._fetchval("batch_open_count"))

@@ -167,23 +167,6 @@ UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
 WHERE id = $1 AND state IN ('submitting', 'clearing')
 RETURNING id;
 
--- batches_stale --
--- Records to reconcile: still 'submitting' $2 seconds after their intent
--- (their step crashed or is stuck between recording and creating) or after
--- a create whose answer was lost (error set); and 'clearing' ones due for a
--- look.  created_at is the intent's time (what a lost create is found by).
-SELECT id, provider, model, provider_batch_id, files, state, rows, error,
-       aiqueue_batch_tag(id) AS tag,
-       date_part('epoch', coalesce(submitted_at, created_at)) AS created_at
-FROM ai_marking_batches
-WHERE pool = $1
-  AND ((state = 'submitting'
-        AND (error IS NOT NULL
-             OR coalesce(submitted_at, created_at) < now() - make_interval(secs => $2::float8)))
-       OR (state = 'clearing' AND look_after <= now()))
-ORDER BY id
-LIMIT 20;
-
 -- batches_due --
 -- Batches to look at now, each taken for $2 seconds (another instance skips it).
 WITH due AS (
@@ -280,19 +263,6 @@ SET state = $2, files = $3::text[],
     deleted_at = CASE WHEN $2 = 'done' THEN now() END,
     look_after = now() + make_interval(secs => $4::float8)
 WHERE id = $1;
-
--- batch_live_seconds --
--- The recent live processing time of one row (dispatch to result), for the
--- fallback's estimate; NULL when nothing was marked live lately.
-SELECT avg(date_part('epoch', a.ended_at - a.started_at))
-FROM (SELECT started_at, ended_at FROM ai_marking_attempts
-      WHERE outcome = 'completed' AND kind = 'dispatch' AND ended_at IS NOT NULL
-        AND (dispatch_ref IS NULL OR dispatch_ref NOT LIKE 'batch:%')
-      ORDER BY id DESC LIMIT 200) a;
-
--- batch_open_count --
--- What the provider may still keep of this app's: batches not done.
-SELECT count(*) FROM ai_marking_batches WHERE state NOT IN ('done', 'abandoned');
 
 -- batch_lines --
 -- Every line a batch was sent with, matched to its row as it is now: still in

@@ -42,3 +42,20 @@ WHERE id = $1 AND state IN ('submitting', 'clearing', 'abandoned');
 -- takes one of them for a batch whose create was lost.
 SELECT provider_batch_id FROM ai_marking_batches
 WHERE pool = $1 AND provider_batch_id IS NOT NULL AND created_at > now() - interval '2 days';
+
+-- batches_stale --
+-- Records to reconcile: still 'submitting' $2 seconds after their intent
+-- (their step crashed or is stuck between recording and creating) or after
+-- a create whose answer was lost (error set); and 'clearing' ones due for a
+-- look.  created_at is the intent's time (what a lost create is found by).
+SELECT id, provider, model, provider_batch_id, files, state, rows, error,
+       aiqueue_batch_tag(id) AS tag,
+       date_part('epoch', coalesce(submitted_at, created_at)) AS created_at
+FROM ai_marking_batches
+WHERE pool = $1
+  AND ((state = 'submitting'
+        AND (error IS NOT NULL
+             OR coalesce(submitted_at, created_at) < now() - make_interval(secs => $2::float8)))
+       OR (state = 'clearing' AND look_after <= now()))
+ORDER BY id
+LIMIT 20;

@@ -49,3 +49,16 @@ UNION ALL
 SELECT 'batches', pool, '', count(*) FROM ai_marking_batches
 WHERE state NOT IN ('done', 'abandoned')
 GROUP BY pool;
+
+-- batch_live_seconds --
+-- The recent live processing time of one row (dispatch to result), for the
+-- fallback's estimate; NULL when nothing was marked live lately.
+SELECT avg(date_part('epoch', a.ended_at - a.started_at))
+FROM (SELECT started_at, ended_at FROM ai_marking_attempts
+      WHERE outcome = 'completed' AND kind = 'dispatch' AND ended_at IS NOT NULL
+        AND (dispatch_ref IS NULL OR dispatch_ref NOT LIKE 'batch:%')
+      ORDER BY id DESC LIMIT 200) a;
+
+-- batch_open_count --
+-- What the provider may still keep of this app's: batches not done.
+SELECT count(*) FROM ai_marking_batches WHERE state NOT IN ('done', 'abandoned');
