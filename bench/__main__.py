@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records
+from bench import batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records, settle
 from bench.common import Table, fresh_database, print_table
 
 
@@ -111,6 +111,20 @@ async def loop_rows(rows: Table, repeats: int, jobs: int) -> None:
                  [r.xacts_per_job for r in batched], None, "<= 0.3"))
     rows.append(("server time per job, 8 results a webhook", "ms",
                  [r.server_ms_per_job for r in batched], None, "-"))
+
+
+async def settle_rows(rows: Table, repeats: int) -> None:
+    """One result's settle alone (bench/settle.py): its server time, plain and with every
+    money feature, and the functions that take most of it (printed)."""
+    for label, env in (("plain", {}), ("turns + spend cap + budget", MONEY_ENV)):
+        runs = [await settle.run_settles(f"bench_settle_{i}", env) for i in range(repeats)]
+        print(settle.report(runs[len(runs) // 2], 12), flush=True)
+        rows.append((f"settle alone, server time, {label}", "ms", [r.server_ms for r in runs],
+                     None, "<= 1.0"))
+        rows.append((f"settle alone, wall time with commit, {label}", "ms",
+                     [r.wall_ms for r in runs], None, "-"))
+        rows.append((f"settle alone, plpgsql calls, {label}", "calls",
+                     [sum(r.calls.values()) for r in runs], None, "-"))
 
 
 def _database_rows(rows: Table, cap: int, runs: list[loop.LoopRun],
@@ -281,9 +295,9 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only in ("enqueue", "flow", "records", "groups"):
+    if only in ("enqueue", "flow", "records", "groups", "settle"):
         run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows,
-               "groups": groups_rows}[only]
+               "groups": groups_rows, "settle": settle_rows}[only]
         await run(rows, repeats)
         print("\nall figures:", flush=True)
         print_table(rows)
@@ -316,7 +330,8 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
-                                           "pools", "money", "targets", "cache", "groups"],
+                                           "pools", "money", "targets", "cache", "groups",
+                                           "settle"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

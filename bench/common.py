@@ -37,10 +37,20 @@ async def fresh_database(name: str) -> str:
     return dsn
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port, never one this process handed out before: the kernel may
+    offer a port again before the server it was meant for has bound it, and two servers
+    of one run on one port answer each other's requests."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def spawn(args: Sequence[str], env: dict[str, str] | None = None,
@@ -54,7 +64,7 @@ def wait_http(url: str, timeout: float = 30) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
-            if httpx.get(url, timeout=1).status_code < 500:
+            if httpx.get(url, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -1,0 +1,122 @@
+"""One result's settle, alone: the server time of `aiqueue_settle_many` for one result on a
+warm connection, and where it goes (each plpgsql function's own time), without HTTP, the
+function or the event loop in the way.  The loop bench measures the same figure inside the
+whole chain; this one is steady enough to compare two commits on a busy machine."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from aiqueue.db.gateway import connect_pool
+from aiqueue.db.store import Store
+from aiqueue.models import Completed
+from aiqueue.settings import load_settings
+from bench.common import fresh_database
+
+SECRET = "bench-secret-0123456789abcdef"
+USAGE = {"prompt_tokens": 900, "completion_tokens": 120, "model": "bench-model"}
+
+
+@dataclass
+class SettleRun:
+    settles: int
+    server_ms: float  # the settle function's total time per call
+    wall_ms: float  # the statement's wall time per call, from the client
+    own_ms: dict[str, float] = field(default_factory=dict)  # each function's self time per settle
+    calls: dict[str, float] = field(default_factory=dict)  # each function's calls per settle
+
+
+async def run_settles(name: str, env: dict[str, str], settles: int = 400,
+                      cap: int = 1) -> SettleRun:
+    """`settles` results settled one by one (each claims the next), `cap` rows in flight,
+    with the settings of `env` (QUEUE_* variables, as the loop bench's)."""
+    dsn = await fresh_database(name)
+    settings = load_settings({"DATABASE_URL": dsn, "MARKING_QUEUE_SECRET": SECRET,
+                              "AI_MARKING_FUNCTION_URL": "http://127.0.0.1:9/mark",
+                              "QUEUE_MAX_IN_FLIGHT": str(cap), **env}, dev=True)
+    plan = settings.claim_plan
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f"ALTER DATABASE {await admin.fetchval('SELECT current_database()')}"
+                            " SET track_functions = 'pl'")
+        ids = [uuid.uuid4() for _ in range(settles + cap + 50)]
+        await admin.executemany(
+            "INSERT INTO submissions (id, assignment_id, content) VALUES ($1, $2, $3)",
+            [(i, f"a{k % 20}", f"answer {k}") for k, i in enumerate(ids)])
+    finally:
+        await admin.close()
+    store = Store(await connect_pool(dsn, max_size=1))
+    try:
+        for k in range(20):
+            await store.enqueue([i for n, i in enumerate(ids) if n % 20 == k], f"a{k}", 0,
+                                {"rubric": "r" * 200})
+        flying = [job for job in [await store.claim(plan) for _ in range(cap)] if job]
+        taker = uuid.uuid4()
+
+        async def one() -> float:
+            job = flying.pop(0)
+            started = time.perf_counter()
+            [(_, nxt)] = await store.settle(
+                [Completed(job.queue_id, job.dispatch_seq, {"score": 1}, USAGE)], plan, taker)
+            wall = time.perf_counter() - started
+            assert nxt is not None, "the settle claimed nothing"
+            flying.append(nxt)
+            return wall
+
+        for _ in range(30):  # warm: plans cached, statistics settled
+            await one()
+        before = await _functions(dsn)
+        wall = sum([await one() for _ in range(settles)])
+    finally:
+        await store.close()
+    after = await _functions(dsn, wait=True)
+    # Per settle: each function's delta over the settle's own calls (a session's
+    # statistics reach the view about once a second, so the warm-up's may land late).
+    n = after["aiqueue_settle_many"][0] - before.get("aiqueue_settle_many", (0, 0, 0))[0]
+    own = {f: (after[f][2] - before.get(f, (0, 0, 0))[2]) / n for f in after}
+    calls = {f: (after[f][0] - before.get(f, (0, 0, 0))[0]) / n for f in after}
+    total = (after["aiqueue_settle_many"][1]
+             - before.get("aiqueue_settle_many", (0, 0, 0))[1]) / n
+    return SettleRun(settles, total, wall * 1000 / settles,
+                     {f: v for f, v in own.items() if calls[f] > 0},
+                     {f: v for f, v in calls.items() if v > 0})
+
+
+async def _functions(dsn: str, wait: bool = False) -> dict[str, tuple[float, float, float]]:
+    """Each plpgsql function's calls, total and self time (ms)."""
+    if wait:
+        time.sleep(0.6)  # the closed sessions flush their statistics
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = await conn.fetch("SELECT funcname, sum(calls) AS calls, sum(total_time) AS total, "
+                                "sum(self_time) AS self FROM pg_stat_user_functions "
+                                "GROUP BY funcname")
+    finally:
+        await conn.close()
+    return {r["funcname"]: (float(r["calls"]), float(r["total"]), float(r["self"]))
+            for r in rows}
+
+
+def report(run: SettleRun, top: int = 25) -> str:
+    lines = [f"settle: {run.server_ms:.3f} ms server, {run.wall_ms:.3f} ms wall, "
+             f"{sum(run.calls.values()):.1f} plpgsql calls per settle"]
+    for f, ms in sorted(run.own_ms.items(), key=lambda x: -x[1])[:top]:
+        lines.append(f"  {ms * 1000:8.1f} us own  {run.calls[f]:5.2f} calls  {f}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import asyncio
+    import sys
+
+    from bench.__main__ import MONEY_ENV
+
+    money = "--money" in sys.argv
+    result = asyncio.run(run_settles("bench_settle_" + ("money" if money else "plain"),
+                                     MONEY_ENV if money else {}))
+    print(report(result))
