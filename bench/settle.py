@@ -69,13 +69,16 @@ async def run_settles(name: str, env: dict[str, str], settles: int = 400,
 
         for _ in range(30):  # warm: plans cached, statistics settled
             await one()
+        # A session sends its statistics when idle at most once a second: the warm-up's
+        # reach the view with the first settle after a second's pause.
+        time.sleep(1.1)
+        await one()
         before = await _functions(dsn)
         wall = sum([await one() for _ in range(settles)])
     finally:
         await store.close()
     after = await _functions(dsn, wait=True)
-    # Per settle: each function's delta over the settle's own calls (a session's
-    # statistics reach the view about once a second, so the warm-up's may land late).
+    # Per settle: each function's delta over the settle's own calls.
     n = after["aiqueue_settle_many"][0] - before.get("aiqueue_settle_many", (0, 0, 0))[0]
     own = {f: (after[f][2] - before.get(f, (0, 0, 0))[2]) / n for f in after}
     calls = {f: (after[f][0] - before.get(f, (0, 0, 0))[0]) / n for f in after}

@@ -24,9 +24,23 @@ async def test_stats_and_page_measurements_run_on_a_small_queue(db_url: str):
 
 async def test_enqueue_breakdown_finds_its_triggers_in_the_plan(db_url: str):
     parts = await db.enqueue_breakdown(db_url, 50)
-    assert set(parts) == {"statement", "fk", "feed", "bare"}
+    assert set(parts) == {"explained", "fk", "feed", "statement", "same_rows", "bare"}
     assert all(v > 0 for v in parts.values()), parts
-    assert parts["fk"] < parts["statement"]
+    assert parts["fk"] < parts["explained"]
+
+
+async def test_settle_figures_name_the_settle_and_its_functions(db_url: str, monkeypatch):
+    from bench import settle
+
+    async def here(name: str) -> str:
+        return db_url
+    monkeypatch.setattr(settle, "fresh_database", here)
+    run = await settle.run_settles("unused", {}, settles=5)
+    assert run.server_ms > 0 and run.wall_ms >= run.server_ms * 0.5
+    # Each settle applies a result and claims the next: both sides are in its functions.
+    assert run.calls["aiqueue_settle"] == 1
+    assert run.calls["aiqueue_complete"] == 1 and run.calls["aiqueue_claim"] == 1
+    assert "aiqueue_claim" in settle.report(run)
 
 
 async def test_money_figures_run_on_a_small_scale(db_url: str, monkeypatch):
