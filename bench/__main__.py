@@ -208,7 +208,7 @@ async def batch_rows(rows: Table, repeats: int) -> None:
     for provider in ("openai", "anthropic"):
         for scenario in ("healthy", "stalled", "slow"):
             runs = [await batchlane.run_lane(provider, await fresh_database(
-                f"bench_batch_{scenario}_{provider}_{i}"), scenario)  # type: ignore[arg-type]
+                f"bench_batch_{scenario}_{provider}_{i}"), scenario)
                 for i in range(repeats)]
             name = f"batch {provider}, {scenario}"
             rows.append((f"{name}: rows marked of 2,000", "rows",

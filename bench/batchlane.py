@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
+from uuid import UUID
 
 import asyncpg
 
@@ -76,7 +77,7 @@ class _Tally:
     last: float = 0.0  # emulated time the last row was marked
 
 
-async def _seed(conn: asyncpg.Connection, n: int) -> list[object]:
+async def _seed(conn: asyncpg.Connection, n: int) -> list[UUID]:
     rows = await conn.fetch(
         "INSERT INTO submissions (id, assignment_id, content) "
         "SELECT gen_random_uuid(), 'hw-night', $2 || g FROM generate_series(1, $1) g "

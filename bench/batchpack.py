@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import UUID
 
 import asyncpg
 
@@ -52,7 +53,7 @@ class PackRun:
     live_marked: int
 
 
-async def _seed(conn: asyncpg.Connection, n: int, assignment: str) -> list[object]:
+async def _seed(conn: asyncpg.Connection, n: int, assignment: str) -> list[UUID]:
     rows = await conn.fetch(
         "INSERT INTO submissions (id, assignment_id, content) "
         "SELECT gen_random_uuid(), $3, $2 || g FROM generate_series(1, $1) g "
