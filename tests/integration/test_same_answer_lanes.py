@@ -56,6 +56,30 @@ async def test_a_batch_carries_one_line_per_distinct_answer(rig: Rig) -> None:
     assert sum(1 for r in rows if r["cost_usd"] == 0) == 3
 
 
+async def test_a_batch_packed_in_chunks_takes_no_follower(rig: Rig) -> None:
+    # Two rows a chunk: the first chunk opens the batch, the later ones add to it; a
+    # follower of the same answer waits for its leader in every chunk alike.
+    answers = ["Chlorophyll", "chlorophyll.", "CHLOROPHYLL!", "stomata", "Stomata", "xylem",
+               "phloem", "Phloem."]
+    ids = [uuid.uuid4() for _ in answers]
+    await rig.conn.executemany("INSERT INTO submissions (id, assignment_id, content) "
+                               "VALUES ($1, 'hw-k', $2)", list(zip(ids, answers, strict=True)))
+    batch = await lane_times(rig.rt, DEFAULT_POOL, None)
+    out = enqueued(await rig.rt.store.enqueue(
+        ids, "hw-k", 0, {"rubric": "- names chlorophyll", "max_score": 10}, batch=batch,
+        answer_key=KEY))
+    assert out.same_answers == 4
+    first = await rig.step(render_rows=2)
+    assert (first.packed, first.batches) == (4, 1)
+    assert await rig.conn.fetchval("SELECT count(*) FROM ai_marking_queue "
+                                   "WHERE batch_id IS NOT NULL") == 4
+    rig.clock.advance(2)
+    await rig.step(render_rows=2)
+    assert await rig.statuses() == {"completed": 8}
+    assert await rig.conn.fetchval("SELECT count(*) FROM ai_marking_results "
+                                   "WHERE cost_usd = 0") == 4
+
+
 async def test_copies_spend_nothing_under_a_spend_cap(store: Store,
                                                       conn: asyncpg.Connection) -> None:
     # $1 a call, $2 an hour for the group: two answers, five copies each.

@@ -14,95 +14,38 @@ WHERE queue_id = ANY($1::uuid[]) AND status = 'pending';
 
 -- batch_open --
 -- Record a batch and move up to $4 waiting rows into it, in one statement: the
--- record exists before the provider hears of it.  Rows whose live time has
--- come (run_after <= now()) are the live claim's, not the packer's.  Packing
--- uses an attempt, as a dispatch does.  A row whose not_before (§9d) is still
--- to come waits for it.  Only the pool's own rows ($1).  Nothing waiting: no batch.
--- A group at a spend cap (§9c; $5 the money plan) waits, as on the live lane;
--- batch_charge then charges the rows taken.
+-- record exists before the provider hears of it.  Which rows: aiqueue_batch_pick
+-- (functions/75_batch.sql; only the pool's own, $1; $5 the money plan); their
+-- move: aiqueue_batch_move (packing uses an attempt, as a dispatch does).
+-- Nothing waiting: no batch.  batch_charge then charges the rows taken.
 WITH picked AS MATERIALIZED (
-    SELECT q.queue_id
-    FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
-      AND q.run_after < 'infinity'  -- a follower of the same answer waits (72_groups.sql)
-      AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
-      -- A row held for its run's calibration (§10b) waits for the release.
-      AND q.held_run_after IS NULL
-      AND (NOT aiqueue_spend_capped($5::jsonb -> $1)
-           OR (aiqueue_spend_stop($5::jsonb -> $1, $1,
-                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
-    ORDER BY q.priority DESC, q.seq
-    LIMIT $4
-    FOR UPDATE SKIP LOCKED
+    SELECT p.id FROM aiqueue_batch_pick($1, $4, $5::jsonb) p (id)
 ),
 batch AS (
     INSERT INTO ai_marking_batches (pool, provider, model, rows)
     SELECT $1, $2, $3, count(*) FROM picked HAVING count(*) > 0
     RETURNING id
-),
-moved AS (
-    UPDATE ai_marking_queue q
-    SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
-        started_at = now(), lease_at = NULL, progress = NULL, batch_id = batch.id,
-        charged_tokens = NULL, charged_usd = NULL, updated_at = now()
-    FROM picked, batch
-    WHERE q.queue_id = picked.queue_id
-    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-              q.payload_id, q.deadline, q.kind, batch.id AS batch_id
-),
-history AS (
-    INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
-    SELECT m.queue_id, m.dispatch_seq, m.attempts, 'batch:' || m.batch_id FROM moved m
 )
-SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
-       m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
-FROM moved m JOIN submissions s ON s.id = m.submission_id
-LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id
--- By cache key (the payload's hash, CONTRACT §10a): a prefix's requests sit together.
-ORDER BY pl.sha256 NULLS FIRST, m.queue_id;
+SELECT m.*
+FROM batch CROSS JOIN LATERAL aiqueue_batch_move(ARRAY(SELECT p.id FROM picked p), batch.id) m;
 
 -- batch_add --
 -- Move up to $3 more waiting rows into batch $2, still being packed, as
--- batch_open does (packing takes a batch's rows a chunk at a time, each chunk
--- one short transaction).  $1 the pool, $4 the money plan.
+-- batch_open does, by the same choice (packing takes a batch's rows a chunk at a
+-- time, each chunk one short transaction).  $1 the pool, $4 the money plan.
 WITH batch AS (
     SELECT id FROM ai_marking_batches WHERE id = $2 AND state = 'submitting' FOR UPDATE
 ),
-picked AS MATERIALIZED (
-    SELECT q.queue_id
-    FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.run_after > now()
-      AND (q.not_before IS NULL OR q.not_before <= now()) AND q.pool = $1
-      AND EXISTS (SELECT FROM batch)
-      AND (NOT aiqueue_spend_capped($4::jsonb -> $1)
-           OR (aiqueue_spend_stop($4::jsonb -> $1, $1,
-                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
-    ORDER BY q.priority DESC, q.seq
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-),
-moved AS (
-    UPDATE ai_marking_queue q
-    SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
-        started_at = now(), lease_at = NULL, progress = NULL, batch_id = batch.id,
-        charged_tokens = NULL, charged_usd = NULL, updated_at = now()
-    FROM picked, batch
-    WHERE q.queue_id = picked.queue_id
-    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-              q.payload_id, q.deadline, q.kind, batch.id AS batch_id
-),
-history AS (
-    INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
-    SELECT m.queue_id, m.dispatch_seq, m.attempts, 'batch:' || m.batch_id FROM moved m
+moved AS MATERIALIZED (
+    SELECT m.*
+    FROM batch CROSS JOIN LATERAL aiqueue_batch_move(
+        ARRAY(SELECT p.id FROM aiqueue_batch_pick($1, $3, $4::jsonb) p (id)), batch.id) m
 ),
 counted AS (
     UPDATE ai_marking_batches b SET rows = b.rows + (SELECT count(*) FROM moved)
     FROM batch WHERE b.id = batch.id
 )
-SELECT m.batch_id, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
-       m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text AS payload, s.content
-FROM moved m JOIN submissions s ON s.id = m.submission_id
-LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id;
+SELECT * FROM moved;
 
 -- batch_charge_more --
 -- The rows batch_add just took ($3), charged as batch_charge charges a batch's first.

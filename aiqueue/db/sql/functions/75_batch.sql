@@ -96,3 +96,56 @@ LANGUAGE sql STABLE AS $$
     SELECT 'aiqueue-' || coalesce((SELECT left(value, 16) FROM aiqueue_meta
                                    WHERE key = 'deployment'), 'local') || '-' || p_batch
 $$;
+
+-- Packing's choice (batch.sql: batch_open, batch_add): up to p_limit waiting rows of
+-- pool p_pool's batch lane, locked (SKIP LOCKED), in the lane's order.  Rows whose
+-- live time has come (run_after <= now()) are the live claim's; a follower of the
+-- same answer waits for its leader (run_after 'infinity', 72_groups.sql), a row held
+-- for its run's calibration (§10b) for the release, a not_before (§9d) for its
+-- moment, and a group at a spend cap (§9c; `money`, the plan's) for its window, as
+-- on the live lane.  Every chunk of a batch is chosen by this one rule.
+CREATE OR REPLACE FUNCTION aiqueue_batch_pick(p_pool text, p_limit integer, money jsonb)
+RETURNS SETOF uuid LANGUAGE sql AS $$
+    SELECT q.queue_id
+    FROM ai_marking_queue q
+    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.pool = p_pool
+      AND q.run_after > now() AND q.run_after < 'infinity' AND q.held_run_after IS NULL
+      AND (q.not_before IS NULL OR q.not_before <= now())
+      AND (NOT aiqueue_spend_capped(money -> p_pool)
+           OR (aiqueue_spend_stop(money -> p_pool, p_pool,
+                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
+    ORDER BY q.priority DESC, q.seq
+    LIMIT p_limit
+    FOR UPDATE SKIP LOCKED
+$$;
+
+-- Rows `ids` (locked by aiqueue_batch_pick) move into batch p_batch: processing,
+-- with no lease (a batch holds no slot of L), an attempt used as a dispatch uses
+-- one, and the attempt's line naming the batch.  What the render needs of each,
+-- by cache key (the payload's hash, CONTRACT §10a), so a prefix's requests sit
+-- together in the batch.
+CREATE OR REPLACE FUNCTION aiqueue_batch_move(ids uuid[], p_batch bigint)
+RETURNS TABLE (batch_id bigint, queue_id uuid, submission_id uuid, assignment_id text,
+               attempts integer, dispatch_seq integer, deadline timestamptz, kind text,
+               payload text, content text)
+LANGUAGE sql AS $$
+    WITH moved AS (
+        UPDATE ai_marking_queue q
+        SET status = 'processing', attempts = q.attempts + 1,
+            dispatch_seq = q.dispatch_seq + 1, started_at = now(), lease_at = NULL,
+            progress = NULL, batch_id = p_batch, charged_tokens = NULL, charged_usd = NULL,
+            updated_at = now()
+        WHERE q.queue_id = ANY (ids)
+        RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
+                  q.payload_id, q.deadline, q.kind
+    ),
+    history AS (
+        INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
+        SELECT m.queue_id, m.dispatch_seq, m.attempts, 'batch:' || p_batch FROM moved m
+    )
+    SELECT p_batch, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
+           m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text, s.content
+    FROM moved m JOIN submissions s ON s.id = m.submission_id
+    LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id
+    ORDER BY pl.sha256 NULLS FIRST, m.queue_id
+$$;
