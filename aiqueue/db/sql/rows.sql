@@ -132,23 +132,15 @@ FROM (
 
 -- list_rows --
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
-SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
-       created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
-       lane, deadline,
-       -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
-       aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at,
-       leader_id AS same_answer_as,  -- the row whose mark it copies (aiqueue 0028)
-       -- Held for its run's calibration (aiqueue 0027).
-       held_run_after IS NOT NULL AND status = 'pending' AS held
-FROM ai_marking_queue
-WHERE ($1::text IS NULL OR status = $1)
-  AND ($2::text IS NULL OR assignment_id = $2)
-  AND ($3::timestamptz IS NULL OR (created_at, queue_id) < ($3, $4::uuid))
-  AND ($7::text IS NULL OR coalesce(group_key, assignment_id) = $7)
-  AND ($8::text IS NULL OR kind = $8)
-ORDER BY created_at DESC, queue_id DESC
+-- The columns: aiqueue_rows (functions/82_rows.sql), as get_row's.
+SELECT *
+FROM aiqueue_rows() r
+WHERE ($1::text IS NULL OR r.status = $1)
+  AND ($2::text IS NULL OR r.assignment_id = $2)
+  AND ($3::timestamptz IS NULL OR (r.created_at, r.queue_id) < ($3, $4::uuid))
+  AND ($7::text IS NULL OR r.group_key = $7)
+  AND ($8::text IS NULL OR r.kind = $8)
+ORDER BY r.created_at DESC, r.queue_id DESC
 LIMIT $5 OFFSET $6;
 
 -- count_rows --
@@ -172,17 +164,7 @@ SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, us
 FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --
-SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
-       created_at, updated_at, started_at, finished_at, priority,
-       coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
-       lane, deadline,
-       -- A pending row of a group at a spend cap waits until then (aiqueue 0022).
-       aiqueue_spend_resumes_at(status, pool, priority, coalesce(group_key, assignment_id))
-           AS resumes_at,
-       leader_id AS same_answer_as,  -- the row whose mark it copies (aiqueue 0028)
-       -- Held for its run's calibration (aiqueue 0027).
-       held_run_after IS NOT NULL AND status = 'pending' AS held
-FROM ai_marking_queue WHERE queue_id = $1;
+SELECT * FROM aiqueue_rows() r WHERE r.queue_id = $1;
 
 -- ping --
 SELECT 1 AS ok;
