@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from aiqueue.answers import AnswerKey
 from aiqueue.db.gateway import connect_pool
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
@@ -52,8 +53,9 @@ async def run_settles(name: str, env: dict[str, str], settles: int = 400,
     store = Store(await connect_pool(dsn, max_size=1))
     try:
         for k in range(20):
+            # Keyed, as the app keys answers by default (same_answers: mark_once).
             await store.enqueue([i for n, i in enumerate(ids) if n % 20 == k], f"a{k}", 0,
-                                {"rubric": "r" * 200})
+                                {"rubric": "r" * 200}, answer_key=AnswerKey.derive(SECRET))
         flying = [job for job in [await store.claim(plan) for _ in range(cap)] if job]
         taker = uuid.uuid4()
 
