@@ -9,14 +9,17 @@ RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     reads float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_read_tokens'), 0);
     writes float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_write_tokens'), 0);
-    prompt float8 := coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0);
-    f jsonb := money -> p_pool -> 'cache';
+    prompt float8;
+    f jsonb;
     billed float8;
     saved float8;
 BEGIN
+    -- Most results count no cache: they return before the rest is evaluated.
     IF p_usage IS NULL OR reads + writes = 0 OR p_usage ? 'billed_prompt_tokens' THEN
         RETURN p_usage;
     END IF;
+    prompt := coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0);
+    f := money -> p_pool -> 'cache';
     billed := round(greatest(prompt - reads - writes, 0)
                     + writes * coalesce((f ->> 'write')::float8, 1.0)
                     + reads * coalesce((f ->> 'read')::float8, 0.10));
