@@ -48,7 +48,7 @@ GROUP BY outcome, job, error, model, le;
 
 -- cache_counters --
 -- Each pool's prompt cache counters (only growing): tokens read and written,
--- and what the cache saved in USD (aiqueue_cache_result, 45_cache.sql).
+-- and what the cache saved in USD (aiqueue_cache_result, 46_cache_billed.sql).
 SELECT pool, read_tokens, write_tokens, saved_usd FROM ai_marking_cache_pools ORDER BY pool;
 
 -- metrics_buckets --

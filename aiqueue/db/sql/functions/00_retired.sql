@@ -55,3 +55,12 @@ DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_money_result(uuid, integer, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_result_cost(jsonb, jsonb, text);
 DROP FUNCTION IF EXISTS aiqueue_alerts_evaluate(timestamptz, float8, float8, integer, float8);
+-- The settle's result side reads the completed row once (aiqueue issue 38):
+-- aiqueue_complete returns it (it returned whether it applied), and its
+-- record takes it typed.
+DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_complete_record(record, jsonb, jsonb, timestamptz, text);
+DROP FUNCTION IF EXISTS aiqueue_after_result(uuid, integer, jsonb, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_money_result(uuid, integer, jsonb, jsonb);
+DROP FUNCTION IF EXISTS aiqueue_cache_result(uuid, jsonb, jsonb);

@@ -9,14 +9,17 @@ RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     reads float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_read_tokens'), 0);
     writes float8 := coalesce(aiqueue_usage_int(p_usage -> 'cache_write_tokens'), 0);
-    prompt float8 := coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0);
-    f jsonb := money -> p_pool -> 'cache';
+    prompt float8;
+    f jsonb;
     billed float8;
     saved float8;
 BEGIN
+    -- Most results count no cache: they return before the rest is evaluated.
     IF p_usage IS NULL OR reads + writes = 0 OR p_usage ? 'billed_prompt_tokens' THEN
         RETURN p_usage;
     END IF;
+    prompt := coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0);
+    f := money -> p_pool -> 'cache';
     billed := round(greatest(prompt - reads - writes, 0)
                     + writes * coalesce((f ->> 'write')::float8, 1.0)
                     + reads * coalesce((f ->> 'read')::float8, 0.10));
@@ -26,51 +29,38 @@ BEGIN
 END
 $$;
 
--- A result arrived (aiqueue_money_result): its prefix is warm; the pool's
+-- A result arrived (aiqueue_money_result; `d`: the completed row, its usage at
+-- billed tokens as aiqueue_complete stored it): its prefix is warm; the pool's
 -- counters add what it read from and wrote to the cache and what that saved;
 -- the prefix's size is the cached part the function reported; a mark's and a
--- row's running means move.  The usage at billed tokens (aiqueue_cache_billed).
-CREATE OR REPLACE FUNCTION aiqueue_cache_result(p_queue_id uuid, p_usage jsonb, money jsonb)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+-- row's running means move.  (The result's record took the same counts when
+-- it was written: aiqueue_complete_record.)
+CREATE OR REPLACE FUNCTION aiqueue_cache_result(d ai_marking_queue) RETURNS boolean
+LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
-    reads bigint := coalesce(aiqueue_usage_int(p_usage -> 'cache_read_tokens'), 0);
-    writes bigint := coalesce(aiqueue_usage_int(p_usage -> 'cache_write_tokens'), 0);
-    prompt float8;
-    completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
-    saved float8;
-BEGIN
-    PERFORM aiqueue_cache_answered(p_queue_id);
+    reads bigint := coalesce(aiqueue_usage_int(d.usage -> 'cache_read_tokens'), 0);
+    writes bigint := coalesce(aiqueue_usage_int(d.usage -> 'cache_write_tokens'), 0);
+    prompt float8 := aiqueue_usage_int(coalesce(d.usage -> 'billed_prompt_tokens',
+                                                d.usage -> 'prompt_tokens'));
+    completion float8 := aiqueue_usage_int(d.usage -> 'completion_tokens');
+    saved float8 := coalesce((d.usage ->> 'cache_saved_usd')::float8, 0);
     -- A batch lane's result took a batch's time, not a mark's: no mean moves.
-    SELECT q.pool, q.payload_id,
-           CASE WHEN p_usage ->> 'lane' IS DISTINCT FROM 'batch'
-                THEN date_part('epoch', now() - q.started_at) END AS seconds
-    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
-    IF NOT FOUND THEN
-        RETURN p_usage;
-    END IF;
-    p_usage := aiqueue_cache_billed(p_usage, money, r.pool);
-    prompt := aiqueue_usage_int(coalesce(p_usage -> 'billed_prompt_tokens',
-                                         p_usage -> 'prompt_tokens'));
-    saved := coalesce((p_usage ->> 'cache_saved_usd')::float8, 0);
-    IF greatest(reads, writes) > 0 AND r.payload_id IS NOT NULL THEN
+    seconds float8 := CASE WHEN d.usage ->> 'lane' IS DISTINCT FROM 'batch'
+                           THEN date_part('epoch', now() - d.started_at) END;
+    warmed boolean;
+BEGIN
+    warmed := aiqueue_cache_answered(d.queue_id);
+    IF greatest(reads, writes) > 0 AND d.payload_id IS NOT NULL THEN
         UPDATE ai_marking_prefixes x SET tokens = greatest(reads, writes)
-        WHERE x.pool = r.pool AND x.payload_id = r.payload_id;
-    END IF;
-    IF reads + writes > 0 THEN
-        UPDATE ai_marking_results m
-        SET cache_read_tokens = reads, cache_write_tokens = writes, cache_saved_usd = saved,
-            cache_saved_tokens = coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0)
-                                 - coalesce(prompt, 0)
-        WHERE m.queue_id = p_queue_id;
+        WHERE x.pool = d.pool AND x.payload_id = d.payload_id;
     END IF;
     INSERT INTO ai_marking_cache_pools AS c (pool, read_tokens, write_tokens, prompt_tokens,
                                              saved_usd, mark_seconds, row_tokens, samples)
-    VALUES (r.pool, reads, writes,
-            coalesce(aiqueue_usage_int(p_usage -> 'prompt_tokens'), 0), saved, r.seconds,
-            CASE WHEN r.seconds IS NOT NULL AND (prompt IS NOT NULL OR completion IS NOT NULL)
+    VALUES (d.pool, reads, writes,
+            coalesce(aiqueue_usage_int(d.usage -> 'prompt_tokens'), 0), saved, seconds,
+            CASE WHEN seconds IS NOT NULL AND (prompt IS NOT NULL OR completion IS NOT NULL)
                  THEN aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0)) END,
-            CASE WHEN r.seconds IS NOT NULL THEN 1 ELSE 0 END)
+            CASE WHEN seconds IS NOT NULL THEN 1 ELSE 0 END)
     ON CONFLICT (pool) DO UPDATE
     SET read_tokens = c.read_tokens + EXCLUDED.read_tokens,
         write_tokens = c.write_tokens + EXCLUDED.write_tokens,
@@ -82,7 +72,7 @@ BEGIN
         row_tokens = coalesce(c.row_tokens + (EXCLUDED.row_tokens - c.row_tokens)
                               / least(c.samples + 1, 20), EXCLUDED.row_tokens, c.row_tokens),
         samples = c.samples + EXCLUDED.samples, updated_at = now();
-    RETURN p_usage;
+    RETURN true;
 END
 $$;
 

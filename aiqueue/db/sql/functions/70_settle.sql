@@ -3,14 +3,17 @@
 -- A webhook's results in one round trip: aiqueue_settle_many (this file,
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
---     aiqueue_complete       apply it (its triggers: 80_feed, 90_outbox), priced
---                            by aiqueue_result_cost (50_spend's prices)
---     aiqueue_after_result   the claim lock (30_gate) before any row the claim
---                            writes too, then:
---       aiqueue_flow_result    raise the learned limit L (71_settle_charge; rule
---                              in 20_flow)
---       aiqueue_money_result   learn the estimate, correct the charge
---                              (71_settle_charge; 50_spend)
+--     aiqueue_complete       apply it in one statement (its triggers: 80_feed,
+--                            90_outbox), priced once by aiqueue_priced (50_spend's
+--                            prices), its record and tally by
+--                            aiqueue_complete_record; returns the completed row,
+--                            which everything after takes instead of reading it
+--     aiqueue_claim_lock     (30_gate) before any row the claim writes too, then:
+--     aiqueue_flow_result    raise the learned limit L (71_settle_charge; rule
+--                            in 20_flow)
+--     aiqueue_money_result   the prompt cache (aiqueue_cache_result, 46_cache_billed),
+--                            learn the estimate, correct the charge
+--                            (71_settle_charge; 50_spend)
 --   aiqueue_handback       a repeated result: hand back the row it claimed
 --                          (71_settle_charge)
 --   aiqueue_claim          the next row (60_claim: 30_gate, 40_fair, 42_fair_pick,
@@ -44,8 +47,6 @@ RETURNS TABLE (item uuid, applied boolean, queue_id uuid, submission_id uuid,
                assignment_id text, attempts integer, dispatch_seq integer, payload text,
                content text, more boolean, breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql AS $$
-DECLARE
-    it record;
 BEGIN
     IF jsonb_array_length(items) > 1 THEN
         PERFORM 1 FROM ai_marking_queue q
@@ -57,13 +58,13 @@ BEGIN
                                             FROM jsonb_array_elements(items) x))
         ORDER BY s.id FOR UPDATE;
     END IF;
-    FOR it IN SELECT x.queue_id, x.dispatch_seq, x.result, x.usage
-              FROM jsonb_to_recordset(items)
-                   AS x (queue_id uuid, dispatch_seq integer, result jsonb, usage jsonb) LOOP
-        RETURN QUERY SELECT it.queue_id, s.*
-                     FROM aiqueue_settle(it.queue_id, it.result, it.usage, it.dispatch_seq,
-                                         plan, p_taker) s;
-    END LOOP;
+    -- One statement: the items in their order, each settled when its row is read.
+    RETURN QUERY
+    SELECT x.queue_id, s.*
+    FROM jsonb_to_recordset(items)
+         AS x (queue_id uuid, dispatch_seq integer, result jsonb, usage jsonb)
+    CROSS JOIN LATERAL aiqueue_settle(x.queue_id, x.result, x.usage, x.dispatch_seq,
+                                      plan, p_taker) s;
 END
 $$;
 
@@ -119,56 +120,54 @@ END
 $$;
 
 -- A completed result, applied at most once (aiqueue_complete); when it was new,
--- what follows a result (aiqueue_after_result).  The settle and a lone complete
--- (queue.sql: complete) both run this.  The claim lock from the end on
--- (aiqueue 0023): the outbox test takes it rather than pinning a row, and the
--- charges after are written under it, in the claim's order (see
--- aiqueue_outbox_run_finished).
+-- what follows a result, given the completed row: its pool's L rises
+-- (aiqueue_flow_result) and its usage corrects what its dispatch charged
+-- (aiqueue_money_result).  The settle and a lone complete (queue.sql:
+-- complete) both run this.  The claim lock from the end on (aiqueue 0023): the
+-- outbox test takes it rather than pinning a row, and the counters, spend
+-- windows and budget window written after are the claim's rows too, so they
+-- are written under it, in the claim's order (see aiqueue_outbox_run_finished).
+-- The calls are plpgsql simple expressions where they return a value (no SPI
+-- query of their own); each statement the callees run takes a fresh snapshot.
 CREATE OR REPLACE FUNCTION aiqueue_result(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                           p_dispatch_seq integer, plan jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-    applied boolean;
+    done ai_marking_queue;
+    flag text;
+    ok boolean;
 BEGIN
-    PERFORM set_config('aiqueue.end_lock', 'on', true);
-    applied := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, plan -> 'money');
-    PERFORM set_config('aiqueue.end_lock', 'off', true);
-    IF applied THEN
-        PERFORM aiqueue_after_result(p_queue_id, p_dispatch_seq, p_usage, plan);
+    flag := set_config('aiqueue.end_lock', 'on', true);
+    done := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, plan -> 'money');
+    flag := set_config('aiqueue.end_lock', 'off', true);
+    IF done.queue_id IS NULL THEN
+        RETURN false;
     END IF;
-    RETURN applied;
-END
-$$;
-
--- After a new result: its pool's L rises and its usage corrects what its
--- dispatch charged.  The counters, spend windows and budget window it writes
--- are the claim's rows too, so the claim's lock comes first (aiqueue 0023).
-CREATE OR REPLACE FUNCTION aiqueue_after_result(p_queue_id uuid, p_dispatch_seq integer,
-                                                p_usage jsonb, plan jsonb) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
     PERFORM aiqueue_claim_lock();
-    PERFORM aiqueue_flow_result(p_queue_id, p_dispatch_seq, p_usage, plan);
-    PERFORM aiqueue_money_result(p_queue_id, p_dispatch_seq, p_usage, plan -> 'money');
+    ok := aiqueue_flow_result(done, p_dispatch_seq, plan);
+    ok := aiqueue_money_result(done, p_dispatch_seq, plan -> 'money');
+    RETURN true;
 END
 $$;
 
 -- Apply a result at most once: the row lock plus the status test mean a second
 -- (concurrent or later) delivery finds the row completed and changes nothing.
 -- A late result of an earlier dispatch still completes a row that is not done.
--- The usage is stored priced (aiqueue_result_cost: the function's cost, else
--- the pool's prices in `money`); aiqueue_complete_record then writes the
--- review record and the counters.
+-- One statement: the row, its submission and its attempt are written, the
+-- usage stored priced (aiqueue_priced: the function's cost, else the pool's
+-- prices in `money`), the review record of what the result replaced
+-- (ai_marking_results) and the one counter delta (ai_marking_tally) inserted.
+-- The row's end triggers (the run's end, 90_outbox) fire when the statement
+-- ends, so they read the record.  Returns the completed row (NULL when nothing
+-- was applied): the caller's after-result writes take it from there.
 CREATE OR REPLACE FUNCTION aiqueue_complete(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                             p_dispatch_seq integer, money jsonb DEFAULT NULL)
-RETURNS boolean LANGUAGE plpgsql AS $$
+RETURNS ai_marking_queue LANGUAGE plpgsql AS $$
 DECLARE
-    n integer;
+    done ai_marking_queue;
 BEGIN
     WITH row AS (
-        SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key,
-               q.kind, q.pool, date_part('epoch', now() - q.started_at) AS seconds,
-               aiqueue_priced(p_usage, money, q.pool) AS usage
+        SELECT q.queue_id, q.submission_id, aiqueue_priced(p_usage, money, q.pool) AS usage
         FROM ai_marking_queue q
         WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
         FOR UPDATE
@@ -195,36 +194,38 @@ BEGIN
                             THEN q.lease_at END
         FROM row, sub
         WHERE q.queue_id = row.queue_id
-        RETURNING q.queue_id
+        RETURNING q.*
     ),
     history AS (
         UPDATE ai_marking_attempts a
-        SET ended_at = now(), usage = row.usage,
+        SET ended_at = now(), usage = d.usage,
             outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
-        FROM done, row
-        WHERE a.queue_id = done.queue_id AND a.dispatch_seq = p_dispatch_seq
+        FROM done d
+        WHERE a.queue_id = d.queue_id AND a.dispatch_seq = p_dispatch_seq
           AND a.kind = 'dispatch'
         RETURNING a.outcome
-    )
-    -- In this statement: the row's end triggers (the run's end, 90_outbox) read
-    -- the record when the statement ends.
-    SELECT count(aiqueue_complete_record(t, p_result, prev.ai_result, prev.ai_marked_at,
-                                         (SELECT h.outcome FROM history h LIMIT 1))) INTO n
-    FROM row t JOIN prev ON prev.id = t.submission_id JOIN done ON true;
-    IF n = 0 THEN  -- the current dispatch of a row a late result completed: free its slot
-        UPDATE ai_marking_queue q SET lease_at = NULL
+    ),
+    record AS (SELECT aiqueue_complete_record(d, p_result, prev.ai_result, prev.ai_marked_at,
+                                              (SELECT h.outcome FROM history h LIMIT 1))
+               FROM done d JOIN prev ON prev.id = d.submission_id)
+    SELECT d.* INTO done FROM done d, record;
+    IF done.queue_id IS NULL THEN  -- the current dispatch of a row a late result completed:
+        UPDATE ai_marking_queue q SET lease_at = NULL  -- free its slot
         WHERE q.queue_id = p_queue_id AND q.status = 'completed'
           AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
     END IF;
-    RETURN n > 0;
+    RETURN done;
 END
 $$;
 
 -- A completed row's review record of what the result replaced
--- (ai_marking_results) and its one counter delta (ai_marking_tally).  `r`:
--- aiqueue_complete's row, with the priced usage; `outcome`: its attempt's.
-CREATE OR REPLACE FUNCTION aiqueue_complete_record(r record, p_result jsonb, previous jsonb,
-                                                   previous_at timestamptz, outcome text)
+-- (ai_marking_results), with what the prompt cache read, wrote and saved when
+-- it counted (NULLs when not: 45_cache.sql), and its one counter delta
+-- (ai_marking_tally), in one statement.  `r`: the completed row, its usage
+-- priced (aiqueue_priced: with its billed input); `outcome`: its attempt's.
+CREATE OR REPLACE FUNCTION aiqueue_complete_record(r ai_marking_queue, p_result jsonb,
+                                                   previous jsonb, previous_at timestamptz,
+                                                   outcome text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     model text := r.usage ->> 'model';
@@ -232,24 +233,44 @@ DECLARE
     completion bigint := aiqueue_usage_int(r.usage -> 'completion_tokens');
     cost numeric := CASE WHEN jsonb_typeof(r.usage -> 'cost_usd') = 'number'
                          THEN (r.usage ->> 'cost_usd')::numeric END;
+    seconds float8 := date_part('epoch', now() - r.started_at);
+    reads bigint := coalesce(aiqueue_usage_int(r.usage -> 'cache_read_tokens'), 0);
+    writes bigint := coalesce(aiqueue_usage_int(r.usage -> 'cache_write_tokens'), 0);
+    saved float8;
+    saved_tokens bigint;
 BEGIN
-    INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
-                                    result, previous_result, previous_marked_at, model,
-                                    prompt_tokens, completion_tokens, cost_usd,
-                                    processing_seconds, kind, pool, lane)
-    VALUES (r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
-            previous, previous_at, model, prompt, completion, cost,
-            r.seconds, r.kind, r.pool,
-            -- the overnight lane (0020) marks its usage; everything else is live
-            CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END)
-    -- A backfilled record (migration 0008) of a row completed before: keep it.
-    ON CONFLICT (queue_id) DO NOTHING;
+    IF reads + writes > 0 THEN
+        saved := coalesce((r.usage ->> 'cache_saved_usd')::float8, 0);
+        saved_tokens := coalesce(prompt, 0) - coalesce(aiqueue_usage_int(coalesce(
+            r.usage -> 'billed_prompt_tokens', r.usage -> 'prompt_tokens')), 0);
+    ELSE
+        reads := NULL;
+        writes := NULL;
+    END IF;
+    WITH record AS (
+        INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id,
+                                        "group", result, previous_result, previous_marked_at,
+                                        model, prompt_tokens, completion_tokens, cost_usd,
+                                        processing_seconds, kind, pool, lane, cache_read_tokens,
+                                        cache_write_tokens, cache_saved_usd, cache_saved_tokens)
+        VALUES (r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
+                previous, previous_at, model, prompt, completion, cost, seconds, r.kind, r.pool,
+                -- the overnight lane (0020) marks its usage; everything else is live
+                CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END,
+                reads, writes, saved, saved_tokens)
+        -- A backfilled record (migration 0008) of a row completed before: kept,
+        -- with the cache's counts.
+        ON CONFLICT (queue_id) DO UPDATE
+        SET (cache_read_tokens, cache_write_tokens, cache_saved_usd, cache_saved_tokens)
+            = (reads, writes, saved, saved_tokens)
+        WHERE reads IS NOT NULL
+    )
     INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
                                   cost_usd, seconds)
     VALUES (coalesce(outcome, 'completed'), 'completed', model,
-            (SELECT min(b) FROM unnest(aiqueue_buckets()) b WHERE b >= r.seconds),
+            (SELECT min(b) FROM unnest(aiqueue_buckets()) b WHERE b >= seconds),
             coalesce(prompt, 0), coalesce(completion, 0), coalesce(cost, 0),
-            coalesce(r.seconds, 0));
+            coalesce(seconds, 0));
     RETURN true;
 END
 $$;

@@ -1,16 +1,20 @@
--- The settle's after-result writes, in call order: L rises, the charge is corrected;
--- and a repeated result's hand-back (70_settle.sql calls them).
+-- The settle's after-result writes, in call order: L rises, the charge is corrected,
+-- each given the completed row; and a repeated result's hand-back (70_settle.sql
+-- calls them).
 
 -- A result arrived (no refusal): raise its pool's L, and (a budget is
 -- declared: the plan's `budgeted`) put the result's reported usage in place of
--- the claim's estimate in the budget window.  The common case (every L at its
--- ceiling, no budget) costs one read of the control rows and writes nothing:
--- this runs once per job.  The caller holds the claim lock (aiqueue_after_result).
-CREATE OR REPLACE FUNCTION aiqueue_flow_result(p_queue_id uuid, p_dispatch_seq integer,
-                                               p_usage jsonb, plan jsonb)
+-- the claim's estimate in the budget window.  `d`: the completed row
+-- (aiqueue_complete).  The common case (every L at its ceiling, no budget)
+-- costs one read of the control rows and writes nothing: this runs once per
+-- job.  The caller holds the claim lock (aiqueue_result).
+CREATE OR REPLACE FUNCTION aiqueue_flow_result(d ai_marking_queue, p_dispatch_seq integer,
+                                               plan jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     budgeted boolean := coalesce((plan ->> 'budgeted')::boolean, false);
+    prompt bigint;
+    completion bigint;
 BEGIN
     IF NOT budgeted AND NOT EXISTS (SELECT 1 FROM ai_queue_control c
                                     WHERE c.in_flight_limit IS NOT NULL) THEN
@@ -26,75 +30,69 @@ BEGIN
         -- A result ends the pool's run of refusals (a refusal cut L, so it runs here):
         -- its kinds' rows stay home from their fallback (§10e).
         refused_since = NULL
-    FROM (SELECT q.pool, (aiqueue_plan_pool(plan, q.pool)).cap AS cap
-          FROM ai_marking_queue q WHERE q.queue_id = p_queue_id) t
-    WHERE c.pool = t.pool AND c.in_flight_limit IS NOT NULL;
-    IF NOT budgeted THEN
+    FROM (SELECT (aiqueue_plan_pool(plan, d.pool)).cap AS cap) t
+    WHERE c.pool = d.pool AND c.in_flight_limit IS NOT NULL;
+    prompt := aiqueue_usage_int(d.usage -> 'prompt_tokens');
+    completion := aiqueue_usage_int(d.usage -> 'completion_tokens');
+    IF NOT budgeted OR prompt IS NULL OR completion IS NULL THEN
         RETURN true;
     END IF;
-    UPDATE ai_marking_budget b
-    SET tokens = aiqueue_usage_int(p_usage -> 'prompt_tokens')
-                 + aiqueue_usage_int(p_usage -> 'completion_tokens'),
-        actual = true
-    WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq
-      AND aiqueue_usage_int(p_usage -> 'prompt_tokens') IS NOT NULL
-      AND aiqueue_usage_int(p_usage -> 'completion_tokens') IS NOT NULL;
+    UPDATE ai_marking_budget b SET tokens = prompt + completion, actual = true
+    WHERE b.queue_id = d.queue_id AND b.dispatch_seq = p_dispatch_seq;
     RETURN true;
 END
 $$;
 
--- A result's usage: the assignment's estimate learns it (aiqueue_estimate_learn),
--- and it corrects what the row's current dispatch charged: the group's counter
--- by the weighted tokens, the spend windows by the cost (as aiqueue_complete
--- stored it, else at the pool's top price; no price at all: the charge stands).  A
--- group whose spend went down may dispatch again at once (the claim re-reads
--- the windows).  A result without token counts changes nothing.  The caller
--- holds the claim lock.
-CREATE OR REPLACE FUNCTION aiqueue_money_result(p_queue_id uuid, p_dispatch_seq integer,
-                                                p_usage jsonb, money jsonb) RETURNS void
+-- A result's usage (`d`: the completed row, its usage as aiqueue_complete
+-- priced and stored it, once): the prompt cache learns it
+-- (aiqueue_cache_result), the assignment's estimate learns it
+-- (aiqueue_estimate_learn), and it corrects what the row's current dispatch
+-- charged: the group's counter by the weighted tokens, the spend windows by the
+-- cost (as stored, else at the pool's top price; no price at all: the charge
+-- stands).  A group whose spend went down may dispatch again at once (the claim
+-- re-reads the windows).  A result without token counts changes nothing else.
+-- The caller holds the claim lock.  True when the usage had token counts.
+CREATE OR REPLACE FUNCTION aiqueue_money_result(d ai_marking_queue, p_dispatch_seq integer,
+                                                money jsonb) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
-    prompt float8 := aiqueue_usage_int(p_usage -> 'prompt_tokens');
-    completion float8 := aiqueue_usage_int(p_usage -> 'completion_tokens');
-    cost float8;
+    grp text := coalesce(d.group_key, d.assignment_id);
+    -- The input at billed tokens (cache reads and writes at their price).
+    prompt float8 := coalesce(aiqueue_usage_int(d.usage -> 'billed_prompt_tokens'),
+                              aiqueue_usage_int(d.usage -> 'prompt_tokens'));
+    completion float8 := aiqueue_usage_int(d.usage -> 'completion_tokens');
+    cost float8 := CASE WHEN jsonb_typeof(d.usage -> 'cost_usd') = 'number'
+                        THEN (d.usage ->> 'cost_usd')::float8 END;
+    ok boolean;
 BEGIN
-    -- The prompt cache (45_cache.sql): the prefix is warm, its counts added up;
-    -- the input is charged at billed tokens (cache reads and writes at their price).
-    p_usage := aiqueue_cache_result(p_queue_id, p_usage, money);
-    prompt := coalesce(aiqueue_usage_int(p_usage -> 'billed_prompt_tokens'), prompt);
+    ok := aiqueue_cache_result(d);
     IF prompt IS NULL AND completion IS NULL THEN
-        RETURN;
+        RETURN false;
     END IF;
-    -- The row's usage as aiqueue_complete just stored it: priced there, once.
-    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.assignment_id,
-           q.dispatch_seq, q.charged_tokens, q.charged_usd, q.charged_at,
-           CASE WHEN jsonb_typeof(q.usage -> 'cost_usd') = 'number'
-                THEN (q.usage ->> 'cost_usd')::float8 END AS cost
-    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
-    IF NOT FOUND THEN
-        RETURN;
+    -- Unpriced, it is charged at the pool's most expensive known price (§9c);
+    -- a pool `money` does not name has no price (50_spend.sql).
+    IF cost IS NULL AND money ? d.pool THEN
+        cost := aiqueue_result_cost(d.usage, money, d.pool, true);
     END IF;
-    -- Unpriced, it is charged at the pool's most expensive known price (§9c).
-    cost := coalesce(r.cost, aiqueue_result_cost(p_usage, money, r.pool, true));
-    PERFORM aiqueue_estimate_learn(r.pool, r.assignment_id, coalesce(prompt, 0),
-                                   coalesce(completion, 0), cost, p_usage ->> 'model');
+    PERFORM aiqueue_estimate_learn(d.pool, d.assignment_id, coalesce(prompt, 0),
+                                   coalesce(completion, 0), cost, d.usage ->> 'model');
     -- A late result of an earlier dispatch: the row's charge is the current
     -- dispatch's, which its own result corrects.
-    IF r.dispatch_seq <> p_dispatch_seq OR r.charged_tokens IS NULL THEN
-        RETURN;
+    IF d.dispatch_seq <> p_dispatch_seq OR d.charged_tokens IS NULL THEN
+        RETURN true;
     END IF;
     UPDATE ai_marking_fair f
     SET counter = f.counter + aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0))
-                  - r.charged_tokens
-    WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp;
-    IF r.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> r.charged_usd THEN
-        PERFORM aiqueue_spend_correct(r.pool, r.grp, cost - r.charged_usd, r.charged_at);
-        IF cost < r.charged_usd THEN
+                  - d.charged_tokens
+    WHERE f.pool = d.pool AND f.priority = d.priority AND f.group_key = grp;
+    IF d.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> d.charged_usd THEN
+        PERFORM aiqueue_spend_correct(d.pool, grp, cost - d.charged_usd, d.charged_at);
+        IF cost < d.charged_usd THEN
             UPDATE ai_marking_fair f SET capped_until = NULL, capped_by = NULL
-            WHERE f.pool = r.pool AND f.group_key = r.grp AND f.capped_until IS NOT NULL;
+            WHERE f.pool = d.pool AND f.group_key = grp AND f.capped_until IS NOT NULL;
         END IF;
     END IF;
+    RETURN true;
 END
 $$;
 

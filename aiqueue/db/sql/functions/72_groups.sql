@@ -144,9 +144,17 @@ BEGIN
 END
 $$;
 
+-- Most leaders have no follower (their answers are distinct): one probe of the
+-- followers' index, and the copy's statement, whose start opens every index of
+-- the tables it writes, stays out.  No follower can join meanwhile: an
+-- enqueue share-locks the leader it joins, and this row is locked until commit.
 CREATE OR REPLACE FUNCTION aiqueue_group_done() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM aiqueue_group_complete(NEW.queue_id);
+    IF EXISTS (SELECT 1 FROM ai_marking_queue q
+               WHERE q.leader_id = NEW.queue_id AND q.status = 'pending'
+                 AND q.run_after = 'infinity') THEN
+        PERFORM aiqueue_group_complete(NEW.queue_id);
+    END IF;
     RETURN NULL;
 END
 $$;

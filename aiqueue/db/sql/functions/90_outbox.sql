@@ -43,7 +43,7 @@
 -- nothing a pinner waits for.  The claim lock is still taken after row locks
 -- and its holder never waits for a queue row (SKIP LOCKED); a statement that
 -- writes rows the claim writes too (turn counters, spend, the budget window)
--- takes the claim lock before them (aiqueue_after_result, aiqueue_money_refund),
+-- takes the claim lock before them (aiqueue_result, aiqueue_money_refund),
 -- so those rows are always locked in the claim's order.  `aiqueue.end_lock` =
 -- 'on' says the transaction takes the claim lock right after this end anyway (a
 -- result, aiqueue_result): then the lock, not a pin.
