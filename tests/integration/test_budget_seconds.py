@@ -3,11 +3,17 @@ claim's check answers as the walk over every entry did, whatever was written."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from datetime import datetime
 
 import asyncpg
+
+from aiqueue.db.store import Store, connect_pool
+from aiqueue.models import Completed
+from tests.conftest import add_submissions
+from tests.plans import Budget, plan_of
 
 # The check before the seconds (aiqueue 0030's aiqueue_budget_opens_at): every entry of the
 # window walked newest first.  $1 tpm, $2 rpm, $3 window, $4 estimate, $5 pool.
@@ -105,4 +111,35 @@ async def test_the_seconds_hold_exactly_the_entries_but_the_deleted(
     # A deleted entry stays counted: the seconds hold more, never less.
     await change_some(conn, rng)
     assert await conn.fetchval(differ) > 0
+    assert await conn.fetchval(SHORT) == 0
+
+
+async def test_refusals_and_settles_at_once_keep_the_seconds(
+    db_url: str, conn: asyncpg.Connection
+) -> None:
+    """Refusals race webhooks of two results while the learned limit is cut: every write of
+    an entry holds the claim's lock, so none waits for another's second (no deadlock)."""
+    ids = await add_submissions(conn, 120)
+    stores = [Store(await connect_pool(db_url, max_size=4)) for _ in range(2)]
+    plan = plan_of(8, 5, budget=Budget(tokens_per_minute=10**8, window_seconds=60))
+    usage = {"prompt_tokens": 700, "completion_tokens": 80}
+    try:
+        await stores[0].enqueue(ids, "hw-1", 0, {})
+        for _ in range(6):
+            await conn.execute("UPDATE ai_queue_control SET in_flight_limit = 6")
+            jobs = [j for j in await asyncio.gather(*[s.claim(plan) for s in stores * 4]) if j]
+            refused, done = jobs[::2], jobs[1::2]
+            await asyncio.gather(
+                *[stores[k % 2].refused(j.queue_id, j.dispatch_seq, kind="rate_limited",
+                                        delay=0, give_up=86400, cap=8, plan=plan.json)
+                  for k, j in enumerate(refused)],
+                *[stores[k % 2].settle(
+                    [Completed(j.queue_id, j.dispatch_seq, {"score": 1}, usage)
+                     for j in done[k:k + 2]], plan, uuid.uuid4())
+                  for k in range(0, len(done), 2)])
+            await conn.execute("UPDATE ai_marking_queue SET status = 'completed'"
+                               " WHERE status = 'processing'")
+    finally:
+        for s in stores:
+            await s.close()
     assert await conn.fetchval(SHORT) == 0

@@ -123,6 +123,15 @@ BEGIN
           AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
         RETURN NULL;
     END IF;
+    -- What the claim wrote is given back under its lock, taken before any other
+    -- row: the dispatch's budget entry (its window's second, 21_budget.sql) and
+    -- its spend windows (aiqueue_money_refund).  A claim's holder waits for no
+    -- row this holds (the pool's control row, the group's turn), so no cycle.
+    IF r.charged_usd IS NOT NULL
+       OR EXISTS (SELECT 1 FROM ai_marking_budget b
+                  WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq) THEN
+        PERFORM aiqueue_claim_lock();
+    END IF;
     cap := coalesce((aiqueue_plan_pool(plan, r.pool)).cap, cap);
     PERFORM aiqueue_flow_cut(r.pool, r.started_at, p_kind, delay, cap, learned);
     gone := r.refused_since IS NOT NULL
@@ -138,14 +147,12 @@ BEGIN
     WHERE q.queue_id = p_queue_id;
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'refused', error = p_kind
     WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';
+    UPDATE ai_marking_budget b SET tokens = 0
+    WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq;
     PERFORM aiqueue_money_refund(p_queue_id);
     INSERT INTO ai_marking_tally (outcome, job, error)
     VALUES ('refused', CASE WHEN gone THEN 'failed' END, CASE WHEN gone THEN 'rate_limited'
                                                               ELSE p_kind END);
-    -- Last: its window's second (21_budget.sql) is then held only while this
-    -- transaction ends, never while it waits for the claim lock (money_refund's).
-    UPDATE ai_marking_budget b SET tokens = 0
-    WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq;
     RETURN outcome;
 END
 $$;

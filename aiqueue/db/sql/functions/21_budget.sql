@@ -9,8 +9,9 @@
 -- window whatever the throughput, and walks the entries only when they say
 -- the window may be full.
 --
--- These are plpgsql, not SQL: a SQL function that cannot be inlined is planned
--- again in each transaction that calls it, a plpgsql one keeps its plans.
+-- The claim's two (estimate, opens_at) are plpgsql, not SQL: a SQL function
+-- that cannot be inlined is planned again in each transaction that calls it,
+-- a plpgsql one keeps its plans.
 
 -- A row's estimated tokens: what the latest rows of its assignment used in its
 -- pool (the mean of the last 20 reported), else of any assignment of the pool,
@@ -91,9 +92,8 @@ $$;
 -- below 0) and one request in the second its `at` falls in, and a change
 -- moves its count.  A deleted entry stays counted, for at most a window: the
 -- claim's prune is a day past any window, and an erasure's delete holds no
--- claim lock, while every other write of an entry does (the claim's, the
--- result's) or is its transaction's last (a refusal's): the seconds' rows are
--- only ever waited for at a transaction's end, never in a cycle.  A second's
+-- claim lock, while every other write of an entry does (the claim's, a
+-- result's, a refusal's), so no one waits for a second's row.  A second's
 -- first entry forgets the pool's seconds of over a day ago.
 CREATE OR REPLACE FUNCTION aiqueue_budget_count() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
