@@ -21,3 +21,11 @@ INSERT INTO ai_marking_budget_seconds (pool, starts_at, tokens, requests)
 SELECT b.pool, date_trunc('second', b.at), sum(greatest(b.tokens, 0)), count(*)
 FROM ai_marking_budget b
 GROUP BY 1, 2;
+
+-- The estimate (aiqueue_budget_estimate) reads an assignment's latest actual
+-- figures in its pool: one index in that order, which the planner walks
+-- backwards even before the table has statistics (with the assignment alone
+-- in the key, a plan made on a new table read and sorted all of its entries).
+DROP INDEX IF EXISTS ai_marking_budget_assignment_idx;
+CREATE INDEX ai_marking_budget_estimate_idx
+    ON ai_marking_budget (pool, assignment_id, at) WHERE actual;
