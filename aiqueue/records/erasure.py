@@ -38,6 +38,7 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_events": ("erased", "single events; a batch event loses the entries"),
     "ai_marking_outbox": ("erased", "row_failed events, by queue_id and body.submission_id"),
     "ai_marking_budget": ("erased", "budget entries of the submissions' queue ids"),
+    "ai_marking_budget_seconds": ("none", "a pool's budget tokens and requests per second"),
     "ai_marking_payloads": ("erased", "payloads no other row names"),
     "ai_marking_erasures": ("none", "sha256 hashes of erased ids and counts"),
     "ai_marking_idempotency": ("none", "key, body hash, answer with counts and queue ids"),

@@ -1,4 +1,5 @@
--- Flow control for a shared paid model: the learned limit L and the declared budget.
+-- Flow control for a shared paid model: the learned limit L and a refusal.
+-- (The declared budget's window: 21_budget.sql.)
 --
 -- The learned in-flight limit L lives on each pool's control row (NULL: at the
 -- ceiling).  Its rule is written here once, as two pure functions, and
@@ -58,57 +59,6 @@ CREATE OR REPLACE FUNCTION aiqueue_flow_paced(ctl ai_queue_control) RETURNS bool
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(greatest(ctl.limit_cut_at, ctl.limit_raised_at)
                     > now() - make_interval(secs => ctl.learned_window), false)
-$$;
-
--- A row's estimated tokens: what the latest rows of its assignment used in its
--- pool (the mean of the last 20 reported), else of any assignment of the pool,
--- else 1000.
-CREATE OR REPLACE FUNCTION aiqueue_budget_estimate(p_assignment_id text,
-                                                   p_pool text DEFAULT 'default')
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT coalesce(
-        (SELECT round(avg(x.tokens))::bigint FROM (
-             SELECT b.tokens FROM ai_marking_budget b
-             WHERE b.actual AND b.assignment_id = p_assignment_id AND b.pool = p_pool
-             ORDER BY b.at DESC LIMIT 20) x),
-        (SELECT round(avg(x.tokens))::bigint FROM (
-             SELECT b.tokens FROM ai_marking_budget b
-             WHERE b.actual AND b.pool = p_pool ORDER BY b.at DESC LIMIT 20) x),
-        1000)
-$$;
-
--- When a pool's budget window has room for `est` more tokens and one more
--- request: now() or earlier when it has, else the moment enough of its entries
--- age out.  The window holds at most rate × W / 60 over any W seconds
--- (CONTRACT §8a).  A row larger than the whole budget waits for an empty
--- window, not forever.  Entries are walked newest first: the first one whose
--- running sum (with est) no longer fits is the newest that must leave, at its
--- time + W.
-CREATE OR REPLACE FUNCTION aiqueue_budget_opens_at(tpm integer, rpm integer, budget_window float8,
-                                                   est bigint, p_pool text DEFAULT 'default')
-RETURNS timestamptz LANGUAGE sql STABLE AS $$
-    WITH w AS (
-        SELECT b.at,
-               sum(b.tokens) OVER newest AS tokens,
-               count(*) OVER newest AS requests
-        FROM ai_marking_budget b
-        WHERE b.pool = p_pool AND b.at > now() - make_interval(secs => budget_window)
-        WINDOW newest AS (ORDER BY b.at DESC, b.queue_id, b.dispatch_seq)
-    )
-    SELECT coalesce(max(w.at), '-infinity') + make_interval(secs => budget_window)
-    FROM w
-    WHERE (tpm > 0 AND w.tokens + least(est, floor(tpm * budget_window / 60))
-                       > floor(tpm * budget_window / 60))
-       OR (rpm > 0 AND w.requests + 1 > greatest(floor(rpm * budget_window / 60), 1))
-$$;
-
--- What a pool's budget window holds now (stats, /ai-queue).
-CREATE OR REPLACE FUNCTION aiqueue_budget_use(budget_window float8, p_pool text DEFAULT 'default',
-                                              OUT tokens bigint, OUT requests bigint)
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(sum(b.tokens), 0)::bigint, count(*)
-    FROM ai_marking_budget b
-    WHERE b.pool = p_pool AND b.at > now() - make_interval(secs => budget_window)
 $$;
 
 -- A refusal cuts its pool's L (aiqueue_flow_after_refusal), once per burst, and
@@ -172,6 +122,15 @@ BEGIN
         WHERE q.queue_id = p_queue_id AND q.status = 'completed'
           AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
         RETURN NULL;
+    END IF;
+    -- What the claim wrote is given back under its lock, taken before any other
+    -- row: the dispatch's budget entry (its window's second, 21_budget.sql) and
+    -- its spend windows (aiqueue_money_refund).  A claim's holder waits for no
+    -- row this holds (the pool's control row, the group's turn), so no cycle.
+    IF r.charged_usd IS NOT NULL
+       OR EXISTS (SELECT 1 FROM ai_marking_budget b
+                  WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq) THEN
+        PERFORM aiqueue_claim_lock();
     END IF;
     cap := coalesce((aiqueue_plan_pool(plan, r.pool)).cap, cap);
     PERFORM aiqueue_flow_cut(r.pool, r.started_at, p_kind, delay, cap, learned);

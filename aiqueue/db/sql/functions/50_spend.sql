@@ -7,7 +7,8 @@
 --               "prices": {"<model>": [in, out]}, "top": [in, out],
 --               "hour_seconds", "day_seconds", "timezone"}}
 -- A pool it does not name has no cap and no price.  `timezone` (an IANA name:
--- the pool's own, else QUEUE_TIMEZONE) says where its days begin.
+-- the pool's own, else QUEUE_TIMEZONE) says where its days begin (where each
+-- window starts and ends: 48_spend_windows.sql).
 
 -- What a row of an assignment is expected to use: the assignment's running
 -- mean, else the mean of its pool's 20 most recently used assignments, else a
@@ -42,11 +43,13 @@ END
 $$;
 
 -- The assignment's estimate learns a result's usage: a running mean over about
--- its last 20 rows (aiqueue_estimate reads it).
+-- its last 20 rows (aiqueue_estimate reads it).  plpgsql: a SQL function's
+-- statement is planned again in every transaction, a plpgsql one's is kept.
 CREATE OR REPLACE FUNCTION aiqueue_estimate_learn(p_pool text, p_assignment_id text,
                                                   prompt float8, completion float8,
                                                   cost float8, model text) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO ai_marking_estimates AS e (pool, assignment_id, prompt_tokens,
                                            completion_tokens, cost_usd, model, samples)
     VALUES (p_pool, p_assignment_id, prompt, completion, cost, model, 1)
@@ -61,18 +64,26 @@ LANGUAGE sql AS $$
                         ELSE e.cost_usd + (EXCLUDED.cost_usd - e.cost_usd)
                                           / least(e.samples + 1, 20) END,
         model = coalesce(EXCLUDED.model, e.model),
-        samples = e.samples + 1, updated_at = now()
+        samples = e.samples + 1, updated_at = now();
+END
+$$;
+
+-- Tokens at a price `pr` ([input, output] USD per million tokens); NULL when
+-- `pr` is not one.
+CREATE OR REPLACE FUNCTION aiqueue_price_of(pr jsonb, prompt float8, completion float8)
+RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN jsonb_typeof(pr) = 'array'
+                THEN (prompt * (pr ->> 0)::float8 + completion * (pr ->> 1)::float8) / 1e6 END
 $$;
 
 -- Tokens priced at a pool's price for the model, else its most expensive
--- known price ("top"); NULL when the pool knows no price.
+-- known price ("top"); NULL when the pool knows no price.  One expression, so
+-- its callers inline it.
 CREATE OR REPLACE FUNCTION aiqueue_price_usd(money jsonb, p_pool text, p_model text,
                                              prompt float8, completion float8)
 RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
-    SELECT (prompt * (x.pr ->> 0)::float8 + completion * (x.pr ->> 1)::float8) / 1e6
-    FROM (SELECT coalesce(money -> p_pool -> 'prices' -> p_model,
-                          money -> p_pool -> 'top') AS pr) x
-    WHERE jsonb_typeof(x.pr) = 'array'
+    SELECT aiqueue_price_of(coalesce(money -> p_pool -> 'prices' -> p_model,
+                                     money -> p_pool -> 'top'), prompt, completion)
 $$;
 
 -- What a result cost, priced in this one place (the stored usage, the review
@@ -138,56 +149,30 @@ LANGUAGE sql IMMUTABLE AS $$
                     OR jsonb_typeof(spec -> 'pool_usd_per_day') = 'number', false)
 $$;
 
--- The UTC clock window of `len` seconds that holds `at` (an hour, a day).
-CREATE OR REPLACE FUNCTION aiqueue_window_start(len float8, at timestamptz) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT to_timestamp(floor(extract(epoch FROM at) / len) * len)
-$$;
-
--- The spend window of `span` ('hour' | 'day') that holds `at`, and its end.
--- Hours are clock hours.  A day starts at midnight in the pool's timezone (a
--- day across a daylight-saving change is 23 or 25 hours long); a window
--- length other than a day's (a test's short windows) is counted from the epoch.
-CREATE OR REPLACE FUNCTION aiqueue_spend_window(spec jsonb, span text, at timestamptz,
-                                                OUT starts_at timestamptz,
-                                                OUT ends_at timestamptz)
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    len float8 := coalesce((spec ->> (span || '_seconds'))::float8,
-                           CASE WHEN span = 'hour' THEN 3600 ELSE 86400 END);
-    zone text := spec ->> 'timezone';
-BEGIN
-    IF span = 'day' AND len = 86400 AND zone IS NOT NULL AND zone <> 'UTC' THEN
-        starts_at := date_trunc('day', at AT TIME ZONE zone) AT TIME ZONE zone;
-        ends_at := (date_trunc('day', at AT TIME ZONE zone) + interval '1 day') AT TIME ZONE zone;
-        RETURN;
-    END IF;
-    starts_at := aiqueue_window_start(len, at);
-    ends_at := starts_at + make_interval(secs => len);
-END
-$$;
-
--- A group's and its pool's spend in the windows that hold now.
+-- A group's and its pool's spend in the windows that hold now: one walk of
+-- the windows' key, which probes only the rows of those windows (none of the
+-- pool's other groups, none of their earlier windows).
 CREATE OR REPLACE FUNCTION aiqueue_spend_now(spec jsonb, p_pool text, p_group text,
                                              OUT group_hour float8, OUT group_day float8,
                                              OUT pool_day float8, OUT hour_ends timestamptz,
                                              OUT day_ends timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    hour_at timestamptz;
-    day_at timestamptz;
+    hour_at timestamptz := aiqueue_spend_bound(spec, 'hour', now(), 0);
+    day_at timestamptz := aiqueue_spend_bound(spec, 'day', now(), 0);
 BEGIN
-    SELECT w.starts_at, w.ends_at INTO hour_at, hour_ends
-    FROM aiqueue_spend_window(spec, 'hour', now()) w;
-    SELECT w.starts_at, w.ends_at INTO day_at, day_ends
-    FROM aiqueue_spend_window(spec, 'day', now()) w;
-    SELECT coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'hour'), 0),
-           coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'day'), 0),
-           coalesce(sum(s.usd) FILTER (WHERE s.group_key = '' AND s.span = 'day'), 0)
+    hour_ends := aiqueue_spend_bound(spec, 'hour', now(), 1);
+    day_ends := aiqueue_spend_bound(spec, 'day', now(), 1);
+    SELECT coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'hour'
+                                         AND s.starts_at = hour_at), 0),
+           coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'day'
+                                         AND s.starts_at = day_at), 0),
+           coalesce(sum(s.usd) FILTER (WHERE s.group_key = '' AND s.span = 'day'
+                                         AND s.starts_at = day_at), 0)
     INTO group_hour, group_day, pool_day
     FROM ai_marking_spend s
-    WHERE s.pool = p_pool AND s.group_key IN (p_group, '')
-      AND ((s.span = 'hour' AND s.starts_at = hour_at) OR (s.span = 'day' AND s.starts_at = day_at));
+    WHERE s.pool = p_pool AND s.group_key = ANY (ARRAY[p_group, ''])
+      AND s.span = ANY (ARRAY['hour', 'day']) AND s.starts_at = ANY (ARRAY[hour_at, day_at]);
 END
 $$;
 
@@ -203,7 +188,7 @@ BEGIN
     IF NOT aiqueue_spend_capped(spec) THEN
         RETURN;
     END IF;
-    SELECT * INTO s FROM aiqueue_spend_now(spec, p_pool, p_group);
+    s := aiqueue_spend_now(spec, p_pool, p_group);
     IF s.pool_day >= (spec ->> 'pool_usd_per_day')::float8 THEN
         cap := 'pool_usd_per_day';
         until := s.day_ends;
@@ -217,30 +202,41 @@ BEGIN
 END
 $$;
 
--- A dispatch's estimated cost, into the windows that hold `at`.
+-- A dispatch's estimated cost, into the windows that hold `at` (locked in
+-- one order: the pool's day, then the group's day and hour).
 CREATE OR REPLACE FUNCTION aiqueue_spend_add(spec jsonb, p_pool text, p_group text,
                                              usd float8, at timestamptz) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+DECLARE
+    hour_at timestamptz := aiqueue_spend_bound(spec, 'hour', at, 0);
+    day_at timestamptz := aiqueue_spend_bound(spec, 'day', at, 0);
+BEGIN
     INSERT INTO ai_marking_spend AS s (pool, group_key, span, starts_at, usd)
-    SELECT p_pool, w.grp, w.span, (aiqueue_spend_window(spec, w.span, at)).starts_at, usd
-    FROM (VALUES (p_group, 'hour'), (p_group, 'day'), ('', 'day')) w (grp, span)
+    SELECT p_pool, w.grp, w.span, w.starts_at, aiqueue_spend_add.usd
+    FROM (VALUES (p_group, 'hour', hour_at), (p_group, 'day', day_at), ('', 'day', day_at))
+         w (grp, span, starts_at)
     ORDER BY 2, 3
-    ON CONFLICT (pool, group_key, span, starts_at) DO UPDATE SET usd = s.usd + EXCLUDED.usd
+    ON CONFLICT (pool, group_key, span, starts_at) DO UPDATE SET usd = s.usd + EXCLUDED.usd;
+END
 $$;
 
 -- A result's cost corrects (or a refusal gives back) a dispatch's charge in
--- the windows it went to: the latest of each that started by then.
+-- the windows it went to: the latest of each that started by then (the
+-- group's hour and day, the pool's day).
 CREATE OR REPLACE FUNCTION aiqueue_spend_correct(p_pool text, p_group text, delta float8,
                                                  at timestamptz) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     UPDATE ai_marking_spend s SET usd = greatest(s.usd + delta, 0)
-    FROM (SELECT DISTINCT ON (w.group_key, w.span) w.group_key, w.span, w.starts_at
-          FROM ai_marking_spend w
-          WHERE w.pool = p_pool AND w.group_key IN (p_group, '') AND w.starts_at <= at
-          ORDER BY w.group_key, w.span, w.starts_at DESC) w
-    WHERE s.pool = p_pool AND s.group_key = w.group_key AND s.span = w.span
-      AND s.starts_at = w.starts_at
-      AND (w.group_key = p_group OR w.span = 'day')
+    FROM (VALUES (p_group, 'hour'), (p_group, 'day'), ('', 'day')) k (grp, span)
+    CROSS JOIN LATERAL (
+        SELECT w.starts_at FROM ai_marking_spend w
+        WHERE w.pool = p_pool AND w.group_key = k.grp AND w.span = k.span
+          AND w.starts_at <= at
+        ORDER BY w.starts_at DESC LIMIT 1) w
+    WHERE s.pool = p_pool AND s.group_key = k.grp AND s.span = k.span
+      AND s.starts_at = w.starts_at;
+END
 $$;
 
 -- A group reached a spend cap: its rows wait until `until`.  The live pages
@@ -278,7 +274,7 @@ BEGIN
     IF NOT aiqueue_spend_capped(spec) THEN
         RETURN false;
     END IF;
-    SELECT * INTO stop FROM aiqueue_spend_stop(spec, p_pool, p_group);
+    stop := aiqueue_spend_stop(spec, p_pool, p_group);
     IF stop.until IS NULL THEN
         RETURN false;
     END IF;
