@@ -224,9 +224,9 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     # row due?": one probe per group and kind (a sort of at most one row per kind).
     head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
     for function, pattern in (("aiqueue_fair_head", head),
-                              ("aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)")):
+                              ("aiqueue_due_exists", r"SELECT EXISTS.*ANY \(pools\)\)")):
         text = await plan_in_function(conn, function, pattern,
-                                      plan="NULL::jsonb", except_id="NULL::uuid",
+                                      pools="ARRAY['default']", except_id="NULL::uuid",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'",
                                          "kinds": "ARRAY['mark']"})
         assert "ai_marking_queue_group_kind_idx" in text, text

@@ -452,7 +452,7 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
 @pytest.mark.fresh_db
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [
     # The claim's "another row due?" probe, with most rows pending.
-    ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)",
+    ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*ANY \(pools\)\)",
      "ai_marking_queue_group_kind_idx"),
     # A pool's in-flight count (the gate, twice per claim), with most rows in flight.
     ("'processing', now()", "aiqueue_pool_in_flight",
@@ -473,7 +473,7 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
         f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
     text = await plan_in_function(conn, function, pattern, cap="1", kinds="ARRAY['mark']",
-                                  plan="NULL::jsonb", except_id="NULL::uuid",
+                                  pools="ARRAY['default']", except_id="NULL::uuid",
                                   p_pool="'default'", p_kind="'mark'")
     assert index in text
     assert "Seq Scan on ai_marking_queue" not in text

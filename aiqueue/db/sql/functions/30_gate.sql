@@ -6,7 +6,10 @@
 -- nothing else is in flight.  aiqueue_gate_opens_at says *when* the gate opens
 -- by time alone (NULL: not by waiting; an operator, a result or a lease must
 -- act first); aiqueue_gate is "that moment has come".  Both are plain SQL
--- expressions, which the planner inlines into their callers.
+-- expressions, which the planner inlines into their callers when every
+-- argument is a variable: an argument that is a function call (the in-flight
+-- count), used more than once in the body, keeps it from being inlined, and
+-- an SQL function that is not inlined is planned again on every call.
 CREATE OR REPLACE FUNCTION aiqueue_gate_opens_at(ctl ai_queue_control, in_flight bigint,
                                                  cap integer, breaker_threshold integer)
 RETURNS timestamptz LANGUAGE sql STABLE AS $$
@@ -54,6 +57,7 @@ DECLARE
     p record;
     ctl ai_queue_control%ROWTYPE;
     pcap integer;
+    busy bigint;
     open_kinds text[];
     est bigint;
 BEGIN
@@ -65,8 +69,8 @@ BEGIN
                   AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
         ctl := aiqueue_pool_control(p.name, make);
         pcap := aiqueue_flow_cap(ctl, p.cap);
-        CONTINUE WHEN NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
-                                       breaker_threshold);
+        busy := aiqueue_pool_in_flight(p.name, pcap);
+        CONTINUE WHEN NOT aiqueue_gate(ctl, busy, pcap, breaker_threshold);
         open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
         CONTINUE WHEN open_kinds IS NULL;
         IF budgets AND p.budgeted THEN
@@ -96,6 +100,7 @@ DECLARE
     p record;
     ctl ai_queue_control%ROWTYPE;
     pcap integer;
+    busy bigint;
     open_kinds text[];
     at timestamptz;
     due timestamptz;
@@ -107,8 +112,8 @@ BEGIN
                   AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
         ctl := aiqueue_pool_control(p.name);
         pcap := aiqueue_flow_cap(ctl, p.cap);
-        at := aiqueue_gate_opens_at(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
-                                    breaker_threshold);
+        busy := aiqueue_pool_in_flight(p.name, pcap);
+        at := aiqueue_gate_opens_at(ctl, busy, pcap, breaker_threshold);
         CONTINUE WHEN at IS NULL;
         open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
         CONTINUE WHEN open_kinds IS NULL;

@@ -107,14 +107,18 @@ CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_pool t
 LANGUAGE plpgsql AS $$
 DECLARE
     ctl ai_queue_control%ROWTYPE := aiqueue_pool_control(p_pool);
-    pcap integer := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, p_pool)).cap);
+    pcap integer := (aiqueue_plan_pool(plan, p_pool)).cap;
+    busy bigint;
     kcap integer;
 BEGIN
+    -- Each call on its own line: aiqueue_flow_cap and aiqueue_gate are inlined
+    -- only when their arguments are variables (30_gate).
+    pcap := aiqueue_flow_cap(ctl, pcap);
+    busy := aiqueue_pool_in_flight(p_pool, pcap);
     breaker_dirty := ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL;
     kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
              WHERE k.name = p_kind);
-    IF NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p_pool, pcap), pcap,
-                        (plan ->> 'breaker_threshold')::integer) THEN
+    IF NOT aiqueue_gate(ctl, busy, pcap, (plan ->> 'breaker_threshold')::integer) THEN
         kinds := ARRAY(SELECT c FROM unnest(kinds) c
                        WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
                                             AS k (name text, pool text)
