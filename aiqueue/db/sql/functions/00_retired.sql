@@ -55,3 +55,5 @@ DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_money_result(uuid, integer, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_result_cost(jsonb, jsonb, text);
 DROP FUNCTION IF EXISTS aiqueue_alerts_evaluate(timestamptz, float8, float8, integer, float8);
+-- The claim's helpers return one row (a plpgsql assignment, not a query).
+DROP FUNCTION IF EXISTS aiqueue_cache_warm_pick(jsonb, jsonb, text[], text, integer, float8);

@@ -39,17 +39,16 @@ BEGIN
         cspec := aiqueue_cache_spec(plan, g.pool);
         IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
             looked := looked || (g.pool || '/' || g.priority);
-            SELECT * INTO w FROM aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority,
-                                                     g.counter);
+            w := aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority, g.counter);
             IF w.queue_id IS NOT NULL THEN
-                SELECT w.queue_id, w.tokens, w.usd INTO queue_id, tokens, usd;
+                queue_id := w.queue_id;
+                tokens := w.tokens;
+                usd := w.usd;
                 RETURN;
             END IF;
         END IF;
-        IF aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key) THEN
-            CONTINUE;
-        END IF;
-        SELECT * INTO r FROM aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
+        CONTINUE WHEN aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key);
+        r := aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
         IF r.queue_id IS NULL THEN
             PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
             CONTINUE;
@@ -57,17 +56,16 @@ BEGIN
         -- A prefix warming up: the group waits for its answer, one mark at most
         -- (the walk serves other groups meanwhile); a cold one sends this row alone.
         st := aiqueue_cache_check(cspec, g.pool, g.priority, g.group_key, g.joins, r.queue_id);
-        IF st.state = 'warming' THEN
-            CONTINUE;
-        END IF;
-        SELECT c.tokens, c.usd INTO tokens, usd
-        FROM aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
-                                 r.assignment_id, money) c;
+        CONTINUE WHEN st.state = 'warming';
+        w := aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
+                                 r.assignment_id, money);
         IF st.state IS NOT NULL THEN
             PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key,
                                              st.payload_id, st.state);
         END IF;
         queue_id := r.queue_id;
+        tokens := w.tokens;
+        usd := w.usd;
         RETURN;
     END LOOP;
 END
@@ -174,7 +172,7 @@ DECLARE
     e record;
     nxt record;
 BEGIN
-    SELECT * INTO e FROM aiqueue_estimate(p_pool, p_assignment);
+    e := aiqueue_estimate(p_pool, p_assignment);
     tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
     IF aiqueue_spend_capped(money -> p_pool) THEN
         usd := coalesce(e.cost_usd, aiqueue_price_usd(money, p_pool, e.model,

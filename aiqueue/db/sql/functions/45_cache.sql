@@ -153,24 +153,28 @@ $$;
 -- at a spend cap is left to the walk (which pauses it).
 CREATE OR REPLACE FUNCTION aiqueue_cache_warm_pick(spec jsonb, money jsonb, kinds text[],
                                                    p_pool text, p_priority integer,
-                                                   anchor float8)
-RETURNS TABLE (pool text, priority integer, group_key text, joins bigint, queue_id uuid,
-               assignment_id text, payload_id bigint)
+                                                   anchor float8, OUT group_key text,
+                                                   OUT joins bigint, OUT queue_id uuid,
+                                                   OUT assignment_id text, OUT payload_id bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     w record;
     r record;
     st record;
+    bound float8;
 BEGIN
     FOR w IN
-        SELECT f.pool, f.priority, f.group_key, f.joins, f.warm_until, f.capped_until, f.due_at
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.warm_until,
+               f.capped_until, f.due_at
         FROM ai_marking_fair f
         WHERE f.waiting AND f.warm_until IS NOT NULL AND f.pool = p_pool
           AND f.priority = p_priority
-          AND f.counter <= anchor + aiqueue_cache_quantum(spec, p_pool)
         ORDER BY f.pool, f.priority, f.counter LIMIT 8
     LOOP
+        -- The quantum only once a candidate is met (most walks meet none).
+        bound := coalesce(bound, anchor + aiqueue_cache_quantum(spec, p_pool));
+        EXIT WHEN w.counter > bound;
         IF w.warm_until <= now() THEN
             UPDATE ai_marking_fair f SET warm_until = NULL
             WHERE f.pool = w.pool AND f.priority = w.priority AND f.group_key = w.group_key;
@@ -180,12 +184,15 @@ BEGIN
         CONTINUE WHEN aiqueue_spend_capped(money -> w.pool)
                       AND (aiqueue_spend_stop(money -> w.pool, w.pool, w.group_key)).until
                           IS NOT NULL;
-        SELECT * INTO r FROM aiqueue_fair_head(w.pool, w.priority, w.group_key, kinds);
+        r := aiqueue_fair_head(w.pool, w.priority, w.group_key, kinds);
         CONTINUE WHEN r.queue_id IS NULL;
         st := aiqueue_cache_state(spec, w.pool, r.queue_id);
         CONTINUE WHEN st.state <> 'hot';
-        RETURN QUERY SELECT w.pool, w.priority, w.group_key, w.joins, r.queue_id,
-                            r.assignment_id, st.payload_id;
+        group_key := w.group_key;
+        joins := w.joins;
+        queue_id := r.queue_id;
+        assignment_id := r.assignment_id;
+        payload_id := st.payload_id;
         RETURN;
     END LOOP;
 END
@@ -240,18 +247,18 @@ CREATE OR REPLACE FUNCTION aiqueue_cache_local(spec jsonb, money jsonb, kinds te
                                                OUT usd float8)
 LANGUAGE plpgsql AS $$
 DECLARE
-    w record;
+    w record := aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority, p_counter);
+    c record;
 BEGIN
-    SELECT * INTO w FROM aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority,
-                                                 p_counter) LIMIT 1;
     IF w.queue_id IS NULL THEN
         RETURN;
     END IF;
-    SELECT c.tokens, c.usd INTO tokens, usd
-    FROM aiqueue_fair_charge(w.pool, w.priority, w.group_key, w.joins, w.queue_id,
-                             w.assignment_id, money) c;
-    PERFORM aiqueue_cache_dispatched(spec, w.pool, w.priority, w.group_key, w.payload_id, 'hot');
+    c := aiqueue_fair_charge(p_pool, p_priority, w.group_key, w.joins, w.queue_id,
+                             w.assignment_id, money);
+    PERFORM aiqueue_cache_dispatched(spec, p_pool, p_priority, w.group_key, w.payload_id, 'hot');
     queue_id := w.queue_id;
+    tokens := c.tokens;
+    usd := c.usd;
 END
 $$;
 

@@ -18,22 +18,33 @@ DECLARE
     after record;
 BEGIN
     PERFORM aiqueue_claim_lock();
-    SELECT * INTO room FROM aiqueue_room(plan, true, true);
+    -- Calls as assignments: each a plpgsql expression, not a query of its own
+    -- (in this volatile function each still takes a fresh snapshot, after the
+    -- lock, so it sees what the previous lock holder committed).
+    room := aiqueue_room(plan, true, true);
     IF cardinality(room.kinds) = 0 THEN
         RETURN;
     END IF;
     IF room.ests <> '{}'::jsonb THEN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
-    SELECT * INTO got FROM aiqueue_claim_row(plan, room.kinds, room.ests, p_taker);
+    got := aiqueue_claim_row(plan, room.kinds, room.ests, p_taker);
     IF got.queue_id IS NULL THEN
         RETURN;
     END IF;
-    SELECT * INTO after FROM aiqueue_claim_more(plan, room.kinds, got.pool, got.kind,
-                                                got.queue_id);
-    RETURN QUERY SELECT
-        got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
-        got.payload, got.content, after.more, after.breaker_dirty, got.kind, got.pool;
+    after := aiqueue_claim_more(plan, room.kinds, got.pool, got.kind, got.queue_id);
+    queue_id := got.queue_id;
+    submission_id := got.submission_id;
+    assignment_id := got.assignment_id;
+    attempts := got.attempts;
+    dispatch_seq := got.dispatch_seq;
+    payload := got.payload;
+    content := got.content;
+    more := after.more;
+    breaker_dirty := after.breaker_dirty;
+    kind := got.kind;
+    pool := got.pool;
+    RETURN NEXT;
 END
 $$;
 
@@ -48,24 +59,23 @@ CREATE OR REPLACE FUNCTION aiqueue_claim_row(plan jsonb, kinds text[], ests json
                                              OUT content text, OUT kind text, OUT pool text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    -- The first due row, of a kind with room, of the waiting group with the
+    -- smallest counter; priority first, turns by rows (aiqueue 0007) breaking
+    -- ties; rows waiting out a backoff, kinds without room and groups at a
+    -- spend cap are stepped over, not waited for.  It comes locked (SKIP
+    -- LOCKED) with the charge its group was given.
+    picked record := aiqueue_fair_pick(kinds, plan, plan -> 'money');
 BEGIN
-    WITH next AS MATERIALIZED (
-        -- The first due row, of a kind with room, of the waiting group with the
-        -- smallest counter; priority first, turns by rows (aiqueue 0007)
-        -- breaking ties; rows waiting out a backoff, kinds without room and
-        -- groups at a spend cap are stepped over, not waited for.  It comes
-        -- locked (SKIP LOCKED) with the charge its group was given.
-        SELECT p.queue_id, p.tokens, p.usd
-        FROM aiqueue_fair_pick(kinds, plan, plan -> 'money') p
-        WHERE p.queue_id IS NOT NULL
-    ),
-    claimed AS (
+    IF picked.queue_id IS NULL THEN
+        RETURN;
+    END IF;
+    WITH claimed AS (
         UPDATE ai_marking_queue q
         SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
             started_at = now(), lease_at = now(), progress = NULL, updated_at = now(),
-            charged_tokens = next.tokens, charged_usd = next.usd, charged_at = now()
-        FROM next
-        WHERE q.queue_id = next.queue_id
+            charged_tokens = picked.tokens, charged_usd = picked.usd, charged_at = now()
+        WHERE q.queue_id = picked.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
                   q.payload_id, q.kind, q.pool, q.run_kind
     ),
