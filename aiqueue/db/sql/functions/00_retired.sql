@@ -57,3 +57,6 @@ DROP FUNCTION IF EXISTS aiqueue_result_cost(jsonb, jsonb, text);
 DROP FUNCTION IF EXISTS aiqueue_alerts_evaluate(timestamptz, float8, float8, integer, float8);
 -- The claim's helpers return one row (a plpgsql assignment, not a query).
 DROP FUNCTION IF EXISTS aiqueue_cache_warm_pick(jsonb, jsonb, text[], text, integer, float8);
+DROP FUNCTION IF EXISTS aiqueue_fair_head(text, integer, text, text[]);
+DROP FUNCTION IF EXISTS aiqueue_cache_state(jsonb, text, uuid);
+DROP FUNCTION IF EXISTS aiqueue_cache_check(jsonb, text, integer, text, bigint, uuid);

@@ -24,7 +24,7 @@ DECLARE
     cspec jsonb;
     looked text[] := '{}';
     w record;
-    st record;
+    cstate text;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
@@ -55,13 +55,14 @@ BEGIN
         END IF;
         -- A prefix warming up: the group waits for its answer, one mark at most
         -- (the walk serves other groups meanwhile); a cold one sends this row alone.
-        st := aiqueue_cache_check(cspec, g.pool, g.priority, g.group_key, g.joins, r.queue_id);
-        CONTINUE WHEN st.state = 'warming';
+        cstate := aiqueue_cache_check(cspec, g.pool, g.priority, g.group_key, g.joins,
+                                      r.payload_id);
+        CONTINUE WHEN cstate = 'warming';
         w := aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
                                  r.assignment_id, money);
-        IF st.state IS NOT NULL THEN
+        IF cstate IS NOT NULL THEN
             PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key,
-                                             st.payload_id, st.state);
+                                             r.payload_id, cstate);
         END IF;
         queue_id := r.queue_id;
         tokens := w.tokens;
@@ -71,17 +72,18 @@ BEGIN
 END
 $$;
 
--- A group's first due row of a kind with room, locked (NULLs: none).  One
--- probe of ai_marking_queue_group_kind_idx per kind with room, so a kind at its
--- cap is never walked (aiqueue 0023), then its lock; SKIP LOCKED steps over a
--- row a webhook or the recovery holds right now, and only then is the group
--- walked in turn order (as it always is when any kind will do).
+-- A group's first due row of a kind with room, locked, with its payload (for
+-- the prompt cache; NULLs: none).  One probe of ai_marking_queue_group_kind_idx
+-- per kind with room, so a kind at its cap is never walked (aiqueue 0023),
+-- then its lock; SKIP LOCKED steps over a row a webhook or the recovery holds
+-- right now, and only then is the group walked in turn order (as it always is
+-- when any kind will do).
 -- force_generic_plan: the probe's generic plan (unnest of a parameter, estimated
 -- at 10 kinds) costs more on paper than a custom one (the kinds counted), so the
 -- plan cache planned it again on every call (200 us); its plan is the same.
 CREATE OR REPLACE FUNCTION aiqueue_fair_head(p_pool text, p_priority integer, p_group text,
                                              kinds text[], OUT queue_id uuid,
-                                             OUT assignment_id text)
+                                             OUT assignment_id text, OUT payload_id bigint)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
@@ -102,14 +104,15 @@ BEGIN
         IF head IS NULL THEN
             RETURN;
         END IF;
-        SELECT q.queue_id, q.assignment_id INTO queue_id, assignment_id
+        SELECT q.queue_id, q.assignment_id, q.payload_id
+        INTO queue_id, assignment_id, payload_id
         FROM ai_marking_queue q
         WHERE q.queue_id = head AND q.status = 'pending'
         FOR UPDATE SKIP LOCKED;
         held := NOT FOUND;
     END IF;
     IF kinds IS NULL OR held THEN
-        SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+        SELECT q.queue_id, q.assignment_id, q.payload_id INTO r FROM ai_marking_queue q
         WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
           AND coalesce(q.group_key, q.assignment_id) = p_group
           AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
@@ -120,6 +123,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         queue_id := r.queue_id;
         assignment_id := r.assignment_id;
+        payload_id := r.payload_id;
     END IF;
 END
 $$;

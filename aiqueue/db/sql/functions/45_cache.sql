@@ -46,31 +46,31 @@ BEGIN
 END
 $$;
 
--- The state at a pool's provider of row p_queue_id's prefix (its payload,
--- `payload_id`; NULL: none), for the claim:
+-- The state at a pool's provider of the prefix `p_payload` (a row's payload;
+-- NULL: none), for the claim:
 --   off      not cached (no payload, or under min_tokens): scheduled as before
 --   cold     none of its rows had an answer within ttl: one row goes alone
 --   warming  its lone row is out, no answer yet: `hold` until one mark after
 --   warm     a row had an answer within ttl
 --   hot      warm, and a row was dispatched less than ttl minus the margin ago
-CREATE OR REPLACE FUNCTION aiqueue_cache_state(spec jsonb, p_pool text, p_queue_id uuid,
+-- `seen`: when a row of it was last dispatched, as far as the prefix row says.
+CREATE OR REPLACE FUNCTION aiqueue_cache_state(spec jsonb, p_pool text, p_payload bigint,
                                                OUT state text, OUT hold timestamptz,
-                                               OUT payload_id bigint)
+                                               OUT seen timestamptz)
 LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
 DECLARE
     p ai_marking_prefixes%ROWTYPE;
     size float8;
     ttl interval := make_interval(secs => (spec ->> 'ttl')::float8);
 BEGIN
     state := 'off';
-    SELECT q.payload_id INTO payload_id FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
-    IF spec IS NULL OR payload_id IS NULL THEN
+    IF spec IS NULL OR p_payload IS NULL THEN
         RETURN;
     END IF;
     SELECT * INTO p FROM ai_marking_prefixes x
-    WHERE x.pool = p_pool AND x.payload_id = aiqueue_cache_state.payload_id;
-    size := CASE WHEN FOUND THEN p.tokens ELSE aiqueue_cache_size(payload_id) END;
+    WHERE x.pool = p_pool AND x.payload_id = p_payload;
+    size := CASE WHEN FOUND THEN p.tokens ELSE aiqueue_cache_size(p_payload) END;
+    seen := p.dispatched_at;
     IF size < coalesce((spec ->> 'min')::float8, 1024) THEN
         RETURN;
     END IF;
@@ -186,13 +186,13 @@ BEGIN
                           IS NOT NULL;
         r := aiqueue_fair_head(w.pool, w.priority, w.group_key, kinds);
         CONTINUE WHEN r.queue_id IS NULL;
-        st := aiqueue_cache_state(spec, w.pool, r.queue_id);
+        st := aiqueue_cache_state(spec, w.pool, r.payload_id);
         CONTINUE WHEN st.state <> 'hot';
         group_key := w.group_key;
         joins := w.joins;
         queue_id := r.queue_id;
         assignment_id := r.assignment_id;
-        payload_id := st.payload_id;
+        payload_id := r.payload_id;
         RETURN;
     END LOOP;
 END
@@ -262,23 +262,26 @@ BEGIN
 END
 $$;
 
--- A walked group's due row `p_queue_id` and its prefix's state (NULL: the pool
--- schedules as before).  A warming prefix holds the group for its answer.
+-- A walked group's due row's prefix (`p_payload`): its state, what the claim
+-- must note of it (aiqueue_cache_dispatched); NULL: nothing (the pool schedules
+-- as before, or an uncached prefix noted within the hour).  A warming prefix
+-- holds the group for its answer.
 CREATE OR REPLACE FUNCTION aiqueue_cache_check(spec jsonb, p_pool text, p_priority integer,
-                                               p_group text, p_joins bigint, p_queue_id uuid,
-                                               OUT state text, OUT payload_id bigint)
-LANGUAGE plpgsql AS $$
+                                               p_group text, p_joins bigint, p_payload bigint)
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     st record;
 BEGIN
     IF spec IS NULL THEN
-        RETURN;
+        RETURN NULL;
     END IF;
-    st := aiqueue_cache_state(spec, p_pool, p_queue_id);
+    st := aiqueue_cache_state(spec, p_pool, p_payload);
     IF st.state = 'warming' THEN
         PERFORM aiqueue_cache_hold(p_pool, p_priority, p_group, p_joins, st.hold);
     END IF;
-    state := st.state;
-    payload_id := st.payload_id;
+    IF st.state = 'off' AND (p_payload IS NULL OR st.seen >= now() - interval '1 hour') THEN
+        RETURN NULL;
+    END IF;
+    RETURN st.state;
 END
 $$;
