@@ -174,7 +174,6 @@ CREATE OR REPLACE FUNCTION aiqueue_fair_charge(p_pool text, p_priority integer, 
 LANGUAGE plpgsql AS $$
 DECLARE
     e record;
-    nxt record;
 BEGIN
     e := aiqueue_estimate(p_pool, p_assignment);
     tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
@@ -183,14 +182,16 @@ BEGIN
                                                       e.prompt_tokens, e.completion_tokens));
         PERFORM aiqueue_spend_add(money -> p_pool, p_pool, p_group, usd, now());
     END IF;
-    SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-      AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
-    ORDER BY q.turn, q.seq LIMIT 1;
     UPDATE ai_marking_fair f
     SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
         head_seq = coalesce(nxt.seq, f.head_seq),
         waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins, updated_at = now()
+    -- The group's next pending row (none: its last went).
+    FROM (SELECT NULL) one LEFT JOIN LATERAL (
+        SELECT q.turn, q.seq FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
+        ORDER BY q.turn, q.seq LIMIT 1) nxt ON true
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
 END
 $$;

@@ -126,15 +126,17 @@ BEGIN
     pcap := aiqueue_flow_cap(ctl, pcap);
     busy := aiqueue_pool_in_flight(p_pool, pcap);
     breaker_dirty := ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL;
-    kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
-             WHERE k.name = p_kind);
     IF NOT aiqueue_gate(ctl, busy, pcap, (plan ->> 'breaker_threshold')::integer) THEN
         kinds := ARRAY(SELECT c FROM unnest(kinds) c
                        WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
                                             AS k (name text, pool text)
                                        WHERE k.pool = p_pool));
-    ELSIF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(p_pool, p_kind, kcap) >= kcap THEN
-        kinds := array_remove(kinds, p_kind);
+    ELSE
+        kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
+                 WHERE k.name = p_kind);
+        IF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(p_pool, p_kind, kcap) >= kcap THEN
+            kinds := array_remove(kinds, p_kind);
+        END IF;
     END IF;
     -- No kind with room: no walk (it would step over every pending row).
     more := cardinality(kinds) > 0;
