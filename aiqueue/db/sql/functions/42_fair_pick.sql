@@ -47,7 +47,8 @@ BEGIN
                 RETURN;
             END IF;
         END IF;
-        CONTINUE WHEN aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key);
+        CONTINUE WHEN aiqueue_spend_capped(money -> g.pool)
+                      AND aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key);
         r := aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
         IF r.queue_id IS NULL THEN
             PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
@@ -55,8 +56,8 @@ BEGIN
         END IF;
         -- A prefix warming up: the group waits for its answer, one mark at most
         -- (the walk serves other groups meanwhile); a cold one sends this row alone.
-        cstate := aiqueue_cache_check(cspec, g.pool, g.priority, g.group_key, g.joins,
-                                      r.payload_id);
+        cstate := CASE WHEN cspec IS NOT NULL THEN aiqueue_cache_check(
+            cspec, g.pool, g.priority, g.group_key, g.joins, r.payload_id) END;
         CONTINUE WHEN cstate = 'warming';
         w := aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
                                  r.assignment_id, money);
