@@ -60,3 +60,6 @@ DROP FUNCTION IF EXISTS aiqueue_cache_warm_pick(jsonb, jsonb, text[], text, inte
 DROP FUNCTION IF EXISTS aiqueue_fair_head(text, integer, text, text[]);
 DROP FUNCTION IF EXISTS aiqueue_cache_state(jsonb, text, uuid);
 DROP FUNCTION IF EXISTS aiqueue_cache_check(jsonb, text, integer, text, bigint, uuid);
+-- aiqueue_room reads each pool's gate once per claim; claim_more takes its answer.
+DROP FUNCTION IF EXISTS aiqueue_room(jsonb, boolean, boolean);
+DROP FUNCTION IF EXISTS aiqueue_claim_more(jsonb, text[], text, text, uuid);

@@ -48,8 +48,12 @@ $$;
 -- counts only when its window has room for its first due row's estimate
 -- (`ests`: that estimate per pool, which the claim writes to the window).
 -- `make`: add missing control rows (the claim, under its lock).
+-- For the claim's answer, read here once: `filling`, the pools of `kinds` whose
+-- gate closes with one more row in flight; `dirty`, those whose breaker a
+-- successful dispatch must reset.
 CREATE OR REPLACE FUNCTION aiqueue_room(plan jsonb, budgets boolean, make boolean,
-                                        OUT kinds text[], OUT ests jsonb)
+                                        OUT kinds text[], OUT ests jsonb, OUT filling text[],
+                                        OUT dirty text[])
 LANGUAGE plpgsql AS $$
 DECLARE
     breaker_threshold integer := (plan ->> 'breaker_threshold')::integer;
@@ -63,6 +67,8 @@ DECLARE
 BEGIN
     kinds := '{}';
     ests := '{}';
+    filling := '{}';
+    dirty := '{}';
     FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm,
                     coalesce(x.budgeted, false) AS budgeted
              FROM jsonb_to_recordset(plan -> 'pools')
@@ -83,6 +89,13 @@ BEGIN
             ests := ests || jsonb_build_object(p.name, est);
         END IF;
         kinds := kinds || open_kinds;
+        busy := busy + 1;
+        IF NOT aiqueue_gate(ctl, busy, pcap, breaker_threshold) THEN
+            filling := filling || p.name;
+        END IF;
+        IF ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL THEN
+            dirty := dirty || p.name;
+        END IF;
     END LOOP;
 END
 $$;

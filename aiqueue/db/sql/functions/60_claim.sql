@@ -15,7 +15,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     room record;
     got record;
-    after record;
 BEGIN
     PERFORM aiqueue_claim_lock();
     -- Calls as assignments: each a plpgsql expression, not a query of its own
@@ -32,7 +31,8 @@ BEGIN
     IF got.queue_id IS NULL THEN
         RETURN;
     END IF;
-    after := aiqueue_claim_more(plan, room.kinds, got.pool, got.kind, got.queue_id);
+    more := aiqueue_claim_more(plan, room.kinds, got.pool = ANY (room.filling), got.pool,
+                               got.kind, got.queue_id);
     queue_id := got.queue_id;
     submission_id := got.submission_id;
     assignment_id := got.assignment_id;
@@ -40,8 +40,7 @@ BEGIN
     dispatch_seq := got.dispatch_seq;
     payload := got.payload;
     content := got.content;
-    more := after.more;
-    breaker_dirty := after.breaker_dirty;
+    breaker_dirty := got.pool = ANY (room.dirty);
     kind := got.kind;
     pool := got.pool;
     RETURN NEXT;
@@ -106,27 +105,18 @@ END
 $$;
 
 -- After a claim of a row of `p_kind` in `p_pool` (this transaction sees it as
--- processing): `more`, whether a kind of `kinds` still has room and a due row
--- (in a group not paused at a spend cap); `breaker_dirty`, whether a
--- successful dispatch must reset the pool's breaker.  Only the claimed row's
--- pool and kind changed (the lock keeps every other pool as aiqueue_room
--- found it): its pool's gate, then its kind's cap.
-CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_pool text,
-                                              p_kind text, p_claimed uuid,
-                                              OUT more boolean, OUT breaker_dirty boolean)
-LANGUAGE plpgsql AS $$
+-- processing): whether a kind of `kinds` still has room and a due row (in a
+-- group not paused at a spend cap).  Only the claimed row's pool and kind
+-- changed (the lock keeps every other pool as aiqueue_room found it): its
+-- pool's gate, `p_full` (aiqueue_room's look at it with one more row in
+-- flight), then its kind's cap.
+CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_full boolean,
+                                              p_pool text, p_kind text, p_claimed uuid)
+RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-    ctl ai_queue_control%ROWTYPE := aiqueue_pool_control(p_pool);
-    pcap integer := (aiqueue_plan_pool(plan, p_pool)).cap;
-    busy bigint;
     kcap integer;
 BEGIN
-    -- Each call on its own line: aiqueue_flow_cap and aiqueue_gate are inlined
-    -- only when their arguments are variables (30_gate).
-    pcap := aiqueue_flow_cap(ctl, pcap);
-    busy := aiqueue_pool_in_flight(p_pool, pcap);
-    breaker_dirty := ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL;
-    IF NOT aiqueue_gate(ctl, busy, pcap, (plan ->> 'breaker_threshold')::integer) THEN
+    IF p_full THEN
         kinds := ARRAY(SELECT c FROM unnest(kinds) c
                        WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
                                             AS k (name text, pool text)
@@ -139,10 +129,7 @@ BEGIN
         END IF;
     END IF;
     -- No kind with room: no walk (it would step over every pending row).
-    more := cardinality(kinds) > 0;
-    IF more THEN
-        more := aiqueue_due_exists(kinds, plan, p_claimed);
-    END IF;
+    RETURN cardinality(kinds) > 0 AND aiqueue_due_exists(kinds, plan, p_claimed);
 END
 $$;
 
