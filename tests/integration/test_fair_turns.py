@@ -213,8 +213,8 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     for function, pattern, index, cursor in (
             ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",
              "ai_marking_fair_walk_idx", True),
-            ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r FROM "
-             r"ai_marking_queue q\s+WHERE q\.status.*?SKIP LOCKED",
+            ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r "
+             r"FROM ai_marking_queue q\s+WHERE q\.status.*?SKIP LOCKED",
              "ai_marking_queue_group_idx", False)):
         text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'"})

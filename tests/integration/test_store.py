@@ -443,8 +443,8 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
     # Its walk in turn order, when that row is held or any kind will do.
     text = await plan_in_function(
         conn, "aiqueue_fair_head",
-        r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r FROM ai_marking_queue q\s+WHERE q\.status"
-        r".*?SKIP LOCKED", **GROUP_VALUES)
+        r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r FROM ai_marking_queue q"
+        r"\s+WHERE q\.status.*?SKIP LOCKED", **GROUP_VALUES)
     assert "ai_marking_queue_group_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
 
