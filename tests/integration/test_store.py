@@ -365,10 +365,12 @@ async def test_breaker_opens_after_threshold_and_half_opens_for_one_probe(
     assert await store.claim(plan_of(0, 3)) is None
     await conn.execute("UPDATE ai_queue_control SET circuit_open_until = now()")
     probe = await store.claim(plan_of(0, 3))
-    assert probe is not None
+    # Its success must reset the breaker, and no row may follow it while it is out.
+    assert probe is not None and probe.breaker_dirty and not probe.more
     assert await store.claim(plan_of(0, 3)) is None  # half-open: one probe at a time
     await store.dispatch_accepted()
-    assert await store.claim(plan_of(0, 3)) is not None
+    after = await store.claim(plan_of(0, 3))
+    assert after is not None and not after.breaker_dirty and after.more
     control = await store.control(3)
     assert control.consecutive_failures == 0 and not control.circuit_open
 

@@ -1,5 +1,5 @@
 -- The claim: the next due row, under the claim's lock, in three steps:
---   aiqueue_room        which kinds have room (30_gate)
+--   aiqueue_room        which kinds have room, and which pools one more row fills (30_gate)
 --   aiqueue_claim_row   the fair pick (40_fair) and the row's claim, one statement
 --   aiqueue_claim_more  whether another row could be claimed after this one
 -- Everything it reads of the settings is its one `plan` document (10_plan).
