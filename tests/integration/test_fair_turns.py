@@ -11,7 +11,7 @@ import pytest
 from aiqueue.db.store import Store
 from aiqueue.models import Completed, Job
 from tests.conftest import add_submissions, enqueued
-from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
+from tests.integration.plan_kit import GROUP_VALUES, generic_plan_in_function, plan_in_function
 from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(12)
@@ -231,6 +231,12 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
                                          "kinds": "ARRAY['mark']"})
         assert "ai_marking_queue_group_kind_idx" in text, text
         assert "Seq Scan on ai_marking_queue" not in text, text
+    # fair_head runs its probe with its generic plan (force_generic_plan): the same
+    # probe per kind.
+    text = await generic_plan_in_function(conn, "aiqueue_fair_head", head, kinds="text[]",
+                                          p_pool="text", p_priority="integer", p_group="text")
+    assert "ai_marking_queue_group_kind_idx" in text, text
+    assert "Seq Scan on ai_marking_queue" not in text, text
 
 
 async def test_queue_positions_count_turns(groups: Groups, store: Store):
