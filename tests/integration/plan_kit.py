@@ -31,3 +31,22 @@ async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str
     else:
         rows = await conn.fetch("EXPLAIN " + query)
     return "\n".join(r[0] for r in rows)
+
+
+async def generic_plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,
+                                   /, **params: str) -> str:
+    """EXPLAIN of a query a plpgsql function holds, as its generic plan: each of `params`
+    (a variable and its type) a parameter, as a function run with force_generic_plan has it."""
+    source = await conn.fetchval("SELECT prosrc FROM pg_proc WHERE proname = $1", function)
+    match = re.search(f"({pattern})", source, re.DOTALL)
+    assert match, source
+    query = re.sub(r"\bINTO \w+\b", "", match.group(1))
+    for n, name in enumerate(params, 1):
+        query = re.sub(rf"\b{re.escape(name)}\b", f"${n}", query)
+    async with conn.transaction():
+        await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        await conn.execute(f"PREPARE generic ({', '.join(params.values())}) AS {query}")
+        nulls = ", ".join("NULL" for _ in params)
+        rows = await conn.fetch(f"EXPLAIN EXECUTE generic ({nulls})")
+        await conn.execute("DEALLOCATE generic")
+    return "\n".join(r[0] for r in rows)

@@ -11,7 +11,7 @@ import pytest
 from aiqueue.db.store import Store
 from aiqueue.models import Completed, Job
 from tests.conftest import add_submissions, enqueued
-from tests.integration.plan_kit import GROUP_VALUES, plan_in_function
+from tests.integration.plan_kit import GROUP_VALUES, generic_plan_in_function, plan_in_function
 from tests.plans import plan_of, settle_one
 
 pytestmark = pytest.mark.store_pool(12)
@@ -213,8 +213,8 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     for function, pattern, index, cursor in (
             ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",
              "ai_marking_fair_walk_idx", True),
-            ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id INTO r FROM "
-             r"ai_marking_queue q\s+WHERE q\.status.*?SKIP LOCKED",
+            ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r "
+             r"FROM ai_marking_queue q\s+WHERE q\.status.*?SKIP LOCKED",
              "ai_marking_queue_group_idx", False)):
         text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'"})
@@ -224,13 +224,19 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     # row due?": one probe per group and kind (a sort of at most one row per kind).
     head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
     for function, pattern in (("aiqueue_fair_head", head),
-                              ("aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)")):
+                              ("aiqueue_due_exists", r"SELECT EXISTS.*ANY \(pools\)\)")):
         text = await plan_in_function(conn, function, pattern,
-                                      plan="NULL::jsonb", except_id="NULL::uuid",
+                                      pools="ARRAY['default']", except_id="NULL::uuid",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'",
                                          "kinds": "ARRAY['mark']"})
         assert "ai_marking_queue_group_kind_idx" in text, text
         assert "Seq Scan on ai_marking_queue" not in text, text
+    # fair_head runs its probe with its generic plan (force_generic_plan): the same
+    # probe per kind.
+    text = await generic_plan_in_function(conn, "aiqueue_fair_head", head, kinds="text[]",
+                                          p_pool="text", p_priority="integer", p_group="text")
+    assert "ai_marking_queue_group_kind_idx" in text, text
+    assert "Seq Scan on ai_marking_queue" not in text, text
 
 
 async def test_queue_positions_count_turns(groups: Groups, store: Store):

@@ -365,10 +365,12 @@ async def test_breaker_opens_after_threshold_and_half_opens_for_one_probe(
     assert await store.claim(plan_of(0, 3)) is None
     await conn.execute("UPDATE ai_queue_control SET circuit_open_until = now()")
     probe = await store.claim(plan_of(0, 3))
-    assert probe is not None
+    # Its success must reset the breaker, and no row may follow it while it is out.
+    assert probe is not None and probe.breaker_dirty and not probe.more
     assert await store.claim(plan_of(0, 3)) is None  # half-open: one probe at a time
     await store.dispatch_accepted()
-    assert await store.claim(plan_of(0, 3)) is not None
+    after = await store.claim(plan_of(0, 3))
+    assert after is not None and not after.breaker_dirty and after.more
     control = await store.control(3)
     assert control.consecutive_failures == 0 and not control.circuit_open
 
@@ -443,8 +445,8 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
     # Its walk in turn order, when that row is held or any kind will do.
     text = await plan_in_function(
         conn, "aiqueue_fair_head",
-        r"SELECT q\.queue_id, q\.assignment_id INTO r FROM ai_marking_queue q\s+WHERE q\.status"
-        r".*?SKIP LOCKED", **GROUP_VALUES)
+        r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r FROM ai_marking_queue q"
+        r"\s+WHERE q\.status.*?SKIP LOCKED", **GROUP_VALUES)
     assert "ai_marking_queue_group_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
 
@@ -452,7 +454,7 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
 @pytest.mark.fresh_db
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [
     # The claim's "another row due?" probe, with most rows pending.
-    ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*plan\)\)\)",
+    ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*ANY \(pools\)\)",
      "ai_marking_queue_group_kind_idx"),
     # A pool's in-flight count (the gate, twice per claim), with most rows in flight.
     ("'processing', now()", "aiqueue_pool_in_flight",
@@ -473,7 +475,7 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
         f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
     text = await plan_in_function(conn, function, pattern, cap="1", kinds="ARRAY['mark']",
-                                  plan="NULL::jsonb", except_id="NULL::uuid",
+                                  pools="ARRAY['default']", except_id="NULL::uuid",
                                   p_pool="'default'", p_kind="'mark'")
     assert index in text
     assert "Seq Scan on ai_marking_queue" not in text

@@ -55,7 +55,7 @@ DROP FUNCTION IF EXISTS aiqueue_take_handoff(uuid, integer);
 DROP FUNCTION IF EXISTS aiqueue_money_result(uuid, integer, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_result_cost(jsonb, jsonb, text);
 DROP FUNCTION IF EXISTS aiqueue_alerts_evaluate(timestamptz, float8, float8, integer, float8);
--- The settle's result side reads the completed row once (aiqueue issue 38):
+-- The settle's result side reads the completed row once:
 -- aiqueue_complete returns it (it returned whether it applied), and its
 -- record takes it typed.
 DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer, jsonb);
@@ -64,3 +64,11 @@ DROP FUNCTION IF EXISTS aiqueue_after_result(uuid, integer, jsonb, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_money_result(uuid, integer, jsonb, jsonb);
 DROP FUNCTION IF EXISTS aiqueue_cache_result(uuid, jsonb, jsonb);
+-- The claim's helpers return one row (a plpgsql assignment, not a query).
+DROP FUNCTION IF EXISTS aiqueue_cache_warm_pick(jsonb, jsonb, text[], text, integer, float8);
+DROP FUNCTION IF EXISTS aiqueue_fair_head(text, integer, text, text[]);
+DROP FUNCTION IF EXISTS aiqueue_cache_state(jsonb, text, uuid);
+DROP FUNCTION IF EXISTS aiqueue_cache_check(jsonb, text, integer, text, bigint, uuid);
+-- aiqueue_room reads each pool's gate once per claim; claim_more takes its answer.
+DROP FUNCTION IF EXISTS aiqueue_room(jsonb, boolean, boolean);
+DROP FUNCTION IF EXISTS aiqueue_claim_more(jsonb, text[], text, text, uuid);

@@ -129,10 +129,14 @@ $$;
 -- The pools that hold some of these kinds, by the plan (aiqueue 0019); NULL:
 -- any pool.
 CREATE OR REPLACE FUNCTION aiqueue_kinds_pools(kinds text[], plan jsonb) RETURNS text[]
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN kinds IS NOT NULL THEN coalesce(
-        (SELECT array_agg(DISTINCT k.pool)
-         FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, pool text)
-         WHERE k.name = ANY (kinds)),
-        ARRAY['default']) END
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF kinds IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN coalesce((SELECT array_agg(DISTINCT k.pool)
+                     FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, pool text)
+                     WHERE k.name = ANY (kinds)),
+                    ARRAY['default']);
+END
 $$;

@@ -6,7 +6,10 @@
 -- nothing else is in flight.  aiqueue_gate_opens_at says *when* the gate opens
 -- by time alone (NULL: not by waiting; an operator, a result or a lease must
 -- act first); aiqueue_gate is "that moment has come".  Both are plain SQL
--- expressions, which the planner inlines into their callers.
+-- expressions, which the planner inlines into their callers when every
+-- argument is a variable: an argument that is a function call (the in-flight
+-- count), used more than once in the body, keeps it from being inlined, and
+-- an SQL function that is not inlined is planned again on every call.
 CREATE OR REPLACE FUNCTION aiqueue_gate_opens_at(ctl ai_queue_control, in_flight bigint,
                                                  cap integer, breaker_threshold integer)
 RETURNS timestamptz LANGUAGE sql STABLE AS $$
@@ -45,8 +48,12 @@ $$;
 -- counts only when its window has room for its first due row's estimate
 -- (`ests`: that estimate per pool, which the claim writes to the window).
 -- `make`: add missing control rows (the claim, under its lock).
+-- For the claim's answer, read here once: `filling`, the pools of `kinds` whose
+-- gate closes with one more row in flight; `dirty`, those whose breaker a
+-- successful dispatch must reset.
 CREATE OR REPLACE FUNCTION aiqueue_room(plan jsonb, budgets boolean, make boolean,
-                                        OUT kinds text[], OUT ests jsonb)
+                                        OUT kinds text[], OUT ests jsonb, OUT filling text[],
+                                        OUT dirty text[])
 LANGUAGE plpgsql AS $$
 DECLARE
     breaker_threshold integer := (plan ->> 'breaker_threshold')::integer;
@@ -54,19 +61,22 @@ DECLARE
     p record;
     ctl ai_queue_control%ROWTYPE;
     pcap integer;
+    busy bigint;
     open_kinds text[];
     est bigint;
 BEGIN
     kinds := '{}';
     ests := '{}';
+    filling := '{}';
+    dirty := '{}';
     FOR p IN SELECT x.name, x.cap, coalesce(x.tpm, 0) AS tpm, coalesce(x.rpm, 0) AS rpm,
                     coalesce(x.budgeted, false) AS budgeted
              FROM jsonb_to_recordset(plan -> 'pools')
                   AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
         ctl := aiqueue_pool_control(p.name, make);
         pcap := aiqueue_flow_cap(ctl, p.cap);
-        CONTINUE WHEN NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
-                                       breaker_threshold);
+        busy := aiqueue_pool_in_flight(p.name, pcap);
+        CONTINUE WHEN NOT aiqueue_gate(ctl, busy, pcap, breaker_threshold);
         open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
         CONTINUE WHEN open_kinds IS NULL;
         IF budgets AND p.budgeted THEN
@@ -79,6 +89,13 @@ BEGIN
             ests := ests || jsonb_build_object(p.name, est);
         END IF;
         kinds := kinds || open_kinds;
+        busy := busy + 1;
+        IF NOT aiqueue_gate(ctl, busy, pcap, breaker_threshold) THEN
+            filling := filling || p.name;
+        END IF;
+        IF ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL THEN
+            dirty := dirty || p.name;
+        END IF;
     END LOOP;
 END
 $$;
@@ -96,6 +113,7 @@ DECLARE
     p record;
     ctl ai_queue_control%ROWTYPE;
     pcap integer;
+    busy bigint;
     open_kinds text[];
     at timestamptz;
     due timestamptz;
@@ -107,8 +125,8 @@ BEGIN
                   AS x (name text, cap integer, tpm integer, rpm integer, budgeted boolean) LOOP
         ctl := aiqueue_pool_control(p.name);
         pcap := aiqueue_flow_cap(ctl, p.cap);
-        at := aiqueue_gate_opens_at(ctl, aiqueue_pool_in_flight(p.name, pcap), pcap,
-                                    breaker_threshold);
+        busy := aiqueue_pool_in_flight(p.name, pcap);
+        at := aiqueue_gate_opens_at(ctl, busy, pcap, breaker_threshold);
         CONTINUE WHEN at IS NULL;
         open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
         CONTINUE WHEN open_kinds IS NULL;

@@ -129,6 +129,8 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_fair_sooner
 -- a kind without room, or of a paused group.
 CREATE OR REPLACE FUNCTION aiqueue_due_exists(kinds text[], plan jsonb, except_id uuid)
 RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    pools text[] := aiqueue_kinds_pools(kinds, plan);
 BEGIN
     -- LATERAL ... LIMIT 1: a probe per group and kind, never a semi-join
     -- that would read every pending row first.
@@ -143,6 +145,6 @@ BEGIN
             LIMIT 1) due
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
           AND (f.due_at IS NULL OR f.due_at <= now())
-          AND f.pool = ANY (aiqueue_kinds_pools(kinds, plan))));
+          AND f.pool = ANY (pools)));
 END
 $$;

@@ -24,7 +24,7 @@ DECLARE
     cspec jsonb;
     looked text[] := '{}';
     w record;
-    st record;
+    cstate text;
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
@@ -39,49 +39,53 @@ BEGIN
         cspec := aiqueue_cache_spec(plan, g.pool);
         IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
             looked := looked || (g.pool || '/' || g.priority);
-            SELECT * INTO w FROM aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority,
-                                                     g.counter);
+            w := aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority, g.counter);
             IF w.queue_id IS NOT NULL THEN
-                SELECT w.queue_id, w.tokens, w.usd INTO queue_id, tokens, usd;
+                queue_id := w.queue_id;
+                tokens := w.tokens;
+                usd := w.usd;
                 RETURN;
             END IF;
         END IF;
-        IF aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key) THEN
-            CONTINUE;
-        END IF;
-        SELECT * INTO r FROM aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
+        CONTINUE WHEN aiqueue_spend_capped(money -> g.pool)
+                      AND aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key);
+        r := aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
         IF r.queue_id IS NULL THEN
             PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
             CONTINUE;
         END IF;
         -- A prefix warming up: the group waits for its answer, one mark at most
         -- (the walk serves other groups meanwhile); a cold one sends this row alone.
-        st := aiqueue_cache_check(cspec, g.pool, g.priority, g.group_key, g.joins, r.queue_id);
-        IF st.state = 'warming' THEN
-            CONTINUE;
-        END IF;
-        SELECT c.tokens, c.usd INTO tokens, usd
-        FROM aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
-                                 r.assignment_id, money) c;
-        IF st.state IS NOT NULL THEN
+        cstate := CASE WHEN cspec IS NOT NULL THEN aiqueue_cache_check(
+            cspec, g.pool, g.priority, g.group_key, g.joins, r.payload_id) END;
+        CONTINUE WHEN cstate = 'warming';
+        w := aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
+                                 r.assignment_id, money);
+        IF cstate IS NOT NULL THEN
             PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key,
-                                             st.payload_id, st.state);
+                                             r.payload_id, cstate);
         END IF;
         queue_id := r.queue_id;
+        tokens := w.tokens;
+        usd := w.usd;
         RETURN;
     END LOOP;
 END
 $$;
 
--- A group's first due row of a kind with room, locked (NULLs: none).  One
--- probe of ai_marking_queue_group_kind_idx per kind with room, so a kind at its
--- cap is never walked (aiqueue 0023), then its lock; SKIP LOCKED steps over a
--- row a webhook or the recovery holds right now, and only then is the group
--- walked in turn order (as it always is when any kind will do).
+-- A group's first due row of a kind with room, locked, with its payload (for
+-- the prompt cache; NULLs: none).  One probe of ai_marking_queue_group_kind_idx
+-- per kind with room, so a kind at its cap is never walked (aiqueue 0023),
+-- then its lock; SKIP LOCKED steps over a row a webhook or the recovery holds
+-- right now, and only then is the group walked in turn order (as it always is
+-- when any kind will do).
+-- force_generic_plan: the probe's generic plan (unnest of a parameter, estimated
+-- at 10 kinds) costs more on paper than a custom one (the kinds counted), so the
+-- plan cache planned it again on every call (200 us); its plan is the same.
 CREATE OR REPLACE FUNCTION aiqueue_fair_head(p_pool text, p_priority integer, p_group text,
                                              kinds text[], OUT queue_id uuid,
-                                             OUT assignment_id text)
-LANGUAGE plpgsql AS $$
+                                             OUT assignment_id text, OUT payload_id bigint)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     head uuid;
@@ -101,14 +105,15 @@ BEGIN
         IF head IS NULL THEN
             RETURN;
         END IF;
-        SELECT q.queue_id, q.assignment_id INTO queue_id, assignment_id
+        SELECT q.queue_id, q.assignment_id, q.payload_id
+        INTO queue_id, assignment_id, payload_id
         FROM ai_marking_queue q
         WHERE q.queue_id = head AND q.status = 'pending'
         FOR UPDATE SKIP LOCKED;
         held := NOT FOUND;
     END IF;
     IF kinds IS NULL OR held THEN
-        SELECT q.queue_id, q.assignment_id INTO r FROM ai_marking_queue q
+        SELECT q.queue_id, q.assignment_id, q.payload_id INTO r FROM ai_marking_queue q
         WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
           AND coalesce(q.group_key, q.assignment_id) = p_group
           AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
@@ -119,6 +124,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         queue_id := r.queue_id;
         assignment_id := r.assignment_id;
+        payload_id := r.payload_id;
     END IF;
 END
 $$;
@@ -169,23 +175,24 @@ CREATE OR REPLACE FUNCTION aiqueue_fair_charge(p_pool text, p_priority integer, 
 LANGUAGE plpgsql AS $$
 DECLARE
     e record;
-    nxt record;
 BEGIN
-    SELECT * INTO e FROM aiqueue_estimate(p_pool, p_assignment);
+    e := aiqueue_estimate(p_pool, p_assignment);
     tokens := aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens);
     IF aiqueue_spend_capped(money -> p_pool) THEN
         usd := coalesce(e.cost_usd, aiqueue_price_usd(money, p_pool, e.model,
                                                       e.prompt_tokens, e.completion_tokens));
         PERFORM aiqueue_spend_add(money -> p_pool, p_pool, p_group, usd, now());
     END IF;
-    SELECT q.turn, q.seq INTO nxt FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-      AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
-    ORDER BY q.turn, q.seq LIMIT 1;
     UPDATE ai_marking_fair f
     SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
         head_seq = coalesce(nxt.seq, f.head_seq),
         waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins, updated_at = now()
+    -- The group's next pending row (none: its last went).
+    FROM (SELECT NULL) one LEFT JOIN LATERAL (
+        SELECT q.turn, q.seq FROM ai_marking_queue q
+        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
+          AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
+        ORDER BY q.turn, q.seq LIMIT 1) nxt ON true
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
 END
 $$;

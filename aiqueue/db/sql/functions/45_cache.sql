@@ -46,31 +46,31 @@ BEGIN
 END
 $$;
 
--- The state at a pool's provider of row p_queue_id's prefix (its payload,
--- `payload_id`; NULL: none), for the claim:
+-- The state at a pool's provider of the prefix `p_payload` (a row's payload;
+-- NULL: none), for the claim:
 --   off      not cached (no payload, or under min_tokens): scheduled as before
 --   cold     none of its rows had an answer within ttl: one row goes alone
 --   warming  its lone row is out, no answer yet: `hold` until one mark after
 --   warm     a row had an answer within ttl
 --   hot      warm, and a row was dispatched less than ttl minus the margin ago
-CREATE OR REPLACE FUNCTION aiqueue_cache_state(spec jsonb, p_pool text, p_queue_id uuid,
+-- `seen`: when a row of it was last dispatched, as far as the prefix row says.
+CREATE OR REPLACE FUNCTION aiqueue_cache_state(spec jsonb, p_pool text, p_payload bigint,
                                                OUT state text, OUT hold timestamptz,
-                                               OUT payload_id bigint)
+                                               OUT seen timestamptz)
 LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
 DECLARE
     p ai_marking_prefixes%ROWTYPE;
     size float8;
     ttl interval := make_interval(secs => (spec ->> 'ttl')::float8);
 BEGIN
     state := 'off';
-    SELECT q.payload_id INTO payload_id FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
-    IF spec IS NULL OR payload_id IS NULL THEN
+    IF spec IS NULL OR p_payload IS NULL THEN
         RETURN;
     END IF;
     SELECT * INTO p FROM ai_marking_prefixes x
-    WHERE x.pool = p_pool AND x.payload_id = aiqueue_cache_state.payload_id;
-    size := CASE WHEN FOUND THEN p.tokens ELSE aiqueue_cache_size(payload_id) END;
+    WHERE x.pool = p_pool AND x.payload_id = p_payload;
+    size := CASE WHEN FOUND THEN p.tokens ELSE aiqueue_cache_size(p_payload) END;
+    seen := p.dispatched_at;
     IF size < coalesce((spec ->> 'min')::float8, 1024) THEN
         RETURN;
     END IF;
@@ -153,24 +153,28 @@ $$;
 -- at a spend cap is left to the walk (which pauses it).
 CREATE OR REPLACE FUNCTION aiqueue_cache_warm_pick(spec jsonb, money jsonb, kinds text[],
                                                    p_pool text, p_priority integer,
-                                                   anchor float8)
-RETURNS TABLE (pool text, priority integer, group_key text, joins bigint, queue_id uuid,
-               assignment_id text, payload_id bigint)
+                                                   anchor float8, OUT group_key text,
+                                                   OUT joins bigint, OUT queue_id uuid,
+                                                   OUT assignment_id text, OUT payload_id bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     w record;
     r record;
     st record;
+    bound float8;
 BEGIN
     FOR w IN
-        SELECT f.pool, f.priority, f.group_key, f.joins, f.warm_until, f.capped_until, f.due_at
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.warm_until,
+               f.capped_until, f.due_at
         FROM ai_marking_fair f
         WHERE f.waiting AND f.warm_until IS NOT NULL AND f.pool = p_pool
           AND f.priority = p_priority
-          AND f.counter <= anchor + aiqueue_cache_quantum(spec, p_pool)
         ORDER BY f.pool, f.priority, f.counter LIMIT 8
     LOOP
+        -- The quantum only once a candidate is met (most walks meet none).
+        bound := coalesce(bound, anchor + aiqueue_cache_quantum(spec, p_pool));
+        EXIT WHEN w.counter > bound;
         IF w.warm_until <= now() THEN
             UPDATE ai_marking_fair f SET warm_until = NULL
             WHERE f.pool = w.pool AND f.priority = w.priority AND f.group_key = w.group_key;
@@ -180,12 +184,15 @@ BEGIN
         CONTINUE WHEN aiqueue_spend_capped(money -> w.pool)
                       AND (aiqueue_spend_stop(money -> w.pool, w.pool, w.group_key)).until
                           IS NOT NULL;
-        SELECT * INTO r FROM aiqueue_fair_head(w.pool, w.priority, w.group_key, kinds);
+        r := aiqueue_fair_head(w.pool, w.priority, w.group_key, kinds);
         CONTINUE WHEN r.queue_id IS NULL;
-        st := aiqueue_cache_state(spec, w.pool, r.queue_id);
+        st := aiqueue_cache_state(spec, w.pool, r.payload_id);
         CONTINUE WHEN st.state <> 'hot';
-        RETURN QUERY SELECT w.pool, w.priority, w.group_key, w.joins, r.queue_id,
-                            r.assignment_id, st.payload_id;
+        group_key := w.group_key;
+        joins := w.joins;
+        queue_id := r.queue_id;
+        assignment_id := r.assignment_id;
+        payload_id := r.payload_id;
         RETURN;
     END LOOP;
 END
@@ -240,38 +247,41 @@ CREATE OR REPLACE FUNCTION aiqueue_cache_local(spec jsonb, money jsonb, kinds te
                                                OUT usd float8)
 LANGUAGE plpgsql AS $$
 DECLARE
-    w record;
+    w record := aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority, p_counter);
+    c record;
 BEGIN
-    SELECT * INTO w FROM aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority,
-                                                 p_counter) LIMIT 1;
     IF w.queue_id IS NULL THEN
         RETURN;
     END IF;
-    SELECT c.tokens, c.usd INTO tokens, usd
-    FROM aiqueue_fair_charge(w.pool, w.priority, w.group_key, w.joins, w.queue_id,
-                             w.assignment_id, money) c;
-    PERFORM aiqueue_cache_dispatched(spec, w.pool, w.priority, w.group_key, w.payload_id, 'hot');
+    c := aiqueue_fair_charge(p_pool, p_priority, w.group_key, w.joins, w.queue_id,
+                             w.assignment_id, money);
+    PERFORM aiqueue_cache_dispatched(spec, p_pool, p_priority, w.group_key, w.payload_id, 'hot');
     queue_id := w.queue_id;
+    tokens := c.tokens;
+    usd := c.usd;
 END
 $$;
 
--- A walked group's due row `p_queue_id` and its prefix's state (NULL: the pool
--- schedules as before).  A warming prefix holds the group for its answer.
+-- A walked group's due row's prefix (`p_payload`): its state, what the claim
+-- must note of it (aiqueue_cache_dispatched); NULL: nothing (the pool schedules
+-- as before, or an uncached prefix noted within the hour).  A warming prefix
+-- holds the group for its answer.
 CREATE OR REPLACE FUNCTION aiqueue_cache_check(spec jsonb, p_pool text, p_priority integer,
-                                               p_group text, p_joins bigint, p_queue_id uuid,
-                                               OUT state text, OUT payload_id bigint)
-LANGUAGE plpgsql AS $$
+                                               p_group text, p_joins bigint, p_payload bigint)
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     st record;
 BEGIN
     IF spec IS NULL THEN
-        RETURN;
+        RETURN NULL;
     END IF;
-    st := aiqueue_cache_state(spec, p_pool, p_queue_id);
+    st := aiqueue_cache_state(spec, p_pool, p_payload);
     IF st.state = 'warming' THEN
         PERFORM aiqueue_cache_hold(p_pool, p_priority, p_group, p_joins, st.hold);
     END IF;
-    state := st.state;
-    payload_id := st.payload_id;
+    IF st.state = 'off' AND (p_payload IS NULL OR st.seen >= now() - interval '1 hour') THEN
+        RETURN NULL;
+    END IF;
+    RETURN st.state;
 END
 $$;

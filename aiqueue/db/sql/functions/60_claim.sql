@@ -1,5 +1,5 @@
 -- The claim: the next due row, under the claim's lock, in three steps:
---   aiqueue_room        which kinds have room (30_gate)
+--   aiqueue_room        which kinds have room, and which pools one more row fills (30_gate)
 --   aiqueue_claim_row   the fair pick (40_fair) and the row's claim, one statement
 --   aiqueue_claim_more  whether another row could be claimed after this one
 -- Everything it reads of the settings is its one `plan` document (10_plan).
@@ -15,25 +15,35 @@ LANGUAGE plpgsql AS $$
 DECLARE
     room record;
     got record;
-    after record;
 BEGIN
     PERFORM aiqueue_claim_lock();
-    SELECT * INTO room FROM aiqueue_room(plan, true, true);
+    -- Calls as assignments: each a plpgsql expression, not a query of its own
+    -- (in this volatile function each still takes a fresh snapshot, after the
+    -- lock, so it sees what the previous lock holder committed).
+    room := aiqueue_room(plan, true, true);
     IF cardinality(room.kinds) = 0 THEN
         RETURN;
     END IF;
     IF room.ests <> '{}'::jsonb THEN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
-    SELECT * INTO got FROM aiqueue_claim_row(plan, room.kinds, room.ests, p_taker);
+    got := aiqueue_claim_row(plan, room.kinds, room.ests, p_taker);
     IF got.queue_id IS NULL THEN
         RETURN;
     END IF;
-    SELECT * INTO after FROM aiqueue_claim_more(plan, room.kinds, got.pool, got.kind,
-                                                got.queue_id);
-    RETURN QUERY SELECT
-        got.queue_id, got.submission_id, got.assignment_id, got.attempts, got.dispatch_seq,
-        got.payload, got.content, after.more, after.breaker_dirty, got.kind, got.pool;
+    more := aiqueue_claim_more(plan, room.kinds, got.pool = ANY (room.filling), got.pool,
+                               got.kind, got.queue_id);
+    queue_id := got.queue_id;
+    submission_id := got.submission_id;
+    assignment_id := got.assignment_id;
+    attempts := got.attempts;
+    dispatch_seq := got.dispatch_seq;
+    payload := got.payload;
+    content := got.content;
+    breaker_dirty := got.pool = ANY (room.dirty);
+    kind := got.kind;
+    pool := got.pool;
+    RETURN NEXT;
 END
 $$;
 
@@ -48,24 +58,23 @@ CREATE OR REPLACE FUNCTION aiqueue_claim_row(plan jsonb, kinds text[], ests json
                                              OUT content text, OUT kind text, OUT pool text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    -- The first due row, of a kind with room, of the waiting group with the
+    -- smallest counter; priority first, turns by rows (aiqueue 0007) breaking
+    -- ties; rows waiting out a backoff, kinds without room and groups at a
+    -- spend cap are stepped over, not waited for.  It comes locked (SKIP
+    -- LOCKED) with the charge its group was given.
+    picked record := aiqueue_fair_pick(kinds, plan, plan -> 'money');
 BEGIN
-    WITH next AS MATERIALIZED (
-        -- The first due row, of a kind with room, of the waiting group with the
-        -- smallest counter; priority first, turns by rows (aiqueue 0007)
-        -- breaking ties; rows waiting out a backoff, kinds without room and
-        -- groups at a spend cap are stepped over, not waited for.  It comes
-        -- locked (SKIP LOCKED) with the charge its group was given.
-        SELECT p.queue_id, p.tokens, p.usd
-        FROM aiqueue_fair_pick(kinds, plan, plan -> 'money') p
-        WHERE p.queue_id IS NOT NULL
-    ),
-    claimed AS (
+    IF picked.queue_id IS NULL THEN
+        RETURN;
+    END IF;
+    WITH claimed AS (
         UPDATE ai_marking_queue q
         SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
             started_at = now(), lease_at = now(), progress = NULL, updated_at = now(),
-            charged_tokens = next.tokens, charged_usd = next.usd, charged_at = now()
-        FROM next
-        WHERE q.queue_id = next.queue_id
+            charged_tokens = picked.tokens, charged_usd = picked.usd, charged_at = now()
+        WHERE q.queue_id = picked.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
                   q.payload_id, q.kind, q.pool, q.run_kind
     ),
@@ -96,37 +105,31 @@ END
 $$;
 
 -- After a claim of a row of `p_kind` in `p_pool` (this transaction sees it as
--- processing): `more`, whether a kind of `kinds` still has room and a due row
--- (in a group not paused at a spend cap); `breaker_dirty`, whether a
--- successful dispatch must reset the pool's breaker.  Only the claimed row's
--- pool and kind changed (the lock keeps every other pool as aiqueue_room
--- found it): its pool's gate, then its kind's cap.
-CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_pool text,
-                                              p_kind text, p_claimed uuid,
-                                              OUT more boolean, OUT breaker_dirty boolean)
-LANGUAGE plpgsql AS $$
+-- processing): whether a kind of `kinds` still has room and a due row (in a
+-- group not paused at a spend cap).  Only the claimed row's pool and kind
+-- changed (the lock keeps every other pool as aiqueue_room found it): its
+-- pool's gate, `p_full` (aiqueue_room's look at it with one more row in
+-- flight), then its kind's cap.
+CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_full boolean,
+                                              p_pool text, p_kind text, p_claimed uuid)
+RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-    ctl ai_queue_control%ROWTYPE := aiqueue_pool_control(p_pool);
-    pcap integer := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, p_pool)).cap);
     kcap integer;
 BEGIN
-    breaker_dirty := ctl.consecutive_failures > 0 OR ctl.circuit_open_until IS NOT NULL;
-    kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
-             WHERE k.name = p_kind);
-    IF NOT aiqueue_gate(ctl, aiqueue_pool_in_flight(p_pool, pcap), pcap,
-                        (plan ->> 'breaker_threshold')::integer) THEN
+    IF p_full THEN
         kinds := ARRAY(SELECT c FROM unnest(kinds) c
                        WHERE c NOT IN (SELECT k.name FROM jsonb_to_recordset(plan -> 'kinds')
                                             AS k (name text, pool text)
                                        WHERE k.pool = p_pool));
-    ELSIF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(p_pool, p_kind, kcap) >= kcap THEN
-        kinds := array_remove(kinds, p_kind);
+    ELSE
+        kcap := (SELECT k.cap FROM jsonb_to_recordset(plan -> 'kinds') AS k (name text, cap integer)
+                 WHERE k.name = p_kind);
+        IF coalesce(kcap, 0) > 0 AND aiqueue_kind_in_flight(p_pool, p_kind, kcap) >= kcap THEN
+            kinds := array_remove(kinds, p_kind);
+        END IF;
     END IF;
     -- No kind with room: no walk (it would step over every pending row).
-    more := cardinality(kinds) > 0;
-    IF more THEN
-        more := aiqueue_due_exists(kinds, plan, p_claimed);
-    END IF;
+    RETURN cardinality(kinds) > 0 AND aiqueue_due_exists(kinds, plan, p_claimed);
 END
 $$;
 
