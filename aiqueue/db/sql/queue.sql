@@ -108,7 +108,8 @@ WITH row AS (
     SET lease_at = now(), progress = $3::jsonb, updated_at = now()
     WHERE queue_id = $1 AND dispatch_seq = $2
       AND (status = 'processing' OR (status = 'completed' AND lease_at IS NOT NULL))
-    RETURNING queue_id, submission_id, assignment_id, status
+    RETURNING queue_id, submission_id, assignment_id, status, pool, priority,
+              coalesce(group_key, assignment_id) AS grp, payload_id
 ),
 event AS (
     INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
@@ -122,7 +123,7 @@ event AS (
 -- progress item also says the call has begun answering: its prompt prefix is
 -- cached now (aiqueue_cache_answered, 45_cache.sql).
 SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS quiet,
-       aiqueue_cache_answered(row.queue_id) AS warmed
+       aiqueue_cache_answered(row.pool, row.priority, row.grp, row.payload_id) AS warmed
 FROM row;
 
 -- prune --

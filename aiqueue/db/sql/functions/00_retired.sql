@@ -72,3 +72,5 @@ DROP FUNCTION IF EXISTS aiqueue_cache_check(jsonb, text, integer, text, bigint, 
 -- aiqueue_room reads each pool's gate once per claim; claim_more takes its answer.
 DROP FUNCTION IF EXISTS aiqueue_room(jsonb, boolean, boolean);
 DROP FUNCTION IF EXISTS aiqueue_claim_more(jsonb, text[], text, text, uuid);
+-- aiqueue_cache_answered takes the row's pool, priority, group and payload (it read the row).
+DROP FUNCTION IF EXISTS aiqueue_cache_answered(uuid);

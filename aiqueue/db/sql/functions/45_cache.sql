@@ -210,28 +210,26 @@ $$;
 
 -- A row of a prefix had an answer (a result, or a progress item: its call has
 -- begun answering, so the entry is readable): the prefix is warm, and the
--- row's group no longer waits for it.
+-- row's group no longer waits for it.  The row's pool, priority, group and
+-- payload come from the caller, which has the row already.
 -- True when the prefix was cold or warming (a group may wait for it).
-CREATE OR REPLACE FUNCTION aiqueue_cache_answered(p_queue_id uuid) RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    r record;
+CREATE OR REPLACE FUNCTION aiqueue_cache_answered(p_pool text, p_priority integer,
+                                                  p_group text, p_payload bigint)
+RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
-    SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp, q.payload_id
-    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
-    IF r.payload_id IS NULL THEN
+    IF p_payload IS NULL THEN
         RETURN false;
     END IF;
     -- Once a second at most per prefix: a class's answers arrive together.
     UPDATE ai_marking_prefixes x SET answered_at = now()
-    WHERE x.pool = r.pool AND x.payload_id = r.payload_id
+    WHERE x.pool = p_pool AND x.payload_id = p_payload
       AND (x.answered_at IS NULL OR x.answered_at < now() - interval '1 second'
            OR x.answered_at < x.warming_at);
     IF NOT FOUND THEN
         RETURN false;
     END IF;
     UPDATE ai_marking_fair f SET due_at = NULL, joins = f.joins + 1
-    WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.grp
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
       AND f.due_at IS NOT NULL;
     RETURN true;
 END

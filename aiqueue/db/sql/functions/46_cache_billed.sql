@@ -49,7 +49,8 @@ DECLARE
                            THEN date_part('epoch', now() - d.started_at) END;
     warmed boolean;
 BEGIN
-    warmed := aiqueue_cache_answered(d.queue_id);
+    warmed := aiqueue_cache_answered(d.pool, d.priority, coalesce(d.group_key, d.assignment_id),
+                                     d.payload_id);
     IF greatest(reads, writes) > 0 AND d.payload_id IS NOT NULL THEN
         UPDATE ai_marking_prefixes x SET tokens = greatest(reads, writes)
         WHERE x.pool = d.pool AND x.payload_id = d.payload_id;

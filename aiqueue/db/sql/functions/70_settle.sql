@@ -4,20 +4,24 @@
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
 --     aiqueue_complete       apply it in one statement (its triggers: 80_feed,
---                            90_outbox), priced once by aiqueue_priced (50_spend's
---                            prices), its record and tally by
---                            aiqueue_complete_record; returns the completed row,
+--                            90_outbox, 72_groups), priced once by
+--                            aiqueue_priced (50_spend's prices), its record
+--                            and tally by aiqueue_complete_record; returns the completed row,
 --                            which everything after takes instead of reading it
 --     aiqueue_claim_lock     (30_gate) before any row the claim writes too, then:
 --     aiqueue_flow_result    raise the learned limit L (71_settle_charge; rule
---                            in 20_flow)
+--                            in 20_flow), and put the usage in place of the
+--                            estimate in a declared budget's window (21_budget
+--                            counts it)
 --     aiqueue_money_result   the prompt cache (aiqueue_cache_result, 46_cache_billed),
 --                            learn the estimate, correct the charge
---                            (71_settle_charge; 50_spend)
+--                            (71_settle_charge; 50_spend, its windows in
+--                            48_spend_windows)
 --   aiqueue_handback       a repeated result: hand back the row it claimed
 --                          (71_settle_charge)
 --   aiqueue_claim          the next row (60_claim: 30_gate, 40_fair, 42_fair_pick,
---                          45_cache, 50_spend),
+--                          45_cache; its money: the budget window in 21_budget,
+--                          the spend caps in 50_spend and 48_spend_windows),
 --                          taken by the settle's caller to send it
 --
 -- Transaction flags (set_config(..., true): they last to the transaction's
@@ -26,9 +30,11 @@
 --   flag                  set by                              read by
 --   aiqueue.end_lock      aiqueue_result, around its complete  aiqueue_outbox_run_finished
 --                                                              (90_outbox): take the claim
---                                                              lock instead of pinning a row
---   aiqueue.live_witness  aiqueue_outbox_run_finished          itself: a run's live row seen
---                                                              earlier in this transaction
+--                                                              lock instead of pinning a row,
+--                                                              and look for a live row once
+--   aiqueue.live_witness  aiqueue_outbox_run_finished          itself, without end_lock: a
+--                                                              run's live row seen earlier
+--                                                              in this transaction
 --   aiqueue.bulk_move     aiqueue_retry (95_recovery)          the fair join (40_fair) and the
 --                                                              change feed's row trigger
 --                                                              (80_feed): the bulk statement

@@ -20,6 +20,14 @@
 -- after the 24 h retry window, delivered and given-up ones after
 -- QUEUE_PRUNE_AFTER_DAYS.
 
+-- Whether this transaction wrote the run's marking.run_finished already.
+CREATE OR REPLACE FUNCTION aiqueue_outbox_run_written(p_run uuid) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM ai_marking_outbox o
+                   WHERE o.type = 'marking.run_finished' AND o.run_id = p_run
+                     AND o.tx = pg_current_xact_id())
+$$;
+
 -- A run has ended when none of its rows is pending or processing: write its
 -- marking.run_finished once per transaction (a cancel ends many rows at once).
 -- Counts, tokens and cost over the run as GET .../progress reports them.
@@ -46,45 +54,53 @@
 -- takes the claim lock before them (aiqueue_result, aiqueue_money_refund),
 -- so those rows are always locked in the claim's order.  `aiqueue.end_lock` =
 -- 'on' says the transaction takes the claim lock right after this end anyway (a
--- result, aiqueue_result): then the lock, not a pin.
+-- result, aiqueue_result): then the lock, not a pin, and one look for a live
+-- row of the run before the test of whether the event is written.
+--
+-- Any other end may be one of many in one statement (a cancel of 10,000): it
+-- calls this once per row, and until it commits every old row version still
+-- sits in the live-run index, so looking the run up each time would cost
+-- O(n^2).  So the row found live last time (`aiqueue.live_witness`: run id ->
+-- row, transaction-local, so also right through a transaction pooler) is asked
+-- first, by its key, then whether the event is written already; the index is
+-- searched only when both say no.  (A pinned witness stays live: nobody else
+-- can end it before we commit.)
 CREATE OR REPLACE FUNCTION aiqueue_outbox_run_finished(p_run uuid, p_assignment text)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    -- run id -> a row of that run this transaction found live (transaction-local,
-    -- so also right through a transaction pooler).
-    seen jsonb := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
+    seen jsonb;  -- run id -> a row of that run this transaction found live
     witness uuid;
 BEGIN
-    -- A statement that ends many rows (a cancel of 10,000) calls this once per
-    -- row, and until it commits every old row version still sits in the
-    -- live-run index: looking the run up each time would cost O(n^2).  So the
-    -- row found live last time is asked first (by its key), then whether the
-    -- event is written already; the index is searched only when both say no.
-    -- (A pinned witness stays live: nobody else can end it before we commit.)
-    IF EXISTS (SELECT 1 FROM ai_marking_queue q
-               WHERE q.queue_id = (seen ->> p_run::text)::uuid
-                 AND q.status IN ('pending', 'processing'))
-       OR EXISTS (SELECT 1 FROM ai_marking_outbox o
-                  WHERE o.type = 'marking.run_finished' AND o.run_id = p_run
-                    AND o.tx = pg_current_xact_id()) THEN
-        RETURN;
-    END IF;
-    IF current_setting('aiqueue.end_lock', true) IS DISTINCT FROM 'on' THEN
-        SELECT q.queue_id INTO witness FROM ai_marking_queue q
-        WHERE q.run_id = p_run AND q.status = 'processing'
-        LIMIT 1
-        FOR SHARE SKIP LOCKED;
-    END IF;
-    IF witness IS NULL THEN
+    IF current_setting('aiqueue.end_lock', true) = 'on' THEN
+        -- One end (a result) then the claim lock anyway: the lock, one look.
         PERFORM aiqueue_claim_lock();
         SELECT q.queue_id INTO witness FROM ai_marking_queue q
-        WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')
-        LIMIT 1;
-    END IF;
-    IF witness IS NOT NULL THEN
-        PERFORM set_config('aiqueue.live_witness',
-                           jsonb_set(seen, ARRAY[p_run::text], to_jsonb(witness))::text, true);
-        RETURN;
+        WHERE q.run_id = p_run AND q.status IN ('pending', 'processing') LIMIT 1;
+        IF witness IS NOT NULL OR aiqueue_outbox_run_written(p_run) THEN
+            RETURN;
+        END IF;
+    ELSE
+        -- Many ends in one statement (see above): the witness first.
+        seen := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
+        IF EXISTS (SELECT 1 FROM ai_marking_queue q
+                   WHERE q.queue_id = (seen ->> p_run::text)::uuid
+                     AND q.status IN ('pending', 'processing'))
+           OR aiqueue_outbox_run_written(p_run) THEN
+            RETURN;
+        END IF;
+        SELECT q.queue_id INTO witness FROM ai_marking_queue q
+        WHERE q.run_id = p_run AND q.status = 'processing' LIMIT 1
+        FOR SHARE SKIP LOCKED;
+        IF witness IS NULL THEN
+            PERFORM aiqueue_claim_lock();
+            SELECT q.queue_id INTO witness FROM ai_marking_queue q
+            WHERE q.run_id = p_run AND q.status IN ('pending', 'processing') LIMIT 1;
+        END IF;
+        IF witness IS NOT NULL THEN
+            PERFORM set_config('aiqueue.live_witness',
+                               jsonb_set(seen, ARRAY[p_run::text], to_jsonb(witness))::text, true);
+            RETURN;
+        END IF;
     END IF;
     INSERT INTO ai_marking_outbox (type, assignment_id, run_id, body)
     SELECT 'marking.run_finished', p_assignment, p_run, jsonb_build_object(
