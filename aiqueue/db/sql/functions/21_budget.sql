@@ -16,9 +16,10 @@
 -- A row's estimated tokens: what the latest rows of its assignment used in its
 -- pool (the mean of the last 20 reported), else of any assignment of the pool,
 -- else 1000.  Its plan is the generic one: the walk back along
--- ai_marking_budget_estimate_idx whatever the statistics say, where custom
--- plans (chosen when a new table's plans looked cheaper) are planned again
--- on every call.
+-- ai_marking_budget_estimate_idx whatever the statistics say (stepping over
+-- the entries still in flight: the index holds every entry, aiqueue 0032),
+-- where custom plans (chosen when a new table's plans looked cheaper) are
+-- planned again on every call.
 CREATE OR REPLACE FUNCTION aiqueue_budget_estimate(p_assignment_id text,
                                                    p_pool text DEFAULT 'default')
 RETURNS bigint LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
