@@ -13,6 +13,7 @@ import asyncpg
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.integration.plan_kit import generic_plan_in_function
 from tests.plans import Budget, plan_of
 
 # The check before the seconds (aiqueue 0030's aiqueue_budget_opens_at): every entry of the
@@ -143,3 +144,21 @@ async def test_refusals_and_settles_at_once_keep_the_seconds(
         for s in stores:
             await s.close()
     assert await conn.fetchval(SHORT) == 0
+
+
+async def test_the_first_due_row_is_a_walk_of_the_claim_index(conn: asyncpg.Connection) -> None:
+    # A backlog on a table the planner has no statistics of (as a new queue's): the
+    # budget's first due row (aiqueue_budget_room, its generic plan with sorts off)
+    # stops at the first due row of the claim index, never reads and sorts the backlog.
+    await conn.execute(
+        "INSERT INTO submissions (id, assignment_id, content) "
+        "SELECT gen_random_uuid(), 'g' || (g % 20), 'x' FROM generate_series(1, 5000) g")
+    await conn.execute(
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, turn) "
+        "SELECT id, assignment_id, gen_random_uuid(), "
+        "       row_number() OVER (PARTITION BY assignment_id) FROM submissions")
+    await conn.execute("SET enable_sort = off")  # as the function's SET clause has it
+    text = await generic_plan_in_function(
+        conn, "aiqueue_budget_room", r"SELECT o\.assignment_id.*?LIMIT 1", kinds="text[]")
+    assert "ai_marking_queue_claim_idx" in text, text
+    assert "Sort" not in text and "Seq Scan" not in text, text

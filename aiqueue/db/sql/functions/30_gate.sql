@@ -63,7 +63,7 @@ DECLARE
     pcap integer;
     busy bigint;
     open_kinds text[];
-    est bigint;
+    budget record;
 BEGIN
     kinds := '{}';
     ests := '{}';
@@ -80,13 +80,9 @@ BEGIN
         open_kinds := aiqueue_pool_kinds_with_room(plan, p.name);
         CONTINUE WHEN open_kinds IS NULL;
         IF budgets AND p.budgeted THEN
-            est := aiqueue_budget_estimate((
-                SELECT o.assignment_id FROM ai_marking_queue o
-                WHERE o.status = 'pending' AND o.run_after <= now() AND o.kind = ANY (open_kinds)
-                ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1), p.name);
-            CONTINUE WHEN aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window, est, p.name)
-                          > now();
-            ests := ests || jsonb_build_object(p.name, est);
+            budget := aiqueue_budget_room(p.tpm, p.rpm, budget_window, open_kinds, p.name);
+            CONTINUE WHEN budget.opens_at > now();
+            ests := ests || jsonb_build_object(p.name, budget.est);
         END IF;
         kinds := kinds || open_kinds;
         busy := busy + 1;
@@ -134,12 +130,8 @@ BEGIN
         due := aiqueue_due_at(open_kinds);
         CONTINUE WHEN due IS NULL;
         IF p.budgeted THEN
-            at := greatest(at, aiqueue_budget_opens_at(p.tpm, p.rpm, budget_window,
-                aiqueue_budget_estimate((
-                    SELECT o.assignment_id FROM ai_marking_queue o
-                    WHERE o.status = 'pending' AND o.run_after <= now()
-                      AND o.kind = ANY (open_kinds)
-                    ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1), p.name), p.name));
+            at := greatest(at, (aiqueue_budget_room(p.tpm, p.rpm, budget_window, open_kinds,
+                                                    p.name)).opens_at);
         END IF;
         best := least(best, greatest(due, at));
     END LOOP;

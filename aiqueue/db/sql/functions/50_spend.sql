@@ -149,36 +149,49 @@ LANGUAGE sql IMMUTABLE AS $$
                     OR jsonb_typeof(spec -> 'pool_usd_per_day') = 'number', false)
 $$;
 
--- A group's and its pool's spend in the windows that hold now: one walk of
--- the windows' key, which probes only the rows of those windows (none of the
--- pool's other groups, none of their earlier windows).
-CREATE OR REPLACE FUNCTION aiqueue_spend_now(spec jsonb, p_pool text, p_group text,
-                                             OUT group_hour float8, OUT group_day float8,
-                                             OUT pool_day float8, OUT hour_ends timestamptz,
-                                             OUT day_ends timestamptz)
+-- A group's and its pool's spend in the windows that hold now: one probe of
+-- the windows' key per window, each the whole key, so the plan can only be
+-- that probe (on a table without statistics, a plan of the key's columns as
+-- lists read every group's rows of the window through starts_idx).
+CREATE OR REPLACE FUNCTION aiqueue_spend_held(spec jsonb, p_pool text, p_group text,
+                                              OUT group_hour float8, OUT group_day float8,
+                                              OUT pool_day float8)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     hour_at timestamptz := aiqueue_spend_bound(spec, 'hour', now(), 0);
     day_at timestamptz := aiqueue_spend_bound(spec, 'day', now(), 0);
 BEGIN
+    SELECT coalesce((SELECT s.usd FROM ai_marking_spend s
+                     WHERE s.pool = p_pool AND s.group_key = p_group AND s.span = 'hour'
+                       AND s.starts_at = hour_at), 0),
+           coalesce((SELECT s.usd FROM ai_marking_spend s
+                     WHERE s.pool = p_pool AND s.group_key = p_group AND s.span = 'day'
+                       AND s.starts_at = day_at), 0),
+           coalesce((SELECT s.usd FROM ai_marking_spend s
+                     WHERE s.pool = p_pool AND s.group_key = '' AND s.span = 'day'
+                       AND s.starts_at = day_at), 0)
+    INTO group_hour, group_day, pool_day;
+END
+$$;
+
+-- The spend of the windows that hold now (aiqueue_spend_held) and when they end.
+CREATE OR REPLACE FUNCTION aiqueue_spend_now(spec jsonb, p_pool text, p_group text,
+                                             OUT group_hour float8, OUT group_day float8,
+                                             OUT pool_day float8, OUT hour_ends timestamptz,
+                                             OUT day_ends timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    SELECT h.group_hour, h.group_day, h.pool_day INTO group_hour, group_day, pool_day
+    FROM aiqueue_spend_held(spec, p_pool, p_group) h;
     hour_ends := aiqueue_spend_bound(spec, 'hour', now(), 1);
     day_ends := aiqueue_spend_bound(spec, 'day', now(), 1);
-    SELECT coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'hour'
-                                         AND s.starts_at = hour_at), 0),
-           coalesce(sum(s.usd) FILTER (WHERE s.group_key = p_group AND s.span = 'day'
-                                         AND s.starts_at = day_at), 0),
-           coalesce(sum(s.usd) FILTER (WHERE s.group_key = '' AND s.span = 'day'
-                                         AND s.starts_at = day_at), 0)
-    INTO group_hour, group_day, pool_day
-    FROM ai_marking_spend s
-    WHERE s.pool = p_pool AND s.group_key = ANY (ARRAY[p_group, ''])
-      AND s.span = ANY (ARRAY['hour', 'day']) AND s.starts_at = ANY (ARRAY[hour_at, day_at]);
 END
 $$;
 
 -- Which cap stops a group's next dispatch now, and until when its window
 -- rolls over; NULL: none.  A dispatch goes while the spend is under the cap,
--- so a window overshoots by at most what its dispatches in flight cost.
+-- so a window overshoots by at most what its dispatches in flight cost.  The
+-- window's end is worked out only for a cap that stops (once per settle else).
 CREATE OR REPLACE FUNCTION aiqueue_spend_stop(spec jsonb, p_pool text, p_group text,
                                               OUT cap text, OUT until timestamptz)
 LANGUAGE plpgsql STABLE AS $$
@@ -188,16 +201,17 @@ BEGIN
     IF NOT aiqueue_spend_capped(spec) THEN
         RETURN;
     END IF;
-    s := aiqueue_spend_now(spec, p_pool, p_group);
+    s := aiqueue_spend_held(spec, p_pool, p_group);
     IF s.pool_day >= (spec ->> 'pool_usd_per_day')::float8 THEN
         cap := 'pool_usd_per_day';
-        until := s.day_ends;
     ELSIF s.group_day >= (spec ->> 'group_usd_per_day')::float8 THEN
         cap := 'group_usd_per_day';
-        until := s.day_ends;
     ELSIF s.group_hour >= (spec ->> 'group_usd_per_hour')::float8 THEN
         cap := 'group_usd_per_hour';
-        until := s.hour_ends;
+    END IF;
+    IF cap IS NOT NULL THEN
+        until := aiqueue_spend_bound(spec, CASE WHEN cap = 'group_usd_per_hour' THEN 'hour'
+                                                ELSE 'day' END, now(), 1);
     END IF;
 END
 $$;

@@ -4,10 +4,11 @@
 
 -- A result arrived (no refusal): raise its pool's L, and (a budget is
 -- declared: the plan's `budgeted`) put the result's reported usage in place of
--- the claim's estimate in the budget window.  `d`: the completed row
--- (aiqueue_complete).  The common case (every L at its ceiling, no budget)
--- costs one read of the control rows and writes nothing: this runs once per
--- job.  The caller holds the claim lock (aiqueue_result).
+-- the claim's estimate in the budget window (in place: a heap-only update,
+-- aiqueue 0032).  `d`: the completed row (aiqueue_complete).  The common case
+-- (its pool's L at the ceiling, no budget) costs one read of the pool's
+-- control row and writes nothing: this runs once per job.  The caller holds
+-- the claim lock (aiqueue_result).
 CREATE OR REPLACE FUNCTION aiqueue_flow_result(d ai_marking_queue, p_dispatch_seq integer,
                                                plan jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -16,29 +17,31 @@ DECLARE
     prompt bigint;
     completion bigint;
 BEGIN
-    IF NOT budgeted AND NOT EXISTS (SELECT 1 FROM ai_queue_control c
-                                    WHERE c.in_flight_limit IS NOT NULL) THEN
+    IF EXISTS (SELECT 1 FROM ai_queue_control c
+               WHERE c.pool = d.pool AND c.in_flight_limit IS NOT NULL) THEN
+        UPDATE ai_queue_control c
+        SET (in_flight_limit, limit_clean, limit_raised_at) = (
+            SELECT r.new_limit, r.new_clean,
+                   CASE WHEN r.new_limit > c.in_flight_limit THEN now()
+                        ELSE c.limit_raised_at END
+            FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
+                                           c.limit_clean, aiqueue_flow_ceiling(t.cap),
+                                           aiqueue_flow_paced(c)) r),
+            -- A result ends the pool's run of refusals (a refusal cut L, so it runs
+            -- here): its kinds' rows stay home from their fallback (§10e).
+            refused_since = NULL
+        FROM (SELECT (aiqueue_plan_pool(plan, d.pool)).cap AS cap) t
+        WHERE c.pool = d.pool AND c.in_flight_limit IS NOT NULL;
+    END IF;
+    IF NOT budgeted THEN
         RETURN true;
     END IF;
-    UPDATE ai_queue_control c
-    SET (in_flight_limit, limit_clean, limit_raised_at) = (
-        SELECT r.new_limit, r.new_clean,
-               CASE WHEN r.new_limit > c.in_flight_limit THEN now() ELSE c.limit_raised_at END
-        FROM aiqueue_flow_after_result(least(c.in_flight_limit, aiqueue_flow_ceiling(t.cap)),
-                                       c.limit_clean, aiqueue_flow_ceiling(t.cap),
-                                       aiqueue_flow_paced(c)) r),
-        -- A result ends the pool's run of refusals (a refusal cut L, so it runs here):
-        -- its kinds' rows stay home from their fallback (§10e).
-        refused_since = NULL
-    FROM (SELECT (aiqueue_plan_pool(plan, d.pool)).cap AS cap) t
-    WHERE c.pool = d.pool AND c.in_flight_limit IS NOT NULL;
     prompt := aiqueue_usage_int(d.usage -> 'prompt_tokens');
     completion := aiqueue_usage_int(d.usage -> 'completion_tokens');
-    IF NOT budgeted OR prompt IS NULL OR completion IS NULL THEN
-        RETURN true;
+    IF prompt IS NOT NULL AND completion IS NOT NULL THEN
+        UPDATE ai_marking_budget b SET tokens = prompt + completion, actual = true
+        WHERE b.queue_id = d.queue_id AND b.dispatch_seq = p_dispatch_seq;
     END IF;
-    UPDATE ai_marking_budget b SET tokens = prompt + completion, actual = true
-    WHERE b.queue_id = d.queue_id AND b.dispatch_seq = p_dispatch_seq;
     RETURN true;
 END
 $$;
