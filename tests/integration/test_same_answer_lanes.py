@@ -10,7 +10,7 @@ import pytest
 
 from aiqueue.answers import AnswerKey
 from aiqueue.db.store import Store
-from aiqueue.models import Completed
+from aiqueue.models import Completed, Enqueued
 from aiqueue.queue.overnight import lane_times
 from aiqueue.settings import ModelPrice
 from aiqueue.settings.kinds import DEFAULT_POOL
@@ -29,15 +29,21 @@ async def rig(db_url: str, conn: asyncpg.Connection) -> AsyncIterator[Rig]:
         yield out
 
 
-async def test_a_batch_carries_one_line_per_distinct_answer(rig: Rig) -> None:
-    answers = ["Chlorophyll", "chlorophyll.", "CHLOROPHYLL!", "stomata", "Stomata", "xylem"]
+async def _on_the_lane(rig: Rig, assignment: str, answers: list[str]) -> Enqueued:
+    """Submissions with these answers, enqueued keyed on the batch lane."""
     ids = [uuid.uuid4() for _ in answers]
     await rig.conn.executemany("INSERT INTO submissions (id, assignment_id, content) "
-                               "VALUES ($1, 'hw-b', $2)", list(zip(ids, answers, strict=True)))
+                               "VALUES ($1, $2, $3)",
+                               [(i, assignment, a) for i, a in zip(ids, answers, strict=True)])
     batch = await lane_times(rig.rt, DEFAULT_POOL, None)
-    out = enqueued(await rig.rt.store.enqueue(
-        ids, "hw-b", 0, {"rubric": "- names chlorophyll", "max_score": 10}, batch=batch,
+    return enqueued(await rig.rt.store.enqueue(
+        ids, assignment, 0, {"rubric": "- names chlorophyll", "max_score": 10}, batch=batch,
         answer_key=KEY))
+
+
+async def test_a_batch_carries_one_line_per_distinct_answer(rig: Rig) -> None:
+    out = await _on_the_lane(rig, "hw-b", ["Chlorophyll", "chlorophyll.", "CHLOROPHYLL!",
+                                           "stomata", "Stomata", "xylem"])
     assert out.same_answers == 3
     first = await rig.step()
     assert (first.packed, first.batches) == (3, 1)
@@ -59,15 +65,8 @@ async def test_a_batch_carries_one_line_per_distinct_answer(rig: Rig) -> None:
 async def test_a_batch_packed_in_chunks_takes_no_follower(rig: Rig) -> None:
     # Two rows a chunk: the first chunk opens the batch, the later ones add to it; a
     # follower of the same answer waits for its leader in every chunk alike.
-    answers = ["Chlorophyll", "chlorophyll.", "CHLOROPHYLL!", "stomata", "Stomata", "xylem",
-               "phloem", "Phloem."]
-    ids = [uuid.uuid4() for _ in answers]
-    await rig.conn.executemany("INSERT INTO submissions (id, assignment_id, content) "
-                               "VALUES ($1, 'hw-k', $2)", list(zip(ids, answers, strict=True)))
-    batch = await lane_times(rig.rt, DEFAULT_POOL, None)
-    out = enqueued(await rig.rt.store.enqueue(
-        ids, "hw-k", 0, {"rubric": "- names chlorophyll", "max_score": 10}, batch=batch,
-        answer_key=KEY))
+    out = await _on_the_lane(rig, "hw-k", ["Chlorophyll", "chlorophyll.", "CHLOROPHYLL!",
+                                           "stomata", "Stomata", "xylem", "phloem", "Phloem."])
     assert out.same_answers == 4
     first = await rig.step(render_rows=2)
     assert (first.packed, first.batches) == (4, 1)
