@@ -74,3 +74,5 @@ DROP FUNCTION IF EXISTS aiqueue_room(jsonb, boolean, boolean);
 DROP FUNCTION IF EXISTS aiqueue_claim_more(jsonb, text[], text, text, uuid);
 -- aiqueue_cache_answered takes the row's pool, priority, group and payload (it read the row).
 DROP FUNCTION IF EXISTS aiqueue_cache_answered(uuid);
+-- aiqueue_cache_result returns nothing (it returned true).
+DROP FUNCTION IF EXISTS aiqueue_cache_result(ai_marking_queue);

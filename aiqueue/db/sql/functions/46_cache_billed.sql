@@ -35,7 +35,7 @@ $$;
 -- the prefix's size is the cached part the function reported; a mark's and a
 -- row's running means move.  (The result's record took the same counts when
 -- it was written: aiqueue_complete_record.)
-CREATE OR REPLACE FUNCTION aiqueue_cache_result(d ai_marking_queue) RETURNS boolean
+CREATE OR REPLACE FUNCTION aiqueue_cache_result(d ai_marking_queue) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     reads bigint := coalesce(aiqueue_usage_int(d.usage -> 'cache_read_tokens'), 0);
@@ -47,10 +47,9 @@ DECLARE
     -- A batch lane's result took a batch's time, not a mark's: no mean moves.
     seconds float8 := CASE WHEN d.usage ->> 'lane' IS DISTINCT FROM 'batch'
                            THEN date_part('epoch', now() - d.started_at) END;
-    warmed boolean;
 BEGIN
-    warmed := aiqueue_cache_answered(d.pool, d.priority, coalesce(d.group_key, d.assignment_id),
-                                     d.payload_id);
+    PERFORM aiqueue_cache_answered(d.pool, d.priority, coalesce(d.group_key, d.assignment_id),
+                                   d.payload_id);
     IF greatest(reads, writes) > 0 AND d.payload_id IS NOT NULL THEN
         UPDATE ai_marking_prefixes x SET tokens = greatest(reads, writes)
         WHERE x.pool = d.pool AND x.payload_id = d.payload_id;
@@ -73,7 +72,6 @@ BEGIN
         row_tokens = coalesce(c.row_tokens + (EXCLUDED.row_tokens - c.row_tokens)
                               / least(c.samples + 1, 20), EXCLUDED.row_tokens, c.row_tokens),
         samples = c.samples + EXCLUDED.samples, updated_at = now();
-    RETURN true;
 END
 $$;
 

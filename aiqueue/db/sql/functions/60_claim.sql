@@ -129,7 +129,10 @@ BEGIN
         END IF;
     END IF;
     -- No kind with room: no walk (it would step over every pending row).
-    RETURN cardinality(kinds) > 0 AND aiqueue_due_exists(kinds, plan, p_claimed);
+    IF cardinality(kinds) = 0 THEN
+        RETURN false;
+    END IF;
+    RETURN aiqueue_due_exists(kinds, plan, p_claimed);
 END
 $$;
 

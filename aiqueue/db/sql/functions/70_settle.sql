@@ -133,25 +133,21 @@ $$;
 -- outbox test takes it rather than pinning a row, and the counters, spend
 -- windows and budget window written after are the claim's rows too, so they
 -- are written under it, in the claim's order (see aiqueue_outbox_run_finished).
--- The calls are plpgsql simple expressions where they return a value (no SPI
--- query of their own); each statement the callees run takes a fresh snapshot.
 CREATE OR REPLACE FUNCTION aiqueue_result(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                           p_dispatch_seq integer, plan jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     done ai_marking_queue;
-    flag text;
-    ok boolean;
 BEGIN
-    flag := set_config('aiqueue.end_lock', 'on', true);
+    PERFORM set_config('aiqueue.end_lock', 'on', true);
     done := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, plan -> 'money');
-    flag := set_config('aiqueue.end_lock', 'off', true);
+    PERFORM set_config('aiqueue.end_lock', 'off', true);
     IF done.queue_id IS NULL THEN
         RETURN false;
     END IF;
     PERFORM aiqueue_claim_lock();
-    ok := aiqueue_flow_result(done, p_dispatch_seq, plan);
-    ok := aiqueue_money_result(done, p_dispatch_seq, plan -> 'money');
+    PERFORM aiqueue_flow_result(done, p_dispatch_seq, plan);
+    PERFORM aiqueue_money_result(done, p_dispatch_seq, plan -> 'money');
     RETURN true;
 END
 $$;

@@ -66,9 +66,8 @@ DECLARE
     completion float8 := aiqueue_usage_int(d.usage -> 'completion_tokens');
     cost float8 := CASE WHEN jsonb_typeof(d.usage -> 'cost_usd') = 'number'
                         THEN (d.usage ->> 'cost_usd')::float8 END;
-    ok boolean;
 BEGIN
-    ok := aiqueue_cache_result(d);
+    PERFORM aiqueue_cache_result(d);
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN false;
     END IF;

@@ -11,8 +11,7 @@ END
 $$;
 
 -- A status change is one row on the hot path: its event (live UIs), its count
--- deltas (stats) and the wake-up of listeners (aiqueue_notify's test, inline:
--- no call of its own), in one trigger call.
+-- deltas (stats) and the wake-up of listeners, in one trigger call.
 CREATE OR REPLACE FUNCTION aiqueue_record_move() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
@@ -23,9 +22,7 @@ BEGIN
                 FROM submissions s WHERE s.id = NEW.submission_id) END);
     INSERT INTO ai_marking_counts (status, kind, pool, n)
     VALUES (OLD.status, OLD.kind, OLD.pool, -1), (NEW.status, NEW.kind, NEW.pool, 1);
-    IF EXISTS (SELECT 1 FROM ai_queue_control c WHERE c.id = 1 AND c.listened_until > now()) THEN
-        PERFORM pg_notify('ai_marking', '');
-    END IF;
+    PERFORM aiqueue_notify();
     RETURN NULL;
 END
 $$;
