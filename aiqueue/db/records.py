@@ -13,7 +13,7 @@ from aiqueue.db.gateway import Gateway
 from aiqueue.db.pool import Rollback
 from aiqueue.errors import Conflict
 from aiqueue.models import KeyMismatch, Replayed
-from aiqueue.models.records import ExportLine, ReplayFilter, ReplayOutcome, Retained
+from aiqueue.models.records import ExportLine, Partitioned, ReplayFilter, ReplayOutcome, Retained
 
 # The partial unique index that allows one live (pending/processing) row per submission.
 _LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
@@ -32,10 +32,21 @@ class RecordsQueries(Gateway):
 
         Each pass deletes at most `batch` rows of each kind (ended rows, results,
         attempts), so it holds its locks for a moment; a backlog clears over minutes.
+        A pass that ran then keeps the month partitions (`keep_partitions`): whole
+        months past their period are dropped, the coming months created ahead.
         """
         rows = await self._write("retain", ended_seconds, history_seconds, batch,
                                  every_seconds, idempotent=True)
-        return Retained.from_row(rows[0])
+        kept = Retained.from_row(rows[0])
+        if kept.ran:
+            await self.keep_partitions(history_seconds)
+        return kept
+
+    async def keep_partitions(self, history_seconds: float) -> Partitioned:
+        """Create the coming months' partitions and drop whole months past their period
+        (its own statement: DDL waits for no statement of this session)."""
+        rows = await self._write("keep_partitions", history_seconds, idempotent=True)
+        return Partitioned(int(rows[0]["created"]), int(rows[0]["dropped"]))
 
     async def erase(self, submission_ids: Sequence[UUID], via: str) -> dict[str, int]:
         """Erase what the queue holds of these submissions; rows per table."""

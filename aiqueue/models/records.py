@@ -30,6 +30,14 @@ class Retained:
 
 
 @dataclass(frozen=True)
+class Partitioned:
+    """What one pass over the month partitions did: months created ahead, months dropped."""
+
+    created: int
+    dropped: int
+
+
+@dataclass(frozen=True)
 class ReplayFilter:
     """Which failed rows a replay moves; None in a field means any."""
 

@@ -35,12 +35,17 @@ CARRIERS = ("uuid", "ARRAY", "json", "jsonb", "text", "character varying")
 
 
 async def queue_tables(conn: asyncpg.Connection) -> dict[str, list[tuple[str, str]]]:
-    """Every queue table of the schema with its (column, type) pairs, from the catalog."""
+    """Every queue table of the schema with its (column, type) pairs, from the catalog.
+
+    A partition (a month of attempts, results or events) is not a table of its own
+    here: its rows are its parent's, which an erasure reaches, every month at once."""
     rows = await conn.fetch(
         "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
         "JOIN information_schema.tables t USING (table_schema, table_name) "
         "WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE' "
-        "AND c.table_name SIMILAR TO $1 ORDER BY 1, c.ordinal_position", QUEUE_TABLES)
+        "AND c.table_name SIMILAR TO $1 AND NOT EXISTS (SELECT 1 FROM pg_inherits i "
+        "  WHERE i.inhrelid = format('%I.%I', c.table_schema, c.table_name)::regclass) "
+        "ORDER BY 1, c.ordinal_position", QUEUE_TABLES)
     tables: dict[str, list[tuple[str, str]]] = {}
     for r in rows:
         tables.setdefault(r["table_name"], []).append((r["column_name"], r["data_type"]))

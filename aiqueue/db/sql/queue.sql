@@ -208,7 +208,12 @@ gone AS (
           AND lease_at IS NULL  -- not while it still holds a slot (see aiqueue_complete)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT 5000)
-    RETURNING 1
+    RETURNING queue_id
+),
+-- Their attempt history goes with them (no foreign key cascades into the month
+-- partitions, functions/97_partitions.sql).
+gone_attempts AS (
+    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM gone)
 )
 SELECT count(*) AS n FROM gone;
 

@@ -6,7 +6,8 @@
 -- once per $4 seconds across every instance (the control row is the gate, as
 -- for the prune).  Three kinds, each past its own period:
 --   * ended rows (failed, cancelled, expired) finished more than $1 s ago; their
---     attempt history goes with them (ON DELETE CASCADE);
+--     attempt history goes with them (deleted here: no foreign key cascades into
+--     the month partitions, functions/97_partitions.sql);
 --   * applied results older than $2 s (the review record, marks, usage);
 --   * attempt history older than $2 s of rows still kept (a row older than the
 --     history period that has not ended yet).
@@ -40,8 +41,14 @@ results AS (
         LIMIT $3::integer)
     RETURNING 1
 ),
--- Not the attempts of rows this statement deletes: their cascade takes them,
--- and one statement must not delete a row twice.
+ended_attempts AS (
+    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM ended)
+    RETURNING 1
+),
+-- Not the attempts of rows this statement deletes (ended_attempts takes them:
+-- one statement must not delete a row twice).  Whole months past the period
+-- are dropped as partitions (aiqueue_keep_partitions); this reaches the month
+-- at the boundary.
 attempts AS (
     DELETE FROM ai_marking_attempts
     WHERE id IN (
@@ -55,7 +62,13 @@ attempts AS (
 SELECT (SELECT count(*) FROM gate) AS ran,
        (SELECT count(*) FROM ended) AS ended,
        (SELECT count(*) FROM results) AS results,
-       (SELECT count(*) FROM attempts) AS attempts;
+       (SELECT count(*) FROM attempts) + (SELECT count(*) FROM ended_attempts) AS attempts;
+
+-- keep_partitions --
+-- The month partitions: this month's and next month's created ahead, and each
+-- month past its keep period detached and dropped whole (functions/97_partitions.sql).
+-- $1: the history period (attempts, results) in seconds.
+SELECT created, dropped FROM aiqueue_keep_partitions($1::float8);
 
 -- erase_lock_rows --
 -- An erasure's first step: lock the submissions' queue rows, in the order
@@ -99,9 +112,10 @@ ids AS MATERIALIZED (
     UNION
     SELECT m.queue_id FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[])
 ),
+-- Every partition's (the queue_id index of each month); with the rows' ids,
+-- those of results whose rows are gone.
 attempts AS (
-    -- deleted with their rows (ON DELETE CASCADE); counted here
-    SELECT count(*) AS n FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM rows)
+    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM ids) RETURNING 1
 ),
 queue AS (
     DELETE FROM ai_marking_queue q USING rows r WHERE q.queue_id = r.queue_id RETURNING 1
@@ -111,7 +125,7 @@ queue AS (
 handoffs AS (
     UPDATE ai_marking_attempts a SET next_queue_id = NULL, next_seq = NULL
     WHERE a.next_queue_id IN (SELECT queue_id FROM rows)
-      AND a.queue_id NOT IN (SELECT queue_id FROM rows)
+      AND a.queue_id NOT IN (SELECT queue_id FROM ids)
 ),
 results AS (
     DELETE FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[]) RETURNING 1
@@ -174,7 +188,7 @@ marks AS (
 counts AS (
     SELECT jsonb_build_object(
         'ai_marking_queue', (SELECT count(*) FROM queue),
-        'ai_marking_attempts', (SELECT n FROM attempts),
+        'ai_marking_attempts', (SELECT count(*) FROM attempts),
         'ai_marking_results', (SELECT count(*) FROM results),
         'ai_marking_events', (SELECT count(*) FROM single_events)
                              + (SELECT coalesce(sum(removed), 0) FROM batches),

@@ -249,23 +249,31 @@ BEGIN
         reads := NULL;
         writes := NULL;
     END IF;
-    WITH record AS (
+    -- One record per row, as a key on queue_id kept it before the results became
+    -- month partitions (97_partitions.sql; the parent has no key to conflict on):
+    -- a record already there (backfilled by migration 0008 for a row completed
+    -- before) is kept, with the cache's counts.  The row's lock orders two
+    -- settles of it; a record is no older than its row, so only the months since
+    -- the row was created are looked at.
+    WITH known AS (
+        UPDATE ai_marking_results m
+        SET (cache_read_tokens, cache_write_tokens, cache_saved_usd, cache_saved_tokens)
+            = (reads, writes, saved, saved_tokens)
+        WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at AND reads IS NOT NULL
+    ),
+    record AS (
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id,
                                         "group", result, previous_result, previous_marked_at,
                                         model, prompt_tokens, completion_tokens, cost_usd,
                                         processing_seconds, kind, pool, lane, cache_read_tokens,
                                         cache_write_tokens, cache_saved_usd, cache_saved_tokens)
-        VALUES (r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
-                previous, previous_at, model, prompt, completion, cost, seconds, r.kind, r.pool,
-                -- the overnight lane (0020) marks its usage; everything else is live
-                CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END,
-                reads, writes, saved, saved_tokens)
-        -- A backfilled record (migration 0008) of a row completed before: kept,
-        -- with the cache's counts.
-        ON CONFLICT (queue_id) DO UPDATE
-        SET (cache_read_tokens, cache_write_tokens, cache_saved_usd, cache_saved_tokens)
-            = (reads, writes, saved, saved_tokens)
-        WHERE reads IS NOT NULL
+        SELECT r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
+               previous, previous_at, model, prompt, completion, cost, seconds, r.kind, r.pool,
+               -- the overnight lane (0020) marks its usage; everything else is live
+               CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END,
+               reads, writes, saved, saved_tokens
+        WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
+                          WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at)
     )
     INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
                                   cost_usd, seconds)

@@ -70,7 +70,7 @@ BEGIN
     ),
     rows AS MATERIALIZED (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key, q.kind,
-               q.pool, q.lane
+               q.pool, q.lane, q.created_at
         FROM ai_marking_queue q
         WHERE q.leader_id = p_leader AND q.status = 'pending' AND q.run_after = 'infinity'
         ORDER BY q.queue_id
@@ -106,7 +106,11 @@ BEGIN
                lead.result, prev.ai_result, prev.ai_marked_at, lead.model, 0, 0, 0, NULL,
                r.kind, r.pool, r.lane
         FROM rows r JOIN prev ON prev.id = r.submission_id CROSS JOIN lead
-        ON CONFLICT (queue_id) DO NOTHING
+        -- One record per row: the results are month partitions (97_partitions.sql),
+        -- whose parent has no key to conflict on.  A record of the row is no older
+        -- than the row, so only the months since it was created are looked at.
+        WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
+                          WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at)
     )
     SELECT count(*) INTO n FROM done;
     RETURN n;

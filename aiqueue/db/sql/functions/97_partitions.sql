@@ -1,0 +1,156 @@
+-- Month partitions of the history tables (docs/data-protection.md, "Retention").
+--
+-- Attempts, results and the live-event feed are range-partitioned by month (UTC)
+-- on the time each row was written: a month's rows leave by dropping its
+-- partition, not by deleting them one by one on the tables the claim and the
+-- settle use.  The housekeeping calls aiqueue_keep_partitions once a retention
+-- pass runs (records/retention.py): it creates this month's and next month's
+-- partitions ahead (nothing like pg_partman is needed, and not every plan of
+-- Supabase or Neon has it), and detaches and drops a month whose every row is
+-- past its keep period.  Rows of the month at the boundary are still deleted
+-- row by row by the retention pass (sql/records.sql retain) and the prune.  The
+-- doctor warns when next month's partition is missing (sql/doctor.sql).
+--
+-- A default partition catches a row that no month holds (the housekeeping has
+-- not run for a month, or a row written with an old time): an insert never
+-- fails.  A month created later takes its rows from the default.
+
+-- The partitioned tables: the column each is partitioned by, and the column each
+-- partition's own primary key is on (a parent's key would have to include the month).
+CREATE OR REPLACE FUNCTION aiqueue_partitioned()
+RETURNS TABLE (parent regclass, key_column text, unique_column text)
+LANGUAGE sql STABLE AS $$
+    VALUES ('ai_marking_attempts'::regclass, 'started_at', 'id'),
+           ('ai_marking_results'::regclass, 'applied_at', 'queue_id'),
+           ('ai_marking_events'::regclass, 'created_at', 'id')
+$$;
+
+-- Every partition of those tables with its range (lower_bound NULL: MINVALUE, the
+-- rows from before the upgrade; the default has neither bound).
+CREATE OR REPLACE FUNCTION aiqueue_partitions()
+RETURNS TABLE (parent regclass, name text, is_default boolean, lower_bound timestamptz,
+               upper_bound timestamptz, main_bytes bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT p.parent, c.relname::text, b.bound = 'DEFAULT',
+           (regexp_match(b.bound, 'FROM \(''([^'']*)''\)'))[1]::timestamptz,
+           (regexp_match(b.bound, 'TO \(''([^'']*)''\)'))[1]::timestamptz,
+           pg_relation_size(c.oid)
+    FROM aiqueue_partitioned() p
+    JOIN pg_inherits i ON i.inhparent = p.parent
+    JOIN pg_class c ON c.oid = i.inhrelid
+    CROSS JOIN LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS bound) b
+$$;
+
+-- A new partition gets what the lockdown (sql/lockdown.sql) gives every queue
+-- table: row-level security, the runtime role's policy and privileges, and no
+-- other role's (a platform's default privileges handed some out at CREATE).
+CREATE OR REPLACE FUNCTION aiqueue_partition_lock(p_table regclass)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    runtime text := (SELECT m.value FROM aiqueue_meta m WHERE m.key = 'runtime_role');
+    who record;
+BEGIN
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', p_table);
+    FOR who IN
+        SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS role
+        FROM pg_class c, aclexplode(coalesce(c.relacl, acldefault('r'::"char", c.relowner))) a
+        LEFT JOIN pg_roles r ON r.oid = a.grantee
+        WHERE c.oid = p_table AND a.grantee <> c.relowner AND (a.grantee = 0 OR r.oid IS NOT NULL)
+    LOOP
+        EXECUTE format('REVOKE ALL ON TABLE %s FROM %s', p_table, who.role);
+    END LOOP;
+    IF runtime IS NOT NULL AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = runtime) THEN
+        EXECUTE format('GRANT DELETE, INSERT, SELECT, UPDATE ON TABLE %s TO %I', p_table, runtime);
+        EXECUTE format('CREATE POLICY aiqueue_runtime ON %s TO %I USING (true) WITH CHECK (true)',
+                       p_table, runtime);
+    END IF;
+END
+$$;
+
+-- The partition of `p_parent` for the month starting `p_month` (UTC), unless a
+-- partition already covers any of it.  Rows the default caught for that month
+-- move into it first (ATTACH refuses while the default holds them).  True when
+-- it created one.
+CREATE OR REPLACE FUNCTION aiqueue_partition_add(p_parent regclass, p_key text, p_unique text,
+                                                 p_month timestamp)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    lo timestamptz := p_month AT TIME ZONE 'UTC';
+    hi timestamptz := (p_month + interval '1 month') AT TIME ZONE 'UTC';
+    part text := (SELECT c.relname FROM pg_class c WHERE c.oid = p_parent)
+                 || '_m' || to_char(p_month, 'YYYYMM');
+    fallback text;
+BEGIN
+    IF EXISTS (SELECT 1 FROM aiqueue_partitions() x
+               WHERE x.parent = p_parent AND NOT x.is_default
+                 AND coalesce(x.lower_bound, '-infinity') < hi AND x.upper_bound > lo) THEN
+        RETURN false;
+    END IF;
+    fallback := (SELECT x.name FROM aiqueue_partitions() x
+                 WHERE x.parent = p_parent AND x.is_default);
+    EXECUTE format('CREATE TABLE %I (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
+                   ' INCLUDING STORAGE INCLUDING COMPRESSION)', part, p_parent);
+    IF fallback IS NOT NULL THEN
+        EXECUTE format('WITH moved AS (DELETE FROM %I WHERE %I >= $1 AND %I < $2 RETURNING *)'
+                       ' INSERT INTO %I SELECT * FROM moved', fallback, p_key, p_key, part)
+            USING lo, hi;
+    END IF;
+    EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (%I)', part, p_unique);
+    EXECUTE format('ALTER TABLE %s ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                   p_parent, part, lo, hi);
+    PERFORM aiqueue_partition_lock(part::regclass);
+    RETURN true;
+END
+$$;
+
+-- Create this month's and the next `p_ahead` months' partitions, and detach and
+-- drop each month whose end is older than its table's keep period: attempts and
+-- results `p_history_seconds` (QUEUE_RETAIN_HISTORY_DAYS), live events
+-- `p_events_seconds` (a day).  Each change waits at most 100 ms for its lock
+-- (DETACH and ATTACH lock the parent briefly; a queued lock would hold up every
+-- settle behind it) and is otherwise left for the next pass.  Runs with its
+-- owner's rights: the runtime role may not create or drop tables.
+CREATE OR REPLACE FUNCTION aiqueue_keep_partitions(p_history_seconds float8,
+                                                   p_events_seconds float8 DEFAULT 86400,
+                                                   p_ahead integer DEFAULT 1)
+RETURNS TABLE (created integer, dropped integer)
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    t record;
+    part record;
+    this_month timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+    m timestamp;
+BEGIN
+    created := 0;
+    dropped := 0;
+    PERFORM set_config('lock_timeout', '100ms', true);
+    FOR t IN SELECT * FROM aiqueue_partitioned() LOOP
+        FOR m IN SELECT g FROM generate_series(this_month, this_month + make_interval(months => p_ahead),
+                                               interval '1 month') g LOOP
+            BEGIN
+                IF aiqueue_partition_add(t.parent, t.key_column, t.unique_column, m) THEN
+                    created := created + 1;
+                END IF;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;  -- busy: the next pass
+            END;
+        END LOOP;
+        FOR part IN
+            SELECT x.name FROM aiqueue_partitions() x
+            WHERE x.parent = t.parent AND NOT x.is_default
+              AND x.upper_bound <= now() - make_interval(secs => CASE
+                      WHEN t.parent = 'ai_marking_events'::regclass THEN p_events_seconds
+                      ELSE p_history_seconds END)
+        LOOP
+            BEGIN
+                EXECUTE format('ALTER TABLE %s DETACH PARTITION %I', t.parent, part.name);
+                EXECUTE format('DROP TABLE %I', part.name);
+                dropped := dropped + 1;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;
+            END;
+        END LOOP;
+    END LOOP;
+    RETURN NEXT;
+END
+$$;
