@@ -32,20 +32,20 @@ class RecordsQueries(Gateway):
 
         Each pass deletes at most `batch` rows of each kind (ended rows, results,
         attempts), so it holds its locks for a moment; a backlog clears over minutes.
-        A pass that ran then keeps the month partitions (`keep_partitions`): whole
-        months past their period are dropped, the coming months created ahead.
+        First the month partitions (`keep_partitions`): whole months past their
+        period are dropped, so the rows deleted one by one are the boundary month's.
         """
+        await self.keep_partitions(history_seconds, every_seconds)
         rows = await self._write("retain", ended_seconds, history_seconds, batch,
                                  every_seconds, idempotent=True)
-        kept = Retained.from_row(rows[0])
-        if kept.ran:
-            await self.keep_partitions(history_seconds)
-        return kept
+        return Retained.from_row(rows[0])
 
-    async def keep_partitions(self, history_seconds: float) -> Partitioned:
-        """Create the coming months' partitions and drop whole months past their period
-        (its own statement: DDL waits for no statement of this session)."""
-        rows = await self._write("keep_partitions", history_seconds, idempotent=True)
+    async def keep_partitions(self, history_seconds: float,
+                              every_seconds: float = 60.0) -> Partitioned:
+        """Create the coming months' partitions and drop whole months past their period,
+        unless that ran in the last `every_seconds` (DDL: a statement of its own)."""
+        rows = await self._write("keep_partitions", history_seconds, every_seconds,
+                                 idempotent=True)
         return Partitioned(int(rows[0]["created"]), int(rows[0]["dropped"]))
 
     async def erase(self, submission_ids: Sequence[UUID], via: str) -> dict[str, int]:

@@ -67,8 +67,9 @@ SELECT (SELECT count(*) FROM gate) AS ran,
 -- keep_partitions --
 -- The month partitions: this month's and next month's created ahead, and each
 -- month past its keep period detached and dropped whole (functions/97_partitions.sql).
--- $1: the history period (attempts, results) in seconds.
-SELECT created, dropped FROM aiqueue_keep_partitions($1::float8);
+-- $1: the history period (attempts, results) in seconds; $2: at most once per
+-- $2 seconds across every instance.
+SELECT created, dropped FROM aiqueue_keep_partitions($1::float8, $2::float8);
 
 -- erase_lock_rows --
 -- An erasure's first step: lock the submissions' queue rows, in the order

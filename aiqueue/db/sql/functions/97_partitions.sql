@@ -28,10 +28,10 @@ $$;
 -- Every partition of those tables with its range (lower_bound NULL: MINVALUE, the
 -- rows from before the upgrade; the default has neither bound).
 CREATE OR REPLACE FUNCTION aiqueue_partitions()
-RETURNS TABLE (parent regclass, name text, is_default boolean, lower_bound timestamptz,
-               upper_bound timestamptz, main_bytes bigint)
+RETURNS TABLE (parent regclass, part regclass, name text, is_default boolean,
+               lower_bound timestamptz, upper_bound timestamptz, main_bytes bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT p.parent, c.relname::text, b.bound = 'DEFAULT',
+    SELECT p.parent, c.oid::regclass, c.relname::text, b.bound = 'DEFAULT',
            (regexp_match(b.bound, 'FROM \(''([^'']*)''\)'))[1]::timestamptz,
            (regexp_match(b.bound, 'TO \(''([^'']*)''\)'))[1]::timestamptz,
            pg_relation_size(c.oid)
@@ -77,26 +77,28 @@ RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     lo timestamptz := p_month AT TIME ZONE 'UTC';
     hi timestamptz := (p_month + interval '1 month') AT TIME ZONE 'UTC';
-    part text := (SELECT c.relname FROM pg_class c WHERE c.oid = p_parent)
-                 || '_m' || to_char(p_month, 'YYYYMM');
-    fallback text;
+    -- Schema-qualified: a definer's search_path starts with pg_catalog (sql/lockdown.sql).
+    part text := (SELECT format('%I.%I', n.nspname, c.relname || '_m' || to_char(p_month, 'YYYYMM'))
+                  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE c.oid = p_parent);
+    fallback regclass;
 BEGIN
     IF EXISTS (SELECT 1 FROM aiqueue_partitions() x
                WHERE x.parent = p_parent AND NOT x.is_default
                  AND coalesce(x.lower_bound, '-infinity') < hi AND x.upper_bound > lo) THEN
         RETURN false;
     END IF;
-    fallback := (SELECT x.name FROM aiqueue_partitions() x
+    fallback := (SELECT x.part FROM aiqueue_partitions() x
                  WHERE x.parent = p_parent AND x.is_default);
-    EXECUTE format('CREATE TABLE %I (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
+    EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
                    ' INCLUDING STORAGE INCLUDING COMPRESSION)', part, p_parent);
     IF fallback IS NOT NULL THEN
-        EXECUTE format('WITH moved AS (DELETE FROM %I WHERE %I >= $1 AND %I < $2 RETURNING *)'
-                       ' INSERT INTO %I SELECT * FROM moved', fallback, p_key, p_key, part)
+        EXECUTE format('WITH moved AS (DELETE FROM %s WHERE %I >= $1 AND %I < $2 RETURNING *)'
+                       ' INSERT INTO %s SELECT * FROM moved', fallback, p_key, p_key, part)
             USING lo, hi;
     END IF;
-    EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (%I)', part, p_unique);
-    EXECUTE format('ALTER TABLE %s ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+    EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%I)', part, p_unique);
+    EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)',
                    p_parent, part, lo, hi);
     PERFORM aiqueue_partition_lock(part::regclass);
     RETURN true;
@@ -106,11 +108,15 @@ $$;
 -- Create this month's and the next `p_ahead` months' partitions, and detach and
 -- drop each month whose end is older than its table's keep period: attempts and
 -- results `p_history_seconds` (QUEUE_RETAIN_HISTORY_DAYS), live events
--- `p_events_seconds` (a day).  Each change waits at most 100 ms for its lock
+-- `p_events_seconds` (a day).  At most once per `p_every_seconds` across every
+-- instance (the control row is the gate); it runs before the row-by-row pass,
+-- which then finds only the month at the boundary (and the rows from before the
+-- upgrade, until their partition's end is past the period too).  Each change waits at most 100 ms for its lock
 -- (DETACH and ATTACH lock the parent briefly; a queued lock would hold up every
 -- settle behind it) and is otherwise left for the next pass.  Runs with its
 -- owner's rights: the runtime role may not create or drop tables.
 CREATE OR REPLACE FUNCTION aiqueue_keep_partitions(p_history_seconds float8,
+                                                   p_every_seconds float8 DEFAULT 60,
                                                    p_events_seconds float8 DEFAULT 86400,
                                                    p_ahead integer DEFAULT 1)
 RETURNS TABLE (created integer, dropped integer)
@@ -123,6 +129,12 @@ DECLARE
 BEGIN
     created := 0;
     dropped := 0;
+    UPDATE ai_queue_control SET last_partitions_at = now()
+    WHERE id = 1 AND last_partitions_at < now() - make_interval(secs => p_every_seconds);
+    IF NOT FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
     PERFORM set_config('lock_timeout', '100ms', true);
     FOR t IN SELECT * FROM aiqueue_partitioned() LOOP
         FOR m IN SELECT g FROM generate_series(this_month, this_month + make_interval(months => p_ahead),
@@ -136,15 +148,15 @@ BEGIN
             END;
         END LOOP;
         FOR part IN
-            SELECT x.name FROM aiqueue_partitions() x
+            SELECT x.part FROM aiqueue_partitions() x
             WHERE x.parent = t.parent AND NOT x.is_default
               AND x.upper_bound <= now() - make_interval(secs => CASE
                       WHEN t.parent = 'ai_marking_events'::regclass THEN p_events_seconds
                       ELSE p_history_seconds END)
         LOOP
             BEGIN
-                EXECUTE format('ALTER TABLE %s DETACH PARTITION %I', t.parent, part.name);
-                EXECUTE format('DROP TABLE %I', part.name);
+                EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', t.parent, part.part);
+                EXECUTE format('DROP TABLE %s', part.part);
                 dropped := dropped + 1;
             EXCEPTION WHEN lock_not_available THEN
                 NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE ai_queue_control DROP COLUMN IF EXISTS last_partitions_at;
