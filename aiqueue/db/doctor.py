@@ -18,6 +18,7 @@ from aiqueue.db.migrate import discover
 from aiqueue.db.pool import app_name, wrap_error
 from aiqueue.db.prepared import known_pooler_url
 from aiqueue.errors import StoreError
+from aiqueue.models.records import MonthsAhead, TableHealth
 
 
 class DoctorQueries(Gateway):
@@ -40,6 +41,14 @@ class DoctorQueries(Gateway):
         tokens)."""
         rows = await self._fetch("prompt_prefixes")
         return {r["pool"]: (int(r["prefixes"]), float(r["tokens"])) for r in rows}
+
+    async def months_ahead(self) -> list[MonthsAhead]:
+        """Per partitioned history table: is next month's partition there (97_partitions.sql)."""
+        return [MonthsAhead.from_row(r) for r in await self._fetch("months_ahead")]
+
+    async def table_health(self) -> list[TableHealth]:
+        """Dead rows and HOT updates of the record (and the state tables, when they exist)."""
+        return [TableHealth.from_row(r) for r in await self._fetch("table_health")]
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from aiqueue.db.doctor import code_schema_version, detect_pooler, listen_works
 from aiqueue.doctor.batch import check_batch_keys
 from aiqueue.doctor.report import Doctor, Report
 from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_submissions
+from aiqueue.doctor.storage import check_storage
 from aiqueue.doctor.text import cache_finding, function_finding, probe_finding
 from aiqueue.errors import StoreError
 from aiqueue.queue import probes
@@ -236,5 +237,5 @@ CHECKS: list[tuple[str, Step]] = [
     ("submissions", check_submissions), ("role", check_role),
     ("function", check_function), ("vercel", check_vercel), ("cron", check_cron),
     ("batch", check_batch_keys),
-    ("prompt_cache", check_prompt_cache),
+    ("prompt_cache", check_prompt_cache), ("partitions", check_storage),
 ]

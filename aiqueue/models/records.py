@@ -132,3 +132,46 @@ class ExportLine:
         if row["feedback"] is not None:
             fields["feedback"] = row["feedback"]
         return cls(int(row["seq"]), fields)
+
+
+@dataclass(frozen=True)
+class MonthsAhead:
+    """One partitioned history table as the doctor sees it (docs/data-protection.md)."""
+
+    table: str
+    ready: bool  # a partition holds next month
+    months: int  # its partitions, the default not counted
+    default_rows: int  # about how many rows no month took
+
+    @classmethod
+    def from_row(cls, row: Row) -> MonthsAhead:
+        return cls(row["parent"], bool(row["ready"]), int(row["months"]),
+                   int(row["default_rows"]))
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """Dead rows and heap-only (HOT) updates of one table, from pg_stat_user_tables."""
+
+    table: str
+    live: int
+    dead: int
+    updates: int
+    hot_updates: int
+    bytes: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> TableHealth:
+        return cls(row["relname"], int(row["live"]), int(row["dead"]), int(row["updates"]),
+                   int(row["hot_updates"]), int(row["bytes"]))
+
+    @property
+    def dead_share(self) -> float:
+        """Dead rows as a share of all the table's rows (0 when it has none)."""
+        total = self.live + self.dead
+        return self.dead / total if total else 0.0
+
+    @property
+    def hot_share(self) -> float | None:
+        """The share of updates that were heap-only; None before any update."""
+        return self.hot_updates / self.updates if self.updates else None

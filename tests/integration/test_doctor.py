@@ -155,7 +155,7 @@ async def test_the_doctor_endpoint(runtime_db: RuntimeDb, answer: Any, status: i
     got = checks(r.json())
     assert list(got) == ["settings", "database", "schema", "pooler", "listen", "lockdown",
                          "submissions", "role", "function", "probe", "vercel", "cron", "batch",
-                         "prompt_cache"]
+                         "prompt_cache", "partitions", "record"]
     assert {k: got[k][0] for k in expect} == expect
     assert got["prompt_cache"][:2] == ("pass", "pool default: no prompt prefixes in the last week")
     assert (got["vercel"][0], got["cron"][0], got["batch"][0]) == ("skip", "skip", "skip")

@@ -15,6 +15,7 @@ import pytest
 
 from aiqueue.db.store import Store
 from tests.conftest import add_submissions
+from tests.roles import RuntimeDb
 from tests.integration.test_retention import DAY, ENDED, HISTORY, ended_rows
 
 # Each test makes and drops partitions: a new copy of the template each.
@@ -191,3 +192,50 @@ async def test_the_events_feed_keeps_a_day_and_drops_older_months(conn: asyncpg.
     await conn.fetchrow("SELECT * FROM aiqueue_keep_partitions($1, 0, $2)", HISTORY, DAY)
     assert f"ai_marking_events_m{old:%Y%m}" not in await partitions(conn, "ai_marking_events")
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_events") == 0
+
+
+async def test_the_doctor_warns_when_next_month_is_missing(store: Store, conn: asyncpg.Connection):
+    from aiqueue.doctor.storage import months_finding, record_finding
+
+    assert months_finding(await store.months_ahead())[0] == "pass"
+    nxt = month_start(month_start(datetime.now(UTC)) + timedelta(days=40))
+    await conn.execute(f"ALTER TABLE ai_marking_results DETACH PARTITION "
+                       f"ai_marking_results_m{nxt:%Y%m}")
+    status, detail, _ = months_finding(await store.months_ahead())
+    assert status == "warn" and "ai_marking_results" in detail
+    assert "ai_marking_attempts" not in detail
+    # The housekeeping makes it again (a new partition: the detached table is in the way).
+    await conn.execute(f"DROP TABLE ai_marking_results_m{nxt:%Y%m}")
+    await store.keep_partitions(HISTORY, every_seconds=0)
+    assert months_finding(await store.months_ahead())[0] == "pass"
+    health = await store.table_health()
+    assert [t.table for t in health] == ["ai_marking_queue"]
+    assert record_finding(health)[0] in ("pass", "skip")
+
+
+async def test_a_new_month_is_locked_like_every_queue_table(runtime_db: RuntimeDb):
+    """The runtime role makes the month (the function runs with its owner's rights), and
+    the month gets row-level security, the runtime role's policy and nobody else's grant."""
+    conn = await asyncpg.connect(runtime_db.runtime_dsn)
+    owner = await asyncpg.connect(runtime_db.owner_dsn)
+    try:
+        later = month_start(datetime.now(UTC)) + timedelta(days=70)
+        created = await conn.fetchval("SELECT created FROM aiqueue_keep_partitions($1, 0, 86400, 2)",
+                                      HISTORY)
+        assert created == 3
+        name = f"ai_marking_attempts_m{later:%Y%m}"
+        row = await owner.fetchrow("SELECT relrowsecurity, relowner::regrole::text AS owner "
+                                   "FROM pg_class WHERE relname = $1", name)
+        assert row["relrowsecurity"]
+        assert await owner.fetchval("SELECT count(*) FROM pg_policy WHERE polrelid = $1::regclass",
+                                    name) == 1
+        role = await conn.fetchval("SELECT current_user")
+        assert role != row["owner"]
+        assert await owner.fetchval("SELECT has_table_privilege($1, $2, 'INSERT')", role, name)
+        # The doctor's lockdown check finds nothing out of place.
+        assert await owner.fetchval("SELECT count(*) FROM pg_class c WHERE c.relname LIKE "
+                                    "'ai\\_marking\\_%' AND c.relkind IN ('r', 'p') "
+                                    "AND NOT c.relrowsecurity") == 0
+    finally:
+        await conn.close()
+        await owner.close()

@@ -53,3 +53,36 @@ WHERE id = 1 AND (cron_called_at IS NULL OR cron_called_at < now() - interval '1
 -- cron_last_call --
 -- Seconds since the cron last called (NULL: never).
 SELECT extract(epoch FROM now() - cron_called_at)::float8 FROM ai_queue_control WHERE id = 1;
+
+-- months_ahead --
+-- Per partitioned history table (functions/97_partitions.sql): whether a month
+-- partition covers the start of next month (UTC), how many partitions it has,
+-- and about how many rows its default holds (rows no month took: the
+-- housekeeping has not run; PostgreSQL's estimate, so no table is scanned).
+SELECT p.parent::text AS parent,
+       EXISTS (SELECT 1 FROM aiqueue_partitions() x
+               WHERE x.parent = p.parent AND NOT x.is_default
+                 AND coalesce(x.lower_bound, '-infinity') <= n.next_month
+                 AND x.upper_bound > n.next_month) AS ready,
+       (SELECT count(*) FROM aiqueue_partitions() x
+        WHERE x.parent = p.parent AND NOT x.is_default) AS months,
+       coalesce((SELECT s.n_live_tup FROM aiqueue_partitions() x
+                 JOIN pg_stat_user_tables s ON s.relid = x.part
+                 WHERE x.parent = p.parent AND x.is_default), 0) AS default_rows
+FROM aiqueue_partitioned() p,
+     LATERAL (SELECT (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month')
+                     AT TIME ZONE 'UTC' AS next_month) n
+ORDER BY 1;
+
+-- table_health --
+-- The record's (and, when they exist, the state tables') dead rows and HOT
+-- updates, from PostgreSQL's own statistics (pg_stat_user_tables): an update
+-- that is not heap-only writes every index of the row again.
+SELECT s.relname::text AS relname, s.n_live_tup AS live, s.n_dead_tup AS dead,
+       s.n_tup_upd AS updates, s.n_tup_hot_upd AS hot_updates,
+       pg_total_relation_size(s.relid) AS bytes,
+       greatest(s.last_autovacuum, s.last_vacuum) AS vacuumed_at
+FROM pg_stat_user_tables s
+WHERE s.schemaname = current_schema()
+  AND s.relname IN ('ai_marking_queue', 'ai_marking_ready', 'ai_marking_claimed')
+ORDER BY 1;

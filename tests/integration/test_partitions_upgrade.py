@@ -1,0 +1,100 @@
+"""The upgrade to month partitions (migration 0050) and back: no row lost or changed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import asyncpg
+import pytest
+
+from aiqueue.db.migrate import discover, migrate
+from aiqueue.db.store import Store
+from aiqueue.models import Completed
+from tests.conftest import add_submissions
+from tests.plans import plan_of
+
+# It migrates its database down and up again: a new copy of the template.
+pytestmark = pytest.mark.fresh_db
+
+TABLES = ("ai_marking_attempts", "ai_marking_results", "ai_marking_events", "ai_marking_queue")
+IDENTITY = {"ai_marking_attempts": "id", "ai_marking_results": "seq", "ai_marking_events": "id"}
+
+
+def since_partitions() -> int:
+    """How many migrations, from the partitions' on."""
+    return sum(1 for m in discover() if m.version >= "0050")
+
+
+async def contents(conn: asyncpg.Connection) -> dict[str, tuple[int, str]]:
+    """Each table's row count and a hash of every row's text."""
+    found = {}
+    for table in TABLES:
+        row = await conn.fetchrow(
+            f"SELECT count(*) AS n, md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))"
+            f" AS h FROM {table} t")
+        found[table] = (row["n"], row["h"])
+    return found
+
+
+async def rows_in_every_state(store: Store, conn: asyncpg.Connection) -> None:
+    """Pending, processing, completed and failed rows with their history, some of it old."""
+    ids = await add_submissions(conn, 12, "hw-up")
+    await store.enqueue(ids, "hw-up", 0, {})
+    for n in range(8):
+        job = await store.claim(plan_of(0, 5))
+        assert job is not None
+        if n < 4:
+            await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": n}, None),
+                                 plan_of())
+        elif n < 6:
+            await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=False,
+                                       max_attempts=1, error="e", outcome="failed")
+    # History from last year and last month, as a database in use has.
+    for days, share in ((400, 3), (40, 5)):
+        back = timedelta(days=days)
+        await conn.execute(f"UPDATE ai_marking_attempts SET started_at = started_at - $1::interval "
+                           f"WHERE id % {share} = 0", back)
+        await conn.execute(f"UPDATE ai_marking_results SET applied_at = applied_at - $1::interval "
+                           f"WHERE seq % {share} = 0", back)
+        await conn.execute(f"UPDATE ai_marking_events SET created_at = created_at - $1::interval "
+                           f"WHERE id % {share} = 0", back)
+
+
+async def test_the_upgrade_and_its_rollback_keep_every_row(
+    db_url: str, store: Store, conn: asyncpg.Connection
+):
+    steps = since_partitions()
+    assert len(await migrate(db_url, "down", steps=steps)) == steps
+    assert await conn.fetchval("SELECT relkind::text FROM pg_class "
+                               "WHERE relname = 'ai_marking_attempts'") == "r"
+    await rows_in_every_state(store, conn)
+    before = await contents(conn)
+    assert all(n > 0 for n, _ in before.values())
+    last = {t: await conn.fetchval(f"SELECT max({c}) FROM {t}") for t, c in IDENTITY.items()}
+
+    await migrate(db_url, "up")
+    assert await contents(conn) == before
+    for table in IDENTITY:
+        assert await conn.fetchval("SELECT relkind::text FROM pg_class WHERE relname = $1",
+                                   table) == "p"
+        # Every row is in the partition of everything before next month.
+        parts = await conn.fetch(f"SELECT DISTINCT tableoid::regclass::text AS p FROM {table}")
+        assert [r["p"] for r in parts] == [
+            await conn.fetchval("SELECT name FROM aiqueue_partitions() WHERE parent = $1::regclass"
+                                " AND lower_bound IS NULL AND NOT is_default", table)]
+    # The queue works on: a new row's history counts on from the old ids.
+    (sub,) = await add_submissions(conn, 1, "hw-after")
+    await store.enqueue([sub], "hw-after", 0, {})
+    while (job := await store.claim(plan_of(0, 5))) is not None:
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
+    for table, column in IDENTITY.items():
+        assert await conn.fetchval(f"SELECT max({column}) FROM {table}") > last[table]
+    during = await contents(conn)
+
+    assert len(await migrate(db_url, "down", steps=steps)) == steps
+    assert await contents(conn) == during
+    assert await conn.fetchval("SELECT relkind::text FROM pg_class "
+                               "WHERE relname = 'ai_marking_results'") == "r"
+    await migrate(db_url, "up")
+    assert await contents(conn) == during
