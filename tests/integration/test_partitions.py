@@ -14,9 +14,8 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
-from tests.conftest import add_submissions
-from tests.roles import RuntimeDb
 from tests.integration.test_retention import DAY, ENDED, HISTORY, ended_rows
+from tests.roles import RuntimeDb
 
 # Each test makes and drops partitions: a new copy of the template each.
 pytestmark = pytest.mark.fresh_db
@@ -220,8 +219,8 @@ async def test_a_new_month_is_locked_like_every_queue_table(runtime_db: RuntimeD
     owner = await asyncpg.connect(runtime_db.owner_dsn)
     try:
         later = month_start(datetime.now(UTC)) + timedelta(days=70)
-        created = await conn.fetchval("SELECT created FROM aiqueue_keep_partitions($1, 0, 86400, 2)",
-                                      HISTORY)
+        created = await conn.fetchval(
+            "SELECT created FROM aiqueue_keep_partitions($1, 0, 86400, 2)", HISTORY)
         assert created == 3
         name = f"ai_marking_attempts_m{later:%Y%m}"
         row = await owner.fetchrow("SELECT relrowsecurity, relowner::regrole::text AS owner "

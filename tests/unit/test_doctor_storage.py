@@ -28,7 +28,8 @@ def test_rows_in_the_default_warn():
 
 
 def test_a_table_with_few_dead_rows_and_hot_updates_passes():
-    status, detail, _ = health_finding(TableHealth("ai_marking_queue", 9000, 1000, 5000, 4000, 2**21))
+    table = TableHealth("ai_marking_queue", 9000, 1000, 5000, 4000, 2**21)
+    status, detail, _ = health_finding(table)
     assert status == "pass"
     assert "1,000 dead (10%)" in detail and "HOT updates 80% of 5,000" in detail
 
