@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records, settle
+from bench import (batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records, scale,
+                   settle)
 from bench.common import Table, fresh_database, print_table
 
 
@@ -279,8 +280,13 @@ async def records_rows(rows: Table, repeats: int) -> None:
     rows.append(("replay 10,000 failed rows (answer)", "ms", replay, None, "<= 1000"))
 
 
-async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
+async def main(repeats: int, jobs: int, big: int, only: str | None, ended: int) -> None:
     rows = Table()
+    if only == "scale":
+        await scale.scale_rows(rows, repeats, ended)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
     if only == "batch":
         await batch_rows(rows, repeats)
         print("\nall figures:", flush=True)
@@ -337,7 +343,9 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
                                            "pools", "money", "targets", "cache", "groups",
-                                           "settle"],
+                                           "settle", "scale"],
                         help="run only these rows")
+    parser.add_argument("--ended", type=int, default=10_000_000,
+                        help="--only scale: ended rows (a tenth as many pending)")
     args = parser.parse_args()
-    asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))
+    asyncio.run(main(args.repeats, args.jobs, args.rows, args.only, args.ended))

@@ -51,3 +51,29 @@ async def test_money_figures_run_on_a_small_scale(db_url: str, monkeypatch):
     monkeypatch.setattr(money, "fresh_database", here)
     share = await money.token_share(True, "unused")
     assert 0.4 < share < 0.6
+
+
+async def test_the_scale_bench_runs_small(pg_admin: str, monkeypatch):
+    """`python -m bench --only scale` at 2,000 ended rows: the build (month partitions from
+    13 months back), every figure, the removal of the oldest month on a copy."""
+    from aiqueue.db.embedded import recreate_database
+    from bench import scale
+    from bench.common import Table
+    from tests import pg
+
+    monkeypatch.setattr(scale, "admin_dsn", lambda: pg_admin)
+    prefix = pg.next_name()
+    rows = Table()
+    try:
+        await scale.scale_rows(rows, 1, 2000, prefix=prefix)
+        # Built once, then reused.
+        await scale.scale_database(2000, 200, prefix)
+    finally:
+        await recreate_database(pg_admin, f"{prefix}_2000", create=False)
+    figures = {name: samples for name, _, samples, _, _ in rows}
+    assert any(name.startswith("claim,") for name in figures)
+    assert figures["erase one submission"] and all(v > 0 for v in figures["erase one submission"])
+    dropped = next(v for name, v in figures.items() if name.startswith("drop the oldest month"))
+    assert dropped[0] > 0
+    # The oldest month held a tenth of the ended rows, each with its attempt and result.
+    assert "(200 attempts + results)" in " ".join(figures)
