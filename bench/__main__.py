@@ -5,8 +5,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import (batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records, scale,
-                   settle)
+from bench import (
+    batchlane,
+    batchpack,
+    cache,
+    db,
+    flow,
+    groups,
+    loop,
+    money,
+    pools,
+    records,
+    scale,
+    settle,
+)
 from bench.common import Table, fresh_database, print_table
 
 

@@ -39,7 +39,8 @@ CREATE UNLOGGED TABLE bench_subjects AS
 SELECT g, gen_random_uuid() AS id, 'a' || (g % $3::integer) AS assignment_id,
        CASE WHEN g > $1::bigint THEN NULL
             WHEN g <= $1::bigint / 10 THEN m0 + ((g - 1)::float8 / ($1::bigint / 10)) * (m1 - m0)
-            ELSE m1 + ((g - $1::bigint / 10)::float8 / ($1::bigint - $1::bigint / 10)) * (now() - m1) END AS finished
+            ELSE m1 + ((g - $1::bigint / 10)::float8 / ($1::bigint - $1::bigint / 10))
+                      * (now() - m1) END AS finished
 FROM generate_series(1, $1::bigint + $2::bigint) g,
      LATERAL (SELECT (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '13 months')
                      AT TIME ZONE 'UTC' AS m0,
