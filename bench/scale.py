@@ -35,6 +35,7 @@ from aiqueue.web.app import create_app
 from bench.common import Table, admin_dsn, percentile
 from bench.db import claim_at_scale
 from bench.scale_build import build, built
+from bench.scale_upgrade import upgrade_seconds
 from bench.scale_work import dead_rows, enqueue_vs_bare, remove_oldest_month
 
 SECRET = "bench-secret-0123456789abcdef"
@@ -172,3 +173,6 @@ async def scale_rows(rows: Table, repeats: int, ended: int, prefix: str = "bench
                      [await dead_rows(work)], None, "-"))
     finally:
         await recreate_database(admin_dsn(), f"{prefix}_work", create=False)
+    n = min(ended, 1_000_000)
+    rows.append((f"upgrade to month partitions, {n:,} rows in each of 3 tables (lock held)",
+                 "s", [await upgrade_seconds(n, f"{prefix}_upgrade")], None, "-"))

@@ -1,5 +1,5 @@
 -- Attempts, results and the live-event feed become range partitions by month
--- (docs/data-protection.md, "Retention"): retention detaches and drops a month
+-- (docs/operating/data-protection.md, "Retention"): retention detaches and drops a month
 -- whole instead of deleting its rows one by one.
 --
 -- No row is copied.  Each table is renamed `<table>_upto_YYYYMM` and attached,

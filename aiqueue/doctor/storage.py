@@ -1,5 +1,5 @@
 """What the doctor says about the tables over time: the month partitions made ahead, and
-the record's dead rows and heap-only updates (docs/data-protection.md, docs/performance.md)."""
+the record's dead rows and heap-only updates (docs/operating/data-protection.md, docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ def months_finding(tables: list[MonthsAhead]) -> Finding:
                         "would go to the default partition, and its month could not be dropped "
                         "whole",
                 "the housekeeping makes it (it runs with each process step and the cron); "
-                "check that the cron calls the app, see docs/data-protection.md")
+                "check that the cron calls the app, see docs/operating/data-protection.md")
     if stray:
         held = ", ".join(f"{t.table} about {t.default_rows:,}" for t in stray)
         return ("warn", f"rows no month holds, in the default partition: {held}",
                 "the housekeeping moves them into their month when it makes that month; "
-                "see docs/data-protection.md")
+                "see docs/operating/data-protection.md")
     months = ", ".join(f"{t.table} {t.months}" for t in tables)
     return "pass", f"next month's partitions are ready (partitions: {months})", None
 

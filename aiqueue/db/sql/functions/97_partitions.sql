@@ -1,4 +1,4 @@
--- Month partitions of the history tables (docs/data-protection.md, "Retention").
+-- Month partitions of the history tables (docs/operating/data-protection.md, "Retention").
 --
 -- Attempts, results and the live-event feed are range-partitioned by month (UTC)
 -- on the time each row was written: a month's rows leave by dropping its
