@@ -1,5 +1,6 @@
 """What the doctor says about the tables over time: the month partitions made ahead, and
-the record's dead rows and heap-only updates (docs/operating/data-protection.md, docs/performance.md)."""
+the record's dead rows and heap-only updates (docs/operating/data-protection.md,
+docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ class ExportLine:
 
 @dataclass(frozen=True)
 class MonthsAhead:
-    """One partitioned history table as the doctor sees it (docs/operating/data-protection.md)."""
+    """One partitioned history table, as the doctor sees it (docs/operating/data-protection.md)."""
 
     table: str
     ready: bool  # a partition holds next month

@@ -1,4 +1,4 @@
-"""Month partitions of attempts, results and events (docs/operating/data-protection.md, "Retention").
+"""Month partitions of attempts, results and events (docs/operating/data-protection.md).
 
 Whole months past their period are dropped, the boundary month is pruned row by
 row, the coming months are made ahead, a row no month holds lands in the default
