@@ -123,9 +123,19 @@ queue AS (
 ),
 -- Another row's dispatch line that handed one of these rows out next (a settle's
 -- handoff, migration 0017) forgets it: the row is gone, there is nothing to hand back.
+-- That line started before the settle that claimed one of these rows, and no
+-- dispatch is in flight for a day (its lease ends first): only those days of
+-- attempts are read (no index names next_queue_id; the settle writes it).  A
+-- longer one would keep a link to a row that is gone, which hands back nothing.
+handoff_window AS MATERIALIZED (
+    SELECT min(x.started_at) - interval '1 day' AS lo, max(x.started_at) AS hi
+    FROM ai_marking_attempts x WHERE x.queue_id IN (SELECT queue_id FROM rows)
+),
 handoffs AS (
     UPDATE ai_marking_attempts a SET next_queue_id = NULL, next_seq = NULL
-    WHERE a.next_queue_id IN (SELECT queue_id FROM rows)
+    FROM handoff_window w
+    WHERE a.started_at >= w.lo AND a.started_at <= w.hi
+      AND a.next_queue_id IN (SELECT queue_id FROM rows)
       AND a.queue_id NOT IN (SELECT queue_id FROM ids)
 ),
 results AS (

@@ -116,10 +116,14 @@ BEGIN
     -- Only the first settle's claim is the result's to hand back: a repeat's
     -- own claim is its caller's, and keeps the first one's link.
     IF FOUND AND applied THEN
+        -- An attempt starts after its row was created: only the months since are
+        -- looked at (the attempts are month partitions, 97_partitions.sql).
         UPDATE ai_marking_attempts a
         SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
         WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
-          AND a.kind = 'dispatch';
+          AND a.kind = 'dispatch'
+          AND a.started_at >= (SELECT q.created_at FROM ai_marking_queue q
+                               WHERE q.queue_id = p_queue_id);
     END IF;
     RETURN NEXT;
 END
@@ -204,7 +208,7 @@ BEGIN
             outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
         FROM done d
         WHERE a.queue_id = d.queue_id AND a.dispatch_seq = p_dispatch_seq
-          AND a.kind = 'dispatch'
+          AND a.kind = 'dispatch' AND a.started_at >= d.created_at  -- its months only
         RETURNING a.outcome
     ),
     record AS (SELECT aiqueue_complete_record(d, p_result, prev.ai_result, prev.ai_marked_at,
