@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS ai_marking_results_reviewed_idx;
