@@ -14,13 +14,34 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
-from tests.integration.test_retention import DAY, ENDED, HISTORY, ended_rows
+from aiqueue.models import Completed
+from tests.conftest import add_submissions
+from tests.plans import plan_of
 from tests.roles import RuntimeDb
 
 # Each test makes and drops partitions: a new copy of the template each.
 pytestmark = pytest.mark.fresh_db
 
 PARENTS = ("ai_marking_attempts", "ai_marking_results", "ai_marking_events")
+DAY = 86400.0
+ENDED, HISTORY = 30 * DAY, 365 * DAY
+
+
+async def ended_rows(store: Store, conn: asyncpg.Connection, n: int,
+                     status: str = "completed") -> list[uuid.UUID]:
+    """n completed rows, each with its attempt line and result."""
+    assert status == "completed"
+    assignment = f"hw-{uuid.uuid4().hex[:6]}"
+    ids = await add_submissions(conn, n, assignment)
+    await store.enqueue(ids, assignment, 0, {})
+    qids = []
+    for _ in ids:
+        job = await store.claim(plan_of(0, 5))
+        assert job is not None
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
+        qids.append(job.queue_id)
+    return qids
 
 
 def month_start(at: datetime) -> datetime:
