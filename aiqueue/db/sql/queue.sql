@@ -208,12 +208,14 @@ gone AS (
           AND lease_at IS NULL  -- not while it still holds a slot (see aiqueue_complete)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT 5000)
-    RETURNING queue_id
+    RETURNING queue_id, created_at
 ),
 -- Their attempt history goes with them (no foreign key cascades into the month
--- partitions, functions/97_partitions.sql).
+-- partitions, functions/97_partitions.sql); an attempt starts after its row was
+-- created, so only those months are read.
 gone_attempts AS (
-    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM gone)
+    DELETE FROM ai_marking_attempts a USING gone g
+    WHERE a.queue_id = g.queue_id AND a.started_at >= g.created_at
 )
 SELECT count(*) AS n FROM gone;
 

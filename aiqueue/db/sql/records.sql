@@ -30,7 +30,7 @@ ended AS (
           AND lease_at IS NULL  -- never a row that still holds a dispatch slot
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT $3::integer)
-    RETURNING queue_id
+    RETURNING queue_id, created_at
 ),
 results AS (
     DELETE FROM ai_marking_results
@@ -42,7 +42,8 @@ results AS (
     RETURNING 1
 ),
 ended_attempts AS (
-    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM ended)
+    DELETE FROM ai_marking_attempts a USING ended e
+    WHERE a.queue_id = e.queue_id AND a.started_at >= e.created_at  -- its months only
     RETURNING 1
 ),
 -- Not the attempts of rows this statement deletes (ended_attempts takes them:
