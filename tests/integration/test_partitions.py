@@ -8,6 +8,7 @@ and moves into its month later, and an erasure and the export reach every month.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -15,6 +16,7 @@ import pytest
 
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
+from aiqueue.models.queue import QueueId
 from tests.conftest import add_submissions
 from tests.plans import plan_of
 from tests.roles import RuntimeDb
@@ -28,7 +30,7 @@ ENDED, HISTORY = 30 * DAY, 365 * DAY
 
 
 async def ended_rows(store: Store, conn: asyncpg.Connection, n: int,
-                     status: str = "completed") -> list[uuid.UUID]:
+                     status: str = "completed") -> list[QueueId]:
     """n completed rows, each with its attempt line and result."""
     assert status == "completed"
     assignment = f"hw-{uuid.uuid4().hex[:6]}"
@@ -73,17 +75,17 @@ async def add_month(conn: asyncpg.Connection, parent: str, at: datetime) -> bool
         parent, key, unique, month_start(at).replace(tzinfo=None)))
 
 
-async def place(conn: asyncpg.Connection, qids: list[uuid.UUID], at: datetime) -> None:
+async def place(conn: asyncpg.Connection, qids: Sequence[uuid.UUID], at: datetime) -> None:
     """Give these rows' attempts and results the time `at` (they move to its partition)."""
     await conn.execute("UPDATE ai_marking_attempts SET started_at = $2 WHERE queue_id = ANY($1)",
-                       qids, at)
+                       list(qids), at)
     await conn.execute("UPDATE ai_marking_results SET applied_at = $2 WHERE queue_id = ANY($1)",
-                       qids, at)
+                       list(qids), at)
 
 
-async def where(conn: asyncpg.Connection, table: str, qids: list[uuid.UUID]) -> set[str]:
+async def where(conn: asyncpg.Connection, table: str, qids: Sequence[uuid.UUID]) -> set[str]:
     rows = await conn.fetch(f"SELECT DISTINCT tableoid::regclass::text AS part FROM {table} "
-                            "WHERE queue_id = ANY($1)", qids)
+                            "WHERE queue_id = ANY($1)", list(qids))
     return {r["part"] for r in rows}
 
 
