@@ -160,8 +160,8 @@ async def scale_rows(rows: Table, repeats: int, ended: int, prefix: str = "bench
                      "ms", [removal.drop_ms], None, "<= 1000"))
         rows.append(("  dead rows on ai_marking_queue, before / after the drop", "rows",
                      [removal.dead_before, removal.dead_after_drop], None, "no rise"))
-        rows.append((f"delete its {removal.rows:,} record rows, prune batches of 5,000", "ms",
-                     [removal.prune_ms], None, "<= 1000"))
+        rows.append((f"delete {removal.pruned:,} of its record rows, prune batches of 5,000",
+                     "ms", [removal.prune_ms], None, "<= 1000 (the month)"))
         rows.append(("  dead rows on ai_marking_queue after the prune", "rows",
                      [removal.dead_after_prune], None, "no rise"))
         rows.append(("erase one submission", "ms", await erase_one(work, max(repeats, 5)), None,
@@ -173,6 +173,7 @@ async def scale_rows(rows: Table, repeats: int, ended: int, prefix: str = "bench
                      [await dead_rows(work)], None, "-"))
     finally:
         await recreate_database(admin_dsn(), f"{prefix}_work", create=False)
-    n = min(ended, 1_000_000)
-    rows.append((f"upgrade to month partitions, {n:,} rows in each of 3 tables (lock held)",
-                 "s", [await upgrade_seconds(n, f"{prefix}_upgrade")], None, "-"))
+    if ended <= 1_000_000:  # the issue's figure: 1,000,000 rows a table (--ended 1000000)
+        rows.append((f"upgrade to month partitions, {ended:,} rows in each of 3 tables "
+                     "(lock held)", "s", [await upgrade_seconds(ended, f"{prefix}_upgrade")],
+                     None, "-"))
