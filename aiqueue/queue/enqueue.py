@@ -32,6 +32,7 @@ async def enqueue(
     batch = None
     if overnight.lane_of(rt, request) == "batch":
         batch = await overnight.lane_times(rt, kind.pool, request.deadline)
+    started = rt.tracer.now()
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
         group=request.group, remark=request.remark, key=key, kind=request.kind,
@@ -49,6 +50,8 @@ async def enqueue(
         case UnknownIds(ids):
             raise _unknown_ids(ids, "; nothing was enqueued")
     answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
+    await rt.tracer.enqueued(rt.store, outcome.queue_ids, started, kind=request.kind,
+                             pool=kind.pool)
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
                enqueued=answer.enqueued,
                skipped=answer.skipped, already_marked=answer.already_marked,

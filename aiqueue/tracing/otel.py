@@ -1,0 +1,198 @@
+"""The OpenTelemetry SDK's side of tracing (docs/tracing.md): imported only when it is on.
+
+Spans are batched (BatchSpanProcessor) and exported over OTLP/HTTP in
+protobuf from a thread of their own, so the loop only hands each one over.
+
+What a span may carry (nothing of a student's, tests/unit/test_tracing.py
+checks it): ids (queue_id), counts, codes from a fixed vocabulary, the
+kind, the pool, the model's name and the cost.  Never a payload, an answer,
+a result, feedback, a question, an error's text or a token.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider, sampling
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from aiqueue.models import Job, QueueId
+from aiqueue.settings.tracing import Tracing
+from aiqueue.tracing import NO_SPAN, Applied, DispatchSpan, JobTrace, Tracer, TraceStore, clock
+
+# Jobs' traces this instance knows without asking the database (enqueued or seen here).
+KNOWN_TRACES = 20_000
+# Spans still unsent when a Vercel invocation ends wait at most this long.
+FLUSH_MILLIS = 2_000
+_W3C = TraceContextTextMapPropagator()
+
+
+def sampler(config: Tracing) -> sampling.Sampler:
+    """OTEL_TRACES_SAMPLER (and its ratio) as the SDK's sampler."""
+    ratio = sampling.TraceIdRatioBased(config.ratio)
+    return {
+        "always_on": sampling.ALWAYS_ON,
+        "always_off": sampling.ALWAYS_OFF,
+        "traceidratio": ratio,
+        "parentbased_always_on": sampling.ParentBased(sampling.ALWAYS_ON),
+        "parentbased_always_off": sampling.ParentBased(sampling.ALWAYS_OFF),
+        "parentbased_traceidratio": sampling.ParentBased(ratio),
+    }[config.sampler]
+
+
+def provider(config: Tracing, exporter: SpanExporter | None = None) -> TracerProvider:
+    """A provider of our own (the process's global one is left to the host)."""
+    resource = Resource.create({**dict(config.resource), SERVICE_NAME: config.service_name})
+    made = TracerProvider(sampler=sampler(config), resource=resource)
+    made.add_span_processor(BatchSpanProcessor(exporter or OTLPSpanExporter(
+        endpoint=config.endpoint, headers=dict(config.headers))))
+    return made
+
+
+def result_attributes(result: Applied) -> dict[str, Any]:
+    """The result's span: the GenAI conventions' model and token counts, the cost, the codes."""
+    usage = result.usage or {}
+    attrs: dict[str, Any] = {"aiqueue.queue_id": str(result.queue_id),
+                             "aiqueue.attempt": result.attempt,
+                             "aiqueue.outcome": result.outcome,
+                             "aiqueue.applied": result.applied}
+    for key, name in (("model", "gen_ai.request.model"),
+                      ("prompt_tokens", "gen_ai.usage.input_tokens"),
+                      ("completion_tokens", "gen_ai.usage.output_tokens"),
+                      ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
+                      ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens")):
+        if usage.get(key) is not None:
+            attrs[name] = usage[key]
+    if "model" in usage:
+        attrs["gen_ai.response.model"] = usage["model"]
+    if result.cost_usd is not None:
+        attrs["aiqueue.cost_usd"] = result.cost_usd
+    if result.error_code is not None:
+        attrs["error.type"] = result.error_code
+    return attrs
+
+
+class OtelSpan(DispatchSpan):
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.headers: dict[str, str] = {}
+        _W3C.inject(self.headers, context=set_span_in_context(span))
+
+    def end(self, outcome: str, code: str | None = None,
+            http_status: int | None = None) -> None:
+        self.span.set_attribute("aiqueue.outcome", outcome)
+        if http_status is not None:
+            self.span.set_attribute("http.response.status_code", http_status)
+        if code is not None:
+            self.span.set_attribute("error.type", code)
+            self.span.set_status(Status(StatusCode.ERROR))
+        self.span.end()
+
+
+class OtelTracer(Tracer):
+    """Tracing on: each job's spans, under the trace its enqueue began."""
+
+    on = True
+
+    def __init__(self, config: Tracing, exporter: SpanExporter | None = None) -> None:
+        self.provider = provider(config, exporter)
+        self.tracer = self.provider.get_tracer("aiqueue")
+        self.known: OrderedDict[QueueId, JobTrace] = OrderedDict()
+
+    def now(self) -> int:
+        return clock()
+
+    def _know(self, queue_id: QueueId, trace: JobTrace) -> None:
+        self.known[queue_id] = trace
+        if len(self.known) > KNOWN_TRACES:
+            self.known.popitem(last=False)
+
+    async def _traces(self, store: TraceStore, ids: Sequence[QueueId]
+                      ) -> dict[QueueId, JobTrace]:
+        """The jobs' traces: known here, else from their rows (a job enqueued
+        before tracing was on, or not sampled, has none)."""
+        found = {q: self.known[q] for q in ids if q in self.known}
+        missing = [q for q in ids if q not in found]
+        if missing:
+            for queue_id, trace in (await store.job_traces(missing)).items():
+                self._know(queue_id, trace)
+                found[queue_id] = trace
+        return found
+
+    def _span(self, name: str, trace: JobTrace, kind: SpanKind, started: int,
+              attributes: dict[str, Any]) -> Span:
+        parent = _W3C.extract({"traceparent": trace.traceparent})
+        return self.tracer.start_span(name, context=parent, kind=kind, start_time=started,
+                                      attributes={"aiqueue.kind": trace.kind,
+                                                  "aiqueue.pool": trace.pool, **attributes})
+
+    async def enqueued(self, store: TraceStore, queue_ids: Sequence[QueueId], started: int,
+                       *, kind: str, pool: str) -> None:
+        kept: dict[QueueId, JobTrace] = {}
+        ended = clock()
+        for queue_id in queue_ids:
+            span = self.tracer.start_span(
+                "aiqueue.enqueue", context=Context(), kind=SpanKind.PRODUCER,
+                start_time=started, attributes={"aiqueue.queue_id": str(queue_id),
+                                                "aiqueue.kind": kind, "aiqueue.pool": pool})
+            span.end(end_time=ended)
+            if span.get_span_context().trace_flags.sampled:
+                carrier: dict[str, str] = {}
+                _W3C.inject(carrier, context=set_span_in_context(span))
+                kept[queue_id] = JobTrace(carrier["traceparent"], kind, pool)
+        if kept:
+            await store.keep_traces(kept)
+            for queue_id, trace in kept.items():
+                self._know(queue_id, trace)
+
+    async def claimed(self, store: TraceStore, jobs: Sequence[Job], started: int) -> None:
+        traces = await self._traces(store, [job.queue_id for job in jobs])
+        ended = clock()
+        for job in jobs:
+            trace = traces.get(job.queue_id)
+            if trace is None:
+                continue
+            if trace.pool != job.pool:  # on its kind's fallback (docs/fallback-budgets-calendar.md)
+                self._know(job.queue_id, trace := JobTrace(trace.traceparent, trace.kind,
+                                                           job.pool))
+            self._span("aiqueue.claim", trace, SpanKind.INTERNAL, started,
+                       {"aiqueue.queue_id": str(job.queue_id),
+                        "aiqueue.attempt": job.attempt}).end(end_time=ended)
+
+    async def dispatching(self, store: TraceStore, job: Job) -> DispatchSpan:
+        trace = (await self._traces(store, [job.queue_id])).get(job.queue_id)
+        if trace is None:
+            return NO_SPAN
+        return OtelSpan(self._span("aiqueue.dispatch", trace, SpanKind.CLIENT, clock(),
+                                   {"aiqueue.queue_id": str(job.queue_id),
+                                    "aiqueue.attempt": job.attempt}))
+
+    async def applied(self, store: TraceStore, results: Sequence[Applied], started: int,
+                      claimed: Sequence[Job] = ()) -> None:
+        traces = await self._traces(store, [r.queue_id for r in results])
+        ended = clock()
+        for result in results:
+            trace = traces.get(result.queue_id)
+            if trace is None:
+                continue
+            span = self._span("aiqueue.result", trace, SpanKind.CONSUMER, started,
+                              result_attributes(result))
+            if result.error_code is not None:
+                span.set_status(Status(StatusCode.ERROR))
+            span.end(end_time=ended)
+        if claimed:
+            await self.claimed(store, claimed, started)
+
+    def flush(self) -> None:
+        self.provider.force_flush(FLUSH_MILLIS)
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
