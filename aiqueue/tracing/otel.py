@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry.context import Context
@@ -79,6 +80,14 @@ def result_attributes(result: Applied) -> dict[str, Any]:
     return attrs
 
 
+@dataclass(frozen=True)
+class Known:
+    """A job's trace as this instance knows it, with its root as a parent context."""
+
+    trace: JobTrace
+    parent: Context
+
+
 class OtelSpan(DispatchSpan):
     def __init__(self, span: Span) -> None:
         self.span = span
@@ -104,38 +113,40 @@ class OtelTracer(Tracer):
     def __init__(self, config: Tracing, exporter: SpanExporter | None = None) -> None:
         self.provider = provider(config, exporter)
         self.tracer = self.provider.get_tracer("aiqueue")
-        self.known: OrderedDict[QueueId, JobTrace] = OrderedDict()
+        # Each job's trace and its root as a parent, parsed once per instance.
+        self.known: OrderedDict[QueueId, Known] = OrderedDict()
 
     def now(self) -> int:
         return clock()
 
-    def _know(self, queue_id: QueueId, trace: JobTrace) -> None:
-        self.known[queue_id] = trace
+    def _know(self, queue_id: QueueId, known: Known) -> None:
+        self.known[queue_id] = known
         if len(self.known) > KNOWN_TRACES:
             self.known.popitem(last=False)
 
-    async def _traces(self, store: TraceStore, ids: Sequence[QueueId]
-                      ) -> dict[QueueId, JobTrace]:
+    async def _traces(self, store: TraceStore, ids: Sequence[QueueId]) -> dict[QueueId, Known]:
         """The jobs' traces: known here, else from their rows (a job enqueued
         before tracing was on, or not sampled, has none)."""
         found = {q: self.known[q] for q in ids if q in self.known}
         missing = [q for q in ids if q not in found]
         if missing:
             for queue_id, trace in (await store.job_traces(missing)).items():
-                self._know(queue_id, trace)
-                found[queue_id] = trace
+                known = Known(trace, _W3C.extract({"traceparent": trace.traceparent}))
+                self._know(queue_id, known)
+                found[queue_id] = known
         return found
 
-    def _span(self, name: str, trace: JobTrace, kind: SpanKind, started: int,
+    def _span(self, name: str, known: Known, kind: SpanKind, started: int,
               attributes: dict[str, Any]) -> Span:
-        parent = _W3C.extract({"traceparent": trace.traceparent})
-        return self.tracer.start_span(name, context=parent, kind=kind, start_time=started,
+        trace = known.trace
+        return self.tracer.start_span(name, context=known.parent, kind=kind, start_time=started,
                                       attributes={"aiqueue.kind": trace.kind,
                                                   "aiqueue.pool": trace.pool, **attributes})
 
     async def enqueued(self, store: TraceStore, queue_ids: Sequence[QueueId], started: int,
                        *, kind: str, pool: str) -> None:
         kept: dict[QueueId, JobTrace] = {}
+        parents: dict[QueueId, Context] = {}
         ended = clock()
         for queue_id in queue_ids:
             span = self.tracer.start_span(
@@ -145,32 +156,33 @@ class OtelTracer(Tracer):
             span.end(end_time=ended)
             if span.get_span_context().trace_flags.sampled:
                 carrier: dict[str, str] = {}
-                _W3C.inject(carrier, context=set_span_in_context(span))
+                parents[queue_id] = set_span_in_context(span)
+                _W3C.inject(carrier, context=parents[queue_id])
                 kept[queue_id] = JobTrace(carrier["traceparent"], kind, pool)
         if kept:
             await store.keep_traces(kept)
             for queue_id, trace in kept.items():
-                self._know(queue_id, trace)
+                self._know(queue_id, Known(trace, parents[queue_id]))
 
     async def claimed(self, store: TraceStore, jobs: Sequence[Job], started: int) -> None:
         traces = await self._traces(store, [job.queue_id for job in jobs])
         ended = clock()
         for job in jobs:
-            trace = traces.get(job.queue_id)
-            if trace is None:
+            known = traces.get(job.queue_id)
+            if known is None:
                 continue
-            if trace.pool != job.pool:  # on its kind's fallback (docs/fallback-budgets-calendar.md)
-                self._know(job.queue_id, trace := JobTrace(trace.traceparent, trace.kind,
-                                                           job.pool))
-            self._span("aiqueue.claim", trace, SpanKind.INTERNAL, started,
+            if known.trace.pool != job.pool:  # on its kind's fallback
+                known = Known(replace(known.trace, pool=job.pool), known.parent)
+                self._know(job.queue_id, known)
+            self._span("aiqueue.claim", known, SpanKind.INTERNAL, started,
                        {"aiqueue.queue_id": str(job.queue_id),
                         "aiqueue.attempt": job.attempt}).end(end_time=ended)
 
     async def dispatching(self, store: TraceStore, job: Job) -> DispatchSpan:
-        trace = (await self._traces(store, [job.queue_id])).get(job.queue_id)
-        if trace is None:
+        known = (await self._traces(store, [job.queue_id])).get(job.queue_id)
+        if known is None:
             return NO_SPAN
-        return OtelSpan(self._span("aiqueue.dispatch", trace, SpanKind.CLIENT, clock(),
+        return OtelSpan(self._span("aiqueue.dispatch", known, SpanKind.CLIENT, clock(),
                                    {"aiqueue.queue_id": str(job.queue_id),
                                     "aiqueue.attempt": job.attempt}))
 
@@ -179,10 +191,10 @@ class OtelTracer(Tracer):
         traces = await self._traces(store, [r.queue_id for r in results])
         ended = clock()
         for result in results:
-            trace = traces.get(result.queue_id)
-            if trace is None:
+            known = traces.get(result.queue_id)
+            if known is None:
                 continue
-            span = self._span("aiqueue.result", trace, SpanKind.CONSUMER, started,
+            span = self._span("aiqueue.result", known, SpanKind.CONSUMER, started,
                               result_attributes(result))
             if result.error_code is not None:
                 span.set_status(Status(StatusCode.ERROR))

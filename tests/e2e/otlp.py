@@ -39,6 +39,8 @@ class ReceivedSpan:
     parent_id: str
     name: str
     attributes: dict[str, Any]
+    start_ns: int = 0
+    end_ns: int = 0
 
 
 class OtlpReceiver:
@@ -68,7 +70,8 @@ class OtlpReceiver:
                     spans.append(ReceivedSpan(
                         str(resource.get("service.name")), s.trace_id.hex(), s.span_id.hex(),
                         s.parent_span_id.hex(), s.name,
-                        {a.key: value(a.value) for a in s.attributes}))
+                        {a.key: value(a.value) for a in s.attributes},
+                        s.start_time_unix_nano, s.end_time_unix_nano))
         with self.lock:
             self.spans.extend(spans)
             self.texts.append(str(message))
