@@ -6,6 +6,7 @@ import base64
 import json
 import time
 from types import SimpleNamespace
+from typing import cast
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from aiqueue.tracing import Tracer
 from aiqueue.vercel import PublicPaths, check_durations, vercel_app
 from aiqueue.vercel.app import FlushTraces
 from aiqueue.vercel.vercel_json import load
+from aiqueue.web.state import AppState
 
 CONF = load()
 ENV = {
@@ -178,7 +180,7 @@ async def test_traces_are_flushed_after_the_answer_and_its_background_work():
     async def answer(request: Request) -> JSONResponse:
         return JSONResponse({}, background=BackgroundTask(log.append, "after the answer"))
 
-    state = SimpleNamespace(runtime=SimpleNamespace(tracer=CountingTracer(log)))
+    state = cast(AppState, SimpleNamespace(runtime=SimpleNamespace(tracer=CountingTracer(log))))
     app = Starlette(routes=[Route("/api/marking/enqueue", answer, methods=["POST"])])
     app.add_middleware(FlushTraces, state=state)
     assert (await call(app, "POST", "/api/marking/enqueue")).status_code == 200
@@ -191,4 +193,4 @@ async def test_traces_are_flushed_after_the_answer_and_its_background_work():
 
 def test_the_vercel_app_flushes_traces():
     app = vercel_app(["/api/marking/enqueue"], env={**ENV, "VERCEL": ""})
-    assert any(m.cls is FlushTraces for m in app.user_middleware)
+    assert any(cast(object, m.cls) is FlushTraces for m in app.user_middleware)
