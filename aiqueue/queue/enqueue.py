@@ -20,9 +20,12 @@ from aiqueue.wire.answers import EnqueueAccepted, EnqueueEstimate, EstimatePart,
 
 
 async def enqueue(
-    rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None
+    rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None,
+    caller: str | None = None,
 ) -> tuple[EnqueueAccepted, bool]:
     """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer.
+
+    `caller`: the request's W3C traceparent, which each new job's trace links to.
 
     The answer is kept (for the key's repeats) as the mapping the store wrote, so what
     is stored stays as it was; both are read here as the type.
@@ -51,7 +54,7 @@ async def enqueue(
             raise _unknown_ids(ids, "; nothing was enqueued")
     answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
     await rt.tracer.enqueued(rt.store, outcome.queue_ids, started, kind=request.kind,
-                             pool=kind.pool)
+                             pool=kind.pool, caller=caller)
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
                enqueued=answer.enqueued,
                skipped=answer.skipped, already_marked=answer.already_marked,

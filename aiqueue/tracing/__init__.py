@@ -78,8 +78,9 @@ class Tracer:
         return 0
 
     async def enqueued(self, store: TraceStore, queue_ids: Sequence[QueueId], started: int,
-                       *, kind: str, pool: str) -> None:
-        """Each new job's trace, rooted at its enqueue's span, kept with its row."""
+                       *, kind: str, pool: str, caller: str | None = None) -> None:
+        """Each new job's trace, rooted at its enqueue's span, kept with its row; linked
+        to the `caller`'s trace (the enqueue request's traceparent) when it sent one."""
 
     async def claimed(self, store: TraceStore, jobs: Sequence[Job], started: int) -> None:
         """A claim's span in each claimed job's trace."""

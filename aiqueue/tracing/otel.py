@@ -21,7 +21,15 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_context
+from opentelemetry.trace import (
+    Link,
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    get_current_span,
+    set_span_in_context,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from aiqueue.models import Job, QueueId
@@ -48,9 +56,30 @@ def sampler(config: Tracing) -> sampling.Sampler:
     }[config.sampler]
 
 
+class HashedOnce(Resource):
+    """The instance's resource, hashed once.
+
+    The OTLP encoder groups each batch's spans by resource, and the SDK's
+    Resource.__hash__ dumps every attribute to JSON on each call: once per span,
+    about a fifth of tracing's CPU here (bench --only traces).  A resource never
+    changes once made, so its hash is kept.
+    """
+
+    def __init__(self, made: Resource) -> None:
+        super().__init__(made.attributes, made.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or super().__eq__(other)
+
+
 def provider(config: Tracing, exporter: SpanExporter | None = None) -> TracerProvider:
     """A provider of our own (the process's global one is left to the host)."""
-    resource = Resource.create({**dict(config.resource), SERVICE_NAME: config.service_name})
+    resource = HashedOnce(Resource.create({**dict(config.resource),
+                                           SERVICE_NAME: config.service_name}))
     made = TracerProvider(sampler=sampler(config), resource=resource)
     made.add_span_processor(BatchSpanProcessor(exporter or OTLPSpanExporter(
         endpoint=config.endpoint, headers=dict(config.headers))))
@@ -144,14 +173,18 @@ class OtelTracer(Tracer):
                                                   "aiqueue.pool": trace.pool, **attributes})
 
     async def enqueued(self, store: TraceStore, queue_ids: Sequence[QueueId], started: int,
-                       *, kind: str, pool: str) -> None:
+                       *, kind: str, pool: str, caller: str | None = None) -> None:
+        # One trace per job: the host's request is a link, not a parent.
+        host = get_current_span(_W3C.extract({"traceparent": caller})).get_span_context() \
+            if caller else None
+        links = [Link(host)] if host is not None and host.is_valid else None
         kept: dict[QueueId, JobTrace] = {}
         parents: dict[QueueId, Context] = {}
         ended = clock()
         for queue_id in queue_ids:
             span = self.tracer.start_span(
                 "aiqueue.enqueue", context=Context(), kind=SpanKind.PRODUCER,
-                start_time=started, attributes={"aiqueue.queue_id": str(queue_id),
+                start_time=started, links=links, attributes={"aiqueue.queue_id": str(queue_id),
                                                 "aiqueue.kind": kind, "aiqueue.pool": pool})
             span.end(end_time=ended)
             if span.get_span_context().trace_flags.sampled:

@@ -138,3 +138,27 @@ async def test_a_failed_dispatch_is_an_error_with_its_code() -> None:
     assert dispatch.attributes["error.type"] == "http_500"
     assert dispatch.attributes["http.response.status_code"] == 500
     assert dispatch.status.status_code.name == "ERROR"
+
+
+@pytest.mark.parametrize("caller", [None, "", "not-a-traceparent"])
+async def test_a_job_links_to_the_hosts_trace_only_when_it_sent_one(caller: str | None) -> None:
+    tracer, exporter = otel()
+    await tracer.enqueued(FakeStore(), [make_job().queue_id], tracer.now(), kind="mark",
+                          pool="default", caller=caller)
+    (root,) = spans(tracer, exporter)
+    assert root.parent is None and not root.links
+
+
+async def test_each_job_is_its_own_trace_linked_to_the_hosts_mark_all() -> None:
+    host = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    tracer, exporter = otel()
+    jobs = [make_job().queue_id for _ in range(3)]
+    await tracer.enqueued(FakeStore(), jobs, tracer.now(), kind="mark", pool="default",
+                          caller=host)
+    roots = spans(tracer, exporter)
+    assert len({r.context.trace_id for r in roots}) == 3
+    for root in roots:
+        assert root.parent is None
+        (link,) = root.links
+        assert f"{link.context.trace_id:032x}" == host.split("-")[1]
+        assert f"{link.context.span_id:016x}" == host.split("-")[2]
