@@ -32,6 +32,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from aiqueue import logs
 from aiqueue.models import Job, QueueId
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import NO_SPAN, Applied, DispatchSpan, JobTrace, Tracer, TraceStore, clock
@@ -159,7 +160,13 @@ class OtelTracer(Tracer):
         found = {q: self.known[q] for q in ids if q in self.known}
         missing = [q for q in ids if q not in found]
         if missing:
-            for queue_id, trace in (await store.job_traces(missing)).items():
+            try:
+                rows = await store.job_traces(missing)
+            except Exception as exc:
+                # Tracing never fails the work it traces: these spans are lost, not the job.
+                logs.event("trace_lost", code=type(exc).__name__, count=len(missing))
+                return found
+            for queue_id, trace in rows.items():
                 known = Known(trace, _W3C.extract({"traceparent": trace.traceparent}))
                 self._know(queue_id, known)
                 found[queue_id] = known
@@ -193,7 +200,11 @@ class OtelTracer(Tracer):
                 _W3C.inject(carrier, context=parents[queue_id])
                 kept[queue_id] = JobTrace(carrier["traceparent"], kind, pool)
         if kept:
-            await store.keep_traces(kept)
+            try:
+                await store.keep_traces(kept)
+            except Exception as exc:
+                logs.event("trace_lost", code=type(exc).__name__, count=len(kept))
+                return
             for queue_id, trace in kept.items():
                 self._know(queue_id, Known(trace, parents[queue_id]))
 

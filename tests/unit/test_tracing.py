@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from aiqueue.errors import SettingsError
+from aiqueue.errors import SettingsError, StoreError
 from aiqueue.models import QueueId
 from aiqueue.settings.tracing import Tracing, env_tracing
 from aiqueue.tracing import NO_SPAN, Applied, Tracer, start
@@ -162,3 +162,22 @@ async def test_each_job_is_its_own_trace_linked_to_the_hosts_mark_all() -> None:
         (link,) = root.links
         assert f"{link.context.trace_id:032x}" == host.split("-")[1]
         assert f"{link.context.span_id:016x}" == host.split("-")[2]
+
+
+class BrokenRows(FakeStore):
+    async def keep_traces(self, traces: Any) -> None:
+        raise StoreError("the database is down")
+
+    async def job_traces(self, queue_ids: Any) -> Any:
+        raise StoreError("the database is down")
+
+
+async def test_a_database_error_loses_spans_never_the_job() -> None:
+    store, job = BrokenRows(), make_job()
+    tracer, exporter = otel()
+    await tracer.enqueued(store, [job.queue_id], tracer.now(), kind="mark", pool="default")
+    other, _ = otel()
+    await other.claimed(store, [job], other.now())
+    assert await other.dispatching(store, job) is NO_SPAN
+    await other.applied(store, [Applied(job.queue_id, 1, "completed", True)], other.now())
+    assert [s.name for s in spans(tracer, exporter)] == ["aiqueue.enqueue"]
