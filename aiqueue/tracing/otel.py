@@ -143,13 +143,14 @@ class OtelTracer(Tracer):
     def __init__(self, config: Tracing, exporter: SpanExporter | None = None) -> None:
         self.provider = provider(config, exporter)
         self.tracer = self.provider.get_tracer("aiqueue")
-        # Each job's trace and its root as a parent, parsed once per instance.
-        self.known: OrderedDict[QueueId, Known] = OrderedDict()
+        # Each job's trace and its root as a parent, parsed once per instance; None: the
+        # job has none (enqueued while tracing was off, or not sampled), asked once.
+        self.known: OrderedDict[QueueId, Known | None] = OrderedDict()
 
     def now(self) -> int:
         return clock()
 
-    def _know(self, queue_id: QueueId, known: Known) -> None:
+    def _know(self, queue_id: QueueId, known: Known | None) -> None:
         self.known[queue_id] = known
         if len(self.known) > KNOWN_TRACES:
             self.known.popitem(last=False)
@@ -157,20 +158,19 @@ class OtelTracer(Tracer):
     async def _traces(self, store: TraceStore, ids: Sequence[QueueId]) -> dict[QueueId, Known]:
         """The jobs' traces: known here, else from their rows (a job enqueued
         before tracing was on, or not sampled, has none)."""
-        found = {q: self.known[q] for q in ids if q in self.known}
-        missing = [q for q in ids if q not in found]
+        missing = [q for q in ids if q not in self.known]
         if missing:
             try:
                 rows = await store.job_traces(missing)
             except Exception as exc:
                 # Tracing never fails the work it traces: these spans are lost, not the job.
                 logs.event("trace_lost", code=type(exc).__name__, count=len(missing))
-                return found
-            for queue_id, trace in rows.items():
-                known = Known(trace, _W3C.extract({"traceparent": trace.traceparent}))
-                self._know(queue_id, known)
-                found[queue_id] = known
-        return found
+            else:
+                for queue_id in missing:
+                    trace = rows.get(queue_id)
+                    self._know(queue_id, None if trace is None else Known(
+                        trace, _W3C.extract({"traceparent": trace.traceparent})))
+        return {q: known for q in ids if (known := self.known.get(q)) is not None}
 
     def _span(self, name: str, known: Known, kind: SpanKind, started: int,
               attributes: dict[str, Any]) -> Span:

@@ -181,3 +181,21 @@ async def test_a_database_error_loses_spans_never_the_job() -> None:
     assert await other.dispatching(store, job) is NO_SPAN
     await other.applied(store, [Applied(job.queue_id, 1, "completed", True)], other.now())
     assert [s.name for s in spans(tracer, exporter)] == ["aiqueue.enqueue"]
+
+
+class CountedRows(FakeStore):
+    asked: int = 0
+
+    async def job_traces(self, queue_ids: Any) -> Any:
+        self.asked += 1
+        return await super().job_traces(queue_ids)
+
+
+async def test_a_job_without_a_trace_is_asked_of_the_database_once() -> None:
+    # With a ratio sampler most jobs have no trace: their attempts must not each ask.
+    store, job = CountedRows(), make_job()
+    tracer, _ = otel()
+    await tracer.claimed(store, [job], tracer.now())
+    await tracer.dispatching(store, job)
+    await tracer.applied(store, [Applied(job.queue_id, 1, "completed", True)], tracer.now())
+    assert store.asked == 1
