@@ -204,7 +204,8 @@ def _row_paths() -> dict[str, dict[str, Schema]]:
             no_body=True, params=(QUEUE_ID,))},
         "/api/marking/rows/{queue_id}/fail": {"post": op(
             "failRow", 'An operator ends a pending row as failed with last_error '
-            '"operator: <note>"; 409 when it is not pending', {200: reply("RowDetail")},
+            '"operator" (the note is kept in its history on /ai-queue); 409 when it is not '
+            'pending', {200: reply("RowDetail")},
             (400, 401, 404, 409, 413, 422, 503), body="FailRequest", params=(QUEUE_ID,))},
     }
 

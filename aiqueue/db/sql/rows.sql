@@ -160,7 +160,7 @@ SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
 
 -- attempts_of --
 SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,
-       actor, dispatch_ref, platform, ran_kind
+       actor, dispatch_ref, platform, ran_kind, note
 FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --

@@ -213,7 +213,8 @@ class AsyncMarkingClient:
         return cast(RowDetail, (await self._call("POST", path)).json())
 
     async def fail_row(self, queue_id: str | uuid.UUID, note: str) -> RowDetail:
-        """End one pending row as failed with last_error "operator: <note>"."""
+        """End one pending row as failed with last_error "operator" (the note is kept on
+        /ai-queue)."""
         path = f"/api/marking/rows/{_seg(queue_id)}/fail"
         answer = await self._call("POST", path, json={"note": note})
         return cast(RowDetail, answer.json())

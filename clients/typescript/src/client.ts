@@ -201,7 +201,7 @@ export class MarkingClient {
       .data;
   }
 
-  /** End one pending row as failed with last_error "operator: <note>" (≤ 200 characters). */
+  /** End one pending row as failed with last_error "operator"; the note (≤ 200 characters) is kept on /ai-queue. */
   async failRow(queueId: string, note: string): Promise<RowDetail> {
     return (await this.call<RowDetail>("POST", `/api/marking/rows/${seg(queueId)}/fail`,
       { body: { note } })).data;
