@@ -207,6 +207,21 @@ export class MarkingClient {
       { body: { note } })).data;
   }
 
+  /** The period's attempts and results, content-free unless `include: "feedback"`, as the
+   *  server streams them (CSV, or JSONL: one object per line). Hand the stream on (e.g.
+   *  `new Response(stream)`) or read it; an error answer rejects before the stream. */
+  async export(query: { from?: string; to?: string; format?: "csv" | "jsonl";
+    include?: "feedback" } = {}): Promise<ReadableStream<Uint8Array>> {
+    const params = new URLSearchParams(Object.entries(query)
+      .filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const response = await this.fetch(`${this.baseUrl}/api/marking/export?${params}`, {
+      headers: { authorization: `Bearer ${this.options.secret}` },
+    });
+    if (!response.ok) throw await errorFrom(response);
+    if (response.body === null) return new Blob([]).stream();
+    return response.body;
+  }
+
   async stats(): Promise<Stats> {
     return (await this.call<Stats>("GET", "/api/marking/stats", { retry: true })).data;
   }
