@@ -182,6 +182,14 @@ class Settings:
         return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
 
     @cached_property
+    def zones(self) -> tuple[tuple[str, str], ...]:
+        """Each time zone a setting names, as (the setting, the zone): QUEUE_TIMEZONE, then
+        each pool's own `timezone` (the database must know them too: docs/configuration.md)."""
+        own = ((f"pools.{name}.timezone", pool.timezone)
+               for name, pool in self.queue.pools.items() if pool.timezone)
+        return (("QUEUE_TIMEZONE", self.timezone), *own)
+
+    @cached_property
     def money(self) -> Money:
         """Every pool's spend caps and prices, and the spend windows' lengths."""
         return Money.of(self.queue, self.spend_hour_seconds, self.spend_day_seconds,

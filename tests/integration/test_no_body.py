@@ -65,9 +65,11 @@ ROUTES = [
 ]
 
 SNAPSHOT = """
-    SELECT coalesce(jsonb_agg(to_jsonb(q) ORDER BY to_jsonb(q)::text), '[]')::text FROM ai_marking_queue q
+    SELECT coalesce(jsonb_agg(to_jsonb(q) ORDER BY to_jsonb(q)::text), '[]')::text
+    FROM ai_marking_queue q
     UNION ALL
-    SELECT coalesce(jsonb_agg(to_jsonb(s) ORDER BY to_jsonb(s)::text), '[]')::text FROM submissions s
+    SELECT coalesce(jsonb_agg(to_jsonb(s) ORDER BY to_jsonb(s)::text), '[]')::text
+    FROM submissions s
 """
 
 
