@@ -134,6 +134,11 @@ def _prepared(doc: Doctor, pooled: bool) -> str:
     if choice is None:
         return "prepared statements not chosen yet (no connection was opened)"
     said = f"prepared statements {'on' if choice.on else 'off'} ({choice.why})"
+    if choice.on and pooled and doc.settings.database_prepared_statements == "auto":
+        # A pooler on the database's own port: the first lost statement turns them off.
+        return said + ", but a transaction pooler is in the way: the first statement it " \
+                      "loses turns them off for the instance (logged once, the request " \
+                      "answered); DATABASE_PREPARED_STATEMENTS=off skips that"
     if choice.on and pooled:
         # Only a PgBouncer 1.21+ with max_prepared_statements keeps them there.
         return said + ": the pooler must keep them (PgBouncer 1.21+ with " \
