@@ -157,6 +157,10 @@ class Settings:
     alert_p95_seconds: float = number("QUEUE_ALERT_P95_SECONDS", 600.0, 0.0)
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
     queue_file: QueueConfig | None = field(default=None, hash=False, compare=False)
+    # The environment as read at start-up: the key of a batch whose pool no longer
+    # declares a batch API is looked up here by the variable recorded with the batch.
+    environment: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False,
+                                           repr=False)
 
     @cached_property
     def queue(self) -> QueueConfig:

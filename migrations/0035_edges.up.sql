@@ -10,3 +10,9 @@ WHERE a.queue_id = q.queue_id AND a.kind = 'action' AND a.outcome = 'fail'
   AND q.status = 'failed' AND q.last_error LIKE 'operator: %';
 UPDATE ai_marking_queue SET last_error = 'operator'
 WHERE status = 'failed' AND last_error LIKE 'operator: %';
+
+-- Where each batch lives and which variable holds its key, kept with the batch: a pool
+-- that stops declaring its batch API (or is removed) still has its open batches polled,
+-- applied or cancelled, and deleted at the provider (docs/overnight.md).
+ALTER TABLE ai_marking_batches ADD COLUMN IF NOT EXISTS base_url text,
+                               ADD COLUMN IF NOT EXISTS key_env text;

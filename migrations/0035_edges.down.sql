@@ -1,3 +1,5 @@
+ALTER TABLE ai_marking_batches DROP COLUMN IF EXISTS base_url, DROP COLUMN IF EXISTS key_env;
+
 -- Back to the note in last_error ("operator: <note>"), then without the column.
 UPDATE ai_marking_queue q SET last_error = 'operator: ' || a.note
 FROM ai_marking_attempts a
