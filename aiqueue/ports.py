@@ -28,6 +28,7 @@ from aiqueue.models import (
     Status,
 )
 from aiqueue.models.agreement import Review
+from aiqueue.models.batch import OrphanAccount
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.settings.plan import ClaimPlan
@@ -148,6 +149,8 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
 
     async def batch_prune(self, older_than: float) -> None: ...
     async def batch_next_look(self) -> float | None: ...
+    async def batch_orphans(self, batch_pools: Sequence[str]) -> list[OrphanAccount]: ...
+    async def batch_abandon_open(self, batch_id: int, error: str) -> bool: ...
 
 
 class CalibrationStore(Protocol):

@@ -31,7 +31,10 @@ VARIABLES: dict[str, Described] = {
     "DATABASE_PREPARED_STATEMENTS": V("Prepared statements kept per connection: `auto` is "
                                       "on for a direct connection and off behind a "
                                       "transaction-mode pooler (Supavisor's port 6543, a "
-                                      "PgBouncer in front); `on` for a PgBouncer 1.21+ with "
+                                      "PgBouncer in front), and turned off for the "
+                                      "instance at the first statement a pooler loses (one "
+                                      "the check did not see; logged once, the request "
+                                      "answered); `on` for a PgBouncer 1.21+ with "
                                       "`max_prepared_statements`. The doctor says which it "
                                       "chose and why."),
     # Secrets and who may call.

@@ -41,7 +41,8 @@ def batch_cost(usage: Mapping[str, Any] | None, queue: QueueConfig, pool: str) -
     if not usage:
         return None
     model = str(usage.get("model", ""))
-    declared = queue.pools[pool].batch_prices.get(model)
+    # A pool removed since its batch was packed has no declared price any more.
+    declared = queue.pools[pool].batch_prices.get(model) if pool in queue.pools else None
     if declared is not None:
         tokens_only = {k: v for k, v in usage.items() if k != "cost_usd"}
         cost = cost_usd(tokens_only, {model: ModelPrice(*declared)})

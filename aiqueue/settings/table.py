@@ -160,6 +160,10 @@ class Settings:
     tracing: Tracing | None = optional("OTEL_EXPORTER_OTLP_ENDPOINT", env_tracing)
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
     queue_file: QueueConfig | None = field(default=None, hash=False, compare=False)
+    # The environment as read at start-up: the key of a batch whose pool no longer
+    # declares a batch API is looked up here by the variable recorded with the batch.
+    environment: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False,
+                                           repr=False)
 
     @cached_property
     def queue(self) -> QueueConfig:
@@ -183,6 +187,14 @@ class Settings:
     def all_model_prices(self) -> Mapping[str, ModelPrice]:
         """QUEUE_MODEL_PRICES and every pool's prices (CONTRACT §7d, §9b)."""
         return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
+
+    @cached_property
+    def zones(self) -> tuple[tuple[str, str], ...]:
+        """Each time zone a setting names, as (the setting, the zone): QUEUE_TIMEZONE, then
+        each pool's own `timezone` (the database must know them too: docs/configuration.md)."""
+        own = ((f"pools.{name}.timezone", pool.timezone)
+               for name, pool in self.queue.pools.items() if pool.timezone)
+        return (("QUEUE_TIMEZONE", self.timezone), *own)
 
     @cached_property
     def money(self) -> Money:

@@ -91,6 +91,7 @@ async def stats(request: Request) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
     answer = await actions.retry_row(rt, _queue_id(request), actor="api")
@@ -133,6 +134,7 @@ async def accept(request: Request) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
     return respond(await review.revert(rt, _queue_id(request), _actor(request)),
@@ -147,11 +149,13 @@ async def _review_run(request: Request, action: str) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def accept_run(request: Request) -> Response:
     return await _review_run(request, "accept")
 
 
 @gate.bearer()
+@gate.no_body
 async def revert_run(request: Request) -> Response:
     return await _review_run(request, "revert")
 

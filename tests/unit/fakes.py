@@ -31,7 +31,7 @@ from aiqueue.models import (
     SubmissionId,
 )
 from aiqueue.models.agreement import Review
-from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
+from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure, OrphanAccount
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
@@ -118,7 +118,8 @@ class QuietParts:
     # -- the batch lane: no batches -------------------------------------------
 
     async def batch_open(self, pool: str, provider: str, model: str, limit: int,
-                         money: str | None = None) -> list[BatchRow]:
+                         money: str | None = None, base_url: str | None = None,
+                         key_env: str | None = None) -> list[BatchRow]:
         return []
 
     async def batch_submitted(self, batch_id: int, provider_batch_id: str,
@@ -163,6 +164,12 @@ class QuietParts:
 
     async def batch_next_look(self) -> float | None:
         return None
+
+    async def batch_orphans(self, batch_pools: Sequence[str]) -> list[OrphanAccount]:
+        return []  # no batch was ever packed here
+
+    async def batch_abandon_open(self, batch_id: int, error: str) -> bool:
+        return False
 
     async def batch_add(self, pool: str, batch_id: int, limit: int, money: str | None = None
                         ) -> list[BatchRow]:

@@ -473,7 +473,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** An operator ends a pending row as failed with last_error "operator: <note>"; 409 when it is not pending */
+        /** An operator ends a pending row as failed with last_error "operator" (the note is kept in its history on /ai-queue); 409 when it is not pending */
         post: operations["failRow"];
         delete?: never;
         options?: never;
@@ -835,7 +835,7 @@ export interface components {
             estimated_tokens: number;
             estimated_cost_usd: number | null;
         };
-        /** @description An operator ends a pending row as failed; last_error becomes "operator: <note>". */
+        /** @description An operator ends a pending row as failed: last_error "operator", the note in its history on /ai-queue only. */
         FailRequest: {
             /** @description the operator's words (no student content) */
             note: string;
@@ -1578,7 +1578,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1589,9 +1593,12 @@ export interface operations {
                     "application/json": components["schemas"]["RetryAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -1643,7 +1650,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1654,9 +1665,11 @@ export interface operations {
                     "application/json": components["schemas"]["Reverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1673,7 +1686,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1684,8 +1701,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunAccepted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1702,7 +1721,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1713,8 +1736,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunReverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1863,7 +1888,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1874,8 +1903,10 @@ export interface operations {
                     "application/json": components["schemas"]["CancelAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1982,7 +2013,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1993,8 +2028,11 @@ export interface operations {
                     "application/json": components["schemas"]["Erased"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -2165,7 +2203,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2176,9 +2218,11 @@ export interface operations {
                     "application/json": components["schemas"]["RowDetail"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
