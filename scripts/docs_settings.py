@@ -210,9 +210,11 @@ KEYS: dict[str, dict[str, Described]] = {
         "max_attempts": V("Attempts before a row of the kind fails.", "`QUEUE_MAX_ATTEMPTS`"),
         "lane": V("The lane an enqueue of the kind takes when it names none: `live` or "
                   "`batch`."),
-        "same_answers": V("When an enqueue of the kind does not say: `mark_once` marks "
-                          "answers that are the same after normalising once and copies the "
-                          "mark; `mark_each` marks every answer.", "`mark_once`"),
+        "same_answers": V("`mark_once` marks answers that are the same after normalising "
+                          "(NFKC, whitespace; case kept) once and copies the mark; `loose` "
+                          "also ignores case and a final `.`/`!`; `off` (or `mark_each`) "
+                          "marks every answer unless the enqueue asks for `mark_once`. "
+                          "See [the same answer](../same-answer.md).", "`mark_once`"),
         "fallback": V("Another kind, in another pool, whose function takes this kind's due "
                       "rows while this kind's pool is down."),
         "fallback_after_seconds": V("How long the pool must refuse every call before its "

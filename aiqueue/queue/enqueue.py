@@ -66,10 +66,14 @@ def _declared_kind(rt: Runtime, name: str) -> Kind:
 
 
 def answer_key(rt: Runtime, request: EnqueueRequest, kind: Kind) -> AnswerKey | None:
-    """The key that groups the same answers (CONTRACT §10c): `same_answers` is the
-    request's, else its kind's, else mark_once; None: each is marked on its own."""
-    same = request.same_answers or kind.same_answers
-    return rt.tokens.answer_key if same == "mark_once" else None
+    """The key that groups the same answers (docs/same-answer.md): the request's
+    `same_answers`, else its kind's; None: each is marked on its own.  The kind's
+    "loose" normalises loosely whenever its answers are grouped."""
+    if request.same_answers == "mark_each" or (
+            request.same_answers is None and kind.same_answers in ("off", "mark_each")):
+        return None
+    key = rt.tokens.answer_key
+    return key.loosely() if kind.same_answers == "loose" else key
 
 
 def _unknown_ids(ids: Sequence[UUID], tail: str = "") -> Invalid:
@@ -94,7 +98,8 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
                                group=request.group or request.assignment_id,
                                remark=request.remark, pool=pool.name, money=money,
                                kind=request.kind, payload=request.payload,
-                               answer_key=answer_key(rt, request, kind))
+                               answer_key=answer_key(rt, request, kind),
+                               lane="batch" if batch else "live")
     if d.unknown_ids:
         raise _unknown_ids(d.unknown_ids)
     row_cost = d.batch_row_cost_usd if batch else d.row_cost_usd

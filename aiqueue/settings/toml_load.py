@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aiqueue import paths
-from aiqueue.answers import DEFAULT_SAME_ANSWERS, SAME_ANSWERS
+from aiqueue.answers import DEFAULT_SAME_ANSWERS, KIND_SAME_ANSWERS
 from aiqueue.errors import SettingsError
 from aiqueue.settings import prompt_cache
 from aiqueue.settings.calendar import check_zone
@@ -169,9 +169,9 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
     if lane not in ("live", "batch"):
         raise SettingsError(f"{where}.lane must be \"live\" or \"batch\", got {lane!r}")
     same = body.get("same_answers", DEFAULT_SAME_ANSWERS)
-    if same not in SAME_ANSWERS:
-        raise SettingsError(f"{where}.same_answers must be \"mark_once\" or \"mark_each\", "
-                            f"got {same!r}")
+    if same not in KIND_SAME_ANSWERS:
+        raise SettingsError(f"{where}.same_answers must be \"mark_once\", \"loose\" or "
+                            f"\"off\", got {same!r}")
     kind = Kind(
         name=name, pool=pool, dispatch=target, token_env=token_env, lane=lane,
         same_answers=same,

@@ -233,3 +233,13 @@ def test_a_kind_may_mark_each_answer(tmp_path: Path) -> None:
     bad = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "once"')
     with pytest.raises(SettingsError, match=r"kinds\.essay\.same_answers"):
         load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, bad))})
+
+
+@pytest.mark.parametrize("choice", ["loose", "off", "mark_once"])
+def test_a_kind_chooses_how_answers_compare(tmp_path: Path, choice: str) -> None:
+    text = GOOD.replace('lane = "batch"', f'lane = "batch"\nsame_answers = "{choice}"')
+    q = load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, text))}).queue
+    assert q.kind("essay").same_answers == choice
+    bad = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "strict"')
+    with pytest.raises(SettingsError, match=r'"mark_once", "loose" or "off"'):
+        load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, bad))})
