@@ -221,5 +221,8 @@ KEYS: dict[str, dict[str, Described]] = {
                                     "rows fall back (an open circuit falls back at once), "
                                     "and how long after its last hold it is tried again.",
                                     "`120`"),
+        "expected_seconds": V("Seconds one row of the kind is expected to take, for the "
+                              "estimate before any row of it has finished; without it the "
+                              "time is shown after the first marks.", "none"),
     },
 }

@@ -34,7 +34,7 @@ KNOWN_ERRORS = frozenset({
     "auth_failed",
 })
 # The most one result may cost, in USD: a larger (or non-finite) cost_usd is refused
-# for cost (docs/money.md).
+# for cost (docs/concepts.md).
 MAX_COST_USD = 1000.0
 _HTTP_ERROR = re.compile(r"model_http_[1-5][0-9][0-9]")
 

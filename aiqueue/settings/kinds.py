@@ -102,6 +102,9 @@ class Kind:
     # `fallback_after_seconds`.
     fallback: str | None = None
     fallback_after_seconds: float = 120.0
+    # Seconds one row is expected to take before any row of the kind has finished
+    # (docs/concepts.md#an-estimate-first); None: unknown until the first marks.
+    expected_seconds: float | None = None
 
 
 @dataclass(frozen=True)

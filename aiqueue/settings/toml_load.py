@@ -41,7 +41,7 @@ POOL_KEYS = frozenset({
 KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
     "token_env", "max_in_flight", "max_attempts", "lane", "same_answers", "fallback",
-    "fallback_after_seconds",
+    "fallback_after_seconds", "expected_seconds",
 })
 # Where each provider's batch API is, unless batch_base_url says otherwise.
 _BATCH_URLS: dict[BatchProvider, str] = {"openai": "https://api.openai.com/v1",
@@ -181,10 +181,21 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
         fallback=text(f"{where}.fallback", body["fallback"]) if "fallback" in body else None,
         fallback_after_seconds=seconds(f"{where}.fallback_after_seconds",
                                        body.get("fallback_after_seconds", 120)),
+        expected_seconds=_expected(where, body.get("expected_seconds")),
     )
     if "fallback_after_seconds" in body and kind.fallback is None:
         raise SettingsError(f"{where}.fallback_after_seconds needs {where}.fallback")
     return _with_target(kind, where, body, env, token, local_run)
+
+
+def _expected(where: str, value: object) -> float | None:
+    """expected_seconds: absent, or a number of seconds above 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 86400:
+        raise SettingsError(f"{where}.expected_seconds must be a number of seconds above 0 "
+                            "and under a day")
+    return float(value)
 
 
 def seconds(where: str, value: object) -> float:

@@ -1,5 +1,5 @@
 """A result's cost_usd above 1,000 or not finite is refused for cost; the result applies
-(docs/money.md)."""
+(docs/concepts.md)."""
 
 from __future__ import annotations
 

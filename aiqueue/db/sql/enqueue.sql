@@ -191,7 +191,7 @@ UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 -- remark) and how many are marked already; the unknown ids; what a row of the
 -- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,
 -- $6: the money plan); the group's and pool's spend in the windows that hold
--- now; and what runs ahead of it (the pending and processing rows of every pool).
+-- now; and what runs ahead of it in its pool.
 -- The same answer (docs/same-answer.md): `rows` counts only the answers that
 -- will be marked, `same_answers` the rows that would copy a mark, keyed and led
 -- as the enqueue keys and leads them ($7/$8 the key's pads, NULL: mark_each;
@@ -242,6 +242,15 @@ SELECT (SELECT n FROM marks) AS rows,
        aiqueue_batch_price_usd($6::jsonb, $5::text, est.model, est.prompt_tokens,
                                est.completion_tokens, est.cost_usd) AS batch_row_cost_usd,
        sp.group_hour, sp.group_day, sp.pool_day,
-       (SELECT coalesce(sum(c.n), 0) FROM ai_marking_counts c
-        WHERE c.status IN ('pending', 'processing'))::bigint AS ahead
+       -- What runs before these rows (docs/concepts.md#an-estimate-first): the
+       -- pool's rows due now (not a row waiting for its not_before, its run's
+       -- calibration, a batch or its same answer's leader; counted up to
+       -- 100,000), and those at its function.
+       (SELECT count(*) FROM (SELECT 1 FROM ai_marking_queue q
+                              WHERE q.status = 'pending' AND q.pool = $5::text
+                                AND q.run_after <= now()
+                              LIMIT 100000) due)
+       + (SELECT count(*) FROM ai_marking_queue q
+          WHERE q.status = 'processing' AND q.pool = $5::text AND q.lease_at IS NOT NULL)
+           AS ahead
 FROM est, aiqueue_spend_now($6::jsonb -> $5::text, $5::text, $4::text) sp;
