@@ -14,6 +14,7 @@ import pytest
 from aiqueue.answers import AnswerKey, KindSameAnswers
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
+from aiqueue.models.calibration import GateAsked
 from aiqueue.web.app import create_app
 from tests.conftest import app_client, enqueued
 from tests.integration.same_answer_kit import (
@@ -160,3 +161,22 @@ async def test_a_settle_is_not_blocked_by_an_enqueue_of_other_answers(
         await other.execute("ROLLBACK")
         await other.close()
         await asyncio.gather(settle, return_exceptions=True)
+
+
+async def test_a_follower_held_for_calibration_is_marked_after_the_release(
+        store: Store, conn: asyncpg.Connection) -> None:
+    # The first "oxygen" is checked first; its copy waits for the teacher's release, and
+    # is marked then, even though its leader was marked long before.
+    ids = await add_answers(conn, ["oxygen", "oxygen", "water"])
+    out = enqueued(await store.enqueue(ids, "hw-1", 0, {"q": "1"}, answer_key=KEY,
+                                       gate=GateAsked(submission_ids=(str(ids[0]),))))
+    assert out.run_id is not None
+    calls: Counter[str] = Counter()
+    await drain(store, calls)
+    assert sum(calls.values()) == 1  # the check only
+    await store.calibration_release(out.run_id, "teacher")
+    await drain(store, calls)
+    got = await marks(conn, ids)
+    assert None not in got.values()
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue "
+                               "WHERE status IN ('pending', 'processing')") == 0
