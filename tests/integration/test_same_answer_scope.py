@@ -151,9 +151,11 @@ async def test_a_settle_is_not_blocked_by_an_enqueue_of_other_answers(
         settle = asyncio.create_task(store.complete(Completed(
             job.queue_id, job.dispatch_seq, {"score": 1},
             {"prompt_tokens": 1, "completion_tokens": 1}), PLAN))
-        # Either the settle ends, or it waits on a lock the open enqueue holds.
+        # Either the settle ends, or it waits on a lock the open enqueue holds (this
+        # test's database: the server is shared).
         while not settle.done() and not await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)"):
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = "
+                "current_database() AND wait_event_type = 'Lock')"):
             await asyncio.sleep(0.01)
         assert settle.done(), "the settle waits for the enqueue's commit"
         assert await settle
