@@ -237,14 +237,19 @@ KEYS: dict[str, dict[str, Described]] = {
         "max_attempts": V("Attempts before a row of the kind fails.", "`QUEUE_MAX_ATTEMPTS`"),
         "lane": V("The lane an enqueue of the kind takes when it names none: `live` or "
                   "`batch`."),
-        "same_answers": V("When an enqueue of the kind does not say: `mark_once` marks "
-                          "answers that are the same after normalising once and copies the "
-                          "mark; `mark_each` marks every answer.", "`mark_once`"),
+        "same_answers": V("`mark_once` marks answers that are the same after normalising "
+                          "(NFKC, whitespace; case kept) once and copies the mark; `loose` "
+                          "also ignores case and a final `.`/`!`; `off` (or `mark_each`) "
+                          "marks every answer unless the enqueue asks for `mark_once`. "
+                          "See [the same answer](../same-answer.md).", "`mark_once`"),
         "fallback": V("Another kind, in another pool, whose function takes this kind's due "
                       "rows while this kind's pool is down."),
         "fallback_after_seconds": V("How long the pool must refuse every call before its "
                                     "rows fall back (an open circuit falls back at once), "
                                     "and how long after its last hold it is tried again.",
                                     "`120`"),
+        "expected_seconds": V("Seconds one row of the kind is expected to take, for the "
+                              "estimate before any row of it has finished; without it the "
+                              "time is shown after the first marks.", "none"),
     },
 }

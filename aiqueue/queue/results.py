@@ -33,6 +33,9 @@ KNOWN_ERRORS = frozenset({
     "context_length_exceeded", "content_filtered", "invalid_output", "bad_request",
     "auth_failed",
 })
+# The most one result may cost, in USD: a larger (or non-finite) cost_usd is refused
+# for cost (docs/concepts.md).
+MAX_COST_USD = 1000.0
 _HTTP_ERROR = re.compile(r"model_http_[1-5][0-9][0-9]")
 
 
@@ -102,7 +105,13 @@ def _refusal(error: object) -> str | None:
 
 
 def _usage(usage: object) -> dict[str, Any] | None:
-    """Keep only the cost-tracking fields, so nothing else rides along into storage."""
+    """Keep only the cost-tracking fields, so nothing else rides along into storage.
+
+    A `cost_usd` above MAX_COST_USD or not finite is refused for cost (dropped; the
+    tokens, if sound, are still priced): sums of such costs would overflow the spend.
+    """
+    if isinstance(usage, dict) and not plausible_cost(usage.get("cost_usd")):
+        usage = {k: v for k, v in usage.items() if k != "cost_usd"}
     if not isinstance(usage, dict) or not sound_usage(usage):
         return None
     keep: dict[str, Any] = cache.counts(usage)
@@ -115,6 +124,14 @@ def _usage(usage: object) -> dict[str, Any] | None:
     if usage.get("simulated") is True:
         keep["simulated"] = True  # the reference function's simulator: plausible, not real
     return keep or None
+
+
+def plausible_cost(cost: object) -> bool:
+    """Whether a result's cost_usd may be kept: absent or not a number (ignored later),
+    or a finite number no larger than MAX_COST_USD (a negative one is unsound usage)."""
+    if not isinstance(cost, (int, float)) or isinstance(cost, bool):
+        return True
+    return math.isfinite(cost) and cost <= MAX_COST_USD
 
 
 def sound_usage(usage: dict[str, Any]) -> bool:

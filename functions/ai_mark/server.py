@@ -190,12 +190,7 @@ def create_app(
 async def _dispatch(request: Request, settings: Settings, verifier: DispatchVerifier | None, *,
                     need_callback: bool) -> dict[str, Any]:
     check_bearer(request.headers, settings.function_token)
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    body = await bounded_body(request)
     message = verifier.verify(body, request.headers) if verifier is not None else None
     dispatch = decode_json(body)
     if modes.is_mode(dispatch):
@@ -205,6 +200,22 @@ async def _dispatch(request: Request, settings: Settings, verifier: DispatchVeri
         # Only a dispatch that is about to be worked on counts as accepted.
         verifier.accept_once(message)
     return dispatch
+
+
+async def bounded_body(request: Request) -> bytes:
+    """The body, refused with 413 before it is read past MAX_BODY_BYTES: by its declared
+    length, else (a chunked body declares none) as soon as the chunks pass the bound."""
+    too_large = HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
