@@ -29,7 +29,7 @@ from aiqueue_client.types import (
 __all__ = [
     "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
-    "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
-    "RunReverted", "SubmissionStatus", "UsageReport",
+    "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted",
+    "RowDetail", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
     "call", "verify_notification",
 ]
