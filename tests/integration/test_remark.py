@@ -173,7 +173,7 @@ async def test_every_result_says_its_payload_version(
     queue_id = await conn.fetchval("SELECT queue_id FROM ai_marking_results "
                                    "WHERE submission_id = $1", ids[0])
     detail = (await client.get(f"/api/marking/rows/{queue_id}", headers=AUTH)).json()
-    assert detail["result"]["payload_version"] == version(P1)
+    assert detail["result"]["payload_version"] == detail["payload_version"] == version(P1)
     history = (await client.get(f"/api/marking/submissions/{ids[0]}/results",
                                 headers=AUTH)).json()["items"]
     assert [(h["payload_version"], h["applied"]) for h in history] == [(version(P1), True)]

@@ -271,6 +271,7 @@ class RowResultStatus(TypedDict):
     applied_at: str
     superseded: bool
     model: str | None
+    payload_version: NotRequired[str | None]
 
 
 class RowDetail(TypedDict):
@@ -290,3 +291,5 @@ class RowDetail(TypedDict):
     pool: NotRequired[str]
     history: list[RowAttempt]
     result: NotRequired[RowResultStatus | None]
+    # The row's payload: the hex sha256 the queue stores it under (None: the empty payload).
+    payload_version: NotRequired[str | None]

@@ -1155,6 +1155,8 @@ export interface components {
             history: components["schemas"]["RowAttempt"][];
             /** @description null until a result was applied */
             result: components["schemas"]["RowResultStatus"] | null;
+            /** @description the row's payload: the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
+            payload_version?: string | null;
         };
         /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
         RowExpired: {
