@@ -1050,11 +1050,11 @@ export interface components {
                 [key: string]: unknown;
             };
             /** @description re-mark answers a teacher accepted or adjusted too (default false: kept) */
-            include_reviewed?: boolean;
-            /** @description rows not yet dispatched that an edit of this assignment enqueued this many seconds ago or less, under another payload, end cancelled ("superseded") */
-            debounce_seconds?: number;
+            include_reviewed?: boolean | null;
+            /** @description rows not yet dispatched that an edit of this assignment enqueued this many seconds ago or less, under another payload, end cancelled ("superseded"); default 60 */
+            debounce_seconds?: number | null;
             /** @description count and price it, enqueue nothing (200) */
-            dry_run?: boolean;
+            dry_run?: boolean | null;
         };
         /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
         ReplayAnswer: {
