@@ -73,6 +73,7 @@ async def estimate(rt: Runtime, request: Remark,
     return RemarkEstimate(
         enqueued=e.rows + e.same_answers, unchanged=plan.unchanged,
         reviewed_kept=plan.reviewed_kept, same_answers=e.same_answers, rows=e.rows,
+        already_marked=0,
         estimated_tokens=e.estimated_tokens, estimated_cost_usd=e.estimated_cost_usd,
         eta_seconds=e.eta_seconds, capped=e.capped, lane="live")
 

@@ -78,6 +78,8 @@ class RemarkEstimate(Wire):
     reviewed_kept: Count
     same_answers: Count
     rows: Count = described("answers the model would mark (copies of a mark excluded)")
+    already_marked: Count = described(
+        "always 0: a re-mark marks again what its payload changed", default=0)
     estimated_tokens: Count
     estimated_cost_usd: Usd | None
     eta_seconds: Seconds

@@ -244,6 +244,7 @@ class RemarkEstimate(TypedDict):
     reviewed_kept: int
     same_answers: int
     rows: int
+    already_marked: NotRequired[int]
     estimated_tokens: int
     estimated_cost_usd: float | None
     eta_seconds: float | None

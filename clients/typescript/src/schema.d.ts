@@ -1034,6 +1034,8 @@ export interface components {
             same_answers: number;
             /** @description answers the model would mark (copies of a mark excluded) */
             rows: number;
+            /** @description always 0: a re-mark marks again what its payload changed */
+            already_marked?: number;
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
