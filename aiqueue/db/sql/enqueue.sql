@@ -60,9 +60,10 @@ todo AS MATERIALIZED (
           WHERE (NOT x.marked OR $6::boolean)
             AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
                             WHERE q.submission_id = x.id AND q.status IN ('pending', 'processing')
-                              -- a re-mark adds its row beside a live row of another payload
+                              -- a re-mark adds its row beside a live row of another
+                              -- payload (the id looked up once: an InitPlan)
                               AND (NOT $6::boolean OR q.payload_id IS NOT DISTINCT FROM
-                                   aiqueue_payload_id($4::jsonb)))
+                                   (SELECT aiqueue_payload_id($4::jsonb))))
             AND NOT EXISTS (SELECT 1 FROM subs u WHERE NOT u.known)
           ORDER BY x.ord) o
 ),
@@ -203,7 +204,7 @@ subs AS MATERIALIZED (
            EXISTS (SELECT 1 FROM ai_marking_queue q
                    WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing')
                      AND (NOT $3::boolean OR q.payload_id IS NOT DISTINCT FROM
-                          aiqueue_payload_id($10::jsonb)))
+                          (SELECT aiqueue_payload_id($10::jsonb))))
                AS live,
            aiqueue_answer_key(s.content, $7::bytea, $8::bytea) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
