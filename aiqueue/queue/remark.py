@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
@@ -52,6 +53,12 @@ async def remark(rt: Runtime, request: Remark, *, only: Sequence[UUID] | None = 
                unchanged=done.plan.unchanged, reviewed_kept=done.plan.reviewed_kept,
                superseded=done.superseded, same_answers=done.same_answers)
     return done
+
+
+async def current_payload(rt: Runtime, assignment_id: str) -> dict[str, Any] | None:
+    """The assignment's current payload: its newest re-mark's, else its newest row's (None:
+    none known), to build the next one from (a clarification adds a note to it)."""
+    return await rt.store.current_payload(assignment_id)
 
 
 def accepted(done: Remarked) -> RemarkAccepted:

@@ -212,3 +212,13 @@ async def test_two_edits_at_once_take_turns_and_the_later_one_wins(
                                   "ORDER BY r.id DESC LIMIT 1")
     assert live[0]["payload"] == current
     assert later["run_id"] is not None
+
+
+async def test_the_current_payload_is_the_newest_edits(
+        client: httpx.AsyncClient, store: Store, conn: asyncpg.Connection) -> None:
+    assert await store.current_payload("hw-1") is None
+    await marked_class(store, conn, 2)
+    assert await store.current_payload("hw-1") == P1
+    await remark(client, P2)
+    await remark(client, P3)
+    assert await store.current_payload("hw-1") == P3
