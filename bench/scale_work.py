@@ -106,8 +106,9 @@ async def enqueue_vs_bare(dsn: str, repeats: int, ids: int = 10_000) -> list[flo
             "INSERT INTO submissions (id, assignment_id, content) SELECT gen_random_uuid(), "
             "'bulk', 'answer ' || g FROM generate_series(1, $1) g RETURNING id", ids)]
         key = AnswerKey.derive(SECRET)
+        # The enqueue's parameters as bench/db.py's enqueue_breakdown passes them.
         args = (subs, "bulk", 0, "{}", "bulk", False, "mark", "default", None, None,
-                key.inner_pad, key.outer_pad)
+                key.inner_pad, key.outer_pad, False, "live")
         bare = ("INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
                 "SELECT id, 'bulk', gen_random_uuid() FROM unnest($1::uuid[]) id")
         await _timed_and_undone(conn, queries()["enqueue"], *args)  # warm
