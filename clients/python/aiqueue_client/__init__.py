@@ -2,7 +2,18 @@
 
 from aiqueue_client.client import AsyncMarkingClient
 from aiqueue_client.errors import MarkingError
-from aiqueue_client.notifications import BadSignature, verify_notification
+from aiqueue_client.notifications import (
+    AlertOpened,
+    AlertResolved,
+    BadSignature,
+    BudgetWarning,
+    CalibrationReady,
+    Notification,
+    RowExpired,
+    RowFailed,
+    RunFinished,
+    verify_notification,
+)
 from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
@@ -27,6 +38,8 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
+    "AlertOpened", "AlertResolved", "BudgetWarning", "CalibrationReady", "Notification",
+    "RowExpired", "RowFailed", "RunFinished",
     "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
     "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted",

@@ -473,7 +473,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** An operator ends a pending row as failed with last_error "operator: <note>"; 409 when it is not pending */
+        /** An operator ends a pending row as failed with last_error "operator" (the note is kept in its history on /ai-queue); 409 when it is not pending */
         post: operations["failRow"];
         delete?: never;
         options?: never;
@@ -856,7 +856,7 @@ export interface components {
             estimated_tokens: number;
             estimated_cost_usd: number | null;
         };
-        /** @description An operator ends a pending row as failed; last_error becomes "operator: <note>". */
+        /** @description An operator ends a pending row as failed: last_error "operator", the note in its history on /ai-queue only. */
         FailRequest: {
             /** @description the operator's words (no student content) */
             note: string;
@@ -1659,7 +1659,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1670,9 +1674,12 @@ export interface operations {
                     "application/json": components["schemas"]["RetryAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -1724,7 +1731,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1735,9 +1746,11 @@ export interface operations {
                     "application/json": components["schemas"]["Reverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1754,7 +1767,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1765,8 +1782,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunAccepted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1783,7 +1802,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1794,8 +1817,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunReverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1944,7 +1969,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1955,8 +1984,10 @@ export interface operations {
                     "application/json": components["schemas"]["CancelAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -2063,7 +2094,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2074,8 +2109,11 @@ export interface operations {
                     "application/json": components["schemas"]["Erased"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -2246,7 +2284,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2257,9 +2299,11 @@ export interface operations {
                     "application/json": components["schemas"]["RowDetail"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
