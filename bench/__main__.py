@@ -5,7 +5,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records, settle
+from bench import (
+    batchlane,
+    batchpack,
+    cache,
+    db,
+    flow,
+    groups,
+    loop,
+    money,
+    pools,
+    records,
+    settle,
+    traces,
+)
 from bench.common import Table, fresh_database, print_table
 
 
@@ -310,8 +323,11 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only == "same_answers":
-        await beside_rows(rows, repeats, big)
+    if only in ("traces", "same_answers"):
+        if only == "traces":
+            await traces.traces_rows(rows, repeats, jobs)
+        else:
+            await beside_rows(rows, repeats, big)
         print("\nall figures:", flush=True)
         print_table(rows)
         return
@@ -356,7 +372,7 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
                                            "pools", "money", "targets", "cache", "groups",
-                                           "settle", "same_answers"],
+                                           "settle", "traces", "same_answers"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

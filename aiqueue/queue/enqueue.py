@@ -21,9 +21,12 @@ from aiqueue.wire.answers import EnqueueAccepted, EnqueueEstimate, EstimatePart,
 
 
 async def enqueue(
-    rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None
+    rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None,
+    caller: str | None = None,
 ) -> tuple[EnqueueAccepted, bool]:
     """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer.
+
+    `caller`: the request's W3C traceparent, which each new job's trace links to.
 
     The answer is kept (for the key's repeats) as the mapping the store wrote, so what
     is stored stays as it was; both are read here as the type.
@@ -33,6 +36,7 @@ async def enqueue(
     batch = None
     if overnight.lane_of(rt, request) == "batch":
         batch = await overnight.lane_times(rt, kind.pool, request.deadline)
+    started = rt.tracer.now()
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
         group=request.group, remark=request.remark, key=key, kind=request.kind,
@@ -50,6 +54,8 @@ async def enqueue(
         case UnknownIds(ids):
             raise _unknown_ids(ids, "; nothing was enqueued")
     answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
+    await rt.tracer.enqueued(rt.store, outcome.queue_ids, started, kind=request.kind,
+                             pool=kind.pool, caller=caller)
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
                enqueued=answer.enqueued,
                skipped=answer.skipped, already_marked=answer.already_marked,

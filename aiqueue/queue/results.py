@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
-from aiqueue import logs, wire
+from aiqueue import logs, tracing, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, learned_window
-from aiqueue.models import Completed, Job
-from aiqueue.queue import cache, fallback
+from aiqueue.models import Completed, Job, QueueId
+from aiqueue.queue import cache, fallback, spend
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.webhook import WebhookItem
 
@@ -149,6 +149,14 @@ def sound_usage(usage: dict[str, Any]) -> bool:
 
 async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     """Apply one verified item; True if it changed something."""
+    started = rt.tracer.now()
+    applied = await _apply(rt, item)
+    if rt.tracer.on and item.status != "progress":
+        await rt.tracer.applied(rt.store, [told(rt, item, applied)], started)
+    return applied
+
+
+async def _apply(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
@@ -200,11 +208,26 @@ async def settle_items(rt: Runtime[ResultsStore], items: Sequence[ResultItem], t
     Per item, whether it changed something and the job claimed for it (None
     when the gate is closed or nothing is due), taken by `taker` to send.
     """
+    started = rt.tracer.now()
     outcomes = await rt.store.settle([completed(item) for item in items],
                                      fallback.plan(rt), taker)
     for item, (done, _job) in zip(items, outcomes, strict=True):
         _completed(item.claim, done)
+    if rt.tracer.on:  # each result's span, and the claims the statement made
+        await rt.tracer.applied(rt.store, [told(rt, item, done) for item, (done, _) in
+                                           zip(items, outcomes, strict=True)],
+                                started, [job for _, job in outcomes if job is not None])
     return outcomes
+
+
+def told(rt: Runtime[ResultsStore], item: ResultItem, applied: bool) -> tracing.Applied:
+    """A result as its span tells it (docs/tracing.md): ids, counts, codes, the cost."""
+    claim = item.claim
+    outcome = item.refusal or item.status
+    return tracing.Applied(
+        QueueId(claim.queue_id), claim.attempt, outcome, applied, item.usage,
+        cost_usd=spend.cost_usd(item.usage, rt.settings.model_prices),
+        error_code=item.error_code if outcome == "failed" else item.refusal)
 
 
 def completed(item: ResultItem) -> Completed:
