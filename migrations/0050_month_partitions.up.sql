@@ -74,8 +74,9 @@ BEGIN
         EXECUTE format('ALTER TABLE %I RENAME TO %I', t.name, legacy);
         FOR ix IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                   WHERE i.indrelid = to_regclass(legacy) LOOP
+            -- A partition's index: its parent's name and the partition's own part.
             EXECUTE format('ALTER INDEX %I RENAME TO %I', ix.relname,
-                           legacy || substr(ix.relname, length(t.name) + 1));
+                           ix.relname || '_upto_' || suffix);
         END LOOP;
         EXECUTE format('ALTER TABLE %I ALTER COLUMN %I DROP IDENTITY', legacy, t.ident);
         EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
@@ -95,6 +96,14 @@ BEGIN
         EXECUTE format('CREATE TABLE %I PARTITION OF %I DEFAULT', t.name || '_default', t.name);
         EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (%I)', t.name || '_default',
                        t.unique_column);
+        FOR ix IN SELECT c.relname AS child, p.relname || '_' || part.tail AS named
+                  FROM (VALUES ('m' || suffix), ('default')) AS part (tail)
+                  JOIN pg_index x ON x.indrelid = to_regclass(t.name || '_' || part.tail)
+                  JOIN pg_class c ON c.oid = x.indexrelid
+                  JOIN pg_inherits i ON i.inhrelid = x.indexrelid
+                  JOIN pg_class p ON p.oid = i.inhparent LOOP
+            EXECUTE format('ALTER INDEX %I RENAME TO %I', ix.child, ix.named);
+        END LOOP;
     END LOOP;
 END
 $partitions$;

@@ -82,6 +82,7 @@ DECLARE
                   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                   WHERE c.oid = p_parent);
     fallback regclass;
+    ix record;
 BEGIN
     IF EXISTS (SELECT 1 FROM aiqueue_partitions() x
                WHERE x.parent = p_parent AND NOT x.is_default
@@ -100,6 +101,15 @@ BEGIN
     EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%I)', part, p_unique);
     EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)',
                    p_parent, part, lo, hi);
+    -- Each of its indexes named as its parent's, with the month (migration 0050's rule).
+    FOR ix IN SELECT c.oid::regclass AS child,
+                     p.relname || '_m' || to_char(p_month, 'YYYYMM') AS named
+              FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+              JOIN pg_inherits i ON i.inhrelid = x.indexrelid
+              JOIN pg_class p ON p.oid = i.inhparent
+              WHERE x.indrelid = part::regclass LOOP
+        EXECUTE format('ALTER INDEX %s RENAME TO %I', ix.child, ix.named);
+    END LOOP;
     PERFORM aiqueue_partition_lock(part::regclass);
     RETURN true;
 END
