@@ -55,9 +55,9 @@ def parse(model: type[W], data: object) -> W:
 
 
 def no_fields(body: object) -> None:
-    """A route that takes no body: nothing, `null` or `{}` pass; anything else is Invalid
-    (422) naming the fields sent (their names only, never a value)."""
-    if body is None or body == {}:
+    """A route that takes no body: `{}` (an empty body reads as that) passes; anything else
+    is Invalid (422) naming the fields sent (their names only, never a value)."""
+    if body == {}:
         return
     if not isinstance(body, dict):
         raise Invalid("this route takes no body: send none or {}")
