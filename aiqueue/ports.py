@@ -32,9 +32,10 @@ from aiqueue.models.batch import OrphanAccount
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.settings.plan import ClaimPlan
+from aiqueue.tracing import TraceStore
 
 
-class ResultsStore(Protocol):
+class ResultsStore(TraceStore, Protocol):
     """queue/results.py: apply a result once, note progress, put a row back, fail it."""
 
     async def complete(self, item: Completed, plan: ClaimPlan) -> bool: ...

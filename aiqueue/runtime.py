@@ -18,6 +18,7 @@ from aiqueue.dispatch.aws import AwsCredentials, OidcToken
 from aiqueue.errors import SchemaBehind, ZoneUnknown
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
+from aiqueue.tracing import Tracer, start
 
 # While the schema is behind, look again this often (a migration may have run since).
 SCHEMA_RECHECK_SECONDS = 10.0
@@ -63,6 +64,8 @@ class Runtime(Generic[StoreT]):
     zone_unknown: ZoneUnknown | None = None
     # "now" of the time-of-day figures (tests inject a fixed moment)
     clock: Clock = database_clock
+    # One trace per job (docs/tracing.md); off unless an OTLP endpoint is set.
+    tracer: Tracer = field(default_factory=Tracer)
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None,
@@ -77,7 +80,7 @@ class Runtime(Generic[StoreT]):
         tokens = tokens or Tokens(settings.queue_secrets,
                                   session_binding=settings.session_binding)
         return Runtime(settings=settings, store=Store(pool), http=http_client(), tokens=tokens,
-                   aws=aws, clock=clock)
+                       aws=aws, clock=clock, tracer=start(settings.tracing))
 
     def own(self, kind: type[Owned]) -> Owned:
         """This instance's `kind`, made on first use: a module keeps its own state here,
@@ -127,6 +130,7 @@ class Runtime(Generic[StoreT]):
     async def close(self: Runtime[Store]) -> None:
         await self.http.aclose()
         await self.store.close()
+        self.tracer.close()
 
 
 async def unknown_zone(store: Store, settings: Settings) -> ZoneUnknown | None:

@@ -198,6 +198,10 @@ class SubmissionResult:
     held: bool = False
     # Why its latest row is not marked yet, and until when (None: no row).
     wait: RowWait | None = None
+    # A re-mark (docs/remark.md): the mark it replaced, when that was made under another
+    # payload; and whether the mark shown was made under another than the saved one.
+    previous_result: dict[str, Any] | None = None
+    older_rubric: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
@@ -217,6 +221,8 @@ class SubmissionResult:
             same_answers=row["same_answers"],
             held=bool(row["held"]),
             wait=RowWait.from_row(row) if row["queue_status"] else None,
+            previous_result=loads("previous_result"),
+            older_rubric=bool(row["older_rubric"]),
         )
 
 

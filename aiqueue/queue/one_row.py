@@ -20,7 +20,8 @@ async def detail(rt: Runtime, queue_id: UUID) -> RowDetail:
     if row is None:
         raise NotFound(f"no queue row {queue_id}")
     history = await rt.store.attempts_of(queue_id)
-    return RowDetail.of_parts(row, history, await rt.store.row_result(queue_id))
+    return RowDetail.of_parts(row, history, await rt.store.row_result(queue_id),
+                              await rt.store.row_payload_version(queue_id))
 
 
 async def _ended(rt: Runtime, queue_id: UUID, action: str) -> Conflict:

@@ -34,7 +34,6 @@ from aiqueue.ports import OvernightStore
 from aiqueue.queue import orphans
 from aiqueue.queue.orphans import Account
 from aiqueue.queue.results import apply_item, parse_item
-from aiqueue.queue.spend import batch_cost
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import BATCH_SHARE, Lane, Pool
 from aiqueue.wire import EnqueueRequest
@@ -169,7 +168,7 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
                                        account.key, min(config.call_seconds, LANE_SECONDS))
     packer = Packer(store=rt.store, provider=provider,
                     modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
-                    settle=lambda items: settle(rt, items, config.pool),
+                    settle=lambda items: settle(rt, items),
                     job_body=lambda row: job_body(rt, row), config=config, until=until)
     try:
         report = await step(packer, now)
@@ -195,8 +194,8 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 
-async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]],
-                 pool: str) -> list[LineFailure]:
+async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]]
+                 ) -> list[LineFailure]:
     """Apply parsed items as the webhook would; return the failures for the lane."""
     failures: list[LineFailure] = []
     for raw in raw_items:
@@ -210,12 +209,10 @@ async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]
             failures.append(LineFailure(QueueId(item.claim.queue_id), item.claim.dispatch_seq,
                                         item.error_code, item.retryable))
             continue
-        # The pool's batch price; the lane is recorded with the result so that
-        # the report splits cost by lane.
+        # The lane is recorded with the result: the store prices it at the pool's
+        # batch price of its billed tokens (docs/overnight.md), and the report
+        # splits cost by lane.
         usage: dict[str, Any] = {**(item.usage or {}), "lane": "batch"}
-        cost = batch_cost(item.usage, rt.settings.queue, pool)
-        if cost is not None:
-            usage["cost_usd"] = cost
         await apply_item(rt, dataclasses.replace(item, usage=usage))
     return failures
 

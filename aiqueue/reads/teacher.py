@@ -99,6 +99,8 @@ def _submission_json(row: SubmissionResult) -> dict[str, Any]:
         "review": row.review,
         "adjusted_score": adjusted.get("score"),
         "progress": _progress_item(row.progress),
+        "previous_result": row.previous_result,
+        "older_rubric": row.older_rubric,
     }
 
 

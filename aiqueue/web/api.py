@@ -32,7 +32,8 @@ async def enqueue(request: Request) -> Response:
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
         return respond(await dry_run(rt, body))
-    answer, replayed = await enqueue_jobs(rt, body, key)
+    # The host's own trace (its Mark All), which each job's trace links to (docs/tracing.md).
+    answer, replayed = await enqueue_jobs(rt, body, key, request.headers.get("traceparent"))
     if replayed:
         return respond(answer, 202, headers={"Idempotent-Replayed": "true"})
     return respond(answer, 202, background=BackgroundTask(loop.after_enqueue, rt, answer.enqueued))

@@ -24,6 +24,8 @@ from aiqueue_client.types import (
     Erased,
     MarkingEvent,
     Released,
+    RemarkAccepted,
+    RemarkEstimate,
     ReplayAnswer,
     ResultHistory,
     Reverted,
@@ -40,7 +42,7 @@ __all__ = [
     "RowExpired", "RowFailed", "RunFinished",
     "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
-    "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
-    "RunReverted", "SubmissionStatus", "UsageReport",
+    "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted",
+    "RowDetail", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
     "call", "verify_notification",
 ]

@@ -35,6 +35,9 @@ class RunFinished(TypedDict):
     cost_usd: float | None
     started_at: str
     finished_at: str
+    # A re-mark's run (docs/remark.md): how many submissions' scores it changed.
+    remark: NotRequired[bool]
+    changed: NotRequired[int]
 
 
 class RowFailed(TypedDict):
@@ -45,6 +48,8 @@ class RowFailed(TypedDict):
     submission_id: str
     assignment_id: str
     error: str | None
+    # The payload the row was marked under (docs/remark.md).
+    payload_version: NotRequired[str | None]
 
 
 class RowExpired(TypedDict):
@@ -55,6 +60,8 @@ class RowExpired(TypedDict):
     submission_id: str
     assignment_id: str
     error: str | None
+    # The payload the row was marked under (docs/remark.md).
+    payload_version: NotRequired[str | None]
 
 
 class AlertOpened(TypedDict):
