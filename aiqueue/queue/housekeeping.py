@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from aiqueue import logs
 from aiqueue.notify import alerts, delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import calibration, overnight, recovery, schedule
+from aiqueue.queue import calibration, canary, overnight, recovery, schedule
 from aiqueue.runtime import Runtime
 
 HOUSEKEEPING_EVERY = 1.0
@@ -86,6 +86,8 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     await alerts.evaluate(rt, force=force)
     # A calibration_ready two ends at once left unwritten; thresholds met (§10b).
     await calibration.release_when_met(rt)
+    # Drift canaries: their schedule, a model change, their rows (docs/canaries.md).
+    await canary.tick(rt, force=force)
     return Tidied(recovered, pruned)
 
 

@@ -30,7 +30,7 @@ RowStatus = Status
 Review = Literal["unreviewed", "accepted", "reverted"]
 SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
 UsageBy = Literal["day", "assignment", "group", "model", "kind", "pool", "lane"]
-AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency", "drift"]
 
 
 def described(text: str, **constraints: Any) -> Any:
