@@ -39,12 +39,15 @@ async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
 async def runs(client: httpx.AsyncClient) -> list[dict[str, Any]]:
     r = await client.get("/api/marking/canary?kind=mark", headers=AUTH)
     assert r.status_code == 200, r.text
-    items: list[dict[str, Any]] = r.json()["items"]
+    body: dict[str, Any] = r.json()
+    items: list[dict[str, Any]] = body["items"]
     return items
 
 
 async def drift_alerts(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-    return await conn.fetch("SELECT * FROM ai_queue_alerts WHERE alert = 'drift' ORDER BY id")
+    found: list[asyncpg.Record] = await conn.fetch(
+        "SELECT * FROM ai_queue_alerts WHERE alert = 'drift' ORDER BY id")
+    return found
 
 
 async def cron(client: httpx.AsyncClient) -> None:

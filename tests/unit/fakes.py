@@ -33,6 +33,7 @@ from aiqueue.models import (
 from aiqueue.models.agreement import Review
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 from aiqueue.models.calibration import Release, Thresholds
+from aiqueue.models.canary import CanaryJob, CanaryMarks, CanaryRun
 from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
 from aiqueue.settings.plan import ClaimPlan
@@ -75,6 +76,54 @@ class QuietParts:
 
     async def cron_called(self) -> None:
         self.calls.append(("cron_called", ()))
+
+    # -- drift canaries: none declared, none run -------------------------------
+
+    async def canary_start(self, kind: str, pool: str, trigger: str, lane: str, rows: int,
+                           model: str | None, version: str | None, max_share: float,
+                           lane_share: float) -> CanaryRun | None:
+        return None
+
+    async def canary_take(self, kind: str, pool: str, room: int) -> list[CanaryJob]:
+        return []
+
+    async def canary_answer(self, row_id: UUID, marks: dict[str, Any] | None,
+                            usage: dict[str, Any] | None, error: str | None,
+                            money: str | None) -> UUID | None:
+        return None
+
+    async def canary_timeouts(self, after_seconds: float) -> set[UUID]:
+        return set()
+
+    async def canary_running(self) -> list[tuple[UUID, str, str, int]]:
+        return []
+
+    async def canary_rows(self, run_id: UUID) -> list[CanaryMarks]:
+        return []
+
+    async def canary_yardstick(self, kind: str) -> CanaryRun | None:
+        return None
+
+    async def canary_finish(self, run_id: UUID, exact: float | None, qwk: float | None,
+                            model: str | None, version: str | None,
+                            yardstick: CanaryRun | None, passed: bool | None, drop: float,
+                            max_drop: float) -> CanaryRun | None:
+        return None
+
+    async def canary_accept(self, kind: str, actor: str | None) -> CanaryRun | None:
+        return None
+
+    async def canary_latest(self) -> list[CanaryRun]:
+        return []
+
+    async def canary_drift_open(self, kind: str) -> bool:
+        return False
+
+    async def canary_model_seen(self, kind: str, since: datetime,
+                                yardstick: tuple[str | None, str | None],
+                                last: tuple[str | None, str | None]
+                                ) -> tuple[str | None, str | None] | None:
+        return None
 
     # -- the calibration gate: no gated run ------------------------------------
 

@@ -7,6 +7,8 @@ from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
     AgreementReport,
+    CanaryRun,
+    CanaryRuns,
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
@@ -25,7 +27,8 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
+    "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "CanaryRun",
+    "CanaryRuns", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
     "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
     "RunReverted", "SubmissionStatus", "UsageReport",
