@@ -18,9 +18,9 @@ from aiqueue_client.events import follow
 from aiqueue_client.types import (
     Accepted,
     AgreementReport,
-    CancelAnswer,
     CanaryRun,
     CanaryRuns,
+    CancelAnswer,
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
