@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from aiqueue.web.app import create_app
-from tests.conftest import AUTH, add_submissions, app_client
+from tests.conftest import AUTH, SECRET, add_submissions, app_client
 from tests.integration.calibration_kit import drain, statuses
 from tests.integration.canary_kit import (
     ai_score,
@@ -110,6 +110,13 @@ async def test_a_model_swap_opens_a_drift_on_its_first_results_canary_and_gates_
         "SELECT type, assignment_id FROM ai_marking_outbox WHERE id <> ALL ($1::uuid[])",
         outbox)}
     assert new == {("marking.alert_opened", ""), ("marking.run_finished", "hw-9")}
+
+    # /ai-queue shows the kind's last canary and the open drift.
+    r = await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
+    assert r.status_code == 303
+    page = (await client.get("/ai-queue")).text
+    assert 'data-canary="mark" data-state="drift"' in page and 'data-drift="mark"' in page
+    assert "m-2" in page and "secret words" not in page
 
     # The next enqueue of the kind is gated: 5 calibration rows go, the rest wait.
     subs = await add_submissions(conn, 12, "hw-10")
