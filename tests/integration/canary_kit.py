@@ -92,7 +92,9 @@ async def answer_canaries(client: httpx.AsyncClient, function: Any, model: str,
     """Answer every canary dispatch so far as `model` would: the marker's score, and
     `off` points off every second one.  How many were answered, and the share of them
     equal to the teacher's score (the canary's `exact`, computed here on its own)."""
-    calls = canary_calls(function)
+    # In answer order ("answer 3" before "answer 12"), so "every second one" is fixed.
+    calls = sorted(canary_calls(function),
+                   key=lambda b: int(b["submission"]["content"].rsplit(" ", 1)[-1]))
     function.calls.clear()
     equal = 0
     for k, sent in enumerate(calls):
