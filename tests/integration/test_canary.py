@@ -167,6 +167,11 @@ async def test_an_unchanged_model_over_30_scheduled_canaries_opens_no_drift(
     assert await drift_alerts(conn) == []
     assert await marks_of(conn) == before
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_results") == results
+    # Their cost is a lane of its own in the usage report: 300 canary rows of 120 tokens.
+    r = await client.get("/api/marking/usage?by=lane", headers=AUTH)
+    lanes = {i["key"]: i for i in r.json()["items"]}
+    assert lanes["canary"]["jobs"] == 300 and lanes["canary"]["prompt_tokens"] == 30_000
+    assert lanes["live"]["jobs"] == results
 
 
 async def test_the_routes_refuse_what_they_cannot_do(
