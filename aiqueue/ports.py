@@ -29,7 +29,7 @@ from aiqueue.models import (
 )
 from aiqueue.models.agreement import Review
 from aiqueue.models.calibration import Release, Thresholds
-from aiqueue.models.canary import CanaryJob, CanaryMarks, CanaryRun
+from aiqueue.models.canary import CanaryBatch, CanaryJob, CanaryMarks, CanaryRun
 from aiqueue.models.records import Retained
 from aiqueue.settings.plan import ClaimPlan
 
@@ -90,6 +90,15 @@ class CanaryStore(Protocol):
                                 yardstick: tuple[str | None, str | None],
                                 last: tuple[str | None, str | None]
                                 ) -> tuple[str | None, str | None] | None: ...
+
+    async def canary_batch_runs(self) -> list[CanaryBatch]: ...
+
+    async def canary_batch_take(self, run_id: UUID, tag: str) -> list[CanaryJob]: ...
+
+    async def canary_batch_record(self, run_id: UUID, state: str, batch_id: str | None = None,
+                                  files: list[str] | None = None) -> None: ...
+
+    async def canary_fail_open(self, run_id: UUID, code: str) -> int: ...
 
 
 class WebhookStore(ResultsStore, CanaryStore, Protocol):

@@ -31,7 +31,14 @@ CREATE TABLE ai_marking_canary_runs (
     passed boolean,
     -- An operator made this canary the yardstick (POST .../canary/{kind}/accept).
     accepted_at timestamptz,
-    accepted_by text
+    accepted_by text,
+    -- On the batch lane: its provider batch (recorded 'submitting' before it is asked
+    -- for, so a lost answer is looked for by its tag), then submitted, deleting, done.
+    batch_state text CHECK (batch_state IN ('submitting', 'submitted', 'deleting', 'done')),
+    batch_tag text,
+    batch_id text,
+    batch_files text[],
+    batch_at timestamptz
 );
 -- One running canary per kind.
 CREATE UNIQUE INDEX ai_marking_canary_runs_running_uniq ON ai_marking_canary_runs (kind)

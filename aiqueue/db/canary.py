@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models.canary import CanaryJob, CanaryMarks, CanaryRun
+from aiqueue.models.canary import CanaryBatch, CanaryJob, CanaryMarks, CanaryRun
 
 
 class CanaryQueries(Gateway):
@@ -86,3 +86,18 @@ class CanaryQueries(Gateway):
 
     async def canary_reviewed(self, kind: str, rows: int) -> int:
         return int(await self._fetchval("canary_reviewed", kind, rows, page=True))
+
+    async def canary_batch_runs(self) -> list[CanaryBatch]:
+        return [CanaryBatch.from_row(r) for r in await self._fetch("canary_batch_runs")]
+
+    async def canary_batch_take(self, run_id: UUID, tag: str) -> list[CanaryJob]:
+        rows = await self._write("canary_batch_take", run_id, tag)
+        return [CanaryJob.from_row(r) for r in rows]
+
+    async def canary_batch_record(self, run_id: UUID, state: str, batch_id: str | None = None,
+                                  files: list[str] | None = None) -> None:
+        await self._write("canary_batch_record", run_id, state, batch_id, files,
+                          idempotent=True)
+
+    async def canary_fail_open(self, run_id: UUID, code: str) -> int:
+        return len(await self._write("canary_fail_open", run_id, code, idempotent=True))

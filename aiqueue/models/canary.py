@@ -94,3 +94,25 @@ class CanaryMarks:
     def from_row(cls, row: Row) -> CanaryMarks:
         return cls(row["id"], json.loads(row["marks"] or "{}"), json.loads(row["teacher"]),
                    row["model"], row["function_version"])
+
+
+@dataclass(frozen=True)
+class CanaryBatch:
+    """A batch-lane canary's work at the provider: its run, and its batch as recorded."""
+
+    run_id: UUID
+    kind: str
+    pool: str
+    running: bool
+    state: str | None  # None (not packed), submitting, submitted, deleting
+    tag: str | None
+    batch_id: str | None
+    files: tuple[str, ...]
+    since: datetime | None
+    rows: int = 0
+
+    @classmethod
+    def from_row(cls, row: Row) -> CanaryBatch:
+        return cls(row["run_id"], row["kind"], row["pool"], row["state"] == "running",
+                   row["batch_state"], row["batch_tag"], row["batch_id"],
+                   tuple(row["batch_files"] or ()), row["batch_at"], row["rows"])

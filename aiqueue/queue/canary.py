@@ -29,7 +29,7 @@ from aiqueue.models.agreement import Agreement, Review, agreement
 from aiqueue.models.calibration import GateAsked
 from aiqueue.models.canary import CanaryMarks, CanaryRun, Trigger
 from aiqueue.ports import CanaryStore
-from aiqueue.queue import canary_send
+from aiqueue.queue import canary_batch, canary_send
 from aiqueue.runtime import Runtime
 from aiqueue.settings.canary import Canary
 from aiqueue.settings.kinds import BATCH_SHARE, Kind
@@ -151,6 +151,9 @@ async def _look(rt: Runtime[CanaryStore], kinds: list[str]) -> None:
         touched = await canary_send.send(rt, name)
         if touched:
             await settle_running(rt)
+    # The batch lane's canaries: pack, look, clean up (only where a pool has a batch API).
+    if rt.settings.queue.batch_pools and await canary_batch.step(rt):
+        await settle_running(rt)
 
 
 async def settle_running(rt: Runtime[CanaryStore]) -> None:
@@ -197,6 +200,8 @@ async def send_now(rt: Runtime[CanaryStore], name: str) -> None:
     """Send a kind's canary rows now (after a manual start's answer), judging what ended."""
     try:
         if await canary_send.send(rt, name):
+            await settle_running(rt)
+        if rt.settings.queue.batch_pools and await canary_batch.step(rt):
             await settle_running(rt)
     except StoreError as exc:
         logs.event("canary_error", code=exc.code)

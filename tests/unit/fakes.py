@@ -33,7 +33,7 @@ from aiqueue.models import (
 from aiqueue.models.agreement import Review
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 from aiqueue.models.calibration import Release, Thresholds
-from aiqueue.models.canary import CanaryJob, CanaryMarks, CanaryRun
+from aiqueue.models.canary import CanaryBatch, CanaryJob, CanaryMarks, CanaryRun
 from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
 from aiqueue.settings.plan import ClaimPlan
@@ -124,6 +124,19 @@ class QuietParts:
                                 last: tuple[str | None, str | None]
                                 ) -> tuple[str | None, str | None] | None:
         return None
+
+    async def canary_batch_runs(self) -> list[CanaryBatch]:
+        return []
+
+    async def canary_batch_take(self, run_id: UUID, tag: str) -> list[CanaryJob]:
+        return []
+
+    async def canary_batch_record(self, run_id: UUID, state: str, batch_id: str | None = None,
+                                  files: list[str] | None = None) -> None:
+        return None
+
+    async def canary_fail_open(self, run_id: UUID, code: str) -> int:
+        return 0
 
     # -- the calibration gate: no gated run ------------------------------------
 

@@ -17,6 +17,7 @@ WITH due AS (
     SELECT c.id FROM ai_marking_canary_rows c
     JOIN ai_marking_canary_runs r ON r.run_id = c.run_id
     WHERE r.kind = $1::text AND r.state = 'running' AND c.state = 'pending'
+      AND r.lane = 'live'
       AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
                       WHERE q.status = 'pending' AND q.pool = $2::text
                         AND q.run_after <= now()
@@ -47,10 +48,56 @@ FROM sent s WHERE s.known;
 SELECT aiqueue_canary_answer($1::uuid, $2::jsonb, $3::jsonb, $4::text, $5::jsonb) AS run_id;
 
 -- canary_timeouts --
--- Canary rows out longer than $1 seconds fail (a canary sends each row once).
+-- Canary rows out longer than $1 seconds fail (a canary sends each row once); on the
+-- batch lane, once the provider's window (24 h) and an hour have passed.
 UPDATE ai_marking_canary_rows c SET state = 'failed', answered_at = now(), error = 'timeout'
-WHERE c.state = 'sent' AND c.sent_at < now() - make_interval(secs => $1::float8)
+FROM ai_marking_canary_runs r
+WHERE r.run_id = c.run_id AND c.state = 'sent'
+  AND c.sent_at < now() - CASE WHEN r.lane = 'batch' THEN interval '25 hours'
+                               ELSE make_interval(secs => $1::float8) END
 RETURNING c.run_id;
+
+-- canary_batch_runs --
+-- Canaries on the batch lane with work at the provider: running ones, and finished
+-- ones whose batch is not deleted yet.
+SELECT r.run_id, r.kind, r.pool, r.state, r.batch_state, r.batch_tag, r.batch_id,
+       r.batch_files, r.batch_at, r.rows
+FROM ai_marking_canary_runs r
+WHERE r.lane = 'batch' AND (r.state = 'running' OR r.batch_state IN ('submitting',
+                                                                      'submitted', 'deleting'))
+ORDER BY r.started_at;
+
+-- canary_batch_take --
+-- Run $1's rows for its provider batch, marked sent, once: the run is recorded
+-- 'submitting' with its tag ($2) first.  No row: it was taken already.
+WITH run AS (
+    UPDATE ai_marking_canary_runs r SET batch_state = 'submitting', batch_tag = $2::text,
+                                        batch_at = now()
+    WHERE r.run_id = $1::uuid AND r.batch_state IS NULL AND r.state = 'running'
+    RETURNING r.run_id
+),
+sent AS (
+    UPDATE ai_marking_canary_rows c SET state = 'sent', sent_at = now()
+    FROM run WHERE c.run_id = run.run_id AND c.state = 'pending'
+    RETURNING c.*
+)
+SELECT s.id, s.run_id, s.submission_id, s.assignment_id, s.payload::text AS payload,
+       sub.content
+FROM sent s JOIN submissions sub ON sub.id = s.submission_id
+ORDER BY s.id;
+
+-- canary_batch_record --
+-- Run $1's provider batch: its state $2, and (when given) its id $3 and files $4.
+UPDATE ai_marking_canary_runs r
+SET batch_state = $2::text, batch_id = coalesce($3::text, r.batch_id),
+    batch_files = coalesce($4::text[], r.batch_files)
+WHERE r.run_id = $1::uuid;
+
+-- canary_fail_open --
+-- Run $1's rows still out end failed with code $2 (its batch ended without them).
+UPDATE ai_marking_canary_rows c SET state = 'failed', answered_at = now(), error = $2::text
+WHERE c.run_id = $1::uuid AND c.state IN ('pending', 'sent')
+RETURNING c.id;
 
 -- canary_running --
 -- The running canaries, with how many of their rows are still open.
