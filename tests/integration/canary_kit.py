@@ -40,11 +40,11 @@ def teacher_score(content: str) -> int:
 
 
 async def webhook(client: httpx.AsyncClient, sent: dict[str, Any], score: int,
-                  model: str) -> httpx.Response:
+                  model: str, **usage: Any) -> httpx.Response:
     item = {"queue_id": sent["queue_id"], "token": sent["callback_token"],
             "status": "completed",
             "result": {"score": score, "max_score": MAX, "feedback": "secret words"},
-            "usage": {"model": model, "prompt_tokens": 100, "completion_tokens": 20}}
+            "usage": {"model": model, "prompt_tokens": 100, "completion_tokens": 20, **usage}}
     return await client.post("/webhooks/ai-mark", json=[item])
 
 

@@ -213,3 +213,30 @@ async def test_the_doctor_names_a_canary_kind_with_too_few_reviewed_results(
     assert "kind mark declares a canary of 10 rows but has 4" in found[10].detail
     assert found[10].fix is not None and "kinds.mark.canary.rows" in found[10].fix
     assert found[4].status == "pass"
+
+
+async def test_a_new_function_version_starts_one_canary(
+        client: httpx.AsyncClient, conn: asyncpg.Connection, function: Any) -> None:
+    await reviewed_history(client, conn, function)
+    assert (await client.post("/api/marking/canary/mark/run", headers=AUTH)).status_code == 202
+    await answer_canaries(client, function, "m-1")
+    # The same model behind a new prompt: the function says so in its usage.
+    for n in range(2):
+        [sub] = await add_submissions(conn, 1, f"hw-v{n}", content=f"version {n}")
+        await client.post("/api/marking/enqueue", headers=AUTH,
+                          json={"assignment_id": f"hw-v{n}", "submission_ids": [str(sub)]})
+        await drain(client)
+        [job] = marking_calls(function)
+        function.calls.clear()
+        r = await webhook(client, job, 3, "m-1", function_version="prompt-v2")
+        assert r.json()["accepted"] == 1
+        await cron(client)
+        if n == 0:
+            latest = (await runs(client))[0]
+            assert latest["trigger"] == "model_change"
+            assert (latest["model"], latest["function_version"]) == ("m-1", "prompt-v2")
+            await answer_canaries(client, function, "m-1")
+    # One canary for the new version: the second result of it starts none.
+    found = [r["trigger"] for r in await runs(client) if r["state"] != "skipped"]
+    assert found == ["model_change", "manual"]
+    assert canary_calls(function) == []

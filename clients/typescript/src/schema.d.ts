@@ -1428,6 +1428,8 @@ export interface components {
             completion_tokens?: number;
             total_tokens?: number;
             cost_usd?: number;
+            /** @description the function's own version: a change starts a drift canary, as a model's does */
+            function_version?: string;
         };
         /** @description The canary a drift was measured against: the last passing (or accepted) one. */
         Yardstick: {
