@@ -61,7 +61,8 @@ class CanaryStore(Protocol):
                            model: str | None, version: str | None, max_share: float,
                            lane_share: float) -> CanaryRun | None: ...
 
-    async def canary_take(self, kind: str, pool: str, room: int) -> list[CanaryJob]: ...
+    async def canary_take(self, kind: str, pool: str, room: int, kinds: list[str],
+                          plan: ClaimPlan, capped: bool) -> list[CanaryJob]: ...
 
     async def canary_answer(self, row_id: UUID, marks: dict[str, Any] | None,
                             usage: dict[str, Any] | None, error: str | None,

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from aiqueue.db.gateway import Gateway
 from aiqueue.models.canary import CanaryBatch, CanaryJob, CanaryMarks, CanaryRun
+from aiqueue.settings.plan import ClaimPlan
 
 
 class CanaryQueries(Gateway):
@@ -22,8 +23,10 @@ class CanaryQueries(Gateway):
                                   version, max_share, lane_share)
         return CanaryRun.from_row(found[0]) if found else None
 
-    async def canary_take(self, kind: str, pool: str, room: int) -> list[CanaryJob]:
-        rows = await self._write("canary_take", kind, pool, room)
+    async def canary_take(self, kind: str, pool: str, room: int, kinds: list[str],
+                          plan: ClaimPlan, capped: bool) -> list[CanaryJob]:
+        """Kind's canary rows to send now (none while a row of the pool is due)."""
+        rows = await self._write("canary_take", kind, pool, room, kinds, plan.json, capped)
         return [CanaryJob.from_row(r) for r in rows]
 
     async def canary_answer(self, row_id: UUID, marks: dict[str, Any] | None,

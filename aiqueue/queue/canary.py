@@ -40,6 +40,8 @@ EVERY = 5.0
 DRIFT_GATE_ROWS = 5
 # How far back a model-change look reads results (it runs every few seconds).
 LOOK_BACK = timedelta(hours=1)
+# A skipped canary's schedule comes round again within this many seconds.
+RETRY_SKIPPED = 3600.0
 # Two figures closer than this are equal.
 EPSILON = 1e-9
 
@@ -176,7 +178,11 @@ async def _maybe_start(rt: Runtime[CanaryStore], name: str, last: CanaryRun | No
         if seen is not None:
             await start(rt, name, "model_change", seen)
             return
-    if last is None or (now - last.started_at).total_seconds() >= canary.every_seconds:
+    # A skipped canary (nothing reviewed yet, or over max_share) is tried again within
+    # the hour: reviews and spend change sooner than a daily schedule comes round.
+    every = canary.every_seconds if last is None or last.state != "skipped" \
+        else min(canary.every_seconds, RETRY_SKIPPED)
+    if last is None or (now - last.started_at).total_seconds() >= every:
         await start(rt, name, "schedule")
 
 

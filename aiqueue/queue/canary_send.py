@@ -119,7 +119,9 @@ async def send(rt: Runtime[CanaryStore], kind: str) -> set[UUID]:
     """Send the kind's canary rows its pool has room for; the runs a failed send touched."""
     pool = rt.settings.queue.pool_of(kind)
     room = pool.max_in_flight or UNCAPPED_ROOM
-    jobs = await rt.store.canary_take(kind, pool.name, room)
+    kinds = [k.name for k in rt.settings.queue.kinds_of(pool.name)]
+    jobs = await rt.store.canary_take(kind, pool.name, room, kinds, rt.settings.claim_plan,
+                                      pool.max_in_flight > 0)
     target = rt.settings.target(kind)
     touched: set[UUID] = set()
     for job in jobs:

@@ -240,3 +240,20 @@ async def test_a_new_function_version_starts_one_canary(
     found = [r["trigger"] for r in await runs(client) if r["state"] != "skipped"]
     assert found == ["model_change", "manual"]
     assert canary_calls(function) == []
+
+
+async def test_a_live_canary_waits_at_the_back_of_the_fair_turns(
+        client: httpx.AsyncClient, conn: asyncpg.Connection, function: Any) -> None:
+    await reviewed_history(client, conn, function)
+    subs = await add_submissions(conn, 5, "hw-now", content="due answer")
+    r = await client.post("/api/marking/enqueue", headers=AUTH, json={
+        "assignment_id": "hw-now", "submission_ids": [str(s) for s in subs]})
+    assert r.status_code == 202
+    # Students' rows are due: the canary starts but sends nothing yet.
+    assert (await client.post("/api/marking/canary/mark/run", headers=AUTH)).status_code == 202
+    assert canary_calls(function) == []
+    await drain(client)
+    assert len(marking_calls(function)) == 5
+    # Nothing of the pool is due any more: the next look sends the canary's rows.
+    await cron(client)
+    assert len(canary_calls(function)) == 10

@@ -84,7 +84,8 @@ class QuietParts:
                            lane_share: float) -> CanaryRun | None:
         return None
 
-    async def canary_take(self, kind: str, pool: str, room: int) -> list[CanaryJob]:
+    async def canary_take(self, kind: str, pool: str, room: int, kinds: list[str],
+                          plan: ClaimPlan, capped: bool) -> list[CanaryJob]:
         return []
 
     async def canary_answer(self, row_id: UUID, marks: dict[str, Any] | None,

@@ -10,22 +10,27 @@ WHERE r.run_id IS NOT NULL;
 
 -- canary_take --
 -- Kind $1's canary rows to send now, marked sent: at the back of the fair turns, so
--- only while no row of the kind's pool ($2) is due, and at most $3 (the free slots
--- the caller counted) minus the canary rows already out.  Locked SKIP LOCKED, so
--- two instances never send one row twice.  A row whose submission is gone fails.
+-- only while no group of the kind's pool ($2; its kinds $4, the claim plan $5) has a
+-- row the claim could take (aiqueue_due_exists, 40_fair.sql), and at most $3 (the
+-- pool's slots) minus the canary rows already out and, when $6 (the pool has a cap),
+-- its rows at the function.  Locked SKIP LOCKED, so two
+-- instances never send one row twice.  A row whose submission is gone fails.
 WITH due AS (
     SELECT c.id FROM ai_marking_canary_rows c
     JOIN ai_marking_canary_runs r ON r.run_id = c.run_id
     WHERE r.kind = $1::text AND r.state = 'running' AND c.state = 'pending'
       AND r.lane = 'live'
-      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                      WHERE q.status = 'pending' AND q.pool = $2::text
-                        AND q.run_after <= now()
-                        AND (q.expires_at IS NULL OR q.expires_at > now()))
+      AND NOT aiqueue_due_exists($4::text[], $5::jsonb, NULL)
     ORDER BY c.assignment_id, c.id
     LIMIT greatest($3::integer - (SELECT count(*) FROM ai_marking_canary_rows x
                                   JOIN ai_marking_canary_runs y ON y.run_id = x.run_id
-                                  WHERE y.pool = $2::text AND x.state = 'sent'), 0)
+                                  WHERE y.pool = $2::text AND x.state = 'sent'
+                                    AND y.lane = 'live')
+                   -- the pool's rows at the function hold their slots (a capped pool)
+                   - CASE WHEN $6::boolean THEN (SELECT count(*) FROM ai_marking_queue q
+                                                 WHERE q.pool = $2::text
+                                                   AND q.lease_at IS NOT NULL)
+                          ELSE 0 END, 0)
     FOR UPDATE OF c SKIP LOCKED
 ),
 sent AS (
