@@ -172,6 +172,10 @@ async def test_an_unchanged_model_over_30_scheduled_canaries_opens_no_drift(
     lanes = {i["key"]: i for i in r.json()["items"]}
     assert lanes["canary"]["jobs"] == 300 and lanes["canary"]["prompt_tokens"] == 30_000
     assert lanes["live"]["jobs"] == results
+    # ... and on the cost card.
+    r = await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
+    page = (await client.get("/ai-queue")).text
+    assert "Lane: drift canaries" in page
 
 
 async def test_the_routes_refuse_what_they_cannot_do(
