@@ -18,6 +18,7 @@ import pytest
 from aiqueue.doctor.checks import check_canaries
 from aiqueue.doctor.report import Doctor
 from aiqueue.runtime import Runtime
+from aiqueue.settings import ModelPrice
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, SECRET, add_submissions, app_client
 from tests.integration.calibration_kit import drain, statuses
@@ -261,3 +262,24 @@ async def test_a_live_canary_waits_at_the_back_of_the_fair_turns(
     # Nothing of the pool is due any more: the next look sends the canary's rows.
     await cron(client)
     assert len(canary_calls(function)) == 10
+
+
+@pytest.mark.parametrize(("share", "skipped"), [(0.02, True), (1.0, False)])
+async def test_a_canary_over_its_share_of_the_kinds_spend_is_skipped_and_says_so(
+        db_url: str, conn: asyncpg.Connection, function: Any, share: float,
+        skipped: bool) -> None:
+    # Priced marking: 15 results; a canary of 10 would cost two thirds of their spend.
+    settings = canary_settings(db_url, max_share=share).with_overrides(
+        model_prices={"m-1": ModelPrice(input=1.0, output=2.0)})
+    async with app_client(create_app(settings)) as client:
+        await reviewed_history(client, conn, function)
+        r = await client.post("/api/marking/canary/mark/run", headers=AUTH)
+        assert r.status_code == 202, r.text
+        run = r.json()
+    if skipped:
+        assert run["state"] == "skipped" and run["rows"] == 0 and run["passed"] is None
+        assert run["skipped"].startswith("max_share:") and "(max 2.00 %)" in run["skipped"]
+        assert canary_calls(function) == []
+    else:
+        assert run["state"] == "running" and run["rows"] == 10
+        assert len(canary_calls(function)) == 10
