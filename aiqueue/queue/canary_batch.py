@@ -77,6 +77,8 @@ async def _pack(rt: Runtime[CanaryStore], work: CanaryBatch, pool: Pool,
     """Render the run's rows and create its batch (upload, then create, each recorded)."""
     tag = f"aiqueue-canary-{work.run_id.hex[:24]}"
     jobs = await rt.store.canary_batch_take(work.run_id, tag)
+    if not jobs:
+        return False  # another instance took them first (or none is left to send)
     target = rt.settings.target(work.kind)
     modes = FunctionModes(rt.http, target)
     rendered = await modes.render(pool.batch or "openai", pool.batch_model or "",
