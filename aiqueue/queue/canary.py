@@ -51,6 +51,8 @@ class CanaryTimer:
     """This instance's canary timer (kept in Runtime.own)."""
 
     due: float = 0.0
+    # A look was asked for before `due` (a result came): the ticker wakes for it then.
+    asked: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,14 +134,24 @@ async def tick(rt: Runtime[CanaryStore], *, force: bool = False) -> None:
     kinds = [k.name for k in rt.settings.queue.kinds.values() if k.canary is not None]
     timer = rt.own(CanaryTimer)
     now = time.monotonic()
-    if not kinds or (not force and now < timer.due):
+    if not kinds:
         return
-    timer.due = now + EVERY
+    if not force and now < timer.due:
+        timer.asked = True
+        return
+    timer.due, timer.asked = now + EVERY, False
     try:
         await _look(rt, kinds)
     except StoreError as exc:
         # Canaries never hold the queue back; the next look tries again.
         logs.event("canary_error", code=exc.code)
+
+
+def next_look(rt: Runtime[CanaryStore]) -> float | None:
+    """Seconds until a look that was asked for too soon may run (None: none waits), so a
+    model change seen by the last result of a run starts its canary without a cron."""
+    timer = rt.own(CanaryTimer)
+    return max(timer.due - time.monotonic(), 0.0) if timer.asked else None
 
 
 async def _look(rt: Runtime[CanaryStore], kinds: list[str]) -> None:

@@ -93,11 +93,12 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
 
 async def next_due(rt: Runtime[LoopStore]) -> float | None:
     """Seconds until something may be due: a row, a breaker probe, a lease's end, a
-    notification's retry, an expiry (CONTRACT §9d) or a look at a batch; None when nothing
-    is."""
+    notification's retry, an expiry (CONTRACT §9d), a look at a batch or a canary's look
+    asked for too soon; None when nothing is."""
     wait = await recovery.next_wakeup(rt)
     wait = _sooner(wait, await delivery.next_due(rt))
     wait = _sooner(wait, overnight.next_look(rt))
+    wait = _sooner(wait, canary.next_look(rt))
     return _sooner(wait, await schedule.next_expiry(rt))
 
 

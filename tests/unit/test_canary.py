@@ -6,16 +6,22 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from aiqueue.errors import SettingsError
 from aiqueue.models.agreement import Agreement
 from aiqueue.models.canary import CanaryMarks, CanaryRun
+from aiqueue.queue import canary
 from aiqueue.queue.canary import figures_of, verdict
 from aiqueue.queue.canary_send import parse_answer
+from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings, load_settings
+from aiqueue.settings.canary import Canary
+from aiqueue.settings.kinds import Kind, QueueConfig
 from aiqueue.tokens import Tokens
 from aiqueue.web import canaries
+from tests.unit.fakes import FakeStore
 
 BATCH_POOL = """
 [pools.openai]
@@ -138,3 +144,20 @@ def test_the_card_shows_each_kinds_last_canary_and_an_open_drift() -> None:
     assert essay.state == "drift" and essay.exact == "0.45 (was 0.90)" and essay.rows == "20/20"
     assert essay.drift is not None and "gated" in essay.drift and essay.trigger == "model change"
     assert mark.verdict == "no canary yet" and card.enabled
+
+
+async def test_a_look_asked_for_too_soon_wakes_the_ticker_when_it_may_run() -> None:
+    kind = Kind(name="mark", pool="default", canary=Canary())
+    s = Settings(queue_secrets=("u" * 32,)).with_overrides(
+        queue_file=QueueConfig({}, {"mark": kind}))
+    rt = Runtime(settings=s, store=FakeStore(), http=httpx.AsyncClient(),
+                 tokens=Tokens("u" * 32))
+    assert canary.next_look(rt) is None
+    await canary.tick(rt)              # looks now
+    assert canary.next_look(rt) is None
+    await canary.tick(rt)              # too soon: asked for, not run
+    wait = canary.next_look(rt)
+    assert wait is not None and 0 < wait <= canary.EVERY
+    await canary.tick(rt, force=True)  # the cron looks whenever it comes
+    assert canary.next_look(rt) is None
+    await rt.http.aclose()
