@@ -214,6 +214,17 @@ async def run_now(rt: Runtime[CanaryStore], name: str) -> CanaryRun:
     return run
 
 
+async def send_running(rt: Runtime[CanaryStore]) -> None:
+    """After canary answers (a slot of theirs freed): each running live canary's next rows."""
+    try:
+        for _run_id, name, lane, still_open in await rt.store.canary_running():
+            if lane == "live" and still_open and name in rt.settings.queue.kinds:
+                if await canary_send.send(rt, name):
+                    await settle_running(rt)
+    except StoreError as exc:
+        logs.event("canary_error", code=exc.code)
+
+
 async def send_now(rt: Runtime[CanaryStore], name: str) -> None:
     """Send a kind's canary rows now (after a manual start's answer), judging what ended."""
     try:

@@ -58,7 +58,7 @@ async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) 
     """Apply a verified webhook batch (from verify_results): its completed items settle
     together at the end, in one statement that also claims the rows they free."""
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
-    freed = 0
+    freed = canaries = 0
     completed: list[ResultItem] = []
     for item in parsed:
         if item is None:
@@ -70,6 +70,7 @@ async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) 
             continue
         if isinstance(item, canary_send.CanaryAnswer):
             counts["accepted" if await canary.on_answer(rt, item) else "ignored"] += 1
+            canaries += 1
             continue
         if item.status == "completed":
             completed.append(item)
@@ -82,7 +83,8 @@ async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) 
         counts["accepted" if applied else "ignored"] += 1
         freed += applied
     logs.event("webhook", **counts)
-    return Receipt(counts, freed, settled, tuple(job for _, job in outcomes if job))
+    return Receipt(counts, freed, settled, tuple(job for _, job in outcomes if job),
+                   canaries)
 
 
 async def _settle(rt: Runtime[WebhookStore], items: list[ResultItem]
