@@ -10,9 +10,9 @@ from starlette.routing import Route
 from aiqueue import wire
 from aiqueue.queue import canary, loop, review
 from aiqueue.web import gate
-from aiqueue.web.http import read_json, respond
+from aiqueue.web.http import respond
 from aiqueue.web.state import runtime
-from aiqueue.wire.canary import CanaryBody, CanaryRunAnswer, CanaryRuns
+from aiqueue.wire.canary import CanaryRunAnswer, CanaryRuns
 
 # The most runs one list answers.
 MAX_RUNS = 100
@@ -26,27 +26,21 @@ async def list_runs(request: Request) -> Response:
     return respond(CanaryRuns(items=[CanaryRunAnswer.of(r) for r in runs]))
 
 
-async def _no_body(request: Request) -> None:
-    body = await read_json(request, 64 * 1024, optional=True)
-    if body is not None:
-        wire.parse(CanaryBody, body)
-
-
 @gate.bearer()
+@gate.no_body
 async def run(request: Request) -> Response:
     rt = await runtime(request)
     kind = wire.parse_kind(request.path_params["kind"])
-    await _no_body(request)
     started = await canary.run_now(rt, kind)
     then = BackgroundTask(canary.send_now, rt, kind) if started.state == "running" else None
     return respond(CanaryRunAnswer.of(started), 202, background=then)
 
 
 @gate.bearer()
+@gate.no_body
 async def accept(request: Request) -> Response:
     rt = await runtime(request)
     kind = wire.parse_kind(request.path_params["kind"])
-    await _no_body(request)
     actor = review.parse_actor(request.headers.get("x-actor"))
     accepted = await canary.accept(rt, kind, actor or "api")
     return respond(CanaryRunAnswer.of(accepted), background=BackgroundTask(loop.after_action,

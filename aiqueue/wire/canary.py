@@ -1,11 +1,10 @@
-"""Drift canaries' shapes (docs/canaries.md): a run as the API lists it, and the no-body
-requests that start and accept one."""
+"""Drift canaries' shapes (docs/canaries.md): a run as the API lists it."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from aiqueue.models.canary import CanaryRun
 from aiqueue.wire.base import Wire
@@ -65,9 +64,3 @@ class CanaryRuns(Wire):
 
     items: list[CanaryRunAnswer]
 
-
-class CanaryBody(Wire):
-    """Starting or accepting a canary takes no fields: an empty body or {}."""
-
-    NOT_OBJECT: ClassVar[str] = "the body must be {} or empty"
-    model_config = ConfigDict(extra="forbid")
