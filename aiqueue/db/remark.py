@@ -60,7 +60,8 @@ class RemarkQueries(Gateway):
         # The enqueue's arguments after the ids (sql/enqueue.sql: enqueue).
         tail = (assignment_id, defaults.priority, payload, defaults.group or assignment_id,
                 True, defaults.kind or "mark", pool, None, None,
-                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
+                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad,
+                bool(answer_key and answer_key.loose), "live")
         asked = _Asked(assignment_id, payload, include_reviewed, debounce_seconds,
                        None if only is None else list(only), actor, tail)
         for _ in range(_REMARK_RUNS):
