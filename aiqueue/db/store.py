@@ -14,6 +14,7 @@ from aiqueue.db.batch import BatchQueries
 from aiqueue.db.batch_intent import BatchIntentQueries
 from aiqueue.db.batch_watch import BatchWatchQueries
 from aiqueue.db.calibration import CalibrationQueries
+from aiqueue.db.canary import CanaryQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.enqueue import EnqueueQueries
 from aiqueue.db.fallback import FallbackQueries
@@ -59,6 +60,7 @@ class Store(
     ReviewQueries,     # review.sql
     UsageQueries,      # usage.sql: the usage report, the /metrics counters
     CalibrationQueries,  # calibration.sql: the gate, agreement's reviews
+    CanaryQueries,     # canary.sql: drift canaries
     RecordsQueries,    # records.sql
     SecurityQueries,   # security.sql (lockdown.sql: migrate runs it)
     DoctorQueries,     # doctor.sql

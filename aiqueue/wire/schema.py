@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from aiqueue.wire import answers, calibration, events, reads, remark, requests, webhook
+from aiqueue.wire import answers, calibration, canary, events, reads, remark, requests, webhook
 from aiqueue.wire.requests import REF
 
 Schema = dict[str, Any]
@@ -33,6 +33,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     events.MarkingEvent, events.SseEvent, events.RunFinished, events.RowFailed,
     events.RowExpired, events.AlertOpened, events.AlertResolved, events.CalibrationReady,
     events.BudgetWarning, calibration.AgreementReport, calibration.Released,
+    canary.CanaryRuns, canary.CanaryRunAnswer,
     remark.RemarkAccepted, remark.RemarkEstimate,
 )
 # A class whose OpenAPI name is not its Python name.

@@ -47,6 +47,8 @@ class WebhookUsage(Wire):
     completion_tokens: Count = 0
     total_tokens: Count = 0
     cost_usd: float = Field(default=0, ge=0)
+    function_version: str = Field(default="", max_length=100, description=(
+        "the function's own version: a change starts a drift canary, as a model's does"))
 
 
 def _status(value: object) -> object:

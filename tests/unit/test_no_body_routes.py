@@ -20,6 +20,7 @@ NO_BODY = {
     "/api/marking/assignments/{assignment_id}/revert",
     "/api/marking/assignments/{assignment_id}/cancel", "/api/marking/runs/{run_id}/release",
     "/api/marking/submissions/{submission_id}",
+    "/api/marking/canary/{kind}/run", "/api/marking/canary/{kind}/accept",
 }
 
 

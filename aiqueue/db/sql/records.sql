@@ -166,6 +166,10 @@ payloads AS (
                         AND q.payload_id = p.id AND q.submission_id <> ALL ($1::uuid[]))
     RETURNING 1
 ),
+-- Drift canaries' rows that re-marked these submissions (their runs keep only figures).
+canary AS (
+    DELETE FROM ai_marking_canary_rows c WHERE c.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
 marks AS (
     UPDATE submissions s SET ai_result = NULL, ai_marked_at = NULL
     WHERE s.id = ANY ($1::uuid[]) AND (s.ai_result IS NOT NULL OR s.ai_marked_at IS NOT NULL)
@@ -181,6 +185,7 @@ counts AS (
         'ai_marking_outbox', (SELECT count(*) FROM outbox),
         'ai_marking_budget', (SELECT count(*) FROM budget),
         'ai_marking_payloads', (SELECT count(*) FROM payloads),
+        'ai_marking_canary_rows', (SELECT count(*) FROM canary),
         'submissions', (SELECT count(*) FROM marks)) AS erased
 ),
 record AS (

@@ -18,6 +18,8 @@ from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
     AgreementReport,
+    CanaryRun,
+    CanaryRuns,
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
@@ -40,7 +42,8 @@ from aiqueue_client.types import (
 __all__ = [
     "AlertOpened", "AlertResolved", "BudgetWarning", "CalibrationReady", "Notification",
     "RowExpired", "RowFailed", "RunFinished",
-    "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
+    "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "CanaryRun",
+    "CanaryRuns", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
     "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted",
     "RowDetail", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",

@@ -18,6 +18,8 @@ from aiqueue_client.events import follow
 from aiqueue_client.types import (
     Accepted,
     AgreementReport,
+    CanaryRun,
+    CanaryRuns,
     CancelAnswer,
     EnqueueAccepted,
     Enqueued,
@@ -184,6 +186,22 @@ class AsyncMarkingClient:
                                     ("since", _rfc3339(since))) if v is not None}
         answer = await self._call("GET", "/api/marking/agreement", params=params, retry=True)
         return cast(AgreementReport, answer.json())
+
+    async def canary_runs(self, kind: str | None = None) -> CanaryRuns:
+        """Drift canary runs, newest first (of one kind, or every kind's)."""
+        params = {"kind": kind} if kind is not None else {}
+        answer = await self._call("GET", "/api/marking/canary", params=params, retry=True)
+        return cast(CanaryRuns, answer.json())
+
+    async def run_canary(self, kind: str) -> CanaryRun:
+        """Start a drift canary of the kind now (skipped, saying why, over its max_share)."""
+        path = f"/api/marking/canary/{_seg(kind)}/run"
+        return cast(CanaryRun, (await self._call("POST", path)).json())
+
+    async def accept_canary(self, kind: str, *, actor: str | None = None) -> CanaryRun:
+        """Accept the kind's drift: that canary becomes the yardstick, the gate lifts."""
+        path = f"/api/marking/canary/{_seg(kind)}/accept"
+        return cast(CanaryRun, (await self._call("POST", path, headers=_actor(actor))).json())
 
     async def status(self, submission_id: str | uuid.UUID) -> SubmissionStatus:
         """Status, queue position and ETA of the submission's latest row."""

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
-AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency", "drift"]
 
 
 class RunFinished(TypedDict):
@@ -64,8 +64,17 @@ class RowExpired(TypedDict):
     payload_version: NotRequired[str | None]
 
 
+class DriftYardstick(TypedDict):
+    """The canary a drift was measured against (docs/canaries.md)."""
+
+    run_id: NotRequired[str | None]
+    exact: NotRequired[float | None]
+    qwk: NotRequired[float | None]
+
+
 class AlertOpened(TypedDict):
-    """An alert's incident began (docs/operating/alerts.md)."""
+    """An alert's incident began (docs/operating/alerts.md); a `drift` adds the canary's
+    model, function version and figures, and the yardstick's."""
 
     type: Literal["marking.alert_opened"]
     alert: AlertName
@@ -74,6 +83,12 @@ class AlertOpened(TypedDict):
     value: float
     threshold: float
     opened_at: str
+    model: NotRequired[str | None]
+    function_version: NotRequired[str | None]
+    canary_run_id: NotRequired[str | None]
+    exact: NotRequired[float | None]
+    qwk: NotRequired[float | None]
+    yardstick: NotRequired[DriftYardstick | None]
 
 
 class AlertResolved(TypedDict):

@@ -256,6 +256,38 @@ class Released(TypedDict):
     run_id: str
     released: int
     released_at: NotRequired[str | None]
+
+
+class CanaryYardstick(TypedDict):
+    exact: NotRequired[float | None]
+    qwk: NotRequired[float | None]
+
+
+class CanaryRun(TypedDict):
+    """A drift canary run: what started it, what it found against the teachers' scores."""
+
+    run_id: str
+    kind: str
+    time: str
+    trigger: Literal["schedule", "model_change", "manual"]
+    state: Literal["running", "finished", "skipped"]
+    lane: Literal["live", "batch"]
+    model: str | None
+    function_version: NotRequired[str | None]
+    rows: int
+    answered: int
+    exact: float | None
+    qwk: float | None
+    cost: float | None
+    passed: bool | None
+    skipped: str | None
+    yardstick: NotRequired[CanaryYardstick | None]
+    finished_at: NotRequired[str | None]
+    accepted_at: NotRequired[str | None]
+
+
+class CanaryRuns(TypedDict):
+    items: list[CanaryRun]
 class RowAttempt(TypedDict):
     """One line of a row's history: a dispatch or an operator's action (no content)."""
 

@@ -33,6 +33,9 @@ export type ReplayRequest = Schemas["ReplayRequest"];
 export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
 export type AgreementReport = Answer<"/api/marking/agreement", "get">;
 export type Released = Answer<"/api/marking/runs/{run_id}/release", "post">;
+/** Drift canary runs (time, trigger, model, rows, exact, qwk, cost, passed), newest first. */
+export type CanaryRuns = Answer<"/api/marking/canary", "get">;
+export type CanaryRun = Schemas["CanaryRunAnswer"];
 export type RemarkRequest = Schemas["RemarkRequest"];
 /** What a re-mark did (202): run_id, enqueued, unchanged, reviewed_kept, same_answers. */
 export type RemarkAccepted = Schemas["RemarkAccepted"];
@@ -206,6 +209,24 @@ export class MarkingClient {
       .filter((entry): entry is [string, string] => entry[1] !== undefined));
     return (await this.call<AgreementReport>("GET", `/api/marking/agreement?${params}`,
       { retry: true })).data;
+  }
+
+  /** Drift canary runs, newest first (of one kind, or every kind's). */
+  async canaryRuns(kind?: string): Promise<CanaryRuns> {
+    const query = kind === undefined ? "" : `?${new URLSearchParams({ kind })}`;
+    return (await this.call<CanaryRuns>("GET", `/api/marking/canary${query}`,
+      { retry: true })).data;
+  }
+
+  /** Start a drift canary of the kind now (skipped, saying why, over its max_share). */
+  async runCanary(kind: string): Promise<CanaryRun> {
+    return (await this.call<CanaryRun>("POST", `/api/marking/canary/${seg(kind)}/run`)).data;
+  }
+
+  /** Accept the kind's drift: that canary becomes the yardstick, the gate lifts. */
+  async acceptCanary(kind: string, options: { actor?: string } = {}): Promise<CanaryRun> {
+    return (await this.call<CanaryRun>("POST", `/api/marking/canary/${seg(kind)}/accept`,
+      { headers: actor(options.actor) })).data;
   }
 
   /** One row, its attempts (time, outcome, error code, duration) and its result's status. */

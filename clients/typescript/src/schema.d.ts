@@ -481,6 +481,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/marking/canary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Drift canary runs, newest first (time, trigger, model, rows, exact, qwk, cost, passed) */
+        get: operations["canaryRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/canary/{kind}/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start a canary of the kind now (trigger manual); a run it would take over max_share, or with nothing reviewed to re-mark, is skipped and says so; 404 when the kind declares no canary, 409 while one is running */
+        post: operations["runCanary"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/canary/{kind}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept the kind's drift: the canary that opened it becomes the yardstick and the drift alert resolves; 409 when no drift is open */
+        post: operations["acceptCanary"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/marking/remark": {
         parameters: {
             query?: never;
@@ -654,10 +705,10 @@ export interface components {
             /** @description up to 20 rows, largest difference first */
             disagreements: string[];
         };
-        /** @description An alert's condition began (one per incident). */
+        /** @description An alert's condition began (one per incident). A `drift` (docs/canaries.md) adds the canary's model, function version, figures and the yardstick's. */
         AlertOpened: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
             pool: string;
             kind: string | null;
             value: number;
@@ -666,11 +717,17 @@ export interface components {
             opened_at: string;
             /** @constant */
             type: "marking.alert_opened";
+            model?: string | null;
+            function_version?: string | null;
+            canary_run_id?: string | null;
+            exact?: number | null;
+            qwk?: number | null;
+            yardstick?: components["schemas"]["Yardstick"] | null;
         };
         /** @description The incident's condition ended; `value` is the figure at that moment. */
         AlertResolved: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
             pool: string;
             kind: string | null;
             value: number;
@@ -741,6 +798,52 @@ export interface components {
             held: number;
             /** Format: date-time */
             ready_at: string;
+        };
+        /** @description One canary run. */
+        CanaryRunAnswer: {
+            /** Format: uuid */
+            run_id: string;
+            kind: string;
+            /**
+             * Format: date-time
+             * @description when it started
+             */
+            time: string;
+            /** @enum {string} */
+            trigger: "schedule" | "model_change" | "manual";
+            /** @enum {string} */
+            state: "running" | "finished" | "skipped";
+            /** @enum {string} */
+            lane: "live" | "batch";
+            /** @description the model its results reported (a model_change run: the one seen, until its results come) */
+            model: string | null;
+            function_version?: string | null;
+            /** @description teacher-reviewed results it re-marks */
+            rows: number;
+            answered: number;
+            /** @description share of its marks equal to the teachers' */
+            exact: number | null;
+            /** @description quadratic weighted kappa against the teachers' */
+            qwk: number | null;
+            /** @description USD its rows cost (lane "canary" in the usage report) */
+            cost: number | null;
+            /** @description null while it runs, when skipped, or with no answered row */
+            passed: boolean | null;
+            /** @description why it did not run (max_share, nothing to re-mark) */
+            skipped: string | null;
+            yardstick?: components["schemas"]["CanaryYardstick"] | null;
+            finished_at?: string | null;
+            /** @description an operator accepted its drift: it is the yardstick */
+            accepted_at?: string | null;
+        };
+        /** @description GET /api/marking/canary: canary runs, newest first. */
+        CanaryRuns: {
+            items: components["schemas"]["CanaryRunAnswer"][];
+        };
+        /** @description The figures the run was held to: the last passing (or accepted) canary's. */
+        CanaryYardstick: {
+            exact?: number | null;
+            qwk?: number | null;
         };
         CancelAnswer: {
             cancelled: number;
@@ -833,6 +936,7 @@ export interface components {
             erased: {
                 ai_marking_attempts: number;
                 ai_marking_budget: number;
+                ai_marking_canary_rows: number;
                 ai_marking_events: number;
                 ai_marking_outbox: number;
                 ai_marking_payloads: number;
@@ -917,7 +1021,7 @@ export interface components {
         /** @description An alert that is open now (§9d). */
         OpenAlert: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
             pool: string;
             kind: string | null;
             value: number;
@@ -1405,6 +1509,14 @@ export interface components {
             completion_tokens?: number;
             total_tokens?: number;
             cost_usd?: number;
+            /** @description the function's own version: a change starts a drift canary, as a model's does */
+            function_version?: string;
+        };
+        /** @description The canary a drift was measured against: the last passing (or accepted) one. */
+        Yardstick: {
+            run_id?: string | null;
+            exact?: number | null;
+            qwk?: number | null;
         };
     };
     responses: {
@@ -2330,6 +2442,100 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RowDetail"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    canaryRuns: {
+        parameters: {
+            query?: {
+                kind?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CanaryRuns"];
+                };
+            };
+            401: components["responses"]["E401"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    runCanary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                kind: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CanaryRunAnswer"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    acceptCanary: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description who reviews (the host app's user id); recorded with the action */
+                "X-Actor"?: string;
+            };
+            path: {
+                kind: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CanaryRunAnswer"];
                 };
             };
             400: components["responses"]["E400"];
