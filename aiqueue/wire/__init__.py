@@ -23,7 +23,8 @@ from aiqueue.wire.rules import (
 )
 
 __all__ = [
-    "MAX_IDS", "NO_BODY", "EnqueueRequest", "Wire", "dump", "no_fields", "parse", "parse_assignment_id",
+    "MAX_IDS", "NO_BODY", "EnqueueRequest", "Wire", "dump", "no_fields", "parse",
+    "parse_assignment_id",
     "parse_group", "parse_idempotency_key", "parse_kind", "parse_status", "parse_times",
     "parse_uuid", "payload_json",
 ]
