@@ -21,6 +21,7 @@ from aiqueue.settings import Settings
 from aiqueue.web import (
     api,
     calibration_api,
+    holds_api,
     live_api,
     login,
     monitor_actions,
@@ -114,4 +115,5 @@ class DisplayZone:
 def all_routes() -> list[BaseRoute]:
     return [*api.ROUTES, *login.ROUTES, *monitor_page.ROUTES, *monitor_actions.ROUTES,
             *live_api.ROUTES, *teacher_page.ROUTES, *setup.ROUTES, *openapi.ROUTES,
-            *records.ROUTES, *calibration_api.ROUTES, *rows_api.ROUTES]
+            *records.ROUTES, *calibration_api.ROUTES, *rows_api.ROUTES,
+            *holds_api.ROUTES]
