@@ -32,8 +32,9 @@ async def clarify_question(request: Request) -> Response:
     actor = review.parse_actor(request.headers.get("x-actor")) or "api"
     rt = await runtime(request)
     answer = await clarify.clarify(rt, body, actor)
+    due = answer.remarked + answer.moved
     return respond(answer, status_code=202,
-                   background=BackgroundTask(loop.after_enqueue, rt, answer.remarked + answer.moved))
+                   background=BackgroundTask(loop.after_enqueue, rt, due))
 
 
 ROUTES = [

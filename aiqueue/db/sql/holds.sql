@@ -28,11 +28,12 @@ LIMIT $2;
 -- asked_question --
 -- A question ($2) of assignment $1, as its asking rows hold it: its words, the
 -- payload it was asked under (none: '{}'), whether it was answered, and the
--- submissions whose newest result asked it (the rows to mark again).
+-- submissions whose newest result asked it (the rows to mark again).  Its
+-- words as the teacher's list shows them: the first asker's.
 SELECT (SELECT m.result -> 'review' ->> 'question'
         FROM ai_marking_holds h JOIN ai_marking_results m ON m.queue_id = h.queue_id
         WHERE h.question_id = $2 AND h.assignment_id = $1
-        ORDER BY h.held_at LIMIT 1) AS question,
+        ORDER BY h.held_at, h.queue_id LIMIT 1) AS question,
        (SELECT coalesce(p.payload, '{}'::jsonb)::text
         FROM ai_marking_holds h LEFT JOIN ai_marking_payloads p ON p.id = h.payload_id
         WHERE h.question_id = $2 AND h.assignment_id = $1 LIMIT 1) AS payload,
