@@ -18,10 +18,10 @@ from aiqueue.queue import enqueue
 from aiqueue.queue.holds import rubric_sha256, with_notes
 from aiqueue.runtime import Runtime
 from aiqueue.wire import EnqueueRequest, payload_json
-from aiqueue.wire.holds import Clarified, ClarifyBody
+from aiqueue.wire.holds import Clarified, ClarifyRequest
 
 
-async def clarify(rt: Runtime, body: ClarifyBody, actor: str | None) -> Clarified:
+async def clarify(rt: Runtime, body: ClarifyRequest, actor: str | None) -> Clarified:
     """POST /api/marking/clarify: record the answer once, then mark under it."""
     asked = await rt.store.asked_question(body.assignment_id, body.question_id)
     if asked is None:

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from aiqueue.models.holds import Hold
 from aiqueue.runtime import Runtime
-from aiqueue.wire.holds import AskedQuestion, HeldRow, ReviewNeeded
+from aiqueue.wire.holds import AskedQuestion, HeldRow, HeldResults
 
 # The most held results one list shows (the oldest first).
 MAX_HELD = 1000
@@ -21,7 +21,7 @@ async def held(rt: Runtime, assignment_id: str) -> list[Hold]:
     return await rt.store.review_needed(assignment_id, MAX_HELD)
 
 
-def review_needed(assignment_id: str, holds: list[Hold]) -> ReviewNeeded:
+def review_needed(assignment_id: str, holds: list[Hold]) -> HeldResults:
     """GET /api/marking/review_needed's answer from the held results."""
     questions: dict[UUID, AskedQuestion] = {}
     for h in holds:
@@ -37,5 +37,5 @@ def review_needed(assignment_id: str, holds: list[Hold]) -> ReviewNeeded:
     items = [HeldRow(queue_id=h.queue_id, submission_id=h.submission_id, reason=h.reason,
                      best_guess=h.best_guess, max_score=h.max_score, held_at=h.held_at,
                      question_id=h.question_id) for h in holds]
-    return ReviewNeeded(assignment_id=assignment_id, count=len(items), items=items,
+    return HeldResults(assignment_id=assignment_id, count=len(items), items=items,
                         questions=list(questions.values()))

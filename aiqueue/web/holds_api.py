@@ -16,7 +16,7 @@ from aiqueue.reads import holds
 from aiqueue.web import gate
 from aiqueue.web.http import read_json, respond
 from aiqueue.web.state import runtime
-from aiqueue.wire.holds import ClarifyBody
+from aiqueue.wire.holds import ClarifyRequest
 
 
 @gate.bearer()
@@ -28,7 +28,7 @@ async def review_needed(request: Request) -> Response:
 
 @gate.bearer()
 async def clarify_question(request: Request) -> Response:
-    body = wire.parse(ClarifyBody, await read_json(request, 16 * 1024))
+    body = wire.parse(ClarifyRequest, await read_json(request, 16 * 1024))
     actor = review.parse_actor(request.headers.get("x-actor")) or "api"
     rt = await runtime(request)
     answer = await clarify.clarify(rt, body, actor)

@@ -163,6 +163,7 @@ def paths() -> dict[str, dict[str, Schema]]:
         **_record_paths(),
         **_calibration_paths(),
         **_row_paths(),
+        **_hold_paths(),
     }
 
 
@@ -241,4 +242,21 @@ def _record_paths() -> dict[str, dict[str, Schema]]:
                 "Idempotent-Replayed": replayed})},
             (400, 401, 409, 413, 422, 503), body="ReplayRequest", optional_body=False,
             params=(key,), tag="records")},
+    }
+
+
+def _hold_paths() -> dict[str, dict[str, Schema]]:
+    """Review holds (docs/review-holds.md): the teacher's list and an answer, once."""
+    text = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+    return {
+        "/api/marking/review_needed": {"get": op(
+            "reviewNeeded", "Held results waiting for a teacher, with their reasons; each "
+            "question once, with the rows that asked it",
+            {200: reply("HeldResults")}, (401, 422, 503), tag="review",
+            params=(parameter("assignment_id", "query", text, required=True),))},
+        "/api/marking/clarify": {"post": op(
+            "clarify", "Answer a marker's question once: a marking note in a new payload; "
+            "the rows that asked and the rows not yet dispatched are marked under it",
+            {202: reply("Clarified")}, (400, 401, 404, 409, 413, 422, 503),
+            body="ClarifyRequest", tag="review", params=(ACTOR,))},
     }

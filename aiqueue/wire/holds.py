@@ -76,7 +76,7 @@ class ReviewRequest(Wire):
         return self
 
 
-class ClarifyBody(Wire):
+class ClarifyRequest(Wire):
     """POST /api/marking/clarify: the teacher's answer to a marker's question."""
 
     model_config = ConfigDict(extra="forbid")
@@ -128,7 +128,7 @@ class AskedQuestion(Wire):
     answered: bool
 
 
-class ReviewNeeded(Wire):
+class HeldResults(Wire):
     """GET /api/marking/review_needed's answer."""
 
     assignment_id: str
@@ -145,3 +145,15 @@ class Clarified(Wire):
     remarked: Count = described("rows that asked the question, marked again under the answer")
     moved: Count = described("rows not yet dispatched, now under the answer")
     answered_at: Time
+
+
+class ReviewNeeded(Wire):
+    """A result is held for a teacher (notified): ids and the reason, never the question."""
+
+    type: Literal["marking.review_needed"]
+    queue_id: Uuid
+    submission_id: Uuid
+    assignment_id: str
+    reason: Reason
+    question_id: Uuid | None = described("with a clarification: the question's id "
+                                         "(GET /api/marking/review_needed has its words)")

@@ -88,7 +88,8 @@ def test_the_notification_events_are_described_as_webhooks():
     hooks = document()["webhooks"]
     assert set(hooks) == {"marking.run_finished", "marking.row_failed", "marking.row_expired",
                           "marking.alert_opened", "marking.alert_resolved",
-                          "marking.calibration_ready", "marking.budget_warning"}
+                          "marking.calibration_ready", "marking.budget_warning",
+                          "marking.review_needed"}
     schemas = document()["components"]["schemas"]
     assert set(schemas["RunFinished"]["required"]) == {
         "type", "assignment_id", "completed", "failed", "cancelled", "expired", "tokens",
