@@ -10,7 +10,7 @@ from uuid import UUID
 
 from aiqueue.models.holds import Hold
 from aiqueue.runtime import Runtime
-from aiqueue.wire.holds import AskedQuestion, HeldRow, HeldResults
+from aiqueue.wire.holds import AskedQuestion, HeldResults, HeldRow
 
 # The most held results one list shows (the oldest first).
 MAX_HELD = 1000
