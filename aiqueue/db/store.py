@@ -26,6 +26,7 @@ from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.queue import QueueQueries
 from aiqueue.db.records import RecordsQueries
 from aiqueue.db.recovery import RecoveryQueries
+from aiqueue.db.remark import RemarkQueries
 from aiqueue.db.results import ResultsQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.rows import RowQueries
@@ -43,6 +44,7 @@ class Store(
     RowQueries,        # rows.sql: operator actions, rows, control, stats
     OneRowQueries,     # one_row.sql: one row from the outside
     RecoveryQueries,   # recovery.sql
+    RemarkQueries,     # remark.sql: a rubric changes, re-mark what it changed
     ScheduleQueries,   # schedule.sql: expiry, scheduled rows
     AlertQueries,      # alerts.sql
     WarningQueries,    # warnings.sql: budget warnings, groups near a cap

@@ -51,12 +51,11 @@ class AskedQuestion:
 
 @dataclass(frozen=True)
 class Answered:
-    """What recording an answer did: when, the new payload's version, rows moved to it."""
+    """What an answer did: when, the new payload's version, the waiting rows moved under
+    it, the askers' rows enqueued again and the run they joined."""
 
     answered_at: datetime
     payload_version: str
     moved: int
-
-    @classmethod
-    def from_row(cls, row: Row) -> Answered:
-        return cls(row["answered_at"], row["payload_version"], int(row["moved"]))
+    remarked: int
+    run_id: UUID | None

@@ -64,6 +64,7 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_batches": ("none", "provider batches: provider ids, file ids, row counts; an "
                                    "erased row's line is never applied (its queue row is gone)"),
     "ai_marking_runs": ("none", "a calibrated run: its id, assignment, thresholds, times"),
+    "ai_marking_remarks": ("none", "a re-mark: its assignment, payload version, run, counts"),
     "ai_queue_login_failures": ("none", "failed operator logins"),
     "aiqueue_meta": ("none", "migration facts"),
     "aiqueue_migrations": ("none", "applied migrations"),

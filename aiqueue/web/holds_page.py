@@ -19,11 +19,11 @@ from aiqueue.wire.holds import ClarifyRequest
 
 @gate.form(gate.unauthorized)
 async def answer(request: Request, session: Session, form: dict[str, str]) -> Response:
+    rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])
     body = wire.parse(ClarifyRequest, {"assignment_id": assignment_id,
                                        "question_id": form.get("question_id"),
                                        "answer": form.get("answer")})
-    rt = await runtime(request)
     # The operator's login is the actor: the page is behind the /ai-queue sign-in.
     done = await clarify.clarify(rt, body, session.user)
     return respond(done, status_code=202,

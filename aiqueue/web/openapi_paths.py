@@ -163,6 +163,15 @@ def paths() -> dict[str, dict[str, Schema]]:
         **_record_paths(),
         **_calibration_paths(),
         **_row_paths(),
+        "/api/marking/remark": {"post": op(
+            "remark", "A new payload for an assignment: it becomes the current one, and only "
+            "the submissions whose mark was made under another payload are marked again "
+            "(reviewed marks kept unless include_reviewed; an edit within debounce_seconds "
+            "supersedes the rows of the one before not yet dispatched)",
+            {202: reply("RemarkAccepted", "Enqueued under the new payload"),
+             200: reply("RemarkEstimate", "A dry run (`dry_run: true`): nothing was written")},
+            (400, 401, 409, 413, 422, 503), body="RemarkRequest", optional_body=False,
+            params=(ACTOR,))},
         **_hold_paths(),
     }
 

@@ -141,9 +141,11 @@ class Clarified(Wire):
     """POST /api/marking/clarify's answer (202)."""
 
     question_id: Uuid
-    payload_version: str
-    remarked: Count = described("rows that asked the question, marked again under the answer")
-    moved: Count = described("rows not yet dispatched, now under the answer")
+    payload_version: str = described("the new payload's version: the answer is in its "
+                                     "marking_notes")
+    run_id: Uuid | None = described("the run the askers' rows joined (null: none re-marked)")
+    remarked: Count = described("rows that asked the question, enqueued again under the answer")
+    moved: Count = described("the assignment's rows not yet dispatched, now under the answer")
     answered_at: Time
 
 

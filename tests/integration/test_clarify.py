@@ -103,9 +103,13 @@ async def test_an_answer_marks_the_askers_and_the_waiting_rows_under_a_new_paylo
     note = {"question_id": q["question_id"], "question": q["question"], "answer": answer}
     for job in again:
         assert job["payload"] == {**PAYLOAD, "marking_notes": [note]}
-    saved = json.loads(await conn.fetchval(
-        "SELECT payload::text FROM ai_marking_assignments WHERE assignment_id = 'hw-h'"))
-    assert saved == {**PAYLOAD, "marking_notes": [note]}
+    # It is the assignment's current payload: a re-mark's, with the askers' run.
+    current = await conn.fetchrow(
+        "SELECT p.payload::text, r.run_id, r.payload_version FROM ai_marking_remarks r "
+        "JOIN ai_marking_payloads p ON p.id = r.payload_id WHERE r.assignment_id = 'hw-h'")
+    assert json.loads(current["payload"]) == {**PAYLOAD, "marking_notes": [note]}
+    assert str(current["run_id"]) == body["run_id"]
+    assert current["payload_version"] == body["payload_version"]
     # The question left the list; the suspected answer is still there.
     left = await listed(client)
     assert left["questions"] == [] and [i["reason"] for i in left["items"]] == [

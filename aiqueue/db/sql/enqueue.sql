@@ -6,9 +6,11 @@
 -- One round trip for the whole batch, atomic: when any id is unknown nothing is
 -- inserted and the unknown ids come back instead.  Submissions with an AI mark
 -- are left out unless $6 (remark) and come back as 'marked', and so are those
--- that already have a live row.  A concurrent enqueue (or retry) that gives one
--- of them a live row after this statement's snapshot makes the insert fail on
--- the partial unique index: Store.enqueue runs the statement again, and the
+-- that already have a live row (with $6, a live row of the same payload: a
+-- re-mark's row waits beside one of an older payload).  A concurrent enqueue
+-- (or retry) that gives one of them a live row after this statement's snapshot
+-- makes the insert fail on the partial unique index: Store.enqueue runs the
+-- statement again, and the
 -- second run skips it.  (ON CONFLICT DO NOTHING would skip it in place, but its
 -- speculative insertion costs 16 ms of 10,000 rows for a race that is rare.)
 -- Rows are inserted in submission-id order so that two overlapping batches
@@ -57,7 +59,10 @@ todo AS MATERIALIZED (
           FROM subs x
           WHERE (NOT x.marked OR $6::boolean)
             AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                            WHERE q.submission_id = x.id AND q.status IN ('pending', 'processing'))
+                            WHERE q.submission_id = x.id AND q.status IN ('pending', 'processing')
+                              -- a re-mark adds its row beside a live row of another payload
+                              AND (NOT $6::boolean OR q.payload_id IS NOT DISTINCT FROM
+                                   aiqueue_payload_id($4::jsonb)))
             AND NOT EXISTS (SELECT 1 FROM subs u WHERE NOT u.known)
           ORDER BY x.ord) o
 ),
@@ -196,7 +201,9 @@ WITH ids AS MATERIALIZED (
 subs AS MATERIALIZED (
     SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
            EXISTS (SELECT 1 FROM ai_marking_queue q
-                   WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing'))
+                   WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing')
+                     AND (NOT $3::boolean OR q.payload_id IS NOT DISTINCT FROM
+                          aiqueue_payload_id($10::jsonb)))
                AS live,
            aiqueue_answer_key(s.content, $7::bytea, $8::bytea) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id

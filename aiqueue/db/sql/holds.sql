@@ -17,10 +17,10 @@ SELECT h.queue_id, h.submission_id, h.reason, h.question_id, h.held_at,
 FROM ai_marking_holds h
 JOIN ai_marking_results m ON m.queue_id = h.queue_id
 LEFT JOIN ai_marking_payloads p ON p.id = h.payload_id
-WHERE h.assignment_id = $1 AND m.review = 'unreviewed'
+WHERE h.assignment_id = $1 AND m.review = 'unreviewed' AND m.applied
   AND NOT EXISTS (SELECT 1 FROM ai_marking_results l
                   WHERE l.submission_id = m.submission_id AND l.seq > m.seq
-                    AND l.review <> 'reverted')
+                    AND l.review <> 'reverted' AND l.applied)
   AND NOT EXISTS (SELECT 1 FROM ai_marking_answers a WHERE a.question_id = h.question_id)
 ORDER BY h.held_at, h.queue_id
 LIMIT $2;
@@ -41,33 +41,34 @@ SELECT (SELECT m.result -> 'review' ->> 'question'
        ARRAY(SELECT DISTINCT h.submission_id
              FROM ai_marking_holds h JOIN ai_marking_results m ON m.queue_id = h.queue_id
              WHERE h.question_id = $2 AND h.assignment_id = $1 AND m.review = 'unreviewed'
+               AND m.applied
                AND NOT EXISTS (SELECT 1 FROM ai_marking_results l
                                WHERE l.submission_id = m.submission_id AND l.seq > m.seq
-                                 AND l.review <> 'reverted')
+                                 AND l.review <> 'reverted' AND l.applied)
              ORDER BY 1) AS askers;
 
 -- answer_question --
 -- The teacher's answer ($1 question, $2 assignment), once: no row back when
 -- it was answered already.  $3: the sha256 of the rubric the notes belong to
--- (the payload without its notes, queue/clarify.py), $4: the note, $5 actor.
--- Then, in the same transaction, the assignment's payload becomes $6 (its
--- title kept), and its rows not yet dispatched are marked under it: $6 is
--- stored as a payload whose window of use covers their enqueue times (the
--- prune reads it: migration 0014).
+-- (the payload without its notes, queue/holds.py), $4: the note, $5 actor.
+-- In the same transaction (db/holds.py: then the re-mark of the askers), the
+-- assignment's rows not yet dispatched go under the new payload $6, keeping
+-- their place and whatever they wait for: $6 is stored as a payload whose
+-- window of use covers their enqueue times (the prune reads it: migration
+-- 0014).  A row whose submission has another live row stays as it is (one
+-- live row per submission and payload, migration 0036).
 WITH answer AS (
     INSERT INTO ai_marking_answers (question_id, assignment_id, base_sha256, note, actor)
     VALUES ($1, $2, $3, $4::jsonb, $5)
     ON CONFLICT (question_id) DO NOTHING
     RETURNING answered_at
 ),
-assignment AS (
-    INSERT INTO ai_marking_assignments AS a (assignment_id, payload)
-    SELECT $2, $6::jsonb FROM answer
-    ON CONFLICT (assignment_id) DO UPDATE SET payload = excluded.payload, updated_at = now()
-),
 waiting AS MATERIALIZED (
     SELECT q.queue_id, q.created_at FROM ai_marking_queue q, answer
     WHERE q.assignment_id = $2 AND q.status = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue o
+                      WHERE o.submission_id = q.submission_id AND o.queue_id <> q.queue_id
+                        AND o.status IN ('pending', 'processing'))
     FOR UPDATE OF q
 ),
 payload AS (

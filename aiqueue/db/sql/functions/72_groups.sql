@@ -70,7 +70,7 @@ BEGIN
     ),
     rows AS MATERIALIZED (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key, q.kind,
-               q.pool, q.lane
+               q.pool, q.lane, q.payload_id
         FROM ai_marking_queue q
         WHERE q.leader_id = p_leader AND q.status = 'pending' AND q.run_after = 'infinity'
         ORDER BY q.queue_id
@@ -101,10 +101,10 @@ BEGIN
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
                                         result, previous_result, previous_marked_at, model,
                                         prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds, kind, pool, lane)
+                                        processing_seconds, kind, pool, lane, payload_version)
         SELECT r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key,
                lead.result, prev.ai_result, prev.ai_marked_at, lead.model, 0, 0, 0, NULL,
-               r.kind, r.pool, r.lane
+               r.kind, r.pool, r.lane, aiqueue_payload_version(r.payload_id)
         FROM rows r JOIN prev ON prev.id = r.submission_id CROSS JOIN lead
         ON CONFLICT (queue_id) DO NOTHING
     )

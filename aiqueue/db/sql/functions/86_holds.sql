@@ -35,6 +35,12 @@ BEGIN
     THEN
         RETURN;
     END IF;
+    -- A result under an older rubric than the mark it would replace is recorded,
+    -- not applied (77_remark): nothing to hold.
+    IF NOT EXISTS (SELECT 1 FROM ai_marking_results m WHERE m.queue_id = r.queue_id AND m.applied)
+    THEN
+        RETURN;
+    END IF;
     IF why = 'clarification' THEN
         asked := aiqueue_question_id(r.payload_id, p_result -> 'review' ->> 'question');
     END IF;
