@@ -29,7 +29,7 @@ from aiqueue.wire.remark import DEFAULT_DEBOUNCE_SECONDS, RemarkAccepted, Remark
 
 
 @dataclass(frozen=True)
-class RemarkRequest:
+class Remark:
     """A validated re-mark: the assignment, its new payload (compact JSON text) and how."""
 
     assignment_id: str
@@ -38,7 +38,7 @@ class RemarkRequest:
     debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS
 
 
-async def remark(rt: Runtime, request: RemarkRequest, *, only: Sequence[UUID] | None = None,
+async def remark(rt: Runtime, request: Remark, *, only: Sequence[UUID] | None = None,
                  actor: str = "api") -> Remarked:
     """Make `request.payload` the assignment's current payload and re-mark what it changed."""
     defaults = await rt.store.remark_defaults(request.assignment_id)
@@ -61,7 +61,7 @@ def accepted(done: Remarked) -> RemarkAccepted:
                           same_answers=done.same_answers, superseded=done.superseded)
 
 
-async def estimate(rt: Runtime, request: RemarkRequest,
+async def estimate(rt: Runtime, request: Remark,
                    only: Sequence[UUID] | None = None) -> RemarkEstimate:
     """The dry run: the counts and the estimate before Mark All of the rows it would add
     (rows, tokens, cost, ETA, caps; queue/enqueue.py dry_run); writes nothing."""
@@ -77,7 +77,7 @@ async def estimate(rt: Runtime, request: RemarkRequest,
         eta_seconds=e.eta_seconds, capped=e.capped, lane="live")
 
 
-def _enqueue_shape(request: RemarkRequest, ids: Sequence[UUID], kind: str,
+def _enqueue_shape(request: Remark, ids: Sequence[UUID], kind: str,
                    group: str | None = None) -> EnqueueRequest:
     """The re-mark as the re-marking enqueue of its submissions it amounts to."""
     return EnqueueRequest(request.assignment_id, list(ids), 0, request.payload, group=group,

@@ -9,19 +9,19 @@ from starlette.routing import Route
 
 from aiqueue import wire
 from aiqueue.queue import loop, review
-from aiqueue.queue.remark import RemarkRequest, accepted, estimate, remark
+from aiqueue.queue.remark import Remark, accepted, estimate, remark
 from aiqueue.web import gate
 from aiqueue.web.http import read_json, respond
 from aiqueue.web.state import runtime
-from aiqueue.wire.remark import RemarkBody
+from aiqueue.wire.remark import RemarkRequest
 
 
 @gate.bearer()
 async def remark_route(request: Request) -> Response:
     rt = await runtime(request)
-    body = wire.parse(RemarkBody, await read_json(request))
+    body = wire.parse(RemarkRequest, await read_json(request))
     actor = review.parse_actor(request.headers.get("x-actor")) or "api"
-    asked = RemarkRequest(body.assignment_id, body.payload, body.include_reviewed,
+    asked = Remark(body.assignment_id, body.payload, body.include_reviewed,
                           body.debounce_seconds)
     if body.dry_run:
         return respond(await estimate(rt, asked))

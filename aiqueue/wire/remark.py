@@ -33,10 +33,10 @@ def _debounce(value: object) -> float:
     return float(value)
 
 
-class RemarkBody(Wire):
+class RemarkRequest(Wire):
     """A new payload for an assignment, and its re-mark."""
 
-    model_config = ConfigDict(title="RemarkRequest", extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     assignment_id: Annotated[ShortText, BeforeValidator(rules.parse_assignment_id)]
     # Kept as the compact JSON text that is stored and hashed (rules.payload_json).

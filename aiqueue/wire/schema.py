@@ -21,7 +21,7 @@ Schema = dict[str, Any]
 # Bodies are described as they are validated, answers as they are serialised.
 REQUESTS: tuple[type[BaseModel], ...] = (
     requests.EnqueueBody, webhook.WebhookItem, webhook.WebhookUsage, requests.AcceptBody,
-    requests.ReplayRequest, requests.FailRequest, remark.RemarkBody, holds.ClarifyRequest,
+    requests.ReplayRequest, requests.FailRequest, remark.RemarkRequest, holds.ClarifyRequest,
 )
 ANSWERS: tuple[type[BaseModel], ...] = (
     requests.Error, answers.EnqueueAccepted, answers.EnqueueEstimate, answers.ProcessStep,
@@ -37,7 +37,7 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     holds.HeldResults, holds.Clarified, holds.ReviewNeeded,
 )
 # A class whose OpenAPI name is not its Python name.
-RENAMED = {"EnqueueBody": "EnqueueRequest", "RemarkBody": "RemarkRequest"}
+RENAMED = {"EnqueueBody": "EnqueueRequest"}
 
 
 def ref(name: str) -> Schema:

@@ -218,3 +218,30 @@ async def test_a_bad_body_is_a_422_and_changes_nothing(
 async def test_without_the_bearer_it_is_a_401(client: httpx.AsyncClient) -> None:
     r = await client.post("/api/marking/remark", json={"assignment_id": "a", "payload": {}})
     assert r.status_code == 401
+
+
+async def test_every_result_says_its_payload_version(
+        client: httpx.AsyncClient, store: Store, conn: asyncpg.Connection) -> None:
+    ids = await marked_class(store, conn, 2)
+    queue_id = await conn.fetchval("SELECT queue_id FROM ai_marking_results "
+                                   "WHERE submission_id = $1", ids[0])
+    detail = (await client.get(f"/api/marking/rows/{queue_id}", headers=AUTH)).json()
+    assert detail["result"]["payload_version"] == version(P1)
+    history = (await client.get(f"/api/marking/submissions/{ids[0]}/results",
+                                headers=AUTH)).json()["items"]
+    assert [(h["payload_version"], h["applied"]) for h in history] == [(version(P1), True)]
+    export = await client.get("/api/marking/export?format=jsonl", headers=AUTH)
+    results = [json.loads(line) for line in export.text.splitlines()
+               if json.loads(line)["record"] == "result"]
+    assert {(r["payload_version"], r["function_version"], r["provider"]) for r in results} \
+        == {(version(P1), "fn-7", "sim")}
+    # A row of the new payload that fails: its notification names that payload.
+    await remark(client, P2)
+    pending = await conn.fetchval("SELECT queue_id FROM ai_marking_queue "
+                                  "WHERE status = 'pending' LIMIT 1")
+    r = await client.post(f"/api/marking/rows/{pending}/fail", headers=AUTH,
+                          json={"note": "test"})
+    assert r.status_code == 200, r.text
+    body = json.loads(await conn.fetchval(
+        "SELECT body FROM ai_marking_outbox WHERE type = 'marking.row_failed'"))
+    assert body["payload_version"] == version(P2)

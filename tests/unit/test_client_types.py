@@ -13,7 +13,7 @@ SCHEMAS = document()["components"]["schemas"]
 TYPED = ["EnqueueAccepted", "EnqueueEstimate", "SubmissionStatus", "RunProgress", "Accepted",
          "Reverted", "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal",
          "UsageReport", "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer",
-         "RowAttempt", "RowResultStatus", "RowDetail"]
+         "RowAttempt", "RowResultStatus", "RowDetail", "RemarkAccepted", "RemarkEstimate"]
 
 
 @pytest.mark.parametrize("name", TYPED)

@@ -6,9 +6,10 @@
 -- The status of row $1's applied result, if any (never its content): its
 -- review, when it was applied, the model that marked it, and whether a later
 -- result of the same submission superseded it.
-SELECT m.review, m.applied_at, m.model, m.kind,
+SELECT m.review, m.applied_at, m.model, m.kind, m.payload_version,
        EXISTS (SELECT 1 FROM ai_marking_results n
-               WHERE n.submission_id = m.submission_id AND n.seq > m.seq) AS superseded
+               WHERE n.submission_id = m.submission_id AND n.seq > m.seq AND n.applied)
+           AS superseded
 FROM ai_marking_results m WHERE m.queue_id = $1;
 
 -- cancel_one --

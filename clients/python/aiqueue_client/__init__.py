@@ -13,6 +13,8 @@ from aiqueue_client.types import (
     Erased,
     MarkingEvent,
     Released,
+    RemarkAccepted,
+    RemarkEstimate,
     ReplayAnswer,
     ResultHistory,
     Reverted,
@@ -27,7 +29,7 @@ from aiqueue_client.types import (
 __all__ = [
     "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
-    "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
+    "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
     "RunReverted", "SubmissionStatus", "UsageReport",
     "call", "verify_notification",
 ]

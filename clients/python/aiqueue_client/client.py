@@ -25,6 +25,8 @@ from aiqueue_client.types import (
     Erased,
     MarkingEvent,
     Released,
+    RemarkAccepted,
+    RemarkEstimate,
     ReplayAnswer,
     ResultHistory,
     Reverted,
@@ -144,6 +146,23 @@ class AsyncMarkingClient:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body, retry=True)
         return cast(EnqueueEstimate, response.json())
+
+    async def remark(self, assignment_id: str, payload: dict[str, Any], *,
+                     include_reviewed: bool = False, debounce_seconds: float = 60,
+                     dry_run: bool = False, actor: str | None = None
+                     ) -> RemarkAccepted | RemarkEstimate:
+        """A new payload (the edited rubric) for the assignment: only the answers marked
+        under another one are marked again; reviewed ones are kept unless
+        `include_reviewed`; an edit within `debounce_seconds` replaces the one before.
+        `dry_run`: the counts and the estimate, nothing enqueued."""
+        body = {"assignment_id": assignment_id, "payload": payload,
+                "include_reviewed": include_reviewed, "debounce_seconds": debounce_seconds,
+                "dry_run": dry_run}
+        response = await self._call("POST", "/api/marking/remark", json=body,
+                                    headers=_actor(actor), retry=True)
+        if dry_run:
+            return cast(RemarkEstimate, response.json())
+        return cast(RemarkAccepted, response.json())
 
     async def release(self, run_id: str | uuid.UUID, *, actor: str | None = None) -> Released:
         """Release a calibrated run's held rows (none left: `released` is 0)."""

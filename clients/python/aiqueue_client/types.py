@@ -158,6 +158,9 @@ class AppliedResult(TypedDict):
     accepted_at: str | None
     reverted_at: str | None
     actor: str | None
+    # What it was marked under; false `applied`: made under an older payload, never applied.
+    payload_version: NotRequired[str | None]
+    applied: NotRequired[bool]
 
 
 class ResultHistory(TypedDict):
@@ -220,6 +223,32 @@ class AgreementReport(TypedDict):
     qwk: float | None
     criteria: list[CriterionAgreement]
     disagreements: list[str]
+
+
+class RemarkAccepted(TypedDict):
+    """A re-mark that went in (202)."""
+
+    run_id: str | None
+    enqueued: int
+    unchanged: int
+    reviewed_kept: int
+    same_answers: int
+    superseded: int
+
+
+class RemarkEstimate(TypedDict):
+    """A re-mark's dry run: its counts and the estimate; nothing was enqueued."""
+
+    enqueued: int
+    unchanged: int
+    reviewed_kept: int
+    same_answers: int
+    rows: int
+    estimated_tokens: int
+    estimated_cost_usd: float | None
+    eta_seconds: float | None
+    capped: dict[str, float] | None
+    lane: str
 
 
 class Released(TypedDict):

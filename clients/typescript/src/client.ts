@@ -33,6 +33,11 @@ export type ReplayRequest = Schemas["ReplayRequest"];
 export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
 export type AgreementReport = Answer<"/api/marking/agreement", "get">;
 export type Released = Answer<"/api/marking/runs/{run_id}/release", "post">;
+export type RemarkRequest = Schemas["RemarkRequest"];
+/** What a re-mark did (202): run_id, enqueued, unchanged, reviewed_kept, same_answers. */
+export type RemarkAccepted = Schemas["RemarkAccepted"];
+/** A re-mark's dry run: its counts and the estimate (rows, tokens, cost, ETA, caps). */
+export type RemarkEstimate = Schemas["RemarkEstimate"];
 /** One row as the queue list shows it, its history and its result's status (no content). */
 export type RowDetail = Schemas["RowDetail"];
 export type { MarkingEvent };
@@ -172,6 +177,20 @@ export class MarkingClient {
     const key = options.idempotencyKey ?? crypto.randomUUID();
     return (await this.call<ReplayAnswer>("POST", "/api/marking/replay",
       { body: request, headers: { "idempotency-key": key }, retry: true })).data;
+  }
+
+  /** A new payload (the edited rubric) for an assignment: only the answers marked under
+   *  another payload are marked again; reviewed ones are kept unless include_reviewed;
+   *  an edit within debounce_seconds (default 60) replaces the one before. */
+  async remark(request: RemarkRequest & { dry_run?: false },
+    options?: { actor?: string }): Promise<RemarkAccepted>;
+  /** The dry run: the counts and the estimate; nothing is enqueued. */
+  async remark(request: RemarkRequest & { dry_run: true },
+    options?: { actor?: string }): Promise<RemarkEstimate>;
+  async remark(request: RemarkRequest, options: { actor?: string } = {}):
+    Promise<RemarkAccepted | RemarkEstimate> {
+    return (await this.call<RemarkAccepted | RemarkEstimate>("POST", "/api/marking/remark",
+      { body: request, headers: actor(options.actor), retry: true })).data;
   }
 
   /** Release a calibrated run's held rows (`released` is 0 when none are left). */
