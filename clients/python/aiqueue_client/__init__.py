@@ -10,7 +10,9 @@ from aiqueue_client.types import (
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
+    Clarified,
     Erased,
+    HeldResults,
     MarkingEvent,
     Released,
     RemarkAccepted,
@@ -27,9 +29,10 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
-    "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
-    "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
-    "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
+    "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "Clarified",
+    "EnqueueAccepted", "EnqueueEstimate", "Enqueued", "Erased", "HeldResults", "MarkingError",
+    "MarkingEvent", "Released", "RemarkAccepted", "RemarkEstimate", "ReplayAnswer",
+    "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
     "RunReverted", "SubmissionStatus", "UsageReport",
     "call", "verify_notification",
 ]

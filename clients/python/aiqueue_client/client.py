@@ -22,7 +22,9 @@ from aiqueue_client.types import (
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
+    Clarified,
     Erased,
+    HeldResults,
     MarkingEvent,
     Released,
     RemarkAccepted,
@@ -179,6 +181,22 @@ class AsyncMarkingClient:
                                     ("since", _rfc3339(since))) if v is not None}
         answer = await self._call("GET", "/api/marking/agreement", params=params, retry=True)
         return cast(AgreementReport, answer.json())
+
+    async def review_needed(self, assignment_id: str) -> HeldResults:
+        """The results the marker held for a teacher, each question once with its rows."""
+        answer = await self._call("GET", "/api/marking/review_needed",
+                                  params={"assignment_id": assignment_id}, retry=True)
+        return cast(HeldResults, answer.json())
+
+    async def clarify(self, assignment_id: str, question_id: str | uuid.UUID, answer: str, *,
+                      actor: str | None = None) -> Clarified:
+        """Answer a marker's question once: a marking note in a new payload, and the rows
+        that asked (and the ones not yet sent) marked under it."""
+        body = {"assignment_id": assignment_id, "question_id": str(question_id),
+                "answer": answer}
+        response = await self._call("POST", "/api/marking/clarify", json=body,
+                                    headers=_actor(actor))
+        return cast(Clarified, response.json())
 
     async def status(self, submission_id: str | uuid.UUID) -> SubmissionStatus:
         """Status, queue position and ETA of the submission's latest row."""
