@@ -7,10 +7,10 @@ from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
     AgreementReport,
+    Clarified,
     EnqueueAccepted,
     Enqueued,
     EnqueueEstimate,
-    Clarified,
     Erased,
     HeldResults,
     MarkingEvent,
