@@ -196,6 +196,10 @@ class SubmissionResult:
     same_answers: int = 0
     # Pending, held until the teacher releases its run's calibration (§10b).
     held: bool = False
+    # A re-mark (docs/remark.md): the mark it replaced, when that was made under another
+    # payload; and whether the mark shown was made under another than the saved one.
+    previous_result: dict[str, Any] | None = None
+    older_rubric: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
@@ -214,4 +218,6 @@ class SubmissionResult:
             adjusted_result=loads("adjusted_result"),
             same_answers=row["same_answers"],
             held=bool(row["held"]),
+            previous_result=loads("previous_result"),
+            older_rubric=bool(row["older_rubric"]),
         )

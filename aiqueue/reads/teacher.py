@@ -86,6 +86,8 @@ async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> di
         "review": row.review,
         "adjusted_score": adjusted.get("score"),
         "progress": _progress_item(row.progress),
+        "previous_result": row.previous_result,
+        "older_rubric": row.older_rubric,
     }
 
 

@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,13 +15,10 @@ import httpx
 import pytest
 
 from aiqueue.db.store import Store
-from aiqueue.models import Completed, Job
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, enqueued, make_settings
-from tests.plans import plan_of, settle_one
+from tests.integration.remark_kit import IN_FLIGHT, Model, no_mark_is_empty
 
-IN_FLIGHT = 2
-PLAN = plan_of(IN_FLIGHT)
 P1 = {"rubric": "mentions light"}
 P2 = {"rubric": "mentions light and chloroplasts"}
 P3 = {"rubric": "mentions light, chloroplasts and water"}
@@ -39,55 +35,6 @@ async def client(db_url: str, conn: asyncpg.Connection) -> AsyncIterator[httpx.A
 def version(payload: dict[str, Any]) -> str:
     """The payload's version as PostgreSQL's jsonb text hashes it (keys here are one)."""
     return hashlib.sha256(json.dumps(payload, separators=(", ", ": ")).encode()).hexdigest()
-
-
-def mark(job: Job) -> dict[str, Any]:
-    """A model whose score depends on the rubric and the answer."""
-    digest = hashlib.sha256((job.payload_json + job.content).encode()).hexdigest()
-    return {"score": int(digest, 16) % 11, "max_score": 10, "rubric": job.payload_json}
-
-
-class Model:
-    """The marking function: claims as the queue would, counts calls per payload."""
-
-    def __init__(self, store: Store, conn: asyncpg.Connection, watch: bool = True) -> None:
-        # watch: after each result, no submission of the class is without a mark.
-        self.store, self.conn, self.watch = store, conn, watch
-        self.calls: Counter[str] = Counter()
-        # Rows a settle claimed for its caller (the webhook's next dispatch).
-        self.pending: list[Job] = []
-
-    async def claim(self) -> Job | None:
-        await self.conn.execute("UPDATE ai_queue_control SET paused = false")
-        try:
-            job = await self.store.claim(PLAN)
-        finally:
-            await self.conn.execute("UPDATE ai_queue_control SET paused = true")
-        if job is not None:
-            self.calls[job.payload_json] += 1
-        return job
-
-    async def answer(self, job: Job) -> bool:
-        await self.conn.execute("UPDATE ai_queue_control SET paused = false")
-        try:
-            applied, nxt = await settle_one(self.store, Completed(
-                job.queue_id, job.dispatch_seq, mark(job),
-                {"model": "m-1", "provider": "sim", "function_version": "fn-7",
-                 "prompt_tokens": 100, "completion_tokens": 10}), PLAN)
-        finally:
-            await self.conn.execute("UPDATE ai_queue_control SET paused = true")
-        if nxt is not None:
-            self.calls[nxt.payload_json] += 1
-            self.pending.append(nxt)
-        if self.watch:
-            await no_mark_is_empty(self.conn)
-        return applied
-
-
-async def no_mark_is_empty(conn: asyncpg.Connection, assignment: str = "hw-1") -> None:
-    empty = await conn.fetchval("SELECT count(*) FROM submissions WHERE assignment_id = $1 "
-                                "AND ai_result IS NULL", assignment)
-    assert empty == 0
 
 
 async def marked_class(store: Store, conn: asyncpg.Connection, n: int = 30
