@@ -95,11 +95,8 @@ def score_answer(job: Job) -> Marking:
 
 
 def half_met(criterion: Criterion, tokens: set[str]) -> bool:
-    """Exactly half of a criterion's words (two or more) occur in the answer.  Keywords the
-    rubric lists are alternatives it has decided on (any half of them meets it): only a
-    criterion's own words leave it open."""
-    if criterion.keywords:
-        return False
+    """Exactly half of a criterion's keywords (two or more) occur in the answer: `covered`
+    counts it as met, but only just, so the rubric doesn't decide it."""
     wanted = keywords(criterion)
     return len(wanted) >= 2 and 2 * _found(wanted, tokens) == len(wanted)
 

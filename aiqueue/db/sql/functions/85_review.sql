@@ -120,9 +120,6 @@ BEGIN
     FOR q IN SELECT m.queue_id FROM ai_marking_results m
              WHERE m.run_id = aiqueue_latest_run(p_assignment_id)
                AND m.assignment_id = p_assignment_id AND m.review = 'unreviewed'
-               -- a held result (86_holds) is accepted one by one, never in bulk
-               AND (p_action <> 'accept' OR NOT EXISTS (SELECT 1 FROM ai_marking_holds h
-                                                        WHERE h.queue_id = m.queue_id))
              ORDER BY m.submission_id, m.seq DESC LOOP
         IF p_action = 'accept' THEN
             SELECT a.outcome INTO o FROM aiqueue_accept(q, p_actor, NULL) a;
