@@ -162,13 +162,15 @@ class EnqueueQueries(Gateway):
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
                 remark, kind, pool, not_before, expires_at,
-                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
+                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad,
+                bool(answer_key and answer_key.loose), "live" if batch is None else "batch")
         return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch,
                                   gate)
 
     async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
                       group: str, remark: bool, pool: str, money: Money, kind: str = "mark",
-                      payload: str = "{}", answer_key: AnswerKey | None = None) -> DryRun:
+                      payload: str = "{}", answer_key: AnswerKey | None = None,
+                      lane: str = "live") -> DryRun:
         """What an enqueue would add and use; writes nothing (CONTRACT §9c).
 
         With `answer_key`, rows that would copy a mark of the same answer are counted
@@ -177,6 +179,7 @@ class EnqueueQueries(Gateway):
         row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
                                    group, pool, money.json(),
                                    answer_key and answer_key.inner_pad,
-                                   answer_key and answer_key.outer_pad, kind, payload)
+                                   answer_key and answer_key.outer_pad, kind, payload,
+                                   bool(answer_key and answer_key.loose), lane)
         assert row is not None, "an aggregate always answers one row"
         return DryRun.from_row(row)

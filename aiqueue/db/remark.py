@@ -39,6 +39,11 @@ class RemarkQueries(Gateway):
             return RemarkDefaults()
         return RemarkDefaults(kind=row["kind"], group=row["group_key"], priority=row["priority"])
 
+    async def row_payload_version(self, queue_id: UUID) -> str | None:
+        """The version of the payload a row is marked under (None: the empty payload)."""
+        version: str | None = await self._fetchval("row_payload_version", queue_id, page=True)
+        return version
+
     async def current_payload(self, assignment_id: str) -> dict[str, Any] | None:
         """The assignment's current payload: its newest re-mark's, else its newest row's."""
         text = await self._fetchval("current_payload", assignment_id)

@@ -32,6 +32,7 @@ from aiqueue.db.review import ReviewQueries
 from aiqueue.db.rows import RowQueries
 from aiqueue.db.schedule import ScheduleQueries
 from aiqueue.db.security import SecurityQueries
+from aiqueue.db.traces import TraceQueries
 from aiqueue.db.usage import UsageQueries
 from aiqueue.db.warnings import WarningQueries
 
@@ -63,5 +64,6 @@ class Store(
     RecordsQueries,    # records.sql
     SecurityQueries,   # security.sql (lockdown.sql: migrate runs it)
     DoctorQueries,     # doctor.sql
+    TraceQueries,      # traces.sql: each job's trace (docs/tracing.md)
 ):
     """Queue persistence: all query classes over one bounded pool (db/pool.py)."""

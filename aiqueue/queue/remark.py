@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from aiqueue import logs
@@ -54,6 +55,12 @@ async def remark(rt: Runtime, request: Remark, *, only: Sequence[UUID] | None = 
     return done
 
 
+async def current_payload(rt: Runtime, assignment_id: str) -> dict[str, Any] | None:
+    """The assignment's current payload: its newest re-mark's, else its newest row's (None:
+    none known), to build the next one from (a clarification adds a note to it)."""
+    return await rt.store.current_payload(assignment_id)
+
+
 def accepted(done: Remarked) -> RemarkAccepted:
     """The 202 body of a re-mark."""
     return RemarkAccepted(run_id=done.run_id, enqueued=len(done.queue_ids),
@@ -73,6 +80,7 @@ async def estimate(rt: Runtime, request: Remark,
     return RemarkEstimate(
         enqueued=e.rows + e.same_answers, unchanged=plan.unchanged,
         reviewed_kept=plan.reviewed_kept, same_answers=e.same_answers, rows=e.rows,
+        already_marked=0,
         estimated_tokens=e.estimated_tokens, estimated_cost_usd=e.estimated_cost_usd,
         eta_seconds=e.eta_seconds, capped=e.capped, lane="live")
 

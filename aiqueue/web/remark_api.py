@@ -13,7 +13,7 @@ from aiqueue.queue.remark import Remark, accepted, estimate, remark
 from aiqueue.web import gate
 from aiqueue.web.http import read_json, respond
 from aiqueue.web.state import runtime
-from aiqueue.wire.remark import RemarkRequest
+from aiqueue.wire.remark import DEFAULT_DEBOUNCE_SECONDS, RemarkRequest
 
 
 @gate.bearer()
@@ -21,8 +21,9 @@ async def remark_route(request: Request) -> Response:
     rt = await runtime(request)
     body = wire.parse(RemarkRequest, await read_json(request))
     actor = review.parse_actor(request.headers.get("x-actor")) or "api"
-    asked = Remark(body.assignment_id, body.payload, body.include_reviewed,
-                          body.debounce_seconds)
+    asked = Remark(body.assignment_id, body.payload, bool(body.include_reviewed),
+                   DEFAULT_DEBOUNCE_SECONDS if body.debounce_seconds is None
+                   else body.debounce_seconds)
     if body.dry_run:
         return respond(await estimate(rt, asked))
     done = await remark(rt, asked, actor=actor)

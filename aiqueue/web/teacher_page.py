@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from aiqueue import wire
 from aiqueue.errors import Invalid, NotFound
+from aiqueue.models import SubmissionResult
 from aiqueue.queue import actions, calibration, loop, progress, review
 from aiqueue.queue import remark as remarking
 from aiqueue.reads import agreement, holds, teacher
@@ -46,6 +47,7 @@ from aiqueue.web.teacher_views import (
     row_view,
 )
 from aiqueue.web.templating import render
+from aiqueue.web.waits import wait_text
 from aiqueue.wire.remark import RemarkEstimate
 
 
@@ -70,7 +72,8 @@ async def page(request: Request, session: Session) -> Response:
     data = await teacher.load(rt, assignment_id)
     base = page_url(assignment_id)
     payload = data.info.payload if data.info else {}
-    rows = [row_view(r) for r in data.rows]
+    now = datetime.now(UTC)
+    rows = [row_view(r) | {"wait": _wait(rt, r, now)} for r in data.rows]
     unmarked = sum(not r["marked"] for r in rows)
     choices = await teacher.mark_choices(rt, unmarked)
     first = await teacher.mark_choices(rt, min(CHECK_FIRST, unmarked))
@@ -233,13 +236,20 @@ async def events_token(request: Request, session: Session) -> Response:
                         headers={"cache-control": "no-store"})
 
 
+def _wait(rt: Runtime, row: SubmissionResult, now: datetime) -> str:
+    """Why the row's mark waits and until when, and which attempt it is on ('' if none)."""
+    limit = teacher.max_attempts(rt, row.wait.kind) if row.wait else rt.settings.max_attempts
+    return wait_text(row.queue_status, row.held, row.wait, now, limit)
+
+
 @gate.session(gate.unauthorized)
 async def submission(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
-    body = await teacher.submission(rt, _assignment(request), submission_id)
+    body, row = await teacher.submission(rt, _assignment(request), submission_id)
     body["mark"] = mark_text(body)
     body["progress_text"] = progress_message(body["progress"])
+    body["wait"] = _wait(rt, row, datetime.now(UTC))
     body.update(remarked_view(body, body.pop("previous_result"), body.pop("older_rubric")))
     return JSONResponse(body, headers={"cache-control": "no-store"})
 

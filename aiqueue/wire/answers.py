@@ -155,10 +155,12 @@ class RowDetail(QueueRow):
 
     history: list[RowAttempt]
     result: RowResultStatus | None = described("null until a result was applied")
+    payload_version: str | None = described(f"the row's payload: {PAYLOAD_VERSION}",
+                                            default=None)
 
     @classmethod
     def of_parts(cls, row: models.QueueRow, history: list[models.Attempt],
-                 result: models.RowResult | None) -> RowDetail:
+                 result: models.RowResult | None, version: str | None = None) -> RowDetail:
         """A stored row, its attempts and its result's status, as the API answers it."""
         lines = [RowAttempt(
             at=a.started_at, kind=a.kind, outcome=a.outcome, error=a.error,
@@ -170,7 +172,8 @@ class RowDetail(QueueRow):
             review=result.review, applied_at=result.applied_at,
             superseded=result.superseded, model=result.model,
             payload_version=result.payload_version)
-        return cls(**dict(QueueRow.of(row)), history=lines, result=status)
+        return cls(**dict(QueueRow.of(row)), history=lines, result=status,
+                   payload_version=version)
 
 
 class QueuePage(Wire):

@@ -44,17 +44,19 @@ class RemarkRequest(Wire):
         "type": "object", "additionalProperties": True,
         "description": "the assignment's new payload (up to 64 KiB), e.g. the edited rubric"}),
         BeforeValidator(_payload)]
+    # Absent or null: the default (as the enqueue's optional fields).
     include_reviewed: Annotated[bool, BeforeValidator(
-        lambda v: rules.flag(v, "include_reviewed"))] = described(
+        lambda v: rules.flag(v, "include_reviewed"))] | None = described(
         "re-mark answers a teacher accepted or adjusted too (default false: kept)",
-        default=False)
+        default=None)
     debounce_seconds: Annotated[float, Field(ge=0, le=MAX_DEBOUNCE_SECONDS),
-                                BeforeValidator(_debounce)] = described(
+                                BeforeValidator(_debounce)] | None = described(
         "rows not yet dispatched that an edit of this assignment enqueued this many seconds "
-        "ago or less, under another payload, end cancelled (\"superseded\")",
-        default=DEFAULT_DEBOUNCE_SECONDS)
-    dry_run: Annotated[bool, BeforeValidator(lambda v: rules.flag(v, "dry_run"))] = described(
-        "count and price it, enqueue nothing (200)", default=False)
+        "ago or less, under another payload, end cancelled (\"superseded\"); default 60",
+        default=None)
+    dry_run: Annotated[bool, BeforeValidator(
+        lambda v: rules.flag(v, "dry_run"))] | None = described(
+        "count and price it, enqueue nothing (200)", default=None)
 
 
 class RemarkAccepted(Wire):
@@ -76,6 +78,8 @@ class RemarkEstimate(Wire):
     reviewed_kept: Count
     same_answers: Count
     rows: Count = described("answers the model would mark (copies of a mark excluded)")
+    already_marked: Count = described(
+        "always 0: a re-mark marks again what its payload changed", default=0)
     estimated_tokens: Count
     estimated_cost_usd: Usd | None
     eta_seconds: Seconds

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -190,6 +191,27 @@ def load_example(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+async def test_enqueue_sends_the_lane_and_its_deadline(db_url: str, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 2, "hw-lane", ANSWER)
+    due = datetime.now(UTC) + timedelta(hours=20)
+    with api_server(db_url) as app:
+        async with AsyncMarkingClient(app.url, app.secret) as client:
+            # This deployment's pool has no batch API: the server names what is missing.
+            with pytest.raises(MarkingError) as batch:
+                await client.enqueue("hw-lane", ids, lane="batch", deadline=due)
+            assert batch.value.status == 422 and "batch API" in batch.value.detail
+            # A deadline is the batch lane's only: sent with "live", it is refused by name.
+            with pytest.raises(MarkingError) as live_with_due:
+                await client.enqueue("hw-lane", ids, lane="live", deadline=due.isoformat())
+            assert live_with_due.value.status == 422
+            assert "deadline" in live_with_due.value.detail
+            done = await client.enqueue("hw-lane", ids, lane="live", payload=PAYLOAD)
+            assert done.answer["enqueued"] == 2
+    lanes = await conn.fetch("SELECT DISTINCT lane FROM ai_marking_queue "
+                             "WHERE assignment_id = 'hw-lane'")
+    assert [r["lane"] for r in lanes] == ["live"]
 
 
 async def test_a_changed_rubric_re_marks_only_the_unreviewed_answers(

@@ -173,7 +173,7 @@ async def test_every_result_says_its_payload_version(
     queue_id = await conn.fetchval("SELECT queue_id FROM ai_marking_results "
                                    "WHERE submission_id = $1", ids[0])
     detail = (await client.get(f"/api/marking/rows/{queue_id}", headers=AUTH)).json()
-    assert detail["result"]["payload_version"] == version(P1)
+    assert detail["result"]["payload_version"] == detail["payload_version"] == version(P1)
     history = (await client.get(f"/api/marking/submissions/{ids[0]}/results",
                                 headers=AUTH)).json()["items"]
     assert [(h["payload_version"], h["applied"]) for h in history] == [(version(P1), True)]
@@ -192,3 +192,33 @@ async def test_every_result_says_its_payload_version(
     body = json.loads(await conn.fetchval(
         "SELECT body FROM ai_marking_outbox WHERE type = 'marking.row_failed'"))
     assert body["payload_version"] == version(P2)
+
+
+@pytest.mark.store_pool(4)
+async def test_two_edits_at_once_take_turns_and_the_later_one_wins(
+        client: httpx.AsyncClient, store: Store, conn: asyncpg.Connection) -> None:
+    await marked_class(store, conn, 5)
+    answers = await asyncio.gather(remark(client, P2), remark(client, P3))
+    assert sorted(a["enqueued"] for a in answers) == [5, 5]
+    assert sorted(a["superseded"] for a in answers) == [0, 5]
+    live = await conn.fetch(
+        "SELECT p.payload::text AS payload, count(*) AS n FROM ai_marking_queue q "
+        "JOIN ai_marking_payloads p ON p.id = q.payload_id WHERE q.status = 'pending' "
+        "GROUP BY 1")
+    assert len(live) == 1 and live[0]["n"] == 5
+    later = answers[0] if answers[0]["superseded"] else answers[1]
+    current = await conn.fetchval("SELECT p.payload::text FROM ai_marking_remarks r "
+                                  "JOIN ai_marking_payloads p ON p.id = r.payload_id "
+                                  "ORDER BY r.id DESC LIMIT 1")
+    assert live[0]["payload"] == current
+    assert later["run_id"] is not None
+
+
+async def test_the_current_payload_is_the_newest_edits(
+        client: httpx.AsyncClient, store: Store, conn: asyncpg.Connection) -> None:
+    assert await store.current_payload("hw-1") is None
+    await marked_class(store, conn, 2)
+    assert await store.current_payload("hw-1") == P1
+    await remark(client, P2)
+    await remark(client, P3)
+    assert await store.current_payload("hw-1") == P3

@@ -50,20 +50,21 @@ regroup AS (
 SELECT was FROM row;
 
 -- fail_one --
--- A pending row $1 ends as failed with last_error $2 ("operator: <note>"),
--- recorded as the actor $3's action; the outbox's status trigger notifies
--- marking.row_failed as for any failure, and /metrics counts it (error code
--- `operator`).  Answers nothing when the row was not pending.
+-- A pending row $1 ends as failed with last_error `operator`, recorded as the
+-- actor $3's action with the note $2 (read on /ai-queue only: an operator's words
+-- may name a student); the outbox's status trigger notifies marking.row_failed
+-- (error `operator`) as for any failure, and /metrics counts it.  Answers nothing
+-- when the row was not pending.
 WITH row AS (
     UPDATE ai_marking_queue q
-    SET status = 'failed', finished_at = now(), updated_at = now(), last_error = $2
+    SET status = 'failed', finished_at = now(), updated_at = now(), last_error = 'operator'
     WHERE q.queue_id = $1 AND q.status = 'pending'
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
               q.turn
 ),
 history AS (
-    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor, error)
-    SELECT queue_id, 'action', 'fail', now(), $3, 'operator' FROM row
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor, error, note)
+    SELECT queue_id, 'action', 'fail', now(), $3, 'operator', $2 FROM row
 ),
 regroup AS (
     UPDATE ai_marking_groups g SET last_turn = row.turn - 1, updated_at = now()

@@ -112,6 +112,10 @@ UPDATE ai_marking_assignments a SET payload = $2::jsonb, updated_at = now()
 FROM record
 WHERE a.assignment_id = $1::text AND a.payload IS DISTINCT FROM $2::jsonb;
 
+-- row_payload_version --
+-- The version of the payload row $1 is marked under (NULL: the empty payload).
+SELECT aiqueue_payload_version(q.payload_id) FROM ai_marking_queue q WHERE q.queue_id = $1;
+
 -- current_payload --
 -- Assignment $1's current payload (JSON text; NULL: none known): its newest
 -- re-mark's, else its newest row's.

@@ -2,7 +2,19 @@
 
 from aiqueue_client.client import AsyncMarkingClient
 from aiqueue_client.errors import MarkingError
-from aiqueue_client.notifications import BadSignature, verify_notification
+from aiqueue_client.notifications import (
+    AlertOpened,
+    AlertResolved,
+    BadSignature,
+    BudgetWarning,
+    CalibrationReady,
+    Notification,
+    ReviewNeeded,
+    RowExpired,
+    RowFailed,
+    RunFinished,
+    verify_notification,
+)
 from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
@@ -29,6 +41,8 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
+    "AlertOpened", "AlertResolved", "BudgetWarning", "CalibrationReady", "Notification",
+    "ReviewNeeded", "RowExpired", "RowFailed", "RunFinished",
     "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "Clarified",
     "EnqueueAccepted", "EnqueueEstimate", "Enqueued", "Erased", "HeldResults", "MarkingError",
     "MarkingEvent", "Released", "RemarkAccepted", "RemarkEstimate", "ReplayAnswer",

@@ -55,7 +55,9 @@ class AsyncMarkingClient(HoldCalls):
                       expire_after_seconds: float | None = None,
                       same_answers: Literal["mark_once", "mark_each"] | None = None,
                       calibrate: int | Sequence[str | uuid.UUID] | None = None,
-                      release_when: dict[str, float] | None = None) -> Enqueued:
+                      release_when: dict[str, float] | None = None,
+                      lane: Literal["live", "batch"] | None = None,
+                      deadline: datetime | str | None = None) -> Enqueued:
         """Enqueue submissions for marking; retried safely under one Idempotency-Key.
 
         Without a key one is made, so a retry after a lost answer enqueues nothing twice.
@@ -65,7 +67,9 @@ class AsyncMarkingClient(HoldCalls):
         RFC 3339 string).  `same_answers`: "mark_once" (the default) marks answers that
         are the same after normalising once and copies the mark; "mark_each" marks each.
         `calibrate` (a number of rows, or submission ids) marks those first and holds the
-        rest until `release` (or `release_when`'s thresholds).
+        rest until `release` (or `release_when`'s thresholds).  `lane` "batch" sends the
+        rows by the pool's batch API (cheaper, marked within `deadline`, an aware datetime or
+        an RFC 3339 string); "live" marks them now; unset, the kind's own lane.
         """
         key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"assignment_id": assignment_id,
@@ -78,7 +82,8 @@ class AsyncMarkingClient(HoldCalls):
                             ("expire_after_seconds", expire_after_seconds),
                             ("same_answers", same_answers),
                             ("calibrate", _calibrate(calibrate)),
-                            ("release_when", release_when)):
+                            ("release_when", release_when), ("lane", lane),
+                            ("deadline", _rfc3339(deadline))):
             if value is not None:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body,
@@ -188,7 +193,8 @@ class AsyncMarkingClient(HoldCalls):
         return cast(RowDetail, (await self._call("POST", path)).json())
 
     async def fail_row(self, queue_id: str | uuid.UUID, note: str) -> RowDetail:
-        """End one pending row as failed with last_error "operator: <note>"."""
+        """End one pending row as failed with last_error "operator" (the note is kept on
+        /ai-queue)."""
         path = f"/api/marking/rows/{_seg(queue_id)}/fail"
         answer = await self._call("POST", path, json={"note": note})
         return cast(RowDetail, answer.json())

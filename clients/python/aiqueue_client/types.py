@@ -244,6 +244,7 @@ class RemarkEstimate(TypedDict):
     reviewed_kept: int
     same_answers: int
     rows: int
+    already_marked: NotRequired[int]
     estimated_tokens: int
     estimated_cost_usd: float | None
     eta_seconds: float | None
@@ -313,6 +314,7 @@ class RowResultStatus(TypedDict):
     applied_at: str
     superseded: bool
     model: str | None
+    payload_version: NotRequired[str | None]
 
 
 class RowDetail(TypedDict):
@@ -332,3 +334,5 @@ class RowDetail(TypedDict):
     pool: NotRequired[str]
     history: list[RowAttempt]
     result: NotRequired[RowResultStatus | None]
+    # The row's payload: the hex sha256 the queue stores it under (None: the empty payload).
+    payload_version: NotRequired[str | None]

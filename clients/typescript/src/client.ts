@@ -243,10 +243,25 @@ export class MarkingClient {
       .data;
   }
 
-  /** End one pending row as failed with last_error "operator: <note>" (≤ 200 characters). */
+  /** End one pending row as failed with last_error "operator"; the note (≤ 200 characters) is kept on /ai-queue. */
   async failRow(queueId: string, note: string): Promise<RowDetail> {
     return (await this.call<RowDetail>("POST", `/api/marking/rows/${seg(queueId)}/fail`,
       { body: { note } })).data;
+  }
+
+  /** The period's attempts and results, content-free unless `include: "feedback"`, as the
+   *  server streams them (CSV, or JSONL: one object per line). Hand the stream on (e.g.
+   *  `new Response(stream)`) or read it; an error answer rejects before the stream. */
+  async export(query: { from?: string; to?: string; format?: "csv" | "jsonl";
+    include?: "feedback" } = {}): Promise<ReadableStream<Uint8Array>> {
+    const params = new URLSearchParams(Object.entries(query)
+      .filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const response = await this.fetch(`${this.baseUrl}/api/marking/export?${params}`, {
+      headers: { authorization: `Bearer ${this.options.secret}` },
+    });
+    if (!response.ok) throw await errorFrom(response);
+    if (response.body === null) return new Blob([]).stream();
+    return response.body;
   }
 
   async stats(): Promise<Stats> {

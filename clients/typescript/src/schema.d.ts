@@ -473,7 +473,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** An operator ends a pending row as failed with last_error "operator: <note>"; 409 when it is not pending */
+        /** An operator ends a pending row as failed with last_error "operator" (the note is kept in its history on /ai-queue); 409 when it is not pending */
         post: operations["failRow"];
         delete?: never;
         options?: never;
@@ -941,7 +941,7 @@ export interface components {
             estimated_tokens: number;
             estimated_cost_usd: number | null;
         };
-        /** @description An operator ends a pending row as failed; last_error becomes "operator: <note>". */
+        /** @description An operator ends a pending row as failed: last_error "operator", the note in its history on /ai-queue only. */
         FailRequest: {
             /** @description the operator's words (no student content) */
             note: string;
@@ -1141,6 +1141,8 @@ export interface components {
             same_answers: number;
             /** @description answers the model would mark (copies of a mark excluded) */
             rows: number;
+            /** @description always 0: a re-mark marks again what its payload changed */
+            already_marked?: number;
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
@@ -1157,11 +1159,11 @@ export interface components {
                 [key: string]: unknown;
             };
             /** @description re-mark answers a teacher accepted or adjusted too (default false: kept) */
-            include_reviewed?: boolean;
-            /** @description rows not yet dispatched that an edit of this assignment enqueued this many seconds ago or less, under another payload, end cancelled ("superseded") */
-            debounce_seconds?: number;
+            include_reviewed?: boolean | null;
+            /** @description rows not yet dispatched that an edit of this assignment enqueued this many seconds ago or less, under another payload, end cancelled ("superseded"); default 60 */
+            debounce_seconds?: number | null;
             /** @description count and price it, enqueue nothing (200) */
-            dry_run?: boolean;
+            dry_run?: boolean | null;
         };
         /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
         ReplayAnswer: {
@@ -1288,6 +1290,8 @@ export interface components {
             history: components["schemas"]["RowAttempt"][];
             /** @description null until a result was applied */
             result: components["schemas"]["RowResultStatus"] | null;
+            /** @description the row's payload: the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
+            payload_version?: string | null;
         };
         /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
         RowExpired: {
@@ -1790,7 +1794,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1801,9 +1809,12 @@ export interface operations {
                     "application/json": components["schemas"]["RetryAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -1855,7 +1866,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1866,9 +1881,11 @@ export interface operations {
                     "application/json": components["schemas"]["Reverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1885,7 +1902,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1896,8 +1917,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunAccepted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1914,7 +1937,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1925,8 +1952,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunReverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -2075,7 +2104,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2086,8 +2119,10 @@ export interface operations {
                     "application/json": components["schemas"]["CancelAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -2194,7 +2229,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2205,8 +2244,11 @@ export interface operations {
                     "application/json": components["schemas"]["Erased"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -2377,7 +2419,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2388,9 +2434,11 @@ export interface operations {
                     "application/json": components["schemas"]["RowDetail"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
