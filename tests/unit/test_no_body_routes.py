@@ -10,7 +10,8 @@ from aiqueue.web.app import all_routes
 # Routes whose body is parsed by its own type (each 422s an unknown field itself).
 TAKES_A_BODY = {
     "/api/marking/enqueue", "/webhooks/ai-mark", "/api/marking/queue/{queue_id}/accept",
-    "/api/marking/rows/{queue_id}/fail", "/api/marking/replay",
+    "/api/marking/rows/{queue_id}/fail", "/api/marking/replay", "/api/marking/remark",
+    "/api/marking/clarify",
     # The chain's and a scheduler's trigger: whatever a platform's cron sends is ignored.
     "/api/marking/process-queue",
 }

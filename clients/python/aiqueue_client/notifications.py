@@ -35,6 +35,9 @@ class RunFinished(TypedDict):
     cost_usd: float | None
     started_at: str
     finished_at: str
+    # A re-mark's run: true, and the submissions whose score it changed.
+    remark: NotRequired[bool | None]
+    changed: NotRequired[int | None]
 
 
 class RowFailed(TypedDict):
@@ -45,6 +48,8 @@ class RowFailed(TypedDict):
     submission_id: str
     assignment_id: str
     error: str | None
+    # The payload the row was marked under (null: the empty payload).
+    payload_version: NotRequired[str | None]
 
 
 class RowExpired(TypedDict):
@@ -55,6 +60,8 @@ class RowExpired(TypedDict):
     submission_id: str
     assignment_id: str
     error: str | None
+    # The payload the row was marked under (null: the empty payload).
+    payload_version: NotRequired[str | None]
 
 
 class AlertOpened(TypedDict):
