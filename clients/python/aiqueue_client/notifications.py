@@ -35,9 +35,9 @@ class RunFinished(TypedDict):
     cost_usd: float | None
     started_at: str
     finished_at: str
-    # A re-mark's run: true, and the submissions whose score it changed.
-    remark: NotRequired[bool | None]
-    changed: NotRequired[int | None]
+    # A re-mark's run (docs/remark.md): how many submissions' scores it changed.
+    remark: NotRequired[bool]
+    changed: NotRequired[int]
 
 
 class RowFailed(TypedDict):
@@ -48,7 +48,7 @@ class RowFailed(TypedDict):
     submission_id: str
     assignment_id: str
     error: str | None
-    # The payload the row was marked under (null: the empty payload).
+    # The payload the row was marked under (docs/remark.md).
     payload_version: NotRequired[str | None]
 
 
@@ -60,7 +60,7 @@ class RowExpired(TypedDict):
     submission_id: str
     assignment_id: str
     error: str | None
-    # The payload the row was marked under (null: the empty payload).
+    # The payload the row was marked under (docs/remark.md).
     payload_version: NotRequired[str | None]
 
 
