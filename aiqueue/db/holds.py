@@ -59,9 +59,11 @@ class HoldQueries(Gateway):
         """The answer, once, in one transaction with what it changes: the assignment's rows
         not yet dispatched go under the new payload, and its askers are re-marked under it
         (db/remark.py's re-mark, limited to them).  None: answered already."""
+        # The enqueue's arguments after the ids (sql/enqueue.sql: enqueue), as a re-mark's.
         tail = (a.assignment_id, defaults.priority, a.payload,
                 defaults.group or a.assignment_id, True, defaults.kind or "mark", pool, None,
-                None, answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
+                None, answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad,
+                bool(answer_key and answer_key.loose), "live")
         remark = _Asked(a.assignment_id, a.payload, False, 0.0, list(a.askers), a.actor, tail)
         for _ in range(_RUNS):
             done = await self.db.write(lambda conn: _answer_in(conn, self.sql, a, remark),
