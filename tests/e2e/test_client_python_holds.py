@@ -42,8 +42,8 @@ async def test_a_question_is_asked_once_answered_once_and_not_asked_again(
             by_reason = {i["submission_id"]: (i["reason"], i["best_guess"])
                          for i in held["items"]}
             # The suspected answer covers everything, yet its guess is never a full mark.
-            assert by_reason[str(attack[0])][0] == "suspected_injection"
-            assert by_reason[str(attack[0])][1] < 4
+            reason, guess = by_reason[str(attack[0])]
+            assert reason == "suspected_injection" and guess is not None and guess < 4
             assert {by_reason[str(h)][0] for h in half} == {"clarification"}
 
             done = await client.clarify("hw-ask", question["question_id"],
