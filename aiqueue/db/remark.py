@@ -57,10 +57,11 @@ class RemarkQueries(Gateway):
         enqueue of `payload` would (rows beside a live row of another payload), supersede
         what an edit within `debounce_seconds` made stale, and record it (409 after a few
         lost races)."""
-        # The enqueue's arguments after the ids (sql/enqueue.sql: enqueue).
+        # The enqueue's arguments after the ids (sql/enqueue.sql: enqueue); its rows go live.
         tail = (assignment_id, defaults.priority, payload, defaults.group or assignment_id,
                 True, defaults.kind or "mark", pool, None, None,
-                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
+                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad,
+                bool(answer_key and answer_key.loose), "live")
         asked = _Asked(assignment_id, payload, include_reviewed, debounce_seconds,
                        None if only is None else list(only), actor, tail)
         for _ in range(_REMARK_RUNS):
