@@ -14,7 +14,7 @@ from aiqueue.answers import AnswerKey
 from aiqueue.db.enqueue import LostRace
 from aiqueue.db.gateway import Gateway
 from aiqueue.db.pool import Rollback
-from aiqueue.db.remark import _Asked, remark_in
+from aiqueue.db.remark import RemarkArgs, remark_args, remark_in
 from aiqueue.errors import Conflict
 from aiqueue.models.holds import Answered, AskedQuestion, Hold
 from aiqueue.models.remark import RemarkDefaults
@@ -59,12 +59,9 @@ class HoldQueries(Gateway):
         """The answer, once, in one transaction with what it changes: the assignment's rows
         not yet dispatched go under the new payload, and its askers are re-marked under it
         (db/remark.py's re-mark, limited to them).  None: answered already."""
-        # The enqueue's arguments after the ids (sql/enqueue.sql: enqueue), as a re-mark's.
-        tail = (a.assignment_id, defaults.priority, a.payload,
-                defaults.group or a.assignment_id, True, defaults.kind or "mark", pool, None,
-                None, answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad,
-                bool(answer_key and answer_key.loose), "live")
-        remark = _Asked(a.assignment_id, a.payload, False, 0.0, list(a.askers), a.actor, tail)
+        remark = remark_args(a.assignment_id, a.payload, include_reviewed=False,
+                             debounce_seconds=0.0, defaults=defaults, pool=pool,
+                             answer_key=answer_key, only=a.askers, actor=a.actor)
         for _ in range(_RUNS):
             done = await self.db.write(lambda conn: _answer_in(conn, self.sql, a, remark),
                                        page=True)
@@ -73,8 +70,8 @@ class HoldQueries(Gateway):
         raise Conflict("the submissions' live rows kept changing; try again")
 
 
-async def _answer_in(conn: asyncpg.Connection, sql: dict[str, str], a: Answer, remark: _Asked
-                     ) -> Answered | None:
+async def _answer_in(conn: asyncpg.Connection, sql: dict[str, str], a: Answer,
+                     remark: RemarkArgs) -> Answered | None:
     """The answer's transaction: the once-only record and the waiting rows moved, then the
     askers' re-mark (it takes the assignment's re-mark lock first, so two answers, or an
     answer and a re-mark, take turns)."""
