@@ -37,6 +37,8 @@ ALLOWED = frozenset({
     "trigger", "state", "rows", "passed", "answered", "exact", "qwk", "drift", "row_id",
     # a re-mark (docs/remark.md): counts of submissions and rows
     "unchanged", "reviewed_kept", "superseded",
+    # review holds (docs/review-holds.md): a question's id and counts, never its words
+    "question_id", "remarked", "moved",
 })
 
 

@@ -19,6 +19,7 @@ from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.enqueue import EnqueueQueries
 from aiqueue.db.fallback import FallbackQueries
 from aiqueue.db.gateway import connect_pool, queries
+from aiqueue.db.holds import HoldQueries
 from aiqueue.db.live import LiveQueries
 from aiqueue.db.monitor import MonitorQueries
 from aiqueue.db.one_row import OneRowQueries
@@ -58,6 +59,7 @@ class Store(
     MonitorQueries,    # monitor.sql
     ResultsQueries,    # results.sql
     ReviewQueries,     # review.sql
+    HoldQueries,       # holds.sql: held results, the marker's questions, answers
     UsageQueries,      # usage.sql: the usage report, the /metrics counters
     CalibrationQueries,  # calibration.sql: the gate, agreement's reviews
     CanaryQueries,     # canary.sql: drift canaries

@@ -35,6 +35,11 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_attempts": ("erased", "with their queue rows (ON DELETE CASCADE); another "
                                       "row's handoff to one of them is cleared"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),
+    "ai_marking_holds": ("erased", "held results, with their results (ON DELETE CASCADE); a "
+                                   "marker's question is in the result it came with"),
+    "ai_marking_answers": ("erased", "a teacher's answer (a rubric's marking note, which "
+                                     "quotes the question) once every submission that asked "
+                                     "it is erased"),
     "ai_marking_events": ("erased", "single events; a batch event loses the entries"),
     "ai_marking_outbox": ("erased", "row_failed events, by queue_id and body.submission_id"),
     "ai_marking_budget": ("erased", "budget entries of the submissions' queue ids"),

@@ -177,6 +177,7 @@ def paths() -> dict[str, dict[str, Schema]]:
              200: reply("RemarkEstimate", "A dry run (`dry_run: true`): nothing was written")},
             (400, 401, 409, 413, 422, 503), body="RemarkRequest", optional_body=False,
             params=(ACTOR,))},
+        **_hold_paths(),
     }
 
 
@@ -277,4 +278,21 @@ def _canary_paths() -> dict[str, dict[str, Schema]]:
                                             {"type": "string", "maxLength": 32}),))},
         "/api/marking/canary/{kind}/run": {"post": run},
         "/api/marking/canary/{kind}/accept": {"post": accept},
+    }
+
+
+def _hold_paths() -> dict[str, dict[str, Schema]]:
+    """Review holds (docs/review-holds.md): the teacher's list and an answer, once."""
+    text = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+    return {
+        "/api/marking/review_needed": {"get": op(
+            "reviewNeeded", "Held results waiting for a teacher, with their reasons; each "
+            "question once, with the rows that asked it",
+            {200: reply("HeldResults")}, (401, 422, 503), tag="review",
+            params=(parameter("assignment_id", "query", text, required=True),))},
+        "/api/marking/clarify": {"post": op(
+            "clarify", "Answer a marker's question once: a marking note in a new payload; "
+            "the rows that asked and the rows not yet dispatched are marked under it",
+            {202: reply("Clarified")}, (400, 401, 404, 409, 413, 422, 503),
+            body="ClarifyRequest", tag="review", params=(ACTOR,))},
     }

@@ -7,14 +7,13 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Literal, cast
 from urllib.parse import quote
 
-import httpx
-
 from aiqueue_client.errors import MarkingError, error_from
 from aiqueue_client.events import follow
+from aiqueue_client.holds import HoldCalls
+from aiqueue_client.transport import actor_header as _actor
 from aiqueue_client.types import (
     Accepted,
     AgreementReport,
@@ -40,56 +39,13 @@ from aiqueue_client.types import (
     UsageReport,
 )
 
-RETRIES = 3
-MAX_RETRY_WAIT = 10.0
 
-
-class AsyncMarkingClient:
+class AsyncMarkingClient(HoldCalls):
     """One app's marking API: `AsyncMarkingClient("https://app.example", secret)`.
 
     Use it as an async context manager, or pass your own `httpx.AsyncClient`
     (its base URL and auth header are then yours to set).
     """
-
-    def __init__(self, base_url: str = "", secret: str = "", *,
-                 http: httpx.AsyncClient | None = None, timeout: float = 30.0) -> None:
-        self._own = http is None
-        self.http = http or httpx.AsyncClient(
-            base_url=base_url, timeout=timeout,
-            headers={"authorization": f"Bearer {secret}"} if secret else {})
-
-    async def __aenter__(self) -> AsyncMarkingClient:
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        if self._own:
-            await self.http.aclose()
-
-    async def _call(self, method: str, path: str, *, json: object = None,
-                    params: dict[str, str] | None = None, headers: dict[str, str] | None = None,
-                    retry: bool = False) -> httpx.Response:
-        """One request; with `retry`, network errors and 503s are tried again (it is safe)."""
-        for attempt in range(RETRIES if retry else 1):
-            last = attempt == (RETRIES if retry else 1) - 1
-            try:
-                response = await self.http.request(method, path, json=json, params=params,
-                                                   headers=headers)
-            except httpx.TransportError:
-                if last:
-                    raise
-                await asyncio.sleep(0.5 * 2 ** attempt)
-                continue
-            if response.status_code < 400:
-                return response
-            error = error_from(response)
-            if response.status_code != 503 or last:
-                raise error
-            await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** attempt, MAX_RETRY_WAIT))
-        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def enqueue(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
                       idempotency_key: str | None = None, priority: int | None = None,
@@ -352,10 +308,6 @@ def _calibrate(value: int | Sequence[str | uuid.UUID] | None) -> dict[str, Any] 
 def _seg(value: object) -> str:
     """A path segment, escaped (an assignment id may hold any character)."""
     return quote(str(value), safe="")
-
-
-def _actor(actor: str | None) -> dict[str, str] | None:
-    return {"X-Actor": actor} if actor else None
 
 
 __all__ = ["AsyncMarkingClient", "MarkingError"]

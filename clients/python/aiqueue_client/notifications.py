@@ -132,9 +132,21 @@ class BudgetWarning(TypedDict):
     window_ends_at: str
 
 
+class ReviewNeeded(TypedDict):
+    """A result is held for a teacher (docs/review-holds.md): ids and the reason, never the
+    question's words (GET /api/marking/review_needed has them)."""
+
+    type: Literal["marking.review_needed"]
+    queue_id: str
+    submission_id: str
+    assignment_id: str
+    reason: Literal["clarification", "suspected_injection", "low_confidence"]
+    question_id: NotRequired[str | None]
+
+
 # Every notification; `event["type"]` tells which (a type checker narrows on it).
 Notification = (RunFinished | RowFailed | RowExpired | AlertOpened | AlertResolved
-                | CalibrationReady | BudgetWarning)
+                | CalibrationReady | BudgetWarning | ReviewNeeded)
 
 # A timestamp further off than this is refused, so a captured event can't be replayed.
 TOLERANCE_SECONDS = 5 * 60

@@ -252,6 +252,48 @@ class RemarkEstimate(TypedDict):
     lane: str
 
 
+class HeldRow(TypedDict):
+    """A held result: why the marker held it for a teacher and its best guess."""
+
+    queue_id: str
+    submission_id: str
+    reason: str  # clarification | suspected_injection | low_confidence
+    best_guess: float | None
+    max_score: float | None
+    held_at: str
+    question_id: str | None
+
+
+class AskedQuestion(TypedDict):
+    """A marker's question, once per payload, with the held rows that asked it."""
+
+    question_id: str
+    question: str
+    payload_version: str | None
+    rows: list[str]
+    answered: bool
+
+
+class HeldResults(TypedDict):
+    """The assignment's held results waiting for a teacher (the "Needs you" list)."""
+
+    assignment_id: str
+    count: int
+    items: list[HeldRow]
+    questions: list[AskedQuestion]
+
+
+class Clarified(TypedDict):
+    """A teacher's answer recorded (202): the new payload and what was marked again."""
+
+    question_id: str
+    payload_version: str
+    run_id: str | None
+    remarked: int
+    moved: int
+    answered_at: str
+
+
 class Released(TypedDict):
     run_id: str
     released: int

@@ -43,6 +43,13 @@ export type RemarkAccepted = Schemas["RemarkAccepted"];
 export type RemarkEstimate = Schemas["RemarkEstimate"];
 /** One row as the queue list shows it, its history and its result's status (no content). */
 export type RowDetail = Schemas["RowDetail"];
+/** The results the marker held for a teacher; each question once, with its rows. */
+export type HeldResults = Answer<"/api/marking/review_needed", "get">;
+export type ClarifyRequest = Schemas["ClarifyRequest"];
+/** A teacher's answer recorded (202): the new payload and the rows marked again. */
+export type Clarified = Answer<"/api/marking/clarify", "post">;
+/** The marking.review_needed notification: ids and the reason, never the question. */
+export type ReviewNeeded = Schemas["ReviewNeeded"];
 export type { MarkingEvent };
 
 export interface Enqueued {
@@ -227,6 +234,22 @@ export class MarkingClient {
   async acceptCanary(kind: string, options: { actor?: string } = {}): Promise<CanaryRun> {
     return (await this.call<CanaryRun>("POST", `/api/marking/canary/${seg(kind)}/accept`,
       { headers: actor(options.actor) })).data;
+  }
+
+  /** The results the marker held for a teacher (the "Needs you" list): reasons, best
+   *  guesses, and each question once with the rows that asked it. */
+  async reviewNeeded(assignmentId: string): Promise<HeldResults> {
+    const params = new URLSearchParams({ assignment_id: assignmentId });
+    return (await this.call<HeldResults>("GET", `/api/marking/review_needed?${params}`,
+      { retry: true })).data;
+  }
+
+  /** Answer a marker's question once: a marking note in a new payload; the rows that asked
+   *  (and the ones not yet sent) are marked under it. 409 already_answered after. */
+  async clarify(request: ClarifyRequest, options: { actor?: string } = {}):
+    Promise<Clarified> {
+    return (await this.call<Clarified>("POST", "/api/marking/clarify",
+      { body: request, headers: actor(options.actor) })).data;
   }
 
   /** One row, its attempts (time, outcome, error code, duration) and its result's status. */
