@@ -24,7 +24,8 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES, *,
                     optional: bool = False, empty: Any = None) -> Any:
     """The body as JSON, refusing oversize (413) and non-JSON (400) bodies.
 
-    With `optional`, an empty body is `empty` (default None, as JSON's `null` is).
+    With `optional`, an empty body is `empty` (None unless the caller tells it apart
+    from a JSON `null`).
     """
     declared = request.headers.get("content-length")
     if declared is not None:

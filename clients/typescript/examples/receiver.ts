@@ -5,7 +5,7 @@ type Schemas = components["schemas"];
 /** Every notification; `event.type` tells which (TypeScript narrows on it). */
 export type Notification = Schemas["RunFinished"] | Schemas["RowFailed"] | Schemas["RowExpired"]
   | Schemas["AlertOpened"] | Schemas["AlertResolved"] | Schemas["CalibrationReady"]
-  | Schemas["BudgetWarning"];
+  | Schemas["BudgetWarning"] | Schemas["ReviewNeeded"];
 
 export function notifications(secret: string,
   handle: (webhookId: string, event: Notification) => Promise<void>) {
