@@ -14,7 +14,15 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from aiqueue.wire import (
-    answers, calibration, canary, events, holds, reads, remark, requests, webhook,
+    answers,
+    calibration,
+    canary,
+    events,
+    holds,
+    reads,
+    remark,
+    requests,
+    webhook,
 )
 from aiqueue.wire.requests import REF
 
