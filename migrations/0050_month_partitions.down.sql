@@ -52,6 +52,10 @@ CREATE INDEX ai_marking_results_run_idx ON ai_marking_results (run_id);
 CREATE INDEX ai_marking_results_applied_idx ON ai_marking_results USING brin (applied_at);
 ALTER TABLE ai_marking_results ADD CONSTRAINT ai_marking_results_submission_id_fkey
     FOREIGN KEY (submission_id) REFERENCES submissions (id) ON DELETE CASCADE;
+DELETE FROM ai_marking_holds h
+WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m WHERE m.queue_id = h.queue_id);
+ALTER TABLE ai_marking_holds ADD CONSTRAINT ai_marking_holds_queue_id_fkey
+    FOREIGN KEY (queue_id) REFERENCES ai_marking_results (queue_id) ON DELETE CASCADE;
 
 ALTER TABLE ai_marking_events ADD PRIMARY KEY (id);
 CREATE INDEX ai_marking_events_cursor_idx ON ai_marking_events (assignment_id, tx, id);

@@ -22,6 +22,9 @@
 -- retention, erasure) delete their attempts themselves.
 
 ALTER TABLE ai_marking_attempts DROP CONSTRAINT IF EXISTS ai_marking_attempts_queue_id_fkey;
+-- Likewise the holds' key to their result (a key may not name a partitioned table
+-- without its month): the statements that delete results delete their holds.
+ALTER TABLE ai_marking_holds DROP CONSTRAINT IF EXISTS ai_marking_holds_queue_id_fkey;
 
 -- The view reads the events' parent, re-created below.
 DROP VIEW ai_marking_event_feed;

@@ -39,7 +39,11 @@ results AS (
         WHERE applied_at < now() - make_interval(secs => $2::float8)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT $3::integer)
-    RETURNING 1
+    RETURNING queue_id
+),
+-- A held result's hold goes with it (no key cascades from the results' months).
+results_held AS (
+    DELETE FROM ai_marking_holds h WHERE h.queue_id IN (SELECT queue_id FROM results)
 ),
 ended_attempts AS (
     DELETE FROM ai_marking_attempts a USING ended e
@@ -142,6 +146,22 @@ handoffs AS (
 results AS (
     DELETE FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[]) RETURNING 1
 ),
+held AS (
+    -- deleted with their results (no key cascades from the results' months), the
+    -- question with the result
+    DELETE FROM ai_marking_holds h WHERE h.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
+-- A teacher's answer to a question only these submissions asked (its note
+-- quotes the question): the rubric's notes forget it.
+answers AS (
+    DELETE FROM ai_marking_answers a
+    WHERE a.question_id IN (SELECT h.question_id FROM ai_marking_holds h
+                            WHERE h.submission_id = ANY ($1::uuid[]))
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_holds o
+                      WHERE o.question_id = a.question_id
+                        AND o.submission_id <> ALL ($1::uuid[]))
+    RETURNING 1
+),
 budget AS (
     DELETE FROM ai_marking_budget b WHERE b.queue_id IN (SELECT queue_id FROM ids) RETURNING 1
 ),
@@ -192,6 +212,10 @@ payloads AS (
                         AND q.payload_id = p.id AND q.submission_id <> ALL ($1::uuid[]))
     RETURNING 1
 ),
+-- Drift canaries' rows that re-marked these submissions (their runs keep only figures).
+canary AS (
+    DELETE FROM ai_marking_canary_rows c WHERE c.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
 marks AS (
     UPDATE submissions s SET ai_result = NULL, ai_marked_at = NULL
     WHERE s.id = ANY ($1::uuid[]) AND (s.ai_result IS NOT NULL OR s.ai_marked_at IS NOT NULL)
@@ -202,11 +226,14 @@ counts AS (
         'ai_marking_queue', (SELECT count(*) FROM queue),
         'ai_marking_attempts', (SELECT count(*) FROM attempts),
         'ai_marking_results', (SELECT count(*) FROM results),
+        'ai_marking_holds', (SELECT count(*) FROM held),
+        'ai_marking_answers', (SELECT count(*) FROM answers),
         'ai_marking_events', (SELECT count(*) FROM single_events)
                              + (SELECT coalesce(sum(removed), 0) FROM batches),
         'ai_marking_outbox', (SELECT count(*) FROM outbox),
         'ai_marking_budget', (SELECT count(*) FROM budget),
         'ai_marking_payloads', (SELECT count(*) FROM payloads),
+        'ai_marking_canary_rows', (SELECT count(*) FROM canary),
         'submissions', (SELECT count(*) FROM marks)) AS erased
 ),
 record AS (

@@ -168,6 +168,12 @@ BEGIN
                 EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', t.parent, part.part);
                 EXECUTE format('DROP TABLE %s', part.part);
                 dropped := dropped + 1;
+                -- A held result's hold goes with its month (held when it was applied).
+                IF t.parent = 'ai_marking_results'::regclass THEN
+                    DELETE FROM ai_marking_holds h
+                    WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
+                                      WHERE m.queue_id = h.queue_id);
+                END IF;
             EXCEPTION WHEN lock_not_available THEN
                 NULL;
             END;
