@@ -5,7 +5,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from bench import batchlane, batchpack, cache, db, flow, groups, loop, money, pools, records, settle
+from bench import (
+    batchlane,
+    batchpack,
+    cache,
+    db,
+    flow,
+    groups,
+    loop,
+    money,
+    pools,
+    records,
+    saturation,
+    settle,
+)
 from bench.common import Table, fresh_database, print_table
 
 
@@ -301,9 +314,10 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only in ("enqueue", "flow", "records", "groups", "settle"):
+    if only in ("enqueue", "flow", "records", "groups", "settle", "saturation"):
         run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows,
-               "groups": groups_rows, "settle": settle_rows}[only]
+               "groups": groups_rows, "settle": settle_rows,
+               "saturation": saturation.saturation_rows}[only]
         await run(rows, repeats)
         print("\nall figures:", flush=True)
         print_table(rows)
@@ -337,7 +351,7 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
                                            "pools", "money", "targets", "cache", "groups",
-                                           "settle"],
+                                           "settle", "saturation"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))
