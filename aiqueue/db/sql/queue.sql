@@ -181,10 +181,10 @@ tally_refolded AS (
 -- Payloads no row names any more (their rows were pruned, or deleted with their
 -- submissions; this statement's own deletions count from the next run on),
 -- unused for an hour.  A payload's rows were all created within its window of
--- use (migration 0014), the newest at last_used_at: one probe per payload of
--- ai_marking_queue_created_idx, newest first, finds one at once while any is
--- left.  (A correlated LIMIT 1, not NOT EXISTS: the planner turns that into
--- an anti-join over the whole queue, 0.4 s at 600,000 rows.)  The
+-- use (migration 0014): aiqueue_payload_named (functions/82_rows.sql) probes
+-- the list index per status, newest first, and finds one at once while any is
+-- left.  (A function's answer, not NOT EXISTS: the planner turns that into an
+-- anti-join over the whole queue, 0.4 s at 600,000 rows.)  The
 -- last_used_at test is on the deleted row itself, so an enqueue that reuses
 -- the payload meanwhile (its upsert moves last_used_at under the row lock)
 -- makes this delete skip it.
@@ -194,10 +194,8 @@ payloads AS (
       AND p.id IN (
           SELECT x.id FROM ai_marking_payloads x
           WHERE x.last_used_at < now() - interval '1 hour' AND EXISTS (SELECT 1 FROM gate)
-            AND (SELECT q.payload_id FROM ai_marking_queue q
-                 WHERE q.created_at BETWEEN x.first_used_at AND x.last_used_at
-                   AND q.payload_id = x.id
-                 ORDER BY q.created_at DESC LIMIT 1) IS NULL
+            AND NOT aiqueue_payload_named(x.id, x.first_used_at, x.last_used_at,
+                                          '{}'::uuid[])
           LIMIT 100)
 ),
 gone AS (

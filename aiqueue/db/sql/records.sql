@@ -161,9 +161,7 @@ payloads AS (
     USING (SELECT r.payload_id, max(r.created_at) AS newest FROM rows r
            WHERE r.payload_id IS NOT NULL GROUP BY r.payload_id) u
     WHERE p.id = u.payload_id AND p.last_used_at <= u.newest
-      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                      WHERE q.created_at BETWEEN p.first_used_at AND p.last_used_at
-                        AND q.payload_id = p.id AND q.submission_id <> ALL ($1::uuid[]))
+      AND NOT aiqueue_payload_named(p.id, p.first_used_at, p.last_used_at, $1::uuid[])
     RETURNING 1
 ),
 marks AS (

@@ -132,14 +132,12 @@ FROM (
 
 -- list_rows --
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
--- The columns: aiqueue_rows (functions/82_rows.sql), as get_row's.
-SELECT *
-FROM aiqueue_rows() r
-WHERE ($1::text IS NULL OR r.status = $1)
-  AND ($2::text IS NULL OR r.assignment_id = $2)
-  AND ($3::timestamptz IS NULL OR (r.created_at, r.queue_id) < ($3, $4::uuid))
-  AND ($7::text IS NULL OR r.group_key = $7)
-  AND ($8::text IS NULL OR r.kind = $8)
+-- The rows: aiqueue_page_older (functions/82_rows.sql: each state through its
+-- own index); the columns: aiqueue_rows, as get_row's.
+SELECT r.*
+FROM aiqueue_page_older($1::text, $2::text, $7::text, $8::text, $3::timestamptz, $4::uuid,
+                        $5::bigint + $6::bigint) p
+JOIN aiqueue_rows() r ON r.queue_id = p.queue_id
 ORDER BY r.created_at DESC, r.queue_id DESC
 LIMIT $5 OFFSET $6;
 
