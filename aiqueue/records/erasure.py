@@ -34,6 +34,8 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
                                    "key (answer_key) with its row; a group's next row leads"),
     "ai_marking_attempts": ("erased", "with their queue rows (ON DELETE CASCADE); another "
                                       "row's handoff to one of them is cleared"),
+    "ai_marking_claimed": ("erased", "a row's slot while at the function, with its queue "
+                                     "row (ON DELETE CASCADE)"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),
     "ai_marking_events": ("erased", "single events; a batch event loses the entries"),
     "ai_marking_outbox": ("erased", "row_failed events, by queue_id and body.submission_id"),

@@ -126,8 +126,16 @@ async def _snapshot(conn: asyncpg.Connection, columns: dict[str, list[str]] | No
                     ) -> dict[str, list[dict[str, object]]]:
     """Every row of TABLES as JSON (only `columns` of each, when given), in key order."""
     out = {}
+    moved = await conn.fetchval("SELECT to_regclass('ai_marking_claimed') IS NOT NULL")
     for table, key in TABLES.items():
-        rows = await conn.fetch(f"SELECT to_jsonb(t) AS j FROM {table} t ORDER BY {key}")
+        query = f"SELECT to_jsonb(t) AS j FROM {table} t ORDER BY {key}"
+        if table == "ai_marking_queue" and moved:
+            # A row's lease lives with its slot (ai_marking_claimed, 0041).
+            query = ("SELECT to_jsonb(t) || jsonb_build_object('lease_at', c.lease_at) AS j"
+                     " FROM ai_marking_queue t"
+                     " LEFT JOIN ai_marking_claimed c ON c.queue_id = t.queue_id"
+                     " ORDER BY t.queue_id")
+        rows = await conn.fetch(query)
         docs = [json.loads(r["j"]) for r in rows]
         if columns:
             docs = [{c: d.get(c) for c in columns[table]} for d in docs]
@@ -149,6 +157,13 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
 
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
+    # A slot for each row that held a lease: the rows in flight, and the completed
+    # row whose newer dispatch is still out; none for a row in a batch.
+    slots = await conn.fetch("SELECT queue_id, dispatch_seq, pool, kind FROM ai_marking_claimed")
+    leased = [r for r in before["ai_marking_queue"] if r["lease_at"] is not None]
+    assert sorted((str(r["queue_id"]), r["dispatch_seq"], r["pool"], r["kind"])
+                  for r in slots) == sorted(
+        (r["queue_id"], r["dispatch_seq"], r["pool"], r["kind"]) for r in leased)
     # The lists read the rows where the state tables put them: each state, whole.
     for status in ("pending", "processing", "completed", "failed", "cancelled", "expired"):
         listed = await conn.fetch(

@@ -48,7 +48,7 @@ WITH row AS (
         finished_at = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
                                                                     $5::integer)
                            THEN NULL ELSE now() END,
-        lease_at = NULL, last_error = $6, updated_at = now()
+        last_error = $6, updated_at = now()
     WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
     RETURNING queue_id, status
 ),
@@ -56,11 +56,13 @@ history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = $7, error = $6
     FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
 ),
--- A late result completed the row while this dispatch was out: nothing to
--- fail, but the slot it held is free now.
+-- The dispatch's slot is free: the row's, or, when a late result completed
+-- the row while this dispatch was out (nothing to fail), the one it held.
 release AS (
-    UPDATE ai_marking_queue SET lease_at = NULL
-    WHERE queue_id = $1 AND status = 'completed' AND dispatch_seq = $2 AND lease_at IS NOT NULL
+    DELETE FROM ai_marking_claimed c
+    USING ai_marking_queue q
+    WHERE c.queue_id = $1 AND c.dispatch_seq = $2 AND q.queue_id = c.queue_id
+      AND q.status IN ('processing', 'completed')
 ),
 -- The /metrics counters (migration 0008): one delta per ended attempt.
 tally AS (
@@ -103,11 +105,16 @@ SELECT aiqueue_cache_key($1::uuid, $2::integer);
 -- `processing` event), so a teacher's page shows it.  The feed keeps only the
 -- counts: the message may quote the answer, and the feed is kept for a day;
 -- live_events_after reads the message from the row while it is processing.
-WITH row AS (
-    UPDATE ai_marking_queue
-    SET lease_at = now(), progress = $3::jsonb, updated_at = now()
+WITH lease AS (
+    UPDATE ai_marking_claimed SET lease_at = now()
     WHERE queue_id = $1 AND dispatch_seq = $2
-      AND (status = 'processing' OR (status = 'completed' AND lease_at IS NOT NULL))
+    RETURNING queue_id
+),
+row AS (
+    UPDATE ai_marking_queue
+    SET progress = $3::jsonb, updated_at = now()
+    WHERE queue_id = $1 AND dispatch_seq = $2
+      AND (status = 'processing' OR (status = 'completed' AND EXISTS (SELECT 1 FROM lease)))
     RETURNING queue_id, submission_id, assignment_id, status, pool, priority,
               coalesce(group_key, assignment_id) AS grp, payload_id
 ),
@@ -203,7 +210,9 @@ gone AS (
     WHERE queue_id IN (
         SELECT queue_id FROM ai_marking_queue
         WHERE status = 'completed' AND finished_at < now() - make_interval(secs => $1::float8)
-          AND lease_at IS NULL  -- not while it still holds a slot (see aiqueue_complete)
+          -- not while it still holds a slot (see aiqueue_complete)
+          AND NOT EXISTS (SELECT 1 FROM ai_marking_claimed c
+                          WHERE c.queue_id = ai_marking_queue.queue_id)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT 5000)
     RETURNING 1
@@ -227,15 +236,15 @@ SELECT extract(epoch FROM least(
     -- looked at once quiet for $6 (aiqueue/recovery.py: the heartbeat timeout
     -- or 3x the recent p95 processing time, whichever comes first).
     (SELECT min(aiqueue_recover_at(
-                q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
+                c.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
                 $2::float8, CASE WHEN asked THEN $6::float8 ELSE $3 END,
                 $4::float8))
-     FROM ai_marking_queue q
+     FROM ai_marking_claimed c
+     JOIN ai_marking_queue q ON q.queue_id = c.queue_id
      LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
           AND a.dispatch_seq = q.dispatch_seq AND a.kind = 'dispatch',
      LATERAL (SELECT $5::boolean AND a.dispatch_ref IS NOT NULL
-                     AND q.status = 'processing' AS asked) l
-     WHERE q.lease_at IS NOT NULL)
+                     AND q.status = 'processing' AS asked) l)
 ) - now())::float8 AS seconds;
 
 -- set_dispatch_ref --

@@ -26,7 +26,9 @@ ended AS (
         SELECT queue_id FROM ai_marking_queue
         WHERE status IN ('failed', 'cancelled', 'expired')
           AND finished_at < now() - make_interval(secs => $1::float8)
-          AND lease_at IS NULL  -- never a row that still holds a dispatch slot
+          -- never a row that still holds a dispatch slot
+          AND NOT EXISTS (SELECT 1 FROM ai_marking_claimed c
+                          WHERE c.queue_id = ai_marking_queue.queue_id)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT $3::integer)
     RETURNING queue_id

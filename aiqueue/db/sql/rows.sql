@@ -176,8 +176,7 @@ SELECT x.name AS pool, aiqueue_flow_cap(c, x.cap) AS in_flight_limit,
        aiqueue_circuit_state(c, $2::integer) AS circuit_state,
        c.consecutive_failures, c.refusals_rate_limited, c.refusals_overloaded,
        u.tokens AS tokens_in_window, u.requests AS requests_in_window,
-       (SELECT count(*) FROM ai_marking_queue q
-        WHERE q.pool = x.name AND q.lease_at IS NOT NULL) AS in_flight
+       (SELECT count(*) FROM ai_marking_claimed c WHERE c.pool = x.name) AS in_flight
 FROM jsonb_to_recordset($1::jsonb -> 'pools') AS x (name text, cap integer)
      CROSS JOIN LATERAL aiqueue_pool_control(x.name) c
      CROSS JOIN LATERAL aiqueue_budget_use($3::float8, x.name) u

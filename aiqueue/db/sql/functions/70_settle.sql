@@ -169,7 +169,8 @@ DECLARE
     done ai_marking_queue;
 BEGIN
     WITH row AS (
-        SELECT q.queue_id, q.submission_id, aiqueue_priced(p_usage, money, q.pool) AS usage
+        SELECT q.queue_id, q.submission_id, aiqueue_priced(p_usage, money, q.pool) AS usage,
+               q.status AS was, q.dispatch_seq AS seq
         FROM ai_marking_queue q
         WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
         FOR UPDATE
@@ -188,15 +189,21 @@ BEGIN
     done AS (
         UPDATE ai_marking_queue q
         SET status = 'completed', finished_at = now(), last_error = NULL,
-            usage = row.usage, updated_at = now(),
-            -- A late result of an earlier dispatch: the current one is still at
-            -- the function, which keeps the row's slot until it reports or its
-            -- lease runs out (else the function would get one job over the cap).
-            lease_at = CASE WHEN q.status = 'processing' AND q.dispatch_seq <> p_dispatch_seq
-                            THEN q.lease_at END
+            usage = row.usage, updated_at = now()
         FROM row, sub
         WHERE q.queue_id = row.queue_id
         RETURNING q.*
+    ),
+    -- The row's slot is free (ai_marking_claimed), unless this is a late result
+    -- of an earlier dispatch: the current one is still at the function, which
+    -- keeps the slot until it reports or its lease runs out (else the function
+    -- would get one job over the cap).
+    free AS (
+        DELETE FROM ai_marking_claimed c
+        USING row
+        WHERE c.queue_id = row.queue_id
+          AND NOT (row.was = 'processing' AND row.seq <> p_dispatch_seq)
+          AND EXISTS (SELECT 1 FROM done)
     ),
     history AS (
         UPDATE ai_marking_attempts a
@@ -212,9 +219,10 @@ BEGIN
                FROM done d JOIN prev ON prev.id = d.submission_id)
     SELECT d.* INTO done FROM done d, record;
     IF done.queue_id IS NULL THEN  -- the current dispatch of a row a late result completed:
-        UPDATE ai_marking_queue q SET lease_at = NULL  -- free its slot
-        WHERE q.queue_id = p_queue_id AND q.status = 'completed'
-          AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
+        DELETE FROM ai_marking_claimed c  -- free its slot
+        USING ai_marking_queue q
+        WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
+          AND q.queue_id = c.queue_id AND q.status = 'completed';
     END IF;
     RETURN done;
 END
