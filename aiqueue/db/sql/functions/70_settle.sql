@@ -5,7 +5,9 @@
 --   aiqueue_result         a result, the same for a settle and a lone complete:
 --     aiqueue_complete       apply it in one statement (its triggers: 80_feed,
 --                            90_outbox, 72_groups), priced once by
---                            aiqueue_priced (50_spend's prices), its record
+--                            aiqueue_priced (50_spend's prices), the row's slot
+--                            deleted from ai_marking_claimed (a late result of an
+--                            earlier dispatch leaves the current one's), its record
 --                            and tally by aiqueue_complete_record; returns the completed row,
 --                            which everything after takes instead of reading it
 --     aiqueue_claim_lock     (30_gate) before any row the claim writes too, then:
@@ -19,10 +21,12 @@
 --                            48_spend_windows)
 --   aiqueue_handback       a repeated result: hand back the row it claimed
 --                          (71_settle_charge)
---   aiqueue_claim          the next row (60_claim: 30_gate, 40_fair, 42_fair_pick,
---                          45_cache; its money: the budget window in 21_budget,
---                          the spend caps in 50_spend and 48_spend_windows),
---                          taken by the settle's caller to send it
+--   aiqueue_claim          the next row (60_claim: 30_gate, whose caps count the
+--                          pool's and kind's slots in ai_marking_claimed (10_plan);
+--                          40_fair, 42_fair_pick, 45_cache; its money: the budget
+--                          window in 21_budget, the spend caps in 50_spend and
+--                          48_spend_windows), moved to processing with its slot
+--                          inserted, taken by the settle's caller to send it
 --
 -- Transaction flags (set_config(..., true): they last to the transaction's
 -- end).  Each is read by a trigger, which takes no arguments, so none can be
