@@ -8,8 +8,9 @@
 --                            aiqueue_priced (50_spend's prices), the row's slot
 --                            deleted from ai_marking_claimed (a late result of an
 --                            earlier dispatch leaves the current one's), its record
---                            and tally by aiqueue_complete_record; returns the completed row,
---                            which everything after takes instead of reading it
+--                            and tally by aiqueue_complete_record (73_record);
+--                            returns the completed row, which everything after
+--                            takes instead of reading it
 --     aiqueue_claim_lock     (30_gate) before any row the claim writes too, then:
 --     aiqueue_flow_result    raise the learned limit L (71_settle_charge; rule
 --                            in 20_flow), and put the usage in place of the
@@ -230,73 +231,4 @@ BEGIN
     END IF;
     RETURN done;
 END
-$$;
-
--- A completed row's review record of what the result replaced
--- (ai_marking_results), with what the prompt cache read, wrote and saved when
--- it counted (NULLs when not: 45_cache.sql), and its one counter delta
--- (ai_marking_tally), in one statement.  `r`: the completed row, its usage
--- priced (aiqueue_priced: with its billed input); `outcome`: its attempt's.
-CREATE OR REPLACE FUNCTION aiqueue_complete_record(r ai_marking_queue, p_result jsonb,
-                                                   previous jsonb, previous_at timestamptz,
-                                                   outcome text)
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    model text := r.usage ->> 'model';
-    prompt bigint := aiqueue_usage_int(r.usage -> 'prompt_tokens');
-    completion bigint := aiqueue_usage_int(r.usage -> 'completion_tokens');
-    cost numeric := CASE WHEN jsonb_typeof(r.usage -> 'cost_usd') = 'number'
-                         THEN (r.usage ->> 'cost_usd')::numeric END;
-    seconds float8 := date_part('epoch', now() - r.started_at);
-    reads bigint := coalesce(aiqueue_usage_int(r.usage -> 'cache_read_tokens'), 0);
-    writes bigint := coalesce(aiqueue_usage_int(r.usage -> 'cache_write_tokens'), 0);
-    saved float8;
-    saved_tokens bigint;
-BEGIN
-    IF reads + writes > 0 THEN
-        saved := coalesce((r.usage ->> 'cache_saved_usd')::float8, 0);
-        saved_tokens := coalesce(prompt, 0) - coalesce(aiqueue_usage_int(coalesce(
-            r.usage -> 'billed_prompt_tokens', r.usage -> 'prompt_tokens')), 0);
-    ELSE
-        reads := NULL;
-        writes := NULL;
-    END IF;
-    WITH record AS (
-        INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id,
-                                        "group", result, previous_result, previous_marked_at,
-                                        model, prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds, kind, pool, lane, cache_read_tokens,
-                                        cache_write_tokens, cache_saved_usd, cache_saved_tokens)
-        VALUES (r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
-                previous, previous_at, model, prompt, completion, cost, seconds, r.kind, r.pool,
-                -- the overnight lane (0020) marks its usage; everything else is live
-                CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END,
-                reads, writes, saved, saved_tokens)
-        -- A backfilled record (migration 0008) of a row completed before: kept,
-        -- with the cache's counts.
-        ON CONFLICT (queue_id) DO UPDATE
-        SET (cache_read_tokens, cache_write_tokens, cache_saved_usd, cache_saved_tokens)
-            = (reads, writes, saved, saved_tokens)
-        WHERE reads IS NOT NULL
-    )
-    INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
-                                  cost_usd, seconds)
-    VALUES (coalesce(outcome, 'completed'), 'completed', model,
-            (SELECT min(b) FROM unnest(aiqueue_buckets()) b WHERE b >= seconds),
-            coalesce(prompt, 0), coalesce(completion, 0), coalesce(cost, 0),
-            coalesce(seconds, 0));
-    RETURN true;
-END
-$$;
-
--- A token count from a usage object: a non-negative whole number, else NULL.
-CREATE OR REPLACE FUNCTION aiqueue_usage_int(v jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN jsonb_typeof(v) = 'number' AND (v::text)::numeric >= 0
-                     AND (v::text)::numeric < 1e15
-                THEN round((v::text)::numeric)::bigint END
-$$;
-
--- The processing-time buckets of the /metrics histogram (upper bounds, seconds).
-CREATE OR REPLACE FUNCTION aiqueue_buckets() RETURNS float8[] LANGUAGE sql IMMUTABLE AS $$
-    SELECT ARRAY[0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600]::float8[]
 $$;
