@@ -1,4 +1,4 @@
-"""The same answer, marked once (CONTRACT §10c): how an answer is normalised and keyed.
+"""The same answer, marked once (docs/same-answer.md): how an answer is normalised and keyed.
 
 This module is the documented spec; the database runs the same normalisation
 in db/sql/functions/72_groups.sql (aiqueue_answer_norm, aiqueue_answer_key),
@@ -17,12 +17,17 @@ import hashlib
 import hmac
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+# What an enqueue asks for.
 SameAnswers = Literal["mark_once", "mark_each"]
 SAME_ANSWERS: tuple[SameAnswers, ...] = ("mark_once", "mark_each")
 DEFAULT_SAME_ANSWERS: SameAnswers = "mark_once"
+# What a kind chooses (docs/same-answer.md): mark_once (case kept), loose (also
+# case-folded, a final `.`/`!` dropped), off (each marked; mark_each is its old name).
+KindSameAnswers = Literal["mark_once", "loose", "off", "mark_each"]
+KIND_SAME_ANSWERS: tuple[KindSameAnswers, ...] = ("mark_once", "loose", "off", "mark_each")
 
 # What separates words after NFKC (which already maps most Unicode spaces to
 # U+0020): the same class as the SQL's, character for character.
@@ -42,9 +47,12 @@ def _lower(text: str) -> str:
     return "".join(c.lower()[0] if c.lower() else c for c in text)
 
 
-def normalise(answer: str) -> str:
-    """The answer as keyed: NFKC, lower case with ß → ss and ς → σ, whitespace runs made
-    one space, trimmed, and a final `.` or `!` dropped."""
+def normalise(answer: str, loose: bool = False) -> str:
+    """The answer as keyed: NFKC, whitespace runs made one space, trimmed; case kept
+    ("CO" is not "Co").  `loose` also lowers case (with ß → ss and ς → σ) and drops a
+    final `.` or `!`."""
+    if not loose:
+        return _SPACE.sub(" ", unicodedata.normalize("NFKC", answer)).strip(" ")
     text = _lower(unicodedata.normalize("NFKC", answer)).replace("ς", "σ").replace("ß", "ss")
     text = _SPACE.sub(" ", text).strip(" ")
     if text.endswith((".", "!")):
@@ -54,10 +62,12 @@ def normalise(answer: str) -> str:
 
 @dataclass(frozen=True)
 class AnswerKey:
-    """The derived key as HMAC's two padded halves, which the enqueue's SQL takes."""
+    """The derived key as HMAC's two padded halves, which the enqueue's SQL takes, and
+    whether answers are normalised `loose`ly."""
 
     inner_pad: bytes
     outer_pad: bytes
+    loose: bool = False
 
     @classmethod
     def derive(cls, secret: str) -> AnswerKey:
@@ -65,7 +75,11 @@ class AnswerKey:
         key = hmac.new(secret.encode(), _PURPOSE, hashlib.sha256).digest().ljust(_BLOCK, b"\0")
         return cls(bytes(b ^ 0x36 for b in key), bytes(b ^ 0x5C for b in key))
 
+    def loosely(self) -> AnswerKey:
+        """The same key, for a kind whose `same_answers` is "loose"."""
+        return replace(self, loose=True)
+
     def of(self, answer: str) -> bytes:
         """The key of an answer, as the database computes it (for tests and tools)."""
-        inner = hashlib.sha256(self.inner_pad + normalise(answer).encode()).digest()
+        inner = hashlib.sha256(self.inner_pad + normalise(answer, self.loose).encode()).digest()
         return hashlib.sha256(self.outer_pad + inner).digest()

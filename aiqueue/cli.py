@@ -115,6 +115,8 @@ def serve(settings: Settings, host: str, port: int) -> None:
     else:
         # The runtime role owns nothing and may create nothing: the owner migrates.
         logs.event("migrate_skipped", reason="not_owner")
+    # Start-up refuses a time zone the database does not know, with one line.
+    asyncio.run(refuse_unknown_zone(settings))
     if settings.secret_generated:
         print(f"MARKING_QUEUE_SECRET (generated for this run): {settings.queue_secret}",
               file=sys.stderr)
@@ -123,6 +125,20 @@ def serve(settings: Settings, host: str, port: int) -> None:
     # formatter instead of its own (which prints exception texts).
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 loop="auto", http="auto", timeout_graceful_shutdown=5, log_config=None)
+
+
+async def refuse_unknown_zone(settings: Settings) -> None:
+    """Raise ZoneUnknown (one line) when the database lacks a time zone the settings name."""
+    from aiqueue.runtime import Runtime, unknown_zone
+
+    assert settings.database_url
+    rt = await Runtime.create(settings, settings.database_url)
+    try:
+        found = await unknown_zone(rt.store, settings)
+    finally:
+        await rt.close()
+    if found is not None:
+        raise found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,23 @@ class SettingsError(AiQueueError):
     """A setting is missing or malformed; start-up stops with this one line."""
 
 
+class ZoneUnknown(SettingsError):
+    """A time zone setting the database does not know: every request is refused with this
+    one line until the setting or the database changes (docs/configuration.md)."""
+
+    status_code = 503
+    code = "timezone_unknown"
+    retry_after = 60
+
+    def __init__(self, setting: str, name: str) -> None:
+        super().__init__(
+            f"{setting} = {name[:60]!r} is a time zone this database does not know "
+            "(pg_timezone_names): choose one both Python and PostgreSQL know, e.g. "
+            "Europe/Berlin, or update the database's time zone data",
+            extra={"setting": setting})
+        self.setting = setting
+
+
 class StoreError(AiQueueError):
     """The database could not be reached or refused a statement."""
 

@@ -33,6 +33,8 @@ ALLOWED = frozenset({
     "same_answers",
     # the calibration gate (CONTRACT §10b): the run released
     "run_id",
+    # a re-mark (docs/remark.md): counts of submissions and rows
+    "unchanged", "reviewed_kept", "superseded",
 })
 
 

@@ -28,12 +28,14 @@ from aiqueue.models import (
     Status,
 )
 from aiqueue.models.agreement import Review
+from aiqueue.models.batch import OrphanAccount
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.settings.plan import ClaimPlan
+from aiqueue.tracing import TraceStore
 
 
-class ResultsStore(Protocol):
+class ResultsStore(TraceStore, Protocol):
     """queue/results.py: apply a result once, note progress, put a row back, fail it."""
 
     async def complete(self, item: Completed, plan: ClaimPlan) -> bool: ...
@@ -147,6 +149,8 @@ class OvernightStore(LaneStore, ResultsStore, Protocol):
 
     async def batch_prune(self, older_than: float) -> None: ...
     async def batch_next_look(self) -> float | None: ...
+    async def batch_orphans(self, batch_pools: Sequence[str]) -> list[OrphanAccount]: ...
+    async def batch_abandon_open(self, batch_id: int, error: str) -> bool: ...
 
 
 class CalibrationStore(Protocol):

@@ -15,9 +15,10 @@ from aiqueue import logs
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dispatch.aws import AwsCredentials, OidcToken
-from aiqueue.errors import SchemaBehind
+from aiqueue.errors import SchemaBehind, ZoneUnknown
 from aiqueue.settings import Settings
 from aiqueue.tokens import Tokens
+from aiqueue.tracing import Tracer, start
 
 # While the schema is behind, look again this often (a migration may have run since).
 SCHEMA_RECHECK_SECONDS = 10.0
@@ -59,8 +60,12 @@ class Runtime(Generic[StoreT]):
     schema_ok: bool = False
     schema_behind: SchemaBehind | None = None
     schema_checked: float = float("-inf")
+    # A time zone setting the database does not know (found with the schema check).
+    zone_unknown: ZoneUnknown | None = None
     # "now" of the time-of-day figures (tests inject a fixed moment)
     clock: Clock = database_clock
+    # One trace per job (docs/tracing.md); off unless an OTLP endpoint is set.
+    tracer: Tracer = field(default_factory=Tracer)
 
     @classmethod
     async def create(cls, settings: Settings, dsn: str, tokens: Tokens | None = None,
@@ -75,7 +80,7 @@ class Runtime(Generic[StoreT]):
         tokens = tokens or Tokens(settings.queue_secrets,
                                   session_binding=settings.session_binding)
         return Runtime(settings=settings, store=Store(pool), http=http_client(), tokens=tokens,
-                   aws=aws, clock=clock)
+                       aws=aws, clock=clock, tracer=start(settings.tracing))
 
     def own(self, kind: type[Owned]) -> Owned:
         """This instance's `kind`, made on first use: a module keeps its own state here,
@@ -93,6 +98,8 @@ class Runtime(Generic[StoreT]):
         SCHEMA_RECHECK_SECONDS, and the log line is written once.
         """
         if self.schema_ok:
+            if self.zone_unknown is not None:
+                raise self.zone_unknown
             return
         now = time.monotonic()
         if self.schema_behind is None or now - self.schema_checked >= SCHEMA_RECHECK_SECONDS:
@@ -102,10 +109,9 @@ class Runtime(Generic[StoreT]):
                 # A role that may not read aiqueue_migrations: no check rather than no
                 # service (the doctor reports it).
                 logs.event("schema_unchecked", expected=expected)
-                self.schema_ok = True
-                return
-            if found >= expected:
+            if found is None or found >= expected:
                 self.schema_ok, self.schema_behind = True, None
+                await self._check_zones()
                 return
             if self.schema_behind is None:
                 logs.event("schema_behind", expected=expected, found=found)
@@ -113,6 +119,28 @@ class Runtime(Generic[StoreT]):
         assert self.schema_behind is not None
         raise self.schema_behind
 
+    async def _check_zones(self: Runtime[Store]) -> None:
+        """Once per instance, with the schema: refuse (ZoneUnknown, logged once) a time zone
+        setting the database does not know; UTC alone needs no query."""
+        self.zone_unknown = await unknown_zone(self.store, self.settings)
+        if self.zone_unknown is not None:
+            logs.event("timezone_unknown", check=self.zone_unknown.setting)
+            raise self.zone_unknown
+
     async def close(self: Runtime[Store]) -> None:
         await self.http.aclose()
         await self.store.close()
+        self.tracer.close()
+
+
+async def unknown_zone(store: Store, settings: Settings) -> ZoneUnknown | None:
+    """The first time zone setting (QUEUE_TIMEZONE, a pool's `timezone`) the database does
+    not know, or None: the start-up's and the doctor's one rule."""
+    named = [(setting, zone) for setting, zone in settings.zones if zone != "UTC"]
+    if not named:
+        return None
+    unknown = set(await store.unknown_zones([zone for _, zone in named]))
+    for setting, zone in named:
+        if zone in unknown:
+            return ZoneUnknown(setting, zone)
+    return None

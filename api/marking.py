@@ -1,6 +1,6 @@
 """Vercel function: the JSON twins, status/progress/cancel, one row (detail, cancel,
 fail), live events, a school's data (erase, export, replay), agreement and a run's
-release under /api/marking."""
+release, a re-mark under /api/marking."""
 
 from aiqueue.vercel import vercel_app
 
@@ -8,5 +8,5 @@ app = vercel_app(["/api/marking/queue", "/api/marking/stats", "/api/marking/subm
                   "/api/marking/assignments", "/api/marking/events",
                   "/api/marking/usage", "/api/marking/doctor", "/api/marking/openapi.json",
                   "/api/marking/export", "/api/marking/replay", "/api/marking/agreement",
-                  "/api/marking/runs", "/api/marking/rows"],
+                  "/api/marking/runs", "/api/marking/rows", "/api/marking/remark"],
                  streams=True)

@@ -18,6 +18,7 @@ from bench import (
     records,
     saturation,
     settle,
+    traces,
 )
 from bench.common import Table, fresh_database, print_table
 
@@ -80,6 +81,20 @@ async def groups_rows(rows: Table, repeats: int) -> None:
                      [run.cost_usd], None, "-"))
         rows.append((f"short-answer class (30 x 20): submissions marked, {label}", "rows",
                      [run.marked], None, "600"))
+
+
+async def beside_rows(rows: Table, repeats: int, big: int) -> None:
+    """An enqueue of 1,000 answers beside `big` rows of the same payload (docs/same-answer.md):
+    within 3x a bare insert of the same rows, and no result waits for it."""
+    runs = [await groups.enqueue_beside(f"bench_beside_{i}", big) for i in range(repeats)]
+    rows.append((f"enqueue of 1,000 answers beside {big:,} rows of its payload", "ms",
+                 [r.enqueue_ms for r in runs], None, "-"))
+    rows.append((f"bare insert of the same rows beside {big:,} rows", "ms",
+                 [r.bare_ms for r in runs], None, "reference"))
+    rows.append(("enqueue beside them / bare insert", "ratio",
+                 [r.enqueue_ms / r.bare_ms for r in runs], None, "<= 3"))
+    rows.append(("a result for another class's row waited for the open enqueue", "runs",
+                 [sum(r.result_waited for r in runs)], None, "0"))
 
 
 async def loop_rows(rows: Table, repeats: int, jobs: int) -> None:
@@ -309,6 +324,14 @@ async def main(repeats: int, jobs: int, big: int, only: str | None) -> None:
         print("\nall figures:", flush=True)
         print_table(rows)
         return
+    if only in ("traces", "same_answers"):
+        if only == "traces":
+            await traces.traces_rows(rows, repeats, jobs)
+        else:
+            await beside_rows(rows, repeats, big)
+        print("\nall figures:", flush=True)
+        print_table(rows)
+        return
     if only == "pools":
         await pools_rows(rows, repeats)
         print("\nall figures:", flush=True)
@@ -351,7 +374,7 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
                                            "pools", "money", "targets", "cache", "groups",
-                                           "settle", "saturation"],
+                                           "settle", "traces", "same_answers", "saturation"],
                         help="run only these rows")
     args = parser.parse_args()
     asyncio.run(main(args.repeats, args.jobs, args.rows, args.only))

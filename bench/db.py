@@ -119,7 +119,7 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
         # the app's default (same_answers: mark_once) keys them.
         key = AnswerKey.derive(SECRET)
         args = (subs, "bulk", 0, "{}", "bulk", False, "mark", "default", None, None,
-                key.inner_pad, key.outer_pad)
+                key.inner_pad, key.outer_pad, False, "live")
         empty = "TRUNCATE ai_marking_queue, ai_marking_events, ai_marking_groups CASCADE"
         await conn.fetch(queries()["enqueue"], *args)
         await conn.execute(empty)

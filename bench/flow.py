@@ -54,10 +54,19 @@ class FlowRun:
     seconds: float
     most_busy: int
     used_share: float
+    # Seconds from the first call to each call and each refusal.
+    calls_at: tuple[float, ...] = ()
+    refused_at: tuple[float, ...] = ()
 
     @property
     def refused_share(self) -> float:
         return self.refused / self.calls if self.calls else 0.0
+
+    def refused_share_after(self, seconds: float) -> float:
+        """The share of calls refused from `seconds` after the first call on: once the
+        queue has learned the model's window, a short run's share without its start."""
+        calls = sum(t >= seconds for t in self.calls_at)
+        return sum(t >= seconds for t in self.refused_at) / calls if calls else 0.0
 
 
 def _env(setup: FlowSetup, dsn: str, fn_port: int) -> dict[str, str]:
@@ -132,4 +141,5 @@ async def run_flow(setup: FlowSetup, dsn: str, logs: Path | None = None) -> Flow
         failed=counts.get("failed", 0), completed=counts.get("completed", 0),
         calls=stats["calls"], refused=stats["refused"], tokens_used=stats["tokens_used"],
         seconds=seconds, most_busy=stats["most_busy"],
-        used_share=stats["tokens_used"] / capacity if capacity else 0.0)
+        used_share=stats["tokens_used"] / capacity if capacity else 0.0,
+        calls_at=tuple(stats["calls_at"]), refused_at=tuple(stats["refused_at"]))

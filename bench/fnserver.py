@@ -32,6 +32,7 @@ class Recorder:
         self.gaps: list[float] = []
         self.dispatches = 0
         self.callbacks = 0
+        self.callback_errors = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.client: httpx.AsyncClient | None = None
@@ -72,12 +73,22 @@ class Recorder:
             return
         self.in_flight -= len(sending)
         self.last_callback_at = time.perf_counter()
-        await self.client.post(sending[0][0], json=[i for _, i in sending])
+        for tries_left in (2, 1, 0):
+            try:
+                await self.client.post(sending[0][0], json=[i for _, i in sending])
+                break
+            except httpx.TransportError:
+                # A kept-alive connection the app closed meanwhile, as a function would
+                # see it: sent again, or the job would wait for recovery and stall the run.
+                self.callback_errors += 1
+                if not tries_left:
+                    raise
         self.callbacks += len(sending)
 
     async def stats(self, request: Request) -> Response:
         return JSONResponse({"gaps": self.gaps, "dispatches": self.dispatches,
-                             "callbacks": self.callbacks, "max_in_flight": self.max_in_flight})
+                             "callbacks": self.callbacks, "max_in_flight": self.max_in_flight,
+                             "callback_errors": self.callback_errors})
 
     async def reset(self, request: Request) -> Response:
         self.__init__(self.batch, self.seconds)  # type: ignore[misc]

@@ -1,4 +1,4 @@
-"""The same answer, marked once (CONTRACT §10c): what groups save, and what keying costs.
+"""The same answer, marked once (docs/same-answer.md): what groups save, and what keying costs.
 
 - `enqueue_ms`: the enqueue statement of 10,000 ids, with the answers keyed (mark_once)
   or not (mark_each, the statement as it was before keying), on a fresh database each
@@ -6,6 +6,9 @@
 - `short_answer_class`: a class's short answers (30 students x 20 questions, answers
   drawn as short-answer classes repeat them) marked by a model stub at a fixed price,
   with and without groups: the model's calls and what they cost.
+- `enqueue_beside`: an enqueue of 1,000 answers, keyed, beside `waiting` rows of the
+  same payload (1,000 classes of one shared question bank), against a bare insert of the
+  same rows at the same size; and whether a result for a waiting row had to wait for it.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ async def enqueue_ms(name: str, keyed: bool, repeating: bool) -> tuple[float, fl
                for k in range(10_001)]
     ids = await _seed(dsn, answers, "bulk")
     sql = queries()["enqueue"]
-    pads = (KEY.inner_pad, KEY.outer_pad) if keyed else (None, None)
+    pads = (KEY.inner_pad, KEY.outer_pad, False, "live") if keyed else (None, None, False, "live")
     conn = await asyncpg.connect(dsn)
     try:
         pid = await conn.fetchval("SELECT pg_backend_pid()")
@@ -131,3 +134,80 @@ async def short_answer_class(name: str, keyed: bool, students: int = 30,
     finally:
         await store.close()
     return ClassRun(calls, round(cost, 6), marked)
+
+
+async def _seed_waiting(dsn: str, waiting: int) -> int:
+    """`waiting` pending leaders of one payload over 1,000 classes, their answers keyed as
+    the enqueue keys them (each class answers "answer 0" .. "answer 999"); the payload's id."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        payload = await conn.fetchval(
+            "INSERT INTO ai_marking_payloads (sha256, payload) "
+            "VALUES (sha256(convert_to('{\"q\": 1}', 'UTF8')), '{\"q\": 1}') RETURNING id")
+        await conn.execute("ALTER TABLE ai_marking_queue DISABLE TRIGGER USER")
+        await conn.execute(
+            "INSERT INTO submissions (id, assignment_id, content) "
+            "SELECT gen_random_uuid(), 'class-' || (g / 1000), 'answer ' || (g % 1000) "
+            "FROM generate_series(0, $1 - 1) g", waiting)
+        await conn.execute(
+            "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, "
+            "                              run_after, turn, payload_id, answer_key) "
+            "SELECT s.id, s.assignment_id, gen_random_uuid(), 'pending', now(), 1, $1, "
+            "       aiqueue_answer_key(s.content, $2, $3, false) "
+            "FROM submissions s", payload, KEY.inner_pad, KEY.outer_pad)
+        await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
+        await conn.execute("VACUUM ANALYZE ai_marking_queue")
+        await conn.execute("VACUUM ANALYZE submissions")
+        return int(payload)
+    finally:
+        await conn.close()
+
+
+@dataclass(frozen=True)
+class Beside:
+    enqueue_ms: float
+    bare_ms: float
+    result_waited: bool
+
+
+async def enqueue_beside(name: str, waiting: int = 1_000_000, answers: int = 1_000) -> Beside:
+    """An enqueue of a new class's `answers` answers beside `waiting` rows of the same
+    payload: its statement's time, a bare insert's of the same rows (triggers off, then
+    removed), and whether a result for a waiting row waited on the open enqueue."""
+    dsn = await fresh_database(name)
+    await _seed_waiting(dsn, waiting)
+    ids = await _seed(dsn, [f"answer {k}" for k in range(answers + 1)], "class-new")
+    sql = queries()["enqueue"]
+    args = (KEY.inner_pad, KEY.outer_pad, False, "live")
+    conn, other = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        await conn.fetch(sql, ids[:1], "warm", 0, '{"q": 1}', "warm", False, "mark",
+                         "default", None, None, *args)
+        tx = conn.transaction()
+        await tx.start()
+        started = time.perf_counter()
+        await conn.fetch(sql, ids[1:], "class-new", 0, '{"q": 1}', "class-new", False,
+                         "mark", "default", None, None, *args)
+        statement = (time.perf_counter() - started) * 1000
+        # A result for another class's waiting row, while the enqueue is still open.
+        await other.execute("SET lock_timeout = '2s'")
+        try:
+            await other.execute("UPDATE ai_marking_queue SET updated_at = now() WHERE "
+                                "queue_id = (SELECT queue_id FROM ai_marking_queue "
+                                "WHERE assignment_id = 'class-0' LIMIT 1)")
+            waited = False
+        except asyncpg.LockNotAvailableError:
+            waited = True
+        await tx.rollback()
+        await conn.execute("ALTER TABLE ai_marking_queue DISABLE TRIGGER USER")
+        async with conn.transaction():
+            started = time.perf_counter()
+            await conn.execute(
+                "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, turn) "
+                "SELECT id, 'class-new', gen_random_uuid(), 1 FROM unnest($1::uuid[]) id",
+                ids[1:])
+            bare = (time.perf_counter() - started) * 1000
+        return Beside(statement, bare, waited)
+    finally:
+        await conn.close()
+        await other.close()

@@ -12,8 +12,8 @@
   header Azure's OpenAI adds: when this one call would fit;
 - a latency drawn from `--latency LO HI` seconds that grows past
   `--sweet-spot` calls at once (each call beyond it adds a quarter);
-- `GET /stats`: calls, refusals, tokens used, the most calls at once, and the
-  time of the first call and of the last answer.
+- `GET /stats`: calls, refusals, tokens used, the most calls at once, the time of
+  the first call and of the last answer, and when each call and refusal came.
 
 It always answers a valid marking.  It is no product feature: the e2e tests
 and the bench run the reference function (functions/ai_mark, backend openai)
@@ -64,6 +64,9 @@ class Model:
     most_busy: int = 0
     first_call: float | None = None
     last_answer: float | None = None
+    # Seconds from the first call to each call, and to each refusal.
+    calls_at: list[float] = field(default_factory=list)
+    refused_at: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.level = float(self.tokens)
@@ -96,10 +99,12 @@ class Model:
         now = time.monotonic()
         self.calls += 1
         self.first_call = self.first_call or now
+        self.calls_at.append(round(now - self.first_call, 4))
         if self.tokens:
             self._refill(now)
             if self.level < self.call_tokens:
                 self.refused += 1
+                self.refused_at.append(round(now - self.first_call, 4))
                 return self._refusal(now)
             self.level -= self.call_tokens
         self.busy += 1
@@ -126,6 +131,7 @@ class Model:
         return JSONResponse({
             "calls": self.calls, "refused": self.refused, "tokens_used": self.used,
             "most_busy": self.most_busy,
+            "calls_at": self.calls_at, "refused_at": self.refused_at,
             "seconds": (self.last_answer - self.first_call)
             if self.first_call and self.last_answer else None,
         })

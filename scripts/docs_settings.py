@@ -31,7 +31,10 @@ VARIABLES: dict[str, Described] = {
     "DATABASE_PREPARED_STATEMENTS": V("Prepared statements kept per connection: `auto` is "
                                       "on for a direct connection and off behind a "
                                       "transaction-mode pooler (Supavisor's port 6543, a "
-                                      "PgBouncer in front); `on` for a PgBouncer 1.21+ with "
+                                      "PgBouncer in front), and turned off for the "
+                                      "instance at the first statement a pooler loses (one "
+                                      "the check did not see; logged once, the request "
+                                      "answered); `on` for a PgBouncer 1.21+ with "
                                       "`max_prepared_statements`. The doctor says which it "
                                       "chose and why."),
     # Secrets and who may call.
@@ -148,6 +151,30 @@ VARIABLES: dict[str, Described] = {
                                   "platform cuts it)."),
     "QUEUE_EVENTS_HEARTBEAT_SECONDS": V("A stream's heartbeat; at most 15."),
     "QUEUE_EVENTS_POLL_SECONDS": V("How often a stream polls without `LISTEN`."),
+    # Traces (docs/tracing.md): OpenTelemetry's standard variables.
+    "OTEL_EXPORTER_OTLP_ENDPOINT": V("The OTLP/HTTP collector: set, each job exports one "
+                                     "trace to its `/v1/traces` (protobuf). Unset: tracing "
+                                     "is off and OpenTelemetry is not even imported."),
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": V("The traces URL itself (used as it is, instead "
+                                            "of the endpoint above).", "none", probe=False),
+    "OTEL_EXPORTER_OTLP_HEADERS": V("Headers sent to the collector, `key=value,…` (an API "
+                                    "key, e.g. `x-honeycomb-team=…`).", "none", probe=False),
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS": V("The same, for traces only (instead of the "
+                                           "above).", "none", probe=False),
+    "OTEL_SERVICE_NAME": V("The `service.name` of aiqueue's spans.", "`aiqueue`",
+                           probe=False),
+    "OTEL_RESOURCE_ATTRIBUTES": V("More resource attributes, `key=value,…` (e.g. "
+                                  "`deployment.environment=prod`).", "none", probe=False),
+    "OTEL_TRACES_SAMPLER": V("Which jobs are traced: `parentbased_always_on`, "
+                             "`parentbased_traceidratio` (with the ratio below), "
+                             "`always_off`, …; decided once per job, at its enqueue.",
+                             "`parentbased_always_on`", probe=False),
+    "OTEL_TRACES_SAMPLER_ARG": V("The ratio of jobs traced by a `…traceidratio` sampler, "
+                                 "0 to 1.", "`1.0`", probe=False),
+    "OTEL_SDK_DISABLED": V("`true` turns tracing off whatever the endpoint.", "`false`",
+                           probe=False),
+    "OTEL_TRACES_EXPORTER": V("`none` turns tracing off whatever the endpoint.",
+                              "`otlp`", probe=False),
     # Where it runs.
     "AIQUEUE_CONFIG": V("The kinds-and-pools file.", "`aiqueue.toml` at the app's root, if any"),
     "AIQUEUE_ENV": V("`production` requires `DATABASE_URL`, `MARKING_QUEUE_SECRET` and (with "
@@ -210,14 +237,19 @@ KEYS: dict[str, dict[str, Described]] = {
         "max_attempts": V("Attempts before a row of the kind fails.", "`QUEUE_MAX_ATTEMPTS`"),
         "lane": V("The lane an enqueue of the kind takes when it names none: `live` or "
                   "`batch`."),
-        "same_answers": V("When an enqueue of the kind does not say: `mark_once` marks "
-                          "answers that are the same after normalising once and copies the "
-                          "mark; `mark_each` marks every answer.", "`mark_once`"),
+        "same_answers": V("`mark_once` marks answers that are the same after normalising "
+                          "(NFKC, whitespace; case kept) once and copies the mark; `loose` "
+                          "also ignores case and a final `.`/`!`; `off` (or `mark_each`) "
+                          "marks every answer unless the enqueue asks for `mark_once`. "
+                          "See [the same answer](../same-answer.md).", "`mark_once`"),
         "fallback": V("Another kind, in another pool, whose function takes this kind's due "
                       "rows while this kind's pool is down."),
         "fallback_after_seconds": V("How long the pool must refuse every call before its "
                                     "rows fall back (an open circuit falls back at once), "
                                     "and how long after its last hold it is tried again.",
                                     "`120`"),
+        "expected_seconds": V("Seconds one row of the kind is expected to take, for the "
+                              "estimate before any row of it has finished; without it the "
+                              "time is shown after the first marks.", "none"),
     },
 }

@@ -34,6 +34,8 @@ _RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
 _MISSING: dict[str, LineKind] = {"completed": "errored", "expired": "expired",
                                  "cancelled": "canceled"}
 T = TypeVar("T")
+# The provider's clock and ours may differ by this much (the lookup's lower bound).
+_CLOCK_SLACK_SECONDS = 60
 
 
 class OpenAIBatches:
@@ -64,12 +66,20 @@ class OpenAIBatches:
 
     async def find(self, tag: str, count: int, since: float,
                    known: Collection[str] = ()) -> Handle | None:
+        """The batch tagged `tag` (metadata) that the lane never recorded, looked for page
+        by page (newest first) back to the lane's intent at `since`: a busy account has
+        made more than one page of batches since."""
         page = await _call(lambda: self.client.batches.list(limit=100))
-        for batch in page.data:
-            if (batch.metadata or {}).get(TAG_KEY) == tag and batch.id not in known:
-                return Handle(batch.id).with_files(batch.input_file_id, batch.output_file_id,
-                                                   batch.error_file_id)
-        return None
+        while True:
+            for batch in page.data:
+                if (batch.metadata or {}).get(TAG_KEY) == tag and batch.id not in known:
+                    return Handle(batch.id).with_files(
+                        batch.input_file_id, batch.output_file_id, batch.error_file_id)
+                if batch.created_at < since - _CLOCK_SLACK_SECONDS:
+                    return None  # made before the intent: the rest are older still
+            if not page.has_next_page():
+                return None
+            page = await _call(page.get_next_page)
 
     async def leftovers(self, tag: str) -> tuple[str, ...]:
         page = await _call(lambda: self.client.files.list(purpose="batch"))

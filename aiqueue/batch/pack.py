@@ -61,6 +61,12 @@ class LaneConfig:
     render_rows: int = 250
     # Rendering stops this long before the step's end, to leave time to upload.
     upload_seconds: float = 5.0
+    # Where the provider's batch API is and the variable holding its key (kept with each
+    # batch); `packs`: False for a pool that no longer declares one (its batches are
+    # still looked at, nothing new is packed).
+    base_url: str | None = None
+    key_env: str | None = None
+    packs: bool = True
 
 
 @dataclass
@@ -110,7 +116,8 @@ async def pack(packer: Packer, report: StepReport) -> None:
         return  # this step's lane time is spent: the next step packs
     limit = min(cfg.max_requests or limits.max_requests, limits.max_requests)
     rows = await packer.store.batch_open(cfg.pool, packer.provider.name, cfg.model,
-                                         min(cfg.render_rows, limit), cfg.money)
+                                         min(cfg.render_rows, limit), cfg.money,
+                                         cfg.base_url, cfg.key_env)
     if not rows:
         return
     batch_id = rows[0].batch_id

@@ -158,5 +158,6 @@ async def step(packer: Packer, now: float | None = None) -> StepReport:
     report = StepReport()
     await reconcile(packer, report)
     await poll(packer, report, now)
-    await pack(packer, report)
+    if packer.config.packs:
+        await pack(packer, report)
     return report

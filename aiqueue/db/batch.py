@@ -17,12 +17,13 @@ class BatchQueries(Gateway):
     """Pack rows into a recorded batch, reconcile, release, fail lines, fall back."""
 
     async def batch_open(self, pool: str, provider: str, model: str, limit: int,
-                         money: str | None = None) -> list[BatchRow]:
+                         money: str | None = None, base_url: str | None = None,
+                         key_env: str | None = None) -> list[BatchRow]:
         """Record a batch and move up to `limit` waiting rows into it (none: no batch),
         charged to turns and spend at batch prices (`money`: the plan's JSON)."""
         async def work(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-            rows: list[asyncpg.Record] = await conn.fetch(self.sql["batch_open"], pool,
-                                                          provider, model, limit, money)
+            rows: list[asyncpg.Record] = await conn.fetch(
+                self.sql["batch_open"], pool, provider, model, limit, money, base_url, key_env)
             if rows:
                 await conn.execute(self.sql["batch_charge"], rows[0]["batch_id"], money)
             return rows
@@ -77,6 +78,9 @@ class BatchQueries(Gateway):
 
     async def batch_abandon(self, batch_id: int, error: str) -> bool:
         return bool(await self._write("batch_abandon", batch_id, error, idempotent=True))
+
+    async def batch_abandon_open(self, batch_id: int, error: str) -> bool:
+        return bool(await self._write("batch_abandon_open", batch_id, error, idempotent=True))
 
     async def batches_due(self, pool: str, lease: float) -> list[LaneBatch]:
         return [LaneBatch.from_row(r) for r in await self._write("batches_due", pool, lease)]

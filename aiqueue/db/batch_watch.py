@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models.batch import BatchGauges, OpenBatch
+from aiqueue.models.batch import BatchGauges, OpenBatch, OrphanAccount
 
 
 class BatchWatchQueries(Gateway):
@@ -22,6 +23,11 @@ class BatchWatchQueries(Gateway):
     async def batch_next_look(self) -> float | None:
         value = await self._fetchval("batch_next_look")
         return None if value is None else float(value)
+
+    async def batch_orphans(self, batch_pools: Sequence[str]) -> list[OrphanAccount]:
+        """The accounts of open batches whose pool is not among `batch_pools` any more."""
+        return [OrphanAccount.from_row(r)
+                for r in await self._fetch("batch_orphans", list(batch_pools))]
 
     async def batches_open(self, limit: int = 50) -> list[OpenBatch]:
         """The batches the provider may still keep something of, oldest first."""

@@ -35,6 +35,10 @@ class DoctorQueries(Gateway):
                 return None
         return await self.db.read(work)
 
+    async def unknown_zones(self, names: list[str]) -> list[str]:
+        """Of the zone names, those the database does not know (pg_timezone_names)."""
+        return [r["zone"] for r in await self._fetch("unknown_zones", names)]
+
     async def prompt_prefixes(self) -> dict[str, tuple[int, float]]:
         """Per pool, the prompt prefixes of the last week: (how many, their middle size in
         tokens)."""

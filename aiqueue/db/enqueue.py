@@ -34,7 +34,7 @@ _ENQUEUE_RUNS = 5
 LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
 
 
-class _LostRace:
+class LostRace:
     """A run of the enqueue that rolled back: another transaction took a live row first."""
 
 
@@ -56,18 +56,18 @@ async def enqueue_rows(db: Database, sql: dict[str, str], args: tuple[Any, ...],
         # Idempotent by design: a repeat skips what the first run inserted,
         # and a key's repeat replays the answer the first run saved.
         outcome = await db.write(
-            lambda conn: _enqueue_in(conn, sql, args, key, requested, batch, gate),
+            lambda conn: enqueue_in(conn, sql, args, key, requested, batch, gate),
             idempotent=True)
-        if not isinstance(outcome, _LostRace):
+        if not isinstance(outcome, LostRace):
             return outcome
         # The run rolled back; the next one skips the submission that got a live row.
     raise Conflict("the submissions' live rows kept changing; try again")
 
 
-async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple[Any, ...],
+async def enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple[Any, ...],
                       key: tuple[str, str] | None, requested: int,
                       batch: tuple[datetime, datetime] | None,
-                      gate: GateAsked | None) -> EnqueueOutcome | _LostRace:
+                      gate: GateAsked | None) -> EnqueueOutcome | LostRace:
     """The enqueue's transaction (db.write runs it; Rollback undoes it)."""
     if key is not None and not await conn.fetchval(sql["idempotency_claim"], *key):
         # The key's first request committed: replay its answer.
@@ -81,7 +81,7 @@ async def _enqueue_in(conn: asyncpg.Connection, sql: dict[str, str], args: tuple
         # A concurrent enqueue or retry gave one of the submissions a live row
         # after this statement's snapshot (see the enqueue query).
         if _takes_a_live_row(exc):
-            raise Rollback(_LostRace()) from None
+            raise Rollback(LostRace()) from None
         raise
     unknown = [SubmissionId(r["value"]) for r in rows if r["kind"] == "unknown"]
     if unknown:
@@ -162,13 +162,15 @@ class EnqueueQueries(Gateway):
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
                 remark, kind, pool, not_before, expires_at,
-                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
+                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad,
+                bool(answer_key and answer_key.loose), "live" if batch is None else "batch")
         return await enqueue_rows(self.db, self.sql, args, key, len(submission_ids), batch,
                                   gate)
 
     async def dry_run(self, submission_ids: Sequence[UUID | str], assignment_id: str, *,
                       group: str, remark: bool, pool: str, money: Money, kind: str = "mark",
-                      payload: str = "{}", answer_key: AnswerKey | None = None) -> DryRun:
+                      payload: str = "{}", answer_key: AnswerKey | None = None,
+                      lane: str = "live") -> DryRun:
         """What an enqueue would add and use; writes nothing (CONTRACT §9c).
 
         With `answer_key`, rows that would copy a mark of the same answer are counted
@@ -177,6 +179,7 @@ class EnqueueQueries(Gateway):
         row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
                                    group, pool, money.json(),
                                    answer_key and answer_key.inner_pad,
-                                   answer_key and answer_key.outer_pad, kind, payload)
+                                   answer_key and answer_key.outer_pad, kind, payload,
+                                   bool(answer_key and answer_key.loose), lane)
         assert row is not None, "an aggregate always answers one row"
         return DryRun.from_row(row)

@@ -30,8 +30,9 @@ class LiveQueries(Gateway):
         row = await self._fetchrow("submission_status", submission_id)
         return SubmissionStatus.from_row(row) if row else None
 
-    async def recent_processing_seconds(self) -> float | None:
-        value = await self._fetchval("recent_processing_seconds")
+    async def recent_processing_seconds(self, kind: str | None = None) -> float | None:
+        """Seconds a recent live row (of `kind`; None: any) took; None without one."""
+        value = await self._fetchval("recent_processing_seconds", kind)
         return None if value is None else float(value)
 
     async def run_progress(self, assignment_id: str) -> RunProgress:

@@ -23,6 +23,7 @@ class OneRowQueries(Gateway):
             "cancel_one", queue_id, actor, page=True)
         return was
 
-    async def fail_one(self, queue_id: UUID, error: str, actor: str) -> bool:
-        """End a pending row as failed with `error`; False when it was not pending."""
-        return await self._write_val("fail_one", queue_id, error, actor, page=True) is not None
+    async def fail_one(self, queue_id: UUID, note: str, actor: str) -> bool:
+        """End a pending row as failed (`operator`), `note` in its history; False when it was
+        not pending."""
+        return await self._write_val("fail_one", queue_id, note, actor, page=True) is not None

@@ -48,6 +48,11 @@ _BROKEN = (
 )
 # The server's own limits (statement_timeout, lock_timeout) fired: a clean refusal.
 _SERVER_TIMEOUT = (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError)
+# A prepared statement missing from, or already on, the backend the statement reached:
+# a transaction pooler handed the connection another client's backend.  Raised before
+# the statement ran (a write's transaction is rolled back), so the call may run again.
+_LOST_STATEMENT = (asyncpg.InvalidSQLStatementNameError,
+                   asyncpg.DuplicatePreparedStatementError)
 
 
 class Rollback(Exception):  # noqa: N818 - a signal, not an error
@@ -91,7 +96,10 @@ class ConnPool:
         self._settings = app_name(dsn, "aiqueue")
         # Prepared statements kept per connection, or not (db/prepared.py); None
         # until the first connection asked the server (`auto`).
+        self.mode = prepared
         self.prepared = prepared_statements.by_url(prepared, dsn)
+        # Connections opened with a statement cache (closed once `auto` turns it off).
+        self._caching: set[asyncpg.Connection] = set()
 
     async def connect(self) -> asyncpg.Connection:
         # No session state: PgBouncer/Supavisor in transaction mode may hand each
@@ -109,7 +117,21 @@ class ConnPool:
             if self.prepared.on:
                 conn.terminate()  # this one was opened without the cache
                 return await self.connect()
+        elif choice.on:
+            self._caching.add(conn)
         return conn
+
+    def stop_preparing(self) -> bool:
+        """After a lost prepared statement: in `auto`, turn them off for the pool (logged
+        once, the doctor shows why), drop the connections that keep them, and say the
+        call may run again; with DATABASE_PREPARED_STATEMENTS=on, False (taken as said)."""
+        if self.mode != "auto":
+            return False
+        if self.prepared is None or self.prepared.on:
+            self.prepared = prepared_statements.LOST
+            self.discard_idle()
+            logs.event("database", outcome="prepared_off")
+        return True
 
     async def acquire(self) -> asyncpg.Connection:
         await self._slots.acquire()
@@ -121,16 +143,19 @@ class ConnPool:
 
     def release(self, conn: asyncpg.Connection, *, reusable: bool) -> None:
         self._slots.release()
-        if reusable and not self._closed and not conn.is_closed() \
+        stale_cache = conn in self._caching and not (self.prepared and self.prepared.on)
+        if reusable and not stale_cache and not self._closed and not conn.is_closed() \
                 and not conn.is_in_transaction():
             self._idle.append((conn, time.monotonic(), time.time()))
         else:
+            self._caching.discard(conn)
             conn.terminate()
 
     def discard_idle(self) -> None:
         """Drop every idle connection: one died, the rest may have died with it."""
         idle, self._idle = self._idle, []
         for conn, _, _ in idle:
+            self._caching.discard(conn)
             conn.terminate()
 
     async def _take_idle(self) -> asyncpg.Connection | None:
@@ -197,7 +222,9 @@ class Database:
         return await self._call(work, self.limits.hot, write=False, idempotent=True)
 
     async def _call(self, work: Work[T], budget: float, *, write: bool, idempotent: bool) -> T:
-        for attempt in (1, 2):
+        attempts, lost_once = [1, 2], False
+        while attempts:
+            attempt = attempts.pop(0)
             sent_commit: list[bool] = [False]
             try:
                 return await self._once(work, budget, write, sent_commit)
@@ -208,6 +235,13 @@ class Database:
                 logs.event("database", outcome="retry", code=type(exc).__name__)
             except _SERVER_TIMEOUT as exc:
                 raise DatabaseTimeout("the database did not answer in time") from exc
+            except _LOST_STATEMENT as exc:
+                # Once per call, and not counted: the request is answered as if nothing
+                # happened, on a connection without prepared statements.
+                if lost_once or not self.pool.stop_preparing():
+                    raise wrap_error(exc) from exc
+                lost_once = True
+                attempts.insert(0, attempt)
             except asyncpg.PostgresError as exc:
                 raise wrap_error(exc) from exc
         raise AssertionError("unreachable")

@@ -11,6 +11,9 @@ pooler: off for a managed pooler's endpoint (Supabase's port 6543, Neon's
 `-pooler` host), and off when the server listens on another port than the URL
 names (something sits between, e.g. PgBouncer on 6432).  `on` and `off` are
 taken as said: `on` for a PgBouncer 1.21+ with `max_prepared_statements`.
+A pooler on the database's own port passes that check; so in `auto` the first
+"prepared statement … does not exist / already exists" turns them off for the
+pool (db/pool.py, `stop_preparing`), and the request runs again without them.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ class Choice:
     @property
     def cache_size(self) -> int:
         return CACHE_SIZE if self.on else 0
+
+
+# `auto` after a connection reported a statement missing or already there: a pooler the
+# port check did not see hands backends around, so the pool goes on without them.
+LOST = Choice(False, "auto: turned off after a connection reported a prepared statement "
+                     "missing or already present (a transaction pooler the port check did "
+                     "not see)")
 
 
 def url_port(dsn: str) -> int:

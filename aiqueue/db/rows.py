@@ -83,11 +83,12 @@ class RowQueries(Gateway):
         """Rows per kind, pool and status (from the count deltas)."""
         return [KindCount.from_row(r) for r in await self._fetch("kind_counts")]
 
-    async def stats(self, at: datetime | None = None) -> Stats:
-        """The headline figures as of `at` (None: the database's now())."""
+    async def stats(self, at: datetime | None = None, timezone: str = "UTC") -> Stats:
+        """The headline figures as of `at` (None: the database's now()); "today" is the day
+        where `timezone` is (QUEUE_TIMEZONE)."""
         async def work(conn: asyncpg.Connection) -> asyncpg.Record | None:
             await conn.execute(self.sql["serial_plans"])
-            row: asyncpg.Record | None = await conn.fetchrow(self.sql["stats"], at)
+            row: asyncpg.Record | None = await conn.fetchrow(self.sql["stats"], at, timezone)
             return row
         # A transaction for SET LOCAL; it writes nothing, so a repeat is harmless.
         row = await self.db.write(work, page=True, idempotent=True)

@@ -25,11 +25,13 @@ from aiqueue.db.outbox import OutboxQueries
 from aiqueue.db.queue import QueueQueries
 from aiqueue.db.records import RecordsQueries
 from aiqueue.db.recovery import RecoveryQueries
+from aiqueue.db.remark import RemarkQueries
 from aiqueue.db.results import ResultsQueries
 from aiqueue.db.review import ReviewQueries
 from aiqueue.db.rows import RowQueries
 from aiqueue.db.schedule import ScheduleQueries
 from aiqueue.db.security import SecurityQueries
+from aiqueue.db.traces import TraceQueries
 from aiqueue.db.usage import UsageQueries
 from aiqueue.db.warnings import WarningQueries
 
@@ -42,6 +44,7 @@ class Store(
     RowQueries,        # rows.sql: operator actions, rows, control, stats
     OneRowQueries,     # one_row.sql: one row from the outside
     RecoveryQueries,   # recovery.sql
+    RemarkQueries,     # remark.sql: a rubric changes, re-mark what it changed
     ScheduleQueries,   # schedule.sql: expiry, scheduled rows
     AlertQueries,      # alerts.sql
     WarningQueries,    # warnings.sql: budget warnings, groups near a cap
@@ -59,5 +62,6 @@ class Store(
     RecordsQueries,    # records.sql
     SecurityQueries,   # security.sql (lockdown.sql: migrate runs it)
     DoctorQueries,     # doctor.sql
+    TraceQueries,      # traces.sql: each job's trace (docs/tracing.md)
 ):
     """Queue persistence: all query classes over one bounded pool (db/pool.py)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -105,13 +106,18 @@ def too_large(http_status: int | None = None) -> Failed:
 
 
 async def send(http: httpx.AsyncClient, job: Job, target: KindTarget, tokens: Tokens,
-               aws: AwsCredentials | None = None) -> Outcome:
-    """Send the job to its kind's target and classify the answer; never raises."""
+               aws: AwsCredentials | None = None, trace: Mapping[str, str] | None = None
+               ) -> Outcome:
+    """Send the job to its kind's target and classify the answer; never raises.
+
+    `trace`: the dispatch span's W3C headers (docs/tracing.md), sent to an http target.
+    """
     try:
         data = dispatch_data(job, target, tokens)
     except Exception:
         return Failed("dispatch_error")
-    return await post_data(http, data, target, aws, message_id(job.queue_id, job.dispatch_seq))
+    return await post_data(http, data, target, aws, message_id(job.queue_id, job.dispatch_seq),
+                           trace)
 
 
 def probe_body(probe_id: UUID, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
@@ -144,7 +150,8 @@ async def post(http: httpx.AsyncClient, body: dict[str, Any], target: KindTarget
 
 
 async def post_data(http: httpx.AsyncClient, data: bytes, target: KindTarget,
-                    aws: AwsCredentials | None, msg_id: str) -> Outcome:
+                    aws: AwsCredentials | None, msg_id: str,
+                    trace: Mapping[str, str] | None = None) -> Outcome:
     """post, of a body already encoded."""
     try:
         limit = targets.body_limit(target)
@@ -152,8 +159,11 @@ async def post_data(http: httpx.AsyncClient, data: bytes, target: KindTarget,
             return too_large()
         credentials = await aws.get(http) if aws is not None else None
         request = targets.build_request(target, data, datetime.now(UTC), credentials, msg_id)
+        # A platform invokes the function without our headers: only http carries the trace.
+        headers = request.headers | dict(trace) if trace and target.dispatch == "http" \
+            else request.headers
         response = await http.post(
-            _url(request.url), content=data, headers=request.headers,
+            _url(request.url), content=data, headers=headers,
             timeout=httpx.Timeout(target.dispatch_timeout_seconds))
     except CredentialsError as exc:
         return Failed(exc.code)

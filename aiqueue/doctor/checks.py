@@ -17,7 +17,7 @@ from aiqueue.doctor.roles import check_cron, check_lockdown, check_role, check_s
 from aiqueue.doctor.text import cache_finding, function_finding, probe_finding
 from aiqueue.errors import StoreError
 from aiqueue.queue import probes
-from aiqueue.runtime import Runtime
+from aiqueue.runtime import Runtime, unknown_zone
 from aiqueue.settings import Settings
 from aiqueue.settings.kinds import DEFAULT_KIND
 from aiqueue.settings.safety import is_local_url
@@ -134,6 +134,11 @@ def _prepared(doc: Doctor, pooled: bool) -> str:
     if choice is None:
         return "prepared statements not chosen yet (no connection was opened)"
     said = f"prepared statements {'on' if choice.on else 'off'} ({choice.why})"
+    if choice.on and pooled and doc.settings.database_prepared_statements == "auto":
+        # A pooler on the database's own port: the first lost statement turns them off.
+        return said + ", but a transaction pooler is in the way: the first statement it " \
+                      "loses turns them off for the instance (logged once, the request " \
+                      "answered); DATABASE_PREPARED_STATEMENTS=off skips that"
     if choice.on and pooled:
         # Only a PgBouncer 1.21+ with max_prepared_statements keeps them there.
         return said + ": the pooler must keep them (PgBouncer 1.21+ with " \
@@ -227,12 +232,30 @@ async def check_prompt_cache(doc: Doctor) -> None:
             doc.add(f"prompt_cache{suffix}", status, detail, fix)
 
 
+async def check_timezone(doc: Doctor) -> None:
+    """QUEUE_TIMEZONE and each pool's `timezone` are known to the database too (no line
+    while every zone is UTC, which every database knows)."""
+    if all(zone == "UTC" for _, zone in doc.settings.zones):
+        return
+    if doc.rt is None:
+        doc.add("timezone", "skip", "not checked: the database is unreachable")
+        return
+    found = await unknown_zone(doc.rt.store, doc.settings)
+    if found is not None:
+        doc.add("timezone", "fail", found.detail,
+                f"set {found.setting} to a zone listed by `SELECT name FROM pg_timezone_names`")
+        return
+    named = ", ".join(f"{setting} {zone}" for setting, zone in doc.settings.zones)
+    doc.add("timezone", "pass", f"known to the database: {named}")
+
+
 Step = Callable[[Doctor], Awaitable[None]]
 # The checks in the order they print (a name for the line when one breaks down).
 # ("lockdown", check_lockdown) is the slot of §8b's check; roles.py holds
 # it and §9a's (who reads submissions, the app's own powers, the cron).
 CHECKS: list[tuple[str, Step]] = [
-    ("schema", check_schema), ("pooler", check_pooler), ("lockdown", check_lockdown),
+    ("schema", check_schema), ("timezone", check_timezone), ("pooler", check_pooler),
+    ("lockdown", check_lockdown),
     ("submissions", check_submissions), ("role", check_role),
     ("function", check_function), ("vercel", check_vercel), ("cron", check_cron),
     ("batch", check_batch_keys),

@@ -36,6 +36,7 @@ from aiqueue.models.reads import (
     EventBatch,
     EventCursor,
     MarkingEvent,
+    RowWait,
     RunProgress,
     SubmissionResult,
     SubmissionStatus,
@@ -58,8 +59,8 @@ __all__ = [
     "Job",
     "KeyMismatch", "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow",
     "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RowResult", "RunProgress", "Stats",
-    "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow", "UnknownIds",
-    "UsageRow",
+    "RowWait", "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow",
+    "UnknownIds", "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
     "ALERTS", "AlertName", "NearCap", "OpenAlert",
 ]

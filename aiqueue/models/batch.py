@@ -39,6 +39,23 @@ class LaneBatch:
 
 
 @dataclass(frozen=True)
+class OrphanAccount:
+    """Open batches of a pool that no longer declares a batch API, and where they live."""
+
+    pool: str
+    provider: str
+    model: str
+    # As recorded when packed; None for a batch packed before they were.
+    base_url: str | None
+    key_env: str | None
+    batches: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> OrphanAccount:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
 class BatchRow:
     """A queue row in a batch: what its line is built from and matched by."""
 

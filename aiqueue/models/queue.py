@@ -181,6 +181,8 @@ class Attempt:
     platform: str | None = None
     # The fallback kind whose function ran it (CONTRACT §10e); None: the row's own.
     ran_kind: str | None = None
+    # An operator's note on the action (/ai-queue only, never the API or a notification).
+    note: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Attempt:

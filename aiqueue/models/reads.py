@@ -196,6 +196,12 @@ class SubmissionResult:
     same_answers: int = 0
     # Pending, held until the teacher releases its run's calibration (§10b).
     held: bool = False
+    # Why its latest row is not marked yet, and until when (None: no row).
+    wait: RowWait | None = None
+    # A re-mark (docs/remark.md): the mark it replaced, when that was made under another
+    # payload; and whether the mark shown was made under another than the saved one.
+    previous_result: dict[str, Any] | None = None
+    older_rubric: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> SubmissionResult:
@@ -214,4 +220,33 @@ class SubmissionResult:
             adjusted_result=loads("adjusted_result"),
             same_answers=row["same_answers"],
             held=bool(row["held"]),
+            wait=RowWait.from_row(row) if row["queue_status"] else None,
+            previous_result=loads("previous_result"),
+            older_rubric=bool(row["older_rubric"]),
         )
+
+
+@dataclass(frozen=True)
+class RowWait:
+    """A submission's latest row as far as the teacher asks "why isn't it marked yet?":
+    its own state and its pool's (docs/concepts.md)."""
+
+    attempts: int
+    kind: str
+    last_error: str | None
+    # When a row that failed or was refused is due again.
+    run_after: datetime | None
+    # A spend cap's pause ends; not_before; the batch lane's deadline.
+    resumes_at: datetime | None
+    not_before: datetime | None
+    lane: str
+    deadline: datetime | None
+    # It copies a leader's mark (the same answer).
+    copies_leader: bool
+    # The pool's breaker is open until, and its model refused everything until.
+    breaker_until: datetime | None
+    busy_until: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> RowWait:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})

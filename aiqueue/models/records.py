@@ -91,6 +91,9 @@ class ExportLine:
         "at", "ended_at", "outcome", "error", "actor", "model", "prompt_tokens",
         "completion_tokens", "cost_usd", "processing_seconds", "score", "max_score",
         "adjusted_score", "review",
+        # The audit record of a result (docs/remark.md): what it was marked under, by
+        # what, and when a teacher reviewed it (`actor`: who).
+        "payload_version", "function_version", "provider", "reviewed_at",
     )
 
     key: int  # the keyset cursor: attempt id or result seq
@@ -114,12 +117,17 @@ class ExportLine:
             "record": "result", "queue_id": str(row["queue_id"]),
             "submission_id": str(row["submission_id"]), "assignment_id": row["assignment_id"],
             "group": row["group_key"], "at": _iso(row["applied_at"]),
-            "outcome": "applied", "actor": row["actor"], "model": row["model"],
+            # "recorded": made under an older payload than the mark it found, not applied
+            "outcome": "applied" if row["applied"] else "recorded",
+            "actor": row["actor"], "model": row["model"],
             "prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"],
             "cost_usd": _number(row["cost_usd"]),
             "processing_seconds": _number(row["processing_seconds"]),
             "score": _number(row["score"]), "max_score": _number(row["max_score"]),
             "adjusted_score": _number(row["adjusted_score"]), "review": row["review"],
+            "payload_version": row["payload_version"],
+            "function_version": row["function_version"], "provider": row["provider"],
+            "reviewed_at": _iso(row["reviewed_at"]),
         }
         if row["feedback"] is not None:
             fields["feedback"] = row["feedback"]

@@ -33,11 +33,12 @@ class RowResult:
     model: str | None
     kind: str | None
     superseded: bool
+    payload_version: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> RowResult:
         return cls(row["review"], row["applied_at"], row["model"], row["kind"],
-                   row["superseded"])
+                   row["superseded"], row["payload_version"])
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class AppliedResult:
     reverted_at: datetime | None
     actor: str | None
     adjusted_result: dict[str, Any] | None
+    # What it was marked under, and whether it became the mark (docs/remark.md).
+    payload_version: str | None = None
+    applied: bool = True
 
     @classmethod
     def from_row(cls, row: Row) -> AppliedResult:

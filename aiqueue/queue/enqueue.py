@@ -4,6 +4,7 @@ dry run, the estimate before Mark All (CONTRACT §9c), which writes nothing."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from uuid import UUID
 
 from aiqueue import logs
@@ -11,7 +12,7 @@ from aiqueue.answers import AnswerKey
 from aiqueue.errors import Invalid, KeyReused, UnknownKind
 from aiqueue.models import DryRun, KeyMismatch, Replayed, UnknownIds
 from aiqueue.queue import calibration, overnight
-from aiqueue.queue.progress import eta_seconds
+from aiqueue.queue.progress import run_eta
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Kind
 from aiqueue.settings.money import PoolMoney
@@ -20,9 +21,12 @@ from aiqueue.wire.answers import EnqueueAccepted, EnqueueEstimate, EstimatePart,
 
 
 async def enqueue(
-    rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None
+    rt: Runtime, request: EnqueueRequest, idempotency_key: str | None = None,
+    caller: str | None = None,
 ) -> tuple[EnqueueAccepted, bool]:
     """Enqueue atomically: the 202 body, and whether it replays an earlier key's answer.
+
+    `caller`: the request's W3C traceparent, which each new job's trace links to.
 
     The answer is kept (for the key's repeats) as the mapping the store wrote, so what
     is stored stays as it was; both are read here as the type.
@@ -32,6 +36,7 @@ async def enqueue(
     batch = None
     if overnight.lane_of(rt, request) == "batch":
         batch = await overnight.lane_times(rt, kind.pool, request.deadline)
+    started = rt.tracer.now()
     outcome = await rt.store.enqueue(
         request.submission_ids, request.assignment_id, request.priority, request.payload,
         group=request.group, remark=request.remark, key=key, kind=request.kind,
@@ -49,6 +54,8 @@ async def enqueue(
         case UnknownIds(ids):
             raise _unknown_ids(ids, "; nothing was enqueued")
     answer = EnqueueAccepted.model_validate(outcome.answer(len(request.submission_ids)))
+    await rt.tracer.enqueued(rt.store, outcome.queue_ids, started, kind=request.kind,
+                             pool=kind.pool, caller=caller)
     logs.event("enqueue", assignment_id=request.assignment_id, kind=request.kind,
                enqueued=answer.enqueued,
                skipped=answer.skipped, already_marked=answer.already_marked,
@@ -66,10 +73,14 @@ def _declared_kind(rt: Runtime, name: str) -> Kind:
 
 
 def answer_key(rt: Runtime, request: EnqueueRequest, kind: Kind) -> AnswerKey | None:
-    """The key that groups the same answers (CONTRACT §10c): `same_answers` is the
-    request's, else its kind's, else mark_once; None: each is marked on its own."""
-    same = request.same_answers or kind.same_answers
-    return rt.tokens.answer_key if same == "mark_once" else None
+    """The key that groups the same answers (docs/same-answer.md): the request's
+    `same_answers`, else its kind's; None: each is marked on its own.  The kind's
+    "loose" normalises loosely whenever its answers are grouped."""
+    if request.same_answers == "mark_each" or (
+            request.same_answers is None and kind.same_answers in ("off", "mark_each")):
+        return None
+    key = rt.tokens.answer_key
+    return key.loosely() if kind.same_answers == "loose" else key
 
 
 def _unknown_ids(ids: Sequence[UUID], tail: str = "") -> Invalid:
@@ -94,7 +105,8 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
                                group=request.group or request.assignment_id,
                                remark=request.remark, pool=pool.name, money=money,
                                kind=request.kind, payload=request.payload,
-                               answer_key=answer_key(rt, request, kind))
+                               answer_key=answer_key(rt, request, kind),
+                               lane="batch" if batch else "live")
     if d.unknown_ids:
         raise _unknown_ids(d.unknown_ids)
     row_cost = d.batch_row_cost_usd if batch else d.row_cost_usd
@@ -104,14 +116,32 @@ async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
     parts = [_part(d, first, d.row_cost_usd), _part(d, d.rows - first, row_cost)]
     costs = [p.estimated_cost_usd for p in parts]
     cost = None if None in costs else round(sum(c or 0 for c in costs), 6)
-    avg = await rt.store.recent_processing_seconds() if d.rows else None
-    eta = eta_seconds(d.ahead + d.rows - 1, pool.max_in_flight, avg) if d.rows else 0.0
+    eta = await _eta(rt, request, kind, d.ahead, first if request.calibrate else d.rows,
+                     batch and not request.calibrate)
     return EnqueueEstimate(
         rows=d.rows, already_marked=d.already_marked, same_answers=d.same_answers,
         estimated_tokens=round(d.rows * (d.prompt_tokens + d.completion_tokens)),
         estimated_cost_usd=cost, eta_seconds=eta,
         capped=would_stop(money.pool(pool.name), d, cost),
         **({"calibration": parts[0], "rest": parts[1]} if request.calibrate else {}))
+
+
+async def _eta(rt: Runtime, request: EnqueueRequest, kind: Kind, ahead: int, rows: int,
+               batch: bool) -> float | None:
+    """The dry run's ETA (docs/concepts.md#an-estimate-first): the `rows` that run now
+    (a calibration's first rows; the rest wait for the release), after the pool's rows
+    `ahead`, from not_before on, by the lane's deadline on the batch lane; a row's time
+    is the kind's recent marks', else its expected_seconds, else unknown."""
+    now = datetime.now(UTC)
+    if batch:
+        due = request.deadline or now + overnight.DEFAULT_DEADLINE
+        return run_eta(ahead, rows, 0, None, by=(due - now).total_seconds())
+    avg = await rt.store.recent_processing_seconds(request.kind) if rows else None
+    if avg is None:
+        avg = kind.expected_seconds
+    wait = (request.not_before - now).total_seconds() if request.not_before else 0.0
+    cap = rt.settings.queue.pools[kind.pool].max_in_flight
+    return run_eta(ahead, rows, cap, avg, wait=wait)
 
 
 def _part(d: DryRun, rows: int, row_cost: float | None) -> EstimatePart:

@@ -22,11 +22,24 @@ async def send(rt: Runtime[HandoutStore], job: Job) -> tuple[dispatch.Outcome, f
     job = await _sharded(rt, job)
     # A row on its kind's fallback (§10e) goes to the fallback kind's function.
     target = rt.settings.target(fallback.run_kind(rt.settings, job))
-    outcome = await dispatch.send(rt.http, job, target, rt.tokens, rt.aws)
+    span = await rt.tracer.dispatching(rt.store, job)
+    outcome = await dispatch.send(rt.http, job, target, rt.tokens, rt.aws, span.headers)
+    span.end(*_told(outcome))
     ms = round((time.perf_counter() - started) * 1000, 2)
     if isinstance(outcome, dispatch.Accepted) and job.breaker_dirty:
         await rt.store.dispatch_accepted(job.pool)
     return outcome, ms
+
+
+def _told(outcome: dispatch.Outcome) -> tuple[str, str | None, int | None]:
+    """A dispatch's outcome as its span tells it: accepted, busy or failed, code, HTTP status."""
+    match outcome:
+        case dispatch.Accepted():
+            return "accepted", None, None
+        case dispatch.Busy(http_status=status):
+            return "busy", None, status
+        case dispatch.Failed(code=code, http_status=status):
+            return "failed", code, status
 
 
 async def _sharded(rt: Runtime[HandoutStore], job: Job) -> Job:

@@ -66,7 +66,9 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     await step_parts.tidy(rt, step, force)
     # A kind whose pool is down goes to its fallback's pool before the claim (§10e).
     await fallback.refresh(rt, force=force)
+    started = rt.tracer.now()
     job = await rt.store.claim(fallback.plan(rt))
+    await rt.tracer.claimed(rt.store, (job,) if job else (), started)
     busy = await step_parts.hand_out(rt, step, job)
     fell_back = await step_parts.lane(rt, step, force)
     if should_chain(more=(job is not None and job.more) or fell_back > 0, busy=busy,

@@ -20,7 +20,8 @@ async def detail(rt: Runtime, queue_id: UUID) -> RowDetail:
     if row is None:
         raise NotFound(f"no queue row {queue_id}")
     history = await rt.store.attempts_of(queue_id)
-    return RowDetail.of_parts(row, history, await rt.store.row_result(queue_id))
+    return RowDetail.of_parts(row, history, await rt.store.row_result(queue_id),
+                              await rt.store.row_payload_version(queue_id))
 
 
 async def _ended(rt: Runtime, queue_id: UUID, action: str) -> Conflict:
@@ -40,8 +41,9 @@ async def cancel(rt: Runtime, queue_id: UUID, actor: str) -> RowDetail:
 
 
 async def fail(rt: Runtime, queue_id: UUID, note: str, actor: str) -> RowDetail:
-    """A pending row ends as failed with last_error "operator: <note>"; 409 when not pending."""
-    if not await rt.store.fail_one(queue_id, f"operator: {note}", actor):
+    """A pending row ends as failed with last_error "operator", the note in its history on
+    /ai-queue only; 409 when not pending."""
+    if not await rt.store.fail_one(queue_id, note, actor):
         raise await _ended(rt, queue_id, "pending row can be failed by an operator")
     logs.event("operator", reason="fail", queue_id=queue_id)
     return await detail(rt, queue_id)

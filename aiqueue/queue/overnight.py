@@ -31,8 +31,9 @@ from aiqueue.errors import Invalid, StoreError
 from aiqueue.models import Job, QueueId
 from aiqueue.models.batch import BatchRow, LineFailure
 from aiqueue.ports import OvernightStore
+from aiqueue.queue import orphans
+from aiqueue.queue.orphans import Account
 from aiqueue.queue.results import apply_item, parse_item
-from aiqueue.queue.spend import batch_cost
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import BATCH_SHARE, Lane, Pool
 from aiqueue.wire import EnqueueRequest
@@ -89,7 +90,8 @@ def lane_config(rt: Runtime[OvernightStore], pool: Pool) -> LaneConfig:
     assert pool.batch_model is not None, "config.load checks batch_model with batch"
     return LaneConfig(pool=pool.name, model=pool.batch_model, max_attempts=s.max_attempts,
                       slots=pool.max_in_flight, margin_seconds=s.batch_margin_seconds,
-                      money=s.money.json(), attempts=s.queue.attempts)
+                      money=s.money.json(), attempts=s.queue.attempts,
+                      base_url=pool.batch_base_url, key_env=pool.batch_key_env)
 
 
 async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> int:
@@ -104,18 +106,21 @@ async def run_if_due(rt: Runtime[OvernightStore], force: bool) -> int:
     """
     now = time.monotonic()
     timer = rt.own(LaneTimer)
-    pools = rt.settings.queue.batch_pools
-    if not pools or (not force and now < min(timer.due, timer.look)):
+    if not force and now < min(timer.due, timer.look):
         return 0
     timer.due, timer.look = now + LANE_EVERY, math.inf
     until, fell_back = now + LANE_SECONDS, 0
-    for pool in pools:
+    pools = rt.settings.queue.batch_pools
+    # A pool that stopped declaring its batch API still has its batches looked at.
+    lanes = [(lane_config(rt, p), declared(p)) for p in pools] + \
+        await orphans.lanes(rt, [p.name for p in pools])
+    for config, account in lanes:
         try:
-            fell_back += (await run(rt, lane_config(rt, pool), until=until)).fell_back
+            fell_back += (await run(rt, config, until=until, account=account)).fell_back
         except StoreError:
             raise
         except Exception as exc:  # an SDK's surprise; the batch's hold brings it back
-            logs.event("batch_lane_failed", pool=pool.name, error_type=type(exc).__name__)
+            logs.event("batch_lane_failed", pool=config.pool, error_type=type(exc).__name__)
     wait = await rt.store.batch_next_look()
     # At most one lane step a second per instance, however overdue a look is.
     timer.look = math.inf if wait is None else time.monotonic() + max(wait, LOOK_AT_MOST)
@@ -141,25 +146,29 @@ def next_look(rt: Runtime[OvernightStore]) -> float | None:
     return None if math.isinf(look) else max(look - time.monotonic(), 0.0)
 
 
+def declared(pool: Pool) -> Account:
+    """The batch account a pool declares (it must declare one)."""
+    assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
+    return Account(pool.batch, pool.batch_base_url, pool.batch_api_key)
+
+
 async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None = None,
-              until: float = math.inf) -> StepReport:
-    """One lane step for the pool `config` names (it must declare a batch API), its work
-    ending by `until` (time.monotonic()).
+              until: float = math.inf, account: Account | None = None) -> StepReport:
+    """One lane step for the pool `config` names, on `account` (default: the one the pool
+    declares), its work ending by `until` (time.monotonic()).
 
     `now` (epoch seconds) is the time the fallback reckons with; the bench runs
     the lane on an emulated clock.
     """
-    pool = rt.settings.queue.pools[config.pool]
-    assert pool.batch is not None and pool.batch_base_url and pool.batch_api_key
+    account = account or declared(rt.settings.queue.pools[config.pool])
     # No one call to the provider outlasts the step's lane time.  Made in a thread: the
     # first use imports the provider's SDK, seconds of work that would otherwise stall
     # every other request of this instance (their database budgets run out meanwhile).
-    provider = await asyncio.to_thread(connect, pool.batch, pool.batch_base_url,
-                                       pool.batch_api_key,
-                                       min(config.call_seconds, LANE_SECONDS))
+    provider = await asyncio.to_thread(connect, account.provider, account.base_url,
+                                       account.key, min(config.call_seconds, LANE_SECONDS))
     packer = Packer(store=rt.store, provider=provider,
                     modes=lambda kind: FunctionModes(rt.http, rt.settings.target(kind)),
-                    settle=lambda items: settle(rt, items, pool.name),
+                    settle=lambda items: settle(rt, items),
                     job_body=lambda row: job_body(rt, row), config=config, until=until)
     try:
         report = await step(packer, now)
@@ -168,7 +177,8 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
     await rt.store.batch_prune(BATCH_RECORDS_KEPT)
     if report.packed or report.applied or report.failed_lines or report.fell_back \
             or report.errors:
-        logs.event("batch_lane", pool=pool.name, packed=report.packed, applied=report.applied,
+        logs.event("batch_lane", pool=config.pool, packed=report.packed,
+                   applied=report.applied,
                    failed_lines=report.failed_lines, fell_back=report.fell_back,
                    released=report.released, deleted=report.deleted,
                    code=",".join(sorted(set(report.errors))) or None)
@@ -184,8 +194,8 @@ def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
     return dispatch_body(job, rt.settings.target(), rt.tokens)
 
 
-async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]],
-                 pool: str) -> list[LineFailure]:
+async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]]
+                 ) -> list[LineFailure]:
     """Apply parsed items as the webhook would; return the failures for the lane."""
     failures: list[LineFailure] = []
     for raw in raw_items:
@@ -199,12 +209,10 @@ async def settle(rt: Runtime[OvernightStore], raw_items: Sequence[dict[str, Any]
             failures.append(LineFailure(QueueId(item.claim.queue_id), item.claim.dispatch_seq,
                                         item.error_code, item.retryable))
             continue
-        # The pool's batch price; the lane is recorded with the result so that
-        # the report splits cost by lane.
+        # The lane is recorded with the result: the store prices it at the pool's
+        # batch price of its billed tokens (docs/overnight.md), and the report
+        # splits cost by lane.
         usage: dict[str, Any] = {**(item.usage or {}), "lane": "batch"}
-        cost = batch_cost(item.usage, rt.settings.queue, pool)
-        if cost is not None:
-            usage["cost_usd"] = cost
         await apply_item(rt, dataclasses.replace(item, usage=usage))
     return failures
 

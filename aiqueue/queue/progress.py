@@ -24,6 +24,25 @@ def eta_seconds(rows_before: int, cap: int, avg: float | None) -> float | None:
     return round(math.ceil((rows_before + 1) / slots) * avg, 1)
 
 
+def run_eta(ahead: int, rows: int, cap: int, avg: float | None, wait: float = 0.0,
+            by: float | None = None) -> float | None:
+    """Seconds until the last of `rows` new rows has its result
+    (docs/concepts.md#an-estimate-first).
+
+    `ahead`: the pool's rows due now or at its function; `wait`: seconds until the
+    rows' not_before (those ahead are done by then); `by`: on the batch lane, seconds
+    to its deadline (the lane's promise).  None: no recent mark and no expectation.
+    """
+    if rows <= 0:
+        return 0.0
+    if by is not None:
+        return round(max(by, 0.0), 1)
+    if wait > 0:
+        own = eta_seconds(rows - 1, cap, avg)
+        return None if own is None else round(wait + own, 1)
+    return eta_seconds(ahead + rows - 1, cap, avg)
+
+
 def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.SubmissionStatus:
     """The contract's body for /api/marking/submissions/<id>/status."""
     position: int | None = None

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
-from aiqueue import logs, wire
+from aiqueue import logs, tracing, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, learned_window
-from aiqueue.models import Completed, Job
-from aiqueue.queue import cache, fallback
+from aiqueue.models import Completed, Job, QueueId
+from aiqueue.queue import cache, fallback, spend
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.webhook import WebhookItem
 
@@ -33,6 +33,9 @@ KNOWN_ERRORS = frozenset({
     "context_length_exceeded", "content_filtered", "invalid_output", "bad_request",
     "auth_failed",
 })
+# The most one result may cost, in USD: a larger (or non-finite) cost_usd is refused
+# for cost (docs/concepts.md).
+MAX_COST_USD = 1000.0
 _HTTP_ERROR = re.compile(r"model_http_[1-5][0-9][0-9]")
 
 
@@ -102,7 +105,13 @@ def _refusal(error: object) -> str | None:
 
 
 def _usage(usage: object) -> dict[str, Any] | None:
-    """Keep only the cost-tracking fields, so nothing else rides along into storage."""
+    """Keep only the cost-tracking fields, so nothing else rides along into storage.
+
+    A `cost_usd` above MAX_COST_USD or not finite is refused for cost (dropped; the
+    tokens, if sound, are still priced): sums of such costs would overflow the spend.
+    """
+    if isinstance(usage, dict) and not plausible_cost(usage.get("cost_usd")):
+        usage = {k: v for k, v in usage.items() if k != "cost_usd"}
     if not isinstance(usage, dict) or not sound_usage(usage):
         return None
     keep: dict[str, Any] = cache.counts(usage)
@@ -115,6 +124,14 @@ def _usage(usage: object) -> dict[str, Any] | None:
     if usage.get("simulated") is True:
         keep["simulated"] = True  # the reference function's simulator: plausible, not real
     return keep or None
+
+
+def plausible_cost(cost: object) -> bool:
+    """Whether a result's cost_usd may be kept: absent or not a number (ignored later),
+    or a finite number no larger than MAX_COST_USD (a negative one is unsound usage)."""
+    if not isinstance(cost, (int, float)) or isinstance(cost, bool):
+        return True
+    return math.isfinite(cost) and cost <= MAX_COST_USD
 
 
 def sound_usage(usage: dict[str, Any]) -> bool:
@@ -132,6 +149,14 @@ def sound_usage(usage: dict[str, Any]) -> bool:
 
 async def apply_item(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     """Apply one verified item; True if it changed something."""
+    started = rt.tracer.now()
+    applied = await _apply(rt, item)
+    if rt.tracer.on and item.status != "progress":
+        await rt.tracer.applied(rt.store, [told(rt, item, applied)], started)
+    return applied
+
+
+async def _apply(rt: Runtime[ResultsStore], item: ResultItem) -> bool:
     claim = item.claim
     if item.status == "completed":
         assert item.result is not None
@@ -183,11 +208,26 @@ async def settle_items(rt: Runtime[ResultsStore], items: Sequence[ResultItem], t
     Per item, whether it changed something and the job claimed for it (None
     when the gate is closed or nothing is due), taken by `taker` to send.
     """
+    started = rt.tracer.now()
     outcomes = await rt.store.settle([completed(item) for item in items],
                                      fallback.plan(rt), taker)
     for item, (done, _job) in zip(items, outcomes, strict=True):
         _completed(item.claim, done)
+    if rt.tracer.on:  # each result's span, and the claims the statement made
+        await rt.tracer.applied(rt.store, [told(rt, item, done) for item, (done, _) in
+                                           zip(items, outcomes, strict=True)],
+                                started, [job for _, job in outcomes if job is not None])
     return outcomes
+
+
+def told(rt: Runtime[ResultsStore], item: ResultItem, applied: bool) -> tracing.Applied:
+    """A result as its span tells it (docs/tracing.md): ids, counts, codes, the cost."""
+    claim = item.claim
+    outcome = item.refusal or item.status
+    return tracing.Applied(
+        QueueId(claim.queue_id), claim.attempt, outcome, applied, item.usage,
+        cost_usd=spend.cost_usd(item.usage, rt.settings.model_prices),
+        error_code=item.error_code if outcome == "failed" else item.refusal)
 
 
 def completed(item: ResultItem) -> Completed:

@@ -1,9 +1,10 @@
-"""What a batch-lane result cost (the estimate before an enqueue is queue/enqueue.py's
-dry_run).
+"""A usage's cost as the function reported it, else at a model's price: the tools' and the
+tests' reckoning.
 
-A live result is priced by the store, in one place (aiqueue_result_cost, in
-db/sql/functions/50_spend.sql): the function's own cost, else the pool's price
-for its model, else the pool's most expensive known price (CONTRACT §9c).
+Every result, live or on the batch lane, is priced by the store, in one place
+(aiqueue_result_cost, in db/sql/functions/50_spend.sql): the function's own cost,
+else the pool's price for its model, else the pool's most expensive known price; a
+batch-lane result at the pool's batch price of its billed tokens (docs/overnight.md).
 
 The spend caps themselves are enforced by the claim, in SQL (db/sql/functions/50_spend.sql,
 and 42_fair_pick.sql); aiqueue/settings/money.py carries their settings there.
@@ -15,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiqueue.settings import ModelPrice
-from aiqueue.settings.kinds import BATCH_SHARE, QueueConfig
 
 
 def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) -> float | None:
@@ -33,19 +33,3 @@ def cost_usd(usage: Mapping[str, Any] | None, prices: Mapping[str, ModelPrice]) 
         return None
     prompt, completion = float(counts[0]), float(counts[1])
     return round((prompt * price.input + completion * price.output) / 1_000_000, 9)
-
-
-def batch_cost(usage: Mapping[str, Any] | None, queue: QueueConfig, pool: str) -> float | None:
-    """What a batch-lane result cost (§9f): its tokens at the pool's declared batch price,
-    else its live cost (the function's, else priced) at BATCH_SHARE of it."""
-    if not usage:
-        return None
-    model = str(usage.get("model", ""))
-    declared = queue.pools[pool].batch_prices.get(model)
-    if declared is not None:
-        tokens_only = {k: v for k, v in usage.items() if k != "cost_usd"}
-        cost = cost_usd(tokens_only, {model: ModelPrice(*declared)})
-        if cost is not None:
-            return cost
-    live = cost_usd(usage, {m: ModelPrice(*p) for m, p in queue.prices.items()})
-    return None if live is None else round(live * BATCH_SHARE, 9)

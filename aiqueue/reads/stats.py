@@ -16,7 +16,7 @@ from aiqueue.wire.reads import CircuitState, KindStats, PoolStats, Refusals, Sta
 
 async def read_stats(rt: Runtime) -> Stats:
     """The contract's /api/marking/stats answer, plus the dispatch state (the page's too)."""
-    stats = await rt.store.stats(rt.clock())
+    stats = await rt.store.stats(rt.clock(), rt.settings.timezone)
     control = await rt.store.control(rt.settings.breaker_threshold)
     kinds, pools = await breakdown(rt)
     return Stats(

@@ -70,11 +70,24 @@ async def mark_choices(rt: Runtime, unmarked: int) -> MarkChoices:
                        overnight.price_share(rt, pool.name))
 
 
-async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> dict[str, Any]:
-    """One row's mark and feedback, for the page to show a result as it arrives."""
+async def submission(rt: Runtime, assignment_id: str,
+                     submission_id: UUID) -> tuple[dict[str, Any], SubmissionResult]:
+    """One row's mark and feedback, for the page to show a result as it arrives (and the
+    row, which the page puts into words)."""
     row = await rt.store.submission_result(submission_id, assignment_id)
     if row is None:
         raise NotFound(f"no submission {submission_id} in this assignment")
+    return _submission_json(row), row
+
+
+def max_attempts(rt: Runtime, kind: str) -> int:
+    """The attempts a row of `kind` gets (the kind's own, else QUEUE_MAX_ATTEMPTS)."""
+    declared = rt.settings.queue.kinds.get(kind)
+    own = declared.max_attempts if declared is not None else None
+    return own or rt.settings.max_attempts
+
+
+def _submission_json(row: SubmissionResult) -> dict[str, Any]:
     result = row.ai_result or {}
     adjusted = row.adjusted_result or {}
     return {
@@ -86,6 +99,8 @@ async def submission(rt: Runtime, assignment_id: str, submission_id: UUID) -> di
         "review": row.review,
         "adjusted_score": adjusted.get("score"),
         "progress": _progress_item(row.progress),
+        "previous_result": row.previous_result,
+        "older_rubric": row.older_rubric,
     }
 
 

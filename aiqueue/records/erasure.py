@@ -55,12 +55,15 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_assignments": ("none", "an assignment's title and payload"),
     "ai_marking_counts": ("none", "counts per status"),
     "ai_marking_tally": ("none", "counters: outcome, error code, model"),
+    "ai_marking_traces": ("none", "a job's queue id, kind, pool and trace id (removed with "
+                                  "its row: ON DELETE CASCADE)"),
     "ai_marking_probes": ("none", "the doctor's probes: no row, no submission"),
     "ai_queue_control": ("none", "the one control row"),
     "ai_queue_alerts": ("none", "alert incidents: type, pool, kind, figures"),
     "ai_marking_batches": ("none", "provider batches: provider ids, file ids, row counts; an "
                                    "erased row's line is never applied (its queue row is gone)"),
     "ai_marking_runs": ("none", "a calibrated run: its id, assignment, thresholds, times"),
+    "ai_marking_remarks": ("none", "a re-mark: its assignment, payload version, run, counts"),
     "ai_queue_login_failures": ("none", "failed operator logins"),
     "aiqueue_meta": ("none", "migration facts"),
     "aiqueue_migrations": ("none", "applied migrations"),

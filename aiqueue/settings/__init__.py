@@ -94,6 +94,7 @@ def load_settings(
         vercel_dev=vercel_dev(env),
         aws_env_names=tuple(n for n in AWS_ENV_NAMES if env.get(n, "").strip()),
         queue_file=file,
+        environment=dict(env),
         **table,
     )
     caps_priced(settings.queue)

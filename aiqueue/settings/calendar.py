@@ -33,7 +33,8 @@ def check_zone(value: object, where: str) -> str:
 
 
 def env_timezone(env: Mapping[str, str], name: str) -> str:
-    """An IANA time zone name, e.g. Europe/Berlin (default UTC)."""
+    """An IANA time zone name known to Python and the database, e.g. Europe/Berlin (default
+    UTC)."""
     raw = env.get(name, "").strip()
     return check_zone(raw, name) if raw else UTC_NAME
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Literal
 
-from aiqueue.answers import DEFAULT_SAME_ANSWERS, SameAnswers
+from aiqueue.answers import DEFAULT_SAME_ANSWERS, KindSameAnswers
 from aiqueue.errors import SettingsError
 from aiqueue.settings.prompt_cache import PromptCache
 from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
@@ -94,14 +94,17 @@ class Kind:
     max_attempts: int | None = None
     # The lane an enqueue of this kind takes when it names none.
     lane: Lane = "live"
-    # CONTRACT §10c: whether rows with the same answer share one mark, when the
-    # enqueue does not say.
-    same_answers: SameAnswers = DEFAULT_SAME_ANSWERS
+    # Whether rows with the same answer share one mark when the enqueue does not
+    # say, and how answers are compared (docs/same-answer.md).
+    same_answers: KindSameAnswers = DEFAULT_SAME_ANSWERS
     # Ordered fallback (CONTRACT §10e): the kind whose function takes this kind's due
     # rows while this kind's pool has its circuit open or has refused every call for
     # `fallback_after_seconds`.
     fallback: str | None = None
     fallback_after_seconds: float = 120.0
+    # Seconds one row is expected to take before any row of the kind has finished
+    # (docs/concepts.md#an-estimate-first); None: unknown until the first marks.
+    expected_seconds: float | None = None
 
 
 @dataclass(frozen=True)

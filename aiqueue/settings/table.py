@@ -38,6 +38,7 @@ from aiqueue.settings.targets import (
     KindTarget,
     LambdaTarget,
 )
+from aiqueue.settings.tracing import Tracing, env_tracing
 
 # Where jobs go in development: the bundled reference function (aiqueue/dev).
 DEV_FUNCTION_URL = "http://127.0.0.1:8001/"
@@ -155,8 +156,14 @@ class Settings:
     alert_failure_rate: float = number("QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0)
     # ... and slow marking (CONTRACT §10d): the last 15 minutes' p95 processing time.
     alert_p95_seconds: float = number("QUEUE_ALERT_P95_SECONDS", 600.0, 0.0)
+    # OpenTelemetry traces (docs/tracing.md): None, off (the standard OTEL_* variables).
+    tracing: Tracing | None = optional("OTEL_EXPORTER_OTLP_ENDPOINT", env_tracing)
     # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
     queue_file: QueueConfig | None = field(default=None, hash=False, compare=False)
+    # The environment as read at start-up: the key of a batch whose pool no longer
+    # declares a batch API is looked up here by the variable recorded with the batch.
+    environment: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False,
+                                           repr=False)
 
     @cached_property
     def queue(self) -> QueueConfig:
@@ -180,6 +187,14 @@ class Settings:
     def all_model_prices(self) -> Mapping[str, ModelPrice]:
         """QUEUE_MODEL_PRICES and every pool's prices (CONTRACT §7d, §9b)."""
         return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
+
+    @cached_property
+    def zones(self) -> tuple[tuple[str, str], ...]:
+        """Each time zone a setting names, as (the setting, the zone): QUEUE_TIMEZONE, then
+        each pool's own `timezone` (the database must know them too: docs/configuration.md)."""
+        own = ((f"pools.{name}.timezone", pool.timezone)
+               for name, pool in self.queue.pools.items() if pool.timezone)
+        return (("QUEUE_TIMEZONE", self.timezone), *own)
 
     @cached_property
     def money(self) -> Money:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aiqueue import paths
-from aiqueue.answers import DEFAULT_SAME_ANSWERS, SAME_ANSWERS
+from aiqueue.answers import DEFAULT_SAME_ANSWERS, KIND_SAME_ANSWERS
 from aiqueue.errors import SettingsError
 from aiqueue.settings import prompt_cache
 from aiqueue.settings.calendar import check_zone
@@ -41,7 +41,7 @@ POOL_KEYS = frozenset({
 KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
     "token_env", "max_in_flight", "max_attempts", "lane", "same_answers", "fallback",
-    "fallback_after_seconds",
+    "fallback_after_seconds", "expected_seconds",
 })
 # Where each provider's batch API is, unless batch_base_url says otherwise.
 _BATCH_URLS: dict[BatchProvider, str] = {"openai": "https://api.openai.com/v1",
@@ -169,9 +169,9 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
     if lane not in ("live", "batch"):
         raise SettingsError(f"{where}.lane must be \"live\" or \"batch\", got {lane!r}")
     same = body.get("same_answers", DEFAULT_SAME_ANSWERS)
-    if same not in SAME_ANSWERS:
-        raise SettingsError(f"{where}.same_answers must be \"mark_once\" or \"mark_each\", "
-                            f"got {same!r}")
+    if same not in KIND_SAME_ANSWERS:
+        raise SettingsError(f"{where}.same_answers must be \"mark_once\", \"loose\" or "
+                            f"\"off\", got {same!r}")
     kind = Kind(
         name=name, pool=pool, dispatch=target, token_env=token_env, lane=lane,
         same_answers=same,
@@ -181,10 +181,21 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
         fallback=text(f"{where}.fallback", body["fallback"]) if "fallback" in body else None,
         fallback_after_seconds=seconds(f"{where}.fallback_after_seconds",
                                        body.get("fallback_after_seconds", 120)),
+        expected_seconds=_expected(where, body.get("expected_seconds")),
     )
     if "fallback_after_seconds" in body and kind.fallback is None:
         raise SettingsError(f"{where}.fallback_after_seconds needs {where}.fallback")
     return _with_target(kind, where, body, env, token, local_run)
+
+
+def _expected(where: str, value: object) -> float | None:
+    """expected_seconds: absent, or a number of seconds above 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 86400:
+        raise SettingsError(f"{where}.expected_seconds must be a number of seconds above 0 "
+                            "and under a day")
+    return float(value)
 
 
 def seconds(where: str, value: object) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from aiqueue.settings import Settings, load_settings
 from aiqueue.vercel.oidc import read_oidc_header
 from aiqueue.vercel.vercel_json import Rewrite, VercelConfig, load, restore
 from aiqueue.web.app import all_routes, create_app
+from aiqueue.web.state import AppState
 
 # What a process step does around its wait for the function (database round trips, the
 # chain request), and what a live event stream does after its last event (closing).
@@ -45,6 +47,7 @@ def vercel_app(
         r for r in all_routes() if isinstance(r, Route) and r.path.startswith(tuple(prefixes))
     ]
     app = read_oidc_header(create_app(settings, routes=routes))
+    app.add_middleware(FlushTraces, state=app.state.aiqueue)
     app.add_middleware(PublicPaths, rewrites=config.rewrites)
     return app
 
@@ -92,6 +95,27 @@ class PublicPaths:
                 scope = {**scope, "path": path, "raw_path": quote(path).encode("ascii"),
                          "query_string": new_query.encode("latin-1")}
         await self.app(scope, receive, send)
+
+
+class FlushTraces:
+    """Send the spans a request made before its invocation may be frozen (docs/tracing.md).
+
+    The app's call returns once the response is sent and its after-response
+    work (the loop's step, a BackgroundTask) has run: what that work traced
+    goes out then, not whenever the frozen instance thaws.
+    """
+
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            rt = self.state.runtime
+            if scope["type"] == "http" and rt is not None and rt.tracer.on:
+                # The SDK's flush waits on its export thread: not on the event loop.
+                await asyncio.to_thread(rt.tracer.flush)
 
 
 def _misconfigured(line: str) -> Starlette:

@@ -32,7 +32,8 @@ async def enqueue(request: Request) -> Response:
     if body.dry_run:
         # An estimate writes nothing, so an Idempotency-Key has nothing to keep.
         return respond(await dry_run(rt, body))
-    answer, replayed = await enqueue_jobs(rt, body, key)
+    # The host's own trace (its Mark All), which each job's trace links to (docs/tracing.md).
+    answer, replayed = await enqueue_jobs(rt, body, key, request.headers.get("traceparent"))
     if replayed:
         return respond(answer, 202, headers={"Idempotent-Replayed": "true"})
     return respond(answer, 202, background=BackgroundTask(loop.after_enqueue, rt, answer.enqueued))
@@ -90,6 +91,7 @@ async def stats(request: Request) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def retry(request: Request) -> Response:
     rt = await runtime(request)
     answer = await actions.retry_row(rt, _queue_id(request), actor="api")
@@ -132,6 +134,7 @@ async def accept(request: Request) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def revert(request: Request) -> Response:
     rt = await runtime(request)
     return respond(await review.revert(rt, _queue_id(request), _actor(request)),
@@ -146,11 +149,13 @@ async def _review_run(request: Request, action: str) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def accept_run(request: Request) -> Response:
     return await _review_run(request, "accept")
 
 
 @gate.bearer()
+@gate.no_body
 async def revert_run(request: Request) -> Response:
     return await _review_run(request, "revert")
 

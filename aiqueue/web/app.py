@@ -27,6 +27,7 @@ from aiqueue.web import (
     monitor_page,
     openapi,
     records,
+    remark_api,
     rows_api,
     setup,
     teacher_page,
@@ -114,4 +115,4 @@ class DisplayZone:
 def all_routes() -> list[BaseRoute]:
     return [*api.ROUTES, *login.ROUTES, *monitor_page.ROUTES, *monitor_actions.ROUTES,
             *live_api.ROUTES, *teacher_page.ROUTES, *setup.ROUTES, *openapi.ROUTES,
-            *records.ROUTES, *calibration_api.ROUTES, *rows_api.ROUTES]
+            *records.ROUTES, *calibration_api.ROUTES, *rows_api.ROUTES, *remark_api.ROUTES]

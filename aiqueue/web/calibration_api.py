@@ -11,9 +11,8 @@ from aiqueue import wire
 from aiqueue.queue import calibration, loop, review
 from aiqueue.reads import agreement
 from aiqueue.web import gate
-from aiqueue.web.http import read_json, respond
+from aiqueue.web.http import respond
 from aiqueue.web.state import runtime
-from aiqueue.wire.calibration import ReleaseBody
 from aiqueue.wire.rules import parse_rfc3339, short_text
 
 
@@ -35,12 +34,10 @@ async def agreement_report(request: Request) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def release(request: Request) -> Response:
     rt = await runtime(request)
     run_id = wire.parse_uuid(request.path_params["run_id"], "run")
-    body = await read_json(request, 64 * 1024, optional=True)
-    if body is not None:
-        wire.parse(ReleaseBody, body)
     actor = review.parse_actor(request.headers.get("x-actor"))
     done = await calibration.release(rt, run_id, actor or "api")
     return respond(done, background=BackgroundTask(loop.after_action, rt))

@@ -70,8 +70,10 @@ def _totals(d: EnqueueEstimate) -> list[str]:
              f"about {fmt_tokens(d.estimated_tokens)} tokens"]
     if d.estimated_cost_usd is not None:
         parts.append(f"about {fmt_usd(d.estimated_cost_usd)}")
-    if d.eta_seconds is not None:
-        parts.append(f"about {fmt_duration(d.eta_seconds)}")
+    # No recent mark of the kind and no expectation: no guess
+    # (docs/concepts.md#an-estimate-first).
+    parts.append(f"about {fmt_duration(d.eta_seconds)}" if d.eta_seconds is not None
+                 else "time shown after the first marks")
     return parts
 
 

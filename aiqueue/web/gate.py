@@ -20,7 +20,7 @@ from aiqueue import wire
 from aiqueue.errors import Unauthorized
 from aiqueue.reads.live import TOKEN_MAX_AGE
 from aiqueue.web.auth import Session, check_csrf, current_session, login_redirect, read_form
-from aiqueue.web.http import require_bearer
+from aiqueue.web.http import read_json, require_bearer
 from aiqueue.web.state import app_state
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -50,6 +50,25 @@ def bearer(*also: Also) -> Callable[[Handler], Handler]:
             return await handler(request)
         return gated
     return decorate
+
+
+# A body on a route that takes none is read up to this much before it is refused (413 above).
+NO_BODY_LIMIT = 64 * 1024
+
+
+def no_body(handler: Handler) -> Handler:
+    """A route that takes no body (cancel, retry, revert, release, an assignment's accept):
+    an empty body or `{}` passes, any field is a 422 naming the fields, before the handler
+    runs, so nothing changes (docs/integrating.md).
+
+    Put it under `bearer()`: credentials are checked first.
+    """
+    @functools.wraps(handler)
+    async def gated(request: Request) -> Response:
+        wire.no_fields(await read_json(request, NO_BODY_LIMIT, optional=True))
+        return await handler(request)
+    gated.takes_no_body = True  # type: ignore[attr-defined]
+    return gated
 
 
 def events_token(request: Request) -> bool:

@@ -58,6 +58,7 @@ async def assignment_progress(request: Request) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def cancel_assignment(request: Request) -> Response:
     rt = await runtime(request)
     assignment_id = wire.parse_assignment_id(request.path_params["assignment_id"])

@@ -45,9 +45,14 @@ def reply(schema: str, description: str = "OK", **headers: Schema) -> Schema:
 
 def op(op_id: str, summary: str, ok: dict[int, Schema], errors: tuple[int, ...], *,
        security: list[dict[str, list[str]]] | None = None, body: str | None = None,
-       optional_body: bool = False, params: tuple[Schema, ...] = (), tag: str = "marking",
-       ) -> Schema:
-    """One operation: its answers (success and JSON errors), body, parameters, auth."""
+       optional_body: bool = False, no_body: bool = False, params: tuple[Schema, ...] = (),
+       tag: str = "marking") -> Schema:
+    """One operation: its answers (success and JSON errors), body, parameters, auth.
+
+    `no_body`: the route takes none; an empty body or `{}`, any field a 422 (web.gate.no_body).
+    """
+    if no_body:
+        errors = tuple(sorted({*errors, 400, 413, 422}))
     operation: Schema = {"operationId": op_id, "summary": summary, "tags": [tag],
                          "security": BEARER if security is None else security,
                          "responses": {**{str(c): a for c, a in ok.items()},
@@ -56,6 +61,9 @@ def op(op_id: str, summary: str, ok: dict[int, Schema], errors: tuple[int, ...],
     if body is not None:
         operation["requestBody"] = {"required": not optional_body,
                                     "content": {"application/json": {"schema": ref(body)}}}
+    if no_body:
+        operation["requestBody"] = {"required": False, "content": {"application/json": {
+            "schema": {"type": "object", "maxProperties": 0}}}}
     if params:
         operation["parameters"] = list(params)
     return operation

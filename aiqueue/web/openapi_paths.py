@@ -102,21 +102,24 @@ def paths() -> dict[str, dict[str, Schema]]:
                                           {200: reply("Stats")}, (401, 503))},
         "/api/marking/queue/{queue_id}/retry": {"post": op(
             "retryRow", "A failed row becomes pending with fresh attempts",
-            {200: reply("RetryAnswer")}, (401, 404, 409, 503), params=(QUEUE_ID,))},
+            {200: reply("RetryAnswer")}, (401, 404, 409, 503), no_body=True, params=(QUEUE_ID,))},
         "/api/marking/queue/{queue_id}/accept": {"post": op(
             "acceptRow", "Accept a row's applied result (optionally adjusted)",
             {200: reply("Accepted")}, (400, 413, *_REVIEW_ERRORS), body="AcceptBody",
             optional_body=True, params=(QUEUE_ID, ACTOR), tag="review")},
         "/api/marking/queue/{queue_id}/revert": {"post": op(
             "revertRow", "Put the submission's mark back to what it was before this row",
-            {200: reply("Reverted")}, _REVIEW_ERRORS, params=(QUEUE_ID, ACTOR), tag="review")},
+            {200: reply("Reverted")}, _REVIEW_ERRORS, no_body=True, params=(QUEUE_ID, ACTOR),
+            tag="review")},
         "/api/marking/assignments/{assignment_id}/accept": {"post": op(
             "acceptRun", "Accept every unreviewed result of the assignment's latest run",
-            {200: reply("RunAccepted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
+            {200: reply("RunAccepted")}, (401, 404, 422, 503), no_body=True,
+            params=(ASSIGNMENT_ID, ACTOR),
             tag="review")},
         "/api/marking/assignments/{assignment_id}/revert": {"post": op(
             "revertRun", "Revert every unreviewed result of the assignment's latest run",
-            {200: reply("RunReverted")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID, ACTOR),
+            {200: reply("RunReverted")}, (401, 404, 422, 503), no_body=True,
+            params=(ASSIGNMENT_ID, ACTOR),
             tag="review")},
         "/api/marking/submissions/{submission_id}/results": {"get": op(
             "resultHistory", "A submission's applied results, newest first",
@@ -138,7 +141,8 @@ def paths() -> dict[str, dict[str, Schema]]:
             {200: reply("RunProgress")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
         "/api/marking/assignments/{assignment_id}/cancel": {"post": op(
             "cancelAssignment", "The assignment's pending rows become cancelled",
-            {200: reply("CancelAnswer")}, (401, 404, 422, 503), params=(ASSIGNMENT_ID,))},
+            {200: reply("CancelAnswer")}, (401, 404, 422, 503), no_body=True,
+            params=(ASSIGNMENT_ID,))},
         "/api/marking/doctor": {"get": op(
             "doctor", "The deployment's checks (as `python -m aiqueue doctor --json`)",
             {200: reply("DoctorReport")}, (401, 503), tag="operations")},
@@ -163,6 +167,15 @@ def paths() -> dict[str, dict[str, Schema]]:
         **_record_paths(),
         **_calibration_paths(),
         **_row_paths(),
+        "/api/marking/remark": {"post": op(
+            "remark", "A new payload for an assignment: it becomes the current one, and only "
+            "the submissions whose mark was made under another payload are marked again "
+            "(reviewed marks kept unless include_reviewed; an edit within debounce_seconds "
+            "supersedes the rows of the one before not yet dispatched)",
+            {202: reply("RemarkAccepted", "Enqueued under the new payload"),
+             200: reply("RemarkEstimate", "A dry run (`dry_run: true`): nothing was written")},
+            (400, 401, 409, 413, 422, 503), body="RemarkRequest", optional_body=False,
+            params=(ACTOR,))},
     }
 
 
@@ -170,12 +183,9 @@ def _calibration_paths() -> dict[str, dict[str, Schema]]:
     """Agreement and the calibration gate (CONTRACT §10b)."""
     text = {"type": "string", "maxLength": 200}
     release = op("releaseRun", "Release a calibrated run's held rows",
-                 {200: reply("Released")}, (400, 401, 404, 413, 422, 503), tag="review",
+                 {200: reply("Released")}, (401, 404, 503), tag="review", no_body=True,
                  params=(parameter("run_id", "path", {"type": "string", "format": "uuid"}),
                          ACTOR))
-    # No fields: an empty body or {} (wire.calibration.ReleaseBody); any field is a 422.
-    release["requestBody"] = {"required": False, "content": {"application/json": {
-        "schema": {"type": "object", "additionalProperties": False}}}}
     return {
         "/api/marking/agreement": {"get": op(
             "agreement", "Agreement between the AI's scores and the teacher's reviews",
@@ -200,10 +210,11 @@ def _row_paths() -> dict[str, dict[str, Schema]]:
         "/api/marking/rows/{queue_id}/cancel": {"post": op(
             "cancelRow", "Cancel a pending or processing row (its late result is refused); "
             "409 once it has ended", {200: reply("RowDetail")}, (401, 404, 409, 422, 503),
-            params=(QUEUE_ID,))},
+            no_body=True, params=(QUEUE_ID,))},
         "/api/marking/rows/{queue_id}/fail": {"post": op(
             "failRow", 'An operator ends a pending row as failed with last_error '
-            '"operator: <note>"; 409 when it is not pending', {200: reply("RowDetail")},
+            '"operator" (the note is kept in its history on /ai-queue); 409 when it is not '
+            'pending', {200: reply("RowDetail")},
             (400, 401, 404, 409, 413, 422, 503), body="FailRequest", params=(QUEUE_ID,))},
     }
 
@@ -226,7 +237,8 @@ def _record_paths() -> dict[str, dict[str, Schema]]:
         "/api/marking/submissions/{submission_id}": {"delete": op(
             "eraseSubmission", "Erase a submission's data from every queue table and clear "
             "its mark; a row in flight is cancelled and its late result refused",
-            {200: reply("Erased")}, (401, 404, 503), params=(submission,), tag="records")},
+            {200: reply("Erased")}, (401, 404, 503), no_body=True, params=(submission,),
+            tag="records")},
         "/api/marking/export": {"get": op(
             "exportRecords", "The attempts and results of a period, content-free unless "
             "include=feedback", {200: export_ok}, (401, 422, 503), tag="records",

@@ -28,6 +28,7 @@ PAGE_EXPORT_DAYS = 30
 
 
 @gate.bearer()
+@gate.no_body
 async def erase_submission(request: Request) -> Response:
     """DELETE /api/marking/submissions/{id}: 200 {"erased": {table: rows}}, zeros if unknown."""
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")

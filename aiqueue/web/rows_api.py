@@ -40,6 +40,7 @@ async def row_detail(request: Request) -> Response:
 
 
 @gate.bearer()
+@gate.no_body
 async def row_cancel(request: Request) -> Response:
     queue_id = _queue_id(request)
     rt = await runtime(request)

@@ -18,8 +18,11 @@ from starlette.routing import Route
 
 from aiqueue import wire
 from aiqueue.errors import Invalid, NotFound
+from aiqueue.models import SubmissionResult
 from aiqueue.queue import actions, calibration, loop, progress, review
+from aiqueue.queue import remark as remarking
 from aiqueue.reads import agreement, teacher
+from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Lane
 from aiqueue.web import gate
 from aiqueue.web.agreement_views import card_view, with_held
@@ -38,9 +41,13 @@ from aiqueue.web.teacher_views import (
     page_url,
     progress_message,
     progress_view,
+    remark_button_text,
+    remarked_view,
     row_view,
 )
 from aiqueue.web.templating import render
+from aiqueue.web.waits import wait_text
+from aiqueue.wire.remark import RemarkEstimate
 
 
 def _assignment(request: Request) -> str:
@@ -64,11 +71,13 @@ async def page(request: Request, session: Session) -> Response:
     data = await teacher.load(rt, assignment_id)
     base = page_url(assignment_id)
     payload = data.info.payload if data.info else {}
-    rows = [row_view(r) for r in data.rows]
+    now = datetime.now(UTC)
+    rows = [row_view(r) | {"wait": _wait(rt, r, now)} for r in data.rows]
     unmarked = sum(not r["marked"] for r in rows)
     choices = await teacher.mark_choices(rt, unmarked)
     first = await teacher.mark_choices(rt, min(CHECK_FIRST, unmarked))
     card = await agreement.card(rt, assignment_id, data.progress.run_id)
+    changed = await _what_changed(rt, assignment_id, payload) if data.info else None
     live = {
         "remark_title": REMARK_TITLE,
         "assignment_id": assignment_id,
@@ -87,6 +96,9 @@ async def page(request: Request, session: Session) -> Response:
         rubric=payload.get("rubric"),
         max_score=payload.get("max_score"),
         can_mark=data.info is not None,
+        remark_text=remark_button_text(changed.enqueued, changed.estimated_cost_usd)
+        if changed else "",
+        remark_kept=changed.reviewed_kept if changed else 0,
         rows=rows,
         marked_count=sum(r["marked"] for r in rows),
         live_estimate=fmt_duration(choices.live_seconds),
@@ -131,6 +143,29 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
                                 else {"not_before": not_before.isoformat()})
     return _answer(request, assignment_id, body,
                    BackgroundTask(loop.after_enqueue, rt, answer.enqueued))
+
+
+async def _what_changed(rt: Runtime, assignment_id: str, payload: dict[str, Any]
+                        ) -> RemarkEstimate:
+    """What "Re-mark what changed" would send: the saved payload's re-mark, dry."""
+    return await remarking.estimate(rt, remarking.Remark(assignment_id,
+                                                         wire.payload_json(payload)))
+
+
+@gate.form(gate.unauthorized)
+async def remark(request: Request, session: Session, form: dict[str, str]) -> Response:
+    """"Re-mark what changed": the saved payload (the host edits it) becomes the current
+    one, and only the marks made under another are sent again (docs/remark.md)."""
+    rt = await runtime(request)
+    assignment_id = _assignment(request)
+    info = await teacher.info(rt, assignment_id)
+    if info is None:
+        raise NotFound("this assignment has no payload to re-mark under")
+    done = await remarking.remark(
+        rt, remarking.Remark(assignment_id, wire.payload_json(info.payload)),
+        actor=session.user)
+    return _answer(request, assignment_id, remarking.accepted(done),
+                   BackgroundTask(loop.after_enqueue, rt, len(done.queue_ids)))
 
 
 @gate.form(gate.unauthorized)
@@ -198,13 +233,21 @@ async def events_token(request: Request, session: Session) -> Response:
                         headers={"cache-control": "no-store"})
 
 
+def _wait(rt: Runtime, row: SubmissionResult, now: datetime) -> str:
+    """Why the row's mark waits and until when, and which attempt it is on ('' if none)."""
+    limit = teacher.max_attempts(rt, row.wait.kind) if row.wait else rt.settings.max_attempts
+    return wait_text(row.queue_status, row.held, row.wait, now, limit)
+
+
 @gate.session(gate.unauthorized)
 async def submission(request: Request, session: Session) -> Response:
     rt = await runtime(request)
     submission_id = wire.parse_uuid(request.path_params["submission_id"], "submission")
-    body = await teacher.submission(rt, _assignment(request), submission_id)
+    body, row = await teacher.submission(rt, _assignment(request), submission_id)
     body["mark"] = mark_text(body)
     body["progress_text"] = progress_message(body["progress"])
+    body["wait"] = _wait(rt, row, datetime.now(UTC))
+    body.update(remarked_view(body, body.pop("previous_result"), body.pop("older_rubric")))
     return JSONResponse(body, headers={"cache-control": "no-store"})
 
 
@@ -212,6 +255,7 @@ ROUTES = [
     Route("/results/assignments/{assignment_id}", page, methods=["GET"]),
     Route("/results/assignments/{assignment_id}/mark", mark, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/cancel", cancel, methods=["POST"]),
+    Route("/results/assignments/{assignment_id}/remark", remark, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/review", review_row, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/accept-all", accept_all, methods=["POST"]),
     Route("/results/assignments/{assignment_id}/release", release, methods=["POST"]),

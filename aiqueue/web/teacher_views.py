@@ -141,7 +141,35 @@ def row_view(row: SubmissionResult) -> dict[str, Any]:
         "label": label,
         "marked": row.ai_marked_at is not None or row.ai_result is not None,
         "same_answer": same_answer_text(row.same_answers),
+        **remarked_view(row.ai_result, row.previous_result, row.older_rubric),
     }
+
+
+def remarked_view(result: dict[str, Any] | None, previous: dict[str, Any] | None,
+                  older: bool) -> dict[str, str]:
+    """A re-marked row's words (docs/remark.md): 're-marked: 6 → 7', the previous mark
+    and its feedback one click away, or 'marked under an earlier rubric'."""
+    before = mark_text(previous)
+    now = fmt_number(result["score"]) if result and result.get("score") is not None else ""
+    then = fmt_number(previous["score"]) if previous and previous.get("score") is not None \
+        else ""
+    return {
+        "remarked": "" if not (then and now) else f"re-marked: {then} → {now}" if then != now
+        else f"re-marked: {now}, unchanged",
+        "previous": f"Before: {before}" + (f". {previous['feedback']}"
+                                           if previous and previous.get("feedback") else "")
+                    if before else "",
+        "older_rubric": "marked under an earlier rubric" if older else "",
+    }
+
+
+def remark_button_text(enqueued: int, cost_usd: float | None) -> str:
+    """'Re-mark what changed (27 answers · about $0.11)' ('' when nothing changed)."""
+    if enqueued <= 0:
+        return ""
+    answers_text = f"{enqueued} answer{'s' if enqueued != 1 else ''}"
+    cost = "" if cost_usd is None else f" · about ${cost_usd:.2f}"
+    return f"Re-mark what changed ({answers_text}{cost})"
 
 
 def same_answer_text(others: int) -> str:

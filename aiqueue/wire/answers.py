@@ -14,6 +14,7 @@ from aiqueue import models
 from aiqueue.settings.kinds import Lane
 from aiqueue.wire.base import Wire
 from aiqueue.wire.fields import (
+    PAYLOAD_VERSION,
     AnyObject,
     Count,
     KindName,
@@ -146,6 +147,7 @@ class RowResultStatus(Wire):
     applied_at: Time
     superseded: bool = described("a later result of the same submission was applied")
     model: str | None = described("the model that marked it, as the function reported it")
+    payload_version: str | None = described(PAYLOAD_VERSION, default=None)
 
 
 class RowDetail(QueueRow):
@@ -153,10 +155,12 @@ class RowDetail(QueueRow):
 
     history: list[RowAttempt]
     result: RowResultStatus | None = described("null until a result was applied")
+    payload_version: str | None = described(f"the row's payload: {PAYLOAD_VERSION}",
+                                            default=None)
 
     @classmethod
     def of_parts(cls, row: models.QueueRow, history: list[models.Attempt],
-                 result: models.RowResult | None) -> RowDetail:
+                 result: models.RowResult | None, version: str | None = None) -> RowDetail:
         """A stored row, its attempts and its result's status, as the API answers it."""
         lines = [RowAttempt(
             at=a.started_at, kind=a.kind, outcome=a.outcome, error=a.error,
@@ -166,8 +170,10 @@ class RowDetail(QueueRow):
             for a in history]
         status = None if result is None else RowResultStatus(
             review=result.review, applied_at=result.applied_at,
-            superseded=result.superseded, model=result.model)
-        return cls(**dict(QueueRow.of(row)), history=lines, result=status)
+            superseded=result.superseded, model=result.model,
+            payload_version=result.payload_version)
+        return cls(**dict(QueueRow.of(row)), history=lines, result=status,
+                   payload_version=version)
 
 
 class QueuePage(Wire):
@@ -272,13 +278,17 @@ class AppliedResult(Wire):
     reverted_at: Time | None
     actor: str | None
     adjusted_result: AnyObject | None = None
+    payload_version: str | None = described(PAYLOAD_VERSION, default=None)
+    applied: bool = described("false: made under an older payload than the mark it found; "
+                              "recorded, never applied", default=True)
 
     @classmethod
     def of(cls, row: models.AppliedResult) -> AppliedResult:
-        """A stored applied result as the history lists it (adjusted_result always sent)."""
+        """A stored result as the history lists it (adjusted_result always sent)."""
         return cls(queue_id=row.queue_id, applied_at=row.applied_at, result=row.result,
                    review=row.review, accepted_at=row.accepted_at, reverted_at=row.reverted_at,
-                   actor=row.actor, adjusted_result=row.adjusted_result)
+                   actor=row.actor, adjusted_result=row.adjusted_result,
+                   payload_version=row.payload_version, applied=row.applied)
 
 
 class ResultHistory(Wire):

@@ -54,6 +54,19 @@ def parse(model: type[W], data: object) -> W:
         raise Invalid(f"{where}: {first['msg'][:1].lower()}{first['msg'][1:]}") from None
 
 
+def no_fields(body: object) -> None:
+    """A route that takes no body: nothing, `null` or `{}` pass; anything else is Invalid
+    (422) naming the fields sent (their names only, never a value)."""
+    if body is None or body == {}:
+        return
+    if not isinstance(body, dict):
+        raise Invalid("this route takes no body: send none or {}")
+    names = sorted(str(name)[:64] for name in body)
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    # As `parse` words an unknown field: the route's body has none it knows.
+    raise Invalid(f"unknown field{'s' if len(names) > 1 else ''}: {shown}")
+
+
 def dump(answer: Wire) -> dict[str, Any]:
     """An answer as JSON values; fields it never set (optional in the description) are left out."""
     return answer.model_dump(mode="json", exclude_unset=True)

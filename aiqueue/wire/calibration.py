@@ -125,10 +125,3 @@ class Released(Wire):
     run_id: Uuid
     released: Count = Field(description="rows that stopped waiting for calibration")
     released_at: Time | None = None
-
-
-class ReleaseBody(Wire):
-    """A release takes no fields: an empty body or {}."""
-
-    NOT_OBJECT: ClassVar[str] = "the body must be {} or empty"
-    model_config = ConfigDict(extra="forbid")

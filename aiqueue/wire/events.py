@@ -9,6 +9,7 @@ from pydantic import Field
 from aiqueue.wire.answers import ProgressItem
 from aiqueue.wire.base import Wire
 from aiqueue.wire.fields import (
+    PAYLOAD_VERSION,
     AlertName,
     AnyObject,
     Count,
@@ -64,6 +65,9 @@ class RunFinished(Wire):
     finished_at: Time
     run_id: Uuid | None = Field(default=None, description=(
         "the run (an assignment may be marked again)"))
+    remark: bool | None = Field(default=None, description="true: a re-mark's run")
+    changed: Count | None = Field(default=None, description=(
+        "a re-mark's run: the submissions whose score it changed"))
 
 
 class RowFailed(Wire):
@@ -74,6 +78,7 @@ class RowFailed(Wire):
     submission_id: Uuid
     assignment_id: str
     error: str | None
+    payload_version: str | None = Field(default=None, description=PAYLOAD_VERSION)
 
 
 class RowExpired(Wire):
@@ -84,6 +89,7 @@ class RowExpired(Wire):
     submission_id: Uuid
     assignment_id: str
     error: str | None
+    payload_version: str | None = Field(default=None, description=PAYLOAD_VERSION)
 
 
 class _Alert(Wire):

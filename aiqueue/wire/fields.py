@@ -27,6 +27,9 @@ KindName = Annotated[str, Field(pattern="^[a-z0-9_-]{1,32}$")]
 # A JSON object of any fields (said out loud, so generated types let them through).
 AnyObject = Annotated[dict[str, Any], Field(json_schema_extra={"additionalProperties": True})]
 RowStatus = Status
+# What a result was marked under (docs/remark.md).
+PAYLOAD_VERSION = ("the payload's version: the hex sha256 the queue stores it under (none: the "
+                   "empty payload)")
 Review = Literal["unreviewed", "accepted", "reverted"]
 SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
 UsageBy = Literal["day", "assignment", "group", "model", "kind", "pool", "lane"]

@@ -196,7 +196,8 @@ def _note(value: object) -> str:
 
 
 class FailRequest(Wire):
-    """An operator ends a pending row as failed; last_error becomes "operator: <note>"."""
+    """An operator ends a pending row as failed: last_error "operator", the note in its
+    history on /ai-queue only."""
 
     model_config = ConfigDict(extra="forbid")
 

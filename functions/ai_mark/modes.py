@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .anthropic_backend import messages_body, usage_counts
+from .anthropic_backend import MAX_TOKENS, messages_body, usage_counts
 from .errors import InvalidDispatch, MalformedOutput
 from .invoke import HttpError
 from .items import Item, failed_item
@@ -81,8 +81,11 @@ def request_body(provider: str, model: str, job: Job) -> dict[str, Any]:
     apart), and its cached reads stack with the batch discount.
     """
     if provider == "openai":
+        # Capped as the live Anthropic path is: a batch line that runs on bills its
+        # whole output, hours later, with nobody watching.
         body: dict[str, Any] = {"model": model, "messages": build_messages(job),
-                                "response_format": {"type": "json_object"}, "temperature": 0}
+                                "response_format": {"type": "json_object"}, "temperature": 0,
+                                "max_tokens": MAX_TOKENS}
         if job.cache_key is not None:
             body["prompt_cache_key"] = job.cache_key
         return body

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import modes
+from . import modes, tracing
 from .backends import Backend, make_backend
 from .callback import mark_and_deliver
 from .core import mark
@@ -31,6 +31,7 @@ from .job import safe_id
 from .probe import is_probe
 from .settings import Settings
 from .signing import DispatchVerifier
+from .tracing import Span, Tracer
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,10 @@ class Worker:
         settings: Settings,
         backend: Backend | None = None,
         client: httpx.AsyncClient | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.settings = settings
+        self.tracer = tracer or Tracer()
         self.tasks: set[asyncio.Task[None]] = set()
         self.in_flight = 0
         self._backend = backend
@@ -69,25 +72,33 @@ class Worker:
             self._backend = make_backend(self.settings, self.client)
         return self._backend
 
-    def submit(self, dispatch: Mapping[str, Any]) -> None:
-        """Start marking `dispatch` in the background; the result goes to its callback."""
+    def submit(self, dispatch: Mapping[str, Any], traceparent: str | None = None) -> None:
+        """Start marking `dispatch` in the background; the result goes to its callback.
+
+        `traceparent`: the queue's dispatch span, which the marking's span joins.
+        """
         # Counted before the task starts, so the count is right as soon as the 202 is sent.
         self.in_flight += 1
-        task = asyncio.create_task(self._run(dispatch))
+        task = asyncio.create_task(self._run(dispatch, self.tracer.start(traceparent, dispatch)))
         # The event loop holds tasks weakly: without this set a running job could vanish.
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def mark_now(self, dispatch: Mapping[str, Any]) -> Item:
+    async def mark_now(self, dispatch: Mapping[str, Any], traceparent: str | None = None
+                       ) -> Item:
         """Mark and return the item (the `/sync` route); a probe is also called back."""
         self.in_flight += 1
+        span = self.tracer.start(traceparent, dispatch)
+        item: Item = {}
         try:
             if is_probe(dispatch) and has_callback(dispatch):
                 item, _ = await mark_and_deliver(dispatch, self.backend, self.client,
                                                  policy=retry_policy(self.settings))
                 return item
-            return await mark(dispatch, self.backend)
+            item = await mark(dispatch, self.backend)
+            return item
         finally:
+            span.end(item)
             self.in_flight -= 1
 
     async def drain(self) -> None:
@@ -98,13 +109,15 @@ class Worker:
     async def close(self) -> None:
         """Finish the running jobs, then release the client if this worker made it."""
         await self.drain()
+        self.tracer.close()
         if self._owns_client and self._client is not None:
             await self._client.aclose()
             self._client = None
 
-    async def _run(self, dispatch: Mapping[str, Any]) -> None:
+    async def _run(self, dispatch: Mapping[str, Any], span: Span) -> None:
+        item: Item = {}
         try:
-            await mark_and_deliver(
+            item, _ = await mark_and_deliver(
                 dispatch,
                 self.backend,
                 self.client,
@@ -118,6 +131,7 @@ class Worker:
                 type(exc).__name__,
             )
         finally:
+            span.end(item)
             self.in_flight -= 1
 
 
@@ -126,17 +140,18 @@ def create_app(
     *,
     backend: Backend | None = None,
     client: httpx.AsyncClient | None = None,
+    tracer: Tracer | None = None,
 ) -> Starlette:
     """The reference function as an ASGI app; explicit arguments beat the environment."""
     settings = Settings.from_env() if settings is None else settings
-    worker = Worker(settings, backend, client)
+    worker = Worker(settings, backend, client, tracer or tracing.from_env())
     verifier = DispatchVerifier(settings.signing_secret) if settings.signing_secret else None
 
     async def accept(request: Request) -> Response:
         dispatch = await _dispatch(request, settings, verifier, need_callback=True)
         if modes.is_mode(dispatch):
             return JSONResponse(modes.answer(dispatch))
-        worker.submit(dispatch)
+        worker.submit(dispatch, request.headers.get("traceparent"))
         answer = {"accepted": True, "queue_id": dispatch["queue_id"]}
         if is_probe(dispatch):
             answer["probe"] = True
@@ -146,7 +161,7 @@ def create_app(
         dispatch = await _dispatch(request, settings, verifier, need_callback=False)
         if modes.is_mode(dispatch):
             return JSONResponse(modes.answer(dispatch))
-        return JSONResponse(await worker.mark_now(dispatch))
+        return JSONResponse(await worker.mark_now(dispatch, request.headers.get("traceparent")))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse(
@@ -175,12 +190,7 @@ def create_app(
 async def _dispatch(request: Request, settings: Settings, verifier: DispatchVerifier | None, *,
                     need_callback: bool) -> dict[str, Any]:
     check_bearer(request.headers, settings.function_token)
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    body = await bounded_body(request)
     message = verifier.verify(body, request.headers) if verifier is not None else None
     dispatch = decode_json(body)
     if modes.is_mode(dispatch):
@@ -190,6 +200,22 @@ async def _dispatch(request: Request, settings: Settings, verifier: DispatchVeri
         # Only a dispatch that is about to be worked on counts as accepted.
         verifier.accept_once(message)
     return dispatch
+
+
+async def bounded_body(request: Request) -> bytes:
+    """The body, refused with 413 before it is read past MAX_BODY_BYTES: by its declared
+    length, else (a chunked body declares none) as soon as the chunks pass the bound."""
+    too_large = HttpError(413, "too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -81,6 +81,7 @@ class OpenAIBatchAPI(EmulatorBase):
                  max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES) -> None:
         self.files: dict[str, File] = {}
         self.batches: dict[str, Batch] = {}
+        self.list_calls = 0  # how many pages of batches were asked for
         self.deleted_files: list[str] = []
         super().__init__(key, behaviours=behaviours, clock=clock,
                          window_seconds=window_seconds, max_requests=max_requests,
@@ -105,6 +106,14 @@ class OpenAIBatchAPI(EmulatorBase):
         """What the provider still keeps: files, and batches not yet ended."""
         open_batches = [b.id for b in self.batches.values() if b.status not in TERMINAL]
         return {"files": sorted(self.files), "open_batches": sorted(open_batches)}
+
+    def made_elsewhere(self, n: int) -> None:
+        """Another deployment on the same account makes `n` batches now (already ended)."""
+        for _ in range(n):
+            batch = Batch(new_id("batch_"), "file-elsewhere", "/v1/chat/completions",
+                          self.clock(), Behaviour(), [], None, [], {"app": "elsewhere"},
+                          status="completed")
+            self.batches[batch.id] = batch
 
     # -- files ---------------------------------------------------------------
 
@@ -204,10 +213,18 @@ class OpenAIBatchAPI(EmulatorBase):
         return JSONResponse(self._json(batch))
 
     async def list_batches(self, request: Request) -> Response:
+        """Newest first, a page of `limit` (1–100, default 20) after the id `after`."""
         for batch in self.batches.values():
             self._advance(batch)
-        data = [self._json(b) for b in reversed(self.batches.values())]
-        return JSONResponse({"object": "list", "data": data, "has_more": False,
+        ordered = list(reversed(self.batches.values()))
+        after = request.query_params.get("after")
+        if after is not None:
+            ids = [b.id for b in ordered]
+            ordered = ordered[ids.index(after) + 1:] if after in ids else []
+        limit = max(1, min(int(request.query_params.get("limit", "20")), 100))
+        data = [self._json(b) for b in ordered[:limit]]
+        self.list_calls += 1
+        return JSONResponse({"object": "list", "data": data, "has_more": len(ordered) > limit,
                              "first_id": data[0]["id"] if data else None,
                              "last_id": data[-1]["id"] if data else None})
 

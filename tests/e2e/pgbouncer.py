@@ -35,11 +35,15 @@ def pgbouncer_binary() -> str:
 class PgBouncer:
     """Started on a free loopback port; `dsn(db)` goes through it."""
 
-    def __init__(self, server_dsn: str) -> None:
+    def __init__(self, server_dsn: str, *, address: str = "127.0.0.1", port: int | None = None,
+                 settings: str = "") -> None:
+        """`address` and `port`: where it listens (default: a free loopback port);
+        `settings`: more lines for its [pgbouncer] section."""
         parts = urlsplit(server_dsn)
         host = parse_qs(parts.query).get("host", [parts.hostname or "127.0.0.1"])[0]
         self.user = parts.username or "postgres"
-        self.port = free_port()
+        self.address = address
+        self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="aiqueue-pgbouncer-"))
         self.log = self.dir / "pgbouncer.log"
         (self.dir / "userlist.txt").write_text(f'"{self.user}" ""\n')
@@ -48,7 +52,7 @@ class PgBouncer:
 * = host={host} port={parts.port or 5432} user={self.user}
 
 [pgbouncer]
-listen_addr = 127.0.0.1
+listen_addr = {address}
 listen_port = {self.port}
 unix_socket_dir =
 auth_type = trust
@@ -57,7 +61,7 @@ pool_mode = transaction
 max_client_conn = 500
 default_pool_size = 10
 logfile = {self.log}
-""")
+{settings}""")
         self.args = [pgbouncer_binary(), str(self.dir / "pgbouncer.ini")]
         if os.geteuid() == 0:
             # PgBouncer refuses to run as root; run it as the owner of the server's
@@ -77,14 +81,14 @@ logfile = {self.log}
             if self.proc.poll() is not None:
                 raise RuntimeError(f"pgbouncer exited: {self.log_text()[-2000:]}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                socket.create_connection((self.address, self.port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("pgbouncer did not start listening")
 
     def dsn(self, database: str) -> str:
-        return urlunsplit(("postgresql", f"{self.user}@127.0.0.1:{self.port}", f"/{database}",
+        return urlunsplit(("postgresql", f"{self.user}@{self.address}:{self.port}", f"/{database}",
                            "", ""))
 
     def log_text(self) -> str:

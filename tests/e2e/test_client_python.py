@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -190,3 +191,50 @@ def load_example(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+async def test_enqueue_sends_the_lane_and_its_deadline(db_url: str, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 2, "hw-lane", ANSWER)
+    due = datetime.now(UTC) + timedelta(hours=20)
+    with api_server(db_url) as app:
+        async with AsyncMarkingClient(app.url, app.secret) as client:
+            # This deployment's pool has no batch API: the server names what is missing.
+            with pytest.raises(MarkingError) as batch:
+                await client.enqueue("hw-lane", ids, lane="batch", deadline=due)
+            assert batch.value.status == 422 and "batch API" in batch.value.detail
+            # A deadline is the batch lane's only: sent with "live", it is refused by name.
+            with pytest.raises(MarkingError) as live_with_due:
+                await client.enqueue("hw-lane", ids, lane="live", deadline=due.isoformat())
+            assert live_with_due.value.status == 422
+            assert "deadline" in live_with_due.value.detail
+            done = await client.enqueue("hw-lane", ids, lane="live", payload=PAYLOAD)
+            assert done.answer["enqueued"] == 2
+    lanes = await conn.fetch("SELECT DISTINCT lane FROM ai_marking_queue "
+                             "WHERE assignment_id = 'hw-lane'")
+    assert [r["lane"] for r in lanes] == ["live"]
+
+
+async def test_a_changed_rubric_re_marks_only_the_unreviewed_answers(
+        db_url: str, conn: asyncpg.Connection):
+    ids = await add_submissions(conn, 3, "hw-re", ANSWER)
+    edited = {**PAYLOAD, "rubric": "Names light; Names water; Names glucose"}
+    with api_server(db_url) as app:
+        async with AsyncMarkingClient(app.url, app.secret) as client:
+            first = await client.enqueue("hw-re", ids, payload=PAYLOAD)
+            await wait_for_run(client, "hw-re", 3)
+            await client.accept(first.answer["queue_ids"][0], actor="teacher-7")
+            estimate = await client.remark("hw-re", edited, dry_run=True)
+            assert (estimate["enqueued"], estimate["reviewed_kept"]) == (2, 1)
+            assert "estimated_tokens" in estimate
+            done = await client.remark("hw-re", edited, actor="teacher-7")
+            assert (done["enqueued"], done["reviewed_kept"], done["unchanged"]) == (2, 1, 0)
+            await wait_for_run(client, "hw-re", 2)
+            versions = [(await client.results(i))["items"][0].get("payload_version")
+                        for i in ids]
+    assert versions[0] != versions[1] == versions[2] is not None
+
+
+async def wait_for_run(client: AsyncMarkingClient, assignment_id: str, n: int) -> None:
+    async with asyncio.timeout(60):
+        while (await client.progress(assignment_id))["completed"] < n:
+            await asyncio.sleep(0.1)

@@ -27,7 +27,9 @@ from tests.e2e.servers import ROOT
 pytestmark = pytest.mark.e2e
 KIT = ROOT / "clients" / "typescript"
 BIN = KIT / "node_modules" / ".bin"
-SEED = {"ts-client": 3, "ts-drop": 4, "ts-hook": 3, "ts-next": 2, "ts-happy": 2, "ts-gate": 3}
+SEED = {"ts-client": 3, "ts-drop": 4, "ts-hook": 3, "ts-next": 2, "ts-happy": 2, "ts-gate": 3,
+        "ts-export": 2,
+        "ts-remark": 3}
 
 
 @pytest.fixture(scope="module")

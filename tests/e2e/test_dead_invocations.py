@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -36,6 +36,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dead_invocations")]
 STUCK = 600  # today's wait for every dead invocation
 HEARTBEAT = 0.5
 GRACE = 0.5
+# How late a look may come after its moment: a step and the ticker on a loaded machine.
+LOOK_LATENCY = 5.0
 
 
 @pytest.fixture(autouse=True)
@@ -314,5 +316,9 @@ async def test_at_in_flight_1_dead_invocations_are_freed_in_seconds(
         assert len(platform.activations) == rows + len(dead)
         assert {(a["outcome"], a["platform"]) for a in dead} == {
             ("activation_failed", "activation_failed")}
-    # Freed at the first look, well before the action's limit plus the grace.
-    assert all(a["ended_at"] - a["started_at"] < timedelta(seconds=limit + 30) for a in dead)
+    # Freed at the first look: within max(10 s, 3x p95) of its dispatch (0.1 s jobs: 10 s),
+    # with a step's latency on a loaded machine (docs/performance.md, "Goals held by tests");
+    # never at the action's limit plus the grace (33 s) as before.
+    p95 = 0.1
+    bound = max(10.0, 3 * p95) + LOOK_LATENCY
+    assert holds[-1] < bound < limit + 30, holds

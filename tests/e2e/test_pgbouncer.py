@@ -10,17 +10,25 @@ binary: skipped without it, required in CI (AIQUEUE_REQUIRE_PGBOUNCER=1).
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import socket
 from collections.abc import Iterator
+from typing import Any
+from unittest.mock import ANY
 from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
 import pytest
 
+from aiqueue.db import prepared
+from aiqueue.doctor.checks import check_pooler
+from aiqueue.doctor.report import Doctor
 from aiqueue.reads.live import LiveConfig
 from aiqueue.web.app import create_app
 from aiqueue.web.live_api import configure
-from tests.conftest import SECRET, add_submissions, make_settings
+from tests.conftest import SECRET, add_submissions, app_client, make_settings
 from tests.e2e.live_servers import Stream, read_sse, serve
 from tests.e2e.pgbouncer import PgBouncer
 from tests.e2e.servers import AppProcess, Faults, MarkingFunction, drain, free_port, run_asgi
@@ -130,3 +138,64 @@ async def _queue_ids(conn: asyncpg.Connection, assignment_id: str) -> list[str]:
     rows = await conn.fetch("SELECT queue_id FROM ai_marking_queue WHERE assignment_id = $1",
                             assignment_id)
     return [str(r["queue_id"]) for r in rows]
+
+
+def _free_address(port: int) -> str:
+    """A loopback address whose `port` is free: the pooler listens there on the server's
+    own port number, so the URL's port and the server's agree (auto's port check passes)."""
+    for last in range(2, 250):
+        address = f"127.0.{last}.{last}"
+        with socket.socket() as probe:
+            try:
+                probe.bind((address, port))
+            except OSError:
+                continue
+            return address
+    pytest.skip(f"no loopback address with port {port} free")
+
+
+async def test_a_pooler_on_the_databases_own_port_turns_prepared_statements_off_once(
+    db_url: str, conn: asyncpg.Connection, function: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="aiqueue")
+    port = int(await conn.fetchval("SELECT current_setting('port')"))
+    # Round robin: each transaction (and each prepare, outside one) may reach another
+    # backend, so a statement prepared on one is soon missing on the next.
+    bouncer = PgBouncer(db_url, address=_free_address(port), port=port,
+                        settings="server_round_robin = 1\nmin_pool_size = 4\n")
+    bouncer.start()
+    try:
+        database = urlsplit(db_url).path.lstrip("/")
+        settings = make_settings(bouncer.dsn(database), database_direct_url=db_url,
+                                 database_prepared_statements="auto", max_in_flight=0)
+        ids = [str(i) for i in await add_submissions(conn, 5, "hw-prep")]
+        app = create_app(settings)
+        async with app_client(app) as client:
+            answers = [await client.get("/api/marking/stats", headers=AUTH)]
+            answers.append(await client.post("/api/marking/enqueue", headers=AUTH, json={
+                "assignment_id": "hw-prep", "submission_ids": ids}))
+            for _ in range(10):
+                answers.append(await client.get("/api/marking/queue?assignment_id=hw-prep",
+                                                headers=AUTH))
+                answers.append(await client.get("/api/marking/stats", headers=AUTH))
+            # Every request answered as if nothing happened.
+            assert [r.status_code for r in answers if r.status_code >= 300] == [], [
+                r.text for r in answers if r.status_code >= 300][:2]
+            rt = await app.state.aiqueue.get()
+            choice = rt.store.prepared_statements()
+            assert choice == prepared.LOST
+            doc = Doctor(settings, rt)
+            await check_pooler(doc)
+            line = next(c for c in doc.report.checks if c.name == "pooler")
+            assert "prepared statements off (auto: turned off after a connection reported" \
+                in line.detail
+        # Through the pooler indeed, where it sat on the server's own port number.
+        assert f"login attempt: db={database}" in bouncer.log_text()
+    finally:
+        bouncer.stop()
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "aiqueue"]
+    assert [e for e in logged if e.get("outcome") == "prepared_off"] == [
+        {"ts": ANY, "event": "database", "outcome": "prepared_off"}]
+    # The enqueue ran once: no row twice.
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_queue WHERE assignment_id = 'hw-prep'") == 5

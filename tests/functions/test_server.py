@@ -154,6 +154,25 @@ async def test_rejections(
     assert not worker(app).tasks and worker(app).in_flight == 0
 
 
+async def test_an_over_long_chunked_body_is_refused_before_it_is_read(app: Starlette) -> None:
+    sent = 0
+    chunk = b" " * 65_536
+    total = 4 * MAX_BODY_BYTES // len(chunk)
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(total):
+            sent += 1
+            yield chunk
+
+    # No content-length: the body is chunked, its size unknown until read.
+    async with client_for(app) as client:
+        response = await client.post("/", content=body(), headers=AUTH)
+    assert response.status_code == 413 and response.json()["error"] == "too_large"
+    assert sent <= MAX_BODY_BYTES // len(chunk) + 2 < total
+    assert not worker(app).tasks and worker(app).in_flight == 0
+
+
 async def test_healthz_needs_no_token(app: Starlette) -> None:
     async with client_for(app) as client:
         response = await client.get("/healthz")

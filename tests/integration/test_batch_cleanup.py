@@ -22,6 +22,7 @@ from aiqueue.batch.provider import Handle, Line
 from aiqueue.queue.overnight import lane_times
 from aiqueue.settings.kinds import DEFAULT_POOL
 from tests.batchapi.common import Behaviour
+from tests.batchapi.openai_api import OpenAIBatchAPI
 from tests.conftest import add_submissions
 from tests.integration.batch_kit import Rig, lane_rig, soon
 
@@ -248,3 +249,23 @@ def _base(rig: Rig) -> str:
     pool = rig.rt.settings.queue.pools[rig.config.pool]
     assert pool.batch_base_url
     return pool.batch_base_url
+
+
+async def test_a_lost_create_is_found_behind_a_busy_accounts_newer_batches(
+        db_url: str, conn: asyncpg.Connection) -> None:
+    async with lane_rig("openai", db_url, conn, max_attempts=3) as rig:
+        await rig.enqueue(3)
+        rig.emu.faults.create_delay = 1.5  # the batch is made; its answer comes too late
+        first = await rig.step(call_seconds=0.3)
+        assert first.packed == 0 and "provider_timeout" in first.errors
+        rig.emu.faults.create_delay = 0
+        assert isinstance(rig.emu, OpenAIBatchAPI)
+        # Meanwhile other deployments on the account made more than a page of batches.
+        rig.emu.made_elsewhere(150)
+        second = await rig.step()
+        assert (second.released, second.packed) == (0, 0)  # adopted from the second page
+        assert rig.emu.list_calls >= 2
+        await finish(rig)
+        assert await rig.statuses() == {"completed": 3}
+        assert rig.emu.created == 1 and rig.emu.requests_answered == 3  # none paid twice
+        assert rig.held()["open_batches"] == [] and rig.held()["files"] == []

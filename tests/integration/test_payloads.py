@@ -150,7 +150,8 @@ async def test_rows_lie_in_their_payloads_window_even_when_an_older_transaction_
         await older.execute("SELECT now()")  # its now() is fixed from here on
         await store.enqueue(ids[:1], "hw-1", 0, RUBRIC)  # a later transaction, committed first
         await older.fetch(queries()["enqueue"], ids[1:2], "hw-2", 0, payload_json(RUBRIC),
-                          "hw-2", False, "mark", "default", None, None, None, None)
+                          "hw-2", False, "mark", "default", None, None, None, None, False,
+                          "live")
         await tx.commit()
     finally:
         await older.close()

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from aiqueue.web.app import create_app
-from tests.conftest import AUTH, add_submissions, app_client, make_settings
+from tests.conftest import AUTH, SECRET, add_submissions, app_client, make_settings
 
 
 @pytest.fixture
@@ -126,7 +126,18 @@ async def test_an_operator_fails_a_pending_row_with_a_note(
     r = await client.post(url, json={"note": "duplicate upload"}, headers=AUTH)
     assert r.status_code == 200
     assert r.json()["status"] == "failed"
-    assert r.json()["last_error"] == "operator: duplicate upload"
+    # The note stays with operators: last_error is the code, the note is in /ai-queue's history.
+    assert r.json()["last_error"] == "operator"
+    assert "duplicate upload" not in r.text
+    listed = (await client.get("/api/marking/queue?status=failed", headers=AUTH)).text
+    assert '"last_error":"operator"' in listed and "duplicate upload" not in listed
+    event = await conn.fetchval(
+        "SELECT body::text FROM ai_marking_outbox WHERE type = 'marking.row_failed'")
+    assert json.loads(event)["error"] == "operator" and "duplicate" not in event
+    r = await client.post("/ai-queue/login", data={"password": SECRET, "next": "/ai-queue"})
+    assert r.status_code == 303
+    page = (await client.get(f"/ai-queue/rows/{second}")).text
+    assert '<small class="note">note: duplicate upload</small>' in page
     # Only a pending row: a processing one and an ended one are 409.
     for queue_id in (first, second):
         r = await client.post(f"/api/marking/rows/{queue_id}/fail", json={"note": "n"},

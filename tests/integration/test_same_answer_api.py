@@ -1,4 +1,4 @@
-"""The same answer through the real app (CONTRACT §10c): the 202, the dry run, the list,
+"""The same answer through the real app (docs/same-answer.md): the 202, the dry run, the list,
 a row's status, and no answer text in a table, a log or the export."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import httpx
@@ -15,7 +14,8 @@ import pytest
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.models import Completed
 from aiqueue.web.app import create_app
-from tests.conftest import AUTH, SECRET, app_client, make_settings
+from tests.conftest import AUTH, SECRET, app_client
+from tests.integration.same_answer_kit import add, enqueue, settings_with
 from tests.plans import plan_of
 
 # Words no id, key or name of the queue could contain by chance.
@@ -25,27 +25,11 @@ ANSWERS = ["Quixotic Zebra", "quixotic  zebra.", "QUIXOTIC ZEBRA!", "Jovial Walr
 
 @pytest.fixture
 async def client(db_url: str, conn: asyncpg.Connection) -> AsyncIterator[httpx.AsyncClient]:
-    # Nothing is dispatched by the app: the rows stay as the enqueue left them.
+    # Nothing is dispatched by the app: the rows stay as the enqueue left them.  The
+    # answers differ in case and a final stop: the kind's "loose" takes them as one.
     await conn.execute("UPDATE ai_queue_control SET paused = true")
-    async with app_client(create_app(make_settings(db_url))) as c:
+    async with app_client(create_app(settings_with(db_url, "loose"))) as c:
         yield c
-
-
-async def add(conn: asyncpg.Connection, answers: list[str]) -> list[uuid.UUID]:
-    ids = [uuid.uuid4() for _ in answers]
-    await conn.executemany("INSERT INTO submissions (id, assignment_id, content) "
-                           "VALUES ($1, 'hw-s', $2)", list(zip(ids, answers, strict=True)))
-    return ids
-
-
-async def enqueue(client: httpx.AsyncClient, ids: list[uuid.UUID], **extra: Any
-                  ) -> dict[str, Any]:
-    r = await client.post("/api/marking/enqueue", headers=AUTH, json={
-        "assignment_id": "hw-s", "submission_ids": [str(i) for i in ids],
-        "payload": {"question": "q1"}, **extra})
-    assert r.status_code in (200, 202), r.text
-    body: dict[str, Any] = r.json()
-    return body
 
 
 async def test_the_202_and_the_dry_run_count_the_copies(

@@ -20,7 +20,7 @@ from tests.integration.batch_kit import Rig, lane_rig
 from tests.plans import plan_of
 
 pytestmark = pytest.mark.e2e
-KEY = AnswerKey.derive("a-test-secret-of-some-length-000")
+KEY = AnswerKey.derive("a-test-secret-of-some-length-000").loosely()
 
 
 @pytest.fixture

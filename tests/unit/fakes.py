@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -31,11 +31,12 @@ from aiqueue.models import (
     SubmissionId,
 )
 from aiqueue.models.agreement import Review
-from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
+from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure, OrphanAccount
 from aiqueue.models.calibration import Release, Thresholds
 from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
 from aiqueue.settings.plan import ClaimPlan
+from aiqueue.tracing import JobTrace
 
 
 class QuietParts:
@@ -43,6 +44,8 @@ class QuietParts:
     an empty outbox, no batch lane. Each call is still recorded."""
 
     calls: list[tuple[str, tuple[Any, ...]]]
+    # Jobs' traces (aiqueue/tracing): kept only while a test's tracer is on.
+    traces: dict[QueueId, JobTrace]
 
     async def heartbeat(self, queue_id: UUID, dispatch_seq: int, progress: Any) -> bool:
         self.calls.append(("heartbeat", (queue_id, dispatch_seq)))
@@ -115,7 +118,8 @@ class QuietParts:
     # -- the batch lane: no batches -------------------------------------------
 
     async def batch_open(self, pool: str, provider: str, model: str, limit: int,
-                         money: str | None = None) -> list[BatchRow]:
+                         money: str | None = None, base_url: str | None = None,
+                         key_env: str | None = None) -> list[BatchRow]:
         return []
 
     async def batch_submitted(self, batch_id: int, provider_batch_id: str,
@@ -161,6 +165,12 @@ class QuietParts:
     async def batch_next_look(self) -> float | None:
         return None
 
+    async def batch_orphans(self, batch_pools: Sequence[str]) -> list[OrphanAccount]:
+        return []  # no batch was ever packed here
+
+    async def batch_abandon_open(self, batch_id: int, error: str) -> bool:
+        return False
+
     async def batch_add(self, pool: str, batch_id: int, limit: int, money: str | None = None
                         ) -> list[BatchRow]:
         return []
@@ -194,6 +204,12 @@ class QuietParts:
     async def batch_pending(self, batch_id: int) -> tuple[int, datetime | None]:
         return 0, None
 
+    async def keep_traces(self, traces: Mapping[QueueId, JobTrace]) -> None:
+        self.traces.update(traces)
+
+    async def job_traces(self, queue_ids: Sequence[QueueId]) -> dict[QueueId, JobTrace]:
+        return {q: self.traces[q] for q in queue_ids if q in self.traces}
+
 
 @dataclass
 class FakeStore(QuietParts):
@@ -202,6 +218,7 @@ class FakeStore(QuietParts):
     jobs: list[Job] = field(default_factory=list)
     claimable_after: bool = False  # what the claim reports as `more`
     calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    traces: dict[QueueId, JobTrace] = field(default_factory=dict)
     failures: int = 0
     recovered: int = 0  # what recovery reports
     recovery: dict[str, Any] = field(default_factory=dict)  # its last thresholds

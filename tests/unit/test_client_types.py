@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 
+import aiqueue_client.notifications as notifications
 import aiqueue_client.types as types
 import pytest
 
@@ -13,7 +15,7 @@ SCHEMAS = document()["components"]["schemas"]
 TYPED = ["EnqueueAccepted", "EnqueueEstimate", "SubmissionStatus", "RunProgress", "Accepted",
          "Reverted", "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal",
          "UsageReport", "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer",
-         "RowAttempt", "RowResultStatus", "RowDetail"]
+         "RowAttempt", "RowResultStatus", "RowDetail", "RemarkAccepted", "RemarkEstimate"]
 
 
 @pytest.mark.parametrize("name", TYPED)
@@ -27,3 +29,15 @@ def test_a_typed_answer_has_every_required_field_and_no_unknown_one(name: str):
 def test_a_live_event_carries_the_described_fields():
     fields = {f.name for f in dataclasses.fields(types.MarkingEvent)} - {"id"}
     assert fields == set(SCHEMAS["MarkingEvent"]["properties"])
+
+
+
+def test_every_notification_is_typed_as_described():
+    webhooks = document()["webhooks"]
+    kinds = typing.get_args(notifications.Notification)
+    named = {typing.get_args(typing.get_type_hints(t)["type"])[0]: t for t in kinds}
+    assert set(named) == set(webhooks)
+    for typed in kinds:
+        schema = SCHEMAS[typed.__name__]
+        assert set(schema["required"]) <= set(typed.__required_keys__), typed.__name__
+        assert set(typed.__annotations__) == set(schema["properties"]), typed.__name__

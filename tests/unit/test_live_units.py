@@ -20,7 +20,7 @@ from aiqueue.models import (
     SubmissionId,
     SubmissionStatus,
 )
-from aiqueue.queue.progress import eta_seconds, progress_json, status_json
+from aiqueue.queue.progress import eta_seconds, progress_json, run_eta, status_json
 from aiqueue.reads.live import EventHub, LiveConfig, format_event, stream
 from aiqueue.settings import load_settings
 from aiqueue.web.teacher_views import fmt_eta, mark_text, progress_message, progress_view
@@ -183,3 +183,16 @@ async def test_a_change_wakes_a_waiting_stream_at_once():
     await asyncio.wait_for(task, 1)  # far below the 10 s poll
     assert got[-1].startswith("id: 100-1")
     assert hub.subscribers == 0
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ((0, 0, 4, 2.0, {}), 0.0),                      # nothing to mark
+    ((10, 30, 4, 2.0, {}), 20.0),                   # 40 rows through 4 slots of 2 s
+    ((10, 30, 4, None, {}), None),                  # no mark and no expectation: unknown
+    ((10, 30, 4, 2.0, {"wait": 3600.0}), 3616.0),   # from not_before, its own rows only
+    ((10, 30, 4, None, {"by": 7200.0}), 7200.0),    # the batch lane: by its deadline
+])
+def test_the_dry_runs_eta(args: tuple[int, int, int, float | None, dict[str, float]],
+                          expected: float | None) -> None:
+    ahead, rows, cap, avg, extra = args
+    assert run_eta(ahead, rows, cap, avg, **extra) == expected

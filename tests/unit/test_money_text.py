@@ -20,9 +20,12 @@ def test_the_estimate_reads_as_the_issue_shows_it():
     assert capped_text(d) == ""
 
 
-def test_unknown_cost_and_time_are_left_out_and_tiny_costs_say_so():
+def test_unknown_cost_is_left_out_unknown_time_said_so_and_tiny_costs_say_so():
+    # No mark of the kind yet and no expected_seconds: no guess
+    # (docs/concepts.md#an-estimate-first).
     d = estimate(1, 800, 0.001)
-    assert estimate_text(d) == "1 answer · about 800 tokens · about under $0.01"
+    assert estimate_text(d) == ("1 answer · about 800 tokens · about under $0.01 · "
+                                "time shown after the first marks")
     assert estimate_text(estimate(0, 0)) == "Nothing new to mark."
     assert fmt_tokens(1_250_000) == "1.2M"
 

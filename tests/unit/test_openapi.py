@@ -31,6 +31,7 @@ PAGES = {
     ("/results/assignments/{assignment_id}/review", "post"),
     ("/results/assignments/{assignment_id}/accept-all", "post"),
     ("/results/assignments/{assignment_id}/release", "post"),
+    ("/results/assignments/{assignment_id}/remark", "post"),
     ("/results/assignments/{assignment_id}/progress", "get"),
     ("/results/assignments/{assignment_id}/events-token", "get"),
     ("/results/assignments/{assignment_id}/submissions/{submission_id}", "get"),

@@ -233,3 +233,23 @@ def test_a_kind_may_mark_each_answer(tmp_path: Path) -> None:
     bad = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "once"')
     with pytest.raises(SettingsError, match=r"kinds\.essay\.same_answers"):
         load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, bad))})
+
+
+@pytest.mark.parametrize("choice", ["loose", "off", "mark_once"])
+def test_a_kind_chooses_how_answers_compare(tmp_path: Path, choice: str) -> None:
+    text = GOOD.replace('lane = "batch"', f'lane = "batch"\nsame_answers = "{choice}"')
+    q = load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, text))}).queue
+    assert q.kind("essay").same_answers == choice
+    bad = GOOD.replace('lane = "batch"', 'lane = "batch"\nsame_answers = "strict"')
+    with pytest.raises(SettingsError, match=r'"mark_once", "loose" or "off"'):
+        load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, bad))})
+
+
+def test_a_kind_may_say_how_long_a_row_takes_before_any_has(tmp_path: Path) -> None:
+    text = GOOD.replace('lane = "batch"', 'lane = "batch"\nexpected_seconds = 45')
+    q = load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, text))}).queue
+    assert q.kind("essay").expected_seconds == 45.0 and q.kind("short").expected_seconds is None
+    for bad in ("0", "-1", '"fast"', "true", "86400"):
+        broken = GOOD.replace('lane = "batch"', f'lane = "batch"\nexpected_seconds = {bad}')
+        with pytest.raises(SettingsError, match=r"kinds\.essay\.expected_seconds"):
+            load_settings({**ENV, "AIQUEUE_CONFIG": str(write(tmp_path, broken))})

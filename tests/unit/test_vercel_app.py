@@ -5,18 +5,24 @@ from __future__ import annotations
 import base64
 import json
 import time
+from types import SimpleNamespace
+from typing import cast
 
 import httpx
 import pytest
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from aiqueue.errors import SettingsError
 from aiqueue.settings import load_settings
+from aiqueue.tracing import Tracer
 from aiqueue.vercel import PublicPaths, check_durations, vercel_app
+from aiqueue.vercel.app import FlushTraces
 from aiqueue.vercel.vercel_json import load
+from aiqueue.web.state import AppState
 
 CONF = load()
 ENV = {
@@ -156,3 +162,35 @@ async def test_a_function_keeps_the_freshest_oidc_token_its_requests_bring():
         await client.get("/nowhere", headers={"x-vercel-oidc-token": junk})
         await client.get("/nowhere", headers={"x-vercel-oidc-token": _vercel_jwt(60)})
     assert oidc.value == fresh
+
+
+class CountingTracer(Tracer):
+    on = True
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def flush(self) -> None:
+        self.log.append("flush")
+
+
+async def test_traces_are_flushed_after_the_answer_and_its_background_work():
+    log: list[str] = []
+
+    async def answer(request: Request) -> JSONResponse:
+        return JSONResponse({}, background=BackgroundTask(log.append, "after the answer"))
+
+    state = cast(AppState, SimpleNamespace(runtime=SimpleNamespace(tracer=CountingTracer(log))))
+    app = Starlette(routes=[Route("/api/marking/enqueue", answer, methods=["POST"])])
+    app.add_middleware(FlushTraces, state=state)
+    assert (await call(app, "POST", "/api/marking/enqueue")).status_code == 200
+    assert log == ["after the answer", "flush"]
+    # Tracing off (or no runtime yet): nothing to flush.
+    state.runtime = None
+    await call(app, "POST", "/api/marking/enqueue")
+    assert log == ["after the answer", "flush", "after the answer"]
+
+
+def test_the_vercel_app_flushes_traces():
+    app = vercel_app(["/api/marking/enqueue"], env={**ENV, "VERCEL": ""})
+    assert any(cast(object, m.cls) is FlushTraces for m in app.user_middleware)

@@ -97,3 +97,19 @@ def test_a_sound_usage_is_kept() -> None:
             "status": "completed", "result": {"score": 3}, "usage": usage}
     [parsed] = verify_results(TOKENS, [item])
     assert isinstance(parsed, ResultItem) and parsed.usage == usage
+
+
+@pytest.mark.parametrize("cost", [1000.01, 1e308, float("inf"), float("nan")])
+def test_a_cost_above_1000_or_not_finite_is_refused_for_cost(cost: float) -> None:
+    queue_id = uuid4()
+    item = {"queue_id": str(queue_id), "token": TOKENS.callback(queue_id, 1, 1),
+            "status": "completed", "result": {"score": 3},
+            "usage": {"model": "m", "prompt_tokens": 5, "completion_tokens": 1,
+                      "cost_usd": cost}}
+    [parsed] = verify_results(TOKENS, [item])
+    assert isinstance(parsed, ResultItem) and parsed.result == {"score": 3}
+    # The tokens stay (priced, if the model has a price); the cost sent is refused.
+    assert parsed.usage == {"model": "m", "prompt_tokens": 5, "completion_tokens": 1}
+    at_bound = {**item, "usage": {"cost_usd": 1000}}
+    [kept] = verify_results(TOKENS, [at_bound])
+    assert isinstance(kept, ResultItem) and kept.usage == {"cost_usd": 1000}

@@ -17,13 +17,15 @@ WHERE queue_id = ANY($1::uuid[]) AND status = 'pending';
 -- record exists before the provider hears of it.  Which rows: aiqueue_batch_pick
 -- (functions/75_batch.sql; only the pool's own, $1; $5 the money plan); their
 -- move: aiqueue_batch_move (packing uses an attempt, as a dispatch does).
--- Nothing waiting: no batch.  batch_charge then charges the rows taken.
+-- Nothing waiting: no batch.  batch_charge then charges the rows taken.  $6 and $7:
+-- where the provider's batch API is and which variable holds its key, kept with the
+-- batch so that it is still looked at if its pool stops declaring one.
 WITH picked AS MATERIALIZED (
     SELECT p.id FROM aiqueue_batch_pick($1, $4, $5::jsonb) p (id)
 ),
 batch AS (
-    INSERT INTO ai_marking_batches (pool, provider, model, rows)
-    SELECT $1, $2, $3, count(*) FROM picked HAVING count(*) > 0
+    INSERT INTO ai_marking_batches (pool, provider, model, rows, base_url, key_env)
+    SELECT $1, $2, $3, count(*), $6, $7 FROM picked HAVING count(*) > 0
     RETURNING id
 )
 SELECT m.*
@@ -108,6 +110,13 @@ SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
 -- clearing is over: ended.
 UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
 WHERE id = $1 AND state IN ('submitting', 'clearing')
+RETURNING id;
+
+-- batch_abandon_open --
+-- A batch nobody can ask the provider about any more (its pool no longer declares
+-- a batch API, and its account is gone): ended, with why.
+UPDATE ai_marking_batches SET state = 'abandoned', ended_at = now(), error = $2
+WHERE id = $1 AND state NOT IN ('done', 'abandoned')
 RETURNING id;
 
 -- batches_due --

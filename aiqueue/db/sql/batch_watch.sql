@@ -22,6 +22,17 @@ SELECT date_part('epoch', min(look_after) - now())
 FROM ai_marking_batches
 WHERE state IN ('submitted', 'cancelling', 'ended', 'clearing');
 
+-- batch_orphans --
+-- The accounts of open batches whose pool no longer declares a batch API ($1: the
+-- pools that do): each is still polled, applied or cancelled, and deleted there,
+-- with where it lives and the variable holding its key as recorded when it was
+-- packed (NULL for a batch packed before they were recorded).
+SELECT pool, provider, min(model) AS model, base_url, key_env, count(*) AS batches
+FROM ai_marking_batches
+WHERE state NOT IN ('done', 'abandoned') AND pool <> ALL ($1::text[])
+GROUP BY pool, provider, base_url, key_env
+ORDER BY pool, provider;
+
 -- batches_open --
 -- The Batches card of /ai-queue: each batch the provider may still keep
 -- something of, with its rows still unresolved and their nearest deadline

@@ -26,8 +26,17 @@ first AS (
 ),
 held AS (
     -- A century: later than any claim, expiry or schedule looks (aiqueue 0027).
+    -- A row held is one that cannot run now, so it follows no leader that can
+    -- (docs/same-answer.md): a copy of a leader outside the hold leaves its group
+    -- and is marked on its own after the release (its leader may be marked, and
+    -- its group gone, long before).
     UPDATE ai_marking_queue q
-    SET held_run_after = q.run_after, run_after = now() + interval '100 years'
+    SET held_run_after = CASE WHEN q.leader_id IS NOT NULL
+                                   AND NOT q.leader_id = ANY ($4::uuid[])
+                              THEN greatest(now(), q.not_before)
+                              ELSE q.run_after END,
+        leader_id = CASE WHEN q.leader_id = ANY ($4::uuid[]) THEN q.leader_id END,
+        run_after = now() + interval '100 years'
     WHERE q.queue_id = ANY ($4::uuid[]) AND q.status = 'pending'
     RETURNING q.queue_id
 )

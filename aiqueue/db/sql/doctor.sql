@@ -7,6 +7,14 @@ SELECT coalesce(max(split_part(version, '_', 1)::int), 0) AS found
 FROM aiqueue_migrations
 WHERE version ~ '^[0-9]+_'
 
+-- unknown_zones --
+-- Of the zone names $1, those the database does not know: a name Python's zone
+-- data has and an older PostgreSQL's lacks fails every statement that uses it.
+-- Read once per instance (runtime.py) and by the doctor; pg_timezone_names reads
+-- the server's zone files, so it is not for a per-request path.
+SELECT z AS zone FROM unnest($1::text[]) AS z
+WHERE NOT EXISTS (SELECT 1 FROM pg_timezone_names t WHERE t.name = z)
+
 -- record_probe_answer --
 -- The first answer wins: a repeated callback of the same probe changes nothing.
 INSERT INTO ai_marking_probes (probe_id, answer, detail)

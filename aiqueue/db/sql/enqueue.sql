@@ -6,9 +6,11 @@
 -- One round trip for the whole batch, atomic: when any id is unknown nothing is
 -- inserted and the unknown ids come back instead.  Submissions with an AI mark
 -- are left out unless $6 (remark) and come back as 'marked', and so are those
--- that already have a live row.  A concurrent enqueue (or retry) that gives one
--- of them a live row after this statement's snapshot makes the insert fail on
--- the partial unique index: Store.enqueue runs the statement again, and the
+-- that already have a live row (with $6, a live row of the same payload: a
+-- re-mark's row waits beside one of an older payload).  A concurrent enqueue
+-- (or retry) that gives one of them a live row after this statement's snapshot
+-- makes the insert fail on the partial unique index: Store.enqueue runs the
+-- statement again, and the
 -- second run skips it.  (ON CONFLICT DO NOTHING would skip it in place, but its
 -- speculative insertion costs 16 ms of 10,000 rows for a race that is rare.)
 -- Rows are inserted in submission-id order so that two overlapping batches
@@ -35,11 +37,12 @@
 -- and turns are the pool's: the head and the group's last turn are its own.
 -- $9 not_before and $10 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
 --
--- The same answer (aiqueue 0028, CONTRACT §10c; 72_groups.sql): each answer is
--- read here and keyed by its HMAC under $11/$12 (the derived key's pads; NULL:
--- "mark_each", no key); only the key is stored.  The live row of the same
--- pool, kind, payload and key, else the first new row of that key, leads; the
--- others follow it: run_after 'infinity', never claimed.  `copies` says which.
+-- The same answer (docs/same-answer.md; 72_groups.sql): each answer is read
+-- here and keyed by its HMAC under $11/$12 (the derived key's pads; NULL:
+-- "mark_each", no key; $13 loose normalisation); only the key is stored.  The
+-- live row of the same pool, kind, payload, group, lane ($14) and key that can
+-- run now, else the first new row of that key, leads; the others follow it:
+-- run_after 'infinity', never claimed.  `copies` says which.
 -- The run comes back as a row of its own ('run', CONTRACT §10b).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
@@ -48,7 +51,7 @@ WITH ids AS MATERIALIZED (
 ),
 subs AS MATERIALIZED (
     SELECT ids.id, ids.ord, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
-           aiqueue_answer_key(s.content, $11::bytea, $12::bytea) AS answer_key
+           aiqueue_answer_key(s.content, $11::bytea, $12::bytea, $13::boolean) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
 ),
 todo AS MATERIALIZED (
@@ -57,7 +60,11 @@ todo AS MATERIALIZED (
           FROM subs x
           WHERE (NOT x.marked OR $6::boolean)
             AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                            WHERE q.submission_id = x.id AND q.status IN ('pending', 'processing'))
+                            WHERE q.submission_id = x.id AND q.status IN ('pending', 'processing')
+                              -- a re-mark adds its row beside a live row of another
+                              -- payload (the id looked up once: an InitPlan)
+                              AND (NOT $6::boolean OR q.payload_id IS NOT DISTINCT FROM
+                                   (SELECT aiqueue_payload_id($4::jsonb))))
             AND NOT EXISTS (SELECT 1 FROM subs u WHERE NOT u.known)
           ORDER BY x.ord) o
 ),
@@ -98,30 +105,34 @@ payload AS (
         last_used_at = greatest(p.last_used_at, now())
     RETURNING p.id
 ),
--- The live leaders of this pool, kind and payload (one probe of their index),
--- then one row per key (a hash aggregate, no sort): its first new row, and its
--- leader's queue_id, a live row's or the one the first new row will get.
--- The leaders are share-locked: a leader's end (its result, failure, cancel or
--- erasure) updates its row, so it either waits for this enqueue to commit and
--- then sees the new followers, or ends first and this statement, re-reading
--- the row, no longer takes it as a leader.  Without the lock a follower could
--- join a leader whose end had already handed its group out, and wait for ever.
-live_locked AS MATERIALIZED (
-    SELECT q.answer_key, q.queue_id, q.seq
-    FROM ai_marking_queue q
-    WHERE coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
-      AND q.answer_key IS NOT NULL AND q.leader_id IS NULL
-      AND q.status IN ('pending', 'processing') AND q.pool = $8::text AND q.kind = $7::text
-      -- A row held for its run's calibration leads no one else: the rows would
-      -- wait for another teacher's release (§10b).
-      AND q.held_run_after IS NULL
-      AND $11::bytea IS NOT NULL
-    FOR SHARE OF q
+-- Each of this enqueue's keys, probed once in its group (one index probe each,
+-- keyed by the answer, then the group): the first live row of the same pool,
+-- kind, payload, group and lane that can run now leads it (never a row held by
+-- a not_before ahead or its run's calibration: the follower would wait for
+-- another teacher's moment or release).  A key without one: its first new row.
+-- Only the leaders joined are share-locked, so a result for any other row never
+-- waits for this enqueue.  A joined leader's end (its result, failure, cancel
+-- or erasure) updates its row, so it either waits for this enqueue to commit
+-- and then sees the new followers, or ends first and the probe, re-reading the
+-- row, steps over it.  Without the lock a follower could join a leader whose
+-- end had already handed its group out, and wait for ever.
+keys AS MATERIALIZED (
+    SELECT DISTINCT t.answer_key FROM todo t WHERE t.answer_key IS NOT NULL
 ),
 live AS MATERIALIZED (
-    SELECT DISTINCT ON (l.answer_key) l.answer_key, l.queue_id
-    FROM live_locked l
-    ORDER BY l.answer_key, l.seq
+    SELECT k.answer_key, l.queue_id
+    FROM keys k CROSS JOIN LATERAL (
+        SELECT q.queue_id
+        FROM ai_marking_queue q
+        WHERE q.answer_key = k.answer_key AND coalesce(q.group_key, q.assignment_id) = $5
+          AND q.leader_id IS NULL AND q.status IN ('pending', 'processing')
+          AND coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
+          AND q.pool = $8::text AND q.kind = $7::text AND q.lane = $14::text
+          AND q.held_run_after IS NULL AND (q.not_before IS NULL OR q.not_before <= now())
+        ORDER BY q.seq
+        LIMIT 1
+        FOR SHARE OF q
+    ) l
 ),
 leaders AS MATERIALIZED (
     SELECT t.answer_key, min(t.seq) AS first_seq, l.queue_id IS NULL AS new_leader,
@@ -186,19 +197,22 @@ UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 -- remark) and how many are marked already; the unknown ids; what a row of the
 -- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,
 -- $6: the money plan); the group's and pool's spend in the windows that hold
--- now; and what runs ahead of it (the pending and processing rows of every pool).
--- The same answer (aiqueue 0028): `rows` counts only the answers that will be
--- marked, `same_answers` the rows that would copy a mark, keyed as the enqueue
--- keys them ($7/$8 the key's pads, NULL: mark_each; $9 the kind; $10 the payload).
+-- now; and what runs ahead of it in its pool.
+-- The same answer (docs/same-answer.md): `rows` counts only the answers that
+-- will be marked, `same_answers` the rows that would copy a mark, keyed and led
+-- as the enqueue keys and leads them ($7/$8 the key's pads, NULL: mark_each;
+-- $11 loose; $9 the kind; $10 the payload; $4 the group; $12 the lane).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT t.id FROM unnest($1::uuid[]) AS t (id)
 ),
 subs AS MATERIALIZED (
     SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
            EXISTS (SELECT 1 FROM ai_marking_queue q
-                   WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing'))
+                   WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing')
+                     AND (NOT $3::boolean OR q.payload_id IS NOT DISTINCT FROM
+                          (SELECT aiqueue_payload_id($10::jsonb))))
                AS live,
-           aiqueue_answer_key(s.content, $7::bytea, $8::bytea) AS answer_key
+           aiqueue_answer_key(s.content, $7::bytea, $8::bytea, $11::boolean) AS answer_key
     FROM ids LEFT JOIN submissions s ON s.id = ids.id
 ),
 adds AS MATERIALIZED (
@@ -210,9 +224,13 @@ marks AS (
               WHERE a.answer_key IS NOT NULL
                 AND NOT EXISTS (
                     SELECT 1 FROM ai_marking_queue q
-                    WHERE q.answer_key = a.answer_key AND q.leader_id IS NULL
+                    WHERE q.answer_key = a.answer_key
+                      AND coalesce(q.group_key, q.assignment_id) = $4::text
+                      AND q.leader_id IS NULL
                       AND q.status IN ('pending', 'processing') AND q.pool = $5::text
-                      AND q.kind = $9::text
+                      AND q.kind = $9::text AND q.lane = $12::text
+                      AND q.held_run_after IS NULL
+                      AND (q.not_before IS NULL OR q.not_before <= now())
                       AND coalesce(q.payload_id, 0) = coalesce((
                           SELECT p.id FROM ai_marking_payloads p
                           WHERE p.sha256 = sha256(convert_to($10::jsonb::text, 'UTF8'))
@@ -232,6 +250,16 @@ SELECT (SELECT n FROM marks) AS rows,
        aiqueue_batch_price_usd($6::jsonb, $5::text, est.model, est.prompt_tokens,
                                est.completion_tokens, est.cost_usd) AS batch_row_cost_usd,
        sp.group_hour, sp.group_day, sp.pool_day,
-       (SELECT coalesce(sum(c.n), 0) FROM ai_marking_counts c
-        WHERE c.status IN ('pending', 'processing'))::bigint AS ahead
+       -- What runs before these rows (docs/concepts.md#an-estimate-first): the
+       -- pool's rows due now (not a row waiting for its not_before, its run's
+       -- calibration, a batch or its same answer's leader; counted up to
+       -- 100,000), and those at its function.
+       (SELECT count(*) FROM (SELECT 1 FROM ai_marking_queue q
+                              WHERE q.status = 'pending' AND q.pool = $5::text
+                                AND q.run_after <= now()
+                              LIMIT 100000) due)
+       + (SELECT count(*) FROM ai_marking_claimed c
+          JOIN ai_marking_queue q ON q.queue_id = c.queue_id
+          WHERE q.status = 'processing' AND c.pool = $5::text)
+           AS ahead
 FROM est, aiqueue_spend_now($6::jsonb -> $5::text, $5::text, $4::text) sp;

@@ -85,13 +85,20 @@ FROM latest l
 LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON true;
 
 -- recent_processing_seconds --
--- Average dispatch-to-result time of the last 50 completed rows (read backwards
--- on the (status, finished_at) index): the basis of every ETA.
+-- Average dispatch-to-result time of the last 50 completed live rows of kind $1
+-- (NULL: of any kind) among the last 1,000 completed (read backwards on the
+-- (status, finished_at) index, so a kind with no recent mark costs no more than
+-- one with many): the basis of every ETA.  NULL: no recent mark of the kind
+-- (docs/concepts.md#an-estimate-first: its expected_seconds, else "time shown
+-- after the first marks").
 SELECT avg(d)::float8 AS seconds
-FROM (SELECT extract(epoch FROM finished_at - started_at) AS d
-      FROM ai_marking_queue
-      WHERE status = 'completed' AND started_at IS NOT NULL AND finished_at IS NOT NULL
-      ORDER BY finished_at DESC
+FROM (SELECT last.d
+      FROM (SELECT extract(epoch FROM finished_at - started_at) AS d, kind, lane
+            FROM ai_marking_queue
+            WHERE status = 'completed' AND started_at IS NOT NULL AND finished_at IS NOT NULL
+            ORDER BY finished_at DESC
+            LIMIT 1000) last
+      WHERE (last.kind = $1::text OR $1::text IS NULL) AND last.lane = 'live'
       LIMIT 50) recent;
 
 -- run_progress --

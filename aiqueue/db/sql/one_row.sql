@@ -6,9 +6,10 @@
 -- The status of row $1's applied result, if any (never its content): its
 -- review, when it was applied, the model that marked it, and whether a later
 -- result of the same submission superseded it.
-SELECT m.review, m.applied_at, m.model, m.kind,
+SELECT m.review, m.applied_at, m.model, m.kind, m.payload_version,
        EXISTS (SELECT 1 FROM ai_marking_results n
-               WHERE n.submission_id = m.submission_id AND n.seq > m.seq) AS superseded
+               WHERE n.submission_id = m.submission_id AND n.seq > m.seq AND n.applied)
+           AS superseded
 FROM ai_marking_results m WHERE m.queue_id = $1;
 
 -- cancel_one --
@@ -52,20 +53,21 @@ regroup AS (
 SELECT was FROM row;
 
 -- fail_one --
--- A pending row $1 ends as failed with last_error $2 ("operator: <note>"),
--- recorded as the actor $3's action; the outbox's status trigger notifies
--- marking.row_failed as for any failure, and /metrics counts it (error code
--- `operator`).  Answers nothing when the row was not pending.
+-- A pending row $1 ends as failed with last_error `operator`, recorded as the
+-- actor $3's action with the note $2 (read on /ai-queue only: an operator's words
+-- may name a student); the outbox's status trigger notifies marking.row_failed
+-- (error `operator`) as for any failure, and /metrics counts it.  Answers nothing
+-- when the row was not pending.
 WITH row AS (
     UPDATE ai_marking_queue q
-    SET status = 'failed', finished_at = now(), updated_at = now(), last_error = $2
+    SET status = 'failed', finished_at = now(), updated_at = now(), last_error = 'operator'
     WHERE q.queue_id = $1 AND q.status = 'pending'
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
               q.turn
 ),
 history AS (
-    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor, error)
-    SELECT queue_id, 'action', 'fail', now(), $3, 'operator' FROM row
+    INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor, error, note)
+    SELECT queue_id, 'action', 'fail', now(), $3, 'operator', $2 FROM row
 ),
 regroup AS (
     UPDATE ai_marking_groups g SET last_turn = row.turn - 1, updated_at = now()

@@ -225,11 +225,14 @@ LIMIT $4::integer;
 
 -- export_results --
 -- One page of the results applied in [$1, $2), after seq $3, $4 at most.
--- Marks only as numbers; the AI's feedback only when $5 (include=feedback).
+-- Marks only as numbers; the AI's feedback only when $5 (include=feedback).  With
+-- each, its audit record: the payload version, the function's version, the
+-- model and provider, who reviewed it and when (docs/remark.md).
 SELECT m.seq, m.queue_id, m.submission_id, m.assignment_id,
        coalesce(m."group", m.assignment_id) AS group_key, m.applied_at, m.review,
        m.accepted_at, m.reverted_at, m.actor, m.model, m.prompt_tokens, m.completion_tokens,
-       m.cost_usd, m.processing_seconds,
+       m.cost_usd, m.processing_seconds, m.applied, m.payload_version, m.function_version,
+       m.provider, coalesce(m.reverted_at, m.accepted_at) AS reviewed_at,
        CASE WHEN jsonb_typeof(m.result -> 'score') = 'number'
             THEN (m.result ->> 'score')::numeric END AS score,
        CASE WHEN jsonb_typeof(m.result -> 'max_score') = 'number'

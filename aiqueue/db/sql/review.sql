@@ -13,9 +13,10 @@ SELECT outcome, reverted_at AS at FROM aiqueue_revert($1::uuid, $2::text);
 SELECT done, superseded FROM aiqueue_review_run($1::text, $2::text, $3::text);
 
 -- result_history --
--- A submission's applied results, newest first.
+-- A submission's results, newest first (`applied` false: made under an older
+-- payload than the mark it found, recorded and never applied: docs/remark.md).
 SELECT queue_id, applied_at, result::text AS result, review, accepted_at, reverted_at, actor,
-       adjusted_result::text AS adjusted_result
+       adjusted_result::text AS adjusted_result, payload_version, applied
 FROM ai_marking_results
 WHERE submission_id = $1
 ORDER BY seq DESC

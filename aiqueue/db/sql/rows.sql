@@ -74,11 +74,13 @@ FROM aiqueue_pool_control(coalesce($3::text, 'default')) c,
 
 -- stats --
 -- Totals per status sum the deltas in ai_marking_counts (migration 0004): no
--- figure here counts the table.  "today" is the UTC day, an index range on
+-- figure here counts the table.  "today" is the school's day (QUEUE_TIMEZONE,
+-- $2, e.g. 'Europe/Berlin'; a day that began at its midnight), an index range on
 -- (status, finished_at); timings cover the last 24 h but at most the latest
--- 20,000 completions, an index-only scan of ai_marking_queue_completed_idx
--- (migration 0002), so the p95 sort stays bounded on a busy day.  Timings are
--- float8 (date_part), not numeric: the p95 sort is the dearest part.
+-- 20,000 completions, an index-only scan of ai_marking_queue_finished_idx
+-- (status, finished_at, with started_at), so the p95 sort stays bounded on a
+-- busy day.  Timings are float8 (date_part), not numeric: the p95 sort is the
+-- dearest part.
 -- $1: the moment the figures are for (NULL: now(); tests inject a clock).
 WITH totals AS (
     SELECT status, sum(n)::bigint AS n FROM ai_marking_counts GROUP BY status
@@ -94,12 +96,12 @@ SELECT
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending'
         AND not_before > coalesce($1::timestamptz, now())) AS scheduled,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
-        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
-                           AT TIME ZONE 'UTC')
+        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE $2::text)
+                           AT TIME ZONE $2::text)
         AS failed_today,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'
-        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')
-                           AT TIME ZONE 'UTC')
+        AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE $2::text)
+                           AT TIME ZONE $2::text)
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
     -- A scheduled row waits from its not_before on, and not at all before it (§9d).
@@ -158,7 +160,7 @@ SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
 
 -- attempts_of --
 SELECT id, dispatch_seq, attempt, kind, started_at, ended_at, outcome, error, usage::text AS usage,
-       actor, dispatch_ref, platform, ran_kind
+       actor, dispatch_ref, platform, ran_kind, note
 FROM ai_marking_attempts WHERE queue_id = $1 ORDER BY id;
 
 -- get_row --

@@ -107,6 +107,8 @@ class HistoryEntry:
     ref: str
     # What the platform said about the invocation (CONTRACT §8e), or "".
     platform: str = ""
+    # An operator's note on the action (this page only), or "".
+    note: str = ""
 
 
 # The attempt's `platform` note, as the history shows it.
@@ -147,4 +149,5 @@ def history_entry(a: Attempt) -> HistoryEntry:
         actor=a.actor or "",
         ref=a.dispatch_ref or "",
         platform=PLATFORM_SAID.get(a.platform or "", ""),
+        note=a.note or "",
     )

@@ -97,6 +97,8 @@ class Header:
     # CONTRACT §10e: the groups near a spend cap, and the kinds running on their fallback.
     near_caps: tuple[str, ...] = ()
     fallbacks: tuple[str, ...] = ()
+    # Where "today" is the day (QUEUE_TIMEZONE): the school's.
+    zone: str = UTC_NAME
 
 
 def header(
@@ -118,6 +120,7 @@ def header(
         failed=stats.failed,
         failed_today=stats.failed_today,
         completed_today=stats.completed_today,
+        zone=DISPLAY_ZONE.get(),
         avg=fmt_duration(stats.avg_processing_seconds),
         p95=fmt_duration(stats.p95_processing_seconds),
         oldest_pending=fmt_age(stats.oldest_pending_seconds),

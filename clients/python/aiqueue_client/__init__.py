@@ -2,7 +2,18 @@
 
 from aiqueue_client.client import AsyncMarkingClient
 from aiqueue_client.errors import MarkingError
-from aiqueue_client.notifications import BadSignature, verify_notification
+from aiqueue_client.notifications import (
+    AlertOpened,
+    AlertResolved,
+    BadSignature,
+    BudgetWarning,
+    CalibrationReady,
+    Notification,
+    RowExpired,
+    RowFailed,
+    RunFinished,
+    verify_notification,
+)
 from aiqueue_client.sync import call
 from aiqueue_client.types import (
     Accepted,
@@ -13,6 +24,8 @@ from aiqueue_client.types import (
     Erased,
     MarkingEvent,
     Released,
+    RemarkAccepted,
+    RemarkEstimate,
     ReplayAnswer,
     ResultHistory,
     Reverted,
@@ -25,9 +38,11 @@ from aiqueue_client.types import (
 )
 
 __all__ = [
+    "AlertOpened", "AlertResolved", "BudgetWarning", "CalibrationReady", "Notification",
+    "RowExpired", "RowFailed", "RunFinished",
     "Accepted", "AgreementReport", "AsyncMarkingClient", "BadSignature", "EnqueueAccepted",
     "EnqueueEstimate", "Enqueued", "Erased", "MarkingError", "MarkingEvent", "Released",
-    "ReplayAnswer", "ResultHistory", "Reverted", "RowDetail", "RunAccepted", "RunProgress",
-    "RunReverted", "SubmissionStatus", "UsageReport",
+    "RemarkAccepted", "RemarkEstimate", "ReplayAnswer", "ResultHistory", "Reverted",
+    "RowDetail", "RunAccepted", "RunProgress", "RunReverted", "SubmissionStatus", "UsageReport",
     "call", "verify_notification",
 ]

@@ -25,6 +25,8 @@ from aiqueue_client.types import (
     Erased,
     MarkingEvent,
     Released,
+    RemarkAccepted,
+    RemarkEstimate,
     ReplayAnswer,
     ResultHistory,
     Reverted,
@@ -97,7 +99,9 @@ class AsyncMarkingClient:
                       expire_after_seconds: float | None = None,
                       same_answers: Literal["mark_once", "mark_each"] | None = None,
                       calibrate: int | Sequence[str | uuid.UUID] | None = None,
-                      release_when: dict[str, float] | None = None) -> Enqueued:
+                      release_when: dict[str, float] | None = None,
+                      lane: Literal["live", "batch"] | None = None,
+                      deadline: datetime | str | None = None) -> Enqueued:
         """Enqueue submissions for marking; retried safely under one Idempotency-Key.
 
         Without a key one is made, so a retry after a lost answer enqueues nothing twice.
@@ -107,7 +111,9 @@ class AsyncMarkingClient:
         RFC 3339 string).  `same_answers`: "mark_once" (the default) marks answers that
         are the same after normalising once and copies the mark; "mark_each" marks each.
         `calibrate` (a number of rows, or submission ids) marks those first and holds the
-        rest until `release` (or `release_when`'s thresholds).
+        rest until `release` (or `release_when`'s thresholds).  `lane` "batch" sends the
+        rows by the pool's batch API (cheaper, marked within `deadline`, an aware datetime or
+        an RFC 3339 string); "live" marks them now; unset, the kind's own lane.
         """
         key = idempotency_key or str(uuid.uuid4())
         body: dict[str, Any] = {"assignment_id": assignment_id,
@@ -120,7 +126,8 @@ class AsyncMarkingClient:
                             ("expire_after_seconds", expire_after_seconds),
                             ("same_answers", same_answers),
                             ("calibrate", _calibrate(calibrate)),
-                            ("release_when", release_when)):
+                            ("release_when", release_when), ("lane", lane),
+                            ("deadline", _rfc3339(deadline))):
             if value is not None:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body,
@@ -144,6 +151,23 @@ class AsyncMarkingClient:
                 body[name] = value
         response = await self._call("POST", "/api/marking/enqueue", json=body, retry=True)
         return cast(EnqueueEstimate, response.json())
+
+    async def remark(self, assignment_id: str, payload: dict[str, Any], *,
+                     include_reviewed: bool = False, debounce_seconds: float = 60,
+                     dry_run: bool = False, actor: str | None = None
+                     ) -> RemarkAccepted | RemarkEstimate:
+        """A new payload (the edited rubric) for the assignment: only the answers marked
+        under another one are marked again; reviewed ones are kept unless
+        `include_reviewed`; an edit within `debounce_seconds` replaces the one before.
+        `dry_run`: the counts and the estimate, nothing enqueued."""
+        body = {"assignment_id": assignment_id, "payload": payload,
+                "include_reviewed": include_reviewed, "debounce_seconds": debounce_seconds,
+                "dry_run": dry_run}
+        response = await self._call("POST", "/api/marking/remark", json=body,
+                                    headers=_actor(actor), retry=True)
+        if dry_run:
+            return cast(RemarkEstimate, response.json())
+        return cast(RemarkAccepted, response.json())
 
     async def release(self, run_id: str | uuid.UUID, *, actor: str | None = None) -> Released:
         """Release a calibrated run's held rows (none left: `released` is 0)."""
@@ -213,7 +237,8 @@ class AsyncMarkingClient:
         return cast(RowDetail, (await self._call("POST", path)).json())
 
     async def fail_row(self, queue_id: str | uuid.UUID, note: str) -> RowDetail:
-        """End one pending row as failed with last_error "operator: <note>"."""
+        """End one pending row as failed with last_error "operator" (the note is kept on
+        /ai-queue)."""
         path = f"/api/marking/rows/{_seg(queue_id)}/fail"
         answer = await self._call("POST", path, json={"note": note})
         return cast(RowDetail, answer.json())

@@ -1,7 +1,11 @@
-"""Checking a notification's signature (Standard Webhooks v1), with the standard library only.
+"""The notifications aiqueue sends, typed, and checking their signature (Standard Webhooks
+v1) with the standard library only.
 
 aiqueue signs every notification with QUEUE_NOTIFY_SECRET (`whsec_…`): HMAC-SHA256,
 keyed by the secret's base64 bytes, over `<webhook-id>.<webhook-timestamp>.<body>`.
+Each event is one of the typed dicts below, told apart by `type`; they carry ids, counts
+and codes only (docs/integrating.md, "Notifications").  tests/unit/test_client_types.py
+checks each against the OpenAPI description's `webhooks`.
 """
 
 from __future__ import annotations
@@ -12,7 +16,110 @@ import hmac
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
+
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
+
+
+class RunFinished(TypedDict):
+    """An assignment's run has no pending or processing row left."""
+
+    type: Literal["marking.run_finished"]
+    assignment_id: str
+    run_id: NotRequired[str | None]
+    completed: int
+    failed: int
+    cancelled: int
+    expired: int
+    tokens: int
+    cost_usd: float | None
+    started_at: str
+    finished_at: str
+    # A re-mark's run (docs/remark.md): how many submissions' scores it changed.
+    remark: NotRequired[bool]
+    changed: NotRequired[int]
+
+
+class RowFailed(TypedDict):
+    """A row ended failed; `error` is a content-free code ("operator": failed by hand)."""
+
+    type: Literal["marking.row_failed"]
+    queue_id: str
+    submission_id: str
+    assignment_id: str
+    error: str | None
+    # The payload the row was marked under (docs/remark.md).
+    payload_version: NotRequired[str | None]
+
+
+class RowExpired(TypedDict):
+    """A row was not dispatched by its expires_at; `error` is "expired"."""
+
+    type: Literal["marking.row_expired"]
+    queue_id: str
+    submission_id: str
+    assignment_id: str
+    error: str | None
+    # The payload the row was marked under (docs/remark.md).
+    payload_version: NotRequired[str | None]
+
+
+class AlertOpened(TypedDict):
+    """An alert's incident began (docs/operating/alerts.md)."""
+
+    type: Literal["marking.alert_opened"]
+    alert: AlertName
+    pool: str
+    kind: str | None
+    value: float
+    threshold: float
+    opened_at: str
+
+
+class AlertResolved(TypedDict):
+    """The incident ended; `value` is the figure at that moment."""
+
+    type: Literal["marking.alert_resolved"]
+    alert: AlertName
+    pool: str
+    kind: str | None
+    value: float
+    threshold: float
+    opened_at: str
+    resolved_at: NotRequired[str | None]
+
+
+class CalibrationReady(TypedDict):
+    """A calibrated run's first rows have all ended: the teacher can check them."""
+
+    type: Literal["marking.calibration_ready"]
+    assignment_id: str
+    run_id: str
+    calibration_rows: int
+    completed: int
+    failed: int
+    cancelled: int
+    expired: int
+    held: int
+    ready_at: str
+
+
+class BudgetWarning(TypedDict):
+    """A window's spend passed 80 % (then 95 %) of a spend cap."""
+
+    type: Literal["marking.budget_warning"]
+    cap: Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
+    pool: str
+    group: str | None
+    threshold: float
+    spent_usd: float
+    limit_usd: float
+    window_ends_at: str
+
+
+# Every notification; `event["type"]` tells which (a type checker narrows on it).
+Notification = (RunFinished | RowFailed | RowExpired | AlertOpened | AlertResolved
+                | CalibrationReady | BudgetWarning)
 
 # A timestamp further off than this is refused, so a captured event can't be replayed.
 TOLERANCE_SECONDS = 5 * 60

@@ -158,6 +158,9 @@ class AppliedResult(TypedDict):
     accepted_at: str | None
     reverted_at: str | None
     actor: str | None
+    # What it was marked under; false `applied`: made under an older payload, never applied.
+    payload_version: NotRequired[str | None]
+    applied: NotRequired[bool]
 
 
 class ResultHistory(TypedDict):
@@ -222,6 +225,33 @@ class AgreementReport(TypedDict):
     disagreements: list[str]
 
 
+class RemarkAccepted(TypedDict):
+    """A re-mark that went in (202)."""
+
+    run_id: str | None
+    enqueued: int
+    unchanged: int
+    reviewed_kept: int
+    same_answers: int
+    superseded: int
+
+
+class RemarkEstimate(TypedDict):
+    """A re-mark's dry run: its counts and the estimate; nothing was enqueued."""
+
+    enqueued: int
+    unchanged: int
+    reviewed_kept: int
+    same_answers: int
+    rows: int
+    already_marked: NotRequired[int]
+    estimated_tokens: int
+    estimated_cost_usd: float | None
+    eta_seconds: float | None
+    capped: dict[str, float] | None
+    lane: str
+
+
 class Released(TypedDict):
     run_id: str
     released: int
@@ -242,6 +272,7 @@ class RowResultStatus(TypedDict):
     applied_at: str
     superseded: bool
     model: str | None
+    payload_version: NotRequired[str | None]
 
 
 class RowDetail(TypedDict):
@@ -261,3 +292,5 @@ class RowDetail(TypedDict):
     pool: NotRequired[str]
     history: list[RowAttempt]
     result: NotRequired[RowResultStatus | None]
+    # The row's payload: the hex sha256 the queue stores it under (None: the empty payload).
+    payload_version: NotRequired[str | None]

@@ -1,7 +1,11 @@
 import { Webhook } from "standardwebhooks";
 import type { components } from "../src/schema.js"; // in your app: from "aiqueue-client"
 
-export type Notification = components["schemas"]["RunFinished"] | components["schemas"]["RowFailed"];
+type Schemas = components["schemas"];
+/** Every notification; `event.type` tells which (TypeScript narrows on it). */
+export type Notification = Schemas["RunFinished"] | Schemas["RowFailed"] | Schemas["RowExpired"]
+  | Schemas["AlertOpened"] | Schemas["AlertResolved"] | Schemas["CalibrationReady"]
+  | Schemas["BudgetWarning"];
 
 export function notifications(secret: string,
   handle: (webhookId: string, event: Notification) => Promise<void>) {
@@ -14,7 +18,7 @@ export function notifications(secret: string,
     } catch {
       return new Response(null, { status: 401 });
     }
-    // marking.run_finished or marking.row_failed; a retry repeats its webhook-id.
+    // One of the seven marking.* types, told by event.type; a retry repeats its webhook-id.
     await handle(request.headers.get("webhook-id") ?? "", event);
     return new Response(null, { status: 204 });
   };

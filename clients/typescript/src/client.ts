@@ -33,6 +33,11 @@ export type ReplayRequest = Schemas["ReplayRequest"];
 export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
 export type AgreementReport = Answer<"/api/marking/agreement", "get">;
 export type Released = Answer<"/api/marking/runs/{run_id}/release", "post">;
+export type RemarkRequest = Schemas["RemarkRequest"];
+/** What a re-mark did (202): run_id, enqueued, unchanged, reviewed_kept, same_answers. */
+export type RemarkAccepted = Schemas["RemarkAccepted"];
+/** A re-mark's dry run: its counts and the estimate (rows, tokens, cost, ETA, caps). */
+export type RemarkEstimate = Schemas["RemarkEstimate"];
 /** One row as the queue list shows it, its history and its result's status (no content). */
 export type RowDetail = Schemas["RowDetail"];
 export type { MarkingEvent };
@@ -174,6 +179,20 @@ export class MarkingClient {
       { body: request, headers: { "idempotency-key": key }, retry: true })).data;
   }
 
+  /** A new payload (the edited rubric) for an assignment: only the answers marked under
+   *  another payload are marked again; reviewed ones are kept unless include_reviewed;
+   *  an edit within debounce_seconds (default 60) replaces the one before. */
+  async remark(request: RemarkRequest & { dry_run?: false },
+    options?: { actor?: string }): Promise<RemarkAccepted>;
+  /** The dry run: the counts and the estimate; nothing is enqueued. */
+  async remark(request: RemarkRequest & { dry_run: true },
+    options?: { actor?: string }): Promise<RemarkEstimate>;
+  async remark(request: RemarkRequest, options: { actor?: string } = {}):
+    Promise<RemarkAccepted | RemarkEstimate> {
+    return (await this.call<RemarkAccepted | RemarkEstimate>("POST", "/api/marking/remark",
+      { body: request, headers: actor(options.actor), retry: true })).data;
+  }
+
   /** Release a calibrated run's held rows (`released` is 0 when none are left). */
   async release(runId: string, options: { actor?: string } = {}): Promise<Released> {
     return (await this.call<Released>("POST", `/api/marking/runs/${seg(runId)}/release`,
@@ -201,10 +220,25 @@ export class MarkingClient {
       .data;
   }
 
-  /** End one pending row as failed with last_error "operator: <note>" (≤ 200 characters). */
+  /** End one pending row as failed with last_error "operator"; the note (≤ 200 characters) is kept on /ai-queue. */
   async failRow(queueId: string, note: string): Promise<RowDetail> {
     return (await this.call<RowDetail>("POST", `/api/marking/rows/${seg(queueId)}/fail`,
       { body: { note } })).data;
+  }
+
+  /** The period's attempts and results, content-free unless `include: "feedback"`, as the
+   *  server streams them (CSV, or JSONL: one object per line). Hand the stream on (e.g.
+   *  `new Response(stream)`) or read it; an error answer rejects before the stream. */
+  async export(query: { from?: string; to?: string; format?: "csv" | "jsonl";
+    include?: "feedback" } = {}): Promise<ReadableStream<Uint8Array>> {
+    const params = new URLSearchParams(Object.entries(query)
+      .filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const response = await this.fetch(`${this.baseUrl}/api/marking/export?${params}`, {
+      headers: { authorization: `Bearer ${this.options.secret}` },
+    });
+    if (!response.ok) throw await errorFrom(response);
+    if (response.body === null) return new Blob([]).stream();
+    return response.body;
   }
 
   async stats(): Promise<Stats> {

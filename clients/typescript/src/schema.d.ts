@@ -473,8 +473,25 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** An operator ends a pending row as failed with last_error "operator: <note>"; 409 when it is not pending */
+        /** An operator ends a pending row as failed with last_error "operator" (the note is kept in its history on /ai-queue); 409 when it is not pending */
         post: operations["failRow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/remark": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new payload for an assignment: it becomes the current one, and only the submissions whose mark was made under another payload are marked again (reviewed marks kept unless include_reviewed; an edit within debounce_seconds supersedes the rows of the one before not yet dispatched) */
+        post: operations["remark"];
         delete?: never;
         options?: never;
         head?: never;
@@ -680,6 +697,10 @@ export interface components {
             adjusted_result?: {
                 [key: string]: unknown;
             } | null;
+            /** @description the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
+            payload_version?: string | null;
+            /** @description false: made under an older payload than the mark it found; recorded, never applied */
+            applied?: boolean;
         };
         /** @description A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group, window and threshold. */
         BudgetWarning: {
@@ -835,7 +856,7 @@ export interface components {
             estimated_tokens: number;
             estimated_cost_usd: number | null;
         };
-        /** @description An operator ends a pending row as failed; last_error becomes "operator: <note>". */
+        /** @description An operator ends a pending row as failed: last_error "operator", the note in its history on /ai-queue only. */
         FailRequest: {
             /** @description the operator's words (no student content) */
             note: string;
@@ -989,6 +1010,54 @@ export interface components {
             released: number;
             released_at?: string | null;
         };
+        /** @description What a re-mark did (202). */
+        RemarkAccepted: {
+            /** @description the run its rows joined; null when none was added */
+            run_id: string | null;
+            /** @description submissions enqueued again under the new payload */
+            enqueued: number;
+            /** @description submissions already marked (or being marked) under it */
+            unchanged: number;
+            /** @description teacher-reviewed marks left alone */
+            reviewed_kept: number;
+            /** @description rows that will copy the mark of a row with the same answer */
+            same_answers: number;
+            /** @description rows of an earlier edit, not yet dispatched, cancelled */
+            superseded: number;
+        };
+        /** @description A re-mark's dry run (200): its counts and the estimate before Mark All; nothing written. */
+        RemarkEstimate: {
+            /** @description submissions that would be enqueued again */
+            enqueued: number;
+            unchanged: number;
+            reviewed_kept: number;
+            same_answers: number;
+            /** @description answers the model would mark (copies of a mark excluded) */
+            rows: number;
+            /** @description always 0: a re-mark marks again what its payload changed */
+            already_marked?: number;
+            estimated_tokens: number;
+            estimated_cost_usd: number | null;
+            eta_seconds: number | null;
+            /** @description the spend caps this re-mark would reach, with their values; null when none would */
+            capped: components["schemas"]["SpendCaps"] | null;
+            /** @description the lane its rows go on */
+            lane?: string;
+        };
+        /** @description A new payload for an assignment, and its re-mark. */
+        RemarkRequest: {
+            assignment_id: string;
+            /** @description the assignment's new payload (up to 64 KiB), e.g. the edited rubric */
+            payload: {
+                [key: string]: unknown;
+            };
+            /** @description re-mark answers a teacher accepted or adjusted too (default false: kept) */
+            include_reviewed?: boolean | null;
+            /** @description rows not yet dispatched that an edit of this assignment enqueued this many seconds ago or less, under another payload, end cancelled ("superseded"); default 60 */
+            debounce_seconds?: number | null;
+            /** @description count and price it, enqueue nothing (200) */
+            dry_run?: boolean | null;
+        };
         /** @description matched: failed rows that match; replayed: moved to pending (0 on a dry run, which also says would_replay) */
         ReplayAnswer: {
             matched: number;
@@ -1088,6 +1157,8 @@ export interface components {
             history: components["schemas"]["RowAttempt"][];
             /** @description null until a result was applied */
             result: components["schemas"]["RowResultStatus"] | null;
+            /** @description the row's payload: the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
+            payload_version?: string | null;
         };
         /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
         RowExpired: {
@@ -1099,6 +1170,8 @@ export interface components {
             submission_id: string;
             assignment_id: string;
             error: string | null;
+            /** @description the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
+            payload_version?: string | null;
         };
         /** @description A row ended failed; `error` is a content-free code. */
         RowFailed: {
@@ -1110,6 +1183,8 @@ export interface components {
             submission_id: string;
             assignment_id: string;
             error: string | null;
+            /** @description the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
+            payload_version?: string | null;
         };
         /** @description A row's applied result, by status only (never its content). */
         RowResultStatus: {
@@ -1121,6 +1196,8 @@ export interface components {
             superseded: boolean;
             /** @description the model that marked it, as the function reported it */
             model: string | null;
+            /** @description the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
+            payload_version?: string | null;
         };
         RunAccepted: {
             accepted: number;
@@ -1142,6 +1219,10 @@ export interface components {
             finished_at: string;
             /** @description the run (an assignment may be marked again) */
             run_id?: string | null;
+            /** @description true: a re-mark's run */
+            remark?: boolean | null;
+            /** @description a re-mark's run: the submissions whose score it changed */
+            changed?: number | null;
         };
         RunProgress: {
             total: number;
@@ -1578,7 +1659,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1589,9 +1674,12 @@ export interface operations {
                     "application/json": components["schemas"]["RetryAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -1643,7 +1731,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1654,9 +1746,11 @@ export interface operations {
                     "application/json": components["schemas"]["Reverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1673,7 +1767,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1684,8 +1782,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunAccepted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1702,7 +1802,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1713,8 +1817,10 @@ export interface operations {
                     "application/json": components["schemas"]["RunReverted"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1863,7 +1969,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1874,8 +1984,10 @@ export interface operations {
                     "application/json": components["schemas"]["CancelAnswer"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -1982,7 +2094,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -1993,8 +2109,11 @@ export interface operations {
                     "application/json": components["schemas"]["Erased"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
     };
@@ -2015,7 +2134,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Streamed. CSV (header: record, queue_id, submission_id, assignment_id, group, kind, attempt, at, ended_at, outcome, error, actor, model, prompt_tokens, completion_tokens, cost_usd, processing_seconds, score, max_score, adjusted_score, review[, feedback]) or one JSON object per line with those keys; attempts first, then results */
+            /** @description Streamed. CSV (header: record, queue_id, submission_id, assignment_id, group, kind, attempt, at, ended_at, outcome, error, actor, model, prompt_tokens, completion_tokens, cost_usd, processing_seconds, score, max_score, adjusted_score, review, payload_version, function_version, provider, reviewed_at[, feedback]) or one JSON object per line with those keys; attempts first, then results */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2165,7 +2284,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2176,9 +2299,11 @@ export interface operations {
                     "application/json": components["schemas"]["RowDetail"];
                 };
             };
+            400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
             409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
             422: components["responses"]["E422"];
             503: components["responses"]["E503"];
         };
@@ -2210,6 +2335,48 @@ export interface operations {
             400: components["responses"]["E400"];
             401: components["responses"]["E401"];
             404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    remark: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description who reviews (the host app's user id); recorded with the action */
+                "X-Actor"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RemarkRequest"];
+            };
+        };
+        responses: {
+            /** @description A dry run (`dry_run: true`): nothing was written */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemarkEstimate"];
+                };
+            };
+            /** @description Enqueued under the new payload */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemarkAccepted"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
             409: components["responses"]["E409"];
             413: components["responses"]["E413"];
             422: components["responses"]["E422"];

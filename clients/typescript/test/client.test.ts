@@ -101,3 +101,27 @@ test("a calibrated run: the first rows go, the rest wait for the release", async
     return true;
   });
 });
+
+test("export streams the period's attempts and results; a bad format is a MarkingError", async () => {
+  const api = client();
+  const submissions = ids("ts-export");
+  const { answer } = await api.enqueue({ assignment_id: "ts-export", submission_ids: submissions,
+    payload });
+  const deadline = Date.now() + 60_000;
+  while ((await api.progress("ts-export")).completed < submissions.length) {
+    if (Date.now() > deadline) throw new Error("the export's rows were not marked in time");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const stream = await api.export({ format: "jsonl" });
+  const text = await new Response(stream).text();
+  const lines = text.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+  for (const queueId of answer.queue_ids) {
+    const mine = lines.filter((line) => line["queue_id"] === queueId);
+    assert.ok(mine.some((line) => line["record"] === "result"), `no result line for ${queueId}`);
+  }
+  assert.ok(!text.includes("feedback"), "content-free without include=feedback");
+  const csv = await new Response(await api.export()).text();
+  assert.ok(csv.startsWith("record,"), csv.slice(0, 80));
+  await assert.rejects(api.export({ format: "xml" as "csv" }), (error: unknown) =>
+    error instanceof MarkingError && error.status === 422);
+});

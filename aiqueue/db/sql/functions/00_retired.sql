@@ -13,6 +13,8 @@
 -- Signatures that earlier versions created; dropped so a changed signature or
 -- return type can be created again, and so nothing stale stays callable.
 DROP FUNCTION IF EXISTS aiqueue_flow_result(uuid, integer, jsonb, integer, boolean);
+DROP FUNCTION IF EXISTS aiqueue_answer_key(text, bytea, bytea);
+DROP FUNCTION IF EXISTS aiqueue_answer_norm(text);
 DROP FUNCTION IF EXISTS aiqueue_budget_estimate(text);
 DROP FUNCTION IF EXISTS aiqueue_budget_opens_at(integer, integer, float8, bigint);
 DROP FUNCTION IF EXISTS aiqueue_budget_use(float8);

@@ -3,7 +3,8 @@
 -- A usage with its input as billed (`billed_prompt_tokens`: uncached input
 -- × 1 + writes × write + reads × read, the pool's factors in `money`, else
 -- 1.0 and 0.10) and what that saved (`cache_saved_usd`, at the pool's input
--- price), when it counts cache reads or writes; else the usage as it is.
+-- price; a batch-lane result's at its batch price, docs/prompt-cache.md), when
+-- it counts cache reads or writes; else the usage as it is.
 CREATE OR REPLACE FUNCTION aiqueue_cache_billed(p_usage jsonb, money jsonb, p_pool text)
 RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -23,7 +24,11 @@ BEGIN
     billed := round(greatest(prompt - reads - writes, 0)
                     + writes * coalesce((f ->> 'write')::float8, 1.0)
                     + reads * coalesce((f ->> 'read')::float8, 0.10));
-    saved := aiqueue_price_usd(money, p_pool, p_usage ->> 'model', prompt - billed, 0);
+    saved := CASE WHEN p_usage ->> 'lane' = 'batch'
+                  THEN aiqueue_batch_price_usd(money, p_pool, p_usage ->> 'model',
+                                               prompt - billed, 0, NULL)
+                  ELSE aiqueue_price_usd(money, p_pool, p_usage ->> 'model', prompt - billed, 0)
+             END;
     RETURN p_usage || jsonb_strip_nulls(jsonb_build_object(
         'billed_prompt_tokens', billed, 'cache_saved_usd', round(saved::numeric, 9)));
 END

@@ -30,12 +30,13 @@ $$;
 
 -- What a result cost, priced in this one place (the stored usage, the review
 -- record, the estimate and the spend windows all take it from here): the
--- function's own cost_usd, else its tokens at the pool's price for its model
--- (on the overnight lane its batch price, 75_batch); NULL: no token count or
--- no price for the model, an unpriced job (CONTRACT §7d).  `at_top`: the
--- spend windows' charge, where a row without a price counts its tokens at the
--- pool's most expensive known price (§9c).  plpgsql: the batch price is
--- defined in a later file.
+-- function's own cost_usd, else its tokens at the pool's price for its model;
+-- NULL: no token count or no price for the model, an unpriced job.  A batch
+-- lane's result (docs/overnight.md) is its billed tokens at the pool's batch
+-- price (75_batch: declared, else half of live), else half the function's own
+-- cost.  `at_top`: the spend windows' charge, where a row without a price
+-- counts its tokens at the pool's most expensive known price.  plpgsql: the
+-- batch price is defined in a later file.
 CREATE OR REPLACE FUNCTION aiqueue_result_cost(p_usage jsonb, money jsonb, p_pool text,
                                                at_top boolean DEFAULT false)
 RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -49,21 +50,22 @@ DECLARE
                          ELSE jsonb_build_object(p_pool, jsonb_build_object(
                              'prices', money -> p_pool -> 'prices',
                              'batch_prices', money -> p_pool -> 'batch_prices')) END;
+    sent float8 := CASE WHEN jsonb_typeof(p_usage -> 'cost_usd') = 'number'
+                             AND (p_usage ->> 'cost_usd')::float8 >= 0
+                        THEN (p_usage ->> 'cost_usd')::float8 END;
 BEGIN
-    IF jsonb_typeof(p_usage -> 'cost_usd') = 'number' AND (p_usage ->> 'cost_usd')::float8 >= 0
-    THEN
-        RETURN (p_usage ->> 'cost_usd')::float8;
+    IF p_usage ->> 'lane' = 'batch' THEN
+        RETURN round(CASE WHEN prompt IS NULL AND completion IS NULL THEN sent * 0.5
+                          ELSE aiqueue_batch_price_usd(prices, p_pool, p_usage ->> 'model',
+                                                       coalesce(prompt, 0),
+                                                       coalesce(completion, 0), sent)
+                     END::numeric, 9)::float8;
     END IF;
-    IF prompt IS NULL AND completion IS NULL THEN
-        RETURN NULL;
+    IF sent IS NOT NULL OR (prompt IS NULL AND completion IS NULL) THEN
+        RETURN sent;
     END IF;
-    RETURN round((CASE WHEN p_usage ->> 'lane' = 'batch'
-                       THEN aiqueue_batch_price_usd(prices, p_pool, p_usage ->> 'model',
-                                                    coalesce(prompt, 0),
-                                                    coalesce(completion, 0), NULL)
-                       ELSE aiqueue_price_usd(prices, p_pool, p_usage ->> 'model',
-                                              coalesce(prompt, 0), coalesce(completion, 0))
-                  END)::numeric, 9)::float8;
+    RETURN round(aiqueue_price_usd(prices, p_pool, p_usage ->> 'model', coalesce(prompt, 0),
+                                   coalesce(completion, 0))::numeric, 9)::float8;
 END
 $$;
 

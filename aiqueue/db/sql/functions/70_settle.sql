@@ -189,13 +189,15 @@ BEGIN
     ),
     sub AS (
         UPDATE submissions s SET ai_result = p_result, ai_marked_at = now()
-        FROM prev WHERE s.id = prev.id RETURNING s.id
+        FROM prev WHERE s.id = prev.id
+          AND aiqueue_result_applies(p_queue_id)  -- not under an older rubric (77_remark)
+        RETURNING s.id
     ),
     done AS (
         UPDATE ai_marking_queue q
         SET status = 'completed', finished_at = now(), last_error = NULL,
             usage = row.usage, updated_at = now()
-        FROM row, sub
+        FROM row, prev
         WHERE q.queue_id = row.queue_id
         RETURNING q.*
     ),

@@ -1,7 +1,10 @@
--- The same answer is marked once (CONTRACT §10c; migration 0028).
+-- The same answer is marked once (docs/same-answer.md).
 --
 -- The enqueue keys each answer (aiqueue_answer_key) and makes the first live
--- row of each (pool, kind, payload, key) its group's leader; the others are
+-- row of each (pool, kind, payload, group, lane, key) that can run now its
+-- leader (never one held by a not_before ahead or its run's calibration; a
+-- spend cap holds a group, so a follower of its own group waits no longer
+-- than its leader); the others are
 -- followers: pending, leader_id set, run_after = 'infinity', so no claim and
 -- no batch packer ever takes them.  Two triggers here end the wait:
 --   ai_marking_queue_group_done    the leader completed: every follower
@@ -15,22 +18,28 @@
 -- 'infinity' (a row an operator retried has a finite run_after: it is marked
 -- on its own).
 
--- The answer as keyed: Unicode NFKC, lower case (then ß → ss and ς → σ, what
--- case folding adds for the scripts schools write in), whitespace runs made
--- one space, trimmed, a final `.` or `!` dropped.  aiqueue/answers.py
--- normalise() is its specification; tests/integration/test_same_answer_key.py
--- holds the two to one table.
+-- The answer as keyed (docs/same-answer.md): Unicode NFKC, whitespace runs made
+-- one space, trimmed; case is kept ("CO" is carbon monoxide, "Co" cobalt).
+-- `loose` (a kind's same_answers = "loose") also lowers case (then ß → ss and
+-- ς → σ, what case folding adds for the scripts schools write in) and drops a
+-- final `.` or `!`.  aiqueue/answers.py normalise() is its specification;
+-- tests/integration/test_same_answer_key.py holds the two to one table.
 -- The common case first, at a fraction of the cost (the enqueue keys 10,000
 -- answers in its one statement): printable ASCII words with single spaces,
 -- which NFKC, the folds, the collapse and the trim leave as they are, and
 -- whose lower case the "C" collation gives byte by byte.
-CREATE OR REPLACE FUNCTION aiqueue_answer_norm(answer text) RETURNS text
+CREATE OR REPLACE FUNCTION aiqueue_answer_norm(answer text, loose boolean) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE
         WHEN answer ~ '^[!-~]+( [!-~]+)*$'
-        THEN CASE WHEN right(answer, 1) IN ('.', '!')
+        THEN CASE WHEN NOT loose THEN answer
+                  WHEN right(answer, 1) IN ('.', '!')
                   THEN rtrim(left(lower(answer COLLATE "C"), -1), ' ')
                   ELSE lower(answer COLLATE "C") END
+        WHEN NOT loose
+        THEN btrim(regexp_replace(normalize(answer, NFKC),
+                 '[\t\n\v\f\r \u001c-\u001f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+',
+                 ' ', 'g'), ' ')
         ELSE btrim(regexp_replace(btrim(regexp_replace(
                  replace(translate(lower(normalize(answer, NFKC)), 'ς', 'σ'), 'ß', 'ss'),
                  '[\t\n\v\f\r \u001c-\u001f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+',
@@ -41,15 +50,16 @@ $$;
 -- HMAC-SHA256 of the normalised answer (RFC 2104, with the built-in sha256):
 -- `inner_pad` and `outer_pad` are the key, padded to sha256's 64-byte block,
 -- XORed with 0x36 and 0x5c (aiqueue/answers.py AnswerKey).  NULL pads
--- ("mark_each") or no content: NULL, a row marked on its own.
+-- ("mark_each", a kind's "off") or no content: NULL, a row marked on its own.
 -- STABLE as convert_to is: so the planner inlines it into the enqueue (an
 -- IMMUTABLE wrapper around a STABLE call is run row by row, twice as slow).
-CREATE OR REPLACE FUNCTION aiqueue_answer_key(answer text, inner_pad bytea, outer_pad bytea)
+CREATE OR REPLACE FUNCTION aiqueue_answer_key(answer text, inner_pad bytea, outer_pad bytea,
+                                              loose boolean)
 RETURNS bytea LANGUAGE sql STABLE PARALLEL SAFE AS $$
     -- mark_each (no pads) normalises nothing.
     SELECT CASE WHEN inner_pad IS NOT NULL AND answer IS NOT NULL
                 THEN sha256(outer_pad || sha256(inner_pad || convert_to(
-                                                    aiqueue_answer_norm(answer), 'UTF8')))
+                                                    aiqueue_answer_norm(answer, loose), 'UTF8')))
            END
 $$;
 
@@ -70,7 +80,7 @@ BEGIN
     ),
     rows AS MATERIALIZED (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key, q.kind,
-               q.pool, q.lane
+               q.pool, q.lane, q.payload_id
         FROM ai_marking_queue q
         WHERE q.leader_id = p_leader AND q.status = 'pending' AND q.run_after = 'infinity'
         ORDER BY q.queue_id
@@ -101,10 +111,10 @@ BEGIN
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
                                         result, previous_result, previous_marked_at, model,
                                         prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds, kind, pool, lane)
+                                        processing_seconds, kind, pool, lane, payload_version)
         SELECT r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key,
                lead.result, prev.ai_result, prev.ai_marked_at, lead.model, 0, 0, 0, NULL,
-               r.kind, r.pool, r.lane
+               r.kind, r.pool, r.lane, aiqueue_payload_version(r.payload_id)
         FROM rows r JOIN prev ON prev.id = r.submission_id CROSS JOIN lead
         ON CONFLICT (queue_id) DO NOTHING
     )

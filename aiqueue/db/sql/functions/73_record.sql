@@ -35,12 +35,16 @@ BEGIN
                                         "group", result, previous_result, previous_marked_at,
                                         model, prompt_tokens, completion_tokens, cost_usd,
                                         processing_seconds, kind, pool, lane, cache_read_tokens,
-                                        cache_write_tokens, cache_saved_usd, cache_saved_tokens)
+                                        cache_write_tokens, cache_saved_usd, cache_saved_tokens,
+                                        payload_version, function_version, provider, applied)
         VALUES (r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
                 previous, previous_at, model, prompt, completion, cost, seconds, r.kind, r.pool,
                 -- the overnight lane (0020) marks its usage; everything else is live
                 CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END,
-                reads, writes, saved, saved_tokens)
+                reads, writes, saved, saved_tokens,
+                -- the audit record (77_remark)
+                aiqueue_payload_version(r.payload_id), left(r.usage ->> 'function_version', 200),
+                left(r.usage ->> 'provider', 200), aiqueue_result_applies(r.queue_id))
         -- A backfilled record (migration 0008) of a row completed before: kept,
         -- with the cache's counts.
         ON CONFLICT (queue_id) DO UPDATE

@@ -50,7 +50,7 @@ BEGIN
         outcome := 'not_completed';
     ELSIF EXISTS (SELECT 1 FROM ai_marking_results l
                   WHERE l.submission_id = r.submission_id AND l.seq > r.seq
-                    AND l.review <> 'reverted') THEN
+                    AND l.review <> 'reverted' AND l.applied) THEN
         outcome := 'superseded';
     ELSE
         UPDATE submissions s SET ai_result = r.previous_result,

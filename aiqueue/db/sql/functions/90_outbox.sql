@@ -109,6 +109,7 @@ BEGIN
                'cancelled', c.cancelled, 'expired', c.expired, 'tokens', u.tokens,
                'cost_usd', u.cost_usd,
                'started_at', c.started_at, 'finished_at', now())
+           || aiqueue_remark_finished(p_run)  -- a re-mark's run (77_remark)
     FROM (SELECT count(*) FILTER (WHERE q.status = 'completed') AS completed,
                  count(*) FILTER (WHERE q.status = 'failed') AS failed,
                  count(*) FILTER (WHERE q.status = 'cancelled') AS cancelled,
@@ -135,7 +136,9 @@ BEGIN
                                    'queue_id', NEW.queue_id,
                                    'submission_id', NEW.submission_id,
                                    'assignment_id', NEW.assignment_id,
-                                   'error', NEW.last_error));
+                                   'error', NEW.last_error)
+                || jsonb_strip_nulls(jsonb_build_object(  -- none: the empty payload
+                       'payload_version', aiqueue_payload_version(NEW.payload_id))));
     END IF;
     IF OLD.status IN ('pending', 'processing') THEN
         PERFORM aiqueue_outbox_run_finished(NEW.run_id, NEW.assignment_id);

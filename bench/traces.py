@@ -1,0 +1,106 @@
+"""Tracing's cost (docs/tracing.md): the loop with an OTLP exporter on against the same run
+with it off, interleaved (off, on, off, on, ...) so both see the same machine.
+
+The exporter sends to bench/otlpsink.py, a process of its own; its span count says the
+spans really left (about four per job: enqueue, claim, dispatch, result).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+import httpx
+
+from aiqueue.models import Job, QueueId, SubmissionId
+from aiqueue.settings.tracing import Tracing
+from aiqueue.tracing import Applied, JobTrace
+from aiqueue.tracing.otel import OtelTracer
+from bench import loop
+from bench.common import Table, free_port, spawn, wait_http
+
+USAGE = {"model": "bench-model", "prompt_tokens": 900, "completion_tokens": 120,
+         "cache_read_tokens": 800, "cache_write_tokens": 0}
+
+
+class Rows:
+    """ai_marking_traces in memory: the tracer's calls alone are timed."""
+
+    def __init__(self) -> None:
+        self.traces: dict[QueueId, JobTrace] = {}
+
+    async def keep_traces(self, traces: Mapping[QueueId, JobTrace]) -> None:
+        self.traces.update(traces)
+
+    async def job_traces(self, queue_ids: Sequence[QueueId]) -> dict[QueueId, JobTrace]:
+        return {q: self.traces[q] for q in queue_ids if q in self.traces}
+
+
+async def tracer_cpu_us(endpoint: str, jobs: int) -> float:
+    """CPU (every thread of this process) per job of a job's spans, with a real OTLP/HTTP
+    export: the enqueue's, a claim's, a dispatch's and a result's, then a flush."""
+    # Every span kept for export, none dropped: the loop below makes them faster than any app.
+    os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = str(jobs * 5)
+    tracer = OtelTracer(Tracing(f"{endpoint}/v1/traces", service_name="aiqueue-bench"))
+    rows = Rows()
+    batch = [Job(QueueId(uuid.uuid4()), SubmissionId(uuid.uuid4()), "bench", 1, 1,
+                 json.dumps(loop.PAYLOAD_2KB), "answer") for _ in range(jobs)]
+    started = time.process_time()
+    for at in range(0, jobs, 100):  # enqueued 100 at a time, as a class's Mark All
+        part = batch[at:at + 100]
+        await tracer.enqueued(rows, [j.queue_id for j in part], tracer.now(), kind="mark",
+                              pool="default")
+        for job in part:
+            await tracer.claimed(rows, [job], tracer.now())
+            (await tracer.dispatching(rows, job)).end("accepted")
+            await tracer.applied(rows, [Applied(job.queue_id, 1, "completed", True, USAGE,
+                                                cost_usd=0.001)], tracer.now())
+    tracer.flush()
+    used = time.process_time() - started
+    tracer.close()
+    return used * 1e6 / jobs
+
+
+async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
+    port = free_port()
+    sink = spawn(["-m", "bench.otlpsink", str(port)])
+    try:
+        wait_http(f"http://127.0.0.1:{port}/stats")
+        on_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                  "OTEL_SERVICE_NAME": "aiqueue-bench"}
+        own = [await tracer_cpu_us(f"http://127.0.0.1:{port}", jobs) for _ in range(repeats)]
+        rows.append(("tracing's own CPU per job (4 spans, encoded and exported)", "us", own,
+                     None, "-"))
+        for cap in (1, 8):
+            off: list[loop.LoopRun] = []
+            on: list[loop.LoopRun] = []
+            spans: list[float] = []
+            for i in range(repeats):
+                off.append(await loop.run_loop(cap, jobs, f"bench_traces_off{cap}_{i}"))
+                before = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
+                on.append(await loop.run_loop(cap, jobs, f"bench_traces_on{cap}_{i}", on_env))
+                # The app's last batch leaves when it shuts down (run_loop waits it out).
+                after = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
+                spans.append((after - before) / jobs)
+            base = sorted(r.jobs_per_s for r in off)[len(off) // 2]
+            rows.append((f"loop, in-flight {cap}, traces off", "jobs/s",
+                         [r.jobs_per_s for r in off], None, "reference"))
+            rows.append((f"loop, in-flight {cap}, traces exported (OTLP/HTTP)", "jobs/s",
+                         [r.jobs_per_s for r in on], base, ">= 0.97x off"))
+            rows.append((f"  each pair: traced / off, in-flight {cap}", "ratio",
+                         [b.jobs_per_s / a.jobs_per_s for a, b in zip(off, on, strict=True)],
+                         None, ">= 0.97"))
+            rows.append((f"  app CPU per job, traced, in-flight {cap}", "ms",
+                         [r.cpu_ms_per_job for r in on],
+                         sorted(r.cpu_ms_per_job for r in off)[len(off) // 2], "-"))
+            rows.append((f"  spans received per job, in-flight {cap}", "spans", spans, None,
+                         "4"))
+            off_cpu = sorted(r.cpu_ms_per_job for r in off)[len(off) // 2]
+            rows.append((f"  tracing's own CPU / the loop's CPU per job off, in-flight {cap}",
+                         "%", [u / 10 / off_cpu for u in own], None, "-"))
+    finally:
+        sink.terminate()
+        sink.wait(10)
