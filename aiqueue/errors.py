@@ -137,3 +137,9 @@ class Superseded(Conflict):
     """A later result has been applied to the submission since."""
 
     code = "superseded"
+
+
+class AlreadyAnswered(Conflict):
+    """A marker's question was answered already (once per payload)."""
+
+    code = "already_answered"

@@ -33,8 +33,12 @@ ALLOWED = frozenset({
     "same_answers",
     # the calibration gate (CONTRACT §10b): the run released
     "run_id",
+    # drift canaries (docs/canaries.md): a run's trigger, state and figures, a canary row's id
+    "trigger", "state", "rows", "passed", "answered", "exact", "qwk", "drift", "row_id",
     # a re-mark (docs/remark.md): counts of submissions and rows
     "unchanged", "reviewed_kept", "superseded",
+    # review holds (docs/review-holds.md): a question's id and counts, never its words
+    "question_id", "remarked", "moved",
 })
 
 

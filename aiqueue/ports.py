@@ -30,6 +30,7 @@ from aiqueue.models import (
 from aiqueue.models.agreement import Review
 from aiqueue.models.batch import OrphanAccount
 from aiqueue.models.calibration import Release, Thresholds
+from aiqueue.models.canary import CanaryBatch, CanaryJob, CanaryMarks, CanaryRun
 from aiqueue.models.records import Retained
 from aiqueue.settings.plan import ClaimPlan
 from aiqueue.tracing import TraceStore
@@ -55,7 +56,55 @@ class ResultsStore(TraceStore, Protocol):
     ) -> Status | None: ...
 
 
-class WebhookStore(ResultsStore, Protocol):
+class CanaryStore(Protocol):
+    """queue/canary.py, canary_send.py: drift canaries (docs/canaries.md)."""
+
+    async def canary_start(self, kind: str, pool: str, trigger: str, lane: str, rows: int,
+                           model: str | None, version: str | None, max_share: float,
+                           lane_share: float) -> CanaryRun | None: ...
+
+    async def canary_take(self, kind: str, pool: str, room: int, kinds: list[str],
+                          plan: ClaimPlan, capped: bool) -> list[CanaryJob]: ...
+
+    async def canary_answer(self, row_id: UUID, marks: dict[str, Any] | None,
+                            usage: dict[str, Any] | None, error: str | None,
+                            money: str | None) -> UUID | None: ...
+
+    async def canary_timeouts(self, after_seconds: float) -> set[UUID]: ...
+
+    async def canary_running(self) -> list[tuple[UUID, str, str, int]]: ...
+
+    async def canary_rows(self, run_id: UUID) -> list[CanaryMarks]: ...
+
+    async def canary_yardstick(self, kind: str) -> CanaryRun | None: ...
+
+    async def canary_finish(self, run_id: UUID, exact: float | None, qwk: float | None,
+                            model: str | None, version: str | None,
+                            yardstick: CanaryRun | None, passed: bool | None, drop: float,
+                            max_drop: float) -> CanaryRun | None: ...
+
+    async def canary_accept(self, kind: str, actor: str | None) -> CanaryRun | None: ...
+
+    async def canary_latest(self) -> list[CanaryRun]: ...
+
+    async def canary_drift_open(self, kind: str) -> bool: ...
+
+    async def canary_model_seen(self, kind: str, since: datetime,
+                                yardstick: tuple[str | None, str | None],
+                                last: tuple[str | None, str | None]
+                                ) -> tuple[str | None, str | None] | None: ...
+
+    async def canary_batch_runs(self) -> list[CanaryBatch]: ...
+
+    async def canary_batch_take(self, run_id: UUID, tag: str) -> list[CanaryJob]: ...
+
+    async def canary_batch_record(self, run_id: UUID, state: str, batch_id: str | None = None,
+                                  files: list[str] | None = None) -> None: ...
+
+    async def canary_fail_open(self, run_id: UUID, code: str) -> int: ...
+
+
+class WebhookStore(ResultsStore, CanaryStore, Protocol):
     """queue/webhook.py receive_results, probes.record: a webhook batch's items."""
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,

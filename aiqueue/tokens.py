@@ -42,6 +42,7 @@ class Tokens:
         self._events = URLSafeTimedSerializer(keys, salt="aiqueue.events")
         self._session = URLSafeTimedSerializer(keys, salt=_session_salt(session_binding))
         self._probe = URLSafeTimedSerializer(keys, salt="aiqueue.probe")
+        self._canary = URLSafeTimedSerializer(keys, salt="aiqueue.canary")
         # The same answer's key (CONTRACT §10c), derived for that purpose alone from
         # the newest secret: rows enqueued after a rotation start new groups.
         self.answer_key = AnswerKey.derive(keys[-1])
@@ -66,6 +67,18 @@ class Tokens:
     def verify_probe(self, token: object, *, now: float | None = None) -> UUID | None:
         """The probe id of a valid probe token, else None."""
         data = _loads(self._probe, token, PROBE_MAX_AGE, now)
+        try:
+            return UUID(data) if isinstance(data, str) else None
+        except ValueError:
+            return None
+
+    def canary(self, row_id: UUID) -> str:
+        """The callback token of a canary row (docs/canaries.md): it names no queue row."""
+        return self._canary.dumps(str(row_id))
+
+    def verify_canary(self, token: object, *, now: float | None = None) -> UUID | None:
+        """The canary row's id of a valid canary token, else None."""
+        data = _loads(self._canary, token, CALLBACK_MAX_AGE, now)
         try:
             return UUID(data) if isinstance(data, str) else None
         except ValueError:

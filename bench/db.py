@@ -216,7 +216,7 @@ async def stats_and_page_at_scale(dsn: str, repeats: int) -> tuple[list[float], 
         ours, plain = [], []
         for _ in range(repeats):
             total = 0.0
-            for sql, args in ((q["stats"], (None,)),
+            for sql, args in ((q["stats"], (None, "UTC")),
                               (q["list_rows"], (None, None, None, None, 50, 0, None, None)),
                               (q["count_rows"], (None, None, None, None))):
                 plan = [r[0] for r in await conn.fetch("EXPLAIN (ANALYZE) " + sql, *args)]

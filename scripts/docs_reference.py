@@ -82,10 +82,11 @@ def variables_in_source() -> set[str]:
 
 def toml_keys() -> dict[str, dict[str, object]]:
     """aiqueue.toml's keys by table, with the model's default where the key is a field."""
-    from aiqueue.settings import kinds, prompt_cache, toml_keys
+    from aiqueue.settings import canary, kinds, prompt_cache, toml_keys
     found: dict[str, dict[str, object]] = {}
     for table, shape in (("pools", kinds.Pool), ("kinds", kinds.Kind),
-                         ("pools.prompt_cache", prompt_cache.PromptCache)):
+                         ("pools.prompt_cache", prompt_cache.PromptCache),
+                         ("kinds.canary", canary.Canary)):
         defaults = {f.name: f.default for f in fields(shape) if f.default is not MISSING}
         defaults |= {f.name: {} for f in fields(shape) if f.default_factory is not MISSING}
         found[table] = {k: defaults.get(k, MISSING) for k in toml_keys()[table]}
@@ -138,11 +139,13 @@ def toml_checks(table: str, key: str) -> tuple[str, ...]:
     env = {**_DO_ENV, "AI_MARKING_DISPATCH": "http", "DOC_KEY": "k",
            "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "s"}
     base = _toml_base(table, key)
-    # A pool's prompt cache is a table of its own inside the pool's.
+    # A pool's prompt cache and a kind's canary are tables of their own inside theirs.
     head = ("[pools.x]\nmax_in_flight = 1\n[pools.x.prompt_cache]\n"
-            if table == "pools.prompt_cache" else f"[{table}.x]\n")
-    where = ("pools.x.prompt_cache" if table == "pools.prompt_cache" else f"{table}.x") + \
-        f".{key}"
+            if table == "pools.prompt_cache" else
+            "[kinds.x]\nfunction_url = \"https://f.example\"\n[kinds.x.canary]\n"
+            if table == "kinds.canary" else f"[{table}.x]\n")
+    where = ("pools.x.prompt_cache" if table == "pools.prompt_cache" else
+             "kinds.x.canary" if table == "kinds.canary" else f"{table}.x") + f".{key}"
     found: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "aiqueue.toml"
@@ -159,7 +162,7 @@ def toml_checks(table: str, key: str) -> tuple[str, ...]:
 
 
 def _toml_base(table: str, key: str) -> dict[str, str]:
-    if table == "pools.prompt_cache":
+    if table in ("pools.prompt_cache", "kinds.canary"):
         return {}
     if table == "pools":
         base = {"max_in_flight": "1"}
@@ -229,6 +232,9 @@ def config_page() -> str:
         "The provider's prompt cache ([The prompt cache](../prompt-cache.md)).", "",
         *_table(keys["pools.prompt_cache"], "key"), "",
         "### `[kinds.<name>]`", "", *_table(keys["kinds"], "key"), "",
+        "### `[kinds.<name>.canary]`", "",
+        "A drift canary ([When the model changes](../canaries.md)).", "",
+        *_table(keys["kinds.canary"], "key"), "",
     ]
     return HEADER + "\n".join(lines)
 

@@ -251,5 +251,20 @@ KEYS: dict[str, dict[str, Described]] = {
         "expected_seconds": V("Seconds one row of the kind is expected to take, for the "
                               "estimate before any row of it has finished; without it the "
                               "time is shown after the first marks.", "none"),
+        "canary": V("A drift canary: the `[kinds.<name>.canary]` table below.", "none",
+                    probe=False),
+    },
+    "kinds.canary": {
+        "rows": V("How many teacher-reviewed results of the kind a canary re-marks (spread "
+                  "across assignments); 1 to 200."),
+        "every_seconds": V("How often a canary runs on its schedule; one also "
+                           "runs when a result reports a model or function version unlike "
+                           "the last passing canary's."),
+        "max_drop": V("A drop of more than this in `exact` or `qwk` against the last passing "
+                      "canary opens a `drift` alert (0 to 1)."),
+        "lane": V("`live` or `batch` (needs the pool's batch API).",
+                  "`batch` when the pool has a batch API, else `live`"),
+        "max_share": V("A canary is skipped when it would take the kind's canary spend over "
+                       "this share of its spend in the last 30 days (0 to 1)."),
     },
 }

@@ -57,18 +57,30 @@ class RemarkQueries(Gateway):
         enqueue of `payload` would (rows beside a live row of another payload), supersede
         what an edit within `debounce_seconds` made stale, and record it (409 after a few
         lost races)."""
-        # The enqueue's arguments after the ids (sql/enqueue.sql: enqueue).
-        tail = (assignment_id, defaults.priority, payload, defaults.group or assignment_id,
-                True, defaults.kind or "mark", pool, None, None,
-                answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad)
-        asked = _Asked(assignment_id, payload, include_reviewed, debounce_seconds,
-                       None if only is None else list(only), actor, tail)
+        asked = remark_args(assignment_id, payload, include_reviewed=include_reviewed,
+                            debounce_seconds=debounce_seconds, defaults=defaults, pool=pool,
+                            answer_key=answer_key, only=only, actor=actor)
         for _ in range(_REMARK_RUNS):
             done = await self.db.write(lambda conn: remark_in(conn, self.sql, asked), page=True)
             if isinstance(done, Remarked):
                 return done
             # The run rolled back; the next one plans again.
         raise Conflict("the submissions' live rows kept changing; try again")
+
+
+def remark_args(assignment_id: str, payload: str, *, include_reviewed: bool,
+                debounce_seconds: float, defaults: RemarkDefaults, pool: str,
+                answer_key: AnswerKey | None, only: Sequence[UUID] | None,
+                actor: str) -> _Asked:
+    """A re-mark's arguments as remark_in takes them (also a teacher's answer's re-mark of
+    the rows that asked, db/holds.py)."""
+    # The enqueue's arguments after the ids (sql/enqueue.sql: enqueue); its rows go live.
+    tail = (assignment_id, defaults.priority, payload, defaults.group or assignment_id,
+            True, defaults.kind or "mark", pool, None, None,
+            answer_key and answer_key.inner_pad, answer_key and answer_key.outer_pad,
+            bool(answer_key and answer_key.loose), "live")
+    return _Asked(assignment_id, payload, include_reviewed, debounce_seconds,
+                  None if only is None else list(only), actor, tail)
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,10 @@ class _Asked:
     only: list[UUID] | None
     actor: str
     enqueue_tail: tuple[Any, ...]
+
+
+# What remark_args builds, by a name other modules may use.
+RemarkArgs = _Asked
 
 
 async def remark_in(conn: asyncpg.Connection, sql: dict[str, str], a: _Asked

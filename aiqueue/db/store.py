@@ -14,10 +14,12 @@ from aiqueue.db.batch import BatchQueries
 from aiqueue.db.batch_intent import BatchIntentQueries
 from aiqueue.db.batch_watch import BatchWatchQueries
 from aiqueue.db.calibration import CalibrationQueries
+from aiqueue.db.canary import CanaryQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.enqueue import EnqueueQueries
 from aiqueue.db.fallback import FallbackQueries
 from aiqueue.db.gateway import connect_pool, queries
+from aiqueue.db.holds import HoldQueries
 from aiqueue.db.live import LiveQueries
 from aiqueue.db.monitor import MonitorQueries
 from aiqueue.db.one_row import OneRowQueries
@@ -57,8 +59,10 @@ class Store(
     MonitorQueries,    # monitor.sql
     ResultsQueries,    # results.sql
     ReviewQueries,     # review.sql
+    HoldQueries,       # holds.sql: held results, the marker's questions, answers
     UsageQueries,      # usage.sql: the usage report, the /metrics counters
     CalibrationQueries,  # calibration.sql: the gate, agreement's reviews
+    CanaryQueries,     # canary.sql: drift canaries
     RecordsQueries,    # records.sql
     SecurityQueries,   # security.sql (lockdown.sql: migrate runs it)
     DoctorQueries,     # doctor.sql

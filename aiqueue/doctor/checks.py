@@ -232,6 +232,29 @@ async def check_prompt_cache(doc: Doctor) -> None:
             doc.add(f"prompt_cache{suffix}", status, detail, fix)
 
 
+async def check_canaries(doc: Doctor) -> None:
+    """Each declared canary kind against the teacher-reviewed results it can draw from
+    (docs/canaries.md): fewer than its `rows` is a warning that names the kind."""
+    kinds = sorted((k for k in doc.settings.queue.kinds.values() if k.canary is not None),
+                   key=lambda k: k.name)
+    if not kinds:
+        return  # nothing declared, nothing to say
+    if doc.rt is None or not doc.schema_current:
+        doc.add("canary", "skip", "not checked: the database is unreachable or behind")
+        return
+    for kind in kinds:
+        assert kind.canary is not None
+        wanted = kind.canary.rows
+        found = await doc.rt.store.canary_reviewed(kind.name, wanted)
+        name = f"canary:{kind.name}"
+        if found >= wanted:
+            doc.add(name, "pass", f"kind {kind.name}: {found} teacher-reviewed results to "
+                                  f"re-mark (rows = {wanted})")
+        else:
+            doc.add(name, "warn", f"kind {kind.name} declares a canary of {wanted} rows but "
+                                  f"has {found} teacher-reviewed results to draw from",
+                    "accept or adjust more of the kind's marks (teacher page), or lower "
+                    f"kinds.{kind.name}.canary.rows in aiqueue.toml")
 async def check_timezone(doc: Doctor) -> None:
     """QUEUE_TIMEZONE and each pool's `timezone` are known to the database too (no line
     while every zone is UTC, which every database knows)."""
@@ -259,5 +282,5 @@ CHECKS: list[tuple[str, Step]] = [
     ("submissions", check_submissions), ("role", check_role),
     ("function", check_function), ("vercel", check_vercel), ("cron", check_cron),
     ("batch", check_batch_keys),
-    ("prompt_cache", check_prompt_cache),
+    ("prompt_cache", check_prompt_cache), ("canary", check_canaries),
 ]

@@ -9,8 +9,8 @@ from typing import Literal
 
 from aiqueue.models.queue import Row
 
-AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
-ALERTS: tuple[AlertName, ...] = ("backlog_age", "stalled", "failure_spike", "latency")
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency", "drift"]
+ALERTS: tuple[AlertName, ...] = ("backlog_age", "stalled", "failure_spike", "latency", "drift")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from aiqueue.models.queue import QueueId, Row
 
 EventId = NewType("EventId", UUID)
 EventType = Literal["marking.run_finished", "marking.row_failed", "marking.row_expired",
-                    "marking.alert_opened", "marking.alert_resolved", "marking.budget_warning"]
+                    "marking.alert_opened", "marking.alert_resolved", "marking.budget_warning",
+                    "marking.review_needed"]
 DeliveryState = Literal["waiting", "delivered", "gave_up"]
 
 

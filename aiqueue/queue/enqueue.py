@@ -11,7 +11,7 @@ from aiqueue import logs
 from aiqueue.answers import AnswerKey
 from aiqueue.errors import Invalid, KeyReused, UnknownKind
 from aiqueue.models import DryRun, KeyMismatch, Replayed, UnknownIds
-from aiqueue.queue import calibration, overnight
+from aiqueue.queue import calibration, canary, holds, overnight
 from aiqueue.queue.progress import run_eta
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Kind
@@ -32,6 +32,7 @@ async def enqueue(
     is stored stays as it was; both are read here as the type.
     """
     key = (idempotency_key, request.fingerprint) if idempotency_key is not None else None
+    request = await holds.noted(rt, request)  # teachers' answers for its rubric
     kind = _declared_kind(rt, request.kind)
     batch = None
     if overnight.lane_of(rt, request) == "batch":
@@ -43,7 +44,8 @@ async def enqueue(
         pool=kind.pool, batch=batch,
         not_before=request.not_before, expires_at=request.expires_at,
         answer_key=answer_key(rt, request, kind),
-        gate=calibration.asked(request),
+        # A kind whose canary drifted gates every enqueue that names no gate of its own.
+        gate=calibration.asked(request) or await canary.drift_gate(rt, kind),
     )
     match outcome:
         case KeyMismatch():

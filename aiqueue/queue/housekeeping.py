@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from aiqueue import logs
 from aiqueue.notify import alerts, delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import calibration, overnight, recovery, schedule
+from aiqueue.queue import calibration, canary, overnight, recovery, schedule
 from aiqueue.runtime import Runtime
 
 HOUSEKEEPING_EVERY = 1.0
@@ -86,16 +86,19 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     await alerts.evaluate(rt, force=force)
     # A calibration_ready two ends at once left unwritten; thresholds met (§10b).
     await calibration.release_when_met(rt)
+    # Drift canaries: their schedule, a model change, their rows (docs/canaries.md).
+    await canary.tick(rt, force=force)
     return Tidied(recovered, pruned)
 
 
 async def next_due(rt: Runtime[LoopStore]) -> float | None:
     """Seconds until something may be due: a row, a breaker probe, a lease's end, a
-    notification's retry, an expiry (CONTRACT §9d) or a look at a batch; None when nothing
-    is."""
+    notification's retry, an expiry (CONTRACT §9d), a look at a batch or a canary's look
+    asked for too soon; None when nothing is."""
     wait = await recovery.next_wakeup(rt)
     wait = _sooner(wait, await delivery.next_due(rt))
     wait = _sooner(wait, overnight.next_look(rt))
+    wait = _sooner(wait, canary.next_look(rt))
     return _sooner(wait, await schedule.next_expiry(rt))
 
 

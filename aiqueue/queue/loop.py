@@ -17,7 +17,15 @@ from aiqueue.errors import StoreError
 from aiqueue.models import Job
 from aiqueue.notify import delivery
 from aiqueue.ports import LoopStore
-from aiqueue.queue import calibration, fallback, hold, housekeeping, overnight, step_parts
+from aiqueue.queue import (
+    calibration,
+    canary,
+    fallback,
+    hold,
+    housekeeping,
+    overnight,
+    step_parts,
+)
 from aiqueue.queue.handout import send_sync
 from aiqueue.queue.step_parts import StepResult
 from aiqueue.runtime import Runtime
@@ -34,6 +42,8 @@ class Receipt:
     # the next rows (`next_jobs`, up to one per item): no claim is left to do.
     settled: bool = False
     next_jobs: tuple[Job, ...] = ()
+    # Drift canaries' answers (docs/canaries.md): their next rows go out after answering.
+    canaries: int = 0
 
 
 def should_chain(*, more: bool, busy: bool, freed: int = 0, dispatched: bool = False,
@@ -162,6 +172,8 @@ async def after_results(rt: Runtime[LoopStore], receipt: Receipt) -> None:
     else:
         # No step to run, but a result may still have ended a row or a run.
         await delivery.deliver_safely(rt)
+    if receipt.canaries:
+        await canary.send_running(rt)
 
 
 async def on_process(rt: Runtime[LoopStore], *, force: bool) -> StepResult:

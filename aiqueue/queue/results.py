@@ -13,7 +13,7 @@ from aiqueue import logs, tracing, wire
 from aiqueue.backoff import retry_delay
 from aiqueue.flow import REFUSALS, learned_window
 from aiqueue.models import Completed, Job, QueueId
-from aiqueue.queue import cache, fallback, spend
+from aiqueue.queue import cache, fallback, holds, spend
 from aiqueue.tokens import CallbackClaim, Tokens
 from aiqueue.wire.webhook import WebhookItem
 
@@ -85,7 +85,7 @@ def parse_item(raw: object, tokens: Tokens, claim: CallbackClaim | None = None
     return ResultItem(
         claim=claim,
         status=item.status,
-        result=item.result,
+        result=holds.held(item.result, item.review) if item.review else item.result,
         usage=_usage(item.usage),
         retryable=item.retryable is not False,
         error_code=error_code(item.error),
@@ -121,6 +121,9 @@ def _usage(usage: object) -> dict[str, Any] | None:
             keep[key] = value
         elif key == "model" and isinstance(value, str):
             keep[key] = value[:100]
+    if isinstance(usage.get("function_version"), str):
+        # A drift canary starts when it changes, as when the model does (docs/canaries.md).
+        keep["function_version"] = usage["function_version"][:100]
     if usage.get("simulated") is True:
         keep["simulated"] = True  # the reference function's simulator: plausible, not real
     return keep or None

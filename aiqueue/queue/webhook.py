@@ -8,14 +8,14 @@ from aiqueue import logs
 from aiqueue.errors import Invalid, StoreError, Unauthorized
 from aiqueue.models import Job
 from aiqueue.ports import WebhookStore
-from aiqueue.queue import probes
+from aiqueue.queue import canary, canary_send, probes
 from aiqueue.queue.loop import Receipt
 from aiqueue.queue.results import ResultItem, apply_item, parse_item, settle_items
 from aiqueue.runtime import Runtime
 from aiqueue.tokens import Tokens
 from aiqueue.wire.webhook import MAX_ITEMS
 
-WebhookItem = ResultItem | probes.ProbeAnswer | None
+WebhookItem = ResultItem | probes.ProbeAnswer | canary_send.CanaryAnswer | None
 
 
 def _parse_webhook_item(raw: object, tokens: Tokens) -> WebhookItem:
@@ -27,6 +27,10 @@ def _parse_webhook_item(raw: object, tokens: Tokens) -> WebhookItem:
         answer = probes.parse_probe(raw, tokens)
         if answer is not None:
             return answer
+        # A canary's answer (docs/canaries.md): never a queue row's result.
+        marks = canary_send.parse_answer(raw, tokens)
+        if marks is not None:
+            return marks
     if probes.is_probe_item(raw):
         return None  # a probe item without a valid probe token
     return parse_item(raw, tokens, claim)
@@ -54,7 +58,7 @@ async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) 
     """Apply a verified webhook batch (from verify_results): its completed items settle
     together at the end, in one statement that also claims the rows they free."""
     counts = {"accepted": 0, "ignored": 0, "rejected": 0}
-    freed = 0
+    freed = canaries = 0
     completed: list[ResultItem] = []
     for item in parsed:
         if item is None:
@@ -63,6 +67,10 @@ async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) 
         if isinstance(item, probes.ProbeAnswer):
             # No row, no submission: only the waiting doctor hears of it.
             counts["accepted" if await probes.record(rt, item) else "ignored"] += 1
+            continue
+        if isinstance(item, canary_send.CanaryAnswer):
+            counts["accepted" if await canary.on_answer(rt, item) else "ignored"] += 1
+            canaries += 1
             continue
         if item.status == "completed":
             completed.append(item)
@@ -75,7 +83,8 @@ async def receive_results(rt: Runtime[WebhookStore], parsed: list[WebhookItem]) 
         counts["accepted" if applied else "ignored"] += 1
         freed += applied
     logs.event("webhook", **counts)
-    return Receipt(counts, freed, settled, tuple(job for _, job in outcomes if job))
+    return Receipt(counts, freed, settled, tuple(job for _, job in outcomes if job),
+                   canaries)
 
 
 async def _settle(rt: Runtime[WebhookStore], items: list[ResultItem]

@@ -37,6 +37,11 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_claimed": ("erased", "a row's slot while at the function, with its queue "
                                      "row (ON DELETE CASCADE)"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),
+    "ai_marking_holds": ("erased", "held results, with their results (ON DELETE CASCADE); a "
+                                   "marker's question is in the result it came with"),
+    "ai_marking_answers": ("erased", "a teacher's answer (a rubric's marking note, which "
+                                     "quotes the question) once every submission that asked "
+                                     "it is erased"),
     "ai_marking_events": ("erased", "single events; a batch event loses the entries"),
     "ai_marking_outbox": ("erased", "row_failed events, by queue_id and body.submission_id"),
     "ai_marking_budget": ("erased", "budget entries of the submissions' queue ids"),
@@ -63,6 +68,10 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_batches": ("none", "provider batches: provider ids, file ids, row counts; an "
                                    "erased row's line is never applied (its queue row is gone)"),
     "ai_marking_runs": ("none", "a calibrated run: its id, assignment, thresholds, times"),
+    "ai_marking_canary_rows": ("erased", "a drift canary's re-marks of the submission (marks "
+                                         "and usage, its payload copy), by submission_id"),
+    "ai_marking_canary_runs": ("none", "a drift canary run: kind, trigger, model, figures, "
+                                       "cost"),
     "ai_marking_remarks": ("none", "a re-mark: its assignment, payload version, run, counts"),
     "ai_queue_login_failures": ("none", "failed operator logins"),
     "aiqueue_meta": ("none", "migration facts"),

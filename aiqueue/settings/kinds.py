@@ -23,6 +23,7 @@ from typing import Literal
 
 from aiqueue.answers import DEFAULT_SAME_ANSWERS, KindSameAnswers
 from aiqueue.errors import SettingsError
+from aiqueue.settings.canary import Canary
 from aiqueue.settings.prompt_cache import PromptCache
 from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
 
@@ -105,6 +106,12 @@ class Kind:
     # Seconds one row is expected to take before any row of the kind has finished
     # (docs/concepts.md#an-estimate-first); None: unknown until the first marks.
     expected_seconds: float | None = None
+    # A drift canary (docs/canaries.md); None: none.
+    canary: Canary | None = None
+
+    def canary_lane(self, pool: Pool) -> Lane:
+        """The lane this kind's canaries take (its pool is `pool`)."""
+        return (self.canary or Canary()).lane_for(pool.batch is not None)
 
 
 @dataclass(frozen=True)
@@ -232,6 +239,9 @@ def _check_lanes(pools: Mapping[str, Pool], kinds: Mapping[str, Kind]) -> None:
         if kind.lane == "batch" and pool.batch is None:
             raise SettingsError(f"kinds.{kind.name}.lane = \"batch\" needs a batch API, but "
                                 f"pools.{pool.name}.batch is not set")
+        if kind.canary is not None and kind.canary.lane == "batch" and pool.batch is None:
+            raise SettingsError(f"kinds.{kind.name}.canary.lane = \"batch\" needs a batch API, "
+                                f"but pools.{pool.name}.batch is not set")
         # The default kind's is AI_MARKING_FUNCTION_URL, which pools.py checks.
         if pool.batch is not None and kind.function_url is None and kind.name != DEFAULT_KIND:
             raise SettingsError(f"kinds.{kind.name}.function_url is required: pool "

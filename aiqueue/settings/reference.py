@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, fields
 
-from aiqueue.settings import prompt_cache
+from aiqueue.settings import canary, prompt_cache
 from aiqueue.settings.table import Settings
 from aiqueue.settings.toml_load import KIND_KEYS, POOL_KEYS
 
@@ -36,6 +36,8 @@ def env_fields() -> Iterator[EnvField]:
 
 def toml_keys() -> dict[str, tuple[str, ...]]:
     """The keys each aiqueue.toml table may set: {"pools": (...), "kinds": (...),
-    "pools.prompt_cache": (...)} (a pool's `[pools.<name>.prompt_cache]`)."""
+    "pools.prompt_cache": (...), "kinds.canary": (...)} (a pool's
+    `[pools.<name>.prompt_cache]`, a kind's `[kinds.<name>.canary]`)."""
     return {"pools": tuple(sorted(POOL_KEYS)), "kinds": tuple(sorted(KIND_KEYS)),
-            "pools.prompt_cache": tuple(sorted(prompt_cache.KEYS))}
+            "pools.prompt_cache": tuple(sorted(prompt_cache.KEYS)),
+            "kinds.canary": tuple(sorted(canary.KEYS))}

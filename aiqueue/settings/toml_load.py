@@ -16,7 +16,7 @@ from typing import Any
 from aiqueue import paths
 from aiqueue.answers import DEFAULT_SAME_ANSWERS, KIND_SAME_ANSWERS
 from aiqueue.errors import SettingsError
-from aiqueue.settings import prompt_cache
+from aiqueue.settings import canary, prompt_cache
 from aiqueue.settings.calendar import check_zone
 from aiqueue.settings.kinds import DEFAULT_POOL, BatchProvider, Kind, Pool, QueueConfig
 from aiqueue.settings.safety import require_https
@@ -41,7 +41,7 @@ POOL_KEYS = frozenset({
 KIND_KEYS = frozenset({
     "pool", "dispatch", "function_url", "do_namespace", "do_action", "lambda_function",
     "token_env", "max_in_flight", "max_attempts", "lane", "same_answers", "fallback",
-    "fallback_after_seconds", "expected_seconds",
+    "fallback_after_seconds", "expected_seconds", "canary",
 })
 # Where each provider's batch API is, unless batch_base_url says otherwise.
 _BATCH_URLS: dict[BatchProvider, str] = {"openai": "https://api.openai.com/v1",
@@ -181,6 +181,7 @@ def _kind(name: str, body: dict[str, Any], env: Mapping[str, str], pools: set[st
         fallback=text(f"{where}.fallback", body["fallback"]) if "fallback" in body else None,
         fallback_after_seconds=seconds(f"{where}.fallback_after_seconds",
                                        body.get("fallback_after_seconds", 120)),
+        canary=canary.load(f"{where}.canary", body["canary"]) if "canary" in body else None,
         expected_seconds=_expected(where, body.get("expected_seconds")),
     )
     if "fallback_after_seconds" in body and kind.fallback is None:

@@ -205,8 +205,9 @@ class OtelTracer(Tracer):
             except Exception as exc:
                 logs.event("trace_lost", code=type(exc).__name__, count=len(kept))
                 return
-            for queue_id, trace in kept.items():
-                self._know(queue_id, Known(trace, parents[queue_id]))
+        for queue_id in queue_ids:  # an unsampled job has no trace: no need to ask
+            trace = kept.get(queue_id)
+            self._know(queue_id, None if trace is None else Known(trace, parents[queue_id]))
 
     async def claimed(self, store: TraceStore, jobs: Sequence[Job], started: int) -> None:
         traces = await self._traces(store, [job.queue_id for job in jobs])

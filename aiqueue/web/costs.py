@@ -51,7 +51,8 @@ def line(label: str, item: dict[str, Any]) -> CostLine:
 
 def cost_card(summary: dict[str, Any]) -> list[CostLine]:
     """Today, the last 30 days, then each model and each lane over the 30 days."""
-    lanes = {"live": "Lane: live", "batch": "Lane: overnight batch (batch prices)"}
+    lanes = {"live": "Lane: live", "batch": "Lane: overnight batch (batch prices)",
+             "canary": "Lane: drift canaries (re-marks, never applied)"}
     return [line("Today", summary["today"]), line("Last 30 days", summary["month"]),
             *(line(f"Model: {m['key']}", m) for m in summary["by_model"]),
             *(line(lanes.get(m["key"], m["key"]), m) for m in summary.get("by_lane", []))]

@@ -65,7 +65,8 @@ def no_body(handler: Handler) -> Handler:
     """
     @functools.wraps(handler)
     async def gated(request: Request) -> Response:
-        wire.no_fields(await read_json(request, NO_BODY_LIMIT, optional=True))
+        body = await read_json(request, NO_BODY_LIMIT, optional=True, empty=wire.NO_BODY)
+        wire.no_fields(body)
         return await handler(request)
     gated.takes_no_body = True  # type: ignore[attr-defined]
     return gated

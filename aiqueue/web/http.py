@@ -21,10 +21,11 @@ def respond(answer: Wire, status_code: int = 200, **kwargs: Any) -> JSONResponse
 
 
 async def read_json(request: Request, limit: int = MAX_BODY_BYTES, *,
-                    optional: bool = False) -> Any:
+                    optional: bool = False, empty: Any = None) -> Any:
     """The body as JSON, refusing oversize (413) and non-JSON (400) bodies.
 
-    With `optional`, an empty body is None.
+    With `optional`, an empty body is `empty` (None unless the caller tells it apart
+    from a JSON `null`).
     """
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -39,7 +40,7 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES, *,
             raise TooLarge(f"the body must be at most {limit} bytes")
         chunks.append(chunk)
     if optional and not b"".join(chunks).strip():
-        return None
+        return empty
     try:
         return json.loads(b"".join(chunks), parse_constant=_not_json)
     except (ValueError, RecursionError):

@@ -26,11 +26,12 @@ from aiqueue.notify import delivery
 from aiqueue.queue import review
 from aiqueue.reads import agreement, monitor, usage
 from aiqueue.reads import batches as batch_reads
+from aiqueue.reads import canary as canary_reads
 from aiqueue.reads.stats import read_stats
 from aiqueue.records import retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
-from aiqueue.web import batches, chart, costs, deliveries, gate, views
+from aiqueue.web import batches, canaries, chart, costs, deliveries, gate, views
 from aiqueue.web.agreement_views import model_rows
 from aiqueue.web.auth import Session
 from aiqueue.web.state import runtime
@@ -116,8 +117,10 @@ async def _chart_context(rt: Runtime) -> dict[str, Any]:
     outbox = await delivery.panel(rt)
     open_batches = await batch_reads.open_batches(rt)
     by_model = await agreement.by_model(rt)
+    declared, last_canaries = await canary_reads.latest(rt)
     return {"batches": batches.card(open_batches, datetime.now(UTC),
                                     enabled=bool(rt.settings.queue.batch_pools)),
+            "canaries": canaries.card(declared, last_canaries, datetime.now(UTC)),
             "chart": chart.chart(buckets, bucket_seconds=BUCKET_SECONDS),
             "costs": costs.cost_card(summary),
             "agreement": model_rows(by_model),

@@ -50,7 +50,8 @@ def _webhooks() -> dict[str, Schema]:
             "marking.alert_resolved": event("marking.alert_resolved", "AlertResolved"),
             "marking.calibration_ready": event("marking.calibration_ready",
                                                "CalibrationReady"),
-            "marking.budget_warning": event("marking.budget_warning", "BudgetWarning")}
+            "marking.budget_warning": event("marking.budget_warning", "BudgetWarning"),
+            "marking.review_needed": event("marking.review_needed", "ReviewNeeded")}
 
 
 def _schemas() -> dict[str, Schema]:

@@ -167,6 +167,7 @@ def paths() -> dict[str, dict[str, Schema]]:
         **_record_paths(),
         **_calibration_paths(),
         **_row_paths(),
+        **_canary_paths(),
         "/api/marking/remark": {"post": op(
             "remark", "A new payload for an assignment: it becomes the current one, and only "
             "the submissions whose mark was made under another payload are marked again "
@@ -176,6 +177,7 @@ def paths() -> dict[str, dict[str, Schema]]:
              200: reply("RemarkEstimate", "A dry run (`dry_run: true`): nothing was written")},
             (400, 401, 409, 413, 422, 503), body="RemarkRequest", optional_body=False,
             params=(ACTOR,))},
+        **_hold_paths(),
     }
 
 
@@ -253,4 +255,44 @@ def _record_paths() -> dict[str, dict[str, Schema]]:
                 "Idempotent-Replayed": replayed})},
             (400, 401, 409, 413, 422, 503), body="ReplayRequest", optional_body=False,
             params=(key,), tag="records")},
+    }
+
+
+def _canary_paths() -> dict[str, dict[str, Schema]]:
+    """Drift canaries (docs/canaries.md): list runs, start one, accept a drift."""
+    kind = parameter("kind", "path", {"type": "string", "pattern": "^[a-z0-9_-]{1,32}$"})
+    run = op("runCanary", "Start a canary of the kind now (trigger manual); a run it would "
+             "take over max_share, or with nothing reviewed to re-mark, is skipped and says "
+             "so; 404 when the kind declares no canary, 409 while one is running",
+             {202: reply("CanaryRunAnswer")}, (400, 401, 404, 409, 413, 422, 503),
+             tag="review", params=(kind,), no_body=True)
+    accept = op("acceptCanary", "Accept the kind's drift: the canary that opened it becomes "
+                "the yardstick and the drift alert resolves; 409 when no drift is open",
+                {200: reply("CanaryRunAnswer")}, (400, 401, 404, 409, 413, 422, 503),
+                tag="review", params=(kind, ACTOR), no_body=True)
+    return {
+        "/api/marking/canary": {"get": op(
+            "canaryRuns", "Drift canary runs, newest first (time, trigger, model, rows, "
+            "exact, qwk, cost, passed)", {200: reply("CanaryRuns")}, (401, 422, 503),
+            tag="review", params=(parameter("kind", "query",
+                                            {"type": "string", "maxLength": 32}),))},
+        "/api/marking/canary/{kind}/run": {"post": run},
+        "/api/marking/canary/{kind}/accept": {"post": accept},
+    }
+
+
+def _hold_paths() -> dict[str, dict[str, Schema]]:
+    """Review holds (docs/review-holds.md): the teacher's list and an answer, once."""
+    text = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+    return {
+        "/api/marking/review_needed": {"get": op(
+            "reviewNeeded", "Held results waiting for a teacher, with their reasons; each "
+            "question once, with the rows that asked it",
+            {200: reply("HeldResults")}, (401, 422, 503), tag="review",
+            params=(parameter("assignment_id", "query", text, required=True),))},
+        "/api/marking/clarify": {"post": op(
+            "clarify", "Answer a marker's question once: a marking note in a new payload; "
+            "the rows that asked and the rows not yet dispatched are marked under it",
+            {202: reply("Clarified")}, (400, 401, 404, 409, 413, 422, 503),
+            body="ClarifyRequest", tag="review", params=(ACTOR,))},
     }

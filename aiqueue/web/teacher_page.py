@@ -21,13 +21,14 @@ from aiqueue.errors import Invalid, NotFound
 from aiqueue.models import SubmissionResult
 from aiqueue.queue import actions, calibration, loop, progress, review
 from aiqueue.queue import remark as remarking
-from aiqueue.reads import agreement, teacher
+from aiqueue.reads import agreement, holds, teacher
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Lane
 from aiqueue.web import gate
 from aiqueue.web.agreement_views import card_view, with_held
 from aiqueue.web.auth import Session
 from aiqueue.web.estimate import capped_text, estimate_text
+from aiqueue.web.holds_views import needs_view
 from aiqueue.web.http import respond
 from aiqueue.web.state import runtime
 from aiqueue.web.teacher_views import (
@@ -77,6 +78,7 @@ async def page(request: Request, session: Session) -> Response:
     choices = await teacher.mark_choices(rt, unmarked)
     first = await teacher.mark_choices(rt, min(CHECK_FIRST, unmarked))
     card = await agreement.card(rt, assignment_id, data.progress.run_id)
+    needs = needs_view(await holds.held(rt, assignment_id), {r["id"]: r["name"] for r in rows})
     changed = await _what_changed(rt, assignment_id, payload) if data.info else None
     live = {
         "remark_title": REMARK_TITLE,
@@ -113,6 +115,7 @@ async def page(request: Request, session: Session) -> Response:
         csrf=session.csrf,
         base=base,
         live=live,
+        needs=needs,
     )
 
 

@@ -9,7 +9,7 @@
 - schema.py: the OpenAPI components, generated from these types.
 """
 
-from aiqueue.wire.base import Wire, dump, no_fields, parse
+from aiqueue.wire.base import NO_BODY, Wire, dump, no_fields, parse
 from aiqueue.wire.enqueue import EnqueueRequest, parse_times
 from aiqueue.wire.rules import (
     MAX_IDS,
@@ -23,7 +23,8 @@ from aiqueue.wire.rules import (
 )
 
 __all__ = [
-    "MAX_IDS", "EnqueueRequest", "Wire", "dump", "no_fields", "parse", "parse_assignment_id",
+    "MAX_IDS", "NO_BODY", "EnqueueRequest", "Wire", "dump", "no_fields", "parse",
+    "parse_assignment_id",
     "parse_group", "parse_idempotency_key", "parse_kind", "parse_status", "parse_times",
     "parse_uuid", "payload_json",
 ]

@@ -54,10 +54,14 @@ def parse(model: type[W], data: object) -> W:
         raise Invalid(f"{where}: {first['msg'][:1].lower()}{first['msg'][1:]}") from None
 
 
+# What a route that takes no body reads when none was sent (a JSON `null` is a body).
+NO_BODY = object()
+
+
 def no_fields(body: object) -> None:
-    """A route that takes no body: nothing, `null` or `{}` pass; anything else is Invalid
-    (422) naming the fields sent (their names only, never a value)."""
-    if body is None or body == {}:
+    """A route that takes no body: nothing (`NO_BODY`) or `{}` pass; anything else is
+    Invalid (422), naming the fields sent (their names only, never a value)."""
+    if body is NO_BODY or body == {}:
         return
     if not isinstance(body, dict):
         raise Invalid("this route takes no body: send none or {}")

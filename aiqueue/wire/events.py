@@ -101,10 +101,25 @@ class _Alert(Wire):
     opened_at: Time
 
 
+class Yardstick(Wire):
+    """The canary a drift was measured against: the last passing (or accepted) one."""
+
+    run_id: Uuid | None = None
+    exact: float | None = None
+    qwk: float | None = None
+
+
 class AlertOpened(_Alert):
-    """An alert's condition began (one per incident)."""
+    """An alert's condition began (one per incident).  A `drift` (docs/canaries.md) adds
+    the canary's model, function version, figures and the yardstick's."""
 
     type: Literal["marking.alert_opened"]
+    model: str | None = None
+    function_version: str | None = None
+    canary_run_id: Uuid | None = None
+    exact: float | None = None
+    qwk: float | None = None
+    yardstick: Yardstick | None = None
 
 
 class AlertResolved(_Alert):

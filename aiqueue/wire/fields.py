@@ -33,7 +33,7 @@ PAYLOAD_VERSION = ("the payload's version: the hex sha256 the queue stores it un
 Review = Literal["unreviewed", "accepted", "reverted"]
 SpendCap = Literal["group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day"]
 UsageBy = Literal["day", "assignment", "group", "model", "kind", "pool", "lane"]
-AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency", "drift"]
 
 
 def described(text: str, **constraints: Any) -> Any:

@@ -13,7 +13,17 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from aiqueue.wire import answers, calibration, events, reads, remark, requests, webhook
+from aiqueue.wire import (
+    answers,
+    calibration,
+    canary,
+    events,
+    holds,
+    reads,
+    remark,
+    requests,
+    webhook,
+)
 from aiqueue.wire.requests import REF
 
 Schema = dict[str, Any]
@@ -21,7 +31,7 @@ Schema = dict[str, Any]
 # Bodies are described as they are validated, answers as they are serialised.
 REQUESTS: tuple[type[BaseModel], ...] = (
     requests.EnqueueBody, webhook.WebhookItem, webhook.WebhookUsage, requests.AcceptBody,
-    requests.ReplayRequest, requests.FailRequest, remark.RemarkRequest,
+    requests.ReplayRequest, requests.FailRequest, remark.RemarkRequest, holds.ClarifyRequest,
 )
 ANSWERS: tuple[type[BaseModel], ...] = (
     requests.Error, answers.EnqueueAccepted, answers.EnqueueEstimate, answers.ProcessStep,
@@ -33,7 +43,9 @@ ANSWERS: tuple[type[BaseModel], ...] = (
     events.MarkingEvent, events.SseEvent, events.RunFinished, events.RowFailed,
     events.RowExpired, events.AlertOpened, events.AlertResolved, events.CalibrationReady,
     events.BudgetWarning, calibration.AgreementReport, calibration.Released,
+    canary.CanaryRuns, canary.CanaryRunAnswer,
     remark.RemarkAccepted, remark.RemarkEstimate,
+    holds.HeldResults, holds.Clarified, holds.ReviewNeeded,
 )
 # A class whose OpenAPI name is not its Python name.
 RENAMED = {"EnqueueBody": "EnqueueRequest"}

@@ -23,6 +23,7 @@ from aiqueue.errors import Invalid
 from aiqueue.wire import rules
 from aiqueue.wire.base import Wire
 from aiqueue.wire.fields import AnyObject, Count, described
+from aiqueue.wire.holds import ReviewRequest
 from aiqueue.wire.requests import REF, optional, rule, storable, stored
 
 # The most items one webhook request may carry.
@@ -47,6 +48,8 @@ class WebhookUsage(Wire):
     completion_tokens: Count = 0
     total_tokens: Count = 0
     cost_usd: float = Field(default=0, ge=0)
+    function_version: str = Field(default="", max_length=100, description=(
+        "the function's own version: a change starts a drift canary, as a model's does"))
 
 
 def _status(value: object) -> object:
@@ -72,10 +75,10 @@ def _retry_after(value: object, name: str) -> object:
 
 def _item_schema(schema: dict[str, Any]) -> None:
     # Every item carries its token (a missing one is rejected, not refused: see `token`),
-    # and a completed item its result.
+    # and a completed item its result (or, held for a teacher, its review).
     schema["required"] = [*schema["required"], "token"]
     schema["if"] = {"properties": {"status": {"const": "completed"}}}
-    schema["then"] = {"required": ["result"]}
+    schema["then"] = {"anyOf": [{"required": ["result"]}, {"required": ["review"]}]}
 
 
 class WebhookItem(Wire):
@@ -109,9 +112,21 @@ class WebhookItem(Wire):
     retryable: Annotated[bool, optional(lambda v: rules.flag(v, "retryable"))] | None = None
     progress: Annotated[dict[str, Any], WithJsonSchema({"$ref": REF.format(model="ProgressItem")}),
                         storable("progress", "an object", dict)] | None = None
+    review: ReviewRequest | None = described(
+        "completed: the result is held for a teacher (docs/review-holds.md); `result` may "
+        "then be left out", default=None)
 
     @model_validator(mode="after")
     def _completed_has_a_result(self) -> WebhookItem:
-        if self.status == "completed" and self.result is None:
+        if self.review is not None:
+            if self.status != "completed":
+                raise Invalid("review is only for a completed item")
+            self.review.check()
+            top = (self.result or {}).get("max_score")
+            guess = self.review.best_guess
+            if guess is not None and isinstance(top, int | float) and not isinstance(top, bool) \
+                    and guess > top:
+                raise Invalid("review.best_guess must not be above the result's max_score")
+        elif self.status == "completed" and self.result is None:
             raise Invalid("a completed item needs a result object")
         return self

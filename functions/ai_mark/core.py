@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .backends import Backend
@@ -11,6 +12,8 @@ from .errors import InvalidDispatch, MarkingError
 from .items import Item, completed_item, failed_item
 from .job import parse_dispatch, safe_id
 from .probe import is_probe, probe_item
+from .review import reviewed
+from .screen import screen, visible
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +38,11 @@ async def mark(dispatch: Mapping[str, Any], backend: Backend) -> Item:
         job.attempt,
         backend.name,
     )
+    # An answer that speaks to the marker is marked as a reader sees it, then held.
+    suspected = screen(job.content)
     try:
-        marking = await backend.mark(job)
+        marking = await backend.mark(replace(job, content=visible(job.content))
+                                     if suspected else job)
     except MarkingError as exc:
         log.warning("marking failed queue_id=%s code=%s retryable=%s", qid, exc.code, exc.retryable)
         return failed_item(job.queue_id, job.token, exc.code, retryable=exc.retryable,
@@ -46,5 +52,7 @@ async def mark(dispatch: Mapping[str, Any], backend: Backend) -> Item:
         # exception's text may quote the answer or the model's reply.
         log.error("marking crashed queue_id=%s error_type=%s", qid, type(exc).__name__)
         return failed_item(job.queue_id, job.token, "internal_error", retryable=True)
-    log.info("marked queue_id=%s model=%s", qid, safe_id(marking.model))
+    marking = reviewed(job, marking, suspected)
+    log.info("marked queue_id=%s model=%s held=%s", qid, safe_id(marking.model),
+             marking.review["reason"] if marking.review else "-")
     return completed_item(job, marking)

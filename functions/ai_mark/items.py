@@ -26,6 +26,8 @@ class Marking:
     cache_write_tokens: int | None = None
     # Per rubric criterion: (id, score, max_score); empty when the model gave none.
     criteria: tuple[tuple[str, Score, Score], ...] = ()
+    # The result needs a teacher (docs/review-holds.md): {"reason", "question"?, "best_guess"}.
+    review: Mapping[str, Any] | None = None
 
 
 def completed_item(job: Job, marking: Marking) -> Item:
@@ -50,13 +52,16 @@ def completed_item(job: Job, marking: Marking) -> Item:
             usage[key] = value
     if marking.extra.get("simulated"):
         usage["simulated"] = True  # counts estimated by the simulator, not a model's
-    return {
+    item: Item = {
         "queue_id": job.queue_id,
         "token": job.token,
         "status": "completed",
         "result": result,
         "usage": usage,
     }
+    if marking.review is not None:
+        item["review"] = dict(marking.review)
+    return item
 
 
 def failed_item(

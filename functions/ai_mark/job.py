@@ -32,6 +32,14 @@ class Criterion:
 
 
 @dataclass(frozen=True)
+class Note:
+    """A teacher's answer to a marker's question (the payload's `marking_notes`)."""
+
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
 class Job:
     """A validated dispatch."""
 
@@ -49,6 +57,8 @@ class Job:
     # The app's prompt cache key (the payload's hash): rows that share it share the prompt's
     # prefix, so the provider can route them to the machine that caches it.
     cache_key: str | None = None
+    # The teacher's answers to earlier questions: they decide what the rubric does not.
+    notes: tuple[Note, ...] = ()
 
 
 def safe_id(value: object) -> str:
@@ -89,6 +99,7 @@ def parse_dispatch(dispatch: Mapping[str, Any]) -> Job:
         max_score=_max_score(payload.get("max_score")),
         content=content,
         cache_key=_cache_key(dispatch.get("cache_key")),
+        notes=_notes(payload.get("marking_notes")),
     )
 
 
@@ -164,6 +175,17 @@ def _optional_str(data: Mapping[str, Any], field: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidDispatch(field)
     return value
+
+
+def _notes(value: object) -> tuple[Note, ...]:
+    """The payload's marking notes; an entry without a question and an answer is skipped."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidDispatch("payload.marking_notes")
+    return tuple(Note(n["question"].strip(), n["answer"].strip()) for n in value
+                 if isinstance(n, Mapping) and isinstance(n.get("question"), str)
+                 and isinstance(n.get("answer"), str) and n["answer"].strip())
 
 
 def _cache_key(value: object) -> str | None:

@@ -42,6 +42,10 @@ def prompt_parts(job: Job) -> tuple[str, str]:
                        for (cid, most), c in zip(shape, job.criteria, strict=True))
     parts.append(f"Criteria:\n{listed}\nAlso give \"criteria\": [{{\"id\": \"<id>\", "
                  f"\"score\": <number>}}, ...], one per criterion above.")
+    if job.notes:  # the teacher's answers to earlier questions (docs/review-holds.md)
+        notes = "\n".join(f"- Q: {n.question}\n  A: {n.answer}" for n in job.notes)
+        parts.append(f"Marking notes from the teacher (they decide what the rubric "
+                     f"leaves open):\n{notes}")
     # Fences make the end of the answer unambiguous even if it contains rubric-like text.
     return "\n\n".join(parts), f"Student answer:\n<<<ANSWER\n{job.content}\nANSWER>>>"
 

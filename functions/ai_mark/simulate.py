@@ -57,9 +57,22 @@ def fails(queue_id: str, attempt: int, rate: float) -> bool:
 
 
 def score_answer(job: Job) -> Marking:
-    """Score = weight of the criteria the answer covers, scaled to max_score."""
+    """Score = weight of the criteria the answer covers, scaled to max_score.
+
+    A criterion the answer half meets is one the rubric doesn't decide: a teacher's
+    note decides it, else it counts as met for the best guess and the first such
+    criterion is asked about (a clarification, docs/review-holds.md).
+    """
     tokens = set(_WORD.findall(job.content.lower()))
-    met = [covered(c, tokens) for c in job.criteria]
+    met, asked = [], None
+    for n, c in enumerate(job.criteria, 1):
+        if not half_met(c, tokens):
+            met.append(covered(c, tokens))
+            continue
+        question = clarification(n, c)
+        note = next((x for x in job.notes if x.question == question), None)
+        met.append(note is None or says_yes(note.answer))
+        asked = asked or (question if note is None else None)
     total = sum(c.weight for c in job.criteria)
     earned = sum(c.weight for c, ok in zip(job.criteria, met, strict=True) if ok)
     score = _round_half(earned / total * job.max_score)
@@ -76,7 +89,29 @@ def score_answer(job: Job) -> Marking:
         completion_tokens=estimate_tokens(feedback) + 12,  # + the JSON around it
         extra={"simulated": True, "criteria_met": sum(met), "criteria_total": len(met)},
         criteria=criteria,
+        review=None if asked is None else {"reason": "clarification", "question": asked,
+                                           "best_guess": score},
     )
+
+
+def half_met(criterion: Criterion, tokens: set[str]) -> bool:
+    """Exactly half of a criterion's keywords (two or more) occur in the answer: `covered`
+    counts it as met, but only just, so the rubric doesn't decide it."""
+    wanted = keywords(criterion)
+    return len(wanted) >= 2 and 2 * _found(wanted, tokens) == len(wanted)
+
+
+def clarification(n: int, criterion: Criterion) -> str:
+    """The question about criterion `n`: the same words for every answer that half meets
+    it, from the rubric only (never the answer's words)."""
+    return (f"Criterion {n} (\"{_short(criterion.text)}\"): does an answer that gives half "
+            f"of what it looks for meet it?")
+
+
+def says_yes(answer: str) -> bool:
+    """Whether a teacher's note answers yes."""
+    return bool(re.match(r"\s*(?:yes|yeah|yep|it does|accept|count|meets|correct|full)\b",
+                         answer, re.IGNORECASE))
 
 
 def estimate_tokens(text: str) -> int:
@@ -98,8 +133,11 @@ def covered(criterion: Criterion, tokens: set[str]) -> bool:
     if not wanted:
         # Nothing checkable (e.g. "Be concise"): a non-empty answer gets the benefit of the doubt.
         return True
-    found = sum(all(_matches(w, tokens) for w in _WORD.findall(k)) for k in wanted)
-    return found >= math.ceil(len(wanted) / 2)
+    return _found(wanted, tokens) >= math.ceil(len(wanted) / 2)
+
+
+def _found(wanted: tuple[str, ...], tokens: set[str]) -> int:
+    return sum(all(_matches(w, tokens) for w in _WORD.findall(k)) for k in wanted)
 
 
 def _matches(word: str, tokens: set[str]) -> bool:

@@ -29,7 +29,7 @@ KIT = ROOT / "clients" / "typescript"
 BIN = KIT / "node_modules" / ".bin"
 SEED = {"ts-client": 3, "ts-drop": 4, "ts-hook": 3, "ts-next": 2, "ts-happy": 2, "ts-gate": 3,
         "ts-export": 2,
-        "ts-remark": 3}
+        "ts-remark": 3, "ts-ask": 2}
 
 
 @pytest.fixture(scope="module")

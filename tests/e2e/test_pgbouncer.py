@@ -140,6 +140,23 @@ async def _queue_ids(conn: asyncpg.Connection, assignment_id: str) -> list[str]:
     return [str(r["queue_id"]) for r in rows]
 
 
+async def _four_backends(dsn: str) -> None:
+    """Make the pooler open four server connections now (four transactions at once), so
+    that round robin hands each next transaction another backend from the first on."""
+    clients = [await asyncpg.connect(dsn, statement_cache_size=0) for _ in range(4)]
+    try:
+        held = [c.transaction() for c in clients]
+        for tx in held:
+            await tx.start()
+        pids = {await c.fetchval("SELECT pg_backend_pid()") for c in clients}
+        assert len(pids) == 4, pids
+        for tx in held:
+            await tx.rollback()
+    finally:
+        for c in clients:
+            await c.close()
+
+
 def _free_address(port: int) -> str:
     """A loopback address whose `port` is free: the pooler listens there on the server's
     own port number, so the URL's port and the server's agree (auto's port check passes)."""
@@ -166,6 +183,7 @@ async def test_a_pooler_on_the_databases_own_port_turns_prepared_statements_off_
     bouncer.start()
     try:
         database = urlsplit(db_url).path.lstrip("/")
+        await _four_backends(bouncer.dsn(database))
         settings = make_settings(bouncer.dsn(database), database_direct_url=db_url,
                                  database_prepared_statements="auto", max_in_flight=0)
         ids = [str(i) for i in await add_submissions(conn, 5, "hw-prep")]

@@ -11,13 +11,18 @@ import asyncpg
 import httpx
 import pytest
 
+from aiqueue.settings import ModelPrice
 from aiqueue.web.app import create_app
 from tests.conftest import AUTH, add_submissions, app_client, make_settings
 
 
-@pytest.fixture
-async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with app_client(create_app(make_settings(db_url))) as c:
+@pytest.fixture(params=["no money", "a spend cap"])
+async def client(request: pytest.FixtureRequest, db_url: str
+                 ) -> AsyncIterator[httpx.AsyncClient]:
+    # With a cap, each result's cost is added to the spend windows (float8 sums).
+    money: dict[str, Any] = {} if request.param == "no money" else {
+        "group_usd_per_day": 10_000.0, "model_prices": {"m": ModelPrice(1.0, 4.0)}}
+    async with app_client(create_app(make_settings(db_url, **money))) as c:
         yield c
 
 

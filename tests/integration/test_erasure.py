@@ -267,3 +267,44 @@ async def test_a_settle_that_handed_out_an_erased_row_forgets_it(
     await store.erase([handed.submission_id], "api")
     assert await conn.fetchval(links, handed.queue_id) == 0
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_results") == 1  # the other's
+
+
+async def test_erasure_takes_held_results_their_question_and_an_answer_only_they_asked(
+    client: httpx.AsyncClient, conn: asyncpg.Connection, function: Any
+):
+    """docs/review-holds.md: the question goes with the result it came with; a teacher's
+    answer goes when every submission that asked it is erased."""
+    a, b = await add_submissions(conn, 2, "hw-held")
+    r = await client.post("/api/marking/enqueue", headers=AUTH, json={
+        "assignment_id": "hw-held", "submission_ids": [str(a), str(b)],
+        "payload": {"rubric": "r", "max_score": 10}})
+    assert r.status_code == 202
+    while (await client.post("/api/marking/process-queue", headers=AUTH)).json()["claimed"]:
+        pass
+    sent = [json.loads(c.request.content) for c in function.calls]
+    question = "Does the HELD-QUESTION-9 case count?"
+    items = [{"queue_id": s["queue_id"], "token": s["callback_token"], "status": "completed",
+              "result": {"score": 5, "max_score": 10},
+              "review": {"reason": "clarification", "question": question}} for s in sent]
+    assert (await client.post("/webhooks/ai-mark", json=items)).json()["accepted"] == 2
+    listed = await client.get("/api/marking/review_needed",
+                              params={"assignment_id": "hw-held"}, headers=AUTH)
+    qid = listed.json()["questions"][0]["question_id"]
+    r = await client.post("/api/marking/clarify", headers=AUTH, json={
+        "assignment_id": "hw-held", "question_id": qid, "answer": "HELD-ANSWER-9: yes"})
+    assert r.status_code == 202
+
+    first = (await client.delete(f"/api/marking/submissions/{a}", headers=AUTH)).json()
+    assert first["erased"]["ai_marking_holds"] == 1
+    assert first["erased"]["ai_marking_answers"] == 0  # b asked it too
+    second = (await client.delete(f"/api/marking/submissions/{b}", headers=AUTH)).json()
+    assert second["erased"]["ai_marking_holds"] == 1
+    assert second["erased"]["ai_marking_answers"] == 1
+    for sub in (a, b):
+        assert {t: n for t, n in (await mentions(conn, sub)).items() if n} == {}
+    # The words are gone from every table that held them for these submissions.
+    for table in ("ai_marking_holds", "ai_marking_results", "ai_marking_answers",
+                  "ai_marking_outbox", "ai_marking_events"):
+        assert await conn.fetchval(f"SELECT count(*) FROM {table} t WHERE strpos(t::text, $1) "
+                                   "> 0 OR strpos(t::text, $2) > 0", "HELD-QUESTION",
+                                   "HELD-ANSWER") == 0, table

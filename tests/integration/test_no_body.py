@@ -84,8 +84,8 @@ async def test_a_route_without_a_body_refuses_one_and_changes_nothing(
     url = path.format(run=uuid.uuid4(), **await _rows(client, conn, function))
     before = await _snapshot(conn)
     for body, named in (({"dry_run": True}, "dry_run"), ({"x": 1, "b": 2}, "b, x"),
-                        ([], "no body"), ("yes", "no body")):
-        r = await client.request(method, url, json=body, headers=AUTH)
+                        ([], "no body"), ("yes", "no body"), (None, "no body")):
+        r = await client.request(method, url, content=json.dumps(body), headers=AUTH)
         assert r.status_code == 422, (url, body, r.text)
         assert r.json()["error"] == "invalid" and named in r.json()["detail"]
     wrong = await client.request(method, url, content=b"{nope", headers=AUTH)

@@ -33,6 +33,7 @@ from aiqueue.models import (
 from aiqueue.models.agreement import Review
 from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure, OrphanAccount
 from aiqueue.models.calibration import Release, Thresholds
+from aiqueue.models.canary import CanaryBatch, CanaryJob, CanaryMarks, CanaryRun
 from aiqueue.models.records import Retained
 from aiqueue.ports import LoopStore
 from aiqueue.settings.plan import ClaimPlan
@@ -78,6 +79,68 @@ class QuietParts:
 
     async def cron_called(self) -> None:
         self.calls.append(("cron_called", ()))
+
+    # -- drift canaries: none declared, none run -------------------------------
+
+    async def canary_start(self, kind: str, pool: str, trigger: str, lane: str, rows: int,
+                           model: str | None, version: str | None, max_share: float,
+                           lane_share: float) -> CanaryRun | None:
+        return None
+
+    async def canary_take(self, kind: str, pool: str, room: int, kinds: list[str],
+                          plan: ClaimPlan, capped: bool) -> list[CanaryJob]:
+        return []
+
+    async def canary_answer(self, row_id: UUID, marks: dict[str, Any] | None,
+                            usage: dict[str, Any] | None, error: str | None,
+                            money: str | None) -> UUID | None:
+        return None
+
+    async def canary_timeouts(self, after_seconds: float) -> set[UUID]:
+        return set()
+
+    async def canary_running(self) -> list[tuple[UUID, str, str, int]]:
+        return []
+
+    async def canary_rows(self, run_id: UUID) -> list[CanaryMarks]:
+        return []
+
+    async def canary_yardstick(self, kind: str) -> CanaryRun | None:
+        return None
+
+    async def canary_finish(self, run_id: UUID, exact: float | None, qwk: float | None,
+                            model: str | None, version: str | None,
+                            yardstick: CanaryRun | None, passed: bool | None, drop: float,
+                            max_drop: float) -> CanaryRun | None:
+        return None
+
+    async def canary_accept(self, kind: str, actor: str | None) -> CanaryRun | None:
+        return None
+
+    async def canary_latest(self) -> list[CanaryRun]:
+        return []
+
+    async def canary_drift_open(self, kind: str) -> bool:
+        return False
+
+    async def canary_model_seen(self, kind: str, since: datetime,
+                                yardstick: tuple[str | None, str | None],
+                                last: tuple[str | None, str | None]
+                                ) -> tuple[str | None, str | None] | None:
+        return None
+
+    async def canary_batch_runs(self) -> list[CanaryBatch]:
+        return []
+
+    async def canary_batch_take(self, run_id: UUID, tag: str) -> list[CanaryJob]:
+        return []
+
+    async def canary_batch_record(self, run_id: UUID, state: str, batch_id: str | None = None,
+                                  files: list[str] | None = None) -> None:
+        return None
+
+    async def canary_fail_open(self, run_id: UUID, code: str) -> int:
+        return 0
 
     # -- the calibration gate: no gated run ------------------------------------
 

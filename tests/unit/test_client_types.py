@@ -15,7 +15,8 @@ SCHEMAS = document()["components"]["schemas"]
 TYPED = ["EnqueueAccepted", "EnqueueEstimate", "SubmissionStatus", "RunProgress", "Accepted",
          "Reverted", "RunAccepted", "RunReverted", "CancelAnswer", "UsageLine", "UsageTotal",
          "UsageReport", "AppliedResult", "ResultHistory", "Erased", "ReplayAnswer",
-         "RowAttempt", "RowResultStatus", "RowDetail", "RemarkAccepted", "RemarkEstimate"]
+         "RowAttempt", "RowResultStatus", "RowDetail", "RemarkAccepted", "RemarkEstimate",
+         "HeldRow", "AskedQuestion", "HeldResults", "Clarified"]
 
 
 @pytest.mark.parametrize("name", TYPED)

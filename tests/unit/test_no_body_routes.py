@@ -11,6 +11,7 @@ from aiqueue.web.app import all_routes
 TAKES_A_BODY = {
     "/api/marking/enqueue", "/webhooks/ai-mark", "/api/marking/queue/{queue_id}/accept",
     "/api/marking/rows/{queue_id}/fail", "/api/marking/replay", "/api/marking/remark",
+    "/api/marking/clarify",
     # The chain's and a scheduler's trigger: whatever a platform's cron sends is ignored.
     "/api/marking/process-queue",
 }
@@ -20,6 +21,7 @@ NO_BODY = {
     "/api/marking/assignments/{assignment_id}/revert",
     "/api/marking/assignments/{assignment_id}/cancel", "/api/marking/runs/{run_id}/release",
     "/api/marking/submissions/{submission_id}",
+    "/api/marking/canary/{kind}/run", "/api/marking/canary/{kind}/accept",
 }
 
 

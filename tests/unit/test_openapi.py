@@ -31,6 +31,7 @@ PAGES = {
     ("/results/assignments/{assignment_id}/review", "post"),
     ("/results/assignments/{assignment_id}/accept-all", "post"),
     ("/results/assignments/{assignment_id}/release", "post"),
+    ("/results/assignments/{assignment_id}/clarify", "post"),
     ("/results/assignments/{assignment_id}/remark", "post"),
     ("/results/assignments/{assignment_id}/progress", "get"),
     ("/results/assignments/{assignment_id}/events-token", "get"),
@@ -89,7 +90,8 @@ def test_the_notification_events_are_described_as_webhooks():
     hooks = document()["webhooks"]
     assert set(hooks) == {"marking.run_finished", "marking.row_failed", "marking.row_expired",
                           "marking.alert_opened", "marking.alert_resolved",
-                          "marking.calibration_ready", "marking.budget_warning"}
+                          "marking.calibration_ready", "marking.budget_warning",
+                          "marking.review_needed"}
     schemas = document()["components"]["schemas"]
     assert set(schemas["RunFinished"]["required"]) == {
         "type", "assignment_id", "completed", "failed", "cancelled", "expired", "tokens",

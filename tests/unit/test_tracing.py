@@ -199,3 +199,12 @@ async def test_a_job_without_a_trace_is_asked_of_the_database_once() -> None:
     await tracer.dispatching(store, job)
     await tracer.applied(store, [Applied(job.queue_id, 1, "completed", True)], tracer.now())
     assert store.asked == 1
+
+
+async def test_the_enqueuing_instance_never_asks_about_a_job_it_did_not_sample() -> None:
+    store, job = CountedRows(), make_job()
+    tracer, exporter = otel("always_off")
+    await tracer.enqueued(store, [job.queue_id], tracer.now(), kind="mark", pool="default")
+    await tracer.claimed(store, [job], tracer.now())
+    assert await tracer.dispatching(store, job) is NO_SPAN
+    assert store.asked == 0 and store.traces == {} and spans(tracer, exporter) == []

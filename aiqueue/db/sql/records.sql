@@ -118,6 +118,21 @@ handoffs AS (
 results AS (
     DELETE FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[]) RETURNING 1
 ),
+held AS (
+    -- deleted with their results (ON DELETE CASCADE), the question with the result
+    SELECT count(*) AS n FROM ai_marking_holds h WHERE h.submission_id = ANY ($1::uuid[])
+),
+-- A teacher's answer to a question only these submissions asked (its note
+-- quotes the question): the rubric's notes forget it.
+answers AS (
+    DELETE FROM ai_marking_answers a
+    WHERE a.question_id IN (SELECT h.question_id FROM ai_marking_holds h
+                            WHERE h.submission_id = ANY ($1::uuid[]))
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_holds o
+                      WHERE o.question_id = a.question_id
+                        AND o.submission_id <> ALL ($1::uuid[]))
+    RETURNING 1
+),
 budget AS (
     DELETE FROM ai_marking_budget b WHERE b.queue_id IN (SELECT queue_id FROM ids) RETURNING 1
 ),
@@ -166,6 +181,10 @@ payloads AS (
       AND NOT aiqueue_payload_named(p.id, p.first_used_at, p.last_used_at, $1::uuid[])
     RETURNING 1
 ),
+-- Drift canaries' rows that re-marked these submissions (their runs keep only figures).
+canary AS (
+    DELETE FROM ai_marking_canary_rows c WHERE c.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
 marks AS (
     UPDATE submissions s SET ai_result = NULL, ai_marked_at = NULL
     WHERE s.id = ANY ($1::uuid[]) AND (s.ai_result IS NOT NULL OR s.ai_marked_at IS NOT NULL)
@@ -176,11 +195,14 @@ counts AS (
         'ai_marking_queue', (SELECT count(*) FROM queue),
         'ai_marking_attempts', (SELECT n FROM attempts),
         'ai_marking_results', (SELECT count(*) FROM results),
+        'ai_marking_holds', (SELECT n FROM held),
+        'ai_marking_answers', (SELECT count(*) FROM answers),
         'ai_marking_events', (SELECT count(*) FROM single_events)
                              + (SELECT coalesce(sum(removed), 0) FROM batches),
         'ai_marking_outbox', (SELECT count(*) FROM outbox),
         'ai_marking_budget', (SELECT count(*) FROM budget),
         'ai_marking_payloads', (SELECT count(*) FROM payloads),
+        'ai_marking_canary_rows', (SELECT count(*) FROM canary),
         'submissions', (SELECT count(*) FROM marks)) AS erased
 ),
 record AS (

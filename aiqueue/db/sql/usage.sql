@@ -2,8 +2,8 @@
 -- (aiqueue/reads/metrics.py).
 
 -- usage_report --
--- Applied results in [$1, $2) per key ($3: day, assignment, group, model, kind,
--- pool or lane; a day is a date in the time zone $4, QUEUE_TIMEZONE),
+-- Applied results and canary rows in [$1, $2) per key ($3: day, assignment, group,
+-- model, kind, pool or lane; a day is a date in the time zone $4, QUEUE_TIMEZONE),
 -- then the total (ROLLUP's empty grouping set, also when nothing matched).
 -- The BRIN index on applied_at bounds the scan to the range's blocks.
 WITH r AS (
@@ -20,6 +20,23 @@ WITH r AS (
            cache_write_tokens, cache_saved_tokens, cache_saved_usd
     FROM ai_marking_results
     WHERE applied_at >= $1::timestamptz AND applied_at < $2::timestamptz
+    UNION ALL
+    -- Drift canaries' rows (docs/canaries.md): their own lane, "canary".
+    SELECT CASE $3::text
+               WHEN 'day' THEN to_char(c.answered_at AT TIME ZONE $4::text, 'YYYY-MM-DD')
+               WHEN 'assignment' THEN c.assignment_id
+               WHEN 'group' THEN c.assignment_id
+               WHEN 'kind' THEN r.kind
+               WHEN 'pool' THEN r.pool
+               WHEN 'lane' THEN 'canary'
+               ELSE coalesce(c.model, 'unknown')
+           END,
+           aiqueue_usage_int(c.usage -> 'prompt_tokens'),
+           aiqueue_usage_int(c.usage -> 'completion_tokens'), c.cost_usd::numeric,
+           date_part('epoch', c.answered_at - c.sent_at), NULL, NULL, NULL, NULL
+    FROM ai_marking_canary_rows c JOIN ai_marking_canary_runs r ON r.run_id = c.run_id
+    WHERE c.answered_at >= $1::timestamptz AND c.answered_at < $2::timestamptz
+      AND c.state = 'answered'
 )
 SELECT key, grouping(key) = 1 AS is_total, count(*) AS jobs,
        coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens,

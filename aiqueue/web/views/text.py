@@ -157,17 +157,21 @@ _ALERT_WORDS = {
                      "(threshold {threshold})",
     "latency": "the p95 processing time of the last 15 min is {value} "
                "(threshold {threshold})",
+    "drift": "a canary's agreement with the teachers fell by {value} against the last "
+             "passing canary (threshold {threshold}); new enqueues of the kind are gated",
 }
 
 
 def alert_text(alert: OpenAlert, now: datetime) -> str:
     """'Alert stalled (pool default) open for 3m 2s: rows are due but …'."""
     name = alert.alert
-    fmt = (lambda v: f"{v:.0%}") if name == "failure_spike" else fmt_age
+    fmt = (lambda v: f"{v:.0%}") if name == "failure_spike" else \
+        (lambda v: f"{v:.2f}") if name == "drift" else fmt_age
     words = _ALERT_WORDS.get(name, "{value} (threshold {threshold})").format(
         value=fmt(alert.value), threshold=fmt(alert.threshold))
     since = fmt_age((now - alert.opened_at).total_seconds())
-    return f"Alert {name} (pool {alert.pool}) open for {since}: {words}."
+    where = f"kind {alert.kind}, pool {alert.pool}" if name == "drift" else f"pool {alert.pool}"
+    return f"Alert {name} ({where}) open for {since}: {words}."
 
 
 def fmt_limit(limit: int | None, cap: int) -> str:

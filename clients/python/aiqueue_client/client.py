@@ -7,17 +7,18 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Literal, cast
 from urllib.parse import quote
 
-import httpx
-
 from aiqueue_client.errors import MarkingError, error_from
 from aiqueue_client.events import follow
+from aiqueue_client.holds import HoldCalls
+from aiqueue_client.transport import actor_header as _actor
 from aiqueue_client.types import (
     Accepted,
     AgreementReport,
+    CanaryRun,
+    CanaryRuns,
     CancelAnswer,
     EnqueueAccepted,
     Enqueued,
@@ -38,56 +39,13 @@ from aiqueue_client.types import (
     UsageReport,
 )
 
-RETRIES = 3
-MAX_RETRY_WAIT = 10.0
 
-
-class AsyncMarkingClient:
+class AsyncMarkingClient(HoldCalls):
     """One app's marking API: `AsyncMarkingClient("https://app.example", secret)`.
 
     Use it as an async context manager, or pass your own `httpx.AsyncClient`
     (its base URL and auth header are then yours to set).
     """
-
-    def __init__(self, base_url: str = "", secret: str = "", *,
-                 http: httpx.AsyncClient | None = None, timeout: float = 30.0) -> None:
-        self._own = http is None
-        self.http = http or httpx.AsyncClient(
-            base_url=base_url, timeout=timeout,
-            headers={"authorization": f"Bearer {secret}"} if secret else {})
-
-    async def __aenter__(self) -> AsyncMarkingClient:
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        if self._own:
-            await self.http.aclose()
-
-    async def _call(self, method: str, path: str, *, json: object = None,
-                    params: dict[str, str] | None = None, headers: dict[str, str] | None = None,
-                    retry: bool = False) -> httpx.Response:
-        """One request; with `retry`, network errors and 503s are tried again (it is safe)."""
-        for attempt in range(RETRIES if retry else 1):
-            last = attempt == (RETRIES if retry else 1) - 1
-            try:
-                response = await self.http.request(method, path, json=json, params=params,
-                                                   headers=headers)
-            except httpx.TransportError:
-                if last:
-                    raise
-                await asyncio.sleep(0.5 * 2 ** attempt)
-                continue
-            if response.status_code < 400:
-                return response
-            error = error_from(response)
-            if response.status_code != 503 or last:
-                raise error
-            await asyncio.sleep(min(error.retry_after or 0.5 * 2 ** attempt, MAX_RETRY_WAIT))
-        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def enqueue(self, assignment_id: str, submission_ids: Sequence[str | uuid.UUID], *,
                       idempotency_key: str | None = None, priority: int | None = None,
@@ -184,6 +142,22 @@ class AsyncMarkingClient:
                                     ("since", _rfc3339(since))) if v is not None}
         answer = await self._call("GET", "/api/marking/agreement", params=params, retry=True)
         return cast(AgreementReport, answer.json())
+
+    async def canary_runs(self, kind: str | None = None) -> CanaryRuns:
+        """Drift canary runs, newest first (of one kind, or every kind's)."""
+        params = {"kind": kind} if kind is not None else {}
+        answer = await self._call("GET", "/api/marking/canary", params=params, retry=True)
+        return cast(CanaryRuns, answer.json())
+
+    async def run_canary(self, kind: str) -> CanaryRun:
+        """Start a drift canary of the kind now (skipped, saying why, over its max_share)."""
+        path = f"/api/marking/canary/{_seg(kind)}/run"
+        return cast(CanaryRun, (await self._call("POST", path)).json())
+
+    async def accept_canary(self, kind: str, *, actor: str | None = None) -> CanaryRun:
+        """Accept the kind's drift: that canary becomes the yardstick, the gate lifts."""
+        path = f"/api/marking/canary/{_seg(kind)}/accept"
+        return cast(CanaryRun, (await self._call("POST", path, headers=_actor(actor))).json())
 
     async def status(self, submission_id: str | uuid.UUID) -> SubmissionStatus:
         """Status, queue position and ETA of the submission's latest row."""
@@ -334,10 +308,6 @@ def _calibrate(value: int | Sequence[str | uuid.UUID] | None) -> dict[str, Any] 
 def _seg(value: object) -> str:
     """A path segment, escaped (an assignment id may hold any character)."""
     return quote(str(value), safe="")
-
-
-def _actor(actor: str | None) -> dict[str, str] | None:
-    return {"X-Actor": actor} if actor else None
 
 
 __all__ = ["AsyncMarkingClient", "MarkingError"]

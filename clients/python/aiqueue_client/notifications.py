@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
-AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency"]
+AlertName = Literal["backlog_age", "stalled", "failure_spike", "latency", "drift"]
 
 
 class RunFinished(TypedDict):
@@ -64,8 +64,17 @@ class RowExpired(TypedDict):
     payload_version: NotRequired[str | None]
 
 
+class DriftYardstick(TypedDict):
+    """The canary a drift was measured against (docs/canaries.md)."""
+
+    run_id: NotRequired[str | None]
+    exact: NotRequired[float | None]
+    qwk: NotRequired[float | None]
+
+
 class AlertOpened(TypedDict):
-    """An alert's incident began (docs/operating/alerts.md)."""
+    """An alert's incident began (docs/operating/alerts.md); a `drift` adds the canary's
+    model, function version and figures, and the yardstick's."""
 
     type: Literal["marking.alert_opened"]
     alert: AlertName
@@ -74,6 +83,12 @@ class AlertOpened(TypedDict):
     value: float
     threshold: float
     opened_at: str
+    model: NotRequired[str | None]
+    function_version: NotRequired[str | None]
+    canary_run_id: NotRequired[str | None]
+    exact: NotRequired[float | None]
+    qwk: NotRequired[float | None]
+    yardstick: NotRequired[DriftYardstick | None]
 
 
 class AlertResolved(TypedDict):
@@ -117,9 +132,21 @@ class BudgetWarning(TypedDict):
     window_ends_at: str
 
 
+class ReviewNeeded(TypedDict):
+    """A result is held for a teacher (docs/review-holds.md): ids and the reason, never the
+    question's words (GET /api/marking/review_needed has them)."""
+
+    type: Literal["marking.review_needed"]
+    queue_id: str
+    submission_id: str
+    assignment_id: str
+    reason: Literal["clarification", "suspected_injection", "low_confidence"]
+    question_id: NotRequired[str | None]
+
+
 # Every notification; `event["type"]` tells which (a type checker narrows on it).
 Notification = (RunFinished | RowFailed | RowExpired | AlertOpened | AlertResolved
-                | CalibrationReady | BudgetWarning)
+                | CalibrationReady | BudgetWarning | ReviewNeeded)
 
 # A timestamp further off than this is refused, so a captured event can't be replayed.
 TOLERANCE_SECONDS = 5 * 60

@@ -252,10 +252,84 @@ class RemarkEstimate(TypedDict):
     lane: str
 
 
+class HeldRow(TypedDict):
+    """A held result: why the marker held it for a teacher and its best guess."""
+
+    queue_id: str
+    submission_id: str
+    reason: str  # clarification | suspected_injection | low_confidence
+    best_guess: float | None
+    max_score: float | None
+    held_at: str
+    question_id: str | None
+
+
+class AskedQuestion(TypedDict):
+    """A marker's question, once per payload, with the held rows that asked it."""
+
+    question_id: str
+    question: str
+    payload_version: str | None
+    rows: list[str]
+    answered: bool
+
+
+class HeldResults(TypedDict):
+    """The assignment's held results waiting for a teacher (the "Needs you" list)."""
+
+    assignment_id: str
+    count: int
+    items: list[HeldRow]
+    questions: list[AskedQuestion]
+
+
+class Clarified(TypedDict):
+    """A teacher's answer recorded (202): the new payload and what was marked again."""
+
+    question_id: str
+    payload_version: str
+    run_id: str | None
+    remarked: int
+    moved: int
+    answered_at: str
+
+
 class Released(TypedDict):
     run_id: str
     released: int
     released_at: NotRequired[str | None]
+
+
+class CanaryYardstick(TypedDict):
+    exact: NotRequired[float | None]
+    qwk: NotRequired[float | None]
+
+
+class CanaryRun(TypedDict):
+    """A drift canary run: what started it, what it found against the teachers' scores."""
+
+    run_id: str
+    kind: str
+    time: str
+    trigger: Literal["schedule", "model_change", "manual"]
+    state: Literal["running", "finished", "skipped"]
+    lane: Literal["live", "batch"]
+    model: str | None
+    function_version: NotRequired[str | None]
+    rows: int
+    answered: int
+    exact: float | None
+    qwk: float | None
+    cost: float | None
+    passed: bool | None
+    skipped: str | None
+    yardstick: NotRequired[CanaryYardstick | None]
+    finished_at: NotRequired[str | None]
+    accepted_at: NotRequired[str | None]
+
+
+class CanaryRuns(TypedDict):
+    items: list[CanaryRun]
 class RowAttempt(TypedDict):
     """One line of a row's history: a dispatch or an operator's action (no content)."""
 

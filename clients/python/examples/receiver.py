@@ -16,7 +16,7 @@ def notifications(secret: str, handle: Callable[[str, Notification], None]) -> R
             body = webhook.verify(await request.body(), dict(request.headers))
         except WebhookVerificationError:
             return Response(status_code=401)
-        # One of the seven marking.* types, told by event["type"]; a retry repeats its
+        # One of the eight marking.* types, told by event["type"]; a retry repeats its
         # webhook-id.
         handle(request.headers["webhook-id"], cast(Notification, body))
         return Response(status_code=204)

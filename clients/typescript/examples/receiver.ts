@@ -5,7 +5,7 @@ type Schemas = components["schemas"];
 /** Every notification; `event.type` tells which (TypeScript narrows on it). */
 export type Notification = Schemas["RunFinished"] | Schemas["RowFailed"] | Schemas["RowExpired"]
   | Schemas["AlertOpened"] | Schemas["AlertResolved"] | Schemas["CalibrationReady"]
-  | Schemas["BudgetWarning"];
+  | Schemas["BudgetWarning"] | Schemas["ReviewNeeded"];
 
 export function notifications(secret: string,
   handle: (webhookId: string, event: Notification) => Promise<void>) {
@@ -18,7 +18,7 @@ export function notifications(secret: string,
     } catch {
       return new Response(null, { status: 401 });
     }
-    // One of the seven marking.* types, told by event.type; a retry repeats its webhook-id.
+    // One of the eight marking.* types, told by event.type; a retry repeats its webhook-id.
     await handle(request.headers.get("webhook-id") ?? "", event);
     return new Response(null, { status: 204 });
   };

@@ -33,6 +33,9 @@ export type ReplayRequest = Schemas["ReplayRequest"];
 export type ReplayAnswer = Answer<"/api/marking/replay", "post">;
 export type AgreementReport = Answer<"/api/marking/agreement", "get">;
 export type Released = Answer<"/api/marking/runs/{run_id}/release", "post">;
+/** Drift canary runs (time, trigger, model, rows, exact, qwk, cost, passed), newest first. */
+export type CanaryRuns = Answer<"/api/marking/canary", "get">;
+export type CanaryRun = Schemas["CanaryRunAnswer"];
 export type RemarkRequest = Schemas["RemarkRequest"];
 /** What a re-mark did (202): run_id, enqueued, unchanged, reviewed_kept, same_answers. */
 export type RemarkAccepted = Schemas["RemarkAccepted"];
@@ -40,6 +43,13 @@ export type RemarkAccepted = Schemas["RemarkAccepted"];
 export type RemarkEstimate = Schemas["RemarkEstimate"];
 /** One row as the queue list shows it, its history and its result's status (no content). */
 export type RowDetail = Schemas["RowDetail"];
+/** The results the marker held for a teacher; each question once, with its rows. */
+export type HeldResults = Answer<"/api/marking/review_needed", "get">;
+export type ClarifyRequest = Schemas["ClarifyRequest"];
+/** A teacher's answer recorded (202): the new payload and the rows marked again. */
+export type Clarified = Answer<"/api/marking/clarify", "post">;
+/** The marking.review_needed notification: ids and the reason, never the question. */
+export type ReviewNeeded = Schemas["ReviewNeeded"];
 export type { MarkingEvent };
 
 export interface Enqueued {
@@ -206,6 +216,40 @@ export class MarkingClient {
       .filter((entry): entry is [string, string] => entry[1] !== undefined));
     return (await this.call<AgreementReport>("GET", `/api/marking/agreement?${params}`,
       { retry: true })).data;
+  }
+
+  /** Drift canary runs, newest first (of one kind, or every kind's). */
+  async canaryRuns(kind?: string): Promise<CanaryRuns> {
+    const query = kind === undefined ? "" : `?${new URLSearchParams({ kind })}`;
+    return (await this.call<CanaryRuns>("GET", `/api/marking/canary${query}`,
+      { retry: true })).data;
+  }
+
+  /** Start a drift canary of the kind now (skipped, saying why, over its max_share). */
+  async runCanary(kind: string): Promise<CanaryRun> {
+    return (await this.call<CanaryRun>("POST", `/api/marking/canary/${seg(kind)}/run`)).data;
+  }
+
+  /** Accept the kind's drift: that canary becomes the yardstick, the gate lifts. */
+  async acceptCanary(kind: string, options: { actor?: string } = {}): Promise<CanaryRun> {
+    return (await this.call<CanaryRun>("POST", `/api/marking/canary/${seg(kind)}/accept`,
+      { headers: actor(options.actor) })).data;
+  }
+
+  /** The results the marker held for a teacher (the "Needs you" list): reasons, best
+   *  guesses, and each question once with the rows that asked it. */
+  async reviewNeeded(assignmentId: string): Promise<HeldResults> {
+    const params = new URLSearchParams({ assignment_id: assignmentId });
+    return (await this.call<HeldResults>("GET", `/api/marking/review_needed?${params}`,
+      { retry: true })).data;
+  }
+
+  /** Answer a marker's question once: a marking note in a new payload; the rows that asked
+   *  (and the ones not yet sent) are marked under it. 409 already_answered after. */
+  async clarify(request: ClarifyRequest, options: { actor?: string } = {}):
+    Promise<Clarified> {
+    return (await this.call<Clarified>("POST", "/api/marking/clarify",
+      { body: request, headers: actor(options.actor) })).data;
   }
 
   /** One row, its attempts (time, outcome, error code, duration) and its result's status. */

@@ -481,6 +481,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/marking/canary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Drift canary runs, newest first (time, trigger, model, rows, exact, qwk, cost, passed) */
+        get: operations["canaryRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/canary/{kind}/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start a canary of the kind now (trigger manual); a run it would take over max_share, or with nothing reviewed to re-mark, is skipped and says so; 404 when the kind declares no canary, 409 while one is running */
+        post: operations["runCanary"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/canary/{kind}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Accept the kind's drift: the canary that opened it becomes the yardstick and the drift alert resolves; 409 when no drift is open */
+        post: operations["acceptCanary"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/marking/remark": {
         parameters: {
             query?: never;
@@ -492,6 +543,40 @@ export interface paths {
         put?: never;
         /** A new payload for an assignment: it becomes the current one, and only the submissions whose mark was made under another payload are marked again (reviewed marks kept unless include_reviewed; an edit within debounce_seconds supersedes the rows of the one before not yet dispatched) */
         post: operations["remark"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/review_needed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Held results waiting for a teacher, with their reasons; each question once, with the rows that asked it */
+        get: operations["reviewNeeded"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/marking/clarify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Answer a marker's question once: a marking note in a new payload; the rows that asked and the rows not yet dispatched are marked under it */
+        post: operations["clarify"];
         delete?: never;
         options?: never;
         head?: never;
@@ -619,6 +704,23 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "marking.review_needed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** marking.review_needed */
+        post: operations["marking_review_needed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -654,10 +756,10 @@ export interface components {
             /** @description up to 20 rows, largest difference first */
             disagreements: string[];
         };
-        /** @description An alert's condition began (one per incident). */
+        /** @description An alert's condition began (one per incident). A `drift` (docs/canaries.md) adds the canary's model, function version, figures and the yardstick's. */
         AlertOpened: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
             pool: string;
             kind: string | null;
             value: number;
@@ -666,11 +768,17 @@ export interface components {
             opened_at: string;
             /** @constant */
             type: "marking.alert_opened";
+            model?: string | null;
+            function_version?: string | null;
+            canary_run_id?: string | null;
+            exact?: number | null;
+            qwk?: number | null;
+            yardstick?: components["schemas"]["Yardstick"] | null;
         };
         /** @description The incident's condition ended; `value` is the figure at that moment. */
         AlertResolved: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
             pool: string;
             kind: string | null;
             value: number;
@@ -701,6 +809,15 @@ export interface components {
             payload_version?: string | null;
             /** @description false: made under an older payload than the mark it found; recorded, never applied */
             applied?: boolean;
+        };
+        /** @description A marker's question, once per payload, with the held rows that asked it. */
+        AskedQuestion: {
+            /** Format: uuid */
+            question_id: string;
+            question: string;
+            payload_version: string | null;
+            rows: string[];
+            answered: boolean;
         };
         /** @description A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group, window and threshold. */
         BudgetWarning: {
@@ -742,6 +859,52 @@ export interface components {
             /** Format: date-time */
             ready_at: string;
         };
+        /** @description One canary run. */
+        CanaryRunAnswer: {
+            /** Format: uuid */
+            run_id: string;
+            kind: string;
+            /**
+             * Format: date-time
+             * @description when it started
+             */
+            time: string;
+            /** @enum {string} */
+            trigger: "schedule" | "model_change" | "manual";
+            /** @enum {string} */
+            state: "running" | "finished" | "skipped";
+            /** @enum {string} */
+            lane: "live" | "batch";
+            /** @description the model its results reported (a model_change run: the one seen, until its results come) */
+            model: string | null;
+            function_version?: string | null;
+            /** @description teacher-reviewed results it re-marks */
+            rows: number;
+            answered: number;
+            /** @description share of its marks equal to the teachers' */
+            exact: number | null;
+            /** @description quadratic weighted kappa against the teachers' */
+            qwk: number | null;
+            /** @description USD its rows cost (lane "canary" in the usage report) */
+            cost: number | null;
+            /** @description null while it runs, when skipped, or with no answered row */
+            passed: boolean | null;
+            /** @description why it did not run (max_share, nothing to re-mark) */
+            skipped: string | null;
+            yardstick?: components["schemas"]["CanaryYardstick"] | null;
+            finished_at?: string | null;
+            /** @description an operator accepted its drift: it is the yardstick */
+            accepted_at?: string | null;
+        };
+        /** @description GET /api/marking/canary: canary runs, newest first. */
+        CanaryRuns: {
+            items: components["schemas"]["CanaryRunAnswer"][];
+        };
+        /** @description The figures the run was held to: the last passing (or accepted) canary's. */
+        CanaryYardstick: {
+            exact?: number | null;
+            qwk?: number | null;
+        };
         CancelAnswer: {
             cancelled: number;
         };
@@ -750,6 +913,29 @@ export interface components {
             state: "open" | "half_open" | "closed";
             consecutive_failures: number;
             next_probe_at: string | null;
+        };
+        /** @description POST /api/marking/clarify's answer (202). */
+        Clarified: {
+            /** Format: uuid */
+            question_id: string;
+            /** @description the new payload's version: the answer is in its marking_notes */
+            payload_version: string;
+            /** @description the run the askers' rows joined (null: none re-marked) */
+            run_id: string | null;
+            /** @description rows that asked the question, enqueued again under the answer */
+            remarked: number;
+            /** @description the assignment's rows not yet dispatched, now under the answer */
+            moved: number;
+            /** Format: date-time */
+            answered_at: string;
+        };
+        /** @description POST /api/marking/clarify: the teacher's answer to a marker's question. */
+        ClarifyRequest: {
+            assignment_id: string;
+            /** Format: uuid */
+            question_id: string;
+            /** @description the teacher's answer (content: never logged) */
+            answer: string;
         };
         CriterionAgreement: {
             id: string;
@@ -831,9 +1017,12 @@ export interface components {
         Erased: {
             /** @description rows removed (or marks cleared) per table; all zero for an id the queue never saw */
             erased: {
+                ai_marking_answers: number;
                 ai_marking_attempts: number;
                 ai_marking_budget: number;
+                ai_marking_canary_rows: number;
                 ai_marking_events: number;
+                ai_marking_holds: number;
                 ai_marking_outbox: number;
                 ai_marking_payloads: number;
                 ai_marking_queue: number;
@@ -872,6 +1061,28 @@ export interface components {
             detail?: string;
             expected?: number;
             found?: number;
+        };
+        /** @description GET /api/marking/review_needed's answer. */
+        HeldResults: {
+            assignment_id: string;
+            /** @description held results waiting for a teacher */
+            count: number;
+            items: components["schemas"]["HeldRow"][];
+            questions: components["schemas"]["AskedQuestion"][];
+        };
+        /** @description One held result in the teacher's list. */
+        HeldRow: {
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            /** @enum {string} */
+            reason: "clarification" | "suspected_injection" | "low_confidence";
+            best_guess: number | null;
+            max_score: number | null;
+            /** Format: date-time */
+            held_at: string;
+            question_id: string | null;
         };
         KindStats: {
             pool: string;
@@ -917,7 +1128,7 @@ export interface components {
         /** @description An alert that is open now (§9d). */
         OpenAlert: {
             /** @enum {string} */
-            alert: "backlog_age" | "stalled" | "failure_spike" | "latency";
+            alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
             pool: string;
             kind: string | null;
             value: number;
@@ -1101,6 +1312,32 @@ export interface components {
             accepted: number;
             reverted: number;
             unreviewed: number;
+        };
+        /** @description A result is held for a teacher (notified): ids and the reason, never the question. */
+        ReviewNeeded: {
+            /** @constant */
+            type: "marking.review_needed";
+            /** Format: uuid */
+            queue_id: string;
+            /** Format: uuid */
+            submission_id: string;
+            assignment_id: string;
+            /** @enum {string} */
+            reason: "clarification" | "suspected_injection" | "low_confidence";
+            /** @description with a clarification: the question's id (GET /api/marking/review_needed has its words) */
+            question_id: string | null;
+        };
+        /** @description A completed item's `review`: why its result needs a teacher, and the marker's guess. */
+        ReviewRequest: {
+            /**
+             * @description clarification: the rubric doesn't decide the answer (ask `question`); suspected_injection: the answer speaks to the marker; low_confidence: the marker's own check failed
+             * @enum {string}
+             */
+            reason: "clarification" | "suspected_injection" | "low_confidence";
+            /** @description with a clarification only: the question for the teacher (content: never logged or notified) */
+            question?: string | null;
+            /** @description the score the marker would give; the held result's score (none: no score) */
+            best_guess?: number | null;
         };
         /** @description One line of a row's history: a dispatch or an operator's action, without content. */
         RowAttempt: {
@@ -1393,6 +1630,8 @@ export interface components {
             reset_after?: number | null;
             retryable?: boolean | null;
             progress?: components["schemas"]["ProgressItem"] | null;
+            /** @description completed: the result is held for a teacher (docs/review-holds.md); `result` may then be left out */
+            review?: components["schemas"]["ReviewRequest"] | null;
         };
         WebhookReceipt: {
             accepted: number;
@@ -1405,6 +1644,14 @@ export interface components {
             completion_tokens?: number;
             total_tokens?: number;
             cost_usd?: number;
+            /** @description the function's own version: a change starts a drift canary, as a model's does */
+            function_version?: string;
+        };
+        /** @description The canary a drift was measured against: the last passing (or accepted) one. */
+        Yardstick: {
+            run_id?: string | null;
+            exact?: number | null;
+            qwk?: number | null;
         };
     };
     responses: {
@@ -2341,6 +2588,100 @@ export interface operations {
             503: components["responses"]["E503"];
         };
     };
+    canaryRuns: {
+        parameters: {
+            query?: {
+                kind?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CanaryRuns"];
+                };
+            };
+            401: components["responses"]["E401"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    runCanary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                kind: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CanaryRunAnswer"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    acceptCanary: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description who reviews (the host app's user id); recorded with the action */
+                "X-Actor"?: string;
+            };
+            path: {
+                kind: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CanaryRunAnswer"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
     remark: {
         parameters: {
             query?: never;
@@ -2377,6 +2718,65 @@ export interface operations {
             };
             400: components["responses"]["E400"];
             401: components["responses"]["E401"];
+            409: components["responses"]["E409"];
+            413: components["responses"]["E413"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    reviewNeeded: {
+        parameters: {
+            query: {
+                assignment_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeldResults"];
+                };
+            };
+            401: components["responses"]["E401"];
+            422: components["responses"]["E422"];
+            503: components["responses"]["E503"];
+        };
+    };
+    clarify: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description who reviews (the host app's user id); recorded with the action */
+                "X-Actor"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ClarifyRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Clarified"];
+                };
+            };
+            400: components["responses"]["E400"];
+            401: components["responses"]["E401"];
+            404: components["responses"]["E404"];
             409: components["responses"]["E409"];
             413: components["responses"]["E413"];
             422: components["responses"]["E422"];
@@ -2658,6 +3058,49 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["BudgetWarning"];
+            };
+        };
+        responses: {
+            /** @description Gone: stop delivering this event */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else: retried with backoff for 24 h */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    marking_review_needed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the event's id: the same on every retry (deduplicate on it) */
+                "webhook-id": string;
+                /** @description seconds since the epoch */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256>` keyed by QUEUE_NOTIFY_SECRET */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewNeeded"];
             };
         };
         responses: {

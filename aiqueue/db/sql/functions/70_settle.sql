@@ -150,6 +150,7 @@ BEGIN
     IF done.queue_id IS NULL THEN
         RETURN false;
     END IF;
+    PERFORM aiqueue_hold(done, p_result);  -- a held result (86_holds)
     PERFORM aiqueue_claim_lock();
     PERFORM aiqueue_flow_result(done, p_dispatch_seq, plan);
     PERFORM aiqueue_money_result(done, p_dispatch_seq, plan -> 'money');

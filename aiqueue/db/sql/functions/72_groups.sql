@@ -119,6 +119,11 @@ BEGIN
         ON CONFLICT (queue_id) DO NOTHING
     )
     SELECT count(*) INTO n FROM done;
+    -- A held result holds each copy too (86_holds); nothing for any other.
+    PERFORM aiqueue_hold(q, s.ai_result) FROM ai_marking_queue q JOIN submissions s
+    ON s.id = q.submission_id AND s.ai_result -> 'review_required' = 'true'::jsonb
+    WHERE n > 0 AND q.leader_id = p_leader AND q.status = 'completed'
+      AND q.usage ->> 'same_answer_as' = p_leader::text;
     RETURN n;
 END
 $$;

@@ -9,9 +9,16 @@
 --                             (90_outbox): "remark": true and "changed"
 
 -- The version of payload `p_id` (NULL: the empty payload, which is stored as none).
+-- plpgsql, as the settle's other helpers: a SQL function with a FROM is never inlined,
+-- and would be planned again on every call.
 CREATE OR REPLACE FUNCTION aiqueue_payload_version(p_id bigint) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT encode(p.sha256, 'hex') FROM ai_marking_payloads p WHERE p.id = p_id
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN (SELECT encode(p.sha256, 'hex') FROM ai_marking_payloads p WHERE p.id = p_id);
+END
 $$;
 
 -- Whether row `p_queue_id`'s result may be applied to its submission.  Not when
@@ -22,8 +29,9 @@ $$;
 -- after its result is written.  Results of one payload keep the rule they had:
 -- a late result of an earlier attempt is still applied.
 CREATE OR REPLACE FUNCTION aiqueue_result_applies(p_queue_id uuid) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT NOT EXISTS (
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN NOT EXISTS (
         SELECT 1
         FROM ai_marking_queue q
         JOIN ai_marking_results m
@@ -31,7 +39,8 @@ LANGUAGE sql STABLE AS $$
          AND m.applied AND m.review <> 'reverted'
         JOIN ai_marking_queue n ON n.queue_id = m.queue_id AND n.seq > q.seq
         WHERE q.queue_id = p_queue_id
-          AND n.payload_id IS DISTINCT FROM q.payload_id)
+          AND n.payload_id IS DISTINCT FROM q.payload_id);
+END
 $$;
 
 -- What marking.run_finished adds when run `p_run` was a re-mark's: "remark": true

@@ -150,14 +150,15 @@ BEGIN
         INSERT INTO ai_queue_alerts (alert, pool, kind, value, threshold, opened_at)
         SELECT v.alert, v.pool, v.kind, v.value, v.threshold, coalesce(p_now, now())
         FROM v WHERE v.firing
-        ON CONFLICT (alert, pool) WHERE resolved_at IS NULL DO NOTHING
+        ON CONFLICT (alert, pool) WHERE resolved_at IS NULL AND alert <> 'drift' DO NOTHING
         RETURNING *
     ),
-    -- Resolved: it no longer fires, or its pool is no longer measured.
+    -- Resolved: it no longer fires, or its pool is no longer measured.  (A drift
+    -- is a canary's to open and resolve: 89_canary.sql.)
     ended AS (
         SELECT a.id, coalesce(v.value, 0) AS now_value
         FROM ai_queue_alerts a LEFT JOIN v ON v.alert = a.alert AND v.pool = a.pool
-        WHERE a.resolved_at IS NULL AND NOT coalesce(v.firing, false)
+        WHERE a.resolved_at IS NULL AND NOT coalesce(v.firing, false) AND a.alert <> 'drift'
     ),
     resolved AS (
         UPDATE ai_queue_alerts a SET resolved_at = coalesce(p_now, now())
