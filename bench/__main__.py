@@ -17,6 +17,7 @@ from bench import (
     pools,
     records,
     scale,
+    saturation,
     settle,
     traces,
 )
@@ -342,9 +343,10 @@ async def main(repeats: int, jobs: int, big: int, only: str | None, ended: int) 
         print("\nall figures:", flush=True)
         print_table(rows)
         return
-    if only in ("enqueue", "flow", "records", "groups", "settle"):
+    if only in ("enqueue", "flow", "records", "groups", "settle", "saturation"):
         run = {"enqueue": enqueue_rows, "flow": flow_rows, "records": records_rows,
-               "groups": groups_rows, "settle": settle_rows}[only]
+               "groups": groups_rows, "settle": settle_rows,
+               "saturation": saturation.saturation_rows}[only]
         await run(rows, repeats)
         print("\nall figures:", flush=True)
         print_table(rows)
@@ -378,7 +380,8 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--only", choices=["enqueue", "loop", "flow", "batch", "records",
                                            "pools", "money", "targets", "cache", "groups",
-                                           "settle", "traces", "same_answers", "scale"],
+                                           "settle", "traces", "same_answers", "scale",
+                                           "saturation"],
                         help="run only these rows")
     parser.add_argument("--ended", type=int, default=10_000_000,
                         help="--only scale: ended rows (a tenth as many pending)")

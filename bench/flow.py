@@ -20,7 +20,7 @@ import asyncpg
 import httpx
 
 from bench.common import ROOT, free_port, spawn, wait_http
-from bench.loop import SECRET, _seed
+from bench.loop import SECRET, seed_submissions
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ async def _drain(dsn: str, timeout: float) -> None:
 
 async def run_flow(setup: FlowSetup, dsn: str, logs: Path | None = None) -> FlowRun:
     """One run against the emulator; `dsn` is a migrated, empty database."""
-    ids = await _seed(dsn, setup.jobs)
+    ids = await seed_submissions(dsn, setup.jobs)
     model_port, fn_port, app_port = free_port(), free_port(), free_port()
     logs = logs or ROOT / "bench"
     model = spawn(["-m", "bench.model", str(model_port), "--tokens", str(setup.budget_tokens),

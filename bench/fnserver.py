@@ -4,7 +4,8 @@ Run as its own process (`python -m bench.fnserver PORT [BATCH]`) so it does not
 share the measuring process's GIL.  The dispatch gap is measured here, on one
 clock: from just before a callback is sent to the arrival of the next dispatch.
 With BATCH > 1 the results wait until BATCH of them (or every job out) can go
-in one webhook, as a function that reports in batches.
+in one webhook, as a function that reports in batches.  With SECONDS (`python -m
+bench.fnserver PORT BATCH SECONDS`) each job takes that long, as a model call does.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from starlette.routing import Route
 
 
 class Recorder:
-    def __init__(self, batch: int = 1) -> None:
+    def __init__(self, batch: int = 1, seconds: float = 0.0) -> None:
         self.batch = batch
+        self.seconds = seconds
         self.waiting: list[tuple[str, dict[str, Any]]] = []
         self.last_callback_at: float | None = None
         self.gaps: list[float] = []
@@ -53,6 +55,8 @@ class Recorder:
     async def callback(self, job: dict[str, Any]) -> None:
         if self.client is None:
             self.client = httpx.AsyncClient(timeout=30)
+        if self.seconds:
+            await asyncio.sleep(self.seconds)
         item = {"queue_id": job["queue_id"], "token": job["callback_token"],
                 "status": "completed", "result": {"score": 1, "max_score": 1, "feedback": "ok"},
                 # What a model reports: the turns' counters and the spend are corrected by it.
@@ -87,12 +91,13 @@ class Recorder:
                              "callback_errors": self.callback_errors})
 
     async def reset(self, request: Request) -> Response:
-        self.__init__(self.batch)  # type: ignore[misc]
+        self.__init__(self.batch, self.seconds)  # type: ignore[misc]
         return JSONResponse({})
 
 
 def main() -> None:
-    rec = Recorder(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
+    rec = Recorder(int(sys.argv[2]) if len(sys.argv) > 2 else 1,
+                   float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
     app = Starlette(routes=[
         Route("/mark", rec.mark, methods=["POST"]),
         Route("/stats", rec.stats, methods=["GET"]),

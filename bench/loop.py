@@ -70,7 +70,15 @@ async def _db_stats(dsn: str) -> tuple[float, float, float, float]:
         await conn.close()
 
 
-async def _seed(dsn: str, n: int) -> list[str]:
+async def _submission_ids(dsn: str) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return [str(r["id"]) for r in await conn.fetch("SELECT id FROM submissions ORDER BY id")]
+    finally:
+        await conn.close()
+
+
+async def seed_submissions(dsn: str, n: int) -> list[str]:
     conn = await asyncpg.connect(dsn)
     try:
         ids = [uuid.uuid4() for _ in range(n)]
@@ -115,7 +123,7 @@ def _count_invocations(log: Path) -> int:
 async def _timed_run(
     cap: int, jobs: int, dsn: str, fn_port: int, *, app_args: list[str], app_env: dict[str, str],
     health: str, enqueue: str, body: dict[str, Any], headers: dict[str, str], done_sql: str,
-    log: Path | None = None, batch: int = 1,
+    log: Path | None = None, batch: int = 1, seconds: float = 0.0,
 ) -> LoopRun:
     """Start an app and the instant function, enqueue, time it until every job is done."""
     app_port = free_port()
@@ -127,7 +135,7 @@ async def _timed_run(
     finally:
         await admin.close()
     before = await _db_stats(dsn)
-    fn = spawn(["-m", "bench.fnserver", str(fn_port), str(batch)])
+    fn = spawn(["-m", "bench.fnserver", str(fn_port), str(batch), str(seconds)])
     app = spawn([*app_args, str(app_port)], env=app_env, log=log)
     try:
         wait_http(f"http://127.0.0.1:{fn_port}/stats")
@@ -165,11 +173,14 @@ async def _timed_run(
 
 
 async def run_loop(cap: int, jobs: int, name: str, env: dict[str, str] | None = None,
-                   batch: int = 1) -> LoopRun:
-    """The product: `python -m aiqueue serve` dispatching to the instant function, which
-    calls back with `batch` results per webhook (bench/fnserver.py)."""
-    dsn = await fresh_database(name)
-    ids = await _seed(dsn, jobs)
+                   batch: int = 1, seconds: float = 0.0, dsn: str | None = None) -> LoopRun:
+    """The product: `python -m aiqueue serve` dispatching to the function, which takes
+    `seconds` a job and calls back with `batch` results per webhook (bench/fnserver.py).
+    `dsn`: a database already seeded with `jobs` submissions (seed_submissions)."""
+    if dsn is None:
+        dsn = await fresh_database(name)
+        await seed_submissions(dsn, jobs)
+    ids = await _submission_ids(dsn)
     fn_port = free_port()
     return await _timed_run(
         cap, jobs, dsn, fn_port, app_args=["-m", "aiqueue", "serve", "--port"], app_env={
@@ -181,13 +192,13 @@ async def run_loop(cap: int, jobs: int, name: str, env: dict[str, str] | None = 
         body={"assignment_id": "bench", "submission_ids": ids, "payload": PAYLOAD_2KB},
         headers={"authorization": f"Bearer {SECRET}"},
         done_sql="SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'",
-        log=ROOT / "bench" / f".serve-{name}.log", batch=batch)
+        log=ROOT / "bench" / f".serve-{name}.log", batch=batch, seconds=seconds)
 
 
 async def run_baseline(jobs: int, name: str) -> float:
     """Jobs/s of a raw asyncpg claim-and-complete loop: the floor without HTTP."""
     dsn = await fresh_database(name)
-    await _seed(dsn, jobs)
+    await seed_submissions(dsn, jobs)
     conn = await asyncpg.connect(dsn, statement_cache_size=0)
     try:
         await conn.execute(
@@ -211,9 +222,9 @@ async def run_baseline(jobs: int, name: str) -> float:
         await conn.close()
 
 
-async def run_minimal(cap: int, jobs: int, name: str) -> LoopRun:
+async def run_minimal(cap: int, jobs: int, name: str, dsn: str | None = None) -> LoopRun:
     """The same hops without the product (bench/minimal.py): the floor for the chain."""
-    dsn = await fresh_database(name)
+    dsn = dsn or await fresh_database(name)
     fn_port = free_port()
     return await _timed_run(
         cap, jobs, dsn, fn_port, app_args=["-m", "bench.minimal"], app_env={

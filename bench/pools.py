@@ -28,7 +28,7 @@ import httpx
 
 from bench.common import ROOT, free_port, spawn, wait_http
 from bench.flow import _drain
-from bench.loop import SECRET, _seed
+from bench.loop import SECRET, seed_submissions
 
 TOML = """
 [pools.tight]
@@ -79,7 +79,7 @@ class PoolRun:
 
 async def run_pools(setup: PoolsSetup, dsn: str, logs: Path | None = None) -> list[PoolRun]:
     """One run against two emulated models; `dsn` is a migrated, empty database."""
-    ids = {kind: await _seed(dsn, setup.jobs_per_kind) for kind in KINDS}
+    ids = {kind: await seed_submissions(dsn, setup.jobs_per_kind) for kind in KINDS}
     ports = {name: free_port() for name in ("tight", "roomy", *KINDS, "app")}
     logs = logs or ROOT / "bench"
     budget = setup.jobs_per_window * setup.call_tokens

@@ -34,6 +34,8 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
                                    "key (answer_key) with its row; a group's next row leads"),
     "ai_marking_attempts": ("erased", "with their queue rows, in every month; another "
                                       "row's handoff to one of them is cleared"),
+    "ai_marking_claimed": ("erased", "a row's slot while at the function, with its queue "
+                                     "row (ON DELETE CASCADE)"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),
     "ai_marking_holds": ("erased", "held results, deleted with their results; a "
                                    "marker's question is in the result it came with"),

@@ -230,7 +230,7 @@ async def sample(dsn: str) -> tuple[int, int, int, int] | None:
             " count(*) FILTER (WHERE status IN ('pending', 'processing')) AS live,"
             " count(*) FILTER (WHERE status IN ('completed', 'failed', 'cancelled')"
             "                  AND assignment_id = 'hw-chaos') AS done,"
-            " count(*) FILTER (WHERE lease_at IS NOT NULL) AS slots"
+            " (SELECT count(*) FROM ai_marking_claimed) AS slots"
             " FROM ai_marking_queue")
         assert row is not None
         return int(row["processing"]), int(row["live"]), int(row["done"]), int(row["slots"])

@@ -50,7 +50,7 @@ async def seed(conn: asyncpg.Connection) -> None:
         WITH s AS (SELECT id, assignment_id, row_number() OVER (ORDER BY id) AS g
                    FROM submissions)
         INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, attempts,
-            dispatch_seq, created_at, started_at, finished_at, lease_at, last_error)
+            dispatch_seq, created_at, started_at, finished_at, last_error)
         SELECT id, assignment_id, gen_random_uuid(), st,
                CASE st WHEN 'failed' THEN 3 WHEN 'pending' THEN 0 ELSE 1 END,
                CASE st WHEN 'failed' THEN 3 WHEN 'pending' THEN 0 ELSE 1 END,
@@ -58,12 +58,15 @@ async def seed(conn: asyncpg.Connection) -> None:
                CASE WHEN st = 'pending' THEN NULL WHEN st = 'processing' THEN now()
                     ELSE fin - (2 + g % 9) * interval '1 s' END,
                CASE WHEN st IN ('completed', 'failed') THEN fin END,
-               CASE WHEN st = 'processing' THEN now() END,
                CASE WHEN st = 'failed' THEN 'http_500' END
         FROM s, LATERAL (SELECT
             CASE WHEN g = 1 THEN 'processing' WHEN g <= 6 THEN 'failed'
                  WHEN g <= 16 THEN 'pending' ELSE 'completed' END AS st,
             now() - (g * 7) * interval '1 minute' AS fin) x;
+        -- The row in flight holds a slot.
+        INSERT INTO ai_marking_claimed (queue_id, dispatch_seq, pool, kind)
+        SELECT queue_id, dispatch_seq, pool, kind FROM ai_marking_queue
+        WHERE status = 'processing';
     """)
 
 

@@ -87,8 +87,10 @@ async def age(conn: asyncpg.Connection, seconds: float) -> None:
     """Everything in flight happened `seconds` earlier."""
     shift = timedelta(seconds=seconds)
     await conn.execute(
-        "UPDATE ai_marking_queue SET started_at = started_at - $1::interval,"
-        " lease_at = lease_at - $1::interval WHERE lease_at IS NOT NULL", shift)
+        "UPDATE ai_marking_queue q SET started_at = started_at - $1::interval"
+        " FROM ai_marking_claimed c WHERE c.queue_id = q.queue_id", shift)
+    await conn.execute(
+        "UPDATE ai_marking_claimed SET lease_at = lease_at - $1::interval", shift)
     await conn.execute("UPDATE ai_marking_attempts SET look_after = look_after - $1::interval,"
                        " started_at = started_at - $1::interval", shift)
 

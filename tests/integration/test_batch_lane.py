@@ -36,7 +36,9 @@ async def test_a_healthy_batch_marks_every_row_once_at_half_price(rig: Rig) -> N
     await rig.enqueue(30)
     first = await rig.step()
     assert (first.packed, first.batches) == (30, 1)
-    rows = await rig.conn.fetch("SELECT status, lane, lease_at, batch_id FROM ai_marking_queue")
+    rows = await rig.conn.fetch(
+        "SELECT status, lane, c.lease_at, batch_id FROM ai_marking_queue q"
+        " LEFT JOIN ai_marking_claimed c ON c.queue_id = q.queue_id")
     # In a batch: processing, on the batch lane, holding no slot of L.
     assert {(r["status"], r["lane"], r["lease_at"]) for r in rows} == {
         ("processing", "batch", None)}

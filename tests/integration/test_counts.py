@@ -44,8 +44,9 @@ async def test_counts_follow_enqueue_claim_finish_cancel_prune_and_delete(
         failed = jobs[3]
         assert failed is not None
         await store.retry_failed(failed.queue_id, "ops")
-        await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour' "
-                           "WHERE status = 'processing'")
+        await conn.execute("UPDATE ai_marking_claimed c SET lease_at = now() - interval '1 hour' "
+                           "FROM ai_marking_queue q "
+                           "WHERE q.queue_id = c.queue_id AND q.status = 'processing'")
         await store.recover_stuck(60, 3)
         await assert_counts_match(store, conn)
         # Pruning folds the deltas and deletes old completed rows.

@@ -94,8 +94,8 @@ async def in_flight(conn: asyncpg.Connection) -> tuple[int, int]:
     """(rows holding a slot of pool spare, of them run by mini's function)."""
     row = await conn.fetchrow(
         "SELECT count(*) AS pool, count(*) FILTER (WHERE kind = 'mini' "
-        "OR run_kind = 'mini') AS kind FROM ai_marking_queue "
-        "WHERE pool = 'spare' AND lease_at IS NOT NULL")
+        "OR run_kind = 'mini') AS kind FROM ai_marking_claimed "
+        "WHERE pool = 'spare'")
     return row["pool"], row["kind"]
 
 

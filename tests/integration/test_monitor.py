@@ -77,13 +77,16 @@ async def seed(
     for k, sub in enumerate(subs):
         ids.append(await conn.fetchval(
             """INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status,
-                   attempts, dispatch_seq, created_at, started_at, finished_at, lease_at,
-                   last_error)
-               VALUES ($1, $2, gen_random_uuid(), $3, $4, $4, $5, $6, $7,
-                       CASE WHEN $3 = 'processing' THEN now() END, $8)
+                   attempts, dispatch_seq, created_at, started_at, finished_at, last_error)
+               VALUES ($1, $2, gen_random_uuid(), $3, $4, $4, $5, $6, $7, $8)
                RETURNING queue_id""",
             sub, assignment, status, attempts, created + timedelta(milliseconds=k), started,
             finished, last_error))
+        # A row in flight holds a slot (ai_marking_claimed).
+        await conn.execute(
+            "INSERT INTO ai_marking_claimed (queue_id, dispatch_seq, pool, kind) "
+            "SELECT queue_id, dispatch_seq, pool, kind FROM ai_marking_queue "
+            "WHERE queue_id = $1 AND status = 'processing'", ids[-1])
     return ids
 
 

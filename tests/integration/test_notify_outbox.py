@@ -99,7 +99,7 @@ async def test_stuck_recovery_with_no_attempts_left_fails_the_row_and_ends_the_r
     ids = await add_submissions(conn, 1, "hw-s")
     await store.enqueue(ids, "hw-s", 0, {})
     [job] = await claim_all(store, 1)
-    await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'")
+    await conn.execute("UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'")
     assert await store.recover_stuck(60, 1) == 1
     kinds = sorted(e["type"] for e in await events(conn))
     assert kinds == ["marking.row_failed", "marking.run_finished"]
@@ -217,7 +217,7 @@ async def test_recovery_across_runs_writes_one_event_per_finished_run(
         await store.enqueue(await add_submissions(conn, n, name), name, 0, {})
     await claim_all(store, 7)
     # hw-c keeps one row in flight; every other row is stuck.
-    await conn.execute("""UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'
+    await conn.execute("""UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'
                           WHERE queue_id <> (SELECT queue_id FROM ai_marking_queue
                                              WHERE assignment_id = 'hw-c' LIMIT 1)""")
     assert await store.recover_stuck(60, 1) == 6

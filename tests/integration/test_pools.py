@@ -46,7 +46,7 @@ async def claim(store: Store, settings: Settings) -> Job | None:
 
 
 async def in_flight(conn: asyncpg.Connection) -> tuple[dict[str, int], dict[str, int]]:
-    rows = await conn.fetch("SELECT kind, pool FROM ai_marking_queue WHERE lease_at IS NOT NULL")
+    rows = await conn.fetch("SELECT kind, pool FROM ai_marking_claimed")
     kinds: dict[str, int] = {}
     pools: dict[str, int] = {}
     for r in rows:

@@ -92,7 +92,7 @@ class Row:
     status: str = "pending"
     attempts: int = 0
     seq: int = 0  # the current dispatch
-    slot: bool = False  # lease_at set: the row holds one of the cap's slots
+    slot: bool = False  # in ai_marking_claimed: the row holds one of the cap's slots
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ class QueueMachine(RuleBasedStateMachine):
         queue_id = data.draw(st.sampled_from(
             [q for q, r in self.m.rows.items() if r.slot and (q, r.seq) not in self.m.working]))
         self.h.run(self.h.conn.execute(
-            "UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'"
+            "UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'"
             " WHERE queue_id = $1", queue_id))
         recovered = self.h.run(self.h.store.recover_stuck(600, MAX_ATTEMPTS))
         row = self.m.rows[queue_id]
@@ -313,8 +313,9 @@ class QueueMachine(RuleBasedStateMachine):
 
     def db_rows(self) -> dict[uuid.UUID, asyncpg.Record]:
         rows = self.h.run(self.h.conn.fetch(
-            "SELECT queue_id, submission_id, status, attempts, dispatch_seq,"
-            " lease_at IS NOT NULL AS slot FROM ai_marking_queue"))
+            "SELECT q.queue_id, q.submission_id, q.status, q.attempts, q.dispatch_seq,"
+            " c.queue_id IS NOT NULL AS slot FROM ai_marking_queue q"
+            " LEFT JOIN ai_marking_claimed c ON c.queue_id = q.queue_id"))
         return {r["queue_id"]: r for r in rows}
 
     @invariant()
@@ -341,7 +342,7 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def never_more_than_the_cap(self) -> None:
         slots = self.h.run(self.h.conn.fetchval(
-            "SELECT count(*) FROM ai_marking_queue WHERE lease_at IS NOT NULL"))
+            "SELECT count(*) FROM ai_marking_claimed"))
         processing = self.h.run(self.h.conn.fetchval(
             "SELECT count(*) FROM ai_marking_queue WHERE status = 'processing'"))
         assert processing <= slots <= self.cap
@@ -384,7 +385,7 @@ async def test_a_late_result_does_not_free_the_slot_a_newer_dispatch_still_holds
         await store.enqueue([x], "hw-1", 0, {})
         first = await store.claim(plan_of(1, THRESHOLD))
         assert first is not None
-        await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'")
+        await conn.execute("UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'")
         assert await store.recover_stuck(600, 3) == 1
         second = await store.claim(plan_of(1, THRESHOLD))  # dispatch 2 is at the function now
         assert second is not None and second.dispatch_seq == first.dispatch_seq + 1
@@ -409,7 +410,7 @@ async def test_a_late_result_does_not_free_the_slot_a_newer_dispatch_still_holds
             assert await store.refused(second.queue_id, second.dispatch_seq, kind="overloaded",
                                        delay=0, give_up=86400, cap=1) is None
         else:
-            await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '1 hour'"
+            await conn.execute("UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'"
                                " WHERE queue_id = $1", second.queue_id)
             assert await store.recover_stuck(600, 3) == 0  # released, not recovered
         assert await store.claim(plan_of(1, THRESHOLD)) is not None  # the slot is free again

@@ -206,10 +206,13 @@ async def test_recovery_keeps_to_the_lease_index_with_many_rows_in_flight(
     await add_submissions(conn, 3000)
     await conn.execute(
         "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status,"
-        " started_at, lease_at) SELECT id, 'hw-1', gen_random_uuid(), 'processing', now(),"
-        " now() FROM submissions")
+        " started_at) SELECT id, 'hw-1', gen_random_uuid(), 'processing', now()"
+        " FROM submissions")
+    await conn.execute("INSERT INTO ai_marking_claimed (queue_id, dispatch_seq, pool, kind) "
+                       "SELECT queue_id, dispatch_seq, pool, kind FROM ai_marking_queue")
     await conn.execute("ANALYZE ai_marking_queue")
+    await conn.execute("ANALYZE ai_marking_claimed")
     sql = queries()["recover_stuck"]
     plan = "\n".join(r[0] for r in await conn.fetch(
         "EXPLAIN " + sql, STUCK, 3, HEARTBEAT, ACTION_LIMIT + GRACE, False, "{}", None, []))
-    assert "ai_marking_queue_lease_idx" in plan and "Seq Scan on ai_marking_queue" not in plan
+    assert "ai_marking_claimed_lease_idx" in plan and "Seq Scan on ai_marking_queue" not in plan

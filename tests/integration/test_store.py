@@ -318,7 +318,7 @@ async def test_busy_returns_the_row_without_using_an_attempt_and_pauses(
 
 async def test_stuck_rows_are_recovered_by_lease(store: Store, conn: asyncpg.Connection) -> None:
     a, b, c = await claim_all(store, conn, 3)
-    await conn.execute("UPDATE ai_marking_queue SET lease_at = now() - interval '20 minutes'")
+    await conn.execute("UPDATE ai_marking_claimed SET lease_at = now() - interval '20 minutes'")
     await conn.execute("UPDATE ai_marking_queue SET attempts = 3 WHERE queue_id = $1", b.queue_id)
     assert await store.heartbeat(c.queue_id, c.dispatch_seq, {"current": 1, "total": 2})
     assert await store.recover_stuck(600, 3) == 2
@@ -454,15 +454,15 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
 @pytest.mark.fresh_db
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [
     # The claim's "another row due?" probe, with most rows pending.
-    ("'pending', NULL", "aiqueue_due_exists", r"SELECT EXISTS.*ANY \(pools\)\)",
+    ("'pending'", "aiqueue_due_exists", r"SELECT EXISTS.*ANY \(pools\)\)",
      "ai_marking_queue_group_kind_idx"),
     # A pool's in-flight count (the gate, twice per claim), with most rows in flight.
-    ("'processing', now()", "aiqueue_pool_in_flight",
-     r"SELECT 1 FROM ai_marking_queue p .*?greatest\(cap, 1\)", "ai_marking_queue_pool_lease_idx"),
+    ("'processing'", "aiqueue_pool_in_flight",
+     r"SELECT 1 FROM ai_marking_claimed p .*?greatest\(cap, 1\)", "ai_marking_claimed_pool_idx"),
     # A kind's in-flight count (a kind with a cap of its own), likewise: with one kind
     # in flight, either lease index serves (both stop at the cap).
-    ("'processing', now()", "aiqueue_kind_in_flight",
-     r"SELECT 1 FROM ai_marking_queue p\s.*?greatest\(cap, 1\)", "lease_idx on ai_marking_queue"),
+    ("'processing'", "aiqueue_kind_in_flight",
+     r"SELECT 1 FROM ai_marking_claimed p\s.*?greatest\(cap, 1\)", "on ai_marking_claimed"),
 ])
 async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
     conn: asyncpg.Connection, row: str, function: str, pattern: str, index: str
@@ -471,9 +471,14 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
     # plain count(*) as a scan of the whole table, on every claim.
     await add_submissions(conn, 2000)
     await conn.execute(
-        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, lease_at) "
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status) "
         f"SELECT id, 'hw-1', gen_random_uuid(), {row} FROM submissions")
+    await conn.execute(  # a row in flight holds a slot
+        "INSERT INTO ai_marking_claimed (queue_id, dispatch_seq, pool, kind) "
+        "SELECT queue_id, dispatch_seq, pool, kind FROM ai_marking_queue "
+        "WHERE status = 'processing'")
     await conn.execute("ANALYZE ai_marking_queue")
+    await conn.execute("ANALYZE ai_marking_claimed")
     text = await plan_in_function(conn, function, pattern, cap="1", kinds="ARRAY['mark']",
                                   pools="ARRAY['default']", except_id="NULL::uuid",
                                   p_pool="'default'", p_kind="'mark'")

@@ -27,9 +27,8 @@ WITH due AS (
                                   WHERE y.pool = $2::text AND x.state = 'sent'
                                     AND y.lane = 'live')
                    -- the pool's rows at the function hold their slots (a capped pool)
-                   - CASE WHEN $6::boolean THEN (SELECT count(*) FROM ai_marking_queue q
-                                                 WHERE q.pool = $2::text
-                                                   AND q.lease_at IS NOT NULL)
+                   - CASE WHEN $6::boolean THEN (SELECT count(*) FROM ai_marking_claimed q
+                                                 WHERE q.pool = $2::text)
                           ELSE 0 END, 0)
     FOR UPDATE OF c SKIP LOCKED
 ),

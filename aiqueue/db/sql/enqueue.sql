@@ -258,7 +258,8 @@ SELECT (SELECT n FROM marks) AS rows,
                               WHERE q.status = 'pending' AND q.pool = $5::text
                                 AND q.run_after <= now()
                               LIMIT 100000) due)
-       + (SELECT count(*) FROM ai_marking_queue q
-          WHERE q.status = 'processing' AND q.pool = $5::text AND q.lease_at IS NOT NULL)
+       + (SELECT count(*) FROM ai_marking_claimed c
+          JOIN ai_marking_queue q ON q.queue_id = c.queue_id
+          WHERE q.status = 'processing' AND c.pool = $5::text)
            AS ahead
 FROM est, aiqueue_spend_now($6::jsonb -> $5::text, $5::text, $4::text) sp;

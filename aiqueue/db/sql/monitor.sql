@@ -30,7 +30,8 @@ ORDER BY s.bucket;
 
 -- monitor_rows_newer --
 -- The page just before a keyset cursor (the newer rows), nearest the cursor
--- first; the caller reverses it.  Mirrors list_rows, walking its index upward.
+-- first; the caller reverses it.  Mirrors list_rows, walking its indexes upward
+-- (aiqueue_page_newer).
 SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
        created_at, updated_at, started_at, finished_at, priority,
        coalesce(group_key, assignment_id) AS group_key, kind, pool, not_before, expires_at,
@@ -40,11 +41,9 @@ SELECT queue_id, submission_id, assignment_id, status, attempts, last_error,
            AS resumes_at,
        leader_id AS same_answer_as  -- the row whose mark it copies (aiqueue 0028)
 FROM ai_marking_queue
-WHERE ($1::text IS NULL OR status = $1)
-  AND ($2::text IS NULL OR assignment_id = $2)
-  AND ($6::text IS NULL OR coalesce(group_key, assignment_id) = $6)
-  AND ($7::text IS NULL OR kind = $7)
-  AND (created_at, queue_id) > ($3::timestamptz, $4::uuid)
+WHERE queue_id IN (SELECT p.queue_id
+                   FROM aiqueue_page_newer($1::text, $2::text, $6::text, $7::text,
+                                           $3::timestamptz, $4::uuid, $5::bigint) p)
 ORDER BY created_at, queue_id
 LIMIT $5;
 

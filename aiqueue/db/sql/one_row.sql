@@ -26,10 +26,13 @@ WITH was AS (
 ),
 row AS (
     UPDATE ai_marking_queue q
-    SET status = 'cancelled', finished_at = now(), updated_at = now(), lease_at = NULL
+    SET status = 'cancelled', finished_at = now(), updated_at = now()
     FROM was WHERE q.queue_id = was.queue_id
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
               q.turn, was.status AS was, was.dispatch_seq
+),
+free AS (
+    DELETE FROM ai_marking_claimed c USING row WHERE c.queue_id = row.queue_id
 ),
 dispatch AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'cancelled'

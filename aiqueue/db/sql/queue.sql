@@ -48,7 +48,7 @@ WITH row AS (
         finished_at = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
                                                                     $5::integer)
                            THEN NULL ELSE now() END,
-        lease_at = NULL, last_error = $6, updated_at = now()
+        last_error = $6, updated_at = now()
     WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
     RETURNING queue_id, status
 ),
@@ -56,11 +56,13 @@ history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = $7, error = $6
     FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
 ),
--- A late result completed the row while this dispatch was out: nothing to
--- fail, but the slot it held is free now.
+-- The dispatch's slot is free: the row's, or, when a late result completed
+-- the row while this dispatch was out (nothing to fail), the one it held.
 release AS (
-    UPDATE ai_marking_queue SET lease_at = NULL
-    WHERE queue_id = $1 AND status = 'completed' AND dispatch_seq = $2 AND lease_at IS NOT NULL
+    DELETE FROM ai_marking_claimed c
+    USING ai_marking_queue q
+    WHERE c.queue_id = $1 AND c.dispatch_seq = $2 AND q.queue_id = c.queue_id
+      AND q.status IN ('processing', 'completed')
 ),
 -- The /metrics counters (migration 0008): one delta per ended attempt.
 tally AS (
@@ -103,11 +105,16 @@ SELECT aiqueue_cache_key($1::uuid, $2::integer);
 -- `processing` event), so a teacher's page shows it.  The feed keeps only the
 -- counts: the message may quote the answer, and the feed is kept for a day;
 -- live_events_after reads the message from the row while it is processing.
-WITH row AS (
-    UPDATE ai_marking_queue
-    SET lease_at = now(), progress = $3::jsonb, updated_at = now()
+WITH lease AS (
+    UPDATE ai_marking_claimed SET lease_at = now()
     WHERE queue_id = $1 AND dispatch_seq = $2
-      AND (status = 'processing' OR (status = 'completed' AND lease_at IS NOT NULL))
+    RETURNING queue_id
+),
+row AS (
+    UPDATE ai_marking_queue
+    SET progress = $3::jsonb, updated_at = now()
+    WHERE queue_id = $1 AND dispatch_seq = $2
+      AND (status = 'processing' OR (status = 'completed' AND EXISTS (SELECT 1 FROM lease)))
     RETURNING queue_id, submission_id, assignment_id, status, pool, priority,
               coalesce(group_key, assignment_id) AS grp, payload_id
 ),
@@ -181,10 +188,10 @@ tally_refolded AS (
 -- Payloads no row names any more (their rows were pruned, or deleted with their
 -- submissions; this statement's own deletions count from the next run on),
 -- unused for an hour.  A payload's rows were all created within its window of
--- use (migration 0014), the newest at last_used_at: one probe per payload of
--- ai_marking_queue_created_idx, newest first, finds one at once while any is
--- left.  (A correlated LIMIT 1, not NOT EXISTS: the planner turns that into
--- an anti-join over the whole queue, 0.4 s at 600,000 rows.)  The
+-- use (migration 0014): aiqueue_payload_named (functions/82_rows.sql) probes
+-- the list index per status, newest first, and finds one at once while any is
+-- left.  (A function's answer, not NOT EXISTS: the planner turns that into an
+-- anti-join over the whole queue, 0.4 s at 600,000 rows.)  The
 -- last_used_at test is on the deleted row itself, so an enqueue that reuses
 -- the payload meanwhile (its upsert moves last_used_at under the row lock)
 -- makes this delete skip it.
@@ -194,10 +201,8 @@ payloads AS (
       AND p.id IN (
           SELECT x.id FROM ai_marking_payloads x
           WHERE x.last_used_at < now() - interval '1 hour' AND EXISTS (SELECT 1 FROM gate)
-            AND (SELECT q.payload_id FROM ai_marking_queue q
-                 WHERE q.created_at BETWEEN x.first_used_at AND x.last_used_at
-                   AND q.payload_id = x.id
-                 ORDER BY q.created_at DESC LIMIT 1) IS NULL
+            AND NOT aiqueue_payload_named(x.id, x.first_used_at, x.last_used_at,
+                                          '{}'::uuid[])
           LIMIT 100)
 ),
 gone AS (
@@ -205,7 +210,9 @@ gone AS (
     WHERE queue_id IN (
         SELECT queue_id FROM ai_marking_queue
         WHERE status = 'completed' AND finished_at < now() - make_interval(secs => $1::float8)
-          AND lease_at IS NULL  -- not while it still holds a slot (see aiqueue_complete)
+          -- not while it still holds a slot (see aiqueue_complete)
+          AND NOT EXISTS (SELECT 1 FROM ai_marking_claimed c
+                          WHERE c.queue_id = ai_marking_queue.queue_id)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT 5000)
     RETURNING queue_id, created_at
@@ -236,15 +243,15 @@ SELECT extract(epoch FROM least(
     -- looked at once quiet for $6 (aiqueue/recovery.py: the heartbeat timeout
     -- or 3x the recent p95 processing time, whichever comes first).
     (SELECT min(aiqueue_recover_at(
-                q.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
+                c.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
                 $2::float8, CASE WHEN asked THEN $6::float8 ELSE $3 END,
                 $4::float8))
-     FROM ai_marking_queue q
+     FROM ai_marking_claimed c
+     JOIN ai_marking_queue q ON q.queue_id = c.queue_id
      LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
           AND a.dispatch_seq = q.dispatch_seq AND a.kind = 'dispatch',
      LATERAL (SELECT $5::boolean AND a.dispatch_ref IS NOT NULL
-                     AND q.status = 'processing' AS asked) l
-     WHERE q.lease_at IS NOT NULL)
+                     AND q.status = 'processing' AS asked) l)
 ) - now())::float8 AS seconds;
 
 -- set_dispatch_ref --

@@ -27,7 +27,9 @@ ended AS (
         SELECT queue_id FROM ai_marking_queue
         WHERE status IN ('failed', 'cancelled', 'expired')
           AND finished_at < now() - make_interval(secs => $1::float8)
-          AND lease_at IS NULL  -- never a row that still holds a dispatch slot
+          -- never a row that still holds a dispatch slot
+          AND NOT EXISTS (SELECT 1 FROM ai_marking_claimed c
+                          WHERE c.queue_id = ai_marking_queue.queue_id)
           AND EXISTS (SELECT 1 FROM gate)
         LIMIT $3::integer)
     RETURNING queue_id, created_at
@@ -207,9 +209,7 @@ payloads AS (
     USING (SELECT r.payload_id, max(r.created_at) AS newest FROM rows r
            WHERE r.payload_id IS NOT NULL GROUP BY r.payload_id) u
     WHERE p.id = u.payload_id AND p.last_used_at <= u.newest
-      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                      WHERE q.created_at BETWEEN p.first_used_at AND p.last_used_at
-                        AND q.payload_id = p.id AND q.submission_id <> ALL ($1::uuid[]))
+      AND NOT aiqueue_payload_named(p.id, p.first_used_at, p.last_used_at, $1::uuid[])
     RETURNING 1
 ),
 -- Drift canaries' rows that re-marked these submissions (their runs keep only figures).

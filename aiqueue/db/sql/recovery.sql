@@ -20,14 +20,15 @@ WITH stuck AS (
                 THEN 'platform_timeout'
                 WHEN q.progress IS NOT NULL THEN 'heartbeat_timeout'
                 ELSE 'stuck_no_result' END AS why
-    FROM ai_marking_queue q
-    -- A range of ai_marking_queue_lease_idx first (with QUEUE_MAX_IN_FLIGHT=0 many
-    -- rows may hold a lease): no term is due before the shortest threshold has
-    -- passed since the lease (an invocation cannot outlive its platform's limit,
-    -- so it has stopped heartbeating by then).
+    FROM ai_marking_claimed c
+    JOIN ai_marking_queue q ON q.queue_id = c.queue_id
+    -- A range of ai_marking_claimed_lease_idx first (with QUEUE_MAX_IN_FLIGHT=0
+    -- many rows may hold a lease): no term is due before the shortest threshold
+    -- has passed since the lease (an invocation cannot outlive its platform's
+    -- limit, so it has stopped heartbeating by then).
     WHERE q.status = 'processing'
-      AND q.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
-      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+      AND c.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
+      AND aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
                              $1::float8, $3::float8, $4::float8) <= now()
       AND NOT ($5::boolean AND EXISTS (
           SELECT 1 FROM ai_marking_attempts a
@@ -35,7 +36,7 @@ WITH stuck AS (
             AND a.kind = 'dispatch' AND a.dispatch_ref IS NOT NULL))
       -- Each kind by its own platform's thresholds ($7 these kinds; NULL: all but $8).
       AND aiqueue_kind_in(q.kind, $7::text[], $8::text[])
-    ORDER BY q.lease_at
+    ORDER BY c.lease_at
     LIMIT 500
     FOR UPDATE OF q SKIP LOCKED
 ),
@@ -47,9 +48,12 @@ row AS (
         finished_at = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer,
                                                       $2::integer)
                            THEN NULL ELSE now() END,
-        run_after = now(), lease_at = NULL, last_error = stuck.why, updated_at = now()
+        run_after = now(), last_error = stuck.why, updated_at = now()
     FROM stuck WHERE q.queue_id = stuck.queue_id
     RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why
+),
+free AS (
+    DELETE FROM ai_marking_claimed c USING row WHERE c.queue_id = row.queue_id
 ),
 history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = row.why,
@@ -59,9 +63,10 @@ history AS (
 ),
 -- Completed rows still holding a slot for a newer dispatch that never reported.
 released AS (
-    UPDATE ai_marking_queue q SET lease_at = NULL
-    WHERE q.status = 'completed' AND q.lease_at IS NOT NULL
-      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+    DELETE FROM ai_marking_claimed c
+    USING ai_marking_queue q
+    WHERE q.queue_id = c.queue_id AND q.status = 'completed'
+      AND aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
                              $1::float8, $3::float8, $4::float8) <= now()
 ),
 tally AS (
@@ -81,14 +86,15 @@ SELECT count(*) AS n FROM row;
 -- now means gone.
 WITH due AS (
     SELECT a.id
-    FROM ai_marking_queue q
+    FROM ai_marking_claimed c
+    JOIN ai_marking_queue q ON q.queue_id = c.queue_id
     JOIN ai_marking_attempts a ON a.queue_id = q.queue_id AND a.dispatch_seq = q.dispatch_seq
          AND a.kind = 'dispatch'
-    WHERE q.status = 'processing' AND q.lease_at IS NOT NULL AND a.dispatch_ref IS NOT NULL
-      AND aiqueue_recover_at(q.lease_at, q.started_at, q.progress IS NOT NULL, a.look_after,
+    WHERE q.status = 'processing' AND a.dispatch_ref IS NOT NULL
+      AND aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL, a.look_after,
                              $1::float8, $2::float8, $3::float8) <= now()
       AND aiqueue_kind_in(q.kind, $6::text[], $7::text[])
-    ORDER BY q.lease_at
+    ORDER BY c.lease_at
     LIMIT $4
     FOR UPDATE OF a SKIP LOCKED
 )

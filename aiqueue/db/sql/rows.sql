@@ -77,9 +77,10 @@ FROM aiqueue_pool_control(coalesce($3::text, 'default')) c,
 -- figure here counts the table.  "today" is the school's day (QUEUE_TIMEZONE,
 -- $2, e.g. 'Europe/Berlin'; a day that began at its midnight), an index range on
 -- (status, finished_at); timings cover the last 24 h but at most the latest
--- 20,000 completions, an index-only scan of ai_marking_queue_completed_idx
--- (migration 0002), so the p95 sort stays bounded on a busy day.  Timings are
--- float8 (date_part), not numeric: the p95 sort is the dearest part.
+-- 20,000 completions, an index-only scan of ai_marking_queue_finished_idx
+-- (status, finished_at, with started_at), so the p95 sort stays bounded on a
+-- busy day.  Timings are float8 (date_part), not numeric: the p95 sort is the
+-- dearest part.
 -- $1: the moment the figures are for (NULL: now(); tests inject a clock).
 WITH totals AS (
     SELECT status, sum(n)::bigint AS n FROM ai_marking_counts GROUP BY status
@@ -133,14 +134,12 @@ FROM (
 
 -- list_rows --
 -- Newest first; keyset paging via ($3, $4) = the last row of the previous page.
--- The columns: aiqueue_rows (functions/82_rows.sql), as get_row's.
-SELECT *
-FROM aiqueue_rows() r
-WHERE ($1::text IS NULL OR r.status = $1)
-  AND ($2::text IS NULL OR r.assignment_id = $2)
-  AND ($3::timestamptz IS NULL OR (r.created_at, r.queue_id) < ($3, $4::uuid))
-  AND ($7::text IS NULL OR r.group_key = $7)
-  AND ($8::text IS NULL OR r.kind = $8)
+-- The rows: aiqueue_page_older (functions/82_rows.sql: each state through its
+-- own index); the columns: aiqueue_rows, as get_row's.
+SELECT r.*
+FROM aiqueue_page_older($1::text, $2::text, $7::text, $8::text, $3::timestamptz, $4::uuid,
+                        $5::bigint + $6::bigint) p
+JOIN aiqueue_rows() r ON r.queue_id = p.queue_id
 ORDER BY r.created_at DESC, r.queue_id DESC
 LIMIT $5 OFFSET $6;
 
@@ -179,8 +178,7 @@ SELECT x.name AS pool, aiqueue_flow_cap(c, x.cap) AS in_flight_limit,
        aiqueue_circuit_state(c, $2::integer) AS circuit_state,
        c.consecutive_failures, c.refusals_rate_limited, c.refusals_overloaded,
        u.tokens AS tokens_in_window, u.requests AS requests_in_window,
-       (SELECT count(*) FROM ai_marking_queue q
-        WHERE q.pool = x.name AND q.lease_at IS NOT NULL) AS in_flight
+       (SELECT count(*) FROM ai_marking_claimed c WHERE c.pool = x.name) AS in_flight
 FROM jsonb_to_recordset($1::jsonb -> 'pools') AS x (name text, cap integer)
      CROSS JOIN LATERAL aiqueue_pool_control(x.name) c
      CROSS JOIN LATERAL aiqueue_budget_use($3::float8, x.name) u

@@ -68,19 +68,17 @@ BEGIN
 END
 $$;
 
--- Rows holding a slot of one pool, counted only as far as the gate needs (up to
--- the cap; up to 1 when unlimited, for the half-open breaker), on
--- ai_marking_queue_pool_lease_idx.  The ORDER BY keeps the count on that index
--- even when the statistics are stale: a plain count(*) is planned as a scan of
--- the whole table whenever they say many rows hold a lease (e.g. before the
--- first ANALYZE of a big enqueue).
+-- Rows holding a slot of one pool (ai_marking_claimed), counted only as far as
+-- the gate needs (up to the cap; up to 1 when unlimited, for the half-open
+-- breaker), on ai_marking_claimed_pool_idx.  The ORDER BY keeps the count on
+-- that index even when the statistics are stale.
 CREATE OR REPLACE FUNCTION aiqueue_pool_in_flight(p_pool text, cap integer) RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     n bigint;
 BEGIN
     SELECT count(*) INTO n FROM (
-        SELECT 1 FROM ai_marking_queue p WHERE p.pool = p_pool AND p.lease_at IS NOT NULL
+        SELECT 1 FROM ai_marking_claimed p WHERE p.pool = p_pool
         ORDER BY p.kind, p.lease_at LIMIT greatest(cap, 1)) leased;
     RETURN n;
 END
@@ -94,9 +92,8 @@ DECLARE
     n bigint;
 BEGIN
     SELECT count(*) INTO n FROM (
-        SELECT 1 FROM ai_marking_queue p
+        SELECT 1 FROM ai_marking_claimed p
         WHERE p.pool = p_pool AND (p.kind = p_kind OR p.run_kind = p_kind)
-          AND p.lease_at IS NOT NULL
         ORDER BY p.lease_at LIMIT greatest(cap, 1)) leased;
     RETURN n;
 END

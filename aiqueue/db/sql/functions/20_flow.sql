@@ -118,9 +118,10 @@ BEGIN
     IF NOT FOUND THEN
         -- A late result completed the row while this dispatch was refused: the
         -- slot it held is free now (see aiqueue_complete).
-        UPDATE ai_marking_queue q SET lease_at = NULL
-        WHERE q.queue_id = p_queue_id AND q.status = 'completed'
-          AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
+        DELETE FROM ai_marking_claimed c
+        USING ai_marking_queue q
+        WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
+          AND q.queue_id = c.queue_id AND q.status = 'completed';
         RETURN NULL;
     END IF;
     -- What the claim wrote is given back under its lock, taken before any other
@@ -140,11 +141,12 @@ BEGIN
     UPDATE ai_marking_queue q
     SET status = outcome, attempts = q.attempts - 1,
         run_after = now() + make_interval(secs => delay),
-        started_at = NULL, lease_at = NULL, updated_at = now(),
+        started_at = NULL, updated_at = now(),
         finished_at = CASE WHEN gone THEN now() END,
         last_error = CASE WHEN gone THEN 'rate_limited' ELSE p_kind END,
         refused_since = coalesce(q.refused_since, now())
     WHERE q.queue_id = p_queue_id;
+    DELETE FROM ai_marking_claimed c WHERE c.queue_id = p_queue_id;
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'refused', error = p_kind
     WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';
     UPDATE ai_marking_budget b SET tokens = 0

@@ -72,11 +72,17 @@ BEGIN
     WITH claimed AS (
         UPDATE ai_marking_queue q
         SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
-            started_at = now(), lease_at = now(), progress = NULL, updated_at = now(),
+            started_at = now(), progress = NULL, updated_at = now(),
             charged_tokens = picked.tokens, charged_usd = picked.usd, charged_at = now()
         WHERE q.queue_id = picked.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
                   q.payload_id, q.kind, q.pool, q.run_kind
+    ),
+    -- The row's slot while it is at the function (ai_marking_claimed): the caps
+    -- count it, recovery walks its lease, its end deletes it.
+    slot AS (
+        INSERT INTO ai_marking_claimed (queue_id, dispatch_seq, pool, kind, run_kind)
+        SELECT cl.queue_id, cl.dispatch_seq, cl.pool, cl.kind, cl.run_kind FROM claimed cl
     ),
     history AS (
         -- ran_kind: the fallback kind that runs it (§10e; NULL: its own).

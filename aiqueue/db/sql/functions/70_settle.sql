@@ -5,9 +5,12 @@
 --   aiqueue_result         a result, the same for a settle and a lone complete:
 --     aiqueue_complete       apply it in one statement (its triggers: 80_feed,
 --                            90_outbox, 72_groups), priced once by
---                            aiqueue_priced (50_spend's prices), its record
---                            and tally by aiqueue_complete_record; returns the completed row,
---                            which everything after takes instead of reading it
+--                            aiqueue_priced (50_spend's prices), the row's slot
+--                            deleted from ai_marking_claimed (a late result of an
+--                            earlier dispatch leaves the current one's), its record
+--                            and tally by aiqueue_complete_record (73_record);
+--                            returns the completed row, which everything after
+--                            takes instead of reading it
 --     aiqueue_claim_lock     (30_gate) before any row the claim writes too, then:
 --     aiqueue_flow_result    raise the learned limit L (71_settle_charge; rule
 --                            in 20_flow), and put the usage in place of the
@@ -19,10 +22,12 @@
 --                            48_spend_windows)
 --   aiqueue_handback       a repeated result: hand back the row it claimed
 --                          (71_settle_charge)
---   aiqueue_claim          the next row (60_claim: 30_gate, 40_fair, 42_fair_pick,
---                          45_cache; its money: the budget window in 21_budget,
---                          the spend caps in 50_spend and 48_spend_windows),
---                          taken by the settle's caller to send it
+--   aiqueue_claim          the next row (60_claim: 30_gate, whose caps count the
+--                          pool's and kind's slots in ai_marking_claimed (10_plan);
+--                          40_fair, 42_fair_pick, 45_cache; its money: the budget
+--                          window in 21_budget, the spend caps in 50_spend and
+--                          48_spend_windows), moved to processing with its slot
+--                          inserted, taken by the settle's caller to send it
 --
 -- Transaction flags (set_config(..., true): they last to the transaction's
 -- end).  Each is read by a trigger, which takes no arguments, so none can be
@@ -174,7 +179,8 @@ DECLARE
     done ai_marking_queue;
 BEGIN
     WITH row AS (
-        SELECT q.queue_id, q.submission_id, aiqueue_priced(p_usage, money, q.pool) AS usage
+        SELECT q.queue_id, q.submission_id, aiqueue_priced(p_usage, money, q.pool) AS usage,
+               q.status AS was, q.dispatch_seq AS seq
         FROM ai_marking_queue q
         WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
         FOR UPDATE
@@ -195,15 +201,21 @@ BEGIN
     done AS (
         UPDATE ai_marking_queue q
         SET status = 'completed', finished_at = now(), last_error = NULL,
-            usage = row.usage, updated_at = now(),
-            -- A late result of an earlier dispatch: the current one is still at
-            -- the function, which keeps the row's slot until it reports or its
-            -- lease runs out (else the function would get one job over the cap).
-            lease_at = CASE WHEN q.status = 'processing' AND q.dispatch_seq <> p_dispatch_seq
-                            THEN q.lease_at END
+            usage = row.usage, updated_at = now()
         FROM row, prev
         WHERE q.queue_id = row.queue_id
         RETURNING q.*
+    ),
+    -- The row's slot is free (ai_marking_claimed), unless this is a late result
+    -- of an earlier dispatch: the current one is still at the function, which
+    -- keeps the slot until it reports or its lease runs out (else the function
+    -- would get one job over the cap).
+    free AS (
+        DELETE FROM ai_marking_claimed c
+        USING row
+        WHERE c.queue_id = row.queue_id
+          AND NOT (row.was = 'processing' AND row.seq <> p_dispatch_seq)
+          AND EXISTS (SELECT 1 FROM done)
     ),
     history AS (
         UPDATE ai_marking_attempts a
@@ -219,91 +231,11 @@ BEGIN
                FROM done d JOIN prev ON prev.id = d.submission_id)
     SELECT d.* INTO done FROM done d, record;
     IF done.queue_id IS NULL THEN  -- the current dispatch of a row a late result completed:
-        UPDATE ai_marking_queue q SET lease_at = NULL  -- free its slot
-        WHERE q.queue_id = p_queue_id AND q.status = 'completed'
-          AND q.dispatch_seq = p_dispatch_seq AND q.lease_at IS NOT NULL;
+        DELETE FROM ai_marking_claimed c  -- free its slot
+        USING ai_marking_queue q
+        WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
+          AND q.queue_id = c.queue_id AND q.status = 'completed';
     END IF;
     RETURN done;
 END
-$$;
-
--- A completed row's review record of what the result replaced
--- (ai_marking_results), with what the prompt cache read, wrote and saved when
--- it counted (NULLs when not: 45_cache.sql), and its one counter delta
--- (ai_marking_tally), in one statement.  `r`: the completed row, its usage
--- priced (aiqueue_priced: with its billed input); `outcome`: its attempt's.
-CREATE OR REPLACE FUNCTION aiqueue_complete_record(r ai_marking_queue, p_result jsonb,
-                                                   previous jsonb, previous_at timestamptz,
-                                                   outcome text)
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    model text := r.usage ->> 'model';
-    prompt bigint := aiqueue_usage_int(r.usage -> 'prompt_tokens');
-    completion bigint := aiqueue_usage_int(r.usage -> 'completion_tokens');
-    cost numeric := CASE WHEN jsonb_typeof(r.usage -> 'cost_usd') = 'number'
-                         THEN (r.usage ->> 'cost_usd')::numeric END;
-    seconds float8 := date_part('epoch', now() - r.started_at);
-    reads bigint := coalesce(aiqueue_usage_int(r.usage -> 'cache_read_tokens'), 0);
-    writes bigint := coalesce(aiqueue_usage_int(r.usage -> 'cache_write_tokens'), 0);
-    saved float8;
-    saved_tokens bigint;
-BEGIN
-    IF reads + writes > 0 THEN
-        saved := coalesce((r.usage ->> 'cache_saved_usd')::float8, 0);
-        saved_tokens := coalesce(prompt, 0) - coalesce(aiqueue_usage_int(coalesce(
-            r.usage -> 'billed_prompt_tokens', r.usage -> 'prompt_tokens')), 0);
-    ELSE
-        reads := NULL;
-        writes := NULL;
-    END IF;
-    -- One record per row, as a key on queue_id kept it before the results became
-    -- month partitions (97_partitions.sql; the parent has no key to conflict on):
-    -- a record already there (backfilled by migration 0008 for a row completed
-    -- before) is kept, with the cache's counts.  The row's lock orders two
-    -- settles of it; a record is no older than its row, so only the months since
-    -- the row was created are looked at.
-    WITH known AS (
-        UPDATE ai_marking_results m
-        SET (cache_read_tokens, cache_write_tokens, cache_saved_usd, cache_saved_tokens)
-            = (reads, writes, saved, saved_tokens)
-        WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at AND reads IS NOT NULL
-    ),
-    record AS (
-        INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id,
-                                        "group", result, previous_result, previous_marked_at,
-                                        model, prompt_tokens, completion_tokens, cost_usd,
-                                        processing_seconds, kind, pool, lane, cache_read_tokens,
-                                        cache_write_tokens, cache_saved_usd, cache_saved_tokens,
-                                        payload_version, function_version, provider, applied)
-        SELECT r.queue_id, r.submission_id, r.assignment_id, r.run_id, r.group_key, p_result,
-               previous, previous_at, model, prompt, completion, cost, seconds, r.kind, r.pool,
-               -- the overnight lane (0020) marks its usage; everything else is live
-               CASE WHEN r.usage ->> 'lane' = 'batch' THEN 'batch' ELSE 'live' END,
-               reads, writes, saved, saved_tokens,
-               -- the audit record (77_remark)
-               aiqueue_payload_version(r.payload_id), left(r.usage ->> 'function_version', 200),
-               left(r.usage ->> 'provider', 200), aiqueue_result_applies(r.queue_id)
-        WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
-                          WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at)
-    )
-    INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
-                                  cost_usd, seconds)
-    VALUES (coalesce(outcome, 'completed'), 'completed', model,
-            (SELECT min(b) FROM unnest(aiqueue_buckets()) b WHERE b >= seconds),
-            coalesce(prompt, 0), coalesce(completion, 0), coalesce(cost, 0),
-            coalesce(seconds, 0));
-    RETURN true;
-END
-$$;
-
--- A token count from a usage object: a non-negative whole number, else NULL.
-CREATE OR REPLACE FUNCTION aiqueue_usage_int(v jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN jsonb_typeof(v) = 'number' AND (v::text)::numeric >= 0
-                     AND (v::text)::numeric < 1e15
-                THEN round((v::text)::numeric)::bigint END
-$$;
-
--- The processing-time buckets of the /metrics histogram (upper bounds, seconds).
-CREATE OR REPLACE FUNCTION aiqueue_buckets() RETURNS float8[] LANGUAGE sql IMMUTABLE AS $$
-    SELECT ARRAY[0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600]::float8[]
 $$;

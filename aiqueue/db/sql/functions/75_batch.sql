@@ -132,7 +132,7 @@ LANGUAGE sql AS $$
     WITH moved AS (
         UPDATE ai_marking_queue q
         SET status = 'processing', attempts = q.attempts + 1,
-            dispatch_seq = q.dispatch_seq + 1, started_at = now(), lease_at = NULL,
+            dispatch_seq = q.dispatch_seq + 1, started_at = now(),
             progress = NULL, batch_id = p_batch, charged_tokens = NULL, charged_usd = NULL,
             updated_at = now()
         WHERE q.queue_id = ANY (ids)

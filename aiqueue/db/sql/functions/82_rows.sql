@@ -23,3 +23,84 @@ LANGUAGE sql STABLE AS $$
            q.held_run_after IS NOT NULL AND q.status = 'pending'
     FROM ai_marking_queue q
 $$;
+
+-- The rows of a list page, by state (docs/architecture.md): ended and pending
+-- rows through the list index (status, created_at, queue_id), one walk per
+-- status, and the rows in flight (at most the caps' worth) through their own
+-- index; merged newest first.  Older than the cursor (p_at, p_id), at most
+-- `n` rows matching the filters (NULL = any).
+CREATE OR REPLACE FUNCTION aiqueue_page_older(p_status text, p_assignment text, p_group text,
+                                              p_kind text, p_at timestamptz, p_id uuid,
+                                              n bigint)
+RETURNS TABLE (queue_id uuid, created_at timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT w.queue_id, w.created_at FROM (
+        SELECT x.queue_id, x.created_at
+        FROM unnest(ARRAY['pending', 'completed', 'failed', 'cancelled', 'expired']) s (status)
+        CROSS JOIN LATERAL (
+            SELECT q.queue_id, q.created_at FROM ai_marking_queue q
+            WHERE q.status = s.status AND q.status <> 'processing'
+              AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
+              AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
+              AND (p_kind IS NULL OR q.kind = p_kind)
+              AND (p_at IS NULL OR (q.created_at, q.queue_id) < (p_at, p_id))
+            ORDER BY q.created_at DESC, q.queue_id DESC LIMIT n) x
+        WHERE p_status IS NULL OR s.status = p_status
+        UNION ALL
+        (SELECT q.queue_id, q.created_at FROM ai_marking_queue q
+         WHERE q.status = 'processing' AND (p_status IS NULL OR p_status = 'processing')
+           AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
+           AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
+           AND (p_kind IS NULL OR q.kind = p_kind)
+           AND (p_at IS NULL OR (q.created_at, q.queue_id) < (p_at, p_id))
+         ORDER BY q.created_at DESC, q.queue_id DESC LIMIT n)) w
+    ORDER BY w.created_at DESC, w.queue_id DESC LIMIT n
+$$;
+
+-- The same walk upward: newer than the cursor, nearest it first.
+CREATE OR REPLACE FUNCTION aiqueue_page_newer(p_status text, p_assignment text, p_group text,
+                                              p_kind text, p_at timestamptz, p_id uuid,
+                                              n bigint)
+RETURNS TABLE (queue_id uuid, created_at timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT w.queue_id, w.created_at FROM (
+        SELECT x.queue_id, x.created_at
+        FROM unnest(ARRAY['pending', 'completed', 'failed', 'cancelled', 'expired']) s (status)
+        CROSS JOIN LATERAL (
+            SELECT q.queue_id, q.created_at FROM ai_marking_queue q
+            WHERE q.status = s.status AND q.status <> 'processing'
+              AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
+              AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
+              AND (p_kind IS NULL OR q.kind = p_kind)
+              AND (q.created_at, q.queue_id) > (p_at, p_id)
+            ORDER BY q.created_at, q.queue_id LIMIT n) x
+        WHERE p_status IS NULL OR s.status = p_status
+        UNION ALL
+        (SELECT q.queue_id, q.created_at FROM ai_marking_queue q
+         WHERE q.status = 'processing' AND (p_status IS NULL OR p_status = 'processing')
+           AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
+           AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
+           AND (p_kind IS NULL OR q.kind = p_kind)
+           AND (q.created_at, q.queue_id) > (p_at, p_id)
+         ORDER BY q.created_at, q.queue_id LIMIT n)) w
+    ORDER BY w.created_at, w.queue_id LIMIT n
+$$;
+
+-- Whether any row but those of submissions `p_except` names payload `p_id`.  A
+-- payload's rows were all created within its window of use (first, last): one
+-- probe of the list index per status (newest first, it finds one at once while
+-- any is left), and the rows in flight, which that index leaves out.
+CREATE OR REPLACE FUNCTION aiqueue_payload_named(p_id bigint, p_first timestamptz,
+                                                 p_last timestamptz, p_except uuid[])
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT 1
+        FROM unnest(ARRAY['pending', 'completed', 'failed', 'cancelled', 'expired']) s (status)
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM ai_marking_queue q
+            WHERE q.status = s.status AND q.status <> 'processing'
+              AND q.created_at BETWEEN p_first AND p_last AND q.payload_id = p_id
+              AND q.submission_id <> ALL (p_except)
+            ORDER BY q.created_at DESC LIMIT 1) x)
+        OR EXISTS (SELECT 1 FROM ai_marking_queue q
+                   WHERE q.status = 'processing' AND q.payload_id = p_id
+                     AND q.submission_id <> ALL (p_except))
+$$;
