@@ -16,8 +16,8 @@ from bench import (
     money,
     pools,
     records,
-    scale,
     saturation,
+    scale,
     settle,
     traces,
 )

@@ -170,7 +170,7 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
             "SELECT queue_id FROM aiqueue_page_older($1, NULL, NULL, NULL, NULL, NULL, 100)",
             status)
         assert sorted(r["queue_id"] for r in listed) == sorted(
-            uuid.UUID(r["queue_id"]) for r in before["ai_marking_queue"]
+            uuid.UUID(str(r["queue_id"])) for r in before["ai_marking_queue"]
             if r["status"] == status)
 
     assert await migrate(db_url, "down", steps=len(later)) == later[::-1]
