@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 # The longest hold one refusal may ask for, in seconds: a callback's
-# `retry_after` (CONTRACT §8a) and a dispatch's `Retry-After` (§9a) alike.
+# `retry_after` (docs/concepts.md) and a dispatch's `Retry-After` (docs/deploying/index.md) alike.
 MAX_RETRY_AFTER = 3600
 
 

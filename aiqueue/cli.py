@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="apply or roll back migrations")
     mig.add_argument("direction", nargs="?", choices=["up", "down"], default="up")
     mig.add_argument("--runtime-role", metavar="ROLE",
-                     help="up: grant ROLE exactly what the running app needs (CONTRACT §8b)")
+                     help="up: grant ROLE exactly what the running app needs")
     dev = sub.add_parser("dev", help="embedded PostgreSQL, demo data, app, function, ticker")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)

@@ -53,7 +53,7 @@ class DatabaseTimeout(StoreError):
 
 
 class SchemaBehind(StoreError):
-    """The database's schema is older than this code needs (CONTRACT §8c)."""
+    """The database's schema is older than this code needs (docs/operating/doctor.md)."""
 
     code = "schema_behind"
     retry_after = 30
@@ -109,7 +109,7 @@ class Invalid(AiQueueError):
 
 
 class UnknownKind(Invalid):
-    """An enqueue names a kind the configuration does not declare (CONTRACT §9b)."""
+    """An enqueue names a kind the configuration does not declare (docs/concepts.md)."""
 
     code = "unknown_kind"
 

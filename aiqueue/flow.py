@@ -1,4 +1,4 @@
-"""Flow control for a shared paid model (CONTRACT §8a): the rule for the learned limit L.
+"""Flow control for a shared paid model (docs/concepts.md): the rule for the learned limit L.
 
 This module is the documented spec; the database runs the same rule in
 db/sql/functions/20_flow.sql (aiqueue_flow_after_refusal, aiqueue_flow_after_result,
@@ -100,7 +100,7 @@ class FlowState:
 
 @dataclass(frozen=True)
 class PoolState:
-    """One pool's flow control (CONTRACT §9b): FlowState's figures, its breaker, its slots."""
+    """One pool's flow control (docs/concepts.md): FlowState's figures, its breaker, its slots."""
 
     pool: str
     in_flight_limit: int

@@ -19,19 +19,19 @@ ALLOWED = frozenset({
     "recovered", "pruned", "claimed", "chained", "accepted", "ignored", "rejected", "failures",
     "delay_s", "method", "path", "mode", "instance", "version", "reason", "logger", "level",
     "event_id", "event_type",
-    # the schema check and the doctor (CONTRACT §8c)
+    # the schema check and the doctor (docs/operating/doctor.md)
     "expected", "found", "probe_id", "answer", "check",
-    # the overnight lane (CONTRACT §9f): counts per step, an exception's type
+    # the overnight lane (docs/overnight.md): counts per step, an exception's type
     "packed", "applied", "failed_lines", "fell_back", "released", "deleted", "error_type",
-    # model pools and task kinds (CONTRACT §9b): names from aiqueue.toml
+    # model pools and task kinds (docs/concepts.md): names from aiqueue.toml
     "kind", "pool",
-    # a school's data (CONTRACT §9e): counts only, never an erased id
+    # a school's data (docs/operating/data-protection.md): counts only, never an erased id
     "matched", "replayed", "erased",
-    # alerts (CONTRACT §9d): the alert's name and "opened" or "resolved"
+    # alerts (docs/operating/alerts.md): the alert's name and "opened" or "resolved"
     "alert", "change",
-    # the same answer (CONTRACT §10c): a count of rows, never an answer or its key
+    # the same answer (docs/same-answer.md): a count of rows, never an answer or its key
     "same_answers",
-    # the calibration gate (CONTRACT §10b): the run released
+    # the calibration gate (docs/agreement.md): the run released
     "run_id",
     # drift canaries (docs/canaries.md): a run's trigger, state and figures, a canary row's id
     "trigger", "state", "rows", "passed", "answered", "exact", "qwk", "drift", "row_id",

@@ -15,7 +15,7 @@ from aiqueue.answers import AnswerKey
 # A callback may come late (a slow model, a retried callback): accept it for as
 # long as the row could still exist unpruned.
 CALLBACK_MAX_AGE = 14 * 24 * 3600
-# A probe (the doctor's dispatch, CONTRACT §8c) is answered within seconds.
+# A probe (the doctor's dispatch, docs/operating/doctor.md) is answered within seconds.
 PROBE_MAX_AGE = 600
 
 
@@ -43,7 +43,7 @@ class Tokens:
         self._session = URLSafeTimedSerializer(keys, salt=_session_salt(session_binding))
         self._probe = URLSafeTimedSerializer(keys, salt="aiqueue.probe")
         self._canary = URLSafeTimedSerializer(keys, salt="aiqueue.canary")
-        # The same answer's key (CONTRACT §10c), derived for that purpose alone from
+        # The same answer's key (docs/same-answer.md), derived for that purpose alone from
         # the newest secret: rows enqueued after a rotation start new groups.
         self.answer_key = AnswerKey.derive(keys[-1])
 
@@ -92,7 +92,7 @@ class Tokens:
     ) -> bool:
         data = _loads(self._events, token, max_age, now)
         # As bytes: compare_digest refuses a str with non-ASCII characters (any Unicode
-        # id is allowed, CONTRACT §9a).
+        # id is allowed, docs/deploying/index.md).
         return isinstance(data, str) and hmac.compare_digest(
             data.encode("utf-8", "surrogatepass"), assignment_id.encode("utf-8", "surrogatepass"))
 

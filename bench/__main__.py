@@ -59,7 +59,7 @@ MONEY_ENV = {"QUEUE_MODEL_PRICES": '{"bench-model": {"input": 1.0, "output": 4.0
 
 
 async def groups_rows(rows: Table, repeats: int) -> None:
-    """The same answer, marked once (CONTRACT §10c): keying's cost at enqueue, interleaved
+    """The same answer, marked once (docs/same-answer.md): keying's cost at enqueue, interleaved
     with the unkeyed enqueue so both see the same machine, and what groups save."""
     for repeating in (False, True):
         what = "a class's repeating answers" if repeating else "distinct answers"
@@ -266,7 +266,7 @@ async def batch_rows(rows: Table, repeats: int) -> None:
 
 
 async def pack_rows(rows: Table, repeats: int) -> None:
-    """A 20,000-row pack beside live marking at in-flight 1 (CONTRACT §10f: bounded)."""
+    """A 20,000-row pack beside live marking at in-flight 1 (docs/overnight.md: bounded)."""
     runs = [await batchpack.run_pack(await fresh_database(f"bench_batch_pack_{i}"))
             for i in range(repeats)]
     name = "batch pack 20,000 rows beside live marking"
@@ -301,7 +301,7 @@ async def pools_rows(rows: Table, repeats: int) -> None:
 
 
 async def records_rows(rows: Table, repeats: int) -> None:
-    """A school's data (CONTRACT §9e): the audit export and replay by filter."""
+    """A school's data: the audit export and replay by filter."""
     export = [(await records.export_time(f"bench_export_{i}"))[0] for i in range(repeats)]
     rows.append(("export 10,000 attempts + 10,000 results, CSV", "s", export, None, "<= 10"))
     replay = [await records.replay_time(f"bench_replay_{i}") * 1000 for i in range(repeats)]

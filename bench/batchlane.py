@@ -1,4 +1,4 @@
-"""The overnight lane (§9f, issue 33) against both providers' batch API emulators.
+"""The overnight lane (docs/overnight.md) against both providers' batch API emulators.
 
 In one process: a fresh database, the provider emulator and the reference
 function on loopback, and the app's lane steps (`aiqueue.queue.overnight.run`, as a

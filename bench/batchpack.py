@@ -1,4 +1,4 @@
-"""A 20,000-row pack of the overnight lane beside live marking (CONTRACT §10f: "bounded").
+"""A 20,000-row pack of the overnight lane beside live marking (docs/overnight.md: "bounded").
 
 One fresh database with 20,000 batch-lane rows and live rows. A child process
 marks live rows at in-flight 1 (claim, then complete, as fast as it can) and

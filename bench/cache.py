@@ -1,4 +1,4 @@
-"""The provider's prompt cache (CONTRACT §10a): both scenarios against today's order, and the
+"""The provider's prompt cache (docs/prompt-cache.md): both scenarios against today's order, and the
 claim with the cache's locality at a large backlog.
 
 The scenarios run against the model emulator of bench/cache_model.py (a mark of

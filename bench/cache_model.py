@@ -1,6 +1,6 @@
 """A model with a provider's prompt cache, and a queue driven through the Store to mark on it.
 
-The emulator keeps the providers' cache rules (CONTRACT §10a): an entry per
+The emulator keeps the providers' cache rules (docs/prompt-cache.md): an entry per
 prompt prefix (the payload, named by its cache key), alive for `ttl` from its
 last use, readable only once the call that wrote it has begun its answer (30 %
 of the call), writes billed at 1.25× and reads at 0.1× the input price.  Time

@@ -1,4 +1,4 @@
-"""Flow control against a model with a budget (CONTRACT §8a, issue 23).
+"""Flow control against a model with a budget (docs/concepts.md).
 
 The product (`aiqueue serve`), the reference function (backend `openai`) and
 the model emulator (bench/model.py) as three processes: jobs are enqueued, and

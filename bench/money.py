@@ -1,4 +1,4 @@
-"""A shared model's money (issue 30, CONTRACT §9c): token shares under row turns and under
+"""A shared model's money (docs/concepts.md): token shares under row turns and under
 turns by tokens (VTC), and the spend of a capped group over its windows against its cap.
 
 Driven through the Store against a fresh database, as a model would answer: each

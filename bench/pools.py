@@ -1,4 +1,4 @@
-"""Model pools and task kinds (CONTRACT §9b, issue 29): one pool's model refuses, the other's not.
+"""Model pools and task kinds (docs/concepts.md): one pool's model refuses, the other's not.
 
 Three kinds in two pools, each kind with its own reference function
 (functions/ai_mark, backend `openai`), each pool with its own model emulator

@@ -1,4 +1,4 @@
-"""A school's data (CONTRACT §9e): the export of 10,000 attempts and a 10,000-row replay."""
+"""A school's data: the export of 10,000 attempts and a 10,000-row replay."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
--- aiqueue 0010: flow control for a shared paid model (CONTRACT §8a).
+-- aiqueue 0010: flow control for a shared paid model (docs/concepts.md).
 --
 -- The learned in-flight limit L and the refusal counters live on the one
 -- control row, so every instance reads and moves the same values under the

@@ -1,4 +1,4 @@
--- aiqueue 0012: what the platform said about a dispatch (CONTRACT §8e), on its
+-- aiqueue 0012: what the platform said about a dispatch (docs/guarantees.md), on its
 -- history line.  `platform`: still_running, applied_from_activation,
 -- activation_failed, timed_out or lookup_failed; `look_after`: when the queue
 -- may ask the platform about this dispatch again (an activation not found yet,

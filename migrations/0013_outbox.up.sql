@@ -1,4 +1,4 @@
--- aiqueue 0013: the notification outbox (CONTRACT §8d).
+-- aiqueue 0013: the notification outbox (docs/integrating.md).
 --
 -- One row per event for the host app (marking.run_finished, marking.row_failed),
 -- written by a trigger in the same transaction as the status change that causes

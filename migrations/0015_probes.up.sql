@@ -1,4 +1,4 @@
--- aiqueue 0015: answers to the doctor's probe dispatches (CONTRACT §8c).
+-- aiqueue 0015: answers to the doctor's probe dispatches (docs/operating/doctor.md).
 -- A probe has no queue row and no submission: the webhook records what the
 -- function answered here, and the doctor waiting on any instance reads it.
 CREATE TABLE ai_marking_probes (

@@ -1,4 +1,4 @@
--- aiqueue 0018: time (CONTRACT §9d): not before, expiry, alerts.
+-- aiqueue 0018: time (docs/operating/alerts.md): not before, expiry, alerts.
 --
 -- A scheduled row is `pending` with `not_before` in the future; its run_after
 -- is set to the same moment, so the claim (which only takes rows whose

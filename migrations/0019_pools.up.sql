@@ -1,4 +1,4 @@
--- aiqueue 0019: model pools and task kinds (CONTRACT §9b).
+-- aiqueue 0019: model pools and task kinds (docs/concepts.md).
 --
 -- A kind names what a row asks for and which function does it; a pool is one
 -- model key with its own limits.  Both are stored on the row at enqueue, so

@@ -1,4 +1,4 @@
--- aiqueue 0020: the overnight lane (CONTRACT §9f).
+-- aiqueue 0020: the overnight lane (docs/overnight.md).
 -- A row enqueued with "lane": "batch" waits `pending` until a step packs it into
 -- a provider batch; its run_after is the moment it must go live instead (its
 -- deadline less the margin and a live estimate), so the live claim, which only

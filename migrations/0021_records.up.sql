@@ -1,4 +1,4 @@
--- aiqueue 0021: a school's data (CONTRACT §9e): the erasure log, the retention
+-- aiqueue 0021: a school's data (docs/operating/data-protection.md): the erasure log, the retention
 -- gate, and an index for the export and retention of attempt history.
 --
 -- ai_marking_erasures is what an erasure keeps: no id, no content, only the

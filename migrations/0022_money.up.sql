@@ -1,4 +1,4 @@
--- aiqueue 0022: a shared model's money (CONTRACT §9c): turns by tokens (VTC),
+-- aiqueue 0022: a shared model's money (docs/concepts.md): turns by tokens (VTC),
 -- spend caps that pause, and what the estimate before Mark All reads.
 --
 -- Turns by tokens: one counter per pool, priority and group, charged

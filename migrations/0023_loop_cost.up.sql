@@ -1,4 +1,4 @@
--- aiqueue 0023: the loop's own cost (issue 27, item 8).
+-- aiqueue 0023: the loop's own cost.
 --
 -- A row's end pins another processing row of its run instead of taking the
 -- claim's advisory lock (functions.sql: aiqueue_outbox_run_finished): this

@@ -1,4 +1,4 @@
--- aiqueue 0026: the provider's prompt cache (CONTRACT §10a).
+-- aiqueue 0026: the provider's prompt cache (docs/prompt-cache.md).
 --
 -- A row's prefix is its payload (ai_marking_payloads, one per distinct payload).
 -- What the claim knows of each prefix at a pool's provider: its size in tokens

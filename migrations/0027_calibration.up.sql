@@ -1,4 +1,4 @@
--- aiqueue 0027: a calibration gate before the whole class (CONTRACT §10b).
+-- aiqueue 0027: a calibration gate before the whole class (docs/agreement.md).
 --
 -- A run that asked for calibration has a row here: how many rows it marks
 -- first, the thresholds that release the rest by themselves, and when it was

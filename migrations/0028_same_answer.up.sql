@@ -1,4 +1,4 @@
--- aiqueue 0028: the same answer is marked once (CONTRACT §10c).
+-- aiqueue 0028: the same answer is marked once (docs/same-answer.md).
 --
 -- answer_key: an HMAC of the row's normalised answer under a key derived from
 -- MARKING_QUEUE_SECRET (aiqueue/answers.py), computed by the enqueue from the

@@ -1,4 +1,4 @@
--- aiqueue 0029: slow marking, fallback between kinds, budget warnings (CONTRACT §10d, §10e).
+-- aiqueue 0029: slow marking, fallback between kinds, budget warnings.
 -- * the `latency` alert (the last 15 minutes' p95 processing time);
 -- * ordered fallback: a row dispatched as its kind's fallback kind carries it
 --   (`run_kind`; NULL: its own kind) while it sits in that kind's pool, and its

@@ -50,7 +50,7 @@ def _queue(doc: dict[str, list[dict[str, object]]]) -> QueueConfig:
 
 
 # One caller's token for the hand-offs of its settles: its repeats get back what
-# its first settle claimed (CONTRACT §9a).
+# its first settle claimed (docs/deploying/index.md).
 TAKER = uuid.UUID(int=1)
 
 

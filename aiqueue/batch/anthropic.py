@@ -2,7 +2,7 @@
 
 The key goes in Anthropic's documented `x-api-key` header, with the SDK's
 `anthropic-version`, and nowhere else: this SDK's release sends `api_key=` as
-`Authorization: Bearer`, so that header is omitted (CONTRACT §9f: the key is
+`Authorization: Bearer`, so that header is omitted (docs/overnight.md: the key is
 sent as the provider's documentation says).  Errors become content-free codes,
 as for OpenAI.
 """

@@ -1,4 +1,4 @@
-"""The marking function's `render` and `parse` modes (§9f), called synchronously.
+"""The marking function's `render` and `parse` modes (docs/overnight.md), called synchronously.
 
 Each call is a POST to the kind's function with the usual auth (bearer, and
 the Standard Webhooks signature when a signing secret is set). Bodies are cut

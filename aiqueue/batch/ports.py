@@ -14,7 +14,7 @@ from aiqueue.models.batch import BatchRow, BatchState, LaneBatch, LineFailure
 # The webhook's apply path for parsed items: applies `completed` ones once
 # (exactly-once, first result wins) and returns the failures to handle.
 Settle = Callable[[Sequence[dict[str, Any]]], Awaitable[list[LineFailure]]]
-# The dispatch body (§4) of one row in a batch: what `render` and `parse` read.
+# The dispatch body (docs/reference/api.md) of one row in a batch: what `render` and `parse` read.
 JobBody = Callable[[BatchRow], dict[str, Any]]
 
 

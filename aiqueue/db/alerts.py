@@ -1,4 +1,4 @@
-"""Alerts (CONTRACT §9d): one method per named query of sql/alerts.sql."""
+"""Alerts (docs/operating/alerts.md): one method per named query of sql/alerts.sql."""
 
 from __future__ import annotations
 

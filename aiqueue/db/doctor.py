@@ -1,4 +1,4 @@
-"""The database side of the doctor (CONTRACT §8c): the schema version, probe answers, and
+"""The database side of the doctor: the schema version, probe answers, and
 what a connection URL really leads to (a transaction pooler? does LISTEN work there?)."""
 
 from __future__ import annotations

@@ -152,12 +152,12 @@ class EnqueueQueries(Gateway):
         """Enqueue atomically; with `key` (Idempotency-Key, body hash) at most once per key.
 
         `payload` is the JSON text the request's parser made (or an object, serialised here).
-        `kind` and its `pool` are stored on every row (CONTRACT §9b).
+        `kind` and its `pool` are stored on every row (docs/concepts.md).
         `not_before` / `expires_at`: when the rows become due, and when they expire.
         `batch` (deadline, live time) puts the new rows on the overnight lane in the
         same transaction, so no live claim can take them first.
-        `answer_key` groups the same answers (CONTRACT §10c); None marks each on its own.
-        `gate` (CONTRACT §10b): the rows marked first, the rest held in the same transaction.
+        `answer_key` groups the same answers (docs/same-answer.md); None marks each on its own.
+        `gate` (docs/agreement.md): the rows marked first, the rest held in the same transaction.
         """
         text = payload if isinstance(payload, str) else json.dumps(payload)
         args = (list(submission_ids), assignment_id, priority, text, group or assignment_id,
@@ -171,10 +171,10 @@ class EnqueueQueries(Gateway):
                       group: str, remark: bool, pool: str, money: Money, kind: str = "mark",
                       payload: str = "{}", answer_key: AnswerKey | None = None,
                       lane: str = "live") -> DryRun:
-        """What an enqueue would add and use; writes nothing (CONTRACT §9c).
+        """What an enqueue would add and use; writes nothing (docs/concepts.md).
 
         With `answer_key`, rows that would copy a mark of the same answer are counted
-        apart (CONTRACT §10c).
+        apart (docs/same-answer.md).
         """
         row = await self._fetchrow("dry_run", list(submission_ids), assignment_id, remark,
                                    group, pool, money.json(),

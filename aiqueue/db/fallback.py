@@ -1,4 +1,4 @@
-"""Ordered fallback (CONTRACT §10e): one method per named query of sql/fallback.sql."""
+"""Ordered fallback: one method per named query of sql/fallback.sql."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One row from the outside (CONTRACT §10d): one method per named query of sql/one_row.sql."""
+"""One row from the outside: one method per named query of sql/one_row.sql."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ class QueueQueries(Gateway):
     async def refused(self, queue_id: UUID, dispatch_seq: int, *, kind: str, delay: float,
                       give_up: float, cap: int, plan: str | None = None,
                       window: float | None = None) -> Status | None:
-        """A refusal of the current dispatch (CONTRACT §8a); the row's new status, or None.
+        """A refusal of the current dispatch (docs/concepts.md); the row's new status, or None.
 
         `kind` is the refusal's (rate_limited, overloaded); only the row's pool is held.
         `window`: the model's window the refusal tells (flow.learned_window), if any.
@@ -69,7 +69,7 @@ class QueueQueries(Gateway):
         await self._write_one("set_dispatch_ref", queue_id, dispatch_seq, ref)
 
     async def cache_key(self, queue_id: UUID, key_rpm: int) -> str:
-        """The row's cache key, sharded by its prefix's dispatches this minute (§10a)."""
+        """The row's cache key, sharded by its prefix's dispatches this minute."""
         return str(await self._fetchval("cache_key", queue_id, key_rpm))
 
     async def breaker_failure(self, threshold: int, cooldown: float,
@@ -88,7 +88,7 @@ class QueueQueries(Gateway):
         """Each item's complete, then a claim, in one statement: per item, whether it was
         applied and the job claimed for it, taken by `taker` to send (the caller keeps
         its token across its retries: a repeat whose first answer was lost gets the
-        same jobs back, CONTRACT §9a)."""
+        same jobs back, docs/deploying/index.md)."""
         # A repeat applies nothing twice (the status check) and claims under the cap.
         rows = await self._write_one("settle", Completed.items_json(items), plan.json, taker)
         # aiqueue_settle_many answers one row per item, in order

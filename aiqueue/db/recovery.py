@@ -11,7 +11,7 @@ from aiqueue.models import Lookup
 
 
 class RecoveryQueries(Gateway):
-    """Stuck-row recovery and the platform looks that come before it (CONTRACT §8e)."""
+    """Stuck-row recovery and the platform looks that come before it (docs/guarantees.md)."""
 
     async def recover_stuck(self, stuck_after: float, max_attempts: int, *,
                             heartbeat: float | None = None, bound: float | None = None,

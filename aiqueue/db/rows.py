@@ -65,7 +65,7 @@ class RowQueries(Gateway):
 
     async def flow_state(self, cap: int, window_seconds: float,
                          pool: str | None = None) -> FlowState:
-        """L, the hold, the refusal counters and the budget window's use (CONTRACT §8a).
+        """L, the hold, the refusal counters and the budget window's use (docs/concepts.md).
 
         Of one pool (None: the default pool): `cap` is that pool's max_in_flight.
         """
@@ -75,7 +75,7 @@ class RowQueries(Gateway):
 
     async def pool_states(self, plan: str, threshold: int,
                           window_seconds: float) -> list[PoolState]:
-        """Each pool's L, hold, breaker, refusals, window use and slots (CONTRACT §9b)."""
+        """Each pool's L, hold, breaker, refusals, window use and slots (docs/concepts.md)."""
         rows = await self._fetch("pool_states", plan, threshold, window_seconds)
         return [PoolState.from_row(r) for r in rows]
 

@@ -1,4 +1,4 @@
-"""Scheduled rows and expiry (CONTRACT §9d): one method per named query of sql/schedule.sql."""
+"""Scheduled rows and expiry: one method per named query of sql/schedule.sql."""
 
 from __future__ import annotations
 

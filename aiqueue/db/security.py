@@ -7,7 +7,7 @@ from aiqueue.models import AppRole, Exposure, Reader
 
 
 class SecurityQueries(Gateway):
-    """The lockdown check (CONTRACT §8b) and the /ai-queue login throttle."""
+    """The lockdown check (docs/deploying/databases.md) and the /ai-queue login throttle."""
 
     async def queue_exposures(self) -> list[Exposure]:
         """Every (role, object, privilege) by which a role other than the owner and the

@@ -21,7 +21,7 @@ class UsageQueries(Gateway):
         return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters", page=True)]
 
     async def cache_counters(self) -> list[CacheCounter]:
-        """Each pool's prompt cache counters (CONTRACT §10a)."""
+        """Each pool's prompt cache counters (docs/prompt-cache.md)."""
         return [CacheCounter.from_row(r) for r in await self._fetch("cache_counters", page=True)]
 
     async def metrics_buckets(self) -> list[float]:

@@ -1,4 +1,4 @@
-"""Budget warnings (CONTRACT §10e): one method per named query of sql/warnings.sql."""
+"""Budget warnings: one method per named query of sql/warnings.sql."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `doctor` reads the same (with DATABASE_URL unset), so in a second terminal
 beside `dev` it checks the embedded database with the secret and the function
-that `dev` is using (CONTRACT §9a).
+that `dev` is using (docs/deploying/index.md).
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ class CredentialsError(Exception):
 class OidcToken:
     """The Vercel OIDC token to exchange: the best a request header brought, else the env's.
 
-    The header comes with any request, before it is authenticated (CONTRACT
-    §9a): a header replaces the kept token only when it is a well-formed JWT
+    The header comes with any request, before it is authenticated
+    (docs/deploying/index.md): a header replaces the kept token only when it is a well-formed JWT
     from Vercel's issuer, not expired, that expires later than the kept one.
     A junk header is ignored and never breaks dispatch.  (STS checks the
     signature; a structural check is all that is needed to keep junk out.)

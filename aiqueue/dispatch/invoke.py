@@ -80,7 +80,7 @@ def _envelope(job: Job, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
         "attempt": job.attempt,
         "callback_url": target.callback_url,
         "callback_token": tokens.callback(job.queue_id, job.dispatch_seq, job.attempt),
-        # Rows that share a payload share a prompt prefix (CONTRACT §10a).
+        # Rows that share a payload share a prompt prefix (docs/prompt-cache.md).
         "cache_key": job.cache_key or payload_key(job.payload_json),
         "submission": {
             "id": str(job.submission_id),
@@ -91,7 +91,7 @@ def _envelope(job: Job, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
 
 
 def message_id(queue_id: UUID, dispatch_seq: int) -> str:
-    """The dispatch's `webhook-id` (CONTRACT §9a): `<queue_id>.<dispatch_seq>`.
+    """The dispatch's `webhook-id` (docs/deploying/index.md): `<queue_id>.<dispatch_seq>`.
 
     Unique for every dispatch: the attempt repeats after a refusal (which gives
     it back) and after a retry, and a re-dispatch signed within the same second
@@ -121,7 +121,7 @@ async def send(http: httpx.AsyncClient, job: Job, target: KindTarget, tokens: To
 
 
 def probe_body(probe_id: UUID, target: KindTarget, tokens: Tokens) -> dict[str, Any]:
-    """The doctor's probe (CONTRACT §8c): no row, no submission, nothing to mark.
+    """The doctor's probe (docs/operating/doctor.md): no row, no submission, nothing to mark.
 
     A function that knows probes calls back a `probe` item without calling a
     model; one too old to know them finds no submission and answers as for a
@@ -192,7 +192,7 @@ def classify(response: httpx.Response, target: KindTarget) -> Outcome:
     status = response.status_code
     platform = target.dispatch
     if status in (429, 503):
-        # Up to an hour, like a callback's retry_after (CONTRACT §9a): the backoff's
+        # Up to an hour, like a callback's retry_after (docs/deploying/index.md): the backoff's
         # cap is for our own guesses, not for the model's word.
         retry_after = parse_retry_after(response.headers.get("retry-after"))
         return Busy(retry_after, status)

@@ -1,4 +1,4 @@
-"""Asking the platform about an invocation (CONTRACT §8e): never raises, never long.
+"""Asking the platform about an invocation (docs/guarantees.md): never raises, never long.
 
 DigitalOcean keeps an activation record once an action ends (OpenWhisk's
 activations API; 404 while it still runs); Lambda's configured timeout bounds

@@ -29,9 +29,9 @@ class Outgoing:
 
 def http_request(target: KindTarget, body: bytes = b"", now: datetime | None = None,
                  message_id: str | None = None) -> Outgoing:
-    """§4: POST to AI_MARKING_FUNCTION_URL, with the bearer token when one is set.
+    """POST to AI_MARKING_FUNCTION_URL, with the bearer token when one is set.
 
-    With AI_MARKING_SIGNING_SECRET (§8b) the request is signed per Standard
+    With AI_MARKING_SIGNING_SECRET (docs/deploying/databases.md) the request is signed per Standard
     Webhooks v1: the signature covers the id, the timestamp and the body, so a
     captured dispatch can be neither altered nor replayed after the tolerance.
     """
@@ -52,7 +52,7 @@ def signature_headers(secret: str, message_id: str, now: datetime, body: bytes
 
 
 def do_request(target: DoTarget) -> Outgoing:
-    """§7a: a non-blocking invoke of the action through the OpenWhisk REST API."""
+    """A non-blocking invoke of the action through the OpenWhisk REST API."""
     ns, package, action = (
         quote(p, safe="") for p in (target.namespace, target.package, target.action))
     url = f"{target.api_host}/api/v1/namespaces/{ns}/actions/{package}/{action}?blocking=false"
@@ -70,7 +70,7 @@ def lambda_url(target: LambdaTarget) -> str:
 
 def lambda_request(target: LambdaTarget, body: bytes, now: datetime,
                    credentials: Credentials | None = None) -> Outgoing:
-    """§7a: an asynchronous (`Event`) Invoke, signed with SigV4 for service `lambda`.
+    """An asynchronous (`Event`) Invoke, signed with SigV4 for service `lambda`.
 
     `credentials`: assumed ones (AWS_ROLE_ARN); else the target's static keys.
     """

@@ -1,4 +1,4 @@
-"""The doctor's look at each batch pool's key (CONTRACT §10f): one read-only call each.
+"""The doctor's look at each batch pool's key (docs/overnight.md): one read-only call each.
 
 OpenAI: list batches, limit 1; Anthropic: list message batches, limit 1.  A
 wrong key then shows here, not at the first cron, when the rows would go live

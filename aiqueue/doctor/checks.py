@@ -1,4 +1,4 @@
-"""`aiqueue doctor` (CONTRACT §8c): checks the deployment the settings point at.
+"""`aiqueue doctor` (docs/operating/doctor.md): checks the deployment the settings point at.
 
 One line per check, each failure with its fix.  The same report is the CLI's,
 `GET /api/marking/doctor`'s and the Setup panel's on /ai-queue.  The wording of
@@ -24,7 +24,7 @@ from aiqueue.settings.kinds import DEFAULT_KIND
 from aiqueue.settings.safety import is_local_url
 
 LISTEN_TIMEOUT_SECONDS = 5.0
-# Where LISTEN and migrations can go (CONTRACT §9a).  Supabase's direct host is
+# Where LISTEN and migrations can go (docs/deploying/index.md).  Supabase's direct host is
 # IPv6-only and Vercel has no IPv6, so from Vercel only Supavisor's session mode works.
 SESSION_HINT = ("Supabase: Supavisor's session mode, port 5432 on "
                 "aws-0-<region>.pooler.supabase.com, user postgres.<ref>; the direct host "
@@ -182,7 +182,7 @@ async def check_function(doc: Doctor) -> None:
         doc.add("function", "skip", "not checked until the schema is current (the probe's "
                                     "answer is recorded in it)")
         return
-    # Every kind's function (CONTRACT §9b), probed at once: the default kind's
+    # Every kind's function (docs/concepts.md), probed at once: the default kind's
     # lines keep their names, another kind's say which (`function:essay`).
     kinds = sorted(doc.settings.queue.kinds)
     rt = doc.rt
@@ -220,7 +220,7 @@ async def check_vercel(doc: Doctor) -> None:
 
 
 async def check_prompt_cache(doc: Doctor) -> None:
-    """Each pool's recent prompt prefixes against its min_tokens (CONTRACT §10a)."""
+    """Each pool's recent prompt prefixes against its min_tokens (docs/prompt-cache.md)."""
     if doc.rt is None or not doc.schema_current:
         doc.add("prompt_cache", "skip", "not checked: the database is unreachable or behind")
         return
@@ -275,8 +275,8 @@ async def check_timezone(doc: Doctor) -> None:
 
 Step = Callable[[Doctor], Awaitable[None]]
 # The checks in the order they print (a name for the line when one breaks down).
-# ("lockdown", check_lockdown) is the slot of §8b's check; roles.py holds
-# it and §9a's (who reads submissions, the app's own powers, the cron).
+# ("lockdown", check_lockdown) is the slot of docs/deploying/databases.md's check; roles.py holds
+# it and docs/deploying/index.md's (who reads submissions, the app's own powers, the cron).
 CHECKS: list[tuple[str, Step]] = [
     ("schema", check_schema), ("timezone", check_timezone), ("pooler", check_pooler),
     ("lockdown", check_lockdown),

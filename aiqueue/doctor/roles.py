@@ -1,4 +1,4 @@
-"""The doctor's checks of who may do what (CONTRACT §8b, §9a), and of the cron.
+"""The doctor's checks of who may do what, and of the cron.
 
 - lockdown: no role but the owner and the runtime role reaches the queue; the
   platform's own roles (which no migration can lock out) are named as a note;
@@ -37,7 +37,7 @@ def _not_ready(doc: Doctor, name: str) -> bool:
 
 
 async def check_lockdown(doc: Doctor) -> None:
-    """§8b: no role but the owner and the runtime role reaches the queue."""
+    """No role but the owner and the runtime role reaches the queue."""
     if _not_ready(doc, "lockdown"):
         return
     assert doc.rt is not None
@@ -69,7 +69,7 @@ async def check_lockdown(doc: Doctor) -> None:
 
 
 async def check_submissions(doc: Doctor) -> None:
-    """§9a: the host's `submissions` keeps its grants; warn when others can read it."""
+    """The host's `submissions` keeps its grants; warn when others can read it."""
     if _not_ready(doc, "submissions"):
         return
     assert doc.rt is not None
@@ -94,7 +94,7 @@ async def check_submissions(doc: Doctor) -> None:
 
 
 async def check_role(doc: Doctor) -> None:
-    """§9a: the app's own powers, as DATABASE_URL logs in."""
+    """The app's own powers, as DATABASE_URL logs in."""
     if doc.rt is None:
         doc.add("role", "skip", "not checked: the database is unreachable")
         return
@@ -139,7 +139,7 @@ def role_finding(me: AppRole) -> Finding:
 
 
 async def check_cron(doc: Doctor) -> None:
-    """§9a: on Vercel, the cron called within 3 periods of its schedule."""
+    """On Vercel, the cron called within 3 periods of its schedule."""
     s = doc.settings
     if _not_ready(doc, "cron"):
         return

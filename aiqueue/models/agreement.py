@@ -1,4 +1,4 @@
-"""Agreement between the AI's marks and a teacher's reviews (CONTRACT §10b).
+"""Agreement between the AI's marks and a teacher's reviews (docs/agreement.md).
 
 The one place its figures are computed: the API, the teacher page, /ai-queue
 and the calibration gate's thresholds all read them from `agreement()`.

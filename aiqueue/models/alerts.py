@@ -1,4 +1,4 @@
-"""Alerts (CONTRACT §9d, §10d): an open incident, and a spend near its cap (§10e), as
+"""Alerts: an open incident, and a spend near its cap, as
 /ai-queue shows them."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class OpenAlert:
 
 @dataclass(frozen=True)
 class NearCap:
-    """A group (or a pool: group None) whose spend is at 80 % of a cap or more (§10e)."""
+    """A group (or a pool: group None) whose spend is at 80 % of a cap or more."""
 
     cap: str
     pool: str

@@ -74,7 +74,7 @@ class BatchRow:
     kind: str = "mark"
     # the row has not ended (False: completed, failed or cancelled since)
     open: bool = True
-    # its payload's hash: the provider's prompt cache key (§10a)
+    # its payload's hash: the provider's prompt cache key (docs/prompt-cache.md)
     cache_key: str = ""
 
     @property

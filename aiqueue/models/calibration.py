@@ -1,4 +1,4 @@
-"""The calibration gate's values (CONTRACT §10b): what an enqueue asks for, and a run's gate."""
+"""The calibration gate's values (docs/agreement.md): what an enqueue asks for, and a run's gate."""
 
 from __future__ import annotations
 

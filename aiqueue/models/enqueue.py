@@ -15,7 +15,7 @@ class Enqueued:
 
     queue_ids: list[QueueId]
     already_marked: int = 0
-    # New rows that will copy the mark of a row with the same answer (CONTRACT §10c).
+    # New rows that will copy the mark of a row with the same answer (docs/same-answer.md).
     same_answers: int = 0
     # The run the new rows joined (None: no row was added).
     run_id: UUID | None = None
@@ -59,7 +59,7 @@ EnqueueOutcome = Enqueued | UnknownIds | Replayed | KeyMismatch
 
 @dataclass(frozen=True)
 class DryRun:
-    """What an enqueue would do and use, from the dry_run query (CONTRACT §9c)."""
+    """What an enqueue would do and use, from the dry_run query (docs/concepts.md)."""
 
     rows: int
     already_marked: int
@@ -70,7 +70,7 @@ class DryRun:
     completion_tokens: float
     source: str
     row_cost_usd: float | None
-    # The same row on the pool's batch lane (§9f): at its batch prices.
+    # The same row on the pool's batch lane (docs/overnight.md): at its batch prices.
     batch_row_cost_usd: float | None
     # The group's and the pool's spend in the windows that hold now.
     group_hour: float
@@ -78,7 +78,7 @@ class DryRun:
     pool_day: float
     # Rows pending or in flight in the queue before these.
     ahead: int
-    # Rows that would copy the mark of a row with the same answer (CONTRACT §10c);
+    # Rows that would copy the mark of a row with the same answer (docs/same-answer.md);
     # `rows` leaves them out.
     same_answers: int = 0
 

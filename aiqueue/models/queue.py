@@ -25,12 +25,12 @@ PageCursor = tuple[datetime, UUID]
 STATUSES: tuple[Status, ...] = (
     "pending", "processing", "completed", "failed", "cancelled", "expired")
 Row = Mapping[str, Any]
-# Why a pending row is not dispatched yet (CONTRACT §9c, §10b, §10c).
+# Why a pending row is not dispatched yet.
 WaitingFor = Literal["spend_cap", "calibration", "same_answer"]
 
 
 def payload_key(payload_text: str) -> str:
-    """A payload's cache key (CONTRACT §10a): the sha256 of its JSON text as stored
+    """A payload's cache key (docs/prompt-cache.md): the sha256 of its JSON text as stored
     (ai_marking_payloads.sha256), in hex."""
     return hashlib.sha256(payload_text.encode()).hexdigest()
 
@@ -74,10 +74,10 @@ class Job:
     more: bool = False
     # The breaker has failures on record: an accepted dispatch must reset them.
     breaker_dirty: bool = False
-    # Its kind (which function does it) and that kind's pool (CONTRACT §9b).
+    # Its kind (which function does it) and that kind's pool (docs/concepts.md).
     kind: str = "mark"
     pool: str = "default"
-    # The provider's prompt cache key: the payload's hash, ":<n>" when sharded (§10a).
+    # The provider's prompt cache key: the payload's hash, ":<n>" when sharded.
     cache_key: str = ""
 
     @classmethod
@@ -122,17 +122,17 @@ class QueueRow:
     group_key: str
     kind: str = "mark"
     pool: str = "default"
-    # A pending row of a group at a spend cap (CONTRACT §9c): when it goes on.
+    # A pending row of a group at a spend cap (docs/concepts.md): when it goes on.
     resumes_at: datetime | None = None
-    # CONTRACT §9d: not due before not_before; expired if not dispatched by expires_at.
+    # docs/operating/alerts.md: not due before not_before; expired if not dispatched by expires_at.
     not_before: datetime | None = None
     expires_at: datetime | None = None
-    # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
+    # docs/overnight.md: the lane it is marked on, and (batch lane) its deadline.
     lane: Lane = "live"
     deadline: datetime | None = None
-    # CONTRACT §10c: the row whose mark this one copies (the same answer), else None.
+    # docs/same-answer.md: the row whose mark this one copies (the same answer), else None.
     same_answer_as: QueueId | None = None
-    # CONTRACT §10b: pending, held until its run's calibration is released.
+    # docs/agreement.md: pending, held until its run's calibration is released.
     held: bool = False
 
     @classmethod
@@ -176,10 +176,10 @@ class Attempt:
     actor: str | None
     # The platform's id for the invocation (DigitalOcean activation, Lambda request).
     dispatch_ref: str | None = None
-    # What the platform said about it (CONTRACT §8e): still_running,
+    # What the platform said about it (docs/guarantees.md): still_running,
     # applied_from_activation, activation_failed, timed_out, lookup_failed.
     platform: str | None = None
-    # The fallback kind whose function ran it (CONTRACT §10e); None: the row's own.
+    # The fallback kind whose function ran it; None: the row's own.
     ran_kind: str | None = None
     # An operator's note on the action (/ai-queue only, never the API or a notification).
     note: str | None = None
@@ -205,7 +205,7 @@ class Stats:
     avg_processing_seconds: float | None
     p95_processing_seconds: float | None
     oldest_pending_seconds: float | None
-    # CONTRACT §9d: rows that expired, and pending rows not due before their not_before.
+    # docs/operating/alerts.md: rows that expired, and pending rows not due before their not_before.
     expired: int = 0
     scheduled: int = 0
 
@@ -251,7 +251,7 @@ class Control:
 
 @dataclass(frozen=True)
 class Lookup:
-    """A dispatch whose platform is to be asked how its invocation ended (CONTRACT §8e)."""
+    """A dispatch whose platform is to be asked how its invocation ended (docs/guarantees.md)."""
 
     queue_id: QueueId
     dispatch_seq: int

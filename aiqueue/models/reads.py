@@ -68,7 +68,7 @@ class MarkingEvent:
         if self.status == "processing" and "progress" in summary:
             data["progress"] = summary["progress"]  # a progress item (heartbeat)
         elif self.status == "pending" and "waiting_for" in summary:
-            # Paused at a spend cap (CONTRACT §9c): why, and until when.
+            # Paused at a spend cap (docs/concepts.md): why, and until when.
             data.update({k: summary.get(k) for k in ("waiting_for", "resumes_at", "paused_by")})
         elif self.status == "completed" and self.summary is not None:
             if "review" in summary:
@@ -99,17 +99,17 @@ class SubmissionStatus:
     review: str | None = None
     # The last progress item of a processing row.
     progress: dict[str, Any] | None = None
-    # A pending row paused at a spend cap (CONTRACT §9c): until when, and which cap.
+    # A pending row paused at a spend cap (docs/concepts.md): until when, and which cap.
     resumes_at: datetime | None = None
     paused_by: str | None = None
-    # A pending row's not_before while it is still to come (CONTRACT §9d).
+    # A pending row's not_before while it is still to come (docs/operating/alerts.md).
     scheduled_for: datetime | None = None
-    # CONTRACT §9f: the lane it is marked on, and (batch lane) its deadline.
+    # docs/overnight.md: the lane it is marked on, and (batch lane) its deadline.
     lane: Lane = "live"
     deadline: datetime | None = None
-    # A pending row that will copy this row's mark (the same answer, CONTRACT §10c).
+    # A pending row that will copy this row's mark (the same answer, docs/same-answer.md).
     same_answer_as: UUID | None = None
-    # Held for its run's calibration (CONTRACT §10b).
+    # Held for its run's calibration (docs/agreement.md).
     held: bool = False
 
     @classmethod
@@ -143,14 +143,14 @@ class RunProgress:
     accepted: int = 0
     reverted: int = 0
     unreviewed: int = 0
-    # The run's pending rows are paused at a spend cap until then (CONTRACT §9c).
+    # The run's pending rows are paused at a spend cap until then (docs/concepts.md).
     resumes_at: datetime | None = None
     paused_by: str | None = None
-    # CONTRACT §9d: rows that expired; pending rows not due yet, and when the first is.
+    # docs/operating/alerts.md: rows that expired; pending rows not due yet, and when the first is.
     expired: int = 0
     scheduled: int = 0
     scheduled_for: datetime | None = None
-    # CONTRACT §9f: unfinished rows on the batch lane, and the latest of their deadlines.
+    # docs/overnight.md: unfinished rows on the batch lane, and the latest of their deadlines.
     batch: int = 0
     deadline: datetime | None = None
 
@@ -192,9 +192,9 @@ class SubmissionResult:
     result_queue_id: QueueId | None = None
     review: str | None = None
     adjusted_result: dict[str, Any] | None = None
-    # Other submissions on the page with the same answer, marked once (CONTRACT §10c).
+    # Other submissions on the page with the same answer, marked once (docs/same-answer.md).
     same_answers: int = 0
-    # Pending, held until the teacher releases its run's calibration (§10b).
+    # Pending, held until the teacher releases its run's calibration (docs/agreement.md).
     held: bool = False
     # Why its latest row is not marked yet, and until when (None: no row).
     wait: RowWait | None = None

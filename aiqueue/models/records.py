@@ -1,4 +1,4 @@
-"""A school's data (CONTRACT §9e): what retention, erasure, export and replay return."""
+"""A school's data: what retention, erasure, export and replay return."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ class ReviewOutcome:
 
 @dataclass(frozen=True)
 class RowResult:
-    """The status of a row's applied result, never its content (CONTRACT §10d)."""
+    """The status of a row's applied result, never its content."""
 
     review: Review
     applied_at: datetime
@@ -113,7 +113,7 @@ class TallyRow:
 
 @dataclass(frozen=True)
 class CacheCounter:
-    """A pool's prompt cache counters (CONTRACT §10a): tokens read and written, USD saved."""
+    """A pool's prompt cache counters (docs/prompt-cache.md): tokens read and written, USD saved."""
 
     pool: str
     read_tokens: int

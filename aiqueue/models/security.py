@@ -29,7 +29,7 @@ class Exposure:
 
 @dataclass(frozen=True)
 class AppRole:
-    """The powers of the role the app logs in as (CONTRACT §9a)."""
+    """The powers of the role the app logs in as (docs/deploying/index.md)."""
 
     role: str
     superuser: bool

@@ -1,4 +1,4 @@
-"""Alerts (CONTRACT §9d, §10d): backlog age, a stall, a failure spike, slow marking (latency),
+"""Alerts: backlog age, a stall, a failure spike, slow marking (latency),
 opened and resolved once.
 
 The conditions are measured per pool in the database (aiqueue_alert_values in

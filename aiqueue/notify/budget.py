@@ -1,6 +1,6 @@
-"""Budget warnings (CONTRACT §10e): a warning before a spend cap runs out, not after.
+"""Budget warnings: a warning before a spend cap runs out, not after.
 
-Each spend cap (§9c) of each pool notifies `marking.budget_warning` with
+Each spend cap (docs/concepts.md) of each pool notifies `marking.budget_warning` with
 {"cap", "pool", "group", "threshold", "spent_usd", "limit_usd",
 "window_ends_at"} when a window's spend passes 80 % of the cap, and again at
 95 %: once per cap, group and window (aiqueue_budget_warnings in

@@ -1,4 +1,4 @@
-"""Notifications to the host app (CONTRACT §8d): deliver the outbox's events, signed.
+"""Notifications to the host app (docs/integrating.md): deliver the outbox's events, signed.
 
 The events themselves are written by a trigger in the transaction of the status
 change that causes them (db/sql/functions/90_outbox.sql, aiqueue_outbox_on_end).  Here

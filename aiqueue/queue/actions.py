@@ -94,8 +94,8 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
 
     `lane="batch"` is "Mark overnight": the pool's batch API, half price, by the
     default deadline (24 h).  With `not_before` ("Mark at …") the rows wait until
-    then (CONTRACT §9d).  With `calibrate` ("Check 5 first") that many go first and the
-    rest wait for the teacher's release (§10b).
+    then (docs/operating/alerts.md).  With `calibrate` ("Check 5 first") that many go first and the
+    rest wait for the teacher's release (docs/agreement.md).
     """
     request = await _request(rt, assignment_id, submission_id, remark, lane, not_before,
                              calibrate=calibrate)
@@ -108,7 +108,7 @@ async def mark(rt: Runtime, assignment_id: str, submission_id: UUID | None,
 async def estimate(rt: Runtime, assignment_id: str, submission_id: UUID | None,
                    remark: bool = False, calibrate: int | None = None
                    ) -> answers.EnqueueEstimate:
-    """What `mark` would add and use (CONTRACT §9c); writes nothing."""
+    """What `mark` would add and use (docs/concepts.md); writes nothing."""
     request = await _request(rt, assignment_id, submission_id, remark, dry_run=True,
                              calibrate=calibrate)
     return await enqueue.dry_run(rt, request)

@@ -1,4 +1,4 @@
-"""The provider's prompt cache in a result's usage (CONTRACT §10a): its counts read in our
+"""The provider's prompt cache in a result's usage (docs/prompt-cache.md): its counts read in our
 spelling and the providers'.
 
 The rest lives in SQL (db/sql/functions/45_cache.sql): warm-up and locality

@@ -1,4 +1,4 @@
-"""The calibration gate (CONTRACT §10b): a run's first rows are checked before the rest go.
+"""The calibration gate (docs/agreement.md): a run's first rows are checked before the rest go.
 
 The enqueue marks the calibration rows and holds the rest in its own
 transaction (db/enqueue.py); the rest wait until a release: the API's or the

@@ -1,5 +1,5 @@
 """The enqueue: rows for a run's submissions, atomically, once per idempotency key; and its
-dry run, the estimate before Mark All (CONTRACT §9c), which writes nothing."""
+dry run, the estimate before Mark All (docs/concepts.md), which writes nothing."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def _unknown_ids(ids: Sequence[UUID], tail: str = "") -> Invalid:
 
 
 async def dry_run(rt: Runtime, request: EnqueueRequest) -> EnqueueEstimate:
-    """The estimate before Mark All (CONTRACT §9c): rows, tokens, cost, ETA and the caps
+    """The estimate before Mark All (docs/concepts.md): rows, tokens, cost, ETA and the caps
     that would stop the run; writes nothing.
 
     A row is expected to use what the assignment's recent rows used, else its
@@ -147,7 +147,7 @@ async def _eta(rt: Runtime, request: EnqueueRequest, kind: Kind, ahead: int, row
 
 
 def _part(d: DryRun, rows: int, row_cost: float | None) -> EstimatePart:
-    """A part of the dry run's rows (§10b: the calibration rows, the rest), priced alone."""
+    """A part of the dry run's rows (: the calibration rows, the rest), priced alone."""
     return EstimatePart(rows=rows, estimated_tokens=round(rows * (d.prompt_tokens
                                                                   + d.completion_tokens)),
                         estimated_cost_usd=0.0 if rows == 0 else None if row_cost is None

@@ -1,4 +1,4 @@
-"""Ordered fallback between kinds (CONTRACT §10e): when a kind's pool is down, another's.
+"""Ordered fallback between kinds: when a kind's pool is down, another's.
 
 A kind may name `fallback = "<kind>"` (another kind, in another pool) and
 `fallback_after_seconds` (default 120) in aiqueue.toml.  While its pool has its

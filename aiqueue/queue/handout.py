@@ -20,7 +20,7 @@ async def send(rt: Runtime[HandoutStore], job: Job) -> tuple[dispatch.Outcome, f
     its pool's breaker."""
     started = time.perf_counter()
     job = await _sharded(rt, job)
-    # A row on its kind's fallback (§10e) goes to the fallback kind's function.
+    # A row on its kind's fallback goes to the fallback kind's function.
     target = rt.settings.target(fallback.run_kind(rt.settings, job))
     span = await rt.tracer.dispatching(rt.store, job)
     outcome = await dispatch.send(rt.http, job, target, rt.tokens, rt.aws, span.headers)
@@ -44,7 +44,7 @@ def _told(outcome: dispatch.Outcome) -> tuple[str, str | None, int | None]:
 
 async def _sharded(rt: Runtime[HandoutStore], job: Job) -> Job:
     """The job with its cache key sharded (":<n>") once its prefix's dispatches this minute
-    pass the pool's key_rpm (CONTRACT §10a); unchanged without a key_rpm."""
+    pass the pool's key_rpm (docs/prompt-cache.md); unchanged without a key_rpm."""
     pool = rt.settings.queue.pools.get(job.pool)
     key_rpm = pool.prompt_cache.key_rpm if pool is not None else None
     if not key_rpm:
@@ -76,7 +76,7 @@ async def _keep_ref(rt: Runtime[HandoutStore], job: Job, ref: str) -> None:
 async def refused(
     rt: Runtime[HandoutStore], job: Job, outcome: dispatch.Busy | dispatch.Failed, ms: float
 ) -> None:
-    """Busy: a refusal (CONTRACT §8a), no attempt used.  Failed: a failed attempt."""
+    """Busy: a refusal (docs/concepts.md), no attempt used.  Failed: a failed attempt."""
     s = rt.settings
     if isinstance(outcome, dispatch.Busy):
         # 429 is the model's budget; 503 a model (or platform) that is overloaded.

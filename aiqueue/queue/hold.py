@@ -37,7 +37,7 @@ async def short_wait(rt: Runtime[LoopStore]) -> float | None:
         wait = await recovery.next_wakeup(rt)
     else:
         # Not held back by the model's limits; only rows scheduled to be
-        # due soon (CONTRACT §9d) are waited for, the rest is the cron's.
+        # due soon (docs/operating/alerts.md) are waited for, the rest is the cron's.
         wait = await schedule.next_due_soon(rt)
     now = asyncio.get_running_loop().time()
     waiter = rt.own(HoldWaiter)
@@ -48,8 +48,8 @@ async def short_wait(rt: Runtime[LoopStore]) -> float | None:
 
 
 async def held_back(rt: Runtime[LoopStore]) -> bool:
-    """Whether some pool is held by a refusal, declares a budget (CONTRACT §8a, §9b) or has
-    a spend cap, whose paused rows come due when its window rolls over (§9c)."""
+    """Whether some pool is held by a refusal, declares a budget (docs/concepts.md) or has
+    a spend cap, whose paused rows come due when its window rolls over (docs/concepts.md)."""
     s = rt.settings
     if s.money.capped:
         return True

@@ -32,7 +32,7 @@ class TickerSleep:
     """When the in-process ticker wakes next (kept in Runtime.own), and how to wake it sooner.
 
     A dispatch sent while the ticker sleeps long (nothing was in flight) wakes
-    it to look again: that dispatch's early look (CONTRACT §9a, at least 10 s
+    it to look again: that dispatch's early look (docs/deploying/index.md, at least 10 s
     after it) may come before the sleep would end.
     """
 
@@ -75,7 +75,7 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     timer.due = now + HOUSEKEEPING_EVERY
     recovered = await recovery.recover(rt)
     pruned = await rt.store.prune(s.prune_after_days * 86400)
-    # Retention (CONTRACT §9e; what is kept: records/retention.py): ended rows,
+    # Retention (docs/operating/data-protection.md; what is kept: records/retention.py): ended rows,
     # results and attempt history past their periods, in bounded batches.
     kept = await rt.store.retain(s.retain_ended_days * 86400, s.retain_history_days * 86400)
     pruned += kept.ended
@@ -84,7 +84,7 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     if recovered or pruned:
         logs.event("housekeeping", recovered=recovered, pruned=pruned)
     await alerts.evaluate(rt, force=force)
-    # A calibration_ready two ends at once left unwritten; thresholds met (§10b).
+    # A calibration_ready two ends at once left unwritten; thresholds met (docs/agreement.md).
     await calibration.release_when_met(rt)
     # Drift canaries: their schedule, a model change, their rows (docs/canaries.md).
     await canary.tick(rt, force=force)
@@ -93,7 +93,7 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
 
 async def next_due(rt: Runtime[LoopStore]) -> float | None:
     """Seconds until something may be due: a row, a breaker probe, a lease's end, a
-    notification's retry, an expiry (CONTRACT §9d), a look at a batch or a canary's look
+    notification's retry, an expiry (docs/operating/alerts.md), a look at a batch or a canary's look
     asked for too soon; None when nothing is."""
     wait = await recovery.next_wakeup(rt)
     wait = _sooner(wait, await delivery.next_due(rt))

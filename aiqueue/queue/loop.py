@@ -74,7 +74,7 @@ async def process_step(rt: Runtime[LoopStore], *, force: bool = False,
     """
     step = StepResult()
     await step_parts.tidy(rt, step, force)
-    # A kind whose pool is down goes to its fallback's pool before the claim (§10e).
+    # A kind whose pool is down goes to its fallback's pool before the claim.
     await fallback.refresh(rt, force=force)
     started = rt.tracer.now()
     job = await rt.store.claim(fallback.plan(rt))
@@ -95,7 +95,7 @@ async def settled_step(rt: Runtime[LoopStore], receipt: Receipt) -> StepResult:
     """
     step = StepResult()
     jobs = receipt.next_jobs
-    # The settle took its rows for this caller (CONTRACT §9a): they are ours to send.
+    # The settle took its rows for this caller (docs/deploying/index.md): they are ours to send.
     busy = await step_parts.hand_out_all(rt, step, jobs)
     await step_parts.tidy(rt, step, force=False)
     await fallback.refresh(rt)
@@ -183,7 +183,7 @@ async def on_process(rt: Runtime[LoopStore], *, force: bool) -> StepResult:
 
 async def on_cron(rt: Runtime[LoopStore]) -> StepResult:
     """The cron's call (GET): noted in the control row, so the doctor can tell a cron
-    that stopped calling (§9a); then a step that always recovers and prunes."""
+    that stopped calling (docs/deploying/index.md); then a step that always recovers and prunes."""
     await rt.store.cron_called()
     return await on_process(rt, force=True)
 
@@ -194,7 +194,7 @@ async def after_action(rt: Runtime[LoopStore]) -> None:
 
 
 async def after_review(rt: Runtime[LoopStore]) -> None:
-    """After a review answered: its run's thresholds may now release held rows (§10b)."""
+    """After a review answered: its run's thresholds may now release held rows."""
     try:
         released = await calibration.release_when_met(rt)
     except Exception as exc:

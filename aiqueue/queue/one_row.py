@@ -1,4 +1,4 @@
-"""One row from the outside (CONTRACT §10d): its detail, an operator's cancel and fail.
+"""One row from the outside: its detail, an operator's cancel and fail.
 
 Each action is logged with its reason and the row's id, never with the note
 (an operator's words may name a student) or any content.

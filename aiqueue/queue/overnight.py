@@ -1,4 +1,4 @@
-"""The overnight lane wired to the queue (§9f): the ports aiqueue/batch works over.
+"""The overnight lane wired to the queue (docs/overnight.md): the ports aiqueue/batch works over.
 
 Every pool that declares a provider's batch API (`[pools.*] batch`, aiqueue.toml)
 has its own lane: its rows are packed into its own provider batches, polled and
@@ -186,7 +186,7 @@ async def run(rt: Runtime[OvernightStore], config: LaneConfig, now: float | None
 
 
 def job_body(rt: Runtime[OvernightStore], row: BatchRow) -> dict[str, Any]:
-    """The row's dispatch body (§4), the same a live dispatch would carry."""
+    """The row's dispatch body (docs/reference/api.md), the same a live dispatch would carry."""
     job = Job(queue_id=row.queue_id, submission_id=row.submission_id,
               assignment_id=row.assignment_id, attempt=row.attempt,
               dispatch_seq=row.dispatch_seq, payload_json=json.dumps(row.payload),

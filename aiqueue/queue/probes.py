@@ -1,4 +1,4 @@
-"""The probe round trip (CONTRACT §8c): a dispatch with `"probe": true` and its callback.
+"""The probe round trip: a dispatch with `"probe": true` and its callback.
 
 The app sends a probe with a signed probe token and no queue row.  The webhook
 takes the function's answer to it (`parse_probe`), touches no row and no

@@ -47,7 +47,7 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.Su
     """The contract's body for /api/marking/submissions/<id>/status."""
     position: int | None = None
     wait: float | None = None
-    if st.status == "pending" and not st.held:  # held (§10b): no place in line yet
+    if st.status == "pending" and not st.held:  # held (docs/agreement.md): no place in line yet
         position = (st.ahead or 0) + 1
         wait = eta_seconds(position - 1 + st.in_flight, cap, avg)
     elif st.status == "processing":
@@ -58,7 +58,7 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.Su
     # The store's review is checked text; the type checks it is one of the three.
     fields: dict[str, Any] = {"review": st.review, **paused(st.resumes_at, st.paused_by)}
     if st.same_answer_as is not None and fields["waiting_for"] is None:
-        # It is marked when its leader is (CONTRACT §10c).
+        # It is marked when its leader is (docs/same-answer.md).
         fields.update(waiting_for="same_answer", same_answer_as=st.same_answer_as)
     if st.status == "processing":
         fields["progress"] = progress_item(st.progress)
@@ -72,7 +72,7 @@ def status_json(st: SubmissionStatus, cap: int, avg: float | None) -> answers.Su
 
 
 def paused(resumes_at: datetime | None, cap: str | None) -> dict[str, Any]:
-    """waiting_for and resumes_at (CONTRACT §9c): rows paused at a spend cap, and until when."""
+    """waiting_for and resumes_at (docs/concepts.md): rows paused at a spend cap, and until when."""
     return {"waiting_for": "spend_cap" if resumes_at else None,
             "resumes_at": resumes_at, "paused_by": cap if resumes_at else None}
 

@@ -1,10 +1,10 @@
-"""A dead invocation gives its slot back fast, and nothing is paid twice (CONTRACT §8e).
+"""A dead invocation gives its slot back fast, and nothing is paid twice (docs/guarantees.md).
 
 A row whose function went quiet is recovered: after the heartbeat timeout once
 it sent a heartbeat, after QUEUE_STUCK_AFTER_SECONDS otherwise, and never later
 than the platform's time limit plus a grace (Lambda's configured timeout,
 DigitalOcean's action limit).  On DigitalOcean the platform is asked first, and
-early (CONTRACT §9a): at the earliest of the heartbeat timeout, the action's
+early (docs/deploying/index.md): at the earliest of the heartbeat timeout, the action's
 limit plus the grace, and 3x the recent p95 processing time (at least 10 s).
 A finished activation's result is applied as if it had been called back (no
 second model call), a failed one fails the attempt now, and one not found yet
@@ -16,7 +16,7 @@ quiet dispatches (SKIP LOCKED, then `look_after` keeps other instances off
 them), the HTTP calls follow, and each decision is applied by statements that
 only act while that dispatch is still the row's current one.
 
-Each row is recovered by its kind's platform (CONTRACT §9b: a kind of
+Each row is recovered by its kind's platform (docs/concepts.md: a kind of
 aiqueue.toml may dispatch to DigitalOcean or Lambda beside an http default):
 the kinds are grouped by the platform they dispatch to, and each group has
 its own thresholds and its own looks.
@@ -164,7 +164,7 @@ async def thresholds(rt: Runtime[RecoveryStore], target: KindTarget | None = Non
         bound = None if timeout is None else timeout + s.platform_grace_seconds
     ask = t.dispatch == "digitalocean" and t.digitalocean is not None
     # QUEUE_STUCK_AFTER_SECONDS still holds for "no result or heartbeat for this long"
-    # (CONTRACT §2): the heartbeat timeout can shorten the wait, never lengthen it.
+    # (docs/configuration.md): the heartbeat timeout can shorten the wait, never lengthen it.
     heartbeat = min(s.heartbeat_timeout_seconds, s.stuck_after_seconds)
     p95 = await rt.own(RecentP95).get(rt) if ask else None
     return Thresholds(s.stuck_after_seconds, heartbeat, bound, ask, p95)

@@ -50,7 +50,7 @@ class ResultItem:
     retryable: bool = True
     error_code: str = "function_failed"
     progress: dict[str, Any] | None = None
-    # A failed item that says the model refused (CONTRACT §8a): "rate_limited"
+    # A failed item that says the model refused (docs/concepts.md): "rate_limited"
     # or "overloaded", with the model's retry_after in seconds when it gave one.
     refusal: str | None = None
     retry_after: float | None = None
@@ -141,7 +141,7 @@ def sound_usage(usage: dict[str, Any]) -> bool:
     """Whether every number of a usage (and of its nested objects, such as
     prompt_tokens_details) is finite and not negative.
 
-    A usage that is not is refused whole for cost and turns (CONTRACT §10f),
+    A usage that is not is refused whole for cost and turns (docs/overnight.md),
     not read for its other counts; the result it came with still applies.
     """
     return all(sound_usage(v) if isinstance(v, dict)
@@ -188,7 +188,7 @@ async def refuse(
     rt: Runtime[ResultsStore], queue_id: UUID, dispatch_seq: int, attempt: int, *, kind: str,
     retry_after: float | None, reset_after: float | None = None,
 ) -> tuple[str | None, float]:
-    """The model refused (CONTRACT §8a): no attempt used, the row's pool held, its L cut.
+    """The model refused (docs/concepts.md): no attempt used, the row's pool held, its L cut.
 
     The row's new status (None: a stale dispatch) and the hold in seconds: the
     model's retry_after, else the backoff.  The pool learns the model's window

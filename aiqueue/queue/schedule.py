@@ -1,4 +1,4 @@
-"""Not before and expiry (CONTRACT §9d): when scheduled rows come due, and ending stale ones.
+"""Not before and expiry: when scheduled rows come due, and ending stale ones.
 
 An enqueue's `not_before`/`delay_seconds` and `expires_at`/`expire_after_seconds`
 are read in aiqueue/wire/enqueue.py (parse_times) and stored with the rows by the

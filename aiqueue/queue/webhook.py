@@ -93,7 +93,7 @@ async def _settle(rt: Runtime[WebhookStore], items: list[ResultItem]
 
     The first failure may be a lost answer of a settle that committed; its
     repeat, with the same token, then hands back the rows that settle claimed
-    (CONTRACT §9a) rather than leave them claimed with no dispatch.  Should the
+    (docs/deploying/index.md) rather than leave them claimed with no dispatch.  Should the
     repeat fail too, the results are applied alone and the step after answering
     claims.
     """

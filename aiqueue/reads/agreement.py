@@ -1,4 +1,4 @@
-"""Agreement between the AI's marks and the teacher's reviews, as readers ask for it (§10b).
+"""Agreement between the AI's marks and the teacher's reviews, as readers ask for it.
 
 The figures are computed in models/agreement.py; this module reads the
 reviews (one SQL read, marks only) and shapes the answers.

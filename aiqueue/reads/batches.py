@@ -1,4 +1,4 @@
-"""The overnight lane as an operator sees it: open batches and their rows (CONTRACT §10f).
+"""The overnight lane as an operator sees it: open batches and their rows (docs/overnight.md).
 
 Ids, counts, states and times only: never a line's content or a provider's message.
 """

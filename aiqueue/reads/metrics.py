@@ -47,14 +47,14 @@ class Snapshot:
     tally: list[TallyRow]
     buckets: list[float]
     flow: FlowState
-    # Per pool and per kind (CONTRACT §9b); empty: those families are left out.
+    # Per pool and per kind (docs/concepts.md); empty: those families are left out.
     pools: list[PoolState] = field(default_factory=list)
     kinds: list[KindCount] = field(default_factory=list)
-    # The overnight lane (CONTRACT §10f).
+    # The overnight lane (docs/overnight.md).
     batch: BatchGauges = field(default_factory=lambda: BatchGauges({}, {}))
-    # Each pool's prompt cache counters (CONTRACT §10a).
+    # Each pool's prompt cache counters (docs/prompt-cache.md).
     cache: list[CacheCounter] = field(default_factory=list)
-    # The kinds running on their fallback (§10e): {kind: fallback}.
+    # The kinds running on their fallback (docs/fallback-budgets-calendar.md): {kind: fallback}.
     fallbacks: dict[str, str] = field(default_factory=dict)
 
 
@@ -126,7 +126,7 @@ def dispatch_gauges(snap: Snapshot) -> Iterable[Metric]:
 
 
 def flow_families(snap: Snapshot) -> Iterable[Metric]:
-    """The learned limit L and the model's refusals (CONTRACT §8a)."""
+    """The learned limit L and the model's refusals (docs/concepts.md)."""
     yield GaugeMetricFamily("aiqueue_in_flight_limit",
                             "The learned in-flight limit L (0 = unlimited).",
                             value=snap.flow.in_flight_limit)
@@ -137,7 +137,7 @@ def flow_families(snap: Snapshot) -> Iterable[Metric]:
 
 
 def pool_families(snap: Snapshot) -> Iterable[Metric]:
-    """Each pool's L, slots, hold and refusals; rows by kind and pool (CONTRACT §9b).
+    """Each pool's L, slots, hold and refusals; rows by kind and pool (docs/concepts.md).
 
     Part of flow_families (the default pool's L and refusals are its top lines).
     The refusal's own kind (rate_limited, overloaded) is the label `reason` here:

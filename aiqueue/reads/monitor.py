@@ -62,7 +62,7 @@ async def row_with_history(rt: Runtime, queue_id: UUID) -> tuple[QueueRow, list[
 
 @dataclass(frozen=True)
 class Health:
-    """The bearer's /healthz answer: the database and the schema (CONTRACT §9a)."""
+    """The bearer's /healthz answer: the database and the schema (docs/deploying/index.md)."""
 
     http_status: int
     body: shapes.Health

@@ -52,7 +52,7 @@ async def read_stats(rt: Runtime) -> Stats:
 
 
 async def breakdown(rt: Runtime) -> tuple[dict[str, KindStats], dict[str, PoolStats]]:
-    """The stats by kind and by pool (CONTRACT §9b).
+    """The stats by kind and by pool (docs/concepts.md).
 
     The top-level flow fields above are the default pool's (the only one
     without aiqueue.toml); `pools` has every pool's, `kinds` every kind's rows.
@@ -110,7 +110,7 @@ def open_alert(a: OpenAlert) -> reads.OpenAlert:
 
 
 async def flow_state(rt: Runtime) -> FlowState:
-    """The flow control's figures (CONTRACT §8a), read once for stats, page and metrics."""
+    """The flow control's figures (docs/concepts.md), read once for stats, page and metrics."""
     s = rt.settings
     return await rt.store.flow_state(s.max_in_flight, s.budget_window_seconds)
 

@@ -108,7 +108,7 @@ async def cost_summary(rt: Runtime) -> dict[str, Any]:
         "today": usage_json(day[-1]),
         "month": usage_json(month[-1]),
         "by_model": [usage_json(r) for r in month if r.key is not None],
-        # Shown only once the overnight lane (§9f) or a drift canary has marked something.
+        # Shown only once the overnight lane or a drift canary has marked something.
         "by_lane": [usage_json(r) for r in lanes if r.key is not None]
         if any(r.key in ("batch", "canary") for r in lanes) else [],
     }

@@ -1,4 +1,4 @@
-"""A school's data (CONTRACT §9e): retention, erasure, the audit export, replay by filter.
+"""A school's data: retention, erasure, the audit export, replay by filter.
 
 retention.py: how long each kind of row is kept, pruned in bounded batches
 from the process step's housekeeping; erasure.py: one submission's (or one

@@ -1,4 +1,4 @@
-"""A school's calendar (CONTRACT §10e): where its days begin.
+"""A school's calendar (docs/fallback-budgets-calendar.md): where its days begin.
 
 QUEUE_TIMEZONE (an IANA name, default UTC) sets the day of the daily spend
 caps, the usage report, the charts and the pages' times; a pool's `timezone`

@@ -1,10 +1,10 @@
-"""Task kinds and model pools (CONTRACT §9b): the shapes, and how aiqueue.toml's join
+"""Task kinds and model pools (docs/concepts.md): the shapes, and how aiqueue.toml's join
 the default ones the environment builds.
 
 A *kind* names what a row asks for and which function does it, and the lane
 it takes by default; a *pool* is one model key with its own limits (the cap
 for the learned limit L, declared budgets, prices, spend caps) and, if it
-allows the overnight lane (§9f), its provider's batch API.  Every kind
+allows the overnight lane (docs/overnight.md), its provider's batch API.  Every kind
 belongs to one pool.
 
 Without a file there is one kind, `mark`, in one pool, `default`, both built
@@ -29,7 +29,7 @@ from aiqueue.settings.targets import DispatchTarget, DoTarget, LambdaTarget
 
 DEFAULT_KIND = "mark"
 DEFAULT_POOL = "default"
-# The lane a row takes (CONTRACT §9f): live dispatch, or the overnight batch API.
+# The lane a row takes (docs/overnight.md): live dispatch, or the overnight batch API.
 Lane = Literal["live", "batch"]
 BatchProvider = Literal["openai", "anthropic"]
 # A model's batch price, unless the pool declares one: the providers' published
@@ -49,13 +49,13 @@ class Pool:
     requests_per_minute: int = 0
     # USD per 1M input / output tokens, per model.
     prices: Mapping[str, Price] = field(default_factory=dict, hash=False)
-    # Spend caps (§9c), in USD; None = none.
+    # Spend caps (docs/concepts.md), in USD; None = none.
     group_usd_per_hour: float | None = None
     group_usd_per_day: float | None = None
     pool_usd_per_day: float | None = None
     # Where this pool's days begin for its daily caps (an IANA name); None: QUEUE_TIMEZONE.
     timezone: str | None = None
-    # The overnight lane (§9f): the provider's batch API; None = live only.
+    # The overnight lane (docs/overnight.md): the provider's batch API; None = live only.
     batch: BatchProvider | None = None
     batch_base_url: str | None = None
     batch_key_env: str | None = None
@@ -64,7 +64,7 @@ class Pool:
     batch_prices: Mapping[str, Price] = field(default_factory=dict, hash=False)
     # The value of the variable batch_key_env names (never written to the file).
     batch_api_key: str | None = field(default=None, repr=False, compare=False)
-    # The provider's prompt cache (§10a).
+    # The provider's prompt cache (docs/prompt-cache.md).
     prompt_cache: PromptCache = PromptCache()
     # The keys the file set: a `[pools.default]` table changes only these.
     declared: frozenset[str] = field(default=frozenset(), compare=False)
@@ -98,7 +98,7 @@ class Kind:
     # Whether rows with the same answer share one mark when the enqueue does not
     # say, and how answers are compared (docs/same-answer.md).
     same_answers: KindSameAnswers = DEFAULT_SAME_ANSWERS
-    # Ordered fallback (CONTRACT §10e): the kind whose function takes this kind's due
+    # Ordered fallback: the kind whose function takes this kind's due
     # rows while this kind's pool has its circuit open or has refused every call for
     # `fallback_after_seconds`.
     fallback: str | None = None
@@ -174,7 +174,7 @@ class QueueConfig:
 
     @cached_property
     def fallbacks(self) -> list[Kind]:
-        """The kinds that name a fallback (§10e)."""
+        """The kinds that name a fallback (docs/fallback-budgets-calendar.md)."""
         return [k for k in self.kinds.values() if k.fallback is not None]
 
     @cached_property

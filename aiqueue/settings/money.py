@@ -1,4 +1,4 @@
-"""A shared model's money (CONTRACT §9c): each pool's spend caps and prices for the claim.
+"""A shared model's money (docs/concepts.md): each pool's spend caps and prices for the claim.
 
 The rules themselves live in SQL (db/sql/functions/40_fair.sql, 50_spend.sql):
 turns by tokens, the spend windows, the estimate.  This gathers what
@@ -25,12 +25,12 @@ CAP_NAMES = ("group_usd_per_hour", "group_usd_per_day", "pool_usd_per_day")
 @dataclass(frozen=True)
 class PoolMoney:
     """One pool's caps (USD; None: no cap) and its prices per model, live and on the batch
-    lane (§9f: declared, else half of live)."""
+    lane (docs/overnight.md: declared, else half of live)."""
 
     caps: Mapping[str, float | None] = field(default_factory=dict)
     prices: Mapping[str, ModelPrice] = field(default_factory=dict)
     batch_prices: Mapping[str, ModelPrice] = field(default_factory=dict)
-    # The prompt cache's write and read prices, as multiples of the input price (§10a).
+    # The prompt cache's write and read prices, as multiples of the input price.
     cache: tuple[float, float] = (1.0, 0.10)
 
     @property

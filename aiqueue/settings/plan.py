@@ -37,7 +37,7 @@ class ClaimPlan:
         }))
 
     def with_away(self, queue: QueueConfig, away: frozenset[str]) -> ClaimPlan:
-        """This plan while the kinds `away` run on their fallbacks (§10e): each is listed in
+        """This plan while the kinds `away` run on their fallbacks: each is listed in
         its fallback's pool, with the fallback's cap, which the two share (`runs_as`)."""
         if not away:
             return self

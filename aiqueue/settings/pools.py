@@ -1,4 +1,4 @@
-"""The kinds' and pools' settings, checked against the rest (CONTRACT §9b, §9c, §9f).
+"""The kinds' and pools' settings, checked against the rest (docs/concepts.md, docs/overnight.md).
 
 aiqueue.toml agrees with QUEUE_MODEL_PRICES and the function mode, a pool with
 a spend cap has a price to charge, and the default pool's batch lane
@@ -29,7 +29,7 @@ def batch_reaches_function(file: QueueConfig | None, target: DispatchTarget,
 
 
 def caps_priced(queue: QueueConfig) -> None:
-    """A spend cap (CONTRACT §9c) charges each dispatch at its pool's prices: a pool with a
+    """A spend cap (docs/concepts.md) charges each dispatch at its pool's prices: a pool with a
     cap and no price known at all refuses start-up, naming the price setting."""
     caps = {"group_usd_per_hour": "QUEUE_GROUP_USD_PER_HOUR",
             "group_usd_per_day": "QUEUE_GROUP_USD_PER_DAY", "pool_usd_per_day": "QUEUE_USD_PER_DAY"}

@@ -1,4 +1,4 @@
-"""A pool's provider prompt cache (CONTRACT §10a): `[pools.<name>.prompt_cache]`."""
+"""A pool's provider prompt cache (docs/prompt-cache.md): `[pools.<name>.prompt_cache]`."""
 
 from __future__ import annotations
 

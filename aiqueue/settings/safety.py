@@ -1,4 +1,4 @@
-"""Settings that keep a real deployment safe (CONTRACT §8c, §9a).
+"""Settings that keep a real deployment safe (docs/operating/doctor.md, docs/deploying/index.md).
 
 Where the secrets travel (https outside a local run), how long a secret must
 be, and Vercel's defaults for APP_BASE_URL. Each rule refuses a value with
@@ -55,7 +55,7 @@ def require_https(name: str, url: str, *, local_run: bool) -> None:
 
 
 def secure_url(env: Mapping[str, str], name: str, local_run: bool) -> str | None:
-    """An http(s) URL the queue's secrets travel to: https:// unless local (CONTRACT §9a)."""
+    """An http(s) URL the queue's secrets travel to: https:// unless local."""
     url = env_url(env, name)
     if url is not None:
         require_https(name, url, local_run=local_run)

@@ -46,7 +46,7 @@ DEV_FUNCTION_URL = "http://127.0.0.1:8001/"
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything aiqueue reads from its environment (see CONTRACT.md §2)."""
+    """Everything aiqueue reads from its environment (docs/configuration.md)."""
 
     database_url: str | None = None
     database_direct_url: str | None = None
@@ -72,7 +72,7 @@ class Settings:
     max_in_flight: int = number("QUEUE_MAX_IN_FLIGHT", 1, 0)
     stuck_after_seconds: float = number("QUEUE_STUCK_AFTER_SECONDS", 600.0, 1.0)
     prune_after_days: float = number("QUEUE_PRUNE_AFTER_DAYS", 7.0, 0.0)
-    # A school's data (CONTRACT §9e, aiqueue/records/retention.py): failed,
+    # A school's data (docs/operating/data-protection.md, aiqueue/records/retention.py): failed,
     # cancelled and expired rows, then results and attempt history, are kept this long.
     retain_ended_days: float = number("QUEUE_RETAIN_ENDED_DAYS", 30.0, 0.0, 36500)
     retain_history_days: float = number("QUEUE_RETAIN_HISTORY_DAYS", 365.0, 0.0, 36500)
@@ -95,14 +95,14 @@ class Settings:
     events_heartbeat_seconds: float = number("QUEUE_EVENTS_HEARTBEAT_SECONDS", 10.0, 0.05,
                                               3600, cap=15.0)
     events_poll_seconds: float = number("QUEUE_EVENTS_POLL_SECONDS", 1.0, 0.05, 3600)
-    # CONTRACT §7d.
+    # docs/concepts.md.
     model_prices: Mapping[str, ModelPrice] = field(
         default_factory=dict, hash=False, metadata=entry("QUEUE_MODEL_PRICES", env_prices))
     metrics_token: str | None = optional("METRICS_TOKEN", single_secret)
-    # -- safe on a shared database (CONTRACT §8b) --
+    # -- safe on a shared database (docs/deploying/databases.md) --
     # Standard Webhooks signing of `http` dispatches.
     signing_secret: str | None = optional("AI_MARKING_SIGNING_SECRET", env_whsec)
-    # Notifications to the host app (CONTRACT §8d; aiqueue/notify/delivery.py): where events
+    # Notifications to the host app (docs/integrating.md; aiqueue/notify/delivery.py): where events
     # go, the Standard Webhooks secret that signs them, each attempt's HTTP
     # timeout, the first retry's delay and how long retries go on.
     notify_url: str | None = None
@@ -111,12 +111,12 @@ class Settings:
     notify_retry_base_seconds: float = number("QUEUE_NOTIFY_RETRY_BASE_SECONDS", 5.0, 0.0, 3600)
     notify_give_up_seconds: float = number("QUEUE_NOTIFY_GIVE_UP_SECONDS", 86400.0, 1.0,
                                             7 * 86400)
-    # A dead invocation gives its slot back fast (CONTRACT §8e): a row that sent a
+    # A dead invocation gives its slot back fast (docs/guarantees.md): a row that sent a
     # heartbeat is recovered this long after its last one; a platform's time limit
     # bounds the wait, plus this grace.
     heartbeat_timeout_seconds: float = number("QUEUE_HEARTBEAT_TIMEOUT_SECONDS", 90.0, 0.05)
     platform_grace_seconds: float = number("QUEUE_PLATFORM_GRACE_SECONDS", 30.0, 0.0, 3600)
-    # -- set-up (CONTRACT §8c, aiqueue/doctor/checks.py) --
+    # -- set-up (docs/operating/doctor.md, aiqueue/doctor/checks.py) --
     # VERCEL is set; `vercel dev` (VERCEL_ENV=development) may run on a local address.
     on_vercel: bool = False
     vercel_dev: bool = False
@@ -125,40 +125,40 @@ class Settings:
     # The AWS_* variables present (names only): on Vercel they may be the
     # platform's placeholders, which the doctor names when Lambda refuses.
     aws_env_names: tuple[str, ...] = ()
-    # Flow control for a shared paid model (CONTRACT §8a, aiqueue/flow.py): the
+    # Flow control for a shared paid model (docs/concepts.md, aiqueue/flow.py): the
     # declared budgets (0 = none) over a window, and how long a row may keep
     # being refused before it fails as rate_limited.
     tokens_per_minute: int = number("QUEUE_TOKENS_PER_MINUTE", 0, 0)
     requests_per_minute: int = number("QUEUE_REQUESTS_PER_MINUTE", 0, 0)
     budget_window_seconds: float = number("QUEUE_BUDGET_WINDOW_SECONDS", 60.0, 0.1, 3600)
     refused_give_up_seconds: float = number("QUEUE_REFUSED_GIVE_UP_SECONDS", 86400.0, 0.0)
-    # The overnight lane (§9f): a batch goes live this long before its rows' live
+    # The overnight lane (docs/overnight.md): a batch goes live this long before its rows' live
     # time runs out; its pools' batch APIs are in aiqueue.toml (Settings.queue).
     batch_margin_seconds: float = number("QUEUE_BATCH_FALLBACK_MARGIN_SECONDS", 900.0, 0.0)
-    # The default pool's spend caps in USD (CONTRACT §9c); None: none.  Read here,
+    # The default pool's spend caps in USD (docs/concepts.md); None: none.  Read here,
     # kept on the default Pool (Settings.queue); enforced by the spend caps' own code.
     group_usd_per_hour: float | None = optional("QUEUE_GROUP_USD_PER_HOUR", env_usd)
     group_usd_per_day: float | None = optional("QUEUE_GROUP_USD_PER_DAY", env_usd)
     pool_usd_per_day: float | None = optional("QUEUE_USD_PER_DAY", env_usd)
-    # The default pool's provider prompt cache (CONTRACT §10a): an unused prefix's
+    # The default pool's provider prompt cache (docs/prompt-cache.md): an unused prefix's
     # life (0: schedule as before) and the shortest prefix it caches.
     prompt_cache_ttl_seconds: float = number("QUEUE_PROMPT_CACHE_TTL_SECONDS", 300.0, 0.0)
     prompt_cache_min_tokens: int = number("QUEUE_PROMPT_CACHE_MIN_TOKENS", 1024, 0)
-    # Where days begin (CONTRACT §10e, aiqueue/settings/calendar.py): an IANA name.
+    # Where days begin (, aiqueue/settings/calendar.py): an IANA name.
     timezone: str = field(default=UTC_NAME, metadata=entry("QUEUE_TIMEZONE", env_timezone))
     # The spend windows' lengths: a clock hour and a day (tests shorten them).
     spend_hour_seconds: float = 3600.0
     spend_day_seconds: float = 86400.0
-    # Alerts (CONTRACT §9d, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
+    # Alerts (, aiqueue/notify/alerts.py): backlog age, a stall, a failure spike.
     alert_backlog_age_seconds: float = number("QUEUE_ALERT_BACKLOG_AGE_SECONDS", 900.0, 0.0)
     alert_stalled_seconds: float = number("QUEUE_ALERT_STALLED_SECONDS", 300.0, 0.0)
     alert_failures_min: int = number("QUEUE_ALERT_FAILURES_MIN", 5, 1)
     alert_failure_rate: float = number("QUEUE_ALERT_FAILURE_RATE", 0.2, 0.0, 1.0)
-    # ... and slow marking (CONTRACT §10d): the last 15 minutes' p95 processing time.
+    # ... and slow marking: the last 15 minutes' p95 processing time.
     alert_p95_seconds: float = number("QUEUE_ALERT_P95_SECONDS", 600.0, 0.0)
     # OpenTelemetry traces (docs/tracing.md): None, off (the standard OTEL_* variables).
     tracing: Tracing | None = optional("OTEL_EXPORTER_OTLP_ENDPOINT", env_tracing)
-    # Kinds and pools declared in aiqueue.toml (CONTRACT §9b); None: no file.
+    # Kinds and pools declared in aiqueue.toml (docs/concepts.md); None: no file.
     queue_file: QueueConfig | None = field(default=None, hash=False, compare=False)
     # The environment as read at start-up: the key of a batch whose pool no longer
     # declares a batch API is looked up here by the variable recorded with the batch.
@@ -185,7 +185,7 @@ class Settings:
 
     @cached_property
     def all_model_prices(self) -> Mapping[str, ModelPrice]:
-        """QUEUE_MODEL_PRICES and every pool's prices (CONTRACT §7d, §9b)."""
+        """QUEUE_MODEL_PRICES and every pool's prices (docs/concepts.md)."""
         return {m: ModelPrice(*p) for m, p in self.queue.prices.items()}
 
     @cached_property
@@ -237,7 +237,7 @@ class Settings:
 
         Changing AI_QUEUE_ADMIN_PASSWORD then ends every session. A password that
         falls back to MARKING_QUEUE_SECRET binds nothing more, so rotating the secret
-        keeps sessions (CONTRACT §8b).
+        keeps sessions (docs/deploying/databases.md).
         """
         return "" if self.admin_password in self.queue_secrets else self.admin_password
 

@@ -36,7 +36,7 @@ class DoTarget:
     action: str
     user: str
     secret: str
-    # DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS: the action's time limit (CONTRACT §8e); an
+    # DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS: the action's time limit (docs/guarantees.md); an
     # activation still not found this long (plus a grace) after its dispatch is gone.
     action_timeout_seconds: float = DEFAULT_ACTION_TIMEOUT_SECONDS
 

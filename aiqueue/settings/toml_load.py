@@ -70,7 +70,7 @@ def load_file(env: Mapping[str, str], path: Path | None, *,
 
     Raises SettingsError naming the key (`pools.openai.max_in_flight`) or the
     missing variable.  Outside `local_run` (`dev`, `vercel dev`) a kind's function
-    URL must be https:// unless it is a local address (CONTRACT §9a).
+    URL must be https:// unless it is a local address (docs/deploying/index.md).
     """
     if path is None:
         return None
@@ -116,7 +116,7 @@ def _pool(name: str, body: dict[str, Any], env: Mapping[str, str], local_run: bo
 
 def _batch(where: str, body: dict[str, Any], env: Mapping[str, str], local_run: bool
            ) -> dict[str, Any]:
-    """A pool's batch API (§9f): provider, URL, the key's variable (it must be set), model."""
+    """A pool's batch API: provider, URL, the key's variable (it must be set), model."""
     batch = body.get("batch")
     if batch is None:
         given = sorted(k for k in body if k.startswith("batch_"))

@@ -1,4 +1,4 @@
-"""Vercel's OIDC token as each request brings it (`x-vercel-oidc-token`, CONTRACT §8c, §9a).
+"""Vercel's OIDC token as each request brings it (`x-vercel-oidc-token`).
 
 With AWS_ROLE_ARN the dispatches a request's process step sends are signed with
 credentials assumed with this token (dispatch/aws.py). Every app that may run on

@@ -1,4 +1,4 @@
-"""Words for agreement and the calibration gate on the teacher's page (CONTRACT §10b).
+"""Words for agreement and the calibration gate on the teacher's page (docs/agreement.md).
 
 Pure helpers; the tests import them.  The page renders `card_view`'s JSON in one
 card: the agreement sentence, links to the rows that disagree most, and while a

@@ -99,7 +99,7 @@ async def retry(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    # The public learn only that the app is up: no database connection (§9a).
+    # The public learn only that the app is up: no database connection (docs/deploying/index.md).
     if not gate.holds_bearer(request):
         return respond(reads.Health(status="ok"))
     try:

@@ -1,4 +1,4 @@
-"""The agreement and calibration routes (CONTRACT §10b)."""
+"""The agreement and calibration routes (docs/agreement.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Words for the money on the teacher's page (CONTRACT §9c): the estimate before Mark All,
+"""Words for the money on the teacher's page (docs/concepts.md): the estimate before Mark All,
 and a run paused at a spend cap.  Pure helpers; the tests import them."""
 
 from __future__ import annotations

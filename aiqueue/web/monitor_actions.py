@@ -100,7 +100,7 @@ async def _review_one(rt: Runtime, actor: str, request: Request, form: dict[str,
 
 async def _retry_all(rt: Runtime, actor: str, request: Request, form: dict[str, str]
                      ) -> dict[str, str]:
-    # Replay by filter (CONTRACT §9e): one statement, the rows still failed only.
+    # Replay by filter: one statement, the rows still failed only.
     where = ReplayFilter(assignment_id=_form_assignment(form))
     answer, _ = await replay.replay(rt, replay.ReplayRequest(where, False, ""), actor=actor)
     return {"notice": "retried_all", "n": str(answer.replayed)}

@@ -1,4 +1,4 @@
-"""GET /api/marking/openapi.json: the OpenAPI 3.1 description of the JSON API (§4, §7, §8).
+"""GET /api/marking/openapi.json: the OpenAPI 3.1 description of the JSON API.
 
 The one source of truth for the client kit (clients/): built once per
 process, then served as the same bytes.  Bodies and answers are generated
@@ -27,7 +27,7 @@ from aiqueue.wire.schema import Schema, components, ref
 
 
 def _webhooks() -> dict[str, Schema]:
-    """The notifications POSTed to QUEUE_NOTIFY_URL (§8d), signed per Standard Webhooks v1."""
+    """The notifications POSTed to QUEUE_NOTIFY_URL, signed per Standard Webhooks v1."""
     headers = tuple(parameter(h, "header", {"type": "string"}, d, required=True) for h, d in (
         ("webhook-id", "the event's id: the same on every retry (deduplicate on it)"),
         ("webhook-timestamp", "seconds since the epoch"),

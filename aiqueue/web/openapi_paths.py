@@ -94,7 +94,7 @@ def paths() -> dict[str, dict[str, Schema]]:
                     parameter("assignment_id", "query", {"type": "string", "maxLength": 200}),
                     parameter("group", "query", {"type": "string", "maxLength": 200}),
                     parameter("kind", "query", {"type": "string", "maxLength": 32},
-                           "only rows of this task kind (CONTRACT §9b)"),
+                           "only rows of this task kind"),
                     parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500}),
                     parameter("offset", "query", {"type": "integer", "minimum": 0,
                                                 "maximum": 10_000_000})))},
@@ -182,7 +182,7 @@ def paths() -> dict[str, dict[str, Schema]]:
 
 
 def _calibration_paths() -> dict[str, dict[str, Schema]]:
-    """Agreement and the calibration gate (CONTRACT §10b)."""
+    """Agreement and the calibration gate."""
     text = {"type": "string", "maxLength": 200}
     release = op("releaseRun", "Release a calibrated run's held rows",
                  {200: reply("Released")}, (401, 404, 503), tag="review", no_body=True,
@@ -203,7 +203,7 @@ def _calibration_paths() -> dict[str, dict[str, Schema]]:
 
 
 def _row_paths() -> dict[str, dict[str, Schema]]:
-    """One row from the outside (CONTRACT §10d): its detail, cancel and an operator's fail."""
+    """One row from the outside: its detail, cancel and an operator's fail."""
     return {
         "/api/marking/rows/{queue_id}": {"get": op(
             "getRow", "One row as the queue list shows it, with its attempts (time, outcome, "
@@ -222,7 +222,7 @@ def _row_paths() -> dict[str, dict[str, Schema]]:
 
 
 def _record_paths() -> dict[str, dict[str, Schema]]:
-    """A school's data (CONTRACT §9e): erase, export, replay."""
+    """A school's data: erase, export, replay."""
     submission = parameter("submission_id", "path", {"type": "string", "format": "uuid"})
     key = parameter("Idempotency-Key", "header",
                 {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},

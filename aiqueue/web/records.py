@@ -1,4 +1,4 @@
-"""A school's data over HTTP (CONTRACT §9e): erase, export, replay; and the page's twins.
+"""A school's data over HTTP: erase, export, replay; and the page's twins.
 
 Thin handlers over aiqueue/records/: each parses, calls one rule and answers.
 """

@@ -1,4 +1,4 @@
-"""One row from the outside (CONTRACT §10d): GET a row, POST its cancel or an operator's fail.
+"""One row from the outside: GET a row, POST its cancel or an operator's fail.
 
 Thin handlers over aiqueue/queue/one_row.py; the bearer gate runs first.
 """

@@ -1,4 +1,4 @@
-"""The doctor's report over HTTP (CONTRACT §8c): `GET /api/marking/doctor` (bearer) and
+"""The doctor's report over HTTP (docs/operating/doctor.md): `GET /api/marking/doctor` (bearer) and
 the Setup panel of /ai-queue, which loads it on demand (never on the page's polls)."""
 
 from __future__ import annotations

@@ -126,15 +126,15 @@ async def mark(request: Request, session: Session, form: dict[str, str]) -> Resp
     raw = form.get("submission_id")
     submission_id = wire.parse_uuid(raw, "submission") if raw else None
     remark = form.get("remark") == "true"
-    # "Check 5 first" (§10b): that many marked first, the rest held for the release.
+    # "Check 5 first" (docs/agreement.md): that many marked first, the rest held for the release.
     calibrate = CHECK_FIRST if form.get("calibrate") == str(CHECK_FIRST) else None
     if form.get("dry_run") == "true":
-        # The estimate Mark All shows before it sends (CONTRACT §9c).
+        # The estimate Mark All shows before it sends (docs/concepts.md).
         d = await actions.estimate(rt, assignment_id, submission_id, remark, calibrate)
         return JSONResponse({**wire.dump(d), "text": estimate_text(d),
                              "capped_text": capped_text(d)})
     lane: Lane = "batch" if form.get("lane") == "batch" else "live"
-    # "Mark at …": the page sends the browser's local time as UTC RFC 3339 (§9d).
+    # "Mark at …": the page sends the browser's local time as UTC RFC 3339.
     raw_at = form.get("not_before")
     not_before, _ = wire.parse_times({"not_before": raw_at or None}, datetime.now(UTC))
     if raw_at is not None and not_before is None:
@@ -201,7 +201,7 @@ async def accept_all(request: Request, session: Session, form: dict[str, str]) -
 
 @gate.form(gate.unauthorized)
 async def release(request: Request, session: Session, form: dict[str, str]) -> Response:
-    """The card's "Release the other 25": the latest run's held rows (§10b)."""
+    """The card's "Release the other 25": the latest run's held rows (docs/agreement.md)."""
     rt = await runtime(request)
     assignment_id = _assignment(request)
     p = await progress.assignment_progress(rt, assignment_id)

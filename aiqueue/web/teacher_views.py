@@ -16,7 +16,7 @@ from aiqueue.web.estimate import paused_text
 from aiqueue.web.views.text import shown
 from aiqueue.wire import answers, dump
 
-# A row held for its run's calibration (§10b): it waits for the teacher, not the queue.
+# A row held for its run's calibration (docs/agreement.md): it waits for the teacher, not the queue.
 HELD_LABEL = "after your check"
 STATUS_LABELS: dict[Status, str] = {
     "pending": "queued", "processing": "marking…", "completed": "marked",
@@ -173,14 +173,14 @@ def remark_button_text(enqueued: int, cost_usd: float | None) -> str:
 
 
 def same_answer_text(others: int) -> str:
-    """'same answer as 3 others': the submissions marked once with this one (§10c)."""
+    """'same answer as 3 others': the submissions marked once with this one."""
     if others <= 0:
         return ""
     return f"same answer as {others} other{'s' if others != 1 else ''}"
 
 
 MARK_TITLE = "Mark this submission with AI"
-# "Check 5 first" (CONTRACT §10b): the rows marked before the rest are released.
+# "Check 5 first" (docs/agreement.md): the rows marked before the rest are released.
 CHECK_FIRST = 5
 REMARK_TITLE = "This submission already has an AI mark: mark it again, replacing that mark"
 

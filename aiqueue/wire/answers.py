@@ -1,4 +1,4 @@
-"""The answers of the queue's routes (CONTRACT §4, §7, §9): each shape once, as a type.
+"""The answers of the queue's routes: each shape once, as a type.
 
 A field without a default is required in the OpenAPI description; one with a
 default is optional there and is sent only when the code sets it.
@@ -36,7 +36,7 @@ class EnqueueAccepted(Wire):
     already_marked: Count
     queue_ids: list[Uuid]
     same_answers: Count = described(
-        "rows that will copy the mark of a row with the same answer (§10c)", default=0)
+        "rows that will copy the mark of a row with the same answer", default=0)
     run_id: Uuid | None = described(
         "the run its rows joined (the one marking.run_finished reports); absent when no row "
         "was added", default=None)
@@ -49,7 +49,7 @@ class SpendCaps(Wire):
 
 
 class EnqueueEstimate(Wire):
-    """A dry run of the enqueue (§9c): what it would add and use; nothing was written."""
+    """A dry run of the enqueue: what it would add and use; nothing was written."""
 
     rows: Count = described("the answers that will be marked (copies of a mark excluded)")
     already_marked: Count
@@ -57,13 +57,13 @@ class EnqueueEstimate(Wire):
     estimated_cost_usd: Usd | None
     eta_seconds: Seconds
     same_answers: Count = described(
-        "§10c: rows that would copy the mark of a row with the same answer", default=0)
+        "rows that would copy the mark of a row with the same answer", default=0)
     capped: SpendCaps | None = described(
         "the spend caps this run would reach, with their values; null when none would")
     calibration: EstimatePart | None = described(
-        "§10b, with `calibrate`: the rows marked first", default=None)
+        "with `calibrate`: the rows marked first", default=None)
     rest: EstimatePart | None = described(
-        "§10b, with `calibrate`: the rows held until the release", default=None)
+        "with `calibrate`: the rows held until the release", default=None)
 
 
 class EstimatePart(Wire):
@@ -100,18 +100,18 @@ class QueueRow(Wire):
     updated_at: Time
     kind: KindName = "mark"
     pool: KindName = "default"
-    # A pending row paused at a spend cap (§9c): why, until when, and which cap; or held
-    # for its run's calibration (§10b).
+    # A pending row paused at a spend cap: why, until when, and which cap; or held
+    # for its run's calibration.
     waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
-    not_before: Time | None = described("not due before (§9d)", default=None)
+    not_before: Time | None = described("not due before", default=None)
     expires_at: Time | None = described("expires if not dispatched by then", default=None)
-    lane: Lane = described("the lane it is marked on: live, or the overnight batch lane (§9f)",
+    lane: Lane = described("the lane it is marked on: live, or the overnight batch lane",
                            default="live")
-    deadline: Time | None = described("on the batch lane: marked by then (§9f)", default=None)
+    deadline: Time | None = described("on the batch lane: marked by then", default=None)
     same_answer_as: Uuid | None = described(
-        "§10c: the queue_id of the row with the same answer whose mark this row copies",
+        "the queue_id of the row with the same answer whose mark this row copies",
         default=None)
 
     @classmethod
@@ -151,7 +151,7 @@ class RowResultStatus(Wire):
 
 
 class RowDetail(QueueRow):
-    """One row as the queue list shows it, its history and its result's status (§10d)."""
+    """One row as the queue list shows it, its history and its result's status."""
 
     history: list[RowAttempt]
     result: RowResultStatus | None = described("null until a result was applied")
@@ -204,10 +204,10 @@ class SubmissionStatus(Wire):
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
     scheduled_for: Time | None = described("pending, not due before then", default=None)
-    lane: Lane = described("the lane its row is marked on (§9f)", default="live")
-    deadline: Time | None = described("on the batch lane: marked by then (§9f)", default=None)
+    lane: Lane = described("the lane its row is marked on", default="live")
+    deadline: Time | None = described("on the batch lane: marked by then", default=None)
     same_answer_as: Uuid | None = described(
-        "§10c: pending, and will copy the mark of this queue row (the same answer)",
+        "pending, and will copy the mark of this queue row (the same answer)",
         default=None)
 
 
@@ -238,10 +238,10 @@ class RunProgress(Wire):
     expired: Count = 0
     scheduled: Count = 0
     scheduled_for: Time | None = None
-    lane: Lane = described('"batch" while unfinished rows are on the batch lane (§9f)',
+    lane: Lane = described('"batch" while unfinished rows are on the batch lane',
                            default="live")
-    batch: Count = described("unfinished rows on the batch lane (§9f)", default=0)
-    deadline: Time | None = described("the latest deadline of those rows (§9f)", default=None)
+    batch: Count = described("unfinished rows on the batch lane", default=0)
+    deadline: Time | None = described("the latest deadline of those rows", default=None)
 
 
 class CancelAnswer(Wire):

@@ -1,4 +1,4 @@
-"""The calibration gate's and the agreement's shapes (CONTRACT §10b)."""
+"""The calibration gate's and the agreement's shapes."""
 
 from __future__ import annotations
 

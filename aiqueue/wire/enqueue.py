@@ -39,20 +39,20 @@ class EnqueueRequest:
     remark: bool = False
     # What an Idempotency-Key's repeat must match: a hash of the body as parsed.
     fingerprint: str = ""
-    # What the rows ask for, which names their function and pool (CONTRACT §9b).
+    # What the rows ask for, which names their function and pool.
     kind: str = "mark"
-    # An estimate only (CONTRACT §9c): nothing is written.
+    # An estimate only: nothing is written.
     dry_run: bool = False
-    # CONTRACT §9d: not due before `not_before`; expired if not dispatched by `expires_at`.
+    #: not due before `not_before`; expired if not dispatched by `expires_at`.
     not_before: datetime | None = None
     expires_at: datetime | None = None
-    # The overnight lane (§9f): "batch" rows are marked by `deadline` at batch prices.
+    # The overnight lane: "batch" rows are marked by `deadline` at batch prices.
     # None: the request names no lane, and its kind's default lane holds.
     lane: Lane | None = None
     deadline: datetime | None = None
-    # CONTRACT §10c; None: the kind's `same_answers`.
+    #; None: the kind's `same_answers`.
     same_answers: SameAnswers | None = None
-    # The calibration gate (§10b): these rows first, the rest held until released.
+    # The calibration gate: these rows first, the rest held until released.
     calibrate: Calibrate | None = None
     release_when: ReleaseWhen | None = None
 
@@ -102,7 +102,7 @@ MAX_AHEAD = timedelta(days=365)
 
 def parse_times(body: Mapping[str, Any], now: datetime) -> tuple[datetime | None,
                                                                   datetime | None]:
-    """(not_before, expires_at) from the body's time fields (CONTRACT §9d), both UTC.
+    """(not_before, expires_at) from the body's time fields, both UTC.
 
     Each moment may be given as an RFC 3339 time or as seconds from now, not both.
     """

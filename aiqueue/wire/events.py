@@ -1,4 +1,4 @@
-"""What the app sends on its own: live events (§4) and notifications (§8d, §9d)."""
+"""What the app sends on its own: live events and notifications."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class MarkingEvent(Wire):
     result: AnyObject = Field(default={}, description="completed: the result's summary fields")
     review: str = ""
     progress: ProgressItem | None = None
-    # pending: the row's group reached a spend cap (§9c).
+    # pending: the row's group reached a spend cap.
     waiting_for: WaitingFor | None = None
     resumes_at: Time | None = None
     paused_by: SpendCap | None = None
@@ -82,7 +82,7 @@ class RowFailed(Wire):
 
 
 class RowExpired(Wire):
-    """A row was not dispatched by its expires_at and ended expired (§9d)."""
+    """A row was not dispatched by its expires_at and ended expired."""
 
     type: Literal["marking.row_expired"]
     queue_id: Uuid
@@ -130,7 +130,7 @@ class AlertResolved(_Alert):
 
 
 class CalibrationReady(Wire):
-    """A run's calibration rows have all ended (§10b): the teacher can check them."""
+    """A run's calibration rows have all ended: the teacher can check them."""
 
     type: Literal["marking.calibration_ready"]
     assignment_id: str
@@ -143,7 +143,7 @@ class CalibrationReady(Wire):
     held: Count = Field(description="rows still waiting for the release")
     ready_at: Time
 class BudgetWarning(Wire):
-    """A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group,
+    """A window's spend passed 80 % (then 95 %) of a spend cap: once per cap, group,
     window and threshold."""
 
     type: Literal["marking.budget_warning"]

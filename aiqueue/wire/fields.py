@@ -22,7 +22,7 @@ Uuid = UUID
 Time = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str, when_used="json"),
                  WithJsonSchema({"type": "string", "format": "date-time"})]
 ShortText = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
-# A task kind or a pool (CONTRACT §9b), as aiqueue.toml names them.
+# A task kind or a pool, as aiqueue.toml names them.
 KindName = Annotated[str, Field(pattern="^[a-z0-9_-]{1,32}$")]
 # A JSON object of any fields (said out loud, so generated types let them through).
 AnyObject = Annotated[dict[str, Any], Field(json_schema_extra={"additionalProperties": True})]

@@ -1,4 +1,4 @@
-"""What readers are answered: stats, usage, health and the doctor's report (§4, §7d, §8, §9)."""
+"""What readers are answered: stats, usage, health and the doctor's report."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class CircuitState(Wire):
 
 
 class OpenAlert(Wire):
-    """An alert that is open now (§9d)."""
+    """An alert that is open now."""
 
     alert: AlertName
     pool: str
@@ -40,7 +40,7 @@ class OpenAlert(Wire):
 
 
 class NearCap(Wire):
-    """A group (or, group null, a pool) whose spend is at 80 % of a cap or more (§10e)."""
+    """A group (or, group null, a pool) whose spend is at 80 % of a cap or more."""
 
     cap: SpendCap
     pool: str
@@ -60,7 +60,7 @@ class KindStats(Wire):
     cancelled: Count
     expired: Count = 0
     on_fallback: KindName | None = described(
-        "the kind whose function takes this kind's due rows now (its pool is down, §10e)",
+        "the kind whose function takes this kind's due rows now (its pool is down)",
         default=None)
 
 
@@ -84,7 +84,7 @@ class PoolStats(Wire):
 
 
 class Stats(Wire):
-    """The queue's counts, times and flow control (§4, §8a); the page formats the same value."""
+    """The queue's counts, times and flow control; the page formats the same value."""
 
     pending: Count
     processing: Count
@@ -95,7 +95,7 @@ class Stats(Wire):
     avg_processing_seconds: Seconds
     p95_processing_seconds: Seconds
     oldest_pending_seconds: Seconds
-    # §8a flow control: the learned in-flight limit, the hold after a refusal, and the
+    # flow control: the learned in-flight limit, the hold after a refusal, and the
     # declared budgets with what the current window has used (null while none is declared).
     in_flight_limit: int = Field(ge=0)
     hold_until: Time | None
@@ -114,7 +114,7 @@ class Stats(Wire):
     paused: bool = False
     circuit: CircuitState | None = None
     busy_until: Time | None = None
-    kinds: dict[str, KindStats] = described("rows by task kind (CONTRACT §9b)", default={})
+    kinds: dict[str, KindStats] = described("rows by task kind", default={})
     pools: dict[str, PoolStats] = described(
         "each pool's limits and flow control; the top-level flow fields are the `default` "
         "pool's", default={})
@@ -128,7 +128,7 @@ class UsageTotal(Wire):
     unpriced_jobs: Count
     avg_processing_seconds: Seconds
     p95_processing_seconds: Seconds
-    # The provider's prompt cache (CONTRACT §10a): input tokens read from and written
+    # The provider's prompt cache: input tokens read from and written
     # to it, and what it saved (input tokens, then USD when priced).
     cache_read_tokens: Count = 0
     cache_write_tokens: Count = 0
@@ -155,7 +155,7 @@ class SchemaVersions(Wire):
 
 class Health(Wire):
     """Without the bearer only `{"status": "ok"}` (no database connection); with it also
-    `database` and `schema` (§9a), and a 503 while the database does not answer or its
+    `database` and `schema`, and a 503 while the database does not answer or its
     schema is behind."""
 
     # `schema` would shadow BaseModel's own attribute: the field is schema_, sent as schema.
@@ -182,7 +182,7 @@ class DoctorCheck(Wire):
 
 
 class DoctorReport(Wire):
-    """The report of `python -m aiqueue doctor --json` (§8c, §9a): `ok` unless a check failed
+    """The report of `python -m aiqueue doctor --json`: `ok` unless a check failed
     (warnings keep it ok)."""
 
     ok: bool

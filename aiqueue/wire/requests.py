@@ -1,4 +1,4 @@
-"""The JSON bodies the API takes (CONTRACT §4, §7, §9), each once, as a type.
+"""The JSON bodies the API takes, each once, as a type.
 
 Each field carries its rule (rules.py) as a before-validator, so a wrong value
 gets the same 422 sentence whichever route it came in by; `base.parse` is
@@ -59,9 +59,9 @@ def stored(name: str, what: str, kind: type, value: object) -> object:
 
 # Named EnqueueRequest in the description; enqueue.EnqueueRequest is the parsed command.
 class EnqueueBody(Wire):
-    """Submissions to mark, and how (§4, §7b, §9b-§9f)."""
+    """Submissions to mark, and how (-)."""
 
-    # A field it doesn't name is a 422 that names it (§10b): a host that believes it
+    # A field it doesn't name is a 422 that names it: a host that believes it
     # asked for something must not get something else.
     model_config = ConfigDict(title="EnqueueRequest", extra="forbid")
 
@@ -82,7 +82,7 @@ class EnqueueBody(Wire):
         "caps per teacher sends the teacher's id", default=None)
     remark: Annotated[bool, optional(lambda v: rules.flag(v, "remark"))] | None = None
     dry_run: Annotated[bool, optional(lambda v: rules.flag(v, "dry_run"))] | None = described(
-        "§9c: write nothing and answer 200 with an EnqueueEstimate", default=None)
+        "write nothing and answer 200 with an EnqueueEstimate", default=None)
     kind: Annotated[KindName, optional(rules.parse_kind)] | None = described(
         "what the rows ask for, which names their function and pool (aiqueue.toml); default "
         "`mark`; a kind not declared is refused with 422 `unknown_kind`", default=None)
@@ -92,7 +92,7 @@ class EnqueueBody(Wire):
         "else live", default=None)
     deadline: Annotated[Time, SkipValidation] | None = described(
         "RFC 3339, in the future; batch lane only; default now + 24 h", default=None)
-    # CONTRACT §9d: each moment as an RFC 3339 time or as seconds from now, not both
+    #: each moment as an RFC 3339 time or as seconds from now, not both
     # (the rule needs the clock, so enqueue.py applies it: parse_times).
     not_before: Annotated[Time, SkipValidation] | None = described(
         "not due before this time", default=None)
@@ -101,11 +101,11 @@ class EnqueueBody(Wire):
         "expired if not dispatched by then", default=None)
     expire_after_seconds: Annotated[float, Field(ge=1, le=31_536_000), SkipValidation] | None = None
     calibrate: Calibrate | None = described(
-        "§10b: these rows are marked first; the rest wait for a release", default=None)
+        "these rows are marked first; the rest wait for a release", default=None)
     release_when: ReleaseWhen | None = described(
-        "§10b: the calibration rows' reviews release the rest once these are met", default=None)
+        "the calibration rows' reviews release the rest once these are met", default=None)
     same_answers: Literal["mark_once", "mark_each"] | None = described(
-        "§10c: mark_once (the default: the kind's `same_answers`, else mark_once) marks "
+        "mark_once (the default: the kind's `same_answers`, else mark_once) marks "
         "answers that are the same after normalising once and copies the mark; mark_each "
         "marks every answer", default=None)
 

@@ -1,4 +1,4 @@
-"""The body the marking function posts to the webhook (CONTRACT §4, §8a): its items.
+"""The body the marking function posts to the webhook: its items.
 
 Each field carries its rule as the other bodies do (requests.py), so a wrong
 value gets the same 422 sentence.
@@ -99,7 +99,7 @@ class WebhookItem(Wire):
                      BeforeValidator(_usage_object)] | None = None
     # Any value: only a known code is ever kept (results.error_code), never the words.
     error: Annotated[object, WithJsonSchema({"type": "string"})] = described(
-        "failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no "
+        "failed: a short code; `rate_limited` and `overloaded` are refusals that use no "
         "attempt", default=None)
     retry_after: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER), SkipValidation,
                            rule(lambda v: _retry_after(v, "retry_after"))] | None = described(

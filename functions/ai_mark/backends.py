@@ -107,7 +107,7 @@ class ChatBackend:
         refusal = _REFUSALS.get(response.status_code)
         if refusal is not None:
             # "Slow down", not a failure: the queue uses no attempt for it and
-            # holds every dispatch for retry_after (CONTRACT §8a).
+            # holds every dispatch for retry_after (docs/concepts.md).
             raise MarkingError(refusal, retryable=True,
                                retry_after=retry_after(response.headers),
                                reset_after=reset_after(response.headers))

@@ -53,7 +53,7 @@ async def handle(event: Mapping[str, Any], settings: Settings) -> Response:
         item, delivered = await run_async(event, settings)
         # The activation record keeps what the action returns: `callback` carries the
         # item it posted (or tried to), so the queue can apply a result whose callback
-        # was lost without calling the model again (CONTRACT §8e).
+        # was lost without calling the model again (docs/guarantees.md).
         return {"statusCode": 202, "headers": _JSON, "body": accepted_body(item, delivered),
                 "callback": [item]}
     except HttpError as exc:
@@ -66,7 +66,7 @@ async def _web(event: Mapping[str, Any], settings: Settings) -> Response:
     check_bearer(headers, settings.function_token)
     if method != "POST":
         raise HttpError(405, "method_not_allowed", "POST a dispatch")
-    # The web action's URL is public: the token and, when set, the signature (§9a).
+    # The web action's URL is public: the token and, when set, the signature.
     message = authenticate(headers, raw, settings)
     dispatch = decode_json(raw) if raw is not None else _parsed_fields(event)
     if modes.is_mode(dispatch):

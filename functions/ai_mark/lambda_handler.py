@@ -68,7 +68,7 @@ async def _http(event: Mapping[str, Any], settings: Settings) -> Response:
     if str(method).upper() != "POST":
         raise HttpError(405, "method_not_allowed", "POST a dispatch")
     raw = raw_body(event.get("body"), base64_encoded=bool(event.get("isBase64Encoded")))
-    # The function URL's token and, when set, the signature over the raw body (§9a).
+    # The function URL's token and, when set, the signature over the raw body.
     message = authenticate(headers, raw, settings)
     dispatch = decode_json(raw)
     if modes.is_mode(dispatch):

@@ -29,7 +29,7 @@ def prompt_parts(job: Job) -> tuple[str, str]:
     question and the rubric: the payload) and the answer, always last.
 
     The prefix comes first and is the same text for every answer, so a provider's prompt
-    cache can serve it again (CONTRACT §10a).
+    cache can serve it again (docs/prompt-cache.md).
     """
     parts = []
     if job.question:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-# The queue takes 0..3600 s (CONTRACT §8a).
+# The queue takes 0..3600 s (docs/concepts.md).
 MAX_RETRY_AFTER = 3600.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}

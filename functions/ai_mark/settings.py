@@ -89,7 +89,7 @@ def is_local_host(host: str) -> bool:
 
 
 def require_closed(settings: Settings, *, local: bool = False) -> None:
-    """Refuse to start an open function (CONTRACT §9a), except on a local address.
+    """Refuse to start an open function (docs/deploying/index.md), except on a local address.
 
     Without AI_MARKING_FUNCTION_TOKEN or AI_MARKING_SIGNING_SECRET anyone who
     finds the function gets a free model that POSTs wherever they ask.

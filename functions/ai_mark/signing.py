@@ -4,7 +4,7 @@ With AI_MARKING_SIGNING_SECRET set, a dispatch must carry `webhook-id`,
 `webhook-timestamp` and a `webhook-signature` that the secret verifies; a
 timestamp more than 5 minutes off is refused (the `standardwebhooks` package's
 tolerance), and so is a message accepted once already.  The queue gives every
-dispatch an id of its own (`<queue_id>.<dispatch_seq>`, CONTRACT §9a), so an id
+dispatch an id of its own (`<queue_id>.<dispatch_seq>`, docs/deploying/index.md), so an id
 seen again is a replay.  An id is remembered only once its dispatch was
 accepted: a dispatch refused (bad input, busy) may come again, and ids are
 kept for as long as their timestamp is within the tolerance, after which the
@@ -70,7 +70,7 @@ def verifier_for(secret: str) -> DispatchVerifier:
 
 def authenticate(headers: Mapping[str, str], raw: bytes | None, settings: Settings
                  ) -> str | None:
-    """A web entry point's checks (CONTRACT §9a): the bearer token, then the signature.
+    """A web entry point's checks (docs/deploying/index.md): the bearer token, then the signature.
 
     The signed message's id (to `accept` once the dispatch is taken), else None.
     `raw`: the body exactly as sent (None when the platform parsed it: then no

@@ -153,7 +153,7 @@ class MarkingFunction:
         return JSONResponse({"accepted": True}, status_code=202)
 
     def probe(self, job: dict[str, Any]) -> Response:
-        """The doctor's probe: call back a `probe` item, mark nothing (CONTRACT §8c)."""
+        """The doctor's probe: call back a `probe` item, mark nothing (docs/operating/doctor.md)."""
         if self.client is None:
             self.client = httpx.AsyncClient(timeout=10)
         item = {"queue_id": job["queue_id"], "token": job["callback_token"], "status": "probe"}

@@ -1,4 +1,4 @@
-"""The overnight lane per pool in a real `aiqueue serve` (CONTRACT §9b, §9f), configured as a
+"""The overnight lane per pool in a real `aiqueue serve`, configured as a
 school would: an aiqueue.toml with an OpenAI batch pool, an Anthropic batch pool and a
 live-only pool, the keys in the environment, both providers emulated on loopback."""
 

@@ -102,7 +102,7 @@ async def test_enqueue_watch_review_and_read_usage(db_url: str, conn: asyncpg.Co
             with pytest.raises(MarkingError) as conflict:
                 await client.revert(q1)
             assert conflict.value.status == 409
-            # One row from the outside (§10d): its detail; a cancel or a fail of an ended row.
+            # One row from the outside: its detail; a cancel or a fail of an ended row.
             row = await client.row(q0)
             assert row["status"] == "completed" and row["result"] is not None
             assert row["history"][0]["kind"] == "dispatch" and ANSWER not in str(row)

@@ -1,4 +1,4 @@
-"""Database faults end to end (issue 15, CONTRACT §7e): two `serve` instances whose every
+"""Database faults end to end (docs/guarantees.md): two `serve` instances whose every
 database connection runs through a fault-injecting proxy (tests/e2e/faultproxy.py).
 
 The chain runs while the proxy cuts every connection, stalls them for a while,

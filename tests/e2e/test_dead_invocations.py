@@ -1,4 +1,4 @@
-"""A dead invocation gives its slot back fast, and nothing is paid twice (CONTRACT §8e).
+"""A dead invocation gives its slot back fast, and nothing is paid twice (docs/guarantees.md).
 
 `aiqueue serve` against the emulated platforms (tests/e2e/emulators.py): an
 OpenWhisk-shaped DigitalOcean that keeps activation records, moto's Lambda, and
@@ -45,7 +45,7 @@ def reference_function_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reference function runs in this process: the simulator, answering at once."""
     monkeypatch.setenv("AI_MARK_BACKEND", "simulate")
     monkeypatch.setenv("AI_MARK_SIMULATE_LATENCY", "0")
-    # The action never runs open (CONTRACT §9a); the platforms' own calls carry no token.
+    # The action never runs open (docs/deploying/index.md); the platforms' own calls carry no token.
     monkeypatch.setenv("AI_MARKING_FUNCTION_TOKEN", "e2e-function-token")
     monkeypatch.setenv("AI_MARK_SIMULATE_FAILURE_RATE", "0")
     monkeypatch.setenv("AI_MARK_CALLBACK_TRIES", "1")  # a lost callback is lost at once
@@ -93,7 +93,7 @@ async def applied(conn: asyncpg.Connection) -> tuple[str, int, int]:
 def held(first: asyncpg.Record, what: str, bound: float, until: Any = None) -> float:
     """The figure: how long the dead invocation held its slot, today against now."""
     seconds: float = ((until or first["ended_at"]) - first["started_at"]).total_seconds()
-    print(f"\n[§8e] {what}: slot held {seconds:.2f} s (bound here {bound:g} s); "
+    print(f"\n[docs/guarantees.md] {what}: slot held {seconds:.2f} s (bound here {bound:g} s); "
           f"before: QUEUE_STUCK_AFTER_SECONDS = {STUCK} s")
     return seconds
 
@@ -297,7 +297,7 @@ async def test_at_in_flight_1_dead_invocations_are_freed_in_seconds(
     history = await attempts(conn)
     dead = [a for a in history if a["platform"] is not None]
     holds = sorted((a["ended_at"] - a["started_at"]).total_seconds() for a in dead)
-    print(f"\n[§9a] {rows} rows, 30 % {fate}: done in {seconds:.1f} s, {len(platform.activations)}"
+    print(f"\n[] {rows} rows, 30 % {fate}: done in {seconds:.1f} s, {len(platform.activations)}"
           f" dispatches, {len(dead)} dead invocations each held its slot "
           f"{holds[0]:.1f}-{holds[-1]:.1f} s (before: {limit:g} s + the 30 s grace)")
     statuses = await conn.fetch("SELECT status, count(*) AS n FROM ai_marking_queue"

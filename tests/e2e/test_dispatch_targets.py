@@ -27,7 +27,7 @@ def reference_function_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reference function runs in this process: the simulator, answering at once."""
     monkeypatch.setenv("AI_MARK_BACKEND", "simulate")
     monkeypatch.setenv("AI_MARK_SIMULATE_LATENCY", "0")
-    # The action never runs open (CONTRACT §9a); the platforms' own calls carry no token.
+    # The action never runs open (docs/deploying/index.md); the platforms' own calls carry no token.
     monkeypatch.setenv("AI_MARKING_FUNCTION_TOKEN", "e2e-function-token")
     monkeypatch.setenv("AI_MARK_SIMULATE_FAILURE_RATE", "0")
 

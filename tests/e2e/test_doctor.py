@@ -1,6 +1,6 @@
 """`python -m aiqueue doctor` against real parts: `aiqueue serve`, the reference function's server,
 and each native target through its emulator.  Each check passes on a good setup and names the
-mistake on a broken one (CONTRACT §8c)."""
+mistake on a broken one (docs/operating/doctor.md)."""
 
 from __future__ import annotations
 

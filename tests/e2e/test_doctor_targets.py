@@ -34,7 +34,7 @@ def reference_function_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reference function runs in this process (the emulators start it): the simulator."""
     monkeypatch.setenv("AI_MARK_BACKEND", "simulate")
     monkeypatch.setenv("AI_MARK_SIMULATE_LATENCY", "0")
-    # The action never runs open (CONTRACT §9a); the platforms' own calls carry no token.
+    # The action never runs open (docs/deploying/index.md); the platforms' own calls carry no token.
     monkeypatch.setenv("AI_MARKING_FUNCTION_TOKEN", "e2e-function-token")
 
 
@@ -132,7 +132,7 @@ async def test_lambda_with_a_role_assumed_through_vercels_oidc_token(
     assert code == 0, report
     # One per process: the two doctor runs (doctor() runs the CLI twice) and the serving
     # instance beside them, whose recovery reads the function's timeout signed as the
-    # role too (CONTRACT §9a).
+    # role too (docs/deploying/index.md).
     assert doctor_exchanges == 3
     assert {r["status"] for r in seen["rows"]} == {"completed"} and seen["marked"] == 6
     # One more for the next serving instance's six dispatches and its timeout read
@@ -140,7 +140,7 @@ async def test_lambda_with_a_role_assumed_through_vercels_oidc_token(
     assert proxy.sts_calls == 4
     # Every invoke was signed with the short-lived keys STS handed out, never a static one.
     assert proxy.signed_with and all(k.startswith("ASIA") for k in proxy.signed_with)
-    # ...and so was each read of the function's timeout, the bound of §8e (CONTRACT §9a).
+    # ...and so was each read of the function's timeout, the bound of.
     assert proxy.configuration_signed_with
     assert all(k.startswith("ASIA") for k in proxy.configuration_signed_with)
     assert missing_code == 1 and "no Vercel OIDC token" in missing["function"]["detail"]

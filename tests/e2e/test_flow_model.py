@@ -1,4 +1,4 @@
-"""End to end against a model with a budget (CONTRACT §8a): the product, the
+"""End to end against a model with a budget (docs/concepts.md): the product, the
 reference function (backend openai) and the model emulator (bench/model.py),
 each its own process; small windows keep it to a few seconds."""
 

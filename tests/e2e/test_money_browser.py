@@ -1,4 +1,4 @@
-"""A real Chromium on the teacher page (CONTRACT §9c): Mark All's estimate, and a run paused
+"""A real Chromium on the teacher page (docs/concepts.md): Mark All's estimate, and a run paused
 at its hourly budget."""
 
 from __future__ import annotations

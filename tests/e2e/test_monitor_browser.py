@@ -187,7 +187,7 @@ async def test_no_page_without_login_and_no_change_without_csrf(
 
 @pytest.fixture
 def flow_server(db_url: str) -> Iterator[str]:
-    """The app with cap 8 and a declared token budget of 10,000 per 10 s (CONTRACT §8a)."""
+    """The app with cap 8 and a declared token budget of 10,000 per 10 s (docs/concepts.md)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     settings = make_settings(db_url, max_in_flight=8, app_base_url=base,

@@ -1,4 +1,4 @@
-"""Through a real transaction pooler (issue 10 part 5): PgBouncer in transaction mode.
+"""Through a real transaction pooler: PgBouncer in transaction mode.
 
 `serve` with DATABASE_URL on PgBouncer and DATABASE_DIRECT_URL on the server
 runs the chain, takes the function's webhooks, serves the /ai-queue pages and

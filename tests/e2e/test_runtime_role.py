@@ -1,4 +1,4 @@
-"""`python -m aiqueue serve` logging in as the least-privilege runtime role (§8b).
+"""`python -m aiqueue serve` logging in as the least-privilege runtime role.
 
 The owner migrates with `--runtime-role`; `serve` then runs with DATABASE_URL
 logging in as that role, applies no migration (it can't) and serves the whole

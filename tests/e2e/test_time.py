@@ -1,4 +1,4 @@
-"""Time end to end (CONTRACT §9d): `python -m aiqueue serve`, a marking function, a receiver.
+"""Time end to end: `python -m aiqueue serve`, a marking function, a receiver.
 
 - 1,000 rows scheduled over 60 s go out on time under serve's ticker, none early;
 - rows that expire while the function refuses all work end `expired`, untouched;
@@ -142,7 +142,7 @@ async def test_rows_that_expire_while_the_function_refuses_work_end_expired(
         db_url: str, conn: asyncpg.Connection, function: FunctionHost):
     ids = await submissions(conn, 30)
     # The function is "down" as a gateway would say so: 429 to every dispatch, which
-    # holds the queue and uses no attempt (CONTRACT §8a).
+    # holds the queue and uses no attempt (docs/concepts.md).
     fn = function.function
     fn.faults = Faults(busy_429=1.0, busy_retry_after="1")
     app = app_for(db_url, function, QUEUE_TICK_SECONDS="0.5")

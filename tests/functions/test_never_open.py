@@ -1,4 +1,4 @@
-"""The reference function is never open (CONTRACT §9a): without a token or a signing
+"""The reference function is never open (docs/deploying/index.md): without a token or a signing
 secret it refuses to start except on a local address, and every entry point (the
 server, the DigitalOcean web action, the Lambda function URL) checks the token
 and, when the secret is set, the signature over the raw body."""

@@ -1,4 +1,4 @@
-"""The reference function and the provider's prompt cache (CONTRACT §10a): the payload first
+"""The reference function and the provider's prompt cache (docs/prompt-cache.md): the payload first
 and the answer last, `prompt_cache_key` for OpenAI-compatible servers, the Anthropic backend
 on its official SDK with `cache_control` on the prefix block, cache counts relayed."""
 

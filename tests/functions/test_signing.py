@@ -1,4 +1,4 @@
-"""Signed dispatch (CONTRACT §8b): the reference function, given the app's
+"""Signed dispatch (docs/deploying/databases.md): the reference function, given the app's
 AI_MARKING_SIGNING_SECRET, takes what the app signs and refuses a replay, a
 timestamp more than 5 minutes off, a tampered body and a wrong or missing
 signature."""
@@ -69,7 +69,7 @@ async def test_a_signed_dispatch_is_accepted_and_its_replay_refused(app: Starlet
 
 
 async def test_a_new_dispatch_of_the_same_attempt_is_not_a_replay(app: Starlette) -> None:
-    """CONTRACT §9a: a refusal gives the attempt back; the re-dispatch, in the same
+    """A refusal gives the attempt back; the re-dispatch, in the same
     second, has an id of its own and is taken."""
     at = datetime.now(UTC)
     assert (await post(app, BODY, signed(BODY, seq=1, at=at))).status_code == 202

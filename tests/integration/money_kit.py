@@ -1,4 +1,4 @@
-"""A shared model driven through the Store: groups whose rows use known tokens (CONTRACT §9c)."""
+"""A shared model driven through the Store: groups whose rows use known tokens."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Three kinds in two pools (CONTRACT §9b), shared by the pool tests."""
+"""Three kinds in two pools (docs/concepts.md), shared by the pool tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the dead-invocation tests (CONTRACT §8e): a respx DigitalOcean, time travel.
+"""Shared pieces of the dead-invocation tests: a respx DigitalOcean, time travel.
 
 Time moves by shifting the row's timestamps into the past, never by sleeping.
 """

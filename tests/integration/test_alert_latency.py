@@ -1,4 +1,4 @@
-"""The latency alert (CONTRACT §10d): the last 15 minutes' p95 processing time."""
+"""The latency alert: the last 15 minutes' p95 processing time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Asking DigitalOcean early (CONTRACT §9a): a quiet dispatch is asked about at the
+"""Asking DigitalOcean early (docs/deploying/index.md): a quiet dispatch is asked about at the
 earliest of the heartbeat timeout, the action's limit plus the grace, and 3x the
 recent p95 processing time (at least 10 s).
 

@@ -1,4 +1,4 @@
-"""One step's lane work is bounded (CONTRACT §10f): packing and applying stop when the
+"""One step's lane work is bounded (docs/overnight.md): packing and applying stop when the
 step's lane time is spent, in chunks, and the rest is done by the next steps."""
 
 from __future__ import annotations

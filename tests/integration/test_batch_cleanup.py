@@ -1,4 +1,4 @@
-"""Nothing of a student's left at the provider (CONTRACT §10f): each crash point of the
+"""Nothing of a student's left at the provider (docs/overnight.md): each crash point of the
 overnight lane against both providers' emulators, which end holding nothing of the app's.
 
 A create whose answer is lost, a step killed between upload and create, a deletion

@@ -1,4 +1,4 @@
-"""The overnight lane (§9f) against a real PostgreSQL, both provider emulators and the
+"""The overnight lane (docs/overnight.md) against a real PostgreSQL, both provider emulators and the
 reference function's render/parse modes, all on loopback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The overnight lane per pool (§9b, §9f) through the app's HTTP API: an OpenAI batch pool,
+"""The overnight lane per pool through the app's HTTP API: an OpenAI batch pool,
 an Anthropic batch pool and a pool without a batch API side by side; a kind's default
 lane; the 422s; and what batch rows charge to turns and spend caps."""
 

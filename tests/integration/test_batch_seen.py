@@ -1,4 +1,4 @@
-"""The overnight lane, seen (CONTRACT §10f): the Batches card of /ai-queue and /metrics'
+"""The overnight lane, seen (docs/overnight.md): the Batches card of /ai-queue and /metrics'
 batch gauges, against a real PostgreSQL and the provider emulators."""
 
 from __future__ import annotations

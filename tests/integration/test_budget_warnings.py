@@ -1,4 +1,4 @@
-"""Budget warnings (CONTRACT §10e): at 80 % and 95 % of each spend cap, once per window."""
+"""Budget warnings: at 80 % and 95 % of each spend cap, once per window."""
 
 from __future__ import annotations
 

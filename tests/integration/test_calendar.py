@@ -1,4 +1,4 @@
-"""A school's calendar (CONTRACT §10e): where days begin, for the usage report and daily caps."""
+"""A school's calendar: where days begin, for the usage report and daily caps."""
 
 from __future__ import annotations
 

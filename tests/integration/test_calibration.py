@@ -1,4 +1,4 @@
-"""The calibration gate and agreement (CONTRACT §10b) through the real app and PostgreSQL.
+"""The calibration gate and agreement (docs/agreement.md) through the real app and PostgreSQL.
 
 The function is a respx route that acknowledges dispatches; its results come
 back through the webhook with varied scores and criteria.

@@ -1,4 +1,4 @@
-"""The calibration gate together with spend caps, not_before and the batch lane (§10b).
+"""The calibration gate together with spend caps, not_before and the batch lane (docs/agreement.md).
 
 Each pair: the gate holds what it holds and fails nothing, and the other rule
 still holds for every row, before and after the release.

@@ -1,4 +1,4 @@
-"""An unauthenticated request opens no database connection (CONTRACT §8b).
+"""An unauthenticated request opens no database connection (docs/deploying/databases.md).
 
 A cold app (no runtime built yet) gets 100 requests without valid credentials
 across every protected route: API routes, pages, page actions, the webhook with

@@ -1,4 +1,4 @@
-"""Database faults at the store: bounded waits, fresh connections, one safe retry (issue 15).
+"""Database faults at the store: bounded waits, fresh connections, one safe retry.
 
 Every test talks to the real PostgreSQL through tests/e2e/faultproxy.py and
 breaks the connection on purpose.  Limits are shortened so the suite stays

@@ -1,4 +1,4 @@
-"""The doctor checks each batch pool's key with one read-only call (CONTRACT §10f)."""
+"""The doctor checks each batch pool's key with one read-only call (docs/overnight.md)."""
 
 from __future__ import annotations
 

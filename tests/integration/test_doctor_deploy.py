@@ -1,4 +1,4 @@
-"""The doctor on a real deployment's traps (CONTRACT §9a): a cron that stopped calling, a
+"""The doctor on a real deployment's traps (docs/deploying/index.md): a cron that stopped calling, a
 probe callback the app rejects because the two sides hold different secrets, and a
 LISTEN that fails (its fix names Supavisor's session mode)."""
 

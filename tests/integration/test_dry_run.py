@@ -1,4 +1,4 @@
-"""The estimate before Mark All (CONTRACT §9c): `dry_run` on the enqueue, through the real app."""
+"""The estimate before Mark All: `dry_run` on the enqueue, through the real app."""
 
 from __future__ import annotations
 

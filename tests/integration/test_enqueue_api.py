@@ -1,4 +1,4 @@
-"""CONTRACT §7b through the real app and a real PostgreSQL: group, remark, Idempotency-Key."""
+""" through the real app and a real PostgreSQL: group, remark, Idempotency-Key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Erasure (CONTRACT §9e) against a real PostgreSQL: nothing of the submission is left.
+"""Erasure against a real PostgreSQL: nothing of the submission is left.
 
 The check reads every queue table's rows as text (t::text), so it also finds an
 id in a jsonb body, an array or a payload, and the catalog test makes a table

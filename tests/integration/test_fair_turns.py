@@ -1,4 +1,4 @@
-"""Fair turns between groups (CONTRACT §7b) against a real PostgreSQL, through the Store."""
+"""Fair turns between groups (docs/integrating.md) against a real PostgreSQL, through the Store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ordered fallback between kinds (CONTRACT §10e): a pool whose function answers 503."""
+"""Ordered fallback between kinds: a pool whose function answers 503."""
 
 from __future__ import annotations
 

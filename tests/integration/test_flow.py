@@ -1,4 +1,4 @@
-"""Flow control (CONTRACT §8a) against a real PostgreSQL, through the Store."""
+"""Flow control (docs/concepts.md) against a real PostgreSQL, through the Store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Flow control through the real app (CONTRACT §8a): webhook refusals, stats, metrics."""
+"""Flow control through the real app (docs/concepts.md): webhook refusals, stats, metrics."""
 
 from __future__ import annotations
 

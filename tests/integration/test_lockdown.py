@@ -1,4 +1,4 @@
-"""§8b/§9a on a database prepared as Supabase prepares one: after `migrate up`, anon,
+"""/ on a database prepared as Supabase prepares one: after `migrate up`, anon,
 authenticated and service_role read, write and execute nothing of the queue (nor of a
 `submissions` table the migration made), and the host's own `ai_*` objects are untouched.
 

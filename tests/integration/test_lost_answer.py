@@ -1,4 +1,4 @@
-"""A lost commit answer (CONTRACT §9a), against a real PostgreSQL.
+"""A lost commit answer (docs/deploying/index.md), against a real PostgreSQL.
 
 A webhook's settle (the result, then the next claim, in one transaction)
 commits, but its answer never reaches the app; the store or the webhook

@@ -1,4 +1,4 @@
-"""Turns by tokens (VTC) and spend caps that pause (CONTRACT §9c), against a real PostgreSQL."""
+"""Turns by tokens (VTC) and spend caps that pause (docs/concepts.md), against a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ async def test_two_backlogged_groups_get_half_the_tokens_each(model: Model):
 
 async def test_without_usage_every_row_costs_alike_and_turns_go_by_rows(model: Model):
     # No usage reported: nothing corrects the estimates, every row is charged the
-    # same, and the turns are the rows' (CONTRACT §7b): about 91/9 of the tokens.
+    # same, and the turns are the rows' (docs/integrating.md): about 91/9 of the tokens.
     model.report_usage = False
     await _two_backlogged(model)
     assert model.share("essays") == pytest.approx(4000 / 4400, abs=0.03), model.tokens

@@ -1,4 +1,4 @@
-"""Turns by tokens and spend caps are a pool's own (CONTRACT §9b, §9c), from aiqueue.toml."""
+"""Turns by tokens and spend caps are a pool's own (docs/concepts.md), from aiqueue.toml."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ async def test_a_pools_cap_pauses_its_rows_only_and_unknown_models_pay_its_top_p
         "AND span = 'hour'")
     assert spent == pytest.approx(0.015)
     # Priced in one place: the model has no price, so its results are unpriced jobs
-    # (§7d: no cost in the record or the stored usage) while the spend window was
-    # charged the pool's top price for their tokens (§9c), as asserted above.
+    # (docs/concepts.md: no cost in the record or the stored usage) while the spend window was
+    # charged the pool's top price for their tokens (docs/concepts.md), as asserted above.
     priced = await conn.fetch(
         "SELECT r.cost_usd, q.usage ? 'cost_usd' AS stored FROM ai_marking_results r "
         "JOIN ai_marking_queue q USING (queue_id) WHERE r.pool = 'openai'")

@@ -1,4 +1,4 @@
-"""§9a on databases prepared as Supabase and Neon prepare one (tests/roles.py).
+"""docs/deploying/index.md on databases prepared as Supabase and Neon prepare one (tests/roles.py).
 
 - the doctor's lockdown check passes there and names the platform's own roles as a note;
 - it warns when another role can read the host's own `submissions`;

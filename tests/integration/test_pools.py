@@ -1,4 +1,4 @@
-"""Model pools and task kinds in the claim (CONTRACT §9b): caps, routing, holds, turns."""
+"""Model pools and task kinds in the claim (docs/concepts.md): caps, routing, holds, turns."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ async def test_a_kind_may_allow_its_own_attempts(
 async def test_a_repeated_settle_hands_back_a_row_with_its_kind_and_pool(
     stores: list[Store], conn: asyncpg.Connection, settings: Settings
 ) -> None:
-    # The lost-answer handback (CONTRACT §9a) of a row outside the default pool.
+    # The lost-answer handback (docs/deploying/index.md) of a row outside the default pool.
     store = stores[0]
     await enqueue(store, conn, settings, "code", 3, "hw-c")
     a = await claim(store, settings)
@@ -195,7 +195,7 @@ async def test_a_repeated_settle_hands_back_a_row_with_its_kind_and_pool(
 async def test_the_claim_steps_over_an_expired_row_of_a_kind_with_room(
     stores: list[Store], conn: asyncpg.Connection, settings: Settings
 ) -> None:
-    # CONTRACT §9d in the pools' walk: an expired row is never dispatched,
+    # docs/operating/alerts.md in the pools' walk: an expired row is never dispatched,
     # even before the sweep has ended it, and does not count as `more`.
     store = stores[0]
     await enqueue(store, conn, settings, "essay", 2, "hw-e")

@@ -1,4 +1,4 @@
-"""Kinds and pools through the real app (CONTRACT §9b): routing, 422s, readers."""
+"""Kinds and pools through the real app (docs/concepts.md): routing, 422s, readers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prompt cache's scheduling through the Store (CONTRACT §10a): warm-up, locality within
+"""The prompt cache's scheduling through the Store (docs/prompt-cache.md): warm-up, locality within
 fair turns and its bound, a short payload as before, billed tokens, the cache key."""
 
 from __future__ import annotations

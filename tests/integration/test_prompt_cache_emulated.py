@@ -1,4 +1,4 @@
-"""The prompt cache against a model emulator with the providers' cache rules (CONTRACT §10a).
+"""The prompt cache against a model emulator with the providers' cache rules (docs/prompt-cache.md).
 
 Scaled in time (a mark of 0.4 s and an entry life of 15 s; the second case at
 half the scale, its 60 classes cut to 20): the assertions are counts, shares

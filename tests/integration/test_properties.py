@@ -141,7 +141,7 @@ class QueueMachine(RuleBasedStateMachine):
           remark=st.booleans())
     def enqueue(self, picks: list[int], remark: bool) -> None:
         ids = [self.subs[i] for i in picks]
-        # A submission with a result is marked again only on request (CONTRACT §7b).
+        # A submission with a result is marked again only on request (docs/integrating.md).
         marked = [s for s in dict.fromkeys(ids) if self.m.applied[s] and not remark]
         expected = [s for s in dict.fromkeys(ids) if not self.m.live(s) and s not in marked]
         out = self.h.run(self.h.store.enqueue(ids, "hw", 0, {}, remark=remark))

@@ -1,4 +1,4 @@
-"""A dead invocation on DigitalOcean (CONTRACT §8e): the activation is read before recovery.
+"""A dead invocation on DigitalOcean (docs/guarantees.md): the activation is read before recovery.
 
 Real PostgreSQL, the Functions API via respx; every test counts dispatches.
 """

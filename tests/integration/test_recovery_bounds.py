@@ -1,4 +1,4 @@
-"""A dead invocation gives its slot back fast (CONTRACT §8e): heartbeats, Lambda, late results.
+"""A dead invocation gives its slot back fast: heartbeats, Lambda, late results.
 
 Real PostgreSQL, outgoing HTTP via respx; every test counts dispatches.
 """

@@ -1,4 +1,4 @@
-"""Each row is recovered by its kind's platform (CONTRACT §8e, §9b): a kind of aiqueue.toml
+"""Each row is recovered by its kind's platform: a kind of aiqueue.toml
 that dispatches to DigitalOcean beside an http default is asked about at DigitalOcean,
 with DigitalOcean's thresholds, and the default kind's rows keep the http ones.
 

@@ -1,4 +1,4 @@
-"""Replay by filter and the audit export (CONTRACT §9e) through the app and a real PostgreSQL."""
+"""Replay by filter and the audit export through the app and a real PostgreSQL."""
 
 from __future__ import annotations
 

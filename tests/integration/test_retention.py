@@ -1,4 +1,4 @@
-"""Retention (CONTRACT §9e) against a real PostgreSQL: exactly the rows past their period go."""
+"""Retention against a real PostgreSQL: exactly the rows past their period go."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One row from the outside (CONTRACT §10d): detail, cancel, an operator's fail."""
+"""One row from the outside: detail, cancel, an operator's fail."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ async def test_the_runtime_role_reads_the_queue_and_marks_submissions(
                                           plan_of(0, 5))
         assert applied
         assert (await store.stats()).completed == 1
-        # A school's data (CONTRACT §9e) as the runtime role: retention, replay, export, erase.
+        # A school's data as the runtime role: retention, replay, export, erase.
         assert (await store.retain(86400, 86400, every_seconds=0)).ran
         replayed = await store.replay(ReplayFilter(), dry_run=False, actor="rt")
         assert isinstance(replayed, ReplayOutcome) and replayed.matched == 0

@@ -1,4 +1,4 @@
-"""The same answer is marked once (CONTRACT §10c), through the Store on a real PostgreSQL."""
+"""The same answer is marked once (docs/same-answer.md), through the Store on a real PostgreSQL."""
 
 from __future__ import annotations
 

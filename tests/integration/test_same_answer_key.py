@@ -1,4 +1,4 @@
-"""The database normalises and keys answers as aiqueue/answers.py specifies (CONTRACT §10c)."""
+"""The database normalises and keys answers as aiqueue/answers.py specifies."""
 
 from __future__ import annotations
 

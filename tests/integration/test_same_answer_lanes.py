@@ -1,4 +1,4 @@
-"""The same answer on the overnight lane and under a spend cap (CONTRACT §10c with §9f, §9c)."""
+"""The same answer on the overnight lane and under a spend cap."""
 
 from __future__ import annotations
 

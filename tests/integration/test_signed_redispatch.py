@@ -1,4 +1,4 @@
-"""Signed dispatch ids (CONTRACT §9a) against a real PostgreSQL and the reference function.
+"""Signed dispatch ids against a real PostgreSQL and the reference function.
 
 A model's fast refusal (`retry_after` of a few milliseconds) gives the row's
 attempt back; its re-dispatch, signed within the same second, must carry an

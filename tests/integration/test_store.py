@@ -196,7 +196,7 @@ async def test_settle_applies_a_result_and_claims_the_next_row_in_one_call(
     assert await status_of(conn, first.queue_id) == ("completed", 1)
     assert await status_of(conn, second.queue_id) == ("processing", 1)
     # A repeated callback changes nothing and claims nothing new: the same caller's
-    # repeat (its first answer lost) gets `second` back, which it took (§9a)...
+    # repeat (its first answer lost) gets `second` back, which it took (docs/deploying/index.md)...
     repeat = Completed(first.queue_id, first.dispatch_seq, {"score": 9})
     assert await settle_one(store, repeat, plan_of(CAP, THRESHOLD)) == (
         False, dataclasses.replace(second, more=False))

@@ -1,4 +1,4 @@
-"""Time (CONTRACT §9d) against a real PostgreSQL: scheduled rows, expiry, alerts.
+"""Time (docs/operating/alerts.md) against a real PostgreSQL: scheduled rows, expiry, alerts.
 
 The store's own statements drive the queue; where time matters the alert
 evaluation is given a later moment (`at`) instead of the test waiting for it.

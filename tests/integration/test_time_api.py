@@ -1,4 +1,4 @@
-"""CONTRACT §9d through the real app and a real PostgreSQL: the enqueue's time fields,
+"""docs/operating/alerts.md through the real app and a real PostgreSQL: the enqueue's time fields,
 and where scheduled and expired rows show."""
 
 from __future__ import annotations

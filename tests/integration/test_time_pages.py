@@ -1,4 +1,4 @@
-"""The teacher's "Mark at …" and what /ai-queue shows of time (CONTRACT §9d), through the app."""
+"""The teacher's "Mark at …" and what /ai-queue shows of time, through the app."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Any text id may hold any Unicode character up to its length limit, on every route (§9a).
+"""Any text id may hold any Unicode character up to its length limit, on every route.
 
 Assignment ids and groups, non-ASCII, emoji, multibyte at the 200-character
 limit and characters a URL or HTML treat specially, go through every route:

@@ -1,4 +1,4 @@
-"""The agreement figures (CONTRACT §10b) against examples worked by hand."""
+"""The agreement figures (docs/agreement.md) against examples worked by hand."""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ JUNK = ["", "junk", "a.b.c", "a.b", "x" * 10000,
 
 @pytest.mark.parametrize("junk", JUNK)
 def test_a_junk_header_never_replaces_the_kept_token(junk: str):
-    """CONTRACT §9a: the header comes before auth; only a fresher Vercel JWT is kept."""
+    """The header comes before auth; only a fresher Vercel JWT is kept."""
     env = vercel(NOW + timedelta(minutes=30))
     oidc = OidcToken(env)
     assert not oidc.seen(junk, now=NOW.timestamp())

@@ -1,4 +1,4 @@
-"""A pool's batch lane from aiqueue.toml (§9f): read once, every bad key refused by name."""
+"""A pool's batch lane from aiqueue.toml: read once, every bad key refused by name."""
 
 from __future__ import annotations
 

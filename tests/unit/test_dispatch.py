@@ -40,7 +40,7 @@ async def test_dispatch_sends_the_contract_payload_with_bearer(client: httpx.Asy
 @pytest.mark.parametrize(("status", "headers", "expected"), [
     (429, {"retry-after": "7"}, dispatch.Busy(7.0, 429)),
     (503, {}, dispatch.Busy(None, 503)),
-    # Up to an hour, like a callback's retry_after (CONTRACT §9a), whatever the backoff's cap.
+    # Up to an hour, like a callback's retry_after, whatever the backoff's cap.
     (429, {"retry-after": "1800"}, dispatch.Busy(1800.0, 429)),
     (503, {"retry-after": "99999"}, dispatch.Busy(3600.0, 503)),
     (500, {}, dispatch.Failed("function_http_500", 500)),

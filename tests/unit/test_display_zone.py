@@ -1,4 +1,4 @@
-"""The pages show times where the school is (QUEUE_TIMEZONE, CONTRACT §10e)."""
+"""The pages show times where the school is (QUEUE_TIMEZONE, docs/fallback-budgets-calendar.md)."""
 
 from __future__ import annotations
 

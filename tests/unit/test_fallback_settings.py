@@ -1,4 +1,4 @@
-"""aiqueue.toml's fallback and timezone keys (CONTRACT §10e): read, checked, each error names
+"""aiqueue.toml's fallback and timezone keys: read, checked, each error names
 its key; the claim plan while a kind is on its fallback."""
 
 from __future__ import annotations

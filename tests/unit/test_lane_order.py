@@ -1,4 +1,4 @@
-"""A live dispatch never waits behind the overnight lane (CONTRACT §10f): the step claims and
+"""A live dispatch never waits behind the overnight lane (docs/overnight.md): the step claims and
 dispatches first, then gives the lane its bounded turn; in sync mode the lane runs beside
 the function's call."""
 

@@ -1,4 +1,4 @@
-"""The words for money on the pages (CONTRACT §9c): estimate, cap, pause."""
+"""The words for money on the pages (docs/concepts.md): estimate, cap, pause."""
 
 from __future__ import annotations
 

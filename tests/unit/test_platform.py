@@ -134,7 +134,7 @@ def shipped_action_limit() -> float:
 def test_the_actions_time_limit_is_a_digitalocean_setting():
     env = {"DO_FUNCTIONS_API_HOST": "https://faas.test", "DO_FUNCTIONS_NAMESPACE": "fn-ns",
            "DO_FUNCTIONS_ACTION": "ai-mark/mark", "DO_FUNCTIONS_AUTH": "user:key"}
-    # The default is the limit the shipped project.yml sets (CONTRACT §9a).
+    # The default is the limit the shipped project.yml sets (docs/deploying/index.md).
     assert load_digitalocean(env).action_timeout_seconds == shipped_action_limit() == 300.0
     assert load_digitalocean({**env, "DO_FUNCTIONS_ACTION_TIMEOUT_SECONDS": "900"}
                              ).action_timeout_seconds == 900.0

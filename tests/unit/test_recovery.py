@@ -34,7 +34,7 @@ def runtime(store: FakeStore, **kw: Any) -> Runtime[FakeStore]:
 
 @pytest.mark.parametrize(("kw", "expected"), [
     ({}, recovery.Thresholds(600.0, 90.0, None, False)),
-    # The heartbeat timeout shortens the wait, never lengthens it (CONTRACT §2).
+    # The heartbeat timeout shortens the wait, never lengthens it (docs/configuration.md).
     ({"stuck_after_seconds": 3.0}, recovery.Thresholds(3.0, 3.0, None, False)),
     ({"dispatch_target": "digitalocean", "digitalocean": DO},
      recovery.Thresholds(600.0, 90.0, 330.0, True)),
@@ -117,7 +117,7 @@ STS_ANSWER = """<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityRes
 
 @respx.mock
 async def test_with_a_role_the_lambda_timeout_is_read_with_the_assumed_credentials():
-    """CONTRACT §9a: GetFunctionConfiguration is signed as the role, so the bound holds."""
+    """GetFunctionConfiguration is signed as the role, so the bound holds."""
     respx.post("https://sts.eu-west-1.amazonaws.com/").mock(
         return_value=httpx.Response(200, text=STS_ANSWER))
     config = respx.get(configuration_url(ROLE_TARGET)).mock(
@@ -149,7 +149,7 @@ async def test_with_a_role_but_no_token_yet_the_timeout_is_read_again_soon():
 async def test_digitalocean_is_asked_at_3x_the_recent_p95_at_least_10_s(
     p95: float | None, quiet: float
 ):
-    """CONTRACT §9a: the earliest of the heartbeat timeout and 3x p95 (the bound caps both)."""
+    """The earliest of the heartbeat timeout and 3x p95 (the bound caps both)."""
     store = FakeStore(p95=p95)
     rt = runtime(store, dispatch_target="digitalocean", digitalocean=DO)
     t = await recovery.thresholds(rt)

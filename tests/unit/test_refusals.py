@@ -1,4 +1,4 @@
-"""Refusals from the model (CONTRACT §8a): webhook items and busy dispatches use no attempt."""
+"""Refusals from the model (docs/concepts.md): webhook items and busy dispatches use no attempt."""
 
 from __future__ import annotations
 

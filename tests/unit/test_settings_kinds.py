@@ -1,4 +1,4 @@
-"""aiqueue.toml (CONTRACT §9b): what it declares, and every bad file refused with its key."""
+"""aiqueue.toml (docs/concepts.md): what it declares, and every bad file refused with its key."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def test_a_model_priced_differently_by_two_pools_is_refused(tmp_path: Path) -> N
 
 
 def test_the_default_pool_takes_its_spend_caps_from_the_environment() -> None:
-    # A cap needs a price (CONTRACT §9c).
+    # A cap needs a price (docs/concepts.md).
     s = load_settings({"QUEUE_GROUP_USD_PER_HOUR": "1.5", "QUEUE_USD_PER_DAY": "20",
                        "QUEUE_MODEL_PRICES": '{"m": {"input": 1, "output": 2}}'})
     default = s.queue.pools["default"]

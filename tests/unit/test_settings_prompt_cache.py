@@ -1,4 +1,4 @@
-"""A pool's prompt cache settings (CONTRACT §10a): the file's table, the default pool's
+"""A pool's prompt cache settings (docs/prompt-cache.md): the file's table, the default pool's
 variables, and a bad value named."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Vercel's defaults (CONTRACT §8c): APP_BASE_URL from the production URL, never a local one."""
+"""Vercel's defaults: APP_BASE_URL from the production URL, never a local one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AI_MARKING_SIGNING_SECRET (CONTRACT §8b): every `http` dispatch is signed per
+"""AI_MARKING_SIGNING_SECRET (docs/deploying/databases.md): every `http` dispatch is signed per
 Standard Webhooks v1; the setting is validated at start-up."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def settings(**kw: Any) -> Settings:
 @respx.mock
 async def test_every_http_dispatch_carries_a_verifiable_signature() -> None:
     route = respx.post(FN).mock(return_value=httpx.Response(202))
-    # The id is the dispatch's own, not the attempt (CONTRACT §9a): a refusal gives
+    # The id is the dispatch's own, not the attempt (docs/deploying/index.md): a refusal gives
     # the attempt back, and the next dispatch must not look like a replay.
     job = dataclasses.replace(make_job(attempt=2), dispatch_seq=5)
     async with httpx.AsyncClient() as client:

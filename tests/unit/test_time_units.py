@@ -1,4 +1,4 @@
-"""Time (CONTRACT §9d) without I/O: the enqueue's time fields, the alert settings, the views."""
+"""Time without I/O: the enqueue's time fields, the alert settings, the views."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Weak values stop start-up with one line naming the variable (CONTRACT §9a)."""
+"""Weak values stop start-up with one line naming the variable (docs/deploying/index.md)."""
 
 from __future__ import annotations
 

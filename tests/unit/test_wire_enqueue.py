@@ -128,7 +128,7 @@ def test_a_field_the_contract_does_not_name_is_refused(extra: dict[str, Any], de
 
 
 def test_every_field_the_contract_names_is_taken():
-    # §4, §7b, §9b-f, §10b, §10c: each optional field, at once.
+    #-f: each optional field, at once.
     EnqueueRequest.parse({
         **GOOD, "priority": 1, "payload": {"rubric": "r"}, "group": "g", "remark": True,
         "dry_run": False, "kind": "mark", "lane": "batch",

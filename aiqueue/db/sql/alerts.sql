@@ -1,4 +1,4 @@
--- Alerts (CONTRACT §9d): opened and resolved in SQL (functions/99_alerts.sql), read here.
+-- Alerts: opened and resolved in SQL (functions/99_alerts.sql), read here.
 
 -- evaluate_alerts --
 -- Open and resolve alerts (aiqueue_alerts_evaluate, functions/99_alerts.sql); $1 the

@@ -1,10 +1,10 @@
--- The overnight lane (CONTRACT §9f, aiqueue/batch/pack.py; migration 0020).
+-- The overnight lane (docs/overnight.md, aiqueue/batch/pack.py; migration 0020).
 -- The provider is called between these statements, never inside a transaction.
 
 -- batch_lane_rows --
 -- Rows just enqueued on the batch lane (the enqueue's transaction): their
 -- deadline, and run_after = when they must go live if no batch has them ($3).
--- A row that also has a not_before (§9d) is never live before it either.  A
+-- A row that also has a not_before (docs/operating/alerts.md) is never live before it either.  A
 -- follower of the same answer (72_groups.sql) keeps waiting for its leader.
 UPDATE ai_marking_queue
 SET lane = 'batch', deadline = $2::timestamptz,

@@ -1,4 +1,4 @@
--- The calibration gate and agreement (CONTRACT §10b).
+-- The calibration gate and agreement (docs/agreement.md).
 
 -- calibration_hold --
 -- The enqueue's transaction, for a run that asked for calibration: its row in

@@ -1,4 +1,4 @@
--- The doctor's statements (CONTRACT §8c) and the schema check of every instance.
+-- The doctor's statements (docs/operating/doctor.md) and the schema check of every instance.
 
 -- schema_version --
 -- The newest migration applied (its number), 0 on a database never migrated.
@@ -53,7 +53,7 @@ SELECT pg_notify($1, $2)
 
 -- cron_called --
 -- The cron (GET /api/marking/process-queue) called: the doctor warns when it
--- has not for 3 periods (CONTRACT §9a).  Skipped when written within the last
+-- has not for 3 periods (docs/deploying/index.md).  Skipped when written within the last
 -- 10 s, so a burst of calls rewrites the control row once.
 UPDATE ai_queue_control SET cron_called_at = now()
 WHERE id = 1 AND (cron_called_at IS NULL OR cron_called_at < now() - interval '10 seconds');

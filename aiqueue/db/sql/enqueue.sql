@@ -35,7 +35,7 @@
 --
 -- Pools (migration 0019): the rows carry their kind ($7) and its pool ($8),
 -- and turns are the pool's: the head and the group's last turn are its own.
--- $9 not_before and $10 expires_at (aiqueue 0018, CONTRACT §9d; NULL: none).
+-- $9 not_before and $10 expires_at (aiqueue 0018, docs/operating/alerts.md; NULL: none).
 --
 -- The same answer (docs/same-answer.md; 72_groups.sql): each answer is read
 -- here and keyed by its HMAC under $11/$12 (the derived key's pads; NULL:
@@ -43,7 +43,7 @@
 -- live row of the same pool, kind, payload, group, lane ($14) and key that can
 -- run now, else the first new row of that key, leads; the others follow it:
 -- run_after 'infinity', never claimed.  `copies` says which.
--- The run comes back as a row of its own ('run', CONTRACT §10b).
+-- The run comes back as a row of its own ('run', docs/agreement.md).
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -155,7 +155,7 @@ inserted AS (
     OVERRIDING SYSTEM VALUE
     SELECT t.queue_id, t.seq, t.id, $2, nullif($5, $2), grp.last_turn - total.n + 1 + t.k,
            run.run_id, $3, (SELECT id FROM payload), $7::text, $8::text,
-           -- Not before $9 (§9d): not due until then, like a retry's backoff.
+           -- Not before $9 (docs/operating/alerts.md): not due until then, like a retry's backoff.
            $9::timestamptz,
            CASE WHEN t.leader_id IS NOT NULL THEN 'infinity'::timestamptz
                 ELSE coalesce($9::timestamptz, now()) END,
@@ -192,7 +192,7 @@ SELECT body_hash, answer FROM ai_marking_idempotency WHERE key = $1;
 UPDATE ai_marking_idempotency SET answer = $2 WHERE key = $1;
 
 -- dry_run --
--- What an enqueue of these ids would do, writing nothing (CONTRACT §9c): how
+-- What an enqueue of these ids would do, writing nothing (docs/concepts.md): how
 -- many rows it would add (known, without a live row, not marked unless $3
 -- remark) and how many are marked already; the unknown ids; what a row of the
 -- assignment is expected to use (aiqueue_estimate) and cost in its pool ($5,

@@ -1,4 +1,4 @@
--- Ordered fallback between kinds (CONTRACT §10e).  The rule: aiqueue/queue/fallback.py.
+-- Ordered fallback between kinds.  The rule: aiqueue/queue/fallback.py.
 -- Functions: functions/65_fallback.sql.  Gateway: aiqueue/db/fallback.py.
 
 -- pools_down --

@@ -56,7 +56,7 @@ WITH latest AS (
     LIMIT 1
 )
 SELECT l.queue_id, l.status, l.attempts,
-       -- Held for its run's calibration (§10b): no place in line until released.
+       -- Held for its run's calibration (docs/agreement.md): no place in line until released.
        l.status = 'pending' AND l.held_run_after IS NOT NULL AS held,
        CASE WHEN l.status = 'pending' AND l.held_run_after IS NULL THEN (
            SELECT count(*) FROM ai_marking_queue q
@@ -74,10 +74,10 @@ SELECT l.queue_id, l.status, l.attempts,
        CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress,
        -- Paused at a spend cap (aiqueue 0022): until when, and by which cap.
        p.until AS resumes_at, p.cap AS paused_by,
-       -- Scheduled (§9d): not due before this moment.
+       -- Scheduled (docs/operating/alerts.md): not due before this moment.
        CASE WHEN l.status = 'pending' AND l.not_before > now() THEN l.not_before END
            AS scheduled_for,
-       -- The overnight lane (§9f): the row's lane and its deadline.
+       -- The overnight lane (docs/overnight.md): the row's lane and its deadline.
        l.lane, l.deadline,
        -- The same answer (aiqueue 0028): the row whose mark it will copy.
        CASE WHEN l.status = 'pending' THEN l.leader_id END AS same_answer_as
@@ -131,12 +131,12 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT count(*) FROM rows WHERE status = 'failed') AS failed,
        (SELECT count(*) FROM rows WHERE status = 'cancelled') AS cancelled,
        (SELECT count(*) FROM rows WHERE status = 'expired') AS expired,
-       -- Rows not due before their not_before (§9d), and the first such moment.
+       -- Rows not due before their not_before, and the first such moment.
        (SELECT count(*) FROM rows WHERE status = 'pending' AND not_before > now())
            AS scheduled,
        (SELECT min(not_before) FROM rows WHERE status = 'pending' AND not_before > now())
            AS scheduled_for,
-       -- Unfinished rows on the overnight lane (§9f), and when the last is due.
+       -- Unfinished rows on the overnight lane (docs/overnight.md), and when the last is due.
        (SELECT count(*) FROM rows
         WHERE status IN ('pending', 'processing') AND lane = 'batch') AS batch,
        (SELECT max(deadline) FROM rows

@@ -1,4 +1,4 @@
--- Who may reach the queue (CONTRACT §8b, §9a): the lockdown `migrate up` applies
+-- Who may reach the queue: the lockdown `migrate up` applies
 -- (aiqueue/db/migrate.py); the doctor's view of it is security.sql.
 --
 -- The queue's objects are taken from the catalog, never from a list kept by

@@ -1,4 +1,4 @@
--- One row from the outside (CONTRACT §10d): its result's status, and the
+-- One row from the outside (docs/fallback-budgets-calendar.md): its result's status, and the
 -- operator's cancel and fail of one row.  The rules: aiqueue/queue/one_row.py
 -- (writes) and aiqueue/reads/one_row.py (the detail).  Gateway: aiqueue/db/one_row.py.
 

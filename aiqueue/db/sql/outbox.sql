@@ -1,4 +1,4 @@
--- Notifications (CONTRACT §8d): the outbox's delivery bookkeeping.  The rows
+-- Notifications (docs/integrating.md): the outbox's delivery bookkeeping.  The rows
 -- themselves are written by a trigger (aiqueue_outbox_on_end, functions/90_outbox.sql).
 
 -- claim_deliveries --

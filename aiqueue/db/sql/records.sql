@@ -1,4 +1,4 @@
--- A school's data (CONTRACT §9e): retention, erasure, export, replay by filter.
+-- A school's data: retention, erasure, export, replay by filter.
 -- The rules that call these: aiqueue/records/.  Gateway: aiqueue/db/records.py.
 
 -- retain --
@@ -14,7 +14,7 @@
 -- A DELETE fires no status trigger: pruning writes no live event and no
 -- marking.run_finished / row_failed notification (functions/90_outbox.sql); the count
 -- deltas (statement trigger) keep the stats exact.  'expired' is named here by
--- status only: the state arrives with CONTRACT §9d.  Every path that ends a row
+-- status only: the state arrives with docs/operating/alerts.md.  Every path that ends a row
 -- sets finished_at, which ai_marking_queue_finished_idx (status, finished_at) reads.
 WITH gate AS (
     UPDATE ai_queue_control SET last_retain_at = now()
@@ -301,7 +301,7 @@ ORDER BY m.seq
 LIMIT $4::integer;
 
 -- replay --
--- Replay by filter (CONTRACT §9e), one set-based statement.  $1 assignment,
+-- Replay by filter (docs/operating/data-protection.md), one set-based statement.  $1 assignment,
 -- $2 group, $3 kind, $4 error code, $5/$6 failed in [after, before), each
 -- NULL = any; $7 dry run; $8 actor.  `matched`: failed rows that match;
 -- `eligible`: those a replay moves, the newest failed row of each submission

@@ -1,5 +1,5 @@
 -- Recovery (aiqueue/queue/recovery.py): the sweep of quiet rows, and asking the
--- platform before recovering a row (CONTRACT §8e).  The HTTP call to the
+-- platform before recovering a row (docs/guarantees.md).  The HTTP call to the
 -- platform runs between these statements, never inside a transaction: each
 -- statement here is short and decides on what it finds.
 

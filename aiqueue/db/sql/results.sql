@@ -24,7 +24,7 @@ SELECT s.id, to_jsonb(s) ->> 'student_name' AS student_name, s.content,
        m.queue_id AS result_queue_id, m.review, m.adjusted_result::text AS adjusted_result,
        CASE WHEN q.answer_key IS NOT NULL
             THEN count(*) OVER (PARTITION BY q.answer_key) - 1 ELSE 0 END AS same_answers,
-       -- Held for its run's calibration (§10b).
+       -- Held for its run's calibration (docs/agreement.md).
        coalesce(q.status = 'pending' AND q.held, false) AS held,
        q.attempts, q.kind, q.last_error, q.run_after, q.not_before, q.lane, q.deadline,
        q.copies_leader,

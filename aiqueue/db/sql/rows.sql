@@ -92,7 +92,7 @@ SELECT
     coalesce((SELECT n FROM totals WHERE status = 'failed'), 0) AS failed,
     coalesce((SELECT n FROM totals WHERE status = 'cancelled'), 0) AS cancelled,
     coalesce((SELECT n FROM totals WHERE status = 'expired'), 0) AS expired,
-    -- Pending rows whose not_before is still to come (§9d): not backlog yet.
+    -- Pending rows whose not_before is still to come (docs/operating/alerts.md): not backlog yet.
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending'
         AND not_before > coalesce($1::timestamptz, now())) AS scheduled,
     (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
@@ -104,10 +104,10 @@ SELECT
                            AT TIME ZONE $2::text)
         AS completed_today,
     t.avg_seconds, t.p95_seconds,
-    -- A scheduled row waits from its not_before on, and not at all before it (§9d).
+    -- A scheduled row waits from its not_before on, and not at all before it.
     -- A batch-lane row waiting for a provider batch (its live time still to come,
-    -- §9f) is no backlog either: it waits by design, up to its deadline; nor is a
-    -- row held for its run's calibration (§10b), until it is released.
+    -- docs/overnight.md) is no backlog either: it waits by design, up to its deadline; nor is a
+    -- row held for its run's calibration (docs/agreement.md), until it is released.
     -- Two index probes: the oldest unscheduled row (status, created_at), and the
     -- earliest not_before that has come (ai_marking_queue_not_before_idx).
     date_part('epoch', coalesce($1::timestamptz, now()) - least(

@@ -1,8 +1,8 @@
--- Scheduled rows and expiry (CONTRACT §9d): the sweep, and when each comes due.
+-- Scheduled rows and expiry (docs/operating/alerts.md): the sweep, and when each comes due.
 
 -- expire_rows --
 -- Pending rows whose expires_at has passed end `expired`, using no attempt,
--- except rows held for their run's calibration (§10b: the hold never ends a
+-- except rows held for their run's calibration (docs/agreement.md: the hold never ends a
 -- row; once released, an expiry that has passed ends it at the next sweep),
 -- in bounded batches (the claim already steps over them meanwhile).  The
 -- outbox trigger writes each one's marking.row_expired.  SKIP LOCKED: a row a

@@ -1,4 +1,4 @@
--- What the doctor reads of who may reach the queue (CONTRACT §8b, §9a), over the
+-- What the doctor reads of who may reach the queue, over the
 -- same catalog selection as the lockdown (lockdown.sql, which says which objects
 -- and roles count), and the shared login throttle.
 
@@ -139,7 +139,7 @@ WHERE r.oid <> s.relowner AND r.oid IS DISTINCT FROM (SELECT oid FROM runtime)
 ORDER BY (r.oid <> 0), 1;
 
 -- app_role --
--- The powers of the role this connection logs in as (CONTRACT §9a): a
+-- The powers of the role this connection logs in as (docs/deploying/index.md): a
 -- superuser, BYPASSRLS, and membership of the roles that read or write every
 -- table; and whether it is the owner of the queue (or acts as the owner) or
 -- the runtime role `migrate up --runtime-role` recorded.

@@ -45,7 +45,7 @@ SELECT key, grouping(key) = 1 AS is_total, count(*) AS jobs,
        count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_jobs,
        avg(processing_seconds)::float8 AS avg_seconds,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY processing_seconds)::float8 AS p95_seconds,
-       -- The provider's prompt cache (CONTRACT §10a).
+       -- The provider's prompt cache (docs/prompt-cache.md).
        coalesce(sum(cache_read_tokens), 0)::bigint AS cache_read_tokens,
        coalesce(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens,
        coalesce(sum(cache_saved_tokens), 0)::bigint AS cache_saved_tokens,

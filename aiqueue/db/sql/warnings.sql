@@ -1,4 +1,4 @@
--- Budget warnings (CONTRACT §10e): sent, and the groups near a cap.  The rules:
+-- Budget warnings (docs/fallback-budgets-calendar.md): sent, and the groups near a cap.  The rules:
 -- aiqueue/notify/budget.py.  Functions: functions/55_warnings.sql.  Gateway:
 -- aiqueue/db/warnings.py.
 

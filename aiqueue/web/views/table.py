@@ -27,14 +27,14 @@ class TableRow:
     last_error: str
     can_retry: bool
     can_cancel: bool
-    # A pending row paused at a spend cap (CONTRACT §9c): 'paused: budget until 14:00 UTC'.
+    # A pending row paused at a spend cap (docs/concepts.md): 'paused: budget until 14:00 UTC'.
     waiting: str = ""
-    # "scheduled for …" while a pending row waits for its not_before (CONTRACT §9d).
+    # "scheduled for …" while a pending row waits for its not_before (docs/operating/alerts.md).
     scheduled: str = ""
-    # The lane it is marked on (CONTRACT §9f), and on the batch lane its deadline.
+    # The lane it is marked on (docs/overnight.md), and on the batch lane its deadline.
     lane: str = "live"
     deadline: str = ""
-    # The row whose mark this one copies (the same answer, CONTRACT §10c), else "".
+    # The row whose mark this one copies (the same answer, docs/same-answer.md), else "".
     same_answer_as: str = ""
 
 
@@ -105,7 +105,7 @@ class HistoryEntry:
     tokens: str
     actor: str
     ref: str
-    # What the platform said about the invocation (CONTRACT §8e), or "".
+    # What the platform said about the invocation (docs/guarantees.md), or "".
     platform: str = ""
     # An operator's note on the action (this page only), or "".
     note: str = ""

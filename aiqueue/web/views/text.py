@@ -86,15 +86,15 @@ class Header:
     circuit_state: str
     circuit_text: str | None
     busy_text: str | None
-    # Flow control (CONTRACT §8a): the learned limit L and the budget window.
+    # Flow control (docs/concepts.md): the learned limit L and the budget window.
     limit: str = "-"
     # (label, value) per declared budget: ("Tokens, last 60 s", "1,200 / 10,000").
     budget: tuple[tuple[str, str], ...] = ()
-    # CONTRACT §9d: pending rows not due yet, expired rows, and the open alerts' sentences.
+    #: pending rows not due yet, expired rows, and the open alerts' sentences.
     scheduled: int = 0
     expired: int = 0
     alerts: tuple[str, ...] = ()
-    # CONTRACT §10e: the groups near a spend cap, and the kinds running on their fallback.
+    #: the groups near a spend cap, and the kinds running on their fallback.
     near_caps: tuple[str, ...] = ()
     fallbacks: tuple[str, ...] = ()
     # Where "today" is the day (QUEUE_TIMEZONE): the school's.
@@ -217,7 +217,7 @@ def _busy_text(until: datetime | None, now: datetime) -> str | None:
 
 @dataclass(frozen=True)
 class PoolRow:
-    """One pool as the page's pools card prints it (CONTRACT §9b)."""
+    """One pool as the page's pools card prints it (docs/concepts.md)."""
 
     pool: str
     kinds: str

@@ -819,7 +819,7 @@ export interface components {
             rows: string[];
             answered: boolean;
         };
-        /** @description A window's spend passed 80 % (then 95 %) of a spend cap (§10e): once per cap, group, window and threshold. */
+        /** @description A window's spend passed 80 % (then 95 %) of a spend cap (docs/fallback-budgets-calendar.md): once per cap, group, window and threshold. */
         BudgetWarning: {
             /** @constant */
             type: "marking.budget_warning";
@@ -842,7 +842,7 @@ export interface components {
             /** @description these submissions of the request */
             submission_ids?: string[] | null;
         };
-        /** @description A run's calibration rows have all ended (§10b): the teacher can check them. */
+        /** @description A run's calibration rows have all ended (docs/agreement.md): the teacher can check them. */
         CalibrationReady: {
             /** @constant */
             type: "marking.calibration_ready";
@@ -950,7 +950,7 @@ export interface components {
             detail: string;
             fix: string | null;
         };
-        /** @description The report of `python -m aiqueue doctor --json` (§8c, §9a): `ok` unless a check failed (warnings keep it ok). */
+        /** @description The report of `python -m aiqueue doctor --json` (docs/operating/doctor.md, docs/deploying/index.md): `ok` unless a check failed (warnings keep it ok). */
         DoctorReport: {
             ok: boolean;
             checks: components["schemas"]["DoctorCheck"][];
@@ -960,12 +960,12 @@ export interface components {
             skipped: number;
             already_marked: number;
             queue_ids: string[];
-            /** @description rows that will copy the mark of a row with the same answer (§10c) */
+            /** @description rows that will copy the mark of a row with the same answer */
             same_answers?: number;
             /** @description the run its rows joined (the one marking.run_finished reports); absent when no row was added */
             run_id?: string | null;
         };
-        /** @description A dry run of the enqueue (§9c): what it would add and use; nothing was written. */
+        /** @description A dry run of the enqueue (docs/concepts.md): what it would add and use; nothing was written. */
         EnqueueEstimate: {
             /** @description the answers that will be marked (copies of a mark excluded) */
             rows: number;
@@ -973,16 +973,16 @@ export interface components {
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
-            /** @description §10c: rows that would copy the mark of a row with the same answer */
+            /** @description: rows that would copy the mark of a row with the same answer */
             same_answers?: number;
             /** @description the spend caps this run would reach, with their values; null when none would */
             capped: components["schemas"]["SpendCaps"] | null;
-            /** @description §10b, with `calibrate`: the rows marked first */
+            /** @description docs/agreement.md, with `calibrate`: the rows marked first */
             calibration?: components["schemas"]["EstimatePart"] | null;
-            /** @description §10b, with `calibrate`: the rows held until the release */
+            /** @description docs/agreement.md, with `calibrate`: the rows held until the release */
             rest?: components["schemas"]["EstimatePart"] | null;
         };
-        /** @description Submissions to mark, and how (§4, §7b, §9b-§9f). */
+        /** @description Submissions to mark, and how (-). */
         EnqueueRequest: {
             assignment_id: string;
             submission_ids: string[];
@@ -993,7 +993,7 @@ export interface components {
             /** @description whose turn and spend cap it is (default: the assignment); a host wanting turns and caps per teacher sends the teacher's id */
             group?: string | null;
             remark?: boolean | null;
-            /** @description §9c: write nothing and answer 200 with an EnqueueEstimate */
+            /** @description: write nothing and answer 200 with an EnqueueEstimate */
             dry_run?: boolean | null;
             /** @description what the rows ask for, which names their function and pool (aiqueue.toml); default `mark`; a kind not declared is refused with 422 `unknown_kind` */
             kind?: string | null;
@@ -1007,11 +1007,11 @@ export interface components {
             /** @description expired if not dispatched by then */
             expires_at?: string | null;
             expire_after_seconds?: number | null;
-            /** @description §10b: these rows are marked first; the rest wait for a release */
+            /** @description: these rows are marked first; the rest wait for a release */
             calibrate?: components["schemas"]["Calibrate"] | null;
-            /** @description §10b: the calibration rows' reviews release the rest once these are met */
+            /** @description docs/agreement.md: the calibration rows' reviews release the rest once these are met */
             release_when?: components["schemas"]["ReleaseWhen"] | null;
-            /** @description §10c: mark_once (the default: the kind's `same_answers`, else mark_once) marks answers that are the same after normalising once and copies the mark; mark_each marks every answer */
+            /** @description docs/same-answer.md: mark_once (the default: the kind's `same_answers`, else mark_once) marks answers that are the same after normalising once and copies the mark; mark_each marks every answer */
             same_answers?: ("mark_once" | "mark_each") | null;
         };
         Erased: {
@@ -1050,7 +1050,7 @@ export interface components {
             /** @description the operator's words (no student content) */
             note: string;
         };
-        /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (§9a), and a 503 while the database does not answer or its schema is behind. */
+        /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (docs/deploying/index.md), and a 503 while the database does not answer or its schema is behind. */
         Health: {
             /** @enum {string} */
             status: "ok" | "unavailable" | "schema_behind";
@@ -1093,7 +1093,7 @@ export interface components {
             failed: number;
             cancelled: number;
             expired?: number;
-            /** @description the kind whose function takes this kind's due rows now (its pool is down, §10e) */
+            /** @description the kind whose function takes this kind's due rows now (its pool is down, docs/fallback-budgets-calendar.md) */
             on_fallback?: string | null;
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
@@ -1114,7 +1114,7 @@ export interface components {
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
-        /** @description A group (or, group null, a pool) whose spend is at 80 % of a cap or more (§10e). */
+        /** @description A group (or, group null, a pool) whose spend is at 80 % of a cap or more (docs/fallback-budgets-calendar.md). */
         NearCap: {
             /** @enum {string} */
             cap: "group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day";
@@ -1125,7 +1125,7 @@ export interface components {
             /** Format: date-time */
             window_ends_at: string;
         };
-        /** @description An alert that is open now (§9d). */
+        /** @description An alert that is open now (docs/operating/alerts.md). */
         OpenAlert: {
             /** @enum {string} */
             alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
@@ -1186,18 +1186,18 @@ export interface components {
             waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
-            /** @description not due before (§9d) */
+            /** @description not due before (docs/operating/alerts.md) */
             not_before?: string | null;
             /** @description expires if not dispatched by then */
             expires_at?: string | null;
             /**
-             * @description the lane it is marked on: live, or the overnight batch lane (§9f)
+             * @description the lane it is marked on: live, or the overnight batch lane
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description on the batch lane: marked by then (§9f) */
+            /** @description on the batch lane: marked by then (docs/overnight.md) */
             deadline?: string | null;
-            /** @description §10c: the queue_id of the row with the same answer whose mark this row copies */
+            /** @description docs/same-answer.md: the queue_id of the row with the same answer whose mark this row copies */
             same_answer_as?: string | null;
         };
         Refusals: {
@@ -1357,7 +1357,7 @@ export interface components {
             /** @description the kind whose function ran it, when not the row's own (a fallback) */
             ran_as?: string | null;
         };
-        /** @description One row as the queue list shows it, its history and its result's status (§10d). */
+        /** @description One row as the queue list shows it, its history and its result's status (docs/fallback-budgets-calendar.md). */
         RowDetail: {
             /** Format: uuid */
             queue_id: string;
@@ -1378,18 +1378,18 @@ export interface components {
             waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
-            /** @description not due before (§9d) */
+            /** @description not due before (docs/operating/alerts.md) */
             not_before?: string | null;
             /** @description expires if not dispatched by then */
             expires_at?: string | null;
             /**
-             * @description the lane it is marked on: live, or the overnight batch lane (§9f)
+             * @description the lane it is marked on: live, or the overnight batch lane
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description on the batch lane: marked by then (§9f) */
+            /** @description on the batch lane: marked by then (docs/overnight.md) */
             deadline?: string | null;
-            /** @description §10c: the queue_id of the row with the same answer whose mark this row copies */
+            /** @description docs/same-answer.md: the queue_id of the row with the same answer whose mark this row copies */
             same_answer_as?: string | null;
             history: components["schemas"]["RowAttempt"][];
             /** @description null until a result was applied */
@@ -1397,7 +1397,7 @@ export interface components {
             /** @description the row's payload: the payload's version: the hex sha256 the queue stores it under (none: the empty payload) */
             payload_version?: string | null;
         };
-        /** @description A row was not dispatched by its expires_at and ended expired (§9d). */
+        /** @description A row was not dispatched by its expires_at and ended expired. */
         RowExpired: {
             /** @constant */
             type: "marking.row_expired";
@@ -1483,13 +1483,13 @@ export interface components {
             scheduled?: number;
             scheduled_for?: string | null;
             /**
-             * @description "batch" while unfinished rows are on the batch lane (§9f)
+             * @description "batch" while unfinished rows are on the batch lane (docs/overnight.md)
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description unfinished rows on the batch lane (§9f) */
+            /** @description unfinished rows on the batch lane (docs/overnight.md) */
             batch?: number;
-            /** @description the latest deadline of those rows (§9f) */
+            /** @description the latest deadline of those rows (docs/overnight.md) */
             deadline?: string | null;
         };
         RunReverted: {
@@ -1514,7 +1514,7 @@ export interface components {
             data?: string;
             retry?: number;
         };
-        /** @description The queue's counts, times and flow control (§4, §8a); the page formats the same value. */
+        /** @description The queue's counts, times and flow control (docs/reference/api.md, docs/concepts.md); the page formats the same value. */
         Stats: {
             pending: number;
             processing: number;
@@ -1543,7 +1543,7 @@ export interface components {
             paused?: boolean;
             circuit?: components["schemas"]["CircuitState"] | null;
             busy_until?: string | null;
-            /** @description rows by task kind (CONTRACT §9b) */
+            /** @description rows by task kind (docs/concepts.md) */
             kinds?: {
                 [key: string]: components["schemas"]["KindStats"];
             };
@@ -1567,13 +1567,13 @@ export interface components {
             /** @description pending, not due before then */
             scheduled_for?: string | null;
             /**
-             * @description the lane its row is marked on (§9f)
+             * @description the lane its row is marked on (docs/overnight.md)
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description on the batch lane: marked by then (§9f) */
+            /** @description on the batch lane: marked by then (docs/overnight.md) */
             deadline?: string | null;
-            /** @description §10c: pending, and will copy the mark of this queue row (the same answer) */
+            /** @description docs/same-answer.md: pending, and will copy the mark of this queue row (the same answer) */
             same_answer_as?: string | null;
         };
         UsageLine: {
@@ -1622,7 +1622,7 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             usage?: components["schemas"]["WebhookUsage"] | null;
-            /** @description failed: a short code; `rate_limited` and `overloaded` are refusals (§8a) that use no attempt */
+            /** @description failed: a short code; `rate_limited` and `overloaded` are refusals (docs/concepts.md) that use no attempt */
             error?: string;
             /** @description with a refusal: seconds to hold every dispatch */
             retry_after?: number | null;
@@ -1850,7 +1850,7 @@ export interface operations {
                 status?: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
                 assignment_id?: string;
                 group?: string;
-                /** @description only rows of this task kind (CONTRACT §9b) */
+                /** @description only rows of this task kind (docs/concepts.md) */
                 kind?: string;
                 limit?: number;
                 offset?: number;

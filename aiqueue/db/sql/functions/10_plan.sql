@@ -85,7 +85,7 @@ END
 $$;
 
 -- The same for one kind of a pool, up to the kind's cap: its own rows and the
--- rows it runs as another kind's fallback (run_kind, §10e).
+-- rows it runs as another kind's fallback (run_kind, docs/fallback-budgets-calendar.md).
 CREATE OR REPLACE FUNCTION aiqueue_kind_in_flight(p_pool text, p_kind text, cap integer)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -101,7 +101,7 @@ $$;
 
 -- The kinds of one pool that are under their own cap (0: none of their own).
 -- A kind on its fallback is listed in the fallback's pool with the fallback's
--- cap (`runs_as`): the two share it (§10e).
+-- cap (`runs_as`): the two share it (docs/fallback-budgets-calendar.md).
 CREATE OR REPLACE FUNCTION aiqueue_pool_kinds_with_room(plan jsonb, p_pool text)
 RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 BEGIN

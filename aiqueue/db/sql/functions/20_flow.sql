@@ -86,7 +86,7 @@ BEGIN
                               now() + make_interval(secs => delay)),
         refusals_rate_limited = c.refusals_rate_limited + (p_kind = 'rate_limited')::int,
         refusals_overloaded = c.refusals_overloaded + (p_kind = 'overloaded')::int,
-        -- Since when every call of the pool was refused (a fallback's clock, §10e).
+        -- Since when every call of the pool was refused (a fallback's clock).
         refused_since = coalesce(c.refused_since, now())
     WHERE c.pool = p_pool;
 END

@@ -1,4 +1,4 @@
--- A declared budget's window (CONTRACT §8a): a row's estimate, when the window
+-- A declared budget's window (docs/concepts.md): a row's estimate, when the window
 -- has room for it, what it holds, and its count per second.
 --
 -- The window: one entry per dispatch in ai_marking_budget (the claim writes it
@@ -39,7 +39,7 @@ $$;
 -- When a pool's budget window has room for `est` more tokens and one more
 -- request: now() or earlier when it has, else the moment enough of its entries
 -- age out.  The window holds at most rate × W / 60 over any W seconds
--- (CONTRACT §8a).  A row larger than the whole budget waits for an empty
+-- (docs/concepts.md).  A row larger than the whole budget waits for an empty
 -- window, not forever.
 -- The window's seconds answer first: they never hold less than its entries
 -- (aiqueue_budget_count), and an entry's tokens are never negative, so when

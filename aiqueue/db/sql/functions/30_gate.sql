@@ -153,16 +153,16 @@ $$;
 -- caller chains on it); `breaker_dirty` whether a successful dispatch must
 -- reset the row's pool's breaker.
 --
--- Pools and kinds (aiqueue 0019, CONTRACT §9b): aiqueue_room names the kinds
+-- Pools and kinds (aiqueue 0019, docs/concepts.md): aiqueue_room names the kinds
 -- with room, and the one walk of the claim index in dispatch order takes the
 -- first due row of any of them: a kind at its cap or a held pool is stepped
 -- over, never waited for, so its backlog delays no other kind's row.
--- Flow control (aiqueue 0010, CONTRACT §8a), in the same lock: a pool's cap is
+-- Flow control (aiqueue 0010, docs/concepts.md), in the same lock: a pool's cap is
 -- its learned limit L when one is set (aiqueue_flow_cap), and with a declared
 -- budget the pool's first due row goes only when the window has room for its
 -- estimated tokens; its window entry is written in the same statement as the
 -- claim.  What the claim reads of the settings is its plan (10_plan).
--- A pending row may still be dispatched (CONTRACT §9d): it has no expires_at,
+-- A pending row may still be dispatched (docs/operating/alerts.md): it has no expires_at,
 -- or that moment has not come.  The sweep (schedule.sql: expire_rows) ends the
 -- others; until it has, the claim steps over them.
 CREATE OR REPLACE FUNCTION aiqueue_unexpired(expires_at timestamptz)

@@ -117,7 +117,7 @@ BEGIN
         WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
           AND coalesce(q.group_key, q.assignment_id) = p_group
           AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
-          -- Never an expired row, even before the sweep has ended it (§9d); a
+          -- Never an expired row, even before the sweep has ended it (docs/operating/alerts.md); a
           -- not_before is the row's first run_after, so the test above holds it.
           AND aiqueue_unexpired(q.expires_at)
         ORDER BY q.turn, q.seq LIMIT 1

@@ -1,4 +1,4 @@
--- The provider's prompt cache (CONTRACT §10a): warm-up and locality within fair turns.
+-- The provider's prompt cache (docs/prompt-cache.md): warm-up and locality within fair turns.
 --
 -- A row's prefix is its payload.  A provider keeps a prefix it has seen for
 -- about ttl_seconds from its last use, and bills a read of it at a fraction of

@@ -3,7 +3,7 @@
 
 -- What a row of an assignment is expected to use: the assignment's running
 -- mean, else the mean of its pool's 20 most recently used assignments, else a
--- default (750 + 250 tokens, the 1000 of CONTRACT §8a).
+-- default (750 + 250 tokens, the 1000 of docs/concepts.md).
 CREATE OR REPLACE FUNCTION aiqueue_estimate(p_pool text, p_assignment_id text,
                                             OUT prompt_tokens float8,
                                             OUT completion_tokens float8,

@@ -1,4 +1,4 @@
--- Budget warnings (CONTRACT §10e): before a spend cap is reached, not after.
+-- Budget warnings (docs/fallback-budgets-calendar.md): before a spend cap is reached, not after.
 --
 -- Each spend cap of each pool (`money`, as in 50_spend.sql) is looked at in
 -- the windows that hold `p_now`: a group's hour and day, the pool's day.  The

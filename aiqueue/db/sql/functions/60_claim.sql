@@ -85,7 +85,7 @@ BEGIN
         SELECT cl.queue_id, cl.dispatch_seq, cl.pool, cl.kind, cl.run_kind FROM claimed cl
     ),
     history AS (
-        -- ran_kind: the fallback kind that runs it (§10e; NULL: its own).
+        -- ran_kind: the fallback kind that runs it (; NULL: its own).
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at,
                                          ran_kind)
         SELECT cl.queue_id, cl.dispatch_seq, cl.attempts, p_taker,

@@ -1,4 +1,4 @@
--- Ordered fallback between kinds (CONTRACT §10e).
+-- Ordered fallback between kinds (docs/fallback-budgets-calendar.md).
 --
 -- While a kind's pool is down (its circuit open, or every call refused for the
 -- kind's fallback_after_seconds; aiqueue/queue/fallback.py decides), its

@@ -88,7 +88,7 @@ $$;
 -- A new result also raises the learned limit L (aiqueue_flow_result) before
 -- the claim reads it.
 --
--- A lost commit answer (CONTRACT §9a): the result's dispatch line keeps the
+-- A lost commit answer (docs/deploying/index.md): the result's dispatch line keeps the
 -- row this settle claimed (next_queue_id, next_seq), and that row's line
 -- says who took it to send it (taken_by: the caller's token, which it keeps
 -- across its retries of one webhook).  When the same result comes again from

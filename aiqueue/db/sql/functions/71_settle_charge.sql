@@ -28,7 +28,7 @@ BEGIN
                                            c.limit_clean, aiqueue_flow_ceiling(t.cap),
                                            aiqueue_flow_paced(c)) r),
             -- A result ends the pool's run of refusals (a refusal cut L, so it runs
-            -- here): its kinds' rows stay home from their fallback (§10e).
+            -- here): its kinds' rows stay home from their fallback.
             refused_since = NULL
         FROM (SELECT (aiqueue_plan_pool(plan, d.pool)).cap AS cap) t
         WHERE c.pool = d.pool AND c.in_flight_limit IS NOT NULL;
@@ -71,7 +71,7 @@ BEGIN
     IF prompt IS NULL AND completion IS NULL THEN
         RETURN false;
     END IF;
-    -- Unpriced, it is charged at the pool's most expensive known price (§9c);
+    -- Unpriced, it is charged at the pool's most expensive known price (docs/concepts.md);
     -- a pool `money` does not name has no price (50_spend.sql).
     IF cost IS NULL AND money ? d.pool THEN
         cost := aiqueue_result_cost(d.usage, money, d.pool, true);

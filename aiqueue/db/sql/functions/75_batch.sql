@@ -1,6 +1,6 @@
 -- The overnight lane's money: a batch's price, charge and refund.
 
--- The overnight lane (§9f) packs rows into a provider batch: each is charged
+-- The overnight lane (docs/overnight.md) packs rows into a provider batch: each is charged
 -- like a dispatch, to its group's counter (its estimated weighted tokens) and,
 -- where its pool has a cap, to the spend windows, at the pool's batch prices
 -- (`money` -> pool -> 'batch_prices' / 'batch_top': declared, else half of
@@ -101,8 +101,8 @@ $$;
 -- pool p_pool's batch lane, locked (SKIP LOCKED), in the lane's order.  Rows whose
 -- live time has come (run_after <= now()) are the live claim's; a follower of the
 -- same answer waits for its leader (run_after 'infinity', 72_groups.sql), a row held
--- for its run's calibration (§10b) for the release, a not_before (§9d) for its
--- moment, and a group at a spend cap (§9c; `money`, the plan's) for its window, as
+-- for its run's calibration for the release, a not_before for its
+-- moment, and a group at a spend cap (docs/concepts.md; `money`, the plan's) for its window, as
 -- on the live lane.  Every chunk of a batch is chosen by this one rule.
 CREATE OR REPLACE FUNCTION aiqueue_batch_pick(p_pool text, p_limit integer, money jsonb)
 RETURNS SETOF uuid LANGUAGE sql AS $$
@@ -122,7 +122,7 @@ $$;
 -- Rows `ids` (locked by aiqueue_batch_pick) move into batch p_batch: processing,
 -- with no lease (a batch holds no slot of L), an attempt used as a dispatch uses
 -- one, and the attempt's line naming the batch.  What the render needs of each,
--- by cache key (the payload's hash, CONTRACT §10a), so a prefix's requests sit
+-- by cache key (the payload's hash, docs/prompt-cache.md), so a prefix's requests sit
 -- together in the batch.
 CREATE OR REPLACE FUNCTION aiqueue_batch_move(ids uuid[], p_batch bigint)
 RETURNS TABLE (batch_id bigint, queue_id uuid, submission_id uuid, assignment_id text,

@@ -1,4 +1,4 @@
--- The calibration gate (CONTRACT §10b): a run's calibration rows have all ended.
+-- The calibration gate (docs/agreement.md): a run's calibration rows have all ended.
 --
 -- marking.calibration_ready is written once per run (ai_marking_runs.ready_at
 -- guards it) in the transaction of the end that leaves no calibration row of

@@ -125,7 +125,7 @@ END
 $$;
 
 -- A row that ended: marking.row_failed when it failed (the error is the row's
--- content-free last_error code), marking.row_expired when it expired (§9d;
+-- content-free last_error code), marking.row_expired when it expired (docs/operating/alerts.md;
 -- the same body, error 'expired'), then the run's end test.
 CREATE OR REPLACE FUNCTION aiqueue_outbox_on_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

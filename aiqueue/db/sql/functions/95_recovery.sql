@@ -1,6 +1,6 @@
 -- Recovery: when to ask about a stuck row, and an operator's retry.
 
--- When a dispatched row is due for recovery (CONTRACT §8e) — or, on a platform
+-- When a dispatched row is due for recovery (docs/guarantees.md) — or, on a platform
 -- the queue asks first (digitalocean), for a look at its invocation: its lease
 -- (the dispatch or the last heartbeat) plus the heartbeat timeout once the
 -- function has sent a heartbeat, else plus QUEUE_STUCK_AFTER_SECONDS; never

@@ -11,8 +11,8 @@
 -- One row per alert and pool: its kind, value, threshold, whether it fires.
 -- A waiting row is pending, not expired, and not scheduled for later: a row
 -- with a not_before is no backlog until its time, and its wait starts then; a
--- batch-lane row waiting for a provider batch (§9f) is no backlog until its
--- live time comes; a row held for its run's calibration (§10b) is none until
+-- batch-lane row waiting for a provider batch (docs/overnight.md) is no backlog until its
+-- live time comes; a row held for its run's calibration (docs/agreement.md) is none until
 -- it is released (it is never due before, so it is no stall either).  A row waiting out a retry's backoff still waits: counting
 -- it out would make both alerts flap open and shut through an outage, as
 -- every row goes in and out of its backoff.
@@ -41,7 +41,7 @@ $$;
 -- function took (a dispatch error or a refusal is no progress), walking the
 -- attempts' primary key backwards; NULL when it is held by a refusal or paused
 -- by an operator, or every due row is in a group paused at a spend cap
--- (CONTRACT §9c): waiting is the plan, not a stall.
+-- (docs/concepts.md): waiting is the plan, not a stall.
 CREATE OR REPLACE FUNCTION aiqueue_alert_quiet(p_pool text, paused boolean,
                                                busy_until timestamptz, since timestamptz,
                                                t timestamptz)
