@@ -222,7 +222,7 @@ gone AS (
 -- created, so only those months are read.
 gone_attempts AS (
     DELETE FROM ai_marking_attempts a USING gone g
-    WHERE a.queue_id = g.queue_id AND a.started_at >= g.created_at
+    WHERE a.queue_id = g.queue_id AND a.started_at >= aiqueue_months_from(g.created_at)
 )
 SELECT count(*) AS n FROM gone;
 

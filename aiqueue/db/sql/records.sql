@@ -49,7 +49,7 @@ results_held AS (
 ),
 ended_attempts AS (
     DELETE FROM ai_marking_attempts a USING ended e
-    WHERE a.queue_id = e.queue_id AND a.started_at >= e.created_at  -- its months only
+    WHERE a.queue_id = e.queue_id AND a.started_at >= aiqueue_months_from(e.created_at)
     RETURNING 1
 ),
 -- Not the attempts of rows this statement deletes (ended_attempts takes them:

@@ -819,7 +819,7 @@ export interface components {
             rows: string[];
             answered: boolean;
         };
-        /** @description A window's spend passed 80 % (then 95 %) of a spend cap (docs/fallback-budgets-calendar.md): once per cap, group, window and threshold. */
+        /** @description A window's spend passed 80 % (then 95 %) of a spend cap: once per cap, group, window and threshold. */
         BudgetWarning: {
             /** @constant */
             type: "marking.budget_warning";
@@ -842,7 +842,7 @@ export interface components {
             /** @description these submissions of the request */
             submission_ids?: string[] | null;
         };
-        /** @description A run's calibration rows have all ended (docs/agreement.md): the teacher can check them. */
+        /** @description A run's calibration rows have all ended: the teacher can check them. */
         CalibrationReady: {
             /** @constant */
             type: "marking.calibration_ready";
@@ -950,7 +950,7 @@ export interface components {
             detail: string;
             fix: string | null;
         };
-        /** @description The report of `python -m aiqueue doctor --json` (docs/operating/doctor.md, docs/deploying/index.md): `ok` unless a check failed (warnings keep it ok). */
+        /** @description The report of `python -m aiqueue doctor --json`: `ok` unless a check failed (warnings keep it ok). */
         DoctorReport: {
             ok: boolean;
             checks: components["schemas"]["DoctorCheck"][];
@@ -965,7 +965,7 @@ export interface components {
             /** @description the run its rows joined (the one marking.run_finished reports); absent when no row was added */
             run_id?: string | null;
         };
-        /** @description A dry run of the enqueue (docs/concepts.md): what it would add and use; nothing was written. */
+        /** @description A dry run of the enqueue: what it would add and use; nothing was written. */
         EnqueueEstimate: {
             /** @description the answers that will be marked (copies of a mark excluded) */
             rows: number;
@@ -973,13 +973,13 @@ export interface components {
             estimated_tokens: number;
             estimated_cost_usd: number | null;
             eta_seconds: number | null;
-            /** @description: rows that would copy the mark of a row with the same answer */
+            /** @description rows that would copy the mark of a row with the same answer */
             same_answers?: number;
             /** @description the spend caps this run would reach, with their values; null when none would */
             capped: components["schemas"]["SpendCaps"] | null;
-            /** @description docs/agreement.md, with `calibrate`: the rows marked first */
+            /** @description with `calibrate`: the rows marked first */
             calibration?: components["schemas"]["EstimatePart"] | null;
-            /** @description docs/agreement.md, with `calibrate`: the rows held until the release */
+            /** @description with `calibrate`: the rows held until the release */
             rest?: components["schemas"]["EstimatePart"] | null;
         };
         /** @description Submissions to mark, and how (-). */
@@ -993,7 +993,7 @@ export interface components {
             /** @description whose turn and spend cap it is (default: the assignment); a host wanting turns and caps per teacher sends the teacher's id */
             group?: string | null;
             remark?: boolean | null;
-            /** @description: write nothing and answer 200 with an EnqueueEstimate */
+            /** @description write nothing and answer 200 with an EnqueueEstimate */
             dry_run?: boolean | null;
             /** @description what the rows ask for, which names their function and pool (aiqueue.toml); default `mark`; a kind not declared is refused with 422 `unknown_kind` */
             kind?: string | null;
@@ -1007,11 +1007,11 @@ export interface components {
             /** @description expired if not dispatched by then */
             expires_at?: string | null;
             expire_after_seconds?: number | null;
-            /** @description: these rows are marked first; the rest wait for a release */
+            /** @description these rows are marked first; the rest wait for a release */
             calibrate?: components["schemas"]["Calibrate"] | null;
-            /** @description docs/agreement.md: the calibration rows' reviews release the rest once these are met */
+            /** @description the calibration rows' reviews release the rest once these are met */
             release_when?: components["schemas"]["ReleaseWhen"] | null;
-            /** @description docs/same-answer.md: mark_once (the default: the kind's `same_answers`, else mark_once) marks answers that are the same after normalising once and copies the mark; mark_each marks every answer */
+            /** @description mark_once (the default: the kind's `same_answers`, else mark_once) marks answers that are the same after normalising once and copies the mark; mark_each marks every answer */
             same_answers?: ("mark_once" | "mark_each") | null;
         };
         Erased: {
@@ -1021,6 +1021,7 @@ export interface components {
                 ai_marking_attempts: number;
                 ai_marking_budget: number;
                 ai_marking_canary_rows: number;
+                ai_marking_claimed: number;
                 ai_marking_events: number;
                 ai_marking_holds: number;
                 ai_marking_outbox: number;
@@ -1050,7 +1051,7 @@ export interface components {
             /** @description the operator's words (no student content) */
             note: string;
         };
-        /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema` (docs/deploying/index.md), and a 503 while the database does not answer or its schema is behind. */
+        /** @description Without the bearer only `{"status": "ok"}` (no database connection); with it also `database` and `schema`, and a 503 while the database does not answer or its schema is behind. */
         Health: {
             /** @enum {string} */
             status: "ok" | "unavailable" | "schema_behind";
@@ -1093,7 +1094,7 @@ export interface components {
             failed: number;
             cancelled: number;
             expired?: number;
-            /** @description the kind whose function takes this kind's due rows now (its pool is down, docs/fallback-budgets-calendar.md) */
+            /** @description the kind whose function takes this kind's due rows now (its pool is down) */
             on_fallback?: string | null;
         };
         /** @description The `data:` of one `event: marking` on the live stream; its `id:` is the cursor to resume from (Last-Event-ID). */
@@ -1114,7 +1115,7 @@ export interface components {
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
         };
-        /** @description A group (or, group null, a pool) whose spend is at 80 % of a cap or more (docs/fallback-budgets-calendar.md). */
+        /** @description A group (or, group null, a pool) whose spend is at 80 % of a cap or more. */
         NearCap: {
             /** @enum {string} */
             cap: "group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day";
@@ -1125,7 +1126,7 @@ export interface components {
             /** Format: date-time */
             window_ends_at: string;
         };
-        /** @description An alert that is open now (docs/operating/alerts.md). */
+        /** @description An alert that is open now. */
         OpenAlert: {
             /** @enum {string} */
             alert: "backlog_age" | "stalled" | "failure_spike" | "latency" | "drift";
@@ -1186,7 +1187,7 @@ export interface components {
             waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
-            /** @description not due before (docs/operating/alerts.md) */
+            /** @description not due before */
             not_before?: string | null;
             /** @description expires if not dispatched by then */
             expires_at?: string | null;
@@ -1195,9 +1196,9 @@ export interface components {
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description on the batch lane: marked by then (docs/overnight.md) */
+            /** @description on the batch lane: marked by then */
             deadline?: string | null;
-            /** @description docs/same-answer.md: the queue_id of the row with the same answer whose mark this row copies */
+            /** @description the queue_id of the row with the same answer whose mark this row copies */
             same_answer_as?: string | null;
         };
         Refusals: {
@@ -1357,7 +1358,7 @@ export interface components {
             /** @description the kind whose function ran it, when not the row's own (a fallback) */
             ran_as?: string | null;
         };
-        /** @description One row as the queue list shows it, its history and its result's status (docs/fallback-budgets-calendar.md). */
+        /** @description One row as the queue list shows it, its history and its result's status. */
         RowDetail: {
             /** Format: uuid */
             queue_id: string;
@@ -1378,7 +1379,7 @@ export interface components {
             waiting_for?: ("spend_cap" | "calibration" | "same_answer") | null;
             resumes_at?: string | null;
             paused_by?: ("group_usd_per_hour" | "group_usd_per_day" | "pool_usd_per_day") | null;
-            /** @description not due before (docs/operating/alerts.md) */
+            /** @description not due before */
             not_before?: string | null;
             /** @description expires if not dispatched by then */
             expires_at?: string | null;
@@ -1387,9 +1388,9 @@ export interface components {
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description on the batch lane: marked by then (docs/overnight.md) */
+            /** @description on the batch lane: marked by then */
             deadline?: string | null;
-            /** @description docs/same-answer.md: the queue_id of the row with the same answer whose mark this row copies */
+            /** @description the queue_id of the row with the same answer whose mark this row copies */
             same_answer_as?: string | null;
             history: components["schemas"]["RowAttempt"][];
             /** @description null until a result was applied */
@@ -1483,13 +1484,13 @@ export interface components {
             scheduled?: number;
             scheduled_for?: string | null;
             /**
-             * @description "batch" while unfinished rows are on the batch lane (docs/overnight.md)
+             * @description "batch" while unfinished rows are on the batch lane
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description unfinished rows on the batch lane (docs/overnight.md) */
+            /** @description unfinished rows on the batch lane */
             batch?: number;
-            /** @description the latest deadline of those rows (docs/overnight.md) */
+            /** @description the latest deadline of those rows */
             deadline?: string | null;
         };
         RunReverted: {
@@ -1514,7 +1515,7 @@ export interface components {
             data?: string;
             retry?: number;
         };
-        /** @description The queue's counts, times and flow control (docs/reference/api.md, docs/concepts.md); the page formats the same value. */
+        /** @description The queue's counts, times and flow control; the page formats the same value. */
         Stats: {
             pending: number;
             processing: number;
@@ -1543,7 +1544,7 @@ export interface components {
             paused?: boolean;
             circuit?: components["schemas"]["CircuitState"] | null;
             busy_until?: string | null;
-            /** @description rows by task kind (docs/concepts.md) */
+            /** @description rows by task kind */
             kinds?: {
                 [key: string]: components["schemas"]["KindStats"];
             };
@@ -1567,13 +1568,13 @@ export interface components {
             /** @description pending, not due before then */
             scheduled_for?: string | null;
             /**
-             * @description the lane its row is marked on (docs/overnight.md)
+             * @description the lane its row is marked on
              * @enum {string}
              */
             lane?: "live" | "batch";
-            /** @description on the batch lane: marked by then (docs/overnight.md) */
+            /** @description on the batch lane: marked by then */
             deadline?: string | null;
-            /** @description docs/same-answer.md: pending, and will copy the mark of this queue row (the same answer) */
+            /** @description pending, and will copy the mark of this queue row (the same answer) */
             same_answer_as?: string | null;
         };
         UsageLine: {
@@ -1622,7 +1623,7 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             usage?: components["schemas"]["WebhookUsage"] | null;
-            /** @description failed: a short code; `rate_limited` and `overloaded` are refusals (docs/concepts.md) that use no attempt */
+            /** @description failed: a short code; `rate_limited` and `overloaded` are refusals that use no attempt */
             error?: string;
             /** @description with a refusal: seconds to hold every dispatch */
             retry_after?: number | null;
@@ -1850,7 +1851,7 @@ export interface operations {
                 status?: "pending" | "processing" | "completed" | "failed" | "cancelled" | "expired";
                 assignment_id?: string;
                 group?: string;
-                /** @description only rows of this task kind (docs/concepts.md) */
+                /** @description only rows of this task kind */
                 kind?: string;
                 limit?: number;
                 offset?: number;

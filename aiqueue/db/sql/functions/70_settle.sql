@@ -127,8 +127,8 @@ BEGIN
         SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
         WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
           AND a.kind = 'dispatch'
-          AND a.started_at >= (SELECT q.created_at FROM ai_marking_queue q
-                               WHERE q.queue_id = p_queue_id);
+          AND a.started_at >= (SELECT aiqueue_months_from(q.created_at)
+                               FROM ai_marking_queue q WHERE q.queue_id = p_queue_id);
     END IF;
     RETURN NEXT;
 END
@@ -223,7 +223,7 @@ BEGIN
             outcome = CASE WHEN a.ended_at IS NULL THEN 'completed' ELSE 'completed_late' END
         FROM done d
         WHERE a.queue_id = d.queue_id AND a.dispatch_seq = p_dispatch_seq
-          AND a.kind = 'dispatch' AND a.started_at >= d.created_at  -- its months only
+          AND a.kind = 'dispatch' AND a.started_at >= aiqueue_months_from(d.created_at)
         RETURNING a.outcome
     ),
     record AS (SELECT aiqueue_complete_record(d, p_result, prev.ai_result, prev.ai_marked_at,

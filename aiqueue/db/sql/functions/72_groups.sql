@@ -120,7 +120,7 @@ BEGIN
         -- whose parent has no key to conflict on.  A record of the row is no older
         -- than the row, so only the months since it was created are looked at.
         WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
-                          WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at)
+                          WHERE m.queue_id = r.queue_id AND m.applied_at >= aiqueue_months_from(r.created_at))
     )
     SELECT count(*) INTO n FROM done;
     -- A held result holds each copy too (86_holds); nothing for any other.

@@ -40,7 +40,7 @@ BEGIN
         UPDATE ai_marking_results m
         SET (cache_read_tokens, cache_write_tokens, cache_saved_usd, cache_saved_tokens)
             = (reads, writes, saved, saved_tokens)
-        WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at AND reads IS NOT NULL
+        WHERE m.queue_id = r.queue_id AND m.applied_at >= aiqueue_months_from(r.created_at) AND reads IS NOT NULL
     ),
     record AS (
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id,
@@ -58,7 +58,7 @@ BEGIN
                aiqueue_payload_version(r.payload_id), left(r.usage ->> 'function_version', 200),
                left(r.usage ->> 'provider', 200), aiqueue_result_applies(r.queue_id)
         WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
-                          WHERE m.queue_id = r.queue_id AND m.applied_at >= r.created_at)
+                          WHERE m.queue_id = r.queue_id AND m.applied_at >= aiqueue_months_from(r.created_at))
     )
     INSERT INTO ai_marking_tally (outcome, job, model, le, prompt_tokens, completion_tokens,
                                   cost_usd, seconds)
