@@ -79,14 +79,14 @@ history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, error, ended_at, actor)
     SELECT queue_id, 'action', 'cancel', 'superseded', now(), $5::text FROM row
 ),
+-- A group whose last turns were cancelled continues where its live rows end
+-- (40_fair.sql); one row, joined below so that it runs.
 regroup AS (
-    UPDATE ai_marking_groups g SET last_turn = c.first_turn - 1, updated_at = now()
-    FROM (SELECT pool, priority, group_key, min(turn) AS first_turn, max(turn) AS last_turn
-          FROM row GROUP BY pool, priority, group_key) c
-    WHERE g.pool = c.pool AND g.priority = c.priority AND g.group_key = c.group_key
-      AND c.last_turn >= g.last_turn
+    SELECT aiqueue_turns_cancelled(array_agg(pool), array_agg(priority),
+                                   array_agg(group_key), array_agg(turn))
+    FROM row
 )
-SELECT count(*) AS n FROM row;
+SELECT count(*) AS n FROM row CROSS JOIN regroup;
 
 -- remark_record --
 -- The re-mark, kept: payload $2 is assignment $1's current one from now on (the

@@ -148,3 +148,17 @@ BEGIN
           AND f.pool = ANY (pools)));
 END
 $$;
+
+-- Cancelled rows that held a group's last turns: the group continues where its
+-- live rows end, not behind turns nobody will take (see enqueue).  One entry
+-- per cancelled row, the arrays in step: its pool, priority, group and turn.
+CREATE OR REPLACE FUNCTION aiqueue_turns_cancelled(p_pool text[], p_priority integer[],
+                                                   p_group text[], p_turn bigint[])
+RETURNS void LANGUAGE sql AS $$
+    UPDATE ai_marking_groups g SET last_turn = c.first_turn - 1, updated_at = now()
+    FROM (SELECT pool, priority, group_key, min(turn) AS first_turn, max(turn) AS last_turn
+          FROM unnest(p_pool, p_priority, p_group, p_turn) AS r (pool, priority, group_key, turn)
+          GROUP BY pool, priority, group_key) c
+    WHERE g.pool = c.pool AND g.priority = c.priority AND g.group_key = c.group_key
+      AND c.last_turn >= g.last_turn
+$$;
