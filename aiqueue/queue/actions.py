@@ -19,7 +19,7 @@ from aiqueue.errors import Conflict, Invalid, NotCompleted, NotFound
 from aiqueue.queue import enqueue, review
 from aiqueue.runtime import Runtime
 from aiqueue.settings.kinds import Lane
-from aiqueue.wire import answers
+from aiqueue.wire import answers, reviews
 from aiqueue.wire.answers import RetryAnswer
 from aiqueue.wire.calibration import Calibrate
 
@@ -155,7 +155,7 @@ def adjusted_result(raw: str | None, ai_result: dict[str, Any] | None) -> dict[s
 
 
 async def review_row(rt: Runtime, assignment_id: str, submission_id: UUID, action: str,
-                     actor: str, score: str | None = None) -> answers.Accepted | answers.Reverted:
+                     actor: str, score: str | None = None) -> reviews.Accepted | reviews.Reverted:
     """Accept (or adjust) or revert the result a submission's mark shows."""
     row = await rt.store.submission_result(submission_id, assignment_id)
     if row is None:

@@ -9,7 +9,7 @@ from aiqueue import logs, wire
 from aiqueue.errors import Invalid, NotCompleted, NotFound, Superseded
 from aiqueue.models import ReviewOutcome
 from aiqueue.runtime import Runtime
-from aiqueue.wire import answers
+from aiqueue.wire import reviews
 from aiqueue.wire.requests import AcceptBody
 
 MAX_ACTOR = 200
@@ -44,32 +44,32 @@ def _check(queue_id: UUID, done: ReviewOutcome) -> None:
 
 
 async def accept(rt: Runtime, queue_id: UUID, actor: str | None,
-                 adjusted: dict[str, Any] | None = None) -> answers.Accepted:
+                 adjusted: dict[str, Any] | None = None) -> reviews.Accepted:
     """Mark one applied result accepted; the contract's 200 body."""
     done = await rt.store.accept(queue_id, actor, adjusted)
     _check(queue_id, done)
     assert done.at is not None
     logs.event("review", queue_id=queue_id, outcome="accepted")
-    return answers.Accepted(queue_id=queue_id, review="accepted", accepted_at=done.at)
+    return reviews.Accepted(queue_id=queue_id, review="accepted", accepted_at=done.at)
 
 
-async def revert(rt: Runtime, queue_id: UUID, actor: str | None) -> answers.Reverted:
+async def revert(rt: Runtime, queue_id: UUID, actor: str | None) -> reviews.Reverted:
     """Put the submission's mark back to what it was before this row's result."""
     done = await rt.store.revert(queue_id, actor)
     _check(queue_id, done)
     assert done.at is not None
     logs.event("review", queue_id=queue_id, outcome="reverted")
-    return answers.Reverted(queue_id=queue_id, review="reverted", reverted_at=done.at)
+    return reviews.Reverted(queue_id=queue_id, review="reverted", reverted_at=done.at)
 
 
 async def review_run(rt: Runtime, assignment_id: str, action: str,
-                     actor: str | None) -> answers.RunAccepted | answers.RunReverted:
+                     actor: str | None) -> reviews.RunAccepted | reviews.RunReverted:
     """Accept or revert every unreviewed result of the assignment's latest run."""
     done, superseded = await rt.store.review_run(assignment_id, action, actor)
     logs.event("review", assignment_id=assignment_id, outcome=action, count=done)
     if action == "accept":
-        return answers.RunAccepted(accepted=done)
-    return answers.RunReverted(reverted=done, superseded=superseded)
+        return reviews.RunAccepted(accepted=done)
+    return reviews.RunReverted(reverted=done, superseded=superseded)
 
 
 async def row_review(rt: Runtime, queue_id: UUID) -> str | None:
@@ -84,9 +84,9 @@ async def row_review(rt: Runtime, queue_id: UUID) -> str | None:
     return f"{found['review']}{by} at {at.strftime('%Y-%m-%d %H:%M:%S UTC')}"
 
 
-async def history(rt: Runtime, submission_id: UUID) -> answers.ResultHistory:
+async def history(rt: Runtime, submission_id: UUID) -> reviews.ResultHistory:
     """A submission's applied results, newest first; NotFound for an unknown submission."""
     items = await rt.store.result_history(submission_id, MAX_HISTORY)
     if not items and not await rt.store.submission_exists(submission_id):
         raise NotFound(f"no submission {submission_id}")
-    return answers.ResultHistory(items=[answers.AppliedResult.of(r) for r in items])
+    return reviews.ResultHistory(items=[reviews.AppliedResult.of(r) for r in items])

@@ -3,7 +3,7 @@
 - requests.py: the bodies routes take, each field with its rule (rules.py);
 - webhook.py: the webhook's items, as the marking function posts them;
 - enqueue.py: an enqueue parsed into the queue's command, with the rules that need the clock;
-- answers.py, reads.py, events.py: what routes answer and what the app sends;
+- answers.py, reviews.py, reads.py, events.py: what routes answer and what the app sends;
 - base.py: `parse` (the one place a body is validated, one 4xx convention)
   and `dump` (the one place an answer becomes JSON);
 - schema.py: the OpenAPI components, generated from these types.

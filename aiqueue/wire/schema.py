@@ -22,6 +22,7 @@ from aiqueue.wire import (
     reads,
     remark,
     requests,
+    reviews,
     webhook,
 )
 from aiqueue.wire.requests import REF
@@ -36,8 +37,8 @@ REQUESTS: tuple[type[BaseModel], ...] = (
 ANSWERS: tuple[type[BaseModel], ...] = (
     requests.Error, answers.EnqueueAccepted, answers.EnqueueEstimate, answers.ProcessStep,
     answers.WebhookReceipt, answers.QueuePage, answers.RetryAnswer, answers.SubmissionStatus,
-    answers.RunProgress, answers.CancelAnswer, answers.Accepted, answers.Reverted,
-    answers.RunAccepted, answers.RunReverted, answers.ResultHistory, answers.Erased,
+    answers.RunProgress, answers.CancelAnswer, reviews.Accepted, reviews.Reverted,
+    reviews.RunAccepted, reviews.RunReverted, reviews.ResultHistory, answers.Erased,
     answers.ReplayAnswer, answers.RowDetail, reads.Stats, reads.UsageReport, reads.Health,
     reads.DoctorReport,
     events.MarkingEvent, events.SseEvent, events.RunFinished, events.RowFailed,
