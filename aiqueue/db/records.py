@@ -1,11 +1,9 @@
-"""A school's data: one method per named query of sql/records.sql."""
+"""A school's data: one method per named query of sql/records.sql (erasure: erasure.py)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import datetime
-from uuid import UUID
 
 import asyncpg
 
@@ -24,7 +22,7 @@ class _LostRace:
 
 
 class RecordsQueries(Gateway):
-    """Retention, erasure, the export's pages and replay by filter."""
+    """Retention, the export's pages and replay by filter."""
 
     async def retain(self, ended_seconds: float, history_seconds: float, *,
                      batch: int = 5000, every_seconds: float = 60.0) -> Retained:
@@ -47,24 +45,6 @@ class RecordsQueries(Gateway):
         rows = await self._write("keep_partitions", history_seconds, every_seconds,
                                  idempotent=True)
         return Partitioned(int(rows[0]["created"]), int(rows[0]["dropped"]))
-
-    async def erase(self, submission_ids: Sequence[UUID], via: str) -> dict[str, int]:
-        """Erase what the queue holds of these submissions; rows per table."""
-        ids = list(submission_ids)
-
-        async def work(conn: asyncpg.Connection) -> dict[str, int]:
-            await conn.execute(self.sql["erase_lock_rows"], ids)
-            await conn.execute(self.sql["erase_lock_submissions"], ids)
-            row = await conn.fetchrow(self.sql["erase"], ids, via)
-            assert row is not None  # an aggregate answers one row
-            counts: dict[str, int] = json.loads(row["erased"])
-            return counts
-        # Idempotent: a repeat finds nothing left and records zero counts.
-        return await self.db.write(work, page=True, idempotent=True)
-
-    async def assignment_subjects(self, assignment_id: str) -> list[UUID]:
-        rows = await self._fetch("assignment_subjects", assignment_id, page=True)
-        return [r["id"] for r in rows]
 
     async def export_attempts(self, since: datetime, until: datetime, after: int,
                               limit: int) -> list[ExportLine]:

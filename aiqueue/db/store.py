@@ -17,6 +17,7 @@ from aiqueue.db.calibration import CalibrationQueries
 from aiqueue.db.canary import CanaryQueries
 from aiqueue.db.doctor import DoctorQueries
 from aiqueue.db.enqueue import EnqueueQueries
+from aiqueue.db.erasure import ErasureQueries
 from aiqueue.db.fallback import FallbackQueries
 from aiqueue.db.gateway import connect_pool, queries
 from aiqueue.db.holds import HoldQueries
@@ -63,7 +64,8 @@ class Store(
     UsageQueries,      # usage.sql: the usage report, the /metrics counters
     CalibrationQueries,  # calibration.sql: the gate, agreement's reviews
     CanaryQueries,     # canary.sql: drift canaries
-    RecordsQueries,    # records.sql
+    RecordsQueries,    # records.sql: retention, the export, replay
+    ErasureQueries,    # erasure.sql: one student's data, erased
     SecurityQueries,   # security.sql (lockdown.sql: migrate runs it)
     DoctorQueries,     # doctor.sql
     TraceQueries,      # traces.sql: each job's trace (docs/tracing.md)

@@ -27,7 +27,7 @@ CHUNK = 200
 # test_erasure.py reads the catalog: a queue table (ai_marking_*, ai_queue_*,
 # aiqueue_*) with a column that could name a submission (a uuid, a uuid[], json,
 # jsonb or text column) must be listed here, so a new table can't be forgotten.
-# "erased": erase (sql/records.sql) deletes the rows naming the
+# "erased": erase (sql/erasure.sql) deletes the rows naming the
 # submission; "none": its rows can't name one, for the reason given.
 COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_queue": ("erased", "rows by submission_id (a row in flight too), the answer's "
@@ -79,7 +79,7 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
 }
 
 
-# The answer's keys: every table erase (sql/records.sql) touches, and the marks it clears.
+# The answer's keys: every table erase (sql/erasure.sql) touches, and the marks it clears.
 ANSWER_KEYS = (*sorted(t for t, (how, _) in COVERAGE.items() if how == "erased"), "submissions")
 
 

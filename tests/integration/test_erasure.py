@@ -162,7 +162,7 @@ async def test_every_queue_table_that_could_name_a_submission_is_covered(
     carriers = {t for t, cols in tables.items()
                 if any(kind in CARRIERS or "submission" in name for name, kind in cols)}
     assert carriers, "the catalog query finds the queue tables"
-    # A table not listed in records/erasure.py COVERAGE: say how erase (sql/records.sql) covers it.
+    # A table not listed in records/erasure.py COVERAGE: say how erase (sql/erasure.sql) covers it.
     assert carriers - set(COVERAGE) == set()
     # Every table the erasure claims to clear exists, and answers in the API's counts.
     erased = {t for t, (how, _) in COVERAGE.items() if how == "erased"}

@@ -1,0 +1,181 @@
+-- Erasure of one student's data: everything the queue holds that names a
+-- submission, in every month (docs/operating/data-protection.md).
+-- The rule that calls these: aiqueue/records/erasure.py.  Gateway: aiqueue/db/erasure.py.
+
+-- erase_lock_rows --
+-- An erasure's first step: lock the submissions' queue rows, in the order
+-- aiqueue_complete locks (the queue row, then the submission).  A webhook
+-- applying a result to one of them right now finishes first; every statement
+-- after this one sees what it committed, and a later callback finds no row.
+SELECT q.queue_id FROM ai_marking_queue q
+WHERE q.submission_id = ANY ($1::uuid[])
+ORDER BY q.queue_id
+FOR UPDATE;
+
+-- erase_lock_submissions --
+-- Then the submissions (a revert locks the submission before its result, so
+-- an erasure and a revert of the same submission queue up instead of deadlocking).
+SELECT s.id FROM submissions s
+WHERE s.id = ANY ($1::uuid[])
+ORDER BY s.id
+FOR UPDATE;
+
+-- erase --
+-- Everything the queue holds that names submissions $1, in one statement after
+-- the locks above: their queue rows (a row in flight too: deleting it is its
+-- cancellation, and its late callback then finds nothing to apply), attempt
+-- history (with the rows), results and review, live events (a batch event
+-- loses only their entries), notifications, budget entries, payloads nothing
+-- else uses; their marks on `submissions` are cleared.  One content-free record
+-- is kept: the sha256 of each id and the counts ($2: 'api' or 'cli').
+-- records/erasure.py lists every queue table and how it is covered;
+-- tests/integration/test_erasure.py holds that list against the catalog.
+WITH subs AS (
+    SELECT DISTINCT u.id FROM unnest($1::uuid[]) AS u (id)
+),
+rows AS MATERIALIZED (
+    SELECT q.queue_id, q.payload_id, q.created_at FROM ai_marking_queue q
+    WHERE q.submission_id = ANY ($1::uuid[])
+),
+-- Every queue id the submissions had that anything may still name: their rows'
+-- and their results' (results outlive their rows).
+ids AS MATERIALIZED (
+    SELECT r.queue_id FROM rows r
+    UNION
+    SELECT m.queue_id FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[])
+),
+-- Every partition's (the queue_id index of each month); with the rows' ids,
+-- those of results whose rows are gone.
+attempts AS (
+    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM ids) RETURNING 1
+),
+queue AS (
+    DELETE FROM ai_marking_queue q USING rows r WHERE q.queue_id = r.queue_id RETURNING 1
+),
+-- Another row's dispatch line that handed one of these rows out next (a settle's
+-- handoff, migration 0017) forgets it: the row is gone, there is nothing to hand back.
+-- That line started before the settle that claimed one of these rows, and no
+-- dispatch is in flight for a day (its lease ends first): only those days of
+-- attempts are read (no index names next_queue_id; the settle writes it).  A
+-- longer one would keep a link to a row that is gone, which hands back nothing.
+handoff_window AS MATERIALIZED (
+    SELECT min(x.started_at) - interval '1 day' AS lo, max(x.started_at) AS hi
+    FROM ai_marking_attempts x WHERE x.queue_id IN (SELECT queue_id FROM rows)
+),
+handoffs AS (
+    UPDATE ai_marking_attempts a SET next_queue_id = NULL, next_seq = NULL
+    FROM handoff_window w
+    WHERE a.started_at >= w.lo AND a.started_at <= w.hi
+      AND a.next_queue_id IN (SELECT queue_id FROM rows)
+      AND a.queue_id NOT IN (SELECT queue_id FROM ids)
+),
+results AS (
+    DELETE FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
+held AS (
+    -- deleted with their results (no key cascades from the results' months), the
+    -- question with the result
+    DELETE FROM ai_marking_holds h WHERE h.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
+-- A teacher's answer to a question only these submissions asked (its note
+-- quotes the question): the rubric's notes forget it.
+answers AS (
+    DELETE FROM ai_marking_answers a
+    WHERE a.question_id IN (SELECT h.question_id FROM ai_marking_holds h
+                            WHERE h.submission_id = ANY ($1::uuid[]))
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_holds o
+                      WHERE o.question_id = a.question_id
+                        AND o.submission_id <> ALL ($1::uuid[]))
+    RETURNING 1
+),
+budget AS (
+    DELETE FROM ai_marking_budget b WHERE b.queue_id IN (SELECT queue_id FROM ids) RETURNING 1
+),
+outbox AS (
+    DELETE FROM ai_marking_outbox o
+    WHERE o.queue_id IN (SELECT queue_id FROM ids)
+       OR o.body ->> 'submission_id' IN (SELECT s.id::text FROM subs s)
+    RETURNING 1
+),
+single_events AS (
+    DELETE FROM ai_marking_events e WHERE e.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
+-- An enqueue's batch event (migration 0009) keeps the entries of the other
+-- submissions, its two arrays still aligned.  (A live reader inside that batch
+-- may skip one entry: its cursor counts positions.  Live events are a hint for
+-- pages, not a record.)
+batches AS MATERIALIZED (
+    SELECT e.id,
+           array_agg(u.q ORDER BY u.k) FILTER (WHERE u.s <> ALL ($1::uuid[])) AS queue_ids,
+           array_agg(u.s ORDER BY u.k) FILTER (WHERE u.s <> ALL ($1::uuid[])) AS submission_ids,
+           count(*) FILTER (WHERE u.s = ANY ($1::uuid[])) AS removed
+    FROM ai_marking_events e,
+         unnest(e.queue_ids, e.submission_ids) WITH ORDINALITY AS u (q, s, k)
+    WHERE e.submission_ids && $1::uuid[]
+    GROUP BY e.id
+),
+batch_cut AS (
+    UPDATE ai_marking_events e SET queue_ids = b.queue_ids, submission_ids = b.submission_ids
+    FROM batches b WHERE e.id = b.id AND b.queue_ids IS NOT NULL
+    RETURNING 1
+),
+batch_gone AS (
+    DELETE FROM ai_marking_events e USING batches b
+    WHERE e.id = b.id AND b.queue_ids IS NULL
+    RETURNING 1
+),
+-- A payload only these rows named.  Its rows were all created within its
+-- window of use (migration 0014); one that an enqueue reused after these rows
+-- (its upsert moved last_used_at, under the row lock this delete then waits
+-- for) is kept, as is one another submission's row still names.
+payloads AS (
+    DELETE FROM ai_marking_payloads p
+    USING (SELECT r.payload_id, max(r.created_at) AS newest FROM rows r
+           WHERE r.payload_id IS NOT NULL GROUP BY r.payload_id) u
+    WHERE p.id = u.payload_id AND p.last_used_at <= u.newest
+      AND NOT aiqueue_payload_named(p.id, p.first_used_at, p.last_used_at, $1::uuid[])
+    RETURNING 1
+),
+-- Drift canaries' rows that re-marked these submissions (their runs keep only figures).
+canary AS (
+    DELETE FROM ai_marking_canary_rows c WHERE c.submission_id = ANY ($1::uuid[]) RETURNING 1
+),
+marks AS (
+    UPDATE submissions s SET ai_result = NULL, ai_marked_at = NULL
+    WHERE s.id = ANY ($1::uuid[]) AND (s.ai_result IS NOT NULL OR s.ai_marked_at IS NOT NULL)
+    RETURNING 1
+),
+counts AS (
+    SELECT jsonb_build_object(
+        'ai_marking_queue', (SELECT count(*) FROM queue),
+        'ai_marking_attempts', (SELECT count(*) FROM attempts),
+        'ai_marking_results', (SELECT count(*) FROM results),
+        'ai_marking_holds', (SELECT count(*) FROM held),
+        'ai_marking_answers', (SELECT count(*) FROM answers),
+        'ai_marking_events', (SELECT count(*) FROM single_events)
+                             + (SELECT coalesce(sum(removed), 0) FROM batches),
+        'ai_marking_outbox', (SELECT count(*) FROM outbox),
+        'ai_marking_budget', (SELECT count(*) FROM budget),
+        'ai_marking_payloads', (SELECT count(*) FROM payloads),
+        'ai_marking_canary_rows', (SELECT count(*) FROM canary),
+        'submissions', (SELECT count(*) FROM marks)) AS erased
+),
+record AS (
+    INSERT INTO ai_marking_erasures (subjects, via, counts)
+    SELECT ARRAY(SELECT encode(sha256(convert_to(s.id::text, 'UTF8')), 'hex') FROM subs s
+                 ORDER BY 1),
+           $2::text, c.erased
+    FROM counts c
+)
+SELECT c.erased::text AS erased, (SELECT count(*) FROM batch_cut) + (SELECT count(*) FROM batch_gone)
+       AS batches
+FROM counts c;
+
+-- assignment_subjects --
+-- The submissions an erasure of assignment $1 covers: the host's, and any the
+-- queue still names under that assignment.
+SELECT s.id FROM submissions s WHERE s.assignment_id = $1
+UNION
+SELECT q.submission_id FROM ai_marking_queue q WHERE q.assignment_id = $1
+UNION
+SELECT m.submission_id FROM ai_marking_results m WHERE m.assignment_id = $1;
