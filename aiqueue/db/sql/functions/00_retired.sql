@@ -78,3 +78,5 @@ DROP FUNCTION IF EXISTS aiqueue_claim_more(jsonb, text[], text, text, uuid);
 DROP FUNCTION IF EXISTS aiqueue_cache_answered(uuid);
 -- aiqueue_cache_result returns nothing (it returned true).
 DROP FUNCTION IF EXISTS aiqueue_cache_result(ai_marking_queue);
+-- aiqueue_cache_local takes the plan (the warm row's slots, 35_slots.sql).
+DROP FUNCTION IF EXISTS aiqueue_cache_local(jsonb, jsonb, text[], text, integer, float8);

@@ -99,11 +99,27 @@ $$;
 -- A row of a cacheable prefix was picked (`state` as aiqueue_cache_state saw
 -- it): the prefix is used now (a cold one starts warming with this row), its
 -- minute's count grows (key_rpm), and its group is warm until ttl minus the
--- margin from now.
+-- margin from now.  A prefix another transaction is noting right now is left
+-- to it (claims run at once, and a claim holding counter rows never waits for
+-- another's, 42_fair_pick): the advisory lock of the prefix's note, then its
+-- row, are taken without waiting, else nothing is written; two claims noting
+-- the same prefix at once note it once.
 CREATE OR REPLACE FUNCTION aiqueue_cache_dispatched(spec jsonb, p_pool text, p_priority integer,
                                                     p_group text, p_payload bigint, state text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    IF p_payload IS NOT NULL THEN
+        IF NOT pg_try_advisory_xact_lock(hashtext('aiqueue.prefix'),
+                                         hashtext(p_pool || '/' || p_payload)) THEN
+            RETURN;
+        END IF;
+        PERFORM 1 FROM ai_marking_prefixes x
+        WHERE x.pool = p_pool AND x.payload_id = p_payload FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT 1 FROM ai_marking_prefixes x
+                                 WHERE x.pool = p_pool AND x.payload_id = p_payload) THEN
+            RETURN;
+        END IF;
+    END IF;
     IF state = 'off' THEN
         -- A prefix too short to cache is noted once an hour, for the doctor
         -- ("prefixes of about 600 tokens: the model caches none").
@@ -175,6 +191,9 @@ BEGIN
         -- The quantum only once a candidate is met (most walks meet none).
         bound := coalesce(bound, anchor + aiqueue_cache_quantum(spec, p_pool));
         EXIT WHEN w.counter > bound;
+        -- A group another claim is charging right now is left to it (claims
+        -- run at once, 42_fair_pick): its counter row is locked here first.
+        CONTINUE WHEN aiqueue_fair_lock(w.pool, w.priority, w.group_key) IS NULL;
         IF w.warm_until <= now() THEN
             UPDATE ai_marking_fair f SET warm_until = NULL
             WHERE f.pool = w.pool AND f.priority = w.priority AND f.group_key = w.group_key;
@@ -240,7 +259,7 @@ $$;
 -- charged to its group and marked dispatched (NULLs: none).
 CREATE OR REPLACE FUNCTION aiqueue_cache_local(spec jsonb, money jsonb, kinds text[],
                                                p_pool text, p_priority integer,
-                                               p_counter float8,
+                                               p_counter float8, plan jsonb,
                                                OUT queue_id uuid, OUT tokens float8,
                                                OUT usd float8)
 LANGUAGE plpgsql AS $$
@@ -248,7 +267,8 @@ DECLARE
     w record := aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority, p_counter);
     c record;
 BEGIN
-    IF w.queue_id IS NULL THEN
+    -- Its slots first (35_slots.sql); none free: the walk goes on as without a cache.
+    IF w.queue_id IS NULL OR aiqueue_slots_claim(plan, p_pool, w.queue_id) IS NOT NULL THEN
         RETURN;
     END IF;
     c := aiqueue_fair_charge(p_pool, p_priority, w.group_key, w.joins, w.queue_id,

@@ -1,6 +1,8 @@
--- The claim: the next due row, under the claim's lock, in three steps:
+-- The claim: the next due row, in three steps (the claim's lock first only
+-- where the plan has money rules, aiqueue_plan_serial in 30_gate):
 --   aiqueue_room        which kinds have room, and which pools one more row fills (30_gate)
---   aiqueue_claim_row   the fair pick (40_fair) and the row's claim, one statement
+--   aiqueue_claim_row   the fair pick (42_fair_pick: the row's slots, 35_slots, and
+--                       its group's charge) and the row's claim, one statement
 --   aiqueue_claim_more  whether another row could be claimed after this one
 -- Everything it reads of the settings is its one `plan` document (10_plan).
 -- `p_taker`: a settle's caller, who takes the row to send it (70_settle); NULL:
@@ -16,10 +18,12 @@ DECLARE
     room record;
     got record;
 BEGIN
-    PERFORM aiqueue_claim_lock();
+    IF aiqueue_plan_serial(plan) THEN  -- money rules: the claim's lock (30_gate)
+        PERFORM aiqueue_claim_lock();
+    END IF;
     -- Calls as assignments: each a plpgsql expression, not a query of its own
-    -- (in this volatile function each still takes a fresh snapshot, after the
-    -- lock, so it sees what the previous lock holder committed).
+    -- (in this volatile function each still takes a fresh snapshot, so it sees
+    -- what a claim before it committed).
     room := aiqueue_room(plan, true, true);
     IF cardinality(room.kinds) = 0 THEN
         RETURN;
@@ -113,9 +117,9 @@ $$;
 -- After a claim of a row of `p_kind` in `p_pool` (this transaction sees it as
 -- processing): whether a kind of `kinds` still has room and a due row (in a
 -- group not paused at a spend cap).  Only the claimed row's pool and kind
--- changed (the lock keeps every other pool as aiqueue_room found it): its
--- pool's gate, `p_full` (aiqueue_room's look at it with one more row in
--- flight), then its kind's cap.
+-- changed by this claim (another claim's rows are its own `more`): its pool's
+-- gate, `p_full` (aiqueue_room's look at it with one more row in flight),
+-- then its kind's cap.  A hint for the caller's chain, not a promise.
 CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_full boolean,
                                               p_pool text, p_kind text, p_claimed uuid)
 RETURNS boolean LANGUAGE plpgsql AS $$
