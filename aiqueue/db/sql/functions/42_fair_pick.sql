@@ -2,31 +2,20 @@
 
 -- The claim's choice: the first due row of the waiting group with the smallest
 -- counter, priority first, turns by rows breaking ties; groups at a spend cap
--- are stepped over.  The row takes its slots (35_slots.sql) just before its
--- group is charged; a full pool or kind is stepped over.  It charges the
--- group (counter; spend while the pool has a cap) and returns the charge,
--- which the claim writes on the row.  One walk of ai_marking_fair_walk_idx;
--- one probe of ai_marking_queue_group_idx per group it looks at
--- (aiqueue_fair_head).  `kinds`: the kinds with room (NULL: any); a group is
--- walked only in a pool that has one (`plan`: the pools and kinds), and its
--- first due row of one of them is taken.
+-- are stepped over.  It charges the group (counter; spend while the pool has
+-- a cap) and returns the charge, which the claim writes on the row.  One walk
+-- of ai_marking_fair_walk_idx; one probe of ai_marking_queue_group_idx per
+-- group it looks at (aiqueue_fair_head).  `kinds`: the kinds with room (NULL:
+-- any); a group is walked only in a pool that has one (`plan`: the pools and
+-- kinds), and its first due row of one of them is taken, with its slots
+-- (aiqueue_fair_take): a full pool is stepped over from then on, a full kind
+-- no longer looked for.
 -- Locality within fair turns (45_cache.sql): at the first group of its pool and
 -- priority (the smallest counter), a group with a hot prefix within the
 -- quantum of it goes first.
---
--- Turns while claims run at once (no lock serialises claims any more, 30_gate):
--- a claim locks the counter row of the group it charges, SKIP LOCKED.  A group
--- whose row another transaction holds (a claim charging it, not committed
--- yet) is stepped over, unless its counter after that charge (its first
--- row's estimate, aiqueue_fair_next_charge) would still come before the group
--- this claim would take instead: then the claim waits for that commit and
--- walks again, so the order stays the one a claim at a time would give.  It
--- waits by watching the group's committed counter (aiqueue_fair_await), which
--- holds no lock; only when that charge does not commit soon does it wait for
--- the row's lock, and only a claim that holds no row yet, once (a plain claim:
--- not a settle's, which holds its result's rows, and steps over that group
--- instead), so no cycle of waits can form.  Claims of other groups and of
--- other pools never wait for each other.
+-- Claims run at once (43_fair_race.sql): a group's counter row is locked SKIP
+-- LOCKED before it is taken; a group another claim is charging is stepped
+-- over, or waited for when it would still come first after that charge.
 CREATE OR REPLACE FUNCTION aiqueue_fair_pick(kinds text[], plan jsonb, money jsonb,
                                              OUT queue_id uuid, OUT tokens float8,
                                              OUT usd float8)
@@ -34,28 +23,12 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     g record;
-    r record;
+    t record;
     -- The prompt cache (45_cache.sql): the pool's settings, where a warm group was looked for.
     cspec jsonb;
     looked text[] := '{}';
-    w record;
-    cstate text;
-    -- A group another claim is charging right now, which would still come
-    -- first after that charge (see above): its key in the walk's order.
-    a_pool text;
-    a_priority integer;
-    a_group text;
-    a_counter float8;
-    a_was float8;
-    -- Only a transaction that holds no row yet waits for a lock, and once;
-    -- groups it no longer waits for.
-    waits boolean := pg_current_xact_id_if_assigned() IS NULL;
-    passed text[] := '{}';
-    -- A group charged (and committed) since the walk read it: walk again.
-    locked float8;
-    again boolean;
-    walks integer := 0;
     full_pools text[] := '{}';
+    race record;  -- 43_fair_race.sql: the group being charged to wait for, and how
     -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
     -- the walk index in order, where a plain FOR query would sort every
     -- waiting group first.
@@ -66,166 +39,98 @@ DECLARE
           AND (p_pools IS NULL OR f.pool = ANY (p_pools))
         ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
 BEGIN
+    race := aiqueue_race_start();
     LOOP
-        a_pool := NULL;
-        again := false;
-        walks := walks + 1;
+        race := aiqueue_race_walk(race);
         FOR g IN walk(aiqueue_kinds_pools(kinds, plan)) LOOP
-            -- (A tie waits too: the heads would decide it.)
-            EXIT WHEN a_pool IS NOT NULL
-                      AND (a_priority > g.priority
-                           OR (a_priority = g.priority AND a_counter <= g.counter));
+            EXIT WHEN aiqueue_race_behind(race, g.priority, g.counter);
             CONTINUE WHEN g.pool = ANY (full_pools);
             cspec := aiqueue_cache_spec(plan, g.pool);
             IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
                 looked := looked || (g.pool || '/' || g.priority);
-                w := aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority, g.counter,
+                t := aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority, g.counter,
                                          plan);
-                IF w.queue_id IS NOT NULL THEN
-                    queue_id := w.queue_id;
-                    tokens := w.tokens;
-                    usd := w.usd;
+                IF t.queue_id IS NOT NULL THEN
+                    queue_id := t.queue_id;
+                    tokens := t.tokens;
+                    usd := t.usd;
                     RETURN;
                 END IF;
             END IF;
             CONTINUE WHEN aiqueue_spend_capped(money -> g.pool)
                           AND aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key);
-            -- Charged and committed since the walk read it: the order the walk
-            -- gave is stale, so walk again (a few times at most).
-            IF walks < 8 AND aiqueue_fair_counter(g.pool, g.priority, g.group_key)
-                             IS DISTINCT FROM g.counter THEN
-                again := true;
-                EXIT;
+            race := aiqueue_race_lock(race, g.pool, g.priority, g.group_key, g.counter);
+            EXIT WHEN race.again;
+            CONTINUE WHEN NOT race.held;
+            t := aiqueue_fair_take(g.pool, g.priority, g.group_key, g.joins, kinds, plan,
+                                   money, cspec);
+            IF t.full_pool THEN
+                full_pools := full_pools || g.pool;
+            ELSIF t.full_kind IS NOT NULL THEN
+                kinds := array_remove(kinds, t.full_kind);
+                EXIT WHEN cardinality(kinds) = 0;
+            ELSIF t.queue_id IS NOT NULL THEN
+                queue_id := t.queue_id;
+                tokens := t.tokens;
+                usd := t.usd;
+                RETURN;
             END IF;
-            locked := aiqueue_fair_lock(g.pool, g.priority, g.group_key);
-            -- Another claim is charging this group: step over it, noting it
-            -- when its counter after that charge would still come first.
-            IF locked IS NULL THEN
-                IF a_pool IS NULL
-                   AND NOT (g.pool || '/' || g.priority || '/' || g.group_key) = ANY (passed) THEN
-                    a_counter := g.counter + aiqueue_fair_next_charge(g.pool, g.priority,
-                                                                      g.group_key);
-                    a_pool := g.pool;
-                    a_priority := g.priority;
-                    a_group := g.group_key;
-                    a_was := g.counter;
-                END IF;
-                CONTINUE;
-            END IF;
-            waits := false;  -- a row is held now
-            IF walks < 8 AND locked <> g.counter THEN
-                again := true;
-                EXIT;
-            END IF;
-            r := aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
-            IF r.queue_id IS NULL THEN
-                PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
-                CONTINUE;
-            END IF;
-            -- A prefix warming up: the group waits for its answer, one mark at most
-            -- (the walk serves other groups meanwhile); a cold one sends this row alone.
-            cstate := CASE WHEN cspec IS NOT NULL THEN aiqueue_cache_check(
-                cspec, g.pool, g.priority, g.group_key, g.joins, r.payload_id) END;
-            CONTINUE WHEN cstate = 'warming';
-            -- The row's slots (35_slots.sql): a full pool is stepped over from
-            -- here on, a full kind no longer looked for.
-            CASE aiqueue_slots_claim(plan, g.pool, r.queue_id)
-                WHEN 'pool' THEN
-                    full_pools := full_pools || g.pool;
-                    CONTINUE;
-                WHEN 'kind' THEN
-                    kinds := array_remove(kinds, (SELECT q.kind FROM ai_marking_queue q
-                                                  WHERE q.queue_id = r.queue_id));
-                    EXIT WHEN cardinality(kinds) = 0;
-                    CONTINUE;
-                ELSE NULL;
-            END CASE;
-            w := aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
-                                     r.assignment_id, money);
-            IF cstate IS NOT NULL THEN
-                PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key,
-                                                 r.payload_id, cstate);
-            END IF;
-            queue_id := r.queue_id;
-            tokens := w.tokens;
-            usd := w.usd;
-            RETURN;
         END LOOP;
-        CONTINUE WHEN again;
+        CONTINUE WHEN race.again;
         -- (A full pool has no slot for that group's row either.)
-        EXIT WHEN a_pool IS NULL OR a_pool = ANY (full_pools);
-        -- Wait for that charge to commit, then walk again, seeing it: watch its
-        -- counter (no lock held, so any number of such waits is safe); if it does
-        -- not move soon, wait for its lock, once, holding no other row.
-        IF aiqueue_fair_await(a_pool, a_priority, a_group, a_was) THEN
-            CONTINUE;
-        END IF;
-        IF waits THEN
-            PERFORM 1 FROM ai_marking_fair f
-            WHERE f.pool = a_pool AND f.priority = a_priority AND f.group_key = a_group
-            FOR UPDATE;
-            waits := false;
-        ELSE
-            passed := passed || (a_pool || '/' || a_priority || '/' || a_group);
-        END IF;
+        EXIT WHEN race.pool IS NULL OR race.pool = ANY (full_pools);
+        race := aiqueue_race_wait(race);
     END LOOP;
 END
 $$;
 
--- Lock a walked group's counter row unless another transaction holds it (a
--- claim charging it, a result correcting it, an enqueue joining it): its
--- counter as now committed when this claim holds it, NULL when another does.
-CREATE OR REPLACE FUNCTION aiqueue_fair_lock(p_pool text, p_priority integer, p_group text)
-RETURNS float8 LANGUAGE plpgsql AS $$
+-- A walked group's turn, its counter row held: its first due row of a kind
+-- with room (none: the group may stop waiting, aiqueue_fair_idle), unless its
+-- prefix is warming (the group waits for its answer, one mark at most; the
+-- walk serves other groups meanwhile; a cold one sends this row alone); then
+-- the row's slots (35_slots.sql: `full_pool`, or `full_kind` the row's kind,
+-- when there is none), then the charge.  NULL queue_id: nothing taken.
+CREATE OR REPLACE FUNCTION aiqueue_fair_take(p_pool text, p_priority integer, p_group text,
+                                             p_joins bigint, kinds text[], plan jsonb,
+                                             money jsonb, cspec jsonb,
+                                             OUT queue_id uuid, OUT tokens float8,
+                                             OUT usd float8, OUT full_pool boolean,
+                                             OUT full_kind text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
-    c float8;
+    r record := aiqueue_fair_head(p_pool, p_priority, p_group, kinds);
+    cstate text;
+    w record;
+    none_free text;
 BEGIN
-    SELECT f.counter INTO c FROM ai_marking_fair f
-    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
-    FOR UPDATE SKIP LOCKED;
-    RETURN c;
-END
-$$;
-
--- Whether a group's committed counter moves from `was` within about 30 ms (a
--- charge committing): each look a statement of its own, a new snapshot.
-CREATE OR REPLACE FUNCTION aiqueue_fair_await(p_pool text, p_priority integer, p_group text,
-                                              was float8)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    FOR i IN 1..30 LOOP
-        PERFORM pg_sleep(0.001);
-        IF aiqueue_fair_counter(p_pool, p_priority, p_group) IS DISTINCT FROM was THEN
-            RETURN true;
+    full_pool := false;
+    IF r.queue_id IS NULL THEN
+        PERFORM aiqueue_fair_idle(p_pool, p_priority, p_group, p_joins);
+        RETURN;
+    END IF;
+    cstate := CASE WHEN cspec IS NOT NULL THEN aiqueue_cache_check(
+        cspec, p_pool, p_priority, p_group, p_joins, r.payload_id) END;
+    IF cstate = 'warming' THEN
+        RETURN;
+    END IF;
+    none_free := aiqueue_slots_claim(plan, p_pool, r.queue_id);
+    IF none_free IS NOT NULL THEN
+        full_pool := none_free = 'pool';
+        IF none_free = 'kind' THEN
+            full_kind := (SELECT q.kind FROM ai_marking_queue q WHERE q.queue_id = r.queue_id);
         END IF;
-    END LOOP;
-    RETURN false;
-END
-$$;
-
--- A group's counter as committed now (a statement of its own: a new snapshot).
-CREATE OR REPLACE FUNCTION aiqueue_fair_counter(p_pool text, p_priority integer, p_group text)
-RETURNS float8 LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (SELECT f.counter FROM ai_marking_fair f
-            WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group);
-END
-$$;
-
--- What a claim of a group's first pending row charges it (aiqueue_fair_charge:
--- its assignment's estimate, weighted); 'infinity' when it has none.
-CREATE OR REPLACE FUNCTION aiqueue_fair_next_charge(p_pool text, p_priority integer,
-                                                    p_group text)
-RETURNS float8 LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN coalesce((SELECT aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens)
-                     FROM (SELECT q.assignment_id FROM ai_marking_queue q
-                           WHERE q.status = 'pending' AND q.pool = p_pool
-                             AND q.priority = p_priority
-                             AND coalesce(q.group_key, q.assignment_id) = p_group
-                           ORDER BY q.turn, q.seq LIMIT 1) h
-                     CROSS JOIN LATERAL aiqueue_estimate(p_pool, h.assignment_id) e),
-                    'infinity');
+        RETURN;
+    END IF;
+    w := aiqueue_fair_charge(p_pool, p_priority, p_group, p_joins, r.queue_id,
+                             r.assignment_id, money);
+    IF cstate IS NOT NULL THEN
+        PERFORM aiqueue_cache_dispatched(cspec, p_pool, p_priority, p_group, r.payload_id,
+                                         cstate);
+    END IF;
+    queue_id := r.queue_id;
+    tokens := w.tokens;
+    usd := w.usd;
 END
 $$;
 
