@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store, connect_pool
-from aiqueue.models import Completed
+from aiqueue.models import Completed, Job
 from tests.conftest import add_submissions
 from tests.integration.pools_kit import KIND_CAPS, POOL_CAPS, pools_settings
 from tests.plans import plan_of, settle_one
@@ -102,7 +103,7 @@ async def test_every_end_of_a_dispatch_frees_its_slot(
     await store.enqueue(ids, "hw-1", 0, {})
     plan = plan_of(1, THRESHOLD)
 
-    async def claim() -> tuple[object, int]:
+    async def claim() -> tuple[uuid.UUID, int]:
         job = await store.claim(plan)
         assert job is not None
         assert await store.claim(plan) is None  # the one slot is held
@@ -157,7 +158,7 @@ async def test_many_claimers_across_pools_and_kinds_never_pass_a_cap(
                 await stores[0].enqueue(ids, hw, 0, {}, kind=kind,
                                         pool=settings.queue.kind(kind).pool)
         rng = random.Random(47)
-        out: list = []
+        out: list[Job] = []
         done = 0
 
         async def check() -> None:

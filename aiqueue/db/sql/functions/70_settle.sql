@@ -22,12 +22,16 @@
 --                            48_spend_windows)
 --   aiqueue_handback       a repeated result: hand back the row it claimed
 --                          (71_settle_charge)
---   aiqueue_claim          the next row (60_claim: 30_gate, whose caps count the
---                          pool's and kind's slots in ai_marking_claimed (10_plan);
---                          40_fair, 42_fair_pick, 45_cache; its money: the budget
---                          window in 21_budget, the spend caps in 50_spend and
---                          48_spend_windows), moved to processing with its slot
---                          inserted, taken by the settle's caller to send it
+--   aiqueue_claim          the next row (60_claim: 30_gate's room, a first count of
+--                          the pool's and kind's rows in ai_marking_claimed (10_plan);
+--                          42_fair_pick's walk (40_fair; 43_fair_race: groups other
+--                          claims are charging; 45_cache), which takes the row's
+--                          slots in ai_marking_slots (35_slots, SKIP LOCKED) before
+--                          it charges the group; its money: the budget window in
+--                          21_budget, the spend caps in 50_spend and
+--                          48_spend_windows), moved to processing with its
+--                          ai_marking_claimed row inserted, taken by the settle's
+--                          caller to send it
 --
 -- Transaction flags (set_config(..., true): they last to the transaction's
 -- end).  Each is read by a trigger, which takes no arguments, so none can be
@@ -83,8 +87,10 @@ $$;
 -- whether or not the result was new: the gate decides whether a slot is free
 -- (a late result's duplicate may find one).  Always exactly one row: `applied`,
 -- and the claimed job's columns (NULL when nothing was claimed).  Locks: the
--- completion holds its row while the claim waits for the advisory lock, whose
--- holder never waits for a row lock (SKIP LOCKED), so this cannot deadlock.
+-- completion holds its row while the settle waits for the advisory lock
+-- (aiqueue_result), whose holders never wait for a queue row (SKIP LOCKED);
+-- plain claims, which no longer take it, wait for a counter row only while
+-- they hold no row (43_fair_race), so this cannot deadlock.
 -- A new result also raises the learned limit L (aiqueue_flow_result) before
 -- the claim reads it.
 --
