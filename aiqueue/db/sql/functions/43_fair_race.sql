@@ -12,8 +12,9 @@
 -- order stays the one claims one at a time would give.  It waits by watching
 -- the group's committed counter, which holds no lock; only when that charge
 -- does not commit soon does it wait for the row's lock, and only a claim that
--- holds no row yet, once (a plain claim: a settle's holds its result's rows,
--- and steps over that group instead), so no cycle of waits can form.  A group
+-- holds no row yet, once, so no cycle of waits can form.  A settle's claim
+-- (it holds its result's rows and the claim's lock) waits for neither: it
+-- steps over a group being charged.  A group
 -- charged and committed since the walk read it makes the walk stale: it walks
 -- again (a few times at most).  Claims of other groups and of other pools
 -- never wait for each other.
@@ -21,13 +22,17 @@
 -- The state one pick carries (the type aiqueue_race, migration 0053): the
 -- group to wait for (pool NULL: none), its counter after that charge and as
 -- the walk read it (`was`); whether this claim may still wait for a lock;
--- the groups it stopped waiting for (`passed`); the walks so far; after
--- aiqueue_race_lock, whether the walk is stale (`again`) and whether this
--- claim now holds the group's row (`held`).
+-- the groups it stopped waiting for (`passed`; NULL: it waits for none); the
+-- walks so far; after aiqueue_race_lock, whether the walk is stale (`again`)
+-- and whether this claim now holds the group's row (`held`).
 
+-- A plain claim holds no row when it starts; a settle's claim does (its
+-- result's rows, and the claim's lock: it never waits here, so the lock it
+-- holds is held no longer for it).
 CREATE OR REPLACE FUNCTION aiqueue_race_start() RETURNS aiqueue_race
 LANGUAGE sql AS $$
-    SELECT ROW(NULL, NULL, NULL, NULL, NULL, pg_current_xact_id_if_assigned() IS NULL, '{}',
+    SELECT ROW(NULL, NULL, NULL, NULL, NULL, pg_current_xact_id_if_assigned() IS NULL,
+               CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN '{}'::text[] END,
                0, false, false)::aiqueue_race
 $$;
 
@@ -67,6 +72,7 @@ BEGIN
     END IF;
     now_at := aiqueue_fair_lock(p_pool, p_priority, p_group);
     IF now_at IS NULL THEN
+        -- (`passed` NULL: a settle's claim, which waits for nothing.)
         IF r.pool IS NULL AND NOT (p_pool || '/' || p_priority || '/' || p_group) = ANY (r.passed)
         THEN
             r.pool := p_pool;
