@@ -92,7 +92,10 @@ pieces AS MATERIALIZED (
            coalesce(m.cache_write_tokens, 0), coalesce(m.cache_saved_tokens, 0),
            m.cache_saved_usd
     FROM rest r
-    JOIN ai_marking_results m ON m.applied_at >= r.lo AND m.applied_at < r.hi
+    -- Per range (OFFSET 0 keeps it a scan per range, not a join): only the months
+    -- it reaches, through the BRIN index on applied_at.
+    CROSS JOIN LATERAL (SELECT * FROM ai_marking_results x
+                        WHERE x.applied_at >= r.lo AND x.applied_at < r.hi OFFSET 0) m
     UNION ALL
     -- Drift canaries' rows (docs/canaries.md), their own lane, as usage_report counts them.
     SELECT c.answered_at >= $2::timestamptz, coalesce(c.model, 'unknown'), 'canary', 1,
