@@ -144,7 +144,8 @@ async def test_the_upgrade_reads_no_row_under_its_lock(
                                "WHERE conname LIKE '%\\_before\\_%'") == 0
     assert await conn.fetchval(
         "SELECT count(*) FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid"
-        " WHERE c.relname LIKE 'ai\\_marking\\_results\\_reviewed\\_idx%' AND NOT x.indisvalid") == 0
+        " WHERE c.relname LIKE 'ai\\_marking\\_results\\_reviewed\\_idx%'"
+        " AND NOT x.indisvalid") == 0
 
 
 async def test_instances_upgrading_at_once_apply_it_once(
