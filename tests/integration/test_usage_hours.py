@@ -148,5 +148,5 @@ async def test_the_housekeeping_pass_sums_the_hours(store: Store, conn: asyncpg.
     await seed(conn, 30)
     await store.keep_partitions(KEPT, every_seconds=0)
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_usage_hours"
-                               " WHERE lane IS NULL") == 168  # a week a pass
+                               " WHERE lane IS NULL") == 48  # two days a pass
     await assert_same(store)
