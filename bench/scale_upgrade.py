@@ -23,10 +23,12 @@ _COUNT = ("SELECT (SELECT count(*) FROM ai_marking_attempts), "
 
 @dataclass(frozen=True)
 class Upgrade:
-    """Seconds: the steps (weak locks), the transaction after them, and the migrations
-    alone in one transaction without the steps (what the transaction held before)."""
+    """Seconds: the steps (weak locks); the migrations alone in one transaction after
+    them (rolled back), and `migrate up` after them (the functions and the lockdown too);
+    the migrations alone in one transaction without the steps (as before them)."""
 
     steps: float
+    prepared: float
     locked: float
     unprepared: float
 
@@ -51,8 +53,7 @@ async def _seeded(n: int, name: str) -> str:
 
 
 async def _unprepared(dsn: str) -> float:
-    """The pending migrations' SQL in one transaction, as `migrate` ran them before it had
-    steps (rolled back)."""
+    """Seconds the pending migrations' SQL takes in one transaction (rolled back)."""
     conn = await asyncpg.connect(dsn, command_timeout=None)
     try:
         applied = {r["version"] for r in await conn.fetch("SELECT version FROM aiqueue_migrations")}
@@ -83,11 +84,12 @@ async def upgrade_times(n: int, name: str) -> Upgrade:
             started = time.perf_counter()
             await prepare(conn, None)
             steps = time.perf_counter() - started
+            prepared = await _unprepared(dsn)
             started = time.perf_counter()
             await migrate(dsn, "up")
             locked = time.perf_counter() - started
             assert tuple(await conn.fetchrow(_COUNT)) == counts, "the upgrade lost rows"
-            return Upgrade(steps, locked, unprepared)
+            return Upgrade(steps, prepared, locked, unprepared)
         finally:
             await conn.close()
     finally:
