@@ -42,7 +42,7 @@ LIMIT $5;
 
 -- submission_status --
 -- The submission's latest row and, when it is pending, how many pending rows the
--- claim takes before it: those ahead in claim order (priority DESC, turn, seq)
+-- claim takes before it: those ahead in claim order (-priority, turn, seq)
 -- that are due no later than it is; while it waits out a backoff, every row of
 -- its priority due before it as well, whatever its turn.  The priority range
 -- is a range condition on the claim index, so the count reads only those rows.
@@ -60,7 +60,8 @@ SELECT l.queue_id, l.status, l.attempts,
        l.status = 'pending' AND l.held_run_after IS NOT NULL AS held,
        CASE WHEN l.status = 'pending' AND l.held_run_after IS NULL THEN (
            SELECT count(*) FROM ai_marking_ready q
-           WHERE (q.priority > l.priority
+           WHERE -q.priority <= -l.priority
+             AND (q.priority > l.priority
                   OR (q.priority = l.priority
                       AND ((q.turn, q.seq) < (l.turn, l.seq)
                            OR (l.run_after > now() AND q.queue_id <> l.queue_id))))
@@ -142,7 +143,8 @@ SELECT (SELECT run_id FROM run) AS run_id,
         WHERE status IN ('pending', 'processing') AND lane = 'batch') AS deadline,
        CASE WHEN EXISTS (SELECT 1 FROM last) THEN (
            SELECT count(*) FROM ai_marking_ready q, last l
-           WHERE (q.priority > l.priority
+           WHERE -q.priority <= -l.priority
+             AND (q.priority > l.priority
                   OR (q.priority = l.priority
                       AND ((q.turn, q.seq) <= (l.turn, l.seq) OR l.run_after > now())))
              AND q.run_after <= greatest(now(), l.run_after)
