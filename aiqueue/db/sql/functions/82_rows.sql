@@ -27,8 +27,11 @@ $$;
 -- The rows in flight (status processing): those at the function hold a slot
 -- (ai_marking_claimed), those in a provider batch are rows of an open batch.
 -- The record keeps no index of them (a claim would write it: docs/architecture.md).
+-- Planned on its own, each row found from its slot or batch by the record's key:
+-- statistics taken while no row was in flight would otherwise read the whole
+-- record for the few that are (seq scans off: its tables are walked by index).
 CREATE OR REPLACE FUNCTION aiqueue_in_flight() RETURNS TABLE (queue_id uuid)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE ROWS 10 SET enable_seqscan = off AS $$
     SELECT c.queue_id FROM ai_marking_claimed c
     JOIN ai_marking_queue q ON q.queue_id = c.queue_id
     WHERE q.status = 'processing'
