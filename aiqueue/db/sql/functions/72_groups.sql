@@ -84,7 +84,7 @@ BEGIN
         FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
         WHERE r.leader_id = p_leader AND r.run_after = 'infinity' AND q.status = 'pending'
         ORDER BY q.queue_id
-        FOR UPDATE
+        FOR UPDATE OF q
     ),
     prev AS MATERIALIZED (
         SELECT s.id, s.ai_result, s.ai_marked_at
