@@ -55,38 +55,37 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT 8
 $$;
 
-CREATE OR REPLACE FUNCTION aiqueue_fair_crowded(p_priority integer, k float8, kt bigint, ks bigint,
-                                                c float8, ct bigint, cs bigint)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT count(*) > aiqueue_fair_slack() FROM (
-        SELECT 1 FROM ai_marking_fair f
-        WHERE f.waiting AND f.priority = p_priority
-          AND (f.walk_key, f.walk_turn, f.walk_seq) > (k, kt, ks)
-          AND (f.walk_key, f.walk_turn, f.walk_seq) <= (c, ct, cs)
-        LIMIT aiqueue_fair_slack() + 1) x
-$$;
-
--- The key of group row `f` after an update that leaves it `waiting` with
--- `counter`, `head_turn` and `head_seq`.
-CREATE OR REPLACE FUNCTION aiqueue_fair_key(f ai_marking_fair, waiting boolean, counter float8,
-                                            head_turn bigint, head_seq bigint,
+-- The key of group row `f` after an update that leaves it `p_waiting` with
+-- counter `p_counter` and head (`p_turn`, `p_seq`).
+CREATE OR REPLACE FUNCTION aiqueue_fair_key(f ai_marking_fair, p_waiting boolean,
+                                            p_counter float8, p_turn bigint, p_seq bigint,
                                             OUT walk_key float8, OUT walk_turn bigint,
                                             OUT walk_seq bigint)
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    crowd integer;
 BEGIN
-    IF waiting AND f.waiting
-       AND (counter, head_turn, head_seq) >= (f.walk_key, f.walk_turn, f.walk_seq)
-       AND ((counter, head_turn, head_seq) = (f.counter, f.head_turn, f.head_seq)
-            OR NOT aiqueue_fair_crowded(f.priority, f.walk_key, f.walk_turn, f.walk_seq,
-                                        counter, head_turn, head_seq)) THEN
-        walk_key := f.walk_key;
-        walk_turn := f.walk_turn;
-        walk_seq := f.walk_seq;
-    ELSE
-        walk_key := counter;
-        walk_turn := head_turn;
-        walk_seq := head_seq;
+    walk_key := p_counter;
+    walk_turn := p_turn;
+    walk_seq := p_seq;
+    IF NOT (p_waiting AND f.waiting)
+       OR (p_counter, p_turn, p_seq) < (f.walk_key, f.walk_turn, f.walk_seq) THEN
+        RETURN;
     END IF;
+    IF (p_counter, p_turn, p_seq) <> (f.counter, f.head_turn, f.head_seq) THEN
+        SELECT count(*) INTO crowd FROM (
+            SELECT 1 FROM ai_marking_fair x
+            WHERE x.waiting AND x.priority = f.priority
+              AND (x.walk_key, x.walk_turn, x.walk_seq) > (f.walk_key, f.walk_turn, f.walk_seq)
+              AND (x.walk_key, x.walk_turn, x.walk_seq) <= (p_counter, p_turn, p_seq)
+            LIMIT aiqueue_fair_slack() + 1) c;
+        IF crowd > aiqueue_fair_slack() THEN
+            RETURN;
+        END IF;
+    END IF;
+    walk_key := f.walk_key;
+    walk_turn := f.walk_turn;
+    walk_seq := f.walk_seq;
 END
 $$;
 
