@@ -18,7 +18,7 @@ import httpx
 from aiqueue.models import Job, QueueId, SubmissionId
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import Applied, JobTrace
-from aiqueue.tracing.otel import OtelTracer
+from aiqueue.tracing.otel import BATCH, QUEUED, OtelTracer
 from bench import loop
 from bench.common import Table, free_port, spawn, wait_http
 
@@ -42,8 +42,10 @@ class Rows:
 async def tracer_cpu_us(endpoint: str, jobs: int) -> float:
     """CPU (every thread of this process) per job of a job's spans, with a real OTLP/HTTP
     export: the enqueue's, a claim's, a dispatch's and a result's, then a flush."""
-    # Every span kept for export, none dropped: the loop below makes them faster than any app.
-    os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = str(jobs * 5)
+    # Every span kept for export, none dropped: the loop below makes them faster than any
+    # app; the batches are the app's own (tracing/otel.py).
+    os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = str(max(jobs * 5, QUEUED))
+    os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = str(BATCH)
     tracer = OtelTracer(Tracing(f"{endpoint}/v1/traces", service_name="aiqueue-bench"))
     rows = Rows()
     batch = [Job(QueueId(uuid.uuid4()), SubmissionId(uuid.uuid4()), "bench", 1, 1,
