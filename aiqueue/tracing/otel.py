@@ -56,6 +56,7 @@ _W3C = TraceContextTextMapPropagator()
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSET, _ERROR = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
 _KEEP = sampling.Decision.RECORD_AND_SAMPLE
+_ASK: Any = object()  # a job this instance has not seen: its row is asked
 
 
 def sampler(config: Tracing) -> sampling.Sampler:
@@ -219,10 +220,12 @@ class OtelTracer(Tracer):
             return None
         return known(queue_id, trace, parent)
 
-    async def _traces(self, store: TraceStore, ids: Sequence[QueueId]) -> dict[QueueId, Known]:
-        """The jobs' traces: known here, else from their rows (a job enqueued
-        before tracing was on, or not sampled, has none)."""
-        missing = [q for q in ids if q not in self.known]
+    async def _traces(self, store: TraceStore, ids: Sequence[QueueId]) -> list[Known | None]:
+        """Each job's trace (None: it has none): known here, else from its row (a job
+        enqueued before tracing was on, or not sampled, has none)."""
+        known_here = self.known
+        found = [known_here.get(q, _ASK) for q in ids]
+        missing = [q for q, job in zip(ids, found, strict=True) if job is _ASK]
         if missing:
             try:
                 rows = await store.job_traces(missing)
@@ -232,7 +235,9 @@ class OtelTracer(Tracer):
             else:
                 for queue_id in missing:
                     self._know(queue_id, self._from_row(queue_id, rows.get(queue_id)))
-        return {q: job for q in ids if (job := self.known.get(q)) is not None}
+            found = [known_here.get(q) if job is _ASK else job
+                     for q, job in zip(ids, found, strict=True)]
+        return found
 
     async def enqueued(self, store: TraceStore, queue_ids: Sequence[QueueId], started: int,
                        *, kind: str, pool: str, caller: str | None = None) -> None:
@@ -270,8 +275,7 @@ class OtelTracer(Tracer):
     async def claimed(self, store: TraceStore, jobs: Sequence[Job], started: int) -> None:
         traces = await self._traces(store, [job.queue_id for job in jobs])
         ended = clock()
-        for job in jobs:
-            known_job = traces.get(job.queue_id)
+        for job, known_job in zip(jobs, traces, strict=True):
             if known_job is None:
                 continue
             if known_job.trace.pool != job.pool:  # on its kind's fallback
@@ -282,15 +286,14 @@ class OtelTracer(Tracer):
                         {"aiqueue.attempt": job.attempt})
 
     async def dispatching(self, store: TraceStore, job: Job) -> DispatchSpan:
-        known_job = (await self._traces(store, [job.queue_id])).get(job.queue_id)
+        (known_job,) = await self._traces(store, (job.queue_id,))
         return NO_SPAN if known_job is None else OtelSpan(self, known_job, job.attempt)
 
     async def applied(self, store: TraceStore, results: Sequence[Applied], started: int,
                       claimed: Sequence[Job] = ()) -> None:
         traces = await self._traces(store, [r.queue_id for r in results])
         ended = clock()
-        for result in results:
-            known_job = traces.get(result.queue_id)
+        for result, known_job in zip(results, traces, strict=True):
             if known_job is not None:
                 self._child("aiqueue.result", SpanKind.CONSUMER, known_job, started, ended,
                             result_attributes(result),

@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 # OTLP's span kinds (trace.proto's SpanKind), by the API's.
 _KINDS = {SpanKind.INTERNAL: 1, SpanKind.SERVER: 2, SpanKind.CLIENT: 3,
@@ -119,37 +119,58 @@ def _link(link: Link) -> bytes | None:
                   + context.span_id.to_bytes(8, "big") + attributes + b"\x35" + _fixed32(flags))
 
 
+def _head(name: str, kind: SpanKind) -> bytes:
+    """A span's name and kind fields."""
+    return _text(b"\x2a", name) + b"\x30" + _SMALL[_KINDS[kind]]
+
+
+def _tail(status: Status, remote: bool) -> bytes:
+    """A span's status and flags fields."""
+    message = _field(b"\x12", status.description.encode()) if status.description else b""
+    code = status.status_code.value
+    return (_field(b"\x7a", message + (b"\x18" + _varint(code) if code else b""))
+            + b"\x85\x01" + _fixed32(_HAS_IS_REMOTE | (_IS_REMOTE if remote else 0)))
+
+
+# Heads and tails already written: aiqueue's spans have four names and a few statuses.
+_heads: dict[tuple[str, SpanKind], bytes] = {}
+_tails: dict[tuple[StatusCode, str | None, bool], bytes] = {}
+
+
 def _span(span: ReadableSpan) -> bytes | None:
     """A Span message, fields in number order as protobuf writes them."""
-    context, parent = span.context, span.parent
+    context, parent, start, end = span.context, span.parent, span.start_time, span.end_time
     attributes = _attributes(b"\x4a", span.attributes)
-    if (context is None or attributes is None or span.events
-            or span.start_time is None or span.end_time is None):
+    if context is None or attributes is None or span.events or start is None or end is None:
         return None
     # aiqueue's spans (tracing/otel.py) are ReadableSpans of plain dicts: nothing dropped.
     if span.__class__ is not ReadableSpan and (span.dropped_attributes or span.dropped_links):
         return None
-    out = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"),
-           b"\x12\x08", context.span_id.to_bytes(8, "big")]
-    if context.trace_state:
-        out.append(_field(b"\x1a", ",".join(f"{k}={v}" for k, v in
-                                            context.trace_state.items()).encode()))
-    if parent is not None:
-        out += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
-    out += (_text(b"\x2a", span.name), b"\x30", bytes((_KINDS[span.kind],)),
-            b"\x39", _fixed64(span.start_time), b"\x41", _fixed64(span.end_time), attributes)
+    links = b""
     for link in span.links:
         encoded = _link(link)
         if encoded is None:
             return None
-        out.append(encoded)
-    status = span.status
-    message = _field(b"\x12", status.description.encode()) if status.description else b""
-    code = status.status_code.value
-    out += (_field(b"\x7a", message + (b"\x18" + _varint(code) if code else b"")),
-            b"\x85\x01", _fixed32(_HAS_IS_REMOTE | (_IS_REMOTE if parent is not None
-                                                    and parent.is_remote else 0)))
-    return _field(b"\x12", b"".join(out))
+        links += encoded
+    state = context.trace_state
+    head_key = (span.name, span.kind)
+    if (head := _heads.get(head_key)) is None:
+        head = _head(*head_key)
+        if len(_heads) < 64:
+            _heads[head_key] = head
+    status, remote = span.status, parent is not None and parent.is_remote
+    tail_key = (status.status_code, status.description, remote)
+    if (tail := _tails.get(tail_key)) is None:
+        tail = _tail(status, remote)
+        if len(_tails) < 64:
+            _tails[tail_key] = tail
+    return _field(b"\x12", b"".join((
+        b"\x0a\x10", context.trace_id.to_bytes(16, "big"),
+        b"\x12\x08", context.span_id.to_bytes(8, "big"),
+        _field(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items()).encode())
+        if state else b"",
+        b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent is not None else b"",
+        head, b"\x39", _fixed64(start), b"\x41", _fixed64(end), attributes, links, tail)))
 
 
 def _scope(scope: InstrumentationScope | None) -> bytes | None:
