@@ -121,9 +121,11 @@ def _usage(usage: object) -> dict[str, Any] | None:
             keep[key] = value
         elif key == "model" and isinstance(value, str):
             keep[key] = value[:100]
-    if isinstance(usage.get("function_version"), str):
-        # A drift canary starts when it changes, as when the model does (docs/canaries.md).
-        keep["function_version"] = usage["function_version"][:100]
+    for key in ("function_version", "provider"):
+        # Kept with each result (docs/remark.md); a drift canary starts when the
+        # function's version changes, as when the model does (docs/canaries.md).
+        if isinstance(usage.get(key), str):
+            keep[key] = usage[key][:100]
     if usage.get("simulated") is True:
         keep["simulated"] = True  # the reference function's simulator: plausible, not real
     return keep or None

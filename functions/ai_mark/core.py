@@ -55,4 +55,4 @@ async def mark(dispatch: Mapping[str, Any], backend: Backend) -> Item:
     marking = reviewed(job, marking, suspected)
     log.info("marked queue_id=%s model=%s held=%s", qid, safe_id(marking.model),
              marking.review["reason"] if marking.review else "-")
-    return completed_item(job, marking)
+    return completed_item(job, marking, backend.name)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .job import Job, Score
+from .probe import FUNCTION_VERSION
 
 Item = dict[str, Any]
 
@@ -30,8 +31,10 @@ class Marking:
     review: Mapping[str, Any] | None = None
 
 
-def completed_item(job: Job, marking: Marking) -> Item:
-    """A `completed` item carrying the result and the token usage."""
+def completed_item(job: Job, marking: Marking, provider: str) -> Item:
+    """A `completed` item carrying the result, the token usage and who produced it:
+    `provider` (the backend's name) and this function's version, which the queue keeps
+    with each result (docs/remark.md) and watches for drift (docs/canaries.md)."""
     result: dict[str, Any] = {
         "score": marking.score,
         "max_score": job.max_score,
@@ -52,6 +55,7 @@ def completed_item(job: Job, marking: Marking) -> Item:
             usage[key] = value
     if marking.extra.get("simulated"):
         usage["simulated"] = True  # counts estimated by the simulator, not a model's
+    usage.update(made_by(provider))
     item: Item = {
         "queue_id": job.queue_id,
         "token": job.token,
@@ -96,3 +100,8 @@ def progress_item(queue_id: object, token: object, current: int, total: int, mes
         "status": "progress",
         "progress": {"current": current, "total": total, "message": message},
     }
+
+
+def made_by(provider: str) -> dict[str, str]:
+    """The usage fields that say which provider and which function made a result."""
+    return {"provider": provider, "function_version": FUNCTION_VERSION}

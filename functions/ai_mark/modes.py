@@ -25,7 +25,7 @@ from typing import Any
 from .anthropic_backend import MAX_TOKENS, messages_body, usage_counts
 from .errors import InvalidDispatch, MalformedOutput
 from .invoke import HttpError
-from .items import Item, failed_item
+from .items import Item, failed_item, made_by
 from .job import Job, Score, parse_dispatch, safe_id
 from .prompt import build_messages, parse_criteria, parse_marking
 
@@ -130,7 +130,7 @@ def _item(provider: str, entry: Mapping[str, Any]) -> Item:
         result["criteria"] = [{"id": cid, "score": s, "max_score": most}
                               for cid, s, most in criteria]
     return {"queue_id": queue_id, "token": token, "status": "completed", "result": result,
-            "usage": usage}
+            "usage": {**usage, **made_by(provider)}}
 
 
 def _reply(provider: str, response: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -8,11 +8,17 @@ submission; the answer is a `probe` item with the probe's own token.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .items import Item
+from .prompt import PROMPT_VERSION
+
+if TYPE_CHECKING:
+    from .items import Item
 
 NAME, VERSION = "ai_mark", "2026.11"
+# What a result's usage reports as `function_version`: the release and its prompt's text,
+# so a changed prompt under the same model starts a drift canary (docs/canaries.md).
+FUNCTION_VERSION = f"{VERSION}+{PROMPT_VERSION}"
 
 
 def is_probe(dispatch: Mapping[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -22,6 +23,9 @@ REPAIR = (
     "Your previous reply was invalid: {reason}. Reply again with only the JSON object "
     '{{"score": <number from 0 to {max_score}>, "feedback": "<non-empty text>"}}.'
 )
+
+# The prompt's own text, hashed: part of the function's version (probe.FUNCTION_VERSION).
+PROMPT_VERSION = hashlib.sha256((SYSTEM + REPAIR).encode()).hexdigest()[:8]
 
 
 def prompt_parts(job: Job) -> tuple[str, str]:

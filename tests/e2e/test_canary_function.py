@@ -13,6 +13,7 @@ import httpx
 from aiqueue.dev import demo
 from aiqueue.settings.canary import Canary
 from aiqueue.settings.kinds import Kind, Pool, QueueConfig
+from functions.ai_mark.probe import FUNCTION_VERSION
 from functions.ai_mark.server import create_app as function_app
 from tests.conftest import AUTH
 from tests.e2e.browser import QUICK, seed_demo, teacher_app
@@ -49,6 +50,10 @@ async def test_a_canary_re_marks_reviewed_answers_through_the_real_function(
             assert r.status_code == 202, r.text
             await until(conn, f"SELECT count(*) = {N} FROM ai_marking_queue "
                               "WHERE status = 'completed'")
+            # Each result records who made it: the function's provider and version.
+            made = await conn.fetch("SELECT DISTINCT provider, function_version "
+                                    "FROM ai_marking_results")
+            assert [tuple(m) for m in made] == [("simulate", FUNCTION_VERSION)]
             # The teacher accepts every mark as it is.
             for qid in await conn.fetch("SELECT queue_id FROM ai_marking_queue"):
                 r = await client.post(f"/api/marking/queue/{qid['queue_id']}/accept",
@@ -63,6 +68,6 @@ async def test_a_canary_re_marks_reviewed_answers_through_the_real_function(
             run = next(i for i in r.json()["items"] if i["trigger"] == "manual")
     # The same function and payload re-mark the same answers alike: it passes.
     assert run["answered"] == 6 and run["passed"] is True and run["exact"] == 1.0
-    assert run["model"] == "simulator"
+    assert run["model"] == "simulator" and run["function_version"] == FUNCTION_VERSION
     assert await conn.fetch("SELECT id, ai_result::text FROM submissions ORDER BY id") == marks
     assert await conn.fetchval("SELECT count(*) FROM ai_queue_alerts WHERE alert = 'drift'") == 0

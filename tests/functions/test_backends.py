@@ -14,6 +14,7 @@ from functions.ai_mark.backends import OllamaBackend, OpenAIBackend, make_backen
 from functions.ai_mark.core import mark
 from functions.ai_mark.settings import Settings
 from functions.ai_mark.simulate import SimulatorBackend
+from functions.ai_mark.probe import FUNCTION_VERSION
 
 from .conftest import ANSWER, OLLAMA_URL, OPENAI_URL, make_dispatch
 
@@ -85,7 +86,8 @@ async def test_ollama_good_output(respx_mock: respx.MockRouter) -> None:
         "token": "signed-token",
         "status": "completed",
         "result": {"score": 7, "max_score": 10, "feedback": GOOD["feedback"]},
-        "usage": {"model": "llama3.1:8b", "prompt_tokens": 812, "completion_tokens": 164},
+        "usage": {"model": "llama3.1:8b", "prompt_tokens": 812, "completion_tokens": 164,
+                  "provider": "ollama", "function_version": FUNCTION_VERSION},
     }
     body = sent(route)
     assert body["format"] == "json" and body["stream"] is False
@@ -110,6 +112,8 @@ async def test_openai_good_output(respx_mock: respx.MockRouter) -> None:
         "model": "gpt-4o-mini-2024-07-18",
         "prompt_tokens": 500,
         "completion_tokens": 60,
+        "provider": "openai",
+        "function_version": FUNCTION_VERSION,
     }
     request = route.calls.last.request
     assert request.headers["authorization"] == "Bearer sk-test"

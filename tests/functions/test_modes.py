@@ -15,6 +15,7 @@ from functions.ai_mark.modes import answer
 from functions.ai_mark.prompt import build_messages
 from functions.ai_mark.server import create_app
 from functions.ai_mark.settings import Settings
+from functions.ai_mark.items import made_by
 from tests.batchapi.anthropic_api import message_for
 from tests.batchapi.openai_lines import answer_line
 
@@ -87,7 +88,7 @@ def test_parse_relays_the_providers_cache_counts() -> None:
         {"queue_id": job["queue_id"], "callback_token": "t", "response": reply}]})["items"]
     assert item["usage"] == {"model": "claude-x", "prompt_tokens": 2400,
                              "completion_tokens": 60, "cache_read_tokens": 2000,
-                             "cache_write_tokens": 0}
+                             "cache_write_tokens": 0, **made_by("anthropic")}
     chat = {"choices": [{"message": {"content": '{"score": 7, "feedback": "Good."}'}}],
             "model": "gpt-x", "usage": {"prompt_tokens": 2400, "completion_tokens": 60,
                                         "prompt_tokens_details": {"cached_tokens": 1920}}}
@@ -155,7 +156,8 @@ def test_anthropic_text_blocks_are_joined() -> None:
     [item] = answer({"mode": "parse", "provider": "anthropic", "responses": [
         {"queue_id": "q", "callback_token": "t", "response": reply}]})["items"]
     assert item["result"] == {"score": 2, "feedback": "ok"}
-    assert item["usage"] == {"model": "claude", "prompt_tokens": 9, "completion_tokens": 5}
+    assert item["usage"] == {"model": "claude", "prompt_tokens": 9, "completion_tokens": 5,
+                             **made_by("anthropic")}
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from functions.ai_mark.backends import OpenAIBackend, make_backend
 from functions.ai_mark.core import mark
 from functions.ai_mark.errors import SettingsError
 from functions.ai_mark.settings import Settings
+from functions.ai_mark.items import made_by
 
 from .conftest import ANSWER, OPENAI_URL, make_dispatch
 
@@ -80,7 +81,8 @@ async def test_openai_sends_the_cache_key_and_relays_the_cached_tokens(
     assert user.index("What is photosynthesis?") < user.index("Rubric") < user.index(ANSWER)
     assert user.endswith("ANSWER>>>")
     assert item["usage"] == {"model": "gpt-4o-mini", "prompt_tokens": 2400,
-                             "completion_tokens": 60, "cache_read_tokens": 1920}
+                             "completion_tokens": 60, "cache_read_tokens": 1920,
+                             **made_by("openai")}
 
 
 async def test_without_a_key_none_is_sent(respx_mock: respx.MockRouter) -> None:
@@ -112,7 +114,7 @@ async def test_anthropic_caches_the_prefix_block_and_relays_reads_and_writes() -
     # Anthropic's input_tokens leaves the cache out: the prompt is all of it.
     assert item["usage"] == {"model": "claude-haiku-4-5", "prompt_tokens": 2400,
                              "completion_tokens": 60, "cache_read_tokens": 0,
-                             "cache_write_tokens": 2000}
+                             "cache_write_tokens": 2000, **made_by("anthropic")}
 
 
 async def test_anthropic_repairs_once() -> None:
