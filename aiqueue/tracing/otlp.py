@@ -15,6 +15,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# The exporter's HTTP transport, which it would import when first made: on the first
+# request, not at the app's start (tracing.prepare).
+import requests  # noqa: F401
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
