@@ -55,10 +55,12 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
         # counters spread as after a while of service (the triggers were off).
         await conn.execute(
             "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "
-            "                             head_turn, head_seq) "
-            "SELECT DISTINCT ON (assignment_id) 'default', 0, assignment_id, "
-            "       random() * 1000000, true, turn, seq "
-            "FROM ai_marking_queue WHERE status = 'pending' ORDER BY assignment_id, turn, seq")
+            "                             head_turn, head_seq, walk_key, walk_turn, walk_seq) "
+            "SELECT 'default', 0, g, c, true, t, s, c, t, s "
+            "FROM (SELECT DISTINCT ON (assignment_id) assignment_id AS g, "
+            "             random() * 1000000 AS c, turn AS t, seq AS s "
+            "      FROM ai_marking_queue WHERE status = 'pending' "
+            "      ORDER BY assignment_id, turn, seq) x")
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE submissions")

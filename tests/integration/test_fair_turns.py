@@ -212,12 +212,13 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     # Turns by tokens (aiqueue 0022): the walk of the waiting groups, then the
     # chosen group's first due row, each on its index.
     for function, pattern, index, cursor in (
-            ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",
-             "ai_marking_fair_walk_idx", True),
+            ("aiqueue_fair_next", r"SELECT f\.pool, f\.priority.*?ORDER BY f\.priority DESC, "
+             r"f\.walk_key, f\.walk_turn, f\.walk_seq", "ai_marking_fair_walk_idx", True),
             ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r\s+"
              r"FROM ai_marking_ready h.*?SKIP LOCKED",
              "ai_marking_ready_group_idx", False)):
-        text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
+        text = await plan_in_function(conn, function, pattern, cursor, c_pools="NULL",
+                                      c_seen="'{}'::text[]",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'"})
         assert index in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text

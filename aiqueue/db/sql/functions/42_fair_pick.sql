@@ -4,8 +4,9 @@
 -- waiting group with the smallest counter, priority first, turns by rows
 -- breaking ties; groups at a spend cap are stepped over.  It charges the
 -- group (counter; spend while the pool has a cap) and returns the charge,
--- which the claim writes on the row.  One walk of ai_marking_fair_walk_idx;
--- one probe of ai_marking_ready_group_idx per group it looks at
+-- which the claim writes on the row.  The groups in turn order one by one
+-- (aiqueue_fair_next, a short walk of ai_marking_fair_walk_idx each); one
+-- probe of ai_marking_ready_group_idx per group it looks at
 -- (aiqueue_fair_head).  `kinds`: the kinds with room (NULL: any); a group is
 -- walked only in a pool that has one (`plan`: the pools and kinds), and its
 -- first due row of one of them is taken.
@@ -25,17 +26,14 @@ DECLARE
     looked text[] := '{}';
     w record;
     cstate text;
-    -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
-    -- the walk index in order, where a plain FOR query would sort every
-    -- waiting group first.
-    walk CURSOR (p_pools text[]) FOR
-        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter FROM ai_marking_fair f
-        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
-          AND (f.due_at IS NULL OR f.due_at <= now())
-          AND (p_pools IS NULL OR f.pool = ANY (p_pools))
-        ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
+    pools text[] := aiqueue_kinds_pools(kinds, plan);
+    -- The groups walked so far (pool/priority/group).
+    seen text[] := '{}';
 BEGIN
-    FOR g IN walk(aiqueue_kinds_pools(kinds, plan)) LOOP
+    LOOP
+        g := aiqueue_fair_next(pools, seen);
+        EXIT WHEN g.group_key IS NULL;
+        seen := seen || (g.pool || '/' || g.priority || '/' || g.group_key);
         cspec := aiqueue_cache_spec(plan, g.pool);
         IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
             looked := looked || (g.pool || '/' || g.priority);
@@ -70,6 +68,58 @@ BEGIN
         usd := w.usd;
         RETURN;
     END LOOP;
+END
+$$;
+
+-- The next waiting group in turn order (priority first, then the smallest
+-- counter, turns by rows breaking ties) among `p_pools` (NULL: all), other than
+-- the groups `p_seen` (pool/priority/group); NULLs: none.  The walk index
+-- orders the groups by their walk key, a lower bound of (counter, head_turn,
+-- head_seq) that every writer of the row keeps (aiqueue_fair_key, 40_fair.sql): the
+-- walk reads in key order, keeps the smallest true order met, and stops at the
+-- first group whose key is past it (its own order can only be further), or at
+-- a lower priority.  It reads the first group and the few (at most
+-- aiqueue_fair_slack when they were charged) whose keys lie below its order.
+-- A declared cursor is planned for its first rows (cursor_tuple_fraction): the
+-- walk index in order, where a plain FOR query would sort every waiting group.
+CREATE OR REPLACE FUNCTION aiqueue_fair_next(p_pools text[], p_seen text[], OUT pool text,
+                                             OUT priority integer, OUT group_key text,
+                                             OUT joins bigint, OUT counter float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
+    best record;
+    have boolean := false;
+    walk CURSOR (c_pools text[], c_seen text[]) FOR
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.head_turn, f.head_seq,
+               f.walk_key, f.walk_turn, f.walk_seq FROM ai_marking_fair f
+        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (f.due_at IS NULL OR f.due_at <= now())
+          AND (c_pools IS NULL OR f.pool = ANY (c_pools))
+          AND NOT ((f.pool || '/' || f.priority || '/' || f.group_key) = ANY (c_seen))
+        ORDER BY f.priority DESC, f.walk_key, f.walk_turn, f.walk_seq;
+BEGIN
+    FOR c IN walk(p_pools, p_seen) LOOP
+        IF NOT have THEN
+            best := c;
+            have := true;
+            CONTINUE;
+        END IF;
+        EXIT WHEN c.priority < best.priority
+                  OR (c.walk_key, c.walk_turn, c.walk_seq)
+                     > (best.counter, best.head_turn, best.head_seq);
+        IF (c.counter, c.head_turn, c.head_seq) < (best.counter, best.head_turn, best.head_seq)
+        THEN
+            best := c;
+        END IF;
+    END LOOP;
+    IF have THEN
+        pool := best.pool;
+        priority := best.priority;
+        group_key := best.group_key;
+        joins := best.joins;
+        counter := best.counter;
+    END IF;
 END
 $$;
 
@@ -140,7 +190,8 @@ CREATE OR REPLACE FUNCTION aiqueue_fair_idle(p_pool text, p_priority integer, p_
                                              p_joins bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE ai_marking_fair f SET waiting = false
+    UPDATE ai_marking_fair f
+    SET waiting = false, walk_key = f.counter, walk_turn = f.head_turn, walk_seq = f.head_seq
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
       AND f.joins = p_joins
       AND NOT EXISTS (SELECT 1 FROM ai_marking_ready q
@@ -182,7 +233,12 @@ BEGIN
     UPDATE ai_marking_fair f
     SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
         head_seq = coalesce(nxt.seq, f.head_seq),
-        waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins, updated_at = now()
+        waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins,
+        (walk_key, walk_turn, walk_seq) = (
+            SELECT k.* FROM aiqueue_fair_key(f, nxt.turn IS NOT NULL OR f.joins <> p_joins,
+                                             f.counter + tokens, coalesce(nxt.turn, f.head_turn),
+                                             coalesce(nxt.seq, f.head_seq)) k),
+        updated_at = now()
     -- The group's next pending row (none: its last went).
     FROM (SELECT NULL) one LEFT JOIN LATERAL (
         SELECT q.turn, q.seq FROM ai_marking_ready q

@@ -47,7 +47,12 @@ BEGIN
                 AND (p_ids IS NULL OR q.queue_id = ANY (p_ids))) r
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
-        UPDATE ai_marking_fair f SET counter = f.counter + c.tokens, updated_at = now()
+        UPDATE ai_marking_fair f
+        SET counter = f.counter + c.tokens,
+            (walk_key, walk_turn, walk_seq) = (
+                SELECT k.* FROM aiqueue_fair_key(f, f.waiting, f.counter + c.tokens,
+                                                 f.head_turn, f.head_seq) k),
+            updated_at = now()
         WHERE f.pool = c.pool AND f.priority = c.priority AND f.group_key = c.grp;
         IF c.usd IS NOT NULL THEN
             PERFORM aiqueue_spend_add(money -> c.pool, c.pool, c.grp, c.usd, now());

@@ -93,6 +93,10 @@ BEGIN
                  WHERE x.parent = p_parent AND x.is_default);
     EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
                    ' INCLUDING STORAGE INCLUDING COMPRESSION)', part, p_parent);
+    -- An attempt's line is updated by its result: room on the page for that (aiqueue 0062).
+    IF p_parent = 'ai_marking_attempts'::regclass THEN
+        EXECUTE format('ALTER TABLE %s SET (fillfactor = 80)', part);
+    END IF;
     IF fallback IS NOT NULL THEN
         EXECUTE format('WITH moved AS (DELETE FROM %s WHERE %I >= $1 AND %I < $2 RETURNING *)'
                        ' INSERT INTO %s SELECT * FROM moved', fallback, p_key, p_key, part)
@@ -121,7 +125,9 @@ $$;
 -- `p_events_seconds` (a day).  At most once per `p_every_seconds` across every
 -- instance (the control row is the gate); it runs before the row-by-row pass,
 -- which then finds only the month at the boundary (and the rows from before the
--- upgrade, until their partition's end is past the period too).  Each change waits at most 100 ms for its lock
+-- upgrade, until their partition's end is past the period too); then the
+-- hours of usage that /ai-queue's cost card reads are summed (96_usage_hours.sql).
+-- Each change waits at most 100 ms for its lock
 -- (DETACH and ATTACH lock the parent briefly; a queued lock would hold up every
 -- settle behind it) and is otherwise left for the next pass.  Runs with its
 -- owner's rights: the runtime role may not create or drop tables.
@@ -179,6 +185,8 @@ BEGIN
             END;
         END LOOP;
     END LOOP;
+    -- The cost card's hourly sums follow the results' months (96_usage_hours.sql).
+    PERFORM aiqueue_usage_roll(p_history_seconds);
     RETURN NEXT;
 END
 $$;
