@@ -52,15 +52,17 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
             "INSERT INTO ai_marking_groups (priority, group_key, last_turn) "
             "SELECT 0, assignment_id, max(turn) FROM ai_marking_queue GROUP BY assignment_id")
         # Turns by tokens (aiqueue 0022): every group with pending rows waits, with
-        # counters spread as after a while of service (the triggers were off).
-        await conn.execute(
-            "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "
-            "                             head_turn, head_seq, walk_key, walk_turn, walk_seq) "
-            "SELECT 'default', 0, g, c, true, t, s, c, t, s "
-            "FROM (SELECT DISTINCT ON (assignment_id) assignment_id AS g, "
-            "             random() * 1000000 AS c, turn AS t, seq AS s "
-            "      FROM ai_marking_queue WHERE status = 'pending' "
-            "      ORDER BY assignment_id, turn, seq) x")
+        # counters spread as after a while of service (the triggers were off). Only
+        # pending rows wait (the upgrade bench seeds ended rows on an older schema).
+        if status == "pending":
+            await conn.execute(
+                "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "
+                "                             head_turn, head_seq, walk_key, walk_turn, walk_seq) "
+                "SELECT 'default', 0, g, c, true, t, s, c, t, s "
+                "FROM (SELECT DISTINCT ON (assignment_id) assignment_id AS g, "
+                "             random() * 1000000 AS c, turn AS t, seq AS s "
+                "      FROM ai_marking_queue WHERE status = 'pending' "
+                "      ORDER BY assignment_id, turn, seq) x")
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE submissions")

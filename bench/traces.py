@@ -20,7 +20,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from aiqueue.models import Job, QueueId, SubmissionId
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import Applied, JobTrace, otlp
-from aiqueue.tracing.otel import BATCH, QUEUED, OtelTracer
+from aiqueue.tracing.otel import OtelTracer
+from aiqueue.tracing.pipeline import BATCH, QUEUED
 from bench import loop
 from bench.common import Table, free_port, spawn, wait_http
 

@@ -16,15 +16,13 @@ a result, feedback, a question, an error's text or a token.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider, sampling
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     Link,
@@ -44,60 +42,17 @@ from aiqueue.models import Job, QueueId
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import NO_SPAN, Applied, DispatchSpan, JobTrace, Tracer, TraceStore, clock
 from aiqueue.tracing.otlp import Exporter
+from aiqueue.tracing.pipeline import instance_resource, processor, sampler
 
 # Jobs' traces this instance knows without asking the database (enqueued or seen here).
 KNOWN_TRACES = 20_000
 # Spans still unsent when a Vercel invocation ends wait at most this long.
 FLUSH_MILLIS = 2_000
-# Unless OTEL_BSP_* say otherwise, batches of 2,048 spans in a queue of 8,192: the SDK's
-# 512 (and 2,048) send four HTTP requests where one does, each about 1.5 ms of the GIL.
-QUEUED, BATCH = 8192, 2048
 _W3C = TraceContextTextMapPropagator()
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSET, _ERROR = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
 _KEEP = sampling.Decision.RECORD_AND_SAMPLE
 _ASK: Any = object()  # a job this instance has not seen: its row is asked
-
-
-def sampler(config: Tracing) -> sampling.Sampler:
-    """OTEL_TRACES_SAMPLER (and its ratio) as the SDK's sampler."""
-    ratio = sampling.TraceIdRatioBased(config.ratio)
-    return {
-        "always_on": sampling.ALWAYS_ON,
-        "always_off": sampling.ALWAYS_OFF,
-        "traceidratio": ratio,
-        "parentbased_always_on": sampling.ParentBased(sampling.ALWAYS_ON),
-        "parentbased_always_off": sampling.ParentBased(sampling.ALWAYS_OFF),
-        "parentbased_traceidratio": sampling.ParentBased(ratio),
-    }[config.sampler]
-
-
-def processor(exporter: SpanExporter) -> BatchSpanProcessor:
-    """The SDK's batching processor, its sizes ours unless the OTEL_BSP_* variables set them."""
-    if any(name in os.environ for name in ("OTEL_BSP_MAX_QUEUE_SIZE",
-                                           "OTEL_BSP_MAX_EXPORT_BATCH_SIZE")):
-        return BatchSpanProcessor(exporter)
-    return BatchSpanProcessor(exporter, max_queue_size=QUEUED, max_export_batch_size=BATCH)
-
-
-class HashedOnce(Resource):
-    """The instance's resource, hashed once.
-
-    The SDK's OTLP encoder (used for a batch tracing/otlp.py does not encode) groups
-    each batch's spans by resource, and the SDK's Resource.__hash__ dumps every
-    attribute to JSON on each call: once per span.  A resource never changes once
-    made, so its hash is kept.
-    """
-
-    def __init__(self, made: Resource) -> None:
-        super().__init__(made.attributes, made.schema_url)
-        self._hash = super().__hash__()
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return other is self or super().__eq__(other)
 
 
 def result_attributes(result: Applied) -> dict[str, Any]:
@@ -169,8 +124,7 @@ class OtelTracer(Tracer):
     on = True
 
     def __init__(self, config: Tracing, exporter: SpanExporter | None = None) -> None:
-        self.resource = HashedOnce(Resource.create({**dict(config.resource),
-                                                    SERVICE_NAME: config.service_name}))
+        self.resource = instance_resource(config)
         self.scope = InstrumentationScope("aiqueue")
         # A provider of our own (the process's global one is left to the host): its
         # sampler and ids, its processor flushed on flush() and at the process's exit.

@@ -38,7 +38,7 @@ async def add_groups(conn: asyncpg.Connection, n: int, priority: int = 0) -> Non
 async def walk(conn: asyncpg.Connection) -> list[tuple[int, str]]:
     """Every waiting group, in the order aiqueue_fair_next gives them one by one."""
     seen: list[str] = []
-    order = []
+    order: list[tuple[int, str]] = []
     while True:
         g = await conn.fetchrow("SELECT * FROM aiqueue_fair_next(NULL, $1::text[])", seen)
         assert g is not None
