@@ -7,6 +7,12 @@ DROP INDEX IF EXISTS ai_marking_queue_active_uniq;
 DROP INDEX IF EXISTS ai_marking_queue_answer_idx;
 ALTER TABLE ai_marking_queue DROP COLUMN phase;
 ALTER TABLE ai_marking_queue RESET (fillfactor);
+-- The ready table's triggers (db/sql/functions/35_ready.sql) name columns an
+-- older migration's rollback drops; the next `up` makes them again.
+DROP TRIGGER IF EXISTS ai_marking_queue_0_ready_ins ON ai_marking_queue;
+DROP TRIGGER IF EXISTS ai_marking_queue_0_ready_upd ON ai_marking_queue;
+DROP FUNCTION IF EXISTS aiqueue_ready_inserted();
+DROP FUNCTION IF EXISTS aiqueue_ready_moved();
 DROP TABLE ai_marking_ready;
 
 CREATE INDEX ai_marking_queue_live_run_idx ON ai_marking_queue (run_id)
