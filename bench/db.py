@@ -10,7 +10,7 @@ import httpx
 
 from aiqueue.answers import AnswerKey
 from aiqueue.db.store import queries
-from bench.common import free_port, fresh_database, spawn, wait_http
+from bench.common import READY_ROWS, free_port, fresh_database, spawn, wait_http
 from tests.plans import plan_of
 
 SECRET = "bench-secret-0123456789abcdef"
@@ -63,6 +63,7 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
                 "             random() * 1000000 AS c, turn AS t, seq AS s "
                 "      FROM ai_marking_queue WHERE status = 'pending' "
                 "      ORDER BY assignment_id, turn, seq) x")
+        await conn.execute(READY_ROWS)
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE submissions")
@@ -136,6 +137,7 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
         same_rows = await _timed(
             conn, "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
                   "SELECT id, 'bulk', gen_random_uuid() FROM unnest($1::uuid[]) id", subs)
+        await conn.execute(READY_ROWS)
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("CREATE TABLE bench_bare (id uuid PRIMARY KEY DEFAULT "
                            "gen_random_uuid(), submission_id uuid, assignment_id text)")

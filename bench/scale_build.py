@@ -21,6 +21,8 @@ import time
 
 import asyncpg
 
+from bench.common import READY_ROWS
+
 MONTHS = 13
 
 _PARTITIONS = """
@@ -162,6 +164,7 @@ async def build(dsn: str, ended: int, pending: int, groups: int) -> None:
         await _timed(conn, "queue rows", _ROWS, groups)
         for statement in _statements(_HISTORY):
             await _timed(conn, "history", statement)
+        await _timed(conn, "ready rows", READY_ROWS)
         await conn.execute("SET session_replication_role = origin")
         for ix in indexes:
             # A partitioned table's index is defined ON ONLY its parent: built on every month.

@@ -148,6 +148,19 @@ async def _snapshot(conn: asyncpg.Connection, columns: dict[str, list[str]] | No
     return out
 
 
+async def _ready_is_pending(conn: asyncpg.Connection) -> None:
+    """ai_marking_ready (0067) holds exactly the pending rows, with their columns."""
+    ready = await conn.fetch(
+        "SELECT queue_id, pool, priority, grp, kind, turn, seq, run_after, lane, not_before,"
+        " expires_at, leader_id, run_kind FROM ai_marking_ready ORDER BY 1")
+    pending = await conn.fetch(
+        "SELECT queue_id, pool, priority, coalesce(group_key, assignment_id), kind, turn, seq,"
+        " run_after, lane, not_before, expires_at, leader_id, run_kind FROM ai_marking_queue"
+        " WHERE status = 'pending' ORDER BY 1")
+    assert [tuple(r) for r in ready] == [tuple(r) for r in pending]
+    assert len(ready) == sum(1 for spec in ROWS.values() if spec["status"] == "pending")
+
+
 async def test_every_state_survives_the_upgrade_and_the_way_back(
         db_url: str, conn: asyncpg.Connection):
     later = [m.version for m in discover() if m.version >= FIRST]
@@ -162,6 +175,7 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
 
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
+    await _ready_is_pending(conn)
     keys = await conn.fetch("SELECT walk_key, walk_turn, walk_seq FROM ai_marking_fair"
                             " ORDER BY group_key")
     assert [tuple(k) for k in keys] == [(1234.5, 3, 7), (99, 1, 2)]
@@ -185,3 +199,4 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     assert await _snapshot(conn, columns) == before
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
+    await _ready_is_pending(conn)

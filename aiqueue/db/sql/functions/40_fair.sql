@@ -102,9 +102,8 @@ LANGUAGE sql AS $$
     -- The group's first pending row now (rows of it may have been cancelled).
     FROM (SELECT NULL) x
     LEFT JOIN LATERAL (
-        SELECT q.turn, q.seq FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group
+        SELECT q.turn, q.seq FROM ai_marking_ready q
+        WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group
         ORDER BY q.turn, q.seq LIMIT 1) h ON true
     CROSS JOIN LATERAL (
         SELECT coalesce(aiqueue_fair_floor(p_pool, p_priority), 0) AS counter,
@@ -204,11 +203,13 @@ BEGIN
     RETURN (SELECT EXISTS (
         SELECT 1 FROM ai_marking_fair f CROSS JOIN unnest(kinds) k (kind)
         CROSS JOIN LATERAL (
-            SELECT 1 FROM ai_marking_queue q
-            WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
-              AND coalesce(q.group_key, q.assignment_id) = f.group_key
+            SELECT 1 FROM ai_marking_ready q
+            WHERE q.pool = f.pool AND q.priority = f.priority AND q.grp = f.group_key
               AND q.kind = k.kind AND q.run_after <= now() AND aiqueue_unexpired(q.expires_at)
               AND q.queue_id IS DISTINCT FROM except_id
+            -- Ordered as ai_marking_ready_group_kind_idx is: a probe of it, never a
+            -- scan that statistics taken while most rows matched would prefer.
+            ORDER BY q.turn, q.seq
             LIMIT 1) due
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
           AND (f.due_at IS NULL OR f.due_at <= now())

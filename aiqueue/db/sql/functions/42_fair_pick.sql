@@ -6,7 +6,7 @@
 -- group (counter; spend while the pool has a cap) and returns the charge,
 -- which the claim writes on the row.  The groups in turn order one by one
 -- (aiqueue_fair_next, a short walk of ai_marking_fair_walk_idx each); one
--- probe of ai_marking_queue_group_idx per group it looks at
+-- probe of ai_marking_ready_group_idx per group it looks at
 -- (aiqueue_fair_head).  `kinds`: the kinds with room (NULL: any); a group is
 -- walked only in a pool that has one (`plan`: the pools and kinds), and its
 -- first due row of one of them is taken.
@@ -124,7 +124,7 @@ END
 $$;
 
 -- A group's first due row of a kind with room, locked, with its payload (for
--- the prompt cache; NULLs: none).  One probe of ai_marking_queue_group_kind_idx
+-- the prompt cache; NULLs: none).  One probe of ai_marking_ready_group_kind_idx
 -- per kind with room, so a kind at its cap is never walked (aiqueue 0023),
 -- then its lock; SKIP LOCKED steps over a row a webhook or the recovery holds
 -- right now, and only then is the group walked in turn order (as it always is
@@ -145,9 +145,8 @@ BEGIN
     IF kinds IS NOT NULL THEN
         SELECT c.queue_id INTO head FROM unnest(kinds) k (kind)
         CROSS JOIN LATERAL (
-            SELECT h.queue_id, h.turn, h.seq FROM ai_marking_queue h
-            WHERE h.status = 'pending' AND h.pool = p_pool AND h.priority = p_priority
-              AND coalesce(h.group_key, h.assignment_id) = p_group
+            SELECT h.queue_id, h.turn, h.seq FROM ai_marking_ready h
+            WHERE h.pool = p_pool AND h.priority = p_priority AND h.grp = p_group
               AND h.kind = k.kind AND h.run_after <= now()
               AND aiqueue_unexpired(h.expires_at)
             ORDER BY h.turn, h.seq LIMIT 1) c
@@ -163,15 +162,17 @@ BEGIN
         held := NOT FOUND;
     END IF;
     IF kinds IS NULL OR held THEN
-        SELECT q.queue_id, q.assignment_id, q.payload_id INTO r FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group
-          AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
+        -- The record's status is tested again on its locked version: a row
+        -- another transaction moved meanwhile is stepped over.
+        SELECT q.queue_id, q.assignment_id, q.payload_id INTO r
+        FROM ai_marking_ready h JOIN ai_marking_queue q ON q.queue_id = h.queue_id
+        WHERE h.pool = p_pool AND h.priority = p_priority AND h.grp = p_group
+          AND h.run_after <= now() AND (kinds IS NULL OR h.kind = ANY (kinds))
           -- Never an expired row, even before the sweep has ended it (docs/operating/alerts.md); a
           -- not_before is the row's first run_after, so the test above holds it.
-          AND aiqueue_unexpired(q.expires_at)
-        ORDER BY q.turn, q.seq LIMIT 1
-        FOR UPDATE SKIP LOCKED;
+          AND aiqueue_unexpired(h.expires_at) AND q.status = 'pending'
+        ORDER BY h.turn, h.seq LIMIT 1
+        FOR UPDATE OF q SKIP LOCKED;
         queue_id := r.queue_id;
         assignment_id := r.assignment_id;
         payload_id := r.payload_id;
@@ -193,20 +194,15 @@ BEGIN
     SET waiting = false, walk_key = f.counter, walk_turn = f.head_turn, walk_seq = f.head_seq
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
       AND f.joins = p_joins
-      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                      WHERE q.status = 'pending' AND q.pool = p_pool
-                        AND q.priority = p_priority
-                        AND coalesce(q.group_key, q.assignment_id) = p_group);
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_ready q
+                      WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group);
     IF NOT FOUND AND NOT EXISTS (
-        SELECT 1 FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group
+        SELECT 1 FROM ai_marking_ready q
+        WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group
           AND q.run_after <= now()) THEN
         UPDATE ai_marking_fair f SET due_at = m.at
-        FROM (SELECT min(q.run_after) AS at FROM ai_marking_queue q
-              WHERE q.status = 'pending' AND q.pool = p_pool
-                AND q.priority = p_priority
-                AND coalesce(q.group_key, q.assignment_id) = p_group) m
+        FROM (SELECT min(q.run_after) AS at FROM ai_marking_ready q
+              WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group) m
         WHERE f.pool = p_pool AND f.priority = p_priority
           AND f.group_key = p_group AND f.joins = p_joins AND m.at > now();
     END IF;
@@ -245,9 +241,9 @@ BEGIN
         updated_at = now()
     -- The group's next pending row (none: its last went).
     FROM (SELECT NULL) one LEFT JOIN LATERAL (
-        SELECT q.turn, q.seq FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
+        SELECT q.turn, q.seq FROM ai_marking_ready q
+        WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group
+          AND q.queue_id <> p_id
         ORDER BY q.turn, q.seq LIMIT 1) nxt ON true
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
 END

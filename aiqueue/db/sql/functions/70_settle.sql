@@ -3,8 +3,8 @@
 -- A webhook's results in one round trip: aiqueue_settle_many (this file,
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
---     aiqueue_complete       apply it in one statement (its triggers: 80_feed,
---                            90_outbox, 72_groups), priced once by
+--     aiqueue_complete       apply it in one statement (its triggers: 35_ready,
+--                            80_feed, 90_outbox, 72_groups), priced once by
 --                            aiqueue_priced (50_spend's prices), the row's slot
 --                            deleted from ai_marking_claimed (a late result of an
 --                            earlier dispatch leaves the current one's), its record
@@ -24,10 +24,12 @@
 --                          (71_settle_charge)
 --   aiqueue_claim          the next row (60_claim: 30_gate, whose caps count the
 --                          pool's and kind's slots in ai_marking_claimed (10_plan);
---                          40_fair, 42_fair_pick, 45_cache; its money: the budget
---                          window in 21_budget, the spend caps in 50_spend and
---                          48_spend_windows), moved to processing with its slot
---                          inserted, taken by the settle's caller to send it
+--                          40_fair, 42_fair_pick, 45_cache walk ai_marking_ready; its
+--                          money: the budget window in 21_budget, the spend caps in
+--                          50_spend and 48_spend_windows), moved to processing (a
+--                          heap-only update of the record; its ready row deleted by
+--                          35_ready's trigger) with its slot inserted, taken by the
+--                          settle's caller to send it
 --
 -- Transaction flags (set_config(..., true): they last to the transaction's
 -- end).  Each is read by a trigger, which takes no arguments, so none can be

@@ -112,16 +112,17 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_batch_pick(p_pool text, p_limit integer, money jsonb)
 RETURNS SETOF uuid LANGUAGE sql AS $$
     SELECT q.queue_id
-    FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.pool = p_pool
-      AND q.run_after > now() AND q.run_after < 'infinity' AND q.held_run_after IS NULL
-      AND (q.not_before IS NULL OR q.not_before <= now())
+    FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+    WHERE r.lane = 'batch' AND r.pool = p_pool
+      AND r.run_after > now() AND r.run_after < 'infinity'
+      AND (r.not_before IS NULL OR r.not_before <= now())
       AND (NOT aiqueue_spend_capped(money -> p_pool)
-           OR (aiqueue_spend_stop(money -> p_pool, p_pool,
-                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
-    ORDER BY q.priority DESC, q.seq
+           OR (aiqueue_spend_stop(money -> p_pool, p_pool, r.grp)).until IS NULL)
+      -- Tested on the record's locked version too (a row moved meanwhile is stepped over).
+      AND q.status = 'pending' AND q.lane = 'batch' AND q.held_run_after IS NULL
+    ORDER BY r.priority DESC, r.seq
     LIMIT p_limit
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF q SKIP LOCKED
 $$;
 
 -- Rows `ids` (locked by aiqueue_batch_pick) move into batch p_batch: processing,
