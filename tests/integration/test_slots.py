@@ -140,7 +140,7 @@ async def test_a_lowered_cap_counts_the_dispatches_above_it(
     assert first is not None
     assert await store.complete(Completed(first.queue_id, first.dispatch_seq, {"score": 1},
                                           None), plan_of(2, THRESHOLD))
-    assert await conn.fetchval("SELECT aiqueue_slot_take('default', '', 2, gen_random_uuid(), 1)"
+    assert await conn.fetchval("SELECT aiqueue_slot_take('default', '', 2)"
                                ) is None
     assert await store.claim(plan_of(2, THRESHOLD)) is None
 

@@ -78,5 +78,19 @@ DROP FUNCTION IF EXISTS aiqueue_claim_more(jsonb, text[], text, text, uuid);
 DROP FUNCTION IF EXISTS aiqueue_cache_answered(uuid);
 -- aiqueue_cache_result returns nothing (it returned true).
 DROP FUNCTION IF EXISTS aiqueue_cache_result(ai_marking_queue);
--- aiqueue_cache_local takes the plan (the warm row's slots, 35_slots.sql).
+-- aiqueue_cache_local takes the plan (the warm row's slots, 36_slots.sql).
 DROP FUNCTION IF EXISTS aiqueue_cache_local(jsonb, jsonb, text[], text, integer, float8);
+-- aiqueue_cache_local and aiqueue_fair_pick return the kind's slot they locked,
+-- the pick its pool's too (36_slots.sql): a result of another shape goes first.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p WHERE p.proname = 'aiqueue_fair_pick' AND p.pronargs = 3
+               AND NOT 'pool_slot' = ANY (p.proargnames)) THEN
+        DROP FUNCTION aiqueue_fair_pick(text[], jsonb, jsonb);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_proc p WHERE p.proname = 'aiqueue_cache_local' AND p.pronargs = 7
+               AND NOT 'kind_slot' = ANY (p.proargnames)) THEN
+        DROP FUNCTION aiqueue_cache_local(jsonb, jsonb, text[], text, integer, float8, jsonb);
+    END IF;
+END
+$$;

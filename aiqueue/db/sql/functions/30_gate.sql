@@ -140,7 +140,7 @@ END
 $$;
 
 -- The claim's advisory lock, held until the transaction ends.  The caps no
--- longer need it: they are slot rows (35_slots.sql), which claims take SKIP
+-- longer need it: they are slot rows (36_slots.sql), which claims take SKIP
 -- LOCKED, never waiting.  What it still orders, across every instance: the
 -- rows a claim writes besides its own (the turn counters' corrections, the
 -- spend windows, the budget window) against a settle's after-result writes,
@@ -171,7 +171,7 @@ END
 $$;
 
 -- Claim exactly one due row.  The caps hold through slot rows taken SKIP
--- LOCKED (35_slots.sql), so claims for different free slots proceed at once,
+-- LOCKED (36_slots.sql), so claims for different free slots proceed at once,
 -- across instances; the count of a pool's and a kind's in-flight rows below
 -- (aiqueue_room) is only the first look, the slot the proof (a cap counted
 -- without either is exceeded under concurrency: pgqueuer#761).  Each

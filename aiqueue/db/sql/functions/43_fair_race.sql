@@ -1,6 +1,6 @@
 -- Turns while claims run at once: the walk's view of groups other claims are charging.
 --
--- No lock serialises claims (30_gate, 35_slots.sql), so a claim can walk the
+-- No lock serialises claims (30_gate, 36_slots.sql), so a claim can walk the
 -- groups while another has charged one and not committed yet: the walk then
 -- sees that group's counter before its charge.  A claim locks the counter row
 -- of a group before it takes it, SKIP LOCKED (aiqueue_race_lock).  A group
@@ -19,7 +19,7 @@
 -- again (a few times at most).  Claims of other groups and of other pools
 -- never wait for each other.
 --
--- The state one pick carries (the type aiqueue_race, migration 0053): the
+-- The state one pick carries (the type aiqueue_race, migration 0068): the
 -- group to wait for (pool NULL: none), its counter after that charge and as
 -- the walk read it (`was`); whether this claim may still wait for a lock;
 -- the groups it stopped waiting for (`passed`; NULL: it waits for none); the
@@ -156,11 +156,11 @@ CREATE OR REPLACE FUNCTION aiqueue_fair_next_charge(p_pool text, p_priority inte
 RETURNS float8 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN coalesce((SELECT aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens)
-                     FROM (SELECT q.assignment_id FROM ai_marking_queue q
-                           WHERE q.status = 'pending' AND q.pool = p_pool
-                             AND q.priority = p_priority
-                             AND coalesce(q.group_key, q.assignment_id) = p_group
-                           ORDER BY q.turn, q.seq LIMIT 1) h
+                     FROM (SELECT q.assignment_id FROM ai_marking_ready r
+                           JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+                           WHERE r.pool = p_pool AND r.priority = p_priority
+                             AND r.grp = p_group
+                           ORDER BY r.turn, r.seq LIMIT 1) h
                      CROSS JOIN LATERAL aiqueue_estimate(p_pool, h.assignment_id) e),
                     'infinity');
 END

@@ -180,13 +180,17 @@ DECLARE
     st record;
     bound float8;
 BEGIN
+    -- By walk key (a lower bound of the counter: aiqueue_fair_key), then the
+    -- few candidates by their counters.
     FOR w IN
-        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.warm_until,
-               f.capped_until, f.due_at
-        FROM ai_marking_fair f
-        WHERE f.waiting AND f.warm_until IS NOT NULL AND f.pool = p_pool
-          AND f.priority = p_priority
-        ORDER BY f.pool, f.priority, f.counter LIMIT 8
+        SELECT * FROM (
+            SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.warm_until,
+                   f.capped_until, f.due_at
+            FROM ai_marking_fair f
+            WHERE f.waiting AND f.warm_until IS NOT NULL AND f.pool = p_pool
+              AND f.priority = p_priority
+            ORDER BY f.pool, f.priority, f.walk_key LIMIT 8) c
+        ORDER BY c.counter
     LOOP
         -- The quantum only once a candidate is met (most walks meet none).
         bound := coalesce(bound, anchor + aiqueue_cache_quantum(spec, p_pool));
@@ -256,19 +260,26 @@ $$;
 
 -- Locality within fair turns: the first due row of a group with a hot prefix
 -- within the quantum of the pool's smallest counter (aiqueue_cache_warm_pick),
--- charged to its group and marked dispatched (NULLs: none).
+-- with the slot of the kind it runs as (36_slots.sql; none free: NULL
+-- `kind_slot`, nothing taken, the walk goes on as without a cache), charged
+-- to its group and marked dispatched (NULL queue_id: none).
 CREATE OR REPLACE FUNCTION aiqueue_cache_local(spec jsonb, money jsonb, kinds text[],
                                                p_pool text, p_priority integer,
                                                p_counter float8, plan jsonb,
                                                OUT queue_id uuid, OUT tokens float8,
-                                               OUT usd float8)
+                                               OUT usd float8, OUT slot_kind text,
+                                               OUT kind_slot integer)
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
     w record := aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority, p_counter);
     c record;
 BEGIN
-    -- Its slots first (35_slots.sql); none free: the walk goes on as without a cache.
-    IF w.queue_id IS NULL OR aiqueue_slots_claim(plan, p_pool, w.queue_id) IS NOT NULL THEN
+    IF w.queue_id IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT k.kind, k.n INTO slot_kind, kind_slot FROM aiqueue_slots_kind(plan, p_pool, w.queue_id) k;
+    IF kind_slot IS NULL THEN
         RETURN;
     END IF;
     c := aiqueue_fair_charge(p_pool, p_priority, w.group_key, w.joins, w.queue_id,

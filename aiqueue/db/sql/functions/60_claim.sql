@@ -1,8 +1,9 @@
 -- The claim: the next due row, in three steps (the claim's lock first only
 -- where the plan has money rules, aiqueue_plan_serial in 30_gate):
 --   aiqueue_room        which kinds have room, and which pools one more row fills (30_gate)
---   aiqueue_claim_row   the fair pick (42_fair_pick: the row's slots, 35_slots, and
---                       its group's charge) and the row's claim, one statement
+--   aiqueue_claim_row   the fair pick (42_fair_pick: the slots, 36_slots, and the
+--                       group's charge) and the row's claim, one statement, which
+--                       names the dispatch the slots' holder
 --   aiqueue_claim_more  whether another row could be claimed after this one
 -- Everything it reads of the settings is its one `plan` document (10_plan).
 -- `p_taker`: a settle's caller, who takes the row to send it (70_settle); NULL:
@@ -88,6 +89,13 @@ BEGIN
         INSERT INTO ai_marking_claimed (queue_id, dispatch_seq, pool, kind, run_kind)
         SELECT cl.queue_id, cl.dispatch_seq, cl.pool, cl.kind, cl.run_kind FROM claimed cl
     ),
+    -- The slots the pick locked for it (36_slots.sql) name this dispatch.
+    holds AS (
+        UPDATE ai_marking_slots s SET queue_id = cl.queue_id, dispatch_seq = cl.dispatch_seq
+        FROM claimed cl
+        WHERE s.pool = cl.pool
+          AND (s.kind, s.n) IN (('', picked.pool_slot), (picked.slot_kind, picked.kind_slot))
+    ),
     history AS (
         -- ran_kind: the fallback kind that runs it (; NULL: its own).
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at,
@@ -159,23 +167,20 @@ BEGIN
     SELECT min(f.capped_until) INTO resumes FROM ai_marking_fair f
     WHERE f.waiting AND f.capped_until > now();
     IF resumes IS NULL THEN
-        SELECT min(q.run_after) INTO due FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.kind = ANY (kinds);
+        SELECT min(q.run_after) INTO due FROM ai_marking_ready q
+        WHERE q.kind = ANY (kinds);
         RETURN due;
     END IF;
-    SELECT min(q.run_after) INTO due FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.kind = ANY (kinds)
+    SELECT min(q.run_after) INTO due FROM ai_marking_ready q
+    WHERE q.kind = ANY (kinds)
       AND NOT EXISTS (SELECT 1 FROM ai_marking_fair f
                       WHERE f.pool = q.pool AND f.priority = q.priority
-                        AND f.group_key = coalesce(q.group_key, q.assignment_id)
-                        AND f.capped_until > now());
+                        AND f.group_key = q.grp AND f.capped_until > now());
     -- Only the paused groups of these kinds' pools.
     RETURN least(due, (SELECT min(f.capped_until) FROM ai_marking_fair f
                        WHERE f.waiting AND f.capped_until > now()
-                         AND EXISTS (SELECT 1 FROM ai_marking_queue q
-                                     WHERE q.status = 'pending' AND q.pool = f.pool
-                                       AND q.priority = f.priority AND q.kind = ANY (kinds)
-                                       AND coalesce(q.group_key, q.assignment_id)
-                                           = f.group_key)));
+                         AND EXISTS (SELECT 1 FROM ai_marking_ready q
+                                     WHERE q.pool = f.pool AND q.priority = f.priority
+                                       AND q.kind = ANY (kinds) AND q.grp = f.group_key)));
 END
 $$;

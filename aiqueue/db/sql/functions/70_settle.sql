@@ -3,8 +3,8 @@
 -- A webhook's results in one round trip: aiqueue_settle_many (this file,
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
---     aiqueue_complete       apply it in one statement (its triggers: 80_feed,
---                            90_outbox, 72_groups), priced once by
+--     aiqueue_complete       apply it in one statement (its triggers: 35_ready,
+--                            80_feed, 90_outbox, 72_groups), priced once by
 --                            aiqueue_priced (50_spend's prices), the row's slot
 --                            deleted from ai_marking_claimed (a late result of an
 --                            earlier dispatch leaves the current one's), its record
@@ -24,12 +24,15 @@
 --                          (71_settle_charge)
 --   aiqueue_claim          the next row (60_claim: 30_gate's room, a first count of
 --                          the pool's and kind's rows in ai_marking_claimed (10_plan);
---                          42_fair_pick's walk (40_fair; 43_fair_race: groups other
---                          claims are charging; 45_cache), which takes the row's
---                          slots in ai_marking_slots (35_slots, SKIP LOCKED) before
---                          it charges the group; its money: the budget window in
---                          21_budget, the spend caps in 50_spend and
---                          48_spend_windows), moved to processing with its
+--                          42_fair_pick's walk of ai_marking_ready (40_fair;
+--                          43_fair_race: groups other claims are charging;
+--                          45_cache), which takes a pool's slot in ai_marking_slots
+--                          (36_slots, SKIP LOCKED) before it walks that pool's
+--                          groups, and the row's kind's slot before it charges the
+--                          group; its money: the budget window in 21_budget, the
+--                          spend caps in 50_spend and 48_spend_windows), moved to
+--                          processing (a heap-only update of the record; its ready
+--                          row deleted by 35_ready's trigger) with its
 --                          ai_marking_claimed row inserted, taken by the settle's
 --                          caller to send it
 --

@@ -75,7 +75,7 @@ BEGIN
         -- One end (a result) then the claim lock anyway: the lock, one look.
         PERFORM aiqueue_claim_lock();
         SELECT q.queue_id INTO witness FROM ai_marking_queue q
-        WHERE q.run_id = p_run AND q.status IN ('pending', 'processing') LIMIT 1;
+        WHERE q.run_id = p_run AND q.phase = 'live' LIMIT 1;
         IF witness IS NOT NULL OR aiqueue_outbox_run_written(p_run) THEN
             RETURN;
         END IF;
@@ -84,7 +84,7 @@ BEGIN
         seen := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
         IF EXISTS (SELECT 1 FROM ai_marking_queue q
                    WHERE q.queue_id = (seen ->> p_run::text)::uuid
-                     AND q.status IN ('pending', 'processing'))
+                     AND q.phase = 'live')
            OR aiqueue_outbox_run_written(p_run) THEN
             RETURN;
         END IF;
@@ -94,7 +94,7 @@ BEGIN
         IF witness IS NULL THEN
             PERFORM aiqueue_claim_lock();
             SELECT q.queue_id INTO witness FROM ai_marking_queue q
-            WHERE q.run_id = p_run AND q.status IN ('pending', 'processing') LIMIT 1;
+            WHERE q.run_id = p_run AND q.phase = 'live' LIMIT 1;
         END IF;
         IF witness IS NOT NULL THEN
             PERFORM set_config('aiqueue.live_witness',

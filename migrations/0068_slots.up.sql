@@ -1,5 +1,5 @@
--- aiqueue 0053: the in-flight caps are held by slot rows, not by one lock
--- (docs/architecture.md, sql/functions/35_slots.sql).
+-- aiqueue 0068: the in-flight caps are held by slot rows, not by one lock
+-- (docs/architecture.md, sql/functions/36_slots.sql).
 --
 -- Before, every claim took one advisory lock held to its commit, and counted
 -- the pool's and the kind's rows of ai_marking_claimed under it.  Now a claim
