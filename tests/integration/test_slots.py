@@ -96,6 +96,23 @@ async def test_a_slot_held_by_an_open_claim_keeps_the_cap(
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_claimed") == 1
 
 
+async def test_a_claim_without_a_free_slot_locks_no_group_and_no_row(
+    store: Store, conn: asyncpg.Connection, other: asyncpg.Connection
+) -> None:
+    await store.enqueue(await add_submissions(conn, 3), "hw-1", 0, {})
+    plan = plan_of(1, THRESHOLD)
+    assert await store.claim(plan) is not None  # the pool's one slot, held
+    async with conn.transaction():
+        assert await conn.fetchrow(CLAIM, plan.json) is None
+        # Its transaction still open: the group's counter row and the pending rows
+        # are free for another claim, a result's correction or an enqueue.
+        assert await other.fetchval(
+            "SELECT count(*) FROM (SELECT 1 FROM ai_marking_fair FOR UPDATE NOWAIT) f") == 1
+        assert await other.fetchval(
+            "SELECT count(*) FROM (SELECT 1 FROM ai_marking_queue WHERE status = 'pending'"
+            " FOR UPDATE NOWAIT) q") == 2
+
+
 async def test_every_end_of_a_dispatch_frees_its_slot(
     store: Store, conn: asyncpg.Connection
 ) -> None:

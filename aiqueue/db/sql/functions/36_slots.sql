@@ -114,17 +114,20 @@ END
 $$;
 
 -- The pool's slot a claim in `p_pool` locks before it walks the pool's
--- groups: 0 when the pool has no cap, NULL when none is free.
+-- groups: 0 when the pool has no cap, NULL when none is free.  Its cap in one
+-- read: the plan's, the learned limit on its control row, and a tripped
+-- breaker's 1 (one probe out, and only while nothing else is).
 CREATE OR REPLACE FUNCTION aiqueue_slots_pool(plan jsonb, p_pool text)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    ctl ai_queue_control%ROWTYPE := aiqueue_pool_control(p_pool);
-    cap integer := aiqueue_flow_cap(ctl, (aiqueue_plan_pool(plan, p_pool)).cap);
+    cap integer;
 BEGIN
-    -- A tripped breaker lets one probe out, and only while nothing else is.
-    IF ctl.consecutive_failures >= (plan ->> 'breaker_threshold')::integer THEN
-        cap := 1;
-    END IF;
+    SELECT CASE WHEN c.consecutive_failures >= (plan ->> 'breaker_threshold')::integer THEN 1
+                ELSE aiqueue_flow_cap(c, x.cap) END INTO cap
+    FROM (SELECT NULL) one
+    LEFT JOIN jsonb_to_recordset(plan -> 'pools') AS x (name text, cap integer)
+        ON x.name = p_pool
+    LEFT JOIN ai_queue_control c ON c.pool = p_pool;
     IF coalesce(cap, 0) <= 0 THEN
         RETURN 0;
     END IF;

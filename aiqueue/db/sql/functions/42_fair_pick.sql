@@ -35,10 +35,8 @@ DECLARE
     looked text[] := '{}';
     pools text[] := aiqueue_kinds_pools(kinds, plan);
     seen text[];  -- the groups this walk met (pool/priority/group)
-    -- The pools whose slot this claim holds (and its number), those with none free.
-    slotted text[] := '{}';
-    slot_ns integer[] := '{}';
-    full_pools text[] := '{}';
+    -- The pools met: the number of the slot this claim holds, null when none was free.
+    slots jsonb := '{}';
     race aiqueue_race := aiqueue_race_start();  -- 43_fair_race.sql
 BEGIN
     <<walks>> LOOP
@@ -48,17 +46,11 @@ BEGIN
             g := aiqueue_fair_next(pools, seen);
             EXIT WHEN g.group_key IS NULL OR aiqueue_race_behind(race, g.priority, g.counter);
             seen := seen || (g.pool || '/' || g.priority || '/' || g.group_key);
-            CONTINUE WHEN g.pool = ANY (full_pools);
-            IF NOT g.pool = ANY (slotted) THEN
-                pool_slot := aiqueue_slots_pool(plan, g.pool);
-                IF pool_slot IS NULL THEN
-                    full_pools := full_pools || g.pool;
-                    CONTINUE;
-                END IF;
-                slotted := slotted || g.pool;
-                slot_ns := slot_ns || pool_slot;
+            IF NOT slots ? g.pool THEN
+                slots := slots || jsonb_build_object(g.pool, aiqueue_slots_pool(plan, g.pool));
             END IF;
-            pool_slot := slot_ns[array_position(slotted, g.pool)];
+            pool_slot := (slots ->> g.pool)::integer;
+            CONTINUE WHEN pool_slot IS NULL;  -- a full pool: none of its groups is locked
             cspec := aiqueue_cache_spec(plan, g.pool);
             warm := cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked);
             IF warm THEN
@@ -86,11 +78,9 @@ BEGIN
             END IF;
         END LOOP;
         CONTINUE WHEN race.again;
-        -- (A full pool has no slot for that group's row either.)
-        EXIT WHEN race.pool IS NULL OR race.pool = ANY (full_pools);
+        EXIT WHEN race.pool IS NULL;
         race := aiqueue_race_wait(race);
     END LOOP;
-    pool_slot := NULL;
 END
 $$;
 
@@ -122,9 +112,12 @@ BEGIN
     IF cstate = 'warming' THEN
         RETURN;
     END IF;
-    SELECT k.kind, k.n INTO slot_kind, kind_slot FROM aiqueue_slots_kind(plan, p_pool, r.queue_id) k;
-    IF kind_slot IS NULL THEN
-        RETURN;
+    IF jsonb_path_exists(plan, '$.kinds[*] ? (@.cap > 0)') THEN  -- (a kind has a cap)
+        SELECT k.kind, k.n INTO slot_kind, kind_slot
+        FROM aiqueue_slots_kind(plan, p_pool, r.queue_id) k;
+        IF kind_slot IS NULL THEN
+            RETURN;
+        END IF;
     END IF;
     w := aiqueue_fair_charge(p_pool, p_priority, p_group, p_joins, r.queue_id,
                              r.assignment_id, money);

@@ -38,13 +38,9 @@ $$;
 
 -- A new walk: nothing to wait for yet.
 CREATE OR REPLACE FUNCTION aiqueue_race_walk(r aiqueue_race) RETURNS aiqueue_race
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    r.pool := NULL;
-    r.again := false;
-    r.walks := r.walks + 1;
-    RETURN r;
-END
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ROW(NULL, r.priority, r.group_key, r.counter, r.was, r.waits, r.passed, r.walks + 1,
+               false, r.held)::aiqueue_race
 $$;
 
 -- Whether the group to wait for comes before a walked group (priority, counter).
@@ -56,36 +52,31 @@ RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- A walked group (its counter as the walk read it): its row locked for this
--- claim (`held`), or the walk found stale (`again`), or another claim is
--- charging it (noted as the group to wait for, when none is yet).
+-- claim (`held`; the walk is stale, `again`, when its counter moved since),
+-- or another transaction holds it (a claim charging it, a result correcting
+-- it, an enqueue joining it): noted as the group to wait for, when none is yet.
 CREATE OR REPLACE FUNCTION aiqueue_race_lock(r aiqueue_race, p_pool text, p_priority integer,
                                              p_group text, p_counter float8)
 RETURNS aiqueue_race LANGUAGE plpgsql AS $$
 DECLARE
     now_at float8;
 BEGIN
-    r.held := false;
-    IF r.walks < 8 AND aiqueue_fair_counter(p_pool, p_priority, p_group)
-                       IS DISTINCT FROM p_counter THEN
-        r.again := true;
-        RETURN r;
+    SELECT f.counter INTO now_at FROM ai_marking_fair f
+    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
+    FOR UPDATE SKIP LOCKED;
+    r.held := now_at IS NOT NULL;
+    IF r.held THEN
+        r.waits := false;  -- a row is held now
+        r.again := r.walks < 8 AND now_at <> p_counter;
+    -- (`passed` NULL: a settle's claim, which waits for nothing.)
+    ELSIF r.pool IS NULL AND NOT (p_pool || '/' || p_priority || '/' || p_group) = ANY (r.passed)
+    THEN
+        r.pool := p_pool;
+        r.priority := p_priority;
+        r.group_key := p_group;
+        r.was := p_counter;
+        r.counter := p_counter + aiqueue_fair_next_charge(p_pool, p_priority, p_group);
     END IF;
-    now_at := aiqueue_fair_lock(p_pool, p_priority, p_group);
-    IF now_at IS NULL THEN
-        -- (`passed` NULL: a settle's claim, which waits for nothing.)
-        IF r.pool IS NULL AND NOT (p_pool || '/' || p_priority || '/' || p_group) = ANY (r.passed)
-        THEN
-            r.pool := p_pool;
-            r.priority := p_priority;
-            r.group_key := p_group;
-            r.was := p_counter;
-            r.counter := p_counter + aiqueue_fair_next_charge(p_pool, p_priority, p_group);
-        END IF;
-        RETURN r;
-    END IF;
-    r.held := true;
-    r.waits := false;  -- a row is held now
-    r.again := r.walks < 8 AND now_at <> p_counter;
     RETURN r;
 END
 $$;

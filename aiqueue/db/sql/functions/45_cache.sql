@@ -278,9 +278,12 @@ BEGIN
     IF w.queue_id IS NULL THEN
         RETURN;
     END IF;
-    SELECT k.kind, k.n INTO slot_kind, kind_slot FROM aiqueue_slots_kind(plan, p_pool, w.queue_id) k;
-    IF kind_slot IS NULL THEN
-        RETURN;
+    IF jsonb_path_exists(plan, '$.kinds[*] ? (@.cap > 0)') THEN  -- (a kind has a cap)
+        SELECT k.kind, k.n INTO slot_kind, kind_slot
+        FROM aiqueue_slots_kind(plan, p_pool, w.queue_id) k;
+        IF kind_slot IS NULL THEN
+            RETURN;
+        END IF;
     END IF;
     c := aiqueue_fair_charge(p_pool, p_priority, w.group_key, w.joins, w.queue_id,
                              w.assignment_id, money);
