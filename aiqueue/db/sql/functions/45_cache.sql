@@ -308,6 +308,17 @@ BEGIN
         RETURN NULL;
     END IF;
     st := aiqueue_cache_state(spec, p_pool, p_payload);
+    -- A cold prefix's first row goes alone: claims run at once (42_fair_pick),
+    -- so its note's lock is taken here, without waiting.  Held by another claim:
+    -- that one sends it (this group is stepped over); taken: the state is read
+    -- again (a statement of its own), as the claim before may have committed.
+    IF st.state = 'cold' AND p_payload IS NOT NULL THEN
+        IF NOT pg_try_advisory_xact_lock(hashtext('aiqueue.prefix'),
+                                         hashtext(p_pool || '/' || p_payload)) THEN
+            RETURN 'warming';
+        END IF;
+        st := aiqueue_cache_state(spec, p_pool, p_payload);
+    END IF;
     IF st.state = 'warming' THEN
         PERFORM aiqueue_cache_hold(p_pool, p_priority, p_group, p_joins, st.hold);
     END IF;
