@@ -15,6 +15,6 @@ CREATE INDEX IF NOT EXISTS ai_marking_queue_assignment_list_idx
 CREATE INDEX IF NOT EXISTS ai_marking_queue_group_list_idx
     ON ai_marking_queue ((coalesce(group_key, assignment_id)), phase, created_at DESC,
                          queue_id DESC);
--- Its leading column serves what the old one did (an assignment's rows, the
--- filter's suggestions' loose scan, an assignment's erasure).
-DROP INDEX IF EXISTS ai_marking_queue_assignment_idx;
+-- (assignment_id, created_at) stays: an assignment's newest row across phases
+-- (its run's progress, its latest run, a re-mark's defaults and payload) is its
+-- first entry there.
