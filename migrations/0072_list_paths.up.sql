@@ -18,3 +18,7 @@ CREATE INDEX IF NOT EXISTS ai_marking_queue_group_list_idx
 -- (assignment_id, created_at) stays: an assignment's newest row across phases
 -- (its run's progress, its latest run, a re-mark's defaults and payload) is its
 -- first entry there.
+-- Statistics for the record's phase: 0067 added it by rewriting the table,
+-- and an ANALYZE waits for autovacuum's count of changed rows, which the
+-- rewrite does not raise (the lists' plans are chosen by phase).
+ANALYZE ai_marking_queue;
