@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from aiqueue.db.store import Store
-from tests.integration.test_partitions import (
+from tests.integration.partitions_kit import (
     HISTORY,
     add_month,
     ended_rows,
