@@ -65,33 +65,14 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION aiqueue_fair_join_row() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM aiqueue_fair_wait(NEW.pool, NEW.priority,
-                              coalesce(NEW.group_key, NEW.assignment_id), NEW.turn, NEW.seq);
-    RETURN NULL;
-END
-$$;
-
+-- Rows inserted by any statement join their groups: a trigger, because host SQL
+-- may insert pending rows itself (tests do), and they must wait in turns too.
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_fair_join_rows();
 
--- A bulk move (aiqueue_retry, aiqueue.bulk_move) joins its groups itself, once
--- per group rather than once per row (aiqueue 0023).  So does the overnight
--- lane when it moves a whole batch back (aiqueue/db/batch.py): it sets
--- aiqueue.fair_bulk for that statement, which keeps the change feed's row
--- trigger, and then calls aiqueue_fair_join_ids (this trigger was 85 % of a
--- 2,000-row fallback).
-CREATE OR REPLACE TRIGGER ai_marking_queue_fair_upd
-    AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending'
-                       AND current_setting('aiqueue.bulk_move', true) IS DISTINCT FROM 'on'
-                       AND current_setting('aiqueue.fair_bulk', true) IS DISTINCT FROM 'on')
-    EXECUTE FUNCTION aiqueue_fair_join_row();
-
 -- The groups of rows `p_ids` that are pending now join their turns, once each,
--- in key order, at their first pending row (the row trigger's work, set-based).
+-- in key order, at their first pending row.
 CREATE OR REPLACE FUNCTION aiqueue_fair_join_ids(p_ids uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -101,6 +82,21 @@ BEGIN
           FROM ai_marking_queue q
           WHERE q.queue_id = ANY (p_ids) AND q.status = 'pending'
           ORDER BY 1, 2, 3, q.turn, q.seq) n;
+END
+$$;
+
+-- Rows that moved back to pending, one statement's (74_moved.sql: a failure
+-- with attempts left, a refusal, recovery, a retry, a batch's rows handed
+-- back): their groups join their turns, once each.
+CREATE OR REPLACE FUNCTION aiqueue_fair_moved(moved ai_marking_queue[], was text[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
+    FROM (SELECT DISTINCT ON (1, 2, 3) m.pool, m.priority,
+                 coalesce(m.group_key, m.assignment_id) AS grp, m.turn, m.seq
+          FROM unnest(moved) WITH ORDINALITY AS m
+          WHERE m.status = 'pending' AND was[m.ordinality] IS DISTINCT FROM 'pending'
+          ORDER BY 1, 2, 3, m.turn, m.seq) n;
 END
 $$;
 
@@ -116,6 +112,10 @@ BEGIN
 END
 $$;
 
+-- A trigger, not a call in the statements that do it (the calibration release,
+-- a same-answer heir): host SQL may set a row's run_after sooner too (tests
+-- do), and the fair walk must not keep stepping over its group until due_at.
+-- Its WHEN leaves every status change (the hot path) without a call.
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_sooner
     AFTER UPDATE OF run_after ON ai_marking_queue
     FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status = 'pending'
