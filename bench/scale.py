@@ -35,7 +35,7 @@ from aiqueue.web.app import create_app
 from bench.common import Table, admin_dsn, percentile
 from bench.db import claim_at_scale
 from bench.scale_build import build, built
-from bench.scale_upgrade import upgrade_seconds
+from bench.scale_upgrade import upgrade_times
 from bench.scale_work import dead_rows, enqueue_vs_bare, remove_oldest_month
 
 SECRET = "bench-secret-0123456789abcdef"
@@ -174,6 +174,12 @@ async def scale_rows(rows: Table, repeats: int, ended: int, prefix: str = "bench
     finally:
         await recreate_database(admin_dsn(), f"{prefix}_work", create=False)
     if ended <= 1_000_000:  # the issue's figure: 1,000,000 rows a table (--ended 1000000)
-        rows.append((f"upgrade to month partitions, {ended:,} rows in each of 3 tables "
-                     "(lock held)", "s", [await upgrade_seconds(ended, f"{prefix}_upgrade")],
+        up = await upgrade_times(ended, f"{prefix}_upgrade")
+        label = f"upgrade to month partitions, {ended:,} rows in each of 3 tables"
+        rows.append((f"{label}: its steps (weak locks)", "s", [up.steps], None, "-"))
+        rows.append((f"{label}: the migrations after them (locks held)", "s", [up.prepared],
+                     None, "bounded"))
+        rows.append((f"{label}: migrate up after them, with functions and lockdown", "s",
+                     [up.locked], None, "-"))
+        rows.append((f"{label}: without the steps, one transaction", "s", [up.unprepared],
                      None, "-"))

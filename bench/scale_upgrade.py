@@ -1,14 +1,18 @@
-"""The upgrade to month partitions (migration 0050) on tables of `n` rows each: how long
-`migrate up` holds its lock (one transaction) and that no row is lost (bench/scale.py)."""
+"""The upgrade to month partitions (migrations 0050-0052) on tables of `n` rows each: how
+long its preparation steps run (weak locks: reads and writes go on) and how long
+`migrate up`'s transaction then holds its locks, against the same migrations run in one
+transaction without the steps; no row lost (bench/scale.py)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import asyncpg
 
 from aiqueue.db.embedded import recreate_database
-from aiqueue.db.migrate import discover, migrate
+from aiqueue.db.migrate import discover, migrate, prepare
 from bench.common import admin_dsn
 from bench.db import seed_queue
 from bench.scale_build import _HISTORY
@@ -17,27 +21,77 @@ _COUNT = ("SELECT (SELECT count(*) FROM ai_marking_attempts), "
           "(SELECT count(*) FROM ai_marking_results), (SELECT count(*) FROM ai_marking_events)")
 
 
-async def upgrade_seconds(n: int, name: str) -> float:
-    """Seconds `migrate up` takes from the schema before 0050, with `n` rows in each of
-    attempts, results and events (their rows spread over a week)."""
+@dataclass(frozen=True)
+class Upgrade:
+    """Seconds: the steps (weak locks); the migrations alone in one transaction after
+    them (rolled back), and `migrate up` after them (the functions and the lockdown too);
+    the migrations alone in one transaction without the steps (as before them)."""
+
+    steps: float
+    prepared: float
+    locked: float
+    unprepared: float
+
+
+async def _seeded(n: int, name: str) -> str:
+    """A database on the schema before 0050 with `n` rows in each of attempts, results and
+    events (their rows spread over a week), a tenth of the results reviewed."""
     dsn = await recreate_database(admin_dsn(), name)
+    before = sum(1 for m in discover() if m.version < "0050")
+    await migrate(dsn, "up", steps=before)
+    await seed_queue(dsn, n, "completed")
+    conn = await asyncpg.connect(dsn, command_timeout=None)
     try:
-        before = sum(1 for m in discover() if m.version < "0050")
-        await migrate(dsn, "up", steps=before)
-        await seed_queue(dsn, n, "completed")
+        await conn.execute("SET statement_timeout = 0")
+        for statement in filter(str.strip, _HISTORY.split(";\n")):
+            await conn.execute(statement.replace("interval '1 day'", "interval '8 days'"))
+        await conn.execute("UPDATE ai_marking_results SET review = 'accepted' WHERE seq % 10 = 0")
+        await conn.execute("VACUUM ANALYZE")
+    finally:
+        await conn.close()
+    return dsn
+
+
+async def _unprepared(dsn: str) -> float:
+    """Seconds the pending migrations' SQL takes in one transaction (rolled back)."""
+    conn = await asyncpg.connect(dsn, command_timeout=None)
+    try:
+        applied = {r["version"] for r in await conn.fetch("SELECT version FROM aiqueue_migrations")}
+        tr = conn.transaction()
+        await tr.start()
+        started = time.perf_counter()
+        try:
+            for m in discover():
+                if m.version not in applied:
+                    await conn.execute(m.up.read_text())
+            return time.perf_counter() - started
+        finally:
+            await tr.rollback()
+    finally:
+        await conn.close()
+
+
+async def upgrade_times(n: int, name: str) -> Upgrade:
+    """The upgrade of a database of `n` rows a table, both ways (see Upgrade)."""
+    dsn = await _seeded(n, name)
+    copy = f"{name}_plain"
+    try:
+        unprepared = await _unprepared(await recreate_database(
+            admin_dsn(), copy, template=urlsplit(dsn).path.lstrip("/")))
         conn = await asyncpg.connect(dsn, command_timeout=None)
         try:
-            await conn.execute("SET statement_timeout = 0")
-            for statement in filter(str.strip, _HISTORY.split(";\n")):
-                await conn.execute(statement.replace("interval '1 day'", "interval '8 days'"))
-            await conn.execute("VACUUM ANALYZE")
             counts = tuple(await conn.fetchrow(_COUNT))
             started = time.perf_counter()
+            await prepare(conn, None)
+            steps = time.perf_counter() - started
+            prepared = await _unprepared(dsn)
+            started = time.perf_counter()
             await migrate(dsn, "up")
-            elapsed = time.perf_counter() - started
+            locked = time.perf_counter() - started
             assert tuple(await conn.fetchrow(_COUNT)) == counts, "the upgrade lost rows"
-            return elapsed
+            return Upgrade(steps, prepared, locked, unprepared)
         finally:
             await conn.close()
     finally:
-        await recreate_database(admin_dsn(), name, create=False)
+        for db in (name, copy):
+            await recreate_database(admin_dsn(), db, create=False)

@@ -7,9 +7,12 @@
 -- of next month (UTC); a new parent takes the table's name, with one partition
 -- for next month and a default that catches any row no month holds (an insert
 -- never fails).  The housekeeping creates later months ahead
--- (functions/97_partitions.sql).  What this holds a lock for is the catalog work
--- and the one scan ATTACH makes to prove the old rows fit the bound: measured
--- in docs/performance.md ("A year of a district").
+-- (functions/97_partitions.sql).  What this holds a lock for is the catalog
+-- work: the steps before it (0050_month_partitions.steps.sql) proved, under a
+-- weak lock, that the old rows fit the bound, with a validated CHECK that ATTACH
+-- then trusts instead of reading every row (without one, as on a database the
+-- steps did not prepare, ATTACH makes that scan itself).  Measured in
+-- docs/performance.md ("A year of a district").
 --
 -- The parents have no primary key: one would have to include the month key, and
 -- building it on the old rows would be the long step this avoids.  Each
@@ -38,11 +41,10 @@ DROP VIEW ai_marking_event_feed;
 DO $partitions$
 DECLARE
     t record;
-    bound timestamptz := (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month')
-                         AT TIME ZONE 'UTC';
-    month_end timestamptz := (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '2 months')
-                             AT TIME ZONE 'UTC';
-    suffix text := to_char(bound AT TIME ZONE 'UTC', 'YYYYMM');
+    bound timestamptz;
+    month_end timestamptz;
+    suffix text;
+    proof text;
     legacy text;
     next_value bigint;
     ix record;
@@ -71,6 +73,15 @@ BEGIN
             ' USING brin (created_at)'])
     ) AS v (name, key_column, ident, unique_column, parent_ddl)
     LOOP
+        -- The bound the steps proved (their CHECK's name holds its month), else next month.
+        proof := (SELECT k.conname FROM pg_constraint k
+                  WHERE k.conrelid = to_regclass(t.name) AND k.contype = 'c' AND k.convalidated
+                    AND k.conname ~ ('^' || t.name || '_before_[0-9]{6}$'));
+        suffix := coalesce(right(proof, 6),
+                           to_char(date_trunc('month', now() AT TIME ZONE 'UTC')
+                                   + interval '1 month', 'YYYYMM'));
+        bound := to_date(suffix, 'YYYYMM')::timestamp AT TIME ZONE 'UTC';
+        month_end := (to_date(suffix, 'YYYYMM') + interval '1 month')::timestamp AT TIME ZONE 'UTC';
         legacy := t.name || '_upto_' || suffix;
         EXECUTE format('SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END'
                        ' FROM %s', pg_get_serial_sequence(t.name, t.ident)) INTO next_value;
@@ -85,6 +96,10 @@ BEGIN
         EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
                        ' INCLUDING STORAGE INCLUDING COMPRESSION) PARTITION BY RANGE (%I)',
                        t.name, legacy, t.key_column);
+        IF proof IS NOT NULL THEN
+            -- Not the parent's: LIKE copied it, and a later month's rows must pass.
+            EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', t.name, proof);
+        END IF;
         EXECUTE format('ALTER TABLE %I ALTER COLUMN %I ADD GENERATED ALWAYS AS IDENTITY'
                        ' (START WITH %s)', t.name, t.ident, next_value);
         FOREACH ddl IN ARRAY t.parent_ddl LOOP
@@ -92,6 +107,10 @@ BEGIN
         END LOOP;
         EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (MINVALUE) TO (%L)',
                        t.name, legacy, bound);
+        IF proof IS NOT NULL THEN
+            -- The partition's bound holds it now.
+            EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', legacy, proof);
+        END IF;
         EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
                        t.name || '_m' || suffix, t.name, bound, month_end);
         EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (%I)', t.name || '_m' || suffix,

@@ -1,6 +1,10 @@
 """Apply and roll back the schema (migrations/) and the SQL functions (db/sql/functions/).
 
-Migrations are numbered up/down pairs that change the schema only.  Every SQL
+Migrations are numbered up/down pairs that change the schema only.  A
+migration may also have preparation steps (`NNNN_name.steps.sql`, see
+`prepare`), run before it, each committed on its own, so that the work that
+reads a large table is done under a weak lock and the migration's own
+transaction holds its strong locks for catalog work only.  Every SQL
 function and trigger lives, in its current text, in db/sql/functions/: one
 file per concern, which `up` re-applies in name order, after the migrations and
 in their transaction, whenever their text changed; rolling back the
@@ -10,8 +14,10 @@ last migration drops them first.  Every `up` ends with the lockdown
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -25,19 +31,34 @@ from aiqueue.paths import MIGRATIONS_DIR
 
 # Several instances may start at once; one applies, the others wait and see it done.
 _LOCK_KEY = 7301730173017302
+# How long an instance waits for another's migration, and how often it asks.
+_LOCK_WAIT_SECONDS = 120.0
+_LOCK_POLL_SECONDS = 0.2
 # A migration's connection that stalls after its work must not hold the start-up.
 _CLOSE_SECONDS = 5
 _FORGET_FUNCTIONS = "DELETE FROM aiqueue_meta WHERE key = 'functions_sha256'"
 log = logging.getLogger("aiqueue.db.migrate")
 
 
+# The line that starts each preparation step in a `.steps.sql` file.
+_STEP = "-- step --"
+
+
 @dataclass(frozen=True)
 class Migration:
-    """One numbered migration with its up and down SQL."""
+    """One numbered migration with its up and down SQL (and its preparation steps)."""
 
     version: str
     up: Path
     down: Path
+
+    @property
+    def steps(self) -> list[str]:
+        """Its preparation steps, in order (none without a `.steps.sql` file)."""
+        path = self.up.with_name(f"{self.version}.steps.sql")
+        if not path.exists():
+            return []
+        return [s.strip() for s in path.read_text().split(_STEP)[1:] if s.strip()]
 
 
 def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
@@ -122,6 +143,58 @@ async def _connect(dsn: str) -> asyncpg.Connection:
         raise StoreError(f"cannot connect to the database: {type(exc).__name__}") from exc
 
 
+async def _lock(conn: asyncpg.Connection, *, session: bool = False) -> None:
+    """Take the migrations' lock (for the transaction, or the session), asking again
+    until it is free.
+
+    Asked, not waited for: a session waiting for a lock holds a snapshot, and a
+    preparation step's CREATE INDEX CONCURRENTLY in the holder waits for every
+    older snapshot to end.
+    """
+    take = "pg_try_advisory_lock" if session else "pg_try_advisory_xact_lock"
+    deadline = time.monotonic() + _LOCK_WAIT_SECONDS
+    while not await conn.fetchval(f"SELECT {take}($1)", _LOCK_KEY):
+        if time.monotonic() > deadline:
+            raise StoreError("another instance's migration has held the lock for "
+                             f"{_LOCK_WAIT_SECONDS:.0f} s")
+        await asyncio.sleep(_LOCK_POLL_SECONDS)
+
+
+async def prepare(conn: asyncpg.Connection, steps: int | None) -> int:
+    """Run the preparation steps of the migrations `up` is about to apply; how many ran.
+
+    Each step is one statement in a transaction of its own, committed, under the
+    migrations' lock (the session's): a `NOT VALID` constraint or its `VALIDATE`,
+    or a query whose rows' `statement` column each runs the same way (one
+    `CREATE INDEX CONCURRENTLY` per partition).  A step must be idempotent and
+    leave a schema the running code works with: the migration may not follow
+    (another instance, a failure), and it runs before any earlier migration of
+    this run too, so it does nothing where what it prepares is not there yet.
+    """
+    ran = 0
+    # A first look, without the lock (nor creating the bookkeeping table).
+    seen = await conn.fetch("SELECT version FROM aiqueue_migrations"
+                            if await conn.fetchval("SELECT to_regclass('aiqueue_migrations')")
+                            else "SELECT NULL::text AS version WHERE false")
+    pending = [m for m in discover() if m.version not in {r["version"] for r in seen}][:steps]
+    if not any(m.steps for m in pending):
+        return 0
+    await _lock(conn, session=True)
+    await conn.execute("SET statement_timeout = '15min'; SET lock_timeout = '2min'")
+    try:
+        applied = await _applied(conn)
+        for m in [m for m in pending if m.version not in applied]:
+            for step in m.steps:
+                for row in await conn.fetch(step):
+                    log.info("migration %s prepares: %s", m.version, row["statement"][:120])
+                    await conn.execute(row["statement"])
+                ran += 1
+    finally:
+        await conn.execute("RESET statement_timeout; RESET lock_timeout")
+        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+    return ran
+
+
 async def _up(conn: asyncpg.Connection, applied: list[str], steps: int | None) -> list[str]:
     known = discover()
     todo = [m for m in known if m.version not in applied][:steps]
@@ -157,11 +230,13 @@ async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None,
     """
     conn = await _connect(dsn)
     try:
+        if direction == "up":
+            await prepare(conn, steps)
         async with conn.transaction():
             # Migrations keep their own, longer limits than the app's calls (db/pool.py).
             await conn.execute("SET LOCAL statement_timeout = '15min'; "
                                "SET LOCAL lock_timeout = '2min'")
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+            await _lock(conn)
             applied = await _applied(conn)
             if direction == "up":
                 done = await _up(conn, applied, steps)

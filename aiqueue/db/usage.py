@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from aiqueue.db.gateway import Gateway
-from aiqueue.models import CacheCounter, TallyRow, UsageRow
+from aiqueue.models import CacheCounter, TallyRow, UsageCard, UsageRow
 
 
 class UsageQueries(Gateway):
@@ -16,6 +16,13 @@ class UsageQueries(Gateway):
         """One row per key, then the total (key None); days are dates in `timezone`."""
         rows = await self._fetch("usage_report", since, until, by, timezone, page=True)
         return [UsageRow.from_row(r) for r in rows]
+
+    async def usage_card(self, since: datetime, today: datetime, until: datetime,
+                         kept_seconds: float) -> UsageCard:
+        """/ai-queue's cost card over [since, until), today from `today`; hours older than
+        `kept_seconds` (the results' keep period) are summed from the results."""
+        rows = await self._fetch("usage_card", since, today, until, kept_seconds, page=True)
+        return UsageCard.from_rows(rows)
 
     async def metrics_counters(self) -> list[TallyRow]:
         return [TallyRow.from_row(r) for r in await self._fetch("metrics_counters", page=True)]

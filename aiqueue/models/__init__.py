@@ -48,6 +48,7 @@ from aiqueue.models.review import (
     ReviewOutcome,
     RowResult,
     TallyRow,
+    UsageCard,
     UsageRow,
 )
 from aiqueue.models.security import ANY_ROLE, AppRole, Exposure, ObjectKind, Reader
@@ -60,7 +61,7 @@ __all__ = [
     "KeyMismatch", "Lookup", "MarkingEvent", "ObjectKind", "PageCursor", "QueueId", "QueueRow",
     "Reader", "Replayed", "Review", "ReviewOutcome", "Row", "RowResult", "RunProgress", "Stats",
     "RowWait", "Status", "SubmissionId", "SubmissionResult", "SubmissionStatus", "TallyRow",
-    "UnknownIds", "UsageRow",
+    "UnknownIds", "UsageCard", "UsageRow",
     "Delivery", "DeliveryState", "EventId", "EventType", "OutboxEntry",
     "ALERTS", "AlertName", "NearCap", "OpenAlert",
 ]

@@ -92,6 +92,30 @@ class UsageRow:
 
 
 @dataclass(frozen=True)
+class UsageCard:
+    """/ai-queue's cost card: today's and the 30 days' totals, the 30 days by model and by lane.
+
+    No processing times (the card shows none): its lines are UsageRows without them.
+    """
+
+    today: UsageRow
+    month: UsageRow
+    by_model: list[UsageRow]
+    by_lane: list[UsageRow]
+
+    @classmethod
+    def from_rows(cls, rows: list[Row]) -> UsageCard:
+        parts: dict[str, list[UsageRow]] = {"today": [], "month": [], "model": [], "lane": []}
+        for r in rows:
+            key = None if r["part"] in ("today", "month") else r["key"]
+            fields = {name: r[name] for name in UsageRow.__dataclass_fields__
+                      if name not in ("key", "avg_seconds", "p95_seconds")}
+            parts[r["part"]].append(UsageRow(key=key, avg_seconds=None, p95_seconds=None,
+                                             **fields))
+        return cls(parts["today"][0], parts["month"][0], parts["model"], parts["lane"])
+
+
+@dataclass(frozen=True)
 class TallyRow:
     """Summed counter deltas for one (outcome, job, error, model, bucket)."""
 

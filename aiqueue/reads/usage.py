@@ -98,17 +98,18 @@ async def report(rt: Runtime, since: str | None, until: str | None, by: str | No
 
 async def cost_summary(rt: Runtime) -> dict[str, Any]:
     """What /ai-queue shows: cost and tokens today (QUEUE_TIMEZONE's day), over 30 days, by
-    model and by lane."""
+    model and by lane (closed hours from their hourly sums: sql/usage.sql usage_card)."""
     tz = rt.settings.timezone
     today = local(datetime.now(UTC), tz).date()
-    day = await rt.store.usage_report(*usage_range(today.isoformat(), None, today, tz), "model", tz)
-    month = await rt.store.usage_report(*usage_range(None, None, today, tz), "model", tz)
-    lanes = await rt.store.usage_report(*usage_range(None, None, today, tz), "lane", tz)
+    start, end = usage_range(None, None, today, tz)
+    day_start, _ = usage_range(today.isoformat(), None, today, tz)
+    card = await rt.store.usage_card(start, day_start, end,
+                                     rt.settings.retain_history_days * 86400)
     return {
-        "today": usage_json(day[-1]),
-        "month": usage_json(month[-1]),
-        "by_model": [usage_json(r) for r in month if r.key is not None],
+        "today": usage_json(card.today),
+        "month": usage_json(card.month),
+        "by_model": [usage_json(r) for r in card.by_model],
         # Shown only once the overnight lane or a drift canary has marked something.
-        "by_lane": [usage_json(r) for r in lanes if r.key is not None]
-        if any(r.key in ("batch", "canary") for r in lanes) else [],
+        "by_lane": [usage_json(r) for r in card.by_lane]
+        if any(r.key in ("batch", "canary") for r in card.by_lane) else [],
     }

@@ -60,6 +60,8 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
     "ai_marking_assignments": ("none", "an assignment's title and payload"),
     "ai_marking_counts": ("none", "counts per status"),
     "ai_marking_tally": ("none", "counters: outcome, error code, model"),
+    "ai_marking_usage_hours": ("none", "usage summed per hour, model and lane; an erased "
+                                       "result's hour is summed again without it"),
     "ai_marking_traces": ("none", "a job's queue id, kind, pool and trace id (removed with "
                                   "its row: ON DELETE CASCADE)"),
     "ai_marking_probes": ("none", "the doctor's probes: no row, no submission"),

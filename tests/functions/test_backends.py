@@ -12,9 +12,9 @@ import respx
 
 from functions.ai_mark.backends import OllamaBackend, OpenAIBackend, make_backend
 from functions.ai_mark.core import mark
+from functions.ai_mark.probe import FUNCTION_VERSION
 from functions.ai_mark.settings import Settings
 from functions.ai_mark.simulate import SimulatorBackend
-from functions.ai_mark.probe import FUNCTION_VERSION
 
 from .conftest import ANSWER, OLLAMA_URL, OPENAI_URL, make_dispatch
 

@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from functions.ai_mark import do_main, lambda_handler
+from functions.ai_mark.items import made_by
 from functions.ai_mark.job import parse_dispatch
 from functions.ai_mark.modes import answer
 from functions.ai_mark.prompt import build_messages
 from functions.ai_mark.server import create_app
 from functions.ai_mark.settings import Settings
-from functions.ai_mark.items import made_by
 from tests.batchapi.anthropic_api import message_for
 from tests.batchapi.openai_lines import answer_line
 

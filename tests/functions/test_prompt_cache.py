@@ -16,8 +16,8 @@ from functions.ai_mark.anthropic_backend import AnthropicBackend, make_anthropic
 from functions.ai_mark.backends import OpenAIBackend, make_backend
 from functions.ai_mark.core import mark
 from functions.ai_mark.errors import SettingsError
-from functions.ai_mark.settings import Settings
 from functions.ai_mark.items import made_by
+from functions.ai_mark.settings import Settings
 
 from .conftest import ANSWER, OPENAI_URL, make_dispatch
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import asyncpg
 import pytest
 
-from aiqueue.db.migrate import discover, migrate
+from aiqueue.db.migrate import discover, migrate, prepare
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
 from tests.conftest import add_submissions
@@ -98,3 +99,64 @@ async def test_the_upgrade_and_its_rollback_keep_every_row(
                                "WHERE relname = 'ai_marking_results'") == "r"
     await migrate(db_url, "up")
     assert await contents(conn) == during
+
+
+async def test_the_upgrade_reads_no_row_under_its_lock(
+    db_url: str, store: Store, conn: asyncpg.Connection
+):
+    """The preparation steps prove the old rows fit (a validated CHECK, under a weak lock),
+    so the upgrade's ATTACH trusts it instead of scanning; the reviewed results' index is
+    built concurrently beforehand and attached, not built (aiqueue/db/migrate.py prepare)."""
+    steps = since_partitions()
+    await migrate(db_url, "down", steps=steps)
+    await rows_in_every_state(store, conn)
+    await conn.execute("UPDATE ai_marking_results SET review = 'accepted' WHERE seq % 2 = 0")
+    assert await prepare(conn, None) >= 3
+    proofs = await conn.fetch(
+        "SELECT conname, convalidated FROM pg_constraint WHERE conname LIKE '%\\_before\\_%'")
+    assert sorted(r["conname"].rsplit("_before_")[0] for r in proofs) == sorted(IDENTITY)
+    assert all(r["convalidated"] for r in proofs)
+    assert await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = "
+                               "'ai_marking_results_reviewed_idx'") == 1
+    heard: list[str] = []
+    conn.add_log_listener(lambda _c, message: heard.append(message.message))
+    tr = conn.transaction()
+    await tr.start()
+    try:
+        await conn.execute("SET LOCAL client_min_messages = debug1")
+        for m in discover():
+            if m.version >= "0050":
+                await conn.execute(m.up.read_text())
+    finally:
+        await tr.rollback()
+    implied = [t for t in IDENTITY
+               if any(f'for table "{t}_upto_' in h and "implied" in h for h in heard)]
+    assert implied == list(IDENTITY), heard
+    assert not [h for h in heard if h.startswith("verifying table")], heard
+    # Every index the old rows need was there before (the reviewed results' built
+    # concurrently by the steps): the upgrade attaches them and builds none on them.
+    assert not [h for h in heard if h.startswith("building index") and "_upto_" in h], heard
+
+    before = await contents(conn)
+    await migrate(db_url, "up")
+    assert await contents(conn) == before
+    assert await conn.fetchval("SELECT count(*) FROM pg_constraint "
+                               "WHERE conname LIKE '%\\_before\\_%'") == 0
+    assert await conn.fetchval(
+        "SELECT count(*) FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid"
+        " WHERE c.relname LIKE 'ai\\_marking\\_results\\_reviewed\\_idx%'"
+        " AND NOT x.indisvalid") == 0
+
+
+async def test_instances_upgrading_at_once_apply_it_once(
+    db_url: str, store: Store, conn: asyncpg.Connection
+):
+    """Three instances start on a database before the partitions: one prepares and applies,
+    the others wait for the lock without blocking its concurrent index builds."""
+    steps = since_partitions()
+    await migrate(db_url, "down", steps=steps)
+    await rows_in_every_state(store, conn)
+    before = await contents(conn)
+    done = await asyncio.gather(*(migrate(db_url, "up") for _ in range(3)))
+    assert sorted(len(d) for d in done) == [0, 0, steps]
+    assert await contents(conn) == before

@@ -70,7 +70,14 @@ handoffs AS (
       AND a.queue_id NOT IN (SELECT queue_id FROM ids)
 ),
 results AS (
-    DELETE FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[]) RETURNING 1
+    DELETE FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[])
+    RETURNING m.applied_at
+),
+-- The hours those results were summed in (the cost card's, 96_usage_hours.sql)
+-- are summed again from what remains, by the next housekeeping pass.
+usage_hours AS (
+    DELETE FROM ai_marking_usage_hours u
+    WHERE u.hour IN (SELECT date_bin('1 hour', r.applied_at, TIMESTAMPTZ 'epoch') FROM results r)
 ),
 held AS (
     -- deleted with their results (no key cascades from the results' months), the

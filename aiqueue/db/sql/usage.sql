@@ -54,6 +54,85 @@ FROM r
 GROUP BY ROLLUP (key)
 ORDER BY is_total, key;
 
+-- usage_card --
+-- /ai-queue's cost card: the usage of [$1, $3) (the last 30 days) in total
+-- ('month'), by model and by lane, and of [$2, $3) (today) in total; the same
+-- sums as usage_report's.  Each hour that ai_marking_usage_hours holds
+-- (96_usage_hours.sql), that lies wholly within [$1, $3) and on one side of $2,
+-- and that is within the results' keep period ($4 seconds: retention may have
+-- deleted from an older one) is read from there; the rest (today's hours, the
+-- edges of a day that starts on the half hour, an hour an erasure reopened) is
+-- read from the results, one range per run of such hours.
+WITH hours AS MATERIALIZED (
+    SELECT h.h, h.h >= $1::timestamptz AND h.h + interval '1 hour' <= $3::timestamptz
+               AND (h.h >= $2::timestamptz OR h.h + interval '1 hour' <= $2::timestamptz)
+               AND h.h >= now() - make_interval(secs => $4::float8)
+               AND EXISTS (SELECT 1 FROM ai_marking_usage_hours u
+                           WHERE u.hour = h.h AND u.lane IS NULL) AS summed
+    FROM generate_series(date_bin('1 hour', $1::timestamptz, TIMESTAMPTZ 'epoch'),
+                         $3::timestamptz - interval '1 microsecond', interval '1 hour') AS h (h)
+),
+rest AS (
+    SELECT greatest(min(x.h), $1::timestamptz) AS lo,
+           least(max(x.h) + interval '1 hour', $3::timestamptz) AS hi
+    FROM (SELECT h, h - row_number() OVER (ORDER BY h) * interval '1 hour' AS run
+          FROM hours WHERE NOT summed) x
+    GROUP BY x.run
+),
+pieces AS MATERIALIZED (
+    SELECT u.hour >= $2::timestamptz AS today, u.model, u.lane, u.jobs, u.unpriced_jobs,
+           u.prompt_tokens, u.completion_tokens, u.cost_usd, u.cache_read_tokens,
+           u.cache_write_tokens, u.cache_saved_tokens, u.cache_saved_usd
+    FROM hours h JOIN ai_marking_usage_hours u ON u.hour = h.h
+    WHERE h.summed AND u.lane IS NOT NULL
+    UNION ALL
+    SELECT m.applied_at >= $2::timestamptz, coalesce(m.model, 'unknown'), m.lane, 1,
+           (m.cost_usd IS NULL)::integer, coalesce(m.prompt_tokens, 0),
+           coalesce(m.completion_tokens, 0), m.cost_usd, coalesce(m.cache_read_tokens, 0),
+           coalesce(m.cache_write_tokens, 0), coalesce(m.cache_saved_tokens, 0),
+           m.cache_saved_usd
+    FROM rest r
+    -- Per range (OFFSET 0 keeps it a scan per range, not a join): only the months
+    -- it reaches, through the BRIN index on applied_at.
+    CROSS JOIN LATERAL (SELECT * FROM ai_marking_results x
+                        WHERE x.applied_at >= r.lo AND x.applied_at < r.hi OFFSET 0) m
+    UNION ALL
+    -- Drift canaries' rows (docs/canaries.md), their own lane, as usage_report counts them.
+    SELECT c.answered_at >= $2::timestamptz, coalesce(c.model, 'unknown'), 'canary', 1,
+           (c.cost_usd IS NULL)::integer,
+           coalesce(aiqueue_usage_int(c.usage -> 'prompt_tokens'), 0),
+           coalesce(aiqueue_usage_int(c.usage -> 'completion_tokens'), 0), c.cost_usd::numeric,
+           0, 0, 0, NULL
+    FROM ai_marking_canary_rows c JOIN ai_marking_canary_runs r ON r.run_id = c.run_id
+    WHERE c.answered_at >= $1::timestamptz AND c.answered_at < $3::timestamptz
+      AND c.state = 'answered'
+)
+SELECT CASE WHEN grouping(model) = 0 THEN 'model' WHEN grouping(lane) = 0 THEN 'lane'
+            ELSE 'month' END AS part,
+       coalesce(model, lane) AS key, coalesce(sum(jobs), 0)::bigint AS jobs,
+       coalesce(sum(unpriced_jobs), 0)::bigint AS unpriced_jobs,
+       coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens,
+       coalesce(sum(completion_tokens), 0)::bigint AS completion_tokens,
+       sum(cost_usd)::float8 AS cost_usd,
+       coalesce(sum(cache_read_tokens), 0)::bigint AS cache_read_tokens,
+       coalesce(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens,
+       coalesce(sum(cache_saved_tokens), 0)::bigint AS cache_saved_tokens,
+       sum(cache_saved_usd)::float8 AS cache_saved_usd
+FROM pieces
+GROUP BY GROUPING SETS ((model), (lane), ())
+UNION ALL
+SELECT 'today', NULL, coalesce(sum(jobs) FILTER (WHERE today), 0)::bigint,
+       coalesce(sum(unpriced_jobs) FILTER (WHERE today), 0)::bigint,
+       coalesce(sum(prompt_tokens) FILTER (WHERE today), 0)::bigint,
+       coalesce(sum(completion_tokens) FILTER (WHERE today), 0)::bigint,
+       (sum(cost_usd) FILTER (WHERE today))::float8,
+       coalesce(sum(cache_read_tokens) FILTER (WHERE today), 0)::bigint,
+       coalesce(sum(cache_write_tokens) FILTER (WHERE today), 0)::bigint,
+       coalesce(sum(cache_saved_tokens) FILTER (WHERE today), 0)::bigint,
+       (sum(cache_saved_usd) FILTER (WHERE today))::float8
+FROM pieces
+ORDER BY part, key;
+
 -- metrics_counters --
 -- The counters' deltas summed (ai_marking_tally, folded by the prune).
 SELECT outcome, job, error, model, le, sum(n)::bigint AS n,

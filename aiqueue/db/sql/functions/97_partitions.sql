@@ -121,7 +121,9 @@ $$;
 -- `p_events_seconds` (a day).  At most once per `p_every_seconds` across every
 -- instance (the control row is the gate); it runs before the row-by-row pass,
 -- which then finds only the month at the boundary (and the rows from before the
--- upgrade, until their partition's end is past the period too).  Each change waits at most 100 ms for its lock
+-- upgrade, until their partition's end is past the period too); then the
+-- hours of usage that /ai-queue's cost card reads are summed (96_usage_hours.sql).
+-- Each change waits at most 100 ms for its lock
 -- (DETACH and ATTACH lock the parent briefly; a queued lock would hold up every
 -- settle behind it) and is otherwise left for the next pass.  Runs with its
 -- owner's rights: the runtime role may not create or drop tables.
@@ -179,6 +181,8 @@ BEGIN
             END;
         END LOOP;
     END LOOP;
+    -- The cost card's hourly sums follow the results' months (96_usage_hours.sql).
+    PERFORM aiqueue_usage_roll(p_history_seconds);
     RETURN NEXT;
 END
 $$;

@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS ai_marking_usage_hours;
