@@ -160,6 +160,15 @@ async def settle_rows(rows: Table, repeats: int) -> None:
                      [r.wall_ms for r in runs], None, "-"))
         rows.append((f"settle alone, plpgsql calls, {label}", "calls",
                      [sum(r.calls.values()) for r in runs], None, "-"))
+        # The relation locks a settle holds at its end (pg_locks); the count does not
+        # depend on the machine's load, so one run is enough.
+        locks = await settle.settle_locks(f"bench_settle_locks_{len(rows)}", env)
+        print(f"relations locked off the fast path ({label}): {locks.names}", flush=True)
+        rows.append((f"settle's relation locks, {label}", "locks", [locks.held], None, "-"))
+        rows.append((f"settle's relations locked, {label}", "relations", [locks.relations],
+                     None, "-"))
+        rows.append((f"settle's relation locks off the fast path, {label}", "locks",
+                     [locks.slow], None, "0"))
 
 
 def _database_rows(rows: Table, cap: int, runs: list[loop.LoopRun],

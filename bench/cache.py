@@ -15,7 +15,7 @@ import asyncpg
 
 from aiqueue.db.store import Store, connect_pool
 from bench.cache_model import Figures, Scenario, measure
-from bench.common import Row, fresh_database
+from bench.common import READY_ROWS, Row, fresh_database
 from bench.db import _ms, _Undo, seed_queue
 
 SCENARIOS = (
@@ -91,6 +91,7 @@ async def seed_prefixes(dsn: str) -> None:
         await conn.execute(
             "UPDATE ai_marking_fair f SET warm_until = now() + interval '270 seconds' "
             "FROM ai_marking_payloads p WHERE p.payload ->> 'a' = f.group_key AND p.id % 3 = 0")
+        await conn.execute(READY_ROWS)
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE ai_marking_fair")

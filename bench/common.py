@@ -123,3 +123,21 @@ def print_table(rows: Sequence[Row]) -> None:
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+# A seed that loads the record with its triggers off (fast, and the rows are made
+# consistent by hand) gives its pending rows their ready rows as the record's
+# insert trigger would (aiqueue/db/sql/functions/35_ready.sql).  The upgrade
+# bench seeds a schema from before the ready table (0067): nothing to do there.
+READY_ROWS = """
+DO $$ BEGIN
+IF to_regclass('ai_marking_ready') IS NOT NULL THEN
+    INSERT INTO ai_marking_ready (queue_id, pool, priority, grp, kind, turn, seq, run_after,
+                                  lane, not_before, expires_at, leader_id, run_kind)
+    SELECT queue_id, pool, priority, coalesce(group_key, assignment_id), kind, turn, seq,
+           run_after, lane, not_before, expires_at, leader_id, run_kind
+    FROM ai_marking_queue WHERE status = 'pending'
+    ON CONFLICT (queue_id) DO NOTHING;
+END IF;
+END $$
+"""

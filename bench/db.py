@@ -10,7 +10,7 @@ import httpx
 
 from aiqueue.answers import AnswerKey
 from aiqueue.db.store import queries
-from bench.common import free_port, fresh_database, spawn, wait_http
+from bench.common import READY_ROWS, free_port, fresh_database, spawn, wait_http
 from tests.plans import plan_of
 
 SECRET = "bench-secret-0123456789abcdef"
@@ -52,13 +52,18 @@ async def seed_queue(dsn: str, n: int, status: str, groups: int = 500) -> None:
             "INSERT INTO ai_marking_groups (priority, group_key, last_turn) "
             "SELECT 0, assignment_id, max(turn) FROM ai_marking_queue GROUP BY assignment_id")
         # Turns by tokens (aiqueue 0022): every group with pending rows waits, with
-        # counters spread as after a while of service (the triggers were off).
-        await conn.execute(
-            "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "
-            "                             head_turn, head_seq) "
-            "SELECT DISTINCT ON (assignment_id) 'default', 0, assignment_id, "
-            "       random() * 1000000, true, turn, seq "
-            "FROM ai_marking_queue WHERE status = 'pending' ORDER BY assignment_id, turn, seq")
+        # counters spread as after a while of service (the triggers were off). Only
+        # pending rows wait (the upgrade bench seeds ended rows on an older schema).
+        if status == "pending":
+            await conn.execute(
+                "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, "
+                "                             head_turn, head_seq, walk_key, walk_turn, walk_seq) "
+                "SELECT 'default', 0, g, c, true, t, s, c, t, s "
+                "FROM (SELECT DISTINCT ON (assignment_id) assignment_id AS g, "
+                "             random() * 1000000 AS c, turn AS t, seq AS s "
+                "      FROM ai_marking_queue WHERE status = 'pending' "
+                "      ORDER BY assignment_id, turn, seq) x")
+        await conn.execute(READY_ROWS)
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE submissions")
@@ -132,6 +137,7 @@ async def enqueue_breakdown(dsn: str, ids: int = 10_000) -> dict[str, float]:
         same_rows = await _timed(
             conn, "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id) "
                   "SELECT id, 'bulk', gen_random_uuid() FROM unnest($1::uuid[]) id", subs)
+        await conn.execute(READY_ROWS)
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("CREATE TABLE bench_bare (id uuid PRIMARY KEY DEFAULT "
                            "gen_random_uuid(), submission_id uuid, assignment_id text)")

@@ -30,7 +30,7 @@ from aiqueue.models import Completed
 from aiqueue.settings.kinds import DEFAULT_KIND, DEFAULT_POOL, Kind, Pool, QueueConfig
 from aiqueue.settings.money import NO_MONEY
 from aiqueue.settings.plan import ClaimPlan
-from bench.common import fresh_database
+from bench.common import READY_ROWS, fresh_database
 
 KEY = AnswerKey.derive("bench-secret-0123456789-abcdefgh")
 # A model call's usage and price (a short answer: the rubric, the answer, a verdict).
@@ -155,6 +155,7 @@ async def _seed_waiting(dsn: str, waiting: int) -> int:
             "SELECT s.id, s.assignment_id, gen_random_uuid(), 'pending', now(), 1, $1, "
             "       aiqueue_answer_key(s.content, $2, $3, false) "
             "FROM submissions s", payload, KEY.inner_pad, KEY.outer_pad)
+        await conn.execute(READY_ROWS)
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE ai_marking_queue")
         await conn.execute("VACUUM ANALYZE submissions")

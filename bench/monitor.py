@@ -28,6 +28,7 @@ from aiqueue.db.migrate import migrate
 from aiqueue.reads import stats
 from aiqueue.settings import Settings
 from aiqueue.web.app import create_app
+from bench.common import READY_ROWS
 
 DB = "aiqueue_bench_monitor"
 SECRET = "bench-secret-0123456789abcdef"
@@ -105,6 +106,7 @@ async def prepare(admin_dsn: str, rows: int, *, spread_days: float = 7.0,
         for statement in SEED.split(";\n\n"):
             n_params = 2 if "$2" in statement else 1 if "$1" in statement else 0
             await conn.execute(statement, *[rows, spread_days * 86400][:n_params])
+        await conn.execute(READY_ROWS)
         await conn.execute("SET session_replication_role = DEFAULT")
         await conn.execute("VACUUM (ANALYZE) ai_marking_queue")
         await conn.execute("VACUUM (ANALYZE) ai_marking_attempts")

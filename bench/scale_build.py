@@ -21,6 +21,8 @@ import time
 
 import asyncpg
 
+from bench.common import READY_ROWS
+
 MONTHS = 13
 
 _PARTITIONS = """
@@ -95,10 +97,14 @@ FROM ai_marking_queue WHERE status = 'completed' AND finished_at > now() - inter
 _GROUPS = """
 INSERT INTO ai_marking_groups (priority, group_key, last_turn)
 SELECT 0, assignment_id, max(turn) FROM ai_marking_queue GROUP BY assignment_id;
-INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, head_turn, head_seq)
-SELECT DISTINCT ON (assignment_id) 'default', 0, assignment_id, random() * 1000000, true,
-       turn, seq
-FROM ai_marking_queue WHERE status = 'pending' ORDER BY assignment_id, turn, seq;
+INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, head_turn, head_seq,
+                             walk_key, walk_turn, walk_seq)
+SELECT pool, priority, group_key, counter, waiting, head_turn, head_seq, counter, head_turn,
+       head_seq
+FROM (SELECT DISTINCT ON (assignment_id) 'default' AS pool, 0 AS priority,
+             assignment_id AS group_key, random() * 1000000 AS counter, true AS waiting,
+             turn AS head_turn, seq AS head_seq
+      FROM ai_marking_queue WHERE status = 'pending' ORDER BY assignment_id, turn, seq) g;
 INSERT INTO ai_marking_counts (status, kind, pool, n)
 SELECT status, kind, pool, count(*) FROM ai_marking_queue GROUP BY status, kind, pool;
 DROP TABLE bench_subjects;
@@ -158,6 +164,7 @@ async def build(dsn: str, ended: int, pending: int, groups: int) -> None:
         await _timed(conn, "queue rows", _ROWS, groups)
         for statement in _statements(_HISTORY):
             await _timed(conn, "history", statement)
+        await _timed(conn, "ready rows", READY_ROWS)
         await conn.execute("SET session_replication_role = origin")
         for ix in indexes:
             # A partitioned table's index is defined ON ONLY its parent: built on every month.

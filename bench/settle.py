@@ -14,7 +14,7 @@ import asyncpg
 from aiqueue.answers import AnswerKey
 from aiqueue.db.gateway import connect_pool
 from aiqueue.db.store import Store
-from aiqueue.models import Completed
+from aiqueue.models import Completed, Job
 from aiqueue.settings import load_settings
 from bench.common import fresh_database
 
@@ -91,6 +91,64 @@ async def run_settles(name: str, env: dict[str, str], settles: int = 400,
                      {f: v for f, v in calls.items() if v > 0})
 
 
+# The relation locks a backend holds (tables, indexes, sequences, views), and those
+# not in its fast-path slots (16 a backend up to PostgreSQL 17): those go through the
+# shared lock table, under a partition lock every backend contends for.
+# One row per relation and mode; pg_locks' own lock left out.
+_LOCKS = ("SELECT count(*) AS held, count(*) FILTER (WHERE NOT fastpath) AS slow, "
+          "count(DISTINCT relation) AS relations, "
+          "coalesce(string_agg(DISTINCT relation::regclass::text, ', ')"
+          " FILTER (WHERE NOT fastpath), '') AS slow_names "
+          "FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation'"
+          " AND relation <> 'pg_locks'::regclass")
+
+
+@dataclass
+class SettleLocks:
+    held: float  # relation locks (relation and mode) a settle holds at its end, per settle
+    slow: float  # of them, off the fast path
+    relations: float  # the relations they name
+    names: str  # the relations off the fast path (the last settle)
+
+
+async def settle_locks(name: str, env: dict[str, str], settles: int = 20) -> SettleLocks:
+    """The relation locks one settle holds just before its commit (pg_locks), each settle in
+    a transaction of its own on one connection, as the store runs it."""
+    dsn = await fresh_database(name)
+    settings = load_settings({"DATABASE_URL": dsn, "MARKING_QUEUE_SECRET": SECRET,
+                              "AI_MARKING_FUNCTION_URL": "http://127.0.0.1:9/mark", **env},
+                             dev=True)
+    plan = settings.claim_plan
+    conn = await asyncpg.connect(dsn)
+    store = Store(await connect_pool(dsn, max_size=1))
+    try:
+        ids = [uuid.uuid4() for _ in range(settles + 10)]
+        await conn.executemany(
+            "INSERT INTO submissions (id, assignment_id, content) VALUES ($1, 'a1', $2)",
+            [(i, f"answer {k}") for k, i in enumerate(ids)])
+        await store.enqueue(ids, "a1", 0, {"rubric": "r" * 200})
+        job = await store.claim(plan)
+        taker = uuid.uuid4()
+        held = slow = relations = 0
+        names = ""
+        for _ in range(settles):
+            assert job is not None, "the settle claimed nothing"
+            async with conn.transaction():
+                row = await conn.fetchrow(
+                    "SELECT * FROM aiqueue_settle_many($1::jsonb, $2::jsonb, $3::uuid)",
+                    Completed.items_json([Completed(job.queue_id, job.dispatch_seq,
+                                                    {"score": 1}, USAGE)]), plan.json, taker)
+                locks = await conn.fetchrow(_LOCKS)
+            assert row is not None and locks is not None
+            held, slow, names = held + locks["held"], slow + locks["slow"], locks["slow_names"]
+            relations += locks["relations"]
+            job = Job.from_row(row) if row["queue_id"] else None
+    finally:
+        await store.close()
+        await conn.close()
+    return SettleLocks(held / settles, slow / settles, relations / settles, names)
+
+
 async def _functions(dsn: str, wait: bool = False) -> dict[str, tuple[float, float, float]]:
     """Each plpgsql function's calls, total and self time (ms)."""
     if wait:
@@ -125,3 +183,6 @@ if __name__ == "__main__":
     result = asyncio.run(run_settles("bench_settle_" + ("money" if money else "plain"),
                                      MONEY_ENV if money else {}))
     print(report(result))
+    locks = asyncio.run(settle_locks("bench_settle_locks", MONEY_ENV if money else {}))
+    print(f"relation locks per settle: {locks.held:.1f} on {locks.relations:.1f} relations, "
+          f"off the fast path {locks.slow:.1f} ({locks.names or 'none'})")

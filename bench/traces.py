@@ -14,11 +14,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 import httpx
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from aiqueue.models import Job, QueueId, SubmissionId
 from aiqueue.settings.tracing import Tracing
-from aiqueue.tracing import Applied, JobTrace
+from aiqueue.tracing import Applied, JobTrace, otlp
 from aiqueue.tracing.otel import OtelTracer
+from aiqueue.tracing.pipeline import BATCH, QUEUED
 from bench import loop
 from bench.common import Table, free_port, spawn, wait_http
 
@@ -39,17 +42,15 @@ class Rows:
         return {q: self.traces[q] for q in queue_ids if q in self.traces}
 
 
-async def tracer_cpu_us(endpoint: str, jobs: int) -> float:
-    """CPU (every thread of this process) per job of a job's spans, with a real OTLP/HTTP
-    export: the enqueue's, a claim's, a dispatch's and a result's, then a flush."""
-    # Every span kept for export, none dropped: the loop below makes them faster than any app.
-    os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = str(jobs * 5)
-    tracer = OtelTracer(Tracing(f"{endpoint}/v1/traces", service_name="aiqueue-bench"))
+def _jobs(jobs: int) -> list[Job]:
+    return [Job(QueueId(uuid.uuid4()), SubmissionId(uuid.uuid4()), "bench", 1, 1,
+                json.dumps(loop.PAYLOAD_2KB), "answer") for _ in range(jobs)]
+
+
+async def _spans(tracer: OtelTracer, batch: list[Job]) -> None:
+    """Each job's spans: the enqueue's, a claim's, a dispatch's and a result's."""
     rows = Rows()
-    batch = [Job(QueueId(uuid.uuid4()), SubmissionId(uuid.uuid4()), "bench", 1, 1,
-                 json.dumps(loop.PAYLOAD_2KB), "answer") for _ in range(jobs)]
-    started = time.process_time()
-    for at in range(0, jobs, 100):  # enqueued 100 at a time, as a class's Mark All
+    for at in range(0, len(batch), 100):  # enqueued 100 at a time, as a class's Mark All
         part = batch[at:at + 100]
         await tracer.enqueued(rows, [j.queue_id for j in part], tracer.now(), kind="mark",
                               pool="default")
@@ -58,10 +59,42 @@ async def tracer_cpu_us(endpoint: str, jobs: int) -> float:
             (await tracer.dispatching(rows, job)).end("accepted")
             await tracer.applied(rows, [Applied(job.queue_id, 1, "completed", True, USAGE,
                                                 cost_usd=0.001)], tracer.now())
+
+
+async def tracer_cpu_us(endpoint: str, jobs: int) -> tuple[float, float]:
+    """CPU per job of a job's spans with a real OTLP/HTTP export, then a flush: of every
+    thread of this process, and of the loop's thread alone (making and queueing them)."""
+    # Every span kept for export, none dropped: the loop below makes them faster than any
+    # app; the batches are the app's own (tracing/otel.py).
+    os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = str(max(jobs * 5, QUEUED))
+    os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = str(BATCH)
+    tracer = OtelTracer(Tracing(f"{endpoint}/v1/traces", service_name="aiqueue-bench"))
+    batch = _jobs(jobs)
+    started, on_thread = time.process_time(), time.thread_time()
+    await _spans(tracer, batch)
+    made = time.thread_time() - on_thread
     tracer.flush()
     used = time.process_time() - started
     tracer.close()
-    return used * 1e6 / jobs
+    return used * 1e6 / jobs, made * 1e6 / jobs
+
+
+async def encode_us(jobs: int) -> tuple[float, float]:
+    """CPU per job of writing its four spans' protobuf: the SDK's encoder, then ours."""
+    exporter = InMemorySpanExporter()
+    tracer = OtelTracer(Tracing("http://unused"), exporter)
+    await _spans(tracer, _jobs(jobs))
+    tracer.flush()
+    spans = list(exporter.get_finished_spans())
+    batches = [spans[at:at + BATCH] for at in range(0, len(spans), BATCH)]
+    timed = []
+    for encode in (lambda b: encode_spans(b).SerializeToString(), otlp.encode):
+        started = time.process_time()
+        for part in batches:
+            encode(part)
+        timed.append((time.process_time() - started) * 1e6 / jobs)
+    tracer.close()
+    return timed[0], timed[1]
 
 
 async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
@@ -71,9 +104,18 @@ async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
         wait_http(f"http://127.0.0.1:{port}/stats")
         on_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
                   "OTEL_SERVICE_NAME": "aiqueue-bench"}
-        own = [await tracer_cpu_us(f"http://127.0.0.1:{port}", jobs) for _ in range(repeats)]
+        timed = [await tracer_cpu_us(f"http://127.0.0.1:{port}", jobs)
+                 for _ in range(repeats)]
+        own = [t[0] for t in timed]
         rows.append(("tracing's own CPU per job (4 spans, encoded and exported)", "us", own,
                      None, "-"))
+        rows.append(("  of which the loop's thread (making and queueing the spans)", "us",
+                     [t[1] for t in timed], None, "-"))
+        encoded = [await encode_us(jobs) for _ in range(repeats)]
+        rows.append(("  writing the protobuf, the SDK's encoder", "us", [e[0] for e in encoded],
+                     None, "reference"))
+        rows.append(("  writing the protobuf, tracing/otlp.py", "us", [e[1] for e in encoded],
+                     sorted(e[0] for e in encoded)[len(encoded) // 2], "-"))
         for cap in (1, 8):
             off: list[loop.LoopRun] = []
             on: list[loop.LoopRun] = []

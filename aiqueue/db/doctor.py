@@ -18,7 +18,7 @@ from aiqueue.db.migrate import discover
 from aiqueue.db.pool import app_name, wrap_error
 from aiqueue.db.prepared import known_pooler_url
 from aiqueue.errors import StoreError
-from aiqueue.models.records import MonthsAhead, TableHealth
+from aiqueue.models.records import HostFill, MonthsAhead, TableHealth
 
 
 class DoctorQueries(Gateway):
@@ -53,6 +53,11 @@ class DoctorQueries(Gateway):
     async def table_health(self) -> list[TableHealth]:
         """Dead rows and HOT updates of the record (and the state tables, when they exist)."""
         return [TableHealth.from_row(r) for r in await self._fetch("table_health")]
+
+    async def submissions_fill(self) -> HostFill | None:
+        """The host's submissions: its fillfactor and its updates (None: no such table)."""
+        row = await self._fetchrow("submissions_fill")
+        return HostFill.from_row(row) if row else None
 
     async def record_probe_answer(self, probe_id: UUID, answer: str,
                                   detail: dict[str, Any]) -> bool:

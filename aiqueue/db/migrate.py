@@ -173,10 +173,10 @@ async def prepare(conn: asyncpg.Connection, steps: int | None) -> int:
     """
     ran = 0
     # A first look, without the lock (nor creating the bookkeeping table).
-    seen = await conn.fetch("SELECT version FROM aiqueue_migrations"
-                            if await conn.fetchval("SELECT to_regclass('aiqueue_migrations')")
-                            else "SELECT NULL::text AS version WHERE false")
-    pending = [m for m in discover() if m.version not in {r["version"] for r in seen}][:steps]
+    seen: set[str] = set()
+    if await conn.fetchval("SELECT to_regclass('aiqueue_migrations')"):
+        seen = {r["version"] for r in await conn.fetch("SELECT version FROM aiqueue_migrations")}
+    pending = [m for m in discover() if m.version not in seen][:steps]
     if not any(m.steps for m in pending):
         return 0
     await _lock(conn, session=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from aiqueue.doctor.report import Doctor
+from aiqueue.doctor.storage import fill_finding
 from aiqueue.doctor.text import Finding
 from aiqueue.errors import StoreError
 from aiqueue.models import AppRole
@@ -69,16 +70,22 @@ async def check_lockdown(doc: Doctor) -> None:
 
 
 async def check_submissions(doc: Doctor) -> None:
-    """The host's `submissions` keeps its grants; warn when others can read it."""
+    """The host's `submissions` keeps its grants, and room on its pages for a result's
+    update; warn when others can read it or its updates rewrite every index."""
     if _not_ready(doc, "submissions"):
         return
     assert doc.rt is not None
     try:
         readers = await doc.rt.store.submissions_readers()
+        fill = fill_finding(await doc.rt.store.submissions_fill())
     except StoreError as exc:
         doc.add("submissions", "skip", f"could not read the privileges ({exc.code})")
         return
     if not readers:
+        if fill:
+            doc.add("submissions", "warn", "only the owner and the runtime role can read "
+                                           f"submissions; {fill[0]}", fill[1])
+            return
         doc.add("submissions", "pass", "only the owner and the runtime role can read "
                                        "submissions")
         return

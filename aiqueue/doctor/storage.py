@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiqueue.doctor.report import Doctor
 from aiqueue.doctor.text import Finding
-from aiqueue.models.records import MonthsAhead, TableHealth
+from aiqueue.models.records import HostFill, MonthsAhead, TableHealth
 
 # Dead rows above this share of a table (and at least DEAD_ROWS of them) mean
 # autovacuum is behind: every scan of the table reads them too.
@@ -50,6 +50,20 @@ def health_finding(t: TableHealth) -> Finding:
         return ("warn", f"{said}: most updates rewrite every index",
                 "see docs/performance.md on which columns the indexes name")
     return "pass", said, None
+
+
+def fill_finding(fill: HostFill | None) -> tuple[str, str] | None:
+    """Submissions' pages full, so a result's update of a row writes every index again:
+    (what was seen, what to do); None when its updates are mostly heap-only or few."""
+    if fill is None or fill.fillfactor < 100 or fill.updates < UPDATES_SEEN:
+        return None
+    hot = fill.hot_updates / fill.updates
+    if hot >= HOT_SHARE:
+        return None
+    return (f"submissions' pages are full (fillfactor 100): {hot:.0%} of its {fill.updates:,} "
+            "updates were heap-only, the rest wrote every index of the table again",
+            "ALTER TABLE submissions SET (fillfactor = 80) leaves room on new pages for a "
+            "result's update; it blocks no read or write (docs/operating/doctor.md)")
 
 
 def record_finding(tables: list[TableHealth]) -> Finding:

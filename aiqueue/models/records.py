@@ -183,3 +183,16 @@ class TableHealth:
     def hot_share(self) -> float | None:
         """The share of updates that were heap-only; None before any update."""
         return self.hot_updates / self.updates if self.updates else None
+
+
+@dataclass(frozen=True)
+class HostFill:
+    """The host's submissions: its fillfactor and its updates, all and heap-only."""
+
+    fillfactor: int
+    updates: int
+    hot_updates: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> HostFill:
+        return cls(int(row["fillfactor"]), int(row["updates"]), int(row["hot_updates"]))

@@ -36,6 +36,8 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
                                       "row's handoff to one of them is cleared"),
     "ai_marking_claimed": ("erased", "a row's slot while at the function, with its queue "
                                      "row (ON DELETE CASCADE)"),
+    "ai_marking_ready": ("erased", "a pending row's claimable copy, with its queue row "
+                                   "(ON DELETE CASCADE)"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),
     "ai_marking_holds": ("erased", "held results, deleted with their results; a "
                                    "marker's question is in the result it came with"),

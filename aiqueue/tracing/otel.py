@@ -1,7 +1,12 @@
 """The OpenTelemetry SDK's side of tracing (docs/tracing.md): imported only when it is on.
 
-Spans are batched (BatchSpanProcessor) and exported over OTLP/HTTP in
-protobuf from a thread of their own, so the loop only hands each one over.
+A span is made when its work is over, as the SDK's `ReadableSpan` the exporters
+take, with the SDK's sampler, id generator and resource, and handed to its
+BatchSpanProcessor; a thread of its own exports the batches over OTLP/HTTP in
+protobuf (tracing/otlp.py).  The SDK's `Tracer` would do the same for about 50 µs
+a span (a lock, bounded lists and attributes checked one by one, for spans that
+are never changed once made); this takes a few, so that tracing every job stays
+within the loop's budget (docs/performance.md#tracing).
 
 What a span may carry (nothing of a student's, tests/unit/test_tracing.py
 checks it): ids (queue_id), counts, codes from a fixed vocabulary, the
@@ -16,17 +21,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider, sampling
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider, sampling
+from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     Link,
-    Span,
+    NonRecordingSpan,
+    SpanContext,
     SpanKind,
     Status,
     StatusCode,
+    TraceFlags,
     get_current_span,
     set_span_in_context,
 )
@@ -36,55 +41,18 @@ from aiqueue import logs
 from aiqueue.models import Job, QueueId
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import NO_SPAN, Applied, DispatchSpan, JobTrace, Tracer, TraceStore, clock
+from aiqueue.tracing.otlp import Exporter
+from aiqueue.tracing.pipeline import instance_resource, processor, sampler
 
 # Jobs' traces this instance knows without asking the database (enqueued or seen here).
 KNOWN_TRACES = 20_000
 # Spans still unsent when a Vercel invocation ends wait at most this long.
 FLUSH_MILLIS = 2_000
 _W3C = TraceContextTextMapPropagator()
-
-
-def sampler(config: Tracing) -> sampling.Sampler:
-    """OTEL_TRACES_SAMPLER (and its ratio) as the SDK's sampler."""
-    ratio = sampling.TraceIdRatioBased(config.ratio)
-    return {
-        "always_on": sampling.ALWAYS_ON,
-        "always_off": sampling.ALWAYS_OFF,
-        "traceidratio": ratio,
-        "parentbased_always_on": sampling.ParentBased(sampling.ALWAYS_ON),
-        "parentbased_always_off": sampling.ParentBased(sampling.ALWAYS_OFF),
-        "parentbased_traceidratio": sampling.ParentBased(ratio),
-    }[config.sampler]
-
-
-class HashedOnce(Resource):
-    """The instance's resource, hashed once.
-
-    The OTLP encoder groups each batch's spans by resource, and the SDK's
-    Resource.__hash__ dumps every attribute to JSON on each call: once per span,
-    about a fifth of tracing's CPU here (bench --only traces).  A resource never
-    changes once made, so its hash is kept.
-    """
-
-    def __init__(self, made: Resource) -> None:
-        super().__init__(made.attributes, made.schema_url)
-        self._hash = super().__hash__()
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return other is self or super().__eq__(other)
-
-
-def provider(config: Tracing, exporter: SpanExporter | None = None) -> TracerProvider:
-    """A provider of our own (the process's global one is left to the host)."""
-    resource = HashedOnce(Resource.create({**dict(config.resource),
-                                           SERVICE_NAME: config.service_name}))
-    made = TracerProvider(sampler=sampler(config), resource=resource)
-    made.add_span_processor(BatchSpanProcessor(exporter or OTLPSpanExporter(
-        endpoint=config.endpoint, headers=dict(config.headers))))
-    return made
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_UNSET, _ERROR = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
+_KEEP = sampling.Decision.RECORD_AND_SAMPLE
+_ASK: Any = object()  # a job this instance has not seen: its row is asked
 
 
 def result_attributes(result: Applied) -> dict[str, Any]:
@@ -112,27 +80,42 @@ def result_attributes(result: Applied) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Known:
-    """A job's trace as this instance knows it, with its root as a parent context."""
+    """A job's trace as this instance knows it: its root's context, the attributes every
+    span of the job carries (queue_id, kind, pool)."""
 
     trace: JobTrace
-    parent: Context
+    parent: SpanContext
+    common: dict[str, Any]
+
+
+def known(queue_id: QueueId, trace: JobTrace, parent: SpanContext) -> Known:
+    return Known(trace, parent, {"aiqueue.queue_id": str(queue_id), "aiqueue.kind": trace.kind,
+                                 "aiqueue.pool": trace.pool})
 
 
 class OtelSpan(DispatchSpan):
-    def __init__(self, span: Span) -> None:
-        self.span = span
-        self.headers: dict[str, str] = {}
-        _W3C.inject(self.headers, context=set_span_in_context(span))
+    """A dispatch under way: its context, carried to the function, made a span at its end."""
+
+    def __init__(self, tracer: OtelTracer, job: Known, attempt: int) -> None:
+        self.tracer, self.job, self.attempt, self.started = tracer, job, attempt, clock()
+        parent = job.parent
+        self.context = SpanContext(parent.trace_id, tracer.ids.generate_span_id(), False,
+                                   parent.trace_flags, parent.trace_state)
+        self.headers: dict[str, str] = {"traceparent": f"00-{parent.trace_id:032x}-"
+                                        f"{self.context.span_id:016x}-{parent.trace_flags:02x}"}
+        if parent.trace_state:
+            self.headers["tracestate"] = parent.trace_state.to_header()
 
     def end(self, outcome: str, code: str | None = None,
             http_status: int | None = None) -> None:
-        self.span.set_attribute("aiqueue.outcome", outcome)
+        attributes = {**self.job.common, "aiqueue.attempt": self.attempt,
+                      "aiqueue.outcome": outcome}
         if http_status is not None:
-            self.span.set_attribute("http.response.status_code", http_status)
+            attributes["http.response.status_code"] = http_status
         if code is not None:
-            self.span.set_attribute("error.type", code)
-            self.span.set_status(Status(StatusCode.ERROR))
-        self.span.end()
+            attributes["error.type"] = code
+        self.tracer.emit("aiqueue.dispatch", SpanKind.CLIENT, self.context, self.job.parent,
+                         self.started, clock(), attributes, _UNSET if code is None else _ERROR)
 
 
 class OtelTracer(Tracer):
@@ -141,8 +124,17 @@ class OtelTracer(Tracer):
     on = True
 
     def __init__(self, config: Tracing, exporter: SpanExporter | None = None) -> None:
-        self.provider = provider(config, exporter)
-        self.tracer = self.provider.get_tracer("aiqueue")
+        self.resource = instance_resource(config)
+        self.scope = InstrumentationScope("aiqueue")
+        # A provider of our own (the process's global one is left to the host): its
+        # sampler and ids, its processor flushed on flush() and at the process's exit.
+        self.provider = TracerProvider(sampler=sampler(config), resource=self.resource)
+        self.sampler, self.ids = self.provider.sampler, self.provider.id_generator
+        self.processor = processor(exporter or Exporter(endpoint=config.endpoint,
+                                                        headers=dict(config.headers)))
+        # These two sample every job: no need to ask them each time.
+        self.always = config.sampler in ("always_on", "parentbased_always_on")
+        self.provider.add_span_processor(self.processor)
         # Each job's trace and its root as a parent, parsed once per instance; None: the
         # job has none (enqueued while tracing was off, or not sampled), asked once.
         self.known: OrderedDict[QueueId, Known | None] = OrderedDict()
@@ -150,15 +142,44 @@ class OtelTracer(Tracer):
     def now(self) -> int:
         return clock()
 
-    def _know(self, queue_id: QueueId, known: Known | None) -> None:
-        self.known[queue_id] = known
+    def emit(self, name: str, kind: SpanKind, context: SpanContext, parent: SpanContext | None,
+             started: int, ended: int, attributes: dict[str, Any], status: Status = _UNSET,
+             links: Sequence[Link] = ()) -> None:
+        """A finished span, to the exporter's batch."""
+        self.processor.on_end(ReadableSpan(
+            name, context, parent, self.resource, attributes, (), links, kind, None, status,
+            started, ended, self.scope))
+
+    def _child(self, name: str, kind: SpanKind, job: Known, started: int, ended: int,
+               attributes: dict[str, Any], status: Status = _UNSET) -> None:
+        parent = job.parent
+        self.emit(name, kind, SpanContext(parent.trace_id, self.ids.generate_span_id(), False,
+                                          parent.trace_flags, parent.trace_state),
+                  parent, started, ended, {**job.common, **attributes}, status)
+
+    def _know(self, queue_id: QueueId, job: Known | None) -> None:
+        self.known[queue_id] = job
         if len(self.known) > KNOWN_TRACES:
             self.known.popitem(last=False)
 
-    async def _traces(self, store: TraceStore, ids: Sequence[QueueId]) -> dict[QueueId, Known]:
-        """The jobs' traces: known here, else from their rows (a job enqueued
-        before tracing was on, or not sampled, has none)."""
-        missing = [q for q in ids if q not in self.known]
+    def _from_row(self, queue_id: QueueId, trace: JobTrace | None) -> Known | None:
+        """A trace kept by another instance, if it is one and this sampler keeps its spans
+        (the parent-based samplers do: the decision was made once, at the enqueue)."""
+        parent = None if trace is None else get_current_span(
+            _W3C.extract({"traceparent": trace.traceparent})).get_span_context()
+        if trace is None or parent is None or not parent.is_valid:
+            return None
+        if self.sampler.should_sample(set_span_in_context(NonRecordingSpan(parent)),
+                                      parent.trace_id, "aiqueue.claim").decision is not _KEEP:
+            return None
+        return known(queue_id, trace, parent)
+
+    async def _traces(self, store: TraceStore, ids: Sequence[QueueId]) -> list[Known | None]:
+        """Each job's trace (None: it has none): known here, else from its row (a job
+        enqueued before tracing was on, or not sampled, has none)."""
+        known_here = self.known
+        found = [known_here.get(q, _ASK) for q in ids]
+        missing = [q for q, job in zip(ids, found, strict=True) if job is _ASK]
         if missing:
             try:
                 rows = await store.job_traces(missing)
@@ -167,38 +188,35 @@ class OtelTracer(Tracer):
                 logs.event("trace_lost", code=type(exc).__name__, count=len(missing))
             else:
                 for queue_id in missing:
-                    trace = rows.get(queue_id)
-                    self._know(queue_id, None if trace is None else Known(
-                        trace, _W3C.extract({"traceparent": trace.traceparent})))
-        return {q: known for q in ids if (known := self.known.get(q)) is not None}
-
-    def _span(self, name: str, known: Known, kind: SpanKind, started: int,
-              attributes: dict[str, Any]) -> Span:
-        trace = known.trace
-        return self.tracer.start_span(name, context=known.parent, kind=kind, start_time=started,
-                                      attributes={"aiqueue.kind": trace.kind,
-                                                  "aiqueue.pool": trace.pool, **attributes})
+                    self._know(queue_id, self._from_row(queue_id, rows.get(queue_id)))
+            found = [known_here.get(q) if job is _ASK else job
+                     for q, job in zip(ids, found, strict=True)]
+        return found
 
     async def enqueued(self, store: TraceStore, queue_ids: Sequence[QueueId], started: int,
                        *, kind: str, pool: str, caller: str | None = None) -> None:
         # One trace per job: the host's request is a link, not a parent.
         host = get_current_span(_W3C.extract({"traceparent": caller})).get_span_context() \
             if caller else None
-        links = [Link(host)] if host is not None and host.is_valid else None
+        links = (Link(host),) if host is not None and host.is_valid else ()
         kept: dict[QueueId, JobTrace] = {}
-        parents: dict[QueueId, Context] = {}
+        roots: dict[QueueId, Known] = {}
         ended = clock()
         for queue_id in queue_ids:
-            span = self.tracer.start_span(
-                "aiqueue.enqueue", context=Context(), kind=SpanKind.PRODUCER,
-                start_time=started, links=links, attributes={"aiqueue.queue_id": str(queue_id),
-                                                "aiqueue.kind": kind, "aiqueue.pool": pool})
-            span.end(end_time=ended)
-            if span.get_span_context().trace_flags.sampled:
-                carrier: dict[str, str] = {}
-                parents[queue_id] = set_span_in_context(span)
-                _W3C.inject(carrier, context=parents[queue_id])
-                kept[queue_id] = JobTrace(carrier["traceparent"], kind, pool)
+            trace_id, state = self.ids.generate_trace_id(), None
+            if not self.always:
+                decided = self.sampler.should_sample(None, trace_id, "aiqueue.enqueue",
+                                                     SpanKind.PRODUCER, None, links)
+                if decided.decision is not _KEEP:
+                    continue
+                state = decided.trace_state
+            # Sampled, its attempts' spans are too, under every sampler offered (a
+            # parent-based one follows the root; a ratio one decides by the trace id).
+            root = SpanContext(trace_id, self.ids.generate_span_id(), False, _SAMPLED, state)
+            trace = JobTrace(f"00-{trace_id:032x}-{root.span_id:016x}-01", kind, pool)
+            kept[queue_id], roots[queue_id] = trace, known(queue_id, trace, root)
+            self.emit("aiqueue.enqueue", SpanKind.PRODUCER, root, None, started, ended,
+                      dict(roots[queue_id].common), links=links)
         if kept:
             try:
                 await store.keep_traces(kept)
@@ -206,44 +224,34 @@ class OtelTracer(Tracer):
                 logs.event("trace_lost", code=type(exc).__name__, count=len(kept))
                 return
         for queue_id in queue_ids:  # an unsampled job has no trace: no need to ask
-            trace = kept.get(queue_id)
-            self._know(queue_id, None if trace is None else Known(trace, parents[queue_id]))
+            self._know(queue_id, roots.get(queue_id))
 
     async def claimed(self, store: TraceStore, jobs: Sequence[Job], started: int) -> None:
         traces = await self._traces(store, [job.queue_id for job in jobs])
         ended = clock()
-        for job in jobs:
-            known = traces.get(job.queue_id)
-            if known is None:
+        for job, known_job in zip(jobs, traces, strict=True):
+            if known_job is None:
                 continue
-            if known.trace.pool != job.pool:  # on its kind's fallback
-                known = Known(replace(known.trace, pool=job.pool), known.parent)
-                self._know(job.queue_id, known)
-            self._span("aiqueue.claim", known, SpanKind.INTERNAL, started,
-                       {"aiqueue.queue_id": str(job.queue_id),
-                        "aiqueue.attempt": job.attempt}).end(end_time=ended)
+            if known_job.trace.pool != job.pool:  # on its kind's fallback
+                known_job = known(job.queue_id, replace(known_job.trace, pool=job.pool),
+                                  known_job.parent)
+                self._know(job.queue_id, known_job)
+            self._child("aiqueue.claim", SpanKind.INTERNAL, known_job, started, ended,
+                        {"aiqueue.attempt": job.attempt})
 
     async def dispatching(self, store: TraceStore, job: Job) -> DispatchSpan:
-        known = (await self._traces(store, [job.queue_id])).get(job.queue_id)
-        if known is None:
-            return NO_SPAN
-        return OtelSpan(self._span("aiqueue.dispatch", known, SpanKind.CLIENT, clock(),
-                                   {"aiqueue.queue_id": str(job.queue_id),
-                                    "aiqueue.attempt": job.attempt}))
+        (known_job,) = await self._traces(store, (job.queue_id,))
+        return NO_SPAN if known_job is None else OtelSpan(self, known_job, job.attempt)
 
     async def applied(self, store: TraceStore, results: Sequence[Applied], started: int,
                       claimed: Sequence[Job] = ()) -> None:
         traces = await self._traces(store, [r.queue_id for r in results])
         ended = clock()
-        for result in results:
-            known = traces.get(result.queue_id)
-            if known is None:
-                continue
-            span = self._span("aiqueue.result", known, SpanKind.CONSUMER, started,
-                              result_attributes(result))
-            if result.error_code is not None:
-                span.set_status(Status(StatusCode.ERROR))
-            span.end(end_time=ended)
+        for result, known_job in zip(results, traces, strict=True):
+            if known_job is not None:
+                self._child("aiqueue.result", SpanKind.CONSUMER, known_job, started, ended,
+                            result_attributes(result),
+                            _UNSET if result.error_code is None else _ERROR)
         if claimed:
             await self.claimed(store, claimed, started)
 
@@ -252,4 +260,3 @@ class OtelTracer(Tracer):
 
     def close(self) -> None:
         self.provider.shutdown()
-

@@ -10,6 +10,7 @@ import asyncio
 
 from starlette.requests import Request
 
+from aiqueue import tracing
 from aiqueue.dispatch.aws import OidcToken
 from aiqueue.errors import SettingsError
 from aiqueue.reads.live import EventHub, LiveConfig
@@ -33,6 +34,7 @@ class AppState:
         # Vercel's OIDC token, as the newest request carried it (dispatch/aws.py).
         self.oidc = OidcToken(settings.vercel_oidc_token)
         self._lock = asyncio.Lock()
+        tracing.prepare(settings.tracing)
 
     async def get(self, *, check_schema: bool = True) -> Runtime:
         """The instance's Runtime; unless told otherwise, 503 schema_behind while the

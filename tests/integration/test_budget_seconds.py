@@ -159,6 +159,6 @@ async def test_the_first_due_row_is_a_walk_of_the_claim_index(conn: asyncpg.Conn
         "       row_number() OVER (PARTITION BY assignment_id) FROM submissions")
     await conn.execute("SET enable_sort = off")  # as the function's SET clause has it
     text = await generic_plan_in_function(
-        conn, "aiqueue_budget_room", r"SELECT o\.assignment_id.*?LIMIT 1", kinds="text[]")
-    assert "ai_marking_queue_claim_idx" in text, text
+        conn, "aiqueue_budget_room", r"SELECT o\.queue_id.*?LIMIT 1", kinds="text[]")
+    assert "ai_marking_ready_claim_idx" in text, text
     assert "Sort" not in text and "Seq Scan" not in text, text

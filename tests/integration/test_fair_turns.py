@@ -207,16 +207,18 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
         "SELECT id, assignment_id, gen_random_uuid(), "
         "       row_number() OVER (PARTITION BY assignment_id) FROM submissions")
     await conn.execute("ANALYZE ai_marking_queue")
+    await conn.execute("ANALYZE ai_marking_ready")
     await conn.execute("ANALYZE ai_marking_fair")
     # Turns by tokens (aiqueue 0022): the walk of the waiting groups, then the
     # chosen group's first due row, each on its index.
     for function, pattern, index, cursor in (
-            ("aiqueue_fair_pick", r"SELECT f\.pool, f\.priority.*?f\.head_seq",
-             "ai_marking_fair_walk_idx", True),
-            ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r "
-             r"FROM ai_marking_queue q\s+WHERE q\.status.*?SKIP LOCKED",
-             "ai_marking_queue_group_idx", False)):
-        text = await plan_in_function(conn, function, pattern, cursor, p_pools="NULL",
+            ("aiqueue_fair_next", r"SELECT f\.pool, f\.priority.*?ORDER BY f\.priority DESC, "
+             r"f\.walk_key, f\.walk_turn, f\.walk_seq", "ai_marking_fair_walk_idx", True),
+            ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r\s+"
+             r"FROM ai_marking_ready h.*?SKIP LOCKED",
+             "ai_marking_ready_group_idx", False)):
+        text = await plan_in_function(conn, function, pattern, cursor, c_pools="NULL",
+                                      c_seen="'{}'::text[]",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'"})
         assert index in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text
@@ -229,14 +231,16 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
                                       pools="ARRAY['default']", except_id="NULL::uuid",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'",
                                          "kinds": "ARRAY['mark']"})
-        assert "ai_marking_queue_group_kind_idx" in text, text
+        assert "ai_marking_ready_group_kind_idx" in text, text
         assert "Seq Scan on ai_marking_queue" not in text, text
+        assert "Seq Scan on ai_marking_ready" not in text, text
     # fair_head runs its probe with its generic plan (force_generic_plan): the same
     # probe per kind.
     text = await generic_plan_in_function(conn, "aiqueue_fair_head", head, kinds="text[]",
                                           p_pool="text", p_priority="integer", p_group="text")
-    assert "ai_marking_queue_group_kind_idx" in text, text
+    assert "ai_marking_ready_group_kind_idx" in text, text
     assert "Seq Scan on ai_marking_queue" not in text, text
+    assert "Seq Scan on ai_marking_ready" not in text, text
 
 
 async def test_queue_positions_count_turns(groups: Groups, store: Store):

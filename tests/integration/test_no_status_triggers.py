@@ -11,9 +11,17 @@ import asyncpg
 from aiqueue.db.store import Store
 from tests.conftest import add_submissions
 
+# The columns ai_marking_ready mirrors (with status), by name.
+READY_UPD = "UPDATE OF " + ", ".join(sorted(
+    ["assignment_id", "status", "run_after", "priority", "group_key", "not_before", "seq",
+     "kind", "pool", "lane", "expires_at", "leader_id", "turn", "run_kind"]))
+
 # The triggers left on the queue table, each for a write host SQL can make itself
-# (the file that creates it says why): inserts, deletes, a sooner run_after.
+# (the file that creates it says why): inserts, deletes, a sooner run_after, and
+# the ready table kept exact (35_ready.sql) whoever moves a row into or out of pending.
 KEPT = {
+    "ai_marking_queue_0_ready_ins": "INSERT",
+    "ai_marking_queue_0_ready_upd": READY_UPD,
     "ai_marking_queue_events_ins": "INSERT",
     "ai_marking_queue_counts_ins": "INSERT",
     "ai_marking_queue_fair_ins": "INSERT",
@@ -28,7 +36,7 @@ async def test_the_queue_table_keeps_only_the_triggers_host_sql_needs(conn: asyn
         """SELECT t.tgname,
                   CASE WHEN t.tgtype & 4 <> 0 THEN 'INSERT'
                        WHEN t.tgtype & 8 <> 0 THEN 'DELETE'
-                       ELSE 'UPDATE OF ' || (SELECT string_agg(a.attname, ', ')
+                       ELSE 'UPDATE OF ' || (SELECT string_agg(a.attname, ', ' ORDER BY a.attname)
                                             FROM pg_attribute a
                                             WHERE a.attrelid = t.tgrelid
                                               AND a.attnum = ANY (t.tgattr)) END AS fires_on

@@ -27,12 +27,13 @@ def since_partitions() -> int:
 
 
 async def contents(conn: asyncpg.Connection) -> dict[str, tuple[int, str]]:
-    """Each table's row count and a hash of every row's text."""
+    """Each table's row count and a hash of every row's text.  The record's `phase`
+    (migration 0067) is a generated column, derived from its status: left out."""
     found = {}
     for table in TABLES:
         row = await conn.fetchrow(
-            f"SELECT count(*) AS n, md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))"
-            f" AS h FROM {table} t")
+            f"SELECT count(*) AS n, md5(coalesce(string_agg((to_jsonb(t) - 'phase')::text,"
+            f" E'\\n' ORDER BY (to_jsonb(t) - 'phase')::text), '')) AS h FROM {table} t")
         found[table] = (row["n"], row["h"])
     return found
 
@@ -64,11 +65,13 @@ async def rows_in_every_state(store: Store, conn: asyncpg.Connection) -> None:
 async def test_the_upgrade_and_its_rollback_keep_every_row(
     db_url: str, store: Store, conn: asyncpg.Connection
 ):
+    # The rows are made by today's code, then carried down to the schema before the
+    # partitions (the down migrations keep them): today's functions need today's schema.
+    await rows_in_every_state(store, conn)
     steps = since_partitions()
     assert len(await migrate(db_url, "down", steps=steps)) == steps
     assert await conn.fetchval("SELECT relkind::text FROM pg_class "
                                "WHERE relname = 'ai_marking_attempts'") == "r"
-    await rows_in_every_state(store, conn)
     before = await contents(conn)
     assert all(n > 0 for n, _ in before.values())
     last = {t: await conn.fetchval(f"SELECT max({c}) FROM {t}") for t, c in IDENTITY.items()}
@@ -108,8 +111,8 @@ async def test_the_upgrade_reads_no_row_under_its_lock(
     so the upgrade's ATTACH trusts it instead of scanning; the reviewed results' index is
     built concurrently beforehand and attached, not built (aiqueue/db/migrate.py prepare)."""
     steps = since_partitions()
-    await migrate(db_url, "down", steps=steps)
     await rows_in_every_state(store, conn)
+    await migrate(db_url, "down", steps=steps)
     await conn.execute("UPDATE ai_marking_results SET review = 'accepted' WHERE seq % 2 = 0")
     assert await prepare(conn, None) >= 3
     proofs = await conn.fetch(
@@ -132,7 +135,10 @@ async def test_the_upgrade_reads_no_row_under_its_lock(
     implied = [t for t in IDENTITY
                if any(f'for table "{t}_upto_' in h and "implied" in h for h in heard)]
     assert implied == list(IDENTITY), heard
-    assert not [h for h in heard if h.startswith("verifying table")], heard
+    # None of the big tables is read (a later migration may check a small one, such as
+    # the fair groups' table of one row a group).
+    assert not [h for h in heard if h.startswith("verifying table")
+                and any(f'"{t}' in h for t in TABLES)], heard
     # Every index the old rows need was there before (the reviewed results' built
     # concurrently by the steps): the upgrade attaches them and builds none on them.
     assert not [h for h in heard if h.startswith("building index") and "_upto_" in h], heard
@@ -154,8 +160,8 @@ async def test_instances_upgrading_at_once_apply_it_once(
     """Three instances start on a database before the partitions: one prepares and applies,
     the others wait for the lock without blocking its concurrent index builds."""
     steps = since_partitions()
-    await migrate(db_url, "down", steps=steps)
     await rows_in_every_state(store, conn)
+    await migrate(db_url, "down", steps=steps)
     before = await contents(conn)
     done = await asyncio.gather(*(migrate(db_url, "up") for _ in range(3)))
     assert sorted(len(d) for d in done) == [0, 0, steps]

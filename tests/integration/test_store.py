@@ -435,27 +435,31 @@ async def test_claim_uses_the_partial_index(conn: asyncpg.Connection) -> None:
         "SELECT id, 'hw-1', gen_random_uuid() FROM submissions LIMIT 500"
     )
     await conn.execute("ANALYZE ai_marking_queue")
+    await conn.execute("ANALYZE ai_marking_ready")
     # The claim's pick takes the chosen group's first due row (aiqueue 0022), one
-    # probe per kind with room (aiqueue 0023).
+    # probe per kind with room (aiqueue 0023), on the pending rows' own table (0067).
     head = r"SELECT c\.queue_id INTO head.*?ORDER BY c\.turn, c\.seq LIMIT 1"
     text = await plan_in_function(conn, "aiqueue_fair_head", head,
                                   **{**GROUP_VALUES, "kinds": "ARRAY['mark']"})
-    assert "ai_marking_queue_group_kind_idx" in text
+    assert "ai_marking_ready_group_kind_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
+    assert "Seq Scan on ai_marking_ready" not in text
     # Its walk in turn order, when that row is held or any kind will do.
     text = await plan_in_function(
         conn, "aiqueue_fair_head",
-        r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r FROM ai_marking_queue q"
-        r"\s+WHERE q\.status.*?SKIP LOCKED", **GROUP_VALUES)
-    assert "ai_marking_queue_group_idx" in text
+        r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r\s+FROM ai_marking_ready h"
+        r".*?SKIP LOCKED", **GROUP_VALUES)
+    assert "ai_marking_ready_group_idx" in text
     assert "Seq Scan on ai_marking_queue" not in text
+    assert "Seq Scan on ai_marking_ready" not in text
 
 
 @pytest.mark.fresh_db
 @pytest.mark.parametrize(("row", "function", "pattern", "index"), [
     # The claim's "another row due?" probe, with most rows pending.
+    # (Either of a group's indexes on the pending rows' table, in turn order.)
     ("'pending'", "aiqueue_due_exists", r"SELECT EXISTS.*ANY \(pools\)\)",
-     "ai_marking_queue_group_kind_idx"),
+     "Index Scan using ai_marking_ready_group"),
     # A pool's in-flight count (the gate, twice per claim), with most rows in flight.
     ("'processing'", "aiqueue_pool_in_flight",
      r"SELECT 1 FROM ai_marking_claimed p .*?greatest\(cap, 1\)", "ai_marking_claimed_pool_idx"),
@@ -478,12 +482,14 @@ async def test_probes_keep_to_their_index_when_statistics_say_most_rows_match(
         "SELECT queue_id, dispatch_seq, pool, kind FROM ai_marking_queue "
         "WHERE status = 'processing'")
     await conn.execute("ANALYZE ai_marking_queue")
+    await conn.execute("ANALYZE ai_marking_ready")
     await conn.execute("ANALYZE ai_marking_claimed")
     text = await plan_in_function(conn, function, pattern, cap="1", kinds="ARRAY['mark']",
                                   pools="ARRAY['default']", except_id="NULL::uuid",
                                   p_pool="'default'", p_kind="'mark'")
     assert index in text
     assert "Seq Scan on ai_marking_queue" not in text
+    assert "Seq Scan on ai_marking_ready" not in text
 
 
 async def test_ticker_waits_for_the_half_open_probe(store: Store, conn: asyncpg.Connection) -> None:

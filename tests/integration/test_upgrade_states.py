@@ -60,7 +60,7 @@ ROWS: dict[str, dict[str, object]] = {
 # What the test compares: every table a state moves a row through, each row whole.
 TABLES = {"ai_marking_queue": "queue_id", "ai_marking_attempts": "id",
           "ai_marking_results": "queue_id", "ai_marking_batches": "id",
-          "submissions": "id"}
+          "submissions": "id", "ai_marking_fair": "group_key"}
 
 
 async def _fill(conn: asyncpg.Connection) -> None:
@@ -106,6 +106,11 @@ async def _fill(conn: asyncpg.Connection) -> None:
             await conn.execute(
                 "INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, "
                 "run_id, result) VALUES ($1, $2, 'hw', $3, '{\"score\": 1}')", qid, sub, run)
+    # Two groups' turn counters, one waiting (the walk key of 0060 starts at each).
+    await conn.execute(
+        "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, head_turn,"
+        " head_seq) VALUES ('default', 0, 'g', 1234.5, true, 3, 7),"
+        " ('default', 0, 'hw', 99, false, 1, 2)")
     await conn.execute("RESET session_replication_role")
 
 
@@ -143,6 +148,19 @@ async def _snapshot(conn: asyncpg.Connection, columns: dict[str, list[str]] | No
     return out
 
 
+async def _ready_is_pending(conn: asyncpg.Connection) -> None:
+    """ai_marking_ready (0067) holds exactly the pending rows, with their columns."""
+    ready = await conn.fetch(
+        "SELECT queue_id, pool, priority, grp, kind, turn, seq, run_after, lane, not_before,"
+        " expires_at, leader_id, run_kind FROM ai_marking_ready ORDER BY 1")
+    pending = await conn.fetch(
+        "SELECT queue_id, pool, priority, coalesce(group_key, assignment_id), kind, turn, seq,"
+        " run_after, lane, not_before, expires_at, leader_id, run_kind FROM ai_marking_queue"
+        " WHERE status = 'pending' ORDER BY 1")
+    assert [tuple(r) for r in ready] == [tuple(r) for r in pending]
+    assert len(ready) == sum(1 for spec in ROWS.values() if spec["status"] == "pending")
+
+
 async def test_every_state_survives_the_upgrade_and_the_way_back(
         db_url: str, conn: asyncpg.Connection):
     later = [m.version for m in discover() if m.version >= FIRST]
@@ -157,6 +175,10 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
 
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
+    await _ready_is_pending(conn)
+    keys = await conn.fetch("SELECT walk_key, walk_turn, walk_seq FROM ai_marking_fair"
+                            " ORDER BY group_key")
+    assert [tuple(k) for k in keys] == [(1234.5, 3, 7), (99, 1, 2)]
     # A slot for each row that held a lease: the rows in flight, and the completed
     # row whose newer dispatch is still out; none for a row in a batch.
     slots = await conn.fetch("SELECT queue_id, dispatch_seq, pool, kind FROM ai_marking_claimed")
@@ -177,3 +199,4 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     assert await _snapshot(conn, columns) == before
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
+    await _ready_is_pending(conn)

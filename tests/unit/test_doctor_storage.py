@@ -52,3 +52,16 @@ def test_the_record_line_takes_the_worst_table():
     assert status == "warn" and "ai_marking_queue" in detail and "ai_marking_ready" in detail
     assert fix is not None
     assert record_finding([])[0] == "skip"
+
+
+def test_full_submissions_pages_are_named_once_enough_updates_were_seen():
+    from aiqueue.doctor.storage import fill_finding
+    from aiqueue.models.records import HostFill
+
+    assert fill_finding(None) is None
+    assert fill_finding(HostFill(100, 999, 0)) is None
+    assert fill_finding(HostFill(100, 1000, 600)) is None
+    assert fill_finding(HostFill(80, 1000, 100)) is None  # set already: left to the host
+    seen, fix = fill_finding(HostFill(100, 1000, 430)) or ("", "")
+    assert "43% of its 1,000 updates" in seen
+    assert "ALTER TABLE submissions SET (fillfactor = 80)" in fix

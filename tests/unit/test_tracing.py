@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -9,6 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from aiqueue.errors import SettingsError, StoreError
 from aiqueue.models import QueueId
+from aiqueue.paths import ROOT
 from aiqueue.settings.tracing import Tracing, env_tracing
 from aiqueue.tracing import NO_SPAN, Applied, Tracer, start
 from aiqueue.tracing.otel import OtelTracer, result_attributes
@@ -208,3 +211,20 @@ async def test_the_enqueuing_instance_never_asks_about_a_job_it_did_not_sample()
     await tracer.claimed(store, [job], tracer.now())
     assert await tracer.dispatching(store, job) is NO_SPAN
     assert store.asked == 0 and store.traces == {} and spans(tracer, exporter) == []
+
+
+def test_on_the_sdk_is_imported_as_the_app_is_made_not_by_its_first_request() -> None:
+    # A process of its own: this one has imported the SDK already.
+    code = """if True:
+        import sys
+        from aiqueue.settings import Settings
+        from aiqueue.settings.tracing import Tracing
+        from aiqueue.web.app import create_app
+        create_app(Settings(queue_secrets=("s" * 32,)))
+        off = "opentelemetry.sdk.trace" in sys.modules
+        create_app(Settings(queue_secrets=("s" * 32,), tracing=Tracing("http://c/v1/traces")))
+        print(off, "opentelemetry.sdk.trace" in sys.modules)
+    """
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert ran.stdout.split() == ["False", "True"]

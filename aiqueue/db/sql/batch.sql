@@ -244,7 +244,7 @@ SELECT a.queue_id, a.dispatch_seq, a.attempt AS attempts, q.submission_id, q.ass
        $1::bigint AS batch_id,
        (q.batch_id = $1 AND q.status = 'processing' AND q.dispatch_seq = a.dispatch_seq)
            AS held,
-       q.status IN ('pending', 'processing') AS open
+       q.phase = 'live' AS open
 FROM ai_marking_attempts a
 JOIN ai_marking_queue q ON q.queue_id = a.queue_id
 JOIN submissions s ON s.id = q.submission_id

@@ -10,8 +10,8 @@ FROM ai_marking_queue WHERE batch_id = $1 AND status = 'processing';
 -- batch_backlog --
 -- The live rows waiting in pool $1 (a batch's rows that go live queue behind
 -- them) and its learned in-flight limit L (NULL: at its cap).
-SELECT (SELECT count(*) FROM ai_marking_queue
-        WHERE pool = $1 AND status = 'pending' AND (lane = 'live' OR run_after <= now()))
+SELECT (SELECT count(*) FROM ai_marking_ready
+        WHERE pool = $1 AND (lane = 'live' OR run_after <= now()))
            AS backlog,
        (SELECT in_flight_limit FROM ai_queue_control WHERE pool = $1) AS learned;
 
@@ -52,9 +52,11 @@ LIMIT $1;
 -- batch: 'waiting'; one in a batch: its batch's state), and the batches open
 -- per pool.
 SELECT 'rows' AS what, q.pool, coalesce(b.state, 'waiting') AS state, count(*) AS n
-FROM ai_marking_queue q LEFT JOIN ai_marking_batches b ON b.id = q.batch_id
-WHERE (q.status = 'processing' AND q.batch_id IS NOT NULL)
-   OR (q.status = 'pending' AND q.lane = 'batch')
+FROM (SELECT q.pool, q.batch_id FROM ai_marking_queue q
+      WHERE q.status = 'processing' AND q.batch_id IS NOT NULL
+      UNION ALL
+      SELECT r.pool, NULL FROM ai_marking_ready r WHERE r.lane = 'batch') q
+LEFT JOIN ai_marking_batches b ON b.id = q.batch_id
 GROUP BY 2, 3
 UNION ALL
 SELECT 'batches', pool, '', count(*) FROM ai_marking_batches

@@ -75,7 +75,7 @@ SELECT run_id, release_when FROM aiqueue_calibration_sweep();
 SELECT r.run_id, r.assignment_id, r.calibration_rows, r.release_when::text AS release_when,
        r.released_at, r.released_by, r.ready_at,
        count(q.*) FILTER (WHERE q.calibration) AS calibration,
-       count(q.*) FILTER (WHERE q.calibration AND q.status NOT IN ('pending', 'processing'))
+       count(q.*) FILTER (WHERE q.calibration AND q.phase <> 'live')
            AS calibration_ended,
        count(q.*) FILTER (WHERE q.held_run_after IS NOT NULL AND q.status = 'pending') AS held,
        -- What a calibration row cost: the page's "about $…" for the rest.

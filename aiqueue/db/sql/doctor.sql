@@ -94,3 +94,13 @@ FROM pg_stat_user_tables s
 WHERE s.schemaname = current_schema()
   AND s.relname IN ('ai_marking_queue', 'ai_marking_ready', 'ai_marking_claimed')
 ORDER BY 1;
+
+-- submissions_fill --
+-- The host's submissions: its fillfactor (100 unless set) and its updates,
+-- all and heap-only.  A result's update of ai_result finds no room on a full
+-- page and writes every index of the table again (docs/operating/doctor.md).
+SELECT coalesce((SELECT o.option_value::int FROM pg_options_to_table(c.reloptions) o
+                 WHERE o.option_name = 'fillfactor'), 100) AS fillfactor,
+       coalesce(s.n_tup_upd, 0) AS updates, coalesce(s.n_tup_hot_upd, 0) AS hot_updates
+FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.oid = to_regclass('submissions');

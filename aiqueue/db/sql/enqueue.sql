@@ -60,7 +60,7 @@ todo AS MATERIALIZED (
           FROM subs x
           WHERE (NOT x.marked OR $6::boolean)
             AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                            WHERE q.submission_id = x.id AND q.status IN ('pending', 'processing')
+                            WHERE q.submission_id = x.id AND q.phase = 'live'
                               -- a re-mark adds its row beside a live row of another
                               -- payload (the id looked up once: an InitPlan)
                               AND (NOT $6::boolean OR q.payload_id IS NOT DISTINCT FROM
@@ -73,10 +73,9 @@ total AS (
 ),
 head AS (
     SELECT coalesce(
-        (SELECT q.turn FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.priority = $3 AND q.run_after <= now()
-           AND q.pool = $8::text
-         ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
+        (SELECT q.turn FROM ai_marking_ready q
+         WHERE -q.priority = -$3::integer AND q.run_after <= now() AND q.pool = $8::text
+         ORDER BY -q.priority, q.turn, q.seq LIMIT 1),
         (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g
          WHERE g.pool = $8::text AND g.priority = $3),
         0) AS turn
@@ -92,7 +91,7 @@ grp AS (
 run AS (
     SELECT coalesce(
         (SELECT run_id FROM ai_marking_queue
-         WHERE assignment_id = $2 AND status IN ('pending', 'processing') LIMIT 1),
+         WHERE assignment_id = $2 AND phase = 'live' LIMIT 1),
         gen_random_uuid()) AS run_id
 ),
 payload AS (
@@ -125,7 +124,7 @@ live AS MATERIALIZED (
         SELECT q.queue_id
         FROM ai_marking_queue q
         WHERE q.answer_key = k.answer_key AND coalesce(q.group_key, q.assignment_id) = $5
-          AND q.leader_id IS NULL AND q.status IN ('pending', 'processing')
+          AND q.leader_id IS NULL AND q.phase = 'live'
           AND coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
           AND q.pool = $8::text AND q.kind = $7::text AND q.lane = $14::text
           AND q.held_run_after IS NULL AND (q.not_before IS NULL OR q.not_before <= now())
@@ -208,7 +207,7 @@ WITH ids AS MATERIALIZED (
 subs AS MATERIALIZED (
     SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
            EXISTS (SELECT 1 FROM ai_marking_queue q
-                   WHERE q.submission_id = ids.id AND q.status IN ('pending', 'processing')
+                   WHERE q.submission_id = ids.id AND q.phase = 'live'
                      AND (NOT $3::boolean OR q.payload_id IS NOT DISTINCT FROM
                           (SELECT aiqueue_payload_id($10::jsonb))))
                AS live,
@@ -227,7 +226,7 @@ marks AS (
                     WHERE q.answer_key = a.answer_key
                       AND coalesce(q.group_key, q.assignment_id) = $4::text
                       AND q.leader_id IS NULL
-                      AND q.status IN ('pending', 'processing') AND q.pool = $5::text
+                      AND q.phase = 'live' AND q.pool = $5::text
                       AND q.kind = $9::text AND q.lane = $12::text
                       AND q.held_run_after IS NULL
                       AND (q.not_before IS NULL OR q.not_before <= now())
@@ -254,9 +253,8 @@ SELECT (SELECT n FROM marks) AS rows,
        -- pool's rows due now (not a row waiting for its not_before, its run's
        -- calibration, a batch or its same answer's leader; counted up to
        -- 100,000), and those at its function.
-       (SELECT count(*) FROM (SELECT 1 FROM ai_marking_queue q
-                              WHERE q.status = 'pending' AND q.pool = $5::text
-                                AND q.run_after <= now()
+       (SELECT count(*) FROM (SELECT 1 FROM ai_marking_ready q
+                              WHERE q.pool = $5::text AND q.run_after <= now()
                               LIMIT 100000) due)
        + (SELECT count(*) FROM ai_marking_claimed c
           JOIN ai_marking_queue q ON q.queue_id = c.queue_id

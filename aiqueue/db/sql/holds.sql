@@ -68,7 +68,7 @@ waiting AS MATERIALIZED (
     WHERE q.assignment_id = $2 AND q.status = 'pending'
       AND NOT EXISTS (SELECT 1 FROM ai_marking_queue o
                       WHERE o.submission_id = q.submission_id AND o.queue_id <> q.queue_id
-                        AND o.status IN ('pending', 'processing'))
+                        AND o.phase = 'live')
     FOR UPDATE OF q
 ),
 payload AS (

@@ -42,7 +42,7 @@ LIMIT $5;
 
 -- submission_status --
 -- The submission's latest row and, when it is pending, how many pending rows the
--- claim takes before it: those ahead in claim order (priority DESC, turn, seq)
+-- claim takes before it: those ahead in claim order (-priority, turn, seq)
 -- that are due no later than it is; while it waits out a backoff, every row of
 -- its priority due before it as well, whatever its turn.  The priority range
 -- is a range condition on the claim index, so the count reads only those rows.
@@ -59,8 +59,8 @@ SELECT l.queue_id, l.status, l.attempts,
        -- Held for its run's calibration (docs/agreement.md): no place in line until released.
        l.status = 'pending' AND l.held_run_after IS NOT NULL AS held,
        CASE WHEN l.status = 'pending' AND l.held_run_after IS NULL THEN (
-           SELECT count(*) FROM ai_marking_queue q
-           WHERE q.status = 'pending'
+           SELECT count(*) FROM ai_marking_ready q
+           WHERE -q.priority <= -l.priority
              AND (q.priority > l.priority
                   OR (q.priority = l.priority
                       AND ((q.turn, q.seq) < (l.turn, l.seq)
@@ -69,7 +69,7 @@ SELECT l.queue_id, l.status, l.attempts,
        ) END AS ahead,
        CASE WHEN l.status = 'processing'
             THEN extract(epoch FROM now() - l.started_at)::float8 END AS running_seconds,
-       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       (SELECT count(*) FROM aiqueue_in_flight()) AS in_flight,
        (SELECT m.review FROM ai_marking_results m WHERE m.queue_id = l.queue_id) AS review,
        CASE WHEN l.status = 'processing' THEN l.progress::text END AS progress,
        -- Paused at a spend cap (aiqueue 0022): until when, and by which cap.
@@ -87,7 +87,7 @@ LEFT JOIN LATERAL aiqueue_spend_pause(l.status, l.pool, l.priority, l.grp) p ON 
 -- recent_processing_seconds --
 -- Average dispatch-to-result time of the last 50 completed live rows of kind $1
 -- (NULL: of any kind) among the last 1,000 completed (read backwards on the
--- (status, finished_at) index, so a kind with no recent mark costs no more than
+-- (phase, finished_at) index, so a kind with no recent mark costs no more than
 -- one with many): the basis of every ETA.  NULL: no recent mark of the kind
 -- (docs/concepts.md#an-estimate-first: its expected_seconds, else "time shown
 -- after the first marks").
@@ -95,7 +95,7 @@ SELECT avg(d)::float8 AS seconds
 FROM (SELECT last.d
       FROM (SELECT extract(epoch FROM finished_at - started_at) AS d, kind, lane
             FROM ai_marking_queue
-            WHERE status = 'completed' AND started_at IS NOT NULL AND finished_at IS NOT NULL
+            WHERE phase = 'completed' AND started_at IS NOT NULL AND finished_at IS NOT NULL
             ORDER BY finished_at DESC
             LIMIT 1000) last
       WHERE (last.kind = $1::text OR $1::text IS NULL) AND last.lane = 'live'
@@ -142,8 +142,8 @@ SELECT (SELECT run_id FROM run) AS run_id,
        (SELECT max(deadline) FROM rows
         WHERE status IN ('pending', 'processing') AND lane = 'batch') AS deadline,
        CASE WHEN EXISTS (SELECT 1 FROM last) THEN (
-           SELECT count(*) FROM ai_marking_queue q, last l
-           WHERE q.status = 'pending'
+           SELECT count(*) FROM ai_marking_ready q, last l
+           WHERE -q.priority <= -l.priority
              AND (q.priority > l.priority
                   OR (q.priority = l.priority
                       AND ((q.turn, q.seq) <= (l.turn, l.seq) OR l.run_after > now())))
@@ -151,7 +151,7 @@ SELECT (SELECT run_id FROM run) AS run_id,
        ) END AS last_position,
        (SELECT extract(epoch FROM now() - max(started_at))::float8
         FROM rows WHERE status = 'processing') AS youngest_running_seconds,
-       (SELECT count(*) FROM ai_marking_queue WHERE status = 'processing') AS in_flight,
+       (SELECT count(*) FROM aiqueue_in_flight()) AS in_flight,
        -- The run's pending rows paused at a spend cap (aiqueue 0022).
        (SELECT p.until FROM last l, aiqueue_spend_pause('pending', l.pool, l.priority, l.grp) p)
            AS resumes_at,

@@ -13,14 +13,14 @@ SET LOCAL max_parallel_workers_per_gather = 0;
 -- seconds: UTC-aligned buckets, oldest first, empty ones included so the chart
 -- needs no gap filling.  Counting ended rows (not attempts) keeps the chart's sums
 -- equal to the "today" figures.  Each bucket is two index-only range counts on
--- the (status, finished_at) index: cost follows the day's throughput, never the
+-- the (phase, finished_at) index: cost follows the day's throughput, never the
 -- table's size, and beats date_bin + hash aggregation over the whole day 2:1.
 SELECT s.bucket,
        (SELECT count(*) FROM ai_marking_queue q
-        WHERE q.status = 'completed' AND q.finished_at >= s.bucket
+        WHERE q.phase = 'completed' AND q.finished_at >= s.bucket
           AND q.finished_at < s.bucket + b.step) AS completed,
        (SELECT count(*) FROM ai_marking_queue q
-        WHERE q.status = 'failed' AND q.finished_at >= s.bucket
+        WHERE q.phase = 'failed' AND q.finished_at >= s.bucket
           AND q.finished_at < s.bucket + b.step) AS failed
 FROM (SELECT date_bin(make_interval(secs => $2::float8), now(), TIMESTAMPTZ 'epoch') AS last,
              make_interval(secs => $2::float8) AS step) b

@@ -21,7 +21,7 @@ FROM ai_marking_results m WHERE m.queue_id = $1;
 -- status the row had, or nothing when it was neither.
 WITH was AS (
     SELECT q.queue_id, q.status, q.dispatch_seq FROM ai_marking_queue q
-    WHERE q.queue_id = $1 AND q.status IN ('pending', 'processing')
+    WHERE q.queue_id = $1 AND q.phase = 'live'
     FOR UPDATE
 ),
 row AS (

@@ -214,7 +214,7 @@ gone AS (
     DELETE FROM ai_marking_queue
     WHERE queue_id IN (
         SELECT queue_id FROM ai_marking_queue
-        WHERE status = 'completed' AND finished_at < now() - make_interval(secs => $1::float8)
+        WHERE phase = 'completed' AND finished_at < now() - make_interval(secs => $1::float8)
           -- not while it still holds a slot (see aiqueue_complete)
           AND NOT EXISTS (SELECT 1 FROM ai_marking_claimed c
                           WHERE c.queue_id = ai_marking_queue.queue_id)

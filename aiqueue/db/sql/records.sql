@@ -136,7 +136,7 @@ LIMIT $4::integer;
 WITH matched AS MATERIALIZED (
     SELECT q.queue_id, q.submission_id, q.created_at, q.seq
     FROM ai_marking_queue q
-    WHERE q.status = 'failed'
+    WHERE q.phase = 'failed'
       AND ($1::text IS NULL OR q.assignment_id = $1)
       AND ($2::text IS NULL OR coalesce(q.group_key, q.assignment_id) = $2)
       AND ($3::text IS NULL OR q.kind = $3)
@@ -148,7 +148,7 @@ eligible AS MATERIALIZED (
     SELECT m.queue_id, m.seq FROM matched m
     WHERE NOT EXISTS (SELECT 1 FROM ai_marking_queue o
                       WHERE o.submission_id = m.submission_id
-                        AND o.status IN ('pending', 'processing'))
+                        AND o.phase = 'live')
       AND NOT EXISTS (SELECT 1 FROM ai_marking_queue l
                       WHERE l.submission_id = m.submission_id AND l.status = 'failed'
                         AND (l.created_at, l.seq) > (m.created_at, m.seq))

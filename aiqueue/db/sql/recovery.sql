@@ -72,7 +72,10 @@ history AS (
 released AS (
     DELETE FROM ai_marking_claimed c
     USING ai_marking_queue q
+    -- The same range of the lease index as above: the record has no index of its
+    -- completed rows that a claim's update could keep heap-only.
     WHERE q.queue_id = c.queue_id AND q.status = 'completed'
+      AND c.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
       AND aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
                              $1::float8, $3::float8, $4::float8) <= now()
 ),

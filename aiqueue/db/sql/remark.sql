@@ -37,7 +37,7 @@ live AS MATERIALIZED (
            bool_or(q.payload_id IS NOT DISTINCT FROM t.pid) AS current,
            bool_or(q.payload_id IS DISTINCT FROM t.pid) AS other
     FROM ai_marking_queue q CROSS JOIN target t
-    WHERE q.submission_id IN (SELECT id FROM subs) AND q.status IN ('pending', 'processing')
+    WHERE q.submission_id IN (SELECT id FROM subs) AND q.phase = 'live'
     GROUP BY q.submission_id
 )
 SELECT x.id,

@@ -12,10 +12,10 @@ SELECT r.queue_id FROM aiqueue_retry(ARRAY[$1::uuid], $2::text) r;
 -- has no live row already: the newest failed row of each submission.
 SELECT count(*) AS n FROM aiqueue_retry(ARRAY(
     SELECT q.queue_id FROM ai_marking_queue q
-    WHERE q.status = 'failed' AND ($1::text IS NULL OR q.assignment_id = $1)
+    WHERE q.phase = 'failed' AND ($1::text IS NULL OR q.assignment_id = $1)
       AND NOT EXISTS (SELECT 1 FROM ai_marking_queue o
                       WHERE o.submission_id = q.submission_id
-                        AND o.status IN ('pending', 'processing'))
+                        AND o.phase = 'live')
       AND q.queue_id = (SELECT l.queue_id FROM ai_marking_queue l
                         WHERE l.submission_id = q.submission_id AND l.status = 'failed'
                         ORDER BY l.created_at DESC LIMIT 1)
@@ -80,10 +80,10 @@ FROM aiqueue_pool_control(coalesce($3::text, 'default')) c,
 -- Totals per status sum the deltas in ai_marking_counts (migration 0004): no
 -- figure here counts the table.  "today" is the school's day (QUEUE_TIMEZONE,
 -- $2, e.g. 'Europe/Berlin'; a day that began at its midnight), an index range on
--- (status, finished_at); timings cover the last 24 h but at most the latest
--- 20,000 completions, an index-only scan of ai_marking_queue_finished_idx
--- (status, finished_at, with started_at), so the p95 sort stays bounded on a
--- busy day.  Timings are float8 (date_part), not numeric: the p95 sort is the
+-- (phase, finished_at); timings cover the last 24 h but at most the latest
+-- 20,000 completions, a range of ai_marking_queue_finished_idx (phase,
+-- finished_at; started_at is not in it, a claim changes it: docs/architecture.md),
+-- so the p95 sort stays bounded on a busy day.  Timings are float8 (date_part), not numeric: the p95 sort is the
 -- dearest part.
 -- $1: the moment the figures are for (NULL: now(); tests inject a clock).
 WITH totals AS (
@@ -97,13 +97,13 @@ SELECT
     coalesce((SELECT n FROM totals WHERE status = 'cancelled'), 0) AS cancelled,
     coalesce((SELECT n FROM totals WHERE status = 'expired'), 0) AS expired,
     -- Pending rows whose not_before is still to come (docs/operating/alerts.md): not backlog yet.
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'pending'
-        AND not_before > coalesce($1::timestamptz, now())) AS scheduled,
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'failed'
+    (SELECT count(*) FROM ai_marking_ready
+     WHERE not_before > coalesce($1::timestamptz, now())) AS scheduled,
+    (SELECT count(*) FROM ai_marking_queue WHERE phase = 'failed'
         AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE $2::text)
                            AT TIME ZONE $2::text)
         AS failed_today,
-    (SELECT count(*) FROM ai_marking_queue WHERE status = 'completed'
+    (SELECT count(*) FROM ai_marking_queue WHERE phase = 'completed'
         AND finished_at >= date_trunc('day', coalesce($1::timestamptz, now()) AT TIME ZONE $2::text)
                            AT TIME ZONE $2::text)
         AS completed_today,
@@ -112,24 +112,25 @@ SELECT
     -- A batch-lane row waiting for a provider batch (its live time still to come,
     -- docs/overnight.md) is no backlog either: it waits by design, up to its deadline; nor is a
     -- row held for its run's calibration (docs/agreement.md), until it is released.
-    -- Two index probes: the oldest unscheduled row (status, created_at), and the
-    -- earliest not_before that has come (ai_marking_queue_not_before_idx).
+    -- Two index probes: the oldest unscheduled row (the list index's live rows),
+    -- and the earliest not_before that has come (ai_marking_ready_not_before_idx).
     date_part('epoch', coalesce($1::timestamptz, now()) - least(
         (SELECT created_at FROM ai_marking_queue
-         WHERE status = 'pending' AND not_before IS NULL AND held_run_after IS NULL
+         WHERE phase = 'live' AND status = 'pending' AND not_before IS NULL
+           AND held_run_after IS NULL
            AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now()))
          ORDER BY created_at LIMIT 1),
-        (SELECT min(not_before) FROM ai_marking_queue
-         WHERE status = 'pending' AND not_before <= coalesce($1::timestamptz, now())
-           AND held_run_after IS NULL
-           AND NOT (lane = 'batch' AND run_after > coalesce($1::timestamptz, now())))))
+        (SELECT min(r.not_before)
+         FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+         WHERE r.not_before <= coalesce($1::timestamptz, now()) AND q.held_run_after IS NULL
+           AND NOT (r.lane = 'batch' AND r.run_after > coalesce($1::timestamptz, now())))))
         AS oldest_pending_seconds
 FROM (
     SELECT avg(d) AS avg_seconds,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY d) AS p95_seconds
     FROM (SELECT date_part('epoch', finished_at - started_at) AS d
           FROM ai_marking_queue
-          WHERE status = 'completed'
+          WHERE phase = 'completed'
             AND finished_at >= coalesce($1::timestamptz, now()) - interval '24 hours'
             AND started_at IS NOT NULL
           ORDER BY finished_at DESC

@@ -9,11 +9,12 @@
 -- marking.row_expired.  SKIP LOCKED: a row a webhook or a claim holds right
 -- now is left to the next sweep.
 WITH gone AS (
-    SELECT q.queue_id FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.expires_at <= now() AND q.held_run_after IS NULL
-    ORDER BY q.expires_at
+    SELECT q.queue_id
+    FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+    WHERE r.expires_at <= now() AND q.status = 'pending' AND q.held_run_after IS NULL
+    ORDER BY r.expires_at
     LIMIT 1000
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF q SKIP LOCKED
 ),
 row AS (
     UPDATE ai_marking_queue q
@@ -34,15 +35,15 @@ SELECT count(*) AS n FROM row CROSS JOIN followed;
 -- next_expiry --
 -- Seconds until a pending row expires (the ticker wakes to end it on time;
 -- negative: overdue; NULL: none).
-SELECT extract(epoch FROM min(expires_at) - now())::float8 AS seconds
-FROM ai_marking_queue WHERE status = 'pending' AND expires_at IS NOT NULL
-  AND held_run_after IS NULL;
+SELECT extract(epoch FROM min(r.expires_at) - now())::float8 AS seconds
+FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+WHERE r.expires_at IS NOT NULL AND q.held_run_after IS NULL;
 
 -- next_scheduled --
 -- Seconds until the next scheduled row (not_before still to come) is due, if
 -- it can still be dispatched then.  A step that ends with one due soon waits
 -- for it (loop.wait_out_hold).
-SELECT extract(epoch FROM min(run_after) - now())::float8 AS seconds
-FROM ai_marking_queue
-WHERE status = 'pending' AND not_before > now() AND run_after > now()
-  AND (expires_at IS NULL OR expires_at > run_after) AND held_run_after IS NULL;
+SELECT extract(epoch FROM min(r.run_after) - now())::float8 AS seconds
+FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+WHERE r.not_before > now() AND r.run_after > now()
+  AND (r.expires_at IS NULL OR r.expires_at > r.run_after) AND q.held_run_after IS NULL;

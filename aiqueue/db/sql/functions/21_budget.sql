@@ -87,7 +87,7 @@ $$;
 -- dispatch order, the row its claim would most likely take): that row's
 -- estimate (`est`, which the claim writes to the window) and when the window
 -- opens for it (`opens_at`).  The first due row is the walk of
--- ai_marking_queue_claim_idx in its order, stopping at the first row of
+-- ai_marking_ready_claim_idx in its order, stopping at the first row of
 -- `kinds` that is due: with sorts off, the planner cannot read and sort every
 -- pending row instead (which it chose on statistics taken when the table was
 -- small, and which grew with the backlog: 14 us to 900 us per settle).
@@ -97,9 +97,10 @@ CREATE OR REPLACE FUNCTION aiqueue_budget_room(tpm integer, rpm integer, budget_
 LANGUAGE plpgsql STABLE SET enable_sort = off SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     est := aiqueue_budget_estimate((
-        SELECT o.assignment_id FROM ai_marking_queue o
-        WHERE o.status = 'pending' AND o.run_after <= now() AND o.kind = ANY (kinds)
-        ORDER BY o.priority DESC, o.turn, o.seq LIMIT 1), p_pool);
+        SELECT q.assignment_id FROM ai_marking_queue q
+        WHERE q.queue_id = (SELECT o.queue_id FROM ai_marking_ready o
+                            WHERE o.run_after <= now() AND o.kind = ANY (kinds)
+                            ORDER BY -o.priority, o.turn, o.seq LIMIT 1)), p_pool);
     opens_at := aiqueue_budget_opens_at(tpm, rpm, budget_window, est, p_pool);
 END
 $$;

@@ -19,15 +19,74 @@ $$;
 -- groups already waiting at its pool and priority; with none waiting, the
 -- largest counter there (the last groups served), so a long-idle group banks
 -- no credit either.  NULL: the first group ever.
+-- The smallest: the first waiting group by walk key, then the smallest counter
+-- of the groups whose keys are not past its counter (a key is a lower bound of
+-- its counter: aiqueue_fair_key).  The largest is a key: a group that is not
+-- waiting keeps its key at its counter.
 CREATE OR REPLACE FUNCTION aiqueue_fair_floor(p_pool text, p_priority integer) RETURNS float8
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(
-        (SELECT f.counter FROM ai_marking_fair f
+        (SELECT min(f.counter) FROM ai_marking_fair f
          WHERE f.waiting AND f.pool = p_pool AND f.priority = p_priority
-         ORDER BY f.priority DESC, f.counter LIMIT 1),
-        (SELECT f.counter FROM ai_marking_fair f
+           AND f.walk_key <= (SELECT w.counter FROM ai_marking_fair w
+                              WHERE w.waiting AND w.pool = p_pool AND w.priority = p_priority
+                              ORDER BY w.priority DESC, w.walk_key, w.walk_turn, w.walk_seq
+                              LIMIT 1)),
+        (SELECT f.walk_key FROM ai_marking_fair f
          WHERE f.pool = p_pool AND f.priority = p_priority
-         ORDER BY f.counter DESC LIMIT 1))
+         ORDER BY f.walk_key DESC LIMIT 1))
+$$;
+
+-- The turn order's index (aiqueue 0060) orders the waiting groups by a walk key
+-- (walk_key, walk_turn, walk_seq), a lower bound of (counter, head_turn,
+-- head_seq): a charge that leaves the key where it is updates the row
+-- heap-only (docs/performance.md, "State tables: what a job writes"), and
+-- aiqueue_fair_next relies on the bound to find the exact smallest.  Every
+-- statement that moves a group's counter, head or `waiting` sets the key with
+-- aiqueue_fair_key (a BEFORE trigger would lock the row first: one more WAL
+-- record per update).  The key moves to the true order when the row starts or
+-- stops waiting or is not waiting (the largest counter is read from the keys),
+-- when the true order falls below the key, and when more than
+-- aiqueue_fair_slack() other waiting groups of its priority lie between the key
+-- and the true order: a walk that meets the group reads those few besides it.
+-- A new row's key is its true order.
+CREATE OR REPLACE FUNCTION aiqueue_fair_slack() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT 8
+$$;
+
+-- The key of group row `f` after an update that leaves it `p_waiting` with
+-- counter `p_counter` and head (`p_turn`, `p_seq`).
+CREATE OR REPLACE FUNCTION aiqueue_fair_key(f ai_marking_fair, p_waiting boolean,
+                                            p_counter float8, p_turn bigint, p_seq bigint,
+                                            OUT walk_key float8, OUT walk_turn bigint,
+                                            OUT walk_seq bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    crowd integer;
+BEGIN
+    walk_key := p_counter;
+    walk_turn := p_turn;
+    walk_seq := p_seq;
+    IF NOT (p_waiting AND f.waiting)
+       OR (p_counter, p_turn, p_seq) < (f.walk_key, f.walk_turn, f.walk_seq) THEN
+        RETURN;
+    END IF;
+    IF (p_counter, p_turn, p_seq) <> (f.counter, f.head_turn, f.head_seq) THEN
+        SELECT count(*) INTO crowd FROM (
+            SELECT 1 FROM ai_marking_fair x
+            WHERE x.waiting AND x.priority = f.priority
+              AND (x.walk_key, x.walk_turn, x.walk_seq) > (f.walk_key, f.walk_turn, f.walk_seq)
+              AND (x.walk_key, x.walk_turn, x.walk_seq) <= (p_counter, p_turn, p_seq)
+            LIMIT aiqueue_fair_slack() + 1) c;
+        IF crowd > aiqueue_fair_slack() THEN
+            RETURN;
+        END IF;
+    END IF;
+    walk_key := f.walk_key;
+    walk_turn := f.walk_turn;
+    walk_seq := f.walk_seq;
+END
 $$;
 
 -- Rows of a group joined it (an enqueue, a row back to pending): the group
@@ -37,20 +96,33 @@ CREATE OR REPLACE FUNCTION aiqueue_fair_wait(p_pool text, p_priority integer, p_
                                              p_turn bigint, p_seq bigint) RETURNS void
 LANGUAGE sql AS $$
     INSERT INTO ai_marking_fair AS f (pool, priority, group_key, counter, waiting, head_turn,
-                                      head_seq, joins)
-    SELECT p_pool, p_priority, p_group, coalesce(aiqueue_fair_floor(p_pool, p_priority), 0),
-           true, coalesce(h.turn, p_turn), coalesce(h.seq, p_seq), 1
-    -- The group's first pending row now (rows of it may have been cancelled).
+                                      head_seq, joins, walk_key, walk_turn, walk_seq)
+    SELECT p_pool, p_priority, p_group, n.counter, true, n.turn, n.seq, 1, n.counter, n.turn,
+           n.seq
+    -- The group's first pending row now (rows of it may have been cancelled):
+    -- the first of its ready rows and the joining row (p_turn, p_seq), which
+    -- may have no ready row yet: a move calls this inside its own statement,
+    -- before 35_ready's trigger, which fires at the statement's end, adds one.
     FROM (SELECT NULL) x
     LEFT JOIN LATERAL (
-        SELECT q.turn, q.seq FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group
+        SELECT q.turn, q.seq FROM ai_marking_ready q
+        WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group
         ORDER BY q.turn, q.seq LIMIT 1) h ON true
+    CROSS JOIN LATERAL (
+        SELECT coalesce(aiqueue_fair_floor(p_pool, p_priority), 0) AS counter,
+               CASE WHEN h.turn IS NULL OR (p_turn, p_seq) < (h.turn, h.seq)
+                    THEN p_turn ELSE h.turn END AS turn,
+               CASE WHEN h.turn IS NULL OR (p_turn, p_seq) < (h.turn, h.seq)
+                    THEN p_seq ELSE h.seq END AS seq) n
     ON CONFLICT (pool, priority, group_key) DO UPDATE
     SET counter = CASE WHEN f.waiting THEN f.counter
                        ELSE greatest(f.counter, EXCLUDED.counter) END,
         head_turn = EXCLUDED.head_turn, head_seq = EXCLUDED.head_seq,
+        (walk_key, walk_turn, walk_seq) = (
+            SELECT k.* FROM aiqueue_fair_key(
+                f, true, CASE WHEN f.waiting THEN f.counter
+                              ELSE greatest(f.counter, EXCLUDED.counter) END,
+                EXCLUDED.head_turn, EXCLUDED.head_seq) k),
         waiting = true, joins = f.joins + 1, due_at = NULL, updated_at = now()
 $$;
 
@@ -137,11 +209,13 @@ BEGIN
     RETURN (SELECT EXISTS (
         SELECT 1 FROM ai_marking_fair f CROSS JOIN unnest(kinds) k (kind)
         CROSS JOIN LATERAL (
-            SELECT 1 FROM ai_marking_queue q
-            WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
-              AND coalesce(q.group_key, q.assignment_id) = f.group_key
+            SELECT 1 FROM ai_marking_ready q
+            WHERE q.pool = f.pool AND q.priority = f.priority AND q.grp = f.group_key
               AND q.kind = k.kind AND q.run_after <= now() AND aiqueue_unexpired(q.expires_at)
               AND q.queue_id IS DISTINCT FROM except_id
+            -- Ordered as ai_marking_ready_group_kind_idx is: a probe of it, never a
+            -- scan that statistics taken while most rows matched would prefer.
+            ORDER BY q.turn, q.seq
             LIMIT 1) due
         WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
           AND (f.due_at IS NULL OR f.due_at <= now())

@@ -4,8 +4,9 @@
 -- waiting group with the smallest counter, priority first, turns by rows
 -- breaking ties; groups at a spend cap are stepped over.  It charges the
 -- group (counter; spend while the pool has a cap) and returns the charge,
--- which the claim writes on the row.  One walk of ai_marking_fair_walk_idx;
--- one probe of ai_marking_queue_group_idx per group it looks at
+-- which the claim writes on the row.  The groups in turn order one by one
+-- (aiqueue_fair_next, a short walk of ai_marking_fair_walk_idx each); one
+-- probe of ai_marking_ready_group_idx per group it looks at
 -- (aiqueue_fair_head).  `kinds`: the kinds with room (NULL: any); a group is
 -- walked only in a pool that has one (`plan`: the pools and kinds), and its
 -- first due row of one of them is taken.
@@ -25,17 +26,14 @@ DECLARE
     looked text[] := '{}';
     w record;
     cstate text;
-    -- A declared cursor is planned for its first rows (cursor_tuple_fraction):
-    -- the walk index in order, where a plain FOR query would sort every
-    -- waiting group first.
-    walk CURSOR (p_pools text[]) FOR
-        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter FROM ai_marking_fair f
-        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
-          AND (f.due_at IS NULL OR f.due_at <= now())
-          AND (p_pools IS NULL OR f.pool = ANY (p_pools))
-        ORDER BY f.priority DESC, f.counter, f.head_turn, f.head_seq;
+    pools text[] := aiqueue_kinds_pools(kinds, plan);
+    -- The groups walked so far (pool/priority/group).
+    seen text[] := '{}';
 BEGIN
-    FOR g IN walk(aiqueue_kinds_pools(kinds, plan)) LOOP
+    LOOP
+        g := aiqueue_fair_next(pools, seen);
+        EXIT WHEN g.group_key IS NULL;
+        seen := seen || (g.pool || '/' || g.priority || '/' || g.group_key);
         cspec := aiqueue_cache_spec(plan, g.pool);
         IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
             looked := looked || (g.pool || '/' || g.priority);
@@ -73,8 +71,60 @@ BEGIN
 END
 $$;
 
+-- The next waiting group in turn order (priority first, then the smallest
+-- counter, turns by rows breaking ties) among `p_pools` (NULL: all), other than
+-- the groups `p_seen` (pool/priority/group); NULLs: none.  The walk index
+-- orders the groups by their walk key, a lower bound of (counter, head_turn,
+-- head_seq) that every writer of the row keeps (aiqueue_fair_key, 40_fair.sql): the
+-- walk reads in key order, keeps the smallest true order met, and stops at the
+-- first group whose key is past it (its own order can only be further), or at
+-- a lower priority.  It reads the first group and the few (at most
+-- aiqueue_fair_slack when they were charged) whose keys lie below its order.
+-- A declared cursor is planned for its first rows (cursor_tuple_fraction): the
+-- walk index in order, where a plain FOR query would sort every waiting group.
+CREATE OR REPLACE FUNCTION aiqueue_fair_next(p_pools text[], p_seen text[], OUT pool text,
+                                             OUT priority integer, OUT group_key text,
+                                             OUT joins bigint, OUT counter float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
+    best record;
+    have boolean := false;
+    walk CURSOR (c_pools text[], c_seen text[]) FOR
+        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.head_turn, f.head_seq,
+               f.walk_key, f.walk_turn, f.walk_seq FROM ai_marking_fair f
+        WHERE f.waiting AND (f.capped_until IS NULL OR f.capped_until <= now())
+          AND (f.due_at IS NULL OR f.due_at <= now())
+          AND (c_pools IS NULL OR f.pool = ANY (c_pools))
+          AND NOT ((f.pool || '/' || f.priority || '/' || f.group_key) = ANY (c_seen))
+        ORDER BY f.priority DESC, f.walk_key, f.walk_turn, f.walk_seq;
+BEGIN
+    FOR c IN walk(p_pools, p_seen) LOOP
+        IF NOT have THEN
+            best := c;
+            have := true;
+            CONTINUE;
+        END IF;
+        EXIT WHEN c.priority < best.priority
+                  OR (c.walk_key, c.walk_turn, c.walk_seq)
+                     > (best.counter, best.head_turn, best.head_seq);
+        IF (c.counter, c.head_turn, c.head_seq) < (best.counter, best.head_turn, best.head_seq)
+        THEN
+            best := c;
+        END IF;
+    END LOOP;
+    IF have THEN
+        pool := best.pool;
+        priority := best.priority;
+        group_key := best.group_key;
+        joins := best.joins;
+        counter := best.counter;
+    END IF;
+END
+$$;
+
 -- A group's first due row of a kind with room, locked, with its payload (for
--- the prompt cache; NULLs: none).  One probe of ai_marking_queue_group_kind_idx
+-- the prompt cache; NULLs: none).  One probe of ai_marking_ready_group_kind_idx
 -- per kind with room, so a kind at its cap is never walked (aiqueue 0023),
 -- then its lock; SKIP LOCKED steps over a row a webhook or the recovery holds
 -- right now, and only then is the group walked in turn order (as it always is
@@ -95,9 +145,8 @@ BEGIN
     IF kinds IS NOT NULL THEN
         SELECT c.queue_id INTO head FROM unnest(kinds) k (kind)
         CROSS JOIN LATERAL (
-            SELECT h.queue_id, h.turn, h.seq FROM ai_marking_queue h
-            WHERE h.status = 'pending' AND h.pool = p_pool AND h.priority = p_priority
-              AND coalesce(h.group_key, h.assignment_id) = p_group
+            SELECT h.queue_id, h.turn, h.seq FROM ai_marking_ready h
+            WHERE h.pool = p_pool AND h.priority = p_priority AND h.grp = p_group
               AND h.kind = k.kind AND h.run_after <= now()
               AND aiqueue_unexpired(h.expires_at)
             ORDER BY h.turn, h.seq LIMIT 1) c
@@ -113,15 +162,17 @@ BEGIN
         held := NOT FOUND;
     END IF;
     IF kinds IS NULL OR held THEN
-        SELECT q.queue_id, q.assignment_id, q.payload_id INTO r FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group
-          AND q.run_after <= now() AND (kinds IS NULL OR q.kind = ANY (kinds))
+        -- The record's status is tested again on its locked version: a row
+        -- another transaction moved meanwhile is stepped over.
+        SELECT q.queue_id, q.assignment_id, q.payload_id INTO r
+        FROM ai_marking_ready h JOIN ai_marking_queue q ON q.queue_id = h.queue_id
+        WHERE h.pool = p_pool AND h.priority = p_priority AND h.grp = p_group
+          AND h.run_after <= now() AND (kinds IS NULL OR h.kind = ANY (kinds))
           -- Never an expired row, even before the sweep has ended it (docs/operating/alerts.md); a
           -- not_before is the row's first run_after, so the test above holds it.
-          AND aiqueue_unexpired(q.expires_at)
-        ORDER BY q.turn, q.seq LIMIT 1
-        FOR UPDATE SKIP LOCKED;
+          AND aiqueue_unexpired(h.expires_at) AND q.status = 'pending'
+        ORDER BY h.turn, h.seq LIMIT 1
+        FOR UPDATE OF q SKIP LOCKED;
         queue_id := r.queue_id;
         assignment_id := r.assignment_id;
         payload_id := r.payload_id;
@@ -139,23 +190,19 @@ CREATE OR REPLACE FUNCTION aiqueue_fair_idle(p_pool text, p_priority integer, p_
                                              p_joins bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE ai_marking_fair f SET waiting = false
+    UPDATE ai_marking_fair f
+    SET waiting = false, walk_key = f.counter, walk_turn = f.head_turn, walk_seq = f.head_seq
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
       AND f.joins = p_joins
-      AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
-                      WHERE q.status = 'pending' AND q.pool = p_pool
-                        AND q.priority = p_priority
-                        AND coalesce(q.group_key, q.assignment_id) = p_group);
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_ready q
+                      WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group);
     IF NOT FOUND AND NOT EXISTS (
-        SELECT 1 FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group
+        SELECT 1 FROM ai_marking_ready q
+        WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group
           AND q.run_after <= now()) THEN
         UPDATE ai_marking_fair f SET due_at = m.at
-        FROM (SELECT min(q.run_after) AS at FROM ai_marking_queue q
-              WHERE q.status = 'pending' AND q.pool = p_pool
-                AND q.priority = p_priority
-                AND coalesce(q.group_key, q.assignment_id) = p_group) m
+        FROM (SELECT min(q.run_after) AS at FROM ai_marking_ready q
+              WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group) m
         WHERE f.pool = p_pool AND f.priority = p_priority
           AND f.group_key = p_group AND f.joins = p_joins AND m.at > now();
     END IF;
@@ -186,12 +233,17 @@ BEGIN
     UPDATE ai_marking_fair f
     SET counter = f.counter + tokens, head_turn = coalesce(nxt.turn, f.head_turn),
         head_seq = coalesce(nxt.seq, f.head_seq),
-        waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins, updated_at = now()
+        waiting = nxt.turn IS NOT NULL OR f.joins <> p_joins,
+        (walk_key, walk_turn, walk_seq) = (
+            SELECT k.* FROM aiqueue_fair_key(f, nxt.turn IS NOT NULL OR f.joins <> p_joins,
+                                             f.counter + tokens, coalesce(nxt.turn, f.head_turn),
+                                             coalesce(nxt.seq, f.head_seq)) k),
+        updated_at = now()
     -- The group's next pending row (none: its last went).
     FROM (SELECT NULL) one LEFT JOIN LATERAL (
-        SELECT q.turn, q.seq FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.pool = p_pool AND q.priority = p_priority
-          AND coalesce(q.group_key, q.assignment_id) = p_group AND q.queue_id <> p_id
+        SELECT q.turn, q.seq FROM ai_marking_ready q
+        WHERE q.pool = p_pool AND q.priority = p_priority AND q.grp = p_group
+          AND q.queue_id <> p_id
         ORDER BY q.turn, q.seq LIMIT 1) nxt ON true
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
 END

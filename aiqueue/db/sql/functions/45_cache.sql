@@ -164,13 +164,17 @@ DECLARE
     st record;
     bound float8;
 BEGIN
+    -- By walk key (a lower bound of the counter: aiqueue_fair_key), then the
+    -- few candidates by their counters.
     FOR w IN
-        SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.warm_until,
-               f.capped_until, f.due_at
-        FROM ai_marking_fair f
-        WHERE f.waiting AND f.warm_until IS NOT NULL AND f.pool = p_pool
-          AND f.priority = p_priority
-        ORDER BY f.pool, f.priority, f.counter LIMIT 8
+        SELECT * FROM (
+            SELECT f.pool, f.priority, f.group_key, f.joins, f.counter, f.warm_until,
+                   f.capped_until, f.due_at
+            FROM ai_marking_fair f
+            WHERE f.waiting AND f.warm_until IS NOT NULL AND f.pool = p_pool
+              AND f.priority = p_priority
+            ORDER BY f.pool, f.priority, f.walk_key LIMIT 8) c
+        ORDER BY c.counter
     LOOP
         -- The quantum only once a candidate is met (most walks meet none).
         bound := coalesce(bound, anchor + aiqueue_cache_quantum(spec, p_pool));

@@ -9,7 +9,11 @@ CREATE OR REPLACE FUNCTION aiqueue_uncharge(p_pool text, p_priority integer, p_g
                                             p_charged_at timestamptz, p_ids uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE ai_marking_fair f SET counter = f.counter - p_tokens
+    UPDATE ai_marking_fair f
+    SET counter = f.counter - p_tokens,
+        (walk_key, walk_turn, walk_seq) = (
+            SELECT k.* FROM aiqueue_fair_key(f, f.waiting, f.counter - p_tokens, f.head_turn,
+                                             f.head_seq) k)
     WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group;
     IF p_usd IS NOT NULL THEN
         PERFORM aiqueue_spend_correct(p_pool, p_group, -p_usd, p_charged_at);

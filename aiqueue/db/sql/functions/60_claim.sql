@@ -161,23 +161,20 @@ BEGIN
     SELECT min(f.capped_until) INTO resumes FROM ai_marking_fair f
     WHERE f.waiting AND f.capped_until > now();
     IF resumes IS NULL THEN
-        SELECT min(q.run_after) INTO due FROM ai_marking_queue q
-        WHERE q.status = 'pending' AND q.kind = ANY (kinds);
+        SELECT min(q.run_after) INTO due FROM ai_marking_ready q
+        WHERE q.kind = ANY (kinds);
         RETURN due;
     END IF;
-    SELECT min(q.run_after) INTO due FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.kind = ANY (kinds)
+    SELECT min(q.run_after) INTO due FROM ai_marking_ready q
+    WHERE q.kind = ANY (kinds)
       AND NOT EXISTS (SELECT 1 FROM ai_marking_fair f
                       WHERE f.pool = q.pool AND f.priority = q.priority
-                        AND f.group_key = coalesce(q.group_key, q.assignment_id)
-                        AND f.capped_until > now());
+                        AND f.group_key = q.grp AND f.capped_until > now());
     -- Only the paused groups of these kinds' pools.
     RETURN least(due, (SELECT min(f.capped_until) FROM ai_marking_fair f
                        WHERE f.waiting AND f.capped_until > now()
-                         AND EXISTS (SELECT 1 FROM ai_marking_queue q
-                                     WHERE q.status = 'pending' AND q.pool = f.pool
-                                       AND q.priority = f.priority AND q.kind = ANY (kinds)
-                                       AND coalesce(q.group_key, q.assignment_id)
-                                           = f.group_key)));
+                         AND EXISTS (SELECT 1 FROM ai_marking_ready q
+                                     WHERE q.pool = f.pool AND q.priority = f.priority
+                                       AND q.kind = ANY (kinds) AND q.grp = f.group_key)));
 END
 $$;

@@ -29,9 +29,11 @@ BEGIN
     IF NOT EXISTS (
         SELECT 1 FROM jsonb_to_recordset(moves) AS m (kind text, home text, "to" text,
                                                       "as" text, away boolean)
-        JOIN ai_marking_queue q ON q.status = 'pending' AND q.kind = m.kind
-             AND q.pool = CASE WHEN m.away THEN m.home ELSE m."to" END
-             AND (q.run_kind IS NULL) = m.away AND q.lane = 'live' AND q.batch_id IS NULL)
+        JOIN ai_marking_ready r ON r.kind = m.kind
+             AND r.pool = CASE WHEN m.away THEN m.home ELSE m."to" END
+             AND (r.run_kind IS NULL) = m.away AND r.lane = 'live'
+        JOIN ai_marking_queue q ON q.queue_id = r.queue_id AND q.status = 'pending'
+             AND q.batch_id IS NULL)
     THEN
         RETURN 0;
     END IF;
@@ -42,7 +44,10 @@ BEGIN
             run_kind = CASE WHEN m.away THEN m."as" END, updated_at = now()
         FROM jsonb_to_recordset(moves) AS m (kind text, home text, "to" text, "as" text,
                                              away boolean)
-        WHERE q.status = 'pending' AND q.kind = m.kind
+        JOIN ai_marking_ready r ON r.kind = m.kind
+             AND r.pool = CASE WHEN m.away THEN m.home ELSE m."to" END
+             AND (r.run_kind IS NULL) = m.away AND r.lane = 'live'
+        WHERE q.queue_id = r.queue_id AND q.status = 'pending' AND q.kind = m.kind
           AND q.pool = CASE WHEN m.away THEN m.home ELSE m."to" END
           AND (q.run_kind IS NULL) = m.away AND q.lane = 'live' AND q.batch_id IS NULL
         RETURNING q.queue_id

@@ -1,11 +1,13 @@
 -- A result's settle, in call order: apply, what follows it, raise L, correct
--- the charge, claim the next.  No trigger runs on the way: every write is a
--- call below.
+-- the charge, claim the next.  Every write is a call below; the one trigger on
+-- the way is 35_ready's, which deletes the claimed row's ready row (it stays a
+-- trigger because host SQL writes the record too; its file says more).
 --
 -- A webhook's results in one round trip: aiqueue_settle_many (this file,
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
---     aiqueue_complete       apply it in one statement, priced once by
+--     aiqueue_complete       apply it in one statement (a processing row has no
+--                            ready row: no trigger fires), priced once by
 --                            aiqueue_priced (50_spend's prices), the row's slot
 --                            deleted from ai_marking_claimed (a late result of an
 --                            earlier dispatch leaves the current one's), its record
@@ -34,12 +36,14 @@
 --                          (71_settle_charge)
 --   aiqueue_claim          the next row (60_claim: 30_gate, whose caps count the
 --                          pool's and kind's slots in ai_marking_claimed (10_plan);
---                          40_fair, 42_fair_pick, 45_cache; its money: the budget
---                          window in 21_budget, the spend caps in 50_spend and
---                          48_spend_windows), moved to processing with its slot
---                          inserted, its live event and count deltas written
---                          (aiqueue_feed_moved, aiqueue_counts_moved), taken by
---                          the settle's caller to send it
+--                          40_fair, 42_fair_pick, 45_cache walk ai_marking_ready; its
+--                          money: the budget window in 21_budget, the spend caps in
+--                          50_spend and 48_spend_windows), moved to processing (a
+--                          heap-only update of the record; its ready row deleted by
+--                          35_ready's trigger) with its slot inserted, its live
+--                          event and count deltas written (aiqueue_feed_moved,
+--                          aiqueue_counts_moved), taken by the settle's caller to
+--                          send it
 --
 -- No transaction flag steers any of it: what a step needs to know is a
 -- parameter (the run's end is told p_locked).

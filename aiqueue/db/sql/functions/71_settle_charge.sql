@@ -84,8 +84,12 @@ BEGIN
         RETURN true;
     END IF;
     UPDATE ai_marking_fair f
-    SET counter = f.counter + aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0))
-                  - d.charged_tokens
+    SET counter = f.counter + c.delta,
+        (walk_key, walk_turn, walk_seq) = (
+            SELECT k.* FROM aiqueue_fair_key(f, f.waiting, f.counter + c.delta, f.head_turn,
+                                             f.head_seq) k)
+    FROM (SELECT aiqueue_fair_weight(coalesce(prompt, 0), coalesce(completion, 0))
+                 - d.charged_tokens AS delta) c
     WHERE f.pool = d.pool AND f.priority = d.priority AND f.group_key = grp;
     IF d.charged_usd IS NOT NULL AND cost IS NOT NULL AND cost <> d.charged_usd THEN
         PERFORM aiqueue_spend_correct(d.pool, grp, cost - d.charged_usd, d.charged_at);

@@ -83,10 +83,10 @@ BEGIN
     rows AS MATERIALIZED (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key, q.kind,
                q.pool, q.lane, q.payload_id, q.created_at
-        FROM ai_marking_queue q
-        WHERE q.leader_id = p_leader AND q.status = 'pending' AND q.run_after = 'infinity'
+        FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+        WHERE r.leader_id = p_leader AND r.run_after = 'infinity' AND q.status = 'pending'
         ORDER BY q.queue_id
-        FOR UPDATE
+        FOR UPDATE OF q
     ),
     prev AS MATERIALIZED (
         SELECT s.id, s.ai_result, s.ai_marked_at
@@ -148,17 +148,19 @@ RETURNS uuid LANGUAGE plpgsql AS $$
 DECLARE
     heir uuid;
 BEGIN
-    SELECT q.queue_id INTO heir FROM ai_marking_queue q
-    WHERE q.leader_id = p_gone AND q.status = 'pending' AND q.run_after = 'infinity'
-    ORDER BY q.seq LIMIT 1
-    FOR UPDATE;
+    SELECT q.queue_id INTO heir
+    FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+    WHERE r.leader_id = p_gone AND r.run_after = 'infinity' AND q.status = 'pending'
+    ORDER BY r.seq LIMIT 1
+    FOR UPDATE OF q;
     IF heir IS NULL THEN
         RETURN NULL;
     END IF;
     UPDATE ai_marking_queue q
     SET leader_id = heir, updated_at = now()
-    WHERE q.leader_id = p_gone AND q.status = 'pending' AND q.run_after = 'infinity'
-      AND q.queue_id <> heir;
+    FROM ai_marking_ready r
+    WHERE r.leader_id = p_gone AND r.run_after = 'infinity' AND r.queue_id <> heir
+      AND q.queue_id = r.queue_id AND q.status = 'pending';
     -- Due sooner: the fair walk's trigger (40_fair) forgets the group's due_at.
     UPDATE ai_marking_queue q
     SET leader_id = NULL, updated_at = now(),
@@ -179,9 +181,8 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_group_done(p_leader uuid, p_locked boolean)
 RETURNS integer LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM ai_marking_queue q
-               WHERE q.leader_id = p_leader AND q.status = 'pending'
-                 AND q.run_after = 'infinity') THEN
+    IF EXISTS (SELECT 1 FROM ai_marking_ready r
+               WHERE r.leader_id = p_leader AND r.run_after = 'infinity') THEN
         RETURN aiqueue_group_complete(p_leader, p_locked);
     END IF;
     RETURN 0;

@@ -47,7 +47,12 @@ BEGIN
                 AND (p_ids IS NULL OR q.queue_id = ANY (p_ids))) r
         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
-        UPDATE ai_marking_fair f SET counter = f.counter + c.tokens, updated_at = now()
+        UPDATE ai_marking_fair f
+        SET counter = f.counter + c.tokens,
+            (walk_key, walk_turn, walk_seq) = (
+                SELECT k.* FROM aiqueue_fair_key(f, f.waiting, f.counter + c.tokens,
+                                                 f.head_turn, f.head_seq) k),
+            updated_at = now()
         WHERE f.pool = c.pool AND f.priority = c.priority AND f.group_key = c.grp;
         IF c.usd IS NOT NULL THEN
             PERFORM aiqueue_spend_add(money -> c.pool, c.pool, c.grp, c.usd, now());
@@ -107,16 +112,17 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_batch_pick(p_pool text, p_limit integer, money jsonb)
 RETURNS SETOF uuid LANGUAGE sql AS $$
     SELECT q.queue_id
-    FROM ai_marking_queue q
-    WHERE q.status = 'pending' AND q.lane = 'batch' AND q.pool = p_pool
-      AND q.run_after > now() AND q.run_after < 'infinity' AND q.held_run_after IS NULL
-      AND (q.not_before IS NULL OR q.not_before <= now())
+    FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+    WHERE r.lane = 'batch' AND r.pool = p_pool
+      AND r.run_after > now() AND r.run_after < 'infinity'
+      AND (r.not_before IS NULL OR r.not_before <= now())
       AND (NOT aiqueue_spend_capped(money -> p_pool)
-           OR (aiqueue_spend_stop(money -> p_pool, p_pool,
-                                  coalesce(q.group_key, q.assignment_id))).until IS NULL)
-    ORDER BY q.priority DESC, q.seq
+           OR (aiqueue_spend_stop(money -> p_pool, p_pool, r.grp)).until IS NULL)
+      -- Tested on the record's locked version too (a row moved meanwhile is stepped over).
+      AND q.status = 'pending' AND q.lane = 'batch' AND q.held_run_after IS NULL
+    ORDER BY r.priority DESC, r.seq
     LIMIT p_limit
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF q SKIP LOCKED
 $$;
 
 -- Rows `ids` (locked by aiqueue_batch_pick) move into batch p_batch: processing,

@@ -24,10 +24,28 @@ LANGUAGE sql STABLE AS $$
     FROM ai_marking_queue q
 $$;
 
+-- The rows in flight (status processing): those at the function hold a slot
+-- (ai_marking_claimed), those in a provider batch are rows of an open batch.
+-- The record keeps no index of them (a claim would write it: docs/architecture.md).
+-- Planned on its own, each row found from its slot or batch by the record's key:
+-- statistics taken while no row was in flight would otherwise read the whole
+-- record for the few that are (seq scans off: its tables are walked by index).
+CREATE OR REPLACE FUNCTION aiqueue_in_flight() RETURNS TABLE (queue_id uuid)
+LANGUAGE sql STABLE ROWS 10 SET enable_seqscan = off AS $$
+    SELECT c.queue_id FROM ai_marking_claimed c
+    JOIN ai_marking_queue q ON q.queue_id = c.queue_id
+    WHERE q.status = 'processing'
+    UNION ALL
+    SELECT q.queue_id FROM ai_marking_batches b
+    JOIN ai_marking_queue q ON q.batch_id = b.id
+    WHERE b.state NOT IN ('done', 'abandoned') AND q.status = 'processing'
+      AND NOT EXISTS (SELECT 1 FROM ai_marking_claimed c WHERE c.queue_id = q.queue_id)
+$$;
+
 -- The rows of a list page, by state (docs/architecture.md): ended and pending
--- rows through the list index (status, created_at, queue_id), one walk per
--- status, and the rows in flight (at most the caps' worth) through their own
--- index; merged newest first.  Older than the cursor (p_at, p_id), at most
+-- rows through the list index (phase, created_at, queue_id), one walk per
+-- phase (the live phase's pending rows), and the rows in flight (their slots
+-- and open batches: aiqueue_in_flight); merged newest first.  Older than the cursor (p_at, p_id), at most
 -- `n` rows matching the filters (NULL = any).
 CREATE OR REPLACE FUNCTION aiqueue_page_older(p_status text, p_assignment text, p_group text,
                                               p_kind text, p_at timestamptz, p_id uuid,
@@ -35,19 +53,20 @@ CREATE OR REPLACE FUNCTION aiqueue_page_older(p_status text, p_assignment text, 
 RETURNS TABLE (queue_id uuid, created_at timestamptz) LANGUAGE sql STABLE AS $$
     SELECT w.queue_id, w.created_at FROM (
         SELECT x.queue_id, x.created_at
-        FROM unnest(ARRAY['pending', 'completed', 'failed', 'cancelled', 'expired']) s (status)
+        FROM unnest(ARRAY['live', 'completed', 'failed', 'cancelled', 'expired']) s (phase)
         CROSS JOIN LATERAL (
             SELECT q.queue_id, q.created_at FROM ai_marking_queue q
-            WHERE q.status = s.status AND q.status <> 'processing'
+            WHERE q.phase = s.phase AND q.status <> 'processing'
               AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
               AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
               AND (p_kind IS NULL OR q.kind = p_kind)
               AND (p_at IS NULL OR (q.created_at, q.queue_id) < (p_at, p_id))
             ORDER BY q.created_at DESC, q.queue_id DESC LIMIT n) x
-        WHERE p_status IS NULL OR s.status = p_status
+        WHERE p_status IS NULL OR replace(s.phase, 'live', 'pending') = p_status
         UNION ALL
-        (SELECT q.queue_id, q.created_at FROM ai_marking_queue q
-         WHERE q.status = 'processing' AND (p_status IS NULL OR p_status = 'processing')
+        (SELECT q.queue_id, q.created_at FROM aiqueue_in_flight() f
+         JOIN ai_marking_queue q ON q.queue_id = f.queue_id
+         WHERE (p_status IS NULL OR p_status = 'processing')
            AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
            AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
            AND (p_kind IS NULL OR q.kind = p_kind)
@@ -63,19 +82,20 @@ CREATE OR REPLACE FUNCTION aiqueue_page_newer(p_status text, p_assignment text, 
 RETURNS TABLE (queue_id uuid, created_at timestamptz) LANGUAGE sql STABLE AS $$
     SELECT w.queue_id, w.created_at FROM (
         SELECT x.queue_id, x.created_at
-        FROM unnest(ARRAY['pending', 'completed', 'failed', 'cancelled', 'expired']) s (status)
+        FROM unnest(ARRAY['live', 'completed', 'failed', 'cancelled', 'expired']) s (phase)
         CROSS JOIN LATERAL (
             SELECT q.queue_id, q.created_at FROM ai_marking_queue q
-            WHERE q.status = s.status AND q.status <> 'processing'
+            WHERE q.phase = s.phase AND q.status <> 'processing'
               AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
               AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
               AND (p_kind IS NULL OR q.kind = p_kind)
               AND (q.created_at, q.queue_id) > (p_at, p_id)
             ORDER BY q.created_at, q.queue_id LIMIT n) x
-        WHERE p_status IS NULL OR s.status = p_status
+        WHERE p_status IS NULL OR replace(s.phase, 'live', 'pending') = p_status
         UNION ALL
-        (SELECT q.queue_id, q.created_at FROM ai_marking_queue q
-         WHERE q.status = 'processing' AND (p_status IS NULL OR p_status = 'processing')
+        (SELECT q.queue_id, q.created_at FROM aiqueue_in_flight() f
+         JOIN ai_marking_queue q ON q.queue_id = f.queue_id
+         WHERE (p_status IS NULL OR p_status = 'processing')
            AND (p_assignment IS NULL OR q.assignment_id = p_assignment)
            AND (p_group IS NULL OR coalesce(q.group_key, q.assignment_id) = p_group)
            AND (p_kind IS NULL OR q.kind = p_kind)
@@ -86,21 +106,18 @@ $$;
 
 -- Whether any row but those of submissions `p_except` names payload `p_id`.  A
 -- payload's rows were all created within its window of use (first, last): one
--- probe of the list index per status (newest first, it finds one at once while
--- any is left), and the rows in flight, which that index leaves out.
+-- probe of the list index per phase (newest first, it finds one at once while
+-- any is left; a row in flight is in the live phase).
 CREATE OR REPLACE FUNCTION aiqueue_payload_named(p_id bigint, p_first timestamptz,
                                                  p_last timestamptz, p_except uuid[])
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT EXISTS (
         SELECT 1
-        FROM unnest(ARRAY['pending', 'completed', 'failed', 'cancelled', 'expired']) s (status)
+        FROM unnest(ARRAY['live', 'completed', 'failed', 'cancelled', 'expired']) s (phase)
         CROSS JOIN LATERAL (
             SELECT 1 FROM ai_marking_queue q
-            WHERE q.status = s.status AND q.status <> 'processing'
+            WHERE q.phase = s.phase
               AND q.created_at BETWEEN p_first AND p_last AND q.payload_id = p_id
               AND q.submission_id <> ALL (p_except)
             ORDER BY q.created_at DESC LIMIT 1) x)
-        OR EXISTS (SELECT 1 FROM ai_marking_queue q
-                   WHERE q.status = 'processing' AND q.payload_id = p_id
-                     AND q.submission_id <> ALL (p_except))
 $$;

@@ -13,7 +13,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM ai_marking_queue q
                WHERE q.run_id = p_run AND q.calibration
-                 AND q.status IN ('pending', 'processing')) THEN
+                 AND q.phase = 'live') THEN
         RETURN false;
     END IF;
     WITH ready AS (

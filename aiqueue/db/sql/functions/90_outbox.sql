@@ -72,7 +72,7 @@ BEGIN
     END IF;
     PERFORM aiqueue_claim_lock();
     IF EXISTS (SELECT 1 FROM ai_marking_queue q
-               WHERE q.run_id = p_run AND q.status IN ('pending', 'processing')) THEN
+               WHERE q.run_id = p_run AND q.phase = 'live') THEN
         RETURN;
     END IF;
     INSERT INTO ai_marking_outbox (type, assignment_id, run_id, body)

@@ -88,10 +88,9 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_turn_head(p_pool text, p_priority integer) RETURNS bigint
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(
-        (SELECT q.turn FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.priority = p_priority AND q.run_after <= now()
-           AND q.pool = p_pool
-         ORDER BY q.priority DESC, q.turn, q.seq LIMIT 1),
+        (SELECT q.turn FROM ai_marking_ready q
+         WHERE -q.priority = -p_priority AND q.run_after <= now() AND q.pool = p_pool
+         ORDER BY -q.priority, q.turn, q.seq LIMIT 1),
         (SELECT max(g.last_turn) + 1 FROM ai_marking_groups g
          WHERE g.pool = p_pool AND g.priority = p_priority),
         0)

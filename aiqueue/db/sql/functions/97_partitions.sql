@@ -93,6 +93,10 @@ BEGIN
                  WHERE x.parent = p_parent AND x.is_default);
     EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
                    ' INCLUDING STORAGE INCLUDING COMPRESSION)', part, p_parent);
+    -- An attempt's line is updated by its result: room on the page for that (aiqueue 0062).
+    IF p_parent = 'ai_marking_attempts'::regclass THEN
+        EXECUTE format('ALTER TABLE %s SET (fillfactor = 80)', part);
+    END IF;
     IF fallback IS NOT NULL THEN
         EXECUTE format('WITH moved AS (DELETE FROM %s WHERE %I >= $1 AND %I < $2 RETURNING *)'
                        ' INSERT INTO %s SELECT * FROM moved', fallback, p_key, p_key, part)

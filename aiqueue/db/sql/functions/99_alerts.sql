@@ -18,22 +18,24 @@
 -- every row goes in and out of its backoff.
 
 -- A pool's longest-waiting row (backlog_age): rows without a not_before in
--- created order (the status index, stopping at the pool's first unexpired one),
+-- created order (the list index's live rows, stopping at the pool's first unexpired one),
 -- and scheduled rows whose time has come.
 CREATE OR REPLACE FUNCTION aiqueue_alert_oldest(p_pool text, t timestamptz)
 RETURNS TABLE (since timestamptz, kind text) LANGUAGE sql STABLE AS $$
     SELECT o.since, o.kind FROM (
         (SELECT q.created_at AS since, q.kind FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.pool = p_pool AND q.not_before IS NULL
+         WHERE q.phase = 'live' AND q.status = 'pending' AND q.pool = p_pool
+           AND q.not_before IS NULL
            AND q.created_at <= t AND (q.expires_at IS NULL OR q.expires_at > t)
            AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
          ORDER BY q.created_at LIMIT 1)
         UNION ALL
-        (SELECT q.not_before, q.kind FROM ai_marking_queue q
-         WHERE q.status = 'pending' AND q.pool = p_pool AND q.not_before <= t
-           AND (q.expires_at IS NULL OR q.expires_at > t)
-           AND NOT (q.lane = 'batch' AND q.run_after > t) AND q.held_run_after IS NULL
-         ORDER BY q.not_before LIMIT 1)) o
+        (SELECT r.not_before, r.kind
+         FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+         WHERE r.pool = p_pool AND r.not_before <= t
+           AND (r.expires_at IS NULL OR r.expires_at > t)
+           AND NOT (r.lane = 'batch' AND r.run_after > t) AND q.held_run_after IS NULL
+         ORDER BY r.not_before LIMIT 1)) o
     ORDER BY o.since LIMIT 1
 $$;
 
@@ -52,9 +54,8 @@ BEGIN
     IF paused OR coalesce(busy_until > t, false) OR NOT EXISTS (
         SELECT 1 FROM ai_marking_fair f
         CROSS JOIN LATERAL (
-            SELECT 1 FROM ai_marking_queue q
-            WHERE q.status = 'pending' AND q.pool = f.pool AND q.priority = f.priority
-              AND coalesce(q.group_key, q.assignment_id) = f.group_key
+            SELECT 1 FROM ai_marking_ready q
+            WHERE q.pool = f.pool AND q.priority = f.priority AND q.grp = f.group_key
               AND q.run_after <= t AND (q.expires_at IS NULL OR q.expires_at > t)
             LIMIT 1) due
         WHERE f.pool = p_pool AND f.waiting
@@ -103,10 +104,10 @@ BEGIN
            coalesce(e.failed >= failures_min AND e.failed::float8 / e.ended >= failure_rate,
                     false)
     FROM ai_queue_control c
-    LEFT JOIN (SELECT q.pool, count(*) FILTER (WHERE q.status = 'failed') AS failed,
+    LEFT JOIN (SELECT q.pool, count(*) FILTER (WHERE q.phase = 'failed') AS failed,
                       count(*) AS ended
                FROM ai_marking_queue q
-               WHERE q.status IN ('completed', 'failed')
+               WHERE q.phase IN ('completed', 'failed')
                  AND q.finished_at > t - interval '15 minutes' AND q.finished_at <= t
                GROUP BY q.pool) e ON e.pool = c.pool
     ORDER BY c.pool;
@@ -118,7 +119,7 @@ BEGIN
     LEFT JOIN (SELECT q.pool, percentile_cont(0.95) WITHIN GROUP (
                           ORDER BY date_part('epoch', q.finished_at - q.started_at)) AS p95
                FROM ai_marking_queue q
-               WHERE q.status = 'completed' AND q.lane <> 'batch'
+               WHERE q.phase = 'completed' AND q.lane <> 'batch'
                  AND q.finished_at > t - interval '15 minutes' AND q.finished_at <= t
                GROUP BY q.pool) l ON l.pool = c.pool
     ORDER BY c.pool;
