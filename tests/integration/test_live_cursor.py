@@ -37,13 +37,11 @@ async def drain(store: Store, cursor: EventCursor, want: int) -> list[MarkingEve
 
 
 async def take(conn: asyncpg.Connection, queue_id: object) -> None:
-    # A claim's status change and its feed event (the claim's own effect,
-    # functions/74_moved.sql), of the row the test names: it ends no row, so two
+    # A claim's status change: it writes a feed event but ends no row, so two
     # sessions can commit it in either order (a row's end also takes the claim
     # lock for the run-finished notification, which would serialise them).
-    await conn.execute("WITH q AS (UPDATE ai_marking_queue SET status = 'processing' "
-                       "           WHERE queue_id = $1 RETURNING ai_marking_queue AS row) "
-                       "SELECT aiqueue_feed_moved(array_agg(q.row)) FROM q", queue_id)
+    await conn.execute("UPDATE ai_marking_queue SET status = 'processing' WHERE queue_id = $1",
+                       queue_id)
 
 
 async def test_a_new_subscriber_starts_after_what_is_already_committed(

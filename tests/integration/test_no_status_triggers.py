@@ -1,5 +1,6 @@
-"""No trigger follows a status change: the functions that move a row write what
-follows it (db/sql/functions/74_moved.sql), and no transaction flag steers them."""
+"""No trigger follows the queue's own status changes: the functions that move a row
+write what follows it (db/sql/functions/74_moved.sql), no transaction flag steers
+them, and one trigger follows a status set by host SQL."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from importlib import resources
 import asyncpg
 
 from aiqueue.db.store import Store
+from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.plans import plan_of
 
 # The columns ai_marking_ready mirrors (with status), by name.
 READY_UPD = "UPDATE OF " + ", ".join(sorted(
@@ -17,8 +20,9 @@ READY_UPD = "UPDATE OF " + ", ".join(sorted(
      "kind", "pool", "lane", "expires_at", "leader_id", "turn", "run_kind"]))
 
 # The triggers left on the queue table, each for a write host SQL can make itself
-# (the file that creates it says why): inserts, deletes, a sooner run_after, and
-# the ready table kept exact (35_ready.sql) whoever moves a row into or out of pending.
+# (the file that creates it says why): inserts, deletes, a sooner run_after, a
+# status set by hand (its WHEN leaves the queue's own moves out), and the ready
+# table kept exact (35_ready.sql) whoever moves a row into or out of pending.
 KEPT = {
     "ai_marking_queue_0_ready_ins": "INSERT",
     "ai_marking_queue_0_ready_upd": READY_UPD,
@@ -28,6 +32,7 @@ KEPT = {
     "ai_marking_queue_counts_del": "DELETE",
     "ai_marking_queue_group_erased": "DELETE",
     "ai_marking_queue_fair_sooner": "UPDATE OF run_after",
+    "ai_marking_queue_host_moved": "UPDATE OF status",
 }
 
 
@@ -45,16 +50,32 @@ async def test_the_queue_table_keeps_only_the_triggers_host_sql_needs(conn: asyn
     assert {r["tgname"]: r["fires_on"] for r in rows} == KEPT
 
 
-async def test_a_status_update_by_itself_writes_nothing_else(store: Store,
-                                                             conn: asyncpg.Connection):
-    ids = await add_submissions(conn, 1, "hw-s")
+async def test_a_status_set_by_host_sql_is_followed_once_and_the_queues_moves_call_no_trigger(
+        store: Store, conn: asyncpg.Connection):
+    """A host's UPDATE of `status` gets the feed, the counts and the outbox (the one
+    trigger kept for it); the queue's own moves bump `moves` and write each once."""
+    ids = await add_submissions(conn, 2, "hw-s")
     await store.enqueue(ids, "hw-s", 0, {})
-    tables = ("ai_marking_events", "ai_marking_counts", "ai_marking_outbox", "ai_marking_fair")
-    before = {t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in tables}
-    await conn.execute("UPDATE ai_marking_queue SET status = 'failed', finished_at = now()")
-    await conn.execute("UPDATE ai_marking_queue SET status = 'pending', finished_at = NULL")
-    after = {t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in tables}
-    assert after == before
+    job = await store.claim(plan_of(0, 5))
+    assert job is not None
+    assert await conn.fetchval("SELECT moves FROM ai_marking_queue WHERE queue_id = $1",
+                               job.queue_id) == 1
+    events = await conn.fetchval("SELECT count(*) FROM ai_marking_events")
+    await conn.execute("UPDATE ai_marking_queue SET status = 'failed', last_error = 'x', "
+                       "finished_at = now() WHERE status = 'pending'")
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_events") == events + 1
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_outbox WHERE type = 'marking.row_failed'") == 1
+    await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                         plan_of())
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_events") == events + 2
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_outbox WHERE type = 'marking.run_finished'") == 1
+    real = {r["status"]: r["n"] for r in await conn.fetch(
+        "SELECT status, count(*) AS n FROM ai_marking_queue GROUP BY status")}
+    counted = {r["status"]: r["n"] for r in await conn.fetch(
+        "SELECT status, sum(n) AS n FROM ai_marking_counts GROUP BY status HAVING sum(n) <> 0")}
+    assert counted == real == {"completed": 1, "failed": 1}
 
 
 def test_no_sql_function_steers_another_by_a_transaction_flag():

@@ -1,9 +1,8 @@
 """The notification outbox against a real PostgreSQL: which changes write which event.
 
-Every event is written in the transaction of the change that causes it, by the
-function that makes the change (db/sql/functions/74_moved.sql, aiqueue_outbox_moved in
-90_outbox.sql); these tests drive the queue through the Store's own statements and read
-the outbox.
+Every event is written by a trigger in the transaction of the change that causes
+it (db/sql/functions/90_outbox.sql, aiqueue_outbox_on_end); these tests drive the queue
+through the Store's own statements and read the outbox.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 
 import asyncpg
 
-from aiqueue.db.gateway import queries
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
 from aiqueue.wire.events import RowFailed, RunFinished
@@ -40,12 +38,6 @@ async def claim_all(store: Store, n: int) -> list[Any]:
     jobs = [await store.claim(plan_of(CAP, THRESHOLD)) for _ in range(n)]
     assert all(jobs)
     return jobs
-
-
-async def fail(conn: asyncpg.Connection, job: Any, error: str) -> None:
-    """The Store's own failure of `job` (attempt_failed, final), in `conn`'s transaction."""
-    await conn.execute(queries()["attempt_failed"], job.queue_id, job.dispatch_seq, 0.0, False,
-                       3, error, "failed", "{}")
 
 
 async def test_completing_the_last_row_finishes_the_run_once(
@@ -172,7 +164,8 @@ async def test_a_rolled_back_change_leaves_no_event(
     try:
         tx = other.transaction()
         await tx.start()
-        await fail(other, job, "x")
+        await other.execute("UPDATE ai_marking_queue SET status = 'failed', last_error = 'x' "
+                            "WHERE queue_id = $1", job.queue_id)
         assert await other.fetchval("SELECT count(*) FROM ai_marking_outbox") == 2
         await tx.rollback()
     finally:
@@ -199,16 +192,18 @@ async def test_no_event_carries_the_submissions_content(store: Store, conn: asyn
 async def test_a_later_statement_of_the_same_transaction_that_ends_the_run_writes_it(
     store: Store, db_url: str, conn: asyncpg.Connection
 ):
-    """The first statement finds a live row of the run; the second ends that row."""
+    """The first statement remembers a live row of the run; the second ends that row."""
     ids = await add_submissions(conn, 20, "hw-t")
     await store.enqueue(ids, "hw-t", 0, {})
     [job] = await claim_all(store, 1)
     other = await asyncpg.connect(db_url)
     try:
         async with other.transaction():
-            await other.execute(queries()["cancel_pending"], None, "hw-t", "ops")
+            await other.execute("UPDATE ai_marking_queue SET status = 'cancelled' "
+                                "WHERE status = 'pending'")
             assert await other.fetchval("SELECT count(*) FROM ai_marking_outbox") == 0
-            await fail(other, job, "bad_request")
+            await other.execute("UPDATE ai_marking_queue SET status = 'failed', "
+                                "last_error = 'bad_request' WHERE queue_id = $1", job.queue_id)
     finally:
         await other.close()
     [run] = await events(conn, "marking.run_finished")

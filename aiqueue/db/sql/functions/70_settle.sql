@@ -206,7 +206,7 @@ BEGIN
     done AS (
         UPDATE ai_marking_queue q
         SET status = 'completed', finished_at = now(), last_error = NULL,
-            usage = row.usage, updated_at = now()
+            usage = row.usage, updated_at = now(), moves = q.moves + 1
         FROM row, prev
         WHERE q.queue_id = row.queue_id
         RETURNING q.*

@@ -14,10 +14,12 @@
 -- status (a failure: pending or failed).
 --
 -- Each takes `moved`, the rows as the move left them, and `was`, each one's
--- status before, in the same order.  Inserts and deletes of rows (an enqueue,
--- host SQL, a cascade from submissions) are still followed by the statement
--- triggers in 80_feed, 40_fair and 72_groups: host SQL may insert and delete
--- rows itself, and what it does must still be counted.
+-- status before, in the same order.  Each of aiqueue's moves bumps the row's
+-- `moves` in the statement that changes its status.  Inserts and deletes of rows
+-- (an enqueue, host SQL, a cascade from submissions) are still followed by the
+-- statement triggers in 80_feed, 40_fair and 72_groups, and a status set by host
+-- SQL by the one trigger below: host SQL and operators write the table too, and
+-- what they do must still be counted, seen live and notified.
 
 CREATE OR REPLACE FUNCTION aiqueue_moved(moved ai_marking_queue[], was text[],
                                          live_at timestamptz[] DEFAULT NULL,
@@ -35,3 +37,21 @@ BEGIN
     PERFORM aiqueue_fair_moved(moved, was);
 END
 $$;
+
+-- A status changed by host SQL or an operator by hand (an UPDATE that left
+-- `moves` alone): followed as aiqueue's own moves are, one row at a time.  A
+-- trigger, because such a write calls none of the functions above; its WHEN
+-- leaves every move of aiqueue's own (which bumps `moves`) without a call, so
+-- none of them pays for it.  Named after 35_ready's ("0..."), which it needs
+-- first: the turns read the ready table.
+CREATE OR REPLACE FUNCTION aiqueue_host_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_moved(ARRAY[NEW], ARRAY[OLD.status], ARRAY[OLD.run_after]);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_host_moved
+    AFTER UPDATE OF status ON ai_marking_queue
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status AND NEW.moves = OLD.moves)
+    EXECUTE FUNCTION aiqueue_host_moved();
