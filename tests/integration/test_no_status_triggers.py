@@ -53,12 +53,12 @@ async def test_the_queue_table_keeps_only_the_triggers_host_sql_needs(conn: asyn
 async def test_a_status_set_by_host_sql_is_followed_once_and_the_queues_moves_call_no_trigger(
         store: Store, conn: asyncpg.Connection):
     """A host's UPDATE of `status` gets the feed, the counts and the outbox (the one
-    trigger kept for it); the queue's own moves bump `moves` and write each once."""
+    trigger kept for it); the queue's own moves bump `queue_moves` and write each once."""
     ids = await add_submissions(conn, 2, "hw-s")
     await store.enqueue(ids, "hw-s", 0, {})
     job = await store.claim(plan_of(0, 5))
     assert job is not None
-    assert await conn.fetchval("SELECT moves FROM ai_marking_queue WHERE queue_id = $1",
+    assert await conn.fetchval("SELECT queue_moves FROM ai_marking_queue WHERE queue_id = $1",
                                job.queue_id) == 1
     events = await conn.fetchval("SELECT count(*) FROM ai_marking_events")
     await conn.execute("UPDATE ai_marking_queue SET status = 'failed', last_error = 'x', "

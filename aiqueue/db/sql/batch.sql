@@ -87,7 +87,7 @@ RETURNING id;
 WITH rows AS (
     UPDATE ai_marking_queue q
     SET status = 'pending', attempts = greatest(q.attempts - 1, 0), batch_id = NULL,
-        started_at = NULL, updated_at = now(), moves = q.moves + 1
+        started_at = NULL, updated_at = now(), queue_moves = q.queue_moves + 1
     WHERE q.batch_id = $1 AND q.status = 'processing'
       AND ($2::uuid[] IS NULL OR q.queue_id = ANY($2::uuid[]))
     RETURNING q.queue_id, q.dispatch_seq, q AS moved
@@ -171,7 +171,7 @@ rows AS (
                     THEN 'live' ELSE 'batch' END,
         run_after = CASE WHEN q.created_at + make_interval(secs => $6::float8) <= now()
                          THEN now() ELSE q.run_after END,
-        batch_id = NULL, last_error = l.code, updated_at = now(), moves = q.moves + 1
+        batch_id = NULL, last_error = l.code, updated_at = now(), queue_moves = q.queue_moves + 1
     FROM lines l
     WHERE q.queue_id = l.queue_id AND q.dispatch_seq = l.dispatch_seq
       AND q.status = 'processing' AND q.batch_id IS NOT NULL
@@ -208,7 +208,7 @@ FROM rows CROSS JOIN followed;
 WITH rows AS (
     UPDATE ai_marking_queue q
     SET status = 'pending', lane = 'live', run_after = now(), batch_id = NULL,
-        attempts = greatest(q.attempts - 1, 0), updated_at = now(), moves = q.moves + 1
+        attempts = greatest(q.attempts - 1, 0), updated_at = now(), queue_moves = q.queue_moves + 1
     WHERE q.batch_id = $1 AND q.status = 'processing'
     RETURNING q.queue_id, q.dispatch_seq, q AS moved
 ),

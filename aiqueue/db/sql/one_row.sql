@@ -26,7 +26,8 @@ WITH was AS (
 ),
 row AS (
     UPDATE ai_marking_queue q
-    SET status = 'cancelled', finished_at = now(), updated_at = now(), moves = q.moves + 1
+    SET status = 'cancelled', finished_at = now(), updated_at = now(),
+        queue_moves = q.queue_moves + 1
     FROM was WHERE q.queue_id = was.queue_id
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
               q.turn, was.status AS was, was.dispatch_seq, q AS moved
@@ -64,8 +65,8 @@ SELECT was FROM row CROSS JOIN followed;
 -- it.  Answers nothing when the row was not pending.
 WITH row AS (
     UPDATE ai_marking_queue q
-    SET status = 'failed', finished_at = now(), updated_at = now(), moves = q.moves + 1,
-        last_error = 'operator'
+    SET status = 'failed', finished_at = now(), updated_at = now(),
+        queue_moves = q.queue_moves + 1, last_error = 'operator'
     WHERE q.queue_id = $1 AND q.status = 'pending'
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
               q.turn, q AS moved

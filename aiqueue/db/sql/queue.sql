@@ -48,7 +48,7 @@ WITH row AS (
         finished_at = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
                                                                     $5::integer)
                            THEN NULL ELSE now() END,
-        last_error = $6, updated_at = now(), moves = ai_marking_queue.moves + 1
+        last_error = $6, updated_at = now(), queue_moves = ai_marking_queue.queue_moves + 1
     WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
     RETURNING queue_id, status, ai_marking_queue AS moved
 ),

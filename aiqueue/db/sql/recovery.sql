@@ -48,7 +48,8 @@ row AS (
         finished_at = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer,
                                                       $2::integer)
                            THEN NULL ELSE now() END,
-        run_after = now(), last_error = stuck.why, updated_at = now(), moves = q.moves + 1
+        run_after = now(), last_error = stuck.why, updated_at = now(),
+        queue_moves = q.queue_moves + 1
     FROM stuck WHERE q.queue_id = stuck.queue_id
     RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why, q AS moved
 ),

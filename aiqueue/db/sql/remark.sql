@@ -67,7 +67,7 @@ WHERE q.assignment_id = $1::text ORDER BY q.created_at DESC LIMIT 1;
 WITH row AS (
     UPDATE ai_marking_queue q
     SET status = 'cancelled', last_error = 'superseded', finished_at = now(),
-        updated_at = now(), moves = q.moves + 1
+        updated_at = now(), queue_moves = q.queue_moves + 1
     WHERE q.assignment_id = $1::text AND q.status = 'pending'
       AND q.created_at >= now() - make_interval(secs => $3::float8)
       AND q.payload_id IS DISTINCT FROM aiqueue_payload_id($2::jsonb)

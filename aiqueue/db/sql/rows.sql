@@ -31,7 +31,7 @@ SELECT status FROM ai_marking_queue WHERE queue_id = $1;
 WITH row AS (
     UPDATE ai_marking_queue
     SET status = 'cancelled', finished_at = now(), updated_at = now(),
-        moves = ai_marking_queue.moves + 1
+        queue_moves = ai_marking_queue.queue_moves + 1
     WHERE status = 'pending' AND (queue_id = $1::uuid OR assignment_id = $2::text)
     RETURNING queue_id, pool, priority, coalesce(group_key, assignment_id) AS group_key, turn,
               ai_marking_queue AS moved

@@ -19,7 +19,7 @@ WITH gone AS (
 row AS (
     UPDATE ai_marking_queue q
     SET status = 'expired', finished_at = now(), last_error = 'expired', updated_at = now(),
-        moves = q.moves + 1
+        queue_moves = q.queue_moves + 1
     FROM gone WHERE q.queue_id = gone.queue_id AND q.status = 'pending'
     RETURNING q.queue_id, q AS moved
 ),

@@ -142,7 +142,7 @@ BEGIN
     UPDATE ai_marking_queue q
     SET status = outcome, attempts = q.attempts - 1,
         run_after = now() + make_interval(secs => delay),
-        started_at = NULL, updated_at = now(), moves = q.moves + 1,
+        started_at = NULL, updated_at = now(), queue_moves = q.queue_moves + 1,
         finished_at = CASE WHEN gone THEN now() END,
         last_error = CASE WHEN gone THEN 'rate_limited' ELSE p_kind END,
         refused_since = coalesce(q.refused_since, now())

@@ -1,13 +1,17 @@
 -- A result's settle, in call order: apply, what follows it, raise L, correct
 -- the charge, claim the next.  Every write is a call below; the one trigger on
 -- the way is 35_ready's, which deletes the claimed row's ready row (it stays a
--- trigger because host SQL writes the record too; its file says more).
+-- trigger because host SQL writes the record too; its file says more).  Each
+-- move counts itself in the row's `queue_moves`, which keeps 74_moved's trigger for
+-- a status set by host SQL from firing.
 --
 -- A webhook's results in one round trip: aiqueue_settle_many (this file,
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
---     aiqueue_complete       apply it in one statement (a processing row has no
---                            ready row: no trigger fires), priced once by
+--     aiqueue_complete       apply it in one statement, the row's `queue_moves` counted
+--                            so that no status trigger follows it (74_moved; a
+--                            processing row has no ready row, so 35_ready's stays
+--                            out too), priced once by
 --                            aiqueue_priced (50_spend's prices), the row's slot
 --                            deleted from ai_marking_claimed (a late result of an
 --                            earlier dispatch leaves the current one's), its record
@@ -206,7 +210,7 @@ BEGIN
     done AS (
         UPDATE ai_marking_queue q
         SET status = 'completed', finished_at = now(), last_error = NULL,
-            usage = row.usage, updated_at = now(), moves = q.moves + 1
+            usage = row.usage, updated_at = now(), queue_moves = q.queue_moves + 1
         FROM row, prev
         WHERE q.queue_id = row.queue_id
         RETURNING q.*

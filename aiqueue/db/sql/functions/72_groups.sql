@@ -104,7 +104,7 @@ BEGIN
             usage = jsonb_build_object('prompt_tokens', 0, 'completion_tokens', 0,
                                        'cost_usd', 0, 'model', lead.model,
                                        'same_answer_as', p_leader),
-            updated_at = now(), moves = q.moves + 1
+            updated_at = now(), queue_moves = q.queue_moves + 1
         FROM rows, lead
         WHERE q.queue_id = rows.queue_id
         RETURNING q

@@ -144,7 +144,7 @@ BEGIN
         SET status = 'processing', attempts = q.attempts + 1,
             dispatch_seq = q.dispatch_seq + 1, started_at = now(),
             progress = NULL, batch_id = p_batch, charged_tokens = NULL, charged_usd = NULL,
-            updated_at = now(), moves = q.moves + 1
+            updated_at = now(), queue_moves = q.queue_moves + 1
         WHERE q.queue_id = ANY (ids)
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
                   q.payload_id, q.deadline, q.kind, q AS moved

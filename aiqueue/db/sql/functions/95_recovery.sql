@@ -66,7 +66,8 @@ BEGIN
     updated AS (
         UPDATE ai_marking_queue q
         SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
-            last_error = NULL, refused_since = NULL, updated_at = now(), moves = q.moves + 1,
+            last_error = NULL, refused_since = NULL, updated_at = now(),
+            queue_moves = q.queue_moves + 1,
             turn = t.last_turn - gr.n + 1 + p.k, seq = DEFAULT
         FROM picked p
         JOIN groups gr ON gr.pool = p.pool AND gr.priority = p.priority AND gr.grp = p.grp
