@@ -151,8 +151,9 @@ LIMIT $5 OFFSET $6;
 
 -- count_rows --
 -- Without an assignment or group filter the total comes from the count deltas
--- (per kind too, $4); with one it counts those rows (an assignment's through
--- its index).
+-- (per kind too, $4); with one it counts those rows through the assignment's or
+-- the group's list index (migration 0072), a status by its phase's range: an
+-- ended status is its phase, so only a live one reads the rows' own status.
 SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
            (SELECT coalesce(sum(n), 0) FROM ai_marking_counts
             WHERE ($1::text IS NULL OR status = $1) AND ($4::text IS NULL OR kind = $4))
@@ -161,7 +162,9 @@ SELECT CASE WHEN $2::text IS NULL AND $3::text IS NULL THEN
             WHERE ($2::text IS NULL OR assignment_id = $2)
               AND ($3::text IS NULL OR coalesce(group_key, assignment_id) = $3)
               AND ($4::text IS NULL OR kind = $4)
-              AND ($1::text IS NULL OR status = $1))
+              AND ($1::text IS NULL
+                   OR phase = CASE WHEN $1 IN ('pending', 'processing') THEN 'live' ELSE $1 END)
+              AND ($1::text IS NULL OR $1 NOT IN ('pending', 'processing') OR status = $1))
        END::bigint AS n;
 
 -- attempts_of --

@@ -1027,6 +1027,7 @@ export interface components {
                 ai_marking_outbox: number;
                 ai_marking_payloads: number;
                 ai_marking_queue: number;
+                ai_marking_ready: number;
                 ai_marking_results: number;
                 submissions: number;
             } & {

@@ -45,7 +45,9 @@ $$;
 -- The rows of a list page, by state (docs/architecture.md): ended and pending
 -- rows through the list index (phase, created_at, queue_id), one walk per
 -- phase (the live phase's pending rows), and the rows in flight (their slots
--- and open batches: aiqueue_in_flight); merged newest first.  Older than the cursor (p_at, p_id), at most
+-- and open batches: aiqueue_in_flight); merged newest first.  With an
+-- assignment or a group filter each walk is a range of that assignment's or
+-- group's own list index (migration 0072: keyed on the phase after it).  Older than the cursor (p_at, p_id), at most
 -- `n` rows matching the filters (NULL = any).
 CREATE OR REPLACE FUNCTION aiqueue_page_older(p_status text, p_assignment text, p_group text,
                                               p_kind text, p_at timestamptz, p_id uuid,

@@ -125,8 +125,12 @@ $$;
 -- `p_events_seconds` (a day).  At most once per `p_every_seconds` across every
 -- instance (the control row is the gate); it runs before the row-by-row pass,
 -- which then finds only the month at the boundary (and the rows from before the
--- upgrade, until their partition's end is past the period too); then the
--- hours of usage that /ai-queue's cost card reads are summed (96_usage_hours.sql).
+-- upgrade, until their partition's end is past the period too).  First the
+-- hours of usage that /ai-queue's cost card reads are summed (96_usage_hours.sql),
+-- before any DETACH: a DETACH holds its parent's strongest lock until the
+-- transaction ends, and every settle writes to the parent, so nothing that
+-- reads for long runs after one.  The hours summed are inside the keep period,
+-- never those of a month this pass drops.
 -- Each change waits at most 100 ms for its lock
 -- (DETACH and ATTACH lock the parent briefly; a queued lock would hold up every
 -- settle behind it) and is otherwise left for the next pass.  Runs with its
@@ -151,6 +155,8 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
+    -- The cost card's hourly sums follow the results' months (96_usage_hours.sql).
+    PERFORM aiqueue_usage_roll(p_history_seconds);
     PERFORM set_config('lock_timeout', '100ms', true);
     FOR t IN SELECT * FROM aiqueue_partitioned() LOOP
         FOR m IN SELECT g FROM generate_series(this_month, this_month + make_interval(months => p_ahead),
@@ -185,8 +191,6 @@ BEGIN
             END;
         END LOOP;
     END LOOP;
-    -- The cost card's hourly sums follow the results' months (96_usage_hours.sql).
-    PERFORM aiqueue_usage_roll(p_history_seconds);
     RETURN NEXT;
 END
 $$;

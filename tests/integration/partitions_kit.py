@@ -1,0 +1,80 @@
+"""What the month partitions' tests share: rows with their history, months made and
+placed (docs/operating/data-protection.md)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from aiqueue.db.store import Store
+from aiqueue.models import Completed
+from aiqueue.models.queue import QueueId
+from tests.conftest import add_submissions
+from tests.plans import plan_of
+
+PARENTS = ("ai_marking_attempts", "ai_marking_results", "ai_marking_events")
+DAY = 86400.0
+ENDED, HISTORY = 30 * DAY, 365 * DAY
+
+
+async def ended_rows(store: Store, conn: asyncpg.Connection, n: int,
+                     status: str = "completed") -> list[QueueId]:
+    """n completed rows, each with its attempt line and result."""
+    assert status == "completed"
+    assignment = f"hw-{uuid.uuid4().hex[:6]}"
+    ids = await add_submissions(conn, n, assignment)
+    await store.enqueue(ids, assignment, 0, {})
+    qids = []
+    for _ in ids:
+        job = await store.claim(plan_of(0, 5))
+        assert job is not None
+        await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                             plan_of())
+        qids.append(job.queue_id)
+    return qids
+
+
+def month_start(at: datetime) -> datetime:
+    return at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+async def partitions(conn: asyncpg.Connection, parent: str) -> dict[str, tuple[object, object]]:
+    rows = await conn.fetch("SELECT name, lower_bound, upper_bound FROM aiqueue_partitions() "
+                            "WHERE parent = $1::regclass", parent)
+    return {r["name"]: (r["lower_bound"], r["upper_bound"]) for r in rows}
+
+
+async def without_upgrade_partition(conn: asyncpg.Connection) -> None:
+    """Drop the (empty) partition of everything before next month that the upgrade made,
+    so that past months can be made one by one."""
+    for parent in PARENTS:
+        for name, (lower, _) in (await partitions(conn, parent)).items():
+            if lower is None and not name.endswith("_default"):
+                await conn.execute(f"ALTER TABLE {parent} DETACH PARTITION {name}")
+                await conn.execute(f"DROP TABLE {name}")
+
+
+async def add_month(conn: asyncpg.Connection, parent: str, at: datetime) -> bool:
+    key, unique = {"ai_marking_attempts": ("started_at", "id"),
+                   "ai_marking_results": ("applied_at", "queue_id"),
+                   "ai_marking_events": ("created_at", "id")}[parent]
+    return bool(await conn.fetchval(
+        "SELECT aiqueue_partition_add($1::regclass, $2, $3, $4::timestamp)",
+        parent, key, unique, month_start(at).replace(tzinfo=None)))
+
+
+async def place(conn: asyncpg.Connection, qids: Sequence[uuid.UUID], at: datetime) -> None:
+    """Give these rows' attempts and results the time `at` (they move to its partition)."""
+    await conn.execute("UPDATE ai_marking_attempts SET started_at = $2 WHERE queue_id = ANY($1)",
+                       list(qids), at)
+    await conn.execute("UPDATE ai_marking_results SET applied_at = $2 WHERE queue_id = ANY($1)",
+                       list(qids), at)
+
+
+async def where(conn: asyncpg.Connection, table: str, qids: Sequence[uuid.UUID]) -> set[str]:
+    rows = await conn.fetch(f"SELECT DISTINCT tableoid::regclass::text AS part FROM {table} "
+                            "WHERE queue_id = ANY($1)", list(qids))
+    return {r["part"] for r in rows}
