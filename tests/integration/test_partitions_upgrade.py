@@ -34,10 +34,8 @@ async def contents(conn: asyncpg.Connection) -> dict[str, tuple[int, str]]:
     found = {}
     for table in TABLES:
         row = await conn.fetchrow(
-            f"SELECT count(*) AS n, md5(coalesce(string_agg("
-            f"(to_jsonb(t) - 'phase' - 'queue_moves')::text,"
-            f" E'\\n' ORDER BY (to_jsonb(t) - 'phase' - 'queue_moves')::text), '')) AS h"
-            f" FROM {table} t")
+            "SELECT count(*) AS n, md5(coalesce(string_agg(r, E'\\n' ORDER BY r), '')) AS h"
+            f" FROM (SELECT (to_jsonb(t) - 'phase' - 'queue_moves')::text AS r FROM {table} t) x")
         found[table] = (row["n"], row["h"])
     return found
 
