@@ -67,13 +67,10 @@ class BatchQueries(Gateway):
         return int(await self.db.write(work, idempotent=True))
 
     async def _bulk_move(self, conn: asyncpg.Connection, name: str, *args: Any) -> int:
-        """Run statement `name`, which moves many of a batch's rows back to pending, with
-        their groups joining their turns once each rather than row by row."""
-        await conn.execute(self.sql["batch_fair_bulk"], "on")
+        """Run statement `name`, which moves many of a batch's rows back to pending (their
+        groups join their turns once each, in the statement)."""
         row = await conn.fetchrow(self.sql[name], *args)
-        await conn.execute(self.sql["batch_fair_bulk"], "off")
         assert row is not None, "an aggregate always answers one row"
-        await conn.execute(self.sql["batch_fair_join"], row["ids"])
         return int(row["n"])
 
     async def batch_abandon(self, batch_id: int, error: str) -> bool:

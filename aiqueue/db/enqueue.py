@@ -12,8 +12,8 @@ from uuid import UUID
 import asyncpg
 
 from aiqueue.answers import AnswerKey
+from aiqueue.db.calls import Database, Rollback
 from aiqueue.db.gateway import Gateway
-from aiqueue.db.pool import Database, Rollback
 from aiqueue.errors import Conflict
 from aiqueue.models import (
     DryRun,

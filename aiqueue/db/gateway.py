@@ -9,7 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from aiqueue.db.pool import Database, Limits, Work, open_database
+from aiqueue.db.calls import Database, Work, open_database
+from aiqueue.db.pool import Limits
 from aiqueue.db.prepared import Choice
 from aiqueue.settings.env import PreparedStatements
 
@@ -41,7 +42,7 @@ async def connect_pool(dsn: str, *, max_size: int = 4, limits: Limits | None = N
 
 
 class Gateway:
-    """Runs named queries on the bounded pool (db/pool.py): reads, writes, per-job writes."""
+    """Runs named queries on the bounded pool (db/calls.py): reads, writes, per-job writes."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -80,7 +81,7 @@ class Gateway:
         return rows[0][0] if rows else None
 
     async def _write_one(self, name: str, *args: Any) -> list[asyncpg.Record]:
-        """An idempotent statement of the per-job path, alone (db/pool.py `write_one`)."""
+        """An idempotent statement of the per-job path, alone (db/calls.py `write_one`)."""
         return await self.db.write_one(self._rows_of(name, args))
 
     async def close(self) -> None:

@@ -11,9 +11,9 @@ from uuid import UUID
 import asyncpg
 
 from aiqueue.answers import AnswerKey
+from aiqueue.db.calls import Rollback
 from aiqueue.db.enqueue import LostRace
 from aiqueue.db.gateway import Gateway
-from aiqueue.db.pool import Rollback
 from aiqueue.db.remark import RemarkArgs, remark_args, remark_in
 from aiqueue.errors import Conflict
 from aiqueue.models.holds import Answered, AskedQuestion, Hold

@@ -233,7 +233,7 @@ async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None,
         if direction == "up":
             await prepare(conn, steps)
         async with conn.transaction():
-            # Migrations keep their own, longer limits than the app's calls (db/pool.py).
+            # Migrations keep their own, longer limits than the app's calls (db/calls.py).
             await conn.execute("SET LOCAL statement_timeout = '15min'; "
                                "SET LOCAL lock_timeout = '2min'")
             await _lock(conn)

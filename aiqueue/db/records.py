@@ -7,8 +7,8 @@ from datetime import datetime
 
 import asyncpg
 
+from aiqueue.db.calls import Rollback
 from aiqueue.db.gateway import Gateway
-from aiqueue.db.pool import Rollback
 from aiqueue.errors import Conflict
 from aiqueue.models import KeyMismatch, Replayed
 from aiqueue.models.records import ExportLine, Partitioned, ReplayFilter, ReplayOutcome, Retained

@@ -12,9 +12,9 @@ from uuid import UUID
 import asyncpg
 
 from aiqueue.answers import AnswerKey
+from aiqueue.db.calls import Rollback
 from aiqueue.db.enqueue import LostRace, enqueue_in
 from aiqueue.db.gateway import Gateway
-from aiqueue.db.pool import Rollback
 from aiqueue.errors import Conflict
 from aiqueue.models import Enqueued
 from aiqueue.models.remark import RemarkDefaults, Remarked, RemarkPlan

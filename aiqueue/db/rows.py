@@ -8,9 +8,9 @@ from uuid import UUID
 
 import asyncpg
 
+from aiqueue.db.calls import Rollback
 from aiqueue.db.enqueue import LIVE_ROW_INDEX
 from aiqueue.db.gateway import Gateway
-from aiqueue.db.pool import Rollback
 from aiqueue.errors import Conflict
 from aiqueue.flow import FlowState, KindCount, PoolState
 from aiqueue.models import Attempt, Control, QueueRow, Stats, Status

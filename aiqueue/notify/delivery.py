@@ -1,7 +1,8 @@
 """Notifications to the host app (docs/integrating.md): deliver the outbox's events, signed.
 
-The events themselves are written by a trigger in the transaction of the status
-change that causes them (db/sql/functions/90_outbox.sql, aiqueue_outbox_on_end).  Here
+The events themselves are written in the transaction of the status change that
+causes them, by the function that makes it (db/sql/functions/90_outbox.sql,
+aiqueue_outbox_moved).  Here
 they are sent: a few per step, after a response has been sent (webhook,
 enqueue, process, cancel) and by the chain, the cron and the in-process
 ticker.  Each attempt is signed per Standard Webhooks v1 with the

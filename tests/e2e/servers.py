@@ -351,7 +351,10 @@ class AppProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError("serve did not become healthy")
+        # Not left running: a test that gives up here may never reach its stop().
+        self.proc.kill()
+        self.proc.wait(10)
+        raise RuntimeError(f"serve did not become healthy in 30 s: {self.log.read_text()[-2000:]}")
 
     def output(self) -> str:
         """Everything this process (and its restarts) wrote to stdout/stderr."""

@@ -16,7 +16,6 @@ from tests.integration.page_kit import JSON, PAGE, app_client, login
 
 __all__ = ["app_client"]  # the fixture (tests/integration/page_kit.py)
 
-SOON = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=20)
 
 
 def wait_of(page: str, submission: uuid.UUID) -> str:
@@ -37,16 +36,20 @@ async def test_each_waiting_row_says_why_and_until_when(app_client: httpx.AsyncC
         await conn.execute(f"UPDATE ai_marking_queue SET {sql} WHERE submission_id = $1",
                            submission, *args)
 
+    # Twenty minutes from now, taken when the test runs (not when it is collected: a long
+    # suite reaches it later than that).
+    soon = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=20)
+
     # The queue is paused (page_kit): the rows stay as set here.
-    await row(busy, "last_error = 'rate_limited', run_after = $2", SOON)
-    await row(down, "attempts = 1, last_error = 'dispatch_connect_error', run_after = $2", SOON)
+    await row(busy, "last_error = 'rate_limited', run_after = $2", soon)
+    await row(down, "attempts = 1, last_error = 'dispatch_connect_error', run_after = $2", soon)
     await row(failed, "attempts = 2, last_error = 'function:invalid_output', run_after = $2",
-              SOON)
+              soon)
     copy = demo.submission_id(4)
     await row(copy, "leader_id = (SELECT queue_id FROM ai_marking_queue WHERE submission_id = $2)",
               plain)
     page = (await app_client.get(PAGE)).text
-    at = SOON.strftime("%H:%M")  # the demo's school is in UTC
+    at = soon.strftime("%H:%M")  # the demo's school is in UTC
     assert wait_of(page, copy) == "waiting for the same answer: it gets that mark"
     assert wait_of(page, busy) == f"the model is busy (retrying at {at})"
     assert wait_of(page, down) == f"the marking service is down (retrying at {at}) · attempt 2 of 3"
@@ -57,12 +60,12 @@ async def test_each_waiting_row_says_why_and_until_when(app_client: httpx.AsyncC
     assert body["wait"] == f"the marking service is down (retrying at {at}) · attempt 2 of 3"
     # The class's group at a spend cap: paused until the window renews.
     await conn.execute("UPDATE ai_marking_fair SET capped_until = $1 WHERE group_key = $2",
-                       SOON, demo.ASSIGNMENT_ID)
+                       soon, demo.ASSIGNMENT_ID)
     page = (await app_client.get(PAGE)).text
     assert wait_of(page, plain) == f"paused by a spend cap until {at}"
     await conn.execute("UPDATE ai_marking_fair SET capped_until = NULL")
     # The marking service's breaker, open for the pool: every waiting row says so.
     await conn.execute("UPDATE ai_queue_control SET circuit_open_until = $1 "
-                       "WHERE pool = 'default'", SOON)
+                       "WHERE pool = 'default'", soon)
     page = (await app_client.get(PAGE)).text
     assert wait_of(page, plain) == f"the marking service is down (retrying at {at})"

@@ -1,4 +1,4 @@
-"""The retry rule of bounded database calls (db/pool.py) and DATABASE_POOL_MAX, without I/O.
+"""The retry rule of bounded database calls (db/calls.py) and DATABASE_POOL_MAX, without I/O.
 
 The behaviour against a real server, through a fault proxy, is in
 tests/integration/test_db_faults.py; here a fake connection fails at chosen
@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from aiqueue.db.pool import Database, Limits
+from aiqueue.db.calls import Database
+from aiqueue.db.pool import Limits
 from aiqueue.errors import DatabaseTimeout, SettingsError, StoreError
 from aiqueue.settings import load_settings
 

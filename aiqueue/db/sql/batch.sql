@@ -69,14 +69,6 @@ SELECT aiqueue_batch_charge($1::bigint, $2::jsonb);
 -- dispatch charges anew.  Run before batch_release and batch_fallback.
 SELECT aiqueue_batch_refund($1::bigint, $2::uuid[]);
 
--- batch_fair_bulk --
--- On ($1 'on') for one bulk move of a batch's rows back to pending, whose
--- groups then join their turns once each (batch_fair_join), not row by row.
-SELECT set_config('aiqueue.fair_bulk', $1::text, true);
-
--- batch_fair_join --
-SELECT aiqueue_fair_join_ids($1::uuid[]);
-
 -- batch_submitted --
 -- The provider took the batch.  Only while the record still says
 -- 'submitting': a reconcile that gave its rows back meanwhile wins, and the
@@ -89,21 +81,29 @@ RETURNING id;
 
 -- batch_release --
 -- Give a batch's rows back to the waiting rows, with the attempt packing took:
--- the provider never had them ($2: only these; NULL: all of the batch's).
+-- the provider never had them ($2: only these; NULL: all of the batch's).  What
+-- follows the move (functions/74_moved.sql): their groups join their turns,
+-- once each.
 WITH rows AS (
     UPDATE ai_marking_queue q
     SET status = 'pending', attempts = greatest(q.attempts - 1, 0), batch_id = NULL,
-        started_at = NULL, updated_at = now()
+        started_at = NULL, updated_at = now(), queue_moves = q.queue_moves + 1
     WHERE q.batch_id = $1 AND q.status = 'processing'
       AND ($2::uuid[] IS NULL OR q.queue_id = ANY($2::uuid[]))
-    RETURNING q.queue_id, q.dispatch_seq
+    RETURNING q.queue_id, q.dispatch_seq, q AS moved
+),
+followed AS (
+    SELECT aiqueue_moved(array_agg(rows.moved),
+                         array_fill('processing'::text, ARRAY[count(*)::int]))
+    FROM rows
 ),
 history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'batch_released'
     FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
       AND a.kind = 'dispatch'
 )
-SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids
+FROM rows CROSS JOIN followed;
 
 -- batch_abandon --
 -- A batch the provider never created (or whose creation failed), or one whose
@@ -149,7 +149,8 @@ WHERE q.batch_id = $1 AND q.status = 'processing';
 -- batch, or goes live when its live time has come or it has been on the
 -- batch lane for the provider's window ($6 seconds); failed when attempts
 -- ($5; a kind's own, $7: {kind: n}) are used up or the failure is final.  Only
--- the dispatch in this batch.
+-- the dispatch in this batch.  What follows the move: functions/74_moved.sql (a
+-- leader's heir goes live when the leader would have: its run_after before).
 WITH lines AS (
     SELECT * FROM unnest($1::uuid[], $2::integer[], $3::text[], $4::boolean[])
         AS l (queue_id, dispatch_seq, code, retryable)
@@ -170,11 +171,21 @@ rows AS (
                     THEN 'live' ELSE 'batch' END,
         run_after = CASE WHEN q.created_at + make_interval(secs => $6::float8) <= now()
                          THEN now() ELSE q.run_after END,
-        batch_id = NULL, last_error = l.code, updated_at = now()
+        batch_id = NULL, last_error = l.code, updated_at = now(), queue_moves = q.queue_moves + 1
     FROM lines l
     WHERE q.queue_id = l.queue_id AND q.dispatch_seq = l.dispatch_seq
       AND q.status = 'processing' AND q.batch_id IS NOT NULL
-    RETURNING q.queue_id, q.dispatch_seq, q.status, l.code
+    RETURNING q.queue_id, q.dispatch_seq, q.status, l.code, q AS moved
+),
+-- The rows as the statement's snapshot has them: before the move.
+earlier AS (
+    SELECT q.queue_id, q.run_after FROM ai_marking_queue q WHERE q.queue_id = ANY ($1::uuid[])
+),
+followed AS (
+    SELECT aiqueue_moved(array_agg(rows.moved),
+                         array_fill('processing'::text, ARRAY[count(*)::int]),
+                         array_agg(b.run_after))
+    FROM rows JOIN earlier b ON b.queue_id = rows.queue_id
 ),
 history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'batch_failed', error = rows.code
@@ -186,25 +197,33 @@ tally AS (
     SELECT 'batch_failed', CASE WHEN rows.status = 'failed' THEN 'failed' END, rows.code, count(*)
     FROM rows GROUP BY 2, 3
 )
-SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids
+FROM rows CROSS JOIN followed;
 
 -- batch_fallback --
 -- The deadline is near: the batch's unresolved rows go live now, with the
 -- attempt the batch took (the provider did not fail them).  Their dispatch in
 -- the batch stays valid for a result: whichever result comes first is applied.
+-- What follows the move: functions/74_moved.sql.
 WITH rows AS (
     UPDATE ai_marking_queue q
     SET status = 'pending', lane = 'live', run_after = now(), batch_id = NULL,
-        attempts = greatest(q.attempts - 1, 0), updated_at = now()
+        attempts = greatest(q.attempts - 1, 0), updated_at = now(), queue_moves = q.queue_moves + 1
     WHERE q.batch_id = $1 AND q.status = 'processing'
-    RETURNING q.queue_id, q.dispatch_seq
+    RETURNING q.queue_id, q.dispatch_seq, q AS moved
+),
+followed AS (
+    SELECT aiqueue_moved(array_agg(rows.moved),
+                         array_fill('processing'::text, ARRAY[count(*)::int]))
+    FROM rows
 ),
 history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'batch_fallback'
     FROM rows WHERE a.queue_id = rows.queue_id AND a.dispatch_seq = rows.dispatch_seq
       AND a.kind = 'dispatch'
 )
-SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids FROM rows;
+SELECT count(*) AS n, coalesce(array_agg(rows.queue_id), '{}') AS ids
+FROM rows CROSS JOIN followed;
 
 -- batch_mark --
 -- A batch's new state and the files the provider keeps for it; look again in

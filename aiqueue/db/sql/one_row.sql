@@ -26,10 +26,15 @@ WITH was AS (
 ),
 row AS (
     UPDATE ai_marking_queue q
-    SET status = 'cancelled', finished_at = now(), updated_at = now()
+    SET status = 'cancelled', finished_at = now(), updated_at = now(),
+        queue_moves = q.queue_moves + 1
     FROM was WHERE q.queue_id = was.queue_id
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
-              q.turn, was.status AS was, was.dispatch_seq
+              q.turn, was.status AS was, was.dispatch_seq, q AS moved
+),
+-- What follows the move (functions/74_moved.sql).
+followed AS (
+    SELECT aiqueue_moved(array_agg(row.moved), array_agg(row.was)) FROM row
 ),
 free AS (
     DELETE FROM ai_marking_claimed c USING row WHERE c.queue_id = row.queue_id
@@ -50,20 +55,24 @@ regroup AS (
     WHERE row.was = 'pending' AND g.pool = row.pool AND g.priority = row.priority
       AND g.group_key = row.group_key AND row.turn >= g.last_turn
 )
-SELECT was FROM row;
+SELECT was FROM row CROSS JOIN followed;
 
 -- fail_one --
 -- A pending row $1 ends as failed with last_error `operator`, recorded as the
 -- actor $3's action with the note $2 (read on /ai-queue only: an operator's words
--- may name a student); the outbox's status trigger notifies marking.row_failed
--- (error `operator`) as for any failure, and /metrics counts it.  Answers nothing
--- when the row was not pending.
+-- may name a student); what follows the move (functions/74_moved.sql) notifies
+-- marking.row_failed (error `operator`) as for any failure, and /metrics counts
+-- it.  Answers nothing when the row was not pending.
 WITH row AS (
     UPDATE ai_marking_queue q
-    SET status = 'failed', finished_at = now(), updated_at = now(), last_error = 'operator'
+    SET status = 'failed', finished_at = now(), updated_at = now(),
+        queue_moves = q.queue_moves + 1, last_error = 'operator'
     WHERE q.queue_id = $1 AND q.status = 'pending'
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
-              q.turn
+              q.turn, q AS moved
+),
+followed AS (
+    SELECT aiqueue_moved(array_agg(row.moved), ARRAY['pending']) FROM row
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor, error, note)
@@ -79,4 +88,4 @@ tally AS (
     INSERT INTO ai_marking_tally (outcome, job, error)
     SELECT 'operator', 'failed', 'operator' FROM row
 )
-SELECT 1 FROM row;
+SELECT 1 FROM row CROSS JOIN followed;

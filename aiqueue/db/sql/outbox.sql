@@ -1,5 +1,6 @@
 -- Notifications (docs/integrating.md): the outbox's delivery bookkeeping.  The rows
--- themselves are written by a trigger (aiqueue_outbox_on_end, functions/90_outbox.sql).
+-- themselves are written by the moves that end a row (aiqueue_outbox_moved,
+-- functions/90_outbox.sql).
 
 -- claim_deliveries --
 -- Up to $1 due events for this delivery step.  SKIP LOCKED: two instances never

@@ -48,9 +48,14 @@ WITH row AS (
         finished_at = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
                                                                     $5::integer)
                            THEN NULL ELSE now() END,
-        last_error = $6, updated_at = now()
+        last_error = $6, updated_at = now(), queue_moves = ai_marking_queue.queue_moves + 1
     WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
-    RETURNING queue_id, status
+    RETURNING queue_id, status, ai_marking_queue AS moved
+),
+-- What follows the move (functions/74_moved.sql): back to pending or failed.  A
+-- dispatched row went live when it was claimed (its run_after had come).
+followed AS (
+    SELECT aiqueue_moved(array_agg(row.moved), ARRAY['processing'], ARRAY[now()]) FROM row
 ),
 history AS (
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = $7, error = $6
@@ -69,7 +74,7 @@ tally AS (
     INSERT INTO ai_marking_tally (outcome, job, error)
     SELECT $7, CASE WHEN row.status = 'failed' THEN 'failed' END, $6 FROM row
 )
-SELECT status FROM row;
+SELECT status FROM row CROSS JOIN followed;
 
 -- breaker_failure --
 -- Counts a dispatch failure of pool $3; at the threshold its breaker opens for

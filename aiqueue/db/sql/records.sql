@@ -11,7 +11,7 @@
 --   * applied results older than $2 s (the review record, marks, usage);
 --   * attempt history older than $2 s of rows still kept (a row older than the
 --     history period that has not ended yet).
--- A DELETE fires no status trigger: pruning writes no live event and no
+-- A DELETE is no move: pruning writes no live event and no
 -- marking.run_finished / row_failed notification (functions/90_outbox.sql); the count
 -- deltas (statement trigger) keep the stats exact.  'expired' is named here by
 -- status only: the state arrives with docs/operating/alerts.md.  Every path that ends a row

@@ -48,9 +48,17 @@ row AS (
         finished_at = CASE WHEN q.attempts < coalesce(($6::jsonb ->> q.kind)::integer,
                                                       $2::integer)
                            THEN NULL ELSE now() END,
-        run_after = now(), last_error = stuck.why, updated_at = now()
+        run_after = now(), last_error = stuck.why, updated_at = now(),
+        queue_moves = q.queue_moves + 1
     FROM stuck WHERE q.queue_id = stuck.queue_id
-    RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why
+    RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why, q AS moved
+),
+-- What follows the move (functions/74_moved.sql): back to pending or failed.  A
+-- dispatched row went live when it was claimed (its run_after had come).
+followed AS (
+    SELECT aiqueue_moved(array_agg(row.moved), array_fill('processing'::text, ARRAY[count(*)::int]),
+                         array_fill(now(), ARRAY[count(*)::int]))
+    FROM row
 ),
 free AS (
     DELETE FROM ai_marking_claimed c USING row WHERE c.queue_id = row.queue_id
@@ -77,7 +85,7 @@ tally AS (
     SELECT 'stuck', CASE WHEN row.status = 'failed' THEN 'failed' END, row.why, count(*)
     FROM row GROUP BY 2, 3
 )
-SELECT count(*) AS n FROM row;
+SELECT count(*) AS n FROM row CROSS JOIN followed;
 
 -- take_lookups --
 -- Up to $4 dispatches whose time to ask has come (aiqueue_recover_at with the

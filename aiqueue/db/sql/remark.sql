@@ -67,17 +67,22 @@ WHERE q.assignment_id = $1::text ORDER BY q.created_at DESC LIMIT 1;
 WITH row AS (
     UPDATE ai_marking_queue q
     SET status = 'cancelled', last_error = 'superseded', finished_at = now(),
-        updated_at = now()
+        updated_at = now(), queue_moves = q.queue_moves + 1
     WHERE q.assignment_id = $1::text AND q.status = 'pending'
       AND q.created_at >= now() - make_interval(secs => $3::float8)
       AND q.payload_id IS DISTINCT FROM aiqueue_payload_id($2::jsonb)
       AND ($4::uuid[] IS NULL OR q.submission_id = ANY ($4::uuid[]))
     RETURNING q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS group_key,
-              q.turn
+              q.turn, q AS moved
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, error, ended_at, actor)
     SELECT queue_id, 'action', 'cancel', 'superseded', now(), $5::text FROM row
+),
+-- What follows the move (functions/74_moved.sql).
+followed AS (
+    SELECT aiqueue_moved(array_agg(row.moved), array_fill('pending'::text, ARRAY[count(*)::int]))
+    FROM row
 ),
 -- A group whose last turns were cancelled continues where its live rows end
 -- (40_fair.sql); one row, joined below so that it runs.
@@ -86,7 +91,7 @@ regroup AS (
                                    array_agg(group_key), array_agg(turn))
     FROM row
 )
-SELECT count(*) AS n FROM row CROSS JOIN regroup;
+SELECT count(*) AS n FROM row CROSS JOIN regroup CROSS JOIN followed;
 
 -- remark_record --
 -- The re-mark, kept: payload $2 is assignment $1's current one from now on (the

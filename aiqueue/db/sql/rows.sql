@@ -30,9 +30,16 @@ SELECT status FROM ai_marking_queue WHERE queue_id = $1;
 -- matches).
 WITH row AS (
     UPDATE ai_marking_queue
-    SET status = 'cancelled', finished_at = now(), updated_at = now()
+    SET status = 'cancelled', finished_at = now(), updated_at = now(),
+        queue_moves = ai_marking_queue.queue_moves + 1
     WHERE status = 'pending' AND (queue_id = $1::uuid OR assignment_id = $2::text)
-    RETURNING queue_id, pool, priority, coalesce(group_key, assignment_id) AS group_key, turn
+    RETURNING queue_id, pool, priority, coalesce(group_key, assignment_id) AS group_key, turn,
+              ai_marking_queue AS moved
+),
+-- What follows the move (functions/74_moved.sql).
+followed AS (
+    SELECT aiqueue_moved(array_agg(row.moved), array_fill('pending'::text, ARRAY[count(*)::int]))
+    FROM row
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
@@ -45,7 +52,7 @@ regroup AS (
                                    array_agg(group_key), array_agg(turn))
     FROM row
 )
-SELECT count(*) AS n FROM row CROSS JOIN regroup;
+SELECT count(*) AS n FROM row CROSS JOIN regroup CROSS JOIN followed;
 
 -- set_paused --
 -- Pause is queue-wide: every pool's control row (aiqueue 0019).

@@ -4,9 +4,10 @@
 -- Pending rows whose expires_at has passed end `expired`, using no attempt,
 -- except rows held for their run's calibration (docs/agreement.md: the hold never ends a
 -- row; once released, an expiry that has passed ends it at the next sweep),
--- in bounded batches (the claim already steps over them meanwhile).  The
--- outbox trigger writes each one's marking.row_expired.  SKIP LOCKED: a row a
--- webhook or a claim holds right now is left to the next sweep.
+-- in bounded batches (the claim already steps over them meanwhile).  What
+-- follows the move (functions/74_moved.sql) writes each one's
+-- marking.row_expired.  SKIP LOCKED: a row a webhook or a claim holds right
+-- now is left to the next sweep.
 WITH gone AS (
     SELECT q.queue_id
     FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
@@ -17,15 +18,20 @@ WITH gone AS (
 ),
 row AS (
     UPDATE ai_marking_queue q
-    SET status = 'expired', finished_at = now(), last_error = 'expired', updated_at = now()
+    SET status = 'expired', finished_at = now(), last_error = 'expired', updated_at = now(),
+        queue_moves = q.queue_moves + 1
     FROM gone WHERE q.queue_id = gone.queue_id AND q.status = 'pending'
-    RETURNING q.queue_id
+    RETURNING q.queue_id, q AS moved
+),
+followed AS (
+    SELECT aiqueue_moved(array_agg(row.moved), array_fill('pending'::text, ARRAY[count(*)::int]))
+    FROM row
 ),
 history AS (
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
     SELECT queue_id, 'action', 'expired', now(), 'queue' FROM row
 )
-SELECT count(*) AS n FROM row;
+SELECT count(*) AS n FROM row CROSS JOIN followed;
 
 -- next_expiry --
 -- Seconds until a pending row expires (the ticker wakes to end it on time;

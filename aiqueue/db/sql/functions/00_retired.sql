@@ -94,3 +94,13 @@ BEGIN
     END IF;
 END
 $$;
+-- No trigger follows a status change (74_moved.sql): the move functions call
+-- each effect, so the row triggers' functions and the flag-reading shapes go.
+DROP FUNCTION IF EXISTS aiqueue_record_move();
+DROP FUNCTION IF EXISTS aiqueue_outbox_on_end();
+DROP FUNCTION IF EXISTS aiqueue_outbox_run_finished(uuid, text);
+DROP FUNCTION IF EXISTS aiqueue_group_done();
+DROP FUNCTION IF EXISTS aiqueue_group_complete(uuid);
+DROP FUNCTION IF EXISTS aiqueue_calibration_ended();
+DROP FUNCTION IF EXISTS aiqueue_fair_join_row();
+DROP FUNCTION IF EXISTS aiqueue_retry_recorded(uuid[], text[], uuid[], text);

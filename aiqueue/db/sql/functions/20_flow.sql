@@ -109,6 +109,7 @@ CREATE OR REPLACE FUNCTION aiqueue_flow_refused(p_queue_id uuid, p_dispatch_seq 
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     r ai_marking_queue%ROWTYPE;
+    moved ai_marking_queue;
     gone boolean;
     outcome text;
 BEGIN
@@ -141,11 +142,14 @@ BEGIN
     UPDATE ai_marking_queue q
     SET status = outcome, attempts = q.attempts - 1,
         run_after = now() + make_interval(secs => delay),
-        started_at = NULL, updated_at = now(),
+        started_at = NULL, updated_at = now(), queue_moves = q.queue_moves + 1,
         finished_at = CASE WHEN gone THEN now() END,
         last_error = CASE WHEN gone THEN 'rate_limited' ELSE p_kind END,
         refused_since = coalesce(q.refused_since, now())
-    WHERE q.queue_id = p_queue_id;
+    WHERE q.queue_id = p_queue_id
+    RETURNING q.* INTO moved;
+    -- What follows the move (74_moved.sql): back to pending, or failed.
+    PERFORM aiqueue_moved(ARRAY[moved], ARRAY['processing'], ARRAY[r.run_after]);
     DELETE FROM ai_marking_claimed c WHERE c.queue_id = p_queue_id;
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'refused', error = p_kind
     WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';

@@ -99,7 +99,10 @@ LANGUAGE sql AS $$
                                       head_seq, joins, walk_key, walk_turn, walk_seq)
     SELECT p_pool, p_priority, p_group, n.counter, true, n.turn, n.seq, 1, n.counter, n.turn,
            n.seq
-    -- The group's first pending row now (rows of it may have been cancelled).
+    -- The group's first pending row now (rows of it may have been cancelled):
+    -- the first of its ready rows and the joining row (p_turn, p_seq), which
+    -- may have no ready row yet: a move calls this inside its own statement,
+    -- before 35_ready's trigger, which fires at the statement's end, adds one.
     FROM (SELECT NULL) x
     LEFT JOIN LATERAL (
         SELECT q.turn, q.seq FROM ai_marking_ready q
@@ -107,7 +110,10 @@ LANGUAGE sql AS $$
         ORDER BY q.turn, q.seq LIMIT 1) h ON true
     CROSS JOIN LATERAL (
         SELECT coalesce(aiqueue_fair_floor(p_pool, p_priority), 0) AS counter,
-               coalesce(h.turn, p_turn) AS turn, coalesce(h.seq, p_seq) AS seq) n
+               CASE WHEN h.turn IS NULL OR (p_turn, p_seq) < (h.turn, h.seq)
+                    THEN p_turn ELSE h.turn END AS turn,
+               CASE WHEN h.turn IS NULL OR (p_turn, p_seq) < (h.turn, h.seq)
+                    THEN p_seq ELSE h.seq END AS seq) n
     ON CONFLICT (pool, priority, group_key) DO UPDATE
     SET counter = CASE WHEN f.waiting THEN f.counter
                        ELSE greatest(f.counter, EXCLUDED.counter) END,
@@ -131,33 +137,14 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION aiqueue_fair_join_row() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM aiqueue_fair_wait(NEW.pool, NEW.priority,
-                              coalesce(NEW.group_key, NEW.assignment_id), NEW.turn, NEW.seq);
-    RETURN NULL;
-END
-$$;
-
+-- Rows inserted by any statement join their groups: a trigger, because host SQL
+-- may insert pending rows itself (tests do), and they must wait in turns too.
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_fair_join_rows();
 
--- A bulk move (aiqueue_retry, aiqueue.bulk_move) joins its groups itself, once
--- per group rather than once per row (aiqueue 0023).  So does the overnight
--- lane when it moves a whole batch back (aiqueue/db/batch.py): it sets
--- aiqueue.fair_bulk for that statement, which keeps the change feed's row
--- trigger, and then calls aiqueue_fair_join_ids (this trigger was 85 % of a
--- 2,000-row fallback).
-CREATE OR REPLACE TRIGGER ai_marking_queue_fair_upd
-    AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending'
-                       AND current_setting('aiqueue.bulk_move', true) IS DISTINCT FROM 'on'
-                       AND current_setting('aiqueue.fair_bulk', true) IS DISTINCT FROM 'on')
-    EXECUTE FUNCTION aiqueue_fair_join_row();
-
 -- The groups of rows `p_ids` that are pending now join their turns, once each,
--- in key order, at their first pending row (the row trigger's work, set-based).
+-- in key order, at their first pending row.
 CREATE OR REPLACE FUNCTION aiqueue_fair_join_ids(p_ids uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -167,6 +154,21 @@ BEGIN
           FROM ai_marking_queue q
           WHERE q.queue_id = ANY (p_ids) AND q.status = 'pending'
           ORDER BY 1, 2, 3, q.turn, q.seq) n;
+END
+$$;
+
+-- Rows that moved back to pending, one statement's (74_moved.sql: a failure
+-- with attempts left, a refusal, recovery, a retry, a batch's rows handed
+-- back): their groups join their turns, once each.
+CREATE OR REPLACE FUNCTION aiqueue_fair_moved(moved ai_marking_queue[], was text[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
+    FROM (SELECT DISTINCT ON (1, 2, 3) m.pool, m.priority,
+                 coalesce(m.group_key, m.assignment_id) AS grp, m.turn, m.seq
+          FROM unnest(moved) WITH ORDINALITY AS m
+          WHERE m.status = 'pending' AND was[m.ordinality] IS DISTINCT FROM 'pending'
+          ORDER BY 1, 2, 3, m.turn, m.seq) n;
 END
 $$;
 
@@ -182,6 +184,10 @@ BEGIN
 END
 $$;
 
+-- A trigger, not a call in the statements that do it (the calibration release,
+-- a same-answer heir): host SQL may set a row's run_after sooner too (tests
+-- do), and the fair walk must not keep stepping over its group until due_at.
+-- Its WHEN leaves every status change (the hot path) without a call.
 CREATE OR REPLACE TRIGGER ai_marking_queue_fair_sooner
     AFTER UPDATE OF run_after ON ai_marking_queue
     FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status = 'pending'

@@ -78,10 +78,17 @@ BEGIN
         UPDATE ai_marking_queue q
         SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
             started_at = now(), progress = NULL, updated_at = now(),
+            queue_moves = q.queue_moves + 1,
             charged_tokens = picked.tokens, charged_usd = picked.usd, charged_at = now()
         WHERE q.queue_id = picked.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-                  q.payload_id, q.kind, q.pool, q.run_kind
+                  q.payload_id, q.kind, q.pool, q.run_kind, q AS moved
+    ),
+    -- What follows the move (74_moved.sql): its live event and count deltas.
+    followed AS (
+        SELECT aiqueue_feed_moved(ARRAY[cl.moved]),
+               aiqueue_counts_moved(ARRAY[cl.moved], ARRAY['pending'])
+        FROM claimed cl
     ),
     -- The row's slot while it is at the function (ai_marking_claimed): the caps
     -- count it, recovery walks its lease, its end deletes it.
@@ -117,7 +124,7 @@ BEGIN
            coalesce(pl.payload, '{}'::jsonb)::text, s.content, cl.kind, cl.pool
     INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq, payload, content,
          kind, pool
-    FROM claimed cl JOIN submissions s ON s.id = cl.submission_id
+    FROM claimed cl CROSS JOIN followed JOIN submissions s ON s.id = cl.submission_id
     LEFT JOIN ai_marking_payloads pl ON pl.id = cl.payload_id;
 END
 $$;

@@ -1,16 +1,32 @@
--- A result's settle, in call order: apply, raise L, correct the charge, claim the next.
+-- A result's settle, in call order: apply, what follows it, raise L, correct
+-- the charge, claim the next.  Every write is a call below; the one trigger on
+-- the way is 35_ready's, which deletes the claimed row's ready row (it stays a
+-- trigger because host SQL writes the record too; its file says more).  Each
+-- move counts itself in the row's `queue_moves`, which keeps 74_moved's trigger for
+-- a status set by host SQL from firing.
 --
 -- A webhook's results in one round trip: aiqueue_settle_many (this file,
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
---     aiqueue_complete       apply it in one statement (its triggers: 35_ready,
---                            80_feed, 90_outbox, 72_groups), priced once by
+--     aiqueue_complete       apply it in one statement, the row's `queue_moves` counted
+--                            so that no status trigger follows it (74_moved; a
+--                            processing row has no ready row, so 35_ready's stays
+--                            out too), priced once by
 --                            aiqueue_priced (50_spend's prices), the row's slot
 --                            deleted from ai_marking_claimed (a late result of an
 --                            earlier dispatch leaves the current one's), its record
 --                            and tally by aiqueue_complete_record (73_record);
+--                            then what follows the move (74_moved), in order:
+--       aiqueue_feed_moved     its live event, with its score (80_feed)
+--       aiqueue_counts_moved   its count deltas (80_feed)
+--       aiqueue_calibration_moved  a calibration row: its run's gate (88_calibration)
+--       aiqueue_group_done     a same-answer leader: its followers' copies, each
+--                              with the same effects (72_groups)
+--       aiqueue_outbox_moved   the run's end (90_outbox), told that the claim
+--                              lock comes next anyway (p_locked)
 --                            returns the completed row, which everything after
 --                            takes instead of reading it
+--     aiqueue_hold           a held result (86_holds)
 --     aiqueue_claim_lock     (30_gate) before any row the claim writes too, then:
 --     aiqueue_flow_result    raise the learned limit L (71_settle_charge; rule
 --                            in 20_flow), and put the usage in place of the
@@ -33,26 +49,12 @@
 --                          spend caps in 50_spend and 48_spend_windows), moved to
 --                          processing (a heap-only update of the record; its ready
 --                          row deleted by 35_ready's trigger) with its
---                          ai_marking_claimed row inserted, taken by the settle's
---                          caller to send it
+--                          ai_marking_claimed row inserted, its live event and count
+--                          deltas written (aiqueue_feed_moved, aiqueue_counts_moved),
+--                          taken by the settle's caller to send it
 --
--- Transaction flags (set_config(..., true): they last to the transaction's
--- end).  Each is read by a trigger, which takes no arguments, so none can be
--- a parameter:
---   flag                  set by                              read by
---   aiqueue.end_lock      aiqueue_result, around its complete  aiqueue_outbox_run_finished
---                                                              (90_outbox): take the claim
---                                                              lock instead of pinning a row,
---                                                              and look for a live row once
---   aiqueue.live_witness  aiqueue_outbox_run_finished          itself, without end_lock: a
---                                                              run's live row seen earlier
---                                                              in this transaction
---   aiqueue.bulk_move     aiqueue_retry (95_recovery)          the fair join (40_fair) and the
---                                                              change feed's row trigger
---                                                              (80_feed): the bulk statement
---                                                              does their work once
---   aiqueue.fair_bulk     batch_fair_bulk (batch.sql)          the fair join (40_fair): a
---                                                              batch's rows join once each
+-- No transaction flag steers any of it: what a step needs to know is a
+-- parameter (the run's end is told p_locked).
 
 -- A webhook's completed results, each settled in turn (aiqueue_settle), in one
 -- statement: one row per item, in the items' order, with the row claimed for
@@ -157,9 +159,8 @@ RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     done ai_marking_queue;
 BEGIN
-    PERFORM set_config('aiqueue.end_lock', 'on', true);
-    done := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, plan -> 'money');
-    PERFORM set_config('aiqueue.end_lock', 'off', true);
+    done := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, plan -> 'money',
+                             true);
     IF done.queue_id IS NULL THEN
         RETURN false;
     END IF;
@@ -178,14 +179,19 @@ $$;
 -- usage stored priced (aiqueue_priced: the function's cost, else the pool's
 -- prices in `money`), the review record of what the result replaced
 -- (ai_marking_results) and the one counter delta (ai_marking_tally) inserted.
--- The row's end triggers (the run's end, 90_outbox) fire when the statement
--- ends, so they read the record.  Returns the completed row (NULL when nothing
--- was applied): the caller's after-result writes take it from there.
+-- Then what follows the move (74_moved.sql), after the statement, so the run's
+-- end reads the record; `p_locked`: the caller takes the claim lock right after
+-- (aiqueue_result), so the run's end takes it rather than pinning a row.
+-- Returns the completed row (NULL when nothing was applied): the caller's
+-- after-result writes take it from there.
 CREATE OR REPLACE FUNCTION aiqueue_complete(p_queue_id uuid, p_result jsonb, p_usage jsonb,
-                                            p_dispatch_seq integer, money jsonb DEFAULT NULL)
+                                            p_dispatch_seq integer, money jsonb DEFAULT NULL,
+                                            p_locked boolean DEFAULT false)
 RETURNS ai_marking_queue LANGUAGE plpgsql AS $$
 DECLARE
     done ai_marking_queue;
+    got record;
+    was text[];
 BEGIN
     WITH row AS (
         SELECT q.queue_id, q.submission_id, aiqueue_priced(p_usage, money, q.pool) AS usage,
@@ -210,7 +216,7 @@ BEGIN
     done AS (
         UPDATE ai_marking_queue q
         SET status = 'completed', finished_at = now(), last_error = NULL,
-            usage = row.usage, updated_at = now()
+            usage = row.usage, updated_at = now(), queue_moves = q.queue_moves + 1
         FROM row, prev
         WHERE q.queue_id = row.queue_id
         RETURNING q.*
@@ -238,13 +244,27 @@ BEGIN
     record AS (SELECT aiqueue_complete_record(d, p_result, prev.ai_result, prev.ai_marked_at,
                                               (SELECT h.outcome FROM history h LIMIT 1))
                FROM done d JOIN prev ON prev.id = d.submission_id)
-    SELECT d.* INTO done FROM done d, record;
-    IF done.queue_id IS NULL THEN  -- the current dispatch of a row a late result completed:
+    SELECT d::ai_marking_queue AS row, row.was INTO got FROM done d, row, record;
+    IF NOT FOUND THEN  -- the current dispatch of a row a late result completed:
         DELETE FROM ai_marking_claimed c  -- free its slot
         USING ai_marking_queue q
         WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
           AND q.queue_id = c.queue_id AND q.status = 'completed';
+        RETURN done;
     END IF;
+    done := got.row;
+    was := ARRAY[got.was];
+    -- What follows: its live event (with its score) and count deltas, its run's
+    -- calibration gate, its same-answer followers, then the run's end.
+    PERFORM aiqueue_feed_moved(ARRAY[done]);
+    PERFORM aiqueue_counts_moved(ARRAY[done], was);
+    IF done.calibration THEN
+        PERFORM aiqueue_calibration_moved(ARRAY[done], was);
+    END IF;
+    IF done.answer_key IS NOT NULL AND done.leader_id IS NULL THEN
+        PERFORM aiqueue_group_done(done.queue_id, p_locked);
+    END IF;
+    PERFORM aiqueue_outbox_moved(ARRAY[done], was, p_locked);
     RETURN done;
 END
 $$;

@@ -6,14 +6,15 @@
 -- spend cap holds a group, so a follower of its own group waits no longer
 -- than its leader); the others are
 -- followers: pending, leader_id set, run_after = 'infinity', so no claim and
--- no batch packer ever takes them.  Two triggers here end the wait:
---   ai_marking_queue_group_done    the leader completed: every follower
---                                  completes with a copy of its result, with
---                                  zero usage and zero cost, in the same
---                                  transaction (aiqueue_group_complete)
---   ai_marking_queue_group_left    the leader failed for good, was cancelled,
---   ai_marking_queue_group_erased  expired or erased: the first follower
---                                  leads, with no attempt used (aiqueue_group_lead)
+-- no batch packer ever takes them.  The leader's move ends the wait
+-- (aiqueue_groups_moved, called by the function that moves it, 74_moved.sql):
+--   completed                      every follower completes with a copy of its
+--                                  result, with zero usage and zero cost, in the
+--                                  same transaction (aiqueue_group_complete)
+--   failed for good, cancelled,    the first follower leads, with no attempt
+--   expired                        used (aiqueue_group_lead)
+-- and so does its erasure: ai_marking_queue_group_erased, a trigger, because a
+-- row is also deleted by host SQL (a submission deleted cascades to its rows).
 -- A follower is exactly a pending row with leader_id set and run_after
 -- 'infinity' (a row an operator retried has a finite run_after: it is marked
 -- on its own).
@@ -67,11 +68,12 @@ $$;
 -- (the one its submission now holds), zero usage and zero cost.  Locks: the
 -- followers' rows, then their submissions, each in key order (the erasure's
 -- order).  Each copy gets its own result record, so it is reviewed on its
--- own; the row triggers (feed, outbox, counts) see each one complete.
-CREATE OR REPLACE FUNCTION aiqueue_group_complete(p_leader uuid) RETURNS integer
-LANGUAGE plpgsql AS $$
+-- own, and its own move's effects (74_moved.sql; `p_locked` as there).
+CREATE OR REPLACE FUNCTION aiqueue_group_complete(p_leader uuid, p_locked boolean)
+RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     n integer;
+    copies ai_marking_queue[];
 BEGIN
     WITH lead AS (
         SELECT s.ai_result AS result, q.usage ->> 'model' AS model
@@ -102,10 +104,10 @@ BEGIN
             usage = jsonb_build_object('prompt_tokens', 0, 'completion_tokens', 0,
                                        'cost_usd', 0, 'model', lead.model,
                                        'same_answer_as', p_leader),
-            updated_at = now()
+            updated_at = now(), queue_moves = q.queue_moves + 1
         FROM rows, lead
         WHERE q.queue_id = rows.queue_id
-        RETURNING q.queue_id
+        RETURNING q
     ),
     record AS (
         INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, run_id, "group",
@@ -122,7 +124,13 @@ BEGIN
         WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
                           WHERE m.queue_id = r.queue_id AND m.applied_at >= aiqueue_months_from(r.created_at))
     )
-    SELECT count(*) INTO n FROM done;
+    SELECT count(*), array_agg(d.q ORDER BY (d.q).queue_id) INTO n, copies FROM done d;
+    IF n > 0 THEN  -- each copy moved pending -> completed; no copy leads a group
+        PERFORM aiqueue_feed_moved(copies);
+        PERFORM aiqueue_counts_moved(copies, array_fill('pending'::text, ARRAY[n]));
+        PERFORM aiqueue_calibration_moved(copies, array_fill('pending'::text, ARRAY[n]));
+        PERFORM aiqueue_outbox_moved(copies, array_fill('pending'::text, ARRAY[n]), p_locked);
+    END IF;
     -- A held result holds each copy too (86_holds); nothing for any other.
     PERFORM aiqueue_hold(q, s.ai_result) FROM ai_marking_queue q JOIN submissions s
     ON s.id = q.submission_id AND s.ai_result -> 'review_required' = 'true'::jsonb
@@ -165,39 +173,53 @@ BEGIN
 END
 $$;
 
--- Most leaders have no follower (their answers are distinct): one probe of the
--- followers' index, and the copy's statement, whose start opens every index of
--- the tables it writes, stays out.  No follower can join meanwhile: an
--- enqueue share-locks the leader it joins, and this row is locked until commit.
-CREATE OR REPLACE FUNCTION aiqueue_group_done() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A leader completed.  Most leaders have no follower (their answers are
+-- distinct): one probe of the followers' index, and the copy's statement,
+-- whose start opens every index of the tables it writes, stays out.  No
+-- follower can join meanwhile: an enqueue share-locks the leader it joins, and
+-- this row is locked until commit.
+CREATE OR REPLACE FUNCTION aiqueue_group_done(p_leader uuid, p_locked boolean)
+RETURNS integer LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM ai_marking_ready r
-               WHERE r.leader_id = NEW.queue_id AND r.run_after = 'infinity') THEN
-        PERFORM aiqueue_group_complete(NEW.queue_id);
+               WHERE r.leader_id = p_leader AND r.run_after = 'infinity') THEN
+        RETURN aiqueue_group_complete(p_leader, p_locked);
     END IF;
-    RETURN NULL;
+    RETURN 0;
 END
 $$;
 
+-- Leaders that moved, one move's (74_moved.sql): a leader that completed gives
+-- its followers its result (aiqueue_group_done); one that ended without a
+-- result (failed, cancelled, expired) hands the group to its first follower
+-- (aiqueue_group_lead), due when the leader would have gone live: `live_at`,
+-- each row's run_after before the move where the move changed it (NULL: the
+-- row's own).  In key order, the order the copies lock their rows in.
+CREATE OR REPLACE FUNCTION aiqueue_groups_moved(moved ai_marking_queue[], was text[],
+                                                live_at timestamptz[], p_locked boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM CASE WHEN m.status = 'completed'
+                 THEN aiqueue_group_done(m.queue_id, p_locked)::text
+                 ELSE aiqueue_group_lead(m.queue_id,
+                                         coalesce(live_at[m.ordinality], m.run_after))::text END
+    FROM unnest(moved) WITH ORDINALITY AS m
+    WHERE m.answer_key IS NOT NULL AND m.leader_id IS NULL
+      AND was[m.ordinality] IS DISTINCT FROM m.status
+      AND (m.status = 'completed'
+           OR (m.status IN ('failed', 'cancelled', 'expired')
+               AND was[m.ordinality] IN ('pending', 'processing')))
+    ORDER BY m.queue_id;
+END
+$$;
+
+-- A leader erased (its row deleted, by the queue or by host SQL): as if it left.
 CREATE OR REPLACE FUNCTION aiqueue_group_left() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM aiqueue_group_lead(OLD.queue_id, OLD.run_after);
     RETURN NULL;
 END
 $$;
-
-CREATE OR REPLACE TRIGGER ai_marking_queue_group_done
-    AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (NEW.status = 'completed' AND OLD.status <> 'completed'
-                       AND NEW.answer_key IS NOT NULL AND NEW.leader_id IS NULL)
-    EXECUTE FUNCTION aiqueue_group_done();
-
-CREATE OR REPLACE TRIGGER ai_marking_queue_group_left
-    AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (NEW.status IN ('failed', 'cancelled', 'expired')
-                       AND OLD.status IN ('pending', 'processing')
-                       AND OLD.answer_key IS NOT NULL AND OLD.leader_id IS NULL)
-    EXECUTE FUNCTION aiqueue_group_left();
 
 CREATE OR REPLACE TRIGGER ai_marking_queue_group_erased
     AFTER DELETE ON ai_marking_queue

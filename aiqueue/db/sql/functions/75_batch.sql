@@ -127,23 +127,33 @@ $$;
 
 -- Rows `ids` (locked by aiqueue_batch_pick) move into batch p_batch: processing,
 -- with no lease (a batch holds no slot of L), an attempt used as a dispatch uses
--- one, and the attempt's line naming the batch.  What the render needs of each,
+-- one, and the attempt's line naming the batch; then what follows the move
+-- (74_moved.sql: their live events and count deltas).  What the render needs of each,
 -- by cache key (the payload's hash, docs/prompt-cache.md), so a prefix's requests sit
 -- together in the batch.
 CREATE OR REPLACE FUNCTION aiqueue_batch_move(ids uuid[], p_batch bigint)
 RETURNS TABLE (batch_id bigint, queue_id uuid, submission_id uuid, assignment_id text,
                attempts integer, dispatch_seq integer, deadline timestamptz, kind text,
                payload text, content text)
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH moved AS (
         UPDATE ai_marking_queue q
         SET status = 'processing', attempts = q.attempts + 1,
             dispatch_seq = q.dispatch_seq + 1, started_at = now(),
             progress = NULL, batch_id = p_batch, charged_tokens = NULL, charged_usd = NULL,
-            updated_at = now()
+            updated_at = now(), queue_moves = q.queue_moves + 1
         WHERE q.queue_id = ANY (ids)
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-                  q.payload_id, q.deadline, q.kind
+                  q.payload_id, q.deadline, q.kind, q AS moved
+    ),
+    followed AS (
+        SELECT aiqueue_feed_moved(array_agg(m.moved)),
+               aiqueue_counts_moved(array_agg(m.moved),
+                                    array_fill('pending'::text, ARRAY[count(*)::int]))
+        FROM moved m
     ),
     history AS (
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, dispatch_ref)
@@ -151,7 +161,8 @@ LANGUAGE sql AS $$
     )
     SELECT p_batch, m.queue_id, m.submission_id, m.assignment_id, m.attempts, m.dispatch_seq,
            m.deadline, m.kind, coalesce(pl.payload, '{}'::jsonb)::text, s.content
-    FROM moved m JOIN submissions s ON s.id = m.submission_id
+    FROM moved m CROSS JOIN followed JOIN submissions s ON s.id = m.submission_id
     LEFT JOIN ai_marking_payloads pl ON pl.id = m.payload_id
-    ORDER BY pl.sha256 NULLS FIRST, m.queue_id
+    ORDER BY pl.sha256 NULLS FIRST, m.queue_id;
+END
 $$;

@@ -10,20 +10,47 @@ BEGIN
 END
 $$;
 
--- A status change is one row on the hot path: its event (live UIs), its count
--- deltas (stats) and the wake-up of listeners, in one trigger call.
-CREATE OR REPLACE FUNCTION aiqueue_record_move() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Rows that moved, one statement's (74_moved.sql): a live event each (a
+-- result's with its score), or, `grouped`, one event per assignment and status
+-- that the feed's view spreads out (as an enqueue's; a replay of 10,000 rows);
+-- then the wake-up.
+CREATE OR REPLACE FUNCTION aiqueue_feed_moved(moved ai_marking_queue[],
+                                              grouped boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    IF coalesce(cardinality(moved), 0) = 0 THEN
+        RETURN;
+    END IF;
     INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
-    VALUES (NEW.assignment_id, NEW.queue_id, NEW.submission_id, NEW.status,
-            CASE WHEN NEW.status = 'completed' THEN (
-                SELECT jsonb_strip_nulls(jsonb_build_object(
-                    'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
-                FROM submissions s WHERE s.id = NEW.submission_id) END);
-    INSERT INTO ai_marking_counts (status, kind, pool, n)
-    VALUES (OLD.status, OLD.kind, OLD.pool, -1), (NEW.status, NEW.kind, NEW.pool, 1);
+    SELECT m.assignment_id, m.queue_id, m.submission_id, m.status,
+           CASE WHEN m.status = 'completed' THEN (
+               SELECT jsonb_strip_nulls(jsonb_build_object(
+                   'score', s.ai_result -> 'score', 'max_score', s.ai_result -> 'max_score'))
+               FROM submissions s WHERE s.id = m.submission_id) END
+    FROM unnest(moved) m
+    WHERE m.status = 'completed' OR NOT grouped;
+    IF grouped THEN
+        INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids)
+        SELECT m.assignment_id, m.status, array_agg(m.queue_id), array_agg(m.submission_id)
+        FROM unnest(moved) m WHERE m.status <> 'completed'
+        GROUP BY m.assignment_id, m.status;
+    END IF;
     PERFORM aiqueue_notify();
-    RETURN NULL;
+END
+$$;
+
+-- The count deltas of rows that moved, one statement's: one per status, kind
+-- and pool the rows left or entered (a move is -1 and +1: the stats sum them).
+CREATE OR REPLACE FUNCTION aiqueue_counts_moved(moved ai_marking_queue[], was text[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ai_marking_counts (status, kind, pool, n)
+    SELECT d.status, d.kind, d.pool, sum(d.n)
+    FROM unnest(moved) WITH ORDINALITY AS m
+    CROSS JOIN LATERAL (VALUES (was[m.ordinality], m.kind, m.pool, -1),
+                               (m.status, m.kind, m.pool, 1)) AS d (status, kind, pool, n)
+    WHERE was[m.ordinality] IS DISTINCT FROM m.status
+    GROUP BY d.status, d.kind, d.pool;
 END
 $$;
 
@@ -42,8 +69,7 @@ END
 $$;
 
 -- Bulk statements (an enqueue, a prune, a cascade from submissions) add one
--- grouped delta per status; a single status change (the hot path) is a
--- row-level trigger, filtered by WHEN, whose plan plpgsql caches.
+-- grouped delta per status, kind and pool.
 CREATE OR REPLACE FUNCTION aiqueue_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -57,22 +83,15 @@ BEGIN
 END
 $$;
 
--- The change feed and the per-status count deltas, bound to the queue table.
--- An enqueue inserts thousands of rows at once: statement-level triggers with
--- transition tables.  A status change is one row on the hot path: a row-level
--- trigger, filtered by WHEN before any function call.
+-- The change feed and the per-status count deltas of rows inserted or deleted.
+-- Triggers, because host SQL may insert rows (tests do) and delete them (a
+-- submission deleted cascades to its rows), and what it does must still be
+-- counted and seen; a status change has no trigger (74_moved.sql).  An enqueue
+-- inserts thousands of rows at once: statement-level triggers with transition
+-- tables.
 CREATE OR REPLACE TRIGGER ai_marking_queue_events_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_inserts();
-
--- A statement that moves many rows at once and records them itself (a replay
--- of 10,000 failed rows: aiqueue_retry) sets aiqueue.bulk_move for its own
--- duration; the row trigger then stays out (it was 40 % of such a replay).
-CREATE OR REPLACE TRIGGER ai_marking_queue_events_upd
-    AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
-                       AND current_setting('aiqueue.bulk_move', true) IS DISTINCT FROM 'on')
-    EXECUTE FUNCTION aiqueue_record_move();
 
 CREATE OR REPLACE TRIGGER ai_marking_queue_counts_ins
     AFTER INSERT ON ai_marking_queue REFERENCING NEW TABLE AS new_rows

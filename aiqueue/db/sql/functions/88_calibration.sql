@@ -7,7 +7,7 @@
 -- (calibration.sql: calibration_sweep) calls this again for runs whose rows
 -- have all ended and that have no event yet, so the event is late then, never
 -- lost or doubled.  Only runs that asked for calibration have a row to lock,
--- and only their calibration rows fire the trigger.
+-- and only their calibration rows ask (aiqueue_calibration_moved).
 CREATE OR REPLACE FUNCTION aiqueue_calibration_ready(p_run uuid) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -42,18 +42,20 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION aiqueue_calibration_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Calibration rows that ended (from pending or processing), one move's: their
+-- runs' gates are asked once each whether every calibration row has ended
+-- (called by the functions that move a row, 74_moved.sql).
+CREATE OR REPLACE FUNCTION aiqueue_calibration_moved(moved ai_marking_queue[], was text[])
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM aiqueue_calibration_ready(NEW.run_id);
-    RETURN NULL;
+    PERFORM aiqueue_calibration_ready(r.run_id)
+    FROM (SELECT DISTINCT m.run_id
+          FROM unnest(moved) WITH ORDINALITY AS m
+          WHERE m.calibration AND was[m.ordinality] IN ('pending', 'processing')
+            AND m.status NOT IN ('pending', 'processing')
+          ORDER BY m.run_id) r;
 END
 $$;
-
-CREATE OR REPLACE TRIGGER ai_marking_queue_calibration
-    AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (NEW.calibration AND OLD.status IN ('pending', 'processing')
-                       AND NEW.status NOT IN ('pending', 'processing'))
-    EXECUTE FUNCTION aiqueue_calibration_ended();
 
 -- A result's marks without its words: score, max_score and each criterion's id
 -- and score (a criterion's comment is student-facing text, never read out).

@@ -1,15 +1,12 @@
--- Notifications: the outbox written by triggers on a row's end.
+-- Notifications: the outbox written by the moves that end a row.
 -- An event for the host app goes to ai_marking_outbox in the transaction of the
 -- status change that causes it; aiqueue/notify/delivery.py delivers it later.
 --
--- Why triggers: every path to `failed` (a failed attempt, stuck recovery, and
--- any path added later, such as a refusal given up) and every path that ends a
--- run (a result, a failure, a cancel of one row or of an assignment's rest, an
--- operator's action) is an UPDATE of ai_marking_queue.status.  A trigger on that
--- column can't be forgotten by the next statement that adds such a path, and
--- it runs inside that statement's transaction, so an event exists exactly when
--- its change committed.  The WHEN clause keeps every other update (claims,
--- heartbeats, retries back to pending) free of any call.
+-- Every function that ends a row (a result, a failure, a refusal given up,
+-- stuck recovery, a cancel of one row or of an assignment's rest, an expiry,
+-- an operator's action) calls aiqueue_outbox_moved after its move
+-- (74_moved.sql), in that move's transaction, so an event exists exactly when
+-- its change committed.
 --
 -- Always written, whether or not QUEUE_NOTIFY_URL is set: a flag in the
 -- database set at start-up would let one instance started without the
@@ -29,14 +26,15 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- A run has ended when none of its rows is pending or processing: write its
--- marking.run_finished once per transaction (a cancel ends many rows at once).
+-- marking.run_finished once per transaction.  A move asks once per run it
+-- ended rows of (a cancel of 10,000 rows asks once).
 -- Counts, tokens and cost over the run as GET .../progress reports them.
 --
 -- Two transactions ending a run's last two rows at once would each still see
 -- the other's row live (READ COMMITTED) and neither would write the event.
 -- Only an end that can finish the run has to be serialised against the others
--- (aiqueue 0023; before, every end took the claim's advisory lock, which every
--- claim holds too):
+-- (before, every end took the claim's advisory lock, which every claim holds
+-- too):
 --   * An end that finds another row of its run processing and holds no lock
 --     on it (SKIP LOCKED) pins that row (FOR SHARE) and writes nothing: the run
 --     cannot finish before that row ends, and whoever ends it waits for this
@@ -52,55 +50,36 @@ $$;
 -- and its holder never waits for a queue row (SKIP LOCKED); a statement that
 -- writes rows the claim writes too (turn counters, spend, the budget window)
 -- takes the claim lock before them (aiqueue_result, aiqueue_money_refund),
--- so those rows are always locked in the claim's order.  `aiqueue.end_lock` =
--- 'on' says the transaction takes the claim lock right after this end anyway (a
--- result, aiqueue_result): then the lock, not a pin, and one look for a live
--- row of the run before the test of whether the event is written.
---
--- Any other end may be one of many in one statement (a cancel of 10,000): it
--- calls this once per row, and until it commits every old row version still
--- sits in the live-run index, so looking the run up each time would cost
--- O(n^2).  So the row found live last time (`aiqueue.live_witness`: run id ->
--- row, transaction-local, so also right through a transaction pooler) is asked
--- first, by its key, then whether the event is written already; the index is
--- searched only when both say no.  (A pinned witness stays live: nobody else
--- can end it before we commit.)
-CREATE OR REPLACE FUNCTION aiqueue_outbox_run_finished(p_run uuid, p_assignment text)
+-- so those rows are always locked in the claim's order.  `p_locked`: the
+-- caller takes the claim lock right after this end anyway (a result,
+-- aiqueue_result): then the lock, not a pin, and one look for a live row.
+CREATE OR REPLACE FUNCTION aiqueue_outbox_run_finished(p_run uuid, p_assignment text,
+                                                       p_locked boolean)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    seen jsonb;  -- run id -> a row of that run this transaction found live
     witness uuid;
 BEGIN
-    IF current_setting('aiqueue.end_lock', true) = 'on' THEN
-        -- One end (a result) then the claim lock anyway: the lock, one look.
-        PERFORM aiqueue_claim_lock();
-        SELECT q.queue_id INTO witness FROM ai_marking_queue q
-        WHERE q.run_id = p_run AND q.phase = 'live' LIMIT 1;
-        IF witness IS NOT NULL OR aiqueue_outbox_run_written(p_run) THEN
-            RETURN;
-        END IF;
-    ELSE
-        -- Many ends in one statement (see above): the witness first.
-        seen := coalesce(nullif(current_setting('aiqueue.live_witness', true), ''), '{}');
-        IF EXISTS (SELECT 1 FROM ai_marking_queue q
-                   WHERE q.queue_id = (seen ->> p_run::text)::uuid
-                     AND q.phase = 'live')
-           OR aiqueue_outbox_run_written(p_run) THEN
+    IF NOT p_locked THEN
+        IF aiqueue_outbox_run_written(p_run) THEN
             RETURN;
         END IF;
         SELECT q.queue_id INTO witness FROM ai_marking_queue q
         WHERE q.run_id = p_run AND q.status = 'processing' LIMIT 1
         FOR SHARE SKIP LOCKED;
-        IF witness IS NULL THEN
-            PERFORM aiqueue_claim_lock();
-            SELECT q.queue_id INTO witness FROM ai_marking_queue q
-            WHERE q.run_id = p_run AND q.phase = 'live' LIMIT 1;
-        END IF;
         IF witness IS NOT NULL THEN
-            PERFORM set_config('aiqueue.live_witness',
-                               jsonb_set(seen, ARRAY[p_run::text], to_jsonb(witness))::text, true);
             RETURN;
         END IF;
+    END IF;
+    PERFORM aiqueue_claim_lock();
+    IF EXISTS (SELECT 1 FROM ai_marking_queue q
+               WHERE q.run_id = p_run AND q.phase = 'live') THEN
+        RETURN;
+    END IF;
+    -- A result's end (p_locked) reads the outbox only now: most of a run's
+    -- results leave live rows behind them, and the outbox's indexes stay
+    -- unopened (five relation locks fewer per settle).
+    IF p_locked AND aiqueue_outbox_run_written(p_run) THEN
+        RETURN;
     END IF;
     INSERT INTO ai_marking_outbox (type, assignment_id, run_id, body)
     SELECT 'marking.run_finished', p_assignment, p_run, jsonb_build_object(
@@ -124,33 +103,29 @@ BEGIN
 END
 $$;
 
--- A row that ended: marking.row_failed when it failed (the error is the row's
--- content-free last_error code), marking.row_expired when it expired (docs/operating/alerts.md;
--- the same body, error 'expired'), then the run's end test.
-CREATE OR REPLACE FUNCTION aiqueue_outbox_on_end() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Rows that moved, one statement's (74_moved.sql): marking.row_failed for each
+-- that failed (the error is the row's content-free last_error code),
+-- marking.row_expired for each that expired (docs/operating/alerts.md; the same
+-- body, error 'expired'), then, once per run whose rows ended here, the run's
+-- end test (in run order, so two such moves take their pins in one order).
+CREATE OR REPLACE FUNCTION aiqueue_outbox_moved(moved ai_marking_queue[], was text[],
+                                                p_locked boolean)
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.status IN ('failed', 'expired') THEN
-        INSERT INTO ai_marking_outbox (type, assignment_id, run_id, queue_id, body)
-        VALUES ('marking.row_' || NEW.status, NEW.assignment_id, NEW.run_id, NEW.queue_id,
-                jsonb_build_object('type', 'marking.row_' || NEW.status,
-                                   'queue_id', NEW.queue_id,
-                                   'submission_id', NEW.submission_id,
-                                   'assignment_id', NEW.assignment_id,
-                                   'error', NEW.last_error)
-                || jsonb_strip_nulls(jsonb_build_object(  -- none: the empty payload
-                       'payload_version', aiqueue_payload_version(NEW.payload_id))));
-    END IF;
-    IF OLD.status IN ('pending', 'processing') THEN
-        PERFORM aiqueue_outbox_run_finished(NEW.run_id, NEW.assignment_id);
-    END IF;
-    RETURN NULL;
+    INSERT INTO ai_marking_outbox (type, assignment_id, run_id, queue_id, body)
+    SELECT 'marking.row_' || m.status, m.assignment_id, m.run_id, m.queue_id,
+           jsonb_build_object('type', 'marking.row_' || m.status, 'queue_id', m.queue_id,
+                              'submission_id', m.submission_id,
+                              'assignment_id', m.assignment_id, 'error', m.last_error)
+           || jsonb_strip_nulls(jsonb_build_object(  -- none: the empty payload
+                  'payload_version', aiqueue_payload_version(m.payload_id)))
+    FROM unnest(moved) WITH ORDINALITY AS m
+    WHERE m.status IN ('failed', 'expired') AND was[m.ordinality] IS DISTINCT FROM m.status;
+    PERFORM aiqueue_outbox_run_finished(r.run_id, r.assignment_id, p_locked)
+    FROM (SELECT DISTINCT m.run_id, m.assignment_id
+          FROM unnest(moved) WITH ORDINALITY AS m
+          WHERE was[m.ordinality] IN ('pending', 'processing')
+            AND m.status NOT IN ('pending', 'processing')
+          ORDER BY m.run_id) r;
 END
 $$;
-
-CREATE OR REPLACE TRIGGER ai_marking_queue_outbox
-    AFTER UPDATE OF status ON ai_marking_queue
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
-                       AND (NEW.status = 'failed'
-                            OR (OLD.status IN ('pending', 'processing')
-                                AND NEW.status NOT IN ('pending', 'processing'))))
-    EXECUTE FUNCTION aiqueue_outbox_on_end();

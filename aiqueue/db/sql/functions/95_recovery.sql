@@ -25,15 +25,14 @@ $$;
 -- enqueued would go ahead of every group that enqueued since.
 -- Inside a round groups go in the order they joined (seq): a fresh seq puts
 -- the retried row behind the groups already waiting.
--- It records the moves itself, set-based (a replay by filter moves 10,000 rows
--- in one call), while aiqueue.bulk_move keeps the row trigger out.
+-- What follows the moves is set-based (a replay by filter moves 10,000 rows in
+-- one call): aiqueue_retry_recorded.
 CREATE OR REPLACE FUNCTION aiqueue_retry(p_ids uuid[], p_actor text)
 RETURNS TABLE (queue_id uuid) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    moved record;
+    moved ai_marking_queue[];
 BEGIN
-    PERFORM set_config('aiqueue.bulk_move', 'on', true);
     WITH locked AS MATERIALIZED (
         SELECT q.queue_id, q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
                q.seq
@@ -68,20 +67,18 @@ BEGIN
         UPDATE ai_marking_queue q
         SET status = 'pending', attempts = 0, run_after = now(), finished_at = NULL,
             last_error = NULL, refused_since = NULL, updated_at = now(),
+            queue_moves = q.queue_moves + 1,
             turn = t.last_turn - gr.n + 1 + p.k, seq = DEFAULT
         FROM picked p
         JOIN groups gr ON gr.pool = p.pool AND gr.priority = p.priority AND gr.grp = p.grp
         JOIN turns t ON t.pool = p.pool AND t.priority = p.priority AND t.group_key = p.grp
         WHERE q.queue_id = p.queue_id
-        RETURNING q.queue_id, q.assignment_id, q.submission_id
+        RETURNING q AS moved_row
     )
-    SELECT array_agg(u.queue_id) AS ids, array_agg(u.assignment_id) AS assignments,
-           array_agg(u.submission_id) AS submissions
-    INTO moved FROM updated u;
-    PERFORM set_config('aiqueue.bulk_move', 'off', true);
-    IF moved.ids IS NOT NULL THEN
-        PERFORM aiqueue_retry_recorded(moved.ids, moved.assignments, moved.submissions, p_actor);
-        RETURN QUERY SELECT unnest(moved.ids);
+    SELECT array_agg(u.moved_row) INTO moved FROM updated u;
+    IF moved IS NOT NULL THEN
+        PERFORM aiqueue_retry_recorded(moved, p_actor);
+        RETURN QUERY SELECT m.queue_id FROM unnest(moved) m;
     END IF;
 END
 $$;
@@ -100,27 +97,20 @@ LANGUAGE sql STABLE AS $$
         0)
 $$;
 
--- What a retry of rows `ids` leaves behind it: a history line each, one
--- change-feed event per assignment and one count delta per status (the row
--- trigger stayed out), each group joining its turns once (lifted to the floor
--- when it was idle, in key order like an enqueue), and one wake-up.
-CREATE OR REPLACE FUNCTION aiqueue_retry_recorded(ids uuid[], assignments text[],
-                                                  submissions uuid[], p_actor text)
+-- What a retry of rows `moved` leaves behind it: a history line each, then
+-- what follows a move from failed to pending (74_moved.sql): one change-feed
+-- event per assignment, one count row per kind and pool, each group joining
+-- its turns once (lifted to the floor when it was idle, in key order like an
+-- enqueue).
+CREATE OR REPLACE FUNCTION aiqueue_retry_recorded(moved ai_marking_queue[], p_actor text)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    was text[] := array_fill('failed'::text, ARRAY[cardinality(moved)]);
 BEGIN
     INSERT INTO ai_marking_attempts (queue_id, kind, outcome, ended_at, actor)
-    SELECT u, 'action', 'retry', now(), p_actor FROM unnest(ids) u;
-    INSERT INTO ai_marking_events (assignment_id, status, queue_ids, submission_ids)
-    SELECT m.a, 'pending', array_agg(m.q), array_agg(m.s)
-    FROM unnest(ids, assignments, submissions) AS m (q, a, s) GROUP BY m.a;
-    INSERT INTO ai_marking_counts (status, n)
-    VALUES ('failed', -cardinality(ids)), ('pending', cardinality(ids));
-    PERFORM aiqueue_fair_wait(n.pool, n.priority, n.grp, n.turn, n.seq)
-    FROM (SELECT DISTINCT ON (1, 2, 3) q.pool, q.priority,
-                 coalesce(q.group_key, q.assignment_id) AS grp, q.turn, q.seq
-          FROM ai_marking_queue q
-          WHERE q.queue_id = ANY (ids) AND q.status = 'pending'
-          ORDER BY 1, 2, 3, q.turn, q.seq) n;
-    PERFORM aiqueue_notify();
+    SELECT m.queue_id, 'action', 'retry', now(), p_actor FROM unnest(moved) m;
+    PERFORM aiqueue_feed_moved(moved, true);
+    PERFORM aiqueue_counts_moved(moved, was);
+    PERFORM aiqueue_fair_moved(moved, was);
 END
 $$;
