@@ -214,3 +214,75 @@ async def test_many_claimers_across_pools_and_kinds_never_pass_a_cap(
     finally:
         for s in stores:
             await s.close()
+
+
+# A pool's cap alone, and a kind's cap alone (its pool uncapped): each is a slot.
+ONE_SLOT = {
+    "pool": '{"pools": [{"name": "alpha", "cap": 1}],'
+            ' "kinds": [{"name": "short", "pool": "alpha"}]}',
+    "kind": '{"pools": [{"name": "alpha", "cap": 0}],'
+            ' "kinds": [{"name": "short", "pool": "alpha", "cap": 1}]}',
+}
+
+
+@pytest.mark.parametrize("cap", sorted(ONE_SLOT))
+async def test_a_dispatch_holds_its_slot_until_an_end_frees_it_as_main_counted_it(
+    store: Store, conn: asyncpg.Connection, cap: str
+) -> None:
+    """What holds a slot and what frees it are what held and freed a count of the
+    dispatch's lease row before the slots (ai_marking_claimed): a dispatch out, quiet,
+    heartbeating or waiting on its platform's word holds it; its result, a failed attempt
+    (the app's dispatch timeout among them: the function may or may not have the job, and
+    the retry is the answer, aiqueue/dispatch/invoke.py), the platform's answer or a lease
+    gone quiet (docs/guarantees.md#a-dead-invocation) free it.  Store calls only, so the
+    test reads the same on a schema without slots (it passes on the one before 0074)."""
+    plan = plan_of(plan=ONE_SLOT[cap])
+    await store.enqueue(await add_submissions(conn, 5), "hw-1", 0, {}, kind="short",
+                        pool="alpha")
+
+    async def claim() -> Job:
+        job = await store.claim(plan)
+        assert job is not None
+        assert await store.claim(plan) is None, "the slot is held"
+        return job
+
+    async def quiet_for_an_hour() -> None:
+        await conn.execute("UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'")
+        await conn.execute("UPDATE ai_marking_queue SET started_at = now() - interval '1 hour'"
+                           " WHERE status = 'processing'")
+
+    async def held() -> None:
+        assert await store.claim(plan) is None, "the slot is held"
+
+    job = await claim()
+    # Its heartbeat keeps the lease: recovery leaves it, the slot stays held.
+    await quiet_for_an_hour()
+    assert await store.heartbeat(job.queue_id, job.dispatch_seq, {"current": 1})
+    assert await store.recover_stuck(60, 3, heartbeat=60) == 0
+    await held()
+    # Its result frees it.
+    assert await store.complete(Completed(job.queue_id, job.dispatch_seq, {"score": 1}, None),
+                                plan)
+    job = await claim()
+    # The app's dispatch timed out (handout.refused): a failed attempt frees it.
+    assert await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=True,
+                                      max_attempts=3, error="dispatch_timeout",
+                                      outcome="dispatch_error") == "pending"
+    job = await claim()
+    # An invocation the platform is asked about: quiet, it is left to the platform,
+    # held while the platform says it still runs; its answer (failed) frees it.
+    await store.set_dispatch_ref(job.queue_id, job.dispatch_seq, "activation-1")
+    await quiet_for_an_hour()
+    assert await store.recover_stuck(60, 3, ask=True) == 0
+    await held()
+    await store.platform_waits(job.queue_id, job.dispatch_seq, "still_running", 60, 3600)
+    await held()
+    assert await store.attempt_failed(job.queue_id, job.dispatch_seq, delay=0, retryable=True,
+                                      max_attempts=3, error="activation_failed",
+                                      outcome="activation_failed") is not None
+    await store.platform_said(job.queue_id, job.dispatch_seq, "activation_failed")
+    job = await claim()
+    # A lease gone quiet with no heartbeat: recovery frees it (a dead invocation).
+    await quiet_for_an_hour()
+    assert await store.recover_stuck(60, 3) == 1
+    await claim()
