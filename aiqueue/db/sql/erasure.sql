@@ -20,6 +20,14 @@ WHERE s.id = ANY ($1::uuid[])
 ORDER BY s.id
 FOR UPDATE;
 
+-- erase_generic_plan --
+-- For the statements after it, in the same transaction (an erasure's): their
+-- plans do not depend on the ids, and `erase` reaches three tables' months, so
+-- planning it for each call cost more than running it (10,000,000 rows,
+-- docs/performance.md).  With prepared statements kept, each is planned once
+-- per connection.  SET LOCAL ends with the transaction.
+SET LOCAL plan_cache_mode = force_generic_plan;
+
 -- erase --
 -- Everything the queue holds that names submissions $1, in one statement after
 -- the locks above: their queue rows (a row in flight too: deleting it is its
@@ -124,36 +132,38 @@ outbox AS (
 -- an enqueue's batch event (migration 0009), which keeps the entries of the
 -- other submissions, its two arrays still aligned.  (A live reader inside that
 -- batch may skip one entry: its cursor counts positions.  Live events are a
--- hint for pages, not a record.)
+-- hint for pages, not a record.)  The writes below reach them by their ids
+-- (each month's primary key), whatever plan the statement keeps.
 events AS MATERIALIZED (
-    SELECT e.id, e.created_at, e.submission_id, e.queue_ids, e.submission_ids
+    SELECT e.id, e.submission_id, e.queue_ids, e.submission_ids
     FROM ai_marking_events e
     WHERE e.submission_id = ANY ($1::uuid[]) OR e.submission_ids && $1::uuid[]
 ),
 single_events AS (
-    DELETE FROM ai_marking_events e USING events x
-    WHERE x.submission_id IS NOT NULL AND e.id = x.id AND e.created_at = x.created_at
+    DELETE FROM ai_marking_events e
+    WHERE e.id = ANY (ARRAY(SELECT x.id FROM events x WHERE x.submission_id IS NOT NULL))
     RETURNING 1
 ),
 batches AS MATERIALIZED (
-    SELECT x.id, x.created_at,
+    SELECT x.id,
            array_agg(u.q ORDER BY u.k) FILTER (WHERE u.s <> ALL ($1::uuid[])) AS queue_ids,
            array_agg(u.s ORDER BY u.k) FILTER (WHERE u.s <> ALL ($1::uuid[])) AS submission_ids,
            count(*) FILTER (WHERE u.s = ANY ($1::uuid[])) AS removed
     FROM events x,
          unnest(x.queue_ids, x.submission_ids) WITH ORDINALITY AS u (q, s, k)
     WHERE x.submission_ids IS NOT NULL
-    GROUP BY x.id, x.created_at
+    GROUP BY x.id
 ),
 batch_cut AS (
     UPDATE ai_marking_events e SET queue_ids = b.queue_ids, submission_ids = b.submission_ids
     FROM batches b
-    WHERE e.id = b.id AND e.created_at = b.created_at AND b.queue_ids IS NOT NULL
+    WHERE e.id = ANY (ARRAY(SELECT c.id FROM batches c WHERE c.queue_ids IS NOT NULL))
+      AND b.id = e.id
     RETURNING 1
 ),
 batch_gone AS (
-    DELETE FROM ai_marking_events e USING batches b
-    WHERE e.id = b.id AND e.created_at = b.created_at AND b.queue_ids IS NULL
+    DELETE FROM ai_marking_events e
+    WHERE e.id = ANY (ARRAY(SELECT b.id FROM batches b WHERE b.queue_ids IS NULL))
     RETURNING 1
 ),
 -- A payload only these rows named.  Its rows were all created within its
