@@ -1,5 +1,6 @@
 """Tracing's cost (docs/tracing.md): the loop with an OTLP exporter on against the same run
-with it off, interleaved (off, on, off, on, ...) so both see the same machine.
+with it off, interleaved (off, on, on, off, off, on, ...) so both see the same machine
+and neither side always runs second.
 
 The exporter sends to bench/otlpsink.py, a process of its own; its span count says the
 spans really left (about four per job: enqueue, claim, dispatch, result).
@@ -121,12 +122,18 @@ async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
             on: list[loop.LoopRun] = []
             spans: list[float] = []
             for i in range(repeats):
-                off.append(await loop.run_loop(cap, jobs, f"bench_traces_off{cap}_{i}"))
-                before = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
-                on.append(await loop.run_loop(cap, jobs, f"bench_traces_on{cap}_{i}", on_env))
-                # The app's last batch leaves when it shuts down (run_loop waits it out).
-                after = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
-                spans.append((after - before) / jobs)
+                # Each pair in the other order than the one before: a run after another
+                # pays for its vacuum, checkpoint and shutdown, whichever side it is.
+                for traced in (False, True) if i % 2 == 0 else (True, False):
+                    if not traced:
+                        off.append(await loop.run_loop(cap, jobs, f"bench_traces_off{cap}_{i}"))
+                        continue
+                    before = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
+                    on.append(await loop.run_loop(cap, jobs, f"bench_traces_on{cap}_{i}",
+                                                  on_env))
+                    # The app's last batch leaves when it shuts down (run_loop waits it out).
+                    after = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
+                    spans.append((after - before) / jobs)
             base = sorted(r.jobs_per_s for r in off)[len(off) // 2]
             rows.append((f"loop, in-flight {cap}, traces off", "jobs/s",
                          [r.jobs_per_s for r in off], None, "reference"))
