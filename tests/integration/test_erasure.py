@@ -297,15 +297,27 @@ async def test_an_erased_rows_handing_line_loses_its_link_and_no_other_does(
     store: Store, conn: asyncpg.Connection
 ):
     """docs/performance.md: the claim names the row whose settle handed it out
-    (handed_by), and an erasure clears that row's link by it."""
+    (handed_by), and an erasure clears that row's link by it, and the name on the
+    line of the row the erased one handed out."""
     a, b, c, d = await settle_chain(store, conn, 4)
     before = [tuple(r) for r in await conn.fetch(LINKS)]
     assert before == [(a.queue_id, b.queue_id, None), (b.queue_id, c.queue_id, a.queue_id),
                       (c.queue_id, d.queue_id, b.queue_id), (d.queue_id, None, c.queue_id)]
     await store.erase([b.submission_id], "api")
     after = [tuple(r) for r in await conn.fetch(LINKS)]
-    assert after == [(a.queue_id, None, None), (c.queue_id, d.queue_id, b.queue_id),
+    assert after == [(a.queue_id, None, None), (c.queue_id, d.queue_id, None),
                      (d.queue_id, None, c.queue_id)]
+
+
+async def test_a_line_between_two_erased_rows_loses_both_ends(store: Store,
+                                                             conn: asyncpg.Connection):
+    """c was handed out by b and handed out d; b and d erased together leave c's
+    line naming neither."""
+    a, b, c, d, e = await settle_chain(store, conn, 5)
+    await store.erase([b.submission_id, d.submission_id], "api")
+    after = [tuple(r) for r in await conn.fetch(LINKS)]
+    assert after == [(a.queue_id, None, None), (c.queue_id, None, None),
+                     (e.queue_id, None, None)]
 
 
 async def test_a_link_from_before_handed_by_is_still_found(store: Store,

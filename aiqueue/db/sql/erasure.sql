@@ -57,21 +57,30 @@ ids AS MATERIALIZED (
 -- comes back from the delete.
 attempts AS (
     DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM ids)
-    RETURNING a.queue_id, a.started_at, a.taken_by, a.handed_by
+    RETURNING a.queue_id, a.started_at, a.taken_by, a.handed_by, a.next_queue_id
 ),
 queue AS (
     DELETE FROM ai_marking_queue q USING rows r WHERE q.queue_id = r.queue_id RETURNING 1
 ),
 -- Another row's dispatch line that handed one of these rows out next (a settle's
 -- handoff, migration 0017) forgets it: the row is gone, there is nothing to hand back.
--- The claim that took it names the handing row on its line (handed_by, migration
--- 0076): that row's lines are read by their queue id.  No index names
--- next_queue_id (the settle writes it, and stays a heap-only update).
-handoffs AS (
-    UPDATE ai_marking_attempts a SET next_queue_id = NULL, next_seq = NULL
-    FROM (SELECT DISTINCT d.handed_by, d.queue_id FROM attempts d
-          WHERE d.handed_by IS NOT NULL) h
-    WHERE a.queue_id = h.handed_by AND a.next_queue_id = h.queue_id
+-- So does the line of a row one of these handed out (its handed_by, migration 0076).
+-- Both ends are on these rows' own lines (handed_by, next_queue_id), so the other
+-- rows' lines are read by their queue id.  No index names next_queue_id (the
+-- settle writes it, and stays a heap-only update).  Both updates below set the
+-- same: a line either reaches is left right whichever one writes it.
+links AS (
+    UPDATE ai_marking_attempts a
+    SET next_queue_id = CASE WHEN a.next_queue_id IN (SELECT queue_id FROM ids)
+                             THEN NULL ELSE a.next_queue_id END,
+        next_seq = CASE WHEN a.next_queue_id IN (SELECT queue_id FROM ids)
+                        THEN NULL ELSE a.next_seq END,
+        handed_by = CASE WHEN a.handed_by IN (SELECT queue_id FROM ids)
+                         THEN NULL ELSE a.handed_by END
+    WHERE a.queue_id = ANY (ARRAY(SELECT d.handed_by FROM attempts d
+                                  UNION SELECT d.next_queue_id FROM attempts d))
+      AND (a.next_queue_id IN (SELECT queue_id FROM ids)
+           OR a.handed_by IN (SELECT queue_id FROM ids))
       AND a.queue_id NOT IN (SELECT queue_id FROM ids)
 ),
 -- A line a settle claimed before migration 0076 (taken by its caller, naming no
@@ -86,8 +95,11 @@ handoff_window AS MATERIALIZED (
     WHERE d.taken_by IS NOT NULL AND d.handed_by IS NULL
       AND d.queue_id IN (SELECT queue_id FROM rows)
 ),
-handoffs_unnamed AS (
-    UPDATE ai_marking_attempts a SET next_queue_id = NULL, next_seq = NULL
+links_unnamed AS (
+    UPDATE ai_marking_attempts a
+    SET next_queue_id = NULL, next_seq = NULL,
+        handed_by = CASE WHEN a.handed_by IN (SELECT queue_id FROM ids)
+                         THEN NULL ELSE a.handed_by END
     FROM handoff_window w
     WHERE a.started_at >= w.lo AND a.started_at <= w.hi
       AND a.next_queue_id IN (SELECT queue_id FROM rows)
