@@ -36,7 +36,8 @@ async def contents(conn: asyncpg.Connection) -> dict[str, tuple[int, str]]:
     for table in TABLES:
         row = await conn.fetchrow(
             "SELECT count(*) AS n, md5(coalesce(string_agg(r, E'\\n' ORDER BY r), '')) AS h"
-            f" FROM (SELECT (to_jsonb(t) - 'phase' - 'queue_moves' - 'handed_by')::text AS r FROM {table} t) x")
+            " FROM (SELECT (to_jsonb(t) - 'phase' - 'queue_moves' - 'handed_by')::text AS r"
+            f" FROM {table} t) x")
         found[table] = (row["n"], row["h"])
     return found
 
