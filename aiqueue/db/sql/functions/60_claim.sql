@@ -55,7 +55,8 @@ $$;
 -- with its charge, opens its attempt and writes its budget window's entry
 -- (`ests`: the estimate per pool with a declared budget).  NULLs: none.
 CREATE OR REPLACE FUNCTION aiqueue_claim_row(plan jsonb, kinds text[], ests jsonb,
-                                             p_taker uuid, p_handed_by uuid, OUT queue_id uuid, OUT submission_id uuid,
+                                             p_taker uuid, p_handed_by uuid, OUT queue_id uuid,
+                                             OUT submission_id uuid,
                                              OUT assignment_id text, OUT attempts integer,
                                              OUT dispatch_seq integer, OUT payload text,
                                              OUT content text, OUT kind text, OUT pool text)
