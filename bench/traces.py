@@ -98,7 +98,8 @@ async def encode_us(jobs: int) -> tuple[float, float]:
     return timed[0], timed[1]
 
 
-async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
+async def traces_rows(rows: Table, repeats: int, jobs: int,
+                      caps: Sequence[int] = (1, 8)) -> None:
     port = free_port()
     sink = spawn(["-m", "bench.otlpsink", str(port)])
     try:
@@ -117,7 +118,7 @@ async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
                      None, "reference"))
         rows.append(("  writing the protobuf, tracing/otlp.py", "us", [e[1] for e in encoded],
                      sorted(e[0] for e in encoded)[len(encoded) // 2], "-"))
-        for cap in (1, 8):
+        for cap in caps:
             off: list[loop.LoopRun] = []
             on: list[loop.LoopRun] = []
             spans: list[float] = []
@@ -147,6 +148,14 @@ async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
                          sorted(r.cpu_ms_per_job for r in off)[len(off) // 2], "-"))
             rows.append((f"  spans received per job, in-flight {cap}", "spans", spans, None,
                          "4"))
+            # Every process of the machine (app, database, function, sink): on a machine
+            # that runs nothing else, what the loop's throughput is bounded by.
+            rows.append((f"  machine CPU per job, traced, in-flight {cap}", "ms",
+                         [r.machine_cpu_ms_per_job for r in on],
+                         sorted(r.machine_cpu_ms_per_job for r in off)[len(off) // 2], "-"))
+            rows.append((f"  each pair: machine CPU off / traced, in-flight {cap}", "ratio",
+                         [a.machine_cpu_ms_per_job / b.machine_cpu_ms_per_job
+                          for a, b in zip(off, on, strict=True)], None, "-"))
             off_cpu = sorted(r.cpu_ms_per_job for r in off)[len(off) // 2]
             rows.append((f"  tracing's own CPU / the loop's CPU per job off, in-flight {cap}",
                          "%", [u / 10 / off_cpu for u in own], None, "-"))
