@@ -56,6 +56,21 @@ def pg_pool(pg_admin: str, pytestconfig: pytest.Config) -> Iterator[Pool]:
     pg.run(pool.close())
 
 
+@pytest.fixture(scope="session")
+async def chromium() -> AsyncIterator[Any]:
+    """One headless Chromium for this process's browser tests: each test opens its own
+    context (cookies, storage, cache: what a new browser gives it). Starting Playwright and
+    a Chromium costs about 2.7 s, once per test before."""
+    from playwright.async_api import async_playwright
+
+    from tests.e2e.browser import launch
+
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        yield browser
+        await browser.close()
+
+
 @pytest.fixture
 async def db_url(pg_admin: str, pg_pool: Pool, request: pytest.FixtureRequest
                  ) -> AsyncIterator[str]:
