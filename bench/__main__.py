@@ -317,7 +317,8 @@ async def records_rows(rows: Table, repeats: int) -> None:
     rows.append(("replay 10,000 failed rows (answer)", "ms", replay, None, "<= 1000"))
 
 
-async def main(repeats: int, jobs: int, big: int, only: str | None, ended: int) -> None:
+async def main(repeats: int, jobs: int, big: int, only: str | None, ended: int,
+               in_flight: tuple[int, ...] = (1, 8)) -> None:
     rows = Table()
     if only == "scale":
         await scale.scale_rows(rows, repeats, ended)
@@ -341,7 +342,7 @@ async def main(repeats: int, jobs: int, big: int, only: str | None, ended: int) 
         return
     if only in ("traces", "same_answers"):
         if only == "traces":
-            await traces.traces_rows(rows, repeats, jobs)
+            await traces.traces_rows(rows, repeats, jobs, in_flight)
         else:
             await beside_rows(rows, repeats, big)
         print("\nall figures:", flush=True)
@@ -394,5 +395,8 @@ if __name__ == "__main__":
                         help="run only these rows")
     parser.add_argument("--ended", type=int, default=10_000_000,
                         help="--only scale: ended rows (a tenth as many pending)")
+    parser.add_argument("--in-flight", default="1,8",
+                        help="--only traces: the in-flight caps to run, e.g. 8")
     args = parser.parse_args()
-    asyncio.run(main(args.repeats, args.jobs, args.rows, args.only, args.ended))
+    caps = tuple(int(c) for c in args.in_flight.split(","))
+    asyncio.run(main(args.repeats, args.jobs, args.rows, args.only, args.ended, caps))

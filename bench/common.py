@@ -78,6 +78,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time every process of the machine has used (user, nice, system, interrupts,
+    steal), from /proc/stat: on a machine that runs nothing else, the whole cost of a run
+    (the app, the database, the function, the bench's own polls)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

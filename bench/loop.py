@@ -18,6 +18,7 @@ from bench.common import (
     cpu_seconds,
     free_port,
     fresh_database,
+    machine_cpu_seconds,
     percentile,
     spawn,
     wait_http,
@@ -47,6 +48,8 @@ class LoopRun:
     xacts_per_job: float = float("nan")
     server_ms_per_job: float = float("nan")
     settle_ms: float = float("nan")
+    # Every process's CPU on the machine per job (bench/common.py machine_cpu_seconds).
+    machine_cpu_ms_per_job: float = float("nan")
 
 
 # The database's counters, read once the app's sessions have ended (their
@@ -140,14 +143,14 @@ async def _timed_run(
     try:
         wait_http(f"http://127.0.0.1:{fn_port}/stats")
         wait_http(f"http://127.0.0.1:{app_port}{health}")
-        cpu_before = cpu_seconds(app.pid)
+        cpu_before, machine_before = cpu_seconds(app.pid), machine_cpu_seconds()
         async with httpx.AsyncClient(timeout=60) as client:
             started = time.perf_counter()
             r = await client.post(f"http://127.0.0.1:{app_port}{enqueue}", headers=headers,
                                   json=body)
             r.raise_for_status()
             finished, polls = await _wait_done(dsn, done_sql, jobs, timeout=300)
-            cpu_after = cpu_seconds(app.pid)
+            cpu_after, machine_after = cpu_seconds(app.pid), machine_cpu_seconds()
             await asyncio.sleep(0.3)  # let trailing log lines land
             stats = (await client.get(f"http://127.0.0.1:{fn_port}/stats")).json()
     finally:
@@ -169,6 +172,7 @@ async def _timed_run(
         max_in_flight=stats["max_in_flight"],
         xacts_per_job=xacts / jobs, server_ms_per_job=(after[1] - before[1]) / jobs,
         settle_ms=(after[3] - before[3]) / settles if settles else float("nan"),
+        machine_cpu_ms_per_job=(machine_after - machine_before) * 1000 / jobs,
     )
 
 

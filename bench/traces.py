@@ -1,5 +1,6 @@
 """Tracing's cost (docs/tracing.md): the loop with an OTLP exporter on against the same run
-with it off, interleaved (off, on, off, on, ...) so both see the same machine.
+with it off, interleaved (off, on, on, off, off, on, ...) so both see the same machine
+and neither side always runs second.
 
 The exporter sends to bench/otlpsink.py, a process of its own; its span count says the
 spans really left (about four per job: enqueue, claim, dispatch, result).
@@ -97,7 +98,8 @@ async def encode_us(jobs: int) -> tuple[float, float]:
     return timed[0], timed[1]
 
 
-async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
+async def traces_rows(rows: Table, repeats: int, jobs: int,
+                      caps: Sequence[int] = (1, 8)) -> None:
     port = free_port()
     sink = spawn(["-m", "bench.otlpsink", str(port)])
     try:
@@ -116,17 +118,23 @@ async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
                      None, "reference"))
         rows.append(("  writing the protobuf, tracing/otlp.py", "us", [e[1] for e in encoded],
                      sorted(e[0] for e in encoded)[len(encoded) // 2], "-"))
-        for cap in (1, 8):
+        for cap in caps:
             off: list[loop.LoopRun] = []
             on: list[loop.LoopRun] = []
             spans: list[float] = []
             for i in range(repeats):
-                off.append(await loop.run_loop(cap, jobs, f"bench_traces_off{cap}_{i}"))
-                before = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
-                on.append(await loop.run_loop(cap, jobs, f"bench_traces_on{cap}_{i}", on_env))
-                # The app's last batch leaves when it shuts down (run_loop waits it out).
-                after = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
-                spans.append((after - before) / jobs)
+                # Each pair in the other order than the one before: a run after another
+                # pays for its vacuum, checkpoint and shutdown, whichever side it is.
+                for traced in (False, True) if i % 2 == 0 else (True, False):
+                    if not traced:
+                        off.append(await loop.run_loop(cap, jobs, f"bench_traces_off{cap}_{i}"))
+                        continue
+                    before = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
+                    on.append(await loop.run_loop(cap, jobs, f"bench_traces_on{cap}_{i}",
+                                                  on_env))
+                    # The app's last batch leaves when it shuts down (run_loop waits it out).
+                    after = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
+                    spans.append((after - before) / jobs)
             base = sorted(r.jobs_per_s for r in off)[len(off) // 2]
             rows.append((f"loop, in-flight {cap}, traces off", "jobs/s",
                          [r.jobs_per_s for r in off], None, "reference"))
@@ -140,6 +148,14 @@ async def traces_rows(rows: Table, repeats: int, jobs: int) -> None:
                          sorted(r.cpu_ms_per_job for r in off)[len(off) // 2], "-"))
             rows.append((f"  spans received per job, in-flight {cap}", "spans", spans, None,
                          "4"))
+            # Every process of the machine (app, database, function, sink): on a machine
+            # that runs nothing else, what the loop's throughput is bounded by.
+            rows.append((f"  machine CPU per job, traced, in-flight {cap}", "ms",
+                         [r.machine_cpu_ms_per_job for r in on],
+                         sorted(r.machine_cpu_ms_per_job for r in off)[len(off) // 2], "-"))
+            rows.append((f"  each pair: machine CPU off / traced, in-flight {cap}", "ratio",
+                         [a.machine_cpu_ms_per_job / b.machine_cpu_ms_per_job
+                          for a, b in zip(off, on, strict=True)], None, "-"))
             off_cpu = sorted(r.cpu_ms_per_job for r in off)[len(off) // 2]
             rows.append((f"  tracing's own CPU / the loop's CPU per job off, in-flight {cap}",
                          "%", [u / 10 / off_cpu for u in own], None, "-"))
