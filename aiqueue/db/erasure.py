@@ -19,6 +19,7 @@ class ErasureQueries(Gateway):
         ids = list(submission_ids)
 
         async def work(conn: asyncpg.Connection) -> dict[str, int]:
+            await conn.execute(self.sql["erase_generic_plan"])
             await conn.execute(self.sql["erase_lock_rows"], ids)
             await conn.execute(self.sql["erase_lock_submissions"], ids)
             row = await conn.fetchrow(self.sql["erase"], ids, via)

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from aiqueue.db.doctor import code_schema_version
 from aiqueue.errors import SchemaBehind, StoreError
-from aiqueue.models import Attempt, Control, PageCursor, QueueRow, Status
+from aiqueue.models import Attempt, PageCursor, QueueRow, Status
 from aiqueue.runtime import Runtime
 from aiqueue.wire import reads as shapes
 
@@ -34,11 +34,6 @@ async def page_rows(
         status=status, assignment_id=assignment_id, limit=limit + 1, after=after, group=group,
         kind=kind)
     return rows[:limit], after is not None, len(rows) > limit
-
-
-async def control(rt: Runtime) -> Control:
-    """Pause switch, breaker and busy back-off as they stand."""
-    return await rt.store.control(rt.settings.breaker_threshold)
 
 
 async def throughput(rt: Runtime, window_seconds: float, bucket_seconds: float

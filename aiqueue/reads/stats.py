@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 from aiqueue.flow import FlowState, KindCount, PoolState
-from aiqueue.models import OpenAlert
+from aiqueue.models import Control, OpenAlert
 from aiqueue.notify import budget
 from aiqueue.queue import fallback
 from aiqueue.runtime import Runtime
@@ -16,9 +17,20 @@ from aiqueue.wire.reads import CircuitState, KindStats, PoolStats, Refusals, Sta
 
 async def read_stats(rt: Runtime) -> Stats:
     """The contract's /api/marking/stats answer, plus the dispatch state (the page's too)."""
-    stats = await rt.store.stats(rt.clock(), rt.settings.timezone)
-    control = await rt.store.control(rt.settings.breaker_threshold)
-    kinds, pools = await breakdown(rt)
+    stats, _ = await stats_and_control(rt)
+    return stats
+
+
+async def stats_and_control(rt: Runtime) -> tuple[Stats, Control]:
+    """The stats and the control row they were made from (the page shows who paused).
+
+    Their reads are independent of each other and run at once, each on a pooled
+    connection of its own (docs/performance.md).
+    """
+    stats, control, (kinds, pools), flow, alerts, near = await asyncio.gather(
+        rt.store.stats(rt.clock(), rt.settings.timezone),
+        rt.store.control(rt.settings.breaker_threshold),
+        breakdown(rt), flow_state(rt), rt.store.open_alerts(), budget.near_caps(rt))
     return Stats(
         pending=stats.pending,
         processing=stats.processing,
@@ -40,15 +52,15 @@ async def read_stats(rt: Runtime) -> Stats:
             next_probe_at=control.circuit_open_until
             if control.circuit_open and control.circuit_open_until else None),
         busy_until=control.busy_until,
-        **flow_fields(rt, await flow_state(rt)),
+        **flow_fields(rt, flow),
         kinds=kinds,
         pools=pools,
-        alerts=[open_alert(a) for a in await rt.store.open_alerts()],
+        alerts=[open_alert(a) for a in alerts],
         near_caps=[reads.NearCap(cap=cast(SpendCap, n.cap), pool=n.pool, group=n.group,
                                  spent_usd=n.spent_usd, limit_usd=n.limit_usd,
                                  window_ends_at=n.window_ends_at)
-                   for n in await budget.near_caps(rt)],
-    )
+                   for n in near],
+    ), control
 
 
 async def breakdown(rt: Runtime) -> tuple[dict[str, KindStats], dict[str, PoolStats]]:
@@ -58,10 +70,11 @@ async def breakdown(rt: Runtime) -> tuple[dict[str, KindStats], dict[str, PoolSt
     without aiqueue.toml); `pools` has every pool's, `kinds` every kind's rows.
     """
     s = rt.settings
-    pools = await rt.store.pool_states(s.queue.plan, s.breaker_threshold,
-                                       s.budget_window_seconds)
-    kinds = kind_stats(rt, await rt.store.kind_counts())
-    for name, other in (await fallback.on_fallback(rt)).items():
+    pools, counts, falling_back = await asyncio.gather(
+        rt.store.pool_states(s.queue.plan, s.breaker_threshold, s.budget_window_seconds),
+        rt.store.kind_counts(), fallback.on_fallback(rt))
+    kinds = kind_stats(rt, counts)
+    for name, other in falling_back.items():
         kinds[name] = kinds[name].model_copy(update={"on_fallback": other})
     return kinds, {p.pool: pool_stats(rt, p) for p in pools}
 

@@ -27,7 +27,7 @@ from aiqueue.queue import review
 from aiqueue.reads import agreement, monitor, usage
 from aiqueue.reads import batches as batch_reads
 from aiqueue.reads import canary as canary_reads
-from aiqueue.reads.stats import read_stats
+from aiqueue.reads.stats import stats_and_control
 from aiqueue.records import retention
 from aiqueue.runtime import Runtime
 from aiqueue.settings import Settings
@@ -83,9 +83,8 @@ async def _live_context(rt: Runtime, session: Session, request: Request, f: Filt
     q = request.query_params
     after, before = views.decode_cursor(q.get("after")), views.decode_cursor(q.get("before"))
     s = rt.settings
-    stats, control, (rows, has_newer, has_older) = await asyncio.gather(
-        read_stats(rt),
-        monitor.control(rt),
+    (stats, control), (rows, has_newer, has_older) = await asyncio.gather(
+        stats_and_control(rt),
         monitor.page_rows(rt, status=f.status, assignment_id=f.assignment_id, limit=f.limit,
                           after=after, before=None if after else before, group=f.group,
                           kind=f.kind),
@@ -112,12 +111,12 @@ def _attempts(s: Settings, kind: str) -> int:
 
 
 async def _chart_context(rt: Runtime) -> dict[str, Any]:
-    buckets = await monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS)
-    summary = await usage.cost_summary(rt)
-    outbox = await delivery.panel(rt)
-    open_batches = await batch_reads.open_batches(rt)
-    by_model = await agreement.by_model(rt)
-    declared, last_canaries = await canary_reads.latest(rt)
+    # Independent reads, at once (each on a pooled connection of its own).
+    buckets, summary, outbox, open_batches, by_model, (declared, last_canaries) = \
+        await asyncio.gather(monitor.throughput(rt, WINDOW_SECONDS, BUCKET_SECONDS),
+                             usage.cost_summary(rt), delivery.panel(rt),
+                             batch_reads.open_batches(rt), agreement.by_model(rt),
+                             canary_reads.latest(rt))
     return {"batches": batches.card(open_batches, datetime.now(UTC),
                                     enabled=bool(rt.settings.queue.batch_pools)),
             "canaries": canaries.card(declared, last_canaries, datetime.now(UTC)),

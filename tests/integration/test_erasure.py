@@ -274,6 +274,63 @@ async def test_a_settle_that_handed_out_an_erased_row_forgets_it(
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_results") == 1  # the other's
 
 
+async def settle_chain(store: Store, conn: asyncpg.Connection, n: int) -> list[Any]:
+    """n rows, each settle handing out the next: the jobs in the order they were claimed."""
+    subs = await add_submissions(conn, n, "hw-chain")
+    await store.enqueue(subs, "hw-chain", 0, {})
+    jobs = [await claim(store)]
+    for _ in range(n - 1):
+        done = jobs[-1]
+        applied, handed = await settle_one(
+            store, Completed(done.queue_id, done.dispatch_seq, {"score": 1}, USAGE),
+            plan_of(CAP, THRESHOLD))
+        assert applied and handed is not None
+        jobs.append(handed)
+    return jobs
+
+
+LINKS = ("SELECT queue_id, next_queue_id, handed_by FROM ai_marking_attempts "
+         "WHERE kind = 'dispatch' ORDER BY id")
+
+
+async def test_an_erased_rows_handing_line_loses_its_link_and_no_other_does(
+    store: Store, conn: asyncpg.Connection
+):
+    """docs/performance.md: the claim names the row whose settle handed it out
+    (handed_by), and an erasure clears that row's link by it, and the name on the
+    line of the row the erased one handed out."""
+    a, b, c, d = await settle_chain(store, conn, 4)
+    before = [tuple(r) for r in await conn.fetch(LINKS)]
+    assert before == [(a.queue_id, b.queue_id, None), (b.queue_id, c.queue_id, a.queue_id),
+                      (c.queue_id, d.queue_id, b.queue_id), (d.queue_id, None, c.queue_id)]
+    await store.erase([b.submission_id], "api")
+    after = [tuple(r) for r in await conn.fetch(LINKS)]
+    assert after == [(a.queue_id, None, None), (c.queue_id, d.queue_id, None),
+                     (d.queue_id, None, c.queue_id)]
+
+
+async def test_a_line_between_two_erased_rows_loses_both_ends(store: Store,
+                                                             conn: asyncpg.Connection):
+    """c was handed out by b and handed out d; b and d erased together leave c's
+    line naming neither."""
+    a, b, c, d, e = await settle_chain(store, conn, 5)
+    await store.erase([b.submission_id, d.submission_id], "api")
+    after = [tuple(r) for r in await conn.fetch(LINKS)]
+    assert after == [(a.queue_id, None, None), (c.queue_id, None, None),
+                     (e.queue_id, None, None)]
+
+
+async def test_a_link_from_before_handed_by_is_still_found(store: Store,
+                                                         conn: asyncpg.Connection):
+    """A line a settle claimed before migration 0076 names no handing row: the
+    erasure looks for it in the day before that claim."""
+    a, b, c = await settle_chain(store, conn, 3)
+    await conn.execute("UPDATE ai_marking_attempts SET handed_by = NULL")
+    await store.erase([b.submission_id], "api")
+    after = [tuple(r) for r in await conn.fetch(LINKS)]
+    assert after == [(a.queue_id, None, None), (c.queue_id, None, None)]
+
+
 async def test_erasure_takes_held_results_their_question_and_an_answer_only_they_asked(
     client: httpx.AsyncClient, conn: asyncpg.Connection, function: Any
 ):

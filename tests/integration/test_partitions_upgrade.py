@@ -28,14 +28,16 @@ def since_partitions() -> int:
 
 async def contents(conn: asyncpg.Connection) -> dict[str, tuple[int, str]]:
     """Each table's row count and a hash of every row's text.  The record's `phase`
-    (migration 0067) is a generated column, derived from its status, and its
-    `queue_moves` (0070) a count of the queue's own moves that starts at 0: both left out
-    (the schema the rows are read at first has neither)."""
+    (migration 0067) is a generated column, derived from its status, its
+    `queue_moves` (0070) a count of the queue's own moves that starts at 0, and an
+    attempt's `handed_by` (0076) empty on every line from before it: all left out (the
+    schema the rows are read at first has none of them)."""
     found = {}
     for table in TABLES:
         row = await conn.fetchrow(
             "SELECT count(*) AS n, md5(coalesce(string_agg(r, E'\\n' ORDER BY r), '')) AS h"
-            f" FROM (SELECT (to_jsonb(t) - 'phase' - 'queue_moves')::text AS r FROM {table} t) x")
+            " FROM (SELECT (to_jsonb(t) - 'phase' - 'queue_moves' - 'handed_by')::text AS r"
+            f" FROM {table} t) x")
         found[table] = (row["n"], row["h"])
     return found
 

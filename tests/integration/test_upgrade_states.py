@@ -10,6 +10,7 @@ import uuid
 import asyncpg
 import pytest
 
+from aiqueue.db.gateway import queries
 from aiqueue.db.migrate import discover, migrate
 
 # The test migrates its database down and up: a new copy.
@@ -106,6 +107,12 @@ async def _fill(conn: asyncpg.Connection) -> None:
             await conn.execute(
                 "INSERT INTO ai_marking_results (queue_id, submission_id, assignment_id, "
                 "run_id, result) VALUES ($1, $2, 'hw', $3, '{\"score\": 1}')", qid, sub, run)
+    # A settle's hand-off: the completed row's line, which started first, claimed the
+    # processing row next (whose line names no handing row before 0076).
+    await conn.execute(
+        "UPDATE ai_marking_attempts SET next_queue_id = $1, next_seq = 1,"
+        " started_at = started_at - interval '1 minute' WHERE queue_id = $2",
+        ids["processing"], ids["completed"])
     # Two groups' turn counters, one waiting (the walk key of 0060 starts at each).
     await conn.execute(
         "INSERT INTO ai_marking_fair (pool, priority, group_key, counter, waiting, head_turn,"
@@ -200,3 +207,22 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
     await _ready_is_pending(conn)
+    await _erase_after_upgrade(conn)
+
+
+async def _erase_after_upgrade(conn: asyncpg.Connection) -> None:
+    """Lines from before 0076 name no handing row (handed_by); erasing the row a
+    settle handed out still clears the link to it (sql/erasure.sql)."""
+    assert await conn.fetchval(
+        "SELECT count(*) FROM ai_marking_attempts WHERE handed_by IS NOT NULL") == 0
+    handed, sub = await conn.fetchrow(
+        "SELECT queue_id, submission_id FROM ai_marking_queue WHERE status = 'processing'"
+        " AND lane = 'live'")
+    links = "SELECT count(*) FROM ai_marking_attempts WHERE next_queue_id = $1"
+    assert await conn.fetchval(links, handed) == 1
+    sql = queries()
+    async with conn.transaction():
+        await conn.execute(sql["erase_lock_rows"], [sub])
+        await conn.execute(sql["erase_lock_submissions"], [sub])
+        await conn.fetchrow(sql["erase"], [sub], "cli")
+    assert await conn.fetchval(links, handed) == 0

@@ -20,6 +20,14 @@ WHERE s.id = ANY ($1::uuid[])
 ORDER BY s.id
 FOR UPDATE;
 
+-- erase_generic_plan --
+-- For the statements after it, in the same transaction (an erasure's): their
+-- plans do not depend on the ids, and `erase` reaches three tables' months, so
+-- planning it for each call cost more than running it (10,000,000 rows,
+-- docs/performance.md).  With prepared statements kept, each is planned once
+-- per connection.  SET LOCAL ends with the transaction.
+SET LOCAL plan_cache_mode = force_generic_plan;
+
 -- erase --
 -- Everything the queue holds that names submissions $1, in one statement after
 -- the locks above: their queue rows (a row in flight too: deleting it is its
@@ -45,25 +53,53 @@ ids AS MATERIALIZED (
     SELECT m.queue_id FROM ai_marking_results m WHERE m.submission_id = ANY ($1::uuid[])
 ),
 -- Every partition's (the queue_id index of each month); with the rows' ids,
--- those of results whose rows are gone.
+-- those of results whose rows are gone.  What the handoffs below need of them
+-- comes back from the delete.
 attempts AS (
-    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM ids) RETURNING 1
+    DELETE FROM ai_marking_attempts a WHERE a.queue_id IN (SELECT queue_id FROM ids)
+    RETURNING a.queue_id, a.started_at, a.taken_by, a.handed_by, a.next_queue_id
 ),
 queue AS (
     DELETE FROM ai_marking_queue q USING rows r WHERE q.queue_id = r.queue_id RETURNING 1
 ),
 -- Another row's dispatch line that handed one of these rows out next (a settle's
 -- handoff, migration 0017) forgets it: the row is gone, there is nothing to hand back.
--- That line started before the settle that claimed one of these rows, and no
--- dispatch is in flight for a day (its lease ends first): only those days of
--- attempts are read (no index names next_queue_id; the settle writes it).  A
--- longer one would keep a link to a row that is gone, which hands back nothing.
-handoff_window AS MATERIALIZED (
-    SELECT min(x.started_at) - interval '1 day' AS lo, max(x.started_at) AS hi
-    FROM ai_marking_attempts x WHERE x.queue_id IN (SELECT queue_id FROM rows)
+-- So does the line of a row one of these handed out (its handed_by, migration 0076).
+-- Both ends are on these rows' own lines (handed_by, next_queue_id), so the other
+-- rows' lines are read by their queue id.  No index names next_queue_id (the
+-- settle writes it, and stays a heap-only update).  Both updates below set the
+-- same: a line either reaches is left right whichever one writes it.
+links AS (
+    UPDATE ai_marking_attempts a
+    SET next_queue_id = CASE WHEN a.next_queue_id IN (SELECT queue_id FROM ids)
+                             THEN NULL ELSE a.next_queue_id END,
+        next_seq = CASE WHEN a.next_queue_id IN (SELECT queue_id FROM ids)
+                        THEN NULL ELSE a.next_seq END,
+        handed_by = CASE WHEN a.handed_by IN (SELECT queue_id FROM ids)
+                         THEN NULL ELSE a.handed_by END
+    WHERE a.queue_id = ANY (ARRAY(SELECT d.handed_by FROM attempts d
+                                  UNION SELECT d.next_queue_id FROM attempts d))
+      AND (a.next_queue_id IN (SELECT queue_id FROM ids)
+           OR a.handed_by IN (SELECT queue_id FROM ids))
+      AND a.queue_id NOT IN (SELECT queue_id FROM ids)
 ),
-handoffs AS (
-    UPDATE ai_marking_attempts a SET next_queue_id = NULL, next_seq = NULL
+-- A line a settle claimed before migration 0076 (taken by its caller, naming no
+-- handing row), or a repeated result's (which links nothing): its handing line
+-- started before that claim, and no dispatch is in flight for a day (its lease
+-- ends first), so that day of attempts is read.  A line claimed outside a
+-- settle was handed out by none.  (A link that escapes this, from before
+-- settles named their caller, names a row that is gone and hands back nothing.)
+handoff_window AS MATERIALIZED (
+    SELECT min(d.started_at) - interval '1 day' AS lo, max(d.started_at) AS hi
+    FROM attempts d
+    WHERE d.taken_by IS NOT NULL AND d.handed_by IS NULL
+      AND d.queue_id IN (SELECT queue_id FROM rows)
+),
+links_unnamed AS (
+    UPDATE ai_marking_attempts a
+    SET next_queue_id = NULL, next_seq = NULL,
+        handed_by = CASE WHEN a.handed_by IN (SELECT queue_id FROM ids)
+                         THEN NULL ELSE a.handed_by END
     FROM handoff_window w
     WHERE a.started_at >= w.lo AND a.started_at <= w.hi
       AND a.next_queue_id IN (SELECT queue_id FROM rows)
@@ -104,31 +140,42 @@ outbox AS (
        OR o.body ->> 'submission_id' IN (SELECT s.id::text FROM subs s)
     RETURNING 1
 ),
-single_events AS (
-    DELETE FROM ai_marking_events e WHERE e.submission_id = ANY ($1::uuid[]) RETURNING 1
+-- The live events that name them, read once: a row's own event (deleted), and
+-- an enqueue's batch event (migration 0009), which keeps the entries of the
+-- other submissions, its two arrays still aligned.  (A live reader inside that
+-- batch may skip one entry: its cursor counts positions.  Live events are a
+-- hint for pages, not a record.)  The writes below reach them by their ids
+-- (each month's primary key), whatever plan the statement keeps.
+events AS MATERIALIZED (
+    SELECT e.id, e.submission_id, e.queue_ids, e.submission_ids
+    FROM ai_marking_events e
+    WHERE e.submission_id = ANY ($1::uuid[]) OR e.submission_ids && $1::uuid[]
 ),
--- An enqueue's batch event (migration 0009) keeps the entries of the other
--- submissions, its two arrays still aligned.  (A live reader inside that batch
--- may skip one entry: its cursor counts positions.  Live events are a hint for
--- pages, not a record.)
+single_events AS (
+    DELETE FROM ai_marking_events e
+    WHERE e.id = ANY (ARRAY(SELECT x.id FROM events x WHERE x.submission_id IS NOT NULL))
+    RETURNING 1
+),
 batches AS MATERIALIZED (
-    SELECT e.id,
+    SELECT x.id,
            array_agg(u.q ORDER BY u.k) FILTER (WHERE u.s <> ALL ($1::uuid[])) AS queue_ids,
            array_agg(u.s ORDER BY u.k) FILTER (WHERE u.s <> ALL ($1::uuid[])) AS submission_ids,
            count(*) FILTER (WHERE u.s = ANY ($1::uuid[])) AS removed
-    FROM ai_marking_events e,
-         unnest(e.queue_ids, e.submission_ids) WITH ORDINALITY AS u (q, s, k)
-    WHERE e.submission_ids && $1::uuid[]
-    GROUP BY e.id
+    FROM events x,
+         unnest(x.queue_ids, x.submission_ids) WITH ORDINALITY AS u (q, s, k)
+    WHERE x.submission_ids IS NOT NULL
+    GROUP BY x.id
 ),
 batch_cut AS (
     UPDATE ai_marking_events e SET queue_ids = b.queue_ids, submission_ids = b.submission_ids
-    FROM batches b WHERE e.id = b.id AND b.queue_ids IS NOT NULL
+    FROM batches b
+    WHERE e.id = ANY (ARRAY(SELECT c.id FROM batches c WHERE c.queue_ids IS NOT NULL))
+      AND b.id = e.id
     RETURNING 1
 ),
 batch_gone AS (
-    DELETE FROM ai_marking_events e USING batches b
-    WHERE e.id = b.id AND b.queue_ids IS NULL
+    DELETE FROM ai_marking_events e
+    WHERE e.id = ANY (ARRAY(SELECT b.id FROM batches b WHERE b.queue_ids IS NULL))
     RETURNING 1
 ),
 -- A payload only these rows named.  Its rows were all created within its

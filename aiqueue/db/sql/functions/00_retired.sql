@@ -88,3 +88,6 @@ DROP FUNCTION IF EXISTS aiqueue_group_complete(uuid);
 DROP FUNCTION IF EXISTS aiqueue_calibration_ended();
 DROP FUNCTION IF EXISTS aiqueue_fair_join_row();
 DROP FUNCTION IF EXISTS aiqueue_retry_recorded(uuid[], text[], uuid[], text);
+-- The claim names the row whose settle handed it out (aiqueue 0076).
+DROP FUNCTION IF EXISTS aiqueue_claim(jsonb, uuid);
+DROP FUNCTION IF EXISTS aiqueue_claim_row(jsonb, text[], jsonb, uuid);

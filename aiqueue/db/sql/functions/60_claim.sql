@@ -4,9 +4,12 @@
 --   aiqueue_claim_more  whether another row could be claimed after this one
 -- Everything it reads of the settings is its one `plan` document (10_plan).
 -- `p_taker`: a settle's caller, who takes the row to send it (70_settle); NULL:
--- the caller sends what it claims.
+-- the caller sends what it claims.  `p_handed_by`: the row whose result's
+-- settle claims this one and links it (next_queue_id); its dispatch line names
+-- that row (`handed_by`), which is how an erasure finds the link (erasure.sql).
 
-CREATE OR REPLACE FUNCTION aiqueue_claim(plan jsonb, p_taker uuid DEFAULT NULL)
+CREATE OR REPLACE FUNCTION aiqueue_claim(plan jsonb, p_taker uuid DEFAULT NULL,
+                                         p_handed_by uuid DEFAULT NULL)
 RETURNS TABLE (queue_id uuid, submission_id uuid, assignment_id text, attempts integer,
                dispatch_seq integer, payload text, content text, more boolean,
                breaker_dirty boolean, kind text, pool text)
@@ -27,7 +30,7 @@ BEGIN
     IF room.ests <> '{}'::jsonb THEN
         DELETE FROM ai_marking_budget b WHERE b.at < now() - interval '1 day';
     END IF;
-    got := aiqueue_claim_row(plan, room.kinds, room.ests, p_taker);
+    got := aiqueue_claim_row(plan, room.kinds, room.ests, p_taker, p_handed_by);
     IF got.queue_id IS NULL THEN
         RETURN;
     END IF;
@@ -52,7 +55,8 @@ $$;
 -- with its charge, opens its attempt and writes its budget window's entry
 -- (`ests`: the estimate per pool with a declared budget).  NULLs: none.
 CREATE OR REPLACE FUNCTION aiqueue_claim_row(plan jsonb, kinds text[], ests jsonb,
-                                             p_taker uuid, OUT queue_id uuid, OUT submission_id uuid,
+                                             p_taker uuid, p_handed_by uuid, OUT queue_id uuid,
+                                             OUT submission_id uuid,
                                              OUT assignment_id text, OUT attempts integer,
                                              OUT dispatch_seq integer, OUT payload text,
                                              OUT content text, OUT kind text, OUT pool text)
@@ -94,9 +98,9 @@ BEGIN
     history AS (
         -- ran_kind: the fallback kind that runs it (; NULL: its own).
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at,
-                                         ran_kind)
+                                         ran_kind, handed_by)
         SELECT cl.queue_id, cl.dispatch_seq, cl.attempts, p_taker,
-               CASE WHEN p_taker IS NOT NULL THEN now() END, cl.run_kind
+               CASE WHEN p_taker IS NOT NULL THEN now() END, cl.run_kind, p_handed_by
         FROM claimed cl
     ),
     -- The budget window's entry (only while the row's pool declares a budget).

@@ -120,11 +120,12 @@ BEGIN
             RETURN;
         END IF;
     END IF;
+    -- Only the first settle's claim is the result's to hand back: a repeat's
+    -- own claim is its caller's, and keeps the first one's link.  The claimed
+    -- row's line names this row (handed_by), the link's other end.
     SELECT c.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                     payload, content, more, breaker_dirty, kind, pool
-    FROM aiqueue_claim(plan, p_taker) c;
-    -- Only the first settle's claim is the result's to hand back: a repeat's
-    -- own claim is its caller's, and keeps the first one's link.
+    FROM aiqueue_claim(plan, p_taker, CASE WHEN applied THEN p_queue_id END) c;
     IF FOUND AND applied THEN
         -- An attempt starts after its row was created: only the months since are
         -- looked at (the attempts are month partitions, 97_partitions.sql).

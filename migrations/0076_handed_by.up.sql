@@ -1,0 +1,15 @@
+-- aiqueue 0076: a claimed row's dispatch line names the row whose settle handed
+-- it out (docs/performance.md, "A year of a district").
+--
+-- A settle that claims the next row writes that row's queue id on its result's
+-- dispatch line (`next_queue_id`, migration 0017), so that a repeat of the
+-- same result gets the same row back.  An erasure clears the links to the rows
+-- it erases; with no index naming `next_queue_id` (one would make every
+-- settle's write of it a non-heap-only update) it read a day of attempts
+-- before each erased row's claims (22,900 lines at 10,000,000 rows a year).
+-- `handed_by` goes the other way: the claim writes it on the line it opens,
+-- so an erasure reaches the handing row's lines by their queue id (indexed).
+-- A line claimed by a settle before this migration has none; an erasure still
+-- looks for its hander the old way (sql/erasure.sql).  No rewrite: a column
+-- without a default is catalog work only, on each month partition too.
+ALTER TABLE ai_marking_attempts ADD COLUMN IF NOT EXISTS handed_by uuid;
