@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 import pytest
 import respx
+from _pytest.nodeid import NodeId
 from starlette.applications import Starlette
 
 from aiqueue.db.embedded import with_database
@@ -55,6 +56,21 @@ def pg_pool(pg_admin: str, pytestconfig: pytest.Config) -> Iterator[Pool]:
     pg.run(pool.close())
 
 
+@pytest.fixture(scope="session")
+async def chromium() -> AsyncIterator[Any]:
+    """One headless Chromium for this process's browser tests: each test opens its own
+    context (cookies, storage, cache: what a new browser gives it). Starting Playwright and
+    a Chromium costs about 2.7 s, once per test before."""
+    from playwright.async_api import async_playwright
+
+    from tests.e2e.browser import launch
+
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        yield browser
+        await browser.close()
+
+
 @pytest.fixture
 async def db_url(pg_admin: str, pg_pool: Pool, request: pytest.FixtureRequest
                  ) -> AsyncIterator[str]:
@@ -68,6 +84,22 @@ async def db_url(pg_admin: str, pg_pool: Pool, request: pytest.FixtureRequest
     dsn = await pg_pool.acquire()
     yield dsn
     pg_pool.release(dsn, request.node.nodeid)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup` a test's xdist_group goes into its node id (`…@name`), the
+    only thing of it the controller sees. pytest-xdist writes the suffix to `_nodeid`, which
+    pytest 9 no longer reads (the id lives in `_id`): without this, every test is scheduled
+    on its own, the Vercel build is made on both workers and timed tests run side by side."""
+    if not getattr(config.option, "loadgroup", False):  # set on a worker of that mode
+        return
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

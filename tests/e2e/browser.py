@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
+from playwright.async_api import Browser, Page, ViewportSize, expect
 from starlette.applications import Starlette
 
 from aiqueue.db.store import Store, connect_pool
@@ -85,25 +85,24 @@ class TeacherPage:
 
 
 @asynccontextmanager
-async def teacher_page(db_url: str, *, function: FunctionSettings | None = None,
+async def teacher_page(browser: Browser, db_url: str, *, function: FunctionSettings | None = None,
                        viewport: ViewportSize | None = None, live: LiveConfig | None = None,
                        **overrides: Any) -> AsyncIterator[TeacherPage]:
-    """The demo class's page in Chromium, logged in; the app served on loopback, dispatching
-    to the reference function with `function`'s settings (or nowhere)."""
+    """The demo class's page in a new context of `browser` (the `chromium` fixture), logged
+    in; the app served on loopback, dispatching to the reference function with `function`'s
+    settings (or nowhere)."""
     port, fn_port = free_port(), free_port() if function else None
     app = teacher_app(db_url, port, fn_port=fn_port, live=live, **overrides)
     with ExitStack() as servers:
         if function is not None:
             servers.enter_context(serve(function_app(function), fn_port))
         servers.enter_context(serve(app, port))
-        async with async_playwright() as pw:
-            browser: Browser = await launch(pw)
-            try:
-                page = await browser.new_page(viewport=viewport)
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                base = f"http://127.0.0.1:{port}"
-                await log_in(page, base, TEACHER_PAGE)
-                yield TeacherPage(page, base, errors)
-            finally:
-                await browser.close()
+        page = await browser.new_page(viewport=viewport)  # in a context of its own
+        try:
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            base = f"http://127.0.0.1:{port}"
+            await log_in(page, base, TEACHER_PAGE)
+            yield TeacherPage(page, base, errors)
+        finally:
+            await page.context.close()

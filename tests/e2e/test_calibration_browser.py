@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import asyncpg
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.dev import demo
 from aiqueue.settings import ModelPrice
@@ -22,10 +22,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOT = ROOT / "test-artifacts" / "teacher-calibration.png"
 
 
-async def test_check_five_first_then_release(db_url: str, conn: asyncpg.Connection) -> None:
+async def test_check_five_first_then_release(
+    chromium: Browser, db_url: str, conn: asyncpg.Connection
+) -> None:
     await seed_demo(db_url)
-    async with teacher_page(db_url, function=QUICK, viewport={"width": 1280, "height": 900},
-                            max_in_flight=4, model_prices=PRICES) as teacher:
+    async with teacher_page(
+            chromium, db_url, function=QUICK, viewport={"width": 1280, "height": 900},
+            max_in_flight=4, model_prices=PRICES) as teacher:
         page = teacher.page
         # Both choices are offered, each with its estimate.
         await expect(page.locator("#mark-all-estimate")).not_to_be_empty()

@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 
 import asyncpg
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.settings import Settings
 from aiqueue.settings.canary import Canary
 from aiqueue.settings.kinds import Kind, Pool, QueueConfig
 from aiqueue.web.app import create_app
 from tests.conftest import make_settings
-from tests.e2e.browser import BROWSER_MARKS, launch, log_in
+from tests.e2e.browser import BROWSER_MARKS, log_in
 from tests.e2e.live_servers import serve
 from tests.e2e.servers import ROOT, free_port
 
@@ -60,28 +60,26 @@ async def seed(conn: asyncpg.Connection) -> None:
 
 
 async def test_the_canaries_card_shows_each_kinds_last_canary_and_the_open_drift(
-        db_url: str, conn: asyncpg.Connection) -> None:
+        chromium: Browser, db_url: str, conn: asyncpg.Connection) -> None:
     await seed(conn)
     port = free_port()
     with serve(create_app(settings(db_url, port)), port):
-        async with async_playwright() as pw:
-            browser = await launch(pw)
-            try:
-                page = await browser.new_page(viewport={"width": 1100, "height": 900})
-                base = f"http://127.0.0.1:{port}"
-                await log_in(page, base, "/ai-queue")
-                card = page.locator("#canaries")
-                await expect(card.locator('tr[data-canary="essay"]')).to_have_attribute(
-                    "data-state", "drift")
-                await expect(card.locator('tr[data-canary="essay"]')).to_contain_text(
-                    "0.45 (was 0.85)")
-                await expect(card.locator('[data-drift="essay"]')).to_contain_text(
-                    "every new enqueue of essay is gated")
-                await expect(card.locator('tr[data-canary="short"]')).to_contain_text("passed")
-                # The header's alert line names the drift too.
-                await expect(page.locator("body")).to_contain_text("Alert drift (kind essay")
-                SHOT.parent.mkdir(parents=True, exist_ok=True)
-                await card.screenshot(path=str(SHOT))
-            finally:
-                await browser.close()
+        page = await chromium.new_page(viewport={"width": 1100, "height": 900})
+        try:
+            base = f"http://127.0.0.1:{port}"
+            await log_in(page, base, "/ai-queue")
+            card = page.locator("#canaries")
+            await expect(card.locator('tr[data-canary="essay"]')).to_have_attribute(
+                "data-state", "drift")
+            await expect(card.locator('tr[data-canary="essay"]')).to_contain_text(
+                "0.45 (was 0.85)")
+            await expect(card.locator('[data-drift="essay"]')).to_contain_text(
+                "every new enqueue of essay is gated")
+            await expect(card.locator('tr[data-canary="short"]')).to_contain_text("passed")
+            # The header's alert line names the drift too.
+            await expect(page.locator("body")).to_contain_text("Alert drift (kind essay")
+            SHOT.parent.mkdir(parents=True, exist_ok=True)
+            await card.screenshot(path=str(SHOT))
+        finally:
+            await page.context.close()
     assert SHOT.stat().st_size > 5_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import asyncpg
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.dev import demo
 from aiqueue.settings import ModelPrice
@@ -19,15 +19,16 @@ PAUSED = re.compile(r"paused: this hour's marking budget is spent; resumes at \d
 
 
 async def test_mark_all_shows_its_estimate_then_pauses_at_the_hourly_budget(
-    db_url: str, conn: asyncpg.Connection
+    chromium: Browser, db_url: str, conn: asyncpg.Connection
 ):
     await seed_demo(db_url)
     shots = ROOT / "test-artifacts"
     shots.mkdir(exist_ok=True)
     # A budget smaller than one row: the first row goes, the rest wait for the next hour.
-    async with teacher_page(db_url, function=QUICK, viewport={"width": 1280, "height": 900},
-                            max_in_flight=1, model_prices={"gpt-4o-mini": ModelPrice(5.0, 15.0)},
-                            group_usd_per_hour=0.000001) as teacher:
+    async with teacher_page(
+            chromium, db_url, function=QUICK, viewport={"width": 1280, "height": 900},
+            max_in_flight=1, model_prices={"gpt-4o-mini": ModelPrice(5.0, 15.0)},
+            group_usd_per_hour=0.000001) as teacher:
         page = teacher.page
         await page.click("#mark-all")
         await expect(page.locator("#estimate")).to_be_visible()

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.web.app import create_app
 from tests.conftest import make_settings
-from tests.e2e.browser import BROWSER_MARKS, launch, log_in
+from tests.e2e.browser import BROWSER_MARKS, log_in
 from tests.e2e.servers import ROOT, free_port, run_asgi
 
 pytestmark = BROWSER_MARKS
@@ -21,11 +21,9 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 
 @pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        b = await launch(pw)
-        yield b
-        await b.close()
+def browser(chromium: Browser) -> Browser:
+    """The process's Chromium; each test here opens contexts of its own."""
+    return chromium
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import asyncpg
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.db.store import Store, connect_pool
 from aiqueue.dev import demo
@@ -47,13 +47,14 @@ async def asking_class(db_url: str, conn: asyncpg.Connection) -> int:
 
 
 async def test_the_list_comes_first_and_accept_and_answer_empty_it(
-    db_url: str, conn: asyncpg.Connection
+    chromium: Browser, db_url: str, conn: asyncpg.Connection
 ) -> None:
     asked = await asking_class(db_url, conn)
     assert asked >= 3
     total = len(demo.ANSWERS) + 1
-    async with teacher_page(db_url, function=QUICK, viewport={"width": 1280, "height": 900},
-                            max_in_flight=4) as teacher:
+    async with teacher_page(
+            chromium, db_url, function=QUICK, viewport={"width": 1280, "height": 900},
+            max_in_flight=4) as teacher:
         page = teacher.page
         needs = page.locator("#needs-you")
         await expect(needs).to_be_hidden()

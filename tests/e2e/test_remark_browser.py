@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import asyncpg
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.dev import demo
 from aiqueue.settings import ModelPrice
@@ -37,10 +37,13 @@ def edited_payload() -> dict[str, object]:
     return {**demo.payload(), "rubric": rubric}
 
 
-async def test_re_mark_what_changed(db_url: str, conn: asyncpg.Connection) -> None:
+async def test_re_mark_what_changed(
+    chromium: Browser, db_url: str, conn: asyncpg.Connection
+) -> None:
     await seed_demo(db_url)
-    async with teacher_page(db_url, function=QUICK, viewport={"width": 1280, "height": 1000},
-                            max_in_flight=4, model_prices=PRICES) as teacher:
+    async with teacher_page(
+            chromium, db_url, function=QUICK, viewport={"width": 1280, "height": 1000},
+            max_in_flight=4, model_prices=PRICES) as teacher:
         page = teacher.page
         # Nothing to re-mark before anything was marked.
         await expect(page.locator("#remark-changed")).to_have_count(0)

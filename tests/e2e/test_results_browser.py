@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import asyncpg
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.dev import demo
 from aiqueue.reads.live import LiveConfig
@@ -16,15 +16,16 @@ pytestmark = BROWSER_MARKS
 
 
 async def test_mark_all_fills_every_row_live_and_the_bar_reaches_100(
-    db_url: str, conn: asyncpg.Connection
+    chromium: Browser, db_url: str, conn: asyncpg.Connection
 ):
     await seed_demo(db_url)
     shot = ROOT / "test-artifacts" / "teacher-page.png"
     shot.parent.mkdir(exist_ok=True)
     # Short streams: the page also has to survive its EventSource reconnecting.
-    async with teacher_page(db_url, function=QUICK, viewport={"width": 1280, "height": 900},
-                            max_in_flight=2, live=LiveConfig(max_seconds=3, heartbeat_seconds=1,
-                                                             poll_seconds=0.5)) as teacher:
+    async with teacher_page(
+            chromium, db_url, function=QUICK, viewport={"width": 1280, "height": 900},
+            max_in_flight=2, live=LiveConfig(max_seconds=3, heartbeat_seconds=1,
+                                             poll_seconds=0.5)) as teacher:
         page = teacher.page
         rows = page.locator("tr[data-submission]")
         await expect(rows).to_have_count(len(demo.ANSWERS))
@@ -55,7 +56,7 @@ async def test_mark_all_fills_every_row_live_and_the_bar_reaches_100(
 
 
 async def test_marked_rows_are_re_marked_only_when_the_teacher_says_so(
-    db_url: str, conn: asyncpg.Connection
+    chromium: Browser, db_url: str, conn: asyncpg.Connection
 ):
     await seed_demo(db_url)
     # Paused: the rows this test enqueues stay pending, so the counts are exact.
@@ -63,7 +64,7 @@ async def test_marked_rows_are_re_marked_only_when_the_teacher_says_so(
     marked = [demo.submission_id(i) for i in (0, 1)]
     await conn.execute("UPDATE submissions SET ai_result = '{\"score\": 3, \"max_score\": 10}', "
                        "ai_marked_at = now() WHERE id = ANY($1)", marked)
-    async with teacher_page(db_url) as teacher:
+    async with teacher_page(chromium, db_url) as teacher:
         page = teacher.page
         first = page.locator(f"tr[data-submission='{marked[0]}'] form.mark-one button")
         await expect(first).to_have_text("Re-mark with AI")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncpg
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.dev import demo
 from aiqueue.reads.live import LiveConfig
@@ -16,14 +16,15 @@ N = len(demo.ANSWERS)
 
 
 async def test_review_actions_update_the_page_and_the_database(
-    db_url: str, conn: asyncpg.Connection
+    chromium: Browser, db_url: str, conn: asyncpg.Connection
 ):
     await seed_demo(db_url)
     # Slow marks with frequent heartbeats: each row shows its progress message meanwhile.
     slow = FunctionSettings(simulate_latency=2.5, heartbeat_seconds=0.2, callback_backoff=0.05)
-    async with teacher_page(db_url, function=slow, viewport={"width": 1400, "height": 900},
-                            max_in_flight=10, live=LiveConfig(max_seconds=5, heartbeat_seconds=1,
-                                                              poll_seconds=0.3)) as teacher:
+    async with teacher_page(
+            chromium, db_url, function=slow, viewport={"width": 1400, "height": 900},
+            max_in_flight=10, live=LiveConfig(max_seconds=5, heartbeat_seconds=1,
+                                              poll_seconds=0.3)) as teacher:
         page = teacher.page
         rows = page.locator("tr[data-submission]")
         await expect(rows).to_have_count(N)

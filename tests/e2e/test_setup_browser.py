@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from aiqueue.web.app import create_app
 from functions.ai_mark.server import create_app as function_app
 from functions.ai_mark.settings import Settings as FunctionSettings
 from tests.conftest import make_settings
-from tests.e2e.browser import BROWSER_MARKS, launch, log_in
+from tests.e2e.browser import BROWSER_MARKS, log_in
 from tests.e2e.servers import ROOT, free_port, run_asgi
 from tests.roles import RuntimeDb, runtime_database
 
@@ -47,15 +47,14 @@ async def supabase(pg_admin: str) -> AsyncIterator[RuntimeDb]:
 @pytest.mark.parametrize(("token", "as_owner"), [
     (TOKEN, False), ("a-wrong-token-from-the-docs", False), (TOKEN, True)])
 async def test_the_setup_panel_runs_the_doctor_on_demand(
-    supabase: RuntimeDb, function_port: int, token: str, as_owner: bool
+    chromium: Browser, supabase: RuntimeDb, function_port: int, token: str, as_owner: bool
 ):
     dsn = supabase.owner_dsn if as_owner else supabase.runtime_dsn
     app, base, port = serve(dsn, function_port, token)
     asked: list[str] = []
     with run_asgi(app, port):
-        async with async_playwright() as pw:
-            browser = await launch(pw)
-            page = await browser.new_page(viewport={"width": 1280, "height": 1400})
+        page = await chromium.new_page(viewport={"width": 1280, "height": 1400})
+        try:
             page.set_default_timeout(30_000)
             page.on("request", lambda r: asked.append(r.url) if "/doctor" in r.url else None)
             await log_in(page, base, "/ai-queue")
@@ -94,5 +93,6 @@ async def test_the_setup_panel_runs_the_doctor_on_demand(
             shot = ROOT / "test-artifacts" / f"setup-{name}.png"
             await page.locator("#setup").screenshot(path=str(shot))
             await expect(page.locator("#setup-run")).to_have_text("Run checks again")
-            await browser.close()
+        finally:
+            await page.context.close()
     assert len(asked) == 1 and asked[0].endswith("/ai-queue/doctor")
