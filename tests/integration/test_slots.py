@@ -235,7 +235,7 @@ async def test_a_dispatch_holds_its_slot_until_an_end_frees_it_as_main_counted_i
     (the app's dispatch timeout among them: the function may or may not have the job, and
     the retry is the answer, aiqueue/dispatch/invoke.py), the platform's answer or a lease
     gone quiet (docs/guarantees.md#a-dead-invocation) free it.  Store calls only, so the
-    test reads the same on a schema without slots (it passes on the one before 0074)."""
+    test reads the same on a schema without slots (it passes on the one before 0077)."""
     plan = plan_of(plan=ONE_SLOT[cap])
     await store.enqueue(await add_submissions(conn, 5), "hw-1", 0, {}, kind="short",
                         pool="alpha")

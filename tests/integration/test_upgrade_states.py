@@ -194,7 +194,7 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     assert sorted((str(r["queue_id"]), r["dispatch_seq"], r["pool"], r["kind"])
                   for r in slots) == sorted(
         (r["queue_id"], r["dispatch_seq"], r["pool"], r["kind"]) for r in leased)
-    # Each of them holds a slot of its pool and of its kind (0074), numbered from 1.
+    # Each of them holds a slot of its pool and of its kind (0077), numbered from 1.
     for kind in ("''", "coalesce(c.run_kind, c.kind)"):
         held = await conn.fetch(
             "SELECT s.n FROM ai_marking_claimed c JOIN ai_marking_slots s"

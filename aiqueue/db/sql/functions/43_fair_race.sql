@@ -19,7 +19,7 @@
 -- again (a few times at most).  Claims of other groups and of other pools
 -- never wait for each other.
 --
--- The state one pick carries (the type aiqueue_race, migration 0074): the
+-- The state one pick carries (the type aiqueue_race, migration 0077): the
 -- group to wait for (pool NULL: none), its counter after that charge and as
 -- the walk read it (`was`); whether this claim may still wait for a lock;
 -- the groups it stopped waiting for (`passed`; NULL: it waits for none); the

@@ -1,4 +1,4 @@
--- Back to the schema before 0074: the caps count ai_marking_claimed under the
+-- Back to the schema before 0077: the caps count ai_marking_claimed under the
 -- claim's advisory lock; the slots say nothing the claimed rows do not.  The
 -- functions that name the slots or the race's type go with them (the pick's
 -- and the cache's result had another shape before; the next `up` makes them).

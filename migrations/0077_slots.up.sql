@@ -1,4 +1,4 @@
--- aiqueue 0074: the in-flight caps are held by slot rows, not by one lock
+-- aiqueue 0077: the in-flight caps are held by slot rows, not by one lock
 -- (docs/architecture.md, sql/functions/36_slots.sql).
 --
 -- Before, every claim took one advisory lock held to its commit, and counted
