@@ -4,7 +4,7 @@
 -- and the cache's result had another shape before; the next `up` makes them).
 DROP FUNCTION IF EXISTS aiqueue_race_start(), aiqueue_race_walk(aiqueue_race),
     aiqueue_race_behind(aiqueue_race, integer, float8),
-    aiqueue_race_lock(aiqueue_race, text, integer, text, float8),
+    aiqueue_race_held(aiqueue_race), aiqueue_race_lock(aiqueue_race, text, integer, text, float8),
     aiqueue_race_wait(aiqueue_race);
 DROP FUNCTION IF EXISTS aiqueue_slot_take(text, text, integer, boolean),
     aiqueue_slots_fold(text, text, integer), aiqueue_slots_pool(jsonb, text),

@@ -35,5 +35,4 @@ FROM ai_marking_claimed c;
 -- What one claim's walk carries while other claims charge groups at once
 -- (sql/functions/43_fair_race.sql).
 CREATE TYPE aiqueue_race AS (pool text, priority integer, group_key text, counter float8,
-                             was float8, waits boolean, passed text[], walks integer,
-                             again boolean, held boolean);
+                             waits boolean, again boolean, held boolean);

@@ -19,7 +19,8 @@
 -- quantum of it goes first.
 -- Claims run at once (43_fair_race.sql): a group's counter row is locked SKIP
 -- LOCKED before it is taken; a group another claim is charging is stepped
--- over, or waited for when it would still come first after that charge.
+-- over, or, by a claim that holds no counter row, waited for until that
+-- charge commits when it would still come first after it; then it walks again.
 CREATE OR REPLACE FUNCTION aiqueue_fair_pick(kinds text[], plan jsonb, money jsonb,
                                              OUT queue_id uuid, OUT tokens float8,
                                              OUT usd float8, OUT pool_slot integer,
@@ -57,6 +58,9 @@ BEGIN
                 looked := looked || (g.pool || '/' || g.priority);
                 t := aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority, g.counter, plan);
                 warm := t.queue_id IS NOT NULL;
+                IF t.held THEN
+                    race := aiqueue_race_held(race);
+                END IF;
             END IF;
             IF NOT warm THEN
                 CONTINUE WHEN aiqueue_spend_capped(money -> g.pool)

@@ -4,43 +4,69 @@
 -- groups while another has charged one and not committed yet: the walk then
 -- sees that group's counter before its charge.  A claim locks the counter row
 -- of a group before it takes it, SKIP LOCKED (aiqueue_race_lock).  A group
--- whose row another transaction holds is stepped over, unless its counter
--- after that charge (its first row's estimate, aiqueue_fair_next_charge)
--- would still come before the group this claim would take instead
+-- whose row another transaction holds (a claim charging it, a result
+-- correcting it, an enqueue joining it) is stepped over, unless its counter
+-- after that charge (its first row's estimate, aiqueue_fair_next_charge) would
+-- still come before the group this claim would take instead
 -- (aiqueue_race_behind; a tie counts, the heads would decide it): then the
--- claim waits for that commit and walks again (aiqueue_race_wait), so the
--- order stays the one claims one at a time would give.  It waits by watching
--- the group's committed counter, which holds no lock; only when that charge
--- does not commit soon does it wait for the row's lock, and only a claim that
--- holds no row yet, once, so no cycle of waits can form.  A settle's claim
--- (it holds its result's rows and the claim's lock) waits for neither: it
--- steps over a group being charged.  A group
--- charged and committed since the walk read it makes the walk stale: it walks
--- again (a few times at most).  Claims of other groups and of other pools
--- never wait for each other.
+-- claim waits for that row's lock, for as long as it takes, which ends when
+-- the holder commits or rolls back, and walks again (aiqueue_race_wait), as
+-- many times as that happens.  So the order is the one claims one at a time
+-- would give.  A group whose counter moved since the walk read it (a charge
+-- committed in between) makes the walk stale: it walks again.  Claims of
+-- other groups and of other pools never wait for each other.
+--
+-- Why no cycle of waits can form.  Only a claim that holds no counter row
+-- waits (`waits`): it started holding no row (a plain claim, store.claim),
+-- and it has locked no counter row since.  Its lock of a row is taken in a
+-- subtransaction, given back (the subtransaction rolled back) when the walk
+-- turns out stale; its wait, too, takes the row's lock in a subtransaction
+-- rolled back at once: the wait ends at the holder's end and leaves nothing
+-- held.  Once it holds a counter row it never waits again (aiqueue_race_held;
+-- the prompt cache's warm pick, 45_cache.sql, says when it locked one), and
+-- its queue rows (aiqueue_fair_head) come only after its group's row.  So
+-- while it waits it holds only slot rows (36_slots.sql: every lock of a slot
+-- row is SKIP LOCKED, the claim's own statement writes only those it locked,
+-- a new slot number is written under a lock taken without waiting): nobody
+-- waits for it, and it closes no cycle.  A claim whose plan has a budget or a
+-- spend cap holds the claim's lock (30_gate) while it waits, as every claim
+-- did before the slots: whoever holds a counter row took that lock before it
+-- (a settle's corrections, a refund, a batch's charge, a fallback's move, a
+-- run's end before a row's group rejoins, 74_moved.sql) or never takes it (an
+-- enqueue, a row made due sooner).  Whoever queues for a row behind a waiting
+-- claim waits for the same holder.  A settle's claim holds its result's rows,
+-- the claim's lock and the counter rows it corrected (71_settle_charge), so
+-- it never waits: it steps over a group being charged (a statement whose rows
+-- rejoin both that group and one the settle corrected, an enqueue or a
+-- recovery, locks them in key order, and the two could each wait for the
+-- other's row).
 --
 -- The state one pick carries (the type aiqueue_race, migration 0077): the
--- group to wait for (pool NULL: none), its counter after that charge and as
--- the walk read it (`was`); whether this claim may still wait for a lock;
--- the groups it stopped waiting for (`passed`; NULL: it waits for none); the
--- walks so far; after aiqueue_race_lock, whether the walk is stale (`again`)
--- and whether this claim now holds the group's row (`held`).
+-- group to wait for (pool NULL: none) and its counter after that charge;
+-- whether this claim may still wait (`waits`); after aiqueue_race_lock,
+-- whether the walk is stale (`again`) and whether this claim now holds the
+-- group's row (`held`).
 
--- A plain claim holds no row when it starts; a settle's claim does (its
--- result's rows, and the claim's lock: it never waits here, so the lock it
--- holds is held no longer for it).
+-- A claim whose transaction has written and locked nothing yet (no
+-- transaction id: a plain claim) holds no row; one that has (a settle's
+-- claim, a claim that just wrote its pool's first control row) never waits.
 CREATE OR REPLACE FUNCTION aiqueue_race_start() RETURNS aiqueue_race
 LANGUAGE sql AS $$
-    SELECT ROW(NULL, NULL, NULL, NULL, NULL, pg_current_xact_id_if_assigned() IS NULL,
-               CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN '{}'::text[] END,
-               0, false, false)::aiqueue_race
+    SELECT ROW(NULL, NULL, NULL, NULL, pg_current_xact_id_if_assigned() IS NULL, false,
+               false)::aiqueue_race
 $$;
 
 -- A new walk: nothing to wait for yet.
 CREATE OR REPLACE FUNCTION aiqueue_race_walk(r aiqueue_race) RETURNS aiqueue_race
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT ROW(NULL, r.priority, r.group_key, r.counter, r.was, r.waits, r.passed, r.walks + 1,
-               false, r.held)::aiqueue_race
+    SELECT ROW(NULL, NULL, NULL, NULL, r.waits, false, r.held)::aiqueue_race
+$$;
+
+-- This claim holds a counter row: it never waits again (the group it noted
+-- is stepped over).
+CREATE OR REPLACE FUNCTION aiqueue_race_held(r aiqueue_race) RETURNS aiqueue_race
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ROW(NULL, NULL, NULL, NULL, false, r.again, true)::aiqueue_race
 $$;
 
 -- Whether the group to wait for comes before a walked group (priority, counter).
@@ -52,50 +78,55 @@ RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- A walked group (its counter as the walk read it): its row locked for this
--- claim (`held`; the walk is stale, `again`, when its counter moved since),
--- or another transaction holds it (a claim charging it, a result correcting
--- it, an enqueue joining it): noted as the group to wait for, when none is yet.
+-- claim (`held`), unless its counter moved since (`again`: a claim that may
+-- wait gives the lock back), or another transaction holds it: noted as the
+-- group to wait for, when this claim may wait and none is noted yet.
 CREATE OR REPLACE FUNCTION aiqueue_race_lock(r aiqueue_race, p_pool text, p_priority integer,
                                              p_group text, p_counter float8)
 RETURNS aiqueue_race LANGUAGE plpgsql AS $$
 DECLARE
     now_at float8;
 BEGIN
-    SELECT f.counter INTO now_at FROM ai_marking_fair f
-    WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
-    FOR UPDATE SKIP LOCKED;
-    r.held := now_at IS NOT NULL;
-    IF r.held THEN
-        r.waits := false;  -- a row is held now
-        r.again := r.walks < 8 AND now_at <> p_counter;
-    -- (`passed` NULL: a settle's claim, which waits for nothing.)
-    ELSIF r.pool IS NULL AND NOT (p_pool || '/' || p_priority || '/' || p_group) = ANY (r.passed)
-    THEN
+    IF r.waits THEN
+        BEGIN
+            now_at := aiqueue_fair_lock(p_pool, p_priority, p_group);
+            IF now_at <> p_counter THEN
+                RAISE SQLSTATE 'AQ043';  -- stale: the lock goes with the subtransaction
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'AQ043' THEN
+            r.again := true;
+            RETURN r;
+        END;
+    ELSE
+        now_at := aiqueue_fair_lock(p_pool, p_priority, p_group);
+        r.again := now_at <> p_counter;  -- (it keeps the row: stale once at most per group)
+    END IF;
+    IF now_at IS NOT NULL THEN
+        RETURN aiqueue_race_held(r);
+    ELSIF r.waits AND r.pool IS NULL THEN
         r.pool := p_pool;
         r.priority := p_priority;
         r.group_key := p_group;
-        r.was := p_counter;
         r.counter := p_counter + aiqueue_fair_next_charge(p_pool, p_priority, p_group);
     END IF;
+    r.held := false;
     RETURN r;
 END
 $$;
 
--- Wait for the noted group's charge to commit (then the caller walks again).
+-- Wait for the noted group's holder to end (then the caller walks again): its
+-- row's lock, taken in a subtransaction rolled back at once, so nothing stays held.
 CREATE OR REPLACE FUNCTION aiqueue_race_wait(r aiqueue_race) RETURNS aiqueue_race
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF aiqueue_fair_await(r.pool, r.priority, r.group_key, r.was) THEN
-        RETURN r;
-    END IF;
-    IF r.waits THEN
+    BEGIN
         PERFORM 1 FROM ai_marking_fair f
         WHERE f.pool = r.pool AND f.priority = r.priority AND f.group_key = r.group_key
         FOR UPDATE;
-        r.waits := false;
-    ELSE
-        r.passed := r.passed || (r.pool || '/' || r.priority || '/' || r.group_key);
-    END IF;
+        RAISE SQLSTATE 'AQ043';
+    EXCEPTION WHEN SQLSTATE 'AQ043' THEN
+        NULL;
+    END;
     RETURN r;
 END
 $$;
@@ -115,31 +146,6 @@ BEGIN
 END
 $$;
 
--- Whether a group's committed counter moves from `was` within about 30 ms (a
--- charge committing): each look a statement of its own, a new snapshot.
-CREATE OR REPLACE FUNCTION aiqueue_fair_await(p_pool text, p_priority integer, p_group text,
-                                              was float8)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-    FOR i IN 1..30 LOOP
-        PERFORM pg_sleep(0.001);
-        IF aiqueue_fair_counter(p_pool, p_priority, p_group) IS DISTINCT FROM was THEN
-            RETURN true;
-        END IF;
-    END LOOP;
-    RETURN false;
-END
-$$;
-
--- A group's counter as committed now (a statement of its own: a new snapshot).
-CREATE OR REPLACE FUNCTION aiqueue_fair_counter(p_pool text, p_priority integer, p_group text)
-RETURNS float8 LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (SELECT f.counter FROM ai_marking_fair f
-            WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group);
-END
-$$;
-
 -- What a claim of a group's first pending row charges it (aiqueue_fair_charge:
 -- its assignment's estimate, weighted); 'infinity' when it has none.
 CREATE OR REPLACE FUNCTION aiqueue_fair_next_charge(p_pool text, p_priority integer,
@@ -156,4 +162,3 @@ BEGIN
                     'infinity');
 END
 $$;
-

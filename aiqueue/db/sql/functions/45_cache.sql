@@ -166,12 +166,15 @@ $$;
 -- smallest counter the walk met) and whose prefix is hot, smallest counter
 -- first; locked (SKIP LOCKED).  A few candidates at most, by
 -- ai_marking_fair_warm_idx; one whose warmth ran out is forgotten.  A group
--- at a spend cap is left to the walk (which pauses it).
+-- at a spend cap is left to the walk (which pauses it).  `held`: whether it
+-- locked a candidate's counter row, taken or not (a claim holding one never
+-- waits for another's, 43_fair_race.sql).
 CREATE OR REPLACE FUNCTION aiqueue_cache_warm_pick(spec jsonb, money jsonb, kinds text[],
                                                    p_pool text, p_priority integer,
                                                    anchor float8, OUT group_key text,
                                                    OUT joins bigint, OUT queue_id uuid,
-                                                   OUT assignment_id text, OUT payload_id bigint)
+                                                   OUT assignment_id text, OUT payload_id bigint,
+                                                   OUT held boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -180,6 +183,7 @@ DECLARE
     st record;
     bound float8;
 BEGIN
+    held := false;
     -- By walk key (a lower bound of the counter: aiqueue_fair_key), then the
     -- few candidates by their counters.
     FOR w IN
@@ -198,6 +202,7 @@ BEGIN
         -- A group another claim is charging right now is left to it (claims
         -- run at once, 42_fair_pick): its counter row is locked here first.
         CONTINUE WHEN aiqueue_fair_lock(w.pool, w.priority, w.group_key) IS NULL;
+        held := true;
         IF w.warm_until <= now() THEN
             UPDATE ai_marking_fair f SET warm_until = NULL
             WHERE f.pool = w.pool AND f.priority = w.priority AND f.group_key = w.group_key;
@@ -262,19 +267,21 @@ $$;
 -- within the quantum of the pool's smallest counter (aiqueue_cache_warm_pick),
 -- with the slot of the kind it runs as (36_slots.sql; none free: NULL
 -- `kind_slot`, nothing taken, the walk goes on as without a cache), charged
--- to its group and marked dispatched (NULL queue_id: none).
+-- to its group and marked dispatched (NULL queue_id: none).  `held`: whether
+-- it locked a group's counter row (aiqueue_cache_warm_pick), taken or not.
 CREATE OR REPLACE FUNCTION aiqueue_cache_local(spec jsonb, money jsonb, kinds text[],
                                                p_pool text, p_priority integer,
                                                p_counter float8, plan jsonb,
                                                OUT queue_id uuid, OUT tokens float8,
                                                OUT usd float8, OUT slot_kind text,
-                                               OUT kind_slot integer)
+                                               OUT kind_slot integer, OUT held boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     w record := aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority, p_counter);
     c record;
 BEGIN
+    held := w.held;
     IF w.queue_id IS NULL THEN
         RETURN;
     END IF;
