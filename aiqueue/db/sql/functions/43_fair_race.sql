@@ -89,7 +89,9 @@ DECLARE
 BEGIN
     IF r.waits THEN
         BEGIN
-            now_at := aiqueue_fair_lock(p_pool, p_priority, p_group);
+            SELECT f.counter INTO now_at FROM ai_marking_fair f
+            WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
+            FOR UPDATE SKIP LOCKED;
             IF now_at <> p_counter THEN
                 RAISE SQLSTATE 'AQ043';  -- stale: the lock goes with the subtransaction
             END IF;
@@ -98,7 +100,9 @@ BEGIN
             RETURN r;
         END;
     ELSE
-        now_at := aiqueue_fair_lock(p_pool, p_priority, p_group);
+        SELECT f.counter INTO now_at FROM ai_marking_fair f
+        WHERE f.pool = p_pool AND f.priority = p_priority AND f.group_key = p_group
+        FOR UPDATE SKIP LOCKED;
         r.again := now_at <> p_counter;  -- (it keeps the row: stale once at most per group)
     END IF;
     IF now_at IS NOT NULL THEN
