@@ -21,7 +21,7 @@ from bench import (
     settle,
     traces,
 )
-from bench.common import Table, fresh_database, print_table
+from bench.common import Table, fresh_database, middle, print_table
 
 
 async def enqueue_rows(rows: Table, repeats: int) -> None:
@@ -68,7 +68,7 @@ async def groups_rows(rows: Table, repeats: int) -> None:
             plain.append(await groups.enqueue_ms(f"bench_grp_p{i}", False, repeating))
             keyed.append(await groups.enqueue_ms(f"bench_grp_k{i}", True, repeating))
         for n, unit in ((0, "ms"), (1, "server CPU ms")):
-            base = sorted(p[n] for p in plain)[len(plain) // 2]
+            base = middle(p[n] for p in plain)
             rows.append((f"enqueue statement, 10,000 ids, {what}, mark_each", unit,
                          [p[n] for p in plain], None, "-"))
             rows.append((f"enqueue statement, 10,000 ids, {what}, mark_once", unit,
@@ -100,7 +100,7 @@ async def beside_rows(rows: Table, repeats: int, big: int) -> None:
 
 async def loop_rows(rows: Table, repeats: int, jobs: int) -> None:
     base = [await loop.run_baseline(jobs, f"bench_base_{i}") for i in range(repeats)]
-    base_med = sorted(base)[len(base) // 2]
+    base_med = middle(base)
     rows.append(("baseline: raw asyncpg claim+complete", "jobs/s", base, None, "floor"))
     for cap in (1, 8):
         # Interleaved, so both see the same machine: the minimal hand-written
@@ -109,7 +109,7 @@ async def loop_rows(rows: Table, repeats: int, jobs: int) -> None:
         for i in range(repeats):
             runs.append(await loop.run_loop(cap, jobs, f"bench_loop{cap}_{i}"))
             floor.append(await loop.run_minimal(cap, jobs, f"bench_min{cap}_{i}"))
-        floor_med = _median([r.jobs_per_s for r in floor])
+        floor_med = middle([r.jobs_per_s for r in floor])
         rows.append((f"minimal hand-written loop, in-flight {cap}", "jobs/s",
                      [r.jobs_per_s for r in floor], base_med, "reference"))
         rows.append((f"throughput, in-flight {cap}", "jobs/s", [r.jobs_per_s for r in runs],
@@ -123,7 +123,7 @@ async def loop_rows(rows: Table, repeats: int, jobs: int) -> None:
         _database_rows(rows, cap, runs, floor)
         assert all(r.max_in_flight <= cap for r in runs), "the cap was exceeded"
         if cap == 1:
-            floor_gap = _median([r.gap_p50_ms for r in floor])
+            floor_gap = middle([r.gap_p50_ms for r in floor])
             rows.append(("dispatch gap p50, in-flight 1", "ms", [r.gap_p50_ms for r in runs],
                          1000 / base_med, "<= 2.5"))
             rows.append(("dispatch gap p50 / minimal loop's, in-flight 1", "ratio",
@@ -184,10 +184,6 @@ def _database_rows(rows: Table, cap: int, runs: list[loop.LoopRun],
                  [r.server_ms_per_job for r in floor], None, "reference"))
     rows.append((f"settle server time, in-flight {cap}", "ms", [r.settle_ms for r in runs],
                  None, "<= 1.0"))
-
-
-def _median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
 
 
 async def flow_rows(rows: Table, repeats: int) -> None:
@@ -375,7 +371,7 @@ async def main(repeats: int, jobs: int, big: int, only: str | None, ended: int,
     dsn = await fresh_database("bench_big_done")
     await db.seed_queue(dsn, big, "completed")
     ours, plain = await db.stats_and_page_at_scale(dsn, max(repeats, 5))
-    plain_med = sorted(plain)[len(plain) // 2]
+    plain_med = middle(plain)
     rows.append((f"stats + first page at {big:,} rows (server)", "ms", ours, plain_med, "<= 150"))
     rows.append((f"plain count(*) at {big:,} rows (server)", "ms", plain, None, "reference"))
     await records_rows(rows, repeats)

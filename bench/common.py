@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,13 @@ def machine_cpu_seconds() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def middle(values: Iterable[float]) -> float:
+    """The bench's base figure of repeated runs: the middle value (of an even count,
+    the upper of the two middle ones)."""
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

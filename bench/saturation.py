@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from bench import loop
-from bench.common import Table, fresh_database
+from bench.common import Table, fresh_database, middle
 
 _WAL = "SELECT wal_records FROM pg_stat_wal"
 _TABLES = ("SELECT relname, n_tup_ins + n_tup_upd + n_tup_del AS written, "
@@ -101,7 +101,7 @@ async def saturation_rows(rows: Table, repeats: int) -> None:
     for i in range(repeats):
         ours.append(await product_writes(1000, f"bench_writes_{i}"))
         floor.append(await minimal_writes(1000, f"bench_writes_min_{i}"))
-    floor_wal = sorted(f.wal_records for f in floor)[len(floor) // 2]
+    floor_wal = middle(f.wal_records for f in floor)
     rows.append(("WAL records per job, 1,000 jobs at in-flight 4", "records",
                  [w.wal_records for w in ours], floor_wal, "<= 1.5x minimal"))
     rows.append(("minimal loop WAL records per job", "records", [f.wal_records for f in floor],
@@ -111,7 +111,7 @@ async def saturation_rows(rows: Table, repeats: int) -> None:
     rows.append(("tables written in the run", "tables", [w.tables for w in ours], None, "-"))
     rows.append(("queue table's HOT share of its updates", "%",
                  [100 * w.queue_hot_share for w in ours], None, ">= 90"))
-    middle = sorted(ours, key=lambda w: w.wal_records)[len(ours) // 2]
+    mid_run = sorted(ours, key=lambda w: w.wal_records)[len(ours) // 2]
     print("tuples written and non-HOT updates per table (the middle run):", flush=True)
-    for table, (written, cold) in middle.by_table.items():
+    for table, (written, cold) in mid_run.by_table.items():
         print(f"  {table:<32} {written:>8} {cold:>8}", flush=True)

@@ -24,7 +24,7 @@ from aiqueue.tracing import Applied, JobTrace, otlp
 from aiqueue.tracing.otel import OtelTracer
 from aiqueue.tracing.pipeline import BATCH, QUEUED
 from bench import loop
-from bench.common import Table, free_port, spawn, wait_http
+from bench.common import Table, free_port, middle, spawn, wait_http
 
 USAGE = {"model": "bench-model", "prompt_tokens": 900, "completion_tokens": 120,
          "cache_read_tokens": 800, "cache_write_tokens": 0}
@@ -117,7 +117,7 @@ async def traces_rows(rows: Table, repeats: int, jobs: int,
         rows.append(("  writing the protobuf, the SDK's encoder", "us", [e[0] for e in encoded],
                      None, "reference"))
         rows.append(("  writing the protobuf, tracing/otlp.py", "us", [e[1] for e in encoded],
-                     sorted(e[0] for e in encoded)[len(encoded) // 2], "-"))
+                     middle(e[0] for e in encoded), "-"))
         for cap in caps:
             off: list[loop.LoopRun] = []
             on: list[loop.LoopRun] = []
@@ -135,7 +135,8 @@ async def traces_rows(rows: Table, repeats: int, jobs: int,
                     # The app's last batch leaves when it shuts down (run_loop waits it out).
                     after = httpx.get(f"http://127.0.0.1:{port}/stats").json()["spans"]
                     spans.append((after - before) / jobs)
-            base = sorted(r.jobs_per_s for r in off)[len(off) // 2]
+            base = middle(r.jobs_per_s for r in off)
+            off_cpu = middle(r.cpu_ms_per_job for r in off)
             rows.append((f"loop, in-flight {cap}, traces off", "jobs/s",
                          [r.jobs_per_s for r in off], None, "reference"))
             rows.append((f"loop, in-flight {cap}, traces exported (OTLP/HTTP)", "jobs/s",
@@ -145,18 +146,17 @@ async def traces_rows(rows: Table, repeats: int, jobs: int,
                          None, ">= 0.97"))
             rows.append((f"  app CPU per job, traced, in-flight {cap}", "ms",
                          [r.cpu_ms_per_job for r in on],
-                         sorted(r.cpu_ms_per_job for r in off)[len(off) // 2], "-"))
+                         off_cpu, "-"))
             rows.append((f"  spans received per job, in-flight {cap}", "spans", spans, None,
                          "4"))
             # Every process of the machine (app, database, function, sink): on a machine
             # that runs nothing else, what the loop's throughput is bounded by.
             rows.append((f"  machine CPU per job, traced, in-flight {cap}", "ms",
                          [r.machine_cpu_ms_per_job for r in on],
-                         sorted(r.machine_cpu_ms_per_job for r in off)[len(off) // 2], "-"))
+                         middle(r.machine_cpu_ms_per_job for r in off), "-"))
             rows.append((f"  each pair: machine CPU off / traced, in-flight {cap}", "ratio",
                          [a.machine_cpu_ms_per_job / b.machine_cpu_ms_per_job
                           for a, b in zip(off, on, strict=True)], None, "-"))
-            off_cpu = sorted(r.cpu_ms_per_job for r in off)[len(off) // 2]
             rows.append((f"  tracing's own CPU / the loop's CPU per job off, in-flight {cap}",
                          "%", [u / 10 / off_cpu for u in own], None, "-"))
     finally:

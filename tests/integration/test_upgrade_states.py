@@ -10,8 +10,8 @@ import uuid
 import asyncpg
 import pytest
 
-from aiqueue.db.gateway import queries
 from aiqueue.db.migrate import discover, migrate
+from aiqueue.db.store import Store, connect_pool
 from tests.plans import plan_of
 
 # The test migrates its database down and up: a new copy.
@@ -229,10 +229,10 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     plan = plan_of(len(leased) + 1, 5).json
     assert (await conn.fetchrow("SELECT * FROM aiqueue_claim($1::jsonb)", plan))["queue_id"]
     await claims.rollback()
-    await _erase_after_upgrade(conn)
+    await _erase_after_upgrade(conn, db_url)
 
 
-async def _erase_after_upgrade(conn: asyncpg.Connection) -> None:
+async def _erase_after_upgrade(conn: asyncpg.Connection, db_url: str) -> None:
     """Lines from before 0076 name no handing row (handed_by); erasing the row a
     settle handed out still clears the link to it (sql/erasure.sql)."""
     assert await conn.fetchval(
@@ -242,9 +242,9 @@ async def _erase_after_upgrade(conn: asyncpg.Connection) -> None:
         " AND lane = 'live'")
     links = "SELECT count(*) FROM ai_marking_attempts WHERE next_queue_id = $1"
     assert await conn.fetchval(links, handed) == 1
-    sql = queries()
-    async with conn.transaction():
-        await conn.execute(sql["erase_lock_rows"], [sub])
-        await conn.execute(sql["erase_lock_submissions"], [sub])
-        await conn.fetchrow(sql["erase"], [sub], "cli")
+    store = Store(await connect_pool(db_url, max_size=1))
+    try:
+        await store.erase([sub], "cli")
+    finally:
+        await store.close()
     assert await conn.fetchval(links, handed) == 0
