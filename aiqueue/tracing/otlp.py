@@ -1,12 +1,11 @@
-"""The OTLP/HTTP exporter with the spans' protobuf written directly (docs/tracing.md).
+"""The spans' OTLP protobuf written directly (docs/tracing.md).
 
 The SDK's encoder builds a protobuf object per span, attribute and value: about
-30 µs a span, on the exporter's thread, which holds the GIL the event loop needs
-(bench --only traces).  `encode` writes the same bytes (ExportTraceServiceRequest,
+30 µs a span, on the event loop that sends the batch (tracing/export.py).
+`encode` writes the same bytes (ExportTraceServiceRequest,
 tests/unit/test_tracing_otlp.py compares them with the SDK's) for the spans
 aiqueue makes: one resource, one scope, scalar attributes, no events.  A batch of
-any other shape, or an exporter whose HTTP client is not the one this was written
-against, is encoded and sent by the SDK as before.
+any other shape is encoded by the SDK.
 """
 
 from __future__ import annotations
@@ -15,13 +14,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# The exporter's HTTP transport, which it would import when first made: on the first
-# request, not at the app's start (tracing.prepare).
-import requests  # noqa: F401
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
@@ -214,17 +208,3 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes | None:
     if resource.schema_url:
         resource_spans += _text(b"\x1a", resource.schema_url)
     return _field(b"\x0a", resource_spans)
-
-
-class Exporter(OTLPSpanExporter):
-    """The SDK's OTLP/HTTP exporter (its endpoint, headers, compression, retries), the
-    batch encoded by `encode` when it can."""
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        client = getattr(self, "_client", None)
-        limit = getattr(self, "_max_request_size", 0)
-        data = None if self._shutdown or not hasattr(client, "export") else encode(spans)
-        if data is None or (limit > 0 and len(data) > limit):
-            return super().export(spans)
-        sent = client.export(data)  # type: ignore[union-attr]
-        return SpanExportResult.SUCCESS if sent.success else SpanExportResult.FAILURE
