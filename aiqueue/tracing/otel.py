@@ -130,10 +130,12 @@ class OtelTracer(Tracer):
         # sampler and ids; the spans go to the batches of tracing/export.py.
         provider = TracerProvider(sampler=sampler(config), resource=self.resource)
         self.sampler, self.ids = provider.sampler, provider.id_generator
-        self.sender = OtlpHttp(config) if exporter is None else None
-        send = handed_to(exporter) if exporter is not None else self.sender
-        assert send is not None
-        self.processor = LoopExport(send, config)
+        self.sender: OtlpHttp | None = None
+        if exporter is not None:
+            self.processor = LoopExport(handed_to(exporter), config)
+        else:
+            self.sender = sender = OtlpHttp(config)
+            self.processor = LoopExport(sender, config, sender.keep)
         # These two sample every job: no need to ask them each time.
         self.always = config.sampler in ("always_on", "parentbased_always_on")
         # Each job's trace and its root as a parent, parsed once per instance; None: the

@@ -184,15 +184,34 @@ def _resource(resource: Resource) -> bytes | None:
     return _attributes(b"\x0a", resource.attributes)
 
 
+def span_bytes(span: ReadableSpan) -> bytes | None:
+    """One span as its field of a ScopeSpans message; None when this encoder does not know
+    its shape (tracing/export.py then keeps the span for the SDK's encoder)."""
+    return _span(span)
+
+
+def request(resource: Resource, scope: InstrumentationScope | None,
+            spans: Sequence[bytes]) -> bytes | None:
+    """An ExportTraceServiceRequest of spans already written by `span_bytes`, all of one
+    resource and scope; None when the resource or the scope is not of a known shape."""
+    head_resource, head_scope = _resource(resource), _scope(scope)
+    if head_resource is None or head_scope is None:
+        return None
+    scope_spans = _field(b"\x0a", head_scope) + b"".join(spans)
+    if scope is not None and scope.schema_url:
+        scope_spans += _text(b"\x1a", scope.schema_url)
+    resource_spans = _field(b"\x0a", head_resource) + _field(b"\x12", scope_spans)
+    if resource.schema_url:
+        resource_spans += _text(b"\x1a", resource.schema_url)
+    return _field(b"\x0a", resource_spans)
+
+
 def encode(spans: Sequence[ReadableSpan]) -> bytes | None:
     """An ExportTraceServiceRequest of `spans`, byte for byte as the SDK's encoder
     writes it; None when the batch is not of the shape this encoder knows."""
     if not spans:
         return None
     resource, scope = spans[0].resource, spans[0].instrumentation_scope
-    head_resource, head_scope = _resource(resource), _scope(scope)
-    if head_resource is None or head_scope is None:
-        return None
     out = []
     for span in spans:
         if span.resource is not resource or span.instrumentation_scope is not scope:
@@ -201,10 +220,4 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes | None:
         if encoded is None:
             return None
         out.append(encoded)
-    scope_spans = _field(b"\x0a", head_scope) + b"".join(out)
-    if scope is not None and scope.schema_url:
-        scope_spans += _text(b"\x1a", scope.schema_url)
-    resource_spans = _field(b"\x0a", head_resource) + _field(b"\x12", scope_spans)
-    if resource.schema_url:
-        resource_spans += _text(b"\x1a", resource.schema_url)
-    return _field(b"\x0a", resource_spans)
+    return request(resource, scope, out)

@@ -18,7 +18,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import export, otlp
-from aiqueue.tracing.export import LoopExport, OtlpHttp
+from aiqueue.tracing.export import LoopExport, OtlpHttp, Waiting
 
 URL = "http://collector.test/v1/traces"
 ONE = Resource.create({"service.name": "one"})
@@ -76,6 +76,19 @@ async def test_a_batch_goes_as_encoded_here_else_as_the_sdk_encodes_it(
     await send.close()
 
 
+async def test_a_span_is_written_as_it_ends_one_of_another_shape_kept_for_the_sdk() -> None:
+    collector = Collector()
+    send = sender(collector)
+    plain, other, listed = span(1), span(2), span(3, listed=[1, 2])
+    waiting = [send.keep(plain), send.keep(other), send.keep(listed)]
+    assert [type(w) for w in waiting] == [bytes, bytes, ReadableSpan]
+    assert await send(waiting)
+    # The spans written early go in one request, the other in one of its own: as the
+    # SDK would write each.
+    assert collector.bodies() == [sdk([plain, other]), sdk([listed])]
+    await send.close()
+
+
 async def test_gzip_when_asked() -> None:
     collector = Collector()
     send = sender(collector, gzip=True)
@@ -120,9 +133,10 @@ class Kept:
     def __init__(self) -> None:
         self.batches: list[list[int]] = []
 
-    async def __call__(self, spans: Sequence[ReadableSpan]) -> bool:
+    async def __call__(self, batch: Sequence[Waiting]) -> bool:
         await asyncio.sleep(0)  # a request in flight: spans may come meanwhile
-        self.batches.append([s.context.span_id - 1 for s in spans if s.context])
+        self.batches.append([s.context.span_id - 1 for s in batch
+                             if isinstance(s, ReadableSpan) and s.context])
         return True
 
 
@@ -174,7 +188,7 @@ async def test_a_sender_that_raises_loses_its_batch_not_the_next(
         caplog: pytest.LogCaptureFixture) -> None:
     sent: list[int] = []
 
-    async def flaky(spans: Sequence[ReadableSpan]) -> bool:
+    async def flaky(spans: Sequence[Waiting]) -> bool:
         if not sent:
             sent.append(0)
             raise OSError("boom")
@@ -188,3 +202,27 @@ async def test_a_sender_that_raises_loses_its_batch_not_the_next(
         await spans.flush(1.0)
     assert sent == [0, 2]
     assert any(json.loads(r.getMessage()).get("code") == "OSError" for r in caplog.records)
+
+
+def test_a_new_event_loop_sends_what_an_ended_one_left() -> None:
+    sent: list[int] = []
+
+    async def send(spans: Sequence[Waiting]) -> bool:
+        if not sent:  # the first batch's request never ends: its loop is closed under it
+            sent.append(0)
+            await asyncio.get_running_loop().create_future()
+        sent.append(len(spans))
+        return True
+
+    spans = LoopExport(send, Tracing(URL, batch=1, delay=60))
+    ended = asyncio.new_event_loop()
+
+    async def one() -> None:
+        spans.on_end(span(0))
+        await asyncio.sleep(0.01)
+
+    ended.run_until_complete(one())
+    ended.close()  # as a platform's invocation ends: its task never finishes
+    spans.waiting.append(span(1))
+    asyncio.run(spans.flush(1.0))
+    assert sent == [0, 1]
