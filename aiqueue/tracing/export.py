@@ -81,17 +81,18 @@ class OtlpHttp:
         written = span_bytes(span)
         return span if written is None else written
 
-    def bodies(self, batch: Sequence[Waiting]) -> list[bytes]:
-        """The requests' bodies: the spans written early in one, any others in another."""
+    def bodies(self, batch: Sequence[Waiting]) -> list[tuple[bytes, int]]:
+        """The requests' bodies and their spans: the spans written early in one, any
+        others in another."""
         written = [w for w in batch if isinstance(w, bytes)]
         spans = [w for w in batch if not isinstance(w, bytes)]
         out = []
         if written and self.resource is not None:
             body = request(self.resource, self.scope, written)
             assert body is not None  # its resource and scope were checked in keep()
-            out.append(body)
+            out.append((body, len(written)))
         if spans:
-            out.append(protobuf(spans))
+            out.append((protobuf(spans), len(spans)))
         return out
 
     def _client(self) -> httpx.AsyncClient:
@@ -103,7 +104,7 @@ class OtlpHttp:
         return self.client
 
     async def __call__(self, batch: Sequence[Waiting]) -> bool:
-        sent = [await self._post(body, len(batch)) for body in self.bodies(batch)]
+        sent = [await self._post(body, count) for body, count in self.bodies(batch)]
         return all(sent)
 
     async def _post(self, body: bytes, count: int) -> bool:
