@@ -48,7 +48,7 @@ from aiqueue.settings import Settings
 from aiqueue.web.app import create_app
 from bench.common import Table, admin_dsn, district_buffers, percentile
 from bench.db import claim_at_scale
-from bench.scale_build import build, built
+from bench.scale_build import ESTIMATES, build, built
 from bench.scale_upgrade import upgrade_times
 from bench.scale_work import dead_rows, enqueue_vs_bare, remove_oldest_month
 
@@ -71,6 +71,11 @@ async def scale_database(ended: int, pending: int, prefix: str = "bench_scale") 
         await conn.close()
     if exists and await built(dsn, ended, pending):
         print(f"reusing {name}", flush=True)
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(ESTIMATES)
+        finally:
+            await conn.close()
         started = time.perf_counter()
         if await migrate(dsn, "up"):
             # As the upgrade's note advises (docs/performance.md): a migration that
