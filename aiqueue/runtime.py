@@ -130,7 +130,7 @@ class Runtime(Generic[StoreT]):
     async def close(self: Runtime[Store]) -> None:
         await self.http.aclose()
         await self.store.close()
-        self.tracer.close()
+        await self.tracer.close()
 
 
 async def unknown_zone(store: Store, settings: Settings) -> ZoneUnknown | None:

@@ -9,10 +9,10 @@ spans really left (about four per job: enqueue, claim, dispatch, result).
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import httpx
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -22,7 +22,6 @@ from aiqueue.models import Job, QueueId, SubmissionId
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import Applied, JobTrace, otlp
 from aiqueue.tracing.otel import OtelTracer
-from aiqueue.tracing.pipeline import BATCH, QUEUED
 from bench import loop
 from bench.common import Table, free_port, middle, spawn, wait_http
 
@@ -63,20 +62,19 @@ async def _spans(tracer: OtelTracer, batch: list[Job]) -> None:
 
 
 async def tracer_cpu_us(endpoint: str, jobs: int) -> tuple[float, float]:
-    """CPU per job of a job's spans with a real OTLP/HTTP export, then a flush: of every
-    thread of this process, and of the loop's thread alone (making and queueing them)."""
+    """CPU per job of a job's spans with a real OTLP/HTTP export, then a flush: in all, and
+    before the flush (made, queued, and the batches sent meanwhile)."""
     # Every span kept for export, none dropped: the loop below makes them faster than any
-    # app; the batches are the app's own (tracing/otel.py).
-    os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = str(max(jobs * 5, QUEUED))
-    os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = str(BATCH)
-    tracer = OtelTracer(Tracing(f"{endpoint}/v1/traces", service_name="aiqueue-bench"))
+    # app; the batches are the app's own (tracing/export.py).
+    config = Tracing(f"{endpoint}/v1/traces", service_name="aiqueue-bench")
+    tracer = OtelTracer(replace(config, queued=max(jobs * 5, config.queued)))
     batch = _jobs(jobs)
     started, on_thread = time.process_time(), time.thread_time()
     await _spans(tracer, batch)
     made = time.thread_time() - on_thread
-    tracer.flush()
+    await tracer.flush()
     used = time.process_time() - started
-    tracer.close()
+    await tracer.close()
     return used * 1e6 / jobs, made * 1e6 / jobs
 
 
@@ -85,16 +83,17 @@ async def encode_us(jobs: int) -> tuple[float, float]:
     exporter = InMemorySpanExporter()
     tracer = OtelTracer(Tracing("http://unused"), exporter)
     await _spans(tracer, _jobs(jobs))
-    tracer.flush()
+    await tracer.flush()
     spans = list(exporter.get_finished_spans())
-    batches = [spans[at:at + BATCH] for at in range(0, len(spans), BATCH)]
+    size = tracer.processor.batch
+    batches = [spans[at:at + size] for at in range(0, len(spans), size)]
     timed = []
     for encode in (lambda b: encode_spans(b).SerializeToString(), otlp.encode):
         started = time.process_time()
         for part in batches:
             encode(part)
         timed.append((time.process_time() - started) * 1e6 / jobs)
-    tracer.close()
+    await tracer.close()
     return timed[0], timed[1]
 
 

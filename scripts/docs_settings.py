@@ -171,6 +171,20 @@ VARIABLES: dict[str, Described] = {
                              "`parentbased_always_on`", probe=False),
     "OTEL_TRACES_SAMPLER_ARG": V("The ratio of jobs traced by a `…traceidratio` sampler, "
                                  "0 to 1.", "`1.0`", probe=False),
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": V("Spans a request sends: a batch leaves as soon as "
+                                        "this many wait.", "`512`", probe=False),
+    "OTEL_BSP_SCHEDULE_DELAY": V("Milliseconds a part batch waits before it leaves.",
+                                 "`5000`", probe=False),
+    "OTEL_BSP_MAX_QUEUE_SIZE": V("Spans that may wait to be sent; past it new spans are "
+                                 "dropped and counted in a `trace_lost` log line.", "`8192`",
+                                 probe=False),
+    "OTEL_BSP_EXPORT_TIMEOUT": V("Milliseconds a batch is tried for while the collector "
+                                 "answers 429, 502, 503 or 504 (or not at all); then it is "
+                                 "dropped, logged as `trace_lost`.", "`30000`", probe=False),
+    "OTEL_EXPORTER_OTLP_COMPRESSION": V("`gzip` compresses each request's body.", "`none`",
+                                        probe=False),
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": V("The same, for traces only (instead of the "
+                                               "above).", "none", probe=False),
     "OTEL_SDK_DISABLED": V("`true` turns tracing off whatever the endpoint.", "`false`",
                            probe=False),
     "OTEL_TRACES_EXPORTER": V("`none` turns tracing off whatever the endpoint.",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from aiqueue.errors import SettingsError
-from aiqueue.settings.env import env_url
+from aiqueue.settings.env import env_int, env_url
 
 SAMPLERS = ("always_on", "always_off", "traceidratio", "parentbased_always_on",
             "parentbased_always_off", "parentbased_traceidratio")
@@ -31,6 +31,14 @@ class Tracing:
     ratio: float = 1.0
     # The collector's headers (an API key): a secret, never shown.
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # Batches (tracing/export.py): a batch leaves when this many spans wait, or this many
+    # seconds after its first; at most `queued` wait; one is tried for `timeout` seconds.
+    batch: int = 512
+    delay: float = 5.0
+    queued: int = 8192
+    timeout: float = 30.0
+    # OTEL_EXPORTER_OTLP_COMPRESSION=gzip
+    gzip: bool = False
 
 
 def env_tracing(env: Mapping[str, str], name: str) -> Tracing | None:
@@ -55,7 +63,23 @@ def env_tracing(env: Mapping[str, str], name: str) -> Tracing | None:
         ratio=_ratio(env, "OTEL_TRACES_SAMPLER_ARG") if "ratio" in sampler else 1.0,
         headers=_pairs(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
         or _pairs(env, "OTEL_EXPORTER_OTLP_HEADERS"),
+        # The SDK's batching variables, as it reads them (milliseconds).
+        batch=env_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1),
+        delay=env_int(env, "OTEL_BSP_SCHEDULE_DELAY", 5000, 0) / 1000,
+        queued=env_int(env, "OTEL_BSP_MAX_QUEUE_SIZE", 8192, 1),
+        timeout=env_int(env, "OTEL_BSP_EXPORT_TIMEOUT", 30000, 1) / 1000,
+        gzip=_compression(env),
     )
+
+
+def _compression(env: Mapping[str, str]) -> bool:
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"):
+        raw = env.get(name, "").strip().lower()
+        if raw:
+            if raw not in ("gzip", "none"):
+                raise SettingsError(f"{name} must be gzip or none, got {raw!r}")
+            return raw == "gzip"
+    return False
 
 
 def _pairs(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:

@@ -93,10 +93,10 @@ class Tracer:
                       claimed: Sequence[Job] = ()) -> None:
         """Each result's span (and the claims its statement made, `claimed`)."""
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         """Export what is pending now (on Vercel, before the invocation ends)."""
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Flush and stop the exporter."""
 
 

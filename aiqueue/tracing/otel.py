@@ -1,12 +1,12 @@
 """The OpenTelemetry SDK's side of tracing (docs/tracing.md): imported only when it is on.
 
 A span is made when its work is over, as the SDK's `ReadableSpan` the exporters
-take, with the SDK's sampler, id generator and resource, and handed to its
-BatchSpanProcessor; a thread of its own exports the batches over OTLP/HTTP in
-protobuf (tracing/otlp.py).  The SDK's `Tracer` would do the same for about 50 µs
-a span (a lock, bounded lists and attributes checked one by one, for spans that
-are never changed once made); this takes a few, so that tracing every job stays
-within the loop's budget (docs/performance.md#tracing).
+take, with the SDK's sampler, id generator and resource, and handed to
+tracing/export.py, which batches the spans and sends them over OTLP/HTTP in
+protobuf (tracing/otlp.py) from the event loop.  The SDK's `Tracer` would do
+the same for about 50 µs a span (a lock, bounded lists and attributes checked
+one by one, for spans that are never changed once made); this takes a few, so
+that tracing every job stays within the loop's budget (docs/performance.md#tracing).
 
 What a span may carry (nothing of a student's, tests/unit/test_tracing.py
 checks it): ids (queue_id), counts, codes from a fixed vocabulary, the
@@ -41,13 +41,13 @@ from aiqueue import logs
 from aiqueue.models import Job, QueueId
 from aiqueue.settings.tracing import Tracing
 from aiqueue.tracing import NO_SPAN, Applied, DispatchSpan, JobTrace, Tracer, TraceStore, clock
-from aiqueue.tracing.otlp import Exporter
-from aiqueue.tracing.pipeline import instance_resource, processor, sampler
+from aiqueue.tracing.export import LoopExport, OtlpHttp, handed_to
+from aiqueue.tracing.pipeline import instance_resource, sampler
 
 # Jobs' traces this instance knows without asking the database (enqueued or seen here).
 KNOWN_TRACES = 20_000
 # Spans still unsent when a Vercel invocation ends wait at most this long.
-FLUSH_MILLIS = 2_000
+FLUSH_SECONDS = 2.0
 _W3C = TraceContextTextMapPropagator()
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSET, _ERROR = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
@@ -126,15 +126,18 @@ class OtelTracer(Tracer):
     def __init__(self, config: Tracing, exporter: SpanExporter | None = None) -> None:
         self.resource = instance_resource(config)
         self.scope = InstrumentationScope("aiqueue")
-        # A provider of our own (the process's global one is left to the host): its
-        # sampler and ids, its processor flushed on flush() and at the process's exit.
-        self.provider = TracerProvider(sampler=sampler(config), resource=self.resource)
-        self.sampler, self.ids = self.provider.sampler, self.provider.id_generator
-        self.processor = processor(exporter or Exporter(endpoint=config.endpoint,
-                                                        headers=dict(config.headers)))
+        # A provider of our own (the process's global one is left to the host), for its
+        # sampler and ids; the spans go to the batches of tracing/export.py.
+        provider = TracerProvider(sampler=sampler(config), resource=self.resource)
+        self.sampler, self.ids = provider.sampler, provider.id_generator
+        self.sender: OtlpHttp | None = None
+        if exporter is not None:
+            self.processor = LoopExport(handed_to(exporter), config)
+        else:
+            self.sender = sender = OtlpHttp(config)
+            self.processor = LoopExport(sender, config, sender.keep)
         # These two sample every job: no need to ask them each time.
         self.always = config.sampler in ("always_on", "parentbased_always_on")
-        self.provider.add_span_processor(self.processor)
         # Each job's trace and its root as a parent, parsed once per instance; None: the
         # job has none (enqueued while tracing was off, or not sampled), asked once.
         self.known: OrderedDict[QueueId, Known | None] = OrderedDict()
@@ -255,8 +258,11 @@ class OtelTracer(Tracer):
         if claimed:
             await self.claimed(store, claimed, started)
 
-    def flush(self) -> None:
-        self.provider.force_flush(FLUSH_MILLIS)
+    async def flush(self) -> None:
+        await self.processor.flush(FLUSH_SECONDS)
 
-    def close(self) -> None:
-        self.provider.shutdown()
+    async def close(self) -> None:
+        await self.flush()
+        self.processor.shutdown()
+        if self.sender is not None:
+            await self.sender.close()

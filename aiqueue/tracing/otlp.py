@@ -1,12 +1,11 @@
-"""The OTLP/HTTP exporter with the spans' protobuf written directly (docs/tracing.md).
+"""The spans' OTLP protobuf written directly (docs/tracing.md).
 
 The SDK's encoder builds a protobuf object per span, attribute and value: about
-30 µs a span, on the exporter's thread, which holds the GIL the event loop needs
-(bench --only traces).  `encode` writes the same bytes (ExportTraceServiceRequest,
+30 µs a span, on the event loop that sends the batch (tracing/export.py).
+`encode` writes the same bytes (ExportTraceServiceRequest,
 tests/unit/test_tracing_otlp.py compares them with the SDK's) for the spans
 aiqueue makes: one resource, one scope, scalar attributes, no events.  A batch of
-any other shape, or an exporter whose HTTP client is not the one this was written
-against, is encoded and sent by the SDK as before.
+any other shape is encoded by the SDK.
 """
 
 from __future__ import annotations
@@ -15,13 +14,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# The exporter's HTTP transport, which it would import when first made: on the first
-# request, not at the app's start (tracing.prepare).
-import requests  # noqa: F401
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
@@ -190,24 +184,20 @@ def _resource(resource: Resource) -> bytes | None:
     return _attributes(b"\x0a", resource.attributes)
 
 
-def encode(spans: Sequence[ReadableSpan]) -> bytes | None:
-    """An ExportTraceServiceRequest of `spans`, byte for byte as the SDK's encoder
-    writes it; None when the batch is not of the shape this encoder knows."""
-    if not spans:
-        return None
-    resource, scope = spans[0].resource, spans[0].instrumentation_scope
+def span_bytes(span: ReadableSpan) -> bytes | None:
+    """One span as its field of a ScopeSpans message; None when this encoder does not know
+    its shape (tracing/export.py then keeps the span for the SDK's encoder)."""
+    return _span(span)
+
+
+def request(resource: Resource, scope: InstrumentationScope | None,
+            spans: Sequence[bytes]) -> bytes | None:
+    """An ExportTraceServiceRequest of spans already written by `span_bytes`, all of one
+    resource and scope; None when the resource or the scope is not of a known shape."""
     head_resource, head_scope = _resource(resource), _scope(scope)
     if head_resource is None or head_scope is None:
         return None
-    out = []
-    for span in spans:
-        if span.resource is not resource or span.instrumentation_scope is not scope:
-            return None
-        encoded = _span(span)
-        if encoded is None:
-            return None
-        out.append(encoded)
-    scope_spans = _field(b"\x0a", head_scope) + b"".join(out)
+    scope_spans = _field(b"\x0a", head_scope) + b"".join(spans)
     if scope is not None and scope.schema_url:
         scope_spans += _text(b"\x1a", scope.schema_url)
     resource_spans = _field(b"\x0a", head_resource) + _field(b"\x12", scope_spans)
@@ -216,15 +206,18 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes | None:
     return _field(b"\x0a", resource_spans)
 
 
-class Exporter(OTLPSpanExporter):
-    """The SDK's OTLP/HTTP exporter (its endpoint, headers, compression, retries), the
-    batch encoded by `encode` when it can."""
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        client = getattr(self, "_client", None)
-        limit = getattr(self, "_max_request_size", 0)
-        data = None if self._shutdown or not hasattr(client, "export") else encode(spans)
-        if data is None or (limit > 0 and len(data) > limit):
-            return super().export(spans)
-        sent = client.export(data)  # type: ignore[union-attr]
-        return SpanExportResult.SUCCESS if sent.success else SpanExportResult.FAILURE
+def encode(spans: Sequence[ReadableSpan]) -> bytes | None:
+    """An ExportTraceServiceRequest of `spans`, byte for byte as the SDK's encoder
+    writes it; None when the batch is not of the shape this encoder knows."""
+    if not spans:
+        return None
+    resource, scope = spans[0].resource, spans[0].instrumentation_scope
+    out = []
+    for span in spans:
+        if span.resource is not resource or span.instrumentation_scope is not scope:
+            return None
+        encoded = _span(span)
+        if encoded is None:
+            return None
+        out.append(encoded)
+    return request(resource, scope, out)

@@ -1,20 +1,13 @@
-"""The OpenTelemetry SDK's pipeline as aiqueue sets it up (docs/tracing.md): the
-sampler the OTEL_* variables name, the batching processor's sizes and the instance's
-resource.  Imported only when tracing is on, with tracing/otel.py."""
+"""The OpenTelemetry SDK's pieces as aiqueue sets them up (docs/tracing.md): the
+sampler the OTEL_* variables name and the instance's resource.  Imported only when
+tracing is on, with tracing/otel.py."""
 
 from __future__ import annotations
 
-import os
-
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import sampling
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from aiqueue.settings.tracing import Tracing
-
-# Unless OTEL_BSP_* say otherwise, batches of 2,048 spans in a queue of 8,192: the SDK's
-# 512 (and 2,048) send four HTTP requests where one does, each about 1.5 ms of the GIL.
-QUEUED, BATCH = 8192, 2048
 
 
 def sampler(config: Tracing) -> sampling.Sampler:
@@ -28,14 +21,6 @@ def sampler(config: Tracing) -> sampling.Sampler:
         "parentbased_always_off": sampling.ParentBased(sampling.ALWAYS_OFF),
         "parentbased_traceidratio": sampling.ParentBased(ratio),
     }[config.sampler]
-
-
-def processor(exporter: SpanExporter) -> BatchSpanProcessor:
-    """The SDK's batching processor, its sizes ours unless the OTEL_BSP_* variables set them."""
-    if any(name in os.environ for name in ("OTEL_BSP_MAX_QUEUE_SIZE",
-                                           "OTEL_BSP_MAX_EXPORT_BATCH_SIZE")):
-        return BatchSpanProcessor(exporter)
-    return BatchSpanProcessor(exporter, max_queue_size=QUEUED, max_export_batch_size=BATCH)
 
 
 class HashedOnce(Resource):

@@ -26,8 +26,8 @@ def traced(app: Any, rt: Any) -> InMemorySpanExporter:
     return exporter
 
 
-def finished(rt: Any, exporter: InMemorySpanExporter) -> list[Any]:
-    rt.tracer.flush()
+async def finished(rt: Any, exporter: InMemorySpanExporter) -> list[Any]:
+    await rt.tracer.flush()
     return list(exporter.get_finished_spans())
 
 
@@ -58,7 +58,7 @@ async def test_another_instance_continues_the_jobs_trace(
                 body["callback_token"], "result": {"score": 4, "max_score": 5},
                 "usage": USAGE}])
             assert r.status_code == 200 and r.json()["accepted"] == 1
-            here, there = finished(rt_a, spans_a), finished(rt_b, spans_b)
+            here, there = await finished(rt_a, spans_a), await finished(rt_b, spans_b)
     assert [s.name for s in here] == ["aiqueue.enqueue", "aiqueue.claim", "aiqueue.dispatch"]
     root, _claim, dispatch = here
     (result,) = there

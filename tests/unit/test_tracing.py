@@ -51,6 +51,15 @@ def test_the_standard_variables_are_read() -> None:
     # The signal's own endpoint is taken as it is.
     traces = read({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom"})
     assert traces is not None and traces.endpoint == "http://c:4318/custom"
+    # The SDK's batching and compression variables, as the SDK reads them.
+    batching = read({ENDPOINT: "http://c", "OTEL_BSP_SCHEDULE_DELAY": "250",
+                     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64", "OTEL_BSP_MAX_QUEUE_SIZE": "1000",
+                     "OTEL_BSP_EXPORT_TIMEOUT": "5000",
+                     "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
+                     "OTEL_EXPORTER_OTLP_COMPRESSION": "none"})
+    assert batching is not None
+    assert (batching.delay, batching.batch, batching.queued, batching.timeout,
+            batching.gzip) == (0.25, 64, 1000, 5.0, True)
 
 
 @pytest.mark.parametrize(("env", "says"), [
@@ -59,6 +68,9 @@ def test_the_standard_variables_are_read() -> None:
     ({ENDPOINT: "http://c", "OTEL_TRACES_SAMPLER": "traceidratio",
       "OTEL_TRACES_SAMPLER_ARG": "2"}, "from 0 to 1"),
     ({ENDPOINT: "http://c", "OTEL_RESOURCE_ATTRIBUTES": "novalue"}, "key=value"),
+    ({ENDPOINT: "http://c", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, "gzip or none"),
+    ({ENDPOINT: "http://c", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "0"}, "BATCH_SIZE must be >= 1"),
+    ({ENDPOINT: "http://c", "OTEL_BSP_SCHEDULE_DELAY": "soon"}, "DELAY must be an integer"),
 ])
 def test_a_bad_value_stops_start_up_naming_it(env: dict[str, str], says: str) -> None:
     with pytest.raises(SettingsError, match=says):
@@ -83,8 +95,8 @@ def otel(sampler: str = "parentbased_always_on") -> tuple[OtelTracer, InMemorySp
     return OtelTracer(Tracing("http://unused", sampler=sampler), exporter), exporter
 
 
-def spans(tracer: OtelTracer, exporter: InMemorySpanExporter) -> list[Any]:
-    tracer.flush()
+async def spans(tracer: OtelTracer, exporter: InMemorySpanExporter) -> list[Any]:
+    await tracer.flush()
     return list(exporter.get_finished_spans())
 
 
@@ -102,8 +114,8 @@ async def test_a_jobs_attempt_continues_its_trace_in_another_instance() -> None:
     span.end("accepted")
     await there.applied(store, [Applied(job.queue_id, 1, "completed", True,
                                         {"model": "m", "prompt_tokens": 3})], there.now())
-    (root,) = spans(here, exported_here)
-    attempt = spans(there, exported_there)
+    (root,) = await spans(here, exported_here)
+    attempt = await spans(there, exported_there)
     assert root.name == "aiqueue.enqueue" and root.parent is None
     assert [s.name for s in attempt] == ["aiqueue.claim", "aiqueue.dispatch", "aiqueue.result"]
     for s in attempt:
@@ -128,7 +140,7 @@ async def test_an_unsampled_or_untraced_job_records_and_keeps_nothing() -> None:
     await on.claimed(store, [job], on.now())
     assert await on.dispatching(store, job) is NO_SPAN
     await on.applied(store, [Applied(job.queue_id, 1, "failed", True, error_code="x")], 0)
-    assert spans(tracer, exporter) == [] and spans(on, exported) == []
+    assert (await spans(tracer, exporter)) == [] and (await spans(on, exported)) == []
 
 
 async def test_a_failed_dispatch_is_an_error_with_its_code() -> None:
@@ -137,7 +149,7 @@ async def test_a_failed_dispatch_is_an_error_with_its_code() -> None:
     tracer, exporter = otel()
     await tracer.enqueued(store, [job.queue_id], tracer.now(), kind="mark", pool="default")
     (await tracer.dispatching(store, job)).end("failed", "http_500", 500)
-    dispatch = spans(tracer, exporter)[-1]
+    dispatch = (await spans(tracer, exporter))[-1]
     assert dispatch.attributes["error.type"] == "http_500"
     assert dispatch.attributes["http.response.status_code"] == 500
     assert dispatch.status.status_code.name == "ERROR"
@@ -148,7 +160,7 @@ async def test_a_job_links_to_the_hosts_trace_only_when_it_sent_one(caller: str 
     tracer, exporter = otel()
     await tracer.enqueued(FakeStore(), [make_job().queue_id], tracer.now(), kind="mark",
                           pool="default", caller=caller)
-    (root,) = spans(tracer, exporter)
+    (root,) = await spans(tracer, exporter)
     assert root.parent is None and not root.links
 
 
@@ -158,7 +170,7 @@ async def test_each_job_is_its_own_trace_linked_to_the_hosts_mark_all() -> None:
     jobs = [make_job().queue_id for _ in range(3)]
     await tracer.enqueued(FakeStore(), jobs, tracer.now(), kind="mark", pool="default",
                           caller=host)
-    roots = spans(tracer, exporter)
+    roots = await spans(tracer, exporter)
     assert len({r.context.trace_id for r in roots}) == 3
     for root in roots:
         assert root.parent is None
@@ -183,7 +195,7 @@ async def test_a_database_error_loses_spans_never_the_job() -> None:
     await other.claimed(store, [job], other.now())
     assert await other.dispatching(store, job) is NO_SPAN
     await other.applied(store, [Applied(job.queue_id, 1, "completed", True)], other.now())
-    assert [s.name for s in spans(tracer, exporter)] == ["aiqueue.enqueue"]
+    assert [s.name for s in (await spans(tracer, exporter))] == ["aiqueue.enqueue"]
 
 
 class CountedRows(FakeStore):
@@ -210,7 +222,7 @@ async def test_the_enqueuing_instance_never_asks_about_a_job_it_did_not_sample()
     await tracer.enqueued(store, [job.queue_id], tracer.now(), kind="mark", pool="default")
     await tracer.claimed(store, [job], tracer.now())
     assert await tracer.dispatching(store, job) is NO_SPAN
-    assert store.asked == 0 and store.traces == {} and spans(tracer, exporter) == []
+    assert store.asked == 0 and store.traces == {} and (await spans(tracer, exporter)) == []
 
 
 def test_on_the_sdk_is_imported_as_the_app_is_made_not_by_its_first_request() -> None:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-import pytest
-import requests
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from aiqueue.models import QueueId
 from aiqueue.settings.tracing import Tracing
-from aiqueue.tracing import Applied, otlp
+from aiqueue.tracing import Applied
 from aiqueue.tracing.otel import OtelTracer
-from aiqueue.tracing.otlp import Exporter, encode
+from aiqueue.tracing.otlp import encode
 from tests.unit.fakes import FakeStore, make_job
 
 HOST = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -45,8 +43,8 @@ async def a_jobs_spans() -> list[Any]:
             Applied(QueueId(job.queue_id), 2, "completed", True, USAGE, cost_usd=0.0012),
             Applied(QueueId(job.queue_id), 3, "failed", False, None, error_code="function:x")],
             there.now())
-        here.flush()
-        there.flush()
+        await here.flush()
+        await there.flush()
         exported += exporter.get_finished_spans()
     return exported
 
@@ -102,46 +100,3 @@ def test_a_batch_of_another_shape_is_left_to_the_sdk() -> None:
         pass
     finished = list(exporter.get_finished_spans())
     assert encode(finished) == sdk(finished)
-
-
-class Collector(requests.adapters.BaseAdapter):
-    """A collector that keeps each request's body."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bodies: list[bytes] = []
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any
-             ) -> requests.Response:
-        assert request.url == "http://collector.test/v1/traces"
-        self.bodies.append(cast(bytes, request.body))
-        answer = requests.Response()
-        answer.status_code, answer.request = 200, request
-        return answer
-
-    def close(self) -> None:
-        pass
-
-
-def test_the_exporter_sends_the_encoded_batch_else_the_sdks(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    encoded: list[bytes | None] = []
-
-    def counted(spans: Any) -> bytes | None:
-        encoded.append(encode(spans))
-        return encoded[-1]
-
-    monkeypatch.setattr(otlp, "encode", counted)
-    session, collector = requests.Session(), Collector()
-    session.mount("http://", collector)
-    exporter = Exporter(endpoint="http://collector.test/v1/traces", session=session)
-    one = Resource.create({"service.name": "one"})
-    plain = ReadableSpan("s", SpanContext(5, 6, False, TraceFlags(1)), None, one, {"a": 1},
-                         start_time=1, end_time=2)
-    listed = ReadableSpan("s", SpanContext(5, 7, False, TraceFlags(1)), None, one,
-                          {"a": [1, 2]}, start_time=1, end_time=2)
-    assert exporter.export([plain]) is SpanExportResult.SUCCESS
-    assert exporter.export([listed]) is SpanExportResult.SUCCESS
-    assert collector.bodies == [sdk([plain]), sdk([listed])]
-    # The first sent as encoded here, the second (a list) by the SDK.
-    assert encoded == [sdk([plain]), None]

@@ -170,7 +170,7 @@ class CountingTracer(Tracer):
     def __init__(self, log: list[str]) -> None:
         self.log = log
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         self.log.append("flush")
 
 
