@@ -38,6 +38,9 @@ COVERAGE: dict[str, tuple[Literal["erased", "none"], str]] = {
                                      "row (ON DELETE CASCADE)"),
     "ai_marking_ready": ("erased", "a pending row's claimable copy, with its queue row "
                                    "(ON DELETE CASCADE)"),
+    "ai_marking_slots": ("none", "a cap's numbered slot and the dispatch that last held "
+                                 "it (a queue id and dispatch_seq, never a submission's id; "
+                                 "free once that dispatch's lease row is gone)"),
     "ai_marking_results": ("erased", "results and their review, by submission_id"),
     "ai_marking_holds": ("erased", "held results, deleted with their results; a "
                                    "marker's question is in the result it came with"),

@@ -12,6 +12,7 @@ import pytest
 
 from aiqueue.db.migrate import discover, migrate
 from aiqueue.db.store import Store, connect_pool
+from tests.plans import plan_of
 
 # The test migrates its database down and up: a new copy.
 pytestmark = pytest.mark.fresh_db
@@ -193,6 +194,13 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     assert sorted((str(r["queue_id"]), r["dispatch_seq"], r["pool"], r["kind"])
                   for r in slots) == sorted(
         (r["queue_id"], r["dispatch_seq"], r["pool"], r["kind"]) for r in leased)
+    # Each of them holds a slot of its pool and of its kind (0077), numbered from 1.
+    for kind in ("''", "coalesce(c.run_kind, c.kind)"):
+        held = await conn.fetch(
+            "SELECT s.n FROM ai_marking_claimed c JOIN ai_marking_slots s"
+            " ON s.queue_id = c.queue_id AND s.dispatch_seq = c.dispatch_seq"
+            f" AND s.pool = c.pool AND s.kind = {kind} ORDER BY s.n")
+        assert [r["n"] for r in held] == list(range(1, len(leased) + 1))
     # The lists read the rows where the state tables put them: each state, whole.
     for status in ("pending", "processing", "completed", "failed", "cancelled", "expired"):
         listed = await conn.fetch(
@@ -204,9 +212,23 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
 
     assert await migrate(db_url, "down", steps=len(later)) == later[::-1]
     assert await _snapshot(conn, columns) == before
+    assert await conn.fetchval("SELECT to_regclass('ai_marking_slots')") is None
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
     await _ready_is_pending(conn)
+    # The slots hold the caps: with as many rows in flight as the pool's cap, no
+    # claim; one more slot, one claim.  (The rows were written with the rules
+    # off: their groups join their turns first.)  Rolled back: the erasure below
+    # reads the rows as the upgrade left them.
+    claims = conn.transaction()
+    await claims.start()
+    await conn.execute("SELECT aiqueue_fair_join_ids(array_agg(queue_id)) FROM ai_marking_queue"
+                       " WHERE status = 'pending'")
+    plan = plan_of(len(leased), 5).json
+    assert await conn.fetchrow("SELECT * FROM aiqueue_claim($1::jsonb)", plan) is None
+    plan = plan_of(len(leased) + 1, 5).json
+    assert (await conn.fetchrow("SELECT * FROM aiqueue_claim($1::jsonb)", plan))["queue_id"]
+    await claims.rollback()
     await _erase_after_upgrade(conn, db_url)
 
 

@@ -78,6 +78,32 @@ DROP FUNCTION IF EXISTS aiqueue_claim_more(jsonb, text[], text, text, uuid);
 DROP FUNCTION IF EXISTS aiqueue_cache_answered(uuid);
 -- aiqueue_cache_result returns nothing (it returned true).
 DROP FUNCTION IF EXISTS aiqueue_cache_result(ai_marking_queue);
+-- aiqueue_cache_local takes the plan (the warm row's slots, 36_slots.sql).
+DROP FUNCTION IF EXISTS aiqueue_cache_local(jsonb, jsonb, text[], text, integer, float8);
+-- aiqueue_cache_local and aiqueue_fair_pick return the kind's slot they locked,
+-- the pick its pool's too (36_slots.sql); the cache's local and warm picks
+-- whether they hold a counter row (43_fair_race.sql): a result of another
+-- shape goes first.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p WHERE p.proname = 'aiqueue_fair_pick' AND p.pronargs = 3
+               AND NOT 'pool_slot' = ANY (p.proargnames)) THEN
+        DROP FUNCTION aiqueue_fair_pick(text[], jsonb, jsonb);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_proc p WHERE p.proname = 'aiqueue_cache_local' AND p.pronargs = 7
+               AND NOT 'held' = ANY (p.proargnames)) THEN
+        DROP FUNCTION aiqueue_cache_local(jsonb, jsonb, text[], text, integer, float8, jsonb);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_proc p WHERE p.proname = 'aiqueue_cache_warm_pick'
+               AND p.pronargs = 6 AND NOT 'held' = ANY (p.proargnames)) THEN
+        DROP FUNCTION aiqueue_cache_warm_pick(jsonb, jsonb, text[], text, integer, float8);
+    END IF;
+END
+$$;
+-- A claim waits for a group being charged until its holder ends (43_fair_race.sql),
+-- no longer by watching its counter.
+DROP FUNCTION IF EXISTS aiqueue_fair_await(text, integer, text, float8),
+    aiqueue_fair_counter(text, integer, text);
 -- No trigger follows a status change (74_moved.sql): the move functions call
 -- each effect, so the row triggers' functions and the flag-reading shapes go.
 DROP FUNCTION IF EXISTS aiqueue_record_move();

@@ -32,7 +32,8 @@ END
 $$;
 
 -- A pool's control row.  `make`: add it when missing; only the claim does, under
--- its advisory lock, so two instances never race for an id.  A new pool starts
+-- the claim's advisory lock (taken here, the first time a pool is met), so two
+-- instances never race for an id.  A new pool starts
 -- paused when the queue is (pause is queue-wide: set_paused writes every row).
 -- Without `make`, a missing pool reads as a fresh one.
 CREATE OR REPLACE FUNCTION aiqueue_pool_control(p_pool text, make boolean DEFAULT false)
@@ -45,6 +46,11 @@ BEGIN
         RETURN ctl;
     END IF;
     IF make THEN
+        PERFORM aiqueue_claim_lock();
+        SELECT * INTO ctl FROM ai_queue_control c WHERE c.pool = p_pool;
+        IF FOUND THEN
+            RETURN ctl;
+        END IF;
         INSERT INTO ai_queue_control (id, pool, paused, paused_by, paused_at)
         SELECT (SELECT max(m.id) + 1 FROM ai_queue_control m), p_pool,
                c.paused, c.paused_by, c.paused_at

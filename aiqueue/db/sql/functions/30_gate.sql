@@ -47,7 +47,7 @@ $$;
 -- its kinds under its own cap.  With `budgets`, a pool with a declared budget
 -- counts only when its window has room for its first due row's estimate
 -- (`ests`: that estimate per pool, which the claim writes to the window).
--- `make`: add missing control rows (the claim, under its lock).
+-- `make`: add missing control rows (the claim; aiqueue_pool_control).
 -- For the claim's answer, read here once: `filling`, the pools of `kinds` whose
 -- gate closes with one more row in flight; `dirty`, those whose breaker a
 -- successful dispatch must reset.
@@ -139,29 +139,57 @@ BEGIN
 END
 $$;
 
--- The claim's advisory lock (see aiqueue_claim), held until the transaction ends.
+-- The claim's advisory lock, held until the transaction ends.  The caps no
+-- longer need it: they are slot rows (36_slots.sql), which claims take SKIP
+-- LOCKED, never waiting.  What it still orders, across every instance: the
+-- rows a claim writes besides its own (the turn counters' corrections, the
+-- spend windows, the budget window) against a settle's after-result writes,
+-- a refund, a batch's charge and a fallback's move, each of which takes it
+-- before them (aiqueue 0023), so those rows are locked in one order; the
+-- count-and-claim of a declared budget and of a spend cap; and an end that
+-- may finish its run (90_outbox).  A claim takes it only where its plan has
+-- such rules (aiqueue_plan_serial).  A plain claim locks the counter rows it
+-- walks SKIP LOCKED and waits for one only while it holds no row at all
+-- (42_fair_pick), so it needs no lock to stay out of a cycle.
 CREATE OR REPLACE FUNCTION aiqueue_claim_lock() RETURNS void LANGUAGE sql AS $$
     SELECT pg_advisory_xact_lock(7301730173017301)
 $$;
 
--- Claim exactly one due row.  The advisory lock serialises count-and-claim
--- across every instance until this transaction ends, so no pool's L and no
--- kind's cap can be overshot (a cap counted outside this lock is exceeded
--- under concurrency: pgqueuer#761); each statement below takes a fresh
--- snapshot (READ COMMITTED), so it sees what the previous lock holder
--- committed.  `more` says whether another row could be claimed right now (the
--- caller chains on it); `breaker_dirty` whether a successful dispatch must
--- reset the row's pool's breaker.
+-- Whether a claim under `plan` takes the claim's lock: a pool declares a
+-- budget (its window is counted, then written) or a spend cap (the windows are
+-- read, then charged).  The same for every claim of one configuration, so the
+-- pools of such a plan keep the order among their claims they had; a plan
+-- without money rules never waits on the lock, whatever other plans' claims do.
+CREATE OR REPLACE FUNCTION aiqueue_plan_serial(plan jsonb) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN coalesce((plan ->> 'budgeted')::boolean, false)
+        OR (jsonb_typeof(plan -> 'money') = 'object'
+            AND EXISTS (SELECT 1 FROM jsonb_to_recordset(plan -> 'pools') AS x (name text)
+                        WHERE aiqueue_spend_capped(plan -> 'money' -> x.name)));
+END
+$$;
+
+-- Claim exactly one due row.  The caps hold through slot rows taken SKIP
+-- LOCKED (36_slots.sql), so claims for different free slots proceed at once,
+-- across instances; the count of a pool's and a kind's in-flight rows below
+-- (aiqueue_room) is only the first look, the slot the proof (a cap counted
+-- without either is exceeded under concurrency: pgqueuer#761).  Each
+-- statement below takes a fresh snapshot (READ COMMITTED).  `more` says
+-- whether another row could be claimed right now (the caller chains on it);
+-- `breaker_dirty` whether a successful dispatch must reset the row's pool's
+-- breaker.
 --
 -- Pools and kinds (aiqueue 0019, docs/concepts.md): aiqueue_room names the kinds
 -- with room, and the one walk of the claim index in dispatch order takes the
 -- first due row of any of them: a kind at its cap or a held pool is stepped
 -- over, never waited for, so its backlog delays no other kind's row.
--- Flow control (aiqueue 0010, docs/concepts.md), in the same lock: a pool's cap is
--- its learned limit L when one is set (aiqueue_flow_cap), and with a declared
--- budget the pool's first due row goes only when the window has room for its
--- estimated tokens; its window entry is written in the same statement as the
--- claim.  What the claim reads of the settings is its plan (10_plan).
+-- Flow control (aiqueue 0010, docs/concepts.md): a pool's cap is its learned
+-- limit L when one is set (aiqueue_flow_cap), and with a declared budget the
+-- pool's first due row goes only when the window has room for its estimated
+-- tokens (under the claim's lock, aiqueue_plan_serial); its window entry is
+-- written in the same statement as the claim.  What the claim reads of the
+-- settings is its plan (10_plan).
 -- A pending row may still be dispatched (docs/operating/alerts.md): it has no expires_at,
 -- or that moment has not come.  The sweep (schedule.sql: expire_rows) ends the
 -- others; until it has, the claim steps over them.

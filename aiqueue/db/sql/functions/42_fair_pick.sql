@@ -1,73 +1,137 @@
 -- The fair pick: the claim's walk over the waiting groups, by turns by tokens.
 
--- The claim's choice (inside its advisory lock): the first due row of the
--- waiting group with the smallest counter, priority first, turns by rows
--- breaking ties; groups at a spend cap are stepped over.  It charges the
--- group (counter; spend while the pool has a cap) and returns the charge,
--- which the claim writes on the row.  The groups in turn order one by one
--- (aiqueue_fair_next, a short walk of ai_marking_fair_walk_idx each); one
--- probe of ai_marking_ready_group_idx per group it looks at
--- (aiqueue_fair_head).  `kinds`: the kinds with room (NULL: any); a group is
--- walked only in a pool that has one (`plan`: the pools and kinds), and its
--- first due row of one of them is taken.
+-- The claim's choice: the first due row of the waiting group with the smallest
+-- counter, priority first, turns by rows breaking ties; groups at a spend cap
+-- are stepped over.  It charges the group (counter; spend while the pool has
+-- a cap) and returns the charge, which the claim writes on the row, and the
+-- slots it locked for the row (36_slots.sql), which the claim names the
+-- dispatch's.  The groups in turn order one by one (aiqueue_fair_next, a short
+-- walk of ai_marking_fair_walk_idx each); one probe of
+-- ai_marking_ready_group_idx per group it looks at (aiqueue_fair_head).
+-- `kinds`: the kinds with room (NULL: any); a group is walked only in a pool
+-- that has one (`plan`: the pools and kinds).  Before the first group of a
+-- pool, a slot of the pool (none free: the pool is stepped over, none of its
+-- groups or rows locked); then the group's first due row of one of the kinds,
+-- with its kind's slot (aiqueue_fair_take; none free: that kind is no longer
+-- looked for).
 -- Locality within fair turns (45_cache.sql): at the first group of its pool and
 -- priority (the smallest counter), a group with a hot prefix within the
 -- quantum of it goes first.
+-- Claims run at once (43_fair_race.sql): a group's counter row is locked SKIP
+-- LOCKED before it is taken; a group another claim is charging is stepped
+-- over, or, by a claim that holds no counter row, waited for until that
+-- charge commits when it would still come first after it; then it walks again.
 CREATE OR REPLACE FUNCTION aiqueue_fair_pick(kinds text[], plan jsonb, money jsonb,
                                              OUT queue_id uuid, OUT tokens float8,
-                                             OUT usd float8)
+                                             OUT usd float8, OUT pool_slot integer,
+                                             OUT slot_kind text, OUT kind_slot integer)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     g record;
-    r record;
+    t record;
+    warm boolean;
     -- The prompt cache (45_cache.sql): the pool's settings, where a warm group was looked for.
     cspec jsonb;
     looked text[] := '{}';
-    w record;
-    cstate text;
     pools text[] := aiqueue_kinds_pools(kinds, plan);
-    -- The groups walked so far (pool/priority/group).
-    seen text[] := '{}';
+    seen text[];  -- the groups this walk met (pool/priority/group)
+    -- The pools met: the number of the slot this claim holds, null when none was free.
+    slots jsonb := '{}';
+    race aiqueue_race := aiqueue_race_start();  -- 43_fair_race.sql
 BEGIN
-    LOOP
-        g := aiqueue_fair_next(pools, seen);
-        EXIT WHEN g.group_key IS NULL;
-        seen := seen || (g.pool || '/' || g.priority || '/' || g.group_key);
-        cspec := aiqueue_cache_spec(plan, g.pool);
-        IF cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked) THEN
-            looked := looked || (g.pool || '/' || g.priority);
-            w := aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority, g.counter);
-            IF w.queue_id IS NOT NULL THEN
-                queue_id := w.queue_id;
-                tokens := w.tokens;
-                usd := w.usd;
-                RETURN;
+    <<walks>> LOOP
+        race := aiqueue_race_walk(race);
+        seen := '{}';
+        LOOP
+            g := aiqueue_fair_next(pools, seen);
+            EXIT WHEN g.group_key IS NULL OR aiqueue_race_behind(race, g.priority, g.counter);
+            seen := seen || (g.pool || '/' || g.priority || '/' || g.group_key);
+            IF NOT slots ? g.pool THEN
+                slots := slots || jsonb_build_object(g.pool, aiqueue_slots_pool(plan, g.pool));
             END IF;
-        END IF;
-        CONTINUE WHEN aiqueue_spend_capped(money -> g.pool)
-                      AND aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key);
-        r := aiqueue_fair_head(g.pool, g.priority, g.group_key, kinds);
-        IF r.queue_id IS NULL THEN
-            PERFORM aiqueue_fair_idle(g.pool, g.priority, g.group_key, g.joins);
-            CONTINUE;
-        END IF;
-        -- A prefix warming up: the group waits for its answer, one mark at most
-        -- (the walk serves other groups meanwhile); a cold one sends this row alone.
-        cstate := CASE WHEN cspec IS NOT NULL THEN aiqueue_cache_check(
-            cspec, g.pool, g.priority, g.group_key, g.joins, r.payload_id) END;
-        CONTINUE WHEN cstate = 'warming';
-        w := aiqueue_fair_charge(g.pool, g.priority, g.group_key, g.joins, r.queue_id,
-                                 r.assignment_id, money);
-        IF cstate IS NOT NULL THEN
-            PERFORM aiqueue_cache_dispatched(cspec, g.pool, g.priority, g.group_key,
-                                             r.payload_id, cstate);
-        END IF;
-        queue_id := r.queue_id;
-        tokens := w.tokens;
-        usd := w.usd;
-        RETURN;
+            pool_slot := (slots ->> g.pool)::integer;
+            CONTINUE WHEN pool_slot IS NULL;  -- a full pool: none of its groups is locked
+            cspec := aiqueue_cache_spec(plan, g.pool);
+            warm := cspec IS NOT NULL AND NOT (g.pool || '/' || g.priority) = ANY (looked);
+            IF warm THEN
+                looked := looked || (g.pool || '/' || g.priority);
+                t := aiqueue_cache_local(cspec, money, kinds, g.pool, g.priority, g.counter, plan);
+                warm := t.queue_id IS NOT NULL;
+                IF t.held THEN
+                    race := aiqueue_race_held(race);
+                END IF;
+            END IF;
+            IF NOT warm THEN
+                CONTINUE WHEN aiqueue_spend_capped(money -> g.pool)
+                              AND aiqueue_spend_stopped(money -> g.pool, g.pool, g.group_key);
+                race := aiqueue_race_lock(race, g.pool, g.priority, g.group_key, g.counter);
+                EXIT WHEN race.again;
+                CONTINUE WHEN NOT race.held;
+                t := aiqueue_fair_take(g.pool, g.priority, g.group_key, g.joins, kinds, plan,
+                                       money, cspec);
+            END IF;
+            IF t.queue_id IS NOT NULL THEN
+                SELECT t.queue_id, t.tokens, t.usd, t.slot_kind, t.kind_slot
+                INTO queue_id, tokens, usd, slot_kind, kind_slot;
+                RETURN;
+            ELSIF t.slot_kind IS NOT NULL AND t.kind_slot IS NULL THEN  -- a full kind
+                kinds := array_remove(kinds, t.slot_kind);
+                EXIT walks WHEN cardinality(kinds) = 0;
+                pools := aiqueue_kinds_pools(kinds, plan);
+            END IF;
+        END LOOP;
+        CONTINUE WHEN race.again;
+        EXIT WHEN race.pool IS NULL;
+        race := aiqueue_race_wait(race);
     END LOOP;
+END
+$$;
+
+-- A walked group's turn, its counter row held: its first due row of a kind
+-- with room (none: the group may stop waiting, aiqueue_fair_idle), unless its
+-- prefix is warming (the group waits for its answer, one mark at most; the
+-- walk serves other groups meanwhile; a cold one sends this row alone); then
+-- the slot of the kind it runs as (36_slots.sql: `kind_slot` NULL when none is
+-- free, `slot_kind` that kind), then the charge.  NULL queue_id: nothing taken.
+CREATE OR REPLACE FUNCTION aiqueue_fair_take(p_pool text, p_priority integer, p_group text,
+                                             p_joins bigint, kinds text[], plan jsonb,
+                                             money jsonb, cspec jsonb,
+                                             OUT queue_id uuid, OUT tokens float8,
+                                             OUT usd float8, OUT slot_kind text,
+                                             OUT kind_slot integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    r record := aiqueue_fair_head(p_pool, p_priority, p_group, kinds);
+    cstate text;
+    w record;
+BEGIN
+    IF r.queue_id IS NULL THEN
+        PERFORM aiqueue_fair_idle(p_pool, p_priority, p_group, p_joins);
+        RETURN;
+    END IF;
+    cstate := CASE WHEN cspec IS NOT NULL THEN aiqueue_cache_check(
+        cspec, p_pool, p_priority, p_group, p_joins, r.payload_id) END;
+    IF cstate = 'warming' THEN
+        RETURN;
+    END IF;
+    IF jsonb_path_exists(plan, '$.kinds[*] ? (@.cap > 0)') THEN  -- (a kind has a cap)
+        SELECT k.kind, k.n INTO slot_kind, kind_slot
+        FROM aiqueue_slots_kind(plan, p_pool, r.queue_id) k;
+        IF kind_slot IS NULL THEN
+            RETURN;
+        END IF;
+    END IF;
+    w := aiqueue_fair_charge(p_pool, p_priority, p_group, p_joins, r.queue_id,
+                             r.assignment_id, money);
+    IF cstate IS NOT NULL THEN
+        PERFORM aiqueue_cache_dispatched(cspec, p_pool, p_priority, p_group, r.payload_id,
+                                         cstate);
+    END IF;
+    queue_id := r.queue_id;
+    tokens := w.tokens;
+    usd := w.usd;
 END
 $$;
 

@@ -99,11 +99,27 @@ $$;
 -- A row of a cacheable prefix was picked (`state` as aiqueue_cache_state saw
 -- it): the prefix is used now (a cold one starts warming with this row), its
 -- minute's count grows (key_rpm), and its group is warm until ttl minus the
--- margin from now.
+-- margin from now.  A prefix another transaction is noting right now is left
+-- to it (claims run at once, and a claim holding counter rows never waits for
+-- another's, 42_fair_pick): the advisory lock of the prefix's note, then its
+-- row, are taken without waiting, else nothing is written; two claims noting
+-- the same prefix at once note it once.
 CREATE OR REPLACE FUNCTION aiqueue_cache_dispatched(spec jsonb, p_pool text, p_priority integer,
                                                     p_group text, p_payload bigint, state text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    IF p_payload IS NOT NULL THEN
+        IF NOT pg_try_advisory_xact_lock(hashtext('aiqueue.prefix'),
+                                         hashtext(p_pool || '/' || p_payload)) THEN
+            RETURN;
+        END IF;
+        PERFORM 1 FROM ai_marking_prefixes x
+        WHERE x.pool = p_pool AND x.payload_id = p_payload FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT 1 FROM ai_marking_prefixes x
+                                 WHERE x.pool = p_pool AND x.payload_id = p_payload) THEN
+            RETURN;
+        END IF;
+    END IF;
     IF state = 'off' THEN
         -- A prefix too short to cache is noted once an hour, for the doctor
         -- ("prefixes of about 600 tokens: the model caches none").
@@ -150,12 +166,15 @@ $$;
 -- smallest counter the walk met) and whose prefix is hot, smallest counter
 -- first; locked (SKIP LOCKED).  A few candidates at most, by
 -- ai_marking_fair_warm_idx; one whose warmth ran out is forgotten.  A group
--- at a spend cap is left to the walk (which pauses it).
+-- at a spend cap is left to the walk (which pauses it).  `held`: whether it
+-- locked a candidate's counter row, taken or not (a claim holding one never
+-- waits for another's, 43_fair_race.sql).
 CREATE OR REPLACE FUNCTION aiqueue_cache_warm_pick(spec jsonb, money jsonb, kinds text[],
                                                    p_pool text, p_priority integer,
                                                    anchor float8, OUT group_key text,
                                                    OUT joins bigint, OUT queue_id uuid,
-                                                   OUT assignment_id text, OUT payload_id bigint)
+                                                   OUT assignment_id text, OUT payload_id bigint,
+                                                   OUT held boolean)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -164,6 +183,7 @@ DECLARE
     st record;
     bound float8;
 BEGIN
+    held := false;
     -- By walk key (a lower bound of the counter: aiqueue_fair_key), then the
     -- few candidates by their counters.
     FOR w IN
@@ -179,6 +199,10 @@ BEGIN
         -- The quantum only once a candidate is met (most walks meet none).
         bound := coalesce(bound, anchor + aiqueue_cache_quantum(spec, p_pool));
         EXIT WHEN w.counter > bound;
+        -- A group another claim is charging right now is left to it (claims
+        -- run at once, 42_fair_pick): its counter row is locked here first.
+        CONTINUE WHEN aiqueue_fair_lock(w.pool, w.priority, w.group_key) IS NULL;
+        held := true;
         IF w.warm_until <= now() THEN
             UPDATE ai_marking_fair f SET warm_until = NULL
             WHERE f.pool = w.pool AND f.priority = w.priority AND f.group_key = w.group_key;
@@ -241,19 +265,32 @@ $$;
 
 -- Locality within fair turns: the first due row of a group with a hot prefix
 -- within the quantum of the pool's smallest counter (aiqueue_cache_warm_pick),
--- charged to its group and marked dispatched (NULLs: none).
+-- with the slot of the kind it runs as (36_slots.sql; none free: NULL
+-- `kind_slot`, nothing taken, the walk goes on as without a cache), charged
+-- to its group and marked dispatched (NULL queue_id: none).  `held`: whether
+-- it locked a group's counter row (aiqueue_cache_warm_pick), taken or not.
 CREATE OR REPLACE FUNCTION aiqueue_cache_local(spec jsonb, money jsonb, kinds text[],
                                                p_pool text, p_priority integer,
-                                               p_counter float8,
+                                               p_counter float8, plan jsonb,
                                                OUT queue_id uuid, OUT tokens float8,
-                                               OUT usd float8)
+                                               OUT usd float8, OUT slot_kind text,
+                                               OUT kind_slot integer, OUT held boolean)
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
     w record := aiqueue_cache_warm_pick(spec, money, kinds, p_pool, p_priority, p_counter);
     c record;
 BEGIN
+    held := w.held;
     IF w.queue_id IS NULL THEN
         RETURN;
+    END IF;
+    IF jsonb_path_exists(plan, '$.kinds[*] ? (@.cap > 0)') THEN  -- (a kind has a cap)
+        SELECT k.kind, k.n INTO slot_kind, kind_slot
+        FROM aiqueue_slots_kind(plan, p_pool, w.queue_id) k;
+        IF kind_slot IS NULL THEN
+            RETURN;
+        END IF;
     END IF;
     c := aiqueue_fair_charge(p_pool, p_priority, w.group_key, w.joins, w.queue_id,
                              w.assignment_id, money);
@@ -278,6 +315,17 @@ BEGIN
         RETURN NULL;
     END IF;
     st := aiqueue_cache_state(spec, p_pool, p_payload);
+    -- A cold prefix's first row goes alone: claims run at once (42_fair_pick),
+    -- so its note's lock is taken here, without waiting.  Held by another claim:
+    -- that one sends it (this group is stepped over); taken: the state is read
+    -- again (a statement of its own), as the claim before may have committed.
+    IF st.state = 'cold' AND p_payload IS NOT NULL THEN
+        IF NOT pg_try_advisory_xact_lock(hashtext('aiqueue.prefix'),
+                                         hashtext(p_pool || '/' || p_payload)) THEN
+            RETURN 'warming';
+        END IF;
+        st := aiqueue_cache_state(spec, p_pool, p_payload);
+    END IF;
     IF st.state = 'warming' THEN
         PERFORM aiqueue_cache_hold(p_pool, p_priority, p_group, p_joins, st.hold);
     END IF;

@@ -1,6 +1,9 @@
--- The claim: the next due row, under the claim's lock, in three steps:
+-- The claim: the next due row, in three steps (the claim's lock first only
+-- where the plan has money rules, aiqueue_plan_serial in 30_gate):
 --   aiqueue_room        which kinds have room, and which pools one more row fills (30_gate)
---   aiqueue_claim_row   the fair pick (40_fair) and the row's claim, one statement
+--   aiqueue_claim_row   the fair pick (42_fair_pick: the slots, 36_slots, and the
+--                       group's charge) and the row's claim, one statement, which
+--                       names the dispatch the slots' holder
 --   aiqueue_claim_more  whether another row could be claimed after this one
 -- Everything it reads of the settings is its one `plan` document (10_plan).
 -- `p_taker`: a settle's caller, who takes the row to send it (70_settle); NULL:
@@ -19,10 +22,12 @@ DECLARE
     room record;
     got record;
 BEGIN
-    PERFORM aiqueue_claim_lock();
+    IF aiqueue_plan_serial(plan) THEN  -- money rules: the claim's lock (30_gate)
+        PERFORM aiqueue_claim_lock();
+    END IF;
     -- Calls as assignments: each a plpgsql expression, not a query of its own
-    -- (in this volatile function each still takes a fresh snapshot, after the
-    -- lock, so it sees what the previous lock holder committed).
+    -- (in this volatile function each still takes a fresh snapshot, so it sees
+    -- what a claim before it committed).
     room := aiqueue_room(plan, true, true);
     IF cardinality(room.kinds) = 0 THEN
         RETURN;
@@ -95,6 +100,13 @@ BEGIN
         INSERT INTO ai_marking_claimed (queue_id, dispatch_seq, pool, kind, run_kind)
         SELECT cl.queue_id, cl.dispatch_seq, cl.pool, cl.kind, cl.run_kind FROM claimed cl
     ),
+    -- The slots the pick locked for it (36_slots.sql) name this dispatch.
+    holds AS (
+        UPDATE ai_marking_slots s SET queue_id = cl.queue_id, dispatch_seq = cl.dispatch_seq
+        FROM claimed cl
+        WHERE s.pool = cl.pool
+          AND (s.kind, s.n) IN (('', picked.pool_slot), (picked.slot_kind, picked.kind_slot))
+    ),
     history AS (
         -- ran_kind: the fallback kind that runs it (; NULL: its own).
         INSERT INTO ai_marking_attempts (queue_id, dispatch_seq, attempt, taken_by, sent_at,
@@ -124,9 +136,9 @@ $$;
 -- After a claim of a row of `p_kind` in `p_pool` (this transaction sees it as
 -- processing): whether a kind of `kinds` still has room and a due row (in a
 -- group not paused at a spend cap).  Only the claimed row's pool and kind
--- changed (the lock keeps every other pool as aiqueue_room found it): its
--- pool's gate, `p_full` (aiqueue_room's look at it with one more row in
--- flight), then its kind's cap.
+-- changed by this claim (another claim's rows are its own `more`): its pool's
+-- gate, `p_full` (aiqueue_room's look at it with one more row in flight),
+-- then its kind's cap.  A hint for the caller's chain, not a promise.
 CREATE OR REPLACE FUNCTION aiqueue_claim_more(plan jsonb, kinds text[], p_full boolean,
                                               p_pool text, p_kind text, p_claimed uuid)
 RETURNS boolean LANGUAGE plpgsql AS $$

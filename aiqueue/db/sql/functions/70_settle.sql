@@ -38,16 +38,20 @@
 --                            48_spend_windows)
 --   aiqueue_handback       a repeated result: hand back the row it claimed
 --                          (71_settle_charge)
---   aiqueue_claim          the next row (60_claim: 30_gate, whose caps count the
---                          pool's and kind's slots in ai_marking_claimed (10_plan);
---                          40_fair, 42_fair_pick, 45_cache walk ai_marking_ready; its
---                          money: the budget window in 21_budget, the spend caps in
---                          50_spend and 48_spend_windows), moved to processing (a
---                          heap-only update of the record; its ready row deleted by
---                          35_ready's trigger) with its slot inserted, its live
---                          event and count deltas written (aiqueue_feed_moved,
---                          aiqueue_counts_moved), taken by the settle's caller to
---                          send it
+--   aiqueue_claim          the next row (60_claim: 30_gate's room, a first count of
+--                          the pool's and kind's rows in ai_marking_claimed (10_plan);
+--                          42_fair_pick's walk of ai_marking_ready (40_fair;
+--                          43_fair_race: groups other claims are charging;
+--                          45_cache), which takes a pool's slot in ai_marking_slots
+--                          (36_slots, SKIP LOCKED) before it walks that pool's
+--                          groups, and the row's kind's slot before it charges the
+--                          group; its money: the budget window in 21_budget, the
+--                          spend caps in 50_spend and 48_spend_windows), moved to
+--                          processing (a heap-only update of the record; its ready
+--                          row deleted by 35_ready's trigger) with its
+--                          ai_marking_claimed row inserted, its live event and count
+--                          deltas written (aiqueue_feed_moved, aiqueue_counts_moved),
+--                          taken by the settle's caller to send it
 --
 -- No transaction flag steers any of it: what a step needs to know is a
 -- parameter (the run's end is told p_locked).
@@ -88,8 +92,10 @@ $$;
 -- whether or not the result was new: the gate decides whether a slot is free
 -- (a late result's duplicate may find one).  Always exactly one row: `applied`,
 -- and the claimed job's columns (NULL when nothing was claimed).  Locks: the
--- completion holds its row while the claim waits for the advisory lock, whose
--- holder never waits for a row lock (SKIP LOCKED), so this cannot deadlock.
+-- completion holds its row while the settle waits for the advisory lock
+-- (aiqueue_result), whose holders never wait for a queue row (SKIP LOCKED);
+-- plain claims, which no longer take it, wait for a counter row only while
+-- they hold no row (43_fair_race), so this cannot deadlock.
 -- A new result also raises the learned limit L (aiqueue_flow_result) before
 -- the claim reads it.
 --
