@@ -140,10 +140,10 @@ def machine_cpu_seconds() -> float:
 
 
 def middle(values: Iterable[float]) -> float:
-    """The bench's base figure of repeated runs: the middle value (of an even count,
-    the upper of the two middle ones)."""
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
+    """The bench's base figure of repeated runs: their median, as the tables print it (of
+    an even count, the mean of the two middle ones), so that "vs base" divides a median
+    by a median."""
+    return statistics.median(values)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
