@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -29,6 +30,57 @@ def admin_dsn() -> str:
         return url
     dsn, _server = start_embedded(Path(f"/tmp/aiqueue-bench-pg-{os.getuid()}"))
     return str(dsn)
+
+
+# shared_buffers of a district's server (docs/performance.md#a-year-of-a-district): a
+# quarter (PostgreSQL's usual start) of the 8 GB of a plan with two dedicated cores like
+# this VM's (Supabase's Large compute; Neon at 2 CU); it holds the claim's working set at
+# 1,000,000 pending rows (about 0.6 GB) and leaves room for the pages' reads.
+DISTRICT_SHARED_BUFFERS = "2GB"
+
+
+def _others_use(server: Any) -> bool:
+    """Whether a live process other than this one holds a handle on the embedded server
+    (pgserver keeps their pids beside its data; a killed one stays listed)."""
+    listed = server.pgdata / ".handle_pids.json"
+    pids = json.loads(listed.read_text()) if listed.exists() else []
+    return any(pid != os.getpid() and Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+async def district_buffers(admin: str, size: str = DISTRICT_SHARED_BUFFERS) -> str:
+    """The shared_buffers of the server at `admin`, first made `size` when it is smaller and
+    the server is this process's embedded one with nobody else on it: ALTER SYSTEM, a
+    restart, and the setting reset at once (in force until the server's next start, which
+    is back to the default for every other bench).  Otherwise the server is left alone."""
+    import asyncpg
+
+    conn = await asyncpg.connect(admin)
+    try:
+        small = await conn.fetchval("SELECT pg_size_bytes(current_setting('shared_buffers')) "
+                                    "< pg_size_bytes($1)", size)
+        busy = await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE backend_type = "
+                                   "'client backend' AND pid <> pg_backend_pid()")
+        own = _server is not None and str(_server.get_uri()) == admin
+        if not small or not own or busy or _others_use(_server):
+            return str(await conn.fetchval("SELECT current_setting('shared_buffers')"))
+        await conn.execute(f"ALTER SYSTEM SET shared_buffers = '{size}'")
+    finally:
+        await conn.close()
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    try:
+        subprocess.run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(_server.pgdata), "-w",
+                        "-m", "fast", "-l", str(_server.log), "restart"],
+                       user=_server.system_user, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True, timeout=120)
+    finally:
+        conn = await asyncpg.connect(admin)
+        try:
+            await conn.execute("ALTER SYSTEM RESET shared_buffers")
+            size = str(await conn.fetchval("SELECT current_setting('shared_buffers')"))
+        finally:
+            await conn.close()
+    return size
 
 
 async def fresh_database(name: str) -> str:

@@ -168,6 +168,14 @@ def _plan_number(plan: list[str], pattern: str) -> float:
     raise ValueError(f"nothing in the plan matches {pattern!r}")
 
 
+def _blocks_read(plan: list[str]) -> int:
+    """Blocks read from outside the server's buffers by the plan's top node (a function's
+    node counts what its statements read)."""
+    line = next((x for x in plan if "Buffers:" in x), "")
+    m = re.search(r"read=(\d+)", line)
+    return int(m.group(1)) if m else 0
+
+
 def _ms(plan: list[str], label: str) -> float:
     return _plan_number(plan, rf"{label}: ([0-9.]+) ms")
 
@@ -176,12 +184,44 @@ class _Undo(Exception):
     """Roll a measured transaction back."""
 
 
-async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[float]]:
+# The claim's relations read once through PostgreSQL's buffers, as a district's server holds
+# them (its pending rows were written by their enqueue, and every claim reads them): the ready
+# table by each of its indexes, and the record's and submissions' rows of the pending ones by
+# their keys.  Index scans, one process: a sequential scan of a table larger than a quarter of
+# shared_buffers reads through a small ring of buffers and would leave them cold.
+_WARM = (
+    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; "
+    "SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; "
+    "SET LOCAL enable_mergejoin = off; SET LOCAL max_parallel_workers_per_gather = 0",
+    "SELECT count(*) FROM ai_marking_fair",
+    "SELECT count(h.queue_id) FROM (SELECT queue_id FROM ai_marking_ready "
+    "ORDER BY pool, priority, grp, kind, turn, seq) h",
+    "SELECT count(*) FROM (SELECT 1 FROM ai_marking_ready ORDER BY pool, priority, grp, turn, "
+    "seq) h",
+    "SELECT count(*) FROM (SELECT 1 FROM ai_marking_ready ORDER BY -priority, turn, seq) h",
+    "SELECT count(s.content) FROM ai_marking_ready h "
+    "JOIN ai_marking_queue q ON q.queue_id = h.queue_id "
+    "JOIN submissions s ON s.id = q.submission_id",
+)
+
+
+async def warm_claim(conn: asyncpg.Connection) -> None:
+    """Read the claim's relations into the server's buffers (there is no pg_prewarm in the
+    embedded PostgreSQL)."""
+    async with conn.transaction():
+        for statement in _WARM:
+            await conn.execute(statement)
+
+
+async def claim_at_scale(dsn: str, repeats: int,
+                         reads: list[int] | None = None) -> tuple[list[float], list[float]]:
     """Server time of the claim's choice (aiqueue_fair_pick: the walk of the waiting groups
     by counter, the chosen group's first row, its charge; rolled back) and wall time per
-    claim, on a warm connection."""
-    conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    claim, on a warm connection, after its relations were read into the server's buffers.
+    `reads`, when given, gets the blocks each choice read from outside those buffers."""
+    conn = await asyncpg.connect(dsn, statement_cache_size=0, command_timeout=None)
     try:
+        await warm_claim(conn)
         server, wall = [], []
         # A pooled connection has the function's plans cached: measure it warm.  A
         # statement's plan settles after its first five runs (PostgreSQL's plan cache
@@ -198,12 +238,14 @@ async def claim_at_scale(dsn: str, repeats: int) -> tuple[list[float], list[floa
             try:
                 async with conn.transaction():
                     plan = [r[0] for r in await conn.fetch(
-                        "EXPLAIN (ANALYZE) SELECT * FROM "
+                        "EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM "
                         "aiqueue_fair_pick(ARRAY['mark'], NULL, NULL)")]
                     raise _Undo
             except _Undo:
                 pass
             server.append(_ms(plan, "Planning Time") + _ms(plan, "Execution Time"))
+            if reads is not None:
+                reads.append(_blocks_read(plan))
             started = time.perf_counter()
             # No budget, the default pool unlimited, no caps.
             row = await conn.fetchrow(queries()["claim"], plan_of(0, 5).json)
