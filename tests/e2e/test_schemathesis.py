@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import asyncpg
@@ -67,7 +66,6 @@ async def test_schemathesis_finds_nothing(db_url: str, conn: asyncpg.Connection,
         config = tmp_path / "schemathesis.toml"
         config.write_text(await seed(app.url, app.secret, conn))
         excluded = [arg for path, _ in sorted(PENDING) for arg in ("--exclude-path", path)]
-        started = time.monotonic()
         run = subprocess.run(
             [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
              f"{app.url}/api/marking/openapi.json", "--checks", CHECKS,
@@ -75,8 +73,6 @@ async def test_schemathesis_finds_nothing(db_url: str, conn: asyncpg.Connection,
              "--workers", "1", "--seed", "7", "--request-timeout", "10", "--no-color",
              "--phases", "examples,coverage,fuzzing,stateful", *excluded],
             cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-        took = time.monotonic() - started
         log = app.app.output()
     assert run.returncode == 0, f"{run.stdout[-12000:]}\n{run.stderr[-3000:]}\n{log[-3000:]}"
     assert '"event": "error"' not in log, log[-3000:]
-    assert took < 150, f"schemathesis took {took:.0f} s"
