@@ -25,12 +25,11 @@ from __future__ import annotations
 import asyncio
 import gzip
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import httpx
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
@@ -153,7 +152,7 @@ def as_is(span: ReadableSpan) -> Waiting:
     return span
 
 
-class LoopExport(SpanProcessor):
+class LoopExport:
     """Finished spans, batched and sent from the event loop that made them."""
 
     def __init__(self, send: Send, config: Tracing,
@@ -168,9 +167,6 @@ class LoopExport(SpanProcessor):
         # The loop the timer and the sending task belong to (a test, or a platform that
         # runs each invocation in a loop of its own, may end one and start another).
         self.loop: asyncio.AbstractEventLoop | None = None
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        """Spans are handed over finished (tracing/otel.py): nothing to do at their start."""
 
     def on_end(self, span: ReadableSpan) -> None:
         if len(self.waiting) >= self.queued:
@@ -232,10 +228,6 @@ class LoopExport(SpanProcessor):
             return bool(done)
         finally:
             self.flushing = False
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """The SDK's synchronous flush: spans left here go with the next batch or flush."""
-        return not self.waiting and self.sending is None
 
     def shutdown(self) -> None:
         if self.timer is not None:
