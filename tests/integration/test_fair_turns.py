@@ -211,14 +211,18 @@ async def test_claim_at_scale_walks_the_index_in_turn_order(conn: asyncpg.Connec
     await conn.execute("ANALYZE ai_marking_fair")
     # Turns by tokens (aiqueue 0022): the walk of the waiting groups, then the
     # chosen group's first due row, each on its index.
+    # The walk's first two groups in one statement; past them, its cursor.
     for function, pattern, index, cursor in (
-            ("aiqueue_fair_next", r"SELECT f\.pool, f\.priority.*?ORDER BY f\.priority DESC, "
-             r"f\.walk_key, f\.walk_turn, f\.walk_seq", "ai_marking_fair_walk_idx", True),
+            ("aiqueue_fair_next", r"SELECT two\.\*.*?LIMIT 2\) two.*?LIMIT 1",
+             "ai_marking_fair_walk_idx", False),
+            ("aiqueue_fair_next_walk", r"SELECT f\.pool, f\.priority.*?ORDER BY f\.priority "
+             r"DESC, f\.walk_key, f\.walk_turn, f\.walk_seq", "ai_marking_fair_walk_idx", True),
             ("aiqueue_fair_head", r"SELECT q\.queue_id, q\.assignment_id, q\.payload_id INTO r\s+"
              r"FROM ai_marking_ready h.*?SKIP LOCKED",
              "ai_marking_ready_group_idx", False)):
         text = await plan_in_function(conn, function, pattern, cursor, c_pools="NULL",
-                                      c_seen="'{}'::text[]",
+                                      c_seen="'{}'::text[]", p_pools="NULL",
+                                      p_seen="'{}'::text[]",
                                       **{**GROUP_VALUES, "g.group_key": "'g1'", "p_group": "'g1'"})
         assert index in text, text
         assert "Seq Scan" not in text and "Sort" not in text, text
