@@ -134,8 +134,10 @@ _heads: dict[tuple[str, SpanKind], bytes] = {}
 _tails: dict[tuple[StatusCode, str | None, bool], bytes] = {}
 
 
-def _span(span: ReadableSpan) -> bytes | None:
-    """A Span message, fields in number order as protobuf writes them."""
+def span_bytes(span: ReadableSpan) -> bytes | None:
+    """One span as its field of a ScopeSpans message, fields in number order as protobuf
+    writes them; None when this encoder does not know its shape (tracing/export.py then
+    keeps the span for the SDK's encoder)."""
     context, parent, start, end = span.context, span.parent, span.start_time, span.end_time
     attributes = _attributes(b"\x4a", span.attributes)
     if context is None or attributes is None or span.events or start is None or end is None:
@@ -184,12 +186,6 @@ def _resource(resource: Resource) -> bytes | None:
     return _attributes(b"\x0a", resource.attributes)
 
 
-def span_bytes(span: ReadableSpan) -> bytes | None:
-    """One span as its field of a ScopeSpans message; None when this encoder does not know
-    its shape (tracing/export.py then keeps the span for the SDK's encoder)."""
-    return _span(span)
-
-
 def request(resource: Resource, scope: InstrumentationScope | None,
             spans: Sequence[bytes]) -> bytes | None:
     """An ExportTraceServiceRequest of spans already written by `span_bytes`, all of one
@@ -216,7 +212,7 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes | None:
     for span in spans:
         if span.resource is not resource or span.instrumentation_scope is not scope:
             return None
-        encoded = _span(span)
+        encoded = span_bytes(span)
         if encoded is None:
             return None
         out.append(encoded)
