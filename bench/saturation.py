@@ -9,7 +9,7 @@ Two measures (docs/performance.md, "Saturation and physical writes"):
   (`pg_stat_user_tables`) the tuples inserted, updated, updated HOT and deleted.
   The minimal loop (bench/minimal.py: one insert and two updates of a small row
   per job) is the reference.
-During each span, where the settles spend their time: every 10 ms, each running
+During each span, where the settles spend their time: every 20 ms, each running
 `aiqueue_settle_many` by its wait event (`pg_stat_activity`; "CPU" when it waits for
 nothing), and the tables of the rows other settles queue for (`pg_locks`' tuple locks,
 which the first waiter for a row holds).
@@ -27,13 +27,15 @@ from bench import loop
 from bench.common import Table, fresh_database, middle
 
 _WAL = "SELECT wal_records FROM pg_stat_wal"
-_SETTLES = ("SELECT coalesce(wait_event_type || '/' || wait_event, 'CPU') AS waits "
-            "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
-            "AND query LIKE '%aiqueue_settle_many%' AND pid <> pg_backend_pid()")
-_ROWS = ("SELECT 'row of ' || l.relation::regclass::text AS waits FROM pg_locks l "
-         "JOIN pg_stat_activity a ON a.pid = l.pid "
-         "WHERE l.locktype = 'tuple' AND a.datname = current_database() "
-         "AND a.query LIKE '%aiqueue_settle_many%'")
+# One statement a sample (the sampler's own load stays small beside the run).
+_WAITS = ("SELECT coalesce(wait_event_type || '/' || wait_event, 'CPU') AS waits "
+          "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+          "AND query LIKE '%aiqueue_settle_many%' AND pid <> pg_backend_pid() "
+          "UNION ALL "
+          "SELECT 'row of ' || l.relation::regclass::text FROM pg_locks l "
+          "JOIN pg_stat_activity a ON a.pid = l.pid "
+          "WHERE l.locktype = 'tuple' AND a.datname = current_database() "
+          "AND a.query LIKE '%aiqueue_settle_many%'")
 _TABLES = ("SELECT relname, n_tup_ins + n_tup_upd + n_tup_del AS written, "
            "n_tup_upd - n_tup_hot_upd AS cold, n_tup_upd AS upd, n_tup_hot_upd AS hot "
            "FROM pg_stat_user_tables")
@@ -99,9 +101,8 @@ async def _settle_waits(dsn: str, stop: asyncio.Event) -> Counter[str]:
     conn = await asyncpg.connect(dsn)
     try:
         while not stop.is_set():
-            for query in (_SETTLES, _ROWS):
-                waits.update(r["waits"] for r in await conn.fetch(query))
-            await asyncio.sleep(0.01)
+            waits.update(r["waits"] for r in await conn.fetch(_WAITS))
+            await asyncio.sleep(0.02)
     finally:
         await conn.close()
     return waits
@@ -131,7 +132,7 @@ async def saturation_rows(rows: Table, repeats: int) -> None:
         assert all(m <= cap for _, m, _ in runs), "the cap was exceeded"
         label = f"{jobs} jobs of {seconds:g} s at in-flight {cap}"
         for _, _, waits in runs:
-            print(f"where the settles waited, {label} (10 ms samples): "
+            print(f"where the settles waited, {label} (20 ms samples): "
                   + ", ".join(f"{w} {n}" for w, n in waits.most_common(6)), flush=True)
         rows.append((f"span, {label}", "s", [s for s, _, _ in runs], ideal, f"ideal {ideal:g}"))
         rows.append((f"model kept busy, {label}", "%", [100 * ideal / s for s, _, _ in runs],
