@@ -9,10 +9,16 @@ Two measures (docs/performance.md, "Saturation and physical writes"):
   (`pg_stat_user_tables`) the tuples inserted, updated, updated HOT and deleted.
   The minimal loop (bench/minimal.py: one insert and two updates of a small row
   per job) is the reference.
+During each span, where the settles spend their time: every 20 ms, each running
+`aiqueue_settle_many` by its wait event (`pg_stat_activity`; "CPU" when it waits for
+nothing), and the tables of the rows other settles queue for (`pg_locks`' tuple locks,
+which the first waiter for a row holds).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from dataclasses import dataclass
 
 import asyncpg
@@ -21,6 +27,15 @@ from bench import loop
 from bench.common import Table, fresh_database, middle
 
 _WAL = "SELECT wal_records FROM pg_stat_wal"
+# One statement a sample (the sampler's own load stays small beside the run).
+_WAITS = ("SELECT coalesce(wait_event_type || '/' || wait_event, 'CPU') AS waits "
+          "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+          "AND query LIKE '%aiqueue_settle_many%' AND pid <> pg_backend_pid() "
+          "UNION ALL "
+          "SELECT 'row of ' || l.relation::regclass::text FROM pg_locks l "
+          "JOIN pg_stat_activity a ON a.pid = l.pid "
+          "WHERE l.locktype = 'tuple' AND a.datname = current_database() "
+          "AND a.query LIKE '%aiqueue_settle_many%'")
 _TABLES = ("SELECT relname, n_tup_ins + n_tup_upd + n_tup_del AS written, "
            "n_tup_upd - n_tup_hot_upd AS cold, n_tup_upd AS upd, n_tup_hot_upd AS hot "
            "FROM pg_stat_user_tables")
@@ -80,11 +95,33 @@ async def minimal_writes(jobs: int, name: str) -> Writes:
     return _writes(before, await _snapshot(dsn), jobs, "minimal_jobs")
 
 
-async def span(jobs: int, seconds: float, cap: int, name: str) -> tuple[float, int]:
+async def _settle_waits(dsn: str, stop: asyncio.Event) -> Counter[str]:
+    """Samples of the running settles by what they wait for, until `stop`."""
+    waits: Counter[str] = Counter()
+    conn = await asyncpg.connect(dsn)
+    try:
+        while not stop.is_set():
+            waits.update(r["waits"] for r in await conn.fetch(_WAITS))
+            await asyncio.sleep(0.02)
+    finally:
+        await conn.close()
+    return waits
+
+
+async def span(jobs: int, seconds: float, cap: int,
+               name: str) -> tuple[float, int, Counter[str]]:
     """Seconds from enqueue to the last result of `jobs` jobs of `seconds` each at `cap`,
-    and the most the function had at once."""
-    run = await loop.run_loop(cap, jobs, name, seconds=seconds)
-    return run.seconds, run.max_in_flight
+    the most the function had at once, and where the settles waited meanwhile."""
+    dsn = await fresh_database(name)
+    await loop.seed_submissions(dsn, jobs)
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(_settle_waits(dsn, stop))
+    try:
+        run = await loop.run_loop(cap, jobs, name, seconds=seconds, dsn=dsn)
+    finally:
+        stop.set()
+        waits = await sampler
+    return run.seconds, run.max_in_flight, waits
 
 
 async def saturation_rows(rows: Table, repeats: int) -> None:
@@ -92,10 +129,13 @@ async def saturation_rows(rows: Table, repeats: int) -> None:
     for jobs, seconds, cap in ((400, 0.5, 8), (640, 1.0, 32)):
         ideal = jobs * seconds / cap
         runs = [await span(jobs, seconds, cap, f"bench_sat{cap}_{i}") for i in range(repeats)]
-        assert all(m <= cap for _, m in runs), "the cap was exceeded"
+        assert all(m <= cap for _, m, _ in runs), "the cap was exceeded"
         label = f"{jobs} jobs of {seconds:g} s at in-flight {cap}"
-        rows.append((f"span, {label}", "s", [s for s, _ in runs], ideal, f"ideal {ideal:g}"))
-        rows.append((f"model kept busy, {label}", "%", [100 * ideal / s for s, _ in runs],
+        for _, _, waits in runs:
+            print(f"where the settles waited, {label} (20 ms samples): "
+                  + ", ".join(f"{w} {n}" for w, n in waits.most_common(6)), flush=True)
+        rows.append((f"span, {label}", "s", [s for s, _, _ in runs], ideal, f"ideal {ideal:g}"))
+        rows.append((f"model kept busy, {label}", "%", [100 * ideal / s for s, _, _ in runs],
                      None, ">= 98"))
     ours, floor = [], []
     for i in range(repeats):

@@ -154,6 +154,11 @@ $$;
 -- outbox test takes it rather than pinning a row, and the counters, spend
 -- windows and budget window written after are the claim's rows too, so they
 -- are written under it, in the claim's order (see aiqueue_outbox_run_finished).
+-- A settle without it where the plan has no money rules was measured and not
+-- kept (docs/performance.md, "State tables", step 5): settles of one pool
+-- queue on the rows they all write (its cache row, the estimate, the group's
+-- counter) until their commits anyway, and without it a settle's claim meets
+-- groups other settles hold, which it steps over.
 CREATE OR REPLACE FUNCTION aiqueue_result(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                           p_dispatch_seq integer, plan jsonb)
 RETURNS boolean LANGUAGE plpgsql AS $$
