@@ -170,14 +170,15 @@ keys AS (
                   WHERE created_at < now() - interval '24 hours' AND EXISTS (SELECT 1 FROM gate)
                   LIMIT 10000)
 ),
--- Fold the count deltas into one row per status, kind and pool (the sums stay).
+-- Fold the count deltas into one row per status, kind, pool and month (the
+-- sums stay; a month's drop removes its rows: functions/98_record_months.sql).
 folded AS (
     DELETE FROM ai_marking_counts WHERE EXISTS (SELECT 1 FROM gate)
-    RETURNING status, kind, pool, n
+    RETURNING status, kind, pool, month, n
 ),
 refolded AS (
-    INSERT INTO ai_marking_counts (status, kind, pool, n)
-    SELECT status, kind, pool, sum(n) FROM folded GROUP BY status, kind, pool
+    INSERT INTO ai_marking_counts (status, kind, pool, month, n)
+    SELECT status, kind, pool, month, sum(n) FROM folded GROUP BY status, kind, pool, month
 ),
 -- The same for the counters' deltas (migration 0008).
 tally_folded AS (

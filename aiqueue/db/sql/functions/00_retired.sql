@@ -117,3 +117,5 @@ DROP FUNCTION IF EXISTS aiqueue_retry_recorded(uuid[], text[], uuid[], text);
 -- The claim names the row whose settle handed it out (aiqueue 0076).
 DROP FUNCTION IF EXISTS aiqueue_claim(jsonb, uuid);
 DROP FUNCTION IF EXISTS aiqueue_claim_row(jsonb, text[], jsonb, uuid);
+-- The record's months have their own periods (aiqueue 0078).
+DROP FUNCTION IF EXISTS aiqueue_keep_partitions(float8, float8, float8, integer);

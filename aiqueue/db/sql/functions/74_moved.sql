@@ -47,7 +47,10 @@ $$;
 -- first: the turns read the ready table.
 CREATE OR REPLACE FUNCTION aiqueue_host_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM aiqueue_moved(ARRAY[NEW], ARRAY[OLD.status], ARRAY[OLD.run_after]);
+    -- NEW is the month partition's row type (aiqueue 0078): the parent's row, read again.
+    PERFORM aiqueue_moved(ARRAY(SELECT q FROM ai_marking_queue q
+                                WHERE q.queue_id = NEW.queue_id AND q.created_at = NEW.created_at),
+                          ARRAY[OLD.status], ARRAY[OLD.run_after]);
     RETURN NULL;
 END
 $$;
