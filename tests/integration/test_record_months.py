@@ -1,7 +1,8 @@
-"""The record's months (aiqueue 0078, docs/operating/data-protection.md): a month of
-ai_marking_queue goes whole once every row of it has ended and is past its period, with
-its count deltas, its traces and the attempts' months no kept row needs; a month with a
-row still to keep stays, and so does every newer one."""
+"""The record's months (aiqueue 0078, docs/operating/data-protection.md): a row's end
+moves it from the live table to the month it was created in; a month of ended rows goes
+whole once every row of it is past its period, with its count deltas, its traces and the
+attempts' months no kept row needs; a month with a row still to keep stays, and so does
+every newer one; a live row keeps the attempts of its month."""
 
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ COMPLETED = 7 * DAY
 
 async def record_month(conn: asyncpg.Connection, at: datetime) -> str:
     assert await conn.fetchval(
-        "SELECT aiqueue_partition_add('ai_marking_queue'::regclass, 'created_at', 'queue_id',"
-        " $1::timestamp)", month_start(at).replace(tzinfo=None))
-    return f"ai_marking_queue_m{at:%Y%m}"
+        "SELECT aiqueue_partition_add('ai_marking_queue_ended'::regclass, 'created_at',"
+        " 'queue_id', $1::timestamp)", month_start(at).replace(tzinfo=None))
+    return f"ai_marking_queue_ended_m{at:%Y%m}"
 
 
 async def rows_made(conn: asyncpg.Connection, status: str, created: datetime,
@@ -66,9 +67,9 @@ async def counted_as_held(conn: asyncpg.Connection) -> None:
 
 
 async def without_record_upgrade_partition(conn: asyncpg.Connection) -> None:
-    for name, (lower, _) in (await partitions(conn, "ai_marking_queue")).items():
+    for name, (lower, _) in (await partitions(conn, "ai_marking_queue_ended")).items():
         if lower is None and not name.endswith("_default"):
-            await conn.execute(f"ALTER TABLE ai_marking_queue DETACH PARTITION {name}")
+            await conn.execute(f"ALTER TABLE ai_marking_queue_ended DETACH PARTITION {name}")
             await conn.execute(f"DROP TABLE {name}")
 
 
@@ -89,7 +90,7 @@ async def test_a_month_goes_whole_with_its_counts_traces_and_attempts_once_its_r
     await counted_as_held(conn)
 
     assert await keep(conn) >= 2  # the record's month and the attempts' month
-    months = await partitions(conn, "ai_marking_queue")
+    months = await partitions(conn, "ai_marking_queue_ended")
     assert old_part not in months and mid_part in months
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue WHERE queue_id = ANY($1)",
                                gone) == 0
@@ -105,18 +106,37 @@ async def test_a_month_goes_whole_with_its_counts_traces_and_attempts_once_its_r
     assert await keep(conn) == 0
 
 
-async def test_a_month_with_a_live_row_stays_and_so_does_every_newer_one(conn: asyncpg.Connection):
+async def test_a_month_with_a_row_to_keep_stays_and_so_does_every_newer_one(
+    conn: asyncpg.Connection
+):
     await without_record_upgrade_partition(conn)
+    await without_upgrade_partition(conn)
     now = datetime.now(UTC)
     old, mid = now - timedelta(days=70), now - timedelta(days=45)
     old_part, mid_part = await record_month(conn, old), await record_month(conn, mid)
-    waiting = await rows_made(conn, "pending", old, None, n=1)
+    await add_month(conn, "ai_marking_attempts", old)
+    # A failed row of the older month that ended 10 days ago: within its 30 days.
+    recent = await rows_made(conn, "failed", old, now - timedelta(days=10), n=1)
     await rows_made(conn, "completed", mid, mid + timedelta(hours=1))
     assert await keep(conn) == 0
-    months = await partitions(conn, "ai_marking_queue")
+    months = await partitions(conn, "ai_marking_queue_ended")
     assert old_part in months and mid_part in months
-    # Once it has ended and is past its period, both go.
+    # Once it is past its period, both go; a live row from that month is in the live
+    # table (a row's end moves it to its month) and keeps the month's attempts.
+    waiting = await rows_made(conn, "pending", old, None, n=1)
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = $2 WHERE queue_id = ANY($1)",
+                       recent, old + timedelta(days=1))
+    assert await keep(conn) == 2
+    months = await partitions(conn, "ai_marking_queue_ended")
+    assert old_part not in months and mid_part not in months
+    assert f"ai_marking_attempts_m{old:%Y%m}" in await partitions(conn, "ai_marking_attempts")
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue_live"
+                               " WHERE queue_id = ANY($1)", waiting) == 1
+    await counted_as_held(conn)
+    # Its end moves it out of the live table (to the ended rows' default: no month
+    # holds its time any more).
     await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled', finished_at = $2"
                        " WHERE queue_id = ANY($1)", waiting, old + timedelta(days=1))
-    assert await keep(conn) == 2
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue_live"
+                               " WHERE queue_id = ANY($1)", waiting) == 0
     await counted_as_held(conn)

@@ -214,15 +214,20 @@ END
 $$;
 
 -- A leader erased (its row deleted, by the queue or by host SQL): as if it left.
+-- A statement trigger: a row trigger on delete would also fire when a leader's
+-- end moves its row to its month (a delete and an insert to PostgreSQL: aiqueue
+-- 0078); statement triggers fire for the statement's own verb only.
 CREATE OR REPLACE FUNCTION aiqueue_group_left() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM aiqueue_group_lead(OLD.queue_id, OLD.run_after);
+    PERFORM aiqueue_group_lead(o.queue_id, o.run_after)
+    FROM old_rows o
+    WHERE o.status IN ('pending', 'processing') AND o.answer_key IS NOT NULL
+      AND o.leader_id IS NULL
+    ORDER BY o.queue_id;
     RETURN NULL;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER ai_marking_queue_group_erased
-    AFTER DELETE ON ai_marking_queue
-    FOR EACH ROW WHEN (OLD.status IN ('pending', 'processing')
-                       AND OLD.answer_key IS NOT NULL AND OLD.leader_id IS NULL)
-    EXECUTE FUNCTION aiqueue_group_left();
+    AFTER DELETE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_group_left();

@@ -47,7 +47,7 @@ $$;
 -- first: the turns read the ready table.
 CREATE OR REPLACE FUNCTION aiqueue_host_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    -- NEW is the month partition's row type (aiqueue 0078): the parent's row, read again.
+    -- NEW is the partition's row type (aiqueue 0078): the record's row, read again.
     PERFORM aiqueue_moved(ARRAY(SELECT q FROM ai_marking_queue q
                                 WHERE q.queue_id = NEW.queue_id AND q.created_at = NEW.created_at),
                           ARRAY[OLD.status], ARRAY[OLD.run_after]);
@@ -60,3 +60,27 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_host_moved
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status
                        AND NEW.queue_moves = OLD.queue_moves)
     EXECUTE FUNCTION aiqueue_host_moved();
+
+-- The same for a row whose status set by hand moved it between the live table
+-- and its month (an end, a retry: aiqueue 0078): such an update fires no UPDATE
+-- row trigger, so the record's statement trigger follows it.
+CREATE OR REPLACE FUNCTION aiqueue_host_crossed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    moved ai_marking_queue[];
+    was text[];
+    live_at timestamptz[];
+BEGIN
+    SELECT array_agg(n ORDER BY n.queue_id), array_agg(o.status ORDER BY n.queue_id),
+           array_agg(o.run_after ORDER BY n.queue_id)
+    INTO moved, was, live_at
+    FROM new_rows n JOIN old_rows o ON o.queue_id = n.queue_id
+    WHERE n.queue_moves = o.queue_moves
+      AND (n.status IN ('pending', 'processing')) <> (o.status IN ('pending', 'processing'));
+    PERFORM aiqueue_moved(moved, was, live_at);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_host_crossed
+    AFTER UPDATE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_host_crossed();

@@ -23,7 +23,7 @@ LANGUAGE sql STABLE AS $$
     VALUES ('ai_marking_attempts'::regclass, 'started_at', 'id'),
            ('ai_marking_results'::regclass, 'applied_at', 'queue_id'),
            ('ai_marking_events'::regclass, 'created_at', 'id'),
-           ('ai_marking_queue'::regclass, 'created_at', 'queue_id')
+           ('ai_marking_queue_ended'::regclass, 'created_at', 'queue_id')
 $$;
 
 -- Every partition of those tables with its range (lower_bound NULL: MINVALUE, the
@@ -93,10 +93,11 @@ BEGIN
     END IF;
     fallback := (SELECT x.part FROM aiqueue_partitions() x
                  WHERE x.parent = p_parent AND x.is_default);
-    -- The record's rows are updated in place: one the default caught is never moved
-    -- (a settle may be updating it), so its month waits until the default holds
-    -- none of it (the doctor warns meanwhile; months are made two ahead).
-    IF p_parent = 'ai_marking_queue'::regclass AND fallback IS NOT NULL THEN
+    -- The record's ended rows are updated in place (a review, a re-mark): one the
+    -- default caught is never moved (an update may be writing it), so its month
+    -- waits until the default holds none of it (the doctor warns meanwhile;
+    -- months are made two ahead).
+    IF p_parent = 'ai_marking_queue_ended'::regclass AND fallback IS NOT NULL THEN
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE %I >= $1 AND %I < $2)',
                        fallback, p_key, p_key) INTO caught USING lo, hi;
         IF caught THEN
@@ -105,18 +106,12 @@ BEGIN
     END IF;
     EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
                    ' INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION)', part, p_parent);
-    -- An attempt's line is updated by its result, a record row by its claim and
-    -- its result: room on the page for a heap-only update (aiqueue 0062, 0067).
-    IF p_parent IN ('ai_marking_attempts'::regclass, 'ai_marking_queue'::regclass) THEN
+    -- An attempt's line is updated by its result, an ended record row by a review
+    -- or a re-mark: room on the page for a heap-only update (aiqueue 0062, 0078).
+    IF p_parent IN ('ai_marking_attempts'::regclass, 'ai_marking_queue_ended'::regclass) THEN
         EXECUTE format('ALTER TABLE %s SET (fillfactor = 80)', part);
     END IF;
-    -- One live row per submission and payload, the record's unique index of
-    -- each month (a parent's would have to include the month: aiqueue 0078).
-    IF p_parent = 'ai_marking_queue'::regclass THEN
-        EXECUTE format('CREATE UNIQUE INDEX %I ON %s (submission_id, coalesce(payload_id, 0))'
-                       ' WHERE phase = ''live''',
-                       'ai_marking_queue_active_uniq_m' || to_char(p_month, 'YYYYMM'), part);
-    ELSIF fallback IS NOT NULL THEN
+    IF fallback IS NOT NULL AND p_parent <> 'ai_marking_queue_ended'::regclass THEN
         EXECUTE format('WITH moved AS (DELETE FROM %s WHERE %I >= $1 AND %I < $2 RETURNING *)'
                        ' INSERT INTO %s SELECT * FROM moved', fallback, p_key, p_key, part)
             USING lo, hi;
@@ -186,7 +181,7 @@ BEGIN
     PERFORM set_config('lock_timeout', '100ms', true);
     -- The record first: its drops free the attempts' months below.
     FOR t IN SELECT * FROM aiqueue_partitioned()
-             ORDER BY parent <> 'ai_marking_queue'::regclass LOOP
+             ORDER BY parent <> 'ai_marking_queue_ended'::regclass LOOP
         FOR m IN SELECT g FROM generate_series(this_month, this_month + make_interval(months => p_ahead),
                                                interval '1 month') g LOOP
             BEGIN
@@ -197,7 +192,7 @@ BEGIN
                 NULL;  -- busy: the next pass
             END;
         END LOOP;
-        IF t.parent = 'ai_marking_queue'::regclass THEN
+        IF t.parent = 'ai_marking_queue_ended'::regclass THEN
             dropped := dropped + aiqueue_record_months_drop(p_completed_seconds, p_ended_seconds);
             CONTINUE;
         END IF;

@@ -1,4 +1,4 @@
--- Back to one table: the partitions' rows copied into a plain table of the old
+-- Back to one table: the live table's and the months' rows copied into a plain table of the old
 -- shape (key, indexes, identity, fillfactor), the keys to it from the ready,
 -- claimed and traces tables back, the count deltas without their month.  The
 -- functions go first (rolling back drops them; the next `up` re-creates them).
