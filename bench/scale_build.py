@@ -1,8 +1,8 @@
 """The scale bench's database (bench/scale.py), built once with set-based SQL.
 
-Month partitions from 13 months ago to next month, the record's too (the
-upgrade's catch-all for older rows is empty here and dropped first); `ended` completed rows, a tenth in
-the oldest month and the rest spread evenly since, each with one attempt and one
+Month partitions from 13 months ago to next month, the record's ended rows'
+too (the upgrade's catch-all for older rows is empty here and dropped first);
+`ended` completed rows, a tenth in the oldest month and the rest spread evenly since, each with one attempt and one
 result; the last day's live events; `pending` pending rows with their turns and
 their groups' fair-walk rows, as after a while of service.  The queue's
 triggers are off while it loads, so the counts are written at the end.

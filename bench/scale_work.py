@@ -72,7 +72,7 @@ async def remove_oldest_month(dsn: str) -> Removal:
             await other.close()
         record_upper: datetime = await conn.fetchval(
             "SELECT upper_bound FROM aiqueue_partitions() WHERE NOT is_default "
-            "AND parent = 'ai_marking_queue'::regclass ORDER BY upper_bound LIMIT 1")
+            "AND parent = 'ai_marking_queue_ended'::regclass ORDER BY upper_bound LIMIT 1")
         record_rows = int(await conn.fetchval(
             "SELECT count(*) FROM ai_marking_queue WHERE created_at < $1", record_upper))
         before = await dead_rows(conn)

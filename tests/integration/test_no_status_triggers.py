@@ -38,9 +38,8 @@ KEPT = {
     "ai_marking_queue_0_gone": "DELETE",
     "ai_marking_queue_0_truncated": "TRUNCATE",
     # A status set by hand that moves a row between the live table and its month
-    # fires no UPDATE row trigger (PostgreSQL deletes and inserts it): these follow it.
-    "ai_marking_queue_0_ready_crossed": "UPDATE",
-    "ai_marking_queue_host_crossed": "UPDATE",
+    # fires no UPDATE row trigger (PostgreSQL deletes and inserts it): this follows it.
+    "ai_marking_queue_0_crossed": "UPDATE",
 }
 
 

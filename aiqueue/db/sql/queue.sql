@@ -90,7 +90,8 @@ RETURNING consecutive_failures, circuit_open_until;
 -- complete --
 -- Applies a result at most once and, when it was new, what follows a result:
 -- see aiqueue_result() in functions/70_settle.sql.  $5: the claim plan.
-SELECT aiqueue_result($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb) AS applied;
+SELECT (aiqueue_result($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb)).queue_id
+       IS NOT NULL AS applied;
 
 -- settle --
 -- A webhook's completed results, each with the next claim, in one round trip

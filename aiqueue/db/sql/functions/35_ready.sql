@@ -72,32 +72,6 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_0_ready_upd
                  NEW.leader_id, NEW.run_kind)))
     EXECUTE FUNCTION aiqueue_ready_moved();
 
--- A row whose update moves it between the live table and its month (its end, a
--- retry: aiqueue 0078) fires no UPDATE row trigger: PostgreSQL runs that update
--- as a delete and an insert.  This statement trigger, on the record only (a
--- statement naming the live table moves no row), follows those rows instead:
--- one that left pending loses its ready row, one back to pending gets one.
-CREATE OR REPLACE FUNCTION aiqueue_ready_crossed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM ai_marking_ready r USING old_rows o, new_rows n
-    WHERE o.queue_id = n.queue_id AND r.queue_id = o.queue_id AND o.status = 'pending'
-      AND n.status NOT IN ('pending', 'processing');
-    INSERT INTO ai_marking_ready (queue_id, pool, priority, grp, kind, turn, seq, run_after,
-                                  lane, not_before, expires_at, leader_id, run_kind)
-    SELECT n.queue_id, n.pool, n.priority, coalesce(n.group_key, n.assignment_id), n.kind,
-           n.turn, n.seq, n.run_after, n.lane, n.not_before, n.expires_at, n.leader_id,
-           n.run_kind
-    FROM new_rows n JOIN old_rows o ON o.queue_id = n.queue_id
-    WHERE n.status = 'pending' AND o.status NOT IN ('pending', 'processing')
-    ON CONFLICT (queue_id) DO NOTHING;
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE TRIGGER ai_marking_queue_0_ready_crossed
-    AFTER UPDATE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_ready_crossed();
-
 -- A record row deleted (erasure, the prune, retention, a submission deleted by
 -- its host) takes its ready, claimed and traces rows with it: the trigger that
 -- stands in for their foreign keys, which a record partitioned by month cannot

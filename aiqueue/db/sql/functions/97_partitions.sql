@@ -119,9 +119,10 @@ BEGIN
     EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%I)', part, p_unique);
     EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)',
                    p_parent, part, lo, hi);
-    -- Each of its indexes named as its parent's, with the month (migration 0050's rule).
+    -- Each of its indexes named as its parent's, with the month (migration 0050's
+    -- rule; a long name cut to leave the month room in PostgreSQL's 63 bytes).
     FOR ix IN SELECT c.oid::regclass AS child,
-                     p.relname || '_m' || to_char(p_month, 'YYYYMM') AS named
+                     left(p.relname, 55) || '_m' || to_char(p_month, 'YYYYMM') AS named
               FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
               JOIN pg_inherits i ON i.inhrelid = x.indexrelid
               JOIN pg_class p ON p.oid = i.inhparent
