@@ -50,6 +50,7 @@ WITH row AS (
                            THEN NULL ELSE now() END,
         last_error = $6, updated_at = now(), queue_moves = ai_marking_queue.queue_moves + 1
     WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
+      AND status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
     RETURNING queue_id, status, ai_marking_queue AS moved
 ),
 -- What follows the move (functions/74_moved.sql): back to pending or failed.  A
