@@ -2,10 +2,11 @@
 
 Month partitions from 13 months ago to next month, the record's ended rows'
 too (the upgrade's catch-all for older rows is empty here and dropped first);
-`ended` completed rows, a tenth in the oldest month and the rest spread evenly since, each with one attempt and one
-result; the last day's live events; `pending` pending rows with their turns and
-their groups' fair-walk rows, as after a while of service.  The queue's
-triggers are off while it loads, so the counts are written at the end.
+`ended` completed rows, a tenth in the oldest month and the rest spread evenly
+since, each with one attempt and one result; the last day's live events;
+`pending` pending rows with their turns and their groups' fair-walk rows, as
+after a while of service.  The queue's triggers are off while it loads, so the
+counts are written at the end.
 
 Loading fast (10,000,000 rows on 2 cores): the tables' indexes that back no
 constraint are dropped during the load and built after it (one sort each

@@ -49,10 +49,11 @@ async def test_the_queue_table_keeps_only_the_triggers_host_sql_needs(conn: asyn
                   CASE WHEN t.tgtype & 4 <> 0 THEN 'INSERT'
                        WHEN t.tgtype & 8 <> 0 THEN 'DELETE'
                        WHEN t.tgtype & 32 <> 0 THEN 'TRUNCATE'
-                       ELSE 'UPDATE' || coalesce(' OF ' || (SELECT string_agg(a.attname, ', ' ORDER BY a.attname)
-                                            FROM pg_attribute a
-                                            WHERE a.attrelid = t.tgrelid
-                                              AND a.attnum = ANY (t.tgattr)), '') END AS fires_on
+                       ELSE 'UPDATE' || coalesce(' OF ' || (
+                           SELECT string_agg(a.attname, ', ' ORDER BY a.attname)
+                           FROM pg_attribute a
+                           WHERE a.attrelid = t.tgrelid AND a.attnum = ANY (t.tgattr)), '')
+                  END AS fires_on
            FROM pg_trigger t
            WHERE t.tgrelid = 'ai_marking_queue'::regclass AND NOT t.tgisinternal""")
     assert {r["tgname"]: r["fires_on"] for r in rows} == KEPT

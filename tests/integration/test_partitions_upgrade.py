@@ -146,10 +146,10 @@ async def test_the_upgrade_reads_no_row_under_its_lock(
     # the fair groups' table of one row a group).
     # The record's old rows are read once, by the ATTACH that checks they have all
     # ended (aiqueue 0078 moved the live ones out first: there is no weaker proof).
+    record = 'verifying table "ai_marking_queue_ended_upto_'
     assert [h for h in heard if h.startswith("verifying table")
             and any(f'"{t}' in h for t in TABLES)] == [
-                next(h for h in heard if h.startswith('verifying table "ai_marking_queue_ended_upto_'))
-            ], heard
+                next(h for h in heard if h.startswith(record))], heard
     # Every index the old rows need was there before (the reviewed results' built
     # concurrently by the steps): the upgrade attaches them and builds none on them.
     assert not [h for h in heard if h.startswith("building index") and "_upto_" in h], heard
