@@ -200,7 +200,7 @@ _WARM = (
     "seq) h",
     "SELECT count(*) FROM (SELECT 1 FROM ai_marking_ready ORDER BY -priority, turn, seq) h",
     "SELECT count(s.content) FROM ai_marking_ready h "
-    "JOIN ai_marking_queue q ON q.queue_id = h.queue_id "
+    "JOIN ai_marking_queue_live q ON q.queue_id = h.queue_id "
     "JOIN submissions s ON s.id = q.submission_id",
 )
 

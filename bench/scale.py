@@ -195,11 +195,12 @@ async def scale_rows(rows: Table, repeats: int, ended: int, prefix: str = "bench
     work = await copy_of(dsn, f"{prefix}_work")
     try:
         removal = await remove_oldest_month(work)
-        rows.append((f"drop the oldest month's history ({removal.rows:,} attempts + results)",
-                     "ms", [removal.drop_ms], None, "<= 1000"))
+        rows.append((f"drop the oldest month ({removal.record_rows:,} record rows, "
+                     f"{removal.rows:,} attempts + results)", "ms", [removal.drop_ms], None,
+                     "<= 1000"))
         rows.append(("  dead rows on ai_marking_queue, before / after the drop", "rows",
                      [removal.dead_before, removal.dead_after_drop], None, "no rise"))
-        rows.append((f"delete {removal.pruned:,} of its record rows, prune batches of 5,000",
+        rows.append((f"delete the {removal.pruned:,} record rows left, prune batches of 5,000",
                      "ms", [removal.prune_ms], None, "<= 1000 (the month)"))
         rows.append(("  dead rows on ai_marking_queue after the prune", "rows",
                      [removal.dead_after_prune], None, "no rise"))

@@ -1,11 +1,12 @@
 """The scale bench's database (bench/scale.py), built once with set-based SQL.
 
-Month partitions from 13 months ago to next month (the upgrade's catch-all for
-older rows is empty here and dropped first); `ended` completed rows, a tenth in
-the oldest month and the rest spread evenly since, each with one attempt and one
-result; the last day's live events; `pending` pending rows with their turns and
-their groups' fair-walk rows, as after a while of service.  The queue's
-triggers are off while it loads, so the counts are written at the end.
+Month partitions from 13 months ago to next month, the record's ended rows'
+too (the upgrade's catch-all for older rows is empty here and dropped first);
+`ended` completed rows, a tenth in the oldest month and the rest spread evenly
+since, each with one attempt and one result; the last day's live events;
+`pending` pending rows with their turns and their groups' fair-walk rows, as
+after a while of service.  The queue's triggers are off while it loads, so the
+counts are written at the end.
 
 Loading fast (10,000,000 rows on 2 cores): the tables' indexes that back no
 constraint are dropped during the load and built after it (one sort each
@@ -105,8 +106,9 @@ FROM (SELECT DISTINCT ON (assignment_id) 'default' AS pool, 0 AS priority,
              assignment_id AS group_key, random() * 1000000 AS counter, true AS waiting,
              turn AS head_turn, seq AS head_seq
       FROM ai_marking_queue WHERE status = 'pending' ORDER BY assignment_id, turn, seq) g;
-INSERT INTO ai_marking_counts (status, kind, pool, n)
-SELECT status, kind, pool, count(*) FROM ai_marking_queue GROUP BY status, kind, pool;
+INSERT INTO ai_marking_counts (status, kind, pool, month, n)
+SELECT status, kind, pool, aiqueue_count_month(created_at), count(*) FROM ai_marking_queue
+GROUP BY status, kind, pool, aiqueue_count_month(created_at);
 DROP TABLE bench_subjects;
 SELECT count(*) FROM (SELECT aiqueue_usage_roll(1e9, 10000)) r;
 CREATE TABLE bench_scale_built (ended bigint, pending bigint, built_at timestamptz);

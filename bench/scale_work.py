@@ -21,9 +21,11 @@ PRUNE_BATCHES = 20
 
 @dataclass(frozen=True)
 class Removal:
-    """Removing the oldest month: its history partitions dropped, then its record rows."""
+    """Removing the oldest month: its history and record partitions dropped, then what is
+    left of its record rows (in another month's partition) by the prune."""
 
     rows: int
+    record_rows: int  # the record rows of the month's partition the drop removed
     drop_ms: float
     pruned: int  # record rows the prune deleted (at most PRUNE_BATCHES batches)
     prune_ms: float
@@ -38,9 +40,11 @@ async def dead_rows(dsn_or_conn: str | asyncpg.Connection) -> int:
         await asyncpg.connect(dsn_or_conn)
     try:
         await conn.execute("SELECT pg_stat_force_next_flush(); SELECT pg_stat_clear_snapshot()")
+        # A partitioned table's (the record's months) summed over its partitions.
         return int(await conn.fetchval(
-            "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
-            "WHERE relname = ANY($1::text[])", list(CLAIM_TABLES)))
+            "SELECT coalesce(sum(s.n_dead_tup), 0) FROM unnest($1::text[]) t (name), "
+            "LATERAL pg_partition_tree(to_regclass(t.name)) p "
+            "JOIN pg_stat_user_tables s ON s.relid = p.relid", list(CLAIM_TABLES)))
     finally:
         if conn is not dsn_or_conn:
             await conn.close()
@@ -66,11 +70,22 @@ async def remove_oldest_month(dsn: str) -> Removal:
                                  keep + 86400 * 31)
         finally:
             await other.close()
+        record_upper: datetime = await conn.fetchval(
+            "SELECT upper_bound FROM aiqueue_partitions() WHERE NOT is_default "
+            "AND parent = 'ai_marking_queue_ended'::regclass ORDER BY upper_bound LIMIT 1")
+        record_rows = int(await conn.fetchval(
+            "SELECT count(*) FROM ai_marking_queue WHERE created_at < $1", record_upper))
         before = await dead_rows(conn)
         started = time.perf_counter()
-        dropped = await conn.fetchval("SELECT dropped FROM aiqueue_keep_partitions($1, 0)", keep)
+        # The record's months go when every row is past its period (98_record_months.sql):
+        # the same period for completed and ended rows, the history's.
+        dropped = await conn.fetchval(
+            "SELECT dropped FROM aiqueue_keep_partitions($1, 0, p_completed_seconds => $1,"
+            " p_ended_seconds => $1)", keep)
         drop_ms = (time.perf_counter() - started) * 1000
-        assert dropped >= 2, dropped
+        assert dropped >= 3, dropped
+        left = int(await conn.fetchval(
+            "SELECT count(*) FROM ai_marking_queue WHERE created_at < $1", record_upper))
         after_drop = await dead_rows(conn)
         # The record's rows of that month: the prune's bounded batches, each its own
         # statement (its once-a-minute gate opened for each).
@@ -82,7 +97,7 @@ async def remove_oldest_month(dsn: str) -> Removal:
                 break
             pruned += n
         prune_ms = (time.perf_counter() - started) * 1000
-        return Removal(rows, drop_ms, pruned, prune_ms, before, after_drop,
+        return Removal(rows, record_rows - left, drop_ms, pruned, prune_ms, before, after_drop,
                        await dead_rows(conn))
     finally:
         await conn.close()

@@ -4,7 +4,8 @@ Every call has a deadline (the client's).  Writes run in one transaction whose
 server-side limits are set with SET LOCAL just under that deadline, so the
 server gives up first and nothing half-done is left behind; only the per-job
 idempotent statements run alone (see `Database.write_one`).  After a broken
-connection the call runs once more on a fresh one where that is safe.
+connection the call runs once more on a fresh one where that is safe, and after
+a row it locked was moved under it (below) it runs again.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ _SERVER_TIMEOUT = (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError)
 # the statement ran (a write's transaction is rolled back), so the call may run again.
 _LOST_STATEMENT = (asyncpg.InvalidSQLStatementNameError,
                    asyncpg.DuplicatePreparedStatementError)
+# A record row this call waited for was moved to another partition by the
+# transaction it waited on (a row's end moves it from the live table to its
+# month, a retry moves it back: docs/architecture.md, "The record").  PostgreSQL
+# then refuses the statement (40001) where an unmoved row would have been read
+# again; nothing of the call was kept, so it runs again and finds the row where
+# it is now.  Twice at most: a row moves once per end or retry.
+_MOVED_RUNS = 2
 
 
 class Rollback(Exception):  # noqa: N818 - a signal, not an error
@@ -68,7 +76,7 @@ class Database:
         return await self._call(work, self.limits.hot, write=False, idempotent=True)
 
     async def _call(self, work: Work[T], budget: float, *, write: bool, idempotent: bool) -> T:
-        attempts, lost_once = [1, 2], False
+        attempts, lost_once, moved_runs = [1, 2], False, _MOVED_RUNS
         while attempts:
             attempt = attempts.pop(0)
             sent_commit: list[bool] = [False]
@@ -81,6 +89,12 @@ class Database:
                 logs.event("database", outcome="retry", code=type(exc).__name__)
             except _SERVER_TIMEOUT as exc:
                 raise DatabaseTimeout("the database did not answer in time") from exc
+            except asyncpg.SerializationError as exc:
+                if moved_runs == 0:
+                    raise wrap_error(exc) from exc
+                moved_runs -= 1
+                logs.event("database", outcome="again", code=type(exc).__name__)
+                attempts.insert(0, attempt)
             except _LOST_STATEMENT as exc:
                 # Once per call, and not counted: the request is answered as if nothing
                 # happened, on a connection without prepared statements.

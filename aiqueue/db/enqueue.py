@@ -30,8 +30,15 @@ from aiqueue.settings.money import Money
 
 # How often an enqueue runs when it keeps losing a race for a live row.
 _ENQUEUE_RUNS = 5
-# The partial unique index that allows one live (pending/processing) row per submission.
+# The partial unique index that allows one live (pending/processing) row per submission:
+# each month of the record has its own, named after it with the month (aiqueue 0078).
 LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
+
+
+def live_row_taken(exc: BaseException) -> bool:
+    """Whether `exc` is another transaction's live row of the same submission and payload."""
+    return (isinstance(exc, asyncpg.UniqueViolationError)
+            and (exc.constraint_name or "").startswith(LIVE_ROW_INDEX))
 
 
 class LostRace:
@@ -43,8 +50,7 @@ def _takes_a_live_row(exc: asyncpg.PostgresError) -> bool:
     if isinstance(exc, asyncpg.DeadlockDetectedError):
         # Two overlapping batches waiting on each other's index entries.
         return True
-    return (isinstance(exc, asyncpg.UniqueViolationError)
-            and exc.constraint_name == LIVE_ROW_INDEX)
+    return live_row_taken(exc)
 
 
 async def enqueue_rows(db: Database, sql: dict[str, str], args: tuple[Any, ...],

@@ -8,13 +8,11 @@ from datetime import datetime
 import asyncpg
 
 from aiqueue.db.calls import Rollback
+from aiqueue.db.enqueue import live_row_taken
 from aiqueue.db.gateway import Gateway
 from aiqueue.errors import Conflict
 from aiqueue.models import KeyMismatch, Replayed
 from aiqueue.models.records import ExportLine, Partitioned, ReplayFilter, ReplayOutcome, Retained
-
-# The partial unique index that allows one live (pending/processing) row per submission.
-_LIVE_ROW_INDEX = "ai_marking_queue_active_uniq"
 
 
 class _LostRace:
@@ -25,25 +23,33 @@ class RecordsQueries(Gateway):
     """Retention, the export's pages and replay by filter."""
 
     async def retain(self, ended_seconds: float, history_seconds: float, *,
-                     batch: int = 5000, every_seconds: float = 60.0) -> Retained:
+                     completed_seconds: float | None = None, batch: int = 5000,
+                     every_seconds: float = 60.0) -> Retained:
         """One bounded retention pass, unless one ran in the last `every_seconds`.
 
         Each pass deletes at most `batch` rows of each kind (ended rows, results,
         attempts), so it holds its locks for a moment; a backlog clears over minutes.
         First the month partitions (`keep_partitions`): whole months past their
-        period are dropped, so the rows deleted one by one are the boundary month's.
+        period are dropped, so the rows deleted one by one are the boundary month's;
+        the record's months too when `completed_seconds` (the prune's period) is given.
         """
-        await self.keep_partitions(history_seconds, every_seconds)
+        await self.keep_partitions(history_seconds, every_seconds,
+                                   completed_seconds=completed_seconds,
+                                   ended_seconds=None if completed_seconds is None
+                                   else ended_seconds)
         rows = await self._write("retain", ended_seconds, history_seconds, batch,
                                  every_seconds, idempotent=True)
         return Retained.from_row(rows[0])
 
-    async def keep_partitions(self, history_seconds: float,
-                              every_seconds: float = 60.0) -> Partitioned:
+    async def keep_partitions(self, history_seconds: float, every_seconds: float = 60.0, *,
+                              completed_seconds: float | None = None,
+                              ended_seconds: float | None = None) -> Partitioned:
         """Create the coming months' partitions and drop whole months past their period,
-        unless that ran in the last `every_seconds` (DDL: a statement of its own)."""
+        unless that ran in the last `every_seconds` (DDL: a statement of its own). The
+        record's months go when every row of one is past its period (`completed_seconds`
+        for completed rows, `ended_seconds` for the others; None keeps them)."""
         rows = await self._write("keep_partitions", history_seconds, every_seconds,
-                                 idempotent=True)
+                                 completed_seconds, ended_seconds, idempotent=True)
         return Partitioned(int(rows[0]["created"]), int(rows[0]["dropped"]))
 
     async def export_attempts(self, since: datetime, until: datetime, after: int,
@@ -72,7 +78,7 @@ class RecordsQueries(Gateway):
             try:
                 row = await conn.fetchrow(self.sql["replay"], *where.args(), dry_run, actor)
             except asyncpg.UniqueViolationError as exc:
-                if exc.constraint_name != _LIVE_ROW_INDEX:
+                if not live_row_taken(exc):
                     raise
                 # An enqueue gave one of the submissions a live row meanwhile.
                 raise Rollback(_LostRace()) from None

@@ -9,7 +9,7 @@ from uuid import UUID
 import asyncpg
 
 from aiqueue.db.calls import Rollback
-from aiqueue.db.enqueue import LIVE_ROW_INDEX
+from aiqueue.db.enqueue import live_row_taken
 from aiqueue.db.gateway import Gateway
 from aiqueue.errors import Conflict
 from aiqueue.flow import FlowState, KindCount, PoolState
@@ -46,7 +46,7 @@ class RowQueries(Gateway):
             try:
                 rows: list[asyncpg.Record] = await conn.fetch(self.sql[name], *args)
             except asyncpg.UniqueViolationError as exc:
-                if exc.constraint_name != LIVE_ROW_INDEX:
+                if not live_row_taken(exc):
                     raise
                 raise Rollback(None) from None
             return rows

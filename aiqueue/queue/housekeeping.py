@@ -77,7 +77,8 @@ async def tidy(rt: Runtime[LoopStore], force: bool) -> Tidied:
     pruned = await rt.store.prune(s.prune_after_days * 86400)
     # Retention (docs/operating/data-protection.md; what is kept: records/retention.py): ended rows,
     # results and attempt history past their periods, in bounded batches.
-    kept = await rt.store.retain(s.retain_ended_days * 86400, s.retain_history_days * 86400)
+    kept = await rt.store.retain(s.retain_ended_days * 86400, s.retain_history_days * 86400,
+                                 completed_seconds=s.prune_after_days * 86400)
     pruned += kept.ended
     # Rows past their expires_at end `expired` (the claim already skips them).
     await schedule.expire(rt)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import asyncpg
 
@@ -11,6 +12,28 @@ import asyncpg
 GROUP_VALUES = {"g.pool": "'default'", "g.priority": "0", "g.group_key": "'hw-1'",
                 "p_pool": "'default'", "p_priority": "0", "p_group": "'hw-1'",
                 "kinds": "NULL::text[]"}
+
+
+# The record is partitioned by month (aiqueue 0078): a plan reads each month in a node of
+# its own.  A month without a page (the planner's cost 0: it knows it empty) costs nothing
+# however it is read.
+_SEQ_SCAN = re.compile(r"Seq Scan on (\w+)(?: \w+)?\s+\(cost=[\d.]+\.\.([\d.]+)")
+
+
+def seq_scans(text: str) -> list[str]:
+    """The tables an EXPLAIN text reads by a Seq Scan, but an empty month of the record."""
+    return [table for table, cost in _SEQ_SCAN.findall(text)
+            if not (table.startswith("ai_marking_queue") and float(cost) == 0)]
+
+
+def seq_scans_the_record(text: str) -> bool:
+    """Whether an EXPLAIN text reads a month of the record that has rows by a Seq Scan."""
+    return any(t.startswith("ai_marking_queue") for t in seq_scans(text))
+
+
+def reads_pages(node: dict[str, Any]) -> bool:
+    """Whether a JSON plan node reads pages: a month known to be empty costs 0."""
+    return float(node.get("Total Cost", 1)) > 0
 
 
 async def plan_in_function(conn: asyncpg.Connection, function: str, pattern: str,

@@ -75,7 +75,9 @@ async def test_the_scale_bench_runs_small(pg_admin: str, monkeypatch):
     assert figures["erase one submission"] and all(v > 0 for v in figures["erase one submission"])
     dropped = next(v for name, v in figures.items() if name.startswith("drop the oldest month"))
     assert dropped[0] > 0
-    # The oldest month held a tenth of the ended rows, each with its attempt and result.
-    assert "(200 attempts + results)" in " ".join(figures)
+    # The oldest month held a tenth of the ended rows, each with its attempt and result:
+    # its record rows' month goes in the same pass (aiqueue 0078).  The build's first row
+    # was created 40 s before the oldest month began (in the default), so 199 of them.
+    assert "(199 record rows, 200 attempts + results)" in " ".join(figures)
     # The upgrade from unpartitioned tables of 2,000 rows each kept every row (it asserts).
     assert any(name.startswith("upgrade to month partitions, 2,000 rows") for name in figures)

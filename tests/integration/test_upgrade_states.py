@@ -184,6 +184,12 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     assert await migrate(db_url, "up") == later
     assert await _snapshot(conn, columns) == before
     await _ready_is_pending(conn)
+    # The live rows in the record's live table, every other in its ended months (0078).
+    parts = {r["status"]: r["part"] for r in await conn.fetch(
+        "SELECT DISTINCT status, tableoid::regclass::text LIKE 'ai_marking_queue_live' AS part"
+        " FROM ai_marking_queue")}
+    assert parts == {"pending": True, "processing": True, "completed": False, "failed": False,
+                     "cancelled": False, "expired": False}
     keys = await conn.fetch("SELECT walk_key, walk_turn, walk_seq FROM ai_marking_fair"
                             " ORDER BY group_key")
     assert [tuple(k) for k in keys] == [(1234.5, 3, 7), (99, 1, 2)]

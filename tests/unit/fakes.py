@@ -340,7 +340,8 @@ class FakeStore(QuietParts):
         return 0
 
     async def retain(self, ended_seconds: float, history_seconds: float, *,
-                     batch: int = 5000, every_seconds: float = 60.0) -> Retained:
+                     completed_seconds: float | None = None, batch: int = 5000,
+                     every_seconds: float = 60.0) -> Retained:
         self.calls.append(("retain", (ended_seconds, history_seconds)))
         return Retained(ran=True, ended=0, results=0, attempts=0)
 

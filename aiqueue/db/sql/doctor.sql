@@ -86,13 +86,16 @@ ORDER BY 1;
 -- The record's (and, when they exist, the state tables') dead rows and HOT
 -- updates, from PostgreSQL's own statistics (pg_stat_user_tables): an update
 -- that is not heap-only writes every index of the row again.
-SELECT s.relname::text AS relname, s.n_live_tup AS live, s.n_dead_tup AS dead,
-       s.n_tup_upd AS updates, s.n_tup_hot_upd AS hot_updates,
-       pg_total_relation_size(s.relid) AS bytes,
-       greatest(s.last_autovacuum, s.last_vacuum) AS vacuumed_at
-FROM pg_stat_user_tables s
-WHERE s.schemaname = current_schema()
-  AND s.relname IN ('ai_marking_queue', 'ai_marking_ready', 'ai_marking_claimed')
+-- The record is partitioned by month (aiqueue 0078): its figures are its
+-- partitions' summed.
+SELECT t.name AS relname, sum(s.n_live_tup)::bigint AS live, sum(s.n_dead_tup)::bigint AS dead,
+       sum(s.n_tup_upd)::bigint AS updates, sum(s.n_tup_hot_upd)::bigint AS hot_updates,
+       sum(pg_total_relation_size(s.relid))::bigint AS bytes,
+       max(greatest(s.last_autovacuum, s.last_vacuum)) AS vacuumed_at
+FROM unnest(ARRAY['ai_marking_queue', 'ai_marking_ready', 'ai_marking_claimed']) AS t (name)
+JOIN pg_partition_tree(to_regclass(t.name)) p ON p.isleaf
+JOIN pg_stat_user_tables s ON s.relid = p.relid
+GROUP BY t.name
 ORDER BY 1;
 
 -- submissions_fill --

@@ -50,6 +50,7 @@ WITH row AS (
                            THEN NULL ELSE now() END,
         last_error = $6, updated_at = now(), queue_moves = ai_marking_queue.queue_moves + 1
     WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
+      AND status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
     RETURNING queue_id, status, ai_marking_queue AS moved
 ),
 -- What follows the move (functions/74_moved.sql): back to pending or failed.  A
@@ -90,7 +91,8 @@ RETURNING consecutive_failures, circuit_open_until;
 -- complete --
 -- Applies a result at most once and, when it was new, what follows a result:
 -- see aiqueue_result() in functions/70_settle.sql.  $5: the claim plan.
-SELECT aiqueue_result($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb) AS applied;
+SELECT (aiqueue_result($1::uuid, $2::jsonb, $3::jsonb, $4::integer, $5::jsonb)).queue_id
+       IS NOT NULL AS applied;
 
 -- settle --
 -- A webhook's completed results, each with the next claim, in one round trip
@@ -170,14 +172,15 @@ keys AS (
                   WHERE created_at < now() - interval '24 hours' AND EXISTS (SELECT 1 FROM gate)
                   LIMIT 10000)
 ),
--- Fold the count deltas into one row per status, kind and pool (the sums stay).
+-- Fold the count deltas into one row per status, kind, pool and month (the
+-- sums stay; a month's drop removes its rows: functions/98_record_months.sql).
 folded AS (
     DELETE FROM ai_marking_counts WHERE EXISTS (SELECT 1 FROM gate)
-    RETURNING status, kind, pool, n
+    RETURNING status, kind, pool, month, n
 ),
 refolded AS (
-    INSERT INTO ai_marking_counts (status, kind, pool, n)
-    SELECT status, kind, pool, sum(n) FROM folded GROUP BY status, kind, pool
+    INSERT INTO ai_marking_counts (status, kind, pool, month, n)
+    SELECT status, kind, pool, month, sum(n) FROM folded GROUP BY status, kind, pool, month
 ),
 -- The same for the counters' deltas (migration 0008).
 tally_folded AS (

@@ -75,8 +75,11 @@ SELECT (SELECT count(*) FROM gate) AS ran,
 -- The month partitions: this month's and next month's created ahead, and each
 -- month past its keep period detached and dropped whole (functions/97_partitions.sql).
 -- $1: the history period (attempts, results) in seconds; $2: at most once per
--- $2 seconds across every instance.
-SELECT created, dropped FROM aiqueue_keep_partitions($1::float8, $2::float8);
+-- $2 seconds across every instance; $3 and $4: the record's periods of
+-- completed and of failed, cancelled and expired rows (NULL: its months stay).
+SELECT created, dropped
+FROM aiqueue_keep_partitions($1::float8, $2::float8, p_completed_seconds => $3::float8,
+                             p_ended_seconds => $4::float8);
 
 -- export_attempts --
 -- One page of the attempt history started in [$1, $2), after attempt id $3,

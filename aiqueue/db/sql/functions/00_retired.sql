@@ -117,3 +117,18 @@ DROP FUNCTION IF EXISTS aiqueue_retry_recorded(uuid[], text[], uuid[], text);
 -- The claim names the row whose settle handed it out (aiqueue 0076).
 DROP FUNCTION IF EXISTS aiqueue_claim(jsonb, uuid);
 DROP FUNCTION IF EXISTS aiqueue_claim_row(jsonb, text[], jsonb, uuid);
+-- The record's months have their own periods (aiqueue 0078).
+DROP FUNCTION IF EXISTS aiqueue_keep_partitions(float8, float8, float8, integer);
+-- A result's apply returns the completed row, not whether it applied (aiqueue 0078).
+DO $retired$
+BEGIN
+    IF (SELECT p.prorettype FROM pg_proc p
+        WHERE p.oid = to_regprocedure('aiqueue_result(uuid, jsonb, jsonb, integer, jsonb)'))
+       = 'boolean'::regtype THEN
+        DROP FUNCTION aiqueue_result(uuid, jsonb, jsonb, integer, jsonb);
+    END IF;
+END
+$retired$;
+-- A late result of a failed row is applied as the processing row it was (aiqueue 0078).
+DROP FUNCTION IF EXISTS aiqueue_complete(uuid, jsonb, jsonb, integer, jsonb, boolean);
+DROP FUNCTION IF EXISTS aiqueue_complete_record(ai_marking_queue, jsonb, jsonb, timestamptz, text);

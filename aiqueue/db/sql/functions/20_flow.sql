@@ -113,7 +113,7 @@ DECLARE
     gone boolean;
     outcome text;
 BEGIN
-    SELECT * INTO r FROM ai_marking_queue q
+    SELECT * INTO r FROM ai_marking_queue_live q
     WHERE q.queue_id = p_queue_id AND q.status = 'processing' AND q.dispatch_seq = p_dispatch_seq
     FOR UPDATE;
     IF NOT FOUND THEN
@@ -147,6 +147,7 @@ BEGIN
         last_error = CASE WHEN gone THEN 'rate_limited' ELSE p_kind END,
         refused_since = coalesce(q.refused_since, now())
     WHERE q.queue_id = p_queue_id
+      AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
     RETURNING q.* INTO moved;
     -- What follows the move (74_moved.sql): back to pending, or failed.
     PERFORM aiqueue_moved(ARRAY[moved], ARRAY['processing'], ARRAY[r.run_after]);

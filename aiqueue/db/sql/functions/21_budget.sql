@@ -97,7 +97,7 @@ CREATE OR REPLACE FUNCTION aiqueue_budget_room(tpm integer, rpm integer, budget_
 LANGUAGE plpgsql STABLE SET enable_sort = off SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     est := aiqueue_budget_estimate((
-        SELECT q.assignment_id FROM ai_marking_queue q
+        SELECT q.assignment_id FROM ai_marking_queue_live q
         WHERE q.queue_id = (SELECT o.queue_id FROM ai_marking_ready o
                             WHERE o.run_after <= now() AND o.kind = ANY (kinds)
                             ORDER BY -o.priority, o.turn, o.seq LIMIT 1)), p_pool);

@@ -71,3 +71,36 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_0_ready_upd
                  NEW.seq, NEW.run_after, NEW.lane, NEW.not_before, NEW.expires_at,
                  NEW.leader_id, NEW.run_kind)))
     EXECUTE FUNCTION aiqueue_ready_moved();
+
+-- A record row deleted (erasure, the prune, retention, a submission deleted by
+-- its host) takes its ready, claimed and traces rows with it: the trigger that
+-- stands in for their foreign keys, which a record partitioned by month cannot
+-- have (aiqueue 0078).  A statement trigger (a row's move to its month, a
+-- delete and an insert to PostgreSQL, fires none): the prune deletes thousands at once.
+CREATE OR REPLACE FUNCTION aiqueue_record_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM ai_marking_ready r USING old_rows o WHERE r.queue_id = o.queue_id;
+    DELETE FROM ai_marking_claimed c USING old_rows o WHERE c.queue_id = o.queue_id;
+    DELETE FROM ai_marking_traces t USING old_rows o WHERE t.queue_id = o.queue_id;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_0_gone
+    AFTER DELETE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_gone();
+
+-- TRUNCATE (host SQL, tests) fires no delete trigger: it empties them too, as
+-- their keys' CASCADE did.
+CREATE OR REPLACE FUNCTION aiqueue_record_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM ai_marking_ready;
+    DELETE FROM ai_marking_claimed;
+    DELETE FROM ai_marking_traces;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_0_truncated
+    AFTER TRUNCATE ON ai_marking_queue
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_truncated();

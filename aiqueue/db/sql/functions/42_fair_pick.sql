@@ -168,7 +168,7 @@ BEGIN
         END IF;
         SELECT q.queue_id, q.assignment_id, q.payload_id
         INTO queue_id, assignment_id, payload_id
-        FROM ai_marking_queue q
+        FROM ai_marking_queue_live q
         WHERE q.queue_id = head AND q.status = 'pending'
         FOR UPDATE SKIP LOCKED;
         held := NOT FOUND;
@@ -177,7 +177,7 @@ BEGIN
         -- The record's status is tested again on its locked version: a row
         -- another transaction moved meanwhile is stepped over.
         SELECT q.queue_id, q.assignment_id, q.payload_id INTO r
-        FROM ai_marking_ready h JOIN ai_marking_queue q ON q.queue_id = h.queue_id
+        FROM ai_marking_ready h JOIN ai_marking_queue_live q ON q.queue_id = h.queue_id
         WHERE h.pool = p_pool AND h.priority = p_priority AND h.grp = p_group
           AND h.run_after <= now() AND (kinds IS NULL OR h.kind = ANY (kinds))
           -- Never an expired row, even before the sweep has ended it (docs/operating/alerts.md); a

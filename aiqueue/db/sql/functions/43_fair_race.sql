@@ -158,7 +158,7 @@ RETURNS float8 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN coalesce((SELECT aiqueue_fair_weight(e.prompt_tokens, e.completion_tokens)
                      FROM (SELECT q.assignment_id FROM ai_marking_ready r
-                           JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+                           JOIN ai_marking_queue_live q ON q.queue_id = r.queue_id
                            WHERE r.pool = p_pool AND r.priority = p_priority
                              AND r.grp = p_group
                            ORDER BY r.turn, r.seq LIMIT 1) h

@@ -91,7 +91,7 @@ BEGIN
     SELECT encode(coalesce(pl.sha256, sha256(convert_to('{}', 'UTF8'))), 'hex') AS hash,
            x.minute_count, x.minute_at
     INTO r
-    FROM ai_marking_queue q
+    FROM ai_marking_queue_live q  -- a dispatch's row (aiqueue 0078)
     LEFT JOIN ai_marking_payloads pl ON pl.id = q.payload_id
     LEFT JOIN ai_marking_prefixes x ON x.pool = q.pool AND x.payload_id = q.payload_id
     WHERE q.queue_id = p_queue_id;

@@ -214,7 +214,7 @@ BEGIN
     SELECT q.assignment_id, 'pending', array_agg(q.queue_id), array_agg(q.submission_id),
            jsonb_build_object('waiting_for', 'spend_cap', 'resumes_at', until,
                               'paused_by', cap)
-    FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+    FROM ai_marking_ready r JOIN ai_marking_queue_live q ON q.queue_id = r.queue_id
     WHERE r.pool = p_pool AND r.grp = p_group AND q.status = 'pending'
     GROUP BY q.assignment_id;
     PERFORM aiqueue_notify();

@@ -79,14 +79,14 @@ BEGIN
         RETURN;
     END IF;
     WITH claimed AS (
-        UPDATE ai_marking_queue q
+        UPDATE ai_marking_queue_live q
         SET status = 'processing', attempts = q.attempts + 1, dispatch_seq = q.dispatch_seq + 1,
             started_at = now(), progress = NULL, updated_at = now(),
             queue_moves = q.queue_moves + 1,
             charged_tokens = picked.tokens, charged_usd = picked.usd, charged_at = now()
         WHERE q.queue_id = picked.queue_id
         RETURNING q.queue_id, q.submission_id, q.assignment_id, q.attempts, q.dispatch_seq,
-                  q.payload_id, q.kind, q.pool, q.run_kind, q AS moved
+                  q.payload_id, q.kind, q.pool, q.run_kind, q::ai_marking_queue AS moved
     ),
     -- What follows the move (74_moved.sql): its live event and count deltas.
     followed AS (

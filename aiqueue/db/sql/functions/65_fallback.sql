@@ -32,14 +32,14 @@ BEGIN
         JOIN ai_marking_ready r ON r.kind = m.kind
              AND r.pool = CASE WHEN m.away THEN m.home ELSE m."to" END
              AND (r.run_kind IS NULL) = m.away AND r.lane = 'live'
-        JOIN ai_marking_queue q ON q.queue_id = r.queue_id AND q.status = 'pending'
+        JOIN ai_marking_queue_live q ON q.queue_id = r.queue_id AND q.status = 'pending'
              AND q.batch_id IS NULL)
     THEN
         RETURN 0;
     END IF;
     PERFORM aiqueue_claim_lock();
     WITH moved AS (
-        UPDATE ai_marking_queue q
+        UPDATE ai_marking_queue_live q
         SET pool = CASE WHEN m.away THEN m."to" ELSE m.home END,
             run_kind = CASE WHEN m.away THEN m."as" END, updated_at = now()
         FROM jsonb_to_recordset(moves) AS m (kind text, home text, "to" text, "as" text,

@@ -69,11 +69,11 @@ RETURNS TABLE (item uuid, applied boolean, queue_id uuid, submission_id uuid,
 LANGUAGE plpgsql AS $$
 BEGIN
     IF jsonb_array_length(items) > 1 THEN
-        PERFORM 1 FROM ai_marking_queue q
+        PERFORM 1 FROM ai_marking_queue_live q
         WHERE q.queue_id IN (SELECT (x ->> 'queue_id')::uuid FROM jsonb_array_elements(items) x)
         ORDER BY q.queue_id FOR UPDATE;
         PERFORM 1 FROM submissions s
-        WHERE s.id IN (SELECT q.submission_id FROM ai_marking_queue q
+        WHERE s.id IN (SELECT q.submission_id FROM ai_marking_queue_live q
                        WHERE q.queue_id IN (SELECT (x ->> 'queue_id')::uuid
                                             FROM jsonb_array_elements(items) x))
         ORDER BY s.id FOR UPDATE;
@@ -115,8 +115,11 @@ RETURNS TABLE (applied boolean, queue_id uuid, submission_id uuid, assignment_id
                attempts integer, dispatch_seq integer, payload text, content text,
                more boolean, breaker_dirty boolean, kind text, pool text)
 LANGUAGE plpgsql AS $$
+DECLARE
+    done ai_marking_queue := aiqueue_result(p_queue_id, p_result, p_usage, p_dispatch_seq,
+                                            plan);
 BEGIN
-    applied := aiqueue_result(p_queue_id, p_result, p_usage, p_dispatch_seq, plan);
+    applied := done.queue_id IS NOT NULL;
     IF NOT applied THEN
         SELECT h.* INTO queue_id, submission_id, assignment_id, attempts, dispatch_seq,
                         payload, content, more, breaker_dirty, kind, pool
@@ -139,8 +142,7 @@ BEGIN
         SET next_queue_id = aiqueue_settle.queue_id, next_seq = aiqueue_settle.dispatch_seq
         WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq
           AND a.kind = 'dispatch'
-          AND a.started_at >= (SELECT aiqueue_months_from(q.created_at)
-                               FROM ai_marking_queue q WHERE q.queue_id = p_queue_id);
+          AND a.started_at >= aiqueue_months_from(done.created_at);
     END IF;
     RETURN NEXT;
 END
@@ -158,23 +160,24 @@ $$;
 -- kept (docs/performance.md, "State tables", step 5): settles of one pool
 -- queue on the rows they all write (its cache row, the estimate, the group's
 -- counter) until their commits anyway, and without it a settle's claim meets
--- groups other settles hold, which it steps over.
+-- groups other settles hold, which it steps over.  Returns the completed row
+-- (NULL when nothing was applied).
 CREATE OR REPLACE FUNCTION aiqueue_result(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                           p_dispatch_seq integer, plan jsonb)
-RETURNS boolean LANGUAGE plpgsql AS $$
+RETURNS ai_marking_queue LANGUAGE plpgsql AS $$
 DECLARE
     done ai_marking_queue;
 BEGIN
     done := aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, plan -> 'money',
                              true);
     IF done.queue_id IS NULL THEN
-        RETURN false;
+        RETURN NULL;
     END IF;
     PERFORM aiqueue_hold(done, p_result);  -- a held result (86_holds)
     PERFORM aiqueue_claim_lock();
     PERFORM aiqueue_flow_result(done, p_dispatch_seq, plan);
     PERFORM aiqueue_money_result(done, p_dispatch_seq, plan -> 'money');
-    RETURN true;
+    RETURN done;
 END
 $$;
 
@@ -190,9 +193,15 @@ $$;
 -- (aiqueue_result), so the run's end takes it rather than pinning a row.
 -- Returns the completed row (NULL when nothing was applied): the caller's
 -- after-result writes take it from there.
+-- The row is read in the live table and its end moves it to its month (aiqueue
+-- 0078), each statement naming the record's live part, so none of them locks
+-- the months.  A late result of a row that failed for good (in its month) first
+-- brings it back, as the processing row it was (`p_was`: failed;
+-- aiqueue_failed_back in 95_recovery.sql).
 CREATE OR REPLACE FUNCTION aiqueue_complete(p_queue_id uuid, p_result jsonb, p_usage jsonb,
                                             p_dispatch_seq integer, money jsonb DEFAULT NULL,
-                                            p_locked boolean DEFAULT false)
+                                            p_locked boolean DEFAULT false,
+                                            p_was text DEFAULT NULL)
 RETURNS ai_marking_queue LANGUAGE plpgsql AS $$
 DECLARE
     done ai_marking_queue;
@@ -201,9 +210,9 @@ DECLARE
 BEGIN
     WITH row AS (
         SELECT q.queue_id, q.submission_id, aiqueue_priced(p_usage, money, q.pool) AS usage,
-               q.status AS was, q.dispatch_seq AS seq
-        FROM ai_marking_queue q
-        WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing', 'failed')
+               coalesce(p_was, q.status) AS was, q.dispatch_seq AS seq
+        FROM ai_marking_queue_live q
+        WHERE q.queue_id = p_queue_id
         FOR UPDATE
     ),
     -- What the result replaces.  The lock reads the newest committed mark (a
@@ -213,10 +222,12 @@ BEGIN
         FROM submissions s JOIN row ON s.id = row.submission_id
         FOR UPDATE OF s
     ),
+    -- Not under an older rubric (77_remark); asked here, where the row is still
+    -- read in the live table (the record's function reads after its move).
+    applies AS MATERIALIZED (SELECT aiqueue_result_applies(p_queue_id) AS yes),
     sub AS (
         UPDATE submissions s SET ai_result = p_result, ai_marked_at = now()
-        FROM prev WHERE s.id = prev.id
-          AND aiqueue_result_applies(p_queue_id)  -- not under an older rubric (77_remark)
+        FROM prev, applies WHERE s.id = prev.id AND applies.yes
         RETURNING s.id
     ),
     done AS (
@@ -225,6 +236,7 @@ BEGIN
             usage = row.usage, updated_at = now(), queue_moves = q.queue_moves + 1
         FROM row, prev
         WHERE q.queue_id = row.queue_id
+          AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
         RETURNING q.*
     ),
     -- The row's slot is free (ai_marking_claimed), unless this is a late result
@@ -248,12 +260,17 @@ BEGIN
         RETURNING a.outcome
     ),
     record AS (SELECT aiqueue_complete_record(d, p_result, prev.ai_result, prev.ai_marked_at,
-                                              (SELECT h.outcome FROM history h LIMIT 1))
-               FROM done d JOIN prev ON prev.id = d.submission_id)
+                                              (SELECT h.outcome FROM history h LIMIT 1),
+                                              applies.yes)
+               FROM done d JOIN prev ON prev.id = d.submission_id, applies)
     SELECT d::ai_marking_queue AS row, row.was INTO got FROM done d, row, record;
-    IF NOT FOUND THEN  -- the current dispatch of a row a late result completed:
-        DELETE FROM ai_marking_claimed c  -- free its slot
-        USING ai_marking_queue q
+    IF NOT FOUND THEN
+        IF p_was IS NULL AND aiqueue_failed_back(p_queue_id) THEN
+            RETURN aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, money,
+                                    p_locked, 'failed');
+        END IF;
+        DELETE FROM ai_marking_claimed c  -- the current dispatch of a row a late
+        USING ai_marking_queue q          -- result completed: free its slot
         WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
           AND q.queue_id = c.queue_id AND q.status = 'completed';
         RETURN done;

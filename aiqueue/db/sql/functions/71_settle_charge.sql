@@ -121,7 +121,7 @@ BEGIN
            c.consecutive_failures > 0 OR c.circuit_open_until IS NOT NULL,
            q.kind, q.pool
     FROM ai_marking_attempts a
-    JOIN ai_marking_queue q ON q.queue_id = a.next_queue_id AND q.dispatch_seq = a.next_seq
+    JOIN ai_marking_queue_live q ON q.queue_id = a.next_queue_id AND q.dispatch_seq = a.next_seq
     JOIN ai_marking_attempts n ON n.queue_id = q.queue_id AND n.dispatch_seq = q.dispatch_seq
                               AND n.kind = 'dispatch'
     JOIN submissions s ON s.id = q.submission_id

@@ -83,7 +83,7 @@ BEGIN
     rows AS MATERIALIZED (
         SELECT q.queue_id, q.submission_id, q.assignment_id, q.run_id, q.group_key, q.kind,
                q.pool, q.lane, q.payload_id, q.created_at
-        FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+        FROM ai_marking_ready r JOIN ai_marking_queue_live q ON q.queue_id = r.queue_id
         WHERE r.leader_id = p_leader AND r.run_after = 'infinity' AND q.status = 'pending'
         ORDER BY q.queue_id
         FOR UPDATE OF q
@@ -107,6 +107,7 @@ BEGIN
             updated_at = now(), queue_moves = q.queue_moves + 1
         FROM rows, lead
         WHERE q.queue_id = rows.queue_id
+          AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
         RETURNING q
     ),
     record AS (
@@ -149,20 +150,20 @@ DECLARE
     heir uuid;
 BEGIN
     SELECT q.queue_id INTO heir
-    FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+    FROM ai_marking_ready r JOIN ai_marking_queue_live q ON q.queue_id = r.queue_id
     WHERE r.leader_id = p_gone AND r.run_after = 'infinity' AND q.status = 'pending'
     ORDER BY r.seq LIMIT 1
     FOR UPDATE OF q;
     IF heir IS NULL THEN
         RETURN NULL;
     END IF;
-    UPDATE ai_marking_queue q
+    UPDATE ai_marking_queue_live q
     SET leader_id = heir, updated_at = now()
     FROM ai_marking_ready r
     WHERE r.leader_id = p_gone AND r.run_after = 'infinity' AND r.queue_id <> heir
       AND q.queue_id = r.queue_id AND q.status = 'pending';
     -- Due sooner: the fair walk's trigger (40_fair) forgets the group's due_at.
-    UPDATE ai_marking_queue q
+    UPDATE ai_marking_queue_live q
     SET leader_id = NULL, updated_at = now(),
         run_after = CASE WHEN q.lane = 'batch' AND p_live_at > now()
                               AND p_live_at < 'infinity'
@@ -214,15 +215,20 @@ END
 $$;
 
 -- A leader erased (its row deleted, by the queue or by host SQL): as if it left.
+-- A statement trigger: a row trigger on delete would also fire when a leader's
+-- end moves its row to its month (a delete and an insert to PostgreSQL: aiqueue
+-- 0078); statement triggers fire for the statement's own verb only.
 CREATE OR REPLACE FUNCTION aiqueue_group_left() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM aiqueue_group_lead(OLD.queue_id, OLD.run_after);
+    PERFORM aiqueue_group_lead(o.queue_id, o.run_after)
+    FROM old_rows o
+    WHERE o.status IN ('pending', 'processing') AND o.answer_key IS NOT NULL
+      AND o.leader_id IS NULL
+    ORDER BY o.queue_id;
     RETURN NULL;
 END
 $$;
 
 CREATE OR REPLACE TRIGGER ai_marking_queue_group_erased
-    AFTER DELETE ON ai_marking_queue
-    FOR EACH ROW WHEN (OLD.status IN ('pending', 'processing')
-                       AND OLD.answer_key IS NOT NULL AND OLD.leader_id IS NULL)
-    EXECUTE FUNCTION aiqueue_group_left();
+    AFTER DELETE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_group_left();

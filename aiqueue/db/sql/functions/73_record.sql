@@ -5,10 +5,11 @@
 -- (ai_marking_results), with what the prompt cache read, wrote and saved when
 -- it counted (NULLs when not: 45_cache.sql), and its one counter delta
 -- (ai_marking_tally), in one statement.  `r`: the completed row, its usage
--- priced (aiqueue_priced: with its billed input); `outcome`: its attempt's.
+-- priced (aiqueue_priced: with its billed input); `outcome`: its attempt's;
+-- `applies`: whether the result was applied (aiqueue_result_applies).
 CREATE OR REPLACE FUNCTION aiqueue_complete_record(r ai_marking_queue, p_result jsonb,
                                                    previous jsonb, previous_at timestamptz,
-                                                   outcome text)
+                                                   outcome text, applies boolean)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     model text := r.usage ->> 'model';
@@ -56,7 +57,7 @@ BEGIN
                reads, writes, saved, saved_tokens,
                -- the audit record (77_remark)
                aiqueue_payload_version(r.payload_id), left(r.usage ->> 'function_version', 200),
-               left(r.usage ->> 'provider', 200), aiqueue_result_applies(r.queue_id)
+               left(r.usage ->> 'provider', 200), applies
         WHERE NOT EXISTS (SELECT 1 FROM ai_marking_results m
                           WHERE m.queue_id = r.queue_id AND m.applied_at >= aiqueue_months_from(r.created_at))
     )

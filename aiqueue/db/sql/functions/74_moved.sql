@@ -47,7 +47,10 @@ $$;
 -- first: the turns read the ready table.
 CREATE OR REPLACE FUNCTION aiqueue_host_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM aiqueue_moved(ARRAY[NEW], ARRAY[OLD.status], ARRAY[OLD.run_after]);
+    -- NEW is the partition's row type (aiqueue 0078): the record's row, read again.
+    PERFORM aiqueue_moved(ARRAY(SELECT q FROM ai_marking_queue q
+                                WHERE q.queue_id = NEW.queue_id AND q.created_at = NEW.created_at),
+                          ARRAY[OLD.status], ARRAY[OLD.run_after]);
     RETURN NULL;
 END
 $$;
@@ -57,3 +60,51 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_host_moved
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status
                        AND NEW.queue_moves = OLD.queue_moves)
     EXECUTE FUNCTION aiqueue_host_moved();
+
+-- A row whose update moves it between the live table and its month (its end, a
+-- retry: aiqueue 0078) fires no UPDATE row trigger: PostgreSQL runs that update
+-- as a delete and an insert.  This statement trigger, on the record only (the
+-- claim and the settle name the live table, or move rows aiqueue follows
+-- itself), does for those rows what the row triggers do for the others: one
+-- that left pending loses its ready row, one back to pending gets one
+-- (35_ready.sql), and a status set by hand is followed.
+CREATE OR REPLACE FUNCTION aiqueue_record_crossed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    moved ai_marking_queue[];
+    was text[];
+    live_at timestamptz[];
+BEGIN
+    -- Most of them (a result, aiqueue's own ends) need nothing: one look.
+    IF NOT EXISTS (SELECT 1 FROM new_rows n JOIN old_rows o ON o.queue_id = n.queue_id
+                   WHERE (n.status IN ('pending', 'processing'))
+                         <> (o.status IN ('pending', 'processing'))
+                     AND (n.status = 'pending' OR o.status = 'pending'
+                          OR n.queue_moves = o.queue_moves)) THEN
+        RETURN NULL;
+    END IF;
+    DELETE FROM ai_marking_ready r USING old_rows o, new_rows n
+    WHERE o.queue_id = n.queue_id AND r.queue_id = o.queue_id AND o.status = 'pending'
+      AND n.status NOT IN ('pending', 'processing');
+    INSERT INTO ai_marking_ready (queue_id, pool, priority, grp, kind, turn, seq, run_after,
+                                  lane, not_before, expires_at, leader_id, run_kind)
+    SELECT n.queue_id, n.pool, n.priority, coalesce(n.group_key, n.assignment_id), n.kind,
+           n.turn, n.seq, n.run_after, n.lane, n.not_before, n.expires_at, n.leader_id,
+           n.run_kind
+    FROM new_rows n JOIN old_rows o ON o.queue_id = n.queue_id
+    WHERE n.status = 'pending' AND o.status NOT IN ('pending', 'processing')
+    ON CONFLICT (queue_id) DO NOTHING;
+    SELECT array_agg(n ORDER BY n.queue_id), array_agg(o.status ORDER BY n.queue_id),
+           array_agg(o.run_after ORDER BY n.queue_id)
+    INTO moved, was, live_at
+    FROM new_rows n JOIN old_rows o ON o.queue_id = n.queue_id
+    WHERE n.queue_moves = o.queue_moves
+      AND (n.status IN ('pending', 'processing')) <> (o.status IN ('pending', 'processing'));
+    PERFORM aiqueue_moved(moved, was, live_at);
+    RETURN NULL;
+END
+$$;
+
+-- Named to fire first ("0"), as 35_ready's triggers.
+CREATE OR REPLACE TRIGGER ai_marking_queue_0_crossed
+    AFTER UPDATE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_record_crossed();

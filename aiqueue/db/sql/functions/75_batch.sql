@@ -112,7 +112,7 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_batch_pick(p_pool text, p_limit integer, money jsonb)
 RETURNS SETOF uuid LANGUAGE sql AS $$
     SELECT q.queue_id
-    FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+    FROM ai_marking_ready r JOIN ai_marking_queue_live q ON q.queue_id = r.queue_id
     WHERE r.lane = 'batch' AND r.pool = p_pool
       AND r.run_after > now() AND r.run_after < 'infinity'
       AND (r.not_before IS NULL OR r.not_before <= now())

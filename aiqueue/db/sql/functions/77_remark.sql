@@ -30,7 +30,18 @@ $$;
 -- a late result of an earlier attempt is still applied.
 CREATE OR REPLACE FUNCTION aiqueue_result_applies(p_queue_id uuid) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    live_sub uuid := (SELECT q.submission_id FROM ai_marking_queue_live q
+                      WHERE q.queue_id = p_queue_id);
 BEGIN
+    -- Most rows being completed are their submission's first result: one look at
+    -- the results, and the record's ended months stay unopened (aiqueue 0078).
+    IF live_sub IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM ai_marking_results m
+                       WHERE m.submission_id = live_sub AND m.queue_id <> p_queue_id
+                         AND m.applied AND m.review <> 'reverted') THEN
+        RETURN true;
+    END IF;
     RETURN NOT EXISTS (
         SELECT 1
         FROM ai_marking_queue q

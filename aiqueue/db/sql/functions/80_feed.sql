@@ -39,18 +39,20 @@ BEGIN
 END
 $$;
 
--- The count deltas of rows that moved, one statement's: one per status, kind
--- and pool the rows left or entered (a move is -1 and +1: the stats sum them).
+-- The count deltas of rows that moved, one statement's: one per status, kind,
+-- pool and month the rows left or entered (a move is -1 and +1: the stats sum
+-- them; the month is the rows' partition's, which a month's drop removes:
+-- 98_record_months.sql).
 CREATE OR REPLACE FUNCTION aiqueue_counts_moved(moved ai_marking_queue[], was text[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO ai_marking_counts (status, kind, pool, n)
-    SELECT d.status, d.kind, d.pool, sum(d.n)
+    INSERT INTO ai_marking_counts (status, kind, pool, month, n)
+    SELECT d.status, d.kind, d.pool, aiqueue_count_month(m.created_at), sum(d.n)
     FROM unnest(moved) WITH ORDINALITY AS m
     CROSS JOIN LATERAL (VALUES (was[m.ordinality], m.kind, m.pool, -1),
                                (m.status, m.kind, m.pool, 1)) AS d (status, kind, pool, n)
     WHERE was[m.ordinality] IS DISTINCT FROM m.status
-    GROUP BY d.status, d.kind, d.pool;
+    GROUP BY d.status, d.kind, d.pool, aiqueue_count_month(m.created_at);
 END
 $$;
 
@@ -73,11 +75,13 @@ $$;
 CREATE OR REPLACE FUNCTION aiqueue_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO ai_marking_counts (status, kind, pool, n)
-        SELECT status, kind, pool, count(*) FROM new_rows GROUP BY status, kind, pool;
+        INSERT INTO ai_marking_counts (status, kind, pool, month, n)
+        SELECT status, kind, pool, aiqueue_count_month(created_at), count(*) FROM new_rows
+        GROUP BY status, kind, pool, aiqueue_count_month(created_at);
     ELSE
-        INSERT INTO ai_marking_counts (status, kind, pool, n)
-        SELECT status, kind, pool, -count(*) FROM old_rows GROUP BY status, kind, pool;
+        INSERT INTO ai_marking_counts (status, kind, pool, month, n)
+        SELECT status, kind, pool, aiqueue_count_month(created_at), -count(*) FROM old_rows
+        GROUP BY status, kind, pool, aiqueue_count_month(created_at);
     END IF;
     RETURN NULL;
 END

@@ -63,7 +63,7 @@ BEGIN
         IF aiqueue_outbox_run_written(p_run) THEN
             RETURN;
         END IF;
-        SELECT q.queue_id INTO witness FROM ai_marking_queue q
+        SELECT q.queue_id INTO witness FROM ai_marking_queue_live q
         WHERE q.run_id = p_run AND q.status = 'processing' LIMIT 1
         FOR SHARE SKIP LOCKED;
         IF witness IS NOT NULL THEN
@@ -71,7 +71,7 @@ BEGIN
         END IF;
     END IF;
     PERFORM aiqueue_claim_lock();
-    IF EXISTS (SELECT 1 FROM ai_marking_queue q
+    IF EXISTS (SELECT 1 FROM ai_marking_queue_live q
                WHERE q.run_id = p_run AND q.phase = 'live') THEN
         RETURN;
     END IF;

@@ -114,3 +114,14 @@ BEGIN
     PERFORM aiqueue_fair_moved(moved, was);
 END
 $$;
+
+-- A row that failed for good, back in the live table as the processing row it
+-- was, for a late result to complete (aiqueue_complete).  True when there was one.
+CREATE OR REPLACE FUNCTION aiqueue_failed_back(p_queue_id uuid) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_queue q SET status = 'processing', queue_moves = q.queue_moves + 1
+    WHERE q.queue_id = p_queue_id AND q.status = 'failed';
+    RETURN FOUND;
+END
+$$;

@@ -22,7 +22,8 @@ RETURNS TABLE (parent regclass, key_column text, unique_column text)
 LANGUAGE sql STABLE AS $$
     VALUES ('ai_marking_attempts'::regclass, 'started_at', 'id'),
            ('ai_marking_results'::regclass, 'applied_at', 'queue_id'),
-           ('ai_marking_events'::regclass, 'created_at', 'id')
+           ('ai_marking_events'::regclass, 'created_at', 'id'),
+           ('ai_marking_queue_ended'::regclass, 'created_at', 'queue_id')
 $$;
 
 -- Every partition of those tables with its range (lower_bound NULL: MINVALUE, the
@@ -82,6 +83,7 @@ DECLARE
                   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                   WHERE c.oid = p_parent);
     fallback regclass;
+    caught boolean;
     ix record;
 BEGIN
     IF EXISTS (SELECT 1 FROM aiqueue_partitions() x
@@ -91,13 +93,25 @@ BEGIN
     END IF;
     fallback := (SELECT x.part FROM aiqueue_partitions() x
                  WHERE x.parent = p_parent AND x.is_default);
+    -- The record's ended rows are updated in place (a review, a re-mark): one the
+    -- default caught is never moved (an update may be writing it), so its month
+    -- waits until the default holds none of it (the doctor warns meanwhile;
+    -- months are made two ahead).
+    IF p_parent = 'ai_marking_queue_ended'::regclass AND fallback IS NOT NULL THEN
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE %I >= $1 AND %I < $2)',
+                       fallback, p_key, p_key) INTO caught USING lo, hi;
+        IF caught THEN
+            RETURN false;
+        END IF;
+    END IF;
     EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
-                   ' INCLUDING STORAGE INCLUDING COMPRESSION)', part, p_parent);
-    -- An attempt's line is updated by its result: room on the page for that (aiqueue 0062).
-    IF p_parent = 'ai_marking_attempts'::regclass THEN
+                   ' INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION)', part, p_parent);
+    -- An attempt's line is updated by its result, an ended record row by a review
+    -- or a re-mark: room on the page for a heap-only update (aiqueue 0062, 0078).
+    IF p_parent IN ('ai_marking_attempts'::regclass, 'ai_marking_queue_ended'::regclass) THEN
         EXECUTE format('ALTER TABLE %s SET (fillfactor = 80)', part);
     END IF;
-    IF fallback IS NOT NULL THEN
+    IF fallback IS NOT NULL AND p_parent <> 'ai_marking_queue_ended'::regclass THEN
         EXECUTE format('WITH moved AS (DELETE FROM %s WHERE %I >= $1 AND %I < $2 RETURNING *)'
                        ' INSERT INTO %s SELECT * FROM moved', fallback, p_key, p_key, part)
             USING lo, hi;
@@ -105,9 +119,10 @@ BEGIN
     EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (%I)', part, p_unique);
     EXECUTE format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%L) TO (%L)',
                    p_parent, part, lo, hi);
-    -- Each of its indexes named as its parent's, with the month (migration 0050's rule).
+    -- Each of its indexes named as its parent's, with the month (migration 0050's
+    -- rule; a long name cut to leave the month room in PostgreSQL's 63 bytes).
     FOR ix IN SELECT c.oid::regclass AS child,
-                     p.relname || '_m' || to_char(p_month, 'YYYYMM') AS named
+                     left(p.relname, 55) || '_m' || to_char(p_month, 'YYYYMM') AS named
               FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
               JOIN pg_inherits i ON i.inhrelid = x.indexrelid
               JOIN pg_class p ON p.oid = i.inhparent
@@ -135,10 +150,17 @@ $$;
 -- (DETACH and ATTACH lock the parent briefly; a queued lock would hold up every
 -- settle behind it) and is otherwise left for the next pass.  Runs with its
 -- owner's rights: the runtime role may not create or drop tables.
+-- The record's months (98_record_months.sql) go when every row of theirs is
+-- past its period: completed rows `p_completed_seconds` after they ended
+-- (QUEUE_PRUNE_AFTER_DAYS), failed, cancelled and expired ones
+-- `p_ended_seconds` (QUEUE_RETAIN_ENDED_DAYS); NULL keeps them.  An attempts
+-- month goes with them once no record row created before its end is left.
 CREATE OR REPLACE FUNCTION aiqueue_keep_partitions(p_history_seconds float8,
                                                    p_every_seconds float8 DEFAULT 60,
                                                    p_events_seconds float8 DEFAULT 86400,
-                                                   p_ahead integer DEFAULT 1)
+                                                   p_ahead integer DEFAULT 1,
+                                                   p_completed_seconds float8 DEFAULT NULL,
+                                                   p_ended_seconds float8 DEFAULT NULL)
 RETURNS TABLE (created integer, dropped integer)
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
@@ -158,7 +180,9 @@ BEGIN
     -- The cost card's hourly sums follow the results' months (96_usage_hours.sql).
     PERFORM aiqueue_usage_roll(p_history_seconds);
     PERFORM set_config('lock_timeout', '100ms', true);
-    FOR t IN SELECT * FROM aiqueue_partitioned() LOOP
+    -- The record first: its drops free the attempts' months below.
+    FOR t IN SELECT * FROM aiqueue_partitioned()
+             ORDER BY parent <> 'ai_marking_queue_ended'::regclass LOOP
         FOR m IN SELECT g FROM generate_series(this_month, this_month + make_interval(months => p_ahead),
                                                interval '1 month') g LOOP
             BEGIN
@@ -169,12 +193,18 @@ BEGIN
                 NULL;  -- busy: the next pass
             END;
         END LOOP;
+        IF t.parent = 'ai_marking_queue_ended'::regclass THEN
+            dropped := dropped + aiqueue_record_months_drop(p_completed_seconds, p_ended_seconds);
+            CONTINUE;
+        END IF;
         FOR part IN
             SELECT x.part FROM aiqueue_partitions() x
             WHERE x.parent = t.parent AND NOT x.is_default
-              AND x.upper_bound <= now() - make_interval(secs => CASE
-                      WHEN t.parent = 'ai_marking_events'::regclass THEN p_events_seconds
-                      ELSE p_history_seconds END)
+              AND (x.upper_bound <= now() - make_interval(secs => CASE
+                       WHEN t.parent = 'ai_marking_events'::regclass THEN p_events_seconds
+                       ELSE p_history_seconds END)
+                   OR (t.parent = 'ai_marking_attempts'::regclass
+                       AND aiqueue_record_gone_before(x.upper_bound)))
         LOOP
             BEGIN
                 EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', t.parent, part.part);

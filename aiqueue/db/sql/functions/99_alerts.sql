@@ -31,7 +31,7 @@ RETURNS TABLE (since timestamptz, kind text) LANGUAGE sql STABLE AS $$
          ORDER BY q.created_at LIMIT 1)
         UNION ALL
         (SELECT r.not_before, r.kind
-         FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+         FROM ai_marking_ready r JOIN ai_marking_queue_live q ON q.queue_id = r.queue_id
          WHERE r.pool = p_pool AND r.not_before <= t
            AND (r.expires_at IS NULL OR r.expires_at > t)
            AND NOT (r.lane = 'batch' AND r.run_after > t) AND q.held_run_after IS NULL

@@ -1,0 +1,142 @@
+"""The record's months (aiqueue 0078, docs/operating/data-protection.md): a row's end
+moves it from the live table to the month it was created in; a month of ended rows goes
+whole once every row of it is past its period, with its count deltas, its traces and the
+attempts' months no kept row needs; a month with a row still to keep stays, and so does
+every newer one; a live row keeps the attempts of its month."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from tests.conftest import add_submissions
+from tests.integration.partitions_kit import (
+    DAY,
+    ENDED,
+    HISTORY,
+    add_month,
+    month_start,
+    partitions,
+    without_upgrade_partition,
+)
+
+# Each test makes and drops partitions: a new copy of the template each.
+pytestmark = pytest.mark.fresh_db
+
+COMPLETED = 7 * DAY
+
+
+async def record_month(conn: asyncpg.Connection, at: datetime) -> str:
+    assert await conn.fetchval(
+        "SELECT aiqueue_partition_add('ai_marking_queue_ended'::regclass, 'created_at',"
+        " 'queue_id', $1::timestamp)", month_start(at).replace(tzinfo=None))
+    return f"ai_marking_queue_ended_m{at:%Y%m}"
+
+
+async def rows_made(conn: asyncpg.Connection, status: str, created: datetime,
+                    finished: datetime | None, n: int = 2) -> list[uuid.UUID]:
+    """Rows written by host SQL at `created`, each with an attempt line and a trace."""
+    ids = await add_submissions(conn, n, f"hw-{uuid.uuid4().hex[:6]}")
+    qids = [r[0] for r in await conn.fetch(
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, created_at,"
+        " updated_at, finished_at) SELECT s.id, s.assignment_id, gen_random_uuid(), $2, $3, $3,"
+        " $4 FROM submissions s WHERE s.id = ANY($1) RETURNING queue_id",
+        ids, status, created, finished)]
+    await conn.execute("INSERT INTO ai_marking_attempts (queue_id, started_at)"
+                       " SELECT unnest($1::uuid[]), $2", qids, created)
+    await conn.execute("INSERT INTO ai_marking_traces (queue_id, traceparent, kind, pool)"
+                       " SELECT unnest($1::uuid[]), '00-x-y-01', 'mark', 'default'", qids)
+    return qids
+
+
+async def keep(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval(
+        "SELECT dropped FROM aiqueue_keep_partitions($1, 0, 86400, 1, $2, $3)",
+        HISTORY, COMPLETED, ENDED))
+
+
+async def counted_as_held(conn: asyncpg.Connection) -> None:
+    """The stats' counts (the deltas summed) are the rows the record holds."""
+    counted = dict(await conn.fetch("SELECT status, sum(n)::bigint FROM ai_marking_counts"
+                                    " GROUP BY status HAVING sum(n) <> 0"))
+    held = dict(await conn.fetch("SELECT status, count(*) FROM ai_marking_queue GROUP BY status"))
+    assert counted == held
+
+
+async def without_record_upgrade_partition(conn: asyncpg.Connection) -> None:
+    for name, (lower, _) in (await partitions(conn, "ai_marking_queue_ended")).items():
+        if lower is None and not name.endswith("_default"):
+            await conn.execute(f"ALTER TABLE ai_marking_queue_ended DETACH PARTITION {name}")
+            await conn.execute(f"DROP TABLE {name}")
+
+
+async def test_a_month_goes_whole_with_its_counts_traces_and_attempts_once_its_rows_are_past(
+    conn: asyncpg.Connection
+):
+    await without_record_upgrade_partition(conn)
+    await without_upgrade_partition(conn)
+    now = datetime.now(UTC)
+    old, mid = now - timedelta(days=70), now - timedelta(days=35)
+    old_part, mid_part = await record_month(conn, old), await record_month(conn, mid)
+    for at in (old, mid):
+        await add_month(conn, "ai_marking_attempts", at)
+    gone = [*await rows_made(conn, "completed", old, old + timedelta(hours=1)),
+            *await rows_made(conn, "failed", old, old + timedelta(hours=2))]
+    # A failed row of the later month ended 10 days ago: within its 30 days.
+    kept = await rows_made(conn, "failed", mid, now - timedelta(days=10))
+    await counted_as_held(conn)
+
+    assert await keep(conn) >= 2  # the record's month and the attempts' month
+    months = await partitions(conn, "ai_marking_queue_ended")
+    assert old_part not in months and mid_part in months
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue WHERE queue_id = ANY($1)",
+                               gone) == 0
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_traces WHERE queue_id = ANY($1)",
+                               gone) == 0
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_traces WHERE queue_id = ANY($1)",
+                               kept) == 2
+    attempts = await partitions(conn, "ai_marking_attempts")
+    assert f"ai_marking_attempts_m{old:%Y%m}" not in attempts
+    assert f"ai_marking_attempts_m{mid:%Y%m}" in attempts
+    await counted_as_held(conn)
+    # Nothing more to do while the later month keeps its row.
+    assert await keep(conn) == 0
+
+
+async def test_a_month_with_a_row_to_keep_stays_and_so_does_every_newer_one(
+    conn: asyncpg.Connection
+):
+    await without_record_upgrade_partition(conn)
+    await without_upgrade_partition(conn)
+    now = datetime.now(UTC)
+    old, mid = now - timedelta(days=70), now - timedelta(days=45)
+    old_part, mid_part = await record_month(conn, old), await record_month(conn, mid)
+    await add_month(conn, "ai_marking_attempts", old)
+    # A failed row of the older month that ended 10 days ago: within its 30 days.
+    recent = await rows_made(conn, "failed", old, now - timedelta(days=10), n=1)
+    await rows_made(conn, "completed", mid, mid + timedelta(hours=1))
+    assert await keep(conn) == 0
+    months = await partitions(conn, "ai_marking_queue_ended")
+    assert old_part in months and mid_part in months
+    # Once it is past its period, both go; a live row from that month is in the live
+    # table (a row's end moves it to its month) and keeps the month's attempts.
+    waiting = await rows_made(conn, "pending", old, None, n=1)
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = $2 WHERE queue_id = ANY($1)",
+                       recent, old + timedelta(days=1))
+    assert await keep(conn) == 2
+    months = await partitions(conn, "ai_marking_queue_ended")
+    assert old_part not in months and mid_part not in months
+    assert f"ai_marking_attempts_m{old:%Y%m}" in await partitions(conn, "ai_marking_attempts")
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue_live"
+                               " WHERE queue_id = ANY($1)", waiting) == 1
+    await counted_as_held(conn)
+    # Its end moves it out of the live table (to the ended rows' default: no month
+    # holds its time any more).
+    await conn.execute("UPDATE ai_marking_queue SET status = 'cancelled', finished_at = $2"
+                       " WHERE queue_id = ANY($1)", waiting, old + timedelta(days=1))
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue_live"
+                               " WHERE queue_id = ANY($1)", waiting) == 0
+    await counted_as_held(conn)
