@@ -22,10 +22,10 @@ from disk, 1-3 ms each.
 Measured: the claim's server time (50 picks: the median, the p95 and the blocks they read
 from outside the buffers); one assignment's queue list, a row's detail,
 /api/marking/stats, /metrics and /ai-queue's first paint (p95, through the ASGI
-app); removing the oldest month (its history partitions dropped; its record
-rows deleted in the prune's bounded batches, which stay row by row until the
-record itself is partitioned) with the dead rows on the claim's tables before
-and after; erasing one submission; the enqueue of 10,000 ids against a bare
+app); removing the oldest month (its history partitions and its month of ended
+record rows dropped; the record rows created before the month, in the
+upgrade's first part, deleted in the prune's bounded batches) with the dead
+rows on the claim's tables before and after; erasing one submission; the enqueue of 10,000 ids against a bare
 insert of the same rows.
 """
 
@@ -49,7 +49,7 @@ from aiqueue.web.app import create_app
 from bench.common import Table, admin_dsn, district_buffers, percentile
 from bench.db import claim_at_scale
 from bench.scale_build import ESTIMATES, build, built
-from bench.scale_upgrade import upgrade_times
+from bench.scale_upgrade import record_upgrade_time, upgrade_times
 from bench.scale_work import dead_rows, enqueue_vs_bare, remove_oldest_month
 
 SECRET = "bench-secret-0123456789abcdef"
@@ -223,3 +223,7 @@ async def scale_rows(rows: Table, repeats: int, ended: int, prefix: str = "bench
                      [up.locked], None, "-"))
         rows.append((f"{label}: without the steps, one transaction", "s", [up.unprepared],
                      None, "-"))
+        rows.append((f"upgrade of a record of {ended:,} rows to its live table and ended "
+                     "months (0078), one transaction holding the record's lock", "s",
+                     [await record_upgrade_time(ended, f"{prefix}_record_upgrade")], None,
+                     "bounded"))

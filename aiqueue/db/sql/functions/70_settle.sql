@@ -8,10 +8,15 @@
 -- A webhook's results in one round trip: aiqueue_settle_many (this file,
 -- first) locks their rows, then settles each (aiqueue_settle), which calls
 --   aiqueue_result         a result, the same for a settle and a lone complete:
---     aiqueue_complete       apply it in one statement, the row's `queue_moves` counted
---                            so that no status trigger follows it (74_moved; a
---                            processing row has no ready row, so 35_ready's stays
---                            out too), priced once by
+--     aiqueue_complete       apply it in one statement, which moves the row from
+--                            ai_marking_queue_live to its month of
+--                            ai_marking_queue_ended (the statement names the live
+--                            part as a constant, so its plan opens no other month;
+--                            a late result of a row failed for good first brings
+--                            it back, aiqueue_failed_back in 95_recovery), the
+--                            row's `queue_moves` counted so that no status trigger
+--                            follows it (74_moved; a processing row has no ready
+--                            row, so 35_ready's stays out too), priced once by
 --                            aiqueue_priced (50_spend's prices), the row's slot
 --                            deleted from ai_marking_claimed (a late result of an
 --                            earlier dispatch leaves the current one's), its record
@@ -47,7 +52,7 @@
 --                          groups, and the row's kind's slot before it charges the
 --                          group; its money: the budget window in 21_budget, the
 --                          spend caps in 50_spend and 48_spend_windows), moved to
---                          processing (a heap-only update of the record; its ready
+--                          processing (a heap-only update of the live part; its ready
 --                          row deleted by 35_ready's trigger) with its
 --                          ai_marking_claimed row inserted, its live event and count
 --                          deltas written (aiqueue_feed_moved, aiqueue_counts_moved),
