@@ -25,8 +25,8 @@ from outside the buffers); one assignment's queue list, a row's detail,
 app); removing the oldest month (its history partitions and its month of ended
 record rows dropped; the record rows created before the month, in the
 upgrade's first part, deleted in the prune's bounded batches) with the dead
-rows on the claim's tables before and after; erasing one submission; the enqueue of 10,000 ids against a bare
-insert of the same rows.
+rows on the claim's tables before and after; erasing one submission; the
+enqueue of 10,000 ids against a bare insert of the same rows.
 """
 
 from __future__ import annotations
