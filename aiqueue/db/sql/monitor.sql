@@ -49,13 +49,32 @@ LIMIT $5;
 
 -- monitor_assignments --
 -- Distinct assignment ids for the filter's suggestions without reading every row:
--- a loose index scan hopping along (assignment_id, created_at), one probe per value.
-WITH RECURSIVE a AS (
-    (SELECT assignment_id FROM ai_marking_queue ORDER BY assignment_id LIMIT 1)
+-- loose index scans hopping along (assignment_id, created_at), one probe per
+-- value, in the live part and in the ended months of this month and the last
+-- (UTC; the other months are pruned).  Probing the record's parent instead
+-- probed every month for every value: 96 ms for 500 ids over 13 months of
+-- 10,000,000 rows, against about 20 ms so (docs/performance.md#a-year-of-a-district).
+WITH RECURSIVE live AS (
+    (SELECT assignment_id FROM ai_marking_queue_live ORDER BY assignment_id LIMIT 1)
     UNION ALL
-    SELECT (SELECT q.assignment_id FROM ai_marking_queue q
+    SELECT (SELECT q.assignment_id FROM ai_marking_queue_live q
             WHERE q.assignment_id > a.assignment_id
             ORDER BY q.assignment_id LIMIT 1)
-    FROM a WHERE a.assignment_id IS NOT NULL
+    FROM live a WHERE a.assignment_id IS NOT NULL
+), since AS (
+    SELECT date_trunc('month', now() AT TIME ZONE 'UTC' - interval '1 month')
+           AT TIME ZONE 'UTC' AS at
+), ended AS (
+    (SELECT assignment_id FROM ai_marking_queue_ended
+     WHERE created_at >= (SELECT at FROM since) ORDER BY assignment_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.assignment_id FROM ai_marking_queue_ended q
+            WHERE q.created_at >= (SELECT at FROM since) AND q.assignment_id > a.assignment_id
+            ORDER BY q.assignment_id LIMIT 1)
+    FROM ended a WHERE a.assignment_id IS NOT NULL
 )
-SELECT assignment_id FROM a WHERE assignment_id IS NOT NULL LIMIT $1;
+SELECT assignment_id FROM (
+    (SELECT assignment_id FROM live WHERE assignment_id IS NOT NULL LIMIT $1)
+    UNION
+    (SELECT assignment_id FROM ended WHERE assignment_id IS NOT NULL LIMIT $1)) x
+ORDER BY 1 LIMIT $1;
