@@ -140,3 +140,30 @@ async def test_a_month_with_a_row_to_keep_stays_and_so_does_every_newer_one(
     assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue_live"
                                " WHERE queue_id = ANY($1)", waiting) == 0
     await counted_as_held(conn)
+
+
+async def test_a_row_ended_by_hand_without_an_end_time_ends_then_and_its_month_can_go(
+    conn: asyncpg.Connection
+):
+    await without_record_upgrade_partition(conn)
+    await without_upgrade_partition(conn)
+    old = datetime.now(UTC) - timedelta(days=70)
+    part = await record_month(conn, old)
+    by_hand = await rows_made(conn, "pending", old, None, n=1)
+    ended_by_app = await rows_made(conn, "pending", old, None, n=1)
+    # Host SQL ends one by its status alone, the other with its end time.
+    await conn.execute("UPDATE ai_marking_queue SET status = 'completed' WHERE queue_id = ANY($1)",
+                       by_hand)
+    await conn.execute("UPDATE ai_marking_queue SET status = 'failed', finished_at = $2"
+                       " WHERE queue_id = ANY($1)", ended_by_app, old + timedelta(days=1))
+    ends = dict(await conn.fetch("SELECT queue_id, finished_at FROM ai_marking_queue"
+                                 " WHERE queue_id = ANY($1)", by_hand + ended_by_app))
+    assert ends[ended_by_app[0]] == old + timedelta(days=1)
+    ended_at = ends[by_hand[0]]
+    assert ended_at is not None and abs(ended_at - datetime.now(UTC)) < timedelta(minutes=5)
+    # Within its period it keeps the month; once past it, the month goes whole.
+    assert await keep(conn) == 0 and part in await partitions(conn, "ai_marking_queue_ended")
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = $2 WHERE queue_id = ANY($1)",
+                       by_hand, old + timedelta(days=1))
+    assert await keep(conn) == 1 and part not in await partitions(conn, "ai_marking_queue_ended")
+    await counted_as_held(conn)
