@@ -107,38 +107,10 @@ SELECT aiqueue_cache_key($1::uuid, $2::integer);
 
 -- heartbeat --
 -- A progress item from the current dispatch extends its lease (also when a late
--- result completed the row meanwhile: the function is still working on it).
--- While the row is processing, the item also goes to the live feed (a
--- `processing` event), so a teacher's page shows it.  The feed keeps only the
--- counts: the message may quote the answer, and the feed is kept for a day;
--- live_events_after reads the message from the row while it is processing.
-WITH lease AS (
-    UPDATE ai_marking_claimed SET lease_at = now()
-    WHERE queue_id = $1 AND dispatch_seq = $2
-    RETURNING queue_id
-),
-row AS (
-    UPDATE ai_marking_queue
-    SET progress = $3::jsonb, updated_at = now()
-    WHERE queue_id = $1 AND dispatch_seq = $2
-      AND (status = 'processing' OR (status = 'completed' AND EXISTS (SELECT 1 FROM lease)))
-    RETURNING queue_id, submission_id, assignment_id, status, pool, priority,
-              coalesce(group_key, assignment_id) AS grp, payload_id
-),
-event AS (
-    INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
-    SELECT assignment_id, queue_id, submission_id, status,
-           jsonb_build_object('progress', jsonb_strip_nulls(jsonb_build_object(
-               'current', $3::jsonb -> 'current', 'total', $3::jsonb -> 'total')))
-    FROM row WHERE status = 'processing'
-    RETURNING 1
-)
--- The scalar subquery wakes listeners once when an event was written.  A
--- progress item also says the call has begun answering: its prompt prefix is
--- cached now (aiqueue_cache_answered, 45_cache.sql).
-SELECT row.queue_id, (SELECT aiqueue_notify() FROM event LIMIT 1) IS NULL AS quiet,
-       aiqueue_cache_answered(row.pool, row.priority, row.grp, row.payload_id) AS warmed
-FROM row;
+-- result completed the row meanwhile: the function is still working on it);
+-- while the row is processing it goes to the live feed (aiqueue_heartbeat in
+-- functions/80_feed.sql).  A row when the dispatch's row was found.
+SELECT 1 AS found WHERE aiqueue_heartbeat($1::uuid, $2::integer, $3::jsonb);
 
 -- prune --
 -- At most once a minute across all instances (the control row is the gate), in

@@ -104,3 +104,57 @@ CREATE OR REPLACE TRIGGER ai_marking_queue_counts_ins
 CREATE OR REPLACE TRIGGER ai_marking_queue_counts_del
     AFTER DELETE ON ai_marking_queue REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_count_changes();
+
+-- A progress item from the current dispatch (the `heartbeat` query): it extends
+-- the dispatch's lease, and while the row is processing goes to the live feed
+-- as a `processing` event (the feed keeps only the counts: the message may
+-- quote the answer, and the feed is kept for a day; live_events_after reads the
+-- message from the row while it is processing).  A progress item also says the
+-- call has begun answering: its prompt prefix is cached now
+-- (aiqueue_cache_answered, 45_cache.sql).  Whether the dispatch's row was found.
+--
+-- The row is looked for in the live part first: the statement names the record
+-- with `status IN ('pending', 'processing')` written out, which prunes its plan
+-- to the live table (aiqueue 0078), so a heartbeat locks no month of ended
+-- rows.  Only when a late result completed the row meanwhile (the function is
+-- still working on it, its lease still held) is the ended row read.
+CREATE OR REPLACE FUNCTION aiqueue_heartbeat(p_queue_id uuid, p_dispatch_seq integer,
+                                             p_progress jsonb)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    leased boolean;
+    r record;
+BEGIN
+    UPDATE ai_marking_claimed SET lease_at = now()
+    WHERE queue_id = p_queue_id AND dispatch_seq = p_dispatch_seq;
+    leased := FOUND;
+    UPDATE ai_marking_queue q SET progress = p_progress, updated_at = now()
+    WHERE q.queue_id = p_queue_id AND q.dispatch_seq = p_dispatch_seq
+      AND q.status IN ('pending', 'processing') AND q.status = 'processing'
+    RETURNING q.queue_id, q.submission_id, q.assignment_id, q.status, q.pool, q.priority,
+              coalesce(q.group_key, q.assignment_id) AS grp, q.payload_id
+    INTO r;
+    IF NOT FOUND THEN
+        IF NOT leased THEN
+            RETURN false;
+        END IF;
+        UPDATE ai_marking_queue q SET progress = p_progress, updated_at = now()
+        WHERE q.queue_id = p_queue_id AND q.dispatch_seq = p_dispatch_seq
+          AND q.status = 'completed'
+        RETURNING q.queue_id, q.submission_id, q.assignment_id, q.status, q.pool, q.priority,
+                  coalesce(q.group_key, q.assignment_id) AS grp, q.payload_id
+        INTO r;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+    ELSE
+        INSERT INTO ai_marking_events (assignment_id, queue_id, submission_id, status, summary)
+        VALUES (r.assignment_id, r.queue_id, r.submission_id, r.status,
+                jsonb_build_object('progress', jsonb_strip_nulls(jsonb_build_object(
+                    'current', p_progress -> 'current', 'total', p_progress -> 'total'))));
+        PERFORM aiqueue_notify();
+    END IF;
+    PERFORM aiqueue_cache_answered(r.pool, r.priority, r.grp, r.payload_id);
+    RETURN true;
+END
+$$;
