@@ -33,13 +33,19 @@ class Upgrade:
     unprepared: float
 
 
+async def _completed_before(version: str, n: int, name: str) -> str:
+    """A new database `name` on the schema before migration `version`, with `n` completed
+    record rows (bench/db.py's seed_queue)."""
+    dsn = await recreate_database(admin_dsn(), name)
+    await migrate(dsn, "up", steps=sum(1 for m in discover() if m.version < version))
+    await seed_queue(dsn, n, "completed")
+    return dsn
+
+
 async def _seeded(n: int, name: str) -> str:
     """A database on the schema before 0050 with `n` rows in each of attempts, results and
     events (their rows spread over a week), a tenth of the results reviewed."""
-    dsn = await recreate_database(admin_dsn(), name)
-    before = sum(1 for m in discover() if m.version < "0050")
-    await migrate(dsn, "up", steps=before)
-    await seed_queue(dsn, n, "completed")
+    dsn = await _completed_before("0050", n, name)
     conn = await asyncpg.connect(dsn, command_timeout=None)
     try:
         await conn.execute("SET statement_timeout = 0")
@@ -106,11 +112,8 @@ async def record_upgrade_time(n: int, name: str) -> float:
     ended months (0078) with `n` record rows, a hundredth of them pending, the rest
     completed over a week: the one transaction that holds the record's lock; no row lost
     or changed in status or attempts."""
-    dsn = await recreate_database(admin_dsn(), name)
     try:
-        before = sum(1 for m in discover() if m.version < "0078")
-        await migrate(dsn, "up", steps=before)
-        await seed_queue(dsn, n, "completed")
+        dsn = await _completed_before("0078", n, name)
         conn = await asyncpg.connect(dsn, command_timeout=None)
         try:
             await conn.execute("SET statement_timeout = 0")
