@@ -197,6 +197,26 @@ WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
 ORDER BY i.relname
 
 -- step --
+-- The record's foreign keys on the copy, after its indexes (a submission's
+-- delete cascades through its index), NOT VALID: a moment's lock, no read ...
+SELECT format('ALTER TABLE %I ADD CONSTRAINT %I %s NOT VALID', c.relname, k.conname,
+              pg_get_constraintdef(k.oid)) AS statement
+FROM pg_class c
+JOIN pg_constraint k ON k.conrelid = to_regclass('ai_marking_queue') AND k.contype = 'f'
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+  AND NOT c.relispartition AND c.relname ~ '^ai_marking_queue_ended_upto_[0-9]{6}$'
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint o WHERE o.conrelid = c.oid AND o.conname = k.conname)
+
+-- step --
+-- ... then validated, reading the copy under a lock that lets reads and writes
+-- go on; ATTACH then takes them over instead of checking every row itself.
+SELECT format('ALTER TABLE %I VALIDATE CONSTRAINT %I', c.relname, k.conname) AS statement
+FROM pg_class c JOIN pg_constraint k ON k.conrelid = c.oid AND k.contype = 'f'
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+  AND NOT c.relispartition AND c.relname ~ '^ai_marking_queue_ended_upto_[0-9]{6}$'
+  AND NOT k.convalidated
+
+-- step --
 -- Done: the upgrade attaches this copy.
 SELECT format('COMMENT ON TABLE %I IS %L', c.relname, 'aiqueue 0078: copied') AS statement
 FROM pg_class c

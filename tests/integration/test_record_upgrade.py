@@ -6,7 +6,9 @@ its lock, and loses nothing either way (docs/performance.md, "A year of a distri
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 import uuid
 
 import asyncpg
@@ -185,3 +187,53 @@ async def test_a_row_deleted_while_its_range_was_copied_goes_and_a_stale_copy_is
     await _prepare(db_url)
     assert [r["relname"] for r in await conn.fetch(COPY)] == [copy]
     assert await conn.fetchval(f"SELECT count(*) FROM {copy}") == 34
+
+
+async def test_the_copy_matches_the_record_after_writes_during_its_steps(
+        db_url: str, conn: asyncpg.Connection):
+    await _at_0077(db_url, conn)
+    await conn.execute("SET session_replication_role = replica")
+    await conn.execute(
+        "WITH s AS (INSERT INTO submissions (assignment_id, content)"
+        " SELECT 'hw', 'a' FROM generate_series(1, 3000) RETURNING id)"
+        " INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status,"
+        " created_at, finished_at) SELECT id, 'hw', gen_random_uuid(),"
+        " (ARRAY['completed', 'failed', 'pending'])[1 + (random() * 2)::int],"
+        " now() - interval '20 days', now() - interval '19 days' FROM s")
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = NULL WHERE status = 'pending'")
+    await conn.execute("RESET session_replication_role")
+    stop = asyncio.Event()
+    done = 0
+
+    async def write() -> None:
+        # Host SQL and the app's moves on ended rows while the steps run: an edit, an
+        # erasure, a retry, an end, a new ended row.
+        nonlocal done
+        side = await asyncpg.connect(db_url)
+        try:
+            while not stop.is_set() or done < 50:
+                qid = await side.fetchval("SELECT queue_id FROM ai_marking_queue"
+                                          " TABLESAMPLE SYSTEM (5) LIMIT 1")
+                await side.execute(random.choice([
+                    "UPDATE ai_marking_queue SET last_error = 'edited' WHERE queue_id = $1",
+                    "DELETE FROM ai_marking_queue WHERE queue_id = $1",
+                    "UPDATE ai_marking_queue SET status = 'pending', finished_at = NULL"
+                    " WHERE queue_id = $1 AND status <> 'pending'",
+                    "UPDATE ai_marking_queue SET status = 'completed', finished_at = now()"
+                    " WHERE queue_id = $1 AND status = 'pending'"]), qid)
+                done += 1
+        finally:
+            await side.close()
+
+    writer = asyncio.create_task(write())
+    await _prepare(db_url)
+    stop.set()
+    await writer
+    copy = (await conn.fetchrow(COPY))["relname"]
+    copied = await conn.fetch(f"SELECT to_jsonb(c) AS j FROM {copy} c ORDER BY 1")
+    kept = await conn.fetch("SELECT to_jsonb(q) AS j FROM ai_marking_queue q"
+                            " WHERE status NOT IN ('pending', 'processing') ORDER BY 1")
+    assert [json.loads(r["j"]) for r in copied] == [json.loads(r["j"]) for r in kept]
+    before = await _record(conn)
+    assert await migrate(db_url, "up") == [RECORD]
+    assert await _record(conn) == before
