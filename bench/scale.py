@@ -223,7 +223,8 @@ async def scale_rows(rows: Table, repeats: int, ended: int, prefix: str = "bench
             rows.append((f"{label}: its steps (weak locks)", "s", [up.steps], None, "-"))
             rows.append((f"{label}: the migrations after them (locks held)", "s",
                          [up.prepared], None, "bounded"))
-            rows.append((f"{label}: migrate up after them, with functions and lockdown", "s",
+            rows.append((f"{label}: migrate up after them, with functions, lockdown and what "
+                         "runs after its commit", "s",
                          [up.locked], None, "-"))
             rows.append((f"{label}: without the steps, one transaction", "s",
                          [up.unprepared], None, "-"))

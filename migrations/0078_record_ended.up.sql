@@ -207,6 +207,4 @@ $record$;
 -- this upgrade), so that a month's drop takes its counts with it.
 ALTER TABLE ai_marking_counts ADD COLUMN month timestamptz;
 
--- A partitioned parent's statistics are gathered by ANALYZE only (autovacuum
--- analyzes its partitions); the planner reads them for the parent's joins.
-ANALYZE ai_marking_queue;
+-- The parent's statistics: 0078_record_ended.after.sql, once this is committed.

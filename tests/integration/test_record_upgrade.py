@@ -124,6 +124,9 @@ async def test_the_prepared_copy_keeps_every_change_and_becomes_the_month(
     months = await _months(conn)
     assert months[copy["relname"]] == copy["oid"]
     assert await conn.fetchval("SELECT to_regclass('ai_marking_queue_before_0078')") is None
+    # The parent's statistics, gathered once the upgrade committed (0078's after file).
+    assert await conn.fetchval("SELECT count(*) FROM pg_stats WHERE inherited"
+                               " AND tablename = 'ai_marking_queue'") > 0
     assert await conn.fetchval(
         "SELECT count(*) FROM pg_constraint WHERE conname LIKE '%\\_bound'"
         " AND conrelid = $1", copy["oid"]) == 0
