@@ -1,8 +1,8 @@
 """The record's ended rows with no end time (aiqueue 0079, docs/operating/data-protection.md,
-"Retention by the month"): a month holding one is kept, and the month's drop asks that of
-an index, not of every row of the month; every month has that index, a month the
-housekeeping makes later too, and the upgrade builds it on each month beforehand and
-attaches it."""
+"Retention by the month"): a row written there without one gets one; a month holding one
+from before is kept, and the month's drop asks that of an index, not of every row of the
+month; every month has that index, a month the housekeeping makes later too, and the
+upgrade builds it on each month beforehand and attaches it."""
 
 from __future__ import annotations
 
@@ -76,6 +76,29 @@ async def test_a_month_holding_a_row_with_no_end_time_stays_and_is_told_by_an_in
     # Given its end time, it goes with its month.
     await conn.execute("UPDATE ai_marking_queue SET finished_at = $2 WHERE queue_id = ANY($1)",
                        untimed, old + timedelta(days=1))
+    assert await keep(conn) == 1 and part not in await partitions(conn, "ai_marking_queue_ended")
+
+
+async def test_a_row_host_sql_writes_ended_without_an_end_time_gets_one_then(
+    conn: asyncpg.Connection
+):
+    """Written straight into the ended rows (an import, a fix-up), as a row ended by hand:
+    retention goes by a row's end, so it gets one, and its month goes once that is past."""
+    await without_record_upgrade_partition(conn)
+    await without_upgrade_partition(conn)
+    old = datetime.now(UTC) - timedelta(days=70)
+    part = await record_month(conn, old)
+    written = await rows_made(conn, "cancelled", old, None, n=2)
+    ends = [r[0] for r in await conn.fetch(
+        "SELECT finished_at FROM ai_marking_queue WHERE queue_id = ANY($1)", written)]
+    assert len(ends) == 2 and all(
+        e is not None and abs(e - datetime.now(UTC)) < timedelta(minutes=5) for e in ends)
+    assert await conn.fetchval("SELECT count(*) FROM ai_marking_queue_ended"
+                               " WHERE finished_at IS NULL") == 0
+    # Within its period it keeps the month; once past it, the month goes whole.
+    assert await keep(conn) == 0 and part in await partitions(conn, "ai_marking_queue_ended")
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = $2 WHERE queue_id = ANY($1)",
+                       written, old + timedelta(days=1))
     assert await keep(conn) == 1 and part not in await partitions(conn, "ai_marking_queue_ended")
 
 
