@@ -12,13 +12,15 @@ import asyncpg
 import pytest
 
 from aiqueue.db.migrate import discover, migrate, prepare
-from tests.integration.partitions_kit import ENDED, partitions, without_upgrade_partition
-from tests.integration.test_record_months import (
+from tests.integration.partitions_kit import (
     COMPLETED,
+    ENDED,
     keep,
+    partitions,
     record_month,
     rows_made,
     without_record_upgrade_partition,
+    without_upgrade_partition,
 )
 
 # Each test makes and drops partitions or migrates: a new copy of the template each.
