@@ -114,10 +114,10 @@ _RECORD_COUNT = ("SELECT status, count(*) AS n, sum(attempts) AS attempts "
                  "FROM ai_marking_queue GROUP BY status ORDER BY status")
 
 
-async def record_upgrade_times(n: int, name: str) -> Upgrade:
+async def record_upgrade_times(n: int, name: str, pending_every: int = 100) -> Upgrade:
     """The record from one table (0077) to its live table and ended months (0078) with `n`
-    record rows, a hundredth of them pending, the rest completed over a week, both ways
-    (see Upgrade); no row lost or changed in status or attempts."""
+    record rows, one in `pending_every` of them pending, the rest completed over a week,
+    both ways (see Upgrade); no row lost or changed in status or attempts."""
     dsn = await _completed_before("0078", n, name)
     conn = await asyncpg.connect(dsn, command_timeout=None)
     try:
@@ -125,7 +125,7 @@ async def record_upgrade_times(n: int, name: str) -> Upgrade:
         await conn.execute("ALTER TABLE ai_marking_queue DISABLE TRIGGER USER")
         await conn.execute(
             "UPDATE ai_marking_queue SET status = 'pending', finished_at = NULL "
-            "WHERE seq % 100 = 0")
+            "WHERE seq % $1 = 0", pending_every)
         await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
         await conn.execute("VACUUM ANALYZE")
     finally:
