@@ -84,7 +84,8 @@ WHERE (SELECT relkind FROM pg_class WHERE oid = to_regclass('ai_marking_queue'))
 -- step --
 -- The trigger that keeps the copy: a row that is (or was) ended before the
 -- bound is written (or removed) there too.  It runs as the copy's owner (the
--- running app's role has no privilege on it), ALWAYS (a replica session too).
+-- running app's role has no privilege on it), ALWAYS (a replica session too);
+-- nobody else may run it (the platform's default privileges grant routines too).
 WITH copy AS (
     SELECT c.oid, c.relname,
            to_date(right(c.relname, 6), 'YYYYMM')::timestamp AT TIME ZONE 'UTC' AS bound
@@ -116,7 +117,20 @@ BEGIN
     RETURN NULL;
 END
 $mirror$;
-REVOKE ALL ON FUNCTION aiqueue_upgrade_0078_mirror() FROM PUBLIC;
+DO $revoke$
+DECLARE
+    who record;
+BEGIN
+    FOR who IN SELECT DISTINCT a.grantee
+               FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+               WHERE p.oid = 'aiqueue_upgrade_0078_mirror()'::regprocedure
+                 AND a.grantee <> p.proowner LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION aiqueue_upgrade_0078_mirror() FROM %%s',
+                       CASE WHEN who.grantee = 0 THEN 'PUBLIC'
+                            ELSE quote_ident(pg_get_userbyid(who.grantee)) END);
+    END LOOP;
+END
+$revoke$;
 CREATE TRIGGER aiqueue_upgrade_0078_mirror AFTER INSERT OR UPDATE OR DELETE ON ai_marking_queue
     FOR EACH ROW EXECUTE FUNCTION aiqueue_upgrade_0078_mirror();
 ALTER TABLE ai_marking_queue ENABLE ALWAYS TRIGGER aiqueue_upgrade_0078_mirror

@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 
 from aiqueue.db.migrate import discover, migrate, prepare
+from tests.roles import prepare_like_supabase
 
 # The test migrates its database down and up: a new copy.
 pytestmark = pytest.mark.fresh_db
@@ -77,15 +78,20 @@ async def _months(conn: asyncpg.Connection) -> dict[str, int]:
 async def test_the_prepared_copy_keeps_every_change_and_becomes_the_month(
         db_url: str, conn: asyncpg.Connection):
     ids = await _at_0077(db_url, conn)
+    # Supabase's default privileges hand every new table and routine to its API roles.
+    await prepare_like_supabase(conn)
     await _prepare(db_url)
     copy = await conn.fetchrow(COPY)
     assert copy["note"] == "aiqueue 0078: copied"
     ended = "status NOT IN ('pending', 'processing')"
     assert await conn.fetchval(f"SELECT count(*) FROM {copy['relname']}") == 35
-    # Only its owner reaches it until the upgrade's lockdown.
+    # Only its owner reaches it until the upgrade's lockdown, and runs its trigger.
     assert await conn.fetchval(
         "SELECT relrowsecurity AND coalesce(array_length(relacl, 1), 0) <= 1 FROM pg_class"
         " WHERE oid = $1", copy["oid"])
+    assert await conn.fetchval(
+        "SELECT prosecdef AND proacl IS NOT NULL AND array_length(proacl, 1) = 1 FROM pg_proc"
+        " WHERE proname = 'aiqueue_upgrade_0078_mirror'")
 
     # The app and host SQL go on writing; the trigger keeps the copy.
     await conn.execute("UPDATE ai_marking_queue SET last_error = 'seen' WHERE queue_id = $1",
