@@ -1,7 +1,6 @@
 -- A copy that migration 0078's preparation steps made, when the upgrade did not
--- follow, goes with the trigger that kept it (it knows this schema's columns).
-DROP TRIGGER IF EXISTS aiqueue_upgrade_0078_mirror ON ai_marking_queue;
-DROP FUNCTION IF EXISTS aiqueue_upgrade_0078_mirror();
+-- follow, goes with the triggers that kept it (it knows this schema's columns).
+DROP FUNCTION IF EXISTS aiqueue_upgrade_0078_mirror() CASCADE;
 DO $copy$
 DECLARE
     c record;

@@ -24,8 +24,7 @@
 
 -- step --
 -- A copy whose bound is a day away or past (a run that never finished) goes.
-SELECT format('DROP TRIGGER IF EXISTS aiqueue_upgrade_0078_mirror ON ai_marking_queue; '
-              'DROP FUNCTION IF EXISTS aiqueue_upgrade_0078_mirror(); DROP TABLE %I',
+SELECT format('DROP FUNCTION IF EXISTS aiqueue_upgrade_0078_mirror() CASCADE; DROP TABLE %I',
               c.relname) AS statement
 FROM pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
@@ -83,7 +82,7 @@ WHERE (SELECT relkind FROM pg_class WHERE oid = to_regclass('ai_marking_queue'))
 
 -- step --
 -- The trigger that keeps the copy: a row that is (or was) ended before the
--- bound is written (or removed) there too.  It runs as the copy's owner (the
+-- bound is written (or removed) there too, and a TRUNCATE empties it.  It runs as the copy's owner (the
 -- running app's role has no privilege on it), ALWAYS (a replica session too);
 -- nobody else may run it (the platform's default privileges grant routines too).
 WITH copy AS (
@@ -103,6 +102,10 @@ SELECT format($trigger$
 CREATE FUNCTION aiqueue_upgrade_0078_mirror() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = %1$I, pg_temp AS $mirror$
 BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        TRUNCATE %2$I;
+        RETURN NULL;
+    END IF;
     IF TG_OP <> 'INSERT' AND OLD.status NOT IN ('pending', 'processing')
        AND OLD.created_at < %3$L
        AND (TG_OP = 'DELETE' OR NEW.queue_id <> OLD.queue_id
@@ -133,7 +136,10 @@ END
 $revoke$;
 CREATE TRIGGER aiqueue_upgrade_0078_mirror AFTER INSERT OR UPDATE OR DELETE ON ai_marking_queue
     FOR EACH ROW EXECUTE FUNCTION aiqueue_upgrade_0078_mirror();
-ALTER TABLE ai_marking_queue ENABLE ALWAYS TRIGGER aiqueue_upgrade_0078_mirror
+CREATE TRIGGER aiqueue_upgrade_0078_mirror_truncate AFTER TRUNCATE ON ai_marking_queue
+    FOR EACH STATEMENT EXECUTE FUNCTION aiqueue_upgrade_0078_mirror();
+ALTER TABLE ai_marking_queue ENABLE ALWAYS TRIGGER aiqueue_upgrade_0078_mirror;
+ALTER TABLE ai_marking_queue ENABLE ALWAYS TRIGGER aiqueue_upgrade_0078_mirror_truncate
 $trigger$, current_schema(), copy.relname, copy.bound, cols.names, cols.news, cols.sets) AS statement
 FROM copy, cols
 WHERE NOT EXISTS (SELECT 1 FROM pg_trigger t
@@ -165,8 +171,8 @@ SELECT format('INSERT INTO %I (%s) SELECT %s FROM ai_marking_queue'
               copy.bound) AS statement
 FROM copy, cols,
      LATERAL (SELECT s AS first, p.pages
-              FROM (SELECT greatest(relpages, 1) AS pages FROM pg_class
-                    WHERE oid = to_regclass('ai_marking_queue')) p,
+              FROM (SELECT greatest(pg_relation_size(to_regclass('ai_marking_queue'))
+                                    / current_setting('block_size')::bigint, 1) AS pages) p,
                    generate_series(0, p.pages - 1, 2048) s) r
 WHERE EXISTS (SELECT 1 FROM pg_trigger t
               WHERE t.tgrelid = to_regclass('ai_marking_queue')

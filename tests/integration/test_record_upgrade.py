@@ -255,3 +255,6 @@ async def test_the_copy_matches_the_record_after_writes_during_its_steps(
     before = await _record(conn)
     assert await migrate(db_url, "up") == LATER
     assert await _record(conn) == before
+    # A TRUNCATE of the record empties the copy too.
+    await conn.execute("TRUNCATE ai_marking_queue CASCADE")
+    assert await conn.fetchval(f"SELECT count(*) FROM {copy}") == 0
