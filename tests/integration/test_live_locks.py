@@ -28,6 +28,7 @@ pytestmark = pytest.mark.fresh_db
 
 MONTHS = 12
 LEASE = 600.0
+SWEEP = (LEASE, 3, LEASE, None, False, "{}", None, [])  # recover_stuck's parameters
 # Relation locks this session holds on a month of ended rows, or an index of one.
 MONTH_LOCKS = r"""
 SELECT count(*) FROM pg_locks l
@@ -98,30 +99,32 @@ async def test_the_per_job_and_per_tick_statements_lock_no_month_of_ended_rows(
                                job.queue_id) > 0
     plan = plan_of(0, 5).json
     qid, seq = job.queue_id, job.dispatch_seq
-    calls: dict[str, tuple[Any, ...]] = {
-        "heartbeat": (qid, seq, json.dumps({"current": 1})),
-        "attempt_failed": (qid, seq, 5.0, True, 3, "x", "dispatch_error", "{}"),
-        # A dispatch that is no longer the row's current one: nothing to fail or free.
-        "refused": (stale.queue_id, stale.dispatch_seq + 1, "rate_limited", 5.0, 600.0, 4,
-                    None, None),
-        "next_wakeup": (plan, LEASE, LEASE, None, False, LEASE),
-        "recover_stuck": (LEASE, 3, LEASE, None, False, "{}", None, []),
-        "take_lookups": (LEASE, LEASE, LEASE, 5, 30.0, None, []),
-        "platform_waits": (qid, seq, "still_running", 30.0, LEASE),
-        "expire_rows": (),
-        "next_expiry": (),
-        "next_scheduled": (),
-    }
-    locked = {name: await months_locked(conn, name, *args) for name, args in calls.items()}
-    stale_fail = await months_locked(conn, "attempt_failed", stale.queue_id,
-                                     stale.dispatch_seq + 1, 5.0, True, 3, "x", "x", "{}")
-    assert locked == dict.fromkeys(calls, 0) and stale_fail == 0
+    stale_seq = stale.dispatch_seq + 1  # no longer the row's current dispatch
+    calls: list[tuple[str, tuple[Any, ...]]] = [
+        ("heartbeat", (qid, seq, json.dumps({"current": 1}))),
+        ("attempt_failed", (qid, seq, 5.0, True, 3, "x", "dispatch_error", "{}")),
+        ("attempt_failed", (stale.queue_id, stale_seq, 5.0, True, 3, "x", "x", "{}")),
+        # A refusal gives the dispatch's charge back (aiqueue_money_refund).
+        ("refused", (qid, seq, "rate_limited", 5.0, 600.0, 4, None, None)),
+        ("refused", (stale.queue_id, stale_seq, "rate_limited", 5.0, 600.0, 4, None, None)),
+        ("next_wakeup", (plan, LEASE, LEASE, None, False, LEASE)),
+        ("recover_stuck", SWEEP),
+        ("take_lookups", (LEASE, LEASE, LEASE, 5, 30.0, None, [])),
+        ("platform_waits", (qid, seq, "still_running", 30.0, LEASE)),
+        ("expire_rows", ()),
+        ("next_expiry", ()),
+        ("next_scheduled", ()),
+    ]
+    assert await conn.fetchval("SELECT charged_tokens IS NOT NULL FROM ai_marking_queue"
+                               " WHERE queue_id = $1", qid)
+    locked = [(name, await months_locked(conn, name, *args)) for name, args in calls]
+    assert locked == [(name, 0) for name, _ in calls]
     # Quiet for longer than the lease: the sweep recovers the rows, still in the live part.
     await conn.execute("UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'")
     await conn.execute("UPDATE ai_marking_queue SET started_at = now() - interval '1 hour'"
                        " WHERE status = 'processing'")
-    assert await months_locked(conn, "recover_stuck", *calls["recover_stuck"]) == 0
-    assert await months_locked(conn, "next_wakeup", *calls["next_wakeup"]) == 0
+    assert await months_locked(conn, "recover_stuck", *SWEEP) == 0
+    assert await months_locked(conn, "next_wakeup", plan, LEASE, LEASE, None, False, LEASE) == 0
 
 
 async def late_completed(store: Store, conn: asyncpg.Connection) -> Job:
@@ -176,12 +179,11 @@ async def test_a_slot_held_for_a_row_a_late_result_completed_is_counted_and_free
     assert not await freed(conn, job, "complete", job.queue_id, result, None,
                            job.dispatch_seq - 1, plan_of().json)
     # The sweep frees it once its lease has run out, not before.
-    sweep = (LEASE, 3, LEASE, None, False, "{}", None, [])
-    assert not await freed(conn, job, "recover_stuck", *sweep)
+    assert not await freed(conn, job, "recover_stuck", *SWEEP)
     await conn.execute("UPDATE ai_marking_claimed SET lease_at = now() - interval '1 hour'"
                        " WHERE queue_id = $1", job.queue_id)
     await conn.execute("UPDATE ai_marking_queue SET started_at = now() - interval '1 hour'"
                        " WHERE queue_id = $1", job.queue_id)
     wake = await conn.fetchval(queries()["next_wakeup"], plan, LEASE, LEASE, None, False, LEASE)
     assert wake is not None and wake <= 0
-    assert await freed(conn, job, "recover_stuck", *sweep)
+    assert await freed(conn, job, "recover_stuck", *SWEEP)

@@ -149,8 +149,11 @@ BEGIN
     -- What follows the move (74_moved.sql): back to pending, or failed.
     PERFORM aiqueue_moved(ARRAY[moved], ARRAY['processing'], ARRAY[r.run_after]);
     DELETE FROM ai_marking_claimed c WHERE c.queue_id = p_queue_id;
+    -- An attempt starts after its row was created: only the months since are
+    -- looked at (the attempts are month partitions, 97_partitions.sql).
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'refused', error = p_kind
-    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND a.started_at >= aiqueue_months_from(r.created_at);
     UPDATE ai_marking_budget b SET tokens = 0
     WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq;
     PERFORM aiqueue_money_refund(p_queue_id);
