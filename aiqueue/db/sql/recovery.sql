@@ -52,7 +52,7 @@ row AS (
         queue_moves = q.queue_moves + 1
     FROM stuck WHERE q.queue_id = stuck.queue_id
       AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
-    RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why, q AS moved
+    RETURNING q.queue_id, q.dispatch_seq, q.created_at, q.status, stuck.why, q AS moved
 ),
 -- What follows the move (functions/74_moved.sql): back to pending or failed.  A
 -- dispatched row went live when it was claimed (its run_after had come).
@@ -64,11 +64,12 @@ followed AS (
 free AS (
     DELETE FROM ai_marking_claimed c USING row WHERE c.queue_id = row.queue_id
 ),
+-- Each dispatch's history line ends `stuck`, looked for in the attempts' months
+-- since its row was created (aiqueue_attempt_stuck, functions/95_recovery.sql).
 history AS (
-    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = row.why,
-        platform = CASE WHEN row.why = 'platform_timeout' THEN 'timed_out' ELSE a.platform END
-    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = row.dispatch_seq
-      AND a.kind = 'dispatch'
+    SELECT count(aiqueue_attempt_stuck(row.queue_id, row.dispatch_seq, row.created_at,
+                                       row.why)) AS n
+    FROM row
 ),
 tally AS (
     INSERT INTO ai_marking_tally (outcome, job, error, n)
@@ -79,7 +80,8 @@ tally AS (
 -- aiqueue_slots_released (functions/95_recovery.sql), which reads the ended
 -- months only when such a slot's lease has run out (a call in the select list
 -- runs once, whether or not a row was recovered).
-SELECT count(*) AS n, aiqueue_slots_released($1::float8, $3::float8, $4::float8) AS released
+SELECT count(*) AS n, aiqueue_slots_released($1::float8, $3::float8, $4::float8) AS released,
+       (SELECT history.n FROM history) AS ended
 FROM row CROSS JOIN followed;
 
 -- take_lookups --

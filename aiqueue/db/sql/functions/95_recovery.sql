@@ -204,3 +204,20 @@ BEGIN
     RETURN at;
 END
 $$;
+
+-- A recovered dispatch's history line ends `stuck` (the `recover_stuck` query,
+-- once per row it recovers; `platform_timeout`: the platform timed it out).  An
+-- attempt starts after its row was created (`p_created`): only the attempts'
+-- months since are looked at (97_partitions.sql), as a constant of this
+-- statement's plan, so the sweep's own plan names no month of them.
+CREATE OR REPLACE FUNCTION aiqueue_attempt_stuck(p_queue_id uuid, p_dispatch_seq integer,
+                                                 p_created timestamptz, p_why text)
+RETURNS integer LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = p_why,
+        platform = CASE WHEN p_why = 'platform_timeout' THEN 'timed_out' ELSE a.platform END
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND a.started_at >= aiqueue_months_from(p_created);
+    RETURN 1;
+END
+$$;
