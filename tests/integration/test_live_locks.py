@@ -28,7 +28,7 @@ pytestmark = pytest.mark.fresh_db
 
 MONTHS = 12
 LEASE = 600.0
-SWEEP = (LEASE, 3, LEASE, None, False, "{}", None, [])  # recover_stuck's parameters
+SWEEP: tuple[Any, ...] = (LEASE, 3, LEASE, None, False, "{}", None, [])  # recover_stuck
 # Relation locks this session holds on a month of ended rows, or an index of one.
 MONTH_LOCKS = r"""
 SELECT count(*) FROM pg_locks l
@@ -41,9 +41,9 @@ WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation'
 
 
 async def months_locked(conn: asyncpg.Connection, name_or_sql: str, *args: Any) -> int:
-    """Months of ended rows locked by one run of a statement (a named query, or SQL), the
-    run rolled back; the most of its first run (planned anew) and of a seventh (its plan
-    cached, as the loop's connections run it)."""
+    """Relation locks on months of ended rows (or their indexes) that one run of a statement
+    (a named query, or SQL) holds, the run rolled back: the most of its first run (planned
+    anew) and of its seventh (its plan cached, as the loop's connections run it)."""
     sql = queries().get(name_or_sql, name_or_sql)
     most = 0
     for run in range(7):
