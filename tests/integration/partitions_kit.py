@@ -78,3 +78,52 @@ async def where(conn: asyncpg.Connection, table: str, qids: Sequence[uuid.UUID])
     rows = await conn.fetch(f"SELECT DISTINCT tableoid::regclass::text AS part FROM {table} "
                             "WHERE queue_id = ANY($1)", list(qids))
     return {r["part"] for r in rows}
+
+
+# The record's months (aiqueue 0078): the periods its tests keep rows for, months made,
+# rows written by host SQL.
+COMPLETED = 7 * DAY
+
+
+async def record_month(conn: asyncpg.Connection, at: datetime) -> str:
+    assert await conn.fetchval(
+        "SELECT aiqueue_partition_add('ai_marking_queue_ended'::regclass, 'created_at',"
+        " 'queue_id', $1::timestamp)", month_start(at).replace(tzinfo=None))
+    return f"ai_marking_queue_ended_m{at:%Y%m}"
+
+
+async def rows_made(conn: asyncpg.Connection, status: str, created: datetime,
+                    finished: datetime | None, n: int = 2) -> list[uuid.UUID]:
+    """Rows written by host SQL at `created`, each with an attempt line and a trace."""
+    ids = await add_submissions(conn, n, f"hw-{uuid.uuid4().hex[:6]}")
+    qids = [r[0] for r in await conn.fetch(
+        "INSERT INTO ai_marking_queue (submission_id, assignment_id, run_id, status, created_at,"
+        " updated_at, finished_at) SELECT s.id, s.assignment_id, gen_random_uuid(), $2, $3, $3,"
+        " $4 FROM submissions s WHERE s.id = ANY($1) RETURNING queue_id",
+        ids, status, created, finished)]
+    await conn.execute("INSERT INTO ai_marking_attempts (queue_id, started_at)"
+                       " SELECT unnest($1::uuid[]), $2", qids, created)
+    await conn.execute("INSERT INTO ai_marking_traces (queue_id, traceparent, kind, pool)"
+                       " SELECT unnest($1::uuid[]), '00-x-y-01', 'mark', 'default'", qids)
+    return qids
+
+
+async def keep(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval(
+        "SELECT dropped FROM aiqueue_keep_partitions($1, 0, 86400, 1, $2, $3)",
+        HISTORY, COMPLETED, ENDED))
+
+
+async def counted_as_held(conn: asyncpg.Connection) -> None:
+    """The stats' counts (the deltas summed) are the rows the record holds."""
+    counted = dict(await conn.fetch("SELECT status, sum(n)::bigint FROM ai_marking_counts"
+                                    " GROUP BY status HAVING sum(n) <> 0"))
+    held = dict(await conn.fetch("SELECT status, count(*) FROM ai_marking_queue GROUP BY status"))
+    assert counted == held
+
+
+async def without_record_upgrade_partition(conn: asyncpg.Connection) -> None:
+    for name, (lower, _) in (await partitions(conn, "ai_marking_queue_ended")).items():
+        if lower is None and not name.endswith("_default"):
+            await conn.execute(f"ALTER TABLE ai_marking_queue_ended DETACH PARTITION {name}")
+            await conn.execute(f"DROP TABLE {name}")

@@ -55,6 +55,7 @@ ROWS: dict[str, dict[str, object]] = {
     "failed": {"status": "failed", "attempts": 3, "last_error": "boom",
                "finished_at": "2026-01-01T00:01:00+00"},
     "cancelled": {"status": "cancelled", "finished_at": "2026-01-01T00:01:00+00"},
+    "cancelled by hand, no end time": {"status": "cancelled"},
     "expired": {"status": "expired", "expires_at": "2026-01-01T00:00:00+00",
                 "finished_at": "2026-01-01T00:01:00+00"},
 }
@@ -190,6 +191,7 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
         " FROM ai_marking_queue")}
     assert parts == {"pending": True, "processing": True, "completed": False, "failed": False,
                      "cancelled": False, "expired": False}
+    await _untimed_keeps_its_month(conn)
     keys = await conn.fetch("SELECT walk_key, walk_turn, walk_seq FROM ai_marking_fair"
                             " ORDER BY group_key")
     assert [tuple(k) for k in keys] == [(1234.5, 3, 7), (99, 1, 2)]
@@ -236,6 +238,21 @@ async def test_every_state_survives_the_upgrade_and_the_way_back(
     assert (await conn.fetchrow("SELECT * FROM aiqueue_claim($1::jsonb)", plan))["queue_id"]
     await claims.rollback()
     await _erase_after_upgrade(conn, db_url)
+
+
+async def _untimed_keeps_its_month(conn: asyncpg.Connection) -> None:
+    """An ended row with no end time keeps its month from the month's drop (0079): its
+    period cannot be told.  Every other row of that month is past a period of 1 s."""
+    part = await conn.fetchval("SELECT tableoid::regclass::text FROM ai_marking_queue"
+                               " WHERE status = 'cancelled' AND finished_at IS NULL")
+    kept = "SELECT aiqueue_record_month_kept($1::regclass, 1, 1)"
+    assert await conn.fetchval(kept, part)
+    tr = conn.transaction()
+    await tr.start()
+    await conn.execute("UPDATE ai_marking_queue SET finished_at = '2026-01-01T00:02:00+00'"
+                       " WHERE status = 'cancelled' AND finished_at IS NULL")
+    assert not await conn.fetchval(kept, part)
+    await tr.rollback()
 
 
 async def _erase_after_upgrade(conn: asyncpg.Connection, db_url: str) -> None:

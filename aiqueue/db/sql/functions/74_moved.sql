@@ -93,14 +93,8 @@ BEGIN
     FROM new_rows n JOIN old_rows o ON o.queue_id = n.queue_id
     WHERE n.status = 'pending' AND o.status NOT IN ('pending', 'processing')
     ON CONFLICT (queue_id) DO NOTHING;
-    -- A row ended by hand without an end time ends now: retention goes by a row's
-    -- end (docs/operating/data-protection.md), so without one it was kept for
-    -- ever, and its month with every newer one.
-    UPDATE ai_marking_queue_ended q SET finished_at = now()
-    FROM new_rows n JOIN old_rows o ON o.queue_id = n.queue_id
-    WHERE q.queue_id = n.queue_id AND n.queue_moves = o.queue_moves
-      AND n.finished_at IS NULL AND o.status IN ('pending', 'processing')
-      AND n.status NOT IN ('pending', 'processing');
+    -- A row ended by hand without an end time got one as it entered its month
+    -- (98_record_months.sql, aiqueue_ended_untimed).
     SELECT array_agg(n ORDER BY n.queue_id), array_agg(o.status ORDER BY n.queue_id),
            array_agg(o.run_after ORDER BY n.queue_id)
     INTO moved, was, live_at

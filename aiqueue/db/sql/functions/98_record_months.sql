@@ -16,8 +16,28 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT date_trunc('month', p_created AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
 $$;
 
--- Whether a month of the ended rows still holds one within its period (each an
--- index probe of finished_idx).
+-- A row enters the ended rows with an end time: one ended by hand (host SQL or
+-- an operator setting its status: PostgreSQL moves it to its month as a delete
+-- and an insert) or written there by host SQL without one gets it now.
+-- Retention goes by a row's end (docs/operating/data-protection.md), so without
+-- one it was kept for ever, and its month with every newer one.  Its WHEN leaves
+-- aiqueue's own ends (each sets finished_at) without a call.
+CREATE OR REPLACE FUNCTION aiqueue_ended_untimed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.finished_at := now();
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER ai_marking_queue_ended_untimed
+    BEFORE INSERT ON ai_marking_queue_ended
+    FOR EACH ROW WHEN (NEW.finished_at IS NULL) EXECUTE FUNCTION aiqueue_ended_untimed();
+
+-- Whether a month of the ended rows still holds one within its period, or one
+-- with no end time (ended by an earlier version without one, or given none by
+-- host SQL since: its period cannot be told, so it is kept).  Each an index probe: the first two of
+-- finished_idx, the third of unfinished_idx (aiqueue 0079), which holds only
+-- those rows; its status test is that index's predicate.
 CREATE OR REPLACE FUNCTION aiqueue_record_month_kept(p_part regclass, p_completed_seconds float8,
                                                      p_ended_seconds float8)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -28,7 +48,8 @@ BEGIN
         'SELECT EXISTS (SELECT 1 FROM %1$s WHERE phase = ''completed'' AND finished_at >= $1)'
         '    OR EXISTS (SELECT 1 FROM %1$s WHERE phase IN (''failed'', ''cancelled'', ''expired'')'
         '                                    AND finished_at >= $2)'
-        '    OR EXISTS (SELECT 1 FROM %1$s WHERE finished_at IS NULL)',
+        '    OR EXISTS (SELECT 1 FROM %1$s WHERE finished_at IS NULL'
+        '                                    AND status NOT IN (''pending'', ''processing''))',
         p_part)
         INTO kept
         USING now() - make_interval(secs => p_completed_seconds),

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS ai_marking_queue_ended_unfinished_idx;
