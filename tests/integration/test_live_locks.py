@@ -1,7 +1,8 @@
 """The per-job and per-tick statements read the record's live part alone (aiqueue 0078,
 docs/architecture.md#the-record-live-rows-and-ended-months): with a year of months of
-ended rows, a heartbeat, a failed attempt, a refusal or failure of a stale dispatch, the
-wake-up's lease and scheduled terms and the recovery sweep and its looks lock no month.
+ended rows, an enqueue and its dry run, a heartbeat, a failed attempt, a refusal (its
+charge given back), a refusal or failure of a stale dispatch, the wake-up's lease and
+scheduled terms and the recovery sweep and its looks lock no month.
 A slot still held for a row a late result completed is the one case that reads the
 months, and it is still counted and freed."""
 
@@ -19,6 +20,7 @@ import pytest
 from aiqueue.db.gateway import queries
 from aiqueue.db.store import Store
 from aiqueue.models import Completed, Job
+from aiqueue.settings.money import NO_MONEY
 from tests.conftest import add_submissions
 from tests.integration.partitions_kit import month_start, partitions
 from tests.plans import plan_of
@@ -100,7 +102,14 @@ async def test_the_per_job_and_per_tick_statements_lock_no_month_of_ended_rows(
     plan = plan_of(0, 5).json
     qid, seq = job.queue_id, job.dispatch_seq
     stale_seq = stale.dispatch_seq + 1  # no longer the row's current dispatch
+    new = await add_submissions(conn, 3, "hw-new")
+    enqueue = (new, "hw-new", 0, "{}", "hw-new", False, "mark", "default", None, None,
+               None, None, False, "live")
+    dry_run = (new, "hw-new", False, "hw-new", "default", NO_MONEY.json(), None, None, "mark",
+               "{}", False, "live")
     calls: list[tuple[str, tuple[Any, ...]]] = [
+        ("enqueue", enqueue),
+        ("dry_run", dry_run),
         ("heartbeat", (qid, seq, json.dumps({"current": 1}))),
         ("attempt_failed", (qid, seq, 5.0, True, 3, "x", "dispatch_error", "{}")),
         ("attempt_failed", (stale.queue_id, stale_seq, 5.0, True, 3, "x", "x", "{}")),
