@@ -2,7 +2,8 @@
 docs/architecture.md#the-record-live-rows-and-ended-months): with a year of months of
 ended rows, an enqueue and its dry run, a heartbeat, a failed attempt, a refusal (its
 charge given back), a refusal or failure of a stale dispatch, the wake-up's lease and
-scheduled terms and the recovery sweep and its looks lock no month.
+scheduled terms, the recovery sweep and its looks, and a calibration gate still shut lock no
+month.
 A slot still held for a row a late result completed is the one case that reads the
 months, and it is still counted and freed."""
 
@@ -126,6 +127,11 @@ async def test_the_per_job_and_per_tick_statements_lock_no_month_of_ended_rows(
     ]
     assert await conn.fetchval("SELECT charged_tokens IS NOT NULL FROM ai_marking_queue"
                                " WHERE queue_id = $1", qid)
+    # A run whose calibration rows are not all ended yet (each end and the housekeeping's
+    # sweep ask): it is not ready.
+    run = await conn.fetchval("UPDATE ai_marking_queue SET calibration = true"
+                              " WHERE queue_id = $1 RETURNING run_id", stale.queue_id)
+    calls.append(("SELECT aiqueue_calibration_ready($1)", (run,)))
     locked = [(name, await months_locked(conn, name, *args)) for name, args in calls]
     assert locked == [(name, 0) for name, _ in calls]
     # Quiet for longer than the lease: the sweep recovers the rows, still in the live part.
