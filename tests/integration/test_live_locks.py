@@ -124,6 +124,8 @@ async def test_the_per_job_and_per_tick_statements_lock_no_month_of_ended_rows(
         ("expire_rows", ()),
         ("next_expiry", ()),
         ("next_scheduled", ()),
+        # The overnight lane's failed lines (this row is in no batch: nothing moves).
+        ("batch_lines_failed", ([qid], [seq], ["x"], [True], 3, 3600.0, "{}")),
     ]
     assert await conn.fetchval("SELECT charged_tokens IS NOT NULL FROM ai_marking_queue"
                                " WHERE queue_id = $1", qid)
