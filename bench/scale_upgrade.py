@@ -1,7 +1,8 @@
-"""The upgrade to month partitions (migrations 0050-0052) on tables of `n` rows each: how
-long its preparation steps run (weak locks: reads and writes go on) and how long
-`migrate up`'s transaction then holds its locks, against the same migrations run in one
-transaction without the steps; no row lost (bench/scale.py)."""
+"""The upgrades to month partitions (migrations 0050-0052, on tables of `n` rows each) and of
+the record to its live table and ended months (0078, a record of `n` rows): how long their
+preparation steps run (weak locks: reads and writes go on) and how long `migrate up`'s
+transaction then holds its locks, against the same migrations run in one transaction
+without the steps; no row lost (bench/scale.py)."""
 
 from __future__ import annotations
 
@@ -77,16 +78,16 @@ async def _unprepared(dsn: str) -> float:
         await conn.close()
 
 
-async def upgrade_times(n: int, name: str) -> Upgrade:
-    """The upgrade of a database of `n` rows a table, both ways (see Upgrade)."""
-    dsn = await _seeded(n, name)
+async def _both_ways(dsn: str, name: str, count: str) -> Upgrade:
+    """The pending upgrade of database `name` (at `dsn`) timed with its steps, and on a
+    copy without them (see Upgrade); `count` reads what no way may lose or change."""
     copy = f"{name}_plain"
     try:
         unprepared = await _unprepared(await recreate_database(
             admin_dsn(), copy, template=urlsplit(dsn).path.lstrip("/")))
         conn = await asyncpg.connect(dsn, command_timeout=None)
         try:
-            counts = tuple(await conn.fetchrow(_COUNT))
+            counts = [tuple(r) for r in await conn.fetch(count)]
             started = time.perf_counter()
             await prepare(conn, None)
             steps = time.perf_counter() - started
@@ -94,7 +95,8 @@ async def upgrade_times(n: int, name: str) -> Upgrade:
             started = time.perf_counter()
             await migrate(dsn, "up")
             locked = time.perf_counter() - started
-            assert tuple(await conn.fetchrow(_COUNT)) == counts, "the upgrade lost rows"
+            assert [tuple(r) for r in await conn.fetch(count)] == counts, \
+                "the upgrade lost or changed rows"
             return Upgrade(steps, prepared, locked, unprepared)
         finally:
             await conn.close()
@@ -103,34 +105,29 @@ async def upgrade_times(n: int, name: str) -> Upgrade:
             await recreate_database(admin_dsn(), db, create=False)
 
 
+async def upgrade_times(n: int, name: str) -> Upgrade:
+    """The upgrade of a database of `n` rows a table, both ways (see Upgrade)."""
+    return await _both_ways(await _seeded(n, name), name, _COUNT)
+
+
 _RECORD_COUNT = ("SELECT status, count(*) AS n, sum(attempts) AS attempts "
                  "FROM ai_marking_queue GROUP BY status ORDER BY status")
 
 
-async def record_upgrade_time(n: int, name: str) -> float:
-    """Seconds `migrate up` takes from the record in one table (0077) to its live table and
-    ended months (0078) with `n` record rows, a hundredth of them pending, the rest
-    completed over a week: the one transaction that holds the record's lock; no row lost
-    or changed in status or attempts."""
+async def record_upgrade_times(n: int, name: str, pending_every: int = 100) -> Upgrade:
+    """The record from one table (0077) to its live table and ended months (0078) with `n`
+    record rows, one in `pending_every` of them pending, the rest completed over a week,
+    both ways (see Upgrade); no row lost or changed in status or attempts."""
+    dsn = await _completed_before("0078", n, name)
+    conn = await asyncpg.connect(dsn, command_timeout=None)
     try:
-        dsn = await _completed_before("0078", n, name)
-        conn = await asyncpg.connect(dsn, command_timeout=None)
-        try:
-            await conn.execute("SET statement_timeout = 0")
-            await conn.execute("ALTER TABLE ai_marking_queue DISABLE TRIGGER USER")
-            await conn.execute(
-                "UPDATE ai_marking_queue SET status = 'pending', finished_at = NULL "
-                "WHERE seq % 100 = 0")
-            await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
-            await conn.execute("VACUUM ANALYZE")
-            counts = [tuple(r) for r in await conn.fetch(_RECORD_COUNT)]
-            started = time.perf_counter()
-            await migrate(dsn, "up")
-            took = time.perf_counter() - started
-            assert [tuple(r) for r in await conn.fetch(_RECORD_COUNT)] == counts, \
-                "the upgrade lost or changed rows"
-            return took
-        finally:
-            await conn.close()
+        await conn.execute("SET statement_timeout = 0")
+        await conn.execute("ALTER TABLE ai_marking_queue DISABLE TRIGGER USER")
+        await conn.execute(
+            "UPDATE ai_marking_queue SET status = 'pending', finished_at = NULL "
+            "WHERE seq % $1 = 0", pending_every)
+        await conn.execute("ALTER TABLE ai_marking_queue ENABLE TRIGGER USER")
+        await conn.execute("VACUUM ANALYZE")
     finally:
-        await recreate_database(admin_dsn(), name, create=False)
+        await conn.close()
+    return await _both_ways(dsn, name, _RECORD_COUNT)

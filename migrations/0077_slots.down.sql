@@ -1,3 +1,18 @@
+-- A copy that migration 0078's preparation steps made, when the upgrade did not
+-- follow, goes with the trigger that kept it (it knows this schema's columns).
+DROP TRIGGER IF EXISTS aiqueue_upgrade_0078_mirror ON ai_marking_queue;
+DROP FUNCTION IF EXISTS aiqueue_upgrade_0078_mirror();
+DO $copy$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN SELECT relname FROM pg_class
+             WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'
+               AND NOT relispartition AND relname ~ '^ai_marking_queue_ended_upto_[0-9]{6}$' LOOP
+        EXECUTE format('DROP TABLE %I', c.relname);
+    END LOOP;
+END
+$copy$;
 -- Back to the schema before 0077: the caps count ai_marking_claimed under the
 -- claim's advisory lock; the slots say nothing the claimed rows do not.  The
 -- functions that name the slots or the race's type go with them (the pick's

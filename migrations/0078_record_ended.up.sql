@@ -16,12 +16,17 @@
 -- (the claim, the settle's reads), so they lock one table and its indexes as
 -- before.
 --
--- The upgrade copies the live rows (pending, processing: a queue's few) into
--- the live table and attaches the old table, rows and indexes as they are, as
--- the month partition of everything ended before the start of next month.
--- ATTACH reads the old table once to check that, under the upgrade's lock
--- (docs/performance.md, "A year of a district", gives its time a million rows);
--- no index is built on it.
+-- The upgrade, when its preparation steps (0078_record_ended.steps.sql) have
+-- copied the ended rows into ai_marking_queue_ended_upto_YYYYMM and kept them
+-- since: attaches that copy as the month partition of every ended row created
+-- before YYYYMM (its check says so: ATTACH reads no row), moves the rest of the
+-- old table (the live rows, and any ended row created after) through the new
+-- record, and drops the old table.  Without them (a schema older than 0077, or
+-- a trigger someone disabled in between), the one-lock path: it moves the live
+-- rows into the live table and attaches the old table, rows and indexes as they
+-- are, as that month partition; ATTACH reads the old table once to check that,
+-- under the upgrade's lock.  docs/performance.md, "A year of a district", gives
+-- both times for a million rows.
 --
 -- What a partitioned table cannot have, and what stands in for it:
 -- * A primary key or unique index on the parent must include the partition
@@ -45,18 +50,39 @@ DECLARE
                            LATERAL (SELECT q.created_at FROM ai_marking_queue q
                                     WHERE q.phase = p.phase
                                     ORDER BY q.created_at DESC LIMIT 1) n);
-    suffix text := to_char(greatest(date_trunc('month', now() AT TIME ZONE 'UTC'),
-                                    date_trunc('month', newest AT TIME ZONE 'UTC'))
-                           + interval '1 month', 'YYYYMM');
+    -- The copy the preparation steps made and kept, with its trigger still on.
+    prepared text := (SELECT c.relname FROM pg_class c
+                      WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+                        AND NOT c.relispartition
+                        AND c.relname ~ '^ai_marking_queue_ended_upto_[0-9]{6}$'
+                        AND obj_description(c.oid, 'pg_class') = 'aiqueue 0078: copied'
+                        AND EXISTS (SELECT 1 FROM pg_trigger t
+                                    WHERE t.tgrelid = 'ai_marking_queue'::regclass
+                                      AND t.tgname = 'aiqueue_upgrade_0078_mirror'
+                                      AND t.tgenabled = 'A'));
+    suffix text := coalesce(right(prepared, 6),
+                            to_char(greatest(date_trunc('month', now() AT TIME ZONE 'UTC'),
+                                             date_trunc('month', newest AT TIME ZONE 'UTC'))
+                                    + interval '1 month', 'YYYYMM'));
     bound timestamptz := to_date(suffix, 'YYYYMM')::timestamp AT TIME ZONE 'UTC';
     month_end timestamptz := (to_date(suffix, 'YYYYMM') + interval '1 month')::timestamp
                              AT TIME ZONE 'UTC';
     legacy text := 'ai_marking_queue_ended_upto_' || suffix;
+    -- The old table's name while the new record is built: the month it becomes,
+    -- or, with a copy, a name of its own until it is dropped.
+    old text := CASE WHEN prepared IS NULL THEN legacy ELSE 'ai_marking_queue_before_0078' END;
     columns text;
     next_value bigint;
     f record;
     ix record;
 BEGIN
+    -- A copy the upgrade does not use (its trigger was switched off in between) goes.
+    FOR f IN SELECT c.relname FROM pg_class c
+             WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+               AND NOT c.relispartition AND c.relname ~ '^ai_marking_queue_ended_upto_[0-9]{6}$'
+               AND c.relname IS DISTINCT FROM prepared LOOP
+        EXECUTE format('DROP TABLE %I', f.relname);
+    END LOOP;
     FOR f IN SELECT p.oid::regprocedure AS sig
              FROM pg_proc p, (SELECT oid, typarray FROM pg_type
                               WHERE oid = 'ai_marking_queue'::regtype) t
@@ -73,20 +99,20 @@ BEGIN
     ALTER TABLE ai_marking_ready DROP CONSTRAINT IF EXISTS ai_marking_ready_queue_id_fkey;
     ALTER TABLE ai_marking_claimed DROP CONSTRAINT IF EXISTS ai_marking_claimed_queue_id_fkey;
     ALTER TABLE ai_marking_traces DROP CONSTRAINT IF EXISTS ai_marking_traces_queue_id_fkey;
+    DROP FUNCTION IF EXISTS aiqueue_upgrade_0078_mirror();
 
     next_value := (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
                    FROM ai_marking_queue_seq_seq);
-    EXECUTE format('ALTER TABLE ai_marking_queue RENAME TO %I', legacy);
+    EXECUTE format('ALTER TABLE ai_marking_queue RENAME TO %I', old);
     FOR ix IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-              WHERE i.indrelid = to_regclass(legacy) LOOP
+              WHERE i.indrelid = to_regclass(old) LOOP
         EXECUTE format('ALTER INDEX %I RENAME TO %I', ix.relname,
-                       replace(ix.relname, 'ai_marking_queue_', 'ai_marking_queue_ended_upto_'
-                               || suffix || '_'));
+                       replace(ix.relname, 'ai_marking_queue_', old || '_'));
     END LOOP;
-    EXECUTE format('ALTER TABLE %I ALTER COLUMN seq DROP IDENTITY', legacy);
+    EXECUTE format('ALTER TABLE %I ALTER COLUMN seq DROP IDENTITY', old);
     EXECUTE format('CREATE TABLE ai_marking_queue (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS'
                    ' INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMPRESSION)'
-                   ' PARTITION BY LIST ((status IN (''pending'', ''processing'')))', legacy);
+                   ' PARTITION BY LIST ((status IN (''pending'', ''processing'')))', old);
     EXECUTE format('ALTER TABLE ai_marking_queue ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY'
                    ' (START WITH %s)', next_value);
     CREATE TABLE ai_marking_queue_live PARTITION OF ai_marking_queue FOR VALUES IN (true)
@@ -131,16 +157,22 @@ BEGIN
     CREATE UNIQUE INDEX ai_marking_queue_active_uniq_live
         ON ai_marking_queue_live (submission_id, coalesce(payload_id, 0)) WHERE phase = 'live';
 
-    -- The live rows move to the live table, with their own seq (the identity's).
     columns := (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
                 FROM pg_attribute a
-                WHERE a.attrelid = to_regclass(legacy) AND a.attnum > 0
+                WHERE a.attrelid = to_regclass(old) AND a.attnum > 0
                   AND NOT a.attisdropped AND a.attgenerated = '');
-    EXECUTE format('WITH moved AS (DELETE FROM %I WHERE status IN (''pending'', ''processing'')'
-                   ' RETURNING %s) INSERT INTO ai_marking_queue_live (%s) OVERRIDING SYSTEM VALUE'
-                   ' SELECT %s FROM moved', legacy, columns, columns, columns);
+    IF prepared IS NULL THEN
+        -- The live rows move to the live table, with their own seq (the identity's).
+        EXECUTE format('WITH moved AS (DELETE FROM %I WHERE status IN (''pending'', ''processing'')'
+                       ' RETURNING %s) INSERT INTO ai_marking_queue_live (%s) OVERRIDING SYSTEM VALUE'
+                       ' SELECT %s FROM moved', legacy, columns, columns, columns);
+    END IF;
     EXECUTE format('ALTER TABLE ai_marking_queue_ended ATTACH PARTITION %I'
                    ' FOR VALUES FROM (MINVALUE) TO (%L)', legacy, bound);
+    IF prepared IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', legacy, legacy || '_bound');
+        EXECUTE format('COMMENT ON TABLE %I IS NULL', legacy);
+    END IF;
     -- Next month and the default, each with its own key and the room a heap-only
     -- update needs (fillfactor 80, as 0067 gave the record: a review, a re-mark).
     FOR ix IN SELECT * FROM (VALUES ('ai_marking_queue_ended_m' || suffix,
@@ -158,6 +190,16 @@ BEGIN
               JOIN pg_class p ON p.oid = i.inhparent LOOP
         EXECUTE format('ALTER INDEX %s RENAME TO %I', ix.child, ix.named);
     END LOOP;
+    IF prepared IS NOT NULL THEN
+        -- What the copy does not hold: the live rows, and an ended row created
+        -- at or after its bound (host SQL), each probed by the list index.
+        EXECUTE format('INSERT INTO ai_marking_queue (%2$s) OVERRIDING SYSTEM VALUE'
+                       ' SELECT %2$s FROM %1$I WHERE phase = ''live'''
+                       ' UNION ALL SELECT %2$s FROM %1$I'
+                       ' WHERE phase IN (''completed'', ''failed'', ''cancelled'', ''expired'')'
+                       '   AND created_at >= %3$L', old, columns, bound);
+        EXECUTE format('DROP TABLE %I', old);
+    END IF;
 END
 $record$;
 
@@ -165,6 +207,4 @@ $record$;
 -- this upgrade), so that a month's drop takes its counts with it.
 ALTER TABLE ai_marking_counts ADD COLUMN month timestamptz;
 
--- A partitioned parent's statistics are gathered by ANALYZE only (autovacuum
--- analyzes its partitions); the planner reads them for the parent's joins.
-ANALYZE ai_marking_queue;
+-- The parent's statistics: 0078_record_ended.after.sql, once this is committed.

@@ -8,7 +8,9 @@
 -- month (`_m202611`, `_default`, functions/97_partitions.sql) or, for the rows
 -- from before the upgrade, as that part's own indexes (`<part>_unfinished_idx`);
 -- or the one table of before 0078, which 0078 attaches as a month with this
--- index (renamed as that part's).  Nothing on a database without the record yet.
+-- index (renamed as that part's), or, when 0078's steps made one, their copy of
+-- its ended rows, which 0078 attaches instead.  Nothing on a database without
+-- the record yet.
 
 -- step --
 -- A build that did not finish leaves an invalid index: it goes first.
@@ -29,7 +31,11 @@ SELECT format('CREATE INDEX CONCURRENTLY %I ON %I (created_at)'
               c.relname) AS statement
 FROM pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
-  AND (c.relname = 'ai_marking_queue'
+  AND ((c.relname = 'ai_marking_queue' AND NOT EXISTS (
+            SELECT 1 FROM pg_class u
+            WHERE u.relnamespace = c.relnamespace AND u.relkind = 'r' AND NOT u.relispartition
+              AND u.relname ~ '^ai_marking_queue_ended_upto_[0-9]{6}$'))
+       OR (c.relname ~ '^ai_marking_queue_ended_upto_[0-9]{6}$' AND NOT c.relispartition)
        OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i
                     WHERE i.inhparent = to_regclass('ai_marking_queue_ended')))
   AND (SELECT count(*) FROM pg_attribute a

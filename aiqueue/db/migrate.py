@@ -4,7 +4,9 @@ Migrations are numbered up/down pairs that change the schema only.  A
 migration may also have preparation steps (`NNNN_name.steps.sql`, see
 `prepare`), run before it, each committed on its own, so that the work that
 reads a large table is done under a weak lock and the migration's own
-transaction holds its strong locks for catalog work only.  Every SQL
+transaction holds its strong locks for catalog work only; and statements run
+after its commit (`NNNN_name.after.sql`, see `after`), such as an ANALYZE that
+reads a sample of every partition.  Every SQL
 function and trigger lives, in its current text, in db/sql/functions/: one
 file per concern, which `up` re-applies in name order, after the migrations and
 in their transaction, whenever their text changed; rolling back the
@@ -59,6 +61,12 @@ class Migration:
         if not path.exists():
             return []
         return [s.strip() for s in path.read_text().split(_STEP)[1:] if s.strip()]
+
+    @property
+    def after(self) -> str | None:
+        """What runs once it is committed (none without a `.after.sql` file)."""
+        path = self.up.with_name(f"{self.version}.after.sql")
+        return path.read_text() if path.exists() else None
 
 
 def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
@@ -195,6 +203,21 @@ async def prepare(conn: asyncpg.Connection, steps: int | None) -> int:
     return ran
 
 
+async def after(conn: asyncpg.Connection, done: list[str]) -> None:
+    """Run the after-commit statements of the migrations `up` just applied.
+
+    They need no lock the app's reads and writes wait for (an ANALYZE); one that
+    fails is logged and left: the migration stands.
+    """
+    for m in discover():
+        if m.version in done and m.after:
+            try:
+                await conn.execute(m.after)
+            except asyncpg.PostgresError as exc:
+                log.warning("migration %s: its after-commit statements failed (%s)",
+                            m.version, exc.__class__.__name__)
+
+
 async def _up(conn: asyncpg.Connection, applied: list[str], steps: int | None) -> list[str]:
     known = discover()
     todo = [m for m in known if m.version not in applied][:steps]
@@ -238,11 +261,12 @@ async def migrate(dsn: str, direction: str = "up", *, steps: int | None = None,
                                "SET LOCAL lock_timeout = '2min'")
             await _lock(conn)
             applied = await _applied(conn)
-            if direction == "up":
-                done = await _up(conn, applied, steps)
-                await _lockdown(conn, runtime_role)
-                return done
-            return await _down(conn, applied, steps)
+            if direction != "up":
+                return await _down(conn, applied, steps)
+            done = await _up(conn, applied, steps)
+            await _lockdown(conn, runtime_role)
+        await after(conn, done)
+        return done
     except asyncpg.PostgresError as exc:
         raise StoreError(f"migration failed: {exc.__class__.__name__}: {exc}") from exc
     finally:

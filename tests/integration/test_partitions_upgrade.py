@@ -145,7 +145,8 @@ async def test_the_upgrade_reads_no_row_under_its_lock(
     # None of the big tables is read (a later migration may check a small one, such as
     # the fair groups' table of one row a group).
     # The record's old rows are read once, by the ATTACH that checks they have all
-    # ended (aiqueue 0078 moved the live ones out first: there is no weaker proof).
+    # ended: from a schema before 0077, 0078 takes its one-transaction path (its steps
+    # copy the ended rows only from 0077: tests/integration/test_record_upgrade.py).
     record = 'verifying table "ai_marking_queue_ended_upto_'
     assert [h for h in heard if h.startswith("verifying table")
             and any(f'"{t}' in h for t in TABLES)] == [
