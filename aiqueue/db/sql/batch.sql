@@ -177,9 +177,11 @@ rows AS (
       AND q.status = 'processing' AND q.batch_id IS NOT NULL
     RETURNING q.queue_id, q.dispatch_seq, q.status, l.code, q AS moved
 ),
--- The rows as the statement's snapshot has them: before the move.
+-- The rows as the statement's snapshot has them: before the move, processing,
+-- in the live part (its key written out: the months stay unopened, aiqueue 0078).
 earlier AS (
-    SELECT q.queue_id, q.run_after FROM ai_marking_queue q WHERE q.queue_id = ANY ($1::uuid[])
+    SELECT q.queue_id, q.run_after FROM ai_marking_queue q
+    WHERE q.queue_id = ANY ($1::uuid[]) AND q.status IN ('pending', 'processing')
 ),
 followed AS (
     SELECT aiqueue_moved(array_agg(rows.moved),

@@ -44,6 +44,10 @@
 -- run now, else the first new row of that key, leads; the others follow it:
 -- run_after 'infinity', never claimed.  `copies` says which.
 -- The run comes back as a row of its own ('run', docs/agreement.md).
+-- Every read of live rows names the record with `status IN ('pending',
+-- 'processing')` written out beside `phase = 'live'` (the same rows), which
+-- prunes its plan to the live part: an enqueue locks no month of ended rows
+-- (aiqueue 0078), here and in dry_run.
 WITH ids AS MATERIALIZED (
     SELECT DISTINCT ON (id) id, ord
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, ord)
@@ -61,6 +65,7 @@ todo AS MATERIALIZED (
           WHERE (NOT x.marked OR $6::boolean)
             AND NOT EXISTS (SELECT 1 FROM ai_marking_queue q
                             WHERE q.submission_id = x.id AND q.phase = 'live'
+                              AND q.status IN ('pending', 'processing')
                               -- a re-mark adds its row beside a live row of another
                               -- payload (the id looked up once: an InitPlan)
                               AND (NOT $6::boolean OR q.payload_id IS NOT DISTINCT FROM
@@ -91,7 +96,8 @@ grp AS (
 run AS (
     SELECT coalesce(
         (SELECT run_id FROM ai_marking_queue
-         WHERE assignment_id = $2 AND phase = 'live' LIMIT 1),
+         WHERE assignment_id = $2 AND phase = 'live' AND status IN ('pending', 'processing')
+         LIMIT 1),
         gen_random_uuid()) AS run_id
 ),
 payload AS (
@@ -124,7 +130,7 @@ live AS MATERIALIZED (
         SELECT q.queue_id
         FROM ai_marking_queue q
         WHERE q.answer_key = k.answer_key AND coalesce(q.group_key, q.assignment_id) = $5
-          AND q.leader_id IS NULL AND q.phase = 'live'
+          AND q.leader_id IS NULL AND q.phase = 'live' AND q.status IN ('pending', 'processing')
           AND coalesce(q.payload_id, 0) = coalesce((SELECT id FROM payload), 0)
           AND q.pool = $8::text AND q.kind = $7::text AND q.lane = $14::text
           AND q.held_run_after IS NULL AND (q.not_before IS NULL OR q.not_before <= now())
@@ -208,6 +214,7 @@ subs AS MATERIALIZED (
     SELECT ids.id, s.id IS NOT NULL AS known, s.ai_marked_at IS NOT NULL AS marked,
            EXISTS (SELECT 1 FROM ai_marking_queue q
                    WHERE q.submission_id = ids.id AND q.phase = 'live'
+                     AND q.status IN ('pending', 'processing')
                      AND (NOT $3::boolean OR q.payload_id IS NOT DISTINCT FROM
                           (SELECT aiqueue_payload_id($10::jsonb))))
                AS live,
@@ -226,8 +233,8 @@ marks AS (
                     WHERE q.answer_key = a.answer_key
                       AND coalesce(q.group_key, q.assignment_id) = $4::text
                       AND q.leader_id IS NULL
-                      AND q.phase = 'live' AND q.pool = $5::text
-                      AND q.kind = $9::text AND q.lane = $12::text
+                      AND q.phase = 'live' AND q.status IN ('pending', 'processing')
+                      AND q.pool = $5::text AND q.kind = $9::text AND q.lane = $12::text
                       AND q.held_run_after IS NULL
                       AND (q.not_before IS NULL OR q.not_before <= now())
                       AND coalesce(q.payload_id, 0) = coalesce((

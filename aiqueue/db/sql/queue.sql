@@ -38,44 +38,13 @@ SELECT aiqueue_flow_refused($1::uuid, $2::integer, $3::text, $4::float8, $5::flo
 -- A failed attempt (dispatch error, failed callback, bad sync answer): back to
 -- pending after the backoff, or failed when attempts are used up or the
 -- failure is final.  Only the row's current dispatch can fail it.  A kind may
--- allow its own number of attempts ($8: {kind: n}; else $5).
-WITH row AS (
-    UPDATE ai_marking_queue
-    SET status = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
-                                                               $5::integer)
-                      THEN 'pending' ELSE 'failed' END,
-        run_after = now() + make_interval(secs => $3::float8),
-        finished_at = CASE WHEN $4::boolean AND attempts < coalesce(($8::jsonb ->> kind)::integer,
-                                                                    $5::integer)
-                           THEN NULL ELSE now() END,
-        last_error = $6, updated_at = now(), queue_moves = ai_marking_queue.queue_moves + 1
-    WHERE queue_id = $1 AND status = 'processing' AND dispatch_seq = $2
-      AND status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
-    RETURNING queue_id, status, ai_marking_queue AS moved
-),
--- What follows the move (functions/74_moved.sql): back to pending or failed.  A
--- dispatched row went live when it was claimed (its run_after had come).
-followed AS (
-    SELECT aiqueue_moved(array_agg(row.moved), ARRAY['processing'], ARRAY[now()]) FROM row
-),
-history AS (
-    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = $7, error = $6
-    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = $2 AND a.kind = 'dispatch'
-),
--- The dispatch's slot is free: the row's, or, when a late result completed
--- the row while this dispatch was out (nothing to fail), the one it held.
-release AS (
-    DELETE FROM ai_marking_claimed c
-    USING ai_marking_queue q
-    WHERE c.queue_id = $1 AND c.dispatch_seq = $2 AND q.queue_id = c.queue_id
-      AND q.status IN ('processing', 'completed')
-),
--- The /metrics counters (migration 0008): one delta per ended attempt.
-tally AS (
-    INSERT INTO ai_marking_tally (outcome, job, error)
-    SELECT $7, CASE WHEN row.status = 'failed' THEN 'failed' END, $6 FROM row
-)
-SELECT status FROM row CROSS JOIN followed;
+-- allow its own number of attempts ($8: {kind: n}; else $5).  See
+-- aiqueue_attempt_failed() in functions/20_flow.sql (the live part alone); no
+-- row when the dispatch was not the row's current one.
+SELECT f.status
+FROM aiqueue_attempt_failed($1::uuid, $2::integer, $3::float8, $4::boolean, $5::integer,
+                            $6::text, $7::text, $8::jsonb) AS f (status)
+WHERE f.status IS NOT NULL;
 
 -- breaker_failure --
 -- Counts a dispatch failure of pool $3; at the threshold its breaker opens for
@@ -217,21 +186,13 @@ WITH opens AS (
 SELECT extract(epoch FROM least(
     -- least() skips NULLs: a closed gate or no due row makes the term NULL.
     (SELECT opens.at FROM opens),
-    -- A lease running out (aiqueue_recover_at; $3 heartbeat timeout, $4 the
-    -- platform's bound), not before a look the platform asked us to wait for.
-    -- With $5 (the platform is asked first), a dispatch with an invocation id is
-    -- looked at once quiet for $6 (aiqueue/recovery.py: the heartbeat timeout
-    -- or 3x the recent p95 processing time, whichever comes first).
-    (SELECT min(aiqueue_recover_at(
-                c.lease_at, q.started_at, q.progress IS NOT NULL OR asked, a.look_after,
-                $2::float8, CASE WHEN asked THEN $6::float8 ELSE $3 END,
-                $4::float8))
-     FROM ai_marking_claimed c
-     JOIN ai_marking_queue q ON q.queue_id = c.queue_id
-     LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
-          AND a.dispatch_seq = q.dispatch_seq AND a.kind = 'dispatch',
-     LATERAL (SELECT $5::boolean AND a.dispatch_ref IS NOT NULL
-                     AND q.status = 'processing' AS asked) l)
+    -- A lease running out (aiqueue_leases_end in functions/95_recovery.sql:
+    -- aiqueue_recover_at; $3 heartbeat timeout, $4 the platform's bound), not
+    -- before a look the platform asked us to wait for.  With $5 (the platform is
+    -- asked first), a dispatch with an invocation id is looked at once quiet for
+    -- $6 (aiqueue/recovery.py: the heartbeat timeout or 3x the recent p95
+    -- processing time, whichever comes first).
+    aiqueue_leases_end($2::float8, $3::float8, $4::float8, $5::boolean, $6::float8)
 ) - now())::float8 AS seconds;
 
 -- set_dispatch_ref --

@@ -51,7 +51,8 @@ row AS (
         run_after = now(), last_error = stuck.why, updated_at = now(),
         queue_moves = q.queue_moves + 1
     FROM stuck WHERE q.queue_id = stuck.queue_id
-    RETURNING q.queue_id, q.dispatch_seq, q.status, stuck.why, q AS moved
+      AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
+    RETURNING q.queue_id, q.dispatch_seq, q.created_at, q.status, stuck.why, q AS moved
 ),
 -- What follows the move (functions/74_moved.sql): back to pending or failed.  A
 -- dispatched row went live when it was claimed (its run_after had come).
@@ -63,29 +64,25 @@ followed AS (
 free AS (
     DELETE FROM ai_marking_claimed c USING row WHERE c.queue_id = row.queue_id
 ),
+-- Each dispatch's history line ends `stuck`, looked for in the attempts' months
+-- since its row was created (aiqueue_attempt_stuck, functions/95_recovery.sql).
 history AS (
-    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = row.why,
-        platform = CASE WHEN row.why = 'platform_timeout' THEN 'timed_out' ELSE a.platform END
-    FROM row WHERE a.queue_id = row.queue_id AND a.dispatch_seq = row.dispatch_seq
-      AND a.kind = 'dispatch'
-),
--- Completed rows still holding a slot for a newer dispatch that never reported.
-released AS (
-    DELETE FROM ai_marking_claimed c
-    USING ai_marking_queue q
-    -- The same range of the lease index as above: the record has no index of its
-    -- completed rows that a claim's update could keep heap-only.
-    WHERE q.queue_id = c.queue_id AND q.status = 'completed'
-      AND c.lease_at <= now() - make_interval(secs => least($1::float8, $3::float8, $4::float8))
-      AND aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
-                             $1::float8, $3::float8, $4::float8) <= now()
+    SELECT count(aiqueue_attempt_stuck(row.queue_id, row.dispatch_seq, row.created_at,
+                                       row.why)) AS n
+    FROM row
 ),
 tally AS (
     INSERT INTO ai_marking_tally (outcome, job, error, n)
     SELECT 'stuck', CASE WHEN row.status = 'failed' THEN 'failed' END, row.why, count(*)
     FROM row GROUP BY 2, 3
 )
-SELECT count(*) AS n FROM row CROSS JOIN followed;
+-- Completed rows still holding a slot for a newer dispatch that never reported:
+-- aiqueue_slots_released (functions/95_recovery.sql), which reads the ended
+-- months only when such a slot's lease has run out (a call in the select list
+-- runs once, whether or not a row was recovered).
+SELECT count(*) AS n, aiqueue_slots_released($1::float8, $3::float8, $4::float8) AS released,
+       (SELECT history.n FROM history) AS ended
+FROM row CROSS JOIN followed;
 
 -- take_lookups --
 -- Up to $4 dispatches whose time to ask has come (aiqueue_recover_at with the
@@ -112,6 +109,7 @@ WITH due AS (
 UPDATE ai_marking_attempts a SET look_after = now() + make_interval(secs => $5::float8)
 FROM due, ai_marking_queue q
 WHERE a.id = due.id AND q.queue_id = a.queue_id
+  AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
 RETURNING a.queue_id, a.dispatch_seq, a.attempt, a.dispatch_ref,
           q.started_at + make_interval(secs => $3::float8) <= now() AS past_bound;
 

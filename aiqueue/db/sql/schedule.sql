@@ -35,9 +35,12 @@ SELECT count(*) AS n FROM row CROSS JOIN followed;
 
 -- next_expiry --
 -- Seconds until a pending row expires (the ticker wakes to end it on time;
--- negative: overdue; NULL: none).
+-- negative: overdue; NULL: none).  A ready row's row is pending, in the live
+-- part: the record is named with its key written out, so the plan opens no
+-- month of ended rows (aiqueue 0078), here and in next_scheduled.
 SELECT extract(epoch FROM min(r.expires_at) - now())::float8 AS seconds
 FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+ AND q.status IN ('pending', 'processing')
 WHERE r.expires_at IS NOT NULL AND q.held_run_after IS NULL;
 
 -- next_scheduled --
@@ -46,5 +49,6 @@ WHERE r.expires_at IS NOT NULL AND q.held_run_after IS NULL;
 -- for it (loop.wait_out_hold).
 SELECT extract(epoch FROM min(r.run_after) - now())::float8 AS seconds
 FROM ai_marking_ready r JOIN ai_marking_queue q ON q.queue_id = r.queue_id
+ AND q.status IN ('pending', 'processing')
 WHERE r.not_before > now() AND r.run_after > now()
   AND (r.expires_at IS NULL OR r.expires_at > r.run_after) AND q.held_run_after IS NULL;

@@ -119,10 +119,7 @@ BEGIN
     IF NOT FOUND THEN
         -- A late result completed the row while this dispatch was refused: the
         -- slot it held is free now (see aiqueue_complete).
-        DELETE FROM ai_marking_claimed c
-        USING ai_marking_queue q
-        WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
-          AND q.queue_id = c.queue_id AND q.status = 'completed';
+        PERFORM aiqueue_late_slot_free(p_queue_id, p_dispatch_seq);
         RETURN NULL;
     END IF;
     -- What the claim wrote is given back under its lock, taken before any other
@@ -152,8 +149,11 @@ BEGIN
     -- What follows the move (74_moved.sql): back to pending, or failed.
     PERFORM aiqueue_moved(ARRAY[moved], ARRAY['processing'], ARRAY[r.run_after]);
     DELETE FROM ai_marking_claimed c WHERE c.queue_id = p_queue_id;
+    -- An attempt starts after its row was created: only the months since are
+    -- looked at (the attempts are month partitions, 97_partitions.sql).
     UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'refused', error = p_kind
-    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch';
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND a.started_at >= aiqueue_months_from(r.created_at);
     UPDATE ai_marking_budget b SET tokens = 0
     WHERE b.queue_id = p_queue_id AND b.dispatch_seq = p_dispatch_seq;
     PERFORM aiqueue_money_refund(p_queue_id);
@@ -161,5 +161,66 @@ BEGIN
     VALUES ('refused', CASE WHEN gone THEN 'failed' END, CASE WHEN gone THEN 'rate_limited'
                                                               ELSE p_kind END);
     RETURN outcome;
+END
+$$;
+
+-- A failed attempt of a row's current dispatch (a dispatch error, a failed
+-- callback, a bad sync answer; the `attempt_failed` query): back to pending
+-- after `p_delay`, or failed when its attempts are used up (a kind may allow
+-- its own number: `p_attempts` {kind: n}, else `p_max_attempts`) or the
+-- failure is final (not `p_retryable`).  The row's new status, or NULL when
+-- that dispatch is no longer its current one.  The dispatch's slot is free either way: the
+-- row's, or the one it held when a late result completed the row meanwhile.
+--
+-- A processing row is in the live part: each statement here names it with the
+-- live part's key written out, or by the row's own month (its attempts), so a
+-- failed attempt locks no month of ended rows; only the slot of a row a late
+-- result completed is looked for there (aiqueue_late_slot_free, 36_slots).
+CREATE OR REPLACE FUNCTION aiqueue_attempt_failed(p_queue_id uuid, p_dispatch_seq integer,
+                                                  p_delay float8, p_retryable boolean,
+                                                  p_max_attempts integer, p_error text,
+                                                  p_outcome text, p_attempts jsonb)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    moved ai_marking_queue;
+BEGIN
+    UPDATE ai_marking_queue q
+    SET status = CASE WHEN p_retryable
+                            AND q.attempts < coalesce((p_attempts ->> q.kind)::integer,
+                                                      p_max_attempts)
+                      THEN 'pending' ELSE 'failed' END,
+        run_after = now() + make_interval(secs => p_delay),
+        finished_at = CASE WHEN p_retryable
+                                 AND q.attempts < coalesce((p_attempts ->> q.kind)::integer,
+                                                           p_max_attempts)
+                           THEN NULL ELSE now() END,
+        last_error = p_error, updated_at = now(), queue_moves = q.queue_moves + 1
+    WHERE q.queue_id = p_queue_id AND q.status = 'processing' AND q.dispatch_seq = p_dispatch_seq
+      AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
+    RETURNING q.* INTO moved;
+    IF NOT FOUND THEN
+        -- Nothing to fail; a slot this dispatch still holds is free now.
+        DELETE FROM ai_marking_claimed c USING ai_marking_queue_live q
+        WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
+          AND q.queue_id = c.queue_id AND q.status = 'processing';
+        IF NOT FOUND THEN
+            PERFORM aiqueue_late_slot_free(p_queue_id, p_dispatch_seq);
+        END IF;
+        RETURN NULL;
+    END IF;
+    -- What follows the move (74_moved.sql): back to pending or failed.  A
+    -- dispatched row went live when it was claimed (its run_after had come).
+    PERFORM aiqueue_moved(ARRAY[moved], ARRAY['processing'], ARRAY[now()]);
+    -- An attempt starts after its row was created: only the months since are
+    -- looked at (the attempts are month partitions, 97_partitions.sql).
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = p_outcome, error = p_error
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND a.started_at >= aiqueue_months_from(moved.created_at);
+    DELETE FROM ai_marking_claimed c
+    WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq;
+    -- The /metrics counters (migration 0008): one delta per ended attempt.
+    INSERT INTO ai_marking_tally (outcome, job, error)
+    VALUES (p_outcome, CASE WHEN moved.status = 'failed' THEN 'failed' END, p_error);
+    RETURN moved.status;
 END
 $$;

@@ -150,3 +150,22 @@ BEGIN
     n := CASE WHEN coalesce(cap, 0) <= 0 THEN 0 ELSE aiqueue_slot_take(p_pool, kind, cap) END;
 END
 $$;
+
+-- The slot of dispatch (p_queue_id, p_dispatch_seq) of a row a late result
+-- completed while that dispatch was out (aiqueue_complete keeps it for the
+-- dispatch still at the function): free once that dispatch ends.  The
+-- completed row is in its month of ended rows, which this alone reads of the
+-- record, and only when the dispatch still holds a slot: a failure, refusal or
+-- repeated result that holds none opens no month (aiqueue 0078).
+CREATE OR REPLACE FUNCTION aiqueue_late_slot_free(p_queue_id uuid, p_dispatch_seq integer)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM ai_marking_claimed c
+               WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq) THEN
+        DELETE FROM ai_marking_claimed c USING ai_marking_queue q
+        WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
+          AND q.queue_id = c.queue_id AND q.status = 'completed'
+          AND NOT (q.status IN ('pending', 'processing'));  -- the ended months alone
+    END IF;
+END
+$$;

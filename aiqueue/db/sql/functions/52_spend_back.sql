@@ -3,11 +3,17 @@
 -- What a dispatch (or a pack) charged a group is given back: its turn counter,
 -- and its spend windows when money was charged. Counter and spend windows are
 -- the claim's rows too: a caller that gives money back holds the claim's lock
--- first, so they are locked in its order (aiqueue 0023).
+-- first, so they are locked in its order (aiqueue 0023).  The rows are looked
+-- for in the live part first (the record named with its key written out), and
+-- in the months of ended rows only for one that is not there (a refusal given
+-- up has failed it), so a refusal or a batch's refund locks no month
+-- otherwise (aiqueue 0078); aiqueue_money_refund reads its row the same way.
 CREATE OR REPLACE FUNCTION aiqueue_uncharge(p_pool text, p_priority integer, p_group text,
                                             p_tokens float8, p_usd float8,
                                             p_charged_at timestamptz, p_ids uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
 BEGIN
     UPDATE ai_marking_fair f
     SET counter = f.counter - p_tokens,
@@ -21,7 +27,14 @@ BEGIN
         WHERE f.pool = p_pool AND f.group_key = p_group AND f.capped_until IS NOT NULL;
     END IF;
     UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
-    WHERE q.queue_id = ANY (p_ids);
+    WHERE q.queue_id = ANY (p_ids)
+      AND q.status IN ('pending', 'processing');  -- the live part alone
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n < cardinality(p_ids) THEN
+        UPDATE ai_marking_queue q SET charged_tokens = NULL, charged_usd = NULL
+        WHERE q.queue_id = ANY (p_ids)
+          AND NOT (q.status IN ('pending', 'processing'));  -- the ended months alone
+    END IF;
 END
 $$;
 
@@ -33,7 +46,14 @@ DECLARE
 BEGIN
     SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
            q.charged_tokens, q.charged_usd, q.charged_at
-    INTO r FROM ai_marking_queue q WHERE q.queue_id = p_queue_id;
+    INTO r FROM ai_marking_queue q
+    WHERE q.queue_id = p_queue_id AND q.status IN ('pending', 'processing');
+    IF NOT FOUND THEN  -- a refusal given up: the row failed
+        SELECT q.pool, q.priority, coalesce(q.group_key, q.assignment_id) AS grp,
+               q.charged_tokens, q.charged_usd, q.charged_at
+        INTO r FROM ai_marking_queue q
+        WHERE q.queue_id = p_queue_id AND NOT (q.status IN ('pending', 'processing'));
+    END IF;
     IF NOT FOUND OR r.charged_tokens IS NULL THEN
         RETURN;
     END IF;

@@ -274,10 +274,8 @@ BEGIN
             RETURN aiqueue_complete(p_queue_id, p_result, p_usage, p_dispatch_seq, money,
                                     p_locked, 'failed');
         END IF;
-        DELETE FROM ai_marking_claimed c  -- the current dispatch of a row a late
-        USING ai_marking_queue q          -- result completed: free its slot
-        WHERE c.queue_id = p_queue_id AND c.dispatch_seq = p_dispatch_seq
-          AND q.queue_id = c.queue_id AND q.status = 'completed';
+        -- The current dispatch of a row a late result completed: free its slot.
+        PERFORM aiqueue_late_slot_free(p_queue_id, p_dispatch_seq);
         RETURN done;
     END IF;
     done := got.row;

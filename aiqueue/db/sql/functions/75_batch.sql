@@ -60,7 +60,8 @@ BEGIN
         UPDATE ai_marking_queue q SET charged_tokens = x.tokens, charged_usd = x.usd,
                                       charged_at = now()
         FROM unnest(c.ids, c.each_tokens, c.each_usd) AS x (queue_id, tokens, usd)
-        WHERE q.queue_id = x.queue_id;
+        WHERE q.queue_id = x.queue_id
+          AND q.status IN ('pending', 'processing');  -- the live part alone (aiqueue 0078)
     END LOOP;
 END
 $$;

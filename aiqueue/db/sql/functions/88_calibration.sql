@@ -13,7 +13,8 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM ai_marking_queue q
                WHERE q.run_id = p_run AND q.calibration
-                 AND q.phase = 'live') THEN
+                 AND q.phase = 'live'
+                 AND q.status IN ('pending', 'processing')) THEN  -- the live part alone
         RETURN false;
     END IF;
     WITH ready AS (

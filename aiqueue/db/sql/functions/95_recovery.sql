@@ -125,3 +125,99 @@ BEGIN
     RETURN FOUND;
 END
 $$;
+
+-- Completed rows still holding a slot for a newer dispatch that never reported
+-- (a late result completed the row while that dispatch was out: see
+-- aiqueue_complete): the slot is free once that dispatch's lease has run out,
+-- as a stuck row's would (aiqueue_recover_at; `p_stuck`, `p_heartbeat`,
+-- `p_bound` as there).  How many were freed.  Such a row is in its month of ended rows, so
+-- the months are read only when a slot past the shortest threshold has no row
+-- in the live part: the recovery sweep, every tick, opens none otherwise
+-- (aiqueue 0078).  The lease index's range first, as the sweep's own: the
+-- record has no index of its completed rows that a claim's update could keep
+-- heap-only.
+CREATE OR REPLACE FUNCTION aiqueue_slots_released(p_stuck float8, p_heartbeat float8,
+                                                  p_bound float8)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := 0;
+BEGIN
+    IF EXISTS (SELECT 1 FROM ai_marking_claimed c
+               WHERE c.lease_at <= now() - make_interval(secs => least(p_stuck, p_heartbeat, p_bound))
+                 AND NOT EXISTS (SELECT 1 FROM ai_marking_queue_live q
+                                 WHERE q.queue_id = c.queue_id)) THEN
+        DELETE FROM ai_marking_claimed c
+        USING ai_marking_queue q
+        WHERE q.queue_id = c.queue_id AND q.status = 'completed'
+          AND NOT (q.status IN ('pending', 'processing'))  -- the ended months alone
+          AND c.lease_at <= now() - make_interval(secs => least(p_stuck, p_heartbeat, p_bound))
+          AND aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL, NULL,
+                                 p_stuck, p_heartbeat, p_bound) <= now();
+        GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- When the first lease runs out (the `next_wakeup` query): the earliest
+-- aiqueue_recover_at of the dispatches holding a slot (`p_stuck`,
+-- `p_heartbeat`, `p_bound` as there); NULL: none.  With `p_ask` (the platform
+-- is asked first), a dispatch with an invocation id is looked at once quiet for
+-- `p_look` instead of the heartbeat timeout, not before the look the platform
+-- asked us to wait for.
+--
+-- A slot is held by a processing row, in the live part, which the first
+-- statement names with its key written out; the ended months are read only
+-- when a slot is held for a row that is not there (a row a late result
+-- completed while a newer dispatch was out, aiqueue_complete), so the wake-up
+-- every tick computes opens none otherwise (aiqueue 0078).  STABLE: both
+-- statements read one snapshot, as one statement would.
+CREATE OR REPLACE FUNCTION aiqueue_leases_end(p_stuck float8, p_heartbeat float8,
+                                              p_bound float8, p_ask boolean, p_look float8)
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    at timestamptz;
+BEGIN
+    SELECT min(aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL OR l.asked,
+                                  a.look_after, p_stuck,
+                                  CASE WHEN l.asked THEN p_look ELSE p_heartbeat END, p_bound))
+    INTO at
+    FROM ai_marking_claimed c
+    JOIN ai_marking_queue q ON q.queue_id = c.queue_id
+     AND q.status IN ('pending', 'processing')  -- the live part alone
+    LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
+         AND a.dispatch_seq = q.dispatch_seq AND a.kind = 'dispatch',
+    LATERAL (SELECT p_ask AND a.dispatch_ref IS NOT NULL AND q.status = 'processing' AS asked) l;
+    IF EXISTS (SELECT 1 FROM ai_marking_claimed c
+               WHERE NOT EXISTS (SELECT 1 FROM ai_marking_queue_live q
+                                 WHERE q.queue_id = c.queue_id)) THEN
+        -- An ended row is never asked about (it is not processing).
+        SELECT least(at, min(aiqueue_recover_at(c.lease_at, q.started_at, q.progress IS NOT NULL,
+                                                a.look_after, p_stuck, p_heartbeat, p_bound)))
+        INTO at
+        FROM ai_marking_claimed c
+        JOIN ai_marking_queue q ON q.queue_id = c.queue_id
+         AND NOT (q.status IN ('pending', 'processing'))  -- the ended months alone
+        LEFT JOIN ai_marking_attempts a ON a.queue_id = q.queue_id
+             AND a.dispatch_seq = q.dispatch_seq AND a.kind = 'dispatch';
+    END IF;
+    RETURN at;
+END
+$$;
+
+-- A recovered dispatch's history line ends `stuck` (the `recover_stuck` query,
+-- once per row it recovers; `platform_timeout`: the platform timed it out).  An
+-- attempt starts after its row was created (`p_created`): only the attempts'
+-- months since are looked at (97_partitions.sql), as a constant of this
+-- statement's plan, so the sweep's own plan names no month of them.
+CREATE OR REPLACE FUNCTION aiqueue_attempt_stuck(p_queue_id uuid, p_dispatch_seq integer,
+                                                 p_created timestamptz, p_why text)
+RETURNS integer LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE ai_marking_attempts a SET ended_at = now(), outcome = 'stuck', error = p_why,
+        platform = CASE WHEN p_why = 'platform_timeout' THEN 'timed_out' ELSE a.platform END
+    WHERE a.queue_id = p_queue_id AND a.dispatch_seq = p_dispatch_seq AND a.kind = 'dispatch'
+      AND a.started_at >= aiqueue_months_from(p_created);
+    RETURN 1;
+END
+$$;
