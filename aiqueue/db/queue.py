@@ -99,6 +99,8 @@ class QueueQueries(Gateway):
         return bool(rows)
 
     async def prune(self, older_than_seconds: float) -> int:
+        if not await self._fetchval("prune_due"):
+            return 0
         return int(await self._write_val("prune", older_than_seconds, idempotent=True))
 
     async def next_wakeup(self, plan: ClaimPlan, stuck_after: float, *,

@@ -37,6 +37,8 @@ class RecordsQueries(Gateway):
                                    completed_seconds=completed_seconds,
                                    ended_seconds=None if completed_seconds is None
                                    else ended_seconds)
+        if not await self._fetchval("retain_due", every_seconds):
+            return Retained(False, 0, 0, 0)
         rows = await self._write("retain", ended_seconds, history_seconds, batch,
                                  every_seconds, idempotent=True)
         return Retained.from_row(rows[0])

@@ -2,13 +2,14 @@
 docs/architecture.md#the-record-live-rows-and-ended-months): with a year of months of
 ended rows, an enqueue and its dry run, a heartbeat, a failed attempt, a refusal (its
 charge given back), a refusal or failure of a stale dispatch, the wake-up's lease and
-scheduled terms, the recovery sweep and its looks, and a calibration gate still shut lock no
-month.
+scheduled terms, the recovery sweep and its looks, a calibration gate still shut, and the prune and
+retention between their runs lock no month.
 A slot still held for a row a late result completed is the one case that reads the
 months, and it is still counted and freed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -204,3 +205,21 @@ async def test_a_slot_held_for_a_row_a_late_result_completed_is_counted_and_free
     wake = await conn.fetchval(queries()["next_wakeup"], plan, LEASE, LEASE, None, False, LEASE)
     assert wake is not None and wake <= 0
     assert await freed(conn, job, "recover_stuck", *SWEEP)
+
+
+async def test_the_prune_and_retention_plan_no_month_while_their_gates_are_shut(
+        store: Store, conn: asyncpg.Connection, db_url: str):
+    """An instance asks every second; they delete once a minute, and planning their
+    statements locks every month of the tables they delete from."""
+    await conn.execute("UPDATE ai_queue_control SET last_prune_at = now(), last_retain_at = now(),"
+                       " last_partitions_at = now() WHERE id = 1")
+    holder = await asyncpg.connect(db_url)
+    try:
+        async with holder.transaction():
+            # A month nobody may read: a statement that plans it waits.
+            await holder.execute("LOCK TABLE ai_marking_queue_ended_default IN ACCESS EXCLUSIVE"
+                                 " MODE")
+            assert await asyncio.wait_for(store.prune(3600), 10) == 0
+            assert not (await asyncio.wait_for(store.retain(3600, 3600), 10)).ran
+    finally:
+        await holder.close()

@@ -81,6 +81,13 @@ SELECT aiqueue_cache_key($1::uuid, $2::integer);
 -- functions/80_feed.sql).  A row when the dispatch's row was found.
 SELECT 1 AS found WHERE aiqueue_heartbeat($1::uuid, $2::integer, $3::jsonb);
 
+-- prune_due --
+-- Whether the prune's gate is open, read before the prune: its statement names
+-- every month of the tables it deletes from, and planning it locks each of them
+-- (hundreds of relations with a year of months), though it deletes once a
+-- minute; an instance asks every second.  The prune's own gate still decides.
+SELECT last_prune_at < now() - interval '60 seconds' AS due FROM ai_queue_control WHERE id = 1
+
 -- prune --
 -- At most once a minute across all instances (the control row is the gate), in
 -- bounded batches so one call never holds locks for long.

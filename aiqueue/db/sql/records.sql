@@ -1,6 +1,11 @@
 -- A school's data: retention, the export, replay by filter (erasure: erasure.sql).
 -- The rules that call these: aiqueue/records/.  Gateway: aiqueue/db/records.py.
 
+-- retain_due --
+-- Whether retention's gate is open, read before it (as the prune's: sql/queue.sql prune_due).
+SELECT last_retain_at < now() - make_interval(secs => $1::float8) AS due
+FROM ai_queue_control WHERE id = 1
+
 -- retain --
 -- Retention, in bounded batches (at most $3 rows of each kind per call), at most
 -- once per $4 seconds across every instance (the control row is the gate, as
