@@ -119,6 +119,22 @@ BEGIN
         WITH (fillfactor = 80);
     CREATE TABLE ai_marking_queue_ended PARTITION OF ai_marking_queue FOR VALUES IN (false)
         PARTITION BY RANGE (created_at);
+    -- The live rows into the live table first, with their own seq (the identity's):
+    -- its indexes and the key below are then built from them, not written row by
+    -- row (the lock is held for the live rows: docs/performance.md).
+    columns := (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+                FROM pg_attribute a
+                WHERE a.attrelid = to_regclass(old) AND a.attnum > 0
+                  AND NOT a.attisdropped AND a.attgenerated = '');
+    EXECUTE format('%s INSERT INTO ai_marking_queue_live (%s) OVERRIDING SYSTEM VALUE'
+                   ' SELECT %s FROM %s',
+                   CASE WHEN prepared IS NULL
+                        THEN format('WITH moved AS (DELETE FROM %I WHERE status IN'
+                                    ' (''pending'', ''processing'') RETURNING %s)', old, columns)
+                        ELSE '' END,
+                   columns, columns,
+                   CASE WHEN prepared IS NULL THEN 'moved'
+                        ELSE format('%I WHERE phase = ''live''', old) END);
     -- The old table's own indexes and key, by the same definitions: ATTACH takes them
     -- over instead of building them.
     ALTER TABLE ai_marking_queue ADD CONSTRAINT ai_marking_queue_submission_id_fkey
@@ -157,16 +173,6 @@ BEGIN
     CREATE UNIQUE INDEX ai_marking_queue_active_uniq_live
         ON ai_marking_queue_live (submission_id, coalesce(payload_id, 0)) WHERE phase = 'live';
 
-    columns := (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
-                FROM pg_attribute a
-                WHERE a.attrelid = to_regclass(old) AND a.attnum > 0
-                  AND NOT a.attisdropped AND a.attgenerated = '');
-    IF prepared IS NULL THEN
-        -- The live rows move to the live table, with their own seq (the identity's).
-        EXECUTE format('WITH moved AS (DELETE FROM %I WHERE status IN (''pending'', ''processing'')'
-                       ' RETURNING %s) INSERT INTO ai_marking_queue_live (%s) OVERRIDING SYSTEM VALUE'
-                       ' SELECT %s FROM moved', legacy, columns, columns, columns);
-    END IF;
     EXECUTE format('ALTER TABLE ai_marking_queue_ended ATTACH PARTITION %I'
                    ' FOR VALUES FROM (MINVALUE) TO (%L)', legacy, bound);
     IF prepared IS NOT NULL THEN
@@ -191,11 +197,10 @@ BEGIN
         EXECUTE format('ALTER INDEX %s RENAME TO %I', ix.child, ix.named);
     END LOOP;
     IF prepared IS NOT NULL THEN
-        -- What the copy does not hold: the live rows, and an ended row created
-        -- at or after its bound (host SQL), each probed by the list index.
+        -- What the copy and the live table do not hold: an ended row created at
+        -- or after the copy's bound (host SQL), probed by the list index.
         EXECUTE format('INSERT INTO ai_marking_queue (%2$s) OVERRIDING SYSTEM VALUE'
-                       ' SELECT %2$s FROM %1$I WHERE phase = ''live'''
-                       ' UNION ALL SELECT %2$s FROM %1$I'
+                       ' SELECT %2$s FROM %1$I'
                        ' WHERE phase IN (''completed'', ''failed'', ''cancelled'', ''expired'')'
                        '   AND created_at >= %3$L', old, columns, bound);
         EXECUTE format('DROP TABLE %I', old);
