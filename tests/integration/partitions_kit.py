@@ -9,6 +9,7 @@ from datetime import datetime
 
 import asyncpg
 
+from aiqueue.db.migrate import discover
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
 from aiqueue.models.queue import QueueId
@@ -127,3 +128,25 @@ async def without_record_upgrade_partition(conn: asyncpg.Connection) -> None:
         if lower is None and not name.endswith("_default"):
             await conn.execute(f"ALTER TABLE ai_marking_queue_ended DETACH PARTITION {name}")
             await conn.execute(f"DROP TABLE {name}")
+
+
+async def heard_while_migrating(conn: asyncpg.Connection, since: str) -> list[str]:
+    """What PostgreSQL says (at debug1: each ATTACH's check, each index built) while the
+    up SQL of the migrations from `since` on runs, in a transaction rolled back."""
+    heard: list[str] = []
+
+    def listen(_conn: object, message: asyncpg.PostgresLogMessage) -> None:
+        heard.append(message.message)
+
+    conn.add_log_listener(listen)
+    tr = conn.transaction()
+    await tr.start()
+    try:
+        await conn.execute("SET LOCAL client_min_messages = debug1")
+        for m in discover():
+            if m.version >= since:
+                await conn.execute(m.up.read_text())
+    finally:
+        await tr.rollback()
+        conn.remove_log_listener(listen)
+    return heard

@@ -12,6 +12,7 @@ from aiqueue.db.migrate import discover, migrate, prepare
 from aiqueue.db.store import Store
 from aiqueue.models import Completed
 from tests.conftest import add_submissions
+from tests.integration.partitions_kit import heard_while_migrating
 from tests.plans import plan_of
 
 # It migrates its database down and up again: a new copy of the template.
@@ -128,17 +129,7 @@ async def test_the_upgrade_reads_no_row_under_its_lock(
     assert all(r["convalidated"] for r in proofs)
     assert await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = "
                                "'ai_marking_results_reviewed_idx'") == 1
-    heard: list[str] = []
-    conn.add_log_listener(lambda _c, message: heard.append(message.message))
-    tr = conn.transaction()
-    await tr.start()
-    try:
-        await conn.execute("SET LOCAL client_min_messages = debug1")
-        for m in discover():
-            if m.version >= "0050":
-                await conn.execute(m.up.read_text())
-    finally:
-        await tr.rollback()
+    heard = await heard_while_migrating(conn, "0050")
     implied = [t for t in PROVED
                if any(f'for table "{t}_upto_' in h and "implied" in h for h in heard)]
     assert implied == PROVED, heard

@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 
 from aiqueue.db.migrate import discover, migrate, prepare
+from tests.integration.partitions_kit import heard_while_migrating
 from tests.roles import prepare_like_supabase
 
 # The test migrates its database down and up: a new copy.
@@ -112,17 +113,7 @@ async def test_the_prepared_copy_keeps_every_change_and_becomes_the_month(
 
     # Under the upgrade's lock, ATTACH trusts the copy's check, and no index is built
     # on the copy (its run here is rolled back; `migrate up` follows).
-    heard: list[str] = []
-    conn.add_log_listener(lambda _c, message: heard.append(message.message))
-    tr = conn.transaction()
-    await tr.start()
-    try:
-        await conn.execute("SET LOCAL client_min_messages = debug1")
-        for m in discover():
-            if m.version in LATER:
-                await conn.execute(m.up.read_text())
-    finally:
-        await tr.rollback()
+    heard = await heard_while_migrating(conn, RECORD)
     assert any(f'table "{copy["relname"]}" is implied' in h for h in heard), heard
     assert not [h for h in heard if h.startswith(("verifying table", "building index"))
                 and copy["relname"] in h], heard
