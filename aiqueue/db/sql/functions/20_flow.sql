@@ -195,8 +195,8 @@ BEGIN
                                                            p_max_attempts)
                            THEN NULL ELSE now() END,
         last_error = p_error, updated_at = now(), queue_moves = q.queue_moves + 1
+    -- status = 'processing' alone prunes the plan to the live part (aiqueue 0078).
     WHERE q.queue_id = p_queue_id AND q.status = 'processing' AND q.dispatch_seq = p_dispatch_seq
-      AND q.status IN ('pending', 'processing')  -- the live part alone (aiqueue 0078)
     RETURNING q.* INTO moved;
     IF NOT FOUND THEN
         -- Nothing to fail; a slot this dispatch still holds is free now.
